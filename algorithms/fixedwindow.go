@@ -1,0 +1,39 @@
+package algorithms
+
+// decideFixedWindow counts in windows aligned to the Unix epoch: window
+// ⌊now / Period⌋ admits Requests. Two full windows can pass back to back
+// across an edge; it exists for envoyproxy/ratelimit compatibility.
+//
+// Mirrored by lua/fixed_window.lua.
+func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
+	w := l.PeriodMs()
+	win := now / w
+	count := int64(0)
+	switch {
+	case s.A == win:
+		count = s.B
+	case s.A > win: // the clock went back: stay in the stored window
+		win, count = s.A, s.B
+	}
+	end := (win+1)*w - now
+
+	d := Decision{Allowed: true, Limit: l.Requests}
+	switch {
+	case cost > 0 && count+cost > l.Requests:
+		d.Allowed = false
+		d.RetryAfter = ms(end)
+	case cost > 0:
+		count += cost
+	case cost < 0:
+		count = max(0, count+cost)
+	}
+	d.Remaining = max(0, l.Requests-count)
+	if count > 0 {
+		d.ResetAfter = ms(end)
+	}
+	d.TTL = d.ResetAfter
+	if !d.Allowed || cost == 0 {
+		return s, d
+	}
+	return State{A: win, B: count}, d
+}

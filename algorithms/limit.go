@@ -1,0 +1,229 @@
+package algorithms
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Algorithm names a counting algorithm. The numbers match floodgate.v1's
+// Algorithm enum, so a value converts directly.
+type Algorithm int32
+
+// The algorithms. The zero value is not an algorithm.
+const (
+	Unspecified      Algorithm = 0
+	TokenBucket      Algorithm = 1
+	SlidingWindow    Algorithm = 2
+	SlidingWindowLog Algorithm = 3
+	FixedWindow      Algorithm = 4
+)
+
+// Algorithms lists every algorithm, in enum order.
+var Algorithms = []Algorithm{TokenBucket, SlidingWindow, SlidingWindowLog, FixedWindow}
+
+var algorithmNames = map[Algorithm]string{
+	TokenBucket:      "token_bucket",
+	SlidingWindow:    "sliding_window",
+	SlidingWindowLog: "sliding_window_log",
+	FixedWindow:      "fixed_window",
+}
+
+// String returns the config-file name of a, e.g. "token_bucket".
+func (a Algorithm) String() string {
+	if n, ok := algorithmNames[a]; ok {
+		return n
+	}
+	return fmt.Sprintf("algorithm(%d)", int32(a))
+}
+
+// Valid reports whether a is one of the four algorithms.
+func (a Algorithm) Valid() bool {
+	_, ok := algorithmNames[a]
+	return ok
+}
+
+// ParseAlgorithm reads a config-file name such as "sliding_window".
+func ParseAlgorithm(name string) (Algorithm, error) {
+	for a, n := range algorithmNames {
+		if n == name {
+			return a, nil
+		}
+	}
+	return Unspecified, fmt.Errorf("unknown algorithm %q (want token_bucket, sliding_window, sliding_window_log or fixed_window)", name)
+}
+
+// Bounds on limits. All arithmetic is done in integers (milliseconds and
+// scaled token counts) and the Lua twins run on doubles, which hold integers
+// exactly only below 2^53; these bounds keep every intermediate value below
+// that, with room to spare.
+const (
+	// MaxScaled bounds requests × period for the window algorithms and
+	// burst × (period / gcd(requests, period)) for the token bucket, both in
+	// milliseconds: about 1.1e15, e.g. a million requests per 13 days.
+	MaxScaled = 1 << 50
+	// MaxLogRequests caps requests for the sliding window log, whose memory
+	// grows with the number of admitted requests in a window.
+	MaxLogRequests = 10_000
+)
+
+// ErrInvalidLimit is wrapped by every error Validate returns.
+var ErrInvalidLimit = errors.New("invalid limit")
+
+// Limit is a rate: Requests per Period, counted by Algorithm.
+type Limit struct {
+	// Algorithm counts the requests. Required.
+	Algorithm Algorithm
+	// Requests admitted per Period. Must be positive.
+	Requests int64
+	// Period of the rate, in whole milliseconds. Must be positive.
+	Period time.Duration
+	// Burst is the token bucket's capacity; 0 means Requests. The window
+	// algorithms ignore it.
+	Burst int64
+}
+
+// Capacity is the most a single request may cost: the burst for a token
+// bucket, Requests otherwise. A larger cost can never be admitted.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm == TokenBucket && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Requests
+}
+
+// PeriodMs is the period in milliseconds.
+func (l Limit) PeriodMs() int64 { return l.Period.Milliseconds() }
+
+// Validate reports what is wrong with l, naming the field. The error wraps
+// ErrInvalidLimit.
+func (l Limit) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidLimit, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !l.Algorithm.Valid():
+		return bad("algorithm %v is not one of token_bucket, sliding_window, sliding_window_log, fixed_window", l.Algorithm)
+	case l.Requests <= 0:
+		return bad("requests must be positive, got %d", l.Requests)
+	case l.Period <= 0:
+		return bad("period must be positive, got %v", l.Period)
+	case l.Period%time.Millisecond != 0:
+		return bad("period must be a whole number of milliseconds, got %v", l.Period)
+	case l.Burst < 0:
+		return bad("burst must not be negative, got %d", l.Burst)
+	}
+	p := l.PeriodMs()
+	switch l.Algorithm {
+	case TokenBucket:
+		_, scale := tokenScale(l.Requests, p)
+		if c := l.Capacity(); c > MaxScaled/scale {
+			return bad("burst %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", c, l.Requests, l.Period)
+		}
+	case SlidingWindowLog:
+		if l.Requests > MaxLogRequests {
+			return bad("requests %d exceeds the sliding_window_log cap of %d (its memory grows with requests; use sliding_window)", l.Requests, MaxLogRequests)
+		}
+	}
+	if l.Requests > MaxScaled/p {
+		return bad("requests × period_ms = %d × %d exceeds 2^50", l.Requests, p)
+	}
+	return nil
+}
+
+// Decision is the answer to one check.
+type Decision struct {
+	// Allowed reports whether the whole cost was admitted. A peek (cost 0)
+	// and a refund (cost < 0) are always allowed.
+	Allowed bool
+	// Limit is the capacity that applied (Limit.Capacity).
+	Limit int64
+	// Remaining is how many whole units could still be spent now, after
+	// this decision.
+	Remaining int64
+	// RetryAfter is 0 when allowed; otherwise the exact wait until the same
+	// cost would be admitted, assuming nothing else is spent meanwhile.
+	// Negative means never: the cost exceeds the capacity.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the key is back to its full limit.
+	ResetAfter time.Duration
+	// TTL is how long the new state must be kept. Zero means the state is
+	// equivalent to no state at all and may be dropped.
+	TTL time.Duration
+}
+
+// Never is the RetryAfter of a cost that can never be admitted.
+const Never time.Duration = -1
+
+// State is the stored state of one key, for every algorithm. The zero value
+// is a key never seen (a full limit).
+//
+//	token bucket:       A = tokens × scale, B = last refill (Unix ms), C = scale
+//	sliding window:     A = window index, B = count in window A, C = count in window A-1
+//	fixed window:       A = window index, B = count in window A
+//	sliding window log: Log = admitted requests, oldest first, one entry per ms
+type State struct {
+	A, B, C int64
+	Log     []LogEntry
+}
+
+// LogEntry is the cost admitted by a sliding window log at one millisecond.
+type LogEntry struct {
+	// At is the Unix time in milliseconds.
+	At int64
+	// N is the total cost admitted at At.
+	N int64
+}
+
+// Decide charges cost against l for a key in state s at time now and
+// returns the new state and the decision. cost > 0 spends, cost == 0 only
+// looks, cost < 0 gives units back (a refund; never above the capacity).
+// When the decision is a deny, or cost is 0, the returned state is
+// equivalent to s and need not be written.
+//
+// l must be valid (Validate). Time may go backwards: a now before the
+// state's newest time is treated as that time.
+func Decide(l Limit, s State, now time.Time, cost int64) (State, Decision) {
+	return DecideMs(l, s, now.UnixMilli(), cost)
+}
+
+// DecideMs is Decide with now in Unix milliseconds, the unit the Lua twins
+// use.
+func DecideMs(l Limit, s State, nowMs, cost int64) (State, Decision) {
+	if c := l.Capacity(); cost > c {
+		d := peekOnly(l, s, nowMs)
+		d.Allowed, d.RetryAfter = false, Never
+		return s, d
+	} else if cost < -c {
+		cost = -c
+	}
+	switch l.Algorithm {
+	case TokenBucket:
+		return decideTokenBucket(l, s, nowMs, cost)
+	case SlidingWindow:
+		return decideSlidingWindow(l, s, nowMs, cost)
+	case SlidingWindowLog:
+		return decideSlidingLog(l, s, nowMs, cost)
+	case FixedWindow:
+		return decideFixedWindow(l, s, nowMs, cost)
+	}
+	return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
+}
+
+func peekOnly(l Limit, s State, nowMs int64) Decision {
+	_, d := DecideMs(l, s, nowMs, 0)
+	return d
+}
+
+// ms converts milliseconds to a Duration.
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// ceilDiv is ⌈a/b⌉ for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

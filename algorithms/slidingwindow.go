@@ -1,0 +1,75 @@
+package algorithms
+
+// decideSlidingWindow is the sliding-window counter. Windows are aligned to
+// ⌊now / W⌋; the estimate is curr + prev × (W − now mod W) / W, and a cost
+// is admitted iff estimate + cost <= Requests. All sums are kept multiplied
+// by W so they stay integers.
+//
+// RetryAfter is the smallest wait after which the same cost fits: first
+// while the previous window decays inside the current one, else after the
+// roll into the next window, where curr becomes prev and starts decaying.
+//
+// Mirrored by lua/sliding_window.lua.
+func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
+	w := l.PeriodMs()
+	win := now / w
+	var curr, prev int64
+	switch {
+	case s.A == win:
+		curr, prev = s.B, s.C
+	case s.A == win-1:
+		prev = s.B
+	case s.A > win: // the clock went back: stay at the stored window's start
+		win, curr, prev = s.A, s.B, s.C
+	}
+	at := max(now, win*w) // the moment decided, >= now
+	e := at - win*w       // elapsed in the current window
+	limit := l.Requests * w
+	weighted := curr*w + prev*(w-e)
+
+	d := Decision{Allowed: true, Limit: l.Requests}
+	switch {
+	case cost > 0 && weighted+cost*w > limit:
+		d.Allowed = false
+		d.RetryAfter = ms(at - now + slidingWait(curr, prev, cost, w, e, limit))
+	case cost > 0:
+		curr += cost
+		weighted += cost * w
+	case cost < 0:
+		refund := -cost
+		take := min(curr, refund)
+		curr -= take
+		prev = max(0, prev-(refund-take))
+		weighted = curr*w + prev*(w-e)
+	}
+	d.Remaining = max(0, (limit-weighted)/w)
+	switch {
+	case curr > 0:
+		d.ResetAfter = ms(at - now + 2*w - e)
+	case prev > 0:
+		d.ResetAfter = ms(at - now + w - e)
+	}
+	d.TTL = d.ResetAfter
+	if !d.Allowed || cost == 0 {
+		return s, d
+	}
+	return State{A: win, B: curr, C: prev}, d
+}
+
+// slidingWait is the smallest wait in ms after which cost fits, for counts
+// curr and prev at e ms into a window of w ms, with limit = Requests × w.
+func slidingWait(curr, prev, cost, w, e, limit int64) int64 {
+	if prev > 0 {
+		// Within this window: curr·w + prev·(w−e−d) + cost·w <= limit.
+		over := curr*w + prev*(w-e) + cost*w - limit
+		if d := ceilDiv(over, prev); e+d < w {
+			return d
+		}
+	}
+	// After the roll, e2 ms into the next window: curr·(w−e2) + cost·w <= limit.
+	e2 := int64(0)
+	if over := curr*w + cost*w - limit; over > 0 {
+		e2 = ceilDiv(over, curr)
+	}
+	return w - e + e2
+}

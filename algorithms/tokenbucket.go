@@ -1,0 +1,55 @@
+package algorithms
+
+// tokenScale reduces the rate requests/periodMs to lowest terms: a token
+// bucket gains perMs scaled units each millisecond, and one token is scale
+// units. Counting in scaled units keeps refills exact integers.
+func tokenScale(requests, periodMs int64) (perMs, scale int64) {
+	g := gcd(requests, periodMs)
+	return requests / g, periodMs / g
+}
+
+// decideTokenBucket is the token bucket: a capacity of Burst tokens refilled
+// at Requests per Period. Tokens are counted in scaled units (scale units a
+// token, perMs units gained each millisecond), so refills never round.
+//
+// Mirrored by lua/token_bucket.lua.
+func decideTokenBucket(l Limit, s State, now, cost int64) (State, Decision) {
+	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+	capacity := l.Capacity()
+	full := capacity * scale
+
+	tokens, last := s.A, s.B
+	switch {
+	case s.C == 0: // never seen: a full bucket
+		tokens, last = full, now
+	case s.C != scale: // the limit changed: keep the whole tokens
+		tokens = min(s.A/s.C, capacity) * scale
+	}
+	if now > last {
+		if need := full - tokens; need <= 0 || now-last >= ceilDiv(need, perMs) {
+			tokens = full
+		} else {
+			tokens += (now - last) * perMs
+		}
+		last = now
+	}
+	tokens = min(tokens, full)
+
+	d := Decision{Allowed: true, Limit: capacity}
+	switch {
+	case cost > 0 && tokens < cost*scale:
+		d.Allowed = false
+		d.RetryAfter = ms(ceilDiv(cost*scale-tokens, perMs))
+	case cost > 0:
+		tokens -= cost * scale
+	case cost < 0:
+		tokens = min(full, tokens-cost*scale)
+	}
+	d.Remaining = tokens / scale
+	d.ResetAfter = ms(ceilDiv(full-tokens, perMs))
+	d.TTL = d.ResetAfter
+	if !d.Allowed || cost == 0 {
+		return s, d
+	}
+	return State{A: tokens, B: last, C: scale}, d
+}
