@@ -34,20 +34,25 @@ func decideTokenBucket(l Limit, s State, now, cost int64) (State, Decision) {
 		last = now
 	}
 	tokens = min(tokens, full)
+	// When the clock went back, the bucket stands at last; every wait is
+	// measured from now, so it includes the lag.
+	lag := last - now
 
 	d := Decision{Allowed: true, Limit: capacity}
 	switch {
 	case cost > 0 && tokens < cost*scale:
 		d.Allowed = false
-		d.RetryAfter = ms(ceilDiv(cost*scale-tokens, perMs))
+		d.RetryAfter = ms(lag + ceilDiv(cost*scale-tokens, perMs))
 	case cost > 0:
 		tokens -= cost * scale
 	case cost < 0:
 		tokens = min(full, tokens-cost*scale)
 	}
 	d.Remaining = tokens / scale
-	d.ResetAfter = ms(ceilDiv(full-tokens, perMs))
-	d.TTL = d.ResetAfter
+	d.TTL = ms(lag + ceilDiv(full-tokens, perMs))
+	if tokens < full {
+		d.ResetAfter = d.TTL
+	}
 	if !d.Allowed || cost == 0 {
 		return s, d
 	}
