@@ -1,0 +1,42 @@
+package algorithms_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+)
+
+// TestFixedWindowEdgeBurst documents why fixed_window is burst-prone: the
+// seeds' window-edge attack (ten requests just before a window edge, ten
+// just after) gets all twenty through within 20ms against a limit of 10 per
+// 2s. TestSlidingWindowEdgeAttack denies the second ten.
+func TestFixedWindowEdgeBurst(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: 2 * time.Second}
+	runSteps(t, l, algorithms.State{}, join(
+		countdown(10, 1990*time.Millisecond, 10*time.Millisecond),
+		[]step{{cost: 1, allowed: false, remaining: 0, retry: 10 * time.Millisecond, reset: 10 * time.Millisecond}},
+		countdown(10, 20*time.Millisecond, 1990*time.Millisecond),
+		[]step{{cost: 1, allowed: false, remaining: 0, retry: 1990 * time.Millisecond, reset: 1990 * time.Millisecond}},
+	))
+}
+
+// TestFixedWindowSteps covers refunds, the clock going back into an earlier
+// window (it stays in the stored one) and costs above the limit.
+func TestFixedWindowSteps(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: 2 * time.Second}
+	runSteps(t, l, algorithms.State{}, []step{
+		{cost: 0, allowed: true, remaining: 10, reset: 0},
+		{advance: 2010 * time.Millisecond, cost: 10, allowed: true, remaining: 0, reset: 1990 * time.Millisecond},
+		{cost: -3, allowed: true, remaining: 3, reset: 1990 * time.Millisecond},
+		// t0+1010ms is window 0; the stored window 1 still counts, and
+		// ends 2990ms from now.
+		{advance: -time.Second, cost: 0, allowed: true, remaining: 3, reset: 2990 * time.Millisecond},
+		{cost: 4, allowed: false, remaining: 3, retry: 2990 * time.Millisecond, reset: 2990 * time.Millisecond},
+		{cost: 3, allowed: true, remaining: 0, reset: 2990 * time.Millisecond},
+		{cost: 11, allowed: false, remaining: 0, retry: algorithms.Never, reset: 2990 * time.Millisecond},
+		{advance: 2989 * time.Millisecond, cost: 1, allowed: false, remaining: 0, retry: time.Millisecond, reset: time.Millisecond},
+		{advance: time.Millisecond, cost: 10, allowed: true, remaining: 0, reset: 2 * time.Second},
+		{cost: -20, allowed: true, remaining: 10, reset: 0},
+	})
+}
