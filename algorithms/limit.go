@@ -65,6 +65,13 @@ const (
 	// MaxLogRequests caps requests for the sliding window log, whose memory
 	// grows with the number of admitted requests in a window.
 	MaxLogRequests = 10_000
+	// MaxWait bounds the longest wait a limit can produce: its period (two
+	// periods for the sliding window, whose requests weigh on the next
+	// window) or, for the token bucket, the time to refill an empty bucket.
+	// About 139 years (2^42 ms), it keeps every Duration in a Decision
+	// inside time.Duration's 292 years, even after the clock went back by
+	// as much again.
+	MaxWait = (1 << 42) * time.Millisecond
 )
 
 // ErrInvalidLimit is wrapped by every error Validate returns.
@@ -114,16 +121,28 @@ func (l Limit) Validate() error {
 		return bad("burst must not be negative, got %d", l.Burst)
 	}
 	p := l.PeriodMs()
+	maxWait := MaxWait.Milliseconds()
 	switch l.Algorithm {
 	case TokenBucket:
-		_, scale := tokenScale(l.Requests, p)
-		if c := l.Capacity(); c > MaxScaled/scale {
+		perMs, scale := tokenScale(l.Requests, p)
+		c := l.Capacity()
+		if c > MaxScaled/scale {
 			return bad("burst %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", c, l.Requests, l.Period)
+		}
+		if ceilDiv(c*scale, perMs) > maxWait {
+			return bad("burst %d takes longer than %v to refill at %d requests per %v", c, MaxWait, l.Requests, l.Period)
 		}
 	case SlidingWindowLog:
 		if l.Requests > MaxLogRequests {
 			return bad("requests %d exceeds the sliding_window_log cap of %d (its memory grows with requests; use sliding_window)", l.Requests, MaxLogRequests)
 		}
+	case SlidingWindow:
+		if p > maxWait/2 {
+			return bad("period %v exceeds %v, half of MaxWait (a sliding window's requests weigh on the next window)", l.Period, MaxWait/2)
+		}
+	}
+	if p > maxWait {
+		return bad("period %v exceeds MaxWait, %v", l.Period, MaxWait)
 	}
 	if l.Requests > MaxScaled/p {
 		return bad("requests × period_ms = %d × %d exceeds 2^50", l.Requests, p)
