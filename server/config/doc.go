@@ -159,7 +159,7 @@
 // Every problem is reported, not only the first, as file:line:column:
 // message, e.g.
 //
-//	rules/api.yaml:12:15: invalid rate_limit unit "minutes" (want second, minute, hour, day, week, month or year)
+//	rules/api.yaml:12:15: invalid rate limit unit "minutes" (want second, minute, hour, day, week, month or year)
 //
 // YAML syntax errors keep the line the YAML parser reports. Anchors and
 // aliases work; merge keys (<<) are not supported. Files are bounded (32
