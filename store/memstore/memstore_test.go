@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestConformanceTinyCap runs the suite with few shards and a cap far above
+// TestConformanceFewShards runs the suite with two shards and a cap far above
 // what it stores, so the multi-key paths share shards.
 func TestConformanceFewShards(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {

@@ -16,9 +16,9 @@
 // Cluster) that other tests use at the same time.
 //
 // The store under test must honour the now passed to Decide: the suite
-// drives time from a fixed epoch (Epoch) and checks every decision against
-// algorithms.Decide run on the same sequence (a reference model in this
-// package), field by field, with no tolerance.
+// drives time from a fixed epoch (2000-01-01 UTC) and checks every decision
+// against algorithms.Decide run on the same sequence (a reference model in
+// this package), field by field, with no tolerance.
 //
 // What the suite pins beyond the store.Store doc comments:
 //   - a cancelled context makes Decide return an error that wraps the
@@ -26,7 +26,11 @@
 //     store.ErrInvalid;
 //   - state whose TTL has passed behaves as absent;
 //   - a cost above the capacity is denied with RetryAfter algorithms.Never
-//     and charges nothing.
+//     and charges nothing;
+//   - concurrent single requests on one key admit exactly the limit;
+//     concurrent two-key batches leave both keys charged by exactly the
+//     admitted batches (a store that charges per slot and refunds on deny
+//     may deny a few batches spuriously, so their count is only bounded).
 //
 // It does not pin how DryRun requests mixed with charging requests in one
 // call interact; it uses DryRun only on single-request calls.
@@ -49,8 +53,8 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// Epoch is the time the suite's clocks start from.
-var Epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// epoch is the time the suite's clocks start from.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Run runs the conformance suite against stores made by newStore, one store
 // per subtest, each closed when its subtest ends.
@@ -123,7 +127,7 @@ func (h *harness) decide(now time.Time, reqs ...store.Request) []algorithms.Deci
 	h.t.Helper()
 	out := make([]algorithms.Decision, len(reqs))
 	if err := h.s.Decide(context.Background(), now, reqs, out); err != nil {
-		h.t.Fatalf("Decide(%v, %d requests): %v", now.Sub(Epoch), len(reqs), err)
+		h.t.Fatalf("Decide(%v, %d requests): %v", now.Sub(epoch), len(reqs), err)
 	}
 	return out
 }
@@ -214,7 +218,7 @@ func testSequence(h *harness) {
 		l := limitFor(alg)
 		key := h.key("seq-" + alg.String())
 		m := newModel()
-		now := Epoch.Add(137 * time.Millisecond)
+		now := epoch.Add(137 * time.Millisecond)
 		step := func(what string, cost int64) algorithms.Decision {
 			h.t.Helper()
 			req := store.Request{Key: key, Limit: l, Cost: cost}
@@ -258,7 +262,7 @@ func testRandomTrace(h *harness) {
 		l := limitFor(alg)
 		keys := []string{h.key("trace-a-" + alg.String()), h.key("trace-b-" + alg.String()), h.key("trace-c-" + alg.String())}
 		m := newModel()
-		now := Epoch.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		now := epoch.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
 		for step := range 400 {
 			switch p := rng.IntN(10); {
 			case p < 5:
@@ -280,7 +284,7 @@ func testRandomTrace(h *harness) {
 			}
 			want := m.decide(now, reqs...)
 			got := h.decide(now, reqs...)
-			h.checkAgainst(fmt.Sprintf("%v step %d at +%v %+v", alg, step, now.Sub(Epoch), reqs), got, want)
+			h.checkAgainst(fmt.Sprintf("%v step %d at +%v %+v", alg, step, now.Sub(epoch), reqs), got, want)
 			if h.t.Failed() {
 				return
 			}
@@ -299,7 +303,7 @@ func testContention(h *harness) {
 	for _, alg := range algorithms.Algorithms {
 		l := algorithms.Limit{Algorithm: alg, Requests: limit, Period: time.Hour}
 		key := h.key("contention-" + alg.String())
-		now := Epoch.Add(42 * time.Millisecond)
+		now := epoch.Add(42 * time.Millisecond)
 		var admitted, next atomic.Int64
 		var wg sync.WaitGroup
 		errs := make(chan error, goroutines)
@@ -341,7 +345,7 @@ func testBatchContention(h *harness) {
 	)
 	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: limit, Period: time.Hour}
 	k1, k2 := h.key("batch-1"), h.key("batch-2")
-	now := Epoch
+	now := epoch
 	var admitted, next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
@@ -383,7 +387,7 @@ func testAllOrNothing(h *harness) {
 		l := limitFor(alg)
 		a, b, c := h.key("aon-a-"+alg.String()), h.key("aon-b-"+alg.String()), h.key("aon-c-"+alg.String())
 		m := newModel()
-		now := Epoch.Add(10 * time.Millisecond)
+		now := epoch.Add(10 * time.Millisecond)
 		spend := store.Request{Key: c, Limit: l, Cost: l.Capacity()}
 		h.checkAgainst("exhaust c", h.decide(now, spend), m.decide(now, spend))
 
@@ -420,7 +424,7 @@ func testRepeatedKey(h *harness) {
 		l := limitFor(alg)
 		key := h.key("repeat-" + alg.String())
 		m := newModel()
-		now := Epoch.Add(500 * time.Millisecond)
+		now := epoch.Add(500 * time.Millisecond)
 		c := l.Capacity()
 
 		over := []store.Request{{Key: key, Limit: l, Cost: c/2 + 1}, {Key: key, Limit: l, Cost: c/2 + 1}}
@@ -446,7 +450,7 @@ func testDryRun(h *harness) {
 	for _, alg := range algorithms.Algorithms {
 		l := limitFor(alg)
 		key := h.key("dry-" + alg.String())
-		now := Epoch.Add(250 * time.Millisecond)
+		now := epoch.Add(250 * time.Millisecond)
 		c := l.Capacity()
 
 		d := h.decide(now, store.Request{Key: key, Limit: l, Cost: 2, DryRun: true})[0]
@@ -475,7 +479,7 @@ func testPeekAndRefund(h *harness) {
 		l := limitFor(alg)
 		key := h.key("refund-" + alg.String())
 		m := newModel()
-		now := Epoch.Add(700 * time.Millisecond)
+		now := epoch.Add(700 * time.Millisecond)
 		c := l.Capacity()
 		run := func(what string, cost int64) algorithms.Decision {
 			h.t.Helper()
@@ -508,7 +512,7 @@ func testPeekAndRefund(h *harness) {
 // testReset forgets one algorithm's state, or every algorithm's.
 func testReset(h *harness) {
 	ctx := context.Background()
-	now := Epoch.Add(time.Second)
+	now := epoch.Add(time.Second)
 	key := h.key("reset")
 	for _, alg := range algorithms.Algorithms {
 		h.decide(now, store.Request{Key: key, Limit: limitFor(alg), Cost: 2})
@@ -538,7 +542,7 @@ func testReset(h *harness) {
 // testKeyIsolation: keys that differ only in awkward bytes, long keys, and
 // one key under several algorithms never share state.
 func testKeyIsolation(h *harness) {
-	now := Epoch.Add(3 * time.Second)
+	now := epoch.Add(3 * time.Second)
 	base := h.key("iso")
 	long := strings.Repeat("k", 4096)
 	keys := []string{
@@ -596,7 +600,7 @@ func testExpiry(h *harness) {
 	for _, alg := range algorithms.Algorithms {
 		l := limitFor(alg)
 		key := h.key("expiry-" + alg.String())
-		now := Epoch.Add(5*time.Second + 333*time.Millisecond)
+		now := epoch.Add(5*time.Second + 333*time.Millisecond)
 		d := h.decide(now, store.Request{Key: key, Limit: l, Cost: l.Capacity()})[0]
 		if !d.Allowed || d.ResetAfter <= 0 {
 			h.t.Fatalf("%v spend the capacity: %s, want allowed with a positive ResetAfter", alg, fmtDecision(d))
@@ -621,7 +625,7 @@ func testCostAboveCapacity(h *harness) {
 	for _, alg := range algorithms.Algorithms {
 		l := limitFor(alg)
 		key, other := h.key("huge-"+alg.String()), h.key("huge-other-"+alg.String())
-		now := Epoch.Add(9 * time.Second)
+		now := epoch.Add(9 * time.Second)
 		d := h.decide(now, store.Request{Key: key, Limit: l, Cost: l.Capacity() + 1})[0]
 		if d.Allowed || d.RetryAfter != algorithms.Never || d.Remaining != l.Capacity() {
 			h.t.Errorf("%v cost capacity+1: %s, want denied, RetryAfter Never, Remaining %d", alg, fmtDecision(d), l.Capacity())
@@ -643,7 +647,7 @@ func testCostAboveCapacity(h *harness) {
 func testErrors(h *harness) {
 	l := limitFor(algorithms.TokenBucket)
 	key := h.key("errors")
-	now := Epoch
+	now := epoch
 	reqs := []store.Request{{Key: key, Limit: l, Cost: 1}}
 
 	ctx, cancel := context.WithCancel(context.Background())
