@@ -32,6 +32,11 @@ func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
 		d.ResetAfter = ms(end)
 	}
 	d.TTL = d.ResetAfter
+	if start := win * w; d.TTL == 0 && start > now {
+		// The clock went back: an empty window ahead of now still decides
+		// differently from no state until the clock reaches it.
+		d.TTL = ms(start - now)
+	}
 	if !d.Allowed || cost == 0 {
 		return s, d
 	}

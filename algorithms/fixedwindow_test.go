@@ -40,3 +40,29 @@ func TestFixedWindowSteps(t *testing.T) {
 		{cost: -20, allowed: true, remaining: 10, reset: 0},
 	})
 }
+
+// TestFixedWindowClockBackTTL pins the TTL of an emptied window ahead of
+// the caller's clock: the state still decides differently from no state
+// (it counts into the later window) until the clock reaches that window,
+// so its TTL must last until then, not be 0.
+func TestFixedWindowClockBackTTL(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: 2 * time.Second}
+	s, _ := algorithms.Decide(l, algorithms.State{}, epoch.Add(2010*time.Millisecond), 3)
+	back := epoch.Add(10 * time.Millisecond)
+	s, d := algorithms.Decide(l, s, back, -3)
+	want := algorithms.Decision{Allowed: true, Limit: 10, Remaining: 10, TTL: 1990 * time.Millisecond}
+	if d != want {
+		t.Fatalf("refund to empty 2s back: got %+v, want %+v", d, want)
+	}
+	_, kept := algorithms.Decide(l, s, back, 1)
+	_, none := algorithms.Decide(l, algorithms.State{}, back, 1)
+	if kept == none {
+		t.Fatalf("the emptied state decides like no state (%+v); the test no longer shows why the TTL is needed", kept)
+	}
+	at := back.Add(d.TTL)
+	_, kept = algorithms.Decide(l, s, at, 1)
+	_, none = algorithms.Decide(l, algorithms.State{}, at, 1)
+	if kept != none {
+		t.Errorf("at the TTL: kept state gives %+v, no state gives %+v", kept, none)
+	}
+}

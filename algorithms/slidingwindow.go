@@ -50,6 +50,11 @@ func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
 		d.ResetAfter = ms(at - now + w - e)
 	}
 	d.TTL = d.ResetAfter
+	if d.TTL == 0 && at > now {
+		// The clock went back: an empty window ahead of now still decides
+		// differently from no state until the clock reaches it.
+		d.TTL = ms(at - now)
+	}
 	if !d.Allowed || cost == 0 {
 		return s, d
 	}

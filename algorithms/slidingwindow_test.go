@@ -120,3 +120,28 @@ func TestSlidingWindowRefund(t *testing.T) {
 		{cost: 10, allowed: true, remaining: 0, reset: 4 * time.Second},
 	})
 }
+
+// TestSlidingWindowClockBackTTL pins the TTL of an emptied window ahead of
+// the caller's clock: until the clock reaches it, the state decides at that
+// window's start, unlike no state, so its TTL must last until then.
+func TestSlidingWindowClockBackTTL(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 10, Period: 2 * time.Second}
+	s, _ := algorithms.Decide(l, algorithms.State{}, epoch.Add(2500*time.Millisecond), 4)
+	back := epoch.Add(time.Second)
+	s, d := algorithms.Decide(l, s, back, -4)
+	want := algorithms.Decision{Allowed: true, Limit: 10, Remaining: 10, TTL: time.Second}
+	if d != want {
+		t.Fatalf("refund to empty 1.5s back: got %+v, want %+v", d, want)
+	}
+	_, kept := algorithms.Decide(l, s, back, 1)
+	_, none := algorithms.Decide(l, algorithms.State{}, back, 1)
+	if kept == none {
+		t.Fatalf("the emptied state decides like no state (%+v); the test no longer shows why the TTL is needed", kept)
+	}
+	at := back.Add(d.TTL)
+	_, kept = algorithms.Decide(l, s, at, 1)
+	_, none = algorithms.Decide(l, algorithms.State{}, at, 1)
+	if kept != none {
+		t.Errorf("at the TTL: kept state gives %+v, no state gives %+v", kept, none)
+	}
+}
