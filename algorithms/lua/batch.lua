@@ -1,0 +1,193 @@
+-- batch.lua: decides N requests in one call, all or nothing. The script
+-- Redis runs is lib.lua, the four algorithm files and this driver, joined
+-- (algorithms.BatchScript); it mirrors a store.Store Decide call made of
+-- algorithms.DecideMs calls.
+--
+-- KEYS[i]  the state key of request i. All keys must hash to one slot; a
+--          key may repeat (it then sees the earlier requests' charges).
+--          A key holds one algorithm's state: a string (token bucket,
+--          sliding window, fixed window; see pack_state in lib.lua) or a
+--          sorted set (sliding window log; see sliding_window_log.lua).
+-- ARGV[1]  now_ms: Unix time in ms, >= 0; empty or negative means use
+--          Redis' TIME (sec * 1000 + floor(usec / 1000)), the default in
+--          production.
+-- ARGV[2]  keep_ms: ms added to every TTL written (0 in production; tests
+--          whose now does not follow the wall clock keep keys longer).
+-- then six values per request i, at ARGV[3 + 6 * (i - 1)]:
+--          algorithm   1 token_bucket, 2 sliding_window,
+--                      3 sliding_window_log, 4 fixed_window
+--          requests    requests per period (> 0)
+--          period_ms   the period in ms (> 0)
+--          burst       token bucket capacity; 0 means requests
+--          cost        > 0 spends, 0 looks, < 0 refunds
+--          dry_run     1: decide as if charging but never write; 0
+--
+-- Reply: six integers per request, flat, in request order:
+--          allowed (0 or 1), limit, remaining, retry_after_ms (-1: never),
+--          reset_after_ms, ttl_ms
+-- decoded by algorithms.DecodeBatchReply.
+--
+-- Phase 1 decides every request in order on a working copy of the states
+-- (decide mirrors algorithms.DecideMs). Phase 2 runs only if no request
+-- with a positive cost was denied: it writes each changed state with its
+-- last TTL (PX), or deletes it when that TTL is 0 (the state equals no
+-- state). A deny writes nothing.
+
+if redis.replicate_commands ~= nil then
+  redis.replicate_commands() -- effects replication, needed for TIME before Redis 5
+end
+
+-- decide mirrors algorithms.DecideMs.
+local function decide(alg, requests, period_ms, burst, s, now, cost)
+  local c = capacity_of(alg, requests, burst)
+  if cost > c then
+    local _, d = decide(alg, requests, period_ms, burst, s, now, 0)
+    d.allowed, d.retry = 0, -1
+    return s, d
+  elseif cost < -c then
+    cost = -c
+  end
+  if alg == ALG_TOKEN_BUCKET then
+    return token_bucket(requests, period_ms, burst, s, now, cost)
+  elseif alg == ALG_SLIDING_WINDOW then
+    return sliding_window(requests, period_ms, s, now, cost)
+  elseif alg == ALG_SLIDING_WINDOW_LOG then
+    return sliding_window_log(requests, period_ms, s, now, cost)
+  end
+  return fixed_window(requests, period_ms, s, now, cost)
+end
+
+-- load reads key's state for alg; nil and a message if it is malformed.
+local function load(key, alg)
+  if alg == ALG_SLIDING_WINDOW_LOG then
+    local s = {at = {}, n = {}}
+    for i, m in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+      local sep = string.find(m, ':', 1, true)
+      local at = sep and tonumber(string.sub(m, 1, sep - 1))
+      local n = sep and tonumber(string.sub(m, sep + 1))
+      if at == nil or n == nil then
+        return nil, 'malformed log entry'
+      end
+      s.at[i], s.n[i] = at, n
+    end
+    return s
+  end
+  local v = redis.call('GET', key)
+  if v == false then
+    return {a = 0, b = 0, c = 0}
+  end
+  local s = unpack_state(v)
+  if s == nil then
+    return nil, 'malformed state'
+  end
+  return s
+end
+
+-- chunked calls redis cmd on key with args, at most step args a call.
+local function chunked(cmd, key, args, step)
+  for i = 1, #args, step do
+    redis.call(cmd, key, unpack(args, i, math.min(#args, i + step - 1)))
+  end
+end
+
+-- write_log turns the sorted set holding old into new.
+local function write_log(key, old, new)
+  local was, stays = {}, {}
+  for i = 1, #old.at do
+    was[log_member(old.at[i], old.n[i])] = true
+  end
+  local add = {}
+  for i = 1, #new.at do
+    local m = log_member(new.at[i], new.n[i])
+    if was[m] then
+      stays[m] = true
+    else
+      add[#add + 1] = itoa(new.at[i])
+      add[#add + 1] = m
+    end
+  end
+  local rem = {}
+  for i = 1, #old.at do
+    local m = log_member(old.at[i], old.n[i])
+    if not stays[m] then
+      rem[#rem + 1] = m
+    end
+  end
+  chunked('ZREM', key, rem, 1000)
+  chunked('ZADD', key, add, 1000)
+end
+
+-- int reads ARGV[i] as an integer at least min; nil if it is not one.
+local function int(i, min)
+  local v = tonumber(ARGV[i])
+  if v == nil or v ~= math.floor(v) or v < min then
+    return nil
+  end
+  return v
+end
+
+local n = #KEYS
+if #ARGV ~= 2 + 6 * n then
+  return redis.error_reply('ERR floodgate: want 2 + 6 ARGV per key, got ' .. #ARGV .. ' for ' .. n .. ' keys')
+end
+local now = tonumber(ARGV[1])
+if now == nil or now < 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local keep = int(2, 0)
+if keep == nil then
+  return redis.error_reply('ERR floodgate: bad keep_ms')
+end
+
+local work, order, reply = {}, {}, {}
+local denied = false
+for i = 1, n do
+  local base = 2 + 6 * (i - 1)
+  local alg, requests, period_ms = int(base + 1, 1), int(base + 2, 1), int(base + 3, 1)
+  local burst, cost, dry = int(base + 4, 0), int(base + 5, -math.huge), int(base + 6, 0)
+  if alg == nil or alg > 4 or requests == nil or period_ms == nil or burst == nil or cost == nil or dry == nil or dry > 1 then
+    return redis.error_reply('ERR floodgate: bad arguments for request ' .. i)
+  end
+  local key = KEYS[i]
+  local w = work[key]
+  if w == nil then
+    local s, err = load(key, alg)
+    if s == nil then
+      return redis.error_reply('ERR floodgate: ' .. err .. ' at key ' .. key)
+    end
+    w = {alg = alg, orig = s, state = s, changed = false, ttl = 0}
+    work[key] = w
+    order[#order + 1] = key
+  elseif w.alg ~= alg then
+    return redis.error_reply('ERR floodgate: key ' .. key .. ' used with two algorithms')
+  end
+  local s2, d = decide(alg, requests, period_ms, burst, w.state, now, cost)
+  if cost > 0 and d.allowed == 0 then
+    denied = true
+  end
+  if dry == 0 and d.allowed == 1 and cost ~= 0 then
+    w.state, w.changed, w.ttl = s2, true, d.ttl
+  end
+  local r = #reply
+  reply[r + 1], reply[r + 2], reply[r + 3] = d.allowed, d.limit, d.remaining
+  reply[r + 4], reply[r + 5], reply[r + 6] = d.retry, d.reset, d.ttl
+end
+
+if not denied then
+  for _, key in ipairs(order) do
+    local w = work[key]
+    if w.changed then
+      local s = w.state
+      if w.ttl <= 0 then
+        redis.call('DEL', key)
+      elseif w.alg == ALG_SLIDING_WINDOW_LOG then
+        write_log(key, w.orig, s)
+        redis.call('PEXPIRE', key, itoa(w.ttl + keep))
+      else
+        redis.call('SET', key, pack_state(s.a, s.b, s.c), 'PX', itoa(w.ttl + keep))
+      end
+    end
+  end
+end
+return reply

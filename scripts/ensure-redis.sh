@@ -1,0 +1,46 @@
+#!/bin/sh
+# ensure-redis.sh: make redis-server and redis-cli available for the tests.
+#
+# When either is missing from PATH and apt-get is available, installs the
+# redis-server and redis-tools packages (quietly; with sudo when not root).
+# Otherwise it does nothing and exits 0: the tests then skip, or fail when
+# CI=true. It never starts the system Redis service: tests start their own
+# redis-server processes on free loopback ports.
+set -eu
+
+if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+	exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "ensure-redis: redis-server/redis-cli missing and no apt-get; install Redis yourself" >&2
+	exit 0
+fi
+
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		SUDO="sudo -n"
+	else
+		echo "ensure-redis: not root and no sudo; install redis-server and redis-tools yourself" >&2
+		exit 0
+	fi
+fi
+
+echo "ensure-redis: installing redis-server and redis-tools with apt-get" >&2
+# policy-rc.d exit 101 keeps dpkg from starting the redis-server service.
+POLICY=/usr/sbin/policy-rc.d
+ADDED_POLICY=
+if [ ! -e "$POLICY" ]; then
+	printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$POLICY" >/dev/null
+	$SUDO chmod +x "$POLICY"
+	ADDED_POLICY=1
+fi
+status=0
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || status=$?
+if [ "$status" -eq 0 ]; then
+	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null || status=$?
+fi
+if [ -n "$ADDED_POLICY" ]; then
+	$SUDO rm -f "$POLICY"
+fi
+exit "$status"
