@@ -1,0 +1,80 @@
+// Command floodgate is a gRPC rate-limit decision service.
+//
+//	floodgate serve             run the server (embedded store unless --redis-url is set)
+//	floodgate config validate   check config files offline
+//	floodgate version           print the version
+//
+// Every flag can also be set with an environment variable: --grpc-addr is
+// FLOODGATE_GRPC_ADDR. `floodgate COMMAND --help` lists them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ec exitCode
+		if errors.As(err, &ec) {
+			os.Exit(int(ec))
+		}
+		fmt.Fprintln(os.Stderr, "floodgate:", err)
+		os.Exit(1)
+	}
+}
+
+// exitCode ends the program with a status and no further message (the
+// command has already said what was wrong).
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+const usage = `floodgate: a gRPC rate-limit decision service
+
+Usage:
+  floodgate serve [flags]              run the server
+  floodgate config validate PATH       check a config file or folder (exit 1 on error)
+  floodgate version                    print the version
+
+Run "floodgate COMMAND --help" for a command's flags and environment variables.
+`
+
+// run is the whole program: it parses args and runs one command until ctx
+// ends. main only wires the process to it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitCode(2)
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = runServe(ctx, args[1:], getenv, stdout, stderr)
+	case "config":
+		err = runConfig(args[1:], getenv, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "floodgate", version)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "floodgate: unknown command %q\n\n%s", args[0], usage)
+		return exitCode(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}

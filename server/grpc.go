@@ -1,0 +1,92 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+)
+
+// DefaultMaxRecvMsgBytes bounds a request message.
+const DefaultMaxRecvMsgBytes = 1 << 20
+
+// GRPCSettings are the gRPC server's optional knobs. The zero value is
+// usable.
+type GRPCSettings struct {
+	// Logger receives request logs (at debug level) and recovered panics.
+	// nil means slog.Default().
+	Logger *slog.Logger
+	// MaxRecvMsgBytes bounds a request. 0 means DefaultMaxRecvMsgBytes.
+	MaxRecvMsgBytes int
+	// ServerOptions are appended (TLS credentials, keepalive, limits).
+	ServerOptions []grpc.ServerOption
+	// UnaryInterceptors run after recovery and logging, in order.
+	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// StreamInterceptors run after recovery and logging, in order.
+	StreamInterceptors []grpc.StreamServerInterceptor
+	// NoReflection turns server reflection off (on by default, for grpcurl).
+	NoReflection bool
+}
+
+// NewGRPCServer builds a gRPC server with recovery and request logging,
+// grpc.health.v1 (returned so the caller can report store health) and
+// reflection, and registers rl on it.
+func NewGRPCServer(rl floodgatev1.RateLimiterServer, s GRPCSettings) (*grpc.Server, *health.Server) {
+	log := s.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	maxRecv := s.MaxRecvMsgBytes
+	if maxRecv <= 0 {
+		maxRecv = DefaultMaxRecvMsgBytes
+	}
+	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
+	})
+	reqLog := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		log.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(func(c codes.Code) logging.Level {
+			if c == codes.Internal || c == codes.Unknown || c == codes.DataLoss {
+				return logging.LevelError
+			}
+			return logging.LevelDebug
+		}),
+	}
+	unary := append([]grpc.UnaryServerInterceptor{
+		recovery.UnaryServerInterceptor(onPanic),
+		logging.UnaryServerInterceptor(reqLog, logOpts...),
+	}, s.UnaryInterceptors...)
+	stream := append([]grpc.StreamServerInterceptor{
+		recovery.StreamServerInterceptor(onPanic),
+		logging.StreamServerInterceptor(reqLog, logOpts...),
+	}, s.StreamInterceptors...)
+
+	opts := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(maxRecv),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}, s.ServerOptions...)
+	srv := grpc.NewServer(opts...)
+	floodgatev1.RegisterRateLimiterServer(srv, rl)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	if !s.NoReflection {
+		reflection.Register(srv)
+	}
+	return srv, hs
+}

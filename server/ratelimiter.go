@@ -1,0 +1,352 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/floodgate/floodgate/algorithms"
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Defaults for Settings' zero values.
+const (
+	DefaultMaxKeyBytes = 4096
+	DefaultMaxBatch    = 128
+	// DegradedRetryAfter is the Retry-After of a limit that failed closed:
+	// about when the store is probed again.
+	DegradedRetryAfter = time.Second
+)
+
+// Settings are the RateLimiter's optional knobs. The zero value is usable.
+type Settings struct {
+	// Config supplies named policies; nil means no config file, so every
+	// policy name is unknown.
+	Config ConfigSource
+	// MaxKeyBytes bounds a key's length. 0 means DefaultMaxKeyBytes.
+	MaxKeyBytes int
+	// MaxBatch bounds the checks in one CheckBatch. 0 means DefaultMaxBatch.
+	MaxBatch int
+	// FailureMode applies to inline limits and to policies that do not set
+	// one: what to answer when the store cannot decide. The zero value
+	// (config.FailureDefault) means open.
+	FailureMode config.FailureMode
+	// Clock reads the time, once per request. nil means time.Now.
+	Clock func() time.Time
+	// Logger receives internal errors. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// ConfigSource gives the current configuration. *config.Watcher is one.
+type ConfigSource interface {
+	Current() *config.Config
+}
+
+// RateLimiter serves floodgate.v1.RateLimiter.
+type RateLimiter struct {
+	floodgatev1.UnimplementedRateLimiterServer
+
+	store       store.Store
+	cfg         ConfigSource
+	maxKey      int
+	maxBatch    int
+	failureMode config.FailureMode
+	clock       func() time.Time
+	log         *slog.Logger
+}
+
+var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
+
+// NewRateLimiter returns the Check API served from st.
+func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
+	r := &RateLimiter{
+		store:       st,
+		cfg:         s.Config,
+		maxKey:      s.MaxKeyBytes,
+		maxBatch:    s.MaxBatch,
+		failureMode: s.FailureMode,
+		clock:       s.Clock,
+		log:         s.Logger,
+	}
+	if r.maxKey <= 0 {
+		r.maxKey = DefaultMaxKeyBytes
+	}
+	if r.maxBatch <= 0 {
+		r.maxBatch = DefaultMaxBatch
+	}
+	if r.failureMode == config.FailureDefault {
+		r.failureMode = config.FailureOpen
+	}
+	if r.clock == nil {
+		r.clock = time.Now
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	return r
+}
+
+// check is a validated check: what to ask the store, and how to answer.
+type check struct {
+	req         store.Request
+	failureMode config.FailureMode
+	shadow      bool
+}
+
+// checkFields are the fields CheckRequest and PeekRequest share.
+type checkFields interface {
+	GetKey() string
+	GetAlgorithm() floodgatev1.Algorithm
+	GetCost() int64
+	GetLimit() *floodgatev1.Limit
+	GetPolicy() string
+}
+
+// Check implements floodgate.v1.RateLimiter/Check.
+func (r *RateLimiter) Check(ctx context.Context, req *floodgatev1.CheckRequest) (*floodgatev1.CheckResponse, error) {
+	c, err := r.resolve(req)
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	var out [1]algorithms.Decision
+	degraded, err := r.decide(ctx, []check{c}, out[:])
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	return checkResponse(c, out[0], degraded), nil
+}
+
+// CheckBatch implements floodgate.v1.RateLimiter/CheckBatch: all or nothing.
+func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatchRequest) (*floodgatev1.CheckBatchResponse, error) {
+	n := len(req.GetChecks())
+	switch {
+	case n == 0:
+		return nil, toStatus(ctx, r.log, invalidf("checks", "must hold at least one check"))
+	case n > r.maxBatch:
+		return nil, toStatus(ctx, r.log, invalidf("checks", "%d checks exceed the limit of %d per batch", n, r.maxBatch))
+	}
+	checks := make([]check, n)
+	for i, cr := range req.GetChecks() {
+		c, err := r.resolve(cr)
+		if err != nil {
+			return nil, toStatus(ctx, r.log, within(fmtIndex("checks", i), err))
+		}
+		checks[i] = c
+	}
+	out := make([]algorithms.Decision, n)
+	degraded, err := r.decide(ctx, checks, out)
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	resp := &floodgatev1.CheckBatchResponse{Allowed: true, Results: make([]*floodgatev1.CheckResponse, n)}
+	for i, c := range checks {
+		resp.Results[i] = checkResponse(c, out[i], degraded)
+		if !resp.Results[i].Allowed {
+			resp.Allowed = false
+		}
+	}
+	return resp, nil
+}
+
+// Peek implements floodgate.v1.RateLimiter/Peek: a Check that charges nothing.
+func (r *RateLimiter) Peek(ctx context.Context, req *floodgatev1.PeekRequest) (*floodgatev1.PeekResponse, error) {
+	c, err := r.resolve(req)
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	// One store call, two looks: what is spendable now (cost 0), and
+	// whether this cost would pass (a dry run).
+	now := c
+	now.req.Cost = 0
+	c.req.DryRun = true
+	var out [2]algorithms.Decision
+	degraded, err := r.decide(ctx, []check{now, c}, out[:])
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	cr := checkResponse(c, out[1], degraded)
+	return &floodgatev1.PeekResponse{
+		Allowed:    cr.Allowed,
+		Limit:      cr.Limit,
+		Remaining:  out[0].Remaining,
+		RetryAfter: cr.RetryAfter,
+		ResetAfter: durationpb.New(out[0].ResetAfter),
+		Degraded:   cr.Degraded,
+	}, nil
+}
+
+// Reset implements floodgate.v1.RateLimiter/Reset.
+func (r *RateLimiter) Reset(ctx context.Context, req *floodgatev1.ResetRequest) (*floodgatev1.ResetResponse, error) {
+	if err := r.validateKey(req.GetKey()); err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	alg := algorithms.Algorithm(req.GetAlgorithm())
+	if alg != algorithms.Unspecified && !alg.Valid() {
+		return nil, toStatus(ctx, r.log, invalidf("algorithm", "unknown value %d", int32(alg)))
+	}
+	if err := r.store.Reset(ctx, alg, CheckKey(req.GetKey())); err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	return &floodgatev1.ResetResponse{}, nil
+}
+
+// CheckKey is the store key of a Check API key. The first byte keeps the
+// Check API's keys apart from the Envoy API's.
+func CheckKey(key string) string { return "k" + key }
+
+// resolve validates a check and finds its limit.
+func (r *RateLimiter) resolve(req checkFields) (check, error) {
+	if err := r.validateKey(req.GetKey()); err != nil {
+		return check{}, err
+	}
+	cost := req.GetCost()
+	switch {
+	case cost < 0:
+		return check{}, invalidf("cost", "must not be negative, got %d", cost)
+	case cost == 0:
+		cost = 1
+	}
+	alg := algorithms.Algorithm(req.GetAlgorithm())
+	if alg != algorithms.Unspecified && !alg.Valid() {
+		return check{}, invalidf("algorithm", "unknown value %d", int32(alg))
+	}
+
+	c := check{failureMode: r.failureMode}
+	switch {
+	case req.GetPolicy() != "":
+		p, err := r.policy(req.GetPolicy())
+		if err != nil {
+			return check{}, err
+		}
+		if alg != algorithms.Unspecified && alg != p.Rate.Algorithm {
+			return check{}, invalidf("algorithm", "%v does not match policy %q, which uses %v; leave algorithm unset", alg, p.Name, p.Rate.Algorithm)
+		}
+		c.req.Limit = p.Rate
+		c.shadow = p.ShadowMode
+		if p.FailureMode != config.FailureDefault {
+			c.failureMode = p.FailureMode
+		}
+	case req.GetLimit() != nil:
+		if alg == algorithms.Unspecified {
+			return check{}, invalidf("algorithm", "required with an inline limit (ALGORITHM_TOKEN_BUCKET, ALGORITHM_SLIDING_WINDOW, ALGORITHM_SLIDING_WINDOW_LOG or ALGORITHM_FIXED_WINDOW)")
+		}
+		l, err := inlineLimit(alg, req.GetLimit())
+		if err != nil {
+			return check{}, err
+		}
+		c.req.Limit = l
+	default:
+		return check{}, invalidf("limit", "one of limit or policy is required")
+	}
+	if capacity := c.req.Limit.Capacity(); cost > capacity {
+		what := "requests"
+		if c.req.Limit.Algorithm == algorithms.TokenBucket {
+			what = "burst"
+		}
+		return check{}, invalidf("cost", "%d exceeds the limit's capacity of %d (%s), so it could never be allowed", cost, capacity, what)
+	}
+	c.req.Key = CheckKey(req.GetKey())
+	c.req.Cost = cost
+	return c, nil
+}
+
+func (r *RateLimiter) validateKey(key string) error {
+	switch {
+	case key == "":
+		return invalidf("key", "must not be empty")
+	case len(key) > r.maxKey:
+		return invalidf("key", "%d bytes exceed the limit of %d", len(key), r.maxKey)
+	}
+	return nil
+}
+
+func (r *RateLimiter) policy(name string) (config.Policy, error) {
+	var cfg *config.Config
+	if r.cfg != nil {
+		cfg = r.cfg.Current()
+	}
+	if cfg != nil {
+		if p, ok := cfg.Policy(name); ok {
+			return p, nil
+		}
+	}
+	return config.Policy{}, &fieldError{field: "policy", msg: "unknown policy " + quote(name), kind: errNotFound}
+}
+
+// inlineLimit converts and validates an inline limit, naming the field.
+func inlineLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit) (algorithms.Limit, error) {
+	if pl.GetRequests() <= 0 {
+		return algorithms.Limit{}, invalidf("limit.requests", "must be positive, got %d", pl.GetRequests())
+	}
+	if pl.GetPeriod() == nil {
+		return algorithms.Limit{}, invalidf("limit.period", "required, e.g. \"60s\"")
+	}
+	if err := pl.GetPeriod().CheckValid(); err != nil {
+		return algorithms.Limit{}, invalidf("limit.period", "%v", err)
+	}
+	period := pl.GetPeriod().AsDuration()
+	switch {
+	case period <= 0:
+		return algorithms.Limit{}, invalidf("limit.period", "must be positive, got %v", period)
+	case period%time.Millisecond != 0:
+		return algorithms.Limit{}, invalidf("limit.period", "must be a whole number of milliseconds, got %v", period)
+	case pl.GetBurst() < 0:
+		return algorithms.Limit{}, invalidf("limit.burst", "must not be negative, got %d", pl.GetBurst())
+	case pl.GetBurst() > 0 && alg != algorithms.TokenBucket:
+		return algorithms.Limit{}, invalidf("limit.burst", "applies only to ALGORITHM_TOKEN_BUCKET, not %v", alg)
+	}
+	l := algorithms.Limit{Algorithm: alg, Requests: pl.GetRequests(), Period: period, Burst: pl.GetBurst()}
+	if err := l.Validate(); err != nil {
+		return algorithms.Limit{}, invalidf("limit", "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
+	}
+	return l, nil
+}
+
+// decide asks the store, reading the clock once. When the store cannot
+// decide, each check's failure mode answers: open allows (degraded), closed
+// denies (degraded). A request whose own context ended gets that error.
+func (r *RateLimiter) decide(ctx context.Context, checks []check, out []algorithms.Decision) (degraded bool, err error) {
+	reqs := make([]store.Request, len(checks))
+	for i := range checks {
+		reqs[i] = checks[i].req
+	}
+	err = r.store.Decide(ctx, r.clock(), reqs, out)
+	if err == nil {
+		return false, nil
+	}
+	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
+		return false, err
+	}
+	r.log.WarnContext(ctx, "store could not decide; applying failure modes", "err", err)
+	for i, c := range checks {
+		d := algorithms.Decision{Allowed: true, Limit: c.req.Limit.Capacity()}
+		if c.failureMode == config.FailureClosed && c.req.Cost > 0 {
+			d.Allowed, d.RetryAfter = false, DegradedRetryAfter
+		}
+		out[i] = d
+	}
+	return true, nil
+}
+
+// checkResponse builds the answer to one check. Shadow mode turns a deny
+// into an allow (the deny is still decided and counted in metrics).
+func checkResponse(c check, d algorithms.Decision, degraded bool) *floodgatev1.CheckResponse {
+	resp := &floodgatev1.CheckResponse{
+		Allowed:    d.Allowed || c.shadow,
+		Limit:      d.Limit,
+		Remaining:  d.Remaining,
+		ResetAfter: durationpb.New(d.ResetAfter),
+		RetryAfter: durationpb.New(0),
+		Degraded:   degraded,
+	}
+	if !resp.Allowed {
+		resp.RetryAfter = durationpb.New(max(d.RetryAfter, 0))
+	}
+	return resp
+}
