@@ -75,7 +75,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	var cfg server.ConfigSource
 	if f.configPath != "" {
 		w, err := config.Watch(ctx, f.configPath,
-			func(c *config.Config) { log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains())) },
+			func(c *config.Config) {
+				log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()))
+			},
 			func(err error) { log.Error("config rejected; the previous config keeps serving", "err", err) })
 		if err != nil {
 			return fmt.Errorf("config: %w", err)
