@@ -1,0 +1,136 @@
+// Package algorithms is floodgate's rate-limit math: four counting
+// algorithms as pure functions, and their Lua twins for Redis.
+//
+// Most callers want [Decide]:
+//
+//	next, d := algorithms.Decide(limit, state, now, cost)
+//
+// It charges cost against limit for one key whose stored state is state,
+// at time now, and returns the key's new state with a [Decision]. Nothing
+// here reads a clock, does I/O, logs or keeps metrics; the caller (a store)
+// reads the clock once, keeps the state, and writes next back. The zero
+// [State] is a key never seen, i.e. a full limit.
+//
+// # Units
+//
+// Time is Unix milliseconds ([DecideMs] takes it as an int64, the unit the
+// Lua twins use; [Decide] converts a time.Time). A [Limit] is Requests per
+// Period, Period a whole number of milliseconds. Costs are whole units
+// (usually requests). Every duration in a Decision is a whole number of
+// milliseconds.
+//
+// # Costs
+//
+// All four algorithms answer Allowed only if the whole cost fits, and a deny
+// charges nothing: it returns the very state it was given, so it need not be
+// written. Cost 0 is a peek: always allowed, the state is returned as is,
+// and the decision reports Remaining, ResetAfter and TTL. A negative cost is
+// a refund: units are given back (never above the capacity) and the
+// decision is allowed. A cost above [Limit.Capacity] can never be admitted:
+// the decision is a deny with RetryAfter == [Never], so that a client is
+// told to stop rather than loop forever. Otherwise RetryAfter is exact: it
+// is the shortest wait after which the same cost is admitted if nothing
+// else is spent meanwhile (waiting 1ms less still denies), and Remaining is
+// exact: Remaining more units can be spent at the same instant, and not one
+// more.
+//
+// ResetAfter is the wait until a peek shows Remaining == Capacity (0 when it
+// already does). TTL is how long the state must be kept: past it the state
+// decides exactly like no state, so a store may drop it; TTL 0 means it may
+// be dropped now. TTL equals ResetAfter except when the clock went back
+// (below).
+//
+// # The algorithms
+//
+// W is the period in ms, r = Requests/W the rate.
+//
+// [TokenBucket]: a bucket of Burst tokens (Burst 0 means Requests), refilled
+// at r: tokens = min(burst, tokens + elapsed·r); allowed iff tokens ≥ cost;
+// Remaining = ⌊tokens after⌋; RetryAfter = ⌈(cost − tokens)/r⌉; ResetAfter =
+// ⌈(burst − tokens after)/r⌉. It admits at most burst + r·t over any span t.
+// State: A = tokens × scale, B = last refill (Unix ms), C = scale (below).
+// When the limit changes, the whole tokens carry over, capped at the new
+// burst. Three integers: a State value (48 bytes in Go, its empty Log
+// header included), and a string of at most 25 packed bytes in Redis
+// (lua.go).
+//
+// [SlidingWindow]: the sliding-window counter. Windows are aligned to
+// ⌊now/W⌋; with curr counted in the current window, prev in the one before
+// and e = now mod W, the estimate is curr + prev·(W − e)/W, and a cost is
+// allowed iff estimate + cost ≤ Requests (stricter than the seed articles,
+// which let a fractional estimate overshoot). RetryAfter is the smallest
+// wait after which that holds: while prev decays inside this window, or
+// after the roll into the next one, where curr becomes prev and decays in
+// turn — not "until the window ends". It stops the double burst at a window
+// edge: ten requests just before the edge of a 10-per-2s window still weigh
+// 9.95 ten milliseconds after it. State: A = window index, B = curr,
+// C = prev; three integers, constant whatever the limit.
+//
+// [SlidingWindowLog]: exact. A log of admitted costs, one entry per
+// millisecond (costs in the same ms are summed); a cost is allowed iff the
+// costs logged in (now − W, now] plus cost fit in Requests, and RetryAfter
+// is the wait until enough of the oldest entries have left the window.
+// Refunds remove the newest entries first. State: Log, oldest first, 16
+// bytes an entry in Go and one sorted-set member an entry in Redis; at most
+// min(Requests, W in ms) live entries, hence the cap [MaxLogRequests]. An
+// admit copies the live log (one allocation, O(entries)): States are
+// values a caller may keep, fork or read from several goroutines, so Decide
+// never writes into a log it was given.
+//
+// [FixedWindow]: windows aligned to ⌊now/W⌋ each admit Requests; allowed iff
+// count + cost ≤ Requests; RetryAfter = until the window ends. Burst-prone:
+// Requests just before a window edge and Requests just after all pass, twice
+// the limit within milliseconds. State: A = window index, B = count; two
+// integers.
+//
+// # Which to choose
+//
+//   - token_bucket for general APIs: a sustained rate with a burst, often
+//     10–20× the per-second rate, so that clients may be bursty without
+//     exceeding their rate over time (the seeds' partner-API tiers).
+//   - sliding_window for login, OTP and financial actions: no double burst
+//     at window edges, constant memory, exact RetryAfter.
+//   - sliding_window_log when exactness matters and limits are small (at
+//     most [MaxLogRequests]): it never admits more than Requests in any
+//     window of length W, at a memory cost that grows with the admitted
+//     requests.
+//   - fixed_window only for compatibility with envoyproxy/ratelimit
+//     configs, whose semantics it reproduces, burst at the edges included.
+//
+// # Integer scaling and bounds
+//
+// All arithmetic is in int64 and exact; nothing is rounded but the final
+// ⌈⌉ and ⌊⌋ above. The token bucket reduces Requests/W to lowest terms,
+// perMs/scale with g = gcd(Requests, W), perMs = Requests/g and scale = W/g,
+// and counts tokens in units of 1/scale token, so each millisecond adds
+// exactly perMs units (golang.org/x/time/rate's float tokens cost it
+// several precision bugs). The window algorithms multiply their sums by W.
+// The Lua twins run the same arithmetic on Lua numbers, doubles that hold
+// integers exactly only below 2^53, so [Limit.Validate] keeps every
+// intermediate value below that with room to spare: Requests × W, and for
+// the token bucket Burst × scale, must be at most [MaxScaled] (2^50); the
+// sliding window log holds at most [MaxLogRequests]; and no wait may exceed
+// [MaxWait] (about 139 years: a period, two for the sliding window, or an
+// empty bucket's refill), so that every Duration fits a time.Duration even
+// after the clock went back by as much again. now must be a Unix time in
+// [0, 2^53) ms.
+//
+// # Time going backwards
+//
+// A now earlier than the state's newest time (the token bucket's last
+// refill, the stored window, the log's newest entry) is treated as that
+// time: tokens do not refill, the stored window stays current, and a new
+// log entry is written at the newest entry's time. Nothing is ever
+// admitted that would not have been admitted at the newest time. Every
+// duration in the Decision is measured from the caller's now, so it
+// includes the lag: RetryAfter stays exact on the caller's clock, and the
+// TTL keeps the state until the clock has caught up (a full bucket or an
+// empty window ahead of now still decides differently from no state).
+//
+// # Lua twins
+//
+// lua/*.lua mirror the Go functions line by line and are embedded in the
+// binary; lua.go describes the Redis key layout and the driver script. A
+// change to the arithmetic here must be made there too, or Redis and the
+// memory store will disagree.
+package algorithms
