@@ -150,90 +150,93 @@ func rel(ms int64) time.Duration { return time.Duration(ms-epoch.UnixMilli()) * 
 // TestPropertyAdmissionBounds checks each algorithm's promise on how much it
 // admits, over traces whose clock only moves forward.
 func TestPropertyAdmissionBounds(t *testing.T) {
-	forEachTrace(t, 200, 150, traceOpts{refunds: true}, func(t *testing.T, l algorithms.Limit, events []event) {
-		w, req := l.PeriodMs(), l.Requests
-		switch l.Algorithm {
-		case algorithms.TokenBucket:
-			// Starting from a full bucket, the net spent over any span of
-			// decisions [i, j] is at most burst + r·(t_j − t_i); refunds
-			// count negative.
-			for i := range events {
-				net := int64(0)
-				for j := i; j < len(events); j++ {
-					if events[j].d.Allowed {
-						net += max(events[j].cost, -l.Capacity())
-					}
-					if net*w > l.Capacity()*w+req*(events[j].at-events[i].at) {
-						t.Fatalf("%s: decisions %d..%d (t0+%v..t0+%v) spent %d, above burst + rate", desc(l), i, j, rel(events[i].at), rel(events[j].at), net)
-					}
+	t.Run("spends", func(t *testing.T) { forEachTrace(t, 200, 150, traceOpts{}, checkAdmissionBounds) })
+	t.Run("spends+refunds", func(t *testing.T) { forEachTrace(t, 200, 150, traceOpts{refunds: true}, checkAdmissionBounds) })
+}
+
+func checkAdmissionBounds(t *testing.T, l algorithms.Limit, events []event) {
+	w, req := l.PeriodMs(), l.Requests
+	switch l.Algorithm {
+	case algorithms.TokenBucket:
+		// Starting from a full bucket, the net spent over any span of
+		// decisions [i, j] is at most burst + r·(t_j − t_i); refunds
+		// count negative.
+		for i := range events {
+			net := int64(0)
+			for j := i; j < len(events); j++ {
+				if events[j].d.Allowed {
+					net += max(events[j].cost, -l.Capacity())
 				}
-			}
-		case algorithms.SlidingWindowLog:
-			// Every window (t − W, t] holds at most Requests. Refunds
-			// remove the newest entries, so the log is rebuilt the same
-			// way to know what each window holds.
-			var log []algorithms.LogEntry
-			for j, e := range events {
-				if !e.d.Allowed || e.cost == 0 {
-					continue
-				}
-				if e.cost > 0 {
-					log = append(log, algorithms.LogEntry{At: e.at, N: e.cost})
-				} else {
-					for refund := -e.cost; refund > 0 && len(log) > 0; {
-						n := len(log) - 1
-						// Only entries still in the window can be refunded.
-						if log[n].At <= e.at-w {
-							break
-						}
-						take := min(refund, log[n].N)
-						log[n].N -= take
-						refund -= take
-						if log[n].N == 0 {
-							log = log[:n]
-						}
-					}
-				}
-				sum := int64(0)
-				for _, le := range log {
-					if le.At > e.at-w {
-						sum += le.N
-					}
-				}
-				if sum > req {
-					t.Fatalf("%s: after decision %d (t0+%v) the window holds %d, above %d", desc(l), j, rel(e.at), sum, req)
-				}
-			}
-		case algorithms.SlidingWindow, algorithms.FixedWindow:
-			// Count admitted units per aligned window; refunds come off the
-			// current window first, then the previous one.
-			counts := map[int64]int64{}
-			for j, e := range events {
-				k := e.at / w
-				if e.d.Allowed && e.cost > 0 {
-					counts[k] += e.cost
-				} else if e.d.Allowed && e.cost < 0 {
-					refund := -e.cost
-					take := min(counts[k], refund)
-					counts[k] -= take
-					if l.Algorithm == algorithms.SlidingWindow {
-						counts[k-1] = max(0, counts[k-1]-(refund-take))
-					}
-				}
-				if l.Algorithm == algorithms.FixedWindow {
-					if counts[k] > req {
-						t.Fatalf("%s: window %d holds %d after decision %d, above %d", desc(l), k, counts[k], j, req)
-					}
-					continue
-				}
-				// The estimate, times W, never exceeds the limit, times W.
-				est := counts[k]*w + counts[k-1]*(w-e.at%w)
-				if est > req*w {
-					t.Fatalf("%s: after decision %d (t0+%v) the estimate is %d/%d, above %d", desc(l), j, rel(e.at), est, w, req)
+				if net*w > l.Capacity()*w+req*(events[j].at-events[i].at) {
+					t.Fatalf("%s: decisions %d..%d (t0+%v..t0+%v) spent %d, above burst + rate", desc(l), i, j, rel(events[i].at), rel(events[j].at), net)
 				}
 			}
 		}
-	})
+	case algorithms.SlidingWindowLog:
+		// Every window (t − W, t] holds at most Requests. Refunds
+		// remove the newest entries, so the log is rebuilt the same
+		// way to know what each window holds.
+		var log []algorithms.LogEntry
+		for j, e := range events {
+			if !e.d.Allowed || e.cost == 0 {
+				continue
+			}
+			if e.cost > 0 {
+				log = append(log, algorithms.LogEntry{At: e.at, N: e.cost})
+			} else {
+				for refund := -e.cost; refund > 0 && len(log) > 0; {
+					n := len(log) - 1
+					// Only entries still in the window can be refunded.
+					if log[n].At <= e.at-w {
+						break
+					}
+					take := min(refund, log[n].N)
+					log[n].N -= take
+					refund -= take
+					if log[n].N == 0 {
+						log = log[:n]
+					}
+				}
+			}
+			sum := int64(0)
+			for _, le := range log {
+				if le.At > e.at-w {
+					sum += le.N
+				}
+			}
+			if sum > req {
+				t.Fatalf("%s: after decision %d (t0+%v) the window holds %d, above %d", desc(l), j, rel(e.at), sum, req)
+			}
+		}
+	case algorithms.SlidingWindow, algorithms.FixedWindow:
+		// Count admitted units per aligned window; refunds come off the
+		// current window first, then the previous one.
+		counts := map[int64]int64{}
+		for j, e := range events {
+			k := e.at / w
+			if e.d.Allowed && e.cost > 0 {
+				counts[k] += e.cost
+			} else if e.d.Allowed && e.cost < 0 {
+				refund := -e.cost
+				take := min(counts[k], refund)
+				counts[k] -= take
+				if l.Algorithm == algorithms.SlidingWindow {
+					counts[k-1] = max(0, counts[k-1]-(refund-take))
+				}
+			}
+			if l.Algorithm == algorithms.FixedWindow {
+				if counts[k] > req {
+					t.Fatalf("%s: window %d holds %d after decision %d, above %d", desc(l), k, counts[k], j, req)
+				}
+				continue
+			}
+			// The estimate, times W, never exceeds the limit, times W.
+			est := counts[k]*w + counts[k-1]*(w-e.at%w)
+			if est > req*w {
+				t.Fatalf("%s: after decision %d (t0+%v) the estimate is %d/%d, above %d", desc(l), j, rel(e.at), est, w, req)
+			}
+		}
+	}
 }
 
 // allTraceOpts are the trace kinds the exactness properties run on.
