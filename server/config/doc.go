@@ -163,5 +163,6 @@
 //
 // YAML syntax errors keep the line the YAML parser reports. Anchors and
 // aliases work; merge keys (<<) are not supported. Files are bounded (32
-// levels of descriptors, 200,000 YAML nodes after alias expansion).
+// levels of descriptors; aliases may add at most 100,000 YAML nodes, and
+// may not contain themselves).
 package config

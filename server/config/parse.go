@@ -20,9 +20,9 @@ const (
 	// maxDepth bounds descriptor nesting (a request has at most this many
 	// entries that can match).
 	maxDepth = 32
-	// maxNodes bounds the YAML nodes visited per file, which also bounds
-	// what anchors and aliases can expand to.
-	maxNodes = 200_000
+	// maxAliased bounds the YAML nodes visited per file beyond the
+	// document's own nodes: what anchors and aliases may expand to.
+	maxAliased = 100_000
 	// maxErrors bounds the errors reported per file.
 	maxErrors = 50
 )
@@ -65,7 +65,9 @@ type parser struct {
 	file       string
 	errs       ErrorList
 	visited    int
+	budget     int // visits allowed: the document's nodes plus maxAliased
 	tooBig     bool
+	active     map[*yaml.Node]bool // descriptor lists being read, to catch alias cycles
 	domain     string
 	defaultAlg algorithms.Algorithm
 	// named maps explicit limit names to where they were first declared,
@@ -127,7 +129,7 @@ func decode(data []byte) (doc *yaml.Node, extra *yaml.Node, err error) {
 
 // parseFile parses and validates one file.
 func parseFile(name string, data []byte) (*fileConfig, ErrorList) {
-	p := &parser{file: name, named: map[string]bool{}}
+	p := &parser{file: name, named: map[string]bool{}, active: map[*yaml.Node]bool{}}
 	fc := &fileConfig{name: name}
 	doc, extra, err := decode(data)
 	switch {
@@ -141,6 +143,7 @@ func parseFile(name string, data []byte) (*fileConfig, ErrorList) {
 		p.errorf(extra, "a second YAML document: put one domain in each file")
 		return nil, p.errs
 	}
+	p.budget = countNodes(doc) + maxAliased
 	root := doc
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
@@ -219,14 +222,26 @@ func (p *parser) visit(n *yaml.Node) *yaml.Node {
 		n = n.Alias
 	}
 	p.visited++
-	if p.visited > maxNodes || n == nil || n.Kind == yaml.AliasNode {
+	if p.visited > p.budget || n == nil || n.Kind == yaml.AliasNode {
 		if !p.tooBig {
 			p.tooBig = true
-			p.errorAt(pos{}, "the file is too large or its aliases expand too far (more than %d YAML nodes)", maxNodes)
+			p.errorAt(pos{}, "aliases expand too far (more than %d YAML nodes beyond the file's own)", maxAliased)
 		}
 		return nil
 	}
 	return n
+}
+
+// countNodes counts the document's nodes without following aliases.
+func countNodes(n *yaml.Node) int {
+	count := 0
+	stack := []*yaml.Node{n}
+	for len(stack) > 0 {
+		n, stack = stack[len(stack)-1], stack[:len(stack)-1]
+		count++
+		stack = append(stack, n.Content...)
+	}
+	return count
 }
 
 // fields reads a mapping whose keys must be among allowed, reporting
@@ -392,7 +407,17 @@ var descriptorKeys = []string{
 // descriptors reads a list of descriptor nodes into parent's children.
 // path is the chain of levels above; depth is 1 for the domain's list.
 func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix string, depth int) {
-	items, ok := p.list(list, "descriptors")
+	target := p.visit(list)
+	if target == nil {
+		return
+	}
+	if p.active[target] {
+		p.errorf(list, "descriptors contain themselves through an alias")
+		return
+	}
+	p.active[target] = true
+	defer delete(p.active, target)
+	items, ok := p.list(target, "descriptors")
 	if !ok {
 		return
 	}
