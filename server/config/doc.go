@@ -12,7 +12,7 @@
 // holds one YAML document with one domain, or only policies:
 //
 //	domain: api                  # required unless the file holds only policies
-//	default_algorithm: token_bucket   # optional; see "Algorithms"
+//	default_algorithm: token_bucket   # optional; see "Extensions"
 //	descriptors: [...]           # the rules of this domain
 //	policies: {...}              # named limits for the Check API
 //
@@ -123,10 +123,11 @@
 // `rate_limits`, a list of rate_limit objects, instead of `rate_limit`. A
 // request is admitted only if every limit admits it:
 //
-//	- key: api_key
-//	  rate_limits:
-//	    - {requests_per_unit: 10, unit: second, algorithm: token_bucket, burst: 20}
-//	    - {requests_per_unit: 10000, unit: day, name: daily_quota}
+//	descriptors:
+//	  - key: api_key
+//	    rate_limits:
+//	      - {requests_per_unit: 10, unit: second, algorithm: token_bucket, burst: 20}
+//	      - {requests_per_unit: 10000, unit: day, name: daily_quota}
 //
 // # Policies (the Check API)
 //

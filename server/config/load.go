@@ -22,7 +22,7 @@ import (
 func Load(path string) (*Config, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, err
 	}
 	files := []string{path}
 	if st.IsDir() {
@@ -34,7 +34,7 @@ func Load(path string) (*Config, error) {
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return nil, err
 		}
 		srcs = append(srcs, source{name: f, data: data})
 	}
@@ -45,7 +45,7 @@ func Load(path string) (*Config, error) {
 func listDir(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, err
 	}
 	var files []string
 	for _, e := range entries {
@@ -59,7 +59,7 @@ func listDir(dir string) ([]string, error) {
 		full := filepath.Join(dir, name)
 		st, err := os.Stat(full) // follows symlinks
 		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return nil, err
 		}
 		if st.Mode().IsRegular() {
 			files = append(files, full)

@@ -260,9 +260,9 @@ func TestMetricName(t *testing.T) {
 		entries []Entry
 		want    string
 	}{
-		{"example5", e("azure", "tenant-1"), "example5.azure_tenant-1"},    // detailed_metric
-		{"example5", e("path", "/bar/baz"), "example5.path_/bar/baz"},      // value_to_metric on a wildcard
-		{"example5", e("path", "/foo/baz"), "example5.path_/foo/*"},        // plain: the rule's name
+		{"example5", e("azure", "tenant-1"), "example5.azure_tenant-1"}, // detailed_metric
+		{"example5", e("path", "/bar/baz"), "example5.path_/bar/baz"},   // value_to_metric on a wildcard
+		{"example5", e("path", "/foo/baz"), "example5.path_/foo/*"},     // plain: the rule's name
 		{"edge_proxy_per_ip", e("remote_address", "1.2.3.4"), "edge_proxy_per_ip.remote_address"},
 	}
 	for _, tt := range tests {

@@ -53,12 +53,12 @@ func Watch(ctx context.Context, path string, onLoad func(*Config), onError func(
 	}
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
-		return nil, fmt.Errorf("config: watching %s: %w", path, err)
+		return nil, fmt.Errorf("watching %s: %w", path, err)
 	}
 	for _, dir := range watchDirs(path) {
 		if err := fsw.Add(dir); err != nil {
 			fsw.Close()
-			return nil, fmt.Errorf("config: watching %s: %w", dir, err)
+			return nil, fmt.Errorf("watching %s: %w", dir, err)
 		}
 	}
 	if onLoad == nil {
@@ -141,7 +141,7 @@ func (w *Watcher) run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			w.onError(fmt.Errorf("config: watching %s: %w", w.path, err))
+			w.onError(fmt.Errorf("watching %s: %w", w.path, err))
 		case <-timer.C:
 			first = time.Time{}
 			w.reload()
@@ -154,9 +154,9 @@ func (w *Watcher) reload() {
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			// Mid-swap or removed: keep serving; a later event reloads.
-			err = fmt.Errorf("config: reload of %s failed, keeping the previous config: %w", w.path, err)
+			err = fmt.Errorf("reload of %s failed, keeping the previous config: %w", w.path, err)
 		} else {
-			err = fmt.Errorf("config: reload of %s rejected, keeping the previous config: %w", w.path, err)
+			err = fmt.Errorf("reload of %s rejected, keeping the previous config: %w", w.path, err)
 		}
 		w.onError(err)
 		return

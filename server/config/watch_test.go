@@ -24,7 +24,7 @@ func newEvents() *events {
 	return &events{loads: make(chan *Config, 100), errs: make(chan error, 100)}
 }
 
-func (ev *events) onLoad(c *Config) { ev.loads <- c }
+func (ev *events) onLoad(c *Config)  { ev.loads <- c }
 func (ev *events) onError(err error) { ev.errs <- err }
 
 func (ev *events) load(t *testing.T) *Config {
