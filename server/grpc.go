@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
@@ -41,8 +42,9 @@ type GRPCSettings struct {
 
 // NewGRPCServer builds a gRPC server with recovery and request logging,
 // grpc.health.v1 (returned so the caller can report store health) and
-// reflection, and registers rl on it.
-func NewGRPCServer(rl floodgatev1.RateLimiterServer, s GRPCSettings) (*grpc.Server, *health.Server) {
+// reflection, and registers rl and, when not nil, envoy on it: both APIs
+// share one port.
+func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServiceServer, s GRPCSettings) (*grpc.Server, *health.Server) {
 	log := s.Logger
 	if log == nil {
 		log = slog.Default()
@@ -83,6 +85,9 @@ func NewGRPCServer(rl floodgatev1.RateLimiterServer, s GRPCSettings) (*grpc.Serv
 	}, s.ServerOptions...)
 	srv := grpc.NewServer(opts...)
 	floodgatev1.RegisterRateLimiterServer(srv, rl)
+	if envoy != nil {
+		rlsv3.RegisterRateLimitServiceServer(srv, envoy)
+	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	if !s.NoReflection {

@@ -31,6 +31,8 @@ type serveFlags struct {
 	logLevel      string
 	logFormat     string
 	drainTimeout  time.Duration
+	shadowMode    bool
+	headers       bool
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -42,6 +44,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded) or closed (deny)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug (request logs), info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&f.shadowMode, "shadow-mode", false, "Envoy API: every limit in shadow mode (decide and count, always answer OK)")
+	fs.BoolVar(&f.headers, "response-headers", true, "Envoy API: add RateLimit-*, X-RateLimit-* and Retry-After response headers")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take before the server stops")
 }
 
@@ -98,7 +102,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		FailureMode: failureMode,
 		Logger:      log,
 	})
-	grpcSrv, health := server.NewGRPCServer(rl, server.GRPCSettings{Logger: log})
+	envoy := server.NewEnvoy(st, server.EnvoySettings{
+		Config:      cfg,
+		MaxKeyBytes: f.maxKeyBytes,
+		FailureMode: failureMode,
+		ShadowMode:  f.shadowMode,
+		NoHeaders:   !f.headers,
+		Logger:      log,
+	})
+	grpcSrv, health := server.NewGRPCServer(rl, envoy, server.GRPCSettings{Logger: log})
 
 	lis, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {

@@ -1,0 +1,492 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Bounds on an Envoy request, beyond which it is InvalidArgument.
+const (
+	DefaultMaxDescriptors = 64
+	DefaultMaxEntries     = 32
+)
+
+// EnvoySettings are the Envoy service's optional knobs. The zero value is
+// usable.
+type EnvoySettings struct {
+	// Config supplies the domains and their descriptors. nil means no
+	// config: every domain is unknown, so every request is OK (as
+	// envoyproxy/ratelimit answers an unknown domain).
+	Config ConfigSource
+	// MaxKeyBytes bounds the domain and each entry's key and value. 0 means
+	// DefaultMaxKeyBytes.
+	MaxKeyBytes int
+	// MaxDescriptors bounds the descriptors of a request; 0 means
+	// DefaultMaxDescriptors. MaxEntries bounds each descriptor's entries; 0
+	// means DefaultMaxEntries.
+	MaxDescriptors, MaxEntries int
+	// FailureMode applies to limits that do not set one. The zero value
+	// means open.
+	FailureMode config.FailureMode
+	// ShadowMode, when set, puts every limit in shadow mode: decide and
+	// count, but always answer OK.
+	ShadowMode bool
+	// NoHeaders turns off the rate-limit response headers.
+	NoHeaders bool
+	// Clock reads the time once per request; nil means time.Now.
+	Clock func() time.Time
+	// Logger receives store failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Envoy serves envoy.service.ratelimit.v3.RateLimitService, so Envoy's
+// rate-limit filter can use floodgate in place of envoyproxy/ratelimit.
+//
+// Unlike the reference server it decides a request all or nothing: when
+// one descriptor is over its limit, no other descriptor is charged.
+type Envoy struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	store          store.Store
+	cfg            ConfigSource
+	maxKey         int
+	maxDescriptors int
+	maxEntries     int
+	failureMode    config.FailureMode
+	shadow         bool
+	headers        bool
+	clock          func() time.Time
+	log            *slog.Logger
+}
+
+var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
+
+// NewEnvoy returns the Envoy rate-limit service deciding with st.
+func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
+	e := &Envoy{
+		store:          st,
+		cfg:            s.Config,
+		maxKey:         s.MaxKeyBytes,
+		maxDescriptors: s.MaxDescriptors,
+		maxEntries:     s.MaxEntries,
+		failureMode:    s.FailureMode,
+		shadow:         s.ShadowMode,
+		headers:        !s.NoHeaders,
+		clock:          s.Clock,
+		log:            s.Logger,
+	}
+	if e.maxKey <= 0 {
+		e.maxKey = DefaultMaxKeyBytes
+	}
+	if e.maxDescriptors <= 0 {
+		e.maxDescriptors = DefaultMaxDescriptors
+	}
+	if e.maxEntries <= 0 {
+		e.maxEntries = DefaultMaxEntries
+	}
+	if e.failureMode == config.FailureDefault {
+		e.failureMode = config.FailureOpen
+	}
+	if e.clock == nil {
+		e.clock = time.Now
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	return e
+}
+
+// envoyCheck is one limit to decide for one descriptor.
+type envoyCheck struct {
+	desc   int // index of the descriptor
+	limit  *config.Limit
+	req    store.Request
+	shadow bool
+	// fixed answers without the store: unlimited (allowed) or deny-all.
+	fixed    bool
+	decision algorithms.Decision
+	degraded bool
+}
+
+// ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
+func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	entries, err := e.validate(req)
+	if err != nil {
+		return nil, toStatus(ctx, e.log, err)
+	}
+	var cfg *config.Config
+	if e.cfg != nil {
+		cfg = e.cfg.Current()
+	}
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(entries)),
+	}
+	if cfg == nil || !cfg.HasDomain(req.GetDomain()) {
+		for i := range resp.Statuses {
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		}
+		return resp, nil
+	}
+
+	checks := e.plan(req, cfg, entries)
+	if err := e.decide(ctx, checks); err != nil {
+		return nil, toStatus(ctx, e.log, err)
+	}
+	e.answer(resp, req, checks)
+	return resp, nil
+}
+
+// validate checks the request's shape and returns its descriptors as
+// config entries.
+func (e *Envoy) validate(req *rlsv3.RateLimitRequest) ([][]config.Entry, error) {
+	switch {
+	case req.GetDomain() == "":
+		return nil, invalidf("domain", "must not be empty")
+	case len(req.GetDomain()) > e.maxKey:
+		return nil, invalidf("domain", "%d bytes exceed the limit of %d", len(req.GetDomain()), e.maxKey)
+	case len(req.GetDescriptors()) == 0:
+		return nil, invalidf("descriptors", "must hold at least one descriptor")
+	case len(req.GetDescriptors()) > e.maxDescriptors:
+		return nil, invalidf("descriptors", "%d descriptors exceed the limit of %d", len(req.GetDescriptors()), e.maxDescriptors)
+	}
+	out := make([][]config.Entry, len(req.GetDescriptors()))
+	for i, d := range req.GetDescriptors() {
+		field := fmtIndex("descriptors", i)
+		switch n := len(d.GetEntries()); {
+		case n == 0:
+			return nil, invalidf(field+".entries", "must hold at least one entry")
+		case n > e.maxEntries:
+			return nil, invalidf(field+".entries", "%d entries exceed the limit of %d", n, e.maxEntries)
+		}
+		if l := d.GetLimit(); l != nil {
+			if _, ok := unitDurations[rlsv3.RateLimitResponse_RateLimit_Unit(l.GetUnit())]; !ok {
+				return nil, invalidf(field+".limit.unit", "unknown unit %v", l.GetUnit())
+			}
+		}
+		es := make([]config.Entry, len(d.GetEntries()))
+		for j, en := range d.GetEntries() {
+			ef := field + "." + fmtIndex("entries", j)
+			switch {
+			case en.GetKey() == "":
+				return nil, invalidf(ef+".key", "must not be empty")
+			case len(en.GetKey()) > e.maxKey:
+				return nil, invalidf(ef+".key", "%d bytes exceed the limit of %d", len(en.GetKey()), e.maxKey)
+			case len(en.GetValue()) > e.maxKey:
+				return nil, invalidf(ef+".value", "%d bytes exceed the limit of %d", len(en.GetValue()), e.maxKey)
+			}
+			es[j] = config.Entry{Key: en.GetKey(), Value: en.GetValue()}
+		}
+		out[i] = es
+	}
+	return out, nil
+}
+
+// unitDurations are Envoy's units as periods (month and year as
+// envoyproxy/ratelimit counts them: 30 and 365 days).
+var unitDurations = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
+	rlsv3.RateLimitResponse_RateLimit_SECOND: time.Second,
+	rlsv3.RateLimitResponse_RateLimit_MINUTE: time.Minute,
+	rlsv3.RateLimitResponse_RateLimit_HOUR:   time.Hour,
+	rlsv3.RateLimitResponse_RateLimit_DAY:    24 * time.Hour,
+	rlsv3.RateLimitResponse_RateLimit_WEEK:   7 * 24 * time.Hour,
+	rlsv3.RateLimitResponse_RateLimit_MONTH:  30 * 24 * time.Hour,
+	rlsv3.RateLimitResponse_RateLimit_YEAR:   365 * 24 * time.Hour,
+}
+
+// plan turns the request into the limits to decide.
+func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *config.Config, entries [][]config.Entry) []envoyCheck {
+	matches := cfg.MatchRequest(req.GetDomain(), entries)
+	var checks []envoyCheck
+	for i, d := range req.GetDescriptors() {
+		cost := int64(max(req.GetHitsAddend(), 1))
+		if h := d.GetHitsAddend(); h != nil {
+			cost = int64(min(h.GetValue(), 1<<52))
+		}
+		if d.GetIsNegativeHits() {
+			cost = -cost
+		}
+		if o := d.GetLimit(); o != nil {
+			checks = append(checks, e.overrideCheck(i, req.GetDomain(), entries[i], o, cost))
+			continue
+		}
+		for _, l := range matches[i] {
+			c := envoyCheck{desc: i, limit: l, shadow: e.shadow || l.ShadowMode}
+			switch {
+			case l.Unlimited:
+				c.fixed = true
+				c.decision = algorithms.Decision{Allowed: true}
+			case l.DenyAll:
+				c.fixed = true
+				c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
+			default:
+				c.req = store.Request{Key: string(l.AppendKey(append(make([]byte, 0, 64), 'e'), entries[i])), Limit: l.Rate, Cost: cost}
+			}
+			checks = append(checks, c)
+		}
+	}
+	return checks
+}
+
+// overrideCheck is the check for a descriptor carrying its own limit (set
+// in Envoy's route config). It counts in fixed windows, as the reference
+// server does, under a key of its own: the domain, the entries and the
+// override's rate.
+func (e *Envoy) overrideCheck(i int, domain string, entries []config.Entry, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride, cost int64) envoyCheck {
+	period := unitDurations[rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())]
+	l := &config.Limit{
+		Name:   domain + ".override",
+		Domain: domain,
+		Rate:   algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: int64(o.GetRequestsPerUnit()), Period: period},
+	}
+	c := envoyCheck{desc: i, limit: l, shadow: e.shadow}
+	if o.GetRequestsPerUnit() == 0 {
+		c.fixed = true
+		c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
+		l.DenyAll = true
+		return c
+	}
+	key := append(make([]byte, 0, 64), 'o')
+	key = appendField(key, domain)
+	key = strconv.AppendInt(key, int64(o.GetRequestsPerUnit()), 10)
+	key = append(key, '/')
+	key = strconv.AppendInt(key, int64(o.GetUnit()), 10)
+	for _, en := range entries {
+		key = appendField(key, en.Key)
+		key = appendField(key, en.Value)
+	}
+	c.req = store.Request{Key: string(key), Limit: l.Rate, Cost: cost}
+	return c
+}
+
+// appendField appends s length-prefixed, so fields never run together.
+func appendField(dst []byte, s string) []byte {
+	dst = append(dst, '|')
+	dst = strconv.AppendInt(dst, int64(len(s)), 10)
+	dst = append(dst, ':')
+	return append(dst, s...)
+}
+
+// decide runs the store calls: the enforced limits together, all or
+// nothing, in one call; then the shadow limits, each on its own (a shadow
+// deny must not cancel anything), charged only if the request passed.
+func (e *Envoy) decide(ctx context.Context, checks []envoyCheck) error {
+	now := e.clock()
+	var idx []int
+	var reqs []store.Request
+	for i := range checks {
+		if !checks[i].fixed && !checks[i].shadow {
+			idx = append(idx, i)
+			reqs = append(reqs, checks[i].req)
+		}
+	}
+	allowed := true
+	for i := range checks {
+		if checks[i].fixed && !checks[i].shadow && !checks[i].decision.Allowed {
+			allowed = false
+		}
+	}
+	if len(reqs) > 0 {
+		if !allowed { // a deny-all limit already rejects the request: charge nothing
+			for i := range reqs {
+				reqs[i].DryRun = true
+			}
+		}
+		out := make([]algorithms.Decision, len(reqs))
+		if err := e.decideOrFail(ctx, now, reqs, out, checks, idx); err != nil {
+			return err
+		}
+		for _, d := range out {
+			allowed = allowed && d.Allowed
+		}
+	}
+	for i := range checks {
+		c := &checks[i]
+		if !c.shadow || c.fixed {
+			continue
+		}
+		r := c.req
+		r.DryRun = !allowed
+		var out [1]algorithms.Decision
+		if err := e.decideOrFail(ctx, now, []store.Request{r}, out[:], checks, []int{i}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decideOrFail asks the store and records the decisions in checks[idx[k]].
+// When the store cannot decide, each limit's failure mode answers.
+func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision, checks []envoyCheck, idx []int) error {
+	err := e.store.Decide(ctx, now, reqs, out)
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
+			return err
+		}
+		e.log.WarnContext(ctx, "store could not decide; applying failure modes", "err", err)
+	}
+	for k, i := range idx {
+		c := &checks[i]
+		if err == nil {
+			c.decision = out[k]
+			continue
+		}
+		mode := c.limit.FailureMode
+		if mode == config.FailureDefault {
+			mode = e.failureMode
+		}
+		c.degraded = true
+		c.decision = algorithms.Decision{Allowed: true, Limit: c.req.Limit.Capacity()}
+		if mode == config.FailureClosed && c.req.Cost > 0 {
+			c.decision.Allowed, c.decision.RetryAfter = false, DegradedRetryAfter
+		}
+	}
+	return nil
+}
+
+// answer fills the statuses, the overall code and the headers.
+func (e *Envoy) answer(resp *rlsv3.RateLimitResponse, req *rlsv3.RateLimitRequest, checks []envoyCheck) {
+	// The status of a descriptor is its most restrictive limit.
+	best := make([]int, len(resp.Statuses))
+	for i := range best {
+		best[i] = -1
+	}
+	degraded := false
+	for i := range checks {
+		c := &checks[i]
+		degraded = degraded || c.degraded
+		if c.limit.Unlimited {
+			continue
+		}
+		if b := best[c.desc]; b < 0 || moreRestrictive(c, &checks[b]) {
+			best[c.desc] = i
+		}
+	}
+	headline := -1 // the check the headers describe
+	for d, b := range best {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[d] = st
+		if b < 0 {
+			continue
+		}
+		c := &checks[b]
+		st.CurrentLimit = currentLimit(c.limit)
+		st.LimitRemaining = uint32(min(max(c.decision.Remaining, 0), 1<<32-1))
+		st.DurationUntilReset = durationpb.New(c.decision.ResetAfter)
+		if !c.decision.Allowed && !c.shadow {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if headline < 0 || moreRestrictive(c, &checks[headline]) {
+			headline = b
+		}
+	}
+	if !e.headers {
+		return
+	}
+	if degraded {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, header("x-ratelimit-degraded", "true"))
+	}
+	if headline < 0 {
+		return
+	}
+	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, rateLimitHeaders(&checks[headline], resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT)...)
+}
+
+// moreRestrictive orders checks for the headers and per-descriptor status:
+// an enforced deny beats an allow, a longer wait beats a shorter one, fewer
+// remaining beats more.
+func moreRestrictive(a, b *envoyCheck) bool {
+	ad, bd := !a.decision.Allowed && !a.shadow, !b.decision.Allowed && !b.shadow
+	switch {
+	case ad != bd:
+		return ad
+	case ad && waitOf(a) != waitOf(b):
+		return waitOf(a) > waitOf(b)
+	}
+	return a.decision.Remaining < b.decision.Remaining
+}
+
+// waitOf is a deny's wait, with never as the longest.
+func waitOf(c *envoyCheck) time.Duration {
+	if c.decision.RetryAfter < 0 {
+		return 1<<63 - 1
+	}
+	return c.decision.RetryAfter
+}
+
+// currentLimit describes l in Envoy's terms: requests per unit, with a
+// unit multiplier when the period is a multiple of a unit.
+func currentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
+	rl := &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: uint32(min(max(l.Rate.Capacity(), 0), 1<<32-1))}
+	if l.DenyAll {
+		rl.RequestsPerUnit = 0
+	}
+	p := l.Rate.Period
+	for _, u := range []rlsv3.RateLimitResponse_RateLimit_Unit{
+		rlsv3.RateLimitResponse_RateLimit_YEAR, rlsv3.RateLimitResponse_RateLimit_MONTH, rlsv3.RateLimitResponse_RateLimit_WEEK,
+		rlsv3.RateLimitResponse_RateLimit_DAY, rlsv3.RateLimitResponse_RateLimit_HOUR, rlsv3.RateLimitResponse_RateLimit_MINUTE,
+		rlsv3.RateLimitResponse_RateLimit_SECOND,
+	} {
+		ud := unitDurations[u]
+		if p > 0 && p%ud == 0 {
+			rl.Unit = u
+			if m := p / ud; m != 1 {
+				rl.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, 1<<32-1)))
+			}
+			return rl
+		}
+	}
+	return rl
+}
+
+// rateLimitHeaders are the headers for the most restrictive limit:
+// the draft-03 X-RateLimit-* forms Envoy itself writes, the IETF
+// RateLimit-Policy and RateLimit fields, and Retry-After on OVER_LIMIT.
+// Times are whole seconds, rounded up so a client never retries early.
+func rateLimitHeaders(c *envoyCheck, over bool) []*corev3.HeaderValue {
+	limit := strconv.FormatInt(c.decision.Limit, 10)
+	if c.limit.DenyAll {
+		limit = "0"
+	}
+	window := strconv.FormatInt(ceilSeconds(c.limit.Rate.Period), 10)
+	remaining := strconv.FormatInt(max(c.decision.Remaining, 0), 10)
+	reset := strconv.FormatInt(ceilSeconds(c.decision.ResetAfter), 10)
+	name := strconv.Quote(c.limit.Name)
+	hs := []*corev3.HeaderValue{
+		header("x-ratelimit-limit", limit+", "+limit+";w="+window),
+		header("x-ratelimit-remaining", remaining),
+		header("x-ratelimit-reset", reset),
+		header("ratelimit-policy", name+";q="+limit+";w="+window),
+		header("ratelimit", name+";r="+remaining+";t="+reset),
+	}
+	if over && c.decision.RetryAfter >= 0 {
+		hs = append(hs, header("retry-after", strconv.FormatInt(ceilSeconds(c.decision.RetryAfter), 10)))
+	}
+	return hs
+}
+
+func header(k, v string) *corev3.HeaderValue {
+	return &corev3.HeaderValue{Key: k, Value: v}
+}
+
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
