@@ -58,7 +58,7 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 // exactly only below 2^53; these bounds keep every intermediate value below
 // that, with room to spare.
 const (
-	// MaxScaled bounds requests × period for the window algorithms and
+	// MaxScaled bounds requests, requests × period for the sliding window and
 	// burst × (period / gcd(requests, period)) for the token bucket, both in
 	// milliseconds: about 1.1e15, e.g. a million requests per 13 days.
 	MaxScaled = 1 << 50
@@ -144,8 +144,13 @@ func (l Limit) Validate() error {
 	if p > maxWait {
 		return bad("period %v exceeds MaxWait, %v", l.Period, MaxWait)
 	}
-	if l.Requests > MaxScaled/p {
+	// Only the sliding window multiplies requests by the period (its sums
+	// are kept scaled by the window length); the others count requests.
+	if l.Algorithm == SlidingWindow && l.Requests > MaxScaled/p {
 		return bad("requests × period_ms = %d × %d exceeds 2^50", l.Requests, p)
+	}
+	if l.Requests > MaxScaled {
+		return bad("requests %d exceeds 2^50", l.Requests)
 	}
 	return nil
 }

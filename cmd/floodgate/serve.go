@@ -84,7 +84,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			},
 			func(err error) { log.Error("config rejected; the previous config keeps serving", "err", err) })
 		if err != nil {
-			return fmt.Errorf("config: %w", err)
+			return err
 		}
 		defer w.Close()
 		cfg = w
