@@ -40,6 +40,12 @@ local function fixed_window(requests, period_ms, s, now, cost)
     d.reset = stop
   end
   d.ttl = d.reset
+  local start = win * w
+  if d.ttl == 0 and start > now then
+    -- The clock went back: an empty window ahead of now still decides
+    -- differently from no state until the clock reaches it.
+    d.ttl = start - now
+  end
   if d.allowed == 0 or cost == 0 then
     return s, d
   end

@@ -73,6 +73,11 @@ local function sliding_window(requests, period_ms, s, now, cost)
     d.reset = at - now + w - e
   end
   d.ttl = d.reset
+  if d.ttl == 0 and at > now then
+    -- The clock went back: an empty window ahead of now still decides
+    -- differently from no state until the clock reaches it.
+    d.ttl = at - now
+  end
   if d.allowed == 0 or cost == 0 then
     return s, d
   end
