@@ -57,7 +57,7 @@ type envoyHarness struct {
 	clock  *manualClock
 }
 
-func startEnvoy(t *testing.T, yaml string, st store.Store, s server.EnvoySettings) *envoyHarness {
+func startEnvoy(t testing.TB, yaml string, st store.Store, s server.EnvoySettings) *envoyHarness {
 	t.Helper()
 	cfg, err := config.Parse("edge.yaml", []byte(yaml))
 	if err != nil {
@@ -95,7 +95,7 @@ func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
 	return d
 }
 
-func (h *envoyHarness) call(t *testing.T, descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+func (h *envoyHarness) call(t testing.TB, descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
 	t.Helper()
 	resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs})
 	if err != nil {

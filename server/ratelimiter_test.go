@@ -57,7 +57,7 @@ type harness struct {
 }
 
 // start serves a RateLimiter over bufconn with a real gRPC client.
-func start(t *testing.T, st store.Store, s server.Settings) *harness {
+func start(t testing.TB, st store.Store, s server.Settings) *harness {
 	t.Helper()
 	clock := &manualClock{now: t0}
 	if s.Clock == nil {
