@@ -46,6 +46,7 @@ const usage = `floodgate: a gRPC rate-limit decision service
 
 Usage:
   floodgate serve [flags]              run the server
+  floodgate check [flags]              ask a running floodgate about a key (a table or --json)
   floodgate config validate PATH       check a config file or folder (exit 1 on error)
   floodgate version                    print the version
 
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "serve":
 		err = runServe(ctx, args[1:], getenv, stdout, stderr)
+	case "check":
+		err = runCheck(ctx, args[1:], getenv, stdout, stderr)
 	case "config":
 		err = runConfig(args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":

@@ -1,0 +1,424 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+)
+
+// DefaultTimeout bounds each call when no WithTimeout option is given. A
+// rate-limit decision sits on the caller's request path, so it must answer
+// fast or not at all; the middleware and interceptors then apply their
+// failure mode.
+const DefaultTimeout = 100 * time.Millisecond
+
+// serviceConfig is the gRPC service config every Dial'd connection uses:
+// no retry policy and no wait for a ready connection, so a call to an
+// unreachable floodgate fails at once (and within the timeout) instead of
+// queueing. Retries are off on purpose: a Check whose reply was lost may
+// already have been charged, and retrying it would charge it twice.
+const serviceConfig = `{"methodConfig":[{"name":[{"service":"floodgate.v1.RateLimiter"}],"waitForReady":false}]}`
+
+// Algorithm chooses how a limit counts. The values match floodgate.v1's
+// Algorithm enum.
+type Algorithm int32
+
+// The algorithms. AnyAlgorithm (the zero value) leaves the choice to the
+// named policy in Check and Peek, and means every algorithm in Reset.
+const (
+	AnyAlgorithm     Algorithm = 0
+	TokenBucket      Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET)
+	SlidingWindow    Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW)
+	SlidingWindowLog Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW_LOG)
+	FixedWindow      Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW)
+)
+
+var algorithmNames = []struct {
+	a    Algorithm
+	name string
+}{
+	{TokenBucket, "token_bucket"},
+	{SlidingWindow, "sliding_window"},
+	{SlidingWindowLog, "sliding_window_log"},
+	{FixedWindow, "fixed_window"},
+}
+
+// String is the config-file name of a, e.g. "sliding_window".
+func (a Algorithm) String() string {
+	for _, n := range algorithmNames {
+		if n.a == a {
+			return n.name
+		}
+	}
+	if a == AnyAlgorithm {
+		return "any"
+	}
+	return fmt.Sprintf("algorithm(%d)", int32(a))
+}
+
+// ParseAlgorithm reads a config-file name such as "token_bucket".
+func ParseAlgorithm(name string) (Algorithm, error) {
+	for _, n := range algorithmNames {
+		if n.name == name {
+			return n.a, nil
+		}
+	}
+	return AnyAlgorithm, fmt.Errorf("unknown algorithm %q (want token_bucket, sliding_window, sliding_window_log or fixed_window)", name)
+}
+
+// Limit says which limit a check spends against: either inline (Algorithm,
+// Requests per Period, Burst) or a named policy from the server's config
+// (Policy, see the Policy function). Setting both Policy and Requests is an
+// error.
+type Limit struct {
+	// Algorithm counts the requests. Required for an inline limit; with a
+	// policy, AnyAlgorithm uses the policy's (any other value must match it).
+	Algorithm Algorithm
+	// Requests admitted per Period.
+	Requests int64
+	// Period is the window (or refill period), in whole milliseconds.
+	Period time.Duration
+	// Burst is a token bucket's capacity; 0 means Requests.
+	Burst int64
+	// Policy names a policy in the server's config, e.g. "free".
+	Policy string
+}
+
+// Policy is the limit of the server-side policy called name, e.g.
+// client.Policy("login").
+func Policy(name string) Limit { return Limit{Policy: name} }
+
+// errBothSources is returned for a Limit with both a policy and requests.
+var errBothSources = errors.New("limit sets both a policy and requests; choose one")
+
+func (l Limit) source() (floodgatev1.Algorithm, *floodgatev1.Limit, string, error) {
+	alg := floodgatev1.Algorithm(l.Algorithm)
+	if l.Policy != "" {
+		if l.Requests != 0 || l.Period != 0 || l.Burst != 0 {
+			return 0, nil, "", errBothSources
+		}
+		return alg, nil, l.Policy, nil
+	}
+	return alg, &floodgatev1.Limit{Requests: l.Requests, Period: durationpb.New(l.Period), Burst: l.Burst}, "", nil
+}
+
+func (l Limit) checkRequest(key string, cost int64) (*floodgatev1.CheckRequest, error) {
+	alg, inline, policy, err := l.source()
+	if err != nil {
+		return nil, err
+	}
+	req := &floodgatev1.CheckRequest{Key: key, Algorithm: alg, Cost: cost}
+	if inline != nil {
+		req.Source = &floodgatev1.CheckRequest_Limit{Limit: inline}
+	} else {
+		req.Source = &floodgatev1.CheckRequest_Policy{Policy: policy}
+	}
+	return req, nil
+}
+
+// Decision is floodgate's answer to a check.
+//
+// For example, with 3 requests per minute in a token bucket, the first
+// check answers Allowed, Limit 3, Remaining 2, RetryAfter 0, ResetAfter 20s
+// (one token takes 20s to come back); the fourth check in the same instant
+// answers not Allowed, Remaining 0, RetryAfter 20s, ResetAfter 1m.
+type Decision struct {
+	// Allowed says the whole cost was admitted and charged (for Peek: would
+	// be).
+	Allowed bool
+	// Limit is the capacity that applied: requests per period, or a token
+	// bucket's burst.
+	Limit int64
+	// Remaining is how many units can still be spent now.
+	Remaining int64
+	// RetryAfter is 0 when allowed; otherwise the exact wait until the cost
+	// would pass.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the key is back to its full limit.
+	ResetAfter time.Duration
+	// Degraded says floodgate's store could not decide and the limit's
+	// failure mode answered: allowed without counting (open) or denied
+	// (closed).
+	Degraded bool
+}
+
+// decisionFields are the fields CheckResponse and PeekResponse share.
+type decisionFields interface {
+	GetAllowed() bool
+	GetLimit() int64
+	GetRemaining() int64
+	GetRetryAfter() *durationpb.Duration
+	GetResetAfter() *durationpb.Duration
+	GetDegraded() bool
+}
+
+func decisionOf(r decisionFields) Decision {
+	return Decision{
+		Allowed:    r.GetAllowed(),
+		Limit:      r.GetLimit(),
+		Remaining:  r.GetRemaining(),
+		RetryAfter: r.GetRetryAfter().AsDuration(),
+		ResetAfter: r.GetResetAfter().AsDuration(),
+		Degraded:   r.GetDegraded(),
+	}
+}
+
+// Request is one check of a batch.
+type Request struct {
+	// Key is the thing being limited, e.g. "user:42".
+	Key string
+	// Limit is the limit to spend against.
+	Limit Limit
+	// Cost is the units to spend; 0 means 1.
+	Cost int64
+}
+
+// BatchDecision is the answer to CheckBatch.
+type BatchDecision struct {
+	// Allowed says every check was admitted. When false nothing was charged.
+	Allowed bool
+	// Decisions holds one decision per request, in order. When the batch is
+	// denied, each still says whether that check alone would have fitted.
+	Decisions []Decision
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	tls      *tls.Config
+	token    string
+	timeout  time.Duration
+	dialOpts []grpc.DialOption
+}
+
+// WithTLS makes Dial use TLS with cfg (give cfg.Certificates for mTLS).
+// Without it the connection is plaintext, which suits a floodgate on
+// loopback or a sidecar; anything crossing a network should use TLS.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// WithToken sends "authorization: Bearer token" on every call. Dial refuses
+// a token over plaintext unless addr is a loopback address, so a secret
+// never crosses a network in the clear.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithTimeout bounds each call (default DefaultTimeout). A context with an
+// earlier deadline wins. d <= 0 means no bound beyond the context's.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithDialOptions appends gRPC dial options (interceptors, keepalive, a
+// custom dialer) to the ones Dial sets.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
+
+// Client calls floodgate.v1.RateLimiter. It is safe for concurrent use.
+type Client struct {
+	rl      floodgatev1.RateLimiterClient
+	conn    *grpc.ClientConn // owned; nil when made by New
+	timeout time.Duration
+}
+
+// Dial returns a client of the floodgate at addr ("host:port", or any gRPC
+// target such as "dns:///floodgate:8081"). It does not wait for a
+// connection: the first call connects, and fails fast if it cannot. Close
+// the client when done.
+func Dial(addr string, opts ...Option) (*Client, error) {
+	o := newOptions(opts)
+	creds := insecure.NewCredentials()
+	if o.tls != nil {
+		creds = credentials.NewTLS(o.tls)
+	}
+	dopts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultServiceConfig(serviceConfig),
+		// Also overrides a service config from the resolver that would
+		// enable retries. Transparent retries (the call never reached the
+		// server) stay on: they cannot charge twice.
+		grpc.WithDisableRetry(),
+	}
+	if o.token != "" {
+		if o.tls == nil && !isLoopback(addr) {
+			return nil, fmt.Errorf("floodgate client: a bearer token needs WithTLS unless %q is a loopback address", addr)
+		}
+		dopts = append(dopts, grpc.WithPerRPCCredentials(bearer{token: o.token, secure: o.tls != nil}))
+	}
+	conn, err := grpc.NewClient(addr, append(dopts, o.dialOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("floodgate client: %w", err)
+	}
+	return &Client{rl: floodgatev1.NewRateLimiterClient(conn), conn: conn, timeout: o.timeout}, nil
+}
+
+// New returns a client on an existing connection, which the caller keeps
+// owning (Close does not close it). Of the options only WithTimeout applies;
+// configure TLS, tokens and retries on conn.
+func New(conn grpc.ClientConnInterface, opts ...Option) *Client {
+	o := newOptions(opts)
+	return &Client{rl: floodgatev1.NewRateLimiterClient(conn), timeout: o.timeout}
+}
+
+func newOptions(opts []Option) options {
+	o := options{timeout: DefaultTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// Close closes the connection Dial opened.
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+// CheckOption adjusts one Check or Peek.
+type CheckOption func(*checkOptions)
+
+type checkOptions struct{ cost int64 }
+
+// Cost spends n units instead of 1 (e.g. a bulk export counting as 10).
+func Cost(n int64) CheckOption { return func(o *checkOptions) { o.cost = n } }
+
+// withTimeout bounds ctx by d when d > 0.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// Check spends cost (default 1) against key's limit, if the whole cost
+// fits. Being over the limit is a Decision with Allowed false, not an
+// error; errors mean floodgate could not decide, and wrap the gRPC status
+// (status.Code(err) gives InvalidArgument, NotFound for an unknown policy,
+// Unavailable, DeadlineExceeded, ...).
+func (c *Client) Check(ctx context.Context, key string, limit Limit, opts ...CheckOption) (Decision, error) {
+	return c.check(ctx, c.timeout, key, limit, opts...)
+}
+
+func (c *Client) check(ctx context.Context, timeout time.Duration, key string, limit Limit, opts ...CheckOption) (Decision, error) {
+	var co checkOptions
+	for _, opt := range opts {
+		opt(&co)
+	}
+	req, err := limit.checkRequest(key, co.cost)
+	if err != nil {
+		return Decision{}, fmt.Errorf("floodgate check: %w", err)
+	}
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := c.rl.Check(ctx, req)
+	if err != nil {
+		return Decision{}, fmt.Errorf("floodgate check: %w", err)
+	}
+	return decisionOf(resp), nil
+}
+
+// CheckBatch decides several checks together, all or nothing: if one is
+// denied, none is charged. Use it to limit one request by several keys at
+// once, e.g. per IP and per API key.
+func (c *Client) CheckBatch(ctx context.Context, reqs ...Request) (BatchDecision, error) {
+	return c.checkBatch(ctx, c.timeout, reqs)
+}
+
+func (c *Client) checkBatch(ctx context.Context, timeout time.Duration, reqs []Request) (BatchDecision, error) {
+	in := &floodgatev1.CheckBatchRequest{Checks: make([]*floodgatev1.CheckRequest, len(reqs))}
+	for i, r := range reqs {
+		cr, err := r.Limit.checkRequest(r.Key, r.Cost)
+		if err != nil {
+			return BatchDecision{}, fmt.Errorf("floodgate check batch: request %d: %w", i, err)
+		}
+		in.Checks[i] = cr
+	}
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := c.rl.CheckBatch(ctx, in)
+	if err != nil {
+		return BatchDecision{}, fmt.Errorf("floodgate check batch: %w", err)
+	}
+	out := BatchDecision{Allowed: resp.GetAllowed(), Decisions: make([]Decision, len(resp.GetResults()))}
+	for i, r := range resp.GetResults() {
+		out.Decisions[i] = decisionOf(r)
+	}
+	return out, nil
+}
+
+// Peek tells what Check would answer now, without charging anything:
+// Remaining and ResetAfter describe the key as it is, Allowed and
+// RetryAfter whether (and when) cost would pass.
+func (c *Client) Peek(ctx context.Context, key string, limit Limit, opts ...CheckOption) (Decision, error) {
+	var co checkOptions
+	for _, opt := range opts {
+		opt(&co)
+	}
+	alg, inline, policy, err := limit.source()
+	if err != nil {
+		return Decision{}, fmt.Errorf("floodgate peek: %w", err)
+	}
+	req := &floodgatev1.PeekRequest{Key: key, Algorithm: alg, Cost: co.cost}
+	if inline != nil {
+		req.Source = &floodgatev1.PeekRequest_Limit{Limit: inline}
+	} else {
+		req.Source = &floodgatev1.PeekRequest_Policy{Policy: policy}
+	}
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.rl.Peek(ctx, req)
+	if err != nil {
+		return Decision{}, fmt.Errorf("floodgate peek: %w", err)
+	}
+	return decisionOf(resp), nil
+}
+
+// Reset forgets key under alg (AnyAlgorithm: under every algorithm), so its
+// next check starts from a full limit.
+func (c *Client) Reset(ctx context.Context, key string, alg Algorithm) error {
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
+	if _, err := c.rl.Reset(ctx, &floodgatev1.ResetRequest{Key: key, Algorithm: floodgatev1.Algorithm(alg)}); err != nil {
+		return fmt.Errorf("floodgate reset: %w", err)
+	}
+	return nil
+}
+
+// bearer sends a bearer token with every call.
+type bearer struct {
+	token  string
+	secure bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return b.secure }
+
+// isLoopback reports whether a gRPC target names a loopback host.
+func isLoopback(target string) bool {
+	if i := strings.Index(target, ":///"); i >= 0 {
+		target = target[i+4:]
+	}
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		host = target
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,56 @@
+// Package client is the Go client of floodgate's Check API, with a gRPC
+// server interceptor and net/http middleware built on it.
+//
+// # The client
+//
+// Dial a floodgate and check keys against inline limits or named policies:
+//
+//	c, err := client.Dial("127.0.0.1:8081")
+//	...
+//	d, err := c.Check(ctx, "user:42", client.Limit{
+//		Algorithm: client.TokenBucket, Requests: 60, Period: time.Minute, Burst: 600,
+//	})
+//	if !d.Allowed { /* wait d.RetryAfter */ }
+//
+//	d, err = c.Check(ctx, "login:alice", client.Policy("login"))
+//
+// Being over the limit is a Decision with Allowed false; an error means
+// floodgate could not decide and wraps the gRPC status, so status.Code(err)
+// tells InvalidArgument (a bad limit or key), NotFound (an unknown policy),
+// Unavailable or DeadlineExceeded apart.
+//
+// Dial's defaults suit a decision on a request path:
+//
+//   - plaintext, unless WithTLS: right for a sidecar or loopback floodgate;
+//     use TLS for anything crossing a network. WithToken adds a bearer
+//     token and is refused over plaintext to a non-loopback address.
+//   - every call bounded by DefaultTimeout (100ms; WithTimeout changes it);
+//   - no retries: the service config sets no retry policy and retries are
+//     disabled even if a resolver's config enables them, because a Check
+//     whose reply was lost may already have been charged, and a retry would
+//     charge it twice. The caller's failure mode decides instead.
+//   - no waiting for a connection (waitForReady off): an unreachable
+//     floodgate fails the call at once with Unavailable.
+//
+// # gRPC services
+//
+// UnaryServerInterceptor and StreamServerInterceptor limit every call by a
+// KeyFunc (KeyByMethod, KeyByMetadata, KeyByPeer, combined with KeyFirst and
+// KeyJoin). A denied call fails with codes.ResourceExhausted carrying an
+// errdetails.RetryInfo with the exact wait, and ratelimit-limit,
+// ratelimit-remaining, ratelimit-reset and retry-after trailers; allowed
+// calls get the first three as headers. When floodgate cannot decide, the
+// FailureMode answers: FailOpen (the zero value) lets the call through,
+// FailClosed fails it with codes.Unavailable.
+//
+// # HTTP services
+//
+// Middleware limits by API key with a fallback to the client IP, or by both
+// at once (HTTPConfig.PerIPAndKey, as the seeds advise: an IP limit alone
+// is beaten by rotating IPs, a key limit alone by rotating keys). It writes
+// RateLimit-* and X-RateLimit-* headers, answers 429 with Retry-After and a
+// JSON body, and fails open or closed (503). The client IP comes from
+// r.RemoteAddr unless HTTPConfig.TrustedProxyHops says how many proxies of
+// yours append to X-Forwarded-For; see there for why the header is not
+// trusted by default.
+package client

@@ -1,0 +1,235 @@
+package client
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultAPIKeyHeader is the header HTTPConfig reads API keys from when
+// APIKeyHeader is empty.
+const DefaultAPIKeyHeader = "X-API-Key"
+
+// DefaultIPv6Prefix is how many leading bits of an IPv6 address name one
+// client: a subscriber usually holds a whole /64 and can rotate through it.
+const DefaultIPv6Prefix = 64
+
+// HTTPConfig configures Middleware.
+type HTTPConfig struct {
+	// Limit applies to API keys (and to IPs when IPLimit is zero).
+	// Required.
+	Limit Limit
+	// IPLimit applies to client IPs. The zero value means Limit. Anonymous
+	// traffic often deserves less than a keyed client.
+	IPLimit Limit
+	// APIKeyHeader carries the API key. "" means DefaultAPIKeyHeader.
+	APIKeyHeader string
+	// PerIPAndKey limits a request that carries an API key by its IP and by
+	// its key at once, in one all-or-nothing CheckBatch (a deny on either
+	// charges neither). Without it a keyed request spends only its key's
+	// limit, so an abuser rotating made-up keys is limited by nothing;
+	// with it, rotating keys still hits the IP limit and rotating IPs still
+	// hits the key limit. Requests without a key are limited by IP either
+	// way.
+	PerIPAndKey bool
+	// TrustedProxyHops is the number of reverse proxies in front of this
+	// server that append to X-Forwarded-For. 0 (the default) ignores the
+	// header and uses r.RemoteAddr. With n > 0 the client IP is the n-th
+	// address from the right of X-Forwarded-For: the one your outermost
+	// proxy saw. Never use the left-most entry, and never set this without
+	// such proxies: the client writes whatever it likes into the header,
+	// and trusting it lets anyone pick a fresh IP (and a fresh limit) per
+	// request.
+	TrustedProxyHops int
+	// IPv6Prefix is how many leading bits of an IPv6 client address form
+	// its key. 0 means DefaultIPv6Prefix; 128 keys each address.
+	IPv6Prefix int
+	// KeyPrefix is put before every key, e.g. "api:".
+	KeyPrefix string
+	// FailureMode applies when floodgate cannot decide. The zero value is
+	// FailOpen; FailClosed answers 503.
+	FailureMode FailureMode
+	// Timeout bounds the call to floodgate. 0 means the client's timeout.
+	Timeout time.Duration
+	// Clock gives the time for X-RateLimit-Reset. nil means time.Now.
+	Clock func() time.Time
+	// OnError, if set, is told every error from floodgate (before the
+	// failure mode applies), e.g. to log or count it.
+	OnError func(r *http.Request, err error)
+}
+
+// Middleware limits every request by API key, falling back to the client
+// IP (or by both, see HTTPConfig.PerIPAndKey), like the seeds' Express
+// middleware, and writes the numbers as headers:
+//
+//	RateLimit-Limit: 60          (IETF draft; reset as delta seconds)
+//	RateLimit-Remaining: 42
+//	RateLimit-Reset: 23
+//	X-RateLimit-Limit: 60        (the de-facto forms the seeds show)
+//	X-RateLimit-Remaining: 42
+//	X-RateLimit-Reset: 1736812800
+//	Retry-After: 23              (on 429 only)
+//
+// RateLimit-Reset follows the IETF draft and is a delay in seconds;
+// X-RateLimit-Reset follows the convention of the seeds, GitHub and most
+// existing clients of the X- headers and is a Unix time in seconds (now +
+// the delay). Every time is rounded up to a whole second, so a client that
+// waits as told is never early. (floodgate's Envoy API writes
+// x-ratelimit-reset as delta seconds, as Envoy's own headers do.)
+//
+// A denied request gets 429 with the JSON body
+// {"error":"rate_limited","retry_after_seconds":N}. When floodgate cannot
+// decide within the timeout, FailOpen serves the request without headers
+// and FailClosed answers 503 {"error":"rate_limiter_unavailable"}.
+// When two limits apply, the headers describe the more restrictive.
+func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
+	if cfg.APIKeyHeader == "" {
+		cfg.APIKeyHeader = DefaultAPIKeyHeader
+	}
+	if cfg.IPLimit == (Limit{}) {
+		cfg.IPLimit = cfg.Limit
+	}
+	if cfg.IPv6Prefix <= 0 || cfg.IPv6Prefix > 128 {
+		cfg.IPv6Prefix = DefaultIPv6Prefix
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = c.timeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			d, err := decideHTTP(r.Context(), c, &cfg, r)
+			if err != nil {
+				if r.Context().Err() != nil {
+					return // the client went away; nobody reads an answer
+				}
+				if cfg.OnError != nil {
+					cfg.OnError(r, err)
+				}
+				if cfg.FailureMode == FailClosed {
+					h := w.Header()
+					h.Set("Retry-After", "1")
+					writeJSON(w, http.StatusServiceUnavailable, `{"error":"rate_limiter_unavailable"}`)
+					return
+				}
+				next.ServeHTTP(w, r)
+				return
+			}
+			writeHeaders(w.Header(), d, cfg.Clock())
+			if !d.Allowed {
+				retry := strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)
+				w.Header().Set("Retry-After", retry)
+				writeJSON(w, http.StatusTooManyRequests, `{"error":"rate_limited","retry_after_seconds":`+retry+`}`)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// decideHTTP asks floodgate about one request and returns the decision the
+// headers describe.
+func decideHTTP(ctx context.Context, c *Client, cfg *HTTPConfig, r *http.Request) (Decision, error) {
+	ipKey := cfg.KeyPrefix + "ip:" + clientIP(r, cfg.TrustedProxyHops, cfg.IPv6Prefix)
+	apiKey := r.Header.Get(cfg.APIKeyHeader)
+	switch {
+	case apiKey == "":
+		return c.check(ctx, cfg.Timeout, ipKey, cfg.IPLimit)
+	case !cfg.PerIPAndKey:
+		return c.check(ctx, cfg.Timeout, cfg.KeyPrefix+"apikey:"+hashValue(apiKey), cfg.Limit)
+	}
+	b, err := c.checkBatch(ctx, cfg.Timeout, []Request{
+		{Key: ipKey, Limit: cfg.IPLimit},
+		{Key: cfg.KeyPrefix + "apikey:" + hashValue(apiKey), Limit: cfg.Limit},
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	d := b.Decisions[0]
+	for _, o := range b.Decisions[1:] {
+		if moreRestrictive(o, d) {
+			d = o
+		}
+	}
+	d.Allowed = b.Allowed // a batch denied by one check is denied as a whole
+	return d, nil
+}
+
+// moreRestrictive orders decisions for the headers: a deny beats an allow,
+// a longer wait beats a shorter one, fewer remaining beats more.
+func moreRestrictive(a, b Decision) bool {
+	switch {
+	case a.Allowed != b.Allowed:
+		return !a.Allowed
+	case !a.Allowed && a.RetryAfter != b.RetryAfter:
+		return a.RetryAfter > b.RetryAfter
+	}
+	return a.Remaining < b.Remaining
+}
+
+func writeHeaders(h http.Header, d Decision, now time.Time) {
+	limit := strconv.FormatInt(d.Limit, 10)
+	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
+	h.Set("RateLimit-Limit", limit)
+	h.Set("RateLimit-Remaining", remaining)
+	h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(d.ResetAfter), 10))
+	h.Set("X-RateLimit-Limit", limit)
+	h.Set("X-RateLimit-Remaining", remaining)
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(unixCeil(now.Add(d.ResetAfter)), 10))
+	if d.Degraded {
+		h.Set("X-RateLimit-Degraded", "true")
+	}
+}
+
+// unixCeil is t as a Unix time in seconds, rounded up.
+func unixCeil(t time.Time) int64 {
+	if t.Nanosecond() > 0 {
+		return t.Unix() + 1
+	}
+	return t.Unix()
+}
+
+func writeJSON(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(body + "\n"))
+}
+
+// clientIP is the request's client address as a key: from RemoteAddr, or
+// from X-Forwarded-For behind hops trusted proxies; IPv6 addresses cut to
+// their first v6Bits bits.
+func clientIP(r *http.Request, hops, v6Bits int) string {
+	s := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	if hops > 0 {
+		var all []string
+		for _, v := range r.Header.Values("X-Forwarded-For") {
+			for _, part := range strings.Split(v, ",") {
+				all = append(all, strings.TrimSpace(part))
+			}
+		}
+		if len(all) >= hops {
+			s = all[len(all)-hops]
+		}
+	}
+	addr, err := netip.ParseAddr(s)
+	if err != nil {
+		return s // not an IP (a unix socket, a test): key it as it is
+	}
+	addr = addr.Unmap()
+	if addr.Is6() && v6Bits < 128 {
+		if p, err := addr.WithZone("").Prefix(v6Bits); err == nil {
+			return p.String()
+		}
+	}
+	return addr.WithZone("").String()
+}

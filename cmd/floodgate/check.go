@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/client"
+)
+
+// Exit statuses of `floodgate check`.
+const (
+	// checkExitError: floodgate could not be asked or could not decide.
+	checkExitError = 1
+	// checkExitUsage: bad flags.
+	checkExitUsage = 2
+	// checkExitDenied: with --fail-on-deny, some attempt was denied.
+	checkExitDenied = 3
+)
+
+const checkSynopsis = `Asks a running floodgate whether KEY may spend COST now, REPEAT times in a
+row, and prints one row per attempt (or one JSON object per line with --json).
+
+  floodgate check --key user:1 --limit 10/1m --algorithm sliding_window --repeat 12
+  floodgate check --key login:alice --policy login --json
+
+--limit is REQUESTS/PERIOD with a Go duration or a bare unit: 10/1m, 5/15m,
+100/h. Exit status: 0 when every attempt got an answer, allowed or denied;
+1 on an error (unreachable, invalid request, unknown policy); 2 on bad
+flags; 3 with --fail-on-deny when some attempt was denied.`
+
+// checkFlags are the settings of `floodgate check`.
+type checkFlags struct {
+	addr       string
+	key        string
+	limit      string
+	algorithm  string
+	burst      int64
+	policy     string
+	cost       int64
+	repeat     int
+	interval   time.Duration
+	json       bool
+	failOnDeny bool
+	timeout    time.Duration
+	token      string
+	tls        bool
+	tlsCA      string
+	tlsName    string
+	tlsCert    string
+	tlsKey     string
+}
+
+func (f *checkFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "floodgate's gRPC address")
+	fs.StringVar(&f.key, "key", "", "the key to check, e.g. user:42 (required)")
+	fs.StringVar(&f.limit, "limit", "", "inline limit REQUESTS/PERIOD, e.g. 10/1m (this or --policy)")
+	fs.StringVar(&f.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log or fixed_window (default token_bucket with --limit; a policy's own with --policy)")
+	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity; 0 means the limit's requests")
+	fs.StringVar(&f.policy, "policy", "", "a policy name from the server's config, instead of --limit")
+	fs.Int64Var(&f.cost, "cost", 1, "units each attempt spends")
+	fs.IntVar(&f.repeat, "repeat", 1, "how many attempts to make")
+	fs.DurationVar(&f.interval, "interval", 0, "pause between attempts")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object per attempt instead of a table")
+	fs.BoolVar(&f.failOnDeny, "fail-on-deny", false, "exit 3 if any attempt was denied (for scripts)")
+	fs.DurationVar(&f.timeout, "timeout", time.Second, "bound on each call")
+	fs.StringVar(&f.token, "token", "", "bearer token sent as authorization metadata (needs TLS unless --addr is loopback)")
+	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the server against the system roots (or --tls-ca)")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of CA certificates to verify the server; implies --tls")
+	fs.StringVar(&f.tlsName, "tls-server-name", "", "server name to verify instead of --addr's host; implies --tls")
+	fs.StringVar(&f.tlsCert, "tls-client-cert", "", "PEM client certificate for mTLS (with --tls-client-key); implies --tls")
+	fs.StringVar(&f.tlsKey, "tls-client-key", "", "PEM client key for mTLS; implies --tls")
+}
+
+// checkRow is one attempt, as printed with --json.
+type checkRow struct {
+	Attempt      int   `json:"attempt"`
+	Allowed      bool  `json:"allowed"`
+	Limit        int64 `json:"limit"`
+	Remaining    int64 `json:"remaining"`
+	RetryAfterMs int64 `json:"retry_after_ms"`
+	ResetAfterMs int64 `json:"reset_after_ms"`
+	Degraded     bool  `json:"degraded"`
+}
+
+func runCheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var f checkFlags
+	fs := newFlagSet("check [flags]", checkSynopsis, stderr)
+	f.register(fs)
+	if err := parseFlags(fs, args, getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		fmt.Fprintln(stderr, "floodgate check:", err)
+		return exitCode(checkExitUsage)
+	}
+	limit, opts, err := f.resolve(fs)
+	if err != nil {
+		fmt.Fprintln(stderr, "floodgate check:", err)
+		return exitCode(checkExitUsage)
+	}
+	c, err := client.Dial(f.addr, opts...)
+	if err != nil {
+		fmt.Fprintln(stderr, "floodgate check:", err)
+		return exitCode(checkExitError)
+	}
+	defer c.Close()
+
+	out := newCheckPrinter(stdout, f.json)
+	denied := 0
+	for i := 1; i <= f.repeat; i++ {
+		if i > 1 && f.interval > 0 {
+			select {
+			case <-ctx.Done():
+				out.flush(denied, i-1)
+				return ctx.Err()
+			case <-time.After(f.interval):
+			}
+		}
+		d, err := c.Check(ctx, f.key, limit, client.Cost(f.cost))
+		if err != nil {
+			out.flush(denied, i-1)
+			fmt.Fprintf(stderr, "floodgate check: attempt %d: %s\n", i, describeError(err))
+			return exitCode(checkExitError)
+		}
+		if !d.Allowed {
+			denied++
+		}
+		out.row(checkRow{
+			Attempt:      i,
+			Allowed:      d.Allowed,
+			Limit:        d.Limit,
+			Remaining:    d.Remaining,
+			RetryAfterMs: d.RetryAfter.Milliseconds(),
+			ResetAfterMs: d.ResetAfter.Milliseconds(),
+			Degraded:     d.Degraded,
+		})
+	}
+	out.flush(denied, f.repeat)
+	if f.failOnDeny && denied > 0 {
+		return exitCode(checkExitDenied)
+	}
+	return nil
+}
+
+// resolve checks the flags and turns them into a limit and dial options.
+func (f *checkFlags) resolve(fs *flag.FlagSet) (client.Limit, []client.Option, error) {
+	var l client.Limit
+	switch {
+	case fs.NArg() > 0:
+		return l, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case f.key == "":
+		return l, nil, errors.New("--key is required")
+	case f.repeat < 1:
+		return l, nil, fmt.Errorf("--repeat must be at least 1, got %d", f.repeat)
+	case f.cost < 1:
+		return l, nil, fmt.Errorf("--cost must be at least 1, got %d", f.cost)
+	case (f.limit == "") == (f.policy == ""):
+		return l, nil, errors.New("give exactly one of --limit and --policy")
+	case f.policy != "" && f.burst != 0:
+		return l, nil, errors.New("--burst applies to --limit, not --policy")
+	}
+	if f.algorithm != "" {
+		alg, err := client.ParseAlgorithm(f.algorithm)
+		if err != nil {
+			return l, nil, fmt.Errorf("--algorithm: %w", err)
+		}
+		l.Algorithm = alg
+	}
+	if f.policy != "" {
+		l.Policy = f.policy
+	} else {
+		requests, period, err := parseRate(f.limit)
+		if err != nil {
+			return l, nil, fmt.Errorf("--limit: %w", err)
+		}
+		l.Requests, l.Period, l.Burst = requests, period, f.burst
+		if l.Algorithm == client.AnyAlgorithm {
+			l.Algorithm = client.TokenBucket
+		}
+	}
+
+	opts := []client.Option{client.WithTimeout(f.timeout)}
+	if f.token != "" {
+		opts = append(opts, client.WithToken(f.token))
+	}
+	if f.tls || f.tlsCA != "" || f.tlsName != "" || f.tlsCert != "" || f.tlsKey != "" {
+		cfg, err := f.tlsConfig()
+		if err != nil {
+			return l, nil, err
+		}
+		opts = append(opts, client.WithTLS(cfg))
+	}
+	return l, opts, nil
+}
+
+func (f *checkFlags) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.tlsName}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: no PEM certificates in %s", f.tlsCA)
+		}
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, errors.New("--tls-client-cert and --tls-client-key go together")
+	}
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-cert: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// parseRate reads REQUESTS/PERIOD: "10/1m", "5/15m", "100/h" (a bare unit
+// means one of it).
+func parseRate(s string) (int64, time.Duration, error) {
+	reqs, per, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("want REQUESTS/PERIOD such as 10/1m, got %q", s)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(reqs), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, 0, fmt.Errorf("requests must be a positive integer, got %q", reqs)
+	}
+	per = strings.TrimSpace(per)
+	if per != "" && (per[0] < '0' || per[0] > '9') {
+		per = "1" + per
+	}
+	d, err := time.ParseDuration(per)
+	if err != nil || d <= 0 {
+		return 0, 0, fmt.Errorf("period must be a positive duration such as 1m or 15m, got %q", strings.TrimPrefix(per, "1"))
+	}
+	return n, d, nil
+}
+
+// describeError is an error for people: the gRPC code and message, or the
+// error itself.
+func describeError(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return fmt.Sprintf("%v: %s", st.Code(), st.Message())
+	}
+	return err.Error()
+}
+
+// checkPrinter prints attempts as an aligned table or as JSON lines.
+type checkPrinter struct {
+	json bool
+	enc  *json.Encoder
+	tw   *tabwriter.Writer
+	w    io.Writer
+}
+
+func newCheckPrinter(w io.Writer, asJSON bool) *checkPrinter {
+	p := &checkPrinter{json: asJSON, w: w}
+	if asJSON {
+		p.enc = json.NewEncoder(w)
+		return p
+	}
+	p.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(p.tw, "#\tALLOWED\tREMAINING\tLIMIT\tRETRY AFTER\tRESET AFTER")
+	return p
+}
+
+func (p *checkPrinter) row(r checkRow) {
+	if p.json {
+		_ = p.enc.Encode(r)
+		return
+	}
+	allowed := "yes"
+	if !r.Allowed {
+		allowed = "no"
+	}
+	if r.Degraded { // the store could not decide; the failure mode answered
+		allowed += " (degraded)"
+	}
+	fmt.Fprintf(p.tw, "%d\t%s\t%d\t%d\t%s\t%s\n", r.Attempt, allowed, r.Remaining, r.Limit,
+		shortDuration(time.Duration(r.RetryAfterMs)*time.Millisecond), shortDuration(time.Duration(r.ResetAfterMs)*time.Millisecond))
+}
+
+// flush ends the output; the table gets a summary line when any attempt
+// was made.
+func (p *checkPrinter) flush(denied, attempts int) {
+	if p.json || attempts == 0 { // no rows: the buffered header is dropped
+		return
+	}
+	_ = p.tw.Flush()
+	fmt.Fprintf(p.w, "%d of %d allowed\n", attempts-denied, attempts)
+}
+
+// shortDuration prints d without zero tails: 1m rather than 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
