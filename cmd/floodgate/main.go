@@ -48,6 +48,7 @@ Usage:
   floodgate serve [flags]              run the server
   floodgate check [flags]              ask a running floodgate about a key (a table or --json)
   floodgate config validate PATH       check a config file or folder (exit 1 on error)
+  floodgate bench [flags]              load-test a server (closed loop; decisions/s, latency)
   floodgate version                    print the version
 
 Run "floodgate COMMAND --help" for a command's flags and environment variables.
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "serve":
 		err = runServe(ctx, args[1:], getenv, stdout, stderr)
+	case "bench":
+		err = runBench(ctx, args[1:], getenv, stdout, stderr)
 	case "check":
 		err = runCheck(ctx, args[1:], getenv, stdout, stderr)
 	case "config":

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/term"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/loadgen"
+)
+
+// benchFlags are the settings of `floodgate bench`.
+type benchFlags struct {
+	addr           string
+	api            string
+	concurrency    int
+	conns          int
+	duration       time.Duration
+	warmup         time.Duration
+	keys           int
+	zipf           float64
+	algorithm      string
+	limit          string
+	descriptors    int
+	domain         string
+	tls            bool
+	tlsCA          string
+	tlsSkipVerify  bool
+	token          string
+	json           bool
+	maxRequests    uint64
+	printConfig    bool
+	connectTimeout time.Duration
+}
+
+func (f *benchFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "gRPC address of the floodgate server")
+	fs.StringVar(&f.api, "api", "check", "what to send: check (floodgate.v1 Check), rls (Envoy ShouldRateLimit; see --print-config) or health (grpc.health.v1: the server's bare gRPC ceiling)")
+	fs.IntVar(&f.concurrency, "concurrency", 50, "workers, each with one request in flight (closed loop)")
+	fs.IntVar(&f.conns, "conns", 1, "gRPC connections; workers are spread over them round-robin")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to measure, after the warmup (0: until --max-requests)")
+	fs.DurationVar(&f.warmup, "warmup", 2*time.Second, "how long to send before measuring")
+	fs.IntVar(&f.keys, "keys", 10000, "distinct keys (check, rls)")
+	fs.Float64Var(&f.zipf, "zipf", 0, "Zipf skew s > 1 for the key choice (key 0 the most frequent); 0 means uniform")
+	fs.StringVar(&f.algorithm, "algorithm", "token_bucket", "algorithm: token_bucket, sliding_window, sliding_window_log or fixed_window (check; and in --print-config)")
+	fs.StringVar(&f.limit, "limit", "100/1s", "limit per key as REQUESTS/PERIOD, e.g. 100/1s or 10/1m; burst = requests (check; and in --print-config)")
+	fs.IntVar(&f.descriptors, "descriptors", 1, "rls: descriptors per request, with keys bench_key, bench_key2, ...")
+	fs.StringVar(&f.domain, "domain", "bench", "rls: the domain")
+	fs.BoolVar(&f.tls, "tls", false, "connect with TLS (implied by --tls-ca and --tls-insecure-skip-verify)")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CA that signed the server's certificate (default: the system roots)")
+	fs.BoolVar(&f.tlsSkipVerify, "tls-insecure-skip-verify", false, "TLS without checking the server's certificate (tests only)")
+	fs.StringVar(&f.token, "token", "", "send `authorization: Bearer TOKEN` with every request")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object (fields documented in internal/loadgen) instead of the text report")
+	fs.Uint64Var(&f.maxRequests, "max-requests", 0, "stop after this many measured requests (0: no cap)")
+	fs.BoolVar(&f.printConfig, "print-config", false, "print the server config --api rls needs (for --domain, --descriptors, --limit, --algorithm) and exit")
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the connections to be ready")
+}
+
+const benchSynopsis = `Sends requests to a floodgate server in a closed loop (each worker sends its
+next request when the previous one was answered) and reports decisions/s,
+allowed/denied/errors and latency percentiles with a histogram.
+
+  floodgate bench --api health                 # the server's bare gRPC ceiling
+  floodgate bench --api check --limit 100/1s   # Check with an inline limit
+  floodgate bench --api rls --print-config > bench.yaml
+  floodgate serve --config bench.yaml &
+  floodgate bench --api rls`
+
+func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var f benchFlags
+	fs := newFlagSet("bench [flags]", benchSynopsis, stderr)
+	f.register(fs)
+	fail := func(format string, args ...any) error {
+		fmt.Fprintf(stderr, "floodgate bench: "+format+"\n", args...)
+		return exitCode(2)
+	}
+	if err := parseFlags(fs, args, getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fail("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := f.loadConfig()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if f.printConfig {
+		_, err := io.WriteString(stdout, loadgen.RLSConfig(f.domain, f.descriptors, cfg.Limit))
+		return err
+	}
+	if cfg.API != loadgen.APICheck {
+		cfg.Limit = algorithms.Limit{}
+	}
+
+	creds, err := f.credentials()
+	if err != nil {
+		return fail("%v", err)
+	}
+	conns := make([]grpc.ClientConnInterface, 0, f.conns)
+	for range f.conns {
+		conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			return fail("--addr %q: %v", f.addr, err)
+		}
+		defer conn.Close()
+		if err := waitReady(ctx, conn, f.connectTimeout); err != nil {
+			return fmt.Errorf("connect to %s: %w", f.addr, err)
+		}
+		conns = append(conns, conn)
+	}
+	cfg.Conns = conns
+
+	if f.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
+	}
+	tty := isTerminal(stderr)
+	if tty {
+		total := f.duration
+		cfg.Progress = func(p loadgen.Progress) {
+			line := p.String()
+			if !p.Warmup && total > 0 {
+				line += fmt.Sprintf(" (of %s)", total)
+			}
+			fmt.Fprintf(stderr, "\r%s\x1b[K", line)
+		}
+	}
+	res, err := loadgen.Run(ctx, cfg)
+	if tty {
+		fmt.Fprint(stderr, "\r\x1b[K")
+	}
+	if err != nil {
+		return err
+	}
+	if f.json {
+		err = res.WriteJSON(stdout)
+	} else {
+		err = res.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Requests() > 0 && res.Allowed+res.Denied == 0 {
+		return fmt.Errorf("every request failed (%d errors)", res.ErrorCount())
+	}
+	return nil
+}
+
+// loadConfig checks the flags and turns them into a run's config (without
+// connections), naming the flag in every error.
+func (f *benchFlags) loadConfig() (loadgen.Config, error) {
+	api, err := loadgen.ParseAPI(f.api)
+	if err != nil {
+		return loadgen.Config{}, fmt.Errorf("--api: %w", err)
+	}
+	alg, err := algorithms.ParseAlgorithm(f.algorithm)
+	if err != nil {
+		return loadgen.Config{}, fmt.Errorf("--algorithm: %w", err)
+	}
+	requests, period, err := loadgen.ParseLimit(f.limit)
+	if err != nil {
+		return loadgen.Config{}, fmt.Errorf("--limit: %w", err)
+	}
+	limit := algorithms.Limit{Algorithm: alg, Requests: requests, Period: period}
+	if err := limit.Validate(); err != nil {
+		return loadgen.Config{}, fmt.Errorf("--limit %s with --algorithm %s: %w", f.limit, f.algorithm, err)
+	}
+	switch {
+	case f.concurrency < 1:
+		return loadgen.Config{}, fmt.Errorf("--concurrency must be at least 1, got %d", f.concurrency)
+	case f.conns < 1:
+		return loadgen.Config{}, fmt.Errorf("--conns must be at least 1, got %d", f.conns)
+	case f.conns > f.concurrency:
+		return loadgen.Config{}, fmt.Errorf("--conns (%d) must not exceed --concurrency (%d): a connection without a worker sends nothing", f.conns, f.concurrency)
+	case f.duration < 0:
+		return loadgen.Config{}, fmt.Errorf("--duration must not be negative, got %v", f.duration)
+	case f.duration == 0 && f.maxRequests == 0:
+		return loadgen.Config{}, errors.New("--duration 0 needs --max-requests")
+	case f.warmup < 0:
+		return loadgen.Config{}, fmt.Errorf("--warmup must not be negative, got %v", f.warmup)
+	case f.keys < 1:
+		return loadgen.Config{}, fmt.Errorf("--keys must be at least 1, got %d", f.keys)
+	case f.zipf != 0 && !(f.zipf > 1):
+		return loadgen.Config{}, fmt.Errorf("--zipf must be greater than 1 (or 0 for uniform keys), got %v", f.zipf)
+	case f.descriptors < 1:
+		return loadgen.Config{}, fmt.Errorf("--descriptors must be at least 1, got %d", f.descriptors)
+	case f.domain == "":
+		return loadgen.Config{}, errors.New("--domain must not be empty")
+	case f.connectTimeout <= 0:
+		return loadgen.Config{}, fmt.Errorf("--connect-timeout must be positive, got %v", f.connectTimeout)
+	}
+	return loadgen.Config{
+		API:         api,
+		Target:      f.addr,
+		Concurrency: f.concurrency,
+		Duration:    f.duration,
+		Warmup:      f.warmup,
+		MaxRequests: f.maxRequests,
+		Keys:        f.keys,
+		Zipf:        f.zipf,
+		Limit:       limit,
+		Descriptors: f.descriptors,
+		Domain:      f.domain,
+	}, nil
+}
+
+// credentials are the transport credentials the TLS flags ask for.
+func (f *benchFlags) credentials() (credentials.TransportCredentials, error) {
+	if !f.tls && f.tlsCA == "" && !f.tlsSkipVerify {
+		return insecure.NewCredentials(), nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.tlsSkipVerify}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", f.tlsCA)
+		}
+		cfg.RootCAs = pool
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// waitReady connects conn and waits until it is ready, so that the run
+// does not measure the handshake and an unreachable server is one clear
+// error rather than a report full of Unavailable.
+func waitReady(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		if s == connectivity.Ready {
+			return nil
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			if s == connectivity.TransientFailure || s == connectivity.Connecting {
+				return fmt.Errorf("not ready after %v (state %s)", timeout, s)
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// isTerminal reports whether w is a terminal, where a progress line
+// rewritten with \r makes sense.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

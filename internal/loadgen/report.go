@@ -1,0 +1,309 @@
+package loadgen
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Report is the machine-readable form of a Result: the JSON object that
+// `floodgate bench --json` prints. The field names are stable; the package
+// doc describes each.
+type Report struct {
+	API            string            `json:"api"`
+	Target         string            `json:"target"`
+	Concurrency    int               `json:"concurrency"`
+	Conns          int               `json:"conns"`
+	Keys           int               `json:"keys,omitempty"`
+	Zipf           float64           `json:"zipf,omitempty"`
+	Algorithm      string            `json:"algorithm,omitempty"`
+	Limit          string            `json:"limit,omitempty"`
+	Descriptors    int               `json:"descriptors,omitempty"`
+	Domain         string            `json:"domain,omitempty"`
+	WarmupSeconds  float64           `json:"warmup_seconds"`
+	ElapsedSeconds float64           `json:"elapsed_seconds"`
+	Requests       uint64            `json:"requests"`
+	Allowed        uint64            `json:"allowed"`
+	Denied         uint64            `json:"denied"`
+	Errors         uint64            `json:"errors"`
+	ErrorsByCode   map[string]uint64 `json:"errors_by_code"`
+	RequestsPerSec float64           `json:"requests_per_second"`
+	DecisionsPerS  float64           `json:"decisions_per_second"`
+	LatencyUs      LatencySummary    `json:"latency_us"`
+	Histogram      []Bin             `json:"histogram"`
+	Interrupted    bool              `json:"interrupted"`
+}
+
+// LatencySummary holds latencies in microseconds.
+type LatencySummary struct {
+	Min  float64 `json:"min"`
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p99_9"`
+	Max  float64 `json:"max"`
+}
+
+// Bin is one bar of the latency histogram: Count requests took at least
+// FromUs and less than ToUs microseconds (within Precision).
+type Bin struct {
+	FromUs float64 `json:"from_us"`
+	ToUs   float64 `json:"to_us"`
+	Count  uint64  `json:"count"`
+}
+
+// Report returns r's machine-readable form.
+func (r *Result) Report() Report {
+	c := r.Config
+	rep := Report{
+		API:            c.API.String(),
+		Target:         c.Target,
+		Concurrency:    c.Concurrency,
+		Conns:          len(r.Config.Conns),
+		WarmupSeconds:  c.Warmup.Seconds(),
+		ElapsedSeconds: r.Elapsed.Seconds(),
+		Requests:       r.Requests(),
+		Allowed:        r.Allowed,
+		Denied:         r.Denied,
+		Errors:         r.ErrorCount(),
+		ErrorsByCode:   map[string]uint64{},
+		RequestsPerSec: r.RequestRate(),
+		DecisionsPerS:  r.DecisionRate(),
+		Interrupted:    r.Interrupted,
+		Histogram:      r.bins(),
+	}
+	switch c.API {
+	case APICheck:
+		rep.Keys, rep.Zipf = c.Keys, c.Zipf
+		rep.Algorithm = c.Limit.Algorithm.String()
+		rep.Limit = FormatLimit(c.Limit.Requests, c.Limit.Period)
+	case APIRLS:
+		rep.Keys, rep.Zipf = c.Keys, c.Zipf
+		rep.Descriptors, rep.Domain = c.Descriptors, c.Domain
+	}
+	for code, n := range r.Errors {
+		rep.ErrorsByCode[code.String()] += n
+	}
+	h := r.Latency
+	if h == nil {
+		h = new(Histogram)
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	rep.LatencyUs = LatencySummary{
+		Min:  us(h.Min()),
+		Mean: us(h.Mean()),
+		P50:  us(h.Quantile(0.50)),
+		P90:  us(h.Quantile(0.90)),
+		P99:  us(h.Quantile(0.99)),
+		P999: us(h.Quantile(0.999)),
+		Max:  us(h.Max()),
+	}
+	return rep
+}
+
+// WriteJSON writes r's Report as one JSON object and a newline.
+func (r *Result) WriteJSON(w io.Writer) error {
+	b, err := json.MarshalIndent(r.Report(), "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// binEdges are the histogram bars' edges within a decade: 1, 1.5, 2, 3, 5,
+// 7 (×10^k ns).
+var binEdges = []float64{1, 1.5, 2, 3, 5, 7}
+
+// edge is the i-th bar edge in nanoseconds, from 1ns: 1, 1.5, 2, 3, 5, 7,
+// 10, 15, ...
+func edge(i int) int64 {
+	return int64(binEdges[i%len(binEdges)] * math.Pow10(i/len(binEdges)))
+}
+
+// bins splits the latencies into bars from the one holding the fastest
+// request to the one holding the slowest.
+func (r *Result) bins() []Bin {
+	h := r.Latency
+	if h == nil || h.Count() == 0 {
+		return []Bin{}
+	}
+	first := 0
+	for edge(first+1) <= int64(h.Min()) {
+		first++
+	}
+	last := first
+	for edge(last+1) <= int64(h.Max()) {
+		last++
+	}
+	bins := make([]Bin, 0, last-first+1)
+	below := h.countBelow(edge(first))
+	for i := first; i <= last; i++ {
+		upto := h.countBelow(edge(i + 1))
+		if i == last {
+			upto = h.Count()
+		}
+		bins = append(bins, Bin{
+			FromUs: float64(edge(i)) / 1e3,
+			ToUs:   float64(edge(i+1)) / 1e3,
+			Count:  upto - below,
+		})
+		below = upto
+	}
+	return bins
+}
+
+// WriteText writes the human-readable report: settings, counts, rates,
+// percentiles and an ASCII latency histogram.
+func (r *Result) WriteText(w io.Writer) error {
+	rep := r.Report()
+	var b strings.Builder
+	fmt.Fprintf(&b, "floodgate bench: api=%s target=%s concurrency=%d conns=%d", rep.API, rep.Target, rep.Concurrency, rep.Conns)
+	if rep.Keys > 0 {
+		dist := "uniform"
+		if rep.Zipf > 0 {
+			dist = "zipf " + strconv.FormatFloat(rep.Zipf, 'g', -1, 64)
+		}
+		fmt.Fprintf(&b, " keys=%d (%s)", rep.Keys, dist)
+	}
+	if rep.Limit != "" {
+		fmt.Fprintf(&b, " limit=%s %s", rep.Limit, rep.Algorithm)
+	}
+	if rep.Domain != "" {
+		fmt.Fprintf(&b, " domain=%s descriptors=%d", rep.Domain, rep.Descriptors)
+	}
+	fmt.Fprintf(&b, "\nmeasured %s after a %s warmup", fmtDur(r.Elapsed), fmtDur(r.Config.Warmup))
+	if r.Interrupted {
+		b.WriteString(" (interrupted)")
+	}
+	b.WriteString("\n\n")
+	pct := func(n uint64) string {
+		if rep.Requests == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%6.2f%%", 100*float64(n)/float64(rep.Requests))
+	}
+	fmt.Fprintf(&b, "requests   %12d  %12.1f/s\n", rep.Requests, rep.RequestsPerSec)
+	fmt.Fprintf(&b, "decisions  %12d  %12.1f/s\n", rep.Allowed+rep.Denied, rep.DecisionsPerS)
+	fmt.Fprintf(&b, "  allowed  %12d  %s\n", rep.Allowed, pct(rep.Allowed))
+	fmt.Fprintf(&b, "  denied   %12d  %s\n", rep.Denied, pct(rep.Denied))
+	fmt.Fprintf(&b, "errors     %12d  %s\n", rep.Errors, pct(rep.Errors))
+	codes := make([]string, 0, len(rep.ErrorsByCode))
+	for c := range rep.ErrorsByCode {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	for _, c := range codes {
+		fmt.Fprintf(&b, "  %-17s %5d\n", c, rep.ErrorsByCode[c])
+	}
+	h := r.Latency
+	if h == nil {
+		h = new(Histogram)
+	}
+	fmt.Fprintf(&b, "\nlatency    min %s  mean %s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
+		fmtDur(h.Min()), fmtDur(h.Mean()), fmtDur(h.Quantile(0.5)), fmtDur(h.Quantile(0.9)),
+		fmtDur(h.Quantile(0.99)), fmtDur(h.Quantile(0.999)), fmtDur(h.Max()))
+	if len(rep.Histogram) > 0 {
+		b.WriteString("\nlatency histogram (requests per bucket, cumulative %)\n")
+		var most uint64
+		for _, bin := range rep.Histogram {
+			most = max(most, bin.Count)
+		}
+		const width = 40
+		var cum uint64
+		for _, bin := range rep.Histogram {
+			cum += bin.Count
+			bar := 0
+			if most > 0 {
+				bar = int((bin.Count*width + most - 1) / most)
+			}
+			fmt.Fprintf(&b, "  %8s - %-8s %10d  %6.2f%%  %s\n",
+				fmtDur(time.Duration(bin.FromUs*1e3)), fmtDur(time.Duration(bin.ToUs*1e3)),
+				bin.Count, 100*float64(cum)/float64(h.Count()), strings.Repeat("#", bar))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// String is a one-line progress report, e.g. "measuring 3.0s: 301234
+// requests, 100411/s".
+func (p Progress) String() string {
+	what := "measuring"
+	if p.Warmup {
+		what = "warming up"
+	}
+	return fmt.Sprintf("%s %s: %d requests, %.0f/s", what, fmtDur(p.Elapsed.Truncate(100*time.Millisecond)), p.Requests, p.Rate)
+}
+
+// fmtDur formats a latency with three significant digits: 87µs, 1.23ms.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d < time.Microsecond:
+		return strconv.FormatInt(int64(d), 10) + "ns"
+	case d < time.Millisecond:
+		return trimFloat(float64(d)/1e3) + "µs"
+	case d < time.Second:
+		return trimFloat(float64(d)/1e6) + "ms"
+	}
+	return trimFloat(d.Seconds()) + "s"
+}
+
+// trimFloat formats v with three significant digits and no trailing zeros.
+func trimFloat(v float64) string {
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// ParseLimit reads a rate such as "100/1s", "10/1m", "5/500ms" or "100/s"
+// (a bare unit means one of it): requests per period.
+func ParseLimit(s string) (requests int64, period time.Duration, err error) {
+	num, per, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("limit %q: want REQUESTS/PERIOD, e.g. 100/1s or 10/1m", s)
+	}
+	requests, err = strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || requests <= 0 {
+		return 0, 0, fmt.Errorf("limit %q: requests must be a positive integer, got %q", s, num)
+	}
+	per = strings.TrimSpace(per)
+	if per != "" && (per[0] < '0' || per[0] > '9') {
+		per = "1" + per
+	}
+	period, err = time.ParseDuration(per)
+	if err != nil || period <= 0 {
+		return 0, 0, fmt.Errorf("limit %q: period must be a positive duration such as 1s, 1m or 500ms", s)
+	}
+	if period%time.Millisecond != 0 {
+		return 0, 0, fmt.Errorf("limit %q: period must be a whole number of milliseconds", s)
+	}
+	return requests, period, nil
+}
+
+// FormatLimit writes a rate as ParseLimit reads it, with the period in its
+// largest whole unit: FormatLimit(10, time.Minute) is "10/1m".
+func FormatLimit(requests int64, period time.Duration) string {
+	return strconv.FormatInt(requests, 10) + "/" + FormatPeriod(period)
+}
+
+// FormatPeriod writes a period in its largest whole unit (h, m, s or ms),
+// e.g. "1m" or "1500ms"; a form both time.ParseDuration and the config's
+// `period` field read.
+func FormatPeriod(d time.Duration) string {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if d >= u.unit && d%u.unit == 0 {
+			return strconv.FormatInt(int64(d/u.unit), 10) + u.name
+		}
+	}
+	return d.String()
+}
