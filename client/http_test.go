@@ -1,0 +1,232 @@
+package client_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/server"
+)
+
+// ok is the protected handler.
+var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+
+// get runs one request from remoteAddr with the given headers (pairs).
+func get(h http.Handler, remoteAddr string, headers ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, "/v1/things", nil)
+	r.RemoteAddr = remoteAddr
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header.Add(headers[i], headers[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// wantResponse checks a response's status, rate-limit headers and body.
+func wantResponse(t *testing.T, what string, w *httptest.ResponseRecorder, code int, headers map[string]string, body string) {
+	t.Helper()
+	if w.Code != code {
+		t.Fatalf("%s: got status %d, want %d (body %q)", what, w.Code, code, w.Body.String())
+	}
+	for _, k := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
+		if got, want := w.Header().Get(k), headers[k]; got != want {
+			t.Fatalf("%s: header %s: got %q, want %q", what, k, got, want)
+		}
+	}
+	if got := w.Body.String(); got != body {
+		t.Fatalf("%s: got body %q, want %q", what, got, body)
+	}
+}
+
+// epoch is t0 + d as a Unix time in seconds.
+func epoch(d time.Duration) string { return strconv.FormatInt(t0.Add(d).Unix(), 10) }
+
+// TestMiddlewareHeaders: allowed requests get the numbers; the denied one
+// gets 429, Retry-After and the JSON body.
+func TestMiddlewareHeaders(t *testing.T) {
+	addr, clock := startFloodgate(t, server.Settings{})
+	h := client.Middleware(dial(t, addr), client.HTTPConfig{
+		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 2, Period: time.Minute},
+		Clock: clock.Now,
+	})(ok)
+
+	wantResponse(t, "first", get(h, "192.0.2.1:1234"), 200, map[string]string{
+		"RateLimit-Limit": "2", "RateLimit-Remaining": "1", "RateLimit-Reset": "30",
+		"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": epoch(30 * time.Second),
+	}, "ok")
+	wantResponse(t, "second", get(h, "192.0.2.1:1234"), 200, map[string]string{
+		"RateLimit-Limit": "2", "RateLimit-Remaining": "0", "RateLimit-Reset": "60",
+		"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(time.Minute),
+	}, "ok")
+	w := get(h, "192.0.2.1:1234")
+	wantResponse(t, "third", w, 429, map[string]string{
+		"RateLimit-Limit": "2", "RateLimit-Remaining": "0", "RateLimit-Reset": "60",
+		"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(time.Minute),
+		"Retry-After": "30",
+	}, `{"error":"rate_limited","retry_after_seconds":30}`+"\n")
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("429 Content-Type: got %q", ct)
+	}
+
+	// Waits round up to whole seconds, in every header.
+	clock.Advance(29*time.Second + 100*time.Millisecond)
+	wantResponse(t, "after 29.1s", get(h, "192.0.2.1:1234"), 429, map[string]string{
+		"RateLimit-Limit": "2", "RateLimit-Remaining": "0", "RateLimit-Reset": "31",
+		"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(time.Minute),
+		"Retry-After": "1",
+	}, `{"error":"rate_limited","retry_after_seconds":1}`+"\n")
+}
+
+// TestMiddlewareKeys: an API key has its own limit; without one the client
+// IP does; X-Forwarded-For counts only behind configured proxies.
+func TestMiddlewareKeys(t *testing.T) {
+	addr, clock := startFloodgate(t, server.Settings{})
+	c := dial(t, addr)
+	one := client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute}
+	direct := client.Middleware(c, client.HTTPConfig{Limit: one, Clock: clock.Now, KeyPrefix: "direct:"})(ok)
+	proxied := client.Middleware(c, client.HTTPConfig{Limit: one, Clock: clock.Now, KeyPrefix: "proxied:", TrustedProxyHops: 1, APIKeyHeader: "Authorization"})(ok)
+
+	for i, tc := range []struct {
+		h       http.Handler
+		remote  string
+		headers []string
+		want    int
+	}{
+		{direct, "192.0.2.1:1", []string{"X-API-Key", "alice"}, 200},
+		{direct, "192.0.2.2:1", []string{"X-API-Key", "alice"}, 429}, // the key, from anywhere
+		{direct, "192.0.2.1:1", []string{"X-API-Key", "bob"}, 200},
+		{direct, "192.0.2.1:2", nil, 200},                                        // no key: the IP, any port
+		{direct, "192.0.2.1:3", nil, 429},                                        //
+		{direct, "192.0.2.1:4", []string{"X-Forwarded-For", "198.51.100.9"}, 429}, // XFF ignored by default
+		{direct, "[2001:db8:1:2::1]:1", nil, 200},                                 // IPv6: the /64
+		{direct, "[2001:db8:1:2::ffff]:1", nil, 429},
+		{direct, "[2001:db8:1:3::1]:1", nil, 200},
+		{direct, "[::ffff:192.0.2.7]:1", nil, 200}, // IPv4-mapped is IPv4
+		{direct, "192.0.2.7:1", nil, 429},
+		// Behind one trusted proxy: the last X-Forwarded-For entry; the
+		// client's own (left) entries are ignored.
+		{proxied, "10.0.0.1:1", []string{"X-Forwarded-For", "6.6.6.6, 198.51.100.1"}, 200},
+		{proxied, "10.0.0.1:1", []string{"X-Forwarded-For", "7.7.7.7, 198.51.100.1"}, 429},
+		{proxied, "10.0.0.1:1", []string{"X-Forwarded-For", "198.51.100.2"}, 200},
+		{proxied, "10.0.0.1:1", []string{"X-Forwarded-For", "6.6.6.6", "X-Forwarded-For", "198.51.100.2"}, 429},
+		{proxied, "10.0.0.1:1", nil, 200}, // no header: the proxy's own address
+		{proxied, "10.0.0.2:1", []string{"Authorization", "Bearer t"}, 200},
+		{proxied, "10.0.0.3:1", []string{"Authorization", "Bearer t"}, 429},
+	} {
+		if got := get(tc.h, tc.remote, tc.headers...).Code; got != tc.want {
+			t.Fatalf("request %d (%s %v): got %d, want %d", i+1, tc.remote, tc.headers, got, tc.want)
+		}
+	}
+}
+
+// TestMiddlewarePerIPAndKey: both limits at once, all or nothing.
+func TestMiddlewarePerIPAndKey(t *testing.T) {
+	addr, clock := startFloodgate(t, server.Settings{})
+	c := dial(t, addr)
+	h := client.Middleware(c, client.HTTPConfig{
+		Limit:       client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute},
+		IPLimit:     client.Limit{Algorithm: client.SlidingWindow, Requests: 3, Period: time.Minute},
+		PerIPAndKey: true,
+		Clock:       clock.Now,
+	})(ok)
+
+	// One IP rotating keys: the IP limit stops it at 3.
+	for i, key := range []string{"k1", "k2", "k3", "k4"} {
+		want := 200
+		if i == 3 {
+			want = 429
+		}
+		w := get(h, "192.0.2.1:1", "X-API-Key", key)
+		if w.Code != want {
+			t.Fatalf("key %s from one IP: got %d, want %d", key, w.Code, want)
+		}
+		if want == 429 && (w.Header().Get("RateLimit-Limit") != "3" || w.Header().Get("RateLimit-Remaining") != "0") {
+			t.Fatalf("headers describe the denying IP limit: got limit %q remaining %q", w.Header().Get("RateLimit-Limit"), w.Header().Get("RateLimit-Remaining"))
+		}
+	}
+	// k4 was not charged by the denied request: it still has both units,
+	// and one key rotating IPs is stopped by its key limit.
+	for i, ip := range []string{"192.0.2.2:1", "192.0.2.3:1", "192.0.2.4:1"} {
+		want := 200
+		if i == 2 {
+			want = 429
+		}
+		w := get(h, ip, "X-API-Key", "k4")
+		if w.Code != want {
+			t.Fatalf("k4 from %s: got %d, want %d", ip, w.Code, want)
+		}
+		if i == 0 && (w.Header().Get("RateLimit-Limit") != "2" || w.Header().Get("RateLimit-Remaining") != "1") {
+			t.Fatalf("allowed: headers describe the fuller limit (the key's): got limit %q remaining %q", w.Header().Get("RateLimit-Limit"), w.Header().Get("RateLimit-Remaining"))
+		}
+	}
+	// Without a key: the IP limit alone.
+	if got := get(h, "192.0.2.9:1").Code; got != 200 {
+		t.Fatalf("no key: got %d, want 200", got)
+	}
+}
+
+// TestMiddlewareFailureModes: unreachable or hanging floodgate; open
+// serves without headers, closed answers 503.
+func TestMiddlewareFailureModes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		addr    string
+		both    bool
+		mode    client.FailureMode
+		want    int
+		wantErr codes.Code
+	}{
+		{"unreachable, open", deadAddr(t), false, client.FailOpen, 200, codes.Unavailable},
+		{"unreachable, closed", deadAddr(t), false, client.FailClosed, 503, codes.Unavailable},
+		{"hanging, open", startHanging(t), false, client.FailOpen, 200, codes.DeadlineExceeded},
+		{"hanging, closed", startHanging(t), false, client.FailClosed, 503, codes.DeadlineExceeded},
+		{"hanging batch, closed", startHanging(t), true, client.FailClosed, 503, codes.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log errorLog
+			h := client.Middleware(dial(t, tc.addr, client.WithTimeout(time.Hour)), client.HTTPConfig{
+				Limit:       perMinute3,
+				PerIPAndKey: tc.both,
+				FailureMode: tc.mode,
+				Timeout:     30 * time.Millisecond, // overrides the client's hour
+				OnError:     func(_ *http.Request, err error) { log.add(err) },
+			})(ok)
+			w := get(h, "192.0.2.1:1", "X-API-Key", "k")
+			body := "ok"
+			headers := map[string]string{}
+			if tc.want == 503 {
+				body = `{"error":"rate_limiter_unavailable"}` + "\n"
+				headers["Retry-After"] = "1"
+			}
+			wantResponse(t, tc.name, w, tc.want, headers, body)
+			if got := log.codes(); len(got) != 1 || got[0] != tc.wantErr {
+				t.Fatalf("OnError saw %v, want one %v", got, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestMiddlewareBadLimit: a limit floodgate rejects is an error, and the
+// failure mode answers (here closed), so a typo cannot pass silently in
+// tests that run closed.
+func TestMiddlewareBadLimit(t *testing.T) {
+	addr, _ := startFloodgate(t, server.Settings{})
+	var log errorLog
+	h := client.Middleware(dial(t, addr), client.HTTPConfig{
+		Limit:       client.Policy("nope"),
+		FailureMode: client.FailClosed,
+		OnError:     func(_ *http.Request, err error) { log.add(err) },
+	})(ok)
+	if got := get(h, "192.0.2.1:1").Code; got != 503 {
+		t.Fatalf("got %d, want 503", got)
+	}
+	if got := log.codes(); len(got) != 1 || got[0] != codes.NotFound {
+		t.Fatalf("OnError saw %v, want NotFound", got)
+	}
+}
