@@ -101,8 +101,8 @@ func TestMiddlewareKeys(t *testing.T) {
 		{direct, "192.0.2.1:1", []string{"X-API-Key", "alice"}, 200},
 		{direct, "192.0.2.2:1", []string{"X-API-Key", "alice"}, 429}, // the key, from anywhere
 		{direct, "192.0.2.1:1", []string{"X-API-Key", "bob"}, 200},
-		{direct, "192.0.2.1:2", nil, 200},                                        // no key: the IP, any port
-		{direct, "192.0.2.1:3", nil, 429},                                        //
+		{direct, "192.0.2.1:2", nil, 200}, // no key: the IP, any port
+		{direct, "192.0.2.1:3", nil, 429},
 		{direct, "192.0.2.1:4", []string{"X-Forwarded-For", "198.51.100.9"}, 429}, // XFF ignored by default
 		{direct, "[2001:db8:1:2::1]:1", nil, 200},                                 // IPv6: the /64
 		{direct, "[2001:db8:1:2::ffff]:1", nil, 429},
