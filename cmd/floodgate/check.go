@@ -256,7 +256,9 @@ func parseRate(s string) (int64, time.Duration, error) {
 // describeError is an error for people: the gRPC code and message, or the
 // error itself.
 func describeError(err error) string {
-	if st, ok := status.FromError(err); ok {
+	var gs interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &gs) {
+		st := gs.GRPCStatus()
 		return fmt.Sprintf("%v: %s", st.Code(), st.Message())
 	}
 	return err.Error()

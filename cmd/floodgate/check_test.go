@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/store/memstore"
+)
+
+// `go test ./cmd/floodgate -run TestCheckGolden -update` rewrites the
+// golden files. The flag is shared with other golden tests of this
+// package, so it is registered only once, after every package-level
+// flag.Bool has run.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files")
+	}
+}
+
+func updateGolden() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+// checkEpoch is the stopped clock of the CLI tests' floodgate.
+var checkEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type policies struct{ cfg *config.Config }
+
+func (p policies) Current() *config.Config { return p.cfg }
+
+// startCheckServer runs a real floodgate (embedded store, clock stopped at
+// checkEpoch, the seeds' policies) on a free loopback port.
+func startCheckServer(t *testing.T) string {
+	t.Helper()
+	cfg, err := config.Parse("policies.yaml", []byte(`policies:
+  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}
+  free: {algorithm: token_bucket, requests_per_min: 15, burst: 30}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New(memstore.Config{})
+	rl := server.NewRateLimiter(st, server.Settings{Config: policies{cfg}, Clock: func() time.Time { return checkEpoch }})
+	srv, _ := server.NewGRPCServer(rl, nil, server.GRPCSettings{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(func() { srv.Stop(); st.Close() })
+	return lis.Addr().String()
+}
+
+// runCLI runs the program as main would and returns its exit status and
+// output.
+func runCLI(args []string, env map[string]string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
+	var ec exitCode
+	switch {
+	case err == nil:
+	case errors.As(err, &ec):
+		code = int(ec)
+	default:
+		fmt.Fprintln(&errb, "floodgate:", err)
+		code = 1
+	}
+	return code, out.String(), errb.String()
+}
+
+// TestCheckGolden pins `floodgate check`'s output for allowed, denied and
+// error cases against testdata/check/*.golden.
+func TestCheckGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"allowed", []string{"--key", "user:1", "--limit", "10/1m", "--algorithm", "sliding_window"}, nil},
+		{"denied", []string{"--key", "user:1", "--limit", "3/1m", "--algorithm", "sliding_window", "--repeat", "5"}, nil},
+		{"token_bucket_cost", []string{"--key", "export:acme", "--limit", "10/m", "--burst", "20", "--cost", "6", "--repeat", "4"}, nil},
+		{"json", []string{"--key", "user:1", "--limit", "2/1m", "--algorithm", "fixed_window", "--repeat", "3", "--json"}, nil},
+		{"policy", []string{"--key", "login:alice", "--policy", "login", "--repeat", "6"}, nil},
+		{"env", []string{}, map[string]string{"FLOODGATE_KEY": "env:1", "FLOODGATE_LIMIT": "1/1s", "FLOODGATE_REPEAT": "2", "FLOODGATE_JSON": "true"}},
+		{"flag_beats_env", []string{"--repeat", "1"}, map[string]string{"FLOODGATE_KEY": "env:1", "FLOODGATE_LIMIT": "1/1s", "FLOODGATE_REPEAT": "3"}},
+		{"fail_on_deny", []string{"--key", "k", "--limit", "1/h", "--repeat", "2", "--fail-on-deny"}, nil},
+		{"fail_on_deny_all_allowed", []string{"--key", "k", "--limit", "2/h", "--repeat", "2", "--fail-on-deny"}, nil},
+		{"error_cost", []string{"--key", "k", "--limit", "3/1m", "--cost", "4"}, nil},
+		{"error_unknown_policy", []string{"--key", "k", "--policy", "gold"}, nil},
+		{"error_policy_algorithm", []string{"--key", "k", "--policy", "login", "--algorithm", "token_bucket"}, nil},
+		{"error_period", []string{"--key", "k", "--limit", "3/1500us", "--algorithm", "fixed_window"}, nil},
+		{"usage_limit", []string{"--key", "k", "--limit", "10/fortnight"}, nil},
+		{"usage_limit_and_policy", []string{"--key", "k", "--limit", "10/1m", "--policy", "login"}, nil},
+		{"usage_no_key", []string{"--limit", "10/1m"}, nil},
+		{"usage_algorithm", []string{"--key", "k", "--limit", "10/1m", "--algorithm", "leaky_bucket"}, nil},
+		{"usage_unknown_flag", []string{"--key", "k", "--limt", "10/1m"}, nil},
+		{"help", []string{"--help"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := startCheckServer(t)
+			args := append([]string{"check", "--addr", addr}, tc.args...)
+			code, stdout, stderr := runCLI(args, tc.env)
+			var got strings.Builder
+			fmt.Fprintf(&got, "$ %s\n", strings.Join(append([]string{"floodgate", "check"}, tc.args...), " "))
+			for _, k := range slices.Sorted(maps.Keys(tc.env)) {
+				fmt.Fprintf(&got, "$ # with %s=%s\n", k, tc.env[k])
+			}
+			fmt.Fprintf(&got, "exit %d\n-- stdout --\n%s-- stderr --\n%s", code, stdout, stderr)
+			compareGolden(t, filepath.Join("testdata", "check", tc.name+".golden"), strings.ReplaceAll(got.String(), addr, "ADDR"))
+		})
+	}
+}
+
+func compareGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if updateGolden() {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("output differs from %s (run with -update to accept)\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+// TestCheckUnreachable: no floodgate at --addr is an error (exit 1) naming
+// the code, after the timeout at most.
+func TestCheckUnreachable(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	code, stdout, stderr := runCLI([]string{"check", "--addr", addr, "--key", "k", "--limit", "1/s", "--repeat", "3"}, nil)
+	if code != checkExitError || stdout != "" || !strings.HasPrefix(stderr, "floodgate check: attempt 1: Unavailable: ") {
+		t.Fatalf("got exit %d, stdout %q, stderr %q; want exit 1, no stdout, \"floodgate check: attempt 1: Unavailable: ...\"", code, stdout, stderr)
+	}
+}
+
+// TestCheckTokenNeedsTLS: the CLI refuses to send a token in the clear to
+// a remote address.
+func TestCheckTokenNeedsTLS(t *testing.T) {
+	code, _, stderr := runCLI([]string{"check", "--addr", "floodgate.example:8081", "--key", "k", "--limit", "1/s", "--token", "s3cret"}, nil)
+	if code != checkExitError || !strings.Contains(stderr, "needs WithTLS") || strings.Contains(stderr, "s3cret") {
+		t.Fatalf("got exit %d, stderr %q; want exit 1, a refusal that does not echo the token", code, stderr)
+	}
+	code, _, stderr = runCLI([]string{"check", "--key", "k", "--limit", "1/s", "--tls-ca", filepath.Join(t.TempDir(), "missing.pem")}, nil)
+	if code != checkExitUsage || !strings.Contains(stderr, "--tls-ca") {
+		t.Fatalf("missing CA: got exit %d, stderr %q; want exit 2 naming --tls-ca", code, stderr)
+	}
+	code, _, stderr = runCLI([]string{"check", "--key", "k", "--limit", "1/s", "--tls-client-cert", "c.pem"}, nil)
+	if code != checkExitUsage || !strings.Contains(stderr, "go together") {
+		t.Fatalf("cert without key: got exit %d, stderr %q; want exit 2", code, stderr)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		requests int64
+		period   time.Duration
+		err      bool
+	}{
+		{"10/1m", 10, time.Minute, false},
+		{"10/m", 10, time.Minute, false},
+		{"5/15m", 5, 15 * time.Minute, false},
+		{"100/h", 100, time.Hour, false},
+		{" 3 / 1s ", 3, time.Second, false},
+		{"1/1500ms", 1, 1500 * time.Millisecond, false},
+		{"10", 0, 0, true},
+		{"0/1m", 0, 0, true},
+		{"-1/1m", 0, 0, true},
+		{"x/1m", 0, 0, true},
+		{"10/", 0, 0, true},
+		{"10/0s", 0, 0, true},
+		{"10/-1m", 0, 0, true},
+		{"10/day", 0, 0, true},
+	} {
+		requests, period, err := parseRate(tc.in)
+		if (err != nil) != tc.err || requests != tc.requests || period != tc.period {
+			t.Errorf("parseRate(%q): got %d, %v, %v; want %d, %v, error %v", tc.in, requests, period, err, tc.requests, tc.period, tc.err)
+		}
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{20 * time.Second, "20s"},
+		{time.Minute, "1m"},
+		{90 * time.Second, "1m30s"},
+		{time.Hour, "1h"},
+		{time.Hour + time.Minute, "1h1m"},
+		{1500 * time.Millisecond, "1.5s"},
+		{250 * time.Millisecond, "250ms"},
+	} {
+		if got := shortDuration(tc.in); got != tc.want {
+			t.Errorf("shortDuration(%v): got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
