@@ -58,6 +58,10 @@ type tlsState struct {
 // (and adds the "h2" ALPN protocol to what it returns). It fails when the
 // files cannot be loaded now. log receives reloads and rejected files (never
 // their contents); nil means slog.Default().
+//
+// Treat the returned config as read-only: each handshake gets a config built
+// from the files (TLS 1.2+, the certificate, the client CAs), so fields set
+// on the returned one later do not apply.
 func NewTLSConfig(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, *CertReloader, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, nil, errors.New("tls: both a certificate and a key file are needed")
