@@ -16,7 +16,9 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/loadgen"
@@ -252,10 +254,15 @@ func waitReady(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration
 			return nil
 		}
 		if !conn.WaitForStateChange(ctx, s) {
-			if s == connectivity.TransientFailure || s == connectivity.Connecting {
-				return fmt.Errorf("not ready after %v (state %s)", timeout, s)
+			// A call that does not wait for readiness fails at once with
+			// the last connection error, which says why (refused, TLS...).
+			pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer pcancel()
+			err := conn.Invoke(pctx, healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
+			if err == nil {
+				return nil // ready just now
 			}
-			return ctx.Err()
+			return fmt.Errorf("not ready after %v (%s): %s", timeout, s, status.Convert(err).Message())
 		}
 	}
 }
