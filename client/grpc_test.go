@@ -278,3 +278,46 @@ func TestInterceptorFailureModes(t *testing.T) {
 		})
 	}
 }
+
+// TestDegraded: when floodgate's own store is down it answers from each
+// limit's failure mode; the client, interceptor and middleware pass the
+// answer on, marked degraded.
+func TestDegraded(t *testing.T) {
+	cfg := mustParseConfig(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}\n")
+	c := dial(t, startDegraded(t, server.Settings{Config: cfg})) // inline limits fail open
+	ctx := context.Background()
+
+	d, err := c.Check(ctx, "k", perMinute3)
+	if want := (client.Decision{Allowed: true, Limit: 3, Degraded: true}); err != nil || d != want {
+		t.Fatalf("inline: got %+v, %v, want %+v", d, err, want)
+	}
+	d, err = c.Check(ctx, "k", client.Policy("login"))
+	if want := (client.Decision{Allowed: false, Limit: 5, RetryAfter: time.Second, Degraded: true}); err != nil || d != want {
+		t.Fatalf("closed policy: got %+v, %v, want %+v", d, err, want)
+	}
+
+	open := startProtected(t, c, client.InterceptorConfig{Limit: perMinute3})
+	var hdr metadata.MD
+	if _, err := open.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hdr)); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if mdString(hdr, "ratelimit-degraded") != "true" {
+		t.Fatalf("open: headers %v, want ratelimit-degraded: true", hdr)
+	}
+	closed := startProtected(t, c, client.InterceptorConfig{Limit: client.Policy("login")})
+	var trl metadata.MD
+	_, err = closed.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&trl))
+	wantRetryInfo(t, err, time.Second)
+	if mdString(trl, "ratelimit-degraded") != "true" || mdString(trl, "retry-after") != "1" {
+		t.Fatalf("closed: trailers %v, want ratelimit-degraded: true, retry-after: 1", trl)
+	}
+
+	w := get(client.Middleware(c, client.HTTPConfig{Limit: perMinute3})(ok), "192.0.2.1:1")
+	if w.Code != 200 || w.Header().Get("X-RateLimit-Degraded") != "true" {
+		t.Fatalf("middleware, open: got %d %v", w.Code, w.Header())
+	}
+	w = get(client.Middleware(c, client.HTTPConfig{Limit: client.Policy("login")})(ok), "192.0.2.1:1")
+	if w.Code != 429 || w.Header().Get("X-RateLimit-Degraded") != "true" || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("middleware, closed: got %d %v", w.Code, w.Header())
+	}
+}

@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -9,9 +11,11 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memstore"
 )
 
@@ -44,10 +48,14 @@ func (s staticConfig) Current() *config.Config { return s.cfg }
 // serveFloodgate runs a real floodgate (embedded store, clock stopped at
 // t0 unless s sets one) on a free loopback port and returns its address.
 func serveFloodgate(s server.Settings, opts ...grpc.ServerOption) (addr string, stop func(), err error) {
+	return serveStore(memstore.New(memstore.Config{}), s, opts...)
+}
+
+// serveStore is serveFloodgate with the store st, which it closes.
+func serveStore(st store.Store, s server.Settings, opts ...grpc.ServerOption) (addr string, stop func(), err error) {
 	if s.Clock == nil {
 		s.Clock = func() time.Time { return t0 }
 	}
-	st := memstore.New(memstore.Config{})
 	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, s), nil, server.GRPCSettings{ServerOptions: opts})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,6 +79,31 @@ func startFloodgate(t *testing.T, s server.Settings, opts ...grpc.ServerOption) 
 	}
 	t.Cleanup(stop)
 	return addr, clock
+}
+
+// downStore is a store whose backend is always down.
+type downStore struct{}
+
+func (downStore) Decide(context.Context, time.Time, []store.Request, []algorithms.Decision) error {
+	return store.ErrUnavailable
+}
+func (downStore) Reset(context.Context, algorithms.Algorithm, string) error {
+	return store.ErrUnavailable
+}
+func (downStore) Ping(context.Context) error { return store.ErrUnavailable }
+func (downStore) Close() error               { return nil }
+
+// startDegraded runs a real floodgate whose store is down, so every
+// decision comes from the limit's failure mode, marked degraded.
+func startDegraded(t *testing.T, s server.Settings) string {
+	t.Helper()
+	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	addr, stop, err := serveStore(downStore{}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return addr
 }
 
 // hangingLimiter never answers: each call waits until its caller gives up.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -15,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memstore"
 )
 
@@ -44,7 +48,7 @@ func (p policies) Current() *config.Config { return p.cfg }
 
 // startCheckServer runs a real floodgate (embedded store, clock stopped at
 // checkEpoch, the seeds' policies) on a free loopback port.
-func startCheckServer(t *testing.T) string {
+func startCheckServer(t *testing.T, st store.Store) string {
 	t.Helper()
 	cfg, err := config.Parse("policies.yaml", []byte(`policies:
   login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}
@@ -53,8 +57,11 @@ func startCheckServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := memstore.New(memstore.Config{})
-	rl := server.NewRateLimiter(st, server.Settings{Config: policies{cfg}, Clock: func() time.Time { return checkEpoch }})
+	rl := server.NewRateLimiter(st, server.Settings{
+		Config: policies{cfg},
+		Clock:  func() time.Time { return checkEpoch },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	srv, _ := server.NewGRPCServer(rl, nil, server.GRPCSettings{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -64,6 +71,18 @@ func startCheckServer(t *testing.T) string {
 	t.Cleanup(func() { srv.Stop(); st.Close() })
 	return lis.Addr().String()
 }
+
+// downStore is a store whose backend is always down.
+type downStore struct{}
+
+func (downStore) Decide(context.Context, time.Time, []store.Request, []algorithms.Decision) error {
+	return store.ErrUnavailable
+}
+func (downStore) Reset(context.Context, algorithms.Algorithm, string) error {
+	return store.ErrUnavailable
+}
+func (downStore) Ping(context.Context) error { return store.ErrUnavailable }
+func (downStore) Close() error               { return nil }
 
 // runCLI runs the program as main would and returns its exit status and
 // output.
@@ -89,29 +108,36 @@ func TestCheckGolden(t *testing.T) {
 		name string
 		args []string
 		env  map[string]string
+		down bool // the server's store is down: failure modes answer
 	}{
-		{"allowed", []string{"--key", "user:1", "--limit", "10/1m", "--algorithm", "sliding_window"}, nil},
-		{"denied", []string{"--key", "user:1", "--limit", "3/1m", "--algorithm", "sliding_window", "--repeat", "5"}, nil},
-		{"token_bucket_cost", []string{"--key", "export:acme", "--limit", "10/m", "--burst", "20", "--cost", "6", "--repeat", "4"}, nil},
-		{"json", []string{"--key", "user:1", "--limit", "2/1m", "--algorithm", "fixed_window", "--repeat", "3", "--json"}, nil},
-		{"policy", []string{"--key", "login:alice", "--policy", "login", "--repeat", "6"}, nil},
-		{"env", []string{}, map[string]string{"FLOODGATE_KEY": "env:1", "FLOODGATE_LIMIT": "1/1s", "FLOODGATE_REPEAT": "2", "FLOODGATE_JSON": "true"}},
-		{"flag_beats_env", []string{"--repeat", "1"}, map[string]string{"FLOODGATE_KEY": "env:1", "FLOODGATE_LIMIT": "1/1s", "FLOODGATE_REPEAT": "3"}},
-		{"fail_on_deny", []string{"--key", "k", "--limit", "1/h", "--repeat", "2", "--fail-on-deny"}, nil},
-		{"fail_on_deny_all_allowed", []string{"--key", "k", "--limit", "2/h", "--repeat", "2", "--fail-on-deny"}, nil},
-		{"error_cost", []string{"--key", "k", "--limit", "3/1m", "--cost", "4"}, nil},
-		{"error_unknown_policy", []string{"--key", "k", "--policy", "gold"}, nil},
-		{"error_policy_algorithm", []string{"--key", "k", "--policy", "login", "--algorithm", "token_bucket"}, nil},
-		{"error_period", []string{"--key", "k", "--limit", "3/1500us", "--algorithm", "fixed_window"}, nil},
-		{"usage_limit", []string{"--key", "k", "--limit", "10/fortnight"}, nil},
-		{"usage_limit_and_policy", []string{"--key", "k", "--limit", "10/1m", "--policy", "login"}, nil},
-		{"usage_no_key", []string{"--limit", "10/1m"}, nil},
-		{"usage_algorithm", []string{"--key", "k", "--limit", "10/1m", "--algorithm", "leaky_bucket"}, nil},
-		{"usage_unknown_flag", []string{"--key", "k", "--limt", "10/1m"}, nil},
-		{"help", []string{"--help"}, nil},
+		{"allowed", []string{"--key", "user:1", "--limit", "10/1m", "--algorithm", "sliding_window"}, nil, false},
+		{"denied", []string{"--key", "user:1", "--limit", "3/1m", "--algorithm", "sliding_window", "--repeat", "5"}, nil, false},
+		{"token_bucket_cost", []string{"--key", "export:acme", "--limit", "10/m", "--burst", "20", "--cost", "6", "--repeat", "4"}, nil, false},
+		{"json", []string{"--key", "user:1", "--limit", "2/1m", "--algorithm", "fixed_window", "--repeat", "3", "--json"}, nil, false},
+		{"policy", []string{"--key", "login:alice", "--policy", "login", "--repeat", "6"}, nil, false},
+		{"env", []string{}, map[string]string{"FLOODGATE_KEY": "env:1", "FLOODGATE_LIMIT": "1/1s", "FLOODGATE_REPEAT": "2", "FLOODGATE_JSON": "true"}, false},
+		{"flag_beats_env", []string{"--repeat", "1"}, map[string]string{"FLOODGATE_KEY": "env:1", "FLOODGATE_LIMIT": "1/1s", "FLOODGATE_REPEAT": "3"}, false},
+		{"degraded_open", []string{"--key", "k", "--limit", "3/1m", "--repeat", "2"}, nil, true},
+		{"degraded_closed", []string{"--key", "login:alice", "--policy", "login", "--json"}, nil, true},
+		{"fail_on_deny", []string{"--key", "k", "--limit", "1/h", "--repeat", "2", "--fail-on-deny"}, nil, false},
+		{"fail_on_deny_all_allowed", []string{"--key", "k", "--limit", "2/h", "--repeat", "2", "--fail-on-deny"}, nil, false},
+		{"error_cost", []string{"--key", "k", "--limit", "3/1m", "--cost", "4"}, nil, false},
+		{"error_unknown_policy", []string{"--key", "k", "--policy", "gold"}, nil, false},
+		{"error_policy_algorithm", []string{"--key", "k", "--policy", "login", "--algorithm", "token_bucket"}, nil, false},
+		{"error_period", []string{"--key", "k", "--limit", "3/1500us", "--algorithm", "fixed_window"}, nil, false},
+		{"usage_limit", []string{"--key", "k", "--limit", "10/fortnight"}, nil, false},
+		{"usage_limit_and_policy", []string{"--key", "k", "--limit", "10/1m", "--policy", "login"}, nil, false},
+		{"usage_no_key", []string{"--limit", "10/1m"}, nil, false},
+		{"usage_algorithm", []string{"--key", "k", "--limit", "10/1m", "--algorithm", "leaky_bucket"}, nil, false},
+		{"usage_unknown_flag", []string{"--key", "k", "--limt", "10/1m"}, nil, false},
+		{"help", []string{"--help"}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := startCheckServer(t)
+			var st store.Store = memstore.New(memstore.Config{})
+			if tc.down {
+				st = downStore{}
+			}
+			addr := startCheckServer(t, st)
 			args := append([]string{"check", "--addr", addr}, tc.args...)
 			code, stdout, stderr := runCLI(args, tc.env)
 			var got strings.Builder
