@@ -60,18 +60,29 @@ const BatchReplyWidth = 6
 // batchRequestWidth is the number of ARGV values per request.
 const batchRequestWidth = 6
 
+// BatchHeader is what a batch script call needs besides its requests.
+type BatchHeader struct {
+	// NowMs is the time of the decisions in Unix milliseconds; a negative
+	// NowMs makes the script use Redis' own clock (TIME).
+	NowMs int64
+	// KeepMs is added to every TTL the script writes: 0 in production;
+	// tests whose clock does not follow the wall clock pass a large value,
+	// so that Redis does not expire keys their simulated time still needs.
+	KeepMs int64
+	// Probe makes the script decide without writing anything, even when
+	// every request fits.
+	Probe bool
+}
+
 // BatchArgs starts the ARGV of a batch script call that will hold n
-// requests. nowMs is the time of the decision in Unix milliseconds;
-// a negative nowMs makes the script use Redis' own clock (TIME). keepMs is
-// added to every TTL the script writes: 0 in production; tests whose
-// clock does not follow the wall clock pass a large value so that Redis
-// does not expire keys their simulated time still needs.
-func BatchArgs(nowMs, keepMs int64, n int) []any {
-	args := make([]any, 0, 2+batchRequestWidth*n)
-	if nowMs < 0 {
-		nowMs = -1
+// requests; append each request with AppendBatchRequest.
+func BatchArgs(h BatchHeader, n int) []any {
+	args := make([]any, 0, 3+batchRequestWidth*n)
+	write := int64(1)
+	if h.Probe {
+		write = 0
 	}
-	return append(args, nowMs, max(keepMs, 0))
+	return append(args, max(h.NowMs, -1), max(h.KeepMs, 0), write)
 }
 
 // AppendBatchRequest appends the ARGV of one request (cost charged against

@@ -86,8 +86,12 @@ func (m *luaModel) decide(nowMs int64, reqs []luaReq) []algorithms.Decision {
 // runScript runs the batch script for reqs at nowMs (negative: Redis'
 // TIME) and decodes the reply.
 func runScript(ctx context.Context, c redis.Scripter, script *redis.Script, nowMs int64, reqs []luaReq) ([]algorithms.Decision, error) {
+	return runScriptHeader(ctx, c, script, algorithms.BatchHeader{NowMs: nowMs, KeepMs: keepMs}, reqs)
+}
+
+func runScriptHeader(ctx context.Context, c redis.Scripter, script *redis.Script, h algorithms.BatchHeader, reqs []luaReq) ([]algorithms.Decision, error) {
 	keys := make([]string, len(reqs))
-	args := algorithms.BatchArgs(nowMs, keepMs, len(reqs))
+	args := algorithms.BatchArgs(h, len(reqs))
 	for i, r := range reqs {
 		keys[i] = r.key
 		args = algorithms.AppendBatchRequest(args, r.l, r.cost, r.dry)
@@ -393,6 +397,28 @@ func TestLuaDenyWritesNothing(t *testing.T) {
 			t.Fatalf("a denied batch extended the TTL of %s from %v to %v", reqs[i].key, ttlBefore[i], ttl)
 		}
 	}
+
+	// A probe of a batch that fits decides exactly as the real call will,
+	// and writes nothing.
+	probe, err := runScriptHeader(ctx, c, script, algorithms.BatchHeader{NowMs: now + 2000, KeepMs: keepMs, Probe: true}, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := dump(); strings.Join(after, "|") != strings.Join(before, "|") {
+		t.Fatalf("a probe changed state:\nbefore %q\nafter  %q", before, after)
+	}
+	real, err := runScript(ctx, c, script, now+2000, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		if !real[i].Allowed || probe[i] != real[i] {
+			t.Fatalf("request %d: probe %+v, real call %+v; want both allowed and equal", i, probe[i], real[i])
+		}
+	}
+	if after := dump(); strings.Join(after, "|") == strings.Join(before, "|") {
+		t.Fatal("the real call after the probe wrote nothing")
+	}
 }
 
 // TestLuaErrors: malformed calls are refused with an error reply, before
@@ -408,12 +434,13 @@ func TestLuaErrors(t *testing.T) {
 		args []any
 		want string
 	}{
-		{"too few args", []string{"e:a"}, []any{1, 0, 4, 5, 1000}, "want 2 + 6 ARGV per key"},
-		{"bad algorithm", []string{"e:a"}, []any{1, 0, 9, 5, 1000, 0, 1, 0}, "bad arguments for request 1"},
-		{"zero period", []string{"e:a"}, []any{1, 0, 4, 5, 0, 0, 1, 0}, "bad arguments for request 1"},
-		{"fractional cost", []string{"e:a"}, []any{1, 0, 4, 5, 1000, 0, "1.5", 0}, "bad arguments for request 1"},
-		{"bad keep", []string{"e:a"}, []any{1, "x", 4, 5, 1000, 0, 1, 0}, "bad keep_ms"},
-		{"two algorithms on one key", []string{"e:b", "e:b"}, []any{1, 0, 4, 5, 1000, 0, 1, 0, 2, 5, 1000, 0, 1, 0}, "used with two algorithms"},
+		{"too few args", []string{"e:a"}, []any{1, 0, 1, 4, 5, 1000}, "want 3 + 6 ARGV per key"},
+		{"bad algorithm", []string{"e:a"}, []any{1, 0, 1, 9, 5, 1000, 0, 1, 0}, "bad arguments for request 1"},
+		{"zero period", []string{"e:a"}, []any{1, 0, 1, 4, 5, 0, 0, 1, 0}, "bad arguments for request 1"},
+		{"fractional cost", []string{"e:a"}, []any{1, 0, 1, 4, 5, 1000, 0, "1.5", 0}, "bad arguments for request 1"},
+		{"bad keep", []string{"e:a"}, []any{1, "x", 1, 4, 5, 1000, 0, 1, 0}, "bad keep_ms"},
+		{"bad write flag", []string{"e:a"}, []any{1, 0, 2, 4, 5, 1000, 0, 1, 0}, "bad write flag"},
+		{"two algorithms on one key", []string{"e:b", "e:b"}, []any{1, 0, 1, 4, 5, 1000, 0, 1, 0, 2, 5, 1000, 0, 1, 0}, "used with two algorithms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

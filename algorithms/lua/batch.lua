@@ -13,7 +13,9 @@
 --          production.
 -- ARGV[2]  keep_ms: ms added to every TTL written (0 in production; tests
 --          whose now does not follow the wall clock keep keys longer).
--- then six values per request i, at ARGV[3 + 6 * (i - 1)]:
+-- ARGV[3]  write: 1 writes the new states unless a request is denied; 0
+--          probes: decides the same way but never writes.
+-- then six values per request i, at ARGV[4 + 6 * (i - 1)]:
 --          algorithm   1 token_bucket, 2 sliding_window,
 --                      3 sliding_window_log, 4 fixed_window
 --          requests    requests per period (> 0)
@@ -28,8 +30,8 @@
 -- decoded by algorithms.DecodeBatchReply.
 --
 -- Phase 1 decides every request in order on a working copy of the states
--- (decide mirrors algorithms.DecideMs). Phase 2 runs only if no request
--- with a positive cost was denied: it writes each changed state with its
+-- (decide mirrors algorithms.DecideMs). Phase 2 runs only if write is 1
+-- and no request with a positive cost was denied: it writes each changed state with its
 -- last TTL (PX), or deletes it when that TTL is 0 (the state equals no
 -- state). A deny writes nothing.
 
@@ -127,23 +129,26 @@ local function int(i, min)
 end
 
 local n = #KEYS
-if #ARGV ~= 2 + 6 * n then
-  return redis.error_reply('ERR floodgate: want 2 + 6 ARGV per key, got ' .. #ARGV .. ' for ' .. n .. ' keys')
+if #ARGV ~= 3 + 6 * n then
+  return redis.error_reply('ERR floodgate: want 3 + 6 ARGV per key, got ' .. #ARGV .. ' for ' .. n .. ' keys')
 end
 local now = tonumber(ARGV[1])
 if now == nil or now < 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local keep = int(2, 0)
+local keep, write = int(2, 0), int(3, 0)
 if keep == nil then
   return redis.error_reply('ERR floodgate: bad keep_ms')
+end
+if write == nil or write > 1 then
+  return redis.error_reply('ERR floodgate: bad write flag')
 end
 
 local work, order, reply = {}, {}, {}
 local denied = false
 for i = 1, n do
-  local base = 2 + 6 * (i - 1)
+  local base = 3 + 6 * (i - 1)
   local alg, requests, period_ms = int(base + 1, 1), int(base + 2, 1), int(base + 3, 1)
   local burst, cost, dry = int(base + 4, 0), int(base + 5, -math.huge), int(base + 6, 0)
   if alg == nil or alg > 4 or requests == nil or period_ms == nil or burst == nil or cost == nil or dry == nil or dry > 1 then
@@ -174,7 +179,7 @@ for i = 1, n do
   reply[r + 4], reply[r + 5], reply[r + 6] = d.retry, d.reset, d.ttl
 end
 
-if not denied then
+if write == 1 and not denied then
   for _, key in ipairs(order) do
     local w = work[key]
     if w.changed then

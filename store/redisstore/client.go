@@ -1,0 +1,160 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Modes of ClientConfig.Mode.
+const (
+	ModeStandalone = "standalone"
+	ModeCluster    = "cluster"
+	ModeSentinel   = "sentinel"
+)
+
+// ClientConfig describes how to reach Redis: the --redis-* flags and
+// FLOODGATE_REDIS_* variables. Zero durations and sizes keep go-redis'
+// defaults.
+type ClientConfig struct {
+	// URL is redis://[user:pass@]host:port[/db], or rediss:// for TLS.
+	//   standalone: the server.
+	//   cluster: any nodes, as go-redis' ParseClusterURL reads them:
+	//     redis://host:p1?addr=host:p2&addr=host:p3
+	//   sentinel: the sentinels, the host plus addr= parameters the same
+	//     way; user and password (and TLS) are the master's.
+	URL string
+	// Mode is standalone (the default when empty), cluster or sentinel.
+	Mode string
+	// SentinelMaster is the master's name; required in sentinel mode.
+	SentinelMaster string
+	// PoolSize is the connection pool size (per node in a cluster).
+	PoolSize int
+	// DialTimeout, ReadTimeout and WriteTimeout bound each connection
+	// operation.
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+}
+
+// ErrClientConfig is wrapped by NewClient's errors.
+var ErrClientConfig = errors.New("bad redis client config")
+
+// NewClient builds a go-redis client from cfg: a *redis.Client
+// (standalone), *redis.ClusterClient (cluster) or failover *redis.Client
+// (sentinel). It does not connect; the first command does. Errors never
+// contain the URL's password.
+func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("redisstore: %w: %s", ErrClientConfig, fmt.Sprintf(format, args...))
+	}
+	if cfg.URL == "" {
+		return nil, bad("empty redis URL")
+	}
+	if cfg.PoolSize < 0 || cfg.DialTimeout < 0 || cfg.ReadTimeout < 0 || cfg.WriteTimeout < 0 {
+		return nil, bad("pool size and timeouts must not be negative")
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password included
+		}
+		return nil, bad("redis URL %s: %v", redact(cfg.URL), err)
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, bad("redis URL %s: scheme must be redis or rediss, got %q", u.Redacted(), u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, bad("redis URL %s: no host", u.Redacted())
+	}
+	switch mode := cfg.Mode; mode {
+	case "", ModeStandalone:
+		if u.Query().Has("addr") {
+			return nil, bad("redis URL %s: addr= parameters need mode cluster or sentinel", u.Redacted())
+		}
+		o, err := redis.ParseURL(cfg.URL)
+		if err != nil {
+			return nil, bad("redis URL %s: %v", u.Redacted(), scrub(err, u))
+		}
+		if cfg.PoolSize > 0 {
+			o.PoolSize = cfg.PoolSize
+		}
+		setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, cfg)
+		return redis.NewClient(o), nil
+	case ModeCluster:
+		o, err := redis.ParseClusterURL(cfg.URL)
+		if err != nil {
+			return nil, bad("redis cluster URL %s: %v", u.Redacted(), scrub(err, u))
+		}
+		if cfg.PoolSize > 0 {
+			o.PoolSize = cfg.PoolSize
+		}
+		setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, cfg)
+		return redis.NewClusterClient(o), nil
+	case ModeSentinel:
+		if cfg.SentinelMaster == "" {
+			return nil, bad("sentinel mode needs a sentinel master name")
+		}
+		q := u.Query()
+		addrs := append([]string{u.Host}, q["addr"]...)
+		q.Del("addr")
+		base := *u
+		base.RawQuery = q.Encode()
+		o, err := redis.ParseURL(base.String())
+		if err != nil {
+			return nil, bad("redis sentinel URL %s: %v", u.Redacted(), scrub(err, u))
+		}
+		fo := &redis.FailoverOptions{
+			MasterName:    cfg.SentinelMaster,
+			SentinelAddrs: addrs,
+			Username:      o.Username,
+			Password:      o.Password,
+			DB:            o.DB,
+			TLSConfig:     o.TLSConfig,
+			PoolSize:      o.PoolSize,
+			DialTimeout:   o.DialTimeout,
+			ReadTimeout:   o.ReadTimeout,
+			WriteTimeout:  o.WriteTimeout,
+		}
+		if cfg.PoolSize > 0 {
+			fo.PoolSize = cfg.PoolSize
+		}
+		setTimeouts(&fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout, cfg)
+		return redis.NewFailoverClient(fo), nil
+	default:
+		return nil, bad("redis mode %q: want standalone, cluster or sentinel", mode)
+	}
+}
+
+func setTimeouts(dial, read, write *time.Duration, cfg ClientConfig) {
+	if cfg.DialTimeout > 0 {
+		*dial = cfg.DialTimeout
+	}
+	if cfg.ReadTimeout > 0 {
+		*read = cfg.ReadTimeout
+	}
+	if cfg.WriteTimeout > 0 {
+		*write = cfg.WriteTimeout
+	}
+}
+
+// userinfo matches the credentials of a URL that url.Parse rejected.
+var userinfo = regexp.MustCompile(`//[^/@]*@`)
+
+// redact hides the credentials of a URL that may not parse.
+func redact(raw string) string {
+	return userinfo.ReplaceAllString(raw, "//xxxxx@")
+}
+
+// scrub removes u's password from err's text, should go-redis quote it.
+func scrub(err error, u *url.URL) string {
+	msg := err.Error()
+	if p, ok := u.User.Password(); ok && p != "" {
+		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	}
+	return msg
+}

@@ -1,0 +1,605 @@
+// Package redisstore is the store.Store on Redis: one Redis, Sentinel, or a
+// Redis Cluster, through go-redis' UniversalClient. Every decision is made
+// by one atomic Lua script (algorithms.BatchScript, the Lua twins of the Go
+// math, proven equal to it by a differential test), so many floodgate
+// replicas can share one Redis.
+//
+// # Keys
+//
+// A request's state lives at
+//
+//	<prefix><alg>:{<tag>}      e.g. fg:tb:{user:42}
+//
+// where alg is tb, sw, swl or fw and tag is the request's key, escaped: the
+// bytes '{', '}', '%', '#', space, control and non-ASCII bytes become %XX
+// (uppercase hex), everything else stands for itself; the empty key is "%".
+// Escaping (rather than hashing every key) keeps keys readable in
+// redis-cli. The tag is the whole hash tag, so a user key can neither
+// change which slot its state hashes to nor end the tag early, and two
+// different keys never share a Redis key (escaping is injective and the
+// prefix and algorithm sit outside the braces). An escaped key longer than
+// 128 bytes is replaced by "#" and its SHA-256 in hex, bounding Redis key
+// length; '#' never starts an escaped key, so the two forms never meet.
+// One key's four algorithms share a tag, hence a slot.
+//
+// # One round trip per Decide
+//
+// All requests of a Decide call whose keys share a slot (on a standalone
+// Redis or Sentinel: all of them) go in one script call, which decides them
+// all or nothing. In a Redis Cluster with several slots, Decide makes one
+// call per slot, pipelined per node, nodes in parallel; when a slot's call
+// denies, the others' charges are refunded by a second call with negative
+// costs. That compensation is not atomic across slots: between the charge
+// and the refund another client may see the charge (and be denied by it),
+// and if the refund itself fails the charge stays until it decays; it
+// never admits more than the limits allow. A refund (negative cost) cannot
+// be taken back exactly, so a batch that spans slots and holds one is
+// first decided without writing (a probe, one more round trip) and only
+// written when nothing is denied; should a concurrent client make the
+// written call deny after all, the refunds in the other slots stay.
+//
+// # Batching
+//
+// Concurrent Decide calls are coalesced: their script calls wait up to
+// Config.BatchMaxWait for others, up to Config.BatchMaxSize, and go to
+// Redis as one pipeline (per node). Under load this replaces many round
+// trips by one; see BenchmarkDecide.
+//
+// # Clock and scripts
+//
+// The scripts read Redis' TIME, so replicas with skewed clocks agree;
+// Config.ClientTime uses the now passed to Decide instead. Scripts run by
+// EVALSHA; a NOSCRIPT answer (after a Redis restart, failover or SCRIPT
+// FLUSH) is retried with EVAL, which loads the script, so it never reaches
+// the caller.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultPrefix       = "fg:"
+	DefaultTimeout      = 50 * time.Millisecond
+	DefaultBatchMaxSize = 64
+	DefaultBatchMaxWait = 50 * time.Microsecond
+)
+
+// Config tunes a Store. The zero value is the production default.
+type Config struct {
+	// Prefix starts every key; "" means DefaultPrefix ("fg:"). It must not
+	// contain '{' or '}'.
+	Prefix string
+	// Timeout bounds each Decide, Reset and Ping, including time spent
+	// waiting for a batch; 0 means DefaultTimeout (50ms). A call that runs
+	// out of time returns an error wrapping store.ErrUnavailable.
+	Timeout time.Duration
+	// ClientTime makes decisions at the now passed to Decide. By default
+	// (false) the scripts use Redis' own clock, so replicas with skewed
+	// clocks agree and the now argument is ignored.
+	ClientTime bool
+	// KeepExtra is added to every key's TTL. 0 (the default) keeps state
+	// exactly as long as it matters. Tests that pass a simulated now with
+	// ClientTime set it (say, to an hour) so that Redis, which expires keys
+	// by its own clock, does not drop state the simulated time still needs.
+	KeepExtra time.Duration
+	// BatchMaxSize is the most script calls one pipeline carries; 0 means
+	// DefaultBatchMaxSize (64). 1 disables batching: each Decide sends its
+	// own calls at once.
+	BatchMaxSize int
+	// BatchMaxWait is how long a script call waits for others to share its
+	// pipeline; 0 means DefaultBatchMaxWait (50µs), a negative value sends
+	// whatever is queued without waiting.
+	BatchMaxWait time.Duration
+}
+
+// Store is a store.Store on Redis. Its methods may be called concurrently.
+type Store struct {
+	client  redis.UniversalClient
+	cluster bool
+	cfg     Config
+	script  *redis.Script
+	keepMs  int64
+	batch   *batcher // nil when batching is disabled
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store deciding on client. The caller keeps ownership of
+// client: Close stops the Store's batcher but does not close the client.
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}' (they would move the hash tag)", cfg.Prefix)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.BatchMaxSize == 0 {
+		cfg.BatchMaxSize = DefaultBatchMaxSize
+	}
+	if cfg.BatchMaxWait == 0 {
+		cfg.BatchMaxWait = DefaultBatchMaxWait
+	}
+	if cfg.Timeout < 0 || cfg.KeepExtra < 0 || cfg.BatchMaxSize < 0 {
+		return nil, errors.New("redisstore: Timeout, KeepExtra and BatchMaxSize must not be negative")
+	}
+	_, cluster := client.(*redis.ClusterClient)
+	s := &Store{
+		client:  client,
+		cluster: cluster,
+		cfg:     cfg,
+		script:  redis.NewScript(algorithms.BatchScript()),
+		keepMs:  cfg.KeepExtra.Milliseconds(),
+	}
+	if cfg.BatchMaxSize > 1 {
+		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchMaxWait)
+	}
+	return s, nil
+}
+
+// call is one script call: the requests of one slot.
+type call struct {
+	keys []string
+	args []any
+	idx  []int // positions in the Decide call's requests
+
+	reply any
+	err   error
+	done  chan<- *call // receives the call once reply or err is set
+}
+
+// Decide implements store.Store.
+func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	if len(out) != len(reqs) {
+		return fmt.Errorf("redisstore: decide: %w: %d requests but %d decisions", store.ErrInvalid, len(reqs), len(out))
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: decide: %w", err)
+	}
+	for i := range reqs {
+		if err := reqs[i].Limit.Validate(); err != nil {
+			return fmt.Errorf("redisstore: decide: request %d: %w: %w", i, store.ErrInvalid, err)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	h := algorithms.BatchHeader{NowMs: -1, KeepMs: s.keepMs}
+	if s.cfg.ClientTime {
+		h.NowMs = max(now.UnixMilli(), 0)
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	calls := s.plan(reqs, h, charge)
+	if len(calls) > 1 && hasRefund(reqs) {
+		// Refunds cannot be taken back exactly, so a batch that spans
+		// slots and holds one is probed first: if anything is denied,
+		// nothing is written anywhere.
+		probe := h
+		probe.Probe = true
+		probes := s.plan(reqs, probe, charge)
+		if err := s.run(tctx, probes); err != nil {
+			return s.wrap(ctx, "decide", err)
+		}
+		if denied, err := s.decodeAll(probes, reqs, out); err != nil || denied {
+			return err
+		}
+	}
+	if err := s.run(tctx, calls); err != nil {
+		return s.wrap(ctx, "decide", err)
+	}
+	denied, err := s.decodeAll(calls, reqs, out)
+	if err != nil {
+		return err
+	}
+	if denied && len(calls) > 1 {
+		s.refund(tctx, reqs, out, calls, h)
+	}
+	return nil
+}
+
+// charge is the cost a request is decided with.
+func charge(r *store.Request) int64 { return r.Cost }
+
+// hasRefund reports whether a request gives units back.
+func hasRefund(reqs []store.Request) bool {
+	for i := range reqs {
+		if reqs[i].Cost < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeAll reads every call's reply into out and reports whether a
+// request with a positive cost was denied.
+func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.Decision) (denied bool, err error) {
+	for _, c := range calls {
+		if err := s.decode(c, out); err != nil {
+			return false, err
+		}
+	}
+	for i := range reqs {
+		if reqs[i].Cost > 0 && !out[i].Allowed {
+			denied = true
+		}
+	}
+	return denied, nil
+}
+
+// plan groups reqs into script calls, one per slot (one in all unless the
+// client is a cluster client), in order of first appearance, with the
+// costs cost returns.
+func (s *Store) plan(reqs []store.Request, h algorithms.BatchHeader, cost func(*store.Request) int64) []*call {
+	var calls []*call
+	bySlot := map[int]*call{}
+	for i := range reqs {
+		r := &reqs[i]
+		tag := hashTag(r.Key)
+		sl := 0
+		if s.cluster {
+			sl = slot(tag)
+		}
+		c := bySlot[sl]
+		if c == nil {
+			c = &call{args: algorithms.BatchArgs(h, len(reqs))}
+			bySlot[sl] = c
+			calls = append(calls, c)
+		}
+		c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, tag))
+		c.args = algorithms.AppendBatchRequest(c.args, r.Limit, cost(r), r.DryRun)
+		c.idx = append(c.idx, i)
+	}
+	return calls
+}
+
+// decode reads c's reply into out at c's positions.
+func (s *Store) decode(c *call, out []algorithms.Decision) error {
+	got := make([]algorithms.Decision, len(c.idx))
+	if err := algorithms.DecodeBatchReply(c.reply, got); err != nil {
+		return fmt.Errorf("redisstore: decide: %w", err)
+	}
+	for j, i := range c.idx {
+		out[i] = got[j]
+	}
+	return nil
+}
+
+// refund gives back the charges of the calls that did not deny, after
+// another slot's call denied. Best effort: see the package doc.
+func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorithms.Decision, calls []*call, h algorithms.BatchHeader) {
+	var back []store.Request
+	for _, c := range calls {
+		deniedHere := false
+		for _, i := range c.idx {
+			if reqs[i].Cost > 0 && !out[i].Allowed {
+				deniedHere = true
+			}
+		}
+		if deniedHere {
+			continue
+		}
+		for _, i := range c.idx {
+			if r := reqs[i]; r.Cost > 0 && !r.DryRun && out[i].Allowed {
+				back = append(back, r)
+			}
+		}
+	}
+	if len(back) == 0 {
+		return
+	}
+	// The refund's failure leaves an over-count that decays; the deny
+	// stands either way, so it is not reported as a failed decision.
+	_ = s.run(ctx, s.plan(back, h, func(r *store.Request) int64 { return -r.Cost }))
+}
+
+// run executes calls, through the batcher when there is one, and returns
+// the first error.
+func (s *Store) run(ctx context.Context, calls []*call) error {
+	done := make(chan *call, len(calls))
+	for _, c := range calls {
+		c.done = done
+	}
+	if s.batch == nil {
+		s.exec(ctx, calls)
+	} else if err := s.batch.submit(ctx, calls); err != nil {
+		return err
+	}
+	for range calls {
+		select {
+		case c := <-done:
+			if c.err != nil {
+				return c.err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// exec sends calls to Redis in one pipeline (go-redis splits it per
+// cluster node and runs the nodes in parallel), retries NOSCRIPT answers
+// with EVAL, and hands each call to its done channel.
+func (s *Store) exec(ctx context.Context, calls []*call) {
+	defer func() {
+		for _, c := range calls {
+			c.done <- c
+		}
+	}()
+	if len(calls) == 1 {
+		c := calls[0]
+		c.reply, c.err = s.script.Run(ctx, s.client, c.keys, c.args...).Result()
+		return
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	pipe := s.client.Pipeline()
+	for i, c := range calls {
+		cmds[i] = s.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are per command
+	var retry []int
+	for i, c := range calls {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			retry = append(retry, i)
+			continue
+		}
+		c.reply, c.err = cmds[i].Result()
+	}
+	if len(retry) == 0 {
+		return
+	}
+	pipe = s.client.Pipeline()
+	for _, i := range retry {
+		cmds[i] = s.script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, i := range retry {
+		calls[i].reply, calls[i].err = cmds[i].Result()
+	}
+}
+
+// Reset implements store.Store: it deletes key's state under alg, or
+// under all four algorithms (one DEL: they share a slot).
+func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string) error {
+	tag := hashTag(key)
+	var keys []string
+	switch {
+	case alg == algorithms.Unspecified:
+		for _, a := range algorithms.Algorithms {
+			keys = append(keys, stateKey(s.cfg.Prefix, a, tag))
+		}
+	case alg.Valid():
+		keys = []string{stateKey(s.cfg.Prefix, alg, tag)}
+	default:
+		return fmt.Errorf("redisstore: reset: %w: algorithm %v", store.ErrInvalid, alg)
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	if err := s.client.Del(tctx, keys...).Err(); err != nil {
+		return s.wrap(ctx, "reset", err)
+	}
+	return nil
+}
+
+// Ping implements store.Store: it pings Redis (every master of a cluster).
+func (s *Store) Ping(ctx context.Context) error {
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	var err error
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(tctx, func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		})
+	} else {
+		err = s.client.Ping(tctx).Err()
+	}
+	if err != nil {
+		return s.wrap(ctx, "ping", err)
+	}
+	return nil
+}
+
+// Close implements store.Store: it stops the batcher, after sending what
+// it holds. It does not close the client, which belongs to the caller.
+func (s *Store) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
+	return nil
+}
+
+// wrap labels err from op; errors that mean Redis could not be reached in
+// time wrap store.ErrUnavailable. A cancelled parent context is reported
+// as itself.
+func (s *Store) wrap(parent context.Context, op string, err error) error {
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("redisstore: %s: %w", op, perr)
+	}
+	if unavailable(err) {
+		return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w", op, err)
+}
+
+// unavailable reports whether err means Redis is unreachable, too slow,
+// or temporarily unable to serve (loading, failing over, closed).
+func unavailable(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, redis.ErrClosed), errors.Is(err, errClosed),
+		errors.As(err, &ne):
+		return true
+	}
+	for _, p := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "BUSY", "NOREPLICAS", "MOVED", "ASK"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return strings.Contains(err.Error(), "connection pool timeout")
+}
+
+// errClosed is returned by calls made after Close.
+var errClosed = errors.New("redisstore: store closed")
+
+// batcher coalesces script calls from concurrent Decide calls into
+// pipelines of up to maxSize calls, waiting up to maxWait for company.
+type batcher struct {
+	s       *Store
+	maxSize int
+	maxWait time.Duration
+	in      chan *call
+
+	mu       sync.RWMutex // guards closed against submit
+	closed   bool
+	quit     chan struct{}
+	stopped  chan struct{}
+	inflight sync.WaitGroup
+	sem      chan struct{} // bounds concurrent pipelines
+}
+
+// maxInflight bounds the pipelines one batcher has in flight at once.
+const maxInflight = 32
+
+func newBatcher(s *Store, maxSize int, maxWait time.Duration) *batcher {
+	b := &batcher{
+		s:       s,
+		maxSize: maxSize,
+		maxWait: maxWait,
+		in:      make(chan *call, 4*maxSize),
+		quit:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		sem:     make(chan struct{}, maxInflight),
+	}
+	go b.loop()
+	return b
+}
+
+// submit queues calls; their results arrive on their done channel.
+func (b *batcher) submit(ctx context.Context, calls []*call) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return errClosed
+	}
+	for _, c := range calls {
+		select {
+		case b.in <- c:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (b *batcher) loop() {
+	defer close(b.stopped)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		var first *call
+		select {
+		case first = <-b.in:
+		case <-b.quit:
+			b.drain()
+			return
+		}
+		batch := make([]*call, 1, b.maxSize)
+		batch[0] = first
+		if b.maxWait > 0 {
+			timer.Reset(b.maxWait)
+		collect:
+			for len(batch) < b.maxSize {
+				select {
+				case c := <-b.in:
+					batch = append(batch, c)
+				case <-timer.C:
+					break collect
+				}
+			}
+			timer.Stop()
+		} else {
+		queued:
+			for len(batch) < b.maxSize {
+				select {
+				case c := <-b.in:
+					batch = append(batch, c)
+				default:
+					break queued
+				}
+			}
+		}
+		b.send(batch)
+	}
+}
+
+// send runs batch in its own goroutine, at most maxInflight at once.
+func (b *batcher) send(batch []*call) {
+	b.sem <- struct{}{}
+	b.inflight.Add(1)
+	go func() {
+		defer func() {
+			<-b.sem
+			b.inflight.Done()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), b.s.cfg.Timeout)
+		defer cancel()
+		b.s.exec(ctx, batch)
+	}()
+}
+
+// drain sends what is still queued after close.
+func (b *batcher) drain() {
+	for {
+		batch := make([]*call, 0, b.maxSize)
+	fill:
+		for len(batch) < b.maxSize {
+			select {
+			case c := <-b.in:
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		if len(batch) == 0 {
+			return
+		}
+		b.send(batch)
+	}
+}
+
+// close stops accepting calls, sends the queued ones and waits for every
+// pipeline to finish.
+func (b *batcher) close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	b.mu.Unlock()
+	close(b.quit)
+	<-b.stopped
+	b.inflight.Wait()
+}
