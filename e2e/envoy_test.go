@@ -679,3 +679,61 @@ func TestEnvoyRedisReplicasShareLimit(t *testing.T) {
 		t.Fatalf("admitted %d and denied %d, want exactly 100 and 200", ok.Load(), over.Load())
 	}
 }
+
+// TestEnvoyDeployExample runs deploy/envoy/ratelimit.yaml as docs/envoy.md
+// shows and sends the descriptors deploy/envoy/envoy.yaml's actions build
+// for a login and for API calls.
+func TestEnvoyDeployExample(t *testing.T) {
+	const rules = "../deploy/envoy/ratelimit.yaml"
+	if out, stderr, code := runCLI(t, "config", "validate", rules); code != 0 || !strings.HasPrefix(out, "ok: 1 file(s), 1 domain(s)") {
+		t.Fatalf("floodgate config validate %s: exit %d, %q %q", rules, code, out, stderr)
+	}
+	forEachBackend(t, func(t *testing.T, b envoyBackend) {
+		p := b.serve(t, "--config", rules)
+		edge := func(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+			t.Helper()
+			r, err := p.rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		// POST /login from 192.0.2.7: [remote_address], [path=/login,
+		// remote_address]. Five attempts per 15 minutes.
+		login := []*ratelimitv3.RateLimitDescriptor{rlsDesc("remote_address", "192.0.2.7"), rlsDesc("path", "/login", "remote_address", "192.0.2.7")}
+		for i := range 5 {
+			if got := rlsCodes(edge(login...)); got != "OK:OK,OK" {
+				t.Fatalf("login %d: got %s, want OK", i, got)
+			}
+		}
+		r := edge(login...)
+		wantHeaders(t, "6th login", r, map[string]string{"ratelimit-policy": `"login";q=5;w=900`})
+		if rlsCodes(r) != "OVER_LIMIT:OK,OVER_LIMIT" || rlsHeaders(r)["retry-after"] == "" {
+			t.Fatalf("6th login: got %s %v, want OVER_LIMIT:OK,OVER_LIMIT with Retry-After", rlsCodes(r), rlsHeaders(r))
+		}
+		// The health-check agent on 127.0.0.1 is never limited.
+		for i := range 100 {
+			if got := rlsCodes(edge(rlsDesc("remote_address", "127.0.0.1"))); got != "OK:OK" {
+				t.Fatalf("127.0.0.1, call %d: got %s", i, got)
+			}
+		}
+		// GET / with x-api-key k1 and x-plan free: [remote_address],
+		// [api_key], [plan, api_key]. The free tier's burst of 30 runs out
+		// first; its headers describe it.
+		api := []*ratelimitv3.RateLimitDescriptor{rlsDesc("remote_address", "192.0.2.8"), rlsDesc("api_key", "k1"), rlsDesc("plan", "free", "api_key", "k1")}
+		for i := range 30 {
+			if got := rlsCodes(edge(api...)); got != "OK:OK,OK,OK" {
+				t.Fatalf("free tier, call %d: got %s, want OK", i, got)
+			}
+		}
+		r = edge(api...)
+		wantHeaders(t, "31st free call", r, map[string]string{"ratelimit-policy": `"plan_free";q=30;w=60`})
+		if rlsCodes(r) != "OVER_LIMIT:OK,OK,OVER_LIMIT" {
+			t.Fatalf("31st free call: got %s, want OVER_LIMIT:OK,OK,OVER_LIMIT", rlsCodes(r))
+		}
+		// The same key on the pro plan has a tier of its own.
+		if got := rlsCodes(edge(rlsDesc("remote_address", "192.0.2.9"), rlsDesc("api_key", "k1"), rlsDesc("plan", "pro", "api_key", "k1"))); got != "OK:OK,OK,OK" {
+			t.Fatalf("pro tier: got %s, want OK", got)
+		}
+	})
+}
