@@ -209,8 +209,8 @@ type options struct {
 func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // WithToken sends "authorization: Bearer token" on every call. Dial refuses
-// a token over plaintext unless addr is a loopback address, so a secret
-// never crosses a network in the clear.
+// a token over plaintext unless addr is a loopback address or a unix
+// socket, so a secret never crosses a network in the clear.
 func WithToken(token string) Option { return func(o *options) { o.token = token } }
 
 // WithTimeout bounds each call (default DefaultTimeout). A context with an
@@ -407,8 +407,12 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 
 func (b bearer) RequireTransportSecurity() bool { return b.secure }
 
-// isLoopback reports whether a gRPC target names a loopback host.
+// isLoopback reports whether a gRPC target names a loopback host or a
+// unix socket.
 func isLoopback(target string) bool {
+	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
+		return true
+	}
 	if i := strings.Index(target, ":///"); i >= 0 {
 		target = target[i+4:]
 	}

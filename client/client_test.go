@@ -259,7 +259,7 @@ func TestToken(t *testing.T) {
 			t.Errorf("Dial(%q) with a token and no TLS: got %v, want a refusal", target, err)
 		}
 	}
-	for _, target := range []string{"localhost:8081", "[::1]:8081", "passthrough:///127.0.0.1:8081"} {
+	for _, target := range []string{"localhost:8081", "[::1]:8081", "passthrough:///127.0.0.1:8081", "unix:///run/floodgate.sock"} {
 		c, err := client.Dial(target, client.WithToken("s3cret"))
 		if err != nil {
 			t.Errorf("Dial(%q) with a token: %v", target, err)
