@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"golang.org/x/term"
@@ -46,6 +47,7 @@ type benchFlags struct {
 	maxRequests    uint64
 	printConfig    bool
 	connectTimeout time.Duration
+	cpuProfile     string
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
@@ -69,6 +71,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.maxRequests, "max-requests", 0, "stop after this many measured requests (0: no cap)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the server config --api rls needs (for --domain, --descriptors, --limit, --algorithm) and exit")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the connections to be ready")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile (warmup and measurement) to this file, to check that it is not the bottleneck")
 }
 
 const benchSynopsis = `Sends requests to a floodgate server in a closed loop (each worker sends its
@@ -141,6 +144,17 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 			}
 			fmt.Fprintf(stderr, "\r%s\x1b[K", line)
 		}
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res, err := loadgen.Run(ctx, cfg)
 	if tty {

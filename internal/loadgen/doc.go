@@ -72,4 +72,9 @@
 //	                      2, 3, 5, 7 × 10^k ns), from the fastest to the
 //	                      slowest request
 //	interrupted           true when the run was stopped early (SIGINT)
+//	generator_cpu         {cores, us_per_request}: the load generator's own
+//	                      CPU use while measuring (the whole process; 0 where
+//	                      the platform does not report it, i.e. not Unix).
+//	                      On a shared machine, cores near the machine's count
+//	                      mean the generator, not the server, is the limit.
 package loadgen

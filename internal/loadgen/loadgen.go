@@ -198,6 +198,19 @@ type Result struct {
 	Latency *Histogram
 	// Interrupted is set when the run's context ended before the run did.
 	Interrupted bool
+	// GeneratorCPU is the CPU time (user + system) the whole process used
+	// during the measurement: the generator's own cost, to compare with the
+	// server's (when the server runs in the same process, both). 0 where
+	// the platform does not say (only Unix does).
+	GeneratorCPU time.Duration
+}
+
+// GeneratorCPUPerRequest is GeneratorCPU divided by Requests.
+func (r *Result) GeneratorCPUPerRequest() time.Duration {
+	if n := r.Requests(); n > 0 {
+		return r.GeneratorCPU / time.Duration(n)
+	}
+	return 0
 }
 
 // ErrorCount is the number of failed requests.
@@ -310,7 +323,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		return n
 	}
+	var cpuStart time.Duration
 	beginMeasure := func() {
+		cpuStart, _ = processCPU()
 		phaseStart = time.Now()
 		phaseBase = completed()
 		phase.Store(phaseMeasure)
@@ -318,6 +333,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var measureStart, measureEnd time.Time
 	if cfg.Warmup == 0 {
 		measureStart = start
+		cpuStart, _ = processCPU()
+	}
+	var cpuEnd time.Duration
+	running := true
+	stop := func() {
+		measureEnd = time.Now()
+		phase.Store(phaseStopped)
+		cpuEnd, _ = processCPU()
+		running = false
 	}
 
 	ticker := time.NewTicker(cfg.ProgressInterval)
@@ -330,7 +354,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer t.Stop()
 		endTimer = t.C
 	}
-	running := true
 	for running {
 		select {
 		case <-warmupTimer.C:
@@ -344,18 +367,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 			}
 		case <-endTimer:
-			measureEnd = time.Now()
-			phase.Store(phaseStopped)
-			running = false
+			stop()
 		case <-allDone: // MaxRequests reached
-			measureEnd = time.Now()
-			phase.Store(phaseStopped)
-			running = false
+			stop()
 		case <-ctx.Done():
-			measureEnd = time.Now()
-			phase.Store(phaseStopped)
+			stop()
 			res.Interrupted = true
-			running = false
 		case now := <-ticker.C:
 			if cfg.Progress != nil {
 				n := completed() - phaseBase
@@ -378,6 +395,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	if !measureStart.IsZero() {
 		res.Elapsed = measureEnd.Sub(measureStart)
+		res.GeneratorCPU = max(cpuEnd-cpuStart, 0)
 	}
 	res.Latency = new(Histogram)
 	res.Errors = map[codes.Code]uint64{}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -372,7 +373,7 @@ func TestReportJSONAndText(t *testing.T) {
 	}
 	want := []string{"api", "target", "concurrency", "conns", "keys", "algorithm", "limit",
 		"warmup_seconds", "elapsed_seconds", "requests", "allowed", "denied", "errors", "errors_by_code",
-		"requests_per_second", "decisions_per_second", "latency_us", "histogram", "interrupted"}
+		"requests_per_second", "decisions_per_second", "latency_us", "histogram", "interrupted", "generator_cpu"}
 	for _, k := range want {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
@@ -398,7 +399,10 @@ func TestReportJSONAndText(t *testing.T) {
 	if err := res.WriteText(&buf); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"api=check target=loopback", "keys=10 (uniform)", "limit=5/1h token_bucket", "allowed", "p99.9", "latency histogram", "#"} {
+	if unix := runtime.GOOS != "windows" && runtime.GOOS != "plan9" && runtime.GOOS != "js" && runtime.GOOS != "wasip1"; unix && (res.GeneratorCPU <= 0 || rep.GeneratorCPU.UsPerRequest <= 0 || rep.GeneratorCPU.Cores <= 0) {
+		t.Errorf("generator CPU not measured: %v, %+v", res.GeneratorCPU, rep.GeneratorCPU)
+	}
+	for _, s := range []string{"api=check target=loopback", "keys=10 (uniform)", "limit=5/1h token_bucket", "allowed", "p99.9", "latency histogram", "#", "CPU per request"} {
 		if !strings.Contains(buf.String(), s) {
 			t.Errorf("text report lacks %q:\n%s", s, buf.String())
 		}

@@ -37,6 +37,17 @@ type Report struct {
 	LatencyUs      LatencySummary    `json:"latency_us"`
 	Histogram      []Bin             `json:"histogram"`
 	Interrupted    bool              `json:"interrupted"`
+	GeneratorCPU   GeneratorCPU      `json:"generator_cpu"`
+}
+
+// GeneratorCPU is the load generator's own CPU use during the measurement
+// (zeros where the platform does not report it).
+type GeneratorCPU struct {
+	// Cores is the CPU time used divided by the measured time: 1.0 is one
+	// core busy all along.
+	Cores float64 `json:"cores"`
+	// UsPerRequest is the CPU time per measured request, in microseconds.
+	UsPerRequest float64 `json:"us_per_request"`
 }
 
 // LatencySummary holds latencies in microseconds.
@@ -78,6 +89,10 @@ func (r *Result) Report() Report {
 		Interrupted:    r.Interrupted,
 		Histogram:      r.bins(),
 	}
+	if r.Elapsed > 0 {
+		rep.GeneratorCPU.Cores = r.GeneratorCPU.Seconds() / r.Elapsed.Seconds()
+	}
+	rep.GeneratorCPU.UsPerRequest = float64(r.GeneratorCPUPerRequest()) / float64(time.Microsecond)
 	switch c.API {
 	case APICheck:
 		rep.Keys, rep.Zipf = c.Keys, c.Zipf
@@ -209,6 +224,10 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\nlatency    min %s  mean %s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
 		fmtDur(h.Min()), fmtDur(h.Mean()), fmtDur(h.Quantile(0.5)), fmtDur(h.Quantile(0.9)),
 		fmtDur(h.Quantile(0.99)), fmtDur(h.Quantile(0.999)), fmtDur(h.Max()))
+	if r.GeneratorCPU > 0 {
+		fmt.Fprintf(&b, "generator  %s CPU per request, %.2f cores (the load generator's own cost)\n",
+			fmtDur(r.GeneratorCPUPerRequest()), rep.GeneratorCPU.Cores)
+	}
 	if len(rep.Histogram) > 0 {
 		b.WriteString("\nlatency histogram (requests per bucket, cumulative %)\n")
 		var most uint64
