@@ -50,6 +50,8 @@ type EnvoySettings struct {
 	Clock func() time.Time
 	// Logger receives store failures; nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics counts decisions; nil counts nothing.
+	Metrics *Metrics
 }
 
 // Envoy serves envoy.service.ratelimit.v3.RateLimitService, so Envoy's
@@ -70,6 +72,7 @@ type Envoy struct {
 	headers        bool
 	clock          func() time.Time
 	log            *slog.Logger
+	metrics        *Metrics
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
@@ -87,6 +90,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		headers:        !s.NoHeaders,
 		clock:          s.Clock,
 		log:            s.Logger,
+		metrics:        s.Metrics,
 	}
 	if e.maxKey <= 0 {
 		e.maxKey = DefaultMaxKeyBytes
@@ -147,6 +151,7 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 		return nil, toStatus(ctx, e.log, err)
 	}
 	e.answer(resp, req, checks)
+	e.observe(req.GetDomain(), entries, checks)
 	return resp, nil
 }
 
@@ -355,6 +360,26 @@ func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Re
 		}
 	}
 	return nil
+}
+
+// observe counts the request's decisions. The rule label is the limit's
+// name from the config (bounded by the config), or, for limits that ask
+// for detailed_metric, the descriptor's values too.
+func (e *Envoy) observe(domain string, entries [][]config.Entry, checks []envoyCheck) {
+	if e.metrics == nil {
+		return
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.req.Cost <= 0 && !c.fixed {
+			continue
+		}
+		name := c.limit.Name
+		if c.limit.DetailedMetric {
+			name = c.limit.MetricName(entries[c.desc])
+		}
+		e.metrics.ObserveDecision(APIEnvoy, domain, name, c.limit.Rate.Algorithm, result(c.decision.Allowed, c.shadow, c.degraded), NearLimit(c.decision))
+	}
 }
 
 // answer fills the statuses, the overall code and the headers.

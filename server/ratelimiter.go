@@ -41,6 +41,8 @@ type Settings struct {
 	Clock func() time.Time
 	// Logger receives internal errors. nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics counts decisions; nil counts nothing.
+	Metrics *Metrics
 }
 
 // ConfigSource gives the current configuration. *config.Watcher is one.
@@ -59,6 +61,7 @@ type RateLimiter struct {
 	failureMode config.FailureMode
 	clock       func() time.Time
 	log         *slog.Logger
+	metrics     *Metrics
 }
 
 var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
@@ -73,6 +76,7 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 		failureMode: s.FailureMode,
 		clock:       s.Clock,
 		log:         s.Logger,
+		metrics:     s.Metrics,
 	}
 	if r.maxKey <= 0 {
 		r.maxKey = DefaultMaxKeyBytes
@@ -97,6 +101,7 @@ type check struct {
 	req         store.Request
 	failureMode config.FailureMode
 	shadow      bool
+	rule        string // the metrics label: the policy's name, or "inline"
 }
 
 // checkFields are the fields CheckRequest and PeekRequest share.
@@ -229,6 +234,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		}
 		c.req.Limit = p.Rate
 		c.shadow = p.ShadowMode
+		c.rule = p.Name
 		if p.FailureMode != config.FailureDefault {
 			c.failureMode = p.FailureMode
 		}
@@ -241,6 +247,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 			return check{}, err
 		}
 		c.req.Limit = l
+		c.rule = "inline"
 	default:
 		return check{}, invalidf("limit", "one of limit or policy is required")
 	}
@@ -318,6 +325,7 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, out []algorith
 	}
 	err = r.store.Decide(ctx, r.clock(), reqs, out)
 	if err == nil {
+		r.observe(checks, out, false)
 		return false, nil
 	}
 	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
@@ -331,7 +339,35 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, out []algorith
 		}
 		out[i] = d
 	}
+	r.observe(checks, out, true)
 	return true, nil
+}
+
+// observe counts decisions in the metrics. Peeks count nothing.
+func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degraded bool) {
+	if r.metrics == nil {
+		return
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.req.DryRun || c.req.Cost <= 0 {
+			continue
+		}
+		r.metrics.ObserveDecision(APICheck, "", c.rule, c.req.Limit.Algorithm, result(out[i].Allowed, c.shadow, degraded), NearLimit(out[i]))
+	}
+}
+
+// result is the metrics label of a decision.
+func result(allowed, shadow, degraded bool) string {
+	switch {
+	case degraded:
+		return ResultDegraded
+	case allowed:
+		return ResultAllowed
+	case shadow:
+		return ResultShadowDenied
+	}
+	return ResultDenied
 }
 
 // checkResponse builds the answer to one check. Shadow mode turns a deny

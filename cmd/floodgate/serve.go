@@ -12,12 +12,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/server/config"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/breaker"
+	"github.com/floodgate/floodgate/store/denycache"
 	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // serveFlags are the settings of `floodgate serve`.
@@ -33,20 +41,56 @@ type serveFlags struct {
 	drainTimeout  time.Duration
 	shadowMode    bool
 	headers       bool
+
+	redisURL            string
+	redisMode           string
+	redisSentinelMaster string
+	redisPoolSize       int
+	redisTimeout        time.Duration
+	redisDialTimeout    time.Duration
+	redisPrefix         string
+	redisBatchMaxSize   int
+	redisBatchMaxWait   time.Duration
+	denyCacheSize       int
+
+	tlsCert              string
+	tlsKey               string
+	tlsClientCA          string
+	authTokenFile        string
+	maxConcurrentStreams uint
+	maxRecvMsgBytes      int
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address (floodgate.v1.RateLimiter, health, reflection)")
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP admin listen address (/healthz, /readyz, /debug/pprof); empty disables")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address (floodgate.v1.RateLimiter, Envoy's ratelimit.v3, health, reflection)")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP admin listen address (/healthz, /readyz, /metrics, /debug/pprof); empty disables")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store: most keys kept at once (the nearest-to-full are evicted first)")
-	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", server.DefaultMaxKeyBytes, "longest key accepted, in bytes")
+	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", server.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
 	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded) or closed (deny)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug (request logs), info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take before the server stops")
 	fs.BoolVar(&f.shadowMode, "shadow-mode", false, "Envoy API: every limit in shadow mode (decide and count, always answer OK)")
 	fs.BoolVar(&f.headers, "response-headers", true, "Envoy API: add RateLimit-*, X-RateLimit-* and Retry-After response headers")
-	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take before the server stops")
+
+	fs.StringVar(&f.redisURL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db] or rediss:// (TLS); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
+	fs.StringVar(&f.redisMode, "redis-mode", "standalone", "Redis: standalone, cluster or sentinel")
+	fs.StringVar(&f.redisSentinelMaster, "redis-sentinel-master", "", "Redis: the master's name (sentinel mode)")
+	fs.IntVar(&f.redisPoolSize, "redis-pool-size", 0, "Redis: connections per node (0 = go-redis' default, 10 per CPU)")
+	fs.DurationVar(&f.redisTimeout, "redis-timeout", redisstore.DefaultTimeout, "Redis: the longest a decision waits for Redis before its failure mode answers")
+	fs.DurationVar(&f.redisDialTimeout, "redis-dial-timeout", time.Second, "Redis: connection timeout")
+	fs.StringVar(&f.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "Redis: prefix of every key floodgate writes")
+	fs.IntVar(&f.redisBatchMaxSize, "redis-batch-max-size", redisstore.DefaultBatchMaxSize, "Redis: most script calls per pipeline (1 disables batching)")
+	fs.DurationVar(&f.redisBatchMaxWait, "redis-batch-max-wait", redisstore.DefaultBatchMaxWait, "Redis: how long a call waits for others to share its pipeline")
+	fs.IntVar(&f.denyCacheSize, "deny-cache-size", denycache.DefaultMaxEntries, "Redis: denied keys answered from memory until their retry_after (0 disables)")
+
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "gRPC TLS: certificate file (PEM); reloaded when it changes")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "gRPC TLS: private key file (PEM)")
+	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "gRPC mTLS: CA file; clients must present a certificate it signed")
+	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "bearer tokens, one per line (\"TOKEN\" or \"TOKEN admin\"; Reset needs admin); reloaded when it changes")
+	fs.UintVar(&f.maxConcurrentStreams, "max-concurrent-streams", server.DefaultMaxConcurrentStreams, "gRPC: concurrent calls per connection")
+	fs.IntVar(&f.maxRecvMsgBytes, "max-recv-msg-bytes", server.DefaultMaxRecvMsgBytes, "gRPC: largest request message")
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -72,17 +116,29 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == "") {
+		return errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := server.NewMetrics(reg)
+	metrics.SetBuildInfo(version)
 
 	var cfg server.ConfigSource
 	if f.configPath != "" {
 		w, err := config.Watch(ctx, f.configPath,
 			func(c *config.Config) {
-				log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()))
+				metrics.ObserveConfigReload(nil)
+				log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()), "policies", len(c.Policies()), "digest", c.Digest())
 			},
-			func(err error) { log.Error("config rejected; the previous config keeps serving", "err", err) })
+			func(err error) {
+				metrics.ObserveConfigReload(err)
+				log.Error("config rejected; the previous config keeps serving", "err", err)
+			})
 		if err != nil {
 			return err
 		}
@@ -90,7 +146,45 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		cfg = w
 	}
 
-	st, err := openStore(f)
+	// The gRPC server exists before the store so that the store's breaker
+	// can report its health.
+	var grpcOpts []grpc.ServerOption
+	if f.tlsCert != "" {
+		tlsCfg, _, err := server.NewTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA, log)
+		if err != nil {
+			return err
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	grpcOpts = append(grpcOpts, server.GRPCLimitOptions(uint32(min(f.maxConcurrentStreams, 1<<32-1)), f.maxRecvMsgBytes)...)
+	unary := []grpc.UnaryServerInterceptor{metrics.GRPCUnaryInterceptor()}
+	stream := []grpc.StreamServerInterceptor{metrics.GRPCStreamInterceptor()}
+	if f.authTokenFile != "" {
+		auth, err := server.NewTokenAuth(f.authTokenFile, server.WithAuthLogger(log))
+		if err != nil {
+			return err
+		}
+		unary = append(unary, auth.UnaryInterceptor())
+		stream = append(stream, auth.StreamInterceptor())
+	}
+
+	var health *grpchealth.Server
+	onBreaker := func(open bool) {
+		metrics.SetBreakerOpen(open)
+		if open {
+			log.Warn("store unreachable: answering by failure modes until it returns")
+		} else {
+			log.Info("store reachable again")
+		}
+		if health != nil {
+			st := healthpb.HealthCheckResponse_SERVING
+			if open {
+				st = healthpb.HealthCheckResponse_NOT_SERVING
+			}
+			health.SetServingStatus(storeHealthService, st)
+		}
+	}
+	st, backend, err := openStore(f, metrics, onBreaker)
 	if err != nil {
 		return err
 	}
@@ -101,6 +195,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
 		Logger:      log,
+		Metrics:     metrics,
 	})
 	envoy := server.NewEnvoy(st, server.EnvoySettings{
 		Config:      cfg,
@@ -109,8 +204,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		ShadowMode:  f.shadowMode,
 		NoHeaders:   !f.headers,
 		Logger:      log,
+		Metrics:     metrics,
 	})
-	grpcSrv, health := server.NewGRPCServer(rl, envoy, server.GRPCSettings{Logger: log})
+	grpcSrv, hs := server.NewGRPCServer(rl, envoy, server.GRPCSettings{
+		Logger:             log,
+		MaxRecvMsgBytes:    f.maxRecvMsgBytes,
+		ServerOptions:      grpcOpts,
+		UnaryInterceptors:  unary,
+		StreamInterceptors: stream,
+	})
+	health = hs
+	metrics.InitializeGRPC(grpcSrv)
 
 	lis, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
@@ -125,7 +229,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return fmt.Errorf("http listen: %w", err)
 		}
 		httpSrv = &http.Server{
-			Handler:           server.NewAdminHandler(server.AdminSettings{Ready: func(ctx context.Context) error { return st.Ping(ctx) }}),
+			Handler: server.NewAdminHandler(server.AdminSettings{
+				Ready:   readiness(st, failureMode),
+				Metrics: metrics.Handler(),
+			}),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 	}
@@ -141,7 +248,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	health.SetServingStatus("floodgate.v1.RateLimiter", healthpb.HealthCheckResponse_SERVING)
-	attrs := []any{"grpc", lis.Addr().String(), "store", storeName(f), "version", version}
+	health.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
+	health.SetServingStatus(storeHealthService, healthpb.HealthCheckResponse_SERVING)
+	attrs := []any{"grpc", lis.Addr().String(), "store", backend, "version", version, "tls", f.tlsCert != "", "auth", f.authTokenFile != ""}
 	if httpLis != nil {
 		attrs = append(attrs, "http", httpLis.Addr().String())
 	}
@@ -176,15 +285,75 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
-// openStore opens the store the flags ask for.
-func openStore(f serveFlags) (store.Store, error) {
-	if f.memoryMaxKeys <= 0 {
-		return nil, fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
+// storeHealthService is the grpc.health.v1 service name that reports the
+// store: NOT_SERVING while it is unreachable (decisions then come from the
+// failure modes). The overall service ("") stays SERVING, since floodgate
+// still answers.
+const storeHealthService = "floodgate.store"
+
+// readiness is /readyz: ready when the store answers; when it does not,
+// still ready if the default failure mode is open (every limit then
+// answers, degraded), not ready if it is closed (the replica would only
+// deny).
+func readiness(st store.Store, mode config.FailureMode) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := st.Ping(ctx)
+		if err == nil || mode != config.FailureClosed {
+			return nil
+		}
+		return fmt.Errorf("store unreachable and --failure-mode is closed: %w", err)
 	}
-	return memstore.New(memstore.Config{MaxKeys: f.memoryMaxKeys}), nil
 }
 
-func storeName(f serveFlags) string { return "memory" }
+// openStore opens the store the flags ask for: the embedded memory store,
+// or Redis behind the metrics decorator, a circuit breaker and the local
+// deny cache.
+func openStore(f serveFlags, m *server.Metrics, onBreaker func(open bool)) (store.Store, string, error) {
+	if f.redisURL == "" {
+		if f.memoryMaxKeys <= 0 {
+			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
+		}
+		return server.InstrumentStore(memstore.New(memstore.Config{MaxKeys: f.memoryMaxKeys}), m, "memory"), "memory", nil
+	}
+	if f.redisTimeout <= 0 {
+		return nil, "", fmt.Errorf("--redis-timeout must be positive, got %v", f.redisTimeout)
+	}
+	client, err := redisstore.NewClient(redisstore.ClientConfig{
+		URL:            f.redisURL,
+		Mode:           f.redisMode,
+		SentinelMaster: f.redisSentinelMaster,
+		PoolSize:       f.redisPoolSize,
+		DialTimeout:    f.redisDialTimeout,
+		ReadTimeout:    f.redisTimeout,
+		WriteTimeout:   f.redisTimeout,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	rs, err := redisstore.New(client, redisstore.Config{
+		Prefix:       f.redisPrefix,
+		Timeout:      f.redisTimeout,
+		BatchMaxSize: f.redisBatchMaxSize,
+		BatchMaxWait: f.redisBatchMaxWait,
+	})
+	if err != nil {
+		client.Close()
+		return nil, "", err
+	}
+	var st store.Store = breaker.New(server.InstrumentStore(closeBoth{rs, client}, m, "redis"), breaker.Config{OnChange: onBreaker})
+	if f.denyCacheSize > 0 {
+		st = denycache.New(st, denycache.Config{MaxEntries: f.denyCacheSize, OnHit: m.ObserveDenyCacheHits})
+	}
+	return st, "redis-" + f.redisMode, nil
+}
+
+// closeBoth closes the Redis store and then its client.
+type closeBoth struct {
+	*redisstore.Store
+	client io.Closer
+}
+
+func (c closeBoth) Close() error { return errors.Join(c.Store.Close(), c.client.Close()) }
 
 func parseFailureMode(s string) (config.FailureMode, error) {
 	switch strings.ToLower(s) {
