@@ -218,8 +218,18 @@ func TestKeysWithBraces(t *testing.T) {
 			t.Errorf("key %q: Remaining %d, want %d (its own state only)", k, d.Remaining, 100-(i+1))
 		}
 	}
-	// Every Redis key has exactly one {...} hash tag and sits in the slot
-	// of that tag.
+	// Redis agrees with the slot the store groups requests by.
+	for _, k := range keys {
+		tag := redisstore.HashTag(k)
+		got, err := client.ClusterKeySlot(ctx, "fg:tb:{"+tag+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(got) != redisstore.Slot(tag) {
+			t.Errorf("key %q: CLUSTER KEYSLOT %d, store's slot %d", k, got, redisstore.Slot(tag))
+		}
+	}
+	// Every Redis key has exactly one {...} hash tag, at its end.
 	var (
 		mu        sync.Mutex
 		redisKeys []string
