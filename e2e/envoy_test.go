@@ -253,7 +253,11 @@ func TestEnvoyHitsAddend(t *testing.T) {
 		other := rlsDesc("remote_address", "192.0.2.11")
 		other.HitsAddend = wrapperspb.UInt64(1)
 		check("descriptor hits 1 with request hits 3", p.send(t, 3, other), "OK:OK", 2)
-		check("request hits 4 > limit 3", p.send(t, 4, rlsDesc("remote_address", "192.0.2.12")), "OVER_LIMIT:OVER_LIMIT", 3)
+		r := p.send(t, 4, rlsDesc("remote_address", "192.0.2.12"))
+		check("request hits 4 > limit 3", r, "OVER_LIMIT:OVER_LIMIT", 3)
+		if ra, ok := rlsHeaders(r)["retry-after"]; ok {
+			t.Fatalf("a cost that can never pass has Retry-After %q, want none", ra)
+		}
 		check("after the denied 4", p.send(t, 3, rlsDesc("remote_address", "192.0.2.12")), "OK:OK", 0)
 	})
 }
@@ -315,11 +319,14 @@ func TestEnvoyShadowMode(t *testing.T) {
 			t.Fatalf("the enforced rule after it: got %s, want OVER_LIMIT", got)
 		}
 
+		// --shadow-mode: every rule, and per-request overrides too.
 		g := b.serve(t, "--config", rules, "--shadow-mode")
+		override := rlsDesc("remote_address", "192.0.2.19")
+		override.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
 		for i := range 3 {
-			r := g.call(t, rlsDesc("remote_address", "10.0.0.1"), rlsDesc("remote_address", "10.6.6.6"))
-			if rlsCodes(r) != "OK:OK,OK" || r.Statuses[0].LimitRemaining != 0 {
-				t.Fatalf("--shadow-mode, call %d: got %s remaining %d, want OK:OK,OK remaining 0", i, rlsCodes(r), r.Statuses[0].LimitRemaining)
+			r := g.call(t, rlsDesc("remote_address", "10.0.0.1"), rlsDesc("remote_address", "10.6.6.6"), override)
+			if rlsCodes(r) != "OK:OK,OK,OK" || r.Statuses[0].LimitRemaining != 0 || r.Statuses[2].LimitRemaining != 0 {
+				t.Fatalf("--shadow-mode, call %d: got %s, remaining %d and %d; want OK:OK,OK,OK, remaining 0 and 0", i, rlsCodes(r), r.Statuses[0].LimitRemaining, r.Statuses[2].LimitRemaining)
 			}
 		}
 	})
@@ -434,6 +441,11 @@ func TestEnvoyLimitOverride(t *testing.T) {
 			if rlsCodes(r) != want || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 2 || r.Statuses[0].CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR {
 				t.Fatalf("override 2 per hour, call %d: got %v, want %s", i, r, want)
 			}
+		}
+		// Another rate in the override is a counter of its own.
+		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_HOUR}
+		if r := p.call(t, d); rlsCodes(r) != "OK:OK" || r.Statuses[0].LimitRemaining != 2 {
+			t.Fatalf("override 3 per hour after the 2 per hour ran out: got %s remaining %d, want OK remaining 2", rlsCodes(r), r.Statuses[0].LimitRemaining)
 		}
 		// The configured 3 per hour for the address is a separate counter.
 		if got := rlsCodes(p.call(t, rlsDesc("remote_address", "192.0.2.50"))); got != "OK:OK" {
@@ -680,16 +692,39 @@ func TestEnvoyRedisReplicasShareLimit(t *testing.T) {
 	}
 }
 
-// TestEnvoyDeployExample runs deploy/envoy/ratelimit.yaml as docs/envoy.md
-// shows and sends the descriptors deploy/envoy/envoy.yaml's actions build
-// for a login and for API calls.
+// TestEnvoyDeployExample runs the commands docs/envoy.md shows (its
+// "floodgate ..." lines) on deploy/envoy/ratelimit.yaml and sends the
+// descriptors deploy/envoy/envoy.yaml's actions build for a login and for
+// API calls. The guide's addresses are replaced by the test's: a free port
+// for --grpc-addr, the test's redis-server for --redis-url.
 func TestEnvoyDeployExample(t *testing.T) {
-	const rules = "../deploy/envoy/ratelimit.yaml"
-	if out, stderr, code := runCLI(t, "config", "validate", rules); code != 0 || !strings.HasPrefix(out, "ok: 1 file(s), 1 domain(s)") {
-		t.Fatalf("floodgate config validate %s: exit %d, %q %q", rules, code, out, stderr)
+	validate, serves := guideCommands(t)
+	if out, stderr, code := runCLI(t, validate...); code != 0 || !strings.HasPrefix(out, "ok: 1 file(s), 1 domain(s)") {
+		t.Fatalf("floodgate %v: exit %d, %q %q", validate, code, out, stderr)
 	}
 	forEachBackend(t, func(t *testing.T, b envoyBackend) {
-		p := b.serve(t, "--config", rules)
+		args, ok := serves[b.name]
+		if !ok {
+			t.Fatalf("docs/envoy.md shows no serve command for the %s store", b.name)
+		}
+		var redisAddr string
+		if b.name == "redis" {
+			redisAddr = "redis://" + redistest.StartServer(t).Addr()
+		}
+		var local []string               // startServe adds "serve"
+		for i := 1; i < len(args); i++ { // args[0] is "serve"
+			switch args[i] {
+			case "--grpc-addr": // startServe picks a free port
+				i++
+			case "--redis-url":
+				i++
+				local = append(local, "--redis-url", redisAddr)
+			default:
+				local = append(local, args[i])
+			}
+		}
+		pp := startServe(t, local...)
+		p := &envoyProc{proc: pp, rls: rlsv3.NewRateLimitServiceClient(pp.Conn(t))}
 		edge := func(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
 			t.Helper()
 			r, err := p.rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs})
@@ -736,4 +771,47 @@ func TestEnvoyDeployExample(t *testing.T) {
 			t.Fatalf("pro tier: got %s, want OK", got)
 		}
 	})
+}
+
+// guideCommands reads the "floodgate ..." lines of docs/envoy.md's sh
+// blocks: the one `config validate` and the `serve` commands, keyed by
+// store ("redis" when it has --redis-url, else "embedded"), each without
+// "floodgate" and with paths made relative to this folder.
+func guideCommands(t *testing.T) (validate []string, serves map[string][]string) {
+	t.Helper()
+	data, err := os.ReadFile("../docs/envoy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serves = map[string][]string{}
+	inSh := false
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```"):
+			inSh = line == "```sh"
+			continue
+		case !inSh || !strings.HasPrefix(line, "floodgate "):
+			continue
+		}
+		args := strings.Fields(line)[1:]
+		for i, a := range args {
+			if strings.HasPrefix(a, "deploy/") {
+				args[i] = "../" + a
+			}
+		}
+		switch {
+		case len(args) > 2 && args[0] == "config" && args[1] == "validate":
+			validate = args
+		case args[0] == "serve" && strings.Contains(line, "--redis-url"):
+			serves["redis"] = args
+		case args[0] == "serve":
+			serves["embedded"] = args
+		default:
+			t.Fatalf("docs/envoy.md shows %q, which no test runs", line)
+		}
+	}
+	if validate == nil {
+		t.Fatal("docs/envoy.md shows no floodgate config validate")
+	}
+	return validate, serves
 }

@@ -283,3 +283,73 @@ func descriptorsOf(t *testing.T, where string, match *routev3.RouteMatch, action
 	}
 	return out
 }
+
+// TestGuideYAML: every yaml block of docs/envoy.md is either a floodgate
+// config that loads (it has a domain) or an excerpt of envoy.yaml (its
+// lines appear there in order, with the same relative indentation).
+func TestGuideYAML(t *testing.T) {
+	guide, err := os.ReadFile("../../docs/envoy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	envoyYAML, err := os.ReadFile("envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := fencedBlocks(string(guide), "yaml")
+	if len(blocks) == 0 {
+		t.Fatal("docs/envoy.md has no yaml blocks")
+	}
+	for i, b := range blocks {
+		if strings.HasPrefix(b, "domain:") {
+			if _, err := config.Parse(fmt.Sprintf("docs/envoy.md block %d", i), []byte(b)); err != nil {
+				t.Errorf("yaml block %d does not load: %v", i, err)
+			}
+			continue
+		}
+		if !isExcerpt(strings.Split(strings.TrimRight(b, "\n"), "\n"), strings.Split(string(envoyYAML), "\n")) {
+			t.Errorf("yaml block %d is neither a floodgate config nor an excerpt of envoy.yaml:\n%s", i, b)
+		}
+	}
+}
+
+// fencedBlocks returns the contents of the ```lang blocks of a Markdown
+// text.
+func fencedBlocks(md, lang string) []string {
+	var out []string
+	var cur *strings.Builder
+	for _, line := range strings.Split(md, "\n") {
+		switch {
+		case cur == nil && line == "```"+lang:
+			cur = &strings.Builder{}
+		case cur != nil && line == "```":
+			out = append(out, cur.String())
+			cur = nil
+		case cur != nil:
+			cur.WriteString(line + "\n")
+		}
+	}
+	return out
+}
+
+// isExcerpt reports whether the lines of block appear consecutively in
+// file, all shifted right by the same indentation.
+func isExcerpt(block, file []string) bool {
+	for start := range file {
+		indent, ok := strings.CutSuffix(file[start], block[0])
+		if !ok || strings.TrimSpace(indent) != "" || start+len(block) > len(file) {
+			continue
+		}
+		match := true
+		for j, l := range block {
+			if file[start+j] != indent+l {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
