@@ -151,6 +151,15 @@ func diffLimits(alg algorithms.Algorithm) (switching []algorithms.Limit, big alg
 			{Requests: 200, Period: 60 * time.Second},
 		}
 		big = algorithms.Limit{Requests: algorithms.MaxLogRequests, Period: 1 << 30 * ms}
+	case algorithms.FixedWindow:
+		switching = []algorithms.Limit{
+			{Requests: 5, Period: time.Second},
+			{Requests: 3, Period: 250 * ms},
+			{Requests: 40, Period: 7001 * ms},
+			{Requests: 1, Period: ms},
+			{Requests: 1000, Period: 60 * time.Second},
+		}
+		big = algorithms.Limit{Requests: 1 << 49, Period: 365 * 24 * time.Hour}
 	default:
 		switching = []algorithms.Limit{
 			{Requests: 5, Period: time.Second},
