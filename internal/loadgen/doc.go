@@ -34,7 +34,9 @@
 //   - health: grpc.health.v1.Health/Check{service: ""}. Allowed is SERVING.
 //
 // Key i is drawn uniformly from [0, Keys), or from a Zipf distribution
-// with skew Config.Zipf (> 1) where key 0 is the most frequent.
+// with skew Config.Zipf (> 1) where key 0 is the most frequent. The key
+// names are the same in every run, so a second run against the same
+// server starts from the state the first one left (e.g. drained buckets).
 //
 // # Latency histogram
 //

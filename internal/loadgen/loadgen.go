@@ -72,8 +72,9 @@ func DescriptorKey(i int) string {
 // and the value of every descriptor entry of a ShouldRateLimit request.
 func KeyName(i int) string { return "bench:" + strconv.Itoa(i) }
 
-// Config describes a run. Conns is required; the zero value of every other
-// field means the default stated on it.
+// Config describes a run. Conns, API, Concurrency and one of Duration or
+// MaxRequests are required; the zero value of every other field means what
+// its comment says.
 type Config struct {
 	// Conns are the connections to the server, all to the same one. Worker
 	// i uses Conns[i % len(Conns)]. Required.
