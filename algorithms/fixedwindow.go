@@ -4,18 +4,24 @@ package algorithms
 // ⌊now / Period⌋ admits Requests. Two full windows can pass back to back
 // across an edge; it exists for envoyproxy/ratelimit compatibility.
 //
+// The state holds the window's start in Unix ms, not its index: a start
+// that is not a multiple of the period comes from another period (the
+// limit was reconfigured) and counts as an empty window, where an index
+// from another period would read as a window far in the future.
+//
 // Mirrored by lua/fixed_window.lua.
 func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	w := l.PeriodMs()
-	win := now / w
+	start := now - now%w
 	count := int64(0)
 	switch {
-	case s.A == win:
+	case s.A%w != 0: // a window of another period: the limit changed
+	case s.A == start:
 		count = s.B
-	case s.A > win: // the clock went back: stay in the stored window
-		win, count = s.A, s.B
+	case s.A > start: // the clock went back: stay in the stored window
+		start, count = s.A, s.B
 	}
-	end := (win+1)*w - now
+	end := start + w - now
 
 	d := Decision{Allowed: true, Limit: l.Requests}
 	switch {
@@ -32,7 +38,7 @@ func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
 		d.ResetAfter = ms(end)
 	}
 	d.TTL = d.ResetAfter
-	if start := win * w; d.TTL == 0 && start > now {
+	if d.TTL == 0 && start > now {
 		// The clock went back: an empty window ahead of now still decides
 		// differently from no state until the clock reaches it.
 		d.TTL = ms(start - now)
@@ -40,5 +46,5 @@ func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	if !d.Allowed || cost == 0 {
 		return s, d
 	}
-	return State{A: win, B: count}, d
+	return State{A: start, B: count}, d
 }

@@ -66,3 +66,24 @@ func TestFixedWindowClockBackTTL(t *testing.T) {
 		t.Errorf("at the TTL: kept state gives %+v, no state gives %+v", kept, none)
 	}
 }
+
+// TestWindowPeriodChange pins a bug: window states once held the window
+// index (now / period), so a state written under a 1ms period and read
+// under 1h put the window far in the future and the waits overflowed
+// time.Duration (a negative TTL). Now a state from another period counts
+// as an empty window, and every wait stays within the new period.
+func TestWindowPeriodChange(t *testing.T) {
+	t0 := time.Date(2000, 1, 1, 0, 0, 0, 7_000_000, time.UTC)
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow} {
+		short := algorithms.Limit{Algorithm: alg, Requests: 1, Period: 3 * time.Millisecond}
+		long := algorithms.Limit{Algorithm: alg, Requests: 1, Period: time.Hour}
+		s, d := algorithms.Decide(short, algorithms.State{}, t0, 1)
+		if !d.Allowed {
+			t.Fatalf("%v: first request denied", alg)
+		}
+		_, d = algorithms.Decide(long, s, t0, 1)
+		if !d.Allowed || d.TTL < 0 || d.TTL > 2*time.Hour || d.ResetAfter < 0 {
+			t.Fatalf("%v after a period change: got %+v, want allowed with waits within the new period", alg, d)
+		}
+	}
+}

@@ -123,11 +123,10 @@ func luaSeed(t *testing.T) uint64 {
 // diffLimits are the limits one algorithm's keys switch between: small
 // ones that hit every branch often, odd ratios whose token scale is large,
 // and one near the 2^50 bound, used alone on its own key.
-//
-// The window algorithms switch only their requests, never their period:
-// their state holds a window index (now / period), and a state written
-// under one period read under another puts the window far in the future
-// or past (in the Go math too, where the durations then overflow).
+// Keys switch periods too: the window algorithms' state holds the window's
+// start in ms, so a state written under another period is recognised and
+// counts as empty (it once held an index, which overflowed under another
+// period).
 func diffLimits(alg algorithms.Algorithm) (switching []algorithms.Limit, big algorithms.Limit) {
 	ms := time.Millisecond
 	switch alg {
@@ -262,14 +261,7 @@ func TestLuaMatchesGo(t *testing.T) {
 				for i := range reqs {
 					k := rng.IntN(4)
 					if k < 3 && rng.IntN(20) == 0 {
-						next := switching[rng.IntN(len(switching))]
-						if alg == algorithms.SlidingWindow || alg == algorithms.FixedWindow {
-							// Window states hold a window index, which means
-							// nothing under another period (see the report in
-							// diffLimits): change only the requests.
-							next.Period = limitOf[k].Period
-						}
-						limitOf[k] = next
+						limitOf[k] = switching[rng.IntN(len(switching))]
 					}
 					reqs[i] = luaReq{key: keys[k], l: limitOf[k], cost: randCost(rng, limitOf[k].Capacity()), dry: rng.IntN(10) == 0}
 				}

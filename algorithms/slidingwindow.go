@@ -9,21 +9,27 @@ package algorithms
 // while the previous window decays inside the current one, else after the
 // roll into the next window, where curr becomes prev and starts decaying.
 //
+// The state holds the current window's start in Unix ms, not its index: a
+// start that is not a multiple of the period comes from another period
+// (the limit was reconfigured) and counts as empty, where an index from
+// another period would read as a window far in the future.
+//
 // Mirrored by lua/sliding_window.lua.
 func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	w := l.PeriodMs()
-	win := now / w
+	start := now - now%w
 	var curr, prev int64
 	switch {
-	case s.A == win:
+	case s.A%w != 0: // a window of another period: the limit changed
+	case s.A == start:
 		curr, prev = s.B, s.C
-	case s.A == win-1:
+	case s.A == start-w:
 		prev = s.B
-	case s.A > win: // the clock went back: stay at the stored window's start
-		win, curr, prev = s.A, s.B, s.C
+	case s.A > start: // the clock went back: stay at the stored window's start
+		start, curr, prev = s.A, s.B, s.C
 	}
-	at := max(now, win*w) // the moment decided, >= now
-	e := at - win*w       // elapsed in the current window
+	at := max(now, start) // the moment decided, >= now
+	e := at - start       // elapsed in the current window
 	limit := l.Requests * w
 	weighted := curr*w + prev*(w-e)
 
@@ -58,7 +64,7 @@ func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	if !d.Allowed || cost == 0 {
 		return s, d
 	}
-	return State{A: win, B: curr, C: prev}, d
+	return State{A: start, B: curr, C: prev}, d
 }
 
 // slidingWait is the smallest wait in ms after which cost fits, for counts

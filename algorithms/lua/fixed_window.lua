@@ -6,7 +6,7 @@
 --
 -- fixed_window(requests, period_ms, s, now_ms, cost) -> s2, d
 --   requests, period_ms  the limit
---   s       {a = window index (now_ms / period_ms), b = count, c = 0};
+--   s       {a = window start (Unix ms, a multiple of period_ms), b = count, c = 0};
 --           {0, 0, 0} for a key never seen
 --   now_ms  Unix time in ms
 --   cost    > 0 spends, 0 looks, < 0 refunds (already clamped by decide)
@@ -17,14 +17,16 @@
 
 local function fixed_window(requests, period_ms, s, now, cost)
   local w = period_ms
-  local win = quo(now, w)
+  local start = quo(now, w) * w
   local count = 0
-  if s.a == win then
+  if s.a - quo(s.a, w) * w ~= 0 then
+    -- a window of another period: the limit changed
+  elseif s.a == start then
     count = s.b
-  elseif s.a > win then -- the clock went back: stay in the stored window
-    win, count = s.a, s.b
+  elseif s.a > start then -- the clock went back: stay in the stored window
+    start, count = s.a, s.b
   end
-  local stop = (win + 1) * w - now
+  local stop = start + w - now
 
   local d = new_decision(requests)
   if cost > 0 and count + cost > requests then
@@ -40,7 +42,6 @@ local function fixed_window(requests, period_ms, s, now, cost)
     d.reset = stop
   end
   d.ttl = d.reset
-  local start = win * w
   if d.ttl == 0 and start > now then
     -- The clock went back: an empty window ahead of now still decides
     -- differently from no state until the clock reaches it.
@@ -49,5 +50,5 @@ local function fixed_window(requests, period_ms, s, now, cost)
   if d.allowed == 0 or cost == 0 then
     return s, d
   end
-  return {a = win, b = count, c = 0}, d
+  return {a = start, b = count, c = 0}, d
 end

@@ -7,8 +7,9 @@
 --
 -- sliding_window(requests, period_ms, s, now_ms, cost) -> s2, d
 --   requests, period_ms  the limit
---   s       {a = window index (now_ms / period_ms), b = count in window a,
---           c = count in window a - 1}; {0, 0, 0} for a key never seen
+--   s       {a = window start (Unix ms, a multiple of period_ms), b = count
+--           in that window, c = count in the window before}; {0, 0, 0} for
+--           a key never seen
 --   now_ms  Unix time in ms
 --   cost    > 0 spends, 0 looks, < 0 refunds (already clamped by decide)
 --   s2      the new state; s itself on a deny or when cost is 0
@@ -38,17 +39,19 @@ end
 
 local function sliding_window(requests, period_ms, s, now, cost)
   local w = period_ms
-  local win = quo(now, w)
+  local start = quo(now, w) * w
   local curr, prev = 0, 0
-  if s.a == win then
+  if s.a - quo(s.a, w) * w ~= 0 then
+    -- a window of another period: the limit changed
+  elseif s.a == start then
     curr, prev = s.b, s.c
-  elseif s.a == win - 1 then
+  elseif s.a == start - w then
     prev = s.b
-  elseif s.a > win then -- the clock went back: stay at the stored window's start
-    win, curr, prev = s.a, s.b, s.c
+  elseif s.a > start then -- the clock went back: stay at the stored window's start
+    start, curr, prev = s.a, s.b, s.c
   end
-  local at = math.max(now, win * w) -- the moment decided, >= now
-  local e = at - win * w -- elapsed in the current window
+  local at = math.max(now, start) -- the moment decided, >= now
+  local e = at - start -- elapsed in the current window
   local limit = requests * w
   local weighted = curr * w + prev * (w - e)
 
@@ -81,5 +84,5 @@ local function sliding_window(requests, period_ms, s, now, cost)
   if d.allowed == 0 or cost == 0 then
     return s, d
   end
-  return {a = win, b = curr, c = prev}, d
+  return {a = start, b = curr, c = prev}, d
 end
