@@ -63,7 +63,7 @@
 // after the roll into the next one, where curr becomes prev and decays in
 // turn — not "until the window ends". It stops the double burst at a window
 // edge: ten requests just before the edge of a 10-per-2s window still weigh
-// 9.95 ten milliseconds after it. State: A = window index, B = curr,
+// 9.95 ten milliseconds after it. State: A = window start (Unix ms), B = curr,
 // C = prev; three integers, constant whatever the limit.
 //
 // [SlidingWindowLog]: exact. A log of admitted costs, one entry per
@@ -80,7 +80,7 @@
 // [FixedWindow]: windows aligned to ⌊now/W⌋ each admit Requests; allowed iff
 // count + cost ≤ Requests; RetryAfter = until the window ends. Burst-prone:
 // Requests just before a window edge and Requests just after all pass, twice
-// the limit within milliseconds. State: A = window index, B = count; two
+// the limit within milliseconds. State: A = window start (Unix ms), B = count; two
 // integers.
 //
 // # Which to choose

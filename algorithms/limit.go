@@ -183,8 +183,8 @@ const Never time.Duration = -1
 // is a key never seen (a full limit).
 //
 //	token bucket:       A = tokens × scale, B = last refill (Unix ms), C = scale
-//	sliding window:     A = window index, B = count in window A, C = count in window A-1
-//	fixed window:       A = window index, B = count in window A
+//	sliding window:     A = window start (Unix ms), B = count in that window, C = count in the one before
+//	fixed window:       A = window start (Unix ms), B = count in that window
 //	sliding window log: Log = admitted requests, oldest first, one entry per ms
 type State struct {
 	A, B, C int64

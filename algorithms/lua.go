@@ -9,8 +9,8 @@ package algorithms
 // State layout in Redis, one key per (algorithm, key):
 //
 //	token_bucket        string  pack(A = tokens × scale, B = last refill ms, C = scale)
-//	sliding_window      string  pack(A = window index, B = count in A, C = count in A−1)
-//	fixed_window        string  pack(A = window index, B = count, C = 0)
+//	sliding_window      string  pack(A = window start ms, B = count in it, C = count in the one before)
+//	fixed_window        string  pack(A = window start ms, B = count, C = 0)
 //	sliding_window_log  zset    one member per ms: score = Unix ms, member "<ms>:<cost>"
 //
 // pack is one header byte (len(A) × 8 + len(C)) followed by A, C and B as
