@@ -1,0 +1,417 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/redistest"
+)
+
+// These tests take Redis away from a running floodgate: killed mid-load,
+// paused (slow), restarted. The caller must never see anything but an
+// answer, in time, as the limit's failure_mode declares.
+
+// failureRules declares one open and one closed limit on each API. The
+// limits are so large that no healthy decision in these tests is a deny:
+// every deny seen is a failure-mode answer.
+const failureRules = `domain: fail
+default_algorithm: token_bucket
+descriptors:
+  - key: open_k
+    rate_limit: {unit: hour, requests_per_unit: 1000000, failure_mode: open}
+  - key: closed_k
+    rate_limit: {unit: hour, requests_per_unit: 1000000, failure_mode: closed}
+policies:
+  open_p:   {requests: 1000000, period: 1h, failure_mode: open}
+  closed_p: {requests: 1000000, period: 1h, failure_mode: closed}
+`
+
+// redisTimeout is the --redis-timeout of these tests: the binary's default.
+const redisTimeout = 50 * time.Millisecond
+
+// latencyMargin is what a call may take beyond --redis-timeout: gRPC over
+// loopback to a -race binary, on a loaded 2-core machine. A call that
+// waited for a paused Redis (2s) or a TCP dial timeout (1s) would exceed
+// it by far.
+const latencyMargin = 500 * time.Millisecond
+
+// storeHealthService is the grpc.health.v1 service reporting the store.
+const storeHealthService = "floodgate.store"
+
+// startOnRedis starts floodgate on r with the failure rules and args.
+func startOnRedis(t *testing.T, r *redistest.Server, args ...string) *proc {
+	t.Helper()
+	base := []string{"--config", writeRules(t, failureRules), "--redis-url", "redis://" + r.Addr(), "--redis-timeout", redisTimeout.String()}
+	return startServe(t, append(base, args...)...)
+}
+
+// policyCheck is a Check of cost 1 under a named policy.
+func policyCheck(policy, key string) *floodgatev1.CheckRequest {
+	return &floodgatev1.CheckRequest{Key: key, Source: &floodgatev1.CheckRequest_Policy{Policy: policy}}
+}
+
+// storeStatus is the health status of floodgate.store.
+func storeStatus(t *testing.T, h healthpb.HealthClient) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: storeHealthService})
+	if err != nil {
+		t.Fatalf("health %s: %v", storeHealthService, err)
+	}
+	return r.Status
+}
+
+// waitFor polls cond every 10ms until it holds or bound passes, and
+// returns how long it took; it fails t with what when the bound passes.
+func waitFor(t *testing.T, bound time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > bound {
+			t.Fatalf("%s: not within %v", what, bound)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// waitStoreStatus waits until floodgate.store reports want.
+func waitStoreStatus(t *testing.T, h healthpb.HealthClient, want healthpb.HealthCheckResponse_ServingStatus, bound time.Duration) time.Duration {
+	t.Helper()
+	return waitFor(t, bound, "health "+storeHealthService+" "+want.String(), func() bool { return storeStatus(t, h) == want })
+}
+
+// outcome is one Check of a load run.
+type outcome struct {
+	policy  string
+	took    time.Duration
+	resp    *floodgatev1.CheckResponse
+	err     error
+	started time.Time
+}
+
+// load runs workers goroutines issuing Checks, alternating open_p and
+// closed_p on keys of their own, until stop is closed; it returns every
+// outcome.
+func load(c floodgatev1.RateLimiterClient, workers int, stop <-chan struct{}, count *atomic.Int64) []outcome {
+	var mu sync.Mutex
+	var all []outcome
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []outcome
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					mu.Lock()
+					all = append(all, mine...)
+					mu.Unlock()
+					return
+				default:
+				}
+				pol := []string{"open_p", "closed_p"}[i%2]
+				// The call's own deadline is far beyond the bound asserted,
+				// so a slow call is measured, not cut short.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				start := time.Now()
+				resp, err := c.Check(ctx, policyCheck(pol, fmt.Sprintf("w%d:%d", w, i%50)))
+				cancel()
+				mine = append(mine, outcome{policy: pol, took: time.Since(start), resp: resp, err: err, started: start})
+				count.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return all
+}
+
+// checkOutcomes asserts the failure-mode contract on every outcome: no
+// error, no call slower than the bound, healthy answers allowed, degraded
+// open answers allowed, degraded closed answers denied with a retry_after.
+// It returns the number of degraded answers per policy.
+func checkOutcomes(t *testing.T, outs []outcome, bound time.Duration) map[string]int {
+	t.Helper()
+	degraded := map[string]int{}
+	var slowest time.Duration
+	for _, o := range outs {
+		slowest = max(slowest, o.took)
+		if o.err != nil {
+			t.Errorf("%s: error %v (code %v), want an answer", o.policy, o.err, status.Code(o.err))
+			continue
+		}
+		if o.took > bound {
+			t.Errorf("%s: call took %v, more than %v (started %v)", o.policy, o.took, bound, o.started.Format("15:04:05.000"))
+		}
+		r := o.resp
+		switch {
+		case !r.Degraded && !r.Allowed:
+			t.Errorf("%s: healthy answer denied: %v", o.policy, r)
+		case r.Degraded && o.policy == "open_p" && !r.Allowed:
+			t.Errorf("open_p: degraded answer denied, want allowed: %v", r)
+		case r.Degraded && o.policy == "closed_p" && (r.Allowed || r.RetryAfter.AsDuration() <= 0):
+			t.Errorf("closed_p: degraded answer %v, want denied with retry_after > 0", r)
+		}
+		if r.Degraded {
+			degraded[o.policy]++
+		}
+	}
+	t.Logf("%d calls, slowest %v, degraded %v", len(outs), slowest, degraded)
+	return degraded
+}
+
+// firstHealthy polls Checks on policy until one is answered by the store
+// (not degraded) and returns how long that took after start.
+func firstHealthy(t *testing.T, c floodgatev1.RateLimiterClient, policy string, start time.Time, bound time.Duration) time.Duration {
+	t.Helper()
+	for i := 0; ; i++ {
+		resp, err := c.Check(context.Background(), policyCheck(policy, fmt.Sprintf("recover:%d", i)))
+		if err != nil {
+			t.Fatalf("%s during recovery: %v", policy, err)
+		}
+		if !resp.Degraded {
+			if !resp.Allowed {
+				t.Fatalf("%s: first healthy answer denied: %v", policy, resp)
+			}
+			return time.Since(start)
+		}
+		if time.Since(start) > bound {
+			t.Fatalf("%s: still degraded %v after Redis returned", policy, bound)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// httpStatus GETs path on the admin port and returns the status code.
+func httpStatus(t *testing.T, p *proc, path string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + p.HTTPAddr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// TestFailureRedisKilledMidLoad kills Redis under load: every call still
+// answers in time, open limits allow and closed ones deny (both marked
+// degraded) on both APIs, the store's health goes NOT_SERVING; Redis
+// restarted on the same port brings healthy decisions back within a
+// second or so and the health back to SERVING.
+func TestFailureRedisKilledMidLoad(t *testing.T) {
+	r := redistest.StartServer(t)
+	p := startOnRedis(t, r)
+	conn := p.Conn(t)
+	c := floodgatev1.NewRateLimiterClient(conn)
+	h := healthpb.NewHealthClient(conn)
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	bound := redisTimeout + latencyMargin
+
+	// Warm up: one healthy answer per policy, so scripts are loaded and
+	// the connections exist before the load starts.
+	firstHealthy(t, c, "open_p", time.Now(), 10*time.Second)
+	firstHealthy(t, c, "closed_p", time.Now(), 10*time.Second)
+	if st := storeStatus(t, h); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("store health before the kill: %v", st)
+	}
+
+	stop := make(chan struct{})
+	var count atomic.Int64
+	done := make(chan []outcome, 1)
+	go func() { done <- load(c, 8, stop, &count) }()
+
+	// Let the load run healthy for about half a second, then kill Redis.
+	waitFor(t, 10*time.Second, "load started", func() bool { return count.Load() >= 50 })
+	time.Sleep(400 * time.Millisecond) // load schedule, not an assertion
+	before := count.Load()
+	r.Kill()
+	killed := time.Now()
+	openedAfter := waitStoreStatus(t, h, healthpb.HealthCheckResponse_NOT_SERVING, 3*time.Second)
+	t.Logf("breaker open %v after the kill (%d calls before it)", openedAfter, before)
+	// Keep loading the dead Redis for half a second more.
+	atLeast := count.Load() + 100
+	waitFor(t, 10*time.Second, "load after the kill", func() bool { return count.Load() >= atLeast })
+	time.Sleep(400 * time.Millisecond) // load schedule, not an assertion
+	close(stop)
+	outs := <-done
+
+	var afterKill []outcome
+	for _, o := range outs {
+		if o.started.After(killed.Add(openedAfter)) {
+			afterKill = append(afterKill, o)
+		}
+	}
+	checkOutcomes(t, outs, bound)
+	deg := checkOutcomes(t, afterKill, bound)
+	// Once the breaker is open, every answer is a failure-mode answer.
+	for _, pol := range []string{"open_p", "closed_p"} {
+		n := 0
+		for _, o := range afterKill {
+			if o.policy == pol {
+				n++
+			}
+		}
+		if n == 0 || deg[pol] != n {
+			t.Errorf("%s: %d of %d answers degraded while the breaker was open, want all (and some)", pol, deg[pol], n)
+		}
+	}
+
+	// The Envoy API during the outage.
+	resp, err := rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "fail", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlsDesc("open_k", "a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs := rlsHeaders(resp); resp.OverallCode != rlsv3.RateLimitResponse_OK || hs["x-ratelimit-degraded"] != "true" {
+		t.Errorf("envoy open_k during the outage: %s %v, want OK with x-ratelimit-degraded: true", rlsCodes(resp), hs)
+	}
+	resp, err = rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "fail", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlsDesc("closed_k", "a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs := rlsHeaders(resp); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || hs["x-ratelimit-degraded"] != "true" || hs["retry-after"] == "" || hs["retry-after"] == "0" {
+		t.Errorf("envoy closed_k during the outage: %s %v, want OVER_LIMIT with x-ratelimit-degraded and a positive retry-after", rlsCodes(resp), hs)
+	}
+
+	// Still alive, and live.
+	select {
+	case err := <-p.done:
+		p.done <- err
+		t.Fatalf("floodgate exited during the outage: %v\n%s", err, p.logs)
+	default:
+	}
+	if code := httpStatus(t, p, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz during the outage: %d", code)
+	}
+	// --failure-mode is open (the default): still ready.
+	if code := httpStatus(t, p, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz during the outage with --failure-mode open: %d, want 200", code)
+	}
+
+	r.Restart()
+	back := time.Now()
+	for _, pol := range []string{"open_p", "closed_p"} {
+		t.Logf("%s: healthy again %v after Redis answered PING", pol, firstHealthy(t, c, pol, back, 3*time.Second))
+	}
+	resp, err = rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "fail", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlsDesc("closed_k", "a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs := rlsHeaders(resp); resp.OverallCode != rlsv3.RateLimitResponse_OK || hs["x-ratelimit-degraded"] != "" {
+		t.Errorf("envoy closed_k after recovery: %s %v, want OK, not degraded", rlsCodes(resp), hs)
+	}
+	waitStoreStatus(t, h, healthpb.HealthCheckResponse_SERVING, 3*time.Second)
+}
+
+// TestFailureRedisDownReadyz: with --failure-mode closed, a replica whose
+// Redis is down is not ready (it could only deny); it is live, and ready
+// again when Redis returns.
+func TestFailureRedisDownReadyz(t *testing.T) {
+	r := redistest.StartServer(t)
+	p := startOnRedis(t, r, "--failure-mode", "closed")
+	if code := httpStatus(t, p, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz with Redis up: %d", code)
+	}
+	r.Kill()
+	waitFor(t, 3*time.Second, "/readyz 503", func() bool { return httpStatus(t, p, "/readyz") == http.StatusServiceUnavailable })
+	if code := httpStatus(t, p, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz with Redis down: %d, want 200", code)
+	}
+	r.Restart()
+	waitFor(t, 3*time.Second, "/readyz 200", func() bool { return httpStatus(t, p, "/readyz") == http.StatusOK })
+}
+
+// TestFailureSlowRedis pauses Redis (CLIENT PAUSE 2000 ALL): calls keep
+// answering within the timeout plus the margin, by failure mode, and
+// healthy answers return when the pause ends.
+func TestFailureSlowRedis(t *testing.T) {
+	r := redistest.StartServer(t)
+	p := startOnRedis(t, r)
+	conn := p.Conn(t)
+	c := floodgatev1.NewRateLimiterClient(conn)
+	h := healthpb.NewHealthClient(conn)
+	firstHealthy(t, c, "open_p", time.Now(), 10*time.Second)
+	firstHealthy(t, c, "closed_p", time.Now(), 10*time.Second)
+
+	const pause = 2 * time.Second
+	if err := r.Client().Do(context.Background(), "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+
+	stop := make(chan struct{})
+	var count atomic.Int64
+	done := make(chan []outcome, 1)
+	go func() { done <- load(c, 4, stop, &count) }()
+	// Load for about a second, well inside the pause.
+	time.Sleep(time.Second) // load schedule, not an assertion
+	close(stop)
+	outs := <-done
+	var inPause []outcome
+	for _, o := range outs {
+		if o.started.Add(o.took).Before(paused.Add(pause)) {
+			inPause = append(inPause, o)
+		}
+	}
+	deg := checkOutcomes(t, outs, redisTimeout+latencyMargin)
+	if deg["open_p"] == 0 || deg["closed_p"] == 0 {
+		t.Errorf("degraded answers during the pause: %v, want some for each policy", deg)
+	}
+	for _, o := range inPause {
+		if o.err == nil && !o.resp.Degraded {
+			t.Errorf("%s: healthy answer while Redis was paused: %v", o.policy, o.resp)
+		}
+	}
+	if st := storeStatus(t, h); time.Since(paused) < pause && st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("store health during the pause: %v, want NOT_SERVING", st)
+	}
+
+	// The pause ends by itself; healthy answers follow.
+	took := firstHealthy(t, c, "closed_p", paused, pause+3*time.Second)
+	t.Logf("healthy again %v after the pause began (pause %v)", took, pause)
+	waitStoreStatus(t, h, healthpb.HealthCheckResponse_SERVING, 3*time.Second)
+}
+
+// TestFailureRedisRestartFlushesScripts: Redis loses its scripts (SCRIPT
+// FLUSH, or a restart): the next checks are answered by the store, with no
+// error and no degraded answer reaching the client.
+func TestFailureRedisRestartFlushesScripts(t *testing.T) {
+	r := redistest.StartServer(t)
+	p := startOnRedis(t, r, "--redis-timeout", "2s") // a slow moment must not pass for a failure here
+	c := p.Client(t)
+	check := func(step, key string) {
+		t.Helper()
+		for _, pol := range []string{"open_p", "closed_p"} {
+			resp, err := c.Check(context.Background(), policyCheck(pol, key))
+			if err != nil || !resp.Allowed || resp.Degraded {
+				t.Fatalf("%s: %s: got %v %v, want allowed by the store", step, pol, resp, err)
+			}
+		}
+	}
+	check("before", "a")
+
+	if err := r.Client().ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("after SCRIPT FLUSH", "a")
+
+	r.Restart()
+	check("after a restart, first check", "a")
+	for i := range 20 {
+		check("after a restart", fmt.Sprint("k", i))
+	}
+}
