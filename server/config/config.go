@@ -69,6 +69,7 @@ type Limit struct {
 	// Replaces names the limits this one replaces within one request.
 	Replaces []string
 
+	keyID        string  // short digest of ID heading store keys (see keyID)
 	explicitName bool    // Name came from rate_limit.name
 	path         []level // the tree nodes from the domain down to this limit
 	metricValues bool    // some level has value_to_metric
@@ -89,13 +90,14 @@ func (l *Limit) Depth() int { return len(l.path) }
 // counter key, because entry i matched a share_threshold wildcard.
 func (l *Limit) Shared(i int) bool { return i >= 0 && i < len(l.path) && l.path[i].shared }
 
-// AppendKey appends to dst the store key of entries under l: l.ID, then for
-// every entry its value length-prefixed (so no two distinct descriptors
+// AppendKey appends to dst the store key of entries under l: a 16-byte
+// digest of l.ID (keeping keys short, see keyID), then for every entry its
+// value length-prefixed (so no two distinct descriptors
 // ever share a key, whatever bytes their values hold), with the values of
 // share_threshold levels left out. entries must be a descriptor that Match
 // resolved to l. It does not allocate when dst has room.
 func (l *Limit) AppendKey(dst []byte, entries []Entry) []byte {
-	dst = append(dst, l.ID...)
+	dst = append(dst, l.keyID...)
 	for i, e := range entries {
 		if l.Shared(i) {
 			dst = append(dst, "|*"...)

@@ -155,8 +155,8 @@ func FuzzMatch(f *testing.F) {
 		}
 		if len(got) == 1 {
 			key := got[0].AppendKey(nil, entries)
-			if !strings.HasPrefix(string(key), got[0].ID) {
-				t.Fatalf("key %q does not start with the ID %q", key, got[0].ID)
+			if !strings.HasPrefix(string(key), keyID(got[0].ID)) {
+				t.Fatalf("key %q does not start with the digest of the ID %q", key, got[0].ID)
 			}
 		}
 	})

@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -547,6 +549,7 @@ func (p *parser) limits(n *node, f map[string]*yaml.Node, path []level, name str
 		l.path = path
 		l.metricValues = metricValues
 		l.ID = limitID(p.domain, path, i)
+		l.keyID = keyID(l.ID)
 		if l.Name == "" {
 			l.Name = name
 			if len(objs) > 1 {
@@ -563,6 +566,15 @@ func (p *parser) limits(n *node, f map[string]*yaml.Node, path []level, name str
 			}
 		}
 	}
+}
+
+// keyID is the short, fixed-length stand-in for id at the head of store
+// keys: 16 base64url characters (96 bits) of its SHA-256. Store keys stay
+// short whatever the rule's path (a Redis token-bucket key costs under 100
+// bytes), and two rules collide with probability 2^-96 per pair.
+func keyID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
 // limitID is the Limit.ID: the domain, every level's key (and value) quoted,
