@@ -47,5 +47,9 @@ bench: ## run the Go benchmarks (algorithms, stores, matching, handlers)
 	bash scripts/ensure-redis.sh
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./algorithms/ ./store/... ./server/...
 
+loadtest: build ## whole-service load tests (embedded store, and a redis-server it starts) -> tables for bench/RESULTS.md
+	bash scripts/ensure-redis.sh
+	$(GO) run ./bench/loadtest -binary $(BIN) $(LOADTEST_ARGS)
+
 clean: ## remove build output
 	rm -rf bin
