@@ -82,6 +82,12 @@ local function load(key, alg)
   if s == nil then
     return nil, 'malformed state'
   end
+  -- Times are stored relative to STATE_EPOCH_MS (see lib.lua).
+  if alg == ALG_TOKEN_BUCKET then
+    s.b = s.b + STATE_EPOCH_MS
+  else
+    s.a = s.a + STATE_EPOCH_MS
+  end
   return s
 end
 
@@ -190,7 +196,13 @@ if write == 1 and not denied then
         write_log(key, w.orig, s)
         redis.call('PEXPIRE', key, itoa(w.ttl + keep))
       else
-        redis.call('SET', key, pack_state(s.a, s.b, s.c), 'PX', itoa(w.ttl + keep))
+        local a, b = s.a, s.b
+        if w.alg == ALG_TOKEN_BUCKET then
+          b = b - STATE_EPOCH_MS
+        else
+          a = a - STATE_EPOCH_MS
+        end
+        redis.call('SET', key, pack_state(a, b, s.c), 'PX', itoa(w.ttl + keep))
       end
     end
   end
