@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+)
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+// serialNumber is a random certificate serial number.
+func serialNumber(t *testing.T) *big.Int {
+	t.Helper()
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// newCA creates a self-signed CA named name.
+func newCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serialNumber(t),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue signs a leaf certificate for name: a server certificate for
+// 127.0.0.1 and localhost, or a client certificate. It returns the PEM
+// certificate and key.
+func (ca *testCA) issue(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serialNumber(t),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		tmpl.DNSNames = []string{"localhost"}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// writeFile writes data to name in dir and returns the path.
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// pki is what a TLS test needs: the server's files, and clients.
+type pki struct {
+	dir                   string
+	ca, otherCA           *testCA
+	serverCert, serverKey string
+	caFile                string
+	clientCert, clientKey string // signed by ca
+	otherCert, otherKey   string // signed by otherCA
+}
+
+func newPKI(t *testing.T) *pki {
+	t.Helper()
+	p := &pki{dir: t.TempDir(), ca: newCA(t, "floodgate test CA"), otherCA: newCA(t, "another CA")}
+	c, k := p.ca.issue(t, "floodgate", true)
+	p.serverCert, p.serverKey = writeFile(t, p.dir, "server.pem", c), writeFile(t, p.dir, "server-key.pem", k)
+	p.caFile = writeFile(t, p.dir, "ca.pem", p.ca.pem)
+	c, k = p.ca.issue(t, "service-a", false)
+	p.clientCert, p.clientKey = writeFile(t, p.dir, "client.pem", c), writeFile(t, p.dir, "client-key.pem", k)
+	c, k = p.otherCA.issue(t, "intruder", false)
+	p.otherCert, p.otherKey = writeFile(t, p.dir, "other.pem", c), writeFile(t, p.dir, "other-key.pem", k)
+	return p
+}
+
+// dialTLS connects to addr verifying the server with ca; with a client
+// certificate when certFile is set.
+func dialTLS(t *testing.T, addr string, ca *testCA, certFile, keyFile string) *grpc.ClientConn {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// inlineCheck is a Check on key with a generous inline limit.
+func inlineCheck(key string) *floodgatev1.CheckRequest {
+	return &floodgatev1.CheckRequest{
+		Key: key, Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET,
+		Source: &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: 100, Period: durationpb.New(time.Hour)}},
+	}
+}
+
+// callCode is the status code of one Check on conn with ctx (a deadline
+// added).
+func callCode(ctx context.Context, conn *grpc.ClientConn) codes.Code {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := floodgatev1.NewRateLimiterClient(conn).Check(ctx, inlineCheck("sec"))
+	return status.Code(err)
+}
+
+// withToken adds the bearer token to ctx.
+func withToken(ctx context.Context, token string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// TestSecurityTLS: with --tls-cert and --tls-key, a client that trusts the
+// CA is served; a plaintext client, or one that does not trust the CA, is
+// refused with Unavailable.
+func TestSecurityTLS(t *testing.T) {
+	k := newPKI(t)
+	p := startServe(t, "--tls-cert", k.serverCert, "--tls-key", k.serverKey)
+	ctx := context.Background()
+	if code := callCode(ctx, dialTLS(t, p.GRPCAddr, k.ca, "", "")); code != codes.OK {
+		t.Errorf("TLS client trusting the CA: %v, want OK", code)
+	}
+	if code := callCode(ctx, dialTLS(t, p.GRPCAddr, k.otherCA, "", "")); code != codes.Unavailable {
+		t.Errorf("TLS client trusting another CA: %v, want Unavailable", code)
+	}
+	plain, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if code := callCode(ctx, plain); code != codes.Unavailable {
+		t.Errorf("plaintext client: %v, want Unavailable", code)
+	}
+}
+
+// TestSecurityMTLS: with --tls-client-ca, only clients presenting a
+// certificate that CA signed are served; none, or one from another CA, is
+// refused with Unavailable. `floodgate check` speaks mTLS with its flags.
+func TestSecurityMTLS(t *testing.T) {
+	k := newPKI(t)
+	p := startServe(t, "--tls-cert", k.serverCert, "--tls-key", k.serverKey, "--tls-client-ca", k.caFile)
+	ctx := context.Background()
+	if code := callCode(ctx, dialTLS(t, p.GRPCAddr, k.ca, k.clientCert, k.clientKey)); code != codes.OK {
+		t.Errorf("client with a certificate from the CA: %v, want OK", code)
+	}
+	if code := callCode(ctx, dialTLS(t, p.GRPCAddr, k.ca, "", "")); code != codes.Unavailable {
+		t.Errorf("client without a certificate: %v, want Unavailable", code)
+	}
+	if code := callCode(ctx, dialTLS(t, p.GRPCAddr, k.ca, k.otherCert, k.otherKey)); code != codes.Unavailable {
+		t.Errorf("client with a certificate from another CA: %v, want Unavailable", code)
+	}
+
+	base := []string{"check", "--addr", p.GRPCAddr, "--key", "cli", "--limit", "5/1h", "--tls-ca", k.caFile}
+	if out, errOut, code := runCLI(t, append(base, "--tls-client-cert", k.clientCert, "--tls-client-key", k.clientKey)...); code != 0 {
+		t.Errorf("floodgate check with a client certificate: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := runCLI(t, append(base, "--tls-client-cert", k.otherCert, "--tls-client-key", k.otherKey)...); code != 1 {
+		t.Errorf("floodgate check with another CA's certificate: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+}
+
+// TestSecurityTokens: with --auth-token-file, a missing or unknown bearer
+// token is Unauthenticated, a valid one is served, Reset needs an admin
+// token (PermissionDenied otherwise), and health answers without a token.
+// Over TLS, as a token would travel in production; no token in the logs.
+func TestSecurityTokens(t *testing.T) {
+	k := newPKI(t)
+	const userToken, adminToken = "svc-token-3q2x7wE0fN2lK9", "ops-token-Zx81mPq0aa"
+	tokens := writeFile(t, t.TempDir(), "tokens", []byte("# test tokens\n"+adminToken+" admin\n"+userToken+"\n"))
+	p := startServe(t, "--tls-cert", k.serverCert, "--tls-key", k.serverKey, "--auth-token-file", tokens)
+	conn := dialTLS(t, p.GRPCAddr, k.ca, "", "")
+	c := floodgatev1.NewRateLimiterClient(conn)
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want codes.Code
+	}{
+		{"no token", ctx, codes.Unauthenticated},
+		{"wrong token", withToken(ctx, "not-a-token"), codes.Unauthenticated},
+		{"a token's prefix", withToken(ctx, userToken[:10]), codes.Unauthenticated},
+		{"not a bearer", metadata.AppendToOutgoingContext(ctx, "authorization", "Basic "+userToken), codes.Unauthenticated},
+		{"user token", withToken(ctx, userToken), codes.OK},
+		{"admin token", withToken(ctx, adminToken), codes.OK},
+	} {
+		if code := callCode(tc.ctx, conn); code != tc.want {
+			t.Errorf("Check with %s: %v, want %v", tc.name, code, tc.want)
+		}
+	}
+
+	reset := func(ctx context.Context) codes.Code {
+		_, err := c.Reset(ctx, &floodgatev1.ResetRequest{Key: "sec", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET})
+		return status.Code(err)
+	}
+	if code := reset(ctx); code != codes.Unauthenticated {
+		t.Errorf("Reset without a token: %v, want Unauthenticated", code)
+	}
+	if code := reset(withToken(ctx, userToken)); code != codes.PermissionDenied {
+		t.Errorf("Reset with a non-admin token: %v, want PermissionDenied", code)
+	}
+	if code := reset(withToken(ctx, adminToken)); code != codes.OK {
+		t.Errorf("Reset with an admin token: %v, want OK", code)
+	}
+	// The reset took effect: the key is full again.
+	resp, err := c.Check(withToken(ctx, userToken), inlineCheck("sec"))
+	if err != nil || resp.Remaining != 99 {
+		t.Errorf("Check after the reset: %v %v, want remaining 99", resp, err)
+	}
+
+	for _, svc := range []string{"", "floodgate.v1.RateLimiter", "floodgate.store"} {
+		hr, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health %q without a token: %v %v, want SERVING", svc, hr, err)
+		}
+	}
+
+	// floodgate check carries the token.
+	base := []string{"check", "--addr", p.GRPCAddr, "--key", "cli", "--limit", "5/1h", "--tls-ca", k.caFile}
+	if out, errOut, code := runCLI(t, append(base, "--token", userToken)...); code != 0 {
+		t.Errorf("floodgate check --token: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, append(base, "--token", "wrong")...); code != 1 || !strings.Contains(strings.ToLower(errOut), "unauthenticated") {
+		t.Errorf("floodgate check with a wrong token: exit %d, want 1 naming Unauthenticated\n%s", code, errOut)
+	}
+
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{userToken, adminToken, userToken[:10]} {
+		if p.logs.Contains(tok) {
+			t.Errorf("a token appears in the logs:\n%s", p.logs)
+		}
+	}
+}
