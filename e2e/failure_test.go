@@ -256,8 +256,17 @@ func TestFailureRedisKilledMidLoad(t *testing.T) {
 			afterKill = append(afterKill, o)
 		}
 	}
-	checkOutcomes(t, outs, bound)
+	all := checkOutcomes(t, outs, bound)
 	deg := checkOutcomes(t, afterKill, bound)
+	// Every degraded answer is counted, by policy, and the breaker shows.
+	m := scrape(t, p)
+	for _, pol := range []string{"open_p", "closed_p"} {
+		wantMetric(t, m, float64(all[pol]), "floodgate_decisions_total", "api", "check", "rule", pol, "result", "degraded")
+	}
+	wantMetric(t, m, 1, "floodgate_breaker_state")
+	if errs, _ := metricValue(m, "floodgate_store_errors_total", "backend", "redis", "op", "decide"); errs < 3 {
+		t.Errorf("floodgate_store_errors_total{op=decide} = %v after the kill, want at least the 3 that opened the breaker", errs)
+	}
 	// Once the breaker is open, every answer is a failure-mode answer.
 	for _, pol := range []string{"open_p", "closed_p"} {
 		n := 0
