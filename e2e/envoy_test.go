@@ -89,15 +89,22 @@ var envoyBackends = []envoyBackend{
 	}},
 	{"redis", func(t *testing.T, args ...string) *envoyProc {
 		r := redistest.StartServer(t)
-		p := startServe(t, append(args, "--redis-url", "redis://"+r.Addr())...)
+		// A generous --redis-timeout: these tests pin decisions, and a
+		// slow moment of a -race binary must not turn into a degraded
+		// (failure-mode) answer.
+		p := startServe(t, append(args, "--redis-url", "redis://"+r.Addr(), "--redis-timeout", "2s")...)
 		return &envoyProc{proc: p, redis: r, rls: rlsv3.NewRateLimitServiceClient(p.Conn(t))}
 	}},
 }
 
-// forEachBackend runs test once per backend, as a subtest named after it.
+// forEachBackend runs test once per backend, as parallel subtests named
+// after the backends (each has its own floodgate and redis-server).
 func forEachBackend(t *testing.T, test func(t *testing.T, b envoyBackend)) {
 	for _, b := range envoyBackends {
-		t.Run(b.name, func(t *testing.T) { test(t, b) })
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, b)
+		})
 	}
 }
 
@@ -588,56 +595,61 @@ descriptors:
 // reference server's only algorithm) lets all twenty through in about
 // 300ms, twice its limit.
 func TestEnvoyWindowEdge(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b envoyBackend) {
-		p := b.serve(t, "--config", writeRules(t, edgeRules))
-		// A run counts only if its timing held: the first ten before the
-		// edge, the second ten within 150ms after it (the sliding
-		// estimate is then above 9). A machine too slow for that retries
-		// with new users; the decisions are never judged on a broken run.
-		for attempt := range 3 {
-			user := fmt.Sprintf("mallory-%d", attempt)
-			sliding, fixed := rlsDesc("login", "sliding", "user", user), rlsDesc("login", "fixed", "user", user)
-			edge := nextEdge(time.Now(), 2*time.Second, 300*time.Millisecond)
-			time.Sleep(time.Until(edge.Add(-300 * time.Millisecond)))
-			var before []string
-			for range 10 {
-				before = append(before, rlsCodes(p.call(t, sliding)), rlsCodes(p.call(t, fixed)))
-			}
-			if time.Now().After(edge.Add(-20 * time.Millisecond)) {
-				t.Logf("attempt %d: the first ten ended too close to the edge; retrying", attempt)
-				continue
-			}
-			time.Sleep(time.Until(edge.Add(10 * time.Millisecond)))
-			start := time.Now()
-			var afterSliding, afterFixed []string
-			for range 10 {
-				afterSliding = append(afterSliding, rlsCodes(p.call(t, sliding)))
-			}
-			slidingDone := time.Since(edge)
-			for range 10 {
-				afterFixed = append(afterFixed, rlsCodes(p.call(t, fixed)))
-			}
-			if start.Before(edge) || slidingDone > 150*time.Millisecond || time.Since(edge) > 2*time.Second-50*time.Millisecond {
-				t.Logf("attempt %d: the second ten took until %v after the edge; retrying", attempt, slidingDone)
-				continue
-			}
-			for i, c := range before {
-				if c != "OK:OK" {
-					t.Fatalf("before the edge, call %d: got %s, want OK", i, c)
-				}
-			}
-			for i := range 10 {
-				if afterSliding[i] != "OVER_LIMIT:OVER_LIMIT" {
-					t.Errorf("sliding_window, call %d after the edge: got %s, want OVER_LIMIT", i, afterSliding[i])
-				}
-				if afterFixed[i] != "OK:OK" {
-					t.Errorf("fixed_window, call %d after the edge: got %s, want OK (the reference's double burst)", i, afterFixed[i])
-				}
-			}
-			return
+	for _, b := range envoyBackends { // one at a time: the timing matters
+		t.Run(b.name, func(t *testing.T) { windowEdge(t, b) })
+	}
+}
+
+// windowEdge is TestEnvoyWindowEdge on one backend.
+func windowEdge(t *testing.T, b envoyBackend) {
+	p := b.serve(t, "--config", writeRules(t, edgeRules))
+	// A run counts only if its timing held: the first ten before the
+	// edge, the second ten within 150ms after it (the sliding
+	// estimate is then above 9). A machine too slow for that retries
+	// with new users; the decisions are never judged on a broken run.
+	for attempt := range 3 {
+		user := fmt.Sprintf("mallory-%d", attempt)
+		sliding, fixed := rlsDesc("login", "sliding", "user", user), rlsDesc("login", "fixed", "user", user)
+		edge := nextEdge(time.Now(), 2*time.Second, 300*time.Millisecond)
+		time.Sleep(time.Until(edge.Add(-300 * time.Millisecond)))
+		var before []string
+		for range 10 {
+			before = append(before, rlsCodes(p.call(t, sliding)), rlsCodes(p.call(t, fixed)))
 		}
-		t.Fatal("three attempts missed the timing; the machine is too slow for this test")
-	})
+		if time.Now().After(edge.Add(-20 * time.Millisecond)) {
+			t.Logf("attempt %d: the first ten ended too close to the edge; retrying", attempt)
+			continue
+		}
+		time.Sleep(time.Until(edge.Add(10 * time.Millisecond)))
+		start := time.Now()
+		var afterSliding, afterFixed []string
+		for range 10 {
+			afterSliding = append(afterSliding, rlsCodes(p.call(t, sliding)))
+		}
+		slidingDone := time.Since(edge)
+		for range 10 {
+			afterFixed = append(afterFixed, rlsCodes(p.call(t, fixed)))
+		}
+		if start.Before(edge) || slidingDone > 150*time.Millisecond || time.Since(edge) > 2*time.Second-50*time.Millisecond {
+			t.Logf("attempt %d: the second ten took until %v after the edge; retrying", attempt, slidingDone)
+			continue
+		}
+		for i, c := range before {
+			if c != "OK:OK" {
+				t.Fatalf("before the edge, call %d: got %s, want OK", i, c)
+			}
+		}
+		for i := range 10 {
+			if afterSliding[i] != "OVER_LIMIT:OVER_LIMIT" {
+				t.Errorf("sliding_window, call %d after the edge: got %s, want OVER_LIMIT", i, afterSliding[i])
+			}
+			if afterFixed[i] != "OK:OK" {
+				t.Errorf("fixed_window, call %d after the edge: got %s, want OK (the reference's double burst)", i, afterFixed[i])
+			}
+		}
+		return
+	}
+	t.Fatal("three attempts missed the timing; the machine is too slow for this test")
 }
 
 // nextEdge is the first multiple of period (in Unix time) at least margin
@@ -656,10 +668,10 @@ func TestEnvoyRedisReplicasShareLimit(t *testing.T) {
 	rules := writeRules(t, "domain: e2e\ndescriptors:\n  - key: tenant\n    rate_limit: {algorithm: token_bucket, unit: hour, requests_per_unit: 100}\n")
 	var clients []rlsv3.RateLimitServiceClient
 	for range 3 {
-		p := startServe(t, "--config", rules, "--redis-url", "redis://"+r.Addr())
+		p := startServe(t, "--config", rules, "--redis-url", "redis://"+r.Addr(), "--redis-timeout", "5s")
 		clients = append(clients, rlsv3.NewRateLimitServiceClient(p.Conn(t)))
 	}
-	var ok, over atomic.Int64
+	var ok, over, degraded atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 300)
 	start := make(chan struct{})
@@ -674,6 +686,8 @@ func TestEnvoyRedisReplicasShareLimit(t *testing.T) {
 			switch {
 			case err != nil:
 				errs <- err
+			case rlsHeaders(resp)["x-ratelimit-degraded"] != "":
+				degraded.Add(1)
 			case resp.OverallCode == rlsv3.RateLimitResponse_OK:
 				ok.Add(1)
 			default:
@@ -687,8 +701,8 @@ func TestEnvoyRedisReplicasShareLimit(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("ShouldRateLimit: %v", err)
 	}
-	if ok.Load() != 100 || over.Load() != 200 {
-		t.Fatalf("admitted %d and denied %d, want exactly 100 and 200", ok.Load(), over.Load())
+	if ok.Load() != 100 || over.Load() != 200 || degraded.Load() != 0 {
+		t.Fatalf("admitted %d, denied %d, degraded (store not deciding) %d; want exactly 100, 200 and 0", ok.Load(), over.Load(), degraded.Load())
 	}
 }
 
