@@ -51,5 +51,9 @@ loadtest: build ## whole-service load tests (embedded store, and a redis-server 
 	bash scripts/ensure-redis.sh
 	$(GO) run ./bench/loadtest -binary $(BIN) $(LOADTEST_ARGS)
 
+soak: ## bounded soak: 60s of load on a binary with Redis, then no growth in goroutines, heap or open fds
+	bash scripts/ensure-redis.sh
+	FLOODGATE_SOAK=60s $(GO) test -run TestSoak -count=1 -v ./e2e/
+
 clean: ## remove build output
 	rm -rf bin
