@@ -15,6 +15,9 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate/floodgate/internal/redistest"
@@ -828,4 +831,23 @@ func guideCommands(t *testing.T) (validate []string, serves map[string][]string)
 		t.Fatal("docs/envoy.md shows no floodgate config validate")
 	}
 	return validate, serves
+}
+
+// TestEnvoyBearerToken: with --auth-token-file, ShouldRateLimit needs the
+// token as Envoy sends it from grpc_service.initial_metadata
+// ("authorization: Bearer TOKEN"), as docs/envoy.md says.
+func TestEnvoyBearerToken(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	must(t, os.WriteFile(tokens, []byte("envoy-token-0123456789\n"), 0o600))
+	p := startServe(t, "--config", writeRules(t, envoyRules), "--auth-token-file", tokens)
+	rls := rlsv3.NewRateLimitServiceClient(p.Conn(t))
+	req := &rlsv3.RateLimitRequest{Domain: "e2e", Descriptors: repeat(1, rlsDesc("remote_address", "10.6.6.6"))}
+	if _, err := rls.ShouldRateLimit(context.Background(), req); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without a token: got %v, want Unauthenticated", err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer envoy-token-0123456789")
+	r, err := rls.ShouldRateLimit(ctx, req)
+	if err != nil || rlsCodes(r) != "OVER_LIMIT:OVER_LIMIT" {
+		t.Fatalf("with the token: got %v %v, want OVER_LIMIT (the ban)", r, err)
+	}
 }
