@@ -40,7 +40,13 @@ const (
 	soakWorkers        = 32
 	soakKeys           = 5000 // drawn with a Zipf skew: hot keys are denied, the tail grows the key set
 	soakZipf           = 1.2
-	soakRedisPool      = 4 // a bounded go-redis pool, filled by the warmup, so its size cannot pass for a leak
+	// soakRedisPool is --redis-pool-size. go-redis (v9.23) keeps a second
+	// pool for pipelines, of redisPipelinePool connections by default, and
+	// opens connections lazily up to both sizes: connections to Redis may
+	// grow during the load up to soakRedisPool + redisPipelinePool without
+	// a leak, so they are counted apart and checked against that bound.
+	soakRedisPool     = 4
+	redisPipelinePool = 10
 )
 
 // TestSoak runs load on both APIs against a binary on Redis for
@@ -66,15 +72,15 @@ func TestSoak(t *testing.T) {
 	// Warm up with the soak's own shape, so pools (gRPC, go-redis) and
 	// caches reach their steady size before the baseline.
 	runSoakLoad(t, p, 3*time.Second)
-	base := settle(t, p, pid, nil)
-	t.Logf("before the load: %s", base)
+	base := settle(t, p, r.Port(), pid, nil)
+	t.Logf("before the load: %s %v", base, fdTargets(pid))
 
 	start := time.Now()
 	runSoakLoad(t, p, dur)
 	t.Logf("load ran %v", time.Since(start).Round(time.Millisecond))
 
-	after := settle(t, p, pid, &base)
-	t.Logf("after the load: %s", after)
+	after := settle(t, p, r.Port(), pid, &base)
+	t.Logf("after the load: %s %v", after, fdTargets(pid))
 }
 
 // runSoakLoad runs Check and ShouldRateLimit load side by side for d, each
@@ -131,17 +137,21 @@ func runSoakLoad(t *testing.T, p *proc, d time.Duration) {
 type resources struct {
 	goroutines int
 	heapInuse  float64
-	fds        int
+	fds        int // every open fd, Redis connections included
+	redisConns int // TCP connections to the Redis port
 }
 
 func (r resources) String() string {
-	return fmt.Sprintf("%d goroutines, %.1f MiB heap in use, %d open fds", r.goroutines, r.heapInuse/(1<<20), r.fds)
+	return fmt.Sprintf("%d goroutines, %.1f MiB heap in use, %d open fds (%d of them to Redis)", r.goroutines, r.heapInuse/(1<<20), r.fds, r.redisConns)
 }
 
-// within reports whether r is within the soak margins of base.
+// within reports whether r is within the soak margins of base: the fds
+// other than Redis connections within a slack of their baseline, the
+// Redis connections within go-redis' pool bounds.
 func (r resources) within(base resources) bool {
 	return r.goroutines <= base.goroutines+soakGoroutineSlack &&
-		r.fds <= base.fds+soakFDSlack &&
+		r.fds-r.redisConns <= base.fds-base.redisConns+soakFDSlack &&
+		r.redisConns <= soakRedisPool+redisPipelinePool &&
 		r.heapInuse <= base.heapInuse*(1+soakHeapRatio)+soakHeapSlack
 }
 
@@ -149,13 +159,13 @@ func (r resources) within(base resources) bool {
 // baseline, base nil) or until it is within the margins of base, polling
 // up to soakSettle; it fails t when base is set and the margins are not
 // met by then.
-func settle(t *testing.T, p *proc, pid int, base *resources) resources {
+func settle(t *testing.T, p *proc, redisPort, pid int, base *resources) resources {
 	t.Helper()
 	deadline := time.Now().Add(soakSettle)
-	prev := measure(t, p, pid)
+	prev := measure(t, p, redisPort, pid)
 	for {
 		time.Sleep(250 * time.Millisecond) // polling interval
-		cur := measure(t, p, pid)
+		cur := measure(t, p, redisPort, pid)
 		switch {
 		case base == nil && cur.goroutines == prev.goroutines && cur.fds == prev.fds:
 			return cur
@@ -164,8 +174,8 @@ func settle(t *testing.T, p *proc, pid int, base *resources) resources {
 		case time.Now().After(deadline):
 			if base != nil {
 				t.Logf("open fds: %v", fdTargets(pid))
-				t.Fatalf("%v after the load ended, resources are %s; before it %s (margins: +%d goroutines, +%d fds, heap +%.0f%% +%d MiB)",
-					soakSettle, cur, *base, soakGoroutineSlack, soakFDSlack, soakHeapRatio*100, soakHeapSlack>>20)
+				t.Fatalf("%v after the load ended, resources are %s; before it %s (margins: +%d goroutines, +%d fds besides Redis, at most %d Redis connections, heap +%.0f%% +%d MiB)",
+					soakSettle, cur, *base, soakGoroutineSlack, soakFDSlack, soakRedisPool+redisPipelinePool, soakHeapRatio*100, soakHeapSlack>>20)
 			}
 			t.Logf("baseline did not settle within %v; using %s", soakSettle, cur)
 			return cur
@@ -178,8 +188,9 @@ func settle(t *testing.T, p *proc, pid int, base *resources) resources {
 var goroutineTotal = regexp.MustCompile(`goroutine profile: total (\d+)`)
 
 // measure forces a GC (/debug/pprof/heap?gc=1), then reads the goroutine
-// count, go_memstats_heap_inuse_bytes and the number of open fds of pid.
-func measure(t *testing.T, p *proc, pid int) resources {
+// count, go_memstats_heap_inuse_bytes, the number of open fds of pid and
+// how many of them are TCP connections to redisPort.
+func measure(t *testing.T, p *proc, redisPort, pid int) resources {
 	t.Helper()
 	// No keep-alive: the scrape's own connection must not count.
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
@@ -216,7 +227,46 @@ func measure(t *testing.T, p *proc, pid int) resources {
 		t.Fatalf("open fds of floodgate (pid %d): %v", pid, err)
 	}
 	r.fds = len(fds)
+	r.redisConns = tcpConnsTo(t, pid, redisPort)
 	return r
+}
+
+// tcpConnsTo counts pid's open sockets that are TCP connections to the
+// remote port: their inodes, from /proc/<pid>/fd, looked up in
+// /proc/<pid>/net/tcp and tcp6.
+func tcpConnsTo(t *testing.T, pid, port int) int {
+	t.Helper()
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	toPort := map[string]bool{} // socket inodes connected to port
+	for _, name := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(filepath.Join(dir, "net", name))
+		if err != nil {
+			t.Fatalf("TCP table of floodgate (pid %d): %v", pid, err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 {
+				continue
+			}
+			i := strings.LastIndexByte(f[2], ':')
+			if rp, err := strconv.ParseUint(f[2][i+1:], 16, 16); err == nil && int(rp) == port {
+				toPort[f[9]] = true
+			}
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "fd"))
+	if err != nil {
+		t.Fatalf("open fds of floodgate (pid %d): %v", pid, err)
+	}
+	n := 0
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join(dir, "fd", e.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") && toPort[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] {
+			n++
+		}
+	}
+	return n
 }
 
 // fdTargets counts pid's open fds by what they point at ("socket",
