@@ -1305,7 +1305,7 @@ func TestKubernetes(t *testing.T) {
 		pause = c.Lifecycle.PreStop.Sleep.Seconds
 	}
 	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= drain+time.Duration(pause)*time.Second {
-		t.Errorf("terminationGracePeriodSeconds %v is not above the preStop pause (%ds) plus --drain-timeout (%v): in-flight calls would be killed", g, pause, drain)
+		t.Errorf("terminationGracePeriodSeconds %s is not above the preStop pause (%ds) plus --drain-timeout (%v): in-flight calls would be killed", intOrUnset(g), pause, drain)
 	}
 
 	// The Service(s) select the pods and reach their ports; one port is
@@ -1488,8 +1488,9 @@ type server struct {
 	httpAddr string
 	loaded   map[string]any // the "config loaded" log record
 	logs     chan map[string]any
-	done     chan error
-	stopped  bool // stop has collected the exit
+	exited   chan struct{} // closed when the process has exited
+	err      error         // its exit status, once exited is closed
+	stopped  bool          // stop has seen it exit
 }
 
 // startServe runs floodgate serve with args and env (JSON logs; listen
@@ -1514,7 +1515,7 @@ func startServe(t *testing.T, args []string, env map[string]string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, logs: make(chan map[string]any, 64), done: make(chan error, 1)}
+	s := &server{cmd: cmd, logs: make(chan map[string]any, 64), exited: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -1525,14 +1526,15 @@ func startServe(t *testing.T, args []string, env map[string]string) *server {
 			s.logs <- rec
 		}
 		close(s.logs)
-		s.done <- cmd.Wait()
+		s.err = cmd.Wait()
+		close(s.exited)
 	}()
 	t.Cleanup(func() {
 		if !s.stopped {
 			_ = cmd.Process.Kill()
 			for range s.logs {
 			}
-			<-s.done
+			<-s.exited
 		}
 	})
 	// Bounded so that a server that never comes up fails the test rather
@@ -1542,7 +1544,8 @@ func startServe(t *testing.T, args []string, env map[string]string) *server {
 		select {
 		case rec, ok := <-s.logs:
 			if !ok {
-				t.Fatalf("floodgate serve exited before serving: %v", <-s.done)
+				<-s.exited
+				t.Fatalf("floodgate serve exited before serving: %v", s.err)
 			}
 			switch rec["msg"] {
 			case "config loaded":
@@ -1591,10 +1594,10 @@ func (s *server) stop(t *testing.T, h help, cfg settings) {
 			stopped = true
 		}
 	}
-	err := <-s.done
+	<-s.exited
 	s.stopped = true
-	if err != nil {
-		t.Errorf("floodgate serve after SIGTERM: %v", err)
+	if s.err != nil {
+		t.Errorf("floodgate serve after SIGTERM: %v", s.err)
 	}
 	if !stopped {
 		t.Errorf("floodgate serve exited without logging stopped (drain timeout %s)", cfg.value(h, "drain-timeout"))
@@ -1888,6 +1891,14 @@ func TestComposeFloodgateServes(t *testing.T) {
 	srv.get(t, "/healthz")
 	srv.get(t, "/readyz")
 	srv.stop(t, h, settings{args: fg.Command[1:], env: env})
+}
+
+// intOrUnset formats an optional integer.
+func intOrUnset(p *int) string {
+	if p == nil {
+		return "(unset)"
+	}
+	return strconv.Itoa(*p)
 }
 
 func mustAbs(t *testing.T, p string) string {
