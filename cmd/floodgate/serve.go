@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -222,6 +223,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	var httpSrv *http.Server
 	var httpLis net.Listener
+	var draining atomic.Bool // set on SIGTERM: /readyz turns not ready
 	if f.httpAddr != "" {
 		httpLis, err = net.Listen("tcp", f.httpAddr)
 		if err != nil {
@@ -230,7 +232,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		httpSrv = &http.Server{
 			Handler: server.NewAdminHandler(server.AdminSettings{
-				Ready:   readiness(st, failureMode),
+				Ready:   readiness(st, failureMode, &draining),
 				Metrics: metrics.Handler(),
 			}),
 			ReadHeaderTimeout: 5 * time.Second,
@@ -265,6 +267,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Drain: report NOT_SERVING so balancers stop sending, let in-flight
 	// calls finish, and stop hard after the drain timeout.
 	log.Info("shutting down", "drain_timeout", f.drainTimeout)
+	draining.Store(true)
 	health.Shutdown()
 	stopped := make(chan struct{})
 	go func() { grpcSrv.GracefulStop(); close(stopped) }()
@@ -291,12 +294,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 // still answers.
 const storeHealthService = "floodgate.store"
 
-// readiness is /readyz: ready when the store answers; when it does not,
-// still ready if the default failure mode is open (every limit then
-// answers, degraded), not ready if it is closed (the replica would only
-// deny).
-func readiness(st store.Store, mode config.FailureMode) func(context.Context) error {
+// readiness is /readyz: not ready while draining; ready when the store
+// answers; when it does not, still ready if the default failure mode is
+// open (every limit then answers, degraded), not ready if it is closed (the
+// replica would only deny).
+func readiness(st store.Store, mode config.FailureMode, draining *atomic.Bool) func(context.Context) error {
 	return func(ctx context.Context) error {
+		if draining.Load() {
+			return errors.New("shutting down")
+		}
 		err := st.Ping(ctx)
 		if err == nil || mode != config.FailureClosed {
 			return nil
