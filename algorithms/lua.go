@@ -97,6 +97,20 @@ func AppendBatchRequest(args []any, l Limit, cost int64, dryRun bool) []any {
 	return append(args, int64(l.Algorithm), l.Requests, l.PeriodMs(), l.Burst, cost, dry)
 }
 
+// MarkBatchGroupStart makes the request last appended to args (by
+// AppendBatchRequest) the first of a new group: the requests from it up to
+// the next mark are decided all or nothing on their own, after the groups
+// before them, as if they were a separate call. One script call can so
+// carry several independent Decide calls whose keys share a slot.
+func MarkBatchGroupStart(args []any) []any {
+	if n := len(args); n > 3 {
+		if flags, ok := args[n-1].(int64); ok {
+			args[n-1] = flags | 2
+		}
+	}
+	return args
+}
+
 // ErrBatchReply is wrapped by DecodeBatchReply's errors: the script
 // answered something it never answers.
 var ErrBatchReply = errors.New("malformed batch script reply")

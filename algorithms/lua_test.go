@@ -37,6 +37,9 @@ type luaReq struct {
 	l    algorithms.Limit
 	cost int64
 	dry  bool
+	// group starts a new group: an independent all-or-nothing Decide
+	// call sharing the script call (ignored on the first request).
+	group bool
 }
 
 // luaModel is the Go reference for the batch script: the store.Store
@@ -44,6 +47,20 @@ type luaReq struct {
 // hold; a key is absent when it was never written or its TTL was 0.
 type luaModel struct {
 	states map[string]algorithms.State
+}
+
+// decideGroups runs reqs as the script does: each group (see luaReq.group)
+// an all-or-nothing batch of its own, one after another.
+func (m *luaModel) decideGroups(nowMs int64, reqs []luaReq) []algorithms.Decision {
+	var out []algorithms.Decision
+	start := 0
+	for i := 1; i <= len(reqs); i++ {
+		if i == len(reqs) || reqs[i].group {
+			out = append(out, m.decide(nowMs, reqs[start:i])...)
+			start = i
+		}
+	}
+	return out
 }
 
 // decide runs one all-or-nothing batch at nowMs.
@@ -95,6 +112,9 @@ func runScriptHeader(ctx context.Context, c redis.Scripter, script *redis.Script
 	for i, r := range reqs {
 		keys[i] = r.key
 		args = algorithms.AppendBatchRequest(args, r.l, r.cost, r.dry)
+		if r.group && i > 0 {
+			args = algorithms.MarkBatchGroupStart(args)
+		}
 	}
 	reply, err := script.Run(ctx, c, keys, args...).Result()
 	if err != nil {
@@ -263,9 +283,9 @@ func TestLuaMatchesGo(t *testing.T) {
 					if k < 3 && rng.IntN(20) == 0 {
 						limitOf[k] = switching[rng.IntN(len(switching))]
 					}
-					reqs[i] = luaReq{key: keys[k], l: limitOf[k], cost: randCost(rng, limitOf[k].Capacity()), dry: rng.IntN(10) == 0}
+					reqs[i] = luaReq{key: keys[k], l: limitOf[k], cost: randCost(rng, limitOf[k].Capacity()), dry: rng.IntN(10) == 0, group: i > 0 && rng.IntN(3) == 0}
 				}
-				want := m.decide(now, reqs)
+				want := m.decideGroups(now, reqs)
 				if os.Getenv(luaTraceEnv) != "" {
 					for i, r := range reqs {
 						t.Logf("step %d now %d: %s %+v cost %d dry %v -> %+v", step, now, r.key, r.l, r.cost, r.dry, want[i])

@@ -22,18 +22,27 @@
 --          period_ms   the period in ms (> 0)
 --          burst       token bucket capacity; 0 means requests
 --          cost        > 0 spends, 0 looks, < 0 refunds
---          dry_run     1: decide as if charging but never write; 0
+--          flags       bit 0 (1): dry run, decide as if charging but
+--                      never write; bit 1 (2): this request starts a new
+--                      group (ignored on the first request)
 --
 -- Reply: six integers per request, flat, in request order:
 --          allowed (0 or 1), limit, remaining, retry_after_ms (-1: never),
 --          reset_after_ms, ttl_ms
 -- decoded by algorithms.DecodeBatchReply.
 --
+-- The requests form groups (one group unless a request's flags start a
+-- new one): each group is one store.Store Decide call, all or nothing on
+-- its own, and the groups run one after another, each seeing the groups
+-- before it. The Redis store puts concurrent Decide calls of one slot in
+-- one script call this way, saving Redis a script call per decision.
+--
 -- Phase 1 decides every request in order on a working copy of the states
--- (decide mirrors algorithms.DecideMs). Phase 2 runs only if write is 1
--- and no request with a positive cost was denied: it writes each changed state with its
--- last TTL (PX), or deletes it when that TTL is 0 (the state equals no
--- state). A deny writes nothing.
+-- (decide mirrors algorithms.DecideMs); at the end of a group its changes
+-- are kept if no request of the group with a positive cost was denied,
+-- else dropped. Phase 2 runs only if write is 1: it writes each state kept
+-- changed with its last TTL (PX), or deletes it when that TTL is 0 (the
+-- state equals no state). A denied group writes nothing.
 
 if redis.replicate_commands ~= nil then
   redis.replicate_commands() -- effects replication, needed for TIME before Redis 5
@@ -153,12 +162,39 @@ end
 
 local work, order, reply = {}, {}, {}
 local denied = false
+local group = {} -- the keys the current group touched
+-- finish ends the current group: keep its changes unless it was denied.
+local function finish()
+  for _, key in ipairs(group) do
+    local w = work[key]
+    if denied then
+      w.state, w.changed, w.ttl = w.kstate, w.kchanged, w.kttl
+    else
+      if w.changed and w.ttl <= 0 then
+        -- Kept with a TTL of 0: the state is deleted, so the groups after
+        -- see no state, as separate Decide calls would.
+        if w.alg == ALG_SLIDING_WINDOW_LOG then
+          w.state = {at = {}, n = {}}
+        else
+          w.state = {a = 0, b = 0, c = 0}
+        end
+      end
+      w.kstate, w.kchanged, w.kttl = w.state, w.changed, w.ttl
+    end
+    w.group = nil
+  end
+  group, denied = {}, false
+end
 for i = 1, n do
   local base = 3 + 6 * (i - 1)
   local alg, requests, period_ms = int(base + 1, 1), int(base + 2, 1), int(base + 3, 1)
-  local burst, cost, dry = int(base + 4, 0), int(base + 5, -math.huge), int(base + 6, 0)
-  if alg == nil or alg > 4 or requests == nil or period_ms == nil or burst == nil or cost == nil or dry == nil or dry > 1 then
+  local burst, cost, flags = int(base + 4, 0), int(base + 5, -math.huge), int(base + 6, 0)
+  if alg == nil or alg > 4 or requests == nil or period_ms == nil or burst == nil or cost == nil or flags == nil or flags > 3 then
     return redis.error_reply('ERR floodgate: bad arguments for request ' .. i)
+  end
+  local dry = flags % 2
+  if flags >= 2 and i > 1 then
+    finish()
   end
   local key = KEYS[i]
   local w = work[key]
@@ -167,11 +203,15 @@ for i = 1, n do
     if s == nil then
       return redis.error_reply('ERR floodgate: ' .. err .. ' at key ' .. key)
     end
-    w = {alg = alg, orig = s, state = s, changed = false, ttl = 0}
+    w = {alg = alg, orig = s, state = s, changed = false, ttl = 0, kstate = s, kchanged = false, kttl = 0}
     work[key] = w
     order[#order + 1] = key
   elseif w.alg ~= alg then
     return redis.error_reply('ERR floodgate: key ' .. key .. ' used with two algorithms')
+  end
+  if not w.group then
+    w.group = true
+    group[#group + 1] = key
   end
   local s2, d = decide(alg, requests, period_ms, burst, w.state, now, cost)
   if cost > 0 and d.allowed == 0 then
@@ -184,17 +224,18 @@ for i = 1, n do
   reply[r + 1], reply[r + 2], reply[r + 3] = d.allowed, d.limit, d.remaining
   reply[r + 4], reply[r + 5], reply[r + 6] = d.retry, d.reset, d.ttl
 end
+finish()
 
-if write == 1 and not denied then
+if write == 1 then
   for _, key in ipairs(order) do
     local w = work[key]
-    if w.changed then
-      local s = w.state
-      if w.ttl <= 0 then
+    if w.kchanged then
+      local s = w.kstate
+      if w.kttl <= 0 then
         redis.call('DEL', key)
       elseif w.alg == ALG_SLIDING_WINDOW_LOG then
         write_log(key, w.orig, s)
-        redis.call('PEXPIRE', key, itoa(w.ttl + keep))
+        redis.call('PEXPIRE', key, itoa(w.kttl + keep))
       else
         local a, b = s.a, s.b
         if w.alg == ALG_TOKEN_BUCKET then
@@ -202,7 +243,7 @@ if write == 1 and not denied then
         else
           a = a - STATE_EPOCH_MS
         end
-        redis.call('SET', key, pack_state(a, b, s.c), 'PX', itoa(w.ttl + keep))
+        redis.call('SET', key, pack_state(a, b, s.c), 'PX', itoa(w.kttl + keep))
       end
     end
   end
