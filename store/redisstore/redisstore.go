@@ -158,6 +158,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 
 // call is one script call: the requests of one slot.
 type call struct {
+	slot int // the keys' cluster slot (0 on a standalone Redis)
 	keys []string
 	args []any
 	idx  []int // positions in the Decide call's requests
@@ -261,7 +262,7 @@ func (s *Store) plan(reqs []store.Request, h algorithms.BatchHeader, cost func(*
 		}
 		c := bySlot[sl]
 		if c == nil {
-			c = &call{args: algorithms.BatchArgs(h, len(reqs))}
+			c = &call{slot: sl, args: algorithms.BatchArgs(h, len(reqs))}
 			bySlot[sl] = c
 			calls = append(calls, c)
 		}
@@ -339,7 +340,9 @@ func (s *Store) run(ctx context.Context, calls []*call) error {
 
 // exec sends calls to Redis in one pipeline (go-redis splits it per
 // cluster node and runs the nodes in parallel), retries NOSCRIPT answers
-// with EVAL, and hands each call to its done channel.
+// with EVAL, and hands each call to its done channel. Calls of one slot
+// with the same header travel in one script call, each as a group of its
+// own (see batch.lua): Redis then runs one script for many decisions.
 func (s *Store) exec(ctx context.Context, calls []*call) {
 	defer func() {
 		for _, c := range calls {
@@ -351,30 +354,101 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 		c.reply, c.err = s.script.Run(ctx, s.client, c.keys, c.args...).Result()
 		return
 	}
-	cmds := make([]*redis.Cmd, len(calls))
+	units := merge(calls)
+	if len(units) == 1 {
+		u := units[0]
+		u.split(s.script.Run(ctx, s.client, u.keys, u.args...).Result())
+		return
+	}
+	cmds := make([]*redis.Cmd, len(units))
 	pipe := s.client.Pipeline()
-	for i, c := range calls {
-		cmds[i] = s.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	for i, u := range units {
+		cmds[i] = s.script.EvalSha(ctx, pipe, u.keys, u.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are per command
 	var retry []int
-	for i, c := range calls {
+	for i, u := range units {
 		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 			retry = append(retry, i)
 			continue
 		}
-		c.reply, c.err = cmds[i].Result()
+		u.split(cmds[i].Result())
 	}
 	if len(retry) == 0 {
 		return
 	}
 	pipe = s.client.Pipeline()
 	for _, i := range retry {
-		cmds[i] = s.script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+		cmds[i] = s.script.Eval(ctx, pipe, units[i].keys, units[i].args...)
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, i := range retry {
-		calls[i].reply, calls[i].err = cmds[i].Result()
+		units[i].split(cmds[i].Result())
+	}
+}
+
+// unit is one script call carrying one or more calls.
+type unit struct {
+	calls []*call
+	keys  []string
+	args  []any
+}
+
+// mergeKey groups calls that may share a script call: one slot, one
+// header (time, keep, write).
+type mergeKey struct {
+	slot          int
+	now, keep, wr any
+}
+
+// merge packs calls into units: the calls of one mergeKey in one unit,
+// each a group of its own; single calls keep their own slices.
+func merge(calls []*call) []*unit {
+	var units []*unit
+	byKey := map[mergeKey]*unit{}
+	for _, c := range calls {
+		k := mergeKey{c.slot, c.args[0], c.args[1], c.args[2]}
+		u := byKey[k]
+		if u == nil {
+			u = &unit{calls: []*call{c}, keys: c.keys, args: c.args}
+			byKey[k] = u
+			units = append(units, u)
+			continue
+		}
+		if len(u.calls) == 1 { // copy before appending: c.args belongs to the call
+			u.keys = append(make([]string, 0, 4*len(u.keys)), u.keys...)
+			u.args = append(make([]any, 0, 4*len(u.args)), u.args...)
+		}
+		u.calls = append(u.calls, c)
+		u.keys = append(u.keys, c.keys...)
+		u.args = algorithms.MarkBatchGroupStart(append(u.args, c.args[3:3+batchRequestWidth]...))
+		u.args = append(u.args, c.args[3+batchRequestWidth:]...)
+	}
+	return units
+}
+
+// batchRequestWidth is the ARGV of one request (see batch.lua).
+const batchRequestWidth = 6
+
+// split hands each call of u its part of the unit's reply.
+func (u *unit) split(reply any, err error) {
+	if len(u.calls) == 1 {
+		u.calls[0].reply, u.calls[0].err = reply, err
+		return
+	}
+	flat, ok := reply.([]any)
+	if err == nil && (!ok || len(flat) != algorithms.BatchReplyWidth*len(u.keys)) {
+		err = fmt.Errorf("%w: %d values for %d requests", algorithms.ErrBatchReply, len(flat), len(u.keys))
+	}
+	off := 0
+	for _, c := range u.calls {
+		if err != nil {
+			c.err = err
+			continue
+		}
+		n := algorithms.BatchReplyWidth * len(c.keys)
+		c.reply = flat[off : off+n : off+n]
+		off += n
 	}
 }
 
