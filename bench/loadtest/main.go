@@ -198,7 +198,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		name string
 		args []string
 	}{
-		{"ShouldRateLimit, 1 descriptor, batching on (64 calls / 50µs)", nil},
+		{"ShouldRateLimit, 1 descriptor, batching on (2 pipelines, up to 64 calls)", nil},
 		{"ShouldRateLimit, 1 descriptor, batching off", []string{"--redis-batch-max-size", "1"}},
 	} {
 		p, err := startFloodgate(ctx, s.binary, dir, append([]string{"--config", cfgDir, "--redis-url", "redis://" + rs.addr}, b.args...)...)

@@ -52,6 +52,7 @@ type serveFlags struct {
 	redisPrefix         string
 	redisBatchMaxSize   int
 	redisBatchMaxWait   time.Duration
+	redisPipelines      int
 	denyCacheSize       int
 
 	tlsCert              string
@@ -83,7 +84,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.redisDialTimeout, "redis-dial-timeout", time.Second, "Redis: connection timeout")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "Redis: prefix of every key floodgate writes")
 	fs.IntVar(&f.redisBatchMaxSize, "redis-batch-max-size", redisstore.DefaultBatchMaxSize, "Redis: most script calls per pipeline (1 disables batching)")
-	fs.DurationVar(&f.redisBatchMaxWait, "redis-batch-max-wait", redisstore.DefaultBatchMaxWait, "Redis: how long a call waits for others to share its pipeline")
+	fs.DurationVar(&f.redisBatchMaxWait, "redis-batch-max-wait", redisstore.DefaultBatchMaxWait, "Redis: how long a call waits for others to share its pipeline beyond those already queued (0: none)")
+	fs.IntVar(&f.redisPipelines, "redis-pipelines", redisstore.DefaultBatchPipelines, "Redis: pipelines in flight at once; calls queue for the next meanwhile")
 	fs.IntVar(&f.denyCacheSize, "deny-cache-size", denycache.DefaultMaxEntries, "Redis: denied keys answered from memory until their retry_after (0 disables)")
 
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "gRPC TLS: certificate file (PEM); reloaded when it changes")
@@ -337,10 +339,11 @@ func openStore(f serveFlags, m *server.Metrics, onBreaker func(open bool)) (stor
 		return nil, "", err
 	}
 	rs, err := redisstore.New(client, redisstore.Config{
-		Prefix:       f.redisPrefix,
-		Timeout:      f.redisTimeout,
-		BatchMaxSize: f.redisBatchMaxSize,
-		BatchMaxWait: f.redisBatchMaxWait,
+		Prefix:         f.redisPrefix,
+		Timeout:        f.redisTimeout,
+		BatchMaxSize:   f.redisBatchMaxSize,
+		BatchMaxWait:   f.redisBatchMaxWait,
+		BatchPipelines: f.redisPipelines,
 	})
 	if err != nil {
 		client.Close()

@@ -40,10 +40,13 @@
 //
 // # Batching
 //
-// Concurrent Decide calls are coalesced: their script calls wait up to
-// Config.BatchMaxWait for others, up to Config.BatchMaxSize, and go to
-// Redis as one pipeline (per node). Under load this replaces many round
-// trips by one; see BenchmarkDecide.
+// Concurrent Decide calls are coalesced: a few sender goroutines
+// (Config.BatchPipelines) each send whatever is queued, up to
+// Config.BatchMaxSize calls, as one pipeline (per node), where the calls
+// of one slot share one script call; while they wait for Redis the next
+// pipeline fills. A lone caller waits for nothing; under load this
+// replaces many round trips and script calls by one. See BenchmarkDecide
+// and bench/RESULTS.md.
 //
 // # Clock and scripts
 //
@@ -75,7 +78,8 @@ const (
 	DefaultPrefix       = "fg:"
 	DefaultTimeout      = 50 * time.Millisecond
 	DefaultBatchMaxSize = 64
-	DefaultBatchMaxWait = 50 * time.Microsecond
+	DefaultBatchMaxWait   = 0
+	DefaultBatchPipelines = 2
 )
 
 // Config tunes a Store. The zero value is the production default.
@@ -100,9 +104,13 @@ type Config struct {
 	// DefaultBatchMaxSize (64). 1 disables batching: each Decide sends its
 	// own calls at once.
 	BatchMaxSize int
+	// BatchPipelines is how many pipelines may be in flight at once; 0
+	// means DefaultBatchPipelines (2). While they are, calls queue up for
+	// the next one.
+	BatchPipelines int
 	// BatchMaxWait is how long a script call waits for others to share its
-	// pipeline; 0 means DefaultBatchMaxWait (50µs), a negative value sends
-	// whatever is queued without waiting.
+	// pipeline beyond those already queued; 0 (the default) and negative
+	// values wait for nothing, so a lone caller pays no latency.
 	BatchMaxWait time.Duration
 }
 
@@ -136,11 +144,11 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if cfg.BatchMaxSize == 0 {
 		cfg.BatchMaxSize = DefaultBatchMaxSize
 	}
-	if cfg.BatchMaxWait == 0 {
-		cfg.BatchMaxWait = DefaultBatchMaxWait
+	if cfg.BatchPipelines == 0 {
+		cfg.BatchPipelines = DefaultBatchPipelines
 	}
-	if cfg.Timeout < 0 || cfg.KeepExtra < 0 || cfg.BatchMaxSize < 0 {
-		return nil, errors.New("redisstore: Timeout, KeepExtra and BatchMaxSize must not be negative")
+	if cfg.Timeout < 0 || cfg.KeepExtra < 0 || cfg.BatchMaxSize < 0 || cfg.BatchPipelines < 0 {
+		return nil, errors.New("redisstore: Timeout, KeepExtra, BatchMaxSize and BatchPipelines must not be negative")
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{
@@ -151,7 +159,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		keepMs:  cfg.KeepExtra.Milliseconds(),
 	}
 	if cfg.BatchMaxSize > 1 {
-		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchMaxWait)
+		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchPipelines, cfg.BatchMaxWait)
 	}
 	return s, nil
 }
@@ -537,36 +545,39 @@ func unavailable(err error) bool {
 // errClosed is returned by calls made after Close.
 var errClosed = errors.New("redisstore: store closed")
 
-// batcher coalesces script calls from concurrent Decide calls into
-// pipelines of up to maxSize calls, waiting up to maxWait for company.
+// batcher coalesces script calls from concurrent Decide calls. A few
+// sender goroutines (Config.BatchPipelines) each take the first queued
+// call, gather what else is queued (waiting up to Config.BatchMaxWait, by
+// default not at all), send it all as one pipeline, and wait for the
+// answer. While they wait, new calls queue up, so the busier the store,
+// the larger each pipeline: batching costs a lone caller no latency and
+// gives a loaded one fewer round trips. Calls of one slot in a pipeline
+// also share one script call (see exec). The senders live as long as the
+// Store, so their stacks stay grown.
 type batcher struct {
 	s       *Store
 	maxSize int
 	maxWait time.Duration
 	in      chan *call
 
-	mu       sync.RWMutex // guards closed against submit
-	closed   bool
-	quit     chan struct{}
-	stopped  chan struct{}
-	inflight sync.WaitGroup
-	sem      chan struct{} // bounds concurrent pipelines
+	mu      sync.RWMutex // guards closed against submit
+	closed  bool
+	quit    chan struct{}
+	senders sync.WaitGroup
 }
 
-// maxInflight bounds the pipelines one batcher has in flight at once.
-const maxInflight = 32
-
-func newBatcher(s *Store, maxSize int, maxWait time.Duration) *batcher {
+func newBatcher(s *Store, maxSize, pipelines int, maxWait time.Duration) *batcher {
 	b := &batcher{
 		s:       s,
 		maxSize: maxSize,
 		maxWait: maxWait,
 		in:      make(chan *call, 4*maxSize),
 		quit:    make(chan struct{}),
-		stopped: make(chan struct{}),
-		sem:     make(chan struct{}, maxInflight),
 	}
-	go b.loop()
+	for range pipelines {
+		b.senders.Add(1)
+		go b.sender()
+	}
 	return b
 }
 
@@ -587,21 +598,25 @@ func (b *batcher) submit(ctx context.Context, calls []*call) error {
 	return nil
 }
 
-func (b *batcher) loop() {
-	defer close(b.stopped)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+// sender sends pipelines until the batcher closes, then what is queued.
+func (b *batcher) sender() {
+	defer b.senders.Done()
+	var timer *time.Timer
+	if b.maxWait > 0 {
+		timer = time.NewTimer(time.Hour)
+		timer.Stop()
+	}
+	batch := make([]*call, 0, b.maxSize)
 	for {
 		var first *call
 		select {
 		case first = <-b.in:
 		case <-b.quit:
-			b.drain()
+			b.drain(batch)
 			return
 		}
-		batch := make([]*call, 1, b.maxSize)
-		batch[0] = first
-		if b.maxWait > 0 {
+		batch = append(batch[:0], first)
+		if timer != nil {
 			timer.Reset(b.maxWait)
 		collect:
 			for len(batch) < b.maxSize {
@@ -613,49 +628,35 @@ func (b *batcher) loop() {
 				}
 			}
 			timer.Stop()
-		} else {
-		queued:
-			for len(batch) < b.maxSize {
-				select {
-				case c := <-b.in:
-					batch = append(batch, c)
-				default:
-					break queued
-				}
-			}
 		}
+		batch = b.gather(batch)
 		b.send(batch)
 	}
 }
 
-// send runs batch in its own goroutine, at most maxInflight at once.
+// gather adds the calls already queued to batch, up to maxSize.
+func (b *batcher) gather(batch []*call) []*call {
+	for len(batch) < b.maxSize {
+		select {
+		case c := <-b.in:
+			batch = append(batch, c)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
 func (b *batcher) send(batch []*call) {
-	b.sem <- struct{}{}
-	b.inflight.Add(1)
-	go func() {
-		defer func() {
-			<-b.sem
-			b.inflight.Done()
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), b.s.cfg.Timeout)
-		defer cancel()
-		b.s.exec(ctx, batch)
-	}()
+	ctx, cancel := context.WithTimeout(context.Background(), b.s.cfg.Timeout)
+	defer cancel()
+	b.s.exec(ctx, batch)
 }
 
 // drain sends what is still queued after close.
-func (b *batcher) drain() {
+func (b *batcher) drain(batch []*call) {
 	for {
-		batch := make([]*call, 0, b.maxSize)
-	fill:
-		for len(batch) < b.maxSize {
-			select {
-			case c := <-b.in:
-				batch = append(batch, c)
-			default:
-				break fill
-			}
-		}
+		batch = b.gather(batch[:0])
 		if len(batch) == 0 {
 			return
 		}
@@ -674,6 +675,5 @@ func (b *batcher) close() {
 	b.closed = true
 	b.mu.Unlock()
 	close(b.quit)
-	<-b.stopped
-	b.inflight.Wait()
+	b.senders.Wait()
 }
