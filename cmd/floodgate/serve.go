@@ -79,7 +79,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db] or rediss:// (TLS); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
 	fs.StringVar(&f.redisMode, "redis-mode", "standalone", "Redis: standalone, cluster or sentinel")
 	fs.StringVar(&f.redisSentinelMaster, "redis-sentinel-master", "", "Redis: the master's name (sentinel mode)")
-	fs.IntVar(&f.redisPoolSize, "redis-pool-size", 0, "Redis: connections per node (0 = go-redis' default, 10 per CPU)")
+	fs.IntVar(&f.redisPoolSize, "redis-pool-size", 0, "Redis: connections per node for single calls (0 = go-redis' default, 10 per CPU); pipelines add a pool of at most 10 more")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", redisstore.DefaultTimeout, "Redis: the longest a decision waits for Redis before its failure mode answers")
 	fs.DurationVar(&f.redisDialTimeout, "redis-dial-timeout", time.Second, "Redis: connection timeout")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "Redis: prefix of every key floodgate writes")
