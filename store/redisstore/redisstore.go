@@ -75,9 +75,9 @@ import (
 
 // Defaults of Config's zero fields.
 const (
-	DefaultPrefix       = "fg:"
-	DefaultTimeout      = 50 * time.Millisecond
-	DefaultBatchMaxSize = 64
+	DefaultPrefix         = "fg:"
+	DefaultTimeout        = 50 * time.Millisecond
+	DefaultBatchMaxSize   = 64
 	DefaultBatchMaxWait   = 0
 	DefaultBatchPipelines = 2
 )
