@@ -169,6 +169,11 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest) ([][]config.Entry, error) 
 		return nil, invalidf("descriptors", "%d descriptors exceed the limit of %d", len(req.GetDescriptors()), e.maxDescriptors)
 	}
 	out := make([][]config.Entry, len(req.GetDescriptors()))
+	total := 0
+	for _, d := range req.GetDescriptors() {
+		total += len(d.GetEntries())
+	}
+	backing := make([]config.Entry, 0, min(total, e.maxDescriptors*e.maxEntries))
 	for i, d := range req.GetDescriptors() {
 		field := fmtIndex("descriptors", i)
 		switch n := len(d.GetEntries()); {
@@ -182,7 +187,7 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest) ([][]config.Entry, error) 
 				return nil, invalidf(field+".limit.unit", "unknown unit %v", l.GetUnit())
 			}
 		}
-		es := make([]config.Entry, len(d.GetEntries()))
+		start := len(backing)
 		for j, en := range d.GetEntries() {
 			ef := field + "." + fmtIndex("entries", j)
 			switch {
@@ -193,9 +198,9 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest) ([][]config.Entry, error) 
 			case len(en.GetValue()) > e.maxKey:
 				return nil, invalidf(ef+".value", "%d bytes exceed the limit of %d", len(en.GetValue()), e.maxKey)
 			}
-			es[j] = config.Entry{Key: en.GetKey(), Value: en.GetValue()}
+			backing = append(backing, config.Entry{Key: en.GetKey(), Value: en.GetValue()})
 		}
-		out[i] = es
+		out[i] = backing[start:len(backing):len(backing)]
 	}
 	return out, nil
 }
@@ -491,15 +496,21 @@ func rateLimitHeaders(c *envoyCheck, over bool) []*corev3.HeaderValue {
 	remaining := strconv.FormatInt(max(c.decision.Remaining, 0), 10)
 	reset := strconv.FormatInt(ceilSeconds(c.decision.ResetAfter), 10)
 	name := strconv.Quote(c.limit.Name)
-	hs := []*corev3.HeaderValue{
-		header("x-ratelimit-limit", limit+", "+limit+";w="+window),
-		header("x-ratelimit-remaining", remaining),
-		header("x-ratelimit-reset", reset),
-		header("ratelimit-policy", name+";q="+limit+";w="+window),
-		header("ratelimit", name+";r="+remaining+";t="+reset),
-	}
+	// One allocation for all the header messages.
+	vals := make([]corev3.HeaderValue, 6)
+	vals[0].Key, vals[0].Value = "x-ratelimit-limit", limit+", "+limit+";w="+window
+	vals[1].Key, vals[1].Value = "x-ratelimit-remaining", remaining
+	vals[2].Key, vals[2].Value = "x-ratelimit-reset", reset
+	vals[3].Key, vals[3].Value = "ratelimit-policy", name+";q="+limit+";w="+window
+	vals[4].Key, vals[4].Value = "ratelimit", name+";r="+remaining+";t="+reset
+	n := 5
 	if over && c.decision.RetryAfter >= 0 {
-		hs = append(hs, header("retry-after", strconv.FormatInt(ceilSeconds(c.decision.RetryAfter), 10)))
+		vals[5].Key, vals[5].Value = "retry-after", strconv.FormatInt(ceilSeconds(c.decision.RetryAfter), 10)
+		n = 6
+	}
+	hs := make([]*corev3.HeaderValue, n)
+	for i := range hs {
+		hs[i] = &vals[i]
 	}
 	return hs
 }
