@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,9 @@ import (
 )
 
 func main() {
+	// As `floodgate bench` does: the generator's heap is tiny, so collect
+	// rarely and leave the CPU to the server under test.
+	debug.SetGCPercent(400)
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)

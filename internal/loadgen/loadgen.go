@@ -467,51 +467,51 @@ func builder(cfg *Config) func(grpc.ClientConnInterface) caller {
 	switch cfg.API {
 	case APICheck:
 		limit := &floodgatev1.Limit{Requests: cfg.Limit.Requests, Period: durationpb.New(cfg.Limit.Period)}
-		reqs := make([]*floodgatev1.CheckRequest, cfg.Keys)
+		reqs := make([]rawRequest, cfg.Keys)
 		for i := range reqs {
-			reqs[i] = &floodgatev1.CheckRequest{
+			reqs[i] = marshalRequest(&floodgatev1.CheckRequest{
 				Key:       KeyName(i),
 				Algorithm: floodgatev1.Algorithm(cfg.Limit.Algorithm),
 				Cost:      1,
 				Source:    &floodgatev1.CheckRequest_Limit{Limit: limit},
-			}
+			})
 		}
 		return func(conn grpc.ClientConnInterface) caller {
-			reply := new(floodgatev1.CheckResponse)
+			reply := new(verdict) // CheckResponse.allowed
 			return func(ctx context.Context, key int) (bool, error) {
-				if err := conn.Invoke(ctx, floodgatev1.RateLimiter_Check_FullMethodName, reqs[key], reply); err != nil {
+				if err := conn.Invoke(ctx, floodgatev1.RateLimiter_Check_FullMethodName, reqs[key], reply, callCodec); err != nil {
 					return false, err
 				}
-				return reply.GetAllowed(), nil
+				return *reply == 1, nil
 			}
 		}
 	case APIRLS:
-		reqs := make([]*rlsv3.RateLimitRequest, cfg.Keys)
+		reqs := make([]rawRequest, cfg.Keys)
 		for i := range reqs {
 			ds := make([]*ratelimitv3.RateLimitDescriptor, cfg.Descriptors)
 			for j := range ds {
 				ds[j] = &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: DescriptorKey(j), Value: KeyName(i)}}}
 			}
-			reqs[i] = &rlsv3.RateLimitRequest{Domain: cfg.Domain, Descriptors: ds, HitsAddend: 1}
+			reqs[i] = marshalRequest(&rlsv3.RateLimitRequest{Domain: cfg.Domain, Descriptors: ds, HitsAddend: 1})
 		}
 		return func(conn grpc.ClientConnInterface) caller {
-			reply := new(rlsv3.RateLimitResponse)
+			reply := new(verdict) // RateLimitResponse.overall_code
 			return func(ctx context.Context, key int) (bool, error) {
-				if err := conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, reqs[key], reply); err != nil {
+				if err := conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, reqs[key], reply, callCodec); err != nil {
 					return false, err
 				}
-				return reply.GetOverallCode() == rlsv3.RateLimitResponse_OK, nil
+				return *reply == verdict(rlsv3.RateLimitResponse_OK), nil
 			}
 		}
 	default: // APIHealth
-		req := &healthpb.HealthCheckRequest{}
+		req := marshalRequest(&healthpb.HealthCheckRequest{})
 		return func(conn grpc.ClientConnInterface) caller {
-			reply := new(healthpb.HealthCheckResponse)
+			reply := new(verdict) // HealthCheckResponse.status
 			return func(ctx context.Context, _ int) (bool, error) {
-				if err := conn.Invoke(ctx, healthpb.Health_Check_FullMethodName, req, reply); err != nil {
+				if err := conn.Invoke(ctx, healthpb.Health_Check_FullMethodName, req, reply, callCodec); err != nil {
 					return false, err
 				}
-				return reply.GetStatus() == healthpb.HealthCheckResponse_SERVING, nil
+				return *reply == verdict(healthpb.HealthCheckResponse_SERVING), nil
 			}
 		}
 	}

@@ -1,0 +1,60 @@
+package loadgen
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+)
+
+// TestLeanCodecReadsTheVerdict: the generator's reply decoder reads field
+// 1 of real replies, in one buffer or split across several, and zero when
+// proto3 left it out.
+func TestLeanCodecReadsTheVerdict(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  proto.Message
+		want verdict
+	}{
+		{"check allowed", &floodgatev1.CheckResponse{Allowed: true, Limit: 10, Remaining: 9}, 1},
+		{"check denied", &floodgatev1.CheckResponse{Limit: 10}, 0},
+		{"rls over limit with statuses and headers", &rlsv3.RateLimitResponse{
+			OverallCode:          rlsv3.RateLimitResponse_OVER_LIMIT,
+			Statuses:             []*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OVER_LIMIT}},
+			ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "retry-after", Value: "3"}},
+		}, verdict(rlsv3.RateLimitResponse_OVER_LIMIT)},
+		{"rls ok", &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, verdict(rlsv3.RateLimitResponse_OK)},
+	}
+	for _, tt := range tests {
+		b, err := proto.Marshal(tt.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, split := range []int{0, 1, len(b) / 2} {
+			var data mem.BufferSlice
+			if split == 0 || split >= len(b) {
+				data = mem.BufferSlice{mem.SliceBuffer(b)}
+			} else {
+				data = mem.BufferSlice{mem.SliceBuffer(b[:split]), mem.SliceBuffer(b[split:])}
+			}
+			var v verdict = 99
+			if err := (leanCodec{}).Unmarshal(data, &v); err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if v != tt.want {
+				t.Errorf("%s (split %d): got %d, want %d", tt.name, split, v, tt.want)
+			}
+		}
+	}
+	var v verdict
+	if err := (leanCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0x08})}, &v); err == nil {
+		t.Error("a truncated reply decoded without error")
+	}
+	if _, err := (leanCodec{}).Marshal(&floodgatev1.CheckRequest{}); err == nil {
+		t.Error("a message that was not marshaled before the run was accepted")
+	}
+}
