@@ -82,24 +82,15 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 	e := &Envoy{
 		store:          st,
 		cfg:            s.Config,
-		maxKey:         s.MaxKeyBytes,
-		maxDescriptors: s.MaxDescriptors,
-		maxEntries:     s.MaxEntries,
+		maxKey:         orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxDescriptors: orDefault(s.MaxDescriptors, DefaultMaxDescriptors),
+		maxEntries:     orDefault(s.MaxEntries, DefaultMaxEntries),
 		failureMode:    s.FailureMode,
 		shadow:         s.ShadowMode,
 		headers:        !s.NoHeaders,
 		clock:          s.Clock,
 		log:            s.Logger,
 		metrics:        s.Metrics,
-	}
-	if e.maxKey <= 0 {
-		e.maxKey = DefaultMaxKeyBytes
-	}
-	if e.maxDescriptors <= 0 {
-		e.maxDescriptors = DefaultMaxDescriptors
-	}
-	if e.maxEntries <= 0 {
-		e.maxEntries = DefaultMaxEntries
 	}
 	if e.failureMode == config.FailureDefault {
 		e.failureMode = config.FailureOpen
@@ -359,10 +350,7 @@ func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Re
 			mode = e.failureMode
 		}
 		c.degraded = true
-		c.decision = algorithms.Decision{Allowed: true, Limit: c.req.Limit.Capacity()}
-		if mode == config.FailureClosed && c.req.Cost > 0 {
-			c.decision.Allowed, c.decision.RetryAfter = false, DegradedRetryAfter
-		}
+		c.decision = failedDecision(c.req, mode)
 	}
 	return nil
 }

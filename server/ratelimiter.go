@@ -71,18 +71,12 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 	r := &RateLimiter{
 		store:       st,
 		cfg:         s.Config,
-		maxKey:      s.MaxKeyBytes,
-		maxBatch:    s.MaxBatch,
+		maxKey:      orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxBatch:    orDefault(s.MaxBatch, DefaultMaxBatch),
 		failureMode: s.FailureMode,
 		clock:       s.Clock,
 		log:         s.Logger,
 		metrics:     s.Metrics,
-	}
-	if r.maxKey <= 0 {
-		r.maxKey = DefaultMaxKeyBytes
-	}
-	if r.maxBatch <= 0 {
-		r.maxBatch = DefaultMaxBatch
 	}
 	if r.failureMode == config.FailureDefault {
 		r.failureMode = config.FailureOpen
@@ -333,11 +327,7 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, out []algorith
 	}
 	r.log.WarnContext(ctx, "store could not decide; applying failure modes", "err", err)
 	for i, c := range checks {
-		d := algorithms.Decision{Allowed: true, Limit: c.req.Limit.Capacity()}
-		if c.failureMode == config.FailureClosed && c.req.Cost > 0 {
-			d.Allowed, d.RetryAfter = false, DegradedRetryAfter
-		}
-		out[i] = d
+		out[i] = failedDecision(c.req, c.failureMode)
 	}
 	r.observe(checks, out, true)
 	return true, nil
@@ -368,6 +358,24 @@ func result(allowed, shadow, degraded bool) string {
 		return ResultShadowDenied
 	}
 	return ResultDenied
+}
+
+// failedDecision is the answer to r when the store could not decide: open
+// allows, closed denies what would spend (retry after DegradedRetryAfter).
+func failedDecision(r store.Request, mode config.FailureMode) algorithms.Decision {
+	d := algorithms.Decision{Allowed: true, Limit: r.Limit.Capacity()}
+	if mode == config.FailureClosed && r.Cost > 0 {
+		d.Allowed, d.RetryAfter = false, DegradedRetryAfter
+	}
+	return d
+}
+
+// orDefault is v, or def when v is not positive.
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // checkResponse builds the answer to one check. Shadow mode turns a deny
