@@ -83,3 +83,36 @@ func TestReplicasShareLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestServeThroughSentinel: `floodgate serve --redis-mode sentinel` finds
+// the master through Redis Sentinel and decides there: one of two checks
+// of a 1-per-day limit passes, neither is degraded, and the state is in the
+// master.
+func TestServeThroughSentinel(t *testing.T) {
+	master := redistest.StartServer(t)
+	sentinel := redistest.StartSentinel(t, master, "mymaster")
+	p := startServe(t, "--redis-mode", "sentinel", "--redis-sentinel-master", "mymaster",
+		"--redis-url", "redis://"+sentinel.Addr(), "--failure-mode", "closed", "--redis-timeout", "5s")
+	c := p.Client(t)
+	req := &floodgatev1.CheckRequest{
+		Key: "via-sentinel", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET,
+		Source: &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: 1, Period: durationpb.New(24 * time.Hour)}},
+	}
+	var got []bool
+	for range 2 {
+		resp, err := c.Check(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Degraded {
+			t.Fatalf("degraded answer through sentinel: %v", resp)
+		}
+		got = append(got, resp.Allowed)
+	}
+	if !got[0] || got[1] {
+		t.Fatalf("got allowed %v, want [true false]", got)
+	}
+	if n, err := master.Client().Exists(context.Background(), "fg:tb:{kvia-sentinel}").Result(); err != nil || n != 1 {
+		t.Fatalf("the master holds %d keys for the check (%v), want 1", n, err)
+	}
+}

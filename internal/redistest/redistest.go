@@ -62,6 +62,7 @@ type Server struct {
 	dir     string
 	args    []string // extra arguments, after the defaults
 	cluster bool
+	monitor string // sentinel: "name host port", the master it monitors
 
 	mu      sync.Mutex
 	port    int
@@ -83,6 +84,31 @@ func StartServer(t testing.TB, args ...string) *Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// StartSentinel starts a Redis Sentinel (redis-server --sentinel) on a
+// free loopback port that monitors master under name, waits until it
+// answers PING and knows the master, and stops it when t ends.
+func StartSentinel(t testing.TB, master *Server, name string) *Server {
+	t.Helper()
+	Require(t)
+	s := &Server{t: t, dir: t.TempDir(), monitor: name + " 127.0.0.1 " + strconv.Itoa(master.Port())}
+	if err := s.start(); err != nil {
+		t.Fatalf("redistest: sentinel: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	c := s.Client()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		addr, err := c.Do(context.Background(), "SENTINEL", "get-master-addr-by-name", name).StringSlice()
+		if err == nil && len(addr) == 2 && addr[1] == strconv.Itoa(master.Port()) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: sentinel does not know master %s: %v %v", name, addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Addr is the server's host:port.
@@ -183,14 +209,26 @@ func (s *Server) start() error {
 
 // launch runs redis-server once and waits for PING; s.mu is held.
 func (s *Server) launch() error {
-	args := []string{
+	var args []string
+	if s.monitor != "" {
+		// A sentinel needs a config file of its own (it rewrites it), as
+		// the first argument.
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		body := "sentinel monitor " + s.monitor + " 1\nsentinel down-after-milliseconds " + strings.Fields(s.monitor)[0] + " 1000\n"
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			return fmt.Errorf("write sentinel.conf: %w", err)
+		}
+		args = append(args, conf, "--sentinel")
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"),
-		"--save", "",
-		"--appendonly", "no",
 		"--daemonize", "no",
+	)
+	if s.monitor == "" { // a sentinel keeps no data
+		args = append(args, "--save", "", "--appendonly", "no")
 	}
 	if s.cluster {
 		args = append(args,

@@ -359,3 +359,19 @@ func TestNewConfig(t *testing.T) {
 		t.Errorf("Decide with an invalid limit: %v, want ErrInvalid and ErrInvalidLimit", err)
 	}
 }
+
+// TestConformanceSentinel: the store on a master found through Redis
+// Sentinel (NewClient in sentinel mode, as --redis-mode sentinel builds it)
+// passes the conformance suite.
+func TestConformanceSentinel(t *testing.T) {
+	master := redistest.StartServer(t)
+	sentinel := redistest.StartSentinel(t, master, "mymaster")
+	client, err := redisstore.NewClient(redisstore.ClientConfig{
+		URL: "redis://" + sentinel.Addr(), Mode: "sentinel", SentinelMaster: "mymaster",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, client, testConfig()) })
+}
