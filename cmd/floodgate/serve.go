@@ -55,6 +55,9 @@ type serveFlags struct {
 	redisBatchMaxSize   int
 	redisBatchMaxWait   time.Duration
 	redisPipelines      int
+	redisTLSCA          string
+	redisTLSCert        string
+	redisTLSKey         string
 	denyCacheSize       int
 
 	tlsCert              string
@@ -89,6 +92,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.redisBatchMaxSize, "redis-batch-max-size", redisstore.DefaultBatchMaxSize, "Redis: most script calls per pipeline (1 disables batching)")
 	fs.DurationVar(&f.redisBatchMaxWait, "redis-batch-max-wait", redisstore.DefaultBatchMaxWait, "Redis: how long a call waits for others to share its pipeline beyond those already queued (0: none)")
 	fs.IntVar(&f.redisPipelines, "redis-pipelines", redisstore.DefaultBatchPipelines, "Redis: pipelines in flight at once; calls queue for the next meanwhile")
+	fs.StringVar(&f.redisTLSCA, "redis-tls-ca", "", "Redis TLS (rediss://): PEM file of the CA that signed Redis' certificate, for a private CA")
+	fs.StringVar(&f.redisTLSCert, "redis-tls-cert", "", "Redis TLS: client certificate file, when Redis asks for one (tls-auth-clients)")
+	fs.StringVar(&f.redisTLSKey, "redis-tls-key", "", "Redis TLS: the client certificate's key file")
 	fs.IntVar(&f.denyCacheSize, "deny-cache-size", denycache.DefaultMaxEntries, "Redis: denied keys answered from memory until their retry_after (0 disables)")
 
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "gRPC TLS: certificate file (PEM); reloaded when it changes")
@@ -352,6 +358,9 @@ func openStore(f serveFlags, m *server.Metrics, onBreaker func(open bool)) (stor
 		Mode:           f.redisMode,
 		SentinelMaster: f.redisSentinelMaster,
 		PoolSize:       f.redisPoolSize,
+		TLSCAFile:      f.redisTLSCA,
+		TLSCertFile:    f.redisTLSCert,
+		TLSKeyFile:     f.redisTLSKey,
 		DialTimeout:    f.redisDialTimeout,
 		ReadTimeout:    f.redisTimeout,
 		WriteTimeout:   f.redisTimeout,

@@ -1,9 +1,12 @@
 package redisstore
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -35,6 +38,11 @@ type ClientConfig struct {
 	SentinelMaster string
 	// PoolSize is the connection pool size (per node in a cluster).
 	PoolSize int
+	// TLSCAFile, when set, is a PEM file of the CAs that sign the Redis
+	// server's certificate (for a private CA); TLSCertFile and TLSKeyFile,
+	// when set, are the client certificate Redis asks for (tls-auth-clients).
+	// All need a rediss:// URL.
+	TLSCAFile, TLSCertFile, TLSKeyFile string
 	// DialTimeout, ReadTimeout and WriteTimeout bound each connection
 	// operation.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
@@ -48,9 +56,6 @@ var ErrClientConfig = errors.New("bad redis client config")
 // (sentinel). It does not connect; the first command does. Errors never
 // contain the URL's password.
 func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("redisstore: %w: %s", ErrClientConfig, fmt.Sprintf(format, args...))
-	}
 	if cfg.URL == "" {
 		return nil, bad("empty redis URL")
 	}
@@ -71,6 +76,12 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	if u.Host == "" {
 		return nil, bad("redis URL %s: no host", u.Redacted())
 	}
+	if (cfg.TLSCAFile != "" || cfg.TLSCertFile != "" || cfg.TLSKeyFile != "") && u.Scheme != "rediss" {
+		return nil, bad("redis URL %s: TLS files need a rediss:// URL", u.Redacted())
+	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return nil, bad("a Redis client certificate needs both its certificate and its key file")
+	}
 	switch mode := cfg.Mode; mode {
 	case "", ModeStandalone:
 		if u.Query().Has("addr") {
@@ -83,6 +94,9 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if cfg.PoolSize > 0 {
 			o.PoolSize = cfg.PoolSize
 		}
+		if err := setTLS(o.TLSConfig, cfg); err != nil {
+			return nil, err
+		}
 		setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, cfg)
 		return redis.NewClient(o), nil
 	case ModeCluster:
@@ -92,6 +106,9 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		}
 		if cfg.PoolSize > 0 {
 			o.PoolSize = cfg.PoolSize
+		}
+		if err := setTLS(o.TLSConfig, cfg); err != nil {
+			return nil, err
 		}
 		setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, cfg)
 		return redis.NewClusterClient(o), nil
@@ -123,11 +140,46 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if cfg.PoolSize > 0 {
 			fo.PoolSize = cfg.PoolSize
 		}
+		if err := setTLS(fo.TLSConfig, cfg); err != nil {
+			return nil, err
+		}
 		setTimeouts(&fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout, cfg)
 		return redis.NewFailoverClient(fo), nil
 	default:
 		return nil, bad("redis mode %q: want standalone, cluster or sentinel", mode)
 	}
+}
+
+// setTLS adds cfg's CA and client certificate to tc, the TLS config a
+// rediss:// URL gave (nil for redis://, where NewClient refused TLS files).
+func setTLS(tc *tls.Config, cfg ClientConfig) error {
+	if tc == nil {
+		return nil
+	}
+	if cfg.TLSCAFile != "" {
+		pem, err := os.ReadFile(cfg.TLSCAFile)
+		if err != nil {
+			return bad("redis TLS CA: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return bad("redis TLS CA %s: no PEM certificate in it", cfg.TLSCAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return bad("redis TLS client certificate: %v", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return nil
+}
+
+// bad is a NewClient error: it wraps ErrClientConfig.
+func bad(format string, args ...any) error {
+	return fmt.Errorf("redisstore: %w: %s", ErrClientConfig, fmt.Sprintf(format, args...))
 }
 
 func setTimeouts(dial, read, write *time.Duration, cfg ClientConfig) {

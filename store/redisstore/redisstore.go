@@ -59,6 +59,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -527,11 +529,18 @@ func (s *Store) wrap(parent context.Context, op string, err error) error {
 // or temporarily unable to serve (loading, failing over, closed).
 func unavailable(err error) bool {
 	var ne net.Error
+	var cv *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, redis.ErrClosed), errors.Is(err, errClosed),
-		errors.As(err, &ne):
+		errors.As(err, &ne),
+		// A TLS handshake that fails (an untrusted or wrong certificate, a
+		// plaintext port) leaves Redis as unreachable as a refused dial.
+		errors.As(err, &cv), errors.As(err, &rh), errors.As(err, &ua), errors.As(err, &hn):
 		return true
 	}
 	for _, p := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "BUSY", "NOREPLICAS", "MOVED", "ASK"} {
