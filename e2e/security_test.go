@@ -2,17 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,99 +18,18 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/testpki"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-// serialNumber is a random certificate serial number.
-func serialNumber(t *testing.T) *big.Int {
-	t.Helper()
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// newCA creates a self-signed CA named name.
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serialNumber(t),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue signs a leaf certificate for name: a server certificate for
-// 127.0.0.1 and localhost, or a client certificate. It returns the PEM
-// certificate and key.
-func (ca *testCA) issue(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serialNumber(t),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		tmpl.DNSNames = []string{"localhost"}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 // writeFile writes data to name in dir and returns the path.
 func writeFile(t *testing.T, dir, name string, data []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testpki.WriteFile(t, dir, name, data)
 }
 
 // pki is what a TLS test needs: the server's files, and clients.
 type pki struct {
 	dir                   string
-	ca, otherCA           *testCA
+	ca, otherCA           *testpki.CA
 	serverCert, serverKey string
 	caFile                string
 	clientCert, clientKey string // signed by ca
@@ -128,23 +38,23 @@ type pki struct {
 
 func newPKI(t *testing.T) *pki {
 	t.Helper()
-	p := &pki{dir: t.TempDir(), ca: newCA(t, "floodgate test CA"), otherCA: newCA(t, "another CA")}
-	c, k := p.ca.issue(t, "floodgate", true)
+	p := &pki{dir: t.TempDir(), ca: testpki.NewCA(t, "floodgate test CA"), otherCA: testpki.NewCA(t, "another CA")}
+	c, k, _ := p.ca.Issue(t, "floodgate", true)
 	p.serverCert, p.serverKey = writeFile(t, p.dir, "server.pem", c), writeFile(t, p.dir, "server-key.pem", k)
-	p.caFile = writeFile(t, p.dir, "ca.pem", p.ca.pem)
-	c, k = p.ca.issue(t, "service-a", false)
+	p.caFile = writeFile(t, p.dir, "ca.pem", p.ca.PEM)
+	c, k, _ = p.ca.Issue(t, "service-a", false)
 	p.clientCert, p.clientKey = writeFile(t, p.dir, "client.pem", c), writeFile(t, p.dir, "client-key.pem", k)
-	c, k = p.otherCA.issue(t, "intruder", false)
+	c, k, _ = p.otherCA.Issue(t, "intruder", false)
 	p.otherCert, p.otherKey = writeFile(t, p.dir, "other.pem", c), writeFile(t, p.dir, "other-key.pem", k)
 	return p
 }
 
 // dialTLS connects to addr verifying the server with ca; with a client
 // certificate when certFile is set.
-func dialTLS(t *testing.T, addr string, ca *testCA, certFile, keyFile string) *grpc.ClientConn {
+func dialTLS(t *testing.T, addr string, ca *testpki.CA, certFile, keyFile string) *grpc.ClientConn {
 	t.Helper()
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	roots.AddCert(ca.Cert)
 	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	if certFile != "" {
 		pair, err := tls.LoadX509KeyPair(certFile, keyFile)

@@ -3,21 +3,14 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,82 +22,17 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/internal/testpki"
 	"github.com/floodgate/floodgate/server"
 )
 
-// testCA is a certificate authority made up for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
+// newTestCA is a certificate authority made up for one test.
+func newTestCA(t testing.TB, name string) *testpki.CA { return testpki.NewCA(t, name) }
 
-var testSerial atomic.Int64
-
-func newTestCA(t testing.TB, name string) *testCA {
+// issueClient is a tls.Certificate issued by ca for a client.
+func issueClient(t testing.TB, ca *testpki.CA) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(testSerial.Add(1)),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a PEM certificate and key for a server (SANs localhost and
-// 127.0.0.1) or a client, and the certificate's serial number.
-func (ca *testCA) issue(t testing.TB, cn string, isServer bool) (certPEM, keyPEM []byte, serial string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(testSerial.Add(1)),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if isServer {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
-		tmpl.SerialNumber.String()
-}
-
-// clientCert is a tls.Certificate issued by ca for a client.
-func (ca *testCA) clientCert(t testing.TB) tls.Certificate {
-	t.Helper()
-	c, k, _ := ca.issue(t, "client", false)
+	c, k, _ := ca.Issue(t, "client", false)
 	cert, err := tls.X509KeyPair(c, k)
 	if err != nil {
 		t.Fatal(err)
@@ -204,11 +132,11 @@ func healthSerial(conn *grpc.ClientConn) (string, error) {
 
 // tlsFiles writes a server certificate from ca (and, optionally, a client
 // CA bundle) into a temp folder and returns the paths and the serial.
-func tlsFiles(t testing.TB, ca *testCA, clientCA []byte) (certFile, keyFile, caFile, serial string) {
+func tlsFiles(t testing.TB, ca *testpki.CA, clientCA []byte) (certFile, keyFile, caFile, serial string) {
 	t.Helper()
 	dir := t.TempDir()
 	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	c, k, serial := ca.issue(t, "floodgate", true)
+	c, k, serial := ca.Issue(t, "floodgate", true)
 	writeAtomic(t, certFile, c)
 	writeAtomic(t, keyFile, k)
 	if clientCA != nil {
@@ -233,21 +161,21 @@ func TestTLSServes(t *testing.T) {
 	}
 	addr := serveTLS(t, cfg)
 
-	got, err := healthSerial(tlsClient(t, addr, ca.pem))
+	got, err := healthSerial(tlsClient(t, addr, ca.PEM))
 	if err != nil || got != serial {
 		t.Fatalf("health check over TLS: got serial %q err %v, want %s, nil", got, err, serial)
 	}
 
 	// A client that does not trust the CA refuses the server.
 	other := newTestCA(t, "unrelated CA")
-	_, err = healthSerial(tlsClient(t, addr, other.pem))
+	_, err = healthSerial(tlsClient(t, addr, other.PEM))
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("untrusted server: got %v, want Unavailable about the certificate", err)
 	}
 
 	// TLS 1.1 is refused.
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	pool.AppendCertsFromPEM(ca.PEM)
 	old, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "localhost", MaxVersion: tls.VersionTLS11, NextProtos: []string{"h2"}})
 	if err == nil {
 		old.Close()
@@ -259,7 +187,7 @@ func TestMutualTLS(t *testing.T) {
 	serverCA := newTestCA(t, "server CA")
 	clientCA := newTestCA(t, "client CA")
 	otherCA := newTestCA(t, "other CA")
-	certFile, keyFile, caFile, _ := tlsFiles(t, serverCA, clientCA.pem)
+	certFile, keyFile, caFile, _ := tlsFiles(t, serverCA, clientCA.PEM)
 	cfg, r, err := server.NewTLSConfig(certFile, keyFile, caFile, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -276,13 +204,13 @@ func TestMutualTLS(t *testing.T) {
 		wantCode codes.Code
 		wantTLS  string // the TLS alert a raw handshake gets; "" for none
 	}{
-		{"client CA's certificate", ref(clientCA.clientCert(t)), codes.OK, ""},
+		{"client CA's certificate", ref(issueClient(t, clientCA)), codes.OK, ""},
 		{"no certificate", nil, codes.Unavailable, "certificate required"},
-		{"another CA's certificate", ref(otherCA.clientCert(t)), codes.Unavailable, "unknown certificate authority"},
-		{"server CA's certificate", ref(serverCA.clientCert(t)), codes.Unavailable, "unknown certificate authority"},
+		{"another CA's certificate", ref(issueClient(t, otherCA)), codes.Unavailable, "unknown certificate authority"},
+		{"server CA's certificate", ref(issueClient(t, serverCA)), codes.Unavailable, "unknown certificate authority"},
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(serverCA.pem)
+	pool.AppendCertsFromPEM(serverCA.PEM)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clientCfg := &tls.Config{
@@ -335,34 +263,34 @@ func TestTLSRotation(t *testing.T) {
 	ca := newTestCA(t, "server CA")
 	clientCA := newTestCA(t, "client CA")
 	nextClientCA := newTestCA(t, "next client CA")
-	certFile, keyFile, caFile, serial1 := tlsFiles(t, ca, clientCA.pem)
+	certFile, keyFile, caFile, serial1 := tlsFiles(t, ca, clientCA.PEM)
 	logs := &lockedBuffer{}
 	cfg, _, err := server.NewTLSConfig(certFile, keyFile, caFile, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := serveTLS(t, cfg)
-	clientCert := clientCA.clientCert(t)
+	clientCert := issueClient(t, clientCA)
 
 	// A connection made before the rotation...
-	before := tlsClient(t, addr, ca.pem, clientCert)
+	before := tlsClient(t, addr, ca.PEM, clientCert)
 	if got, err := healthSerial(before); err != nil || got != serial1 {
 		t.Fatalf("before rotation: got serial %q err %v, want %s", got, err, serial1)
 	}
 
 	// ...rotate the certificate and key, and trust a second client CA too.
-	c, k, serial2 := ca.issue(t, "floodgate rotated", true)
+	c, k, serial2 := ca.Issue(t, "floodgate rotated", true)
 	writeAtomic(t, keyFile, k)
 	writeAtomic(t, certFile, c)
-	writeAtomic(t, caFile, append(append([]byte{}, clientCA.pem...), nextClientCA.pem...))
+	writeAtomic(t, caFile, append(append([]byte{}, clientCA.PEM...), nextClientCA.PEM...))
 
 	// New connections see the new certificate within about ReloadInterval.
 	eventually(t, "new connections to get the new certificate", func() bool {
-		got, err := healthSerial(tlsClient(t, addr, ca.pem, clientCert))
+		got, err := healthSerial(tlsClient(t, addr, ca.PEM, clientCert))
 		return err == nil && got == serial2
 	})
 	// The new client CA applies.
-	if _, err := healthSerial(tlsClient(t, addr, ca.pem, nextClientCA.clientCert(t))); err != nil {
+	if _, err := healthSerial(tlsClient(t, addr, ca.PEM, issueClient(t, nextClientCA))); err != nil {
 		t.Fatalf("client of the newly trusted CA: got %v, want OK", err)
 	}
 	// The connection made before still works, on the certificate it had.
@@ -386,7 +314,7 @@ func TestTLSBadFileKeepsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := serveTLS(t, cfg)
-	c2, k2, serial2 := ca.issue(t, "floodgate next", true)
+	c2, k2, serial2 := ca.Issue(t, "floodgate next", true)
 
 	steps := []struct {
 		name       string
@@ -406,7 +334,7 @@ func TestTLSBadFileKeepsServing(t *testing.T) {
 		if (s.wantErr == "" && err != nil) || (s.wantErr != "" && (err == nil || !strings.Contains(err.Error(), s.wantErr))) {
 			t.Fatalf("%s: Reload got %v, want error %q", s.name, err, s.wantErr)
 		}
-		if got, err := healthSerial(tlsClient(t, addr, ca.pem)); err != nil || got != s.wantSerial {
+		if got, err := healthSerial(tlsClient(t, addr, ca.PEM)); err != nil || got != s.wantSerial {
 			t.Fatalf("%s: new connection got serial %q err %v, want %s", s.name, got, err, s.wantSerial)
 		}
 	}

@@ -2,16 +2,8 @@ package redisstore_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -19,37 +11,10 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/internal/testpki"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/redisstore"
 )
-
-// writeCert writes a certificate for template signed by parent (self when
-// nil) and its key to dir/name.{crt,key}.
-func writeCert(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	return cert, key
-}
 
 // TestTLS: rediss:// with a private CA (--redis-tls-ca) and a client
 // certificate Redis requires (--redis-tls-cert/--redis-tls-key) decides on
@@ -57,23 +22,14 @@ func writeCert(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *x
 // "unavailable"; TLS files with redis:// are refused.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Now()
-	ca, caKey := writeCert(t, dir, "ca", &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "floodgate test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}, nil, nil)
-	writeCert(t, dir, "server", &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature,
-	}, ca, caKey)
-	writeCert(t, dir, "client", &x509.Certificate{
-		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "floodgate"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-	}, ca, caKey)
+	ca := testpki.NewCA(t, "floodgate test CA")
+	testpki.WriteFile(t, dir, "ca.crt", ca.PEM)
+	c, k, _ := ca.Issue(t, "redis", true)
+	testpki.WriteFile(t, dir, "server.crt", c)
+	testpki.WriteFile(t, dir, "server.key", k)
+	c, k, _ = ca.Issue(t, "floodgate", false)
+	testpki.WriteFile(t, dir, "client.crt", c)
+	testpki.WriteFile(t, dir, "client.key", k)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
