@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/lenientcodec"
 )
 
 // DefaultMaxRecvMsgBytes bounds a request message.
@@ -84,6 +85,10 @@ func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServic
 	stream = append(stream, s.StreamInterceptors...)
 
 	opts := append([]grpc.ServerOption{
+		// Keys and descriptor values are bytes: a request whose strings
+		// are not UTF-8 is decided like any other instead of failing in
+		// the codec, unseen (see lenientcodec).
+		grpc.ForceServerCodecV2(lenientcodec.Codec{}),
 		grpc.MaxRecvMsgSize(maxRecv),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),

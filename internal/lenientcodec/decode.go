@@ -1,0 +1,287 @@
+package lenientcodec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// maxDepth bounds message nesting, as protobuf-go does (its default
+// RecursionLimit).
+const maxDepth = 10000
+
+// errMalformed is wrapped by every wire-format error.
+var errMalformed = errors.New("lenientcodec: malformed message")
+
+// Unmarshal decodes the protobuf wire format in b into m, which it merges
+// into like proto.Merge. Strings are taken as the bytes they hold, UTF-8 or
+// not; everything else follows protobuf-go: unknown fields are kept, a
+// field sent with an unexpected wire type is kept as unknown, packed and
+// unpacked repeated scalars are both accepted, and a later singular value
+// replaces an earlier one while messages merge. Groups (proto2 only) are
+// kept as unknown fields.
+func Unmarshal(b []byte, m proto.Message) error {
+	return decodeMessage(b, m.ProtoReflect(), 0)
+}
+
+func decodeMessage(b []byte, m protoreflect.Message, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("%w: nested deeper than %d", errMalformed, maxDepth)
+	}
+	fields := m.Descriptor().Fields()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return wireErr(n)
+		}
+		tagLen := n
+		fd := fields.ByNumber(num)
+		var err error
+		n, err = decodeField(b[tagLen:], m, fd, typ, depth)
+		if err != nil {
+			return err
+		}
+		if n < 0 { // not a field of m, or not of the wire type it expects
+			n = protowire.ConsumeFieldValue(num, typ, b[tagLen:])
+			if n < 0 {
+				return wireErr(n)
+			}
+			m.SetUnknown(append(m.GetUnknown(), b[:tagLen+n]...))
+		}
+		b = b[tagLen+n:]
+	}
+	return nil
+}
+
+// decodeField decodes one value of fd from b into m and returns the bytes
+// it used, or -1 when fd is nil or the wire type does not fit fd (the
+// value is then kept as unknown).
+func decodeField(b []byte, m protoreflect.Message, fd protoreflect.FieldDescriptor, typ protowire.Type, depth int) (int, error) {
+	if fd == nil || fd.Kind() == protoreflect.GroupKind {
+		return -1, nil
+	}
+	switch {
+	case fd.IsMap():
+		if typ != protowire.BytesType {
+			return -1, nil
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return 0, wireErr(n)
+		}
+		return n, decodeMapEntry(v, m.Mutable(fd).Map(), fd, depth)
+	case fd.IsList():
+		list := m.Mutable(fd).List()
+		if typ == protowire.BytesType && isPackable(fd.Kind()) {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return 0, wireErr(n)
+			}
+			for len(v) > 0 {
+				val, k := decodeScalar(v, fd.Kind(), wireTypeOf(fd.Kind()))
+				if k < 0 {
+					return 0, wireErr(k)
+				}
+				list.Append(val)
+				v = v[k:]
+			}
+			return n, nil
+		}
+		if typ != wireTypeOf(fd.Kind()) {
+			return -1, nil
+		}
+		if fd.Kind() == protoreflect.MessageKind {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return 0, wireErr(n)
+			}
+			elem := list.NewElement()
+			if err := decodeMessage(v, elem.Message(), depth+1); err != nil {
+				return 0, err
+			}
+			list.Append(elem)
+			return n, nil
+		}
+		val, n := decodeScalar(b, fd.Kind(), typ)
+		if n < 0 {
+			return 0, wireErr(n)
+		}
+		list.Append(val)
+		return n, nil
+	}
+	if typ != wireTypeOf(fd.Kind()) {
+		return -1, nil
+	}
+	if fd.Kind() == protoreflect.MessageKind {
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return 0, wireErr(n)
+		}
+		return n, decodeMessage(v, m.Mutable(fd).Message(), depth+1)
+	}
+	val, n := decodeScalar(b, fd.Kind(), typ)
+	if n < 0 {
+		return 0, wireErr(n)
+	}
+	m.Set(fd, val)
+	return n, nil
+}
+
+// decodeMapEntry decodes one map entry (key = 1, value = 2) into mp.
+func decodeMapEntry(b []byte, mp protoreflect.Map, fd protoreflect.FieldDescriptor, depth int) error {
+	kd, vd := fd.MapKey(), fd.MapValue()
+	key := kd.Default()
+	var val protoreflect.Value
+	if vd.Kind() == protoreflect.MessageKind {
+		val = mp.NewValue()
+	} else {
+		val = vd.Default()
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return wireErr(n)
+		}
+		b = b[n:]
+		var d protoreflect.FieldDescriptor
+		switch num {
+		case 1:
+			d = kd
+		case 2:
+			d = vd
+		}
+		if d == nil || typ != wireTypeOf(d.Kind()) {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return wireErr(n)
+			}
+			b = b[n:]
+			continue
+		}
+		if d.Kind() == protoreflect.MessageKind {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return wireErr(n)
+			}
+			if err := decodeMessage(v, val.Message(), depth+1); err != nil {
+				return err
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := decodeScalar(b, d.Kind(), typ)
+		if n < 0 {
+			return wireErr(n)
+		}
+		if num == 1 {
+			key = v
+		} else {
+			val = v
+		}
+		b = b[n:]
+	}
+	mp.Set(key.MapKey(), val)
+	return nil
+}
+
+// decodeScalar decodes one non-message value of kind k.
+func decodeScalar(b []byte, k protoreflect.Kind, typ protowire.Type) (protoreflect.Value, int) {
+	switch typ {
+	case protowire.VarintType:
+		v, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return protoreflect.Value{}, n
+		}
+		switch k {
+		case protoreflect.BoolKind:
+			return protoreflect.ValueOfBool(v != 0), n
+		case protoreflect.EnumKind:
+			return protoreflect.ValueOfEnum(protoreflect.EnumNumber(int32(v))), n
+		case protoreflect.Int32Kind:
+			return protoreflect.ValueOfInt32(int32(v)), n
+		case protoreflect.Sint32Kind:
+			return protoreflect.ValueOfInt32(int32(protowire.DecodeZigZag(v & math.MaxUint32))), n
+		case protoreflect.Uint32Kind:
+			return protoreflect.ValueOfUint32(uint32(v)), n
+		case protoreflect.Int64Kind:
+			return protoreflect.ValueOfInt64(int64(v)), n
+		case protoreflect.Sint64Kind:
+			return protoreflect.ValueOfInt64(protowire.DecodeZigZag(v)), n
+		case protoreflect.Uint64Kind:
+			return protoreflect.ValueOfUint64(v), n
+		}
+	case protowire.Fixed32Type:
+		v, n := protowire.ConsumeFixed32(b)
+		if n < 0 {
+			return protoreflect.Value{}, n
+		}
+		switch k {
+		case protoreflect.Fixed32Kind:
+			return protoreflect.ValueOfUint32(v), n
+		case protoreflect.Sfixed32Kind:
+			return protoreflect.ValueOfInt32(int32(v)), n
+		case protoreflect.FloatKind:
+			return protoreflect.ValueOfFloat32(math.Float32frombits(v)), n
+		}
+	case protowire.Fixed64Type:
+		v, n := protowire.ConsumeFixed64(b)
+		if n < 0 {
+			return protoreflect.Value{}, n
+		}
+		switch k {
+		case protoreflect.Fixed64Kind:
+			return protoreflect.ValueOfUint64(v), n
+		case protoreflect.Sfixed64Kind:
+			return protoreflect.ValueOfInt64(int64(v)), n
+		case protoreflect.DoubleKind:
+			return protoreflect.ValueOfFloat64(math.Float64frombits(v)), n
+		}
+	case protowire.BytesType:
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return protoreflect.Value{}, n
+		}
+		switch k {
+		case protoreflect.StringKind:
+			return protoreflect.ValueOfString(string(v)), n
+		case protoreflect.BytesKind:
+			return protoreflect.ValueOfBytes(append([]byte{}, v...)), n
+		}
+	}
+	// Unreachable: callers check typ against wireTypeOf(k) first.
+	return protoreflect.Value{}, -1
+}
+
+// wireTypeOf is the wire type a value of kind k is sent with, unpacked.
+func wireTypeOf(k protoreflect.Kind) protowire.Type {
+	switch k {
+	case protoreflect.BoolKind, protoreflect.EnumKind,
+		protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Uint32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind:
+		return protowire.VarintType
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		return protowire.Fixed32Type
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		return protowire.Fixed64Type
+	case protoreflect.GroupKind:
+		return protowire.StartGroupType
+	}
+	return protowire.BytesType // strings, bytes, messages
+}
+
+// isPackable reports whether repeated values of kind k may come packed.
+func isPackable(k protoreflect.Kind) bool {
+	switch wireTypeOf(k) {
+	case protowire.VarintType, protowire.Fixed32Type, protowire.Fixed64Type:
+		return true
+	}
+	return false
+}
+
+func wireErr(n int) error {
+	return fmt.Errorf("%w: %v", errMalformed, protowire.ParseError(n))
+}
