@@ -199,35 +199,50 @@ type Option func(*options)
 type options struct {
 	tls      *tls.Config
 	token    string
+	tokenSet bool // WithToken was given, perhaps with ""
 	timeout  time.Duration
 	dialOpts []grpc.DialOption
+	dialOnly []string // options only Dial can apply, by name
 }
 
 // WithTLS makes Dial use TLS with cfg (give cfg.Certificates for mTLS).
 // Without it the connection is plaintext, which suits a floodgate on
 // loopback or a sidecar; anything crossing a network should use TLS.
-func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+// New cannot apply it and refuses it.
+func WithTLS(cfg *tls.Config) Option {
+	return func(o *options) { o.tls = cfg; o.dialOnly = append(o.dialOnly, "WithTLS") }
+}
 
-// WithToken sends "authorization: Bearer token" on every call. Dial refuses
-// a token over plaintext unless addr is a loopback address or a unix
-// socket, so a secret never crosses a network in the clear.
-func WithToken(token string) Option { return func(o *options) { o.token = token } }
+// WithToken sends "authorization: Bearer token" on every call, with Dial or
+// New. Dial refuses a token over plaintext unless addr is a loopback
+// address or a unix socket, so a secret never crosses a network in the
+// clear; with New, gRPC itself refuses to send it over a plaintext conn
+// whose target is not loopback. An empty token is an error, not "no
+// token": leave the option out instead.
+func WithToken(token string) Option {
+	return func(o *options) { o.token, o.tokenSet = token, true }
+}
 
 // WithTimeout bounds each call (default DefaultTimeout). A context with an
 // earlier deadline wins. d <= 0 means no bound beyond the context's.
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithDialOptions appends gRPC dial options (interceptors, keepalive, a
-// custom dialer) to the ones Dial sets.
+// custom dialer) to the ones Dial sets. New cannot apply them and refuses
+// them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+	return func(o *options) {
+		o.dialOpts = append(o.dialOpts, opts...)
+		o.dialOnly = append(o.dialOnly, "WithDialOptions")
+	}
 }
 
 // Client calls floodgate.v1.RateLimiter. It is safe for concurrent use.
 type Client struct {
-	rl      floodgatev1.RateLimiterClient
-	conn    *grpc.ClientConn // owned; nil when made by New
-	timeout time.Duration
+	rl       floodgatev1.RateLimiterClient
+	conn     *grpc.ClientConn // owned; nil when made by New
+	timeout  time.Duration
+	callOpts []grpc.CallOption // on every call: New's token
 }
 
 // Dial returns a client of the floodgate at addr ("host:port", or any gRPC
@@ -235,7 +250,10 @@ type Client struct {
 // connection: the first call connects, and fails fast if it cannot. Close
 // the client when done.
 func Dial(addr string, opts ...Option) (*Client, error) {
-	o := newOptions(opts)
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	creds := insecure.NewCredentials()
 	if o.tls != nil {
 		creds = credentials.NewTLS(o.tls)
@@ -262,19 +280,39 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 }
 
 // New returns a client on an existing connection, which the caller keeps
-// owning (Close does not close it). Of the options only WithTimeout applies;
-// configure TLS, tokens and retries on conn.
-func New(conn grpc.ClientConnInterface, opts ...Option) *Client {
-	o := newOptions(opts)
-	return &Client{rl: floodgatev1.NewRateLimiterClient(conn), timeout: o.timeout}
+// owning (Close does not close it). WithTimeout and WithToken apply; TLS,
+// dial options and retries belong to conn, so New refuses WithTLS and
+// WithDialOptions rather than drop them. The token is sent per call and
+// requires transport security unless conn's target is a loopback address
+// or a unix socket (gRPC fails such a call with Unauthenticated).
+func New(conn grpc.ClientConnInterface, opts ...Option) (*Client, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.dialOnly) > 0 {
+		return nil, fmt.Errorf("floodgate client: New cannot apply %s; configure them on the connection", strings.Join(o.dialOnly, " and "))
+	}
+	c := &Client{rl: floodgatev1.NewRateLimiterClient(conn), timeout: o.timeout}
+	if o.token != "" {
+		secure := true
+		if t, ok := conn.(interface{ Target() string }); ok {
+			secure = !isLoopback(t.Target())
+		}
+		c.callOpts = []grpc.CallOption{grpc.PerRPCCredentials(bearer{token: o.token, secure: secure})}
+	}
+	return c, nil
 }
 
-func newOptions(opts []Option) options {
+func newOptions(opts []Option) (options, error) {
 	o := options{timeout: DefaultTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return o
+	if o.tokenSet && o.token == "" {
+		return o, errors.New("floodgate client: WithToken with an empty token; leave the option out to send none")
+	}
+	return o, nil
 }
 
 // Close closes the connection Dial opened.
@@ -321,7 +359,7 @@ func (c *Client) check(ctx context.Context, timeout time.Duration, key string, l
 	}
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := c.rl.Check(ctx, req)
+	resp, err := c.rl.Check(ctx, req, c.callOpts...)
 	if err != nil {
 		return Decision{}, fmt.Errorf("floodgate check: %w", err)
 	}
@@ -346,7 +384,7 @@ func (c *Client) checkBatch(ctx context.Context, timeout time.Duration, reqs []R
 	}
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := c.rl.CheckBatch(ctx, in)
+	resp, err := c.rl.CheckBatch(ctx, in, c.callOpts...)
 	if err != nil {
 		return BatchDecision{}, fmt.Errorf("floodgate check batch: %w", err)
 	}
@@ -377,7 +415,7 @@ func (c *Client) Peek(ctx context.Context, key string, limit Limit, opts ...Chec
 	}
 	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.rl.Peek(ctx, req)
+	resp, err := c.rl.Peek(ctx, req, c.callOpts...)
 	if err != nil {
 		return Decision{}, fmt.Errorf("floodgate peek: %w", err)
 	}
@@ -389,7 +427,7 @@ func (c *Client) Peek(ctx context.Context, key string, limit Limit, opts ...Chec
 func (c *Client) Reset(ctx context.Context, key string, alg Algorithm) error {
 	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()
-	if _, err := c.rl.Reset(ctx, &floodgatev1.ResetRequest{Key: key, Algorithm: floodgatev1.Algorithm(alg)}); err != nil {
+	if _, err := c.rl.Reset(ctx, &floodgatev1.ResetRequest{Key: key, Algorithm: floodgatev1.Algorithm(alg)}, c.callOpts...); err != nil {
 		return fmt.Errorf("floodgate reset: %w", err)
 	}
 	return nil

@@ -164,8 +164,9 @@ func ExampleClient_Reset() {
 	// after reset: remaining=10 allowed=true
 }
 
-// The HTTP middleware: by API key (IP without one), with the RateLimit-*
-// headers and a 429 JSON body.
+// The HTTP middleware: by client IP and API key at once (so made-up keys
+// never escape the IP's limit; see HTTPConfig.VerifyAPIKey to limit
+// genuine keys alone), with the RateLimit-* headers and a 429 JSON body.
 func ExampleMiddleware() {
 	addr, stop := exampleFloodgate(server.Settings{})
 	defer stop()
@@ -203,7 +204,9 @@ func ExampleMiddleware() {
 }
 
 // The gRPC interceptors, on a service of yours (here grpc.health.v1): each
-// caller's API key gets 1 call per second; a denied call carries the wait.
+// API key gets 1 call per second, and so does each caller address (a key
+// the caller writes is not trusted to stand alone; a call without one is
+// keyed by its address); a denied call carries the wait.
 func ExampleUnaryServerInterceptor() {
 	addr, stop := exampleFloodgate(server.Settings{})
 	defer stop()

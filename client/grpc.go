@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -20,8 +21,13 @@ import (
 )
 
 // FailureMode says what a middleware or interceptor does when floodgate
-// cannot decide (unreachable, too slow, or an error such as an unknown
-// policy).
+// cannot decide because it is unreachable or too slow.
+//
+// It does not apply to configuration errors, which no outage explains and
+// which failing open would hide: a token floodgate rejects or lacks, an
+// unknown policy, a limit or key floodgate rejects, a server that is no
+// floodgate. Those reject the request (gRPC Internal, HTTP 500) in either
+// mode and are logged once, until a decision succeeds again.
 type FailureMode int
 
 const (
@@ -44,9 +50,11 @@ const (
 	MDDegraded   = "ratelimit-degraded"
 )
 
-// KeyFunc names the rate-limit key of a gRPC call. An empty key means the
-// call is not limited, so a KeyFunc can also exempt calls (health checks,
-// internal batch jobs).
+// KeyFunc names the rate-limit key of a gRPC call, or "" when it has none
+// for this call (KeyFirst then tries the next function). The interceptors
+// limit a call whose key is "" by its peer address, never not at all; to
+// exempt calls (health checks, internal batch jobs) use
+// InterceptorConfig.Exempt.
 type KeyFunc func(ctx context.Context, fullMethod string) string
 
 // KeyByMethod keys by the full method name, "method:/pkg.Service/Method":
@@ -54,30 +62,54 @@ type KeyFunc func(ctx context.Context, fullMethod string) string
 func KeyByMethod(_ context.Context, fullMethod string) string { return "method:" + fullMethod }
 
 // KeyByMetadata keys by the first value of an incoming metadata entry, e.g.
-// KeyByMetadata("x-api-key"), or "" when the call has none. The value is
-// hashed (SHA-256, 128 bits kept) so a secret never reaches floodgate's
-// store or logs and an over-long value cannot exceed floodgate's key size.
+// KeyByMetadata("x-api-key"), or "" when the call has none or its first
+// value is blank. The value is hashed (SHA-256, 128 bits kept) so a secret
+// never reaches floodgate's store or logs and an over-long value cannot
+// exceed floodgate's key size.
+//
+// The caller writes this value, so the interceptors do not trust it: a
+// call keyed by it (also through KeyFirst or KeyJoin) is limited by its
+// peer address as well, unless InterceptorConfig.TrustMetadata says an
+// interceptor before them verified it.
 func KeyByMetadata(name string) KeyFunc {
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) string {
 		md, _ := metadata.FromIncomingContext(ctx)
 		vs := md.Get(name)
-		if len(vs) == 0 || vs[0] == "" {
+		if len(vs) == 0 || strings.TrimSpace(vs[0]) == "" {
 			return ""
+		}
+		if n, ok := ctx.Value(keyNotesKey{}).(*keyNotes); ok {
+			n.fromCaller = true
 		}
 		return name + ":" + hashValue(vs[0])
 	}
 }
 
-// KeyByPeer keys by the caller's IP address (the port is dropped: it
-// changes with every connection), "peer:10.0.0.7", or "" when the call has
-// no network peer.
+// keyNotes is what the key functions tell the interceptors about a key,
+// through the context they are called with.
+type keyNotes struct {
+	fromCaller bool // a KeyByMetadata value went into the key
+}
+
+type keyNotesKey struct{}
+
+// KeyByPeer keys by the caller's IP address, "peer:10.0.0.7", or "" when
+// the call has no network peer. The port is dropped (it changes with every
+// connection), an IPv4-mapped address counts as IPv4, and an IPv6 address
+// is cut to its /64 (DefaultIPv6Prefix), "peer:2001:db8:1:2::/64", as
+// Middleware does: one subscriber usually holds a whole /64 and can rotate
+// through it. A peer that is no IP address (a unix socket) is keyed as it
+// is.
 func KeyByPeer(ctx context.Context, _ string) string {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return ""
 	}
 	a := p.Addr.String()
+	if addr, ok := parseHostAddr(a); ok {
+		return "peer:" + addrKey(addr, DefaultIPv6Prefix)
+	}
 	if host, _, err := net.SplitHostPort(a); err == nil {
 		a = host
 	}
@@ -103,8 +135,8 @@ func KeyFirst(fns ...KeyFunc) KeyFunc {
 
 // KeyJoin joins the keys of fns with "|": KeyJoin(KeyByMethod, KeyByPeer)
 // gives each caller its own limit per method. If any part is empty the
-// joined key is empty (the call is not limited), so wrap optional parts in
-// KeyFirst with a fallback.
+// joined key is empty (the interceptors then key the call by its peer
+// alone), so wrap optional parts in KeyFirst with a fallback.
 func KeyJoin(fns ...KeyFunc) KeyFunc {
 	return func(ctx context.Context, m string) string {
 		parts := make([]string, len(fns))
@@ -121,19 +153,37 @@ func KeyJoin(fns ...KeyFunc) KeyFunc {
 type InterceptorConfig struct {
 	// Limit is the limit every key spends against. Required.
 	Limit Limit
-	// Key names each call's key. nil means KeyByPeer.
+	// Key names each call's key. nil means KeyByPeer; a call for which Key
+	// returns "" is keyed by KeyByPeer, so a missing or empty API key never
+	// means "unlimited". A key made from caller-written metadata
+	// (KeyByMetadata) is also held to its peer's limit (Limit, on the
+	// KeyByPeer key) in one all-or-nothing CheckBatch, so made-up keys never
+	// escape the per-address limit; see TrustMetadata.
 	Key KeyFunc
+	// TrustMetadata says the metadata KeyByMetadata reads was verified by
+	// an interceptor that runs before this one (e.g. your API-key auth), so
+	// such calls are limited by their key alone and clients sharing an
+	// address do not share a limit.
+	TrustMetadata bool
+	// Exempt, if set, lets the calls it accepts through unlimited (health
+	// checks, internal jobs), without asking floodgate.
+	Exempt func(ctx context.Context, fullMethod string) bool
 	// KeyPrefix is put before every key, to keep this service's keys apart
 	// from others' on a shared floodgate, e.g. "orders:".
 	KeyPrefix string
-	// FailureMode applies when floodgate cannot decide. The zero value is
-	// FailOpen.
+	// FailureMode applies when floodgate cannot decide (unreachable, too
+	// slow). The zero value is FailOpen. A configuration error (see
+	// FailureMode) is never served open: the call fails with codes.Internal
+	// and the error is logged once.
 	FailureMode FailureMode
 	// Timeout bounds the call to floodgate. 0 means the client's timeout.
 	Timeout time.Duration
 	// OnError, if set, is told every error from floodgate (before the
 	// failure mode applies), e.g. to log or count it.
 	OnError func(ctx context.Context, fullMethod string, err error)
+	// Logger receives configuration errors, once each. nil means
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // UnaryServerInterceptor limits each unary call: allowed calls get
@@ -178,8 +228,9 @@ func StreamServerInterceptor(c *Client, cfg InterceptorConfig) grpc.StreamServer
 }
 
 type callLimiter struct {
-	c   *Client
-	cfg InterceptorConfig
+	c       *Client
+	cfg     InterceptorConfig
+	misconf *misconfigLog
 }
 
 func newCallLimiter(c *Client, cfg InterceptorConfig) *callLimiter {
@@ -189,18 +240,20 @@ func newCallLimiter(c *Client, cfg InterceptorConfig) *callLimiter {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = c.timeout
 	}
-	return &callLimiter{c: c, cfg: cfg}
+	return &callLimiter{c: c, cfg: cfg, misconf: newMisconfigLog(cfg.Logger)}
 }
+
+// unknownPeer keys the calls without a network peer, together.
+const unknownPeer = "peer:unknown"
 
 // decide asks floodgate about one call. It returns the metadata to send (nil
 // when the call is not limited) and, when the call must not proceed, its
 // error.
 func (l *callLimiter) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
-	key := l.cfg.Key(ctx, fullMethod)
-	if key == "" {
+	if l.cfg.Exempt != nil && l.cfg.Exempt(ctx, fullMethod) {
 		return nil, nil
 	}
-	d, err := l.c.check(ctx, l.cfg.Timeout, l.cfg.KeyPrefix+key, l.cfg.Limit)
+	d, err := l.check(ctx, fullMethod)
 	if err != nil {
 		if ctx.Err() != nil { // the caller gave up; say so, not "unavailable"
 			return nil, status.FromContextError(ctx.Err()).Err()
@@ -208,11 +261,16 @@ func (l *callLimiter) decide(ctx context.Context, fullMethod string) (metadata.M
 		if l.cfg.OnError != nil {
 			l.cfg.OnError(ctx, fullMethod, err)
 		}
+		if isConfigError(err) {
+			l.misconf.failed(ctx, fullMethod, err)
+			return nil, status.Error(codes.Internal, "rate limiter misconfigured")
+		}
 		if l.cfg.FailureMode == FailClosed {
 			return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
 		}
 		return nil, nil
 	}
+	l.misconf.ok()
 	md := metadata.Pairs(
 		MDLimit, strconv.FormatInt(d.Limit, 10),
 		MDRemaining, strconv.FormatInt(max(d.Remaining, 0), 10),
@@ -230,6 +288,33 @@ func (l *callLimiter) decide(ctx context.Context, fullMethod string) (metadata.M
 		st = withInfo
 	}
 	return md, st.Err()
+}
+
+// check keys one call and asks floodgate: by Key's key, falling back to
+// the peer's; a key from caller-written metadata together with the peer's.
+func (l *callLimiter) check(ctx context.Context, fullMethod string) (Decision, error) {
+	var notes keyNotes
+	key := l.cfg.Key(context.WithValue(ctx, keyNotesKey{}, &notes), fullMethod)
+	peerKey := func() string {
+		if k := KeyByPeer(ctx, fullMethod); k != "" {
+			return k
+		}
+		return unknownPeer
+	}
+	if key == "" {
+		return l.c.check(ctx, l.cfg.Timeout, l.cfg.KeyPrefix+peerKey(), l.cfg.Limit)
+	}
+	if !notes.fromCaller || l.cfg.TrustMetadata {
+		return l.c.check(ctx, l.cfg.Timeout, l.cfg.KeyPrefix+key, l.cfg.Limit)
+	}
+	b, err := l.c.checkBatch(ctx, l.cfg.Timeout, []Request{
+		{Key: l.cfg.KeyPrefix + key, Limit: l.cfg.Limit},
+		{Key: l.cfg.KeyPrefix + peerKey(), Limit: l.cfg.Limit},
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	return mostRestrictive(b), nil
 }
 
 // ceilSeconds is d in whole seconds, rounded up.

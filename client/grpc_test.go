@@ -142,12 +142,12 @@ func TestStreamInterceptor(t *testing.T) {
 	wantNumbers(t, "denied stream trailers", s2.Trailer(), "1", "0", "10", "10")
 }
 
-// TestInterceptorKeys: each key has its own limit; an empty key is not
-// limited.
+// TestInterceptorKeys: each key has its own limit, and a key the caller
+// writes spends its peer's too; a call without a key spends its peer's.
 func TestInterceptorKeys(t *testing.T) {
 	addr, _ := startFloodgate(t, server.Settings{})
 	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
-		Limit:     client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute},
+		Limit:     client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute},
 		Key:       client.KeyByMetadata("X-API-Key"),
 		KeyPrefix: "health:",
 	})
@@ -163,8 +163,9 @@ func TestInterceptorKeys(t *testing.T) {
 		key  string
 		want codes.Code
 	}{
-		{"alice", codes.OK}, {"alice", codes.ResourceExhausted}, {"bob", codes.OK}, {"bob", codes.ResourceExhausted},
-		{"", codes.OK}, {"", codes.OK}, // no key: not limited
+		{"alice", codes.OK}, {"alice", codes.OK}, {"alice", codes.ResourceExhausted},
+		{"bob", codes.ResourceExhausted}, // a fresh key, but the peer's limit is spent
+		{"", codes.ResourceExhausted},    // no key: the peer's limit
 	} {
 		if got := call(tc.key); got != tc.want {
 			t.Fatalf("call %d with key %q: got %v, want %v", i+1, tc.key, got, tc.want)

@@ -2,9 +2,9 @@ package client
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -26,15 +26,21 @@ type HTTPConfig struct {
 	// IPLimit applies to client IPs. The zero value means Limit. Anonymous
 	// traffic often deserves less than a keyed client.
 	IPLimit Limit
-	// APIKeyHeader carries the API key. "" means DefaultAPIKeyHeader.
+	// APIKeyHeader carries the API key. "" means DefaultAPIKeyHeader. A
+	// missing or blank key is no key: the request is limited by its IP.
 	APIKeyHeader string
-	// PerIPAndKey limits a request that carries an API key by its IP and by
+	// VerifyAPIKey, if set, says whether a request's API key is genuine
+	// (known to you and not revoked). The middleware cannot tell by itself,
+	// so without VerifyAPIKey a keyed request is limited by its IP and by
 	// its key at once, in one all-or-nothing CheckBatch (a deny on either
-	// charges neither). Without it a keyed request spends only its key's
-	// limit, so an abuser rotating made-up keys is limited by nothing;
-	// with it, rotating keys still hits the IP limit and rotating IPs still
-	// hits the key limit. Requests without a key are limited by IP either
-	// way.
+	// charges neither): an abuser rotating made-up keys still hits the IP
+	// limit, and one rotating IPs still hits the key limit. With it, a key
+	// it accepts is limited by the key alone (so customers behind one NAT
+	// do not share a limit) and a key it rejects counts as no key (the IP
+	// limit alone; your handler then refuses the request).
+	VerifyAPIKey func(r *http.Request, key string) bool
+	// PerIPAndKey limits keys VerifyAPIKey accepts by IP as well as by key.
+	// Unverified keys are always limited by both.
 	PerIPAndKey bool
 	// TrustedProxyHops is the number of reverse proxies in front of this
 	// server that append to X-Forwarded-For. 0 (the default) ignores the
@@ -50,8 +56,10 @@ type HTTPConfig struct {
 	IPv6Prefix int
 	// KeyPrefix is put before every key, e.g. "api:".
 	KeyPrefix string
-	// FailureMode applies when floodgate cannot decide. The zero value is
-	// FailOpen; FailClosed answers 503.
+	// FailureMode applies when floodgate cannot decide (unreachable, too
+	// slow). The zero value is FailOpen; FailClosed answers 503. A
+	// configuration error (see FailureMode) is never served open: it
+	// answers 500 and is logged once.
 	FailureMode FailureMode
 	// Timeout bounds the call to floodgate. 0 means the client's timeout.
 	Timeout time.Duration
@@ -60,11 +68,14 @@ type HTTPConfig struct {
 	// OnError, if set, is told every error from floodgate (before the
 	// failure mode applies), e.g. to log or count it.
 	OnError func(r *http.Request, err error)
+	// Logger receives configuration errors, once each. nil means
+	// slog.Default().
+	Logger *slog.Logger
 }
 
-// Middleware limits every request by API key, falling back to the client
-// IP (or by both, see HTTPConfig.PerIPAndKey), like the seeds' Express
-// middleware, and writes the numbers as headers:
+// Middleware limits every request by its client IP and, when it carries an
+// API key, by the key too (a key HTTPConfig.VerifyAPIKey accepts: by the key
+// alone), and writes the numbers as headers:
 //
 //	RateLimit-Limit: 60          (IETF draft; reset as delta seconds)
 //	RateLimit-Remaining: 42
@@ -84,7 +95,11 @@ type HTTPConfig struct {
 // A denied request gets 429 with the JSON body
 // {"error":"rate_limited","retry_after_seconds":N}. When floodgate cannot
 // decide within the timeout, FailOpen serves the request without headers
-// and FailClosed answers 503 {"error":"rate_limiter_unavailable"}.
+// and FailClosed answers 503 {"error":"rate_limiter_unavailable"}. When
+// floodgate says the setup is wrong (a rejected token, an unknown policy,
+// an invalid limit), the request is answered 500
+// {"error":"rate_limiter_misconfigured"} in either mode, and the error is
+// logged to HTTPConfig.Logger once.
 // When two limits apply, the headers describe the more restrictive.
 func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 	if cfg.APIKeyHeader == "" {
@@ -102,6 +117,7 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	misconf := newMisconfigLog(cfg.Logger)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d, err := decideHTTP(r.Context(), c, &cfg, r)
@@ -112,6 +128,11 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 				if cfg.OnError != nil {
 					cfg.OnError(r, err)
 				}
+				if isConfigError(err) {
+					misconf.failed(r.Context(), "http middleware", err)
+					writeJSON(w, http.StatusInternalServerError, `{"error":"rate_limiter_misconfigured"}`)
+					return
+				}
 				if cfg.FailureMode == FailClosed {
 					h := w.Header()
 					h.Set("Retry-After", "1")
@@ -121,6 +142,7 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
+			misconf.ok()
 			writeHeaders(w.Header(), d, cfg.Clock())
 			if !d.Allowed {
 				retry := strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)
@@ -137,11 +159,18 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 // headers describe.
 func decideHTTP(ctx context.Context, c *Client, cfg *HTTPConfig, r *http.Request) (Decision, error) {
 	ipKey := cfg.KeyPrefix + "ip:" + clientIP(r, cfg.TrustedProxyHops, cfg.IPv6Prefix)
-	apiKey := r.Header.Get(cfg.APIKeyHeader)
+	apiKey := strings.TrimSpace(r.Header.Get(cfg.APIKeyHeader))
+	verified := false
+	if apiKey != "" && cfg.VerifyAPIKey != nil {
+		if !cfg.VerifyAPIKey(r, apiKey) {
+			apiKey = "" // not a key: limited as a request without one
+		}
+		verified = true
+	}
 	switch {
 	case apiKey == "":
 		return c.check(ctx, cfg.Timeout, ipKey, cfg.IPLimit)
-	case !cfg.PerIPAndKey:
+	case verified && !cfg.PerIPAndKey:
 		return c.check(ctx, cfg.Timeout, cfg.KeyPrefix+"apikey:"+hashValue(apiKey), cfg.Limit)
 	}
 	b, err := c.checkBatch(ctx, cfg.Timeout, []Request{
@@ -151,6 +180,12 @@ func decideHTTP(ctx context.Context, c *Client, cfg *HTTPConfig, r *http.Request
 	if err != nil {
 		return Decision{}, err
 	}
+	return mostRestrictive(b), nil
+}
+
+// mostRestrictive is the decision a batch's headers describe: the most
+// restrictive of its checks, allowed only if the batch was.
+func mostRestrictive(b BatchDecision) Decision {
 	d := b.Decisions[0]
 	for _, o := range b.Decisions[1:] {
 		if moreRestrictive(o, d) {
@@ -158,7 +193,7 @@ func decideHTTP(ctx context.Context, c *Client, cfg *HTTPConfig, r *http.Request
 		}
 	}
 	d.Allowed = b.Allowed // a batch denied by one check is denied as a whole
-	return d, nil
+	return d
 }
 
 // moreRestrictive orders decisions for the headers: a deny beats an allow,
@@ -204,32 +239,28 @@ func writeJSON(w http.ResponseWriter, code int, body string) {
 
 // clientIP is the request's client address as a key: from RemoteAddr, or
 // from X-Forwarded-For behind hops trusted proxies; IPv6 addresses cut to
-// their first v6Bits bits.
+// their first v6Bits bits. An X-Forwarded-For entry may carry a port or
+// brackets ("203.0.113.7:40001", "[2001:db8::1]:443"); one that is no IP
+// address at all, or a header with fewer than hops entries, falls back to
+// RemoteAddr, so no value a client can write becomes a fresh key.
 func clientIP(r *http.Request, hops, v6Bits int) string {
+	if hops > 0 {
+		var all []string
+		for _, v := range r.Header.Values("X-Forwarded-For") {
+			all = append(all, strings.Split(v, ",")...)
+		}
+		if len(all) >= hops {
+			if addr, ok := parseHostAddr(all[len(all)-hops]); ok {
+				return addrKey(addr, v6Bits)
+			}
+		}
+	}
+	if addr, ok := parseHostAddr(r.RemoteAddr); ok {
+		return addrKey(addr, v6Bits)
+	}
 	s := r.RemoteAddr
 	if host, _, err := net.SplitHostPort(s); err == nil {
 		s = host
 	}
-	if hops > 0 {
-		var all []string
-		for _, v := range r.Header.Values("X-Forwarded-For") {
-			for _, part := range strings.Split(v, ",") {
-				all = append(all, strings.TrimSpace(part))
-			}
-		}
-		if len(all) >= hops {
-			s = all[len(all)-hops]
-		}
-	}
-	addr, err := netip.ParseAddr(s)
-	if err != nil {
-		return s // not an IP (a unix socket, a test): key it as it is
-	}
-	addr = addr.Unmap()
-	if addr.Is6() && v6Bits < 128 {
-		if p, err := addr.WithZone("").Prefix(v6Bits); err == nil {
-			return p.String()
-		}
-	}
-	return addr.WithZone("").String()
+	return s // not an IP (a unix socket, a test): key it as it is
 }

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -83,8 +84,9 @@ func TestMiddlewareHeaders(t *testing.T) {
 	}, `{"error":"rate_limited","retry_after_seconds":1}`+"\n")
 }
 
-// TestMiddlewareKeys: an API key has its own limit; without one the client
-// IP does; X-Forwarded-For counts only behind configured proxies.
+// TestMiddlewareKeys: an API key has its own limit, on top of its IP's;
+// without one the client IP alone; X-Forwarded-For counts only behind
+// configured proxies.
 func TestMiddlewareKeys(t *testing.T) {
 	addr, clock := startFloodgate(t, server.Settings{})
 	c := dial(t, addr)
@@ -100,10 +102,11 @@ func TestMiddlewareKeys(t *testing.T) {
 	}{
 		{direct, "192.0.2.1:1", []string{"X-API-Key", "alice"}, 200},
 		{direct, "192.0.2.2:1", []string{"X-API-Key", "alice"}, 429}, // the key, from anywhere
-		{direct, "192.0.2.1:1", []string{"X-API-Key", "bob"}, 200},
-		{direct, "192.0.2.1:2", nil, 200}, // no key: the IP, any port
-		{direct, "192.0.2.1:3", nil, 429},
-		{direct, "192.0.2.1:4", []string{"X-Forwarded-For", "198.51.100.9"}, 429}, // XFF ignored by default
+		{direct, "192.0.2.1:1", []string{"X-API-Key", "bob"}, 429},   // a fresh key, but the IP's limit is spent
+		{direct, "192.0.2.3:1", []string{"X-API-Key", "bob"}, 200},
+		{direct, "192.0.2.4:2", nil, 200}, // no key: the IP, any port
+		{direct, "192.0.2.4:3", nil, 429},
+		{direct, "192.0.2.4:4", []string{"X-Forwarded-For", "198.51.100.9"}, 429}, // XFF ignored by default
 		{direct, "[2001:db8:1:2::1]:1", nil, 200},                                 // IPv6: the /64
 		{direct, "[2001:db8:1:2::ffff]:1", nil, 429},
 		{direct, "[2001:db8:1:3::1]:1", nil, 200},
@@ -212,21 +215,24 @@ func TestMiddlewareFailureModes(t *testing.T) {
 	}
 }
 
-// TestMiddlewareBadLimit: a limit floodgate rejects is an error, and the
-// failure mode answers (here closed), so a typo cannot pass silently in
-// tests that run closed.
+// TestMiddlewareBadLimit: a limit floodgate rejects is a configuration
+// error, answered 500 whatever the failure mode, so a typo cannot pass
+// silently.
 func TestMiddlewareBadLimit(t *testing.T) {
 	addr, _ := startFloodgate(t, server.Settings{})
 	var log errorLog
+	var logged recordCounter
 	h := client.Middleware(dial(t, addr), client.HTTPConfig{
 		Limit:       client.Policy("nope"),
 		FailureMode: client.FailClosed,
 		OnError:     func(_ *http.Request, err error) { log.add(err) },
+		Logger:      slog.New(&logged),
 	})(ok)
-	if got := get(h, "192.0.2.1:1").Code; got != 503 {
-		t.Fatalf("got %d, want 503", got)
+	if got := get(h, "192.0.2.1:1").Code; got != 500 {
+		t.Fatalf("got %d, want 500", got)
 	}
 	if got := log.codes(); len(got) != 1 || got[0] != codes.NotFound {
 		t.Fatalf("OnError saw %v, want NotFound", got)
 	}
+	logged.wantLogged(t, 1, "unknown policy")
 }
