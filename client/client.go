@@ -422,12 +422,34 @@ func (c *Client) Peek(ctx context.Context, key string, limit Limit, opts ...Chec
 	return decisionOf(resp), nil
 }
 
-// Reset forgets key under alg (AnyAlgorithm: under every algorithm), so its
-// next check starts from a full limit.
+// Reset forgets key under alg (AnyAlgorithm: under every algorithm), every
+// limit's count of it, so its next check starts from a full limit.
 func (c *Client) Reset(ctx context.Context, key string, alg Algorithm) error {
 	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()
 	if _, err := c.rl.Reset(ctx, &floodgatev1.ResetRequest{Key: key, Algorithm: floodgatev1.Algorithm(alg)}, c.callOpts...); err != nil {
+		return fmt.Errorf("floodgate reset: %w", err)
+	}
+	return nil
+}
+
+// ResetLimit forgets key's count under one limit only (a policy, or an
+// inline limit): a key holds one count per limit, and Reset forgets them
+// all.
+func (c *Client) ResetLimit(ctx context.Context, key string, limit Limit) error {
+	alg, inline, policy, err := limit.source()
+	if err != nil {
+		return fmt.Errorf("floodgate reset: %w", err)
+	}
+	req := &floodgatev1.ResetRequest{Key: key, Algorithm: alg}
+	if inline != nil {
+		req.Source = &floodgatev1.ResetRequest_Limit{Limit: inline}
+	} else {
+		req.Source = &floodgatev1.ResetRequest_Policy{Policy: policy}
+	}
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
+	if _, err := c.rl.Reset(ctx, req, c.callOpts...); err != nil {
 		return fmt.Errorf("floodgate reset: %w", err)
 	}
 	return nil

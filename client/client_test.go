@@ -78,6 +78,19 @@ func TestCheckPeekReset(t *testing.T) {
 		t.Fatalf("cost 2 after 40s: got %+v, want %+v", got, want)
 	}
 
+	other := client.Limit{Algorithm: perMinute3.Algorithm, Requests: 7, Period: time.Minute}
+	if _, err := c.Check(ctx, "user:1", other); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ResetLimit(ctx, "user:1", other); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Peek(ctx, "user:1", other); err != nil || got.Remaining != 7 {
+		t.Fatalf("peek after ResetLimit: got %+v %v, want 7 remaining", got, err)
+	}
+	if got, err := c.Peek(ctx, "user:1", perMinute3); err != nil || got.Remaining != 0 {
+		t.Fatalf("ResetLimit of another limit reset this one: got %+v %v, want 0 remaining", got, err)
+	}
 	if err := c.Reset(ctx, "user:1", client.AnyAlgorithm); err != nil {
 		t.Fatal(err)
 	}

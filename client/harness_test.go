@@ -87,7 +87,7 @@ type downStore struct{}
 func (downStore) Decide(context.Context, time.Time, []store.Request, []algorithms.Decision) error {
 	return store.ErrUnavailable
 }
-func (downStore) Reset(context.Context, algorithms.Algorithm, string) error {
+func (downStore) Reset(context.Context, algorithms.Algorithm, string, ...string) error {
 	return store.ErrUnavailable
 }
 func (downStore) Ping(context.Context) error { return store.ErrUnavailable }

@@ -352,9 +352,9 @@ func (s *instrumentedStore) Decide(ctx context.Context, now time.Time, reqs []st
 }
 
 // Reset implements store.Store.
-func (s *instrumentedStore) Reset(ctx context.Context, alg algorithms.Algorithm, key string) error {
+func (s *instrumentedStore) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
 	start := time.Now()
-	err := s.next.Reset(ctx, alg, key)
+	err := s.next.Reset(ctx, alg, key, scopes...)
 	s.resetDur.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.resetErr.Inc()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -180,7 +181,9 @@ func (r *RateLimiter) Peek(ctx context.Context, req *floodgatev1.PeekRequest) (*
 	}, nil
 }
 
-// Reset implements floodgate.v1.RateLimiter/Reset.
+// Reset implements floodgate.v1.RateLimiter/Reset. With a limit or a
+// policy it forgets that one count of the key; without, every count of
+// the key, whatever limit made it (the store finds them by key).
 func (r *RateLimiter) Reset(ctx context.Context, req *floodgatev1.ResetRequest) (*floodgatev1.ResetResponse, error) {
 	if err := r.validateKey(req.GetKey()); err != nil {
 		return nil, toStatus(ctx, r.log, err)
@@ -189,15 +192,49 @@ func (r *RateLimiter) Reset(ctx context.Context, req *floodgatev1.ResetRequest) 
 	if alg != algorithms.Unspecified && !alg.Valid() {
 		return nil, toStatus(ctx, r.log, invalidf("algorithm", "unknown value %d", int32(alg)))
 	}
-	if err := r.store.Reset(ctx, alg, CheckKey(req.GetKey())); err != nil {
+	var scopes []string
+	switch {
+	case req.GetPolicy() != "":
+		p, err := r.policy(req.GetPolicy())
+		if err != nil {
+			return nil, toStatus(ctx, r.log, err)
+		}
+		if alg != algorithms.Unspecified && alg != p.Rate.Algorithm {
+			return nil, toStatus(ctx, r.log, invalidf("algorithm", "%v does not match policy %q, which uses %v; leave algorithm unset", alg, p.Name, p.Rate.Algorithm))
+		}
+		alg, scopes = p.Rate.Algorithm, []string{policyScope(p.Name)}
+	case req.GetLimit() != nil:
+		if alg == algorithms.Unspecified {
+			return nil, toStatus(ctx, r.log, invalidf("algorithm", "required with an inline limit"))
+		}
+		l, err := inlineLimit(alg, req.GetLimit())
+		if err != nil {
+			return nil, toStatus(ctx, r.log, err)
+		}
+		scopes = []string{inlineScope(l)}
+	}
+	if err := r.store.Reset(ctx, alg, checkKey(req.GetKey()), scopes...); err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
 	return &floodgatev1.ResetResponse{}, nil
 }
 
-// CheckKey is the store key of a Check API key. The first byte keeps the
+// checkKey is the store key of a Check API key. The first byte keeps the
 // Check API's keys apart from the Envoy API's.
-func CheckKey(key string) string { return "k" + key }
+func checkKey(key string) string { return "k" + key }
+
+// policyScope is the store scope of a policy's count: its name, so that a
+// policy whose numbers change on a config reload keeps the key's count (a
+// tier's limit raised or lowered applies to what was already spent), while
+// two policies on one key (login and otp on a user) never share one.
+func policyScope(name string) string { return "p" + name }
+
+// inlineScope is the store scope of an inline limit's count: its numbers
+// (the algorithm is in the store key already), so that two inline limits
+// on one key never share a count, whatever order callers interleave them.
+func inlineScope(l algorithms.Limit) string {
+	return "i" + strconv.FormatInt(l.Requests, 10) + "/" + strconv.FormatInt(l.PeriodMs(), 10) + "/" + strconv.FormatInt(l.Burst, 10)
+}
 
 // resolve validates a check and finds its limit.
 func (r *RateLimiter) resolve(req checkFields) (check, error) {
@@ -227,6 +264,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 			return check{}, invalidf("algorithm", "%v does not match policy %q, which uses %v; leave algorithm unset", alg, p.Name, p.Rate.Algorithm)
 		}
 		c.req.Limit = p.Rate
+		c.req.Scope = policyScope(p.Name)
 		c.shadow = p.ShadowMode
 		c.rule = p.Name
 		if p.FailureMode != config.FailureDefault {
@@ -241,6 +279,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 			return check{}, err
 		}
 		c.req.Limit = l
+		c.req.Scope = inlineScope(l)
 		c.rule = "inline"
 	default:
 		return check{}, invalidf("limit", "one of limit or policy is required")
@@ -252,7 +291,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		}
 		return check{}, invalidf("cost", "%d exceeds the limit's capacity of %d (%s), so it could never be allowed", cost, capacity, what)
 	}
-	c.req.Key = CheckKey(req.GetKey())
+	c.req.Key = checkKey(req.GetKey())
 	c.req.Cost = cost
 	return c, nil
 }

@@ -19,10 +19,17 @@ import (
 // Request is one check inside a Decide call.
 type Request struct {
 	// Key identifies the limited thing. Opaque bytes chosen by the server;
-	// two requests share state iff they have the same Key and the same
-	// Limit.Algorithm. Implementations must keep distinct keys apart
-	// whatever bytes they hold.
+	// two requests share state iff they have the same Key, the same Scope
+	// and the same Limit.Algorithm. Implementations must keep distinct
+	// keys and scopes apart whatever bytes they hold.
 	Key string
+	// Scope names which of the limits on Key this state belongs to, so
+	// that two limits on one key never share a counter (a policy's name, or
+	// an inline limit's numbers). "" is a scope like any other. A Reset of
+	// Key without scopes forgets every scope of it, so implementations keep
+	// a key's scopes findable from the key (in one memory shard, in one
+	// Redis key pattern).
+	Scope string
 	// Limit is the rate to enforce. It must be valid (Limit.Validate).
 	Limit algorithms.Limit
 	// Cost > 0 spends, 0 looks, < 0 refunds (see algorithms.Decide).
@@ -46,8 +53,11 @@ type Store interface {
 	// then unspecified.
 	Decide(ctx context.Context, now time.Time, reqs []Request, out []algorithms.Decision) error
 	// Reset forgets key under algorithm alg, or under every algorithm when
-	// alg is algorithms.Unspecified.
-	Reset(ctx context.Context, alg algorithms.Algorithm, key string) error
+	// alg is algorithms.Unspecified; under the given scopes only, or under
+	// every scope of key when none is given. Forgetting every scope may
+	// cost more than a decision (Redis scans for the key's scopes); it is
+	// an operator's action, not a hot path.
+	Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error
 	// Ping reports whether the store can decide right now.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.

@@ -89,11 +89,11 @@ func (b *Breaker) Decide(ctx context.Context, now time.Time, reqs []store.Reques
 }
 
 // Reset implements store.Store.
-func (b *Breaker) Reset(ctx context.Context, alg algorithms.Algorithm, key string) error {
+func (b *Breaker) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
 	if b.open.Load() {
 		return ErrOpen
 	}
-	return b.record(ctx, b.next.Reset(ctx, alg, key))
+	return b.record(ctx, b.next.Reset(ctx, alg, key, scopes...))
 }
 
 // Ping implements store.Store: it asks the store itself, open or not.

@@ -59,6 +59,7 @@ type shard struct {
 
 // entry is one cached deny.
 type entry struct {
+	scope string
 	limit algorithms.Limit
 	at    time.Time // when the store denied
 	until time.Time // at + RetryAfter
@@ -107,7 +108,7 @@ func (c *Cache) answer(now time.Time, reqs []store.Request, out []algorithms.Dec
 		}
 		s := c.shard(r.Key)
 		s.mu.Lock()
-		e, ok := find(s.m[r.Key], r.Limit)
+		e, ok := find(s.m[r.Key], r.Scope, r.Limit)
 		s.mu.Unlock()
 		if !ok || !now.Before(e.until) {
 			return false
@@ -130,7 +131,7 @@ func (c *Cache) learn(now time.Time, reqs []store.Request, out []algorithms.Deci
 		case r.Cost < 0 && !r.DryRun:
 			c.forget(r.Key)
 		case r.Cost == 1 && !out[i].Allowed && out[i].RetryAfter > 0 && alone(reqs, i):
-			c.put(r.Key, entry{limit: r.Limit, at: now, until: now.Add(out[i].RetryAfter), d: out[i]})
+			c.put(r.Key, entry{scope: r.Scope, limit: r.Limit, at: now, until: now.Add(out[i].RetryAfter), d: out[i]})
 		}
 	}
 }
@@ -140,16 +141,16 @@ func (c *Cache) learn(now time.Time, reqs []store.Request, out []algorithms.Deci
 // call) is not a deny of the key.
 func alone(reqs []store.Request, i int) bool {
 	for j := range reqs {
-		if j != i && reqs[j].Key == reqs[i].Key && reqs[j].Limit.Algorithm == reqs[i].Limit.Algorithm {
+		if j != i && reqs[j].Key == reqs[i].Key && reqs[j].Scope == reqs[i].Scope && reqs[j].Limit.Algorithm == reqs[i].Limit.Algorithm {
 			return false
 		}
 	}
 	return true
 }
 
-func find(es []entry, l algorithms.Limit) (entry, bool) {
+func find(es []entry, scope string, l algorithms.Limit) (entry, bool) {
 	for _, e := range es {
-		if e.limit == l {
+		if e.scope == scope && e.limit == l {
 			return e, true
 		}
 	}
@@ -162,7 +163,7 @@ func (c *Cache) put(key string, e entry) {
 	defer s.mu.Unlock()
 	es := s.m[key]
 	for i := range es {
-		if es[i].limit == e.limit {
+		if es[i].scope == e.scope && es[i].limit == e.limit {
 			es[i] = e
 			return
 		}
@@ -222,9 +223,9 @@ func (c *Cache) Len() int {
 }
 
 // Reset implements store.Store; it forgets the key's cached denies first.
-func (c *Cache) Reset(ctx context.Context, alg algorithms.Algorithm, key string) error {
-	c.forget(key)
-	return c.next.Reset(ctx, alg, key)
+func (c *Cache) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
+	c.forget(key) // every scope's denies: forgetting more than needed only asks the store
+	return c.next.Reset(ctx, alg, key, scopes...)
 }
 
 // Ping implements store.Store.

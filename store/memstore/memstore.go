@@ -229,11 +229,12 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 	alg := r.Limit.Algorithm
 	sh.mu.Lock()
 	sh.observe(nowMs)
-	ref := sh.find(alg, r.Key, nowMs)
+	ek := entryKey(r.Key, r.Scope)
+	ref := sh.find(alg, ek, nowMs)
 	next, d := algorithms.DecideMs(r.Limit, ref.state(), nowMs, r.Cost)
 	*out = d
 	if d.Allowed && r.Cost != 0 && !r.DryRun {
-		sh.write(alg, r.Key, ref, next, nowMs, d.TTL)
+		sh.write(alg, ek, ref, next, nowMs, d.TTL)
 	}
 	sh.mu.Unlock()
 }
@@ -284,14 +285,15 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 	for i := range reqs {
 		r := &reqs[i]
 		alg := r.Limit.Algorithm
+		ek := entryKey(r.Key, r.Scope)
 		p := -1
 		if index != nil {
-			if j, ok := index[pendingKey{alg, r.Key}]; ok {
+			if j, ok := index[pendingKey{alg, ek}]; ok {
 				p = j
 			}
 		} else {
 			for j := range pend {
-				if pend[j].alg == alg && pend[j].key == r.Key {
+				if pend[j].alg == alg && pend[j].key == ek {
 					p = j
 					break
 				}
@@ -299,11 +301,11 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		}
 		if p < 0 {
 			sh := &s.shards[idx[i]]
-			ref := sh.find(alg, r.Key, nowMs)
-			pend = append(pend, pending{sh: sh, alg: alg, key: r.Key, ref: ref, st: ref.state()})
+			ref := sh.find(alg, ek, nowMs)
+			pend = append(pend, pending{sh: sh, alg: alg, key: ek, ref: ref, st: ref.state()})
 			p = len(pend) - 1
 			if index != nil {
-				index[pendingKey{alg, r.Key}] = p
+				index[pendingKey{alg, ek}] = p
 			}
 		}
 		pe := &pend[p]
@@ -354,8 +356,10 @@ func sortedUnique(xs []uint32) []uint32 {
 }
 
 // Reset forgets key under alg, or under every algorithm when alg is
-// algorithms.Unspecified.
-func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string) error {
+// algorithms.Unspecified, in the given scopes, or in every scope of key
+// when none is given (a key's scopes share its shard, which Reset then
+// walks).
+func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: reset: %w", err)
 	}
@@ -368,12 +372,41 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string)
 	sh := &s.shards[s.shardIndex(key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	all := len(scopes) == 0
+	if all {
+		scopes = []string{""}
+	}
 	for _, a := range algorithms.Algorithms {
-		if alg == algorithms.Unspecified || alg == a {
-			sh.remove(a, key)
+		if alg != algorithms.Unspecified && alg != a {
+			continue
+		}
+		for _, sc := range scopes {
+			sh.remove(a, entryKey(key, sc))
+		}
+		if all {
+			for _, ek := range sh.keys(a) {
+				if k, ok := scopedKeyOf(ek); ok && k == key {
+					sh.remove(a, ek)
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// keys lists the entry keys stored under alg.
+func (sh *shard) keys(alg algorithms.Algorithm) []string {
+	var out []string
+	if alg == algorithms.SlidingWindowLog {
+		for k := range sh.logs {
+			out = append(out, k)
+		}
+		return out
+	}
+	for k := range sh.counters[tableIndex(alg)] {
+		out = append(out, k)
+	}
+	return out
 }
 
 // Ping returns nil while the store is open: an in-process store can always

@@ -60,9 +60,54 @@ func plain(c byte) bool {
 	return c > ' ' && c < 0x7f && c != '{' && c != '}' && c != '%' && c != '#'
 }
 
-// stateKey is the Redis key holding key's state under alg.
+// stateKey is the Redis key holding key's state under alg, in the scope
+// "" (the Envoy API's keys).
 func stateKey(prefix string, alg algorithms.Algorithm, tag string) string {
 	return prefix + algShort[alg] + ":{" + tag + "}"
+}
+
+// scopedKey is the Redis key holding key's state under alg in scope:
+// stateKey, then, unless scope is "", ':' and the scope escaped like a
+// hash tag. The scope comes after the closing brace, so every scope of a
+// key is in the key's slot, and a tag (which holds no braces) cannot run
+// into it: distinct (key, scope) pairs never share a Redis key.
+func scopedKey(prefix string, alg algorithms.Algorithm, tag, scope string) string {
+	if scope == "" {
+		return stateKey(prefix, alg, tag)
+	}
+	return stateKey(prefix, alg, tag) + ":" + hashTag(scope)
+}
+
+// scopesPattern is the SCAN MATCH pattern of key's keys in every
+// non-empty scope under alg, or under every algorithm when alg is
+// algorithms.Unspecified.
+func scopesPattern(prefix string, alg algorithms.Algorithm, tag string) string {
+	if alg == algorithms.Unspecified {
+		return globEscape(prefix) + "*:{" + globEscape(tag) + "}:*"
+	}
+	return globEscape(stateKey(prefix, alg, tag)) + ":*"
+}
+
+// globEscape escapes the characters Redis' glob patterns treat specially.
+func globEscape(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '*', '?', '[', ']', '\\', '^', '-':
+			if b == nil {
+				b = append(make([]byte, 0, len(s)+8), s[:i]...)
+			}
+			b = append(b, '\\', c)
+		default:
+			if b != nil {
+				b = append(b, c)
+			}
+		}
+	}
+	if b == nil {
+		return s
+	}
+	return string(b)
 }
 
 // slot is the Redis Cluster hash slot of a key whose hash tag is tag

@@ -22,6 +22,15 @@
 // length; '#' never starts an escaped key, so the two forms never meet.
 // One key's four algorithms share a tag, hence a slot.
 //
+// A request with a scope (store.Request.Scope: the Check API's limit
+// identity, a policy's name or an inline limit's numbers) adds ':' and the
+// scope escaped the same way after the closing brace:
+//
+//	<prefix><alg>:{<tag>}:<scope>   e.g. fg:sw:{kuser:42}:plogin
+//
+// so every scope of a key shares the key's slot, and a Reset of the key
+// without a scope finds them with one SCAN pattern.
+//
 // # One round trip per Decide
 //
 // All requests of a Decide call whose keys share a slot (on a standalone
@@ -276,7 +285,7 @@ func (s *Store) plan(reqs []store.Request, h algorithms.BatchHeader, cost func(*
 			bySlot[sl] = c
 			calls = append(calls, c)
 		}
-		c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, tag))
+		c.keys = append(c.keys, scopedKey(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
 		c.args = algorithms.AppendBatchRequest(c.args, r.Limit, cost(r), r.DryRun)
 		c.idx = append(c.idx, i)
 	}
@@ -463,23 +472,73 @@ func (u *unit) split(reply any, err error) {
 }
 
 // Reset implements store.Store: it deletes key's state under alg, or
-// under all four algorithms (one DEL: they share a slot).
-func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string) error {
-	tag := hashTag(key)
-	var keys []string
-	switch {
-	case alg == algorithms.Unspecified:
-		for _, a := range algorithms.Algorithms {
-			keys = append(keys, stateKey(s.cfg.Prefix, a, tag))
-		}
-	case alg.Valid():
-		keys = []string{stateKey(s.cfg.Prefix, alg, tag)}
-	default:
+// under all four algorithms, in the given scopes (one DEL: a key's states
+// share a slot). Without scopes it deletes the scope "" and SCANs for the
+// key's other scopes (on every master of a cluster), one SCAN step per
+// Timeout: the cost grows with the keyspace, which is fine for an
+// operator's reset and why decisions never scan.
+func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
+	if alg != algorithms.Unspecified && !alg.Valid() {
 		return fmt.Errorf("redisstore: reset: %w: algorithm %v", store.ErrInvalid, alg)
+	}
+	algs := algorithms.Algorithms
+	if alg != algorithms.Unspecified {
+		algs = []algorithms.Algorithm{alg}
+	}
+	tag := hashTag(key)
+	all := len(scopes) == 0
+	if all {
+		scopes = []string{""}
+	}
+	var keys []string
+	for _, a := range algs {
+		for _, sc := range scopes {
+			keys = append(keys, scopedKey(s.cfg.Prefix, a, tag, sc))
+		}
+	}
+	if err := s.del(ctx, s.client, keys); err != nil {
+		return err
+	}
+	if !all {
+		return nil
+	}
+	pattern := scopesPattern(s.cfg.Prefix, alg, tag)
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return s.scanDel(ctx, c, pattern)
+		})
+	}
+	return s.scanDel(ctx, s.client, pattern)
+}
+
+// scanDel deletes every key of c matching pattern.
+func (s *Store) scanDel(ctx context.Context, c redis.Cmdable, pattern string) error {
+	var cursor uint64
+	for {
+		tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		keys, next, err := c.Scan(tctx, cursor, pattern, 1000).Result()
+		cancel()
+		if err != nil {
+			return s.wrap(ctx, "reset", err)
+		}
+		if err := s.del(ctx, c, keys); err != nil {
+			return err
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// del deletes keys, which share a slot, in one DEL.
+func (s *Store) del(ctx context.Context, c redis.Cmdable, keys []string) error {
+	if len(keys) == 0 {
+		return nil
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	if err := s.client.Del(tctx, keys...).Err(); err != nil {
+	if err := c.Del(tctx, keys...).Err(); err != nil {
 		return s.wrap(ctx, "reset", err)
 	}
 	return nil
