@@ -43,6 +43,13 @@ type EnvoySettings struct {
 	ShadowMode bool
 	// NoHeaders turns off the rate-limit response headers.
 	NoHeaders bool
+	// DetailedMetricSeries is how many request values per rule the rules
+	// with detailed_metric or value_to_metric may show in the rule label
+	// of the metrics (see Metrics.ObserveDetailedDecision). 0, the
+	// default, shows none: such rules are counted under their name, like
+	// every other rule, so no caller's value (an API key) reaches the
+	// unauthenticated /metrics without the operator's opt-in.
+	DetailedMetricSeries int
 	// Clock reads the time once per request; nil means time.Now.
 	Clock func() time.Time
 	// Logger receives store failures; nil means slog.Default().
@@ -67,6 +74,7 @@ type Envoy struct {
 	failureMode    config.FailureMode
 	shadow         bool
 	headers        bool
+	detailSeries   int
 	clock          func() time.Time
 	log            *slog.Logger
 	metrics        *Metrics
@@ -85,6 +93,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		failureMode:    s.FailureMode,
 		shadow:         s.ShadowMode,
 		headers:        !s.NoHeaders,
+		detailSeries:   s.DetailedMetricSeries,
 		clock:          s.Clock,
 		log:            s.Logger,
 		metrics:        s.Metrics,
@@ -353,8 +362,9 @@ func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Re
 }
 
 // observe counts the request's decisions. The rule label is the limit's
-// name from the config (bounded by the config), or, for limits that ask
-// for detailed_metric, the descriptor's values too.
+// name from the config (bounded by the config); with the operator's opt-in
+// (DetailedMetricSeries), limits that ask for detailed_metric or
+// value_to_metric show the descriptor's values too, bounded per rule.
 func (e *Envoy) observe(domain string, entries [][]config.Entry, checks []envoyCheck) {
 	if e.metrics == nil {
 		return
@@ -364,10 +374,13 @@ func (e *Envoy) observe(domain string, entries [][]config.Entry, checks []envoyC
 		if c.req.Cost <= 0 && !c.fixed {
 			continue
 		}
-		name := c.limit.Name
-		if c.limit.DetailedMetric {
-			name = c.limit.MetricName(entries[c.desc])
+		res := result(c.decision.Allowed, c.shadow, c.degraded)
+		if e.detailSeries > 0 {
+			if d := c.limit.MetricName(entries[c.desc]); d != c.limit.Name {
+				e.metrics.ObserveDetailedDecision(APIEnvoy, domain, c.limit.Name, d, e.detailSeries, c.limit.Rate.Algorithm, res, NearLimit(c.decision))
+				continue
+			}
 		}
-		e.metrics.ObserveDecision(APIEnvoy, domain, name, c.limit.Rate.Algorithm, result(c.decision.Allowed, c.shadow, c.degraded), NearLimit(c.decision))
+		e.metrics.ObserveDecision(APIEnvoy, domain, c.limit.Name, c.limit.Rate.Algorithm, res, NearLimit(c.decision))
 	}
 }
