@@ -48,7 +48,8 @@
 // Middleware limits by API key with a fallback to the client IP, or by both
 // at once (HTTPConfig.PerIPAndKey, as the seeds advise: an IP limit alone
 // is beaten by rotating IPs, a key limit alone by rotating keys). It writes
-// RateLimit-* and X-RateLimit-* headers, answers 429 with Retry-After and a
+// RateLimit, RateLimit-Policy and X-RateLimit-* headers (the scheme the
+// Envoy API writes too), answers 429 with Retry-After and a
 // JSON body, and fails open or closed (503). The client IP comes from
 // r.RemoteAddr unless HTTPConfig.TrustedProxyHops says how many proxies of
 // yours append to X-Forwarded-For; see there for why the header is not

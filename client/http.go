@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/ratelimitheader"
 )
 
 // DefaultAPIKeyHeader is the header HTTPConfig reads API keys from when
@@ -55,7 +57,8 @@ type HTTPConfig struct {
 	FailureMode FailureMode
 	// Timeout bounds the call to floodgate. 0 means the client's timeout.
 	Timeout time.Duration
-	// Clock gives the time for X-RateLimit-Reset. nil means time.Now.
+	// Clock is no longer read: X-RateLimit-Reset is a delay in seconds
+	// (draft-03), not a time. It stays so that existing code compiles.
 	Clock func() time.Time
 	// OnError, if set, is told every error from floodgate (before the
 	// failure mode applies), e.g. to log or count it.
@@ -64,28 +67,32 @@ type HTTPConfig struct {
 
 // Middleware limits every request by API key, falling back to the client
 // IP (or by both, see HTTPConfig.PerIPAndKey), like the seeds' Express
-// middleware, and writes the numbers as headers:
+// middleware, and writes the numbers as headers, in the one scheme
+// floodgate's Envoy API writes too (internal/ratelimitheader):
 //
-//	RateLimit-Limit: 60          (IETF draft; reset as delta seconds)
-//	RateLimit-Remaining: 42
-//	RateLimit-Reset: 23
-//	X-RateLimit-Limit: 60        (the de-facto forms the seeds show)
+//	RateLimit-Policy: "apikey";q=60;w=60   (IETF httpapi draft; the policy)
+//	RateLimit: "apikey";r=42;t=23          (what remains; seconds to reset)
+//	X-RateLimit-Limit: 60, 60;w=60         (draft-03, for older clients)
 //	X-RateLimit-Remaining: 42
-//	X-RateLimit-Reset: 1736812800
-//	Retry-After: 23              (on 429 only)
+//	X-RateLimit-Reset: 23                  (seconds, as in draft-03)
+//	Retry-After: 23                        (on 429 only)
 //
-// RateLimit-Reset follows the IETF draft and is a delay in seconds;
-// X-RateLimit-Reset follows the convention of the seeds, GitHub and most
-// existing clients of the X- headers and is a Unix time in seconds (now +
-// the delay). Every time is rounded up to a whole second, so a client that
-// waits as told is never early. (floodgate's Envoy API writes
-// x-ratelimit-reset as delta seconds, as Envoy's own headers do.)
+// The policy is named "apikey" or "ip" after the limit the headers
+// describe, or after the server-side policy when the limit is one (whose
+// window the middleware does not know: RateLimit-Policy and the ";w=" of
+// X-RateLimit-Limit are then left out). A token bucket advertises its
+// burst as q over the time it takes to refill, so q/w is its sustained
+// rate. Every time is rounded up to a whole second, so a client that waits
+// as told is never early. When two limits apply, the headers describe the
+// more restrictive; when both could have given the decision, the IP limit.
 //
 // A denied request gets 429 with the JSON body
 // {"error":"rate_limited","retry_after_seconds":N}. When floodgate cannot
 // decide within the timeout, FailOpen serves the request without headers
-// and FailClosed answers 503 {"error":"rate_limiter_unavailable"}.
-// When two limits apply, the headers describe the more restrictive.
+// and FailClosed answers 503 {"error":"rate_limiter_unavailable"}. When
+// floodgate's own store could not decide (a degraded answer), nothing is
+// known about the quota: only X-RateLimit-Degraded: true is written, with
+// Retry-After on a 429.
 func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 	if cfg.APIKeyHeader == "" {
 		cfg.APIKeyHeader = DefaultAPIKeyHeader
@@ -121,10 +128,10 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			writeHeaders(w.Header(), d, cfg.Clock())
+			pol := headerLimit(&cfg, r, d)
+			writeHeaders(w.Header(), pol, d)
 			if !d.Allowed {
-				retry := strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)
-				w.Header().Set("Retry-After", retry)
+				retry := strconv.FormatInt(ratelimitheader.RetryAfterSeconds(pol, d.RetryAfter), 10)
 				writeJSON(w, http.StatusTooManyRequests, `{"error":"rate_limited","retry_after_seconds":`+retry+`}`)
 				return
 			}
@@ -173,26 +180,55 @@ func moreRestrictive(a, b Decision) bool {
 	return a.Remaining < b.Remaining
 }
 
-func writeHeaders(h http.Header, d Decision, now time.Time) {
-	limit := strconv.FormatInt(d.Limit, 10)
-	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
-	h.Set("RateLimit-Limit", limit)
-	h.Set("RateLimit-Remaining", remaining)
-	h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(d.ResetAfter), 10))
-	h.Set("X-RateLimit-Limit", limit)
-	h.Set("X-RateLimit-Remaining", remaining)
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(unixCeil(now.Add(d.ResetAfter)), 10))
+// writeHeaders writes the rate-limit fields of d under pol (see
+// Middleware); a degraded answer gets X-RateLimit-Degraded and, when
+// denied, Retry-After only.
+func writeHeaders(h http.Header, pol ratelimitheader.Limit, d Decision) {
+	var buf [8]ratelimitheader.Field
+	fs := buf[:0]
 	if d.Degraded {
-		h.Set("X-RateLimit-Degraded", "true")
+		fs = ratelimitheader.AppendDegraded(fs, !d.Allowed, d.RetryAfter)
+	} else {
+		fs = ratelimitheader.Append(fs, pol, ratelimitheader.State{
+			Remaining:  d.Remaining,
+			ResetAfter: d.ResetAfter,
+			Denied:     !d.Allowed,
+			RetryAfter: d.RetryAfter,
+		})
+	}
+	for _, f := range fs {
+		h.Set(f.Name, f.Value)
 	}
 }
 
-// unixCeil is t as a Unix time in seconds, rounded up.
-func unixCeil(t time.Time) int64 {
-	if t.Nanosecond() > 0 {
-		return t.Unix() + 1
+// headerLimit is the limit d's headers describe, as a quota policy: the
+// IP limit ("ip") unless the request carries an API key and d came from
+// the key's limit ("apikey"); a server-side policy goes by its own name.
+func headerLimit(cfg *HTTPConfig, r *http.Request, d Decision) ratelimitheader.Limit {
+	name, l := "ip", cfg.IPLimit
+	if r.Header.Get(cfg.APIKeyHeader) != "" {
+		// With both limits, d is the more restrictive one; tell it by its
+		// capacity.
+		if !cfg.PerIPAndKey || (capacity(cfg.Limit) == d.Limit && capacity(cfg.IPLimit) != d.Limit) {
+			name, l = "apikey", cfg.Limit
+		}
 	}
-	return t.Unix()
+	switch {
+	case l.Policy != "":
+		return ratelimitheader.Limit{Name: l.Policy, Quota: d.Limit}
+	case l.Algorithm == TokenBucket:
+		return ratelimitheader.TokenBucket(name, l.Requests, l.Period, l.Burst)
+	}
+	return ratelimitheader.Window(name, l.Requests, l.Period)
+}
+
+// capacity is the most an inline limit admits at once (its Decision.Limit);
+// 0 for a policy, which the middleware cannot know.
+func capacity(l Limit) int64 {
+	if l.Algorithm == TokenBucket && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Requests
 }
 
 func writeJSON(w http.ResponseWriter, code int, body string) {
