@@ -60,8 +60,8 @@
 // key, by the key too, in one all-or-nothing batch (as the seeds advise: an
 // IP limit alone is beaten by rotating IPs, a key limit alone by rotating
 // made-up keys). A key HTTPConfig.VerifyAPIKey accepts is limited alone;
-// one it rejects counts as none. It writes RateLimit-* and X-RateLimit-*
-// headers, answers 429 with Retry-After and a JSON body, and fails open or
+// one it rejects counts as none. It writes RateLimit, RateLimit-Policy and
+// X-RateLimit-* headers (the scheme the Envoy API writes too), answers 429 with Retry-After and a JSON body, and fails open or
 // closed (503) when floodgate is down; a configuration error answers 500
 // and is logged once. The client IP comes from r.RemoteAddr unless
 // HTTPConfig.TrustedProxyHops says how many proxies of yours append to

@@ -166,7 +166,9 @@ func ExampleClient_Reset() {
 
 // The HTTP middleware: by client IP and API key at once (so made-up keys
 // never escape the IP's limit; see HTTPConfig.VerifyAPIKey to limit
-// genuine keys alone), with the RateLimit-* headers and a 429 JSON body.
+// genuine keys alone), with the RateLimit and RateLimit-Policy headers (and
+// their X-RateLimit-* forms) and a 429 JSON body. A token bucket of 60/min
+// with burst 2 is a policy of 2 per 2s.
 func ExampleMiddleware() {
 	addr, stop := exampleFloodgate(server.Settings{})
 	defer stop()
@@ -179,7 +181,6 @@ func ExampleMiddleware() {
 	limit := client.Middleware(c, client.HTTPConfig{
 		Limit:       client.Limit{Algorithm: client.TokenBucket, Requests: 60, Period: time.Minute, Burst: 2},
 		FailureMode: client.FailOpen,
-		Clock:       func() time.Time { return t0 }, // for X-RateLimit-Reset; omit in real code
 	})
 	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
 	srv := httptest.NewServer(limit(api))
@@ -194,13 +195,13 @@ func ExampleMiddleware() {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		fmt.Printf("%d remaining=%s reset=%s retry-after=%q %s", resp.StatusCode,
-			resp.Header.Get("RateLimit-Remaining"), resp.Header.Get("RateLimit-Reset"), resp.Header.Get("Retry-After"), body)
+		fmt.Printf("%d policy=%s ratelimit=%s retry-after=%q %s", resp.StatusCode,
+			resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"), body)
 	}
 	// Output:
-	// 200 remaining=1 reset=1 retry-after="" hello
-	// 200 remaining=0 reset=2 retry-after="" hello
-	// 429 remaining=0 reset=2 retry-after="1" {"error":"rate_limited","retry_after_seconds":1}
+	// 200 policy="apikey";q=2;w=2 ratelimit="apikey";r=1;t=1 retry-after="" hello
+	// 200 policy="apikey";q=2;w=2 ratelimit="apikey";r=0;t=2 retry-after="" hello
+	// 429 policy="apikey";q=2;w=2 ratelimit="apikey";r=0;t=2 retry-after="1" {"error":"rate_limited","retry_after_seconds":1}
 }
 
 // The gRPC interceptors, on a service of yours (here grpc.health.v1): each

@@ -314,7 +314,9 @@ func (l *callLimiter) check(ctx context.Context, fullMethod string) (Decision, e
 	if err != nil {
 		return Decision{}, err
 	}
-	return mostRestrictive(b), nil
+	d := b.Decisions[mostRestrictive(b)]
+	d.Allowed = b.Allowed // a batch denied by one check is denied as a whole
+	return d, nil
 }
 
 // ceilSeconds is d in whole seconds, rounded up.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/ratelimitheader"
 )
 
 // DefaultAPIKeyHeader is the header HTTPConfig reads API keys from when
@@ -63,7 +65,8 @@ type HTTPConfig struct {
 	FailureMode FailureMode
 	// Timeout bounds the call to floodgate. 0 means the client's timeout.
 	Timeout time.Duration
-	// Clock gives the time for X-RateLimit-Reset. nil means time.Now.
+	// Clock is no longer read: X-RateLimit-Reset is a delay in seconds
+	// (draft-03), not a time. It stays so that existing code compiles.
 	Clock func() time.Time
 	// OnError, if set, is told every error from floodgate (before the
 	// failure mode applies), e.g. to log or count it.
@@ -75,22 +78,24 @@ type HTTPConfig struct {
 
 // Middleware limits every request by its client IP and, when it carries an
 // API key, by the key too (a key HTTPConfig.VerifyAPIKey accepts: by the key
-// alone), and writes the numbers as headers:
+// alone), and writes the numbers as headers, in the one scheme floodgate's
+// Envoy API writes too (internal/ratelimitheader):
 //
-//	RateLimit-Limit: 60          (IETF draft; reset as delta seconds)
-//	RateLimit-Remaining: 42
-//	RateLimit-Reset: 23
-//	X-RateLimit-Limit: 60        (the de-facto forms the seeds show)
+//	RateLimit-Policy: "apikey";q=60;w=60   (IETF httpapi draft; the policy)
+//	RateLimit: "apikey";r=42;t=23          (what remains; seconds to reset)
+//	X-RateLimit-Limit: 60, 60;w=60         (draft-03, for older clients)
 //	X-RateLimit-Remaining: 42
-//	X-RateLimit-Reset: 1736812800
-//	Retry-After: 23              (on 429 only)
+//	X-RateLimit-Reset: 23                  (seconds, as in draft-03)
+//	Retry-After: 23                        (on 429 only)
 //
-// RateLimit-Reset follows the IETF draft and is a delay in seconds;
-// X-RateLimit-Reset follows the convention of the seeds, GitHub and most
-// existing clients of the X- headers and is a Unix time in seconds (now +
-// the delay). Every time is rounded up to a whole second, so a client that
-// waits as told is never early. (floodgate's Envoy API writes
-// x-ratelimit-reset as delta seconds, as Envoy's own headers do.)
+// The policy is named "apikey" or "ip" after the limit the headers
+// describe, or after the server-side policy when the limit is one (whose
+// window the middleware does not know: RateLimit-Policy and the ";w=" of
+// X-RateLimit-Limit are then left out). A token bucket advertises its
+// burst as q over the time it takes to refill, so q/w is its sustained
+// rate. Every time is rounded up to a whole second, so a client that waits
+// as told is never early. When two limits apply, the headers describe the
+// more restrictive; when both could have given the decision, the IP limit.
 //
 // A denied request gets 429 with the JSON body
 // {"error":"rate_limited","retry_after_seconds":N}. When floodgate cannot
@@ -99,8 +104,9 @@ type HTTPConfig struct {
 // floodgate says the setup is wrong (a rejected token, an unknown policy,
 // an invalid limit), the request is answered 500
 // {"error":"rate_limiter_misconfigured"} in either mode, and the error is
-// logged to HTTPConfig.Logger once.
-// When two limits apply, the headers describe the more restrictive.
+// logged to HTTPConfig.Logger once. When floodgate's own store could not
+// decide (a degraded answer), nothing is known about the quota: only
+// X-RateLimit-Degraded: true is written, with Retry-After on a 429.
 func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 	if cfg.APIKeyHeader == "" {
 		cfg.APIKeyHeader = DefaultAPIKeyHeader
@@ -120,7 +126,7 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 	misconf := newMisconfigLog(cfg.Logger)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d, err := decideHTTP(r.Context(), c, &cfg, r)
+			d, nl, err := decideHTTP(r.Context(), c, &cfg, r)
 			if err != nil {
 				if r.Context().Err() != nil {
 					return // the client went away; nobody reads an answer
@@ -143,10 +149,10 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 				return
 			}
 			misconf.ok()
-			writeHeaders(w.Header(), d, cfg.Clock())
+			pol := headerLimit(nl, d)
+			writeHeaders(w.Header(), pol, d)
 			if !d.Allowed {
-				retry := strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)
-				w.Header().Set("Retry-After", retry)
+				retry := strconv.FormatInt(ratelimitheader.RetryAfterSeconds(pol, d.RetryAfter), 10)
 				writeJSON(w, http.StatusTooManyRequests, `{"error":"rate_limited","retry_after_seconds":`+retry+`}`)
 				return
 			}
@@ -157,7 +163,7 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 
 // decideHTTP asks floodgate about one request and returns the decision the
 // headers describe.
-func decideHTTP(ctx context.Context, c *Client, cfg *HTTPConfig, r *http.Request) (Decision, error) {
+func decideHTTP(ctx context.Context, c *Client, cfg *HTTPConfig, r *http.Request) (Decision, namedLimit, error) {
 	ipKey := cfg.KeyPrefix + "ip:" + clientIP(r, cfg.TrustedProxyHops, cfg.IPv6Prefix)
 	apiKey := strings.TrimSpace(r.Header.Get(cfg.APIKeyHeader))
 	verified := false
@@ -167,33 +173,46 @@ func decideHTTP(ctx context.Context, c *Client, cfg *HTTPConfig, r *http.Request
 		}
 		verified = true
 	}
+	byIP, byKey := namedLimit{"ip", cfg.IPLimit}, namedLimit{"apikey", cfg.Limit}
 	switch {
 	case apiKey == "":
-		return c.check(ctx, cfg.Timeout, ipKey, cfg.IPLimit)
+		d, err := c.check(ctx, cfg.Timeout, ipKey, cfg.IPLimit)
+		return d, byIP, err
 	case verified && !cfg.PerIPAndKey:
-		return c.check(ctx, cfg.Timeout, cfg.KeyPrefix+"apikey:"+hashValue(apiKey), cfg.Limit)
+		d, err := c.check(ctx, cfg.Timeout, cfg.KeyPrefix+"apikey:"+hashValue(apiKey), cfg.Limit)
+		return d, byKey, err
 	}
+	// The key first: when both limits say the same, the headers name the
+	// limit the caller chose by sending a key.
 	b, err := c.checkBatch(ctx, cfg.Timeout, []Request{
-		{Key: ipKey, Limit: cfg.IPLimit},
 		{Key: cfg.KeyPrefix + "apikey:" + hashValue(apiKey), Limit: cfg.Limit},
+		{Key: ipKey, Limit: cfg.IPLimit},
 	})
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, namedLimit{}, err
 	}
-	return mostRestrictive(b), nil
+	i := mostRestrictive(b)
+	d := b.Decisions[i]
+	d.Allowed = b.Allowed // a batch denied by one check is denied as a whole
+	return d, [2]namedLimit{byKey, byIP}[i], nil
 }
 
-// mostRestrictive is the decision a batch's headers describe: the most
-// restrictive of its checks, allowed only if the batch was.
-func mostRestrictive(b BatchDecision) Decision {
-	d := b.Decisions[0]
-	for _, o := range b.Decisions[1:] {
-		if moreRestrictive(o, d) {
-			d = o
+// namedLimit is a limit with the name its headers give it.
+type namedLimit struct {
+	name  string
+	limit Limit
+}
+
+// mostRestrictive is the index of the check a batch's headers describe:
+// the most restrictive (the first of equals).
+func mostRestrictive(b BatchDecision) int {
+	best := 0
+	for i, o := range b.Decisions[1:] {
+		if moreRestrictive(o, b.Decisions[best]) {
+			best = i + 1
 		}
 	}
-	d.Allowed = b.Allowed // a batch denied by one check is denied as a whole
-	return d
+	return best
 }
 
 // moreRestrictive orders decisions for the headers: a deny beats an allow,
@@ -208,26 +227,39 @@ func moreRestrictive(a, b Decision) bool {
 	return a.Remaining < b.Remaining
 }
 
-func writeHeaders(h http.Header, d Decision, now time.Time) {
-	limit := strconv.FormatInt(d.Limit, 10)
-	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
-	h.Set("RateLimit-Limit", limit)
-	h.Set("RateLimit-Remaining", remaining)
-	h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(d.ResetAfter), 10))
-	h.Set("X-RateLimit-Limit", limit)
-	h.Set("X-RateLimit-Remaining", remaining)
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(unixCeil(now.Add(d.ResetAfter)), 10))
+// writeHeaders writes the rate-limit fields of d under pol (see
+// Middleware); a degraded answer gets X-RateLimit-Degraded and, when
+// denied, Retry-After only.
+func writeHeaders(h http.Header, pol ratelimitheader.Limit, d Decision) {
+	var buf [8]ratelimitheader.Field
+	fs := buf[:0]
 	if d.Degraded {
-		h.Set("X-RateLimit-Degraded", "true")
+		fs = ratelimitheader.AppendDegraded(fs, !d.Allowed, d.RetryAfter)
+	} else {
+		fs = ratelimitheader.Append(fs, pol, ratelimitheader.State{
+			Remaining:  d.Remaining,
+			ResetAfter: d.ResetAfter,
+			Denied:     !d.Allowed,
+			RetryAfter: d.RetryAfter,
+		})
+	}
+	for _, f := range fs {
+		h.Set(f.Name, f.Value)
 	}
 }
 
-// unixCeil is t as a Unix time in seconds, rounded up.
-func unixCeil(t time.Time) int64 {
-	if t.Nanosecond() > 0 {
-		return t.Unix() + 1
+// headerLimit is the limit d's headers describe, as a quota policy: the
+// one that decided ("ip" or "apikey"), a server-side policy by its own
+// name.
+func headerLimit(nl namedLimit, d Decision) ratelimitheader.Limit {
+	switch l := nl.limit; {
+	case l.Policy != "":
+		return ratelimitheader.Limit{Name: l.Policy, Quota: d.Limit}
+	case l.Algorithm == TokenBucket:
+		return ratelimitheader.TokenBucket(nl.name, l.Requests, l.Period, l.Burst)
+	default:
+		return ratelimitheader.Window(nl.name, l.Requests, l.Period)
 	}
-	return t.Unix()
 }
 
 func writeJSON(w http.ResponseWriter, code int, body string) {

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
 	"time"
 
@@ -35,7 +34,7 @@ func wantResponse(t *testing.T, what string, w *httptest.ResponseRecorder, code 
 	if w.Code != code {
 		t.Fatalf("%s: got status %d, want %d (body %q)", what, w.Code, code, w.Body.String())
 	}
-	for _, k := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
+	for _, k := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
 		if got, want := w.Header().Get(k), headers[k]; got != want {
 			t.Fatalf("%s: header %s: got %q, want %q", what, k, got, want)
 		}
@@ -45,43 +44,42 @@ func wantResponse(t *testing.T, what string, w *httptest.ResponseRecorder, code 
 	}
 }
 
-// epoch is t0 + d as a Unix time in seconds.
-func epoch(d time.Duration) string { return strconv.FormatInt(t0.Add(d).Unix(), 10) }
-
 // TestMiddlewareHeaders: allowed requests get the numbers; the denied one
 // gets 429, Retry-After and the JSON body.
 func TestMiddlewareHeaders(t *testing.T) {
 	addr, clock := startFloodgate(t, server.Settings{})
 	h := client.Middleware(dial(t, addr), client.HTTPConfig{
 		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 2, Period: time.Minute},
-		Clock: clock.Now,
 	})(ok)
 
-	wantResponse(t, "first", get(h, "192.0.2.1:1234"), 200, map[string]string{
-		"RateLimit-Limit": "2", "RateLimit-Remaining": "1", "RateLimit-Reset": "30",
-		"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": epoch(30 * time.Second),
-	}, "ok")
-	wantResponse(t, "second", get(h, "192.0.2.1:1234"), 200, map[string]string{
-		"RateLimit-Limit": "2", "RateLimit-Remaining": "0", "RateLimit-Reset": "60",
-		"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(time.Minute),
-	}, "ok")
+	policy := map[string]string{"RateLimit-Policy": `"ip";q=2;w=60`, "X-RateLimit-Limit": "2, 2;w=60"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range policy {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	wantResponse(t, "first", get(h, "192.0.2.1:1234"), 200, with(
+		"RateLimit", `"ip";r=1;t=30`, "X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "30"), "ok")
+	wantResponse(t, "second", get(h, "192.0.2.1:1234"), 200, with(
+		"RateLimit", `"ip";r=0;t=60`, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "60"), "ok")
 	w := get(h, "192.0.2.1:1234")
-	wantResponse(t, "third", w, 429, map[string]string{
-		"RateLimit-Limit": "2", "RateLimit-Remaining": "0", "RateLimit-Reset": "60",
-		"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(time.Minute),
-		"Retry-After": "30",
-	}, `{"error":"rate_limited","retry_after_seconds":30}`+"\n")
+	wantResponse(t, "third", w, 429, with(
+		"RateLimit", `"ip";r=0;t=60`, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "60", "Retry-After", "30"),
+		`{"error":"rate_limited","retry_after_seconds":30}`+"\n")
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("429 Content-Type: got %q", ct)
 	}
 
 	// Waits round up to whole seconds, in every header.
 	clock.Advance(29*time.Second + 100*time.Millisecond)
-	wantResponse(t, "after 29.1s", get(h, "192.0.2.1:1234"), 429, map[string]string{
-		"RateLimit-Limit": "2", "RateLimit-Remaining": "0", "RateLimit-Reset": "31",
-		"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(time.Minute),
-		"Retry-After": "1",
-	}, `{"error":"rate_limited","retry_after_seconds":1}`+"\n")
+	wantResponse(t, "after 29.1s", get(h, "192.0.2.1:1234"), 429, with(
+		"RateLimit", `"ip";r=0;t=31`, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "31", "Retry-After", "1"),
+		`{"error":"rate_limited","retry_after_seconds":1}`+"\n")
 }
 
 // TestMiddlewareKeys: an API key has its own limit, on top of its IP's;
@@ -149,8 +147,8 @@ func TestMiddlewarePerIPAndKey(t *testing.T) {
 		if w.Code != want {
 			t.Fatalf("key %s from one IP: got %d, want %d", key, w.Code, want)
 		}
-		if want == 429 && (w.Header().Get("RateLimit-Limit") != "3" || w.Header().Get("RateLimit-Remaining") != "0") {
-			t.Fatalf("headers describe the denying IP limit: got limit %q remaining %q", w.Header().Get("RateLimit-Limit"), w.Header().Get("RateLimit-Remaining"))
+		if want == 429 && w.Header().Get("RateLimit") != `"ip";r=0;t=120` {
+			t.Fatalf("headers describe the denying IP limit: got %q", w.Header().Get("RateLimit"))
 		}
 	}
 	// k4 was not charged by the denied request: it still has both units,
@@ -164,8 +162,8 @@ func TestMiddlewarePerIPAndKey(t *testing.T) {
 		if w.Code != want {
 			t.Fatalf("k4 from %s: got %d, want %d", ip, w.Code, want)
 		}
-		if i == 0 && (w.Header().Get("RateLimit-Limit") != "2" || w.Header().Get("RateLimit-Remaining") != "1") {
-			t.Fatalf("allowed: headers describe the fuller limit (the key's): got limit %q remaining %q", w.Header().Get("RateLimit-Limit"), w.Header().Get("RateLimit-Remaining"))
+		if i == 0 && (w.Header().Get("RateLimit-Policy") != `"apikey";q=2;w=60` || w.Header().Get("X-RateLimit-Remaining") != "1") {
+			t.Fatalf("allowed: headers describe the fuller limit (the key's): got policy %q remaining %q", w.Header().Get("RateLimit-Policy"), w.Header().Get("X-RateLimit-Remaining"))
 		}
 	}
 	// Without a key: the IP limit alone.

@@ -305,8 +305,10 @@ func TestEnvoyAllOrNothing(t *testing.T) {
 	})
 }
 
-// TestEnvoyShadowMode: a shadow rule decides and counts (limit_remaining
-// falls to 0) but answers OK; --shadow-mode does that for every rule.
+// TestEnvoyShadowMode: a shadow rule decides and counts but answers OK,
+// and its numbers stay out of the status (limit_remaining is 0 because it
+// is not set; the count shows in the metrics, see TestEnvoyHeadersShadow);
+// --shadow-mode does that for every rule.
 func TestEnvoyShadowMode(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b envoyBackend) {
 		rules := writeRules(t, envoyRules)
@@ -403,11 +405,11 @@ func TestEnvoyResponseHeaders(t *testing.T) {
 			"ratelimit":         `"e2e.plan_free.api_key";r=1;t=1800`,
 		})
 		// ...a denied one the enforced deny with the longest wait: the ban
-		// (which never lifts, so no Retry-After) over the spent 3 per hour.
+		// (which never lifts: come back in a day) over the spent 3 per hour.
 		wantHeaders(t, "longest wait", p.call(t, ip, rlsDesc("remote_address", "10.6.6.6")), map[string]string{
 			"x-ratelimit-limit": "0, 0;w=3600",
 			"ratelimit-policy":  `"e2e.remote_address_10.6.6.6";q=0;w=3600`,
-			"retry-after":       "",
+			"retry-after":       "86400",
 		})
 		r = p.call(t, ip, rlsDesc("remote_address", "10.0.0.1"))
 		if hs := rlsHeaders(r); rlsCodes(r) != "OVER_LIMIT:OVER_LIMIT,OK" || hs["x-ratelimit-limit"] != "3, 3;w=3600" || hs["retry-after"] == "" {
@@ -779,7 +781,8 @@ func TestEnvoyDeployExample(t *testing.T) {
 			}
 		}
 		r = edge(api...)
-		wantHeaders(t, "31st free call", r, map[string]string{"ratelimit-policy": `"plan_free";q=30;w=60`})
+		// 15/min burst 30: the burst of 30 refills in 120s.
+		wantHeaders(t, "31st free call", r, map[string]string{"ratelimit-policy": `"plan_free";q=30;w=120`})
 		if rlsCodes(r) != "OVER_LIMIT:OK,OK,OVER_LIMIT" {
 			t.Fatalf("31st free call: got %s, want OVER_LIMIT:OK,OK,OVER_LIMIT", rlsCodes(r))
 		}

@@ -7,11 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/server/config"
@@ -46,6 +43,13 @@ type EnvoySettings struct {
 	ShadowMode bool
 	// NoHeaders turns off the rate-limit response headers.
 	NoHeaders bool
+	// DetailedMetricSeries is how many request values per rule the rules
+	// with detailed_metric or value_to_metric may show in the rule label
+	// of the metrics (see Metrics.ObserveDetailedDecision). 0, the
+	// default, shows none: such rules are counted under their name, like
+	// every other rule, so no caller's value (an API key) reaches the
+	// unauthenticated /metrics without the operator's opt-in.
+	DetailedMetricSeries int
 	// Clock reads the time once per request; nil means time.Now.
 	Clock func() time.Time
 	// Logger receives store failures; nil means slog.Default().
@@ -70,6 +74,7 @@ type Envoy struct {
 	failureMode    config.FailureMode
 	shadow         bool
 	headers        bool
+	detailSeries   int
 	clock          func() time.Time
 	log            *slog.Logger
 	metrics        *Metrics
@@ -88,6 +93,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		failureMode:    s.FailureMode,
 		shadow:         s.ShadowMode,
 		headers:        !s.NoHeaders,
+		detailSeries:   s.DetailedMetricSeries,
 		clock:          s.Clock,
 		log:            s.Logger,
 		metrics:        s.Metrics,
@@ -356,8 +362,9 @@ func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Re
 }
 
 // observe counts the request's decisions. The rule label is the limit's
-// name from the config (bounded by the config), or, for limits that ask
-// for detailed_metric, the descriptor's values too.
+// name from the config (bounded by the config); with the operator's opt-in
+// (DetailedMetricSeries), limits that ask for detailed_metric or
+// value_to_metric show the descriptor's values too, bounded per rule.
 func (e *Envoy) observe(domain string, entries [][]config.Entry, checks []envoyCheck) {
 	if e.metrics == nil {
 		return
@@ -367,150 +374,13 @@ func (e *Envoy) observe(domain string, entries [][]config.Entry, checks []envoyC
 		if c.req.Cost <= 0 && !c.fixed {
 			continue
 		}
-		name := c.limit.Name
-		if c.limit.DetailedMetric {
-			name = c.limit.MetricName(entries[c.desc])
-		}
-		e.metrics.ObserveDecision(APIEnvoy, domain, name, c.limit.Rate.Algorithm, result(c.decision.Allowed, c.shadow, c.degraded), NearLimit(c.decision))
-	}
-}
-
-// answer fills the statuses, the overall code and the headers.
-func (e *Envoy) answer(resp *rlsv3.RateLimitResponse, req *rlsv3.RateLimitRequest, checks []envoyCheck) {
-	// The status of a descriptor is its most restrictive limit.
-	best := make([]int, len(resp.Statuses))
-	for i := range best {
-		best[i] = -1
-	}
-	degraded := false
-	for i := range checks {
-		c := &checks[i]
-		degraded = degraded || c.degraded
-		if c.limit.Unlimited {
-			continue
-		}
-		if b := best[c.desc]; b < 0 || moreRestrictive(c, &checks[b]) {
-			best[c.desc] = i
-		}
-	}
-	headline := -1 // the check the headers describe
-	for d, b := range best {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		resp.Statuses[d] = st
-		if b < 0 {
-			continue
-		}
-		c := &checks[b]
-		st.CurrentLimit = currentLimit(c.limit)
-		st.LimitRemaining = uint32(min(max(c.decision.Remaining, 0), 1<<32-1))
-		st.DurationUntilReset = durationpb.New(c.decision.ResetAfter)
-		if !c.decision.Allowed && !c.shadow {
-			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-		if headline < 0 || moreRestrictive(c, &checks[headline]) {
-			headline = b
-		}
-	}
-	if !e.headers {
-		return
-	}
-	if degraded {
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, header("x-ratelimit-degraded", "true"))
-	}
-	if headline < 0 {
-		return
-	}
-	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, rateLimitHeaders(&checks[headline], resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT)...)
-}
-
-// moreRestrictive orders checks for the headers and per-descriptor status:
-// an enforced deny beats an allow, a longer wait beats a shorter one, fewer
-// remaining beats more.
-func moreRestrictive(a, b *envoyCheck) bool {
-	ad, bd := !a.decision.Allowed && !a.shadow, !b.decision.Allowed && !b.shadow
-	switch {
-	case ad != bd:
-		return ad
-	case ad && waitOf(a) != waitOf(b):
-		return waitOf(a) > waitOf(b)
-	}
-	return a.decision.Remaining < b.decision.Remaining
-}
-
-// waitOf is a deny's wait, with never as the longest.
-func waitOf(c *envoyCheck) time.Duration {
-	if c.decision.RetryAfter < 0 {
-		return 1<<63 - 1
-	}
-	return c.decision.RetryAfter
-}
-
-// currentLimit describes l in Envoy's terms: requests per unit, with a
-// unit multiplier when the period is a multiple of a unit.
-func currentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
-	rl := &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: uint32(min(max(l.Rate.Capacity(), 0), 1<<32-1))}
-	if l.DenyAll {
-		rl.RequestsPerUnit = 0
-	}
-	p := l.Rate.Period
-	for _, u := range []rlsv3.RateLimitResponse_RateLimit_Unit{
-		rlsv3.RateLimitResponse_RateLimit_YEAR, rlsv3.RateLimitResponse_RateLimit_MONTH, rlsv3.RateLimitResponse_RateLimit_WEEK,
-		rlsv3.RateLimitResponse_RateLimit_DAY, rlsv3.RateLimitResponse_RateLimit_HOUR, rlsv3.RateLimitResponse_RateLimit_MINUTE,
-		rlsv3.RateLimitResponse_RateLimit_SECOND,
-	} {
-		ud := unitDurations[u]
-		if p > 0 && p%ud == 0 {
-			rl.Unit = u
-			if m := p / ud; m != 1 {
-				rl.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, 1<<32-1)))
+		res := result(c.decision.Allowed, c.shadow, c.degraded)
+		if e.detailSeries > 0 {
+			if d := c.limit.MetricName(entries[c.desc]); d != c.limit.Name {
+				e.metrics.ObserveDetailedDecision(APIEnvoy, domain, c.limit.Name, d, e.detailSeries, c.limit.Rate.Algorithm, res, NearLimit(c.decision))
+				continue
 			}
-			return rl
 		}
+		e.metrics.ObserveDecision(APIEnvoy, domain, c.limit.Name, c.limit.Rate.Algorithm, res, NearLimit(c.decision))
 	}
-	return rl
-}
-
-// rateLimitHeaders are the headers for the most restrictive limit:
-// the draft-03 X-RateLimit-* forms Envoy itself writes, the IETF
-// RateLimit-Policy and RateLimit fields, and Retry-After on OVER_LIMIT.
-// Times are whole seconds, rounded up so a client never retries early.
-func rateLimitHeaders(c *envoyCheck, over bool) []*corev3.HeaderValue {
-	limit := strconv.FormatInt(c.decision.Limit, 10)
-	if c.limit.DenyAll {
-		limit = "0"
-	}
-	window := strconv.FormatInt(ceilSeconds(c.limit.Rate.Period), 10)
-	remaining := strconv.FormatInt(max(c.decision.Remaining, 0), 10)
-	reset := strconv.FormatInt(ceilSeconds(c.decision.ResetAfter), 10)
-	name := strconv.Quote(c.limit.Name)
-	// One allocation for all the header messages.
-	vals := make([]corev3.HeaderValue, 6)
-	vals[0].Key, vals[0].Value = "x-ratelimit-limit", limit+", "+limit+";w="+window
-	vals[1].Key, vals[1].Value = "x-ratelimit-remaining", remaining
-	vals[2].Key, vals[2].Value = "x-ratelimit-reset", reset
-	vals[3].Key, vals[3].Value = "ratelimit-policy", name+";q="+limit+";w="+window
-	vals[4].Key, vals[4].Value = "ratelimit", name+";r="+remaining+";t="+reset
-	n := 5
-	if over && c.decision.RetryAfter >= 0 {
-		vals[5].Key, vals[5].Value = "retry-after", strconv.FormatInt(ceilSeconds(c.decision.RetryAfter), 10)
-		n = 6
-	}
-	hs := make([]*corev3.HeaderValue, n)
-	for i := range hs {
-		hs[i] = &vals[i]
-	}
-	return hs
-}
-
-func header(k, v string) *corev3.HeaderValue {
-	return &corev3.HeaderValue{Key: k, Value: v}
-}
-
-// ceilSeconds is d in whole seconds, rounded up.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -50,14 +49,15 @@ func NearLimit(d algorithms.Decision) bool {
 	return d.Allowed && d.Limit > 0 && d.Remaining*100 <= d.Limit*NearLimitPercent
 }
 
-// MaxDecisionSeries bounds the label sets of floodgate_decisions_total. The
-// labels come from the config (domain and rule names, never a caller's key)
-// so they are bounded by it; this is a safety net. Past the bound, new label
-// sets are counted with domain and rule "_overflow".
-const MaxDecisionSeries = 10_000
-
-// overflowLabel replaces domain and rule past MaxDecisionSeries.
-const overflowLabel = "_overflow"
+// Bounds on detailed labels: rule labels built from a request's values
+// (see ObserveDetailedDecision), which only an operator's opt-in allows.
+const (
+	// MaxDetailedSeries bounds the detailed labels of all rules together.
+	MaxDetailedSeries = 10_000
+	// MaxDetailBytes is the longest detailed label; a longer one is counted
+	// under its rule's name.
+	MaxDetailBytes = 256
+)
 
 // Buckets of the latency histograms, in seconds: from 100µs (a memory or
 // local Redis call) to a few seconds, dense around the default Redis
@@ -85,14 +85,21 @@ var (
 //	grpc_server_handling_seconds                                 (go-grpc-middleware)
 //
 // Label values are bounded: domain and rule are config names (the rule label
-// is a rule's or policy's name from the config, never a caller's key),
+// is a rule's or policy's name from the config, never a caller's key, so
+// the config bounds them and a new rule always gets its own series),
 // algorithm and result are enumerations, op is one of decide, reset and
-// ping. A nil *Metrics is not usable; build one with NewMetrics.
+// ping. The one exception is opt-in and bounded: ObserveDetailedDecision.
+// A nil *Metrics is not usable; build one with NewMetrics.
 type Metrics struct {
 	decisions *prometheus.CounterVec
 	nearLimit *prometheus.CounterVec
 	series    sync.Map // decisionKey -> *decisionSeries
-	nSeries   atomic.Int64
+
+	details     sync.Map // detailKey -> struct{}: detailed labels admitted
+	detailsFull sync.Map // ruleKey -> struct{}: rules with no room for more
+	detailMu    sync.Mutex
+	nDetails    map[ruleKey]int // guarded by detailMu
+	nAllDetails int             // guarded by detailMu
 
 	storeDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
@@ -114,6 +121,12 @@ type decisionKey struct {
 	result            string
 }
 
+// ruleKey names a rule; detailKey one of its detailed labels.
+type (
+	ruleKey   struct{ domain, rule string }
+	detailKey struct{ domain, rule, detail string }
+)
+
 // decisionSeries are the pre-resolved counters of one decisionKey.
 type decisionSeries struct {
 	decisions prometheus.Counter
@@ -127,6 +140,7 @@ type decisionSeries struct {
 // metrics of the same names: call it once, at startup.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		nDetails: map[ruleKey]int{},
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "floodgate_decisions_total",
 			Help: "Rate-limit decisions by front door (api), config domain, rule or policy name, algorithm and result (allowed, denied, shadow_denied, degraded).",
@@ -226,29 +240,58 @@ func (m *Metrics) newSeries(k decisionKey) *decisionSeries {
 	default:
 		k.result = resultOther
 	}
-	orig := k
-	if m.nSeries.Load() >= MaxDecisionSeries {
-		k.domain, k.rule = overflowLabel, overflowLabel
-		if s, ok := m.series.Load(k); ok {
-			return s.(*decisionSeries)
-		}
-	}
 	alg := k.alg.String()
 	s := &decisionSeries{decisions: m.decisions.WithLabelValues(k.api, k.domain, k.rule, alg, k.result)}
 	if k.result == ResultAllowed {
 		s.nearLimit = m.nearLimit.WithLabelValues(k.api, k.domain, k.rule, alg)
 	}
-	if k != orig {
-		// Overflowed: cache under the overflow key only, so the number of
-		// cached entries stays bounded too.
-		v, _ := m.series.LoadOrStore(k, s)
-		return v.(*decisionSeries)
-	}
-	v, loaded := m.series.LoadOrStore(k, s)
-	if !loaded {
-		m.nSeries.Add(1)
-	}
+	v, _ := m.series.LoadOrStore(k, s)
 	return v.(*decisionSeries)
+}
+
+// ObserveDetailedDecision counts a decision as ObserveDecision does, under
+// detail instead of rule: a label that holds a request's values (the
+// detailed name of an envoyproxy/ratelimit rule with detailed_metric or
+// value_to_metric, see config.Limit.MetricName). Such labels are unbounded
+// and may hold secrets (API keys), so callers use this only when the
+// operator opted in, and it bounds them: rule gets at most maxPerRule
+// detailed labels (the first ones seen, kept until restart), all rules
+// together MaxDetailedSeries, and none is longer than MaxDetailBytes.
+// Every other decision is counted under rule, so none goes uncounted.
+func (m *Metrics) ObserveDetailedDecision(api, domain, rule, detail string, maxPerRule int, alg algorithms.Algorithm, result string, nearLimit bool) {
+	if detail != rule && m.admitDetail(domain, rule, detail, maxPerRule) {
+		rule = detail
+	}
+	m.ObserveDecision(api, domain, rule, alg, result, nearLimit)
+}
+
+// admitDetail reports whether detail may be a label of rule, admitting it
+// when there is room.
+func (m *Metrics) admitDetail(domain, rule, detail string, maxPerRule int) bool {
+	dk := detailKey{domain, rule, detail}
+	if _, ok := m.details.Load(dk); ok {
+		return true
+	}
+	rk := ruleKey{domain, rule}
+	if maxPerRule <= 0 || len(detail) > MaxDetailBytes {
+		return false
+	}
+	if _, full := m.detailsFull.Load(rk); full {
+		return false
+	}
+	m.detailMu.Lock()
+	defer m.detailMu.Unlock()
+	if _, ok := m.details.Load(dk); ok {
+		return true
+	}
+	if m.nDetails[rk] >= maxPerRule || m.nAllDetails >= MaxDetailedSeries {
+		m.detailsFull.Store(rk, struct{}{})
+		return false
+	}
+	m.details.Store(dk, struct{}{})
+	m.nDetails[rk]++
+	m.nAllDetails++
+	return true
 }
 
 // ObserveDenyCacheHits counts n requests answered from the deny cache. Its

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,38 +288,68 @@ func TestMetricsNotGatherer(t *testing.T) {
 	}
 }
 
-// TestDecisionSeriesBounded: past MaxDecisionSeries label sets, new ones
-// fold into "_overflow" instead of growing the series without end.
-func TestDecisionSeriesBounded(t *testing.T) {
+// TestDecisionSeriesNewRuleCountable: issue 16 item 5. Past a cap of
+// 10,000 label sets, new rules were counted as "_overflow" until restart.
+// Rule names come from the config, which bounds them: every rule keeps a
+// series of its own, however many there were before.
+func TestDecisionSeriesNewRuleCountable(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := server.NewMetrics(reg)
-	extra := 50
-	for i := range server.MaxDecisionSeries + extra {
+	const n = server.MaxDetailedSeries + 50
+	for i := range n {
 		m.ObserveDecision(server.APIEnvoy, "d", fmt.Sprintf("rule%d", i), algorithms.FixedWindow, server.ResultAllowed, false)
 	}
-	// Seen before the cap: still counted under its own name.
 	m.ObserveDecision(server.APIEnvoy, "d", "rule0", algorithms.FixedWindow, server.ResultAllowed, false)
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var series int
-	for _, f := range fams {
-		if f.GetName() == "floodgate_decisions_total" {
-			series = len(f.GetMetric())
-		}
-	}
-	if series != server.MaxDecisionSeries+1 {
-		t.Fatalf("got %d series, want %d (the cap plus _overflow)", series, server.MaxDecisionSeries+1)
-	}
-	fm := map[string]*dto.MetricFamily{}
-	for _, f := range fams {
-		fm[f.GetName()] = f
+	fm := scrape(t, m.Handler())
+	if got := len(fm["floodgate_decisions_total"].GetMetric()); got != n {
+		t.Fatalf("got %d series, want %d", got, n)
 	}
 	for _, c := range []struct {
 		rule string
 		want float64
-	}{{"rule0", 2}, {"_overflow", float64(extra)}} {
+	}{{"rule0", 2}, {fmt.Sprintf("rule%d", n-1), 1}} {
+		if got, ok := sample(fm, "floodgate_decisions_total", labels("rule", c.rule)); !ok || got != c.want {
+			t.Errorf("rule %s: got %v (present %v), want %v", c.rule, got, ok, c.want)
+		}
+	}
+}
+
+// TestDetailedSeriesBounded: detailed labels are bounded per rule and
+// across rules (MaxDetailedSeries); past the bounds they count under the
+// rule, and a plain rule is still counted under its own name.
+func TestDetailedSeriesBounded(t *testing.T) {
+	m := server.NewMetrics(nil)
+	const perRule = 3
+	rules := server.MaxDetailedSeries/perRule + 10
+	for r := range rules {
+		for v := range perRule + 2 {
+			rule := fmt.Sprintf("r%d", r)
+			m.ObserveDetailedDecision(server.APIEnvoy, "d", rule, fmt.Sprintf("%s_v%d", rule, v), perRule, algorithms.FixedWindow, server.ResultAllowed, false)
+		}
+	}
+	m.ObserveDetailedDecision(server.APIEnvoy, "d", "r0", "r0_v0", perRule, algorithms.FixedWindow, server.ResultAllowed, false) // admitted before
+	m.ObserveDetailedDecision(server.APIEnvoy, "d", "r1", "r1_"+strings.Repeat("x", server.MaxDetailBytes), 100, algorithms.FixedWindow, server.ResultAllowed, false)
+	m.ObserveDecision(server.APIEnvoy, "d", "plain", algorithms.FixedWindow, server.ResultAllowed, false)
+	fm := scrape(t, m.Handler())
+	details, total := 0, 0.0
+	for _, s := range fm["floodgate_decisions_total"].GetMetric() {
+		total += s.GetCounter().GetValue()
+		for _, l := range s.GetLabel() {
+			if l.GetName() == "rule" && strings.Contains(l.GetValue(), "_") {
+				details++
+			}
+		}
+	}
+	if details != server.MaxDetailedSeries {
+		t.Errorf("%d detailed labels, want %d", details, server.MaxDetailedSeries)
+	}
+	if want := float64(rules*(perRule+2) + 3); total != want {
+		t.Errorf("%v decisions counted, want %v", total, want)
+	}
+	for _, c := range []struct {
+		rule string
+		want float64
+	}{{"r0_v0", 2}, {"r0", 2}, {"r1", 3}, {"plain", 1}, {fmt.Sprintf("r%d", rules-1), perRule + 2}} {
 		if got, ok := sample(fm, "floodgate_decisions_total", labels("rule", c.rule)); !ok || got != c.want {
 			t.Errorf("rule %s: got %v (present %v), want %v", c.rule, got, ok, c.want)
 		}

@@ -43,6 +43,7 @@ type serveFlags struct {
 	drainTimeout  time.Duration
 	shadowMode    bool
 	headers       bool
+	detailSeries  int
 	gcPercent     int
 
 	redisURL            string
@@ -81,6 +82,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take before the server stops")
 	fs.BoolVar(&f.shadowMode, "shadow-mode", false, "Envoy API: every limit in shadow mode (decide and count, always answer OK)")
 	fs.BoolVar(&f.headers, "response-headers", true, "Envoy API: add RateLimit-*, X-RateLimit-* and Retry-After response headers")
+	fs.IntVar(&f.detailSeries, "detailed-metric-series", 0, "Envoy API: per rule with detailed_metric or value_to_metric, how many request values may appear in the metrics' rule label (0: none, the rule's name only; values may be secrets)")
 
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db] or rediss:// (TLS); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
 	fs.StringVar(&f.redisMode, "redis-mode", "standalone", "Redis: standalone, cluster or sentinel")
@@ -218,6 +220,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		NoHeaders:   !f.headers,
 		Logger:      log,
 		Metrics:     metrics,
+
+		DetailedMetricSeries: f.detailSeries, // opt-in: request values in metric labels
 	})
 	grpcSrv, hs := server.NewGRPCServer(rl, envoy, server.GRPCSettings{
 		Logger:             log,

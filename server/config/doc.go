@@ -64,7 +64,8 @@
 // prefix when it ends in '*'; a '*' elsewhere is a literal character, as
 // there), `rate_limit`, nested `descriptors`, and the flags `shadow_mode`,
 // `detailed_metric`, `value_to_metric` (the request's value at this level
-// appears in metric names), `share_threshold` (only on wildcard values: all
+// appears in metric names, only with serve's bounded opt-in
+// --detailed-metric-series), `share_threshold` (only on wildcard values: all
 // values matching the wildcard share one counter instead of one each),
 // `quota_mode` (accepted and ignored: every limit here is enforced) and
 // `metadata` (free-form, ignored).

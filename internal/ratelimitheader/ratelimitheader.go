@@ -1,0 +1,260 @@
+// Package ratelimitheader is the one place that writes floodgate's
+// rate-limit response headers, for the Envoy API (server.Envoy) and the
+// HTTP middleware (client.Middleware) alike, so both speak one scheme:
+//
+//	RateLimit-Policy: "name";q=10;w=10      the quota policy (IETF httpapi draft)
+//	RateLimit: "name";r=7;t=3               what remains of it, and when it resets
+//	X-RateLimit-Limit: 10, 10;w=10          draft-03, for older clients and Envoy's own
+//	X-RateLimit-Remaining: 7
+//	X-RateLimit-Reset: 3                    delta seconds, as in draft-03 (not a Unix time)
+//	Retry-After: 1                          on a denied request only
+//
+// RateLimit-Policy and RateLimit are Structured Field Lists (RFC 9651)
+// with one member: the policy name as a String, with Integer parameters.
+// X-RateLimit-Limit is a List of Integers, the other X- fields and
+// Retry-After Integers.
+//
+// # What q and w mean
+//
+// For the window algorithms (fixed window, sliding window, sliding window
+// log) q is the requests per period and w the period. A token bucket of r
+// requests per period p with burst b advertises q=b with w the time the
+// bucket takes to refill b tokens, b·p/r, rounded up to whole seconds: a
+// client that spends q per w never waits and sends at the bucket's
+// sustained rate (60/min burst 10 is q=10;w=10, not q=10;w=60, which would
+// understate it six-fold). Rounding w up errs on the safe side: q/w is never
+// above the sustained rate. When the whole burst refills in under a second,
+// w is 1 and q the burst, which understates the rate; such buckets are rare.
+//
+// For RateLimit, r is what can be spent now (for a token bucket, whole
+// tokens) and t the seconds until the quota is whole again. Every time is
+// rounded up to whole seconds, so a client that waits as told is never
+// early.
+//
+// A rule that denies everything (requests_per_unit: 0) has q=0; its t,
+// X-RateLimit-Reset and Retry-After are NeverSeconds rather than 0, which
+// would invite a client to retry at once, in a loop. A request that can
+// never pass (its cost is above the limit's capacity) gets Retry-After
+// NeverSeconds too.
+//
+// When the store could not decide (a degraded answer, see AppendDegraded),
+// nothing is known about the quota: only X-RateLimit-Degraded and, on a
+// denial, Retry-After are written, never a made-up zero.
+package ratelimitheader
+
+import (
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The header names, as net/http canonicalises them; Field.LowerName gives
+// the lower-case forms HTTP/2 and Envoy use.
+const (
+	PolicyName     = "RateLimit-Policy"
+	RateLimitName  = "RateLimit"
+	XLimitName     = "X-RateLimit-Limit"
+	XRemainingName = "X-RateLimit-Remaining"
+	XResetName     = "X-RateLimit-Reset"
+	RetryAfterName = "Retry-After"
+	DegradedName   = "X-RateLimit-Degraded"
+)
+
+// NeverSeconds is the wait advertised for a request that no wait will let
+// through (a deny-all rule, a cost above the capacity): one day, long
+// enough that no client loops on it.
+const NeverSeconds = 86400
+
+// Limit is a limit as a quota policy: its name and its q and w.
+type Limit struct {
+	// Name names the policy, e.g. a rule's name from the config.
+	Name string
+	// Quota is q: the units a client may spend per Window.
+	Quota int64
+	// Window is w, rounded up to whole seconds when written. 0 means
+	// unknown (a named policy seen from the client): RateLimit-Policy and
+	// the ";w=" of X-RateLimit-Limit are then left out.
+	Window time.Duration
+	// DenyAll marks a rule that denies every request (Quota is then 0).
+	DenyAll bool
+}
+
+// Window is the policy of a window algorithm (fixed window, sliding
+// window, sliding window log): requests per period.
+func Window(name string, requests int64, period time.Duration) Limit {
+	return Limit{Name: name, Quota: requests, Window: period}
+}
+
+// TokenBucket is the policy of a token bucket of requests per period with
+// the given burst (0 means requests): q is the burst and w the time the
+// bucket takes to refill it (see the package doc).
+func TokenBucket(name string, requests int64, period time.Duration, burst int64) Limit {
+	if burst <= 0 {
+		burst = requests
+	}
+	l := Limit{Name: name, Quota: burst}
+	if requests <= 0 || period <= 0 {
+		return l
+	}
+	// burst·period/requests in 128 bits: both factors may be large.
+	hi, lo := bits.Mul64(uint64(burst), uint64(period))
+	if hi >= uint64(requests) {
+		l.Window = 1<<63 - 1
+		return l
+	}
+	q, r := bits.Div64(hi, lo, uint64(requests))
+	if r != 0 {
+		q++
+	}
+	l.Window = time.Duration(min(q, 1<<63-1))
+	return l
+}
+
+// DenyAll is the policy of a rule that denies every request; period is the
+// rule's configured period (0 means one second).
+func DenyAll(name string, period time.Duration) Limit {
+	return Limit{Name: name, Window: max(period, time.Second), DenyAll: true}
+}
+
+// State is what a decision left of a limit.
+type State struct {
+	// Remaining is what can be spent now (negative counts as 0).
+	Remaining int64
+	// ResetAfter is the wait until the quota is whole again.
+	ResetAfter time.Duration
+	// Denied says the request was refused; Retry-After is written.
+	Denied bool
+	// RetryAfter is the wait until the request would pass when Denied;
+	// negative means never (algorithms.Never).
+	RetryAfter time.Duration
+}
+
+// Field is one header: its canonical name and its value.
+type Field struct{ Name, Value string }
+
+// LowerName is the field's name in lower case, as HTTP/2 and Envoy's
+// response_headers_to_add write it.
+func (f Field) LowerName() string {
+	switch f.Name {
+	case PolicyName:
+		return "ratelimit-policy"
+	case RateLimitName:
+		return "ratelimit"
+	case XLimitName:
+		return "x-ratelimit-limit"
+	case XRemainingName:
+		return "x-ratelimit-remaining"
+	case XResetName:
+		return "x-ratelimit-reset"
+	case RetryAfterName:
+		return "retry-after"
+	case DegradedName:
+		return "x-ratelimit-degraded"
+	}
+	return strings.ToLower(f.Name)
+}
+
+// Append appends to dst the fields describing s under l: RateLimit-Policy
+// (when l.Window is known), RateLimit, the X-RateLimit-* fields and, when
+// s.Denied, Retry-After.
+func Append(dst []Field, l Limit, s State) []Field {
+	name := String(l.Name)
+	q := strconv.FormatInt(max(l.Quota, 0), 10)
+	if l.DenyAll {
+		q = "0"
+	}
+	r := strconv.FormatInt(max(s.Remaining, 0), 10)
+	if l.DenyAll {
+		r = "0"
+	}
+	t := strconv.FormatInt(Seconds(s.ResetAfter), 10)
+	if l.DenyAll {
+		t = strconv.Itoa(NeverSeconds)
+	}
+	if l.Window > 0 {
+		w := strconv.FormatInt(max(Seconds(l.Window), 1), 10)
+		dst = append(dst,
+			Field{PolicyName, name + ";q=" + q + ";w=" + w},
+			Field{RateLimitName, name + ";r=" + r + ";t=" + t},
+			Field{XLimitName, q + ", " + q + ";w=" + w},
+		)
+	} else {
+		dst = append(dst,
+			Field{RateLimitName, name + ";r=" + r + ";t=" + t},
+			Field{XLimitName, q},
+		)
+	}
+	dst = append(dst, Field{XRemainingName, r}, Field{XResetName, t})
+	if s.Denied {
+		dst = append(dst, Field{RetryAfterName, strconv.FormatInt(RetryAfterSeconds(l, s.RetryAfter), 10)})
+	}
+	return dst
+}
+
+// AppendDegraded appends the fields of an answer the store could not
+// decide: X-RateLimit-Degraded: true and, when denied (a limit that fails
+// closed), Retry-After of retryAfter (at least a second). Nothing about the
+// quota is known, so nothing about it is written.
+func AppendDegraded(dst []Field, denied bool, retryAfter time.Duration) []Field {
+	dst = append(dst, Field{DegradedName, "true"})
+	if denied {
+		dst = append(dst, Field{RetryAfterName, strconv.FormatInt(max(Seconds(retryAfter), 1), 10)})
+	}
+	return dst
+}
+
+// RetryAfterSeconds is the Retry-After of a request that l denied with
+// the wait retryAfter: NeverSeconds for a deny-all rule or a negative
+// (never) wait, else the wait rounded up, and at least 1: a denied client
+// is never told to retry at once.
+func RetryAfterSeconds(l Limit, retryAfter time.Duration) int64 {
+	if l.DenyAll || retryAfter < 0 {
+		return NeverSeconds
+	}
+	return max(Seconds(retryAfter), 1)
+}
+
+// Seconds is d in whole seconds, rounded up; 0 for d ≤ 0.
+func Seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d-1)/time.Second) + 1
+}
+
+// String is s as a Structured Field String (RFC 9651, section 3.3.3):
+// quoted, with '"' and '\' escaped. A String holds only printable ASCII,
+// so every other byte, and '%' itself, is percent-encoded as %xx (lower
+// case hex, as RFC 9651's Display Strings do): "café" is "caf%c3%a9".
+func String(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '%' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return `"` + s + `"`
+	}
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e || c == '%':
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
