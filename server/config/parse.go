@@ -461,10 +461,10 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 		}
 		firsts[id] = item
 
-		lv := level{key: key, value: value, wildcard: strings.HasSuffix(value, "*")}
+		lv := level{key: key, value: value, wildcard: isWildcard(value)}
 		if v := f["share_threshold"]; v != nil && p.boolean(v, "share_threshold") {
 			if !lv.wildcard {
-				p.errorf(v, "share_threshold needs a wildcard value (ending in '*'); %q has none", value)
+				p.errorf(v, "share_threshold needs a wildcard value (one with a '*'); %q has none", value)
 			}
 			lv.shared = lv.wildcard
 		}
@@ -507,7 +507,7 @@ func (n *node) add(c *node, lv level) {
 		if n.wild == nil {
 			n.wild = map[string][]wildKV{}
 		}
-		n.wild[lv.key] = append(n.wild[lv.key], wildKV{prefix: strings.TrimSuffix(lv.value, "*"), n: c})
+		n.wild[lv.key] = append(n.wild[lv.key], wildKV{pat: compilePattern(lv.value), n: c})
 	}
 }
 
