@@ -427,17 +427,14 @@ const quotaModeMsg = "quota_mode: true is not supported: floodgate would enforce
 // path is the chain of levels above; depth is 1 for the domain's list. It
 // returns the number of limits read at or below the list.
 func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix string, depth int) int {
-	target := p.visit(list)
-	if target == nil {
-		return 0
-	}
+	target := deref(list)
 	if p.active[target] {
 		p.errorf(list, "descriptors contain themselves through an alias")
 		return 0
 	}
 	p.active[target] = true
 	defer delete(p.active, target)
-	items, ok := p.list(target, "descriptors")
+	items, ok := p.list(list, "descriptors")
 	if !ok {
 		return 0
 	}
@@ -452,7 +449,7 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 		if !ok {
 			continue
 		}
-		item = deref(item)
+		item = deref(item) // fields counted it
 		errsBefore := len(p.errs)
 		var key, value string
 		if v := f["key"]; v == nil {
@@ -642,10 +639,7 @@ func (p *parser) rateLimit(obj *yaml.Node) *Limit {
 	if !ok {
 		return nil
 	}
-	obj = p.visit(obj)
-	if obj == nil {
-		return nil
-	}
+	obj = deref(obj) // fields counted it
 	errsBefore := len(p.errs)
 	l := &Limit{}
 	if v := f["name"]; v != nil {
@@ -771,7 +765,7 @@ func (p *parser) replacesList(l *Limit, v *yaml.Node) {
 		}
 		nv := f["name"]
 		if nv == nil {
-			p.errorf(p.visit(it), "a replaces entry needs a name")
+			p.errorf(deref(it), "a replaces entry needs a name")
 			continue
 		}
 		s, ok := p.str(nv)
@@ -841,10 +835,7 @@ func (p *parser) policy(name string, n *yaml.Node) (Policy, bool) {
 	if !ok {
 		return Policy{}, false
 	}
-	n = p.visit(n)
-	if n == nil {
-		return Policy{}, false
-	}
+	n = deref(n) // fields counted it
 	errsBefore := len(p.errs)
 	pol := Policy{Name: name}
 	// Policies serve our own API, so the default is the token bucket, not
