@@ -78,7 +78,7 @@ type Limit struct {
 // level is one node on a limit's path.
 type level struct {
 	key, value    string
-	wildcard      bool // value ends in '*'
+	wildcard      bool // value holds a '*' (see pattern)
 	shared        bool // share_threshold: every value matching the wildcard shares one counter
 	valueToMetric bool
 }
@@ -173,19 +173,21 @@ type node struct {
 type kv struct{ k, v string }
 
 type wildKV struct {
-	prefix string
-	n      *node
+	pat pattern
+	n   *node
 }
 
 // child finds the node for e one level down: exact key+value first, then
-// the first wildcard whose prefix the value has, then the key-only node.
+// the first wildcard (in file order) the value matches, then the key-only
+// node.
 func (n *node) child(e Entry) *node {
 	if c := n.exact[kv{e.Key, e.Value}]; c != nil {
 		return c
 	}
-	for _, w := range n.wild[e.Key] {
-		if strings.HasPrefix(e.Value, w.prefix) {
-			return w.n
+	ws := n.wild[e.Key]
+	for i := range ws {
+		if ws[i].pat.match(e.Value) {
+			return ws[i].n
 		}
 	}
 	return n.keyOnly[e.Key]
@@ -226,8 +228,9 @@ func (c *Config) HasDomain(domain string) bool {
 // nothing applies (an unknown domain, no rule, or a rule at another depth).
 // It walks the domain's tree one level per entry; at each level the
 // descriptor with the entry's key and exact value wins, then the first
-// wildcard (in file order) whose prefix the value starts with, then the
-// descriptor with the key alone. A limit applies only when it sits at
+// wildcard (in file order) the value matches ('*' anywhere in the
+// configured value stands for any run of characters), then the descriptor
+// with the key alone. A limit applies only when it sits at
 // exactly the depth of the last entry. The result is shared: do not modify
 // it. Match does not allocate.
 func (c *Config) Match(domain string, entries []Entry) []*Limit {

@@ -22,7 +22,10 @@
 //
 // The config is hot-reloaded (see Watcher): a valid change is live within
 // about 100ms of the write; an invalid one is logged and the previous
-// config keeps serving. `floodgate config validate PATH` checks files
+// config keeps serving. Only the config files count: other files in the
+// folder (a log, say) never trigger a reload; a config file that is a
+// symlink is followed to its target, wherever it is, and a ConfigMap's
+// "..data" swap reloads. `floodgate config validate PATH` checks files
 // offline.
 //
 // # envoyproxy/ratelimit's format, unchanged
@@ -42,9 +45,12 @@
 //	      unit: second
 //	      requests_per_unit: 0       # 0 denies every matching request
 //	  - key: path
-//	    value: /admin/*              # a value ending in '*' is a prefix
+//	    value: /admin/*              # '*' is a wildcard: here a prefix
 //	    share_threshold: true        # all /admin/... paths share one counter
 //	    rate_limit: {unit: minute, requests_per_unit: 60}
+//	  - key: path
+//	    value: /api/*/items          # '*' anywhere: /api/v1/items, /api/a/b/items
+//	    rate_limit: {unit: second, requests_per_unit: 5}   # each path counts apart
 //	  - key: ldap
 //	    rate_limit: {unlimited: true}   # OK without touching the store
 //	  - key: message_type
@@ -61,13 +67,14 @@
 //	          replaces: [{name: per_number}]
 //
 // A descriptor node has `key` (required), `value` (optional: exact, or a
-// prefix when it ends in '*'; a '*' elsewhere is a literal character, as
-// there), `rate_limit`, nested `descriptors`, and the flags `shadow_mode`,
-// `detailed_metric`, `value_to_metric` (the request's value at this level
-// appears in metric names, only with serve's bounded opt-in
-// --detailed-metric-series), `share_threshold` (only on wildcard values: all
-// values matching the wildcard share one counter instead of one each),
-// `quota_mode` (accepted and ignored: every limit here is enforced) and
+// wildcard pattern when it holds a '*', see Matching), `rate_limit`,
+// nested `descriptors`, and the flags `shadow_mode` and `detailed_metric`
+// (both for this node's own limits; they do not reach nested descriptors),
+// `value_to_metric` (the request's value at this level appears in the
+// metric names of the limits at or below it, only with serve's bounded
+// opt-in --detailed-metric-series), `share_threshold` (only on
+// wildcard values: all values matching the wildcard share one counter
+// instead of one each), `quota_mode` (only false: see below) and
 // `metadata` (free-form, ignored).
 //
 // A rate_limit has `unit` and `requests_per_unit`, optionally
@@ -76,6 +83,15 @@
 // as in the reference. Unknown keys, a key+value defined twice at one
 // level, a bad unit, a unit with unlimited, replaces naming its own limit
 // or a name no limit in the domain has, and an empty domain are rejected.
+//
+// A file that validates does what it says; fields that would do nothing,
+// or something else than they read, are rejected with their position:
+// `quota_mode: true` (the reference then only reports the limit as
+// exceeded; floodgate would enforce it: use shadow_mode to count without
+// enforcing), `shadow_mode` or `detailed_metric` on a node without a
+// rate_limit, `value_to_metric` or `share_threshold` with no rate_limit at
+// or below the node, `requests_per_unit` (or any rate setting) with
+// `unlimited: true`, and `burst` with `requests_per_unit: 0`.
 //
 // Differences from the reference, on purpose: `requests_per_unit` is
 // required (the reference silently treats a missing one as 0, deny all);
@@ -88,8 +104,14 @@
 // Envoy sends a domain and descriptors, each a list of (key, value)
 // entries. A descriptor is matched by walking the domain's tree one level
 // per entry. At each level: the node with the entry's key and exactly its
-// value wins; else the first node (in file order) whose wildcard prefix the
-// value starts with; else the node with the key and no value. A limit
+// value wins; else the first node (in file order) whose wildcard value
+// matches; else the node with the key and no value. In a value, each '*'
+// stands for any run of characters, none included, '/' included, as in
+// the reference: "/api/*" is a prefix, "*.pdf" a suffix, "/api/*/items"
+// matches /api/v1/items and /api/a/b/items but not /api/items, and
+// "svc*ep*rpc" needs its parts in that order. There is no escape: a value
+// with a '*' is always a pattern (a request whose value is the pattern
+// itself matches it exactly). A limit
 // applies only when its node is at exactly the depth of the last entry: a
 // rule on `remote_address` does not apply to the descriptor
 // (remote_address, path), and vice versa. No matching node, or an unknown
@@ -101,7 +123,8 @@
 //
 // Counters: a key-only rule counts every value separately (one counter per
 // remote address), an exact rule counts its one value, a wildcard rule
-// counts every matching value separately unless share_threshold is set.
+// counts every matching value separately unless share_threshold is set,
+// whatever the wildcard's form.
 //
 // # Extensions
 //
@@ -165,6 +188,8 @@
 //
 // YAML syntax errors keep the line the YAML parser reports. Anchors and
 // aliases work; merge keys (<<) are not supported. Files are bounded (32
-// levels of descriptors; aliases may add at most 100,000 YAML nodes, and
-// may not contain themselves).
+// levels of descriptors; aliases may add at most 100,000 YAML nodes to
+// what the parser reads, and may not contain themselves). The file's own
+// size is not bounded: a 200,000-descriptor ban list loads (in seconds,
+// see bench/RESULTS.md).
 package config

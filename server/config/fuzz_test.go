@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -102,7 +103,7 @@ func oracleMatch(f oracleFile, domain string, entries []Entry) string {
 			}
 		}
 		for i := range level { // first wildcard
-			if d := &level[i]; found == nil && d.Key == en.Key && strings.HasSuffix(d.Value, "*") && strings.HasPrefix(en.Value, strings.TrimSuffix(d.Value, "*")) {
+			if d := &level[i]; found == nil && d.Key == en.Key && strings.Contains(d.Value, "*") && oracleGlob(d.Value).MatchString(en.Value) {
 				found = d
 			}
 		}
@@ -129,12 +130,28 @@ func oracleMatch(f oracleFile, domain string, entries []Entry) string {
 	return name
 }
 
-// FuzzMatch checks Match against the oracle on arbitrary descriptors.
+// oracleGlob reads a wildcard value as a regular expression: every '*'
+// is any run of characters (newlines too), the rest literal.
+func oracleGlob(value string) *regexp.Regexp {
+	parts := strings.Split(value, "*")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return regexp.MustCompile(`(?s)\A` + strings.Join(parts, ".*") + `\z`)
+}
+
+// FuzzMatch checks Match against the oracle on arbitrary descriptors, over
+// matchConfig (domain m) and wildConfig (domain w).
 func FuzzMatch(f *testing.F) {
-	c := mustParse(f, matchConfig)
-	var of oracleFile
-	if err := yaml.Unmarshal([]byte(matchConfig), &of); err != nil {
-		f.Fatal(err)
+	var cs []*Config
+	var ofs []oracleFile
+	for _, src := range []string{matchConfig, wildConfig} {
+		cs = append(cs, mustParse(f, src))
+		var of oracleFile
+		if err := yaml.Unmarshal([]byte(src), &of); err != nil {
+			f.Fatal(err)
+		}
+		ofs = append(ofs, of)
 	}
 	f.Add("m", "path", "/api/users", "", "", "", "", uint8(1))
 	f.Add("m", "tenant", "acme", "user", "root", "", "", uint8(2))
@@ -142,9 +159,18 @@ func FuzzMatch(f *testing.F) {
 	f.Add("m", "catchall", "", "never", "", "", "", uint8(2))
 	f.Add("m", "key", "with_underscore", "", "", "", "", uint8(1))
 	f.Add("other", "path", "/api/x", "", "", "", "", uint8(1))
+	f.Add("w", "path", "/api/v2/items", "", "", "", "", uint8(1))
+	f.Add("w", "rpc", "svc-a.ep-b.rpc", "", "", "", "", uint8(1))
+	f.Add("w", "rpc", "abaca", "", "", "", "", uint8(1))
+	f.Add("w", "file", "x.pdf.y", "", "", "", "", uint8(1))
+	f.Add("w", "tenant", "team-a-prod", "path", "/x/export", "", "", uint8(2))
 	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2, k3, v3 string, n uint8) {
 		all := []Entry{{k1, v1}, {k2, v2}, {k3, v3}}
 		entries := all[:int(n)%4]
+		c, of := cs[0], ofs[0]
+		if domain == "w" {
+			c, of = cs[1], ofs[1]
+		}
 		want := oracleMatch(of, domain, entries)
 		got := c.Match(domain, entries)
 		switch {

@@ -50,10 +50,7 @@ func listDir(dir string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue
-		}
-		if ext := filepath.Ext(name); ext != ".yaml" && ext != ".yml" {
+		if !isConfigName(name) {
 			continue
 		}
 		full := filepath.Join(dir, name)
@@ -69,6 +66,16 @@ func listDir(dir string) ([]string, error) {
 		return nil, ErrorList{{File: dir, Msg: "no *.yaml or *.yml files in this folder"}}
 	}
 	return files, nil
+}
+
+// isConfigName reports whether a folder's entry is read as a config file:
+// a *.yaml or *.yml name not starting with '.'.
+func isConfigName(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	ext := filepath.Ext(name)
+	return ext == ".yaml" || ext == ".yml"
 }
 
 // Parse parses one file's bytes; name is used in error messages.

@@ -234,6 +234,15 @@ func (p *parser) visit(n *yaml.Node) *yaml.Node {
 	return n
 }
 
+// deref follows aliases without counting: for a node that visit has
+// already counted (each place in the file counts once).
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
 // countNodes counts the document's nodes without following aliases.
 func countNodes(n *yaml.Node) int {
 	count := 0
@@ -406,37 +415,42 @@ var descriptorKeys = []string{
 	"detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata",
 }
 
+// quotaModeMsg rejects quota_mode: true. In envoyproxy/ratelimit a quota-
+// mode limit only reports that it is exceeded (the request is denied when
+// every quota-mode descriptor is over); floodgate has no quota mode and
+// would enforce the limit instead, so such a file is refused rather than
+// served with another meaning.
+const quotaModeMsg = "quota_mode: true is not supported: floodgate would enforce this limit, " +
+	"where the reference only reports it (shadow_mode: true counts without enforcing)"
+
 // descriptors reads a list of descriptor nodes into parent's children.
-// path is the chain of levels above; depth is 1 for the domain's list.
-func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix string, depth int) {
-	target := p.visit(list)
-	if target == nil {
-		return
-	}
+// path is the chain of levels above; depth is 1 for the domain's list. It
+// returns the number of limits read at or below the list.
+func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix string, depth int) int {
+	target := deref(list)
 	if p.active[target] {
 		p.errorf(list, "descriptors contain themselves through an alias")
-		return
+		return 0
 	}
 	p.active[target] = true
 	defer delete(p.active, target)
-	items, ok := p.list(target, "descriptors")
+	items, ok := p.list(list, "descriptors")
 	if !ok {
-		return
+		return 0
 	}
 	if depth > maxDepth && len(items) > 0 {
 		p.errorf(list, "descriptors nest deeper than %d levels", maxDepth)
-		return
+		return 0
 	}
+	total := 0
 	firsts := map[kv]*yaml.Node{}
 	for _, item := range items {
 		f, ok := p.fields(item, "a descriptor", descriptorKeys...)
 		if !ok {
 			continue
 		}
-		item = p.visit(item)
-		if item == nil {
-			return
-		}
+		item = deref(item) // fields counted it
+		errsBefore := len(p.errs)
 		var key, value string
 		if v := f["key"]; v == nil {
 			p.errorf(item, "descriptor has no key")
@@ -461,18 +475,18 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 		}
 		firsts[id] = item
 
-		lv := level{key: key, value: value, wildcard: strings.HasSuffix(value, "*")}
+		lv := level{key: key, value: value, wildcard: isWildcard(value)}
 		if v := f["share_threshold"]; v != nil && p.boolean(v, "share_threshold") {
 			if !lv.wildcard {
-				p.errorf(v, "share_threshold needs a wildcard value (ending in '*'); %q has none", value)
+				p.errorf(v, "share_threshold needs a wildcard value (one with a '*'); %q has none", value)
 			}
 			lv.shared = lv.wildcard
 		}
 		if v := f["value_to_metric"]; v != nil {
 			lv.valueToMetric = p.boolean(v, "value_to_metric")
 		}
-		if v := f["quota_mode"]; v != nil {
-			p.boolean(v, "quota_mode") // accepted and ignored: every limit here is enforced
+		if v := f["quota_mode"]; v != nil && p.boolean(v, "quota_mode") {
+			p.errorf(v, quotaModeMsg)
 		}
 		// metadata is free-form and ignored.
 
@@ -483,11 +497,25 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 			name += "_" + value
 		}
 		p.limits(n, f, here, name)
+		below := len(n.limits)
 		if v := f["descriptors"]; v != nil {
-			p.descriptors(n, v, here, name, depth+1)
+			below += p.descriptors(n, v, here, name, depth+1)
 		}
+		// Flags that shape the counters or metrics of the limits at or
+		// below this level do nothing without one: say so rather than
+		// accept a file that does not do what it reads as.
+		if below == 0 && len(p.errs) == errsBefore {
+			if lv.valueToMetric {
+				p.errorf(f["value_to_metric"], "value_to_metric has no effect: no rate_limit at or below this descriptor")
+			}
+			if lv.shared {
+				p.errorf(f["share_threshold"], "share_threshold has no effect: no rate_limit at or below this descriptor")
+			}
+		}
+		total += below
 		parent.add(n, lv)
 	}
+	return total
 }
 
 // add links child c under n.
@@ -507,7 +535,7 @@ func (n *node) add(c *node, lv level) {
 		if n.wild == nil {
 			n.wild = map[string][]wildKV{}
 		}
-		n.wild[lv.key] = append(n.wild[lv.key], wildKV{prefix: strings.TrimSuffix(lv.value, "*"), n: c})
+		n.wild[lv.key] = append(n.wild[lv.key], wildKV{pat: compilePattern(lv.value), n: c})
 	}
 }
 
@@ -534,6 +562,16 @@ func (p *parser) limits(n *node, f map[string]*yaml.Node, path []level, name str
 	}
 	nodeShadow := f["shadow_mode"] != nil && p.boolean(f["shadow_mode"], "shadow_mode")
 	detailed := f["detailed_metric"] != nil && p.boolean(f["detailed_metric"], "detailed_metric")
+	if len(objs) == 0 {
+		// As in the reference, both apply to this descriptor's limits only.
+		if nodeShadow {
+			p.errorf(f["shadow_mode"], "shadow_mode applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)")
+		}
+		if detailed {
+			p.errorf(f["detailed_metric"], "detailed_metric applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)")
+		}
+		return
+	}
 	metricValues := false
 	for _, lv := range path {
 		metricValues = metricValues || lv.valueToMetric
@@ -601,10 +639,7 @@ func (p *parser) rateLimit(obj *yaml.Node) *Limit {
 	if !ok {
 		return nil
 	}
-	obj = p.visit(obj)
-	if obj == nil {
-		return nil
-	}
+	obj = deref(obj) // fields counted it
 	errsBefore := len(p.errs)
 	l := &Limit{}
 	if v := f["name"]; v != nil {
@@ -619,15 +654,15 @@ func (p *parser) rateLimit(obj *yaml.Node) *Limit {
 	if v := f["shadow_mode"]; v != nil {
 		l.ShadowMode = p.boolean(v, "shadow_mode")
 	}
-	if v := f["quota_mode"]; v != nil {
-		p.boolean(v, "quota_mode") // accepted and ignored
+	if v := f["quota_mode"]; v != nil && p.boolean(v, "quota_mode") {
+		p.errorf(v, quotaModeMsg)
 	}
 	if v := f["failure_mode"]; v != nil {
 		l.FailureMode = p.failureMode(v)
 	}
 	if v := f["unlimited"]; v != nil && p.boolean(v, "unlimited") {
 		l.Unlimited = true
-		for _, k := range []string{"unit", "unit_multiplier", "period", "algorithm", "burst", "failure_mode"} {
+		for _, k := range []string{"unit", "unit_multiplier", "period", "requests_per_unit", "algorithm", "burst", "failure_mode", "shadow_mode"} {
 			if v := f[k]; v != nil {
 				if k == "unit" {
 					p.errorf(v, "should not specify rate limit unit when unlimited")
@@ -704,6 +739,10 @@ func (p *parser) rateLimit(obj *yaml.Node) *Limit {
 		return nil
 	}
 	if l.Rate.Requests == 0 {
+		if v := f["burst"]; v != nil {
+			p.errorf(v, "burst does not apply when requests_per_unit is 0 (every matching request is denied)")
+			return nil
+		}
 		l.DenyAll = true
 		return l
 	}
@@ -726,7 +765,7 @@ func (p *parser) replacesList(l *Limit, v *yaml.Node) {
 		}
 		nv := f["name"]
 		if nv == nil {
-			p.errorf(p.visit(it), "a replaces entry needs a name")
+			p.errorf(deref(it), "a replaces entry needs a name")
 			continue
 		}
 		s, ok := p.str(nv)
@@ -796,10 +835,7 @@ func (p *parser) policy(name string, n *yaml.Node) (Policy, bool) {
 	if !ok {
 		return Policy{}, false
 	}
-	n = p.visit(n)
-	if n == nil {
-		return Policy{}, false
-	}
+	n = deref(n) // fields counted it
 	errsBefore := len(p.errs)
 	pol := Policy{Name: name}
 	// Policies serve our own API, so the default is the token bucket, not
