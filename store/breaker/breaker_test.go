@@ -51,7 +51,7 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 	f := &flaky{Store: memstore.New(memstore.Config{})}
 	var changes []bool
 	changed := make(chan bool, 4)
-	b := breaker.New(f, breaker.Config{Threshold: 2, ProbeInterval: time.Millisecond, OnChange: func(open bool) { changed <- open }})
+	b := breaker.New(f, breaker.Config{Threshold: 2, ProbeInterval: time.Millisecond, CheckInterval: -1, OnChange: func(open bool, _ error) { changed <- open }})
 	defer b.Close()
 	ctx := context.Background()
 	out := make([]algorithms.Decision, 1)
@@ -93,7 +93,7 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 
 func TestBreakerIgnoresCallerErrors(t *testing.T) {
 	f := &flaky{Store: memstore.New(memstore.Config{})}
-	b := breaker.New(f, breaker.Config{Threshold: 1})
+	b := breaker.New(f, breaker.Config{Threshold: 1, CheckInterval: -1})
 	defer b.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -111,7 +111,7 @@ func TestBreakerIgnoresCallerErrors(t *testing.T) {
 
 func TestBreakerSuccessResetsCount(t *testing.T) {
 	f := &flaky{Store: memstore.New(memstore.Config{})}
-	b := breaker.New(f, breaker.Config{Threshold: 2})
+	b := breaker.New(f, breaker.Config{Threshold: 2, CheckInterval: -1})
 	defer b.Close()
 	ctx := context.Background()
 	out := make([]algorithms.Decision, 1)
@@ -141,5 +141,62 @@ func TestBreakerCloseIsIdempotent(t *testing.T) {
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBreakerCheckOpensWithoutTraffic: with no call at all, the check's
+// pings open the circuit when the store goes down (OnChange gets the
+// store's error) and the probe closes it when the store returns. Before
+// the check existed, an idle breaker (and the health built on it) said
+// "closed" for as long as no call came.
+func TestBreakerCheckOpensWithoutTraffic(t *testing.T) {
+	f := &flaky{Store: memstore.New(memstore.Config{})}
+	type change struct {
+		open  bool
+		cause error
+	}
+	changed := make(chan change, 4)
+	b := breaker.New(f, breaker.Config{Threshold: 2, ProbeInterval: time.Millisecond, CheckInterval: time.Millisecond,
+		OnChange: func(open bool, cause error) { changed <- change{open, cause} }})
+	defer b.Close()
+	waitPings := func(n int32) {
+		t.Helper()
+		for start := f.pings.Load(); f.pings.Load() < start+n; {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitPings(5)
+	if b.Open() || len(changed) > 0 {
+		t.Fatal("circuit opened while the store was up")
+	}
+	f.down.Store(true)
+	select {
+	case c := <-changed:
+		if !c.open || !errors.Is(c.cause, errDown) {
+			t.Fatalf("OnChange(%v, %v), want (true, the ping's error)", c.open, c.cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the circuit did not open without traffic")
+	}
+	if f.calls.Load() != 0 {
+		t.Fatalf("%d calls reached the store; the test makes none", f.calls.Load())
+	}
+	f.down.Store(false)
+	if c := <-changed; c.open || c.cause != nil {
+		t.Fatalf("OnChange(%v, %v), want (false, nil)", c.open, c.cause)
+	}
+}
+
+// TestBreakerCheckDisabled: a negative CheckInterval pings nothing.
+func TestBreakerCheckDisabled(t *testing.T) {
+	f := &flaky{Store: memstore.New(memstore.Config{})}
+	f.down.Store(true)
+	b := breaker.New(f, breaker.Config{Threshold: 1, CheckInterval: -1, ProbeInterval: time.Millisecond})
+	time.Sleep(20 * time.Millisecond) // a window for pings that must not come
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.pings.Load(); n != 0 || b.Open() {
+		t.Fatalf("%d pings, open=%v, want none and closed", n, b.Open())
 	}
 }
