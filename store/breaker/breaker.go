@@ -55,8 +55,11 @@ type Config struct {
 	CheckInterval time.Duration
 	// OnChange, if set, is called when the circuit opens, with true and
 	// the error that opened it (the last of Threshold), and when it
-	// closes, with false and nil (for logs, health and metrics). Calls are
-	// serialized.
+	// closes, with false and nil (for logs, health and metrics). While the
+	// circuit is open it is called again, with true and the probe's error,
+	// when that error turns from an outage into a misconfiguration
+	// (store.ErrMisconfigured) or back. Calls are serialized; OnChange must
+	// not call the Breaker.
 	OnChange func(open bool, cause error)
 }
 
@@ -165,12 +168,16 @@ func (b *Breaker) trip(cause error) {
 		b.cfg.OnChange(true, cause)
 	}
 	b.wg.Add(1)
-	go b.probe()
+	go b.probe(errors.Is(cause, store.ErrMisconfigured))
 }
 
 // probe pings the store every ProbeInterval until it answers, then closes
 // the circuit.
-func (b *Breaker) probe() {
+//
+// misconfigured says whether the cause last reported to OnChange wraps
+// store.ErrMisconfigured; when a failed ping says otherwise (a Redis that
+// went from unreachable to misconfigured), OnChange hears it again.
+func (b *Breaker) probe(misconfigured bool) {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.ProbeInterval)
 	defer t.Stop()
@@ -193,6 +200,14 @@ func (b *Breaker) probe() {
 			}
 			b.mu.Unlock()
 			return
+		}
+		if m := errors.Is(err, store.ErrMisconfigured); m != misconfigured && errors.Is(err, store.ErrUnavailable) {
+			misconfigured = m
+			b.mu.Lock()
+			if b.cfg.OnChange != nil {
+				b.cfg.OnChange(true, err)
+			}
+			b.mu.Unlock()
 		}
 	}
 }

@@ -3,6 +3,7 @@ package breaker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,10 +19,13 @@ import (
 // Redis that comes and goes (the e2e tests kill a real one).
 type flaky struct {
 	store.Store
-	down  atomic.Bool
-	calls atomic.Int32
-	pings atomic.Int32
+	down          atomic.Bool
+	misconfigured atomic.Bool // while down: pings say misconfigured
+	calls         atomic.Int32
+	pings         atomic.Int32
 }
+
+var errCluster = fmt.Errorf("%w: a Redis Cluster node", store.ErrMisconfigured)
 
 var errDown = errors.New("dial tcp: connection refused")
 
@@ -35,6 +39,9 @@ func (f *flaky) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 
 func (f *flaky) Ping(ctx context.Context) error {
 	f.pings.Add(1)
+	if f.down.Load() && f.misconfigured.Load() {
+		return errCluster
+	}
 	if f.down.Load() {
 		return errors.Join(store.ErrUnavailable, errDown)
 	}
@@ -198,5 +205,39 @@ func TestBreakerCheckDisabled(t *testing.T) {
 	}
 	if n := f.pings.Load(); n != 0 || b.Open() {
 		t.Fatalf("%d pings, open=%v, want none and closed", n, b.Open())
+	}
+}
+
+// TestBreakerReportsMisconfiguration: an open circuit whose probe starts
+// finding a misconfiguration instead of an outage tells OnChange once
+// more (so the operator hears of it once, however long it lasts).
+func TestBreakerReportsMisconfiguration(t *testing.T) {
+	f := &flaky{Store: memstore.New(memstore.Config{})}
+	type change struct {
+		open  bool
+		cause error
+	}
+	changed := make(chan change, 16)
+	b := breaker.New(f, breaker.Config{Threshold: 1, ProbeInterval: time.Millisecond, CheckInterval: -1,
+		OnChange: func(open bool, cause error) { changed <- change{open, cause} }})
+	defer b.Close()
+	f.down.Store(true)
+	_ = b.Decide(context.Background(), t0, req(), make([]algorithms.Decision, 1))
+	if c := <-changed; !c.open || errors.Is(c.cause, store.ErrMisconfigured) {
+		t.Fatalf("OnChange(%v, %v), want open by an outage", c.open, c.cause)
+	}
+	f.misconfigured.Store(true)
+	if c := <-changed; !c.open || !errors.Is(c.cause, store.ErrMisconfigured) {
+		t.Fatalf("OnChange(%v, %v), want open by a misconfiguration", c.open, c.cause)
+	}
+	for start := f.pings.Load(); f.pings.Load() < start+20; {
+		time.Sleep(time.Millisecond)
+	}
+	if len(changed) != 0 {
+		t.Fatalf("%d more OnChange calls while the misconfiguration lasted, want none", len(changed))
+	}
+	f.down.Store(false)
+	if c := <-changed; c.open {
+		t.Fatalf("OnChange(%v, %v), want closed", c.open, c.cause)
 	}
 }

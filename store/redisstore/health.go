@@ -159,19 +159,9 @@ func (s *Store) wrap(parent context.Context, op string, err error) error {
 	case errors.As(err, &me):
 		return fmt.Errorf("redisstore: %s: %w", op, err)
 	case s.misconfigured(err):
-		return fmt.Errorf("redisstore: %s: %w: %s (Redis answered %q)", op, store.ErrMisconfigured, s.misconfiguredHint(err), firstWords(err.Error(), 4))
+		return fmt.Errorf("redisstore: %s: %w: %s (Redis answered %q)", op, store.ErrMisconfigured, s.misconfiguredHint(err), err.Error())
 	case unavailable(err):
 		return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("redisstore: %s: %w", op, err)
-}
-
-// firstWords is at most n words of s: the error's kind without the
-// details (MOVED's slot and address, CROSSSLOT's sentence).
-func firstWords(s string, n int) string {
-	f := strings.Fields(s)
-	if len(f) > n {
-		f = f[:n]
-	}
-	return strings.Join(f, " ")
 }
