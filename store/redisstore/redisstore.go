@@ -20,7 +20,9 @@
 // prefix and algorithm sit outside the braces). An escaped key longer than
 // 128 bytes is replaced by "#" and its SHA-256 in hex, bounding Redis key
 // length; '#' never starts an escaped key, so the two forms never meet.
-// One key's four algorithms share a tag, hence a slot.
+// One key's four algorithms share a tag, hence a slot. The server's keys
+// start with 'k' (the Check API) or 'e' (the Envoy API; see the README's
+// key layout), so the Check key user:42 lives at fg:tb:{kuser:42}.
 //
 // # One round trip per Decide
 //
