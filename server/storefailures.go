@@ -8,15 +8,15 @@ import (
 	"time"
 )
 
-// StoreFailureLogInterval is the least time between two WARN lines of
+// storeFailureLogInterval is the least time between two WARN lines of
 // failed decisions, and between two "store deciding again" lines.
-const StoreFailureLogInterval = 10 * time.Second
+const storeFailureLogInterval = 10 * time.Second
 
 // failureLog logs the store's failed decisions without a line per
 // decision (an outage under load would write tens of thousands a second;
 // floodgate_decisions_total{result="degraded"} counts every one). It logs
 // the first failure after a healthy spell at once (WARN "store could not
-// decide"), then at most one WARN summary per StoreFailureLogInterval with
+// decide"), then at most one WARN summary per storeFailureLogInterval with
 // the number of failures since the last line and the last error, and the
 // first success after failures (INFO "store deciding again"), at most once
 // per interval: a store that flaps costs at most two lines per interval.
@@ -38,7 +38,7 @@ type failureLog struct {
 }
 
 func newFailureLog(log *slog.Logger, api string) *failureLog {
-	return &failureLog{log: log, api: api, every: StoreFailureLogInterval}
+	return &failureLog{log: log, api: api, every: storeFailureLogInterval}
 }
 
 // failed records a decision the store could not make at now.
@@ -50,7 +50,7 @@ func (f *failureLog) failed(ctx context.Context, now time.Time, err error) {
 	if !f.failing.Load() {
 		f.failing.Store(true)
 		f.since, f.total = now, 1
-		if now.Sub(f.lastWarn) >= f.every || f.lastWarn.IsZero() {
+		if now.Sub(f.lastWarn) >= f.every {
 			f.log.WarnContext(ctx, "store could not decide; answering by failure modes until it does",
 				"api", f.api, "failed", f.unlogged, "err", err)
 			f.lastWarn, f.unlogged = now, 0
@@ -75,7 +75,7 @@ func (f *failureLog) ok(ctx context.Context, now time.Time) {
 		return
 	}
 	f.failing.Store(false)
-	if now.Sub(f.lastInfo) >= f.every || f.lastInfo.IsZero() {
+	if now.Sub(f.lastInfo) >= f.every {
 		f.log.InfoContext(ctx, "store deciding again",
 			"api", f.api, "failed", f.total, "for", now.Sub(f.since))
 		f.lastInfo, f.unlogged = now, 0
