@@ -148,8 +148,8 @@ type Decision struct {
 	// ResetAfter is how long until the key is back to its full limit.
 	ResetAfter time.Duration
 	// Degraded says floodgate's store could not decide and the limit's
-	// failure mode answered: allowed without counting (open) or denied
-	// (closed).
+	// failure mode answered: allowed (open; Redis may or may not have
+	// counted it) or denied (closed; not counted).
 	Degraded bool
 }
 

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/redistest"
@@ -327,22 +330,214 @@ func TestFailureRedisKilledMidLoad(t *testing.T) {
 	waitStoreStatus(t, h, healthpb.HealthCheckResponse_SERVING, 3*time.Second)
 }
 
-// TestFailureRedisDownReadyz: with --failure-mode closed, a replica whose
-// Redis is down is not ready (it could only deny); it is live, and ready
-// again when Redis returns.
-func TestFailureRedisDownReadyz(t *testing.T) {
+// TestReadyWhileRedisDown: a replica whose Redis is down stays ready,
+// even with --failure-mode closed: it still answers every limit by its
+// failure mode. (It used to turn not ready, and with every replica not
+// ready at once Envoy's filter, failure_mode_deny: false, let everything
+// through, closed limits included.) The store's gRPC health follows an
+// active probe: NOT_SERVING soon after the kill with no traffic at all
+// (it used to say SERVING until a decision failed), SERVING again after
+// the restart.
+func TestReadyWhileRedisDown(t *testing.T) {
 	r := redistest.StartServer(t)
 	p := startOnRedis(t, r, "--failure-mode", "closed")
+	h := healthpb.NewHealthClient(p.Conn(t))
 	if code := httpStatus(t, p, "/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz with Redis up: %d", code)
 	}
+	if st := storeStatus(t, h); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("store health with Redis up: %v", st)
+	}
 	r.Kill()
-	waitFor(t, 3*time.Second, "/readyz 503", func() bool { return httpStatus(t, p, "/readyz") == http.StatusServiceUnavailable })
+	took := waitStoreStatus(t, h, healthpb.HealthCheckResponse_NOT_SERVING, 3*time.Second)
+	t.Logf("floodgate.store NOT_SERVING %v after the kill, with no traffic", took)
+	if code := httpStatus(t, p, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz with Redis down: %d, want 200 (the failure modes answer)", code)
+	}
 	if code := httpStatus(t, p, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz with Redis down: %d, want 200", code)
 	}
+	resp, err := p.Client(t).Check(context.Background(), policyCheck("closed_p", "a"))
+	if err != nil || resp.Allowed || !resp.Degraded {
+		t.Errorf("closed_p with Redis down: %v %v, want denied, degraded", resp, err)
+	}
 	r.Restart()
-	waitFor(t, 3*time.Second, "/readyz 200", func() bool { return httpStatus(t, p, "/readyz") == http.StatusOK })
+	waitStoreStatus(t, h, healthpb.HealthCheckResponse_SERVING, 3*time.Second)
+	if code := httpStatus(t, p, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after the restart: %d", code)
+	}
+}
+
+// logLines counts the process' log lines holding every one of subs.
+func logLines(p *proc, subs ...string) int {
+	p.logs.mu.Lock()
+	defer p.logs.mu.Unlock()
+	n := 0
+next:
+	for _, l := range p.logs.lines {
+		for _, s := range subs {
+			if !strings.Contains(l, s) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
+// nonJSONLines are the process' log lines that are not JSON objects.
+func nonJSONLines(p *proc) []string {
+	p.logs.mu.Lock()
+	defer p.logs.mu.Unlock()
+	var bad []string
+	for _, l := range p.logs.lines {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) != nil {
+			bad = append(bad, l)
+		}
+	}
+	return bad
+}
+
+// TestFailureOutageLogs: an outage under load logs its transitions, not
+// its decisions: one WARN when the store first fails (it used to be one
+// per failed decision, thousands here), one INFO when it decides again,
+// while the metrics count every degraded decision. With --log-format json
+// every line is JSON, go-redis' own lines ("failed to dial") included:
+// they used to be plain "redis: …" lines on stderr.
+func TestFailureOutageLogs(t *testing.T) {
+	r := redistest.StartServer(t)
+	p := startOnRedis(t, r)
+	c := p.Client(t)
+	firstHealthy(t, c, "open_p", time.Now(), 10*time.Second)
+	firstHealthy(t, c, "closed_p", time.Now(), 10*time.Second)
+
+	stop := make(chan struct{})
+	var count atomic.Int64
+	done := make(chan []outcome, 1)
+	go func() { done <- load(c, 8, stop, &count) }()
+	waitFor(t, 10*time.Second, "load started", func() bool { return count.Load() >= 50 })
+	r.Kill()
+	atLeast := count.Load() + 2000
+	waitFor(t, 30*time.Second, "load after the kill", func() bool { return count.Load() >= atLeast })
+	close(stop)
+	deg := checkOutcomes(t, <-done, redisTimeout+latencyMargin)
+	if deg["open_p"]+deg["closed_p"] < 1000 {
+		t.Fatalf("%v degraded answers, want at least 1000 for this test to mean something", deg)
+	}
+	m := scrape(t, p)
+	for _, pol := range []string{"open_p", "closed_p"} {
+		wantMetric(t, m, float64(deg[pol]), "floodgate_decisions_total", "api", "check", "rule", pol, "result", "degraded")
+	}
+	failed := logLines(p, "store could not decide") + logLines(p, "store still failing")
+	t.Logf("%d degraded answers; %d lines of failed decisions, %d WARN lines in all", deg["open_p"]+deg["closed_p"], failed, logLines(p, `"level":"WARN"`))
+	if failed != 1 {
+		t.Errorf("%d lines of failed decisions, want 1", failed)
+	}
+	if n := logLines(p, "store unreachable"); n != 1 {
+		t.Errorf("%d \"store unreachable\" lines, want 1", n)
+	}
+	if bad := nonJSONLines(p); len(bad) > 0 {
+		t.Errorf("%d log lines are not JSON, e.g. %q", len(bad), bad[0])
+	}
+
+	r.Restart()
+	firstHealthy(t, c, "open_p", time.Now(), 3*time.Second)
+	waitFor(t, 3*time.Second, "the recovery logged", func() bool { return logLines(p, "store deciding again") > 0 })
+	if n := logLines(p, "store deciding again"); n != 1 {
+		t.Errorf("%d recovery lines, want 1", n)
+	}
+	if t.Failed() {
+		lines := strings.Split(p.logs.String(), "\n")
+		t.Logf("the log's first lines of %d:\n%s", len(lines), strings.Join(lines[:min(len(lines), 40)], "\n"))
+	}
+}
+
+// TestReadyMisconfiguredStartup: a Redis that answers but can never decide
+// in --redis-mode is a configuration error: floodgate refuses to start and
+// says how to fix it. (It used to start, report itself ready and answer
+// every decision by its failure mode: every limit open.)
+func TestReadyMisconfiguredStartup(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	master := redistest.StartServer(t)
+	replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port()))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"standalone on a cluster node", []string{"--redis-url", "redis://" + cl.Addrs()[0]}, []string{"Redis Cluster node", "--redis-mode cluster"}},
+		{"standalone on a replica", []string{"--redis-url", "redis://" + replica.Addr()}, []string{"read-only replica", "point --redis-url at the master (" + master.Addr() + ")"}},
+		{"cluster on a plain Redis", []string{"--redis-mode", "cluster", "--redis-url", "redis://" + master.Addr()}, []string{"--redis-mode standalone"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)
+			_, stderr, code := runCLI(t, args...)
+			if code != 1 {
+				t.Errorf("exit code %d, want 1", code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}
+
+// httpGet GETs path on the admin port and returns the status and body.
+func httpGet(t *testing.T, p *proc, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.HTTPAddr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestReadyMisconfiguredAtRunTime: the Redis floodgate uses turns into a
+// replica while serving (REPLICAOF): decisions answer by failure mode,
+// /readyz fails naming the cause, and the log says so once however many
+// decisions fail; made a master again, it is ready and decides again.
+func TestReadyMisconfiguredAtRunTime(t *testing.T) {
+	r := redistest.StartServer(t)
+	other := redistest.StartServer(t)
+	p := startOnRedis(t, r)
+	c := p.Client(t)
+	firstHealthy(t, c, "open_p", time.Now(), 10*time.Second)
+	if err := r.Client().Do(context.Background(), "REPLICAOF", "127.0.0.1", other.Port()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var count atomic.Int64
+	done := make(chan []outcome, 1)
+	go func() { done <- load(c, 4, stop, &count) }()
+	waitFor(t, 5*time.Second, "/readyz 503", func() bool { code, _ := httpGet(t, p, "/readyz"); return code == http.StatusServiceUnavailable })
+	atLeast := count.Load() + 500
+	waitFor(t, 30*time.Second, "load on the replica", func() bool { return count.Load() >= atLeast })
+	close(stop)
+	deg := checkOutcomes(t, <-done, redisTimeout+latencyMargin)
+	if deg["open_p"] == 0 || deg["closed_p"] == 0 {
+		t.Errorf("degraded answers on the replica: %v, want some of each", deg)
+	}
+	code, body := httpGet(t, p, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "read-only replica") || !strings.Contains(body, other.Addr()) {
+		t.Errorf("/readyz on a replica: %d %q, want 503 naming the replica and its master %s", code, body, other.Addr())
+	}
+	if n := logLines(p, "store misconfigured", `"level":"ERROR"`); n != 1 {
+		t.Errorf("%d \"store misconfigured\" lines after %d decisions, want 1\n%s", n, count.Load(), p.logs)
+	}
+	if n := logLines(p, "store could not decide") + logLines(p, "store still failing"); n > 1 {
+		t.Errorf("%d lines of failed decisions, want at most 1", n)
+	}
+
+	if err := r.Client().Do(context.Background(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "/readyz 200", func() bool { code, _ := httpGet(t, p, "/readyz"); return code == http.StatusOK })
+	firstHealthy(t, c, "closed_p", time.Now(), 3*time.Second)
 }
 
 // TestFailureSlowRedis pauses Redis (CLIENT PAUSE 2000 ALL): calls keep
@@ -423,5 +618,63 @@ func TestFailureRedisRestartFlushesScripts(t *testing.T) {
 	check("after a restart, first check", "a")
 	for i := range 20 {
 		check("after a restart", fmt.Sprint("k", i))
+	}
+}
+
+// TestFailureDegradedMayBeCounted pins the contract of `degraded` (see
+// CheckResponse.degraded in the proto): Redis stalls (DEBUG SLEEP) while
+// checks arrive; each is answered by its failure mode after
+// --redis-timeout, but a script already written to Redis runs when it
+// wakes, so an allowed degraded answer may or may not have been counted.
+// What must never happen is a refund: the key's count afterwards is the
+// healthy charges plus at most one per degraded answer, never less than
+// the healthy charges.
+func TestFailureDegradedMayBeCounted(t *testing.T) {
+	r := redistest.StartServer(t, "--enable-debug-command", "yes")
+	p := startOnRedis(t, r)
+	c := p.Client(t)
+	check := func() *floodgatev1.CheckResponse {
+		t.Helper()
+		// A token bucket that refills one unit in 1000 hours: remaining
+		// counts the charges, unmoved by the test's seconds.
+		resp, err := c.Check(context.Background(), &floodgatev1.CheckRequest{
+			Key:       "charged",
+			Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET,
+			Source:    &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: 1000, Period: durationpb.New(1000 * time.Hour)}},
+		})
+		if err != nil || !resp.Allowed {
+			t.Fatalf("check: %v %v, want allowed", resp, err)
+		}
+		return resp
+	}
+	firstHealthy(t, c, "open_p", time.Now(), 10*time.Second)
+	first := check()
+	if first.Degraded {
+		t.Fatalf("first check degraded: %v", first)
+	}
+	slept := make(chan error, 1)
+	go func() { slept <- r.Client().Do(context.Background(), "DEBUG", "SLEEP", "1").Err() }()
+	time.Sleep(200 * time.Millisecond) // let the sleep begin: schedule, not an assertion
+	degraded := 0
+	for range 3 {
+		if resp := check(); resp.Degraded {
+			degraded++
+		}
+	}
+	if err := <-slept; err != nil {
+		t.Fatal(err)
+	}
+	if degraded == 0 {
+		t.Fatal("no check was answered degraded while Redis slept")
+	}
+	firstHealthy(t, c, "open_p", time.Now(), 5*time.Second)
+	last := check()
+	if last.Degraded {
+		t.Fatalf("check after the stall degraded: %v", last)
+	}
+	counted := first.Remaining - last.Remaining - 1
+	t.Logf("%d degraded answers, %d of them counted by Redis", degraded, counted)
+	if counted < 0 || counted > int64(degraded) {
+		t.Errorf("remaining %d before the stall, %d after it and one healthy check: %d degraded answers counted of %d, want 0 to %d", first.Remaining, last.Remaining, counted, degraded, degraded)
 	}
 }

@@ -78,6 +78,7 @@ type Envoy struct {
 	clock          func() time.Time
 	log            *slog.Logger
 	metrics        *Metrics
+	failures       *failureLog
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
@@ -107,6 +108,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
+	e.failures = newFailureLog(e.log, APIEnvoy)
 	return e
 }
 
@@ -343,7 +345,9 @@ func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Re
 		if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
 			return err
 		}
-		e.log.WarnContext(ctx, "store could not decide; applying failure modes", "err", err)
+		e.failures.failed(ctx, now, err) // logs transitions and summaries, not each decision
+	} else {
+		e.failures.ok(ctx, now)
 	}
 	for k, i := range idx {
 		c := &checks[i]

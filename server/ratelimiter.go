@@ -63,6 +63,7 @@ type RateLimiter struct {
 	clock       func() time.Time
 	log         *slog.Logger
 	metrics     *Metrics
+	failures    *failureLog
 }
 
 var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
@@ -88,6 +89,7 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
+	r.failures = newFailureLog(r.log, APICheck)
 	return r
 }
 
@@ -356,15 +358,17 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, out []algorith
 	for i := range checks {
 		reqs[i] = checks[i].req
 	}
-	err = r.store.Decide(ctx, r.clock(), reqs, out)
+	now := r.clock()
+	err = r.store.Decide(ctx, now, reqs, out)
 	if err == nil {
+		r.failures.ok(ctx, now)
 		r.observe(checks, out, false)
 		return false, nil
 	}
 	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
 		return false, err
 	}
-	r.log.WarnContext(ctx, "store could not decide; applying failure modes", "err", err)
+	r.failures.failed(ctx, now, err) // logs transitions and summaries, not each decision
 	for i, c := range checks {
 		out[i] = failedDecision(c.req, c.failureMode)
 	}

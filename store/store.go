@@ -68,6 +68,18 @@ type Store interface {
 // not be reached or did not answer in time.
 var ErrUnavailable = errors.New("store unavailable")
 
+// ErrMisconfigured is wrapped by errors that mean the backing service
+// answers but is set up so that it can never decide: a Redis Cluster node
+// addressed as one Redis, a read-only replica. Waiting does not help; an
+// operator must change the configuration. It wraps ErrUnavailable, since
+// decisions fail just the same and the failure modes answer them.
+var ErrMisconfigured error = misconfigured{}
+
+type misconfigured struct{}
+
+func (misconfigured) Error() string { return "store misconfigured" }
+func (misconfigured) Unwrap() error { return ErrUnavailable }
+
 // ErrInvalid is wrapped by errors that mean a request was malformed (for
 // example a mismatched out slice); they are bugs in the caller.
 var ErrInvalid = errors.New("invalid store request")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
@@ -126,6 +127,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	// go-redis logs through one process-wide logger (redis.SetLogger: its
+	// clients have no logger of their own), by default as plain "redis: …"
+	// lines on stderr, which break --log-format json. serve is the only
+	// user of go-redis in the process, so it routes that logger through
+	// this one, once, here.
+	redis.SetLogger(redisstore.Logger{Log: log})
 	setGCPercent(getenv, f.gcPercent)
 	failureMode, err := parseFailureMode(f.failureMode)
 	if err != nil {
@@ -184,11 +191,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 
 	var health *grpchealth.Server
-	onBreaker := func(open bool) {
+	// The breaker opens on failed decisions and on its own pings (every
+	// 250ms, traffic or not), so this health follows the store.
+	onBreaker := func(open bool, cause error) {
 		metrics.SetBreakerOpen(open)
-		if open {
-			log.Warn("store unreachable: answering by failure modes until it returns")
-		} else {
+		switch {
+		case open && errors.Is(cause, store.ErrMisconfigured):
+			log.Error("store misconfigured: answering by failure modes and not ready until fixed", "err", cause)
+		case open:
+			log.Warn("store unreachable: answering by failure modes until it returns", "err", cause)
+		default:
 			log.Info("store reachable again")
 		}
 		if health != nil {
@@ -199,7 +211,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			health.SetServingStatus(storeHealthService, st)
 		}
 	}
-	st, backend, err := openStore(f, metrics, onBreaker)
+	st, backend, err := openStore(ctx, f, log, metrics, onBreaker)
 	if err != nil {
 		return err
 	}
@@ -248,7 +260,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		httpSrv = &http.Server{
 			Handler: server.NewAdminHandler(server.AdminSettings{
-				Ready:   readiness(st, failureMode, &draining),
+				Ready:   readiness(st, &draining),
 				Metrics: metrics.Handler(),
 			}),
 			ReadHeaderTimeout: 5 * time.Second,
@@ -327,27 +339,33 @@ func setGCPercent(getenv func(string) string, percent int) {
 // still answers.
 const storeHealthService = "floodgate.store"
 
-// readiness is /readyz: not ready while draining; ready when the store
-// answers; when it does not, still ready if the default failure mode is
-// open (every limit then answers, degraded), not ready if it is closed (the
-// replica would only deny).
-func readiness(st store.Store, mode config.FailureMode, draining *atomic.Bool) func(context.Context) error {
+// readiness is /readyz: not ready while draining, or while the store is
+// misconfigured (a Redis Cluster node in standalone mode, a replica: no
+// limit could ever be enforced, and nothing but an operator will fix it).
+// A store that is merely unreachable keeps the replica ready: it still
+// answers every limit by its failure mode, closed ones included. Were it
+// not ready, every replica would turn not ready at once, the balancer
+// would have no endpoint left, and the caller's own fallback would answer
+// instead: Envoy's rate-limit filter with failure_mode_deny: false lets
+// everything through, a login limit declared closed included.
+func readiness(st store.Store, draining *atomic.Bool) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if draining.Load() {
 			return errors.New("shutting down")
 		}
-		err := st.Ping(ctx)
-		if err == nil || mode != config.FailureClosed {
-			return nil
+		if err := st.Ping(ctx); errors.Is(err, store.ErrMisconfigured) {
+			return err
 		}
-		return fmt.Errorf("store unreachable and --failure-mode is closed: %w", err)
+		return nil
 	}
 }
 
 // openStore opens the store the flags ask for: the embedded memory store,
 // or Redis behind the metrics decorator, a circuit breaker and the local
-// deny cache.
-func openStore(f serveFlags, m *server.Metrics, onBreaker func(open bool)) (store.Store, string, error) {
+// deny cache. A Redis that answers but cannot decide in --redis-mode (a
+// cluster node, a replica) is an error; one that does not answer yet is
+// logged, and the failure modes answer until it does.
+func openStore(ctx context.Context, f serveFlags, log *slog.Logger, m *server.Metrics, onBreaker func(open bool, cause error)) (store.Store, string, error) {
 	if f.redisURL == "" {
 		if f.memoryMaxKeys <= 0 {
 			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
@@ -378,10 +396,22 @@ func openStore(f serveFlags, m *server.Metrics, onBreaker func(open bool)) (stor
 		BatchMaxSize:   f.redisBatchMaxSize,
 		BatchMaxWait:   f.redisBatchMaxWait,
 		BatchPipelines: f.redisPipelines,
+		Mode:           f.redisMode,
 	})
 	if err != nil {
 		client.Close()
 		return nil, "", err
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.redisDialTimeout+time.Second)
+	err = rs.CheckServer(cctx)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrMisconfigured):
+		rs.Close()
+		client.Close()
+		return nil, "", err
+	case err != nil:
+		log.Warn("Redis does not answer yet: answering by failure modes until it does", "err", err)
 	}
 	var st store.Store = breaker.New(server.InstrumentStore(closeBoth{rs, client}, m, "redis"), breaker.Config{OnChange: onBreaker})
 	if f.denyCacheSize > 0 {

@@ -7,7 +7,10 @@
 // The circuit opens after Threshold consecutive calls that failed with
 // store.ErrUnavailable. Any success resets the count. Errors that are not
 // the store's fault (the caller's context ending, invalid requests) do not
-// count.
+// count. While the circuit is closed, a check pings the store every
+// CheckInterval, and a failed ping counts like a failed call: so the
+// circuit (and the health built on OnChange) follows the store even when no
+// traffic comes, instead of learning of an outage from the first callers.
 package breaker
 
 import (
@@ -27,6 +30,7 @@ const (
 	DefaultThreshold     = 3
 	DefaultProbeInterval = 100 * time.Millisecond
 	DefaultProbeTimeout  = 250 * time.Millisecond
+	DefaultCheckInterval = 250 * time.Millisecond
 )
 
 // ErrOpen is returned while the circuit is open. It wraps
@@ -43,9 +47,20 @@ type Config struct {
 	ProbeInterval time.Duration
 	// ProbeTimeout bounds one ping. 0 means DefaultProbeTimeout.
 	ProbeTimeout time.Duration
-	// OnChange, if set, is called with true when the circuit opens and
-	// false when it closes (for logs and metrics).
-	OnChange func(open bool)
+	// CheckInterval is how often a closed circuit pings the store; a ping
+	// that fails with store.ErrUnavailable counts toward Threshold like a
+	// failed call, a ping that succeeds resets the count. 0 means
+	// DefaultCheckInterval; negative disables the check (the circuit then
+	// learns of an outage only from calls).
+	CheckInterval time.Duration
+	// OnChange, if set, is called when the circuit opens, with true and
+	// the error that opened it (the last of Threshold), and when it
+	// closes, with false and nil (for logs, health and metrics). While the
+	// circuit is open it is called again, with true and the probe's error,
+	// when that error turns from an outage into a misconfiguration
+	// (store.ErrMisconfigured) or back. Calls are serialized; OnChange must
+	// not call the Breaker.
+	OnChange func(open bool, cause error)
 }
 
 // Breaker is a store.Store that fails fast while the wrapped store is down.
@@ -74,7 +89,15 @@ func New(next store.Store, cfg Config) *Breaker {
 	if cfg.ProbeTimeout <= 0 {
 		cfg.ProbeTimeout = DefaultProbeTimeout
 	}
-	return &Breaker{next: next, cfg: cfg, closed: make(chan struct{})}
+	if cfg.CheckInterval == 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
+	b := &Breaker{next: next, cfg: cfg, closed: make(chan struct{})}
+	if cfg.CheckInterval > 0 {
+		b.wg.Add(1)
+		go b.check()
+	}
+	return b
 }
 
 // Open reports whether the circuit is open (the store is known down).
@@ -121,14 +144,14 @@ func (b *Breaker) record(ctx context.Context, err error) error {
 		b.failures.Store(0)
 	case errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil:
 		if int(b.failures.Add(1)) >= b.cfg.Threshold {
-			b.trip()
+			b.trip(err)
 		}
 	}
 	return err
 }
 
-// trip opens the circuit and starts the probe, once.
-func (b *Breaker) trip() {
+// trip opens the circuit and starts the probe, once; cause opened it.
+func (b *Breaker) trip(cause error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	select {
@@ -142,15 +165,19 @@ func (b *Breaker) trip() {
 	b.probing = true
 	b.open.Store(true)
 	if b.cfg.OnChange != nil {
-		b.cfg.OnChange(true)
+		b.cfg.OnChange(true, cause)
 	}
 	b.wg.Add(1)
-	go b.probe()
+	go b.probe(errors.Is(cause, store.ErrMisconfigured))
 }
 
 // probe pings the store every ProbeInterval until it answers, then closes
 // the circuit.
-func (b *Breaker) probe() {
+//
+// misconfigured says whether the cause last reported to OnChange wraps
+// store.ErrMisconfigured; when a failed ping says otherwise (a Redis that
+// went from unreachable to misconfigured), OnChange hears it again.
+func (b *Breaker) probe(misconfigured bool) {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.ProbeInterval)
 	defer t.Stop()
@@ -168,11 +195,40 @@ func (b *Breaker) probe() {
 			b.failures.Store(0)
 			b.open.Store(false)
 			b.probing = false
-			b.mu.Unlock()
 			if b.cfg.OnChange != nil {
-				b.cfg.OnChange(false)
+				b.cfg.OnChange(false, nil)
 			}
+			b.mu.Unlock()
 			return
 		}
+		if m := errors.Is(err, store.ErrMisconfigured); m != misconfigured && errors.Is(err, store.ErrUnavailable) {
+			misconfigured = m
+			b.mu.Lock()
+			if b.cfg.OnChange != nil {
+				b.cfg.OnChange(true, err)
+			}
+			b.mu.Unlock()
+		}
+	}
+}
+
+// check pings the store every CheckInterval while the circuit is closed,
+// counting the answers like calls' (see record), until Close.
+func (b *Breaker) check() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.closed:
+			return
+		case <-t.C:
+		}
+		if b.open.Load() {
+			continue // the probe pings
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
+		_ = b.record(ctx, b.next.Ping(ctx))
+		cancel()
 	}
 }

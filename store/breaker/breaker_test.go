@@ -3,6 +3,7 @@ package breaker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,10 +19,13 @@ import (
 // Redis that comes and goes (the e2e tests kill a real one).
 type flaky struct {
 	store.Store
-	down  atomic.Bool
-	calls atomic.Int32
-	pings atomic.Int32
+	down          atomic.Bool
+	misconfigured atomic.Bool // while down: pings say misconfigured
+	calls         atomic.Int32
+	pings         atomic.Int32
 }
+
+var errCluster = fmt.Errorf("%w: a Redis Cluster node", store.ErrMisconfigured)
 
 var errDown = errors.New("dial tcp: connection refused")
 
@@ -35,6 +39,9 @@ func (f *flaky) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 
 func (f *flaky) Ping(ctx context.Context) error {
 	f.pings.Add(1)
+	if f.down.Load() && f.misconfigured.Load() {
+		return errCluster
+	}
 	if f.down.Load() {
 		return errors.Join(store.ErrUnavailable, errDown)
 	}
@@ -51,7 +58,7 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 	f := &flaky{Store: memstore.New(memstore.Config{})}
 	var changes []bool
 	changed := make(chan bool, 4)
-	b := breaker.New(f, breaker.Config{Threshold: 2, ProbeInterval: time.Millisecond, OnChange: func(open bool) { changed <- open }})
+	b := breaker.New(f, breaker.Config{Threshold: 2, ProbeInterval: time.Millisecond, CheckInterval: -1, OnChange: func(open bool, _ error) { changed <- open }})
 	defer b.Close()
 	ctx := context.Background()
 	out := make([]algorithms.Decision, 1)
@@ -93,7 +100,7 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 
 func TestBreakerIgnoresCallerErrors(t *testing.T) {
 	f := &flaky{Store: memstore.New(memstore.Config{})}
-	b := breaker.New(f, breaker.Config{Threshold: 1})
+	b := breaker.New(f, breaker.Config{Threshold: 1, CheckInterval: -1})
 	defer b.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -111,7 +118,7 @@ func TestBreakerIgnoresCallerErrors(t *testing.T) {
 
 func TestBreakerSuccessResetsCount(t *testing.T) {
 	f := &flaky{Store: memstore.New(memstore.Config{})}
-	b := breaker.New(f, breaker.Config{Threshold: 2})
+	b := breaker.New(f, breaker.Config{Threshold: 2, CheckInterval: -1})
 	defer b.Close()
 	ctx := context.Background()
 	out := make([]algorithms.Decision, 1)
@@ -141,5 +148,96 @@ func TestBreakerCloseIsIdempotent(t *testing.T) {
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBreakerCheckOpensWithoutTraffic: with no call at all, the check's
+// pings open the circuit when the store goes down (OnChange gets the
+// store's error) and the probe closes it when the store returns. Before
+// the check existed, an idle breaker (and the health built on it) said
+// "closed" for as long as no call came.
+func TestBreakerCheckOpensWithoutTraffic(t *testing.T) {
+	f := &flaky{Store: memstore.New(memstore.Config{})}
+	type change struct {
+		open  bool
+		cause error
+	}
+	changed := make(chan change, 4)
+	b := breaker.New(f, breaker.Config{Threshold: 2, ProbeInterval: time.Millisecond, CheckInterval: time.Millisecond,
+		OnChange: func(open bool, cause error) { changed <- change{open, cause} }})
+	defer b.Close()
+	waitPings := func(n int32) {
+		t.Helper()
+		for start := f.pings.Load(); f.pings.Load() < start+n; {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitPings(5)
+	if b.Open() || len(changed) > 0 {
+		t.Fatal("circuit opened while the store was up")
+	}
+	f.down.Store(true)
+	select {
+	case c := <-changed:
+		if !c.open || !errors.Is(c.cause, errDown) {
+			t.Fatalf("OnChange(%v, %v), want (true, the ping's error)", c.open, c.cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the circuit did not open without traffic")
+	}
+	if f.calls.Load() != 0 {
+		t.Fatalf("%d calls reached the store; the test makes none", f.calls.Load())
+	}
+	f.down.Store(false)
+	if c := <-changed; c.open || c.cause != nil {
+		t.Fatalf("OnChange(%v, %v), want (false, nil)", c.open, c.cause)
+	}
+}
+
+// TestBreakerCheckDisabled: a negative CheckInterval pings nothing.
+func TestBreakerCheckDisabled(t *testing.T) {
+	f := &flaky{Store: memstore.New(memstore.Config{})}
+	f.down.Store(true)
+	b := breaker.New(f, breaker.Config{Threshold: 1, CheckInterval: -1, ProbeInterval: time.Millisecond})
+	time.Sleep(20 * time.Millisecond) // a window for pings that must not come
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.pings.Load(); n != 0 || b.Open() {
+		t.Fatalf("%d pings, open=%v, want none and closed", n, b.Open())
+	}
+}
+
+// TestBreakerReportsMisconfiguration: an open circuit whose probe starts
+// finding a misconfiguration instead of an outage tells OnChange once
+// more (so the operator hears of it once, however long it lasts).
+func TestBreakerReportsMisconfiguration(t *testing.T) {
+	f := &flaky{Store: memstore.New(memstore.Config{})}
+	type change struct {
+		open  bool
+		cause error
+	}
+	changed := make(chan change, 16)
+	b := breaker.New(f, breaker.Config{Threshold: 1, ProbeInterval: time.Millisecond, CheckInterval: -1,
+		OnChange: func(open bool, cause error) { changed <- change{open, cause} }})
+	defer b.Close()
+	f.down.Store(true)
+	_ = b.Decide(context.Background(), t0, req(), make([]algorithms.Decision, 1))
+	if c := <-changed; !c.open || errors.Is(c.cause, store.ErrMisconfigured) {
+		t.Fatalf("OnChange(%v, %v), want open by an outage", c.open, c.cause)
+	}
+	f.misconfigured.Store(true)
+	if c := <-changed; !c.open || !errors.Is(c.cause, store.ErrMisconfigured) {
+		t.Fatalf("OnChange(%v, %v), want open by a misconfiguration", c.open, c.cause)
+	}
+	for start := f.pings.Load(); f.pings.Load() < start+20; {
+		time.Sleep(time.Millisecond)
+	}
+	if len(changed) != 0 {
+		t.Fatalf("%d more OnChange calls while the misconfiguration lasted, want none", len(changed))
+	}
+	f.down.Store(false)
+	if c := <-changed; c.open {
+		t.Fatalf("OnChange(%v, %v), want closed", c.open, c.cause)
 	}
 }

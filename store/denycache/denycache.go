@@ -9,7 +9,9 @@
 // answer is exactly the store's: before T not even one unit fits, so
 // Remaining is 0 throughout, and RetryAfter and ResetAfter move on by the
 // time that passed (a deny changes no state, so the moments they point at
-// stay put). What can shorten T is a refund or a Reset of the key: through
+// stay put). Like the stores, the cache reads time in whole milliseconds
+// (now.UnixMilli()), so its durations are whole milliseconds too, equal to
+// what the store would answer at that now. What can shorten T is a refund or a Reset of the key: through
 // this cache they drop the entry at once; done through another floodgate
 // replica, a cached deny may outlive them by at most T.
 //
@@ -61,8 +63,8 @@ type shard struct {
 type entry struct {
 	scope string
 	limit algorithms.Limit
-	at    time.Time // when the store denied
-	until time.Time // at + RetryAfter
+	at    int64 // when the store denied, in Unix ms as the stores read now
+	until int64 // at + RetryAfter, in Unix ms
 	d     algorithms.Decision
 }
 
@@ -110,12 +112,13 @@ func (c *Cache) answer(now time.Time, reqs []store.Request, out []algorithms.Dec
 		s.mu.Lock()
 		e, ok := find(s.m[r.Key], r.Scope, r.Limit)
 		s.mu.Unlock()
-		if !ok || !now.Before(e.until) {
+		nowMs := now.UnixMilli()
+		if !ok || nowMs >= e.until {
 			return false
 		}
-		passed := now.Sub(e.at)
+		passed := time.Duration(nowMs-e.at) * time.Millisecond
 		d := e.d
-		d.RetryAfter = e.until.Sub(now)
+		d.RetryAfter = time.Duration(e.until-nowMs) * time.Millisecond
 		d.ResetAfter = max(d.ResetAfter-passed, d.RetryAfter)
 		d.TTL = d.ResetAfter
 		out[i] = d
@@ -131,7 +134,9 @@ func (c *Cache) learn(now time.Time, reqs []store.Request, out []algorithms.Deci
 		case r.Cost < 0 && !r.DryRun:
 			c.forget(r.Key)
 		case r.Cost == 1 && !out[i].Allowed && out[i].RetryAfter > 0 && alone(reqs, i):
-			c.put(r.Key, entry{scope: r.Scope, limit: r.Limit, at: now, until: now.Add(out[i].RetryAfter), d: out[i]})
+			at := now.UnixMilli()
+			retryMs := (out[i].RetryAfter + time.Millisecond - 1).Milliseconds() // whole already; never rounded down
+			c.put(r.Key, entry{scope: r.Scope, limit: r.Limit, at: at, until: at + retryMs, d: out[i]})
 		}
 	}
 }
@@ -175,13 +180,13 @@ func (c *Cache) put(key string, e entry) {
 }
 
 // evict makes room in s: expired entries first, else any one key.
-func (c *Cache) evict(s *shard, now time.Time) {
+func (c *Cache) evict(s *shard, nowMs int64) {
 	dropped := false
 	n := 0
 	for k, es := range s.m {
 		live := es[:0]
 		for _, e := range es {
-			if now.Before(e.until) {
+			if nowMs < e.until {
 				live = append(live, e)
 			}
 		}

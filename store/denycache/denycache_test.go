@@ -137,3 +137,39 @@ func TestBounded(t *testing.T) {
 		t.Fatalf("%d cached keys, want at most 128", n)
 	}
 }
+
+// TestAnswersInWholeMilliseconds: between whole milliseconds a cached deny
+// says what the store says at that moment (both read now in whole ms), so
+// its retry_after is a whole number of milliseconds; it was once until-now
+// to the nanosecond.
+func TestAnswersInWholeMilliseconds(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range algorithms.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			var hits atomic.Int64
+			c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{OnHit: func(n int) { hits.Add(int64(n)) }})
+			defer c.Close()
+			ref := memstore.New(memstore.Config{})
+			defer ref.Close()
+			lim := algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Second}
+			reqs := []store.Request{{Key: "attacked", Limit: lim, Cost: 1}}
+			got, want := make([]algorithms.Decision, 1), make([]algorithms.Decision, 1)
+			now := t0.Add(123456 * time.Nanosecond)
+			for i := range 3000 {
+				if err := c.Decide(ctx, now, reqs, got); err != nil {
+					t.Fatal(err)
+				}
+				if err := ref.Decide(ctx, now, reqs, want); err != nil {
+					t.Fatal(err)
+				}
+				if got[0] != want[0] {
+					t.Fatalf("step %d at %v: got %+v, want %+v", i, now.Sub(t0), got[0], want[0])
+				}
+				now = now.Add(1234567 * time.Nanosecond) // 1.23ms: never on a millisecond
+			}
+			if hits.Load() == 0 {
+				t.Fatal("no answer came from the cache")
+			}
+		})
+	}
+}

@@ -20,7 +20,9 @@
 // prefix and algorithm sit outside the braces). An escaped key longer than
 // 128 bytes is replaced by "#" and its SHA-256 in hex, bounding Redis key
 // length; '#' never starts an escaped key, so the two forms never meet.
-// One key's four algorithms share a tag, hence a slot.
+// One key's four algorithms share a tag, hence a slot. The server's keys
+// start with 'k' (the Check API) or 'e' (the Envoy API; see the README's
+// key layout), so the Check key user:42 lives at fg:tb:{kuser:42}.
 //
 // A request with a scope (store.Request.Scope: the Check API's limit
 // identity, a policy's name or an inline limit's numbers) adds ':' and the
@@ -123,6 +125,11 @@ type Config struct {
 	// pipeline beyond those already queued; 0 (the default) and negative
 	// values wait for nothing, so a lone caller pays no latency.
 	BatchMaxWait time.Duration
+	// Mode is the ClientConfig.Mode the client was built with: standalone
+	// (the default when empty) or sentinel; a cluster client is always in
+	// cluster mode. It tells a misconfiguration from an outage (see
+	// CheckServer).
+	Mode string
 }
 
 // Store is a store.Store on Redis. Its methods may be called concurrently.
@@ -544,24 +551,6 @@ func (s *Store) del(ctx context.Context, c redis.Cmdable, keys []string) error {
 	return nil
 }
 
-// Ping implements store.Store: it pings Redis (every master of a cluster).
-func (s *Store) Ping(ctx context.Context) error {
-	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	var err error
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(tctx, func(ctx context.Context, c *redis.Client) error {
-			return c.Ping(ctx).Err()
-		})
-	} else {
-		err = s.client.Ping(tctx).Err()
-	}
-	if err != nil {
-		return s.wrap(ctx, "ping", err)
-	}
-	return nil
-}
-
 // Close implements store.Store: it stops the batcher, after sending what
 // it holds. It does not close the client, which belongs to the caller.
 func (s *Store) Close() error {
@@ -569,19 +558,6 @@ func (s *Store) Close() error {
 		s.batch.close()
 	}
 	return nil
-}
-
-// wrap labels err from op; errors that mean Redis could not be reached in
-// time wrap store.ErrUnavailable. A cancelled parent context is reported
-// as itself.
-func (s *Store) wrap(parent context.Context, op string, err error) error {
-	if perr := parent.Err(); perr != nil {
-		return fmt.Errorf("redisstore: %s: %w", op, perr)
-	}
-	if unavailable(err) {
-		return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
-	}
-	return fmt.Errorf("redisstore: %s: %w", op, err)
 }
 
 // unavailable reports whether err means Redis is unreachable, too slow,

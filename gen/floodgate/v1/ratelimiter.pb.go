@@ -291,8 +291,14 @@ type CheckResponse struct {
 	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter" json:"retry_after,omitempty"`
 	// How long until the key is back to its full limit.
 	ResetAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter" json:"reset_after,omitempty"`
-	// The store could not be reached and the limit failed open: the request
-	// was allowed without being counted.
+	// The store could not decide (unreachable, or slower than
+	// --redis-timeout) and the limit's failure mode answered: open allows,
+	// closed denies (retry_after 1s); limit is the limit's, remaining and
+	// reset_after are 0. A denied degraded check was not counted. An allowed
+	// one may or may not have been: when the timeout fires after the request
+	// reached Redis, Redis may still apply the charge, and floodgate, which
+	// cannot know whether it did, refunds nothing (a refund could give back
+	// what was never charged).
 	Degraded      bool `protobuf:"varint,6,opt,name=degraded" json:"degraded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -599,7 +605,9 @@ type PeekResponse struct {
 	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter" json:"retry_after,omitempty"`
 	// How long until the key is back to its full limit.
 	ResetAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter" json:"reset_after,omitempty"`
-	// The store could not be reached and the limit failed open.
+	// The store could not decide (unreachable, or slower than
+	// --redis-timeout) and the limit's failure mode answered; nothing was
+	// counted (a peek never counts).
 	Degraded      bool `protobuf:"varint,6,opt,name=degraded" json:"degraded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
