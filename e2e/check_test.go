@@ -121,6 +121,13 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"serve", "--no-such-flag"}, 2, "flag provided but not defined"},
 		{[]string{"serve", "--failure-mode", "maybe"}, 1, "--failure-mode must be open or closed"},
 		{[]string{"serve", "--memory-max-keys", "0"}, 1, "--memory-max-keys must be positive"},
+		// Issue 10, item 12: these were quietly replaced by defaults.
+		{[]string{"serve", "--max-key-bytes", "-1"}, 1, "--max-key-bytes must be positive, got -1"},
+		{[]string{"serve", "--max-key-bytes", "0"}, 1, "--max-key-bytes must be positive, got 0"},
+		{[]string{"serve", "--max-recv-msg-bytes", "-5"}, 1, "--max-recv-msg-bytes must be positive"},
+		{[]string{"serve", "--redis-pipelines", "0"}, 1, "--redis-pipelines must be positive"},
+		{[]string{"serve", "--deny-cache-size", "-1"}, 1, "--deny-cache-size must not be negative"},
+		{[]string{"serve", "--drain-timeout", "-1s"}, 1, "--drain-timeout must be positive"},
 	}
 	for _, tt := range tests {
 		_, stderr, code := runCLI(t, tt.args...)

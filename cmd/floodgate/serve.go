@@ -141,6 +141,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == "") {
 		return errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
+	if err := f.checkNumbers(); err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
