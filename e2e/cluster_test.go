@@ -36,7 +36,9 @@ var clusterAlgorithms = []floodgatev1.Algorithm{
 // the default prefix (store/redisstore's layout: fg:tb:{k<key>}); keys
 // without '{', '}', '%', '#', spaces or non-ASCII bytes stand for
 // themselves in the tag.
-func redisKey(key string) string { return "fg:tb:{k" + key + "}" }
+// redisKey is the Redis key of a Check key under the token bucket of
+// TestClusterFailover's inline limit (1000 per hour, burst 0).
+func redisKey(key string) string { return "fg:tb:{k" + key + "}:i1000/3600000/0" }
 
 // TestClusterExactAdmission: 300 concurrent Checks on one key with a limit
 // of 100 admit exactly 100 on a 3-master cluster with replicas, for every

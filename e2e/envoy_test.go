@@ -265,8 +265,10 @@ func TestEnvoyHitsAddend(t *testing.T) {
 		check("descriptor hits 1 with request hits 3", p.send(t, 3, other), "OK:OK", 2)
 		r := p.send(t, 4, rlsDesc("remote_address", "192.0.2.12"))
 		check("request hits 4 > limit 3", r, "OVER_LIMIT:OVER_LIMIT", 3)
-		if ra, ok := rlsHeaders(r)["retry-after"]; ok {
-			t.Fatalf("a cost that can never pass has Retry-After %q, want none", ra)
+		// Never: not a retry soon (which would loop the client), but a
+		// day, as for a deny-all rule (issue 16, item 10).
+		if ra := rlsHeaders(r)["retry-after"]; ra != "86400" {
+			t.Fatalf("a cost that can never pass has Retry-After %q, want 86400", ra)
 		}
 		check("after the denied 4", p.send(t, 3, rlsDesc("remote_address", "192.0.2.12")), "OK:OK", 0)
 	})
