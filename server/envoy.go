@@ -46,6 +46,9 @@ type EnvoySettings struct {
 	ShadowMode bool
 	// NoHeaders turns off the rate-limit response headers.
 	NoHeaders bool
+	// NoRefunds refuses every request with a refund (is_negative_hits)
+	// with codes.PermissionDenied. Otherwise refunds need RefundAllowed.
+	NoRefunds bool
 	// Clock reads the time once per request; nil means time.Now.
 	Clock func() time.Time
 	// Logger receives store failures; nil means slog.Default().
@@ -70,6 +73,7 @@ type Envoy struct {
 	failureMode    config.FailureMode
 	shadow         bool
 	headers        bool
+	noRefunds      bool
 	clock          func() time.Time
 	log            *slog.Logger
 	metrics        *Metrics
@@ -88,6 +92,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		failureMode:    s.FailureMode,
 		shadow:         s.ShadowMode,
 		headers:        !s.NoHeaders,
+		noRefunds:      s.NoRefunds,
 		clock:          s.Clock,
 		log:            s.Logger,
 		metrics:        s.Metrics,
@@ -119,6 +124,9 @@ type envoyCheck struct {
 // ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
 func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	entries, err := e.validate(req)
+	if err == nil {
+		err = checkRefunds(ctx, req, e.noRefunds)
+	}
 	if err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
