@@ -17,10 +17,14 @@ import (
 
 // Defaults of TransportLimits. Together they bound what one client address
 // can make the server hold: at most DefaultMaxConnectionsPerClient
-// connections (each about 70 KB of buffers and goroutine stacks when
-// idle) and DefaultMaxStreamsPerClient calls in flight (each about 10 KB
-// plus its metadata, at most DefaultMaxHeaderListBytes), each unary call
-// for at most DefaultUnaryTimeout: about 20 MB in the worst case.
+// connections (each with 32 KB read and write buffers and two goroutines)
+// and DefaultMaxStreamsPerClient calls in flight (each a goroutine and its
+// stream, about 10 KB, plus its metadata, at most
+// DefaultMaxHeaderListBytes), each unary call for at most
+// DefaultUnaryTimeout. Measured (e2e TestTransportSilentStreams): 10,000
+// calls that never send their message, from one address over 20
+// connections, raise the server's peak resident memory by 26 MB, against
+// 117 MB (and calls held forever) without a Gate.
 const (
 	// DefaultMaxHeaderListBytes bounds a call's metadata (HTTP/2
 	// SETTINGS_MAX_HEADER_LIST_SIZE, the headers' names and values plus 32
