@@ -32,12 +32,9 @@ import (
 // plainBinary builds floodgate without the race detector, once: memory
 // figures must come from the binary as shipped (the race detector
 // multiplies every goroutine's and allocation's cost).
+// It lives beside the race build, in the folder TestMain removes.
 var plainBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "floodgate-e2e-plain-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "floodgate")
+	bin := filepath.Join(filepath.Dir(binary), "floodgate-norace")
 	out, err := exec.Command("go", "build", "-o", bin, "../cmd/floodgate").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
