@@ -1106,6 +1106,9 @@ type (
 						ConfigMap *struct {
 							Name string `yaml:"name"`
 						} `yaml:"configMap"`
+						Secret *struct {
+							SecretName string `yaml:"secretName"`
+						} `yaml:"secret"`
 					} `yaml:"volumes"`
 				} `yaml:"spec"`
 			} `yaml:"template"`
@@ -1133,6 +1136,24 @@ type (
 	pdb struct {
 		Spec struct {
 			Selector selector `yaml:"selector"`
+		} `yaml:"spec"`
+	}
+	networkPolicy struct {
+		Spec struct {
+			PodSelector selector `yaml:"podSelector"`
+			PolicyTypes []string `yaml:"policyTypes"`
+			Ingress     []struct {
+				From []struct {
+					PodSelector       *selector `yaml:"podSelector"`
+					NamespaceSelector *selector `yaml:"namespaceSelector"`
+					IPBlock           *struct {
+						CIDR string `yaml:"cidr"`
+					} `yaml:"ipBlock"`
+				} `yaml:"from"`
+				Ports []struct {
+					Port yaml.Node `yaml:"port"`
+				} `yaml:"ports"`
+			} `yaml:"ingress"`
 		} `yaml:"spec"`
 	}
 )
@@ -1397,6 +1418,152 @@ func TestKubernetes(t *testing.T) {
 		t.Fatalf("the rules volume mounts ConfigMap %q, which no manifest defines", configMount)
 	}
 	loadRules(t, cm.Data)
+
+	checkTokens(t, h, s, d, secrets)
+	checkNetworkPolicy(t, ms, podLabels, c, grpcPort, httpPort)
+	checkMemoryLimit(t, c)
+}
+
+// tokenSecret finds the Secret volume mounted where --auth-token-file
+// points (as a folder, so rotations reach the pod) and returns the
+// Secret's name and the file's key in it.
+func tokenSecret(t *testing.T, h help, s settings, d deployment) (name, key string) {
+	t.Helper()
+	file := s.value(h, "auth-token-file")
+	if file == "" {
+		t.Fatal("--auth-token-file is not set: any pod that reaches floodgate may Reset any key")
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	for _, vm := range c.VolumeMounts {
+		if filepath.Dir(file) != vm.MountPath {
+			continue
+		}
+		if vm.SubPath != "" {
+			t.Errorf("the tokens are mounted with subPath %q: subPath mounts never see Secret updates", vm.SubPath)
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == vm.Name && v.Secret != nil {
+				return v.Secret.SecretName, filepath.Base(file)
+			}
+		}
+	}
+	t.Fatalf("--auth-token-file %q is in no Secret volume the container mounts", file)
+	return "", ""
+}
+
+// checkTokens: --auth-token-file is a file of a Secret the manifests
+// define, and it parses as floodgate's token file with an admin token.
+func checkTokens(t *testing.T, h help, s settings, d deployment, secrets map[string]secret) {
+	t.Helper()
+	name, key := tokenSecret(t, h, s, d)
+	sec, ok := secrets[name]
+	if !ok {
+		t.Fatalf("the tokens come from Secret %q, which no manifest defines", name)
+	}
+	text, ok := sec.StringData[key]
+	if !ok {
+		t.Fatalf("Secret %s has no stringData key %q", name, key)
+	}
+	admin := false
+	for _, line := range strings.Split(text, "\n") {
+		fields := strings.Fields(strings.Split(line, "#")[0])
+		if len(fields) > 1 && slices.Contains(fields[1:], "admin") {
+			admin = true
+		}
+	}
+	if !admin {
+		t.Errorf("Secret %s: no admin token, so no one could Reset a key", name)
+	}
+}
+
+// checkNetworkPolicy: a NetworkPolicy selects the pods and admits ingress
+// only from named peers, to container ports.
+func checkNetworkPolicy(t *testing.T, ms []manifest, podLabels map[string]string, c container, grpcPort, httpPort int) {
+	t.Helper()
+	covered := map[int]bool{}
+	for _, m := range byKind(ms, "NetworkPolicy") {
+		var np networkPolicy
+		m.decode(t, &np)
+		if !subset(np.Spec.PodSelector.MatchLabels, podLabels) {
+			continue
+		}
+		if !slices.Contains(np.Spec.PolicyTypes, "Ingress") {
+			t.Errorf("%s: policyTypes %v lacks Ingress", m, np.Spec.PolicyTypes)
+		}
+		for i, rule := range np.Spec.Ingress {
+			if len(rule.From) == 0 {
+				t.Errorf("%s: ingress rule %d has no from: it admits every peer", m, i)
+			}
+			for _, f := range rule.From {
+				if f.PodSelector == nil && f.IPBlock == nil && (f.NamespaceSelector == nil || len(f.NamespaceSelector.MatchLabels) == 0) {
+					t.Errorf("%s: ingress rule %d admits every pod of every namespace", m, i)
+				}
+			}
+			if len(rule.Ports) == 0 {
+				t.Errorf("%s: ingress rule %d names no port: it opens them all", m, i)
+			}
+			for _, p := range rule.Ports {
+				covered[portOf(t, p.Port, c)] = true
+			}
+		}
+	}
+	if len(covered) == 0 {
+		t.Fatal("no NetworkPolicy selects the floodgate pods: every pod in the cluster can call them")
+	}
+	if !covered[grpcPort] || !covered[httpPort] {
+		t.Errorf("the NetworkPolicy admits ports %v; want the gRPC port %d (clients) and the admin port %d (Prometheus)", slices.Sorted(maps.Keys(covered)), grpcPort, httpPort)
+	}
+}
+
+// checkMemoryLimit: GOMEMLIMIT leaves the container headroom below its
+// memory limit: between 75% and 90% of it.
+func checkMemoryLimit(t *testing.T, c container) {
+	t.Helper()
+	limit, err := quantityBytes(c.Resources.Limits["memory"])
+	if err != nil {
+		t.Fatalf("limits.memory: %v", err)
+	}
+	var soft string
+	for _, e := range c.Env {
+		if e.Name == "GOMEMLIMIT" {
+			if e.Value == nil {
+				t.Fatal("GOMEMLIMIT is not a literal value (resourceFieldRef gives the whole limit, leaving no headroom)")
+			}
+			soft = *e.Value
+		}
+	}
+	if soft == "" {
+		t.Fatal("GOMEMLIMIT is not set")
+	}
+	b, err := quantityBytes(soft)
+	if err != nil {
+		t.Fatalf("GOMEMLIMIT: %v", err)
+	}
+	if r := float64(b) / float64(limit); r < 0.75 || r > 0.90 {
+		t.Errorf("GOMEMLIMIT %s is %.0f%% of limits.memory %s; want 75%%-90%%, leaving headroom for memory outside the Go heap", soft, 100*r, c.Resources.Limits["memory"])
+	}
+}
+
+// quantityBytes parses a Kubernetes memory quantity (256Mi, 1Gi, 500M)
+// or a GOMEMLIMIT value (218MiB, 1GiB, 123456).
+func quantityBytes(q string) (int64, error) {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
+		{"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}, {"B", 1}, {"", 1},
+	} {
+		if n, ok := strings.CutSuffix(q, u.suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%q: %w", q, err)
+			}
+			return v * u.mult, nil
+		}
+	}
+	return 0, fmt.Errorf("%q: unknown unit", q)
 }
 
 // loadRules writes a ConfigMap's data as the kubelet mounts it (files
@@ -1467,6 +1634,19 @@ func TestKubernetesPodServes(t *testing.T) {
 		m.decode(t, &cm)
 	}
 	env["FLOODGATE_CONFIG"] = loadRules(t, cm.Data)
+	// The token Secret, as the kubelet mounts it.
+	name, key := tokenSecret(t, h, settings{args: c.Args[1:], env: env}, d)
+	for _, m := range byKind(ms, "Secret") {
+		var sec secret
+		m.decode(t, &sec)
+		if m.head.Metadata.Name == name {
+			file := filepath.Join(t.TempDir(), key)
+			if err := os.WriteFile(file, []byte(sec.StringData[key]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env["FLOODGATE_AUTH_TOKEN_FILE"] = file
+		}
+	}
 	cfg, err := config.Load(env["FLOODGATE_CONFIG"])
 	if err != nil {
 		t.Fatal(err)

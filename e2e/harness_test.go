@@ -89,8 +89,14 @@ func (b *logBuffer) String() string {
 // test ends.
 func startServe(t testing.TB, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, binary, args...)
+}
+
+// startBinary is startServe with another build of floodgate.
+func startBinary(t testing.TB, bin string, args ...string) *proc {
+	t.Helper()
 	full := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json"}, args...)
-	cmd := exec.Command(binary, full...)
+	cmd := exec.Command(bin, full...)
 	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1 atexit_sleep_ms=0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

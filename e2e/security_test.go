@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -214,5 +216,46 @@ func TestSecurityTokens(t *testing.T) {
 		if p.logs.Contains(tok) {
 			t.Errorf("a token appears in the logs:\n%s", p.logs)
 		}
+	}
+}
+
+// TestSecurityRefunds (issue 10 item 4): with --auth-token-file, an Envoy
+// refund (is_negative_hits) from a token without the refund or admin role
+// is PermissionDenied and gives nothing back, one from a refund token is
+// served; with --envoy-refunds=false every refund is refused.
+func TestSecurityRefunds(t *testing.T) {
+	const plain, refunder = "svc-token-0123456789", "envoy-token-9876543210"
+	tokens := writeFile(t, t.TempDir(), "tokens", []byte(plain+"\n"+refunder+" refund\n"))
+	refund := func(rls rlsv3.RateLimitServiceClient, token string) (*rlsv3.RateLimitResponse, error) {
+		d := rlsDesc("remote_address", "10.7.7.7")
+		d.IsNegativeHits = true
+		return rls.ShouldRateLimit(withToken(context.Background(), token), &rlsv3.RateLimitRequest{Domain: "e2e", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}})
+	}
+	charge := func(rls rlsv3.RateLimitServiceClient, token string) *rlsv3.RateLimitResponse {
+		r, err := rls.ShouldRateLimit(withToken(context.Background(), token), &rlsv3.RateLimitRequest{Domain: "e2e", Descriptors: repeat(1, rlsDesc("remote_address", "10.7.7.7"))})
+		if err != nil {
+			t.Fatalf("charge: %v", err)
+		}
+		return r
+	}
+
+	p := startServe(t, "--config", writeRules(t, envoyRules), "--auth-token-file", tokens)
+	rls := rlsv3.NewRateLimitServiceClient(p.Conn(t))
+	for range 3 { // the 3 an hour spent
+		charge(rls, plain)
+	}
+	if _, err := refund(rls, plain); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("refund with a plain token: %v, want PermissionDenied", err)
+	}
+	if got := rlsCodes(charge(rls, plain)); got != "OVER_LIMIT:OVER_LIMIT" {
+		t.Errorf("after the refused refund: %s, want OVER_LIMIT (nothing given back)", got)
+	}
+	if r, err := refund(rls, refunder); err != nil || r.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("refund with a refund token: %v %v, want OK with 1 remaining", r, err)
+	}
+
+	off := startServe(t, "--config", writeRules(t, envoyRules), "--auth-token-file", tokens, "--envoy-refunds=false")
+	if _, err := refund(rlsv3.NewRateLimitServiceClient(off.Conn(t)), refunder); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("--envoy-refunds=false, refund with a refund token: %v, want PermissionDenied", err)
 	}
 }

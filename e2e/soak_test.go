@@ -65,7 +65,7 @@ func TestSoak(t *testing.T) {
 
 	r := redistest.StartServer(t)
 	rules := loadgen.RLSConfig("soak", 2, algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 20, Period: time.Second})
-	p := startServe(t, "--config", writeRules(t, rules), "--redis-url", "redis://"+r.Addr(), "--redis-timeout", "2s",
+	p := startServe(t, "--pprof", "--config", writeRules(t, rules), "--redis-url", "redis://"+r.Addr(), "--redis-timeout", "2s",
 		"--redis-pool-size", strconv.Itoa(soakRedisPool))
 	pid := p.cmd.Process.Pid
 

@@ -8,13 +8,17 @@ import (
 )
 
 // AdminSettings configure the HTTP admin endpoints. The zero value serves
-// /healthz and pprof, and a /readyz that is always ready.
+// /healthz, and a /readyz that is always ready.
 type AdminSettings struct {
 	// Ready reports whether the server can decide (config loaded, store
 	// reachable or failing in its declared mode). nil means always ready.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics; nil leaves it out.
 	Metrics http.Handler
+	// Pprof serves the Go profiler under /debug/pprof/. Off by default:
+	// profiles, traces and goroutine dumps show what the server is doing
+	// and holds, and a CPU profile or trace costs CPU while it runs.
+	Pprof bool
 }
 
 // NewAdminHandler serves the operational endpoints:
@@ -22,7 +26,7 @@ type AdminSettings struct {
 //	/healthz       200 while the process runs (liveness)
 //	/readyz        200 when Ready says so, else 503 with the reason
 //	/metrics       Prometheus metrics, when configured
-//	/debug/pprof/  the Go profiler
+//	/debug/pprof/  the Go profiler, when Pprof is set
 func NewAdminHandler(s AdminSettings) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -45,10 +49,40 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 	if s.Metrics != nil {
 		mux.Handle("GET /metrics", s.Metrics)
 	}
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if s.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
+}
+
+// Timeouts of NewAdminServer.
+const (
+	// AdminReadHeaderTimeout bounds reading a request's headers.
+	AdminReadHeaderTimeout = 5 * time.Second
+	// AdminReadTimeout bounds reading a whole request, body included, so a
+	// client that stops half-way through a body cannot hold a connection.
+	// The admin endpoints take no bodies.
+	AdminReadTimeout = 10 * time.Second
+	// AdminIdleTimeout closes a keep-alive connection with no request for
+	// this long. Shorter than the usual 15s-60s Prometheus scrape interval,
+	// so a scraper reconnects for each scrape: one TCP handshake, while
+	// idle connections cannot pile up.
+	AdminIdleTimeout = 10 * time.Second
+)
+
+// NewAdminServer is the HTTP server of the admin endpoints h, with
+// AdminReadHeaderTimeout, AdminReadTimeout and AdminIdleTimeout. It sets
+// no write timeout: a CPU profile or trace (with Pprof) streams for as
+// long as its ?seconds= asks.
+func NewAdminServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: AdminReadHeaderTimeout,
+		ReadTimeout:       AdminReadTimeout,
+		IdleTimeout:       AdminIdleTimeout,
+	}
 }

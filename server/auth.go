@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
@@ -41,13 +42,23 @@ var openServices = map[string]bool{
 // on every gRPC call except health and reflection (see openServices). A
 // missing or unknown token is answered codes.Unauthenticated; a valid token
 // that is not an admin token calling floodgate.v1.RateLimiter/Reset is
-// answered codes.PermissionDenied.
+// answered codes.PermissionDenied. Refunds (Envoy's is_negative_hits) need
+// a token with the refund role or an admin token: Envoy.ShouldRateLimit
+// answers others codes.PermissionDenied (see RefundAllowed).
 //
-// The token file has one token per line, optionally followed by the word
-// "admin":
+// The check runs as soon as a call's headers arrive, before its message is
+// read or any handler runs, when the server is built with a Gate that has
+// this TokenAuth (see TransportLimits.Auth); the interceptors then only
+// confirm the Gate's verdict. Without a Gate it runs in the interceptors,
+// after the message has arrived.
+//
+// The token file has one token per line, optionally followed by roles:
+// "admin" (may Reset, and refund) and "refund" (may refund):
 //
 //	# CI and the ops team may reset keys
 //	3q2+7wE0fN2lK9...   admin
+//	# the Envoy that gives hits back
+//	Qm4r0Jd8xT2a...     refund
 //	# services may only check
 //	Zx81mPq0aa...
 //
@@ -68,8 +79,33 @@ type TokenAuth struct {
 // tokenSet is one loaded generation of the token file.
 type tokenSet struct {
 	digests [][sha256.Size]byte
-	admin   []bool // admin[i] is digests[i]'s role
+	roles   []grant // roles[i] is digests[i]'s
 	admins  int
+}
+
+// grant is what an authenticated call may do beyond the ordinary calls.
+// Authentication stores it in the call's context (see grantFrom).
+type grant struct {
+	admin  bool // may Reset, and refund
+	refund bool // may refund (Envoy's is_negative_hits)
+}
+
+// grantKey is the context key of a call's grant.
+type grantKey struct{}
+
+// grantFrom returns the grant authentication stored in ctx, and false when
+// the call was not authenticated (no TokenAuth is configured).
+func grantFrom(ctx context.Context) (grant, bool) {
+	g, ok := ctx.Value(grantKey{}).(grant)
+	return g, ok
+}
+
+// RefundAllowed reports whether the call of ctx may give hits back: always
+// when no TokenAuth authenticated it (tokens are not configured), else
+// when its token has the refund or admin role.
+func RefundAllowed(ctx context.Context) bool {
+	g, ok := grantFrom(ctx)
+	return !ok || g.admin || g.refund
 }
 
 // TokenAuthOption is an optional knob of NewTokenAuth.
@@ -124,12 +160,16 @@ func parseTokens(name string, data []byte) (*tokenSet, error) {
 		if len(fields) == 0 {
 			continue
 		}
-		admin := false
-		switch {
-		case len(fields) == 2 && fields[1] == "admin":
-			admin = true
-		case len(fields) >= 2:
-			return nil, fmt.Errorf("%s:%d: want a token optionally followed by \"admin\", got %d fields", name, line, len(fields))
+		var g grant
+		for _, role := range fields[1:] {
+			switch {
+			case role == "admin" && !g.admin:
+				g.admin = true
+			case role == "refund" && !g.refund:
+				g.refund = true
+			default:
+				return nil, fmt.Errorf("%s:%d: want a token optionally followed by the roles \"admin\" and \"refund\", each at most once", name, line)
+			}
 		}
 		tok := fields[0]
 		for i := 0; i < len(tok); i++ {
@@ -143,8 +183,8 @@ func parseTokens(name string, data []byte) (*tokenSet, error) {
 		}
 		seen[d] = line
 		ts.digests = append(ts.digests, d)
-		ts.admin = append(ts.admin, admin)
-		if admin {
+		ts.roles = append(ts.roles, g)
+		if g.admin {
 			ts.admins++
 		}
 	}
@@ -157,18 +197,19 @@ func parseTokens(name string, data []byte) (*tokenSet, error) {
 	return ts, nil
 }
 
-// lookup reports whether token is known and whether it is an admin token.
-// It compares the token's digest with every digest, in constant time, so
-// the time taken says nothing about which token (if any) matched.
-func (ts *tokenSet) lookup(token string) (ok, admin bool) {
+// lookup reports whether token is known and its roles. It compares the
+// token's digest with every digest, in constant time, so the time taken
+// says nothing about which token (if any) matched.
+func (ts *tokenSet) lookup(token string) (ok bool, g grant) {
 	d := sha256.Sum256([]byte(token))
-	match, adm := 0, 0
+	match, adm, ref := 0, 0, 0
 	for i := range ts.digests {
 		eq := subtle.ConstantTimeCompare(d[:], ts.digests[i][:])
 		match |= eq
-		adm |= eq & b2i(ts.admin[i])
+		adm |= eq & b2i(ts.roles[i].admin)
+		ref |= eq & b2i(ts.roles[i].refund)
 	}
-	return match == 1, adm == 1
+	return match == 1, grant{admin: adm == 1, refund: ref == 1}
 }
 
 func b2i(b bool) int {
@@ -178,24 +219,75 @@ func b2i(b bool) int {
 	return 0
 }
 
+// checkRefunds refuses a request that gives hits back (a descriptor with
+// is_negative_hits) with codes.PermissionDenied, naming the descriptor,
+// when refunds are off (off) or the caller's token may not refund (see
+// RefundAllowed). A refund can fill any counter back up, so with tokens
+// configured it is a privilege, like Reset.
+func checkRefunds(ctx context.Context, req *rlsv3.RateLimitRequest, off bool) error {
+	for i, d := range req.GetDescriptors() {
+		if !d.GetIsNegativeHits() {
+			continue
+		}
+		field := fmtIndex("descriptors", i) + ".is_negative_hits"
+		if off {
+			return status.Errorf(codes.PermissionDenied, "%s: refunds are turned off on this server (--envoy-refunds=false)", field)
+		}
+		if !RefundAllowed(ctx) {
+			return status.Errorf(codes.PermissionDenied, "%s: a refund needs a token with the refund or admin role", field)
+		}
+		return nil
+	}
+	return nil
+}
+
 // errBadToken is what a wrong token gets; it says nothing about the token.
 var errBadToken = status.Error(codes.Unauthenticated, "invalid bearer token")
 
 // authenticate is the auth.AuthFunc: it runs for every call but health and
-// reflection.
+// reflection. A call the Gate already authenticated passes.
 func (t *TokenAuth) authenticate(ctx context.Context) (context.Context, error) {
+	if _, ok := grantFrom(ctx); ok {
+		return ctx, nil
+	}
+	method, _ := grpc.Method(ctx)
+	return t.check(ctx, method)
+}
+
+// check authenticates a call to method from the metadata in ctx and
+// returns ctx carrying the call's grant.
+func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, error) {
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	if err != nil {
 		return nil, err // codes.Unauthenticated
 	}
-	ok, admin := t.files.Get(time.Now()).lookup(token)
+	ok, g := t.files.Get(time.Now()).lookup(token)
 	if !ok {
 		return nil, errBadToken
 	}
-	if method, _ := grpc.Method(ctx); adminMethods[method] && !admin {
+	if adminMethods[method] && !g.admin {
 		return nil, status.Errorf(codes.PermissionDenied, "%s needs an admin token", method)
 	}
-	return ctx, nil
+	return context.WithValue(ctx, grantKey{}, g), nil
+}
+
+// tap authenticates a call when its headers arrive (the Gate's
+// grpc.InTapHandle): ctx holds the incoming metadata, method is
+// "/service/method". Open services pass without a token.
+func (t *TokenAuth) tap(ctx context.Context, method string) (context.Context, error) {
+	if openServices[serviceOf(method)] {
+		return ctx, nil
+	}
+	return t.check(ctx, method)
+}
+
+// serviceOf is the service of a full method name "/service/method".
+func serviceOf(fullMethod string) string {
+	s := strings.TrimPrefix(fullMethod, "/")
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // needsToken is the selector: every service but the open ones.

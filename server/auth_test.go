@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,6 +23,7 @@ import (
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/server/config"
 	"github.com/floodgate/floodgate/store/memstore"
 )
 
@@ -51,22 +54,40 @@ var streamerDesc = grpc.ServiceDesc{
 }
 
 // serveAuth serves the RateLimiter, health, reflection and the test
-// streamer behind a's interceptors, through NewGRPCServer as serve wires
-// it, on a loopback TCP port.
+// streamer behind a's interceptors, through NewGRPCServer, on a loopback
+// TCP port.
 func serveAuth(t testing.TB, a *server.TokenAuth) *grpc.ClientConn {
+	return serveAuthWith(t, a, false, nil)
+}
+
+// serveAuthWith is serveAuth with, when gated, a Gate checking a's tokens
+// as serve wires it, and envoy, when not nil, served too.
+func serveAuthWith(t testing.TB, a *server.TokenAuth, gated bool, envoy *server.Envoy) *grpc.ClientConn {
 	t.Helper()
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), nil, server.GRPCSettings{
+	var gate *server.Gate
+	if gated {
+		gate = server.NewGate(server.TransportLimits{Auth: a})
+	}
+	var rls rlsv3.RateLimitServiceServer // nil unless envoy is set
+	if envoy != nil {
+		rls = envoy
+	}
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), rls, server.GRPCSettings{
 		Logger:             slog.New(slog.DiscardHandler),
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{a.UnaryInterceptor()},
 		StreamInterceptors: []grpc.StreamServerInterceptor{a.StreamInterceptor()},
+		Gate:               gate,
 	})
 	srv.RegisterService(&streamerDesc, struct{}{})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if gate != nil {
+		lis = gate.Listener(lis)
 	}
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
@@ -143,7 +164,15 @@ func TestTokenAuth(t *testing.T) {
 	if total, admins := a.Tokens(); total != 2 || admins != 1 {
 		t.Fatalf("Tokens: got %d, %d admin; want 2, 1", total, admins)
 	}
-	conn := serveAuth(t, a)
+	for _, gated := range []bool{false, true} {
+		t.Run(map[bool]string{false: "interceptors", true: "gate"}[gated], func(t *testing.T) {
+			testTokenAuth(t, serveAuthWith(t, a, gated, nil))
+		})
+	}
+}
+
+// testTokenAuth checks who may make which call on conn.
+func testTokenAuth(t *testing.T, conn *grpc.ClientConn) {
 
 	tests := []struct {
 		call, auth string
@@ -254,8 +283,10 @@ func TestParseTokenFile(t *testing.T) {
 		{"crlf", "abc\r\ndef admin\r\n", 2, 1, ""},
 		{"empty", "", 0, 0, "no tokens"},
 		{"only comments", "# a\n#b\n", 0, 0, "no tokens"},
-		{"unknown role", "abc\nsecret-one root\n", 0, 0, ":2: want a token optionally followed by \"admin\""},
+		{"unknown role", "abc\nsecret-one root\n", 0, 0, ":2: want a token optionally followed by the roles \"admin\" and \"refund\""},
 		{"three fields", "secret-one admin extra\n", 0, 0, ":1: want a token"},
+		{"refund role", "abc refund\ndef admin refund\nghi refund admin\n", 3, 2, ""},
+		{"role twice", "secret-one refund refund\n", 0, 0, ":1: want a token"},
 		{"duplicate", "secret-one\n\nsecret-one admin\n", 0, 0, ":3: duplicate token (first on line 1)"},
 		{"non-ASCII", "secret-\u00e9\n", 0, 0, ":1: a token may hold only printable ASCII"},
 		{"control char", "secret-\x01one\n", 0, 0, ":1: a token may hold only printable ASCII"},
@@ -284,5 +315,76 @@ func TestParseTokenFile(t *testing.T) {
 	}
 	if _, err := server.NewTokenAuth(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("missing file: got nil, want an error")
+	}
+}
+
+// TestRefundPermission (issue 10 item 4): with tokens configured, a
+// refund (is_negative_hits) needs a token with the refund or admin role;
+// other tokens may still charge. With NoRefunds no token may refund.
+func TestRefundPermission(t *testing.T) {
+	const refundToken = "refund-token-4e2b9c71d05a3f68"
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeTokens(t, path, userToken+"\n"+adminToken+" admin\n"+refundToken+" refund\n")
+	a, err := server.NewTokenAuth(path, server.WithAuthLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("edge.yaml", []byte(envoyConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := func(refund bool) *rlsv3.RateLimitRequest {
+		d := desc("remote_address", "192.0.2.77")
+		d.IsNegativeHits = refund
+		return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
+	}
+	for _, mode := range []struct {
+		name      string
+		gated     bool
+		noRefunds bool
+	}{{"interceptors", false, false}, {"gate", true, false}, {"gate, refunds off", true, true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			st := memstore.New(memstore.Config{})
+			t.Cleanup(func() { st.Close() })
+			envoy := server.NewEnvoy(st, server.EnvoySettings{Config: staticConfig{cfg}, NoRefunds: mode.noRefunds, Clock: (&manualClock{now: t0}).Now})
+			rls := rlsv3.NewRateLimitServiceClient(serveAuthWith(t, a, mode.gated, envoy))
+			call := func(token string, refund bool) (*rlsv3.RateLimitResponse, error) {
+				ctx, cancel := withAuth("Bearer " + token)
+				defer cancel()
+				return rls.ShouldRateLimit(ctx, ip(refund))
+			}
+			// Spend the 3/s, so a refund shows in what remains.
+			for range 3 {
+				if _, err := call(userToken, false); err != nil {
+					t.Fatalf("charge with a plain token: %v", err)
+				}
+			}
+			refunder := codes.OK
+			if mode.noRefunds {
+				refunder = codes.PermissionDenied
+			}
+			for _, tc := range []struct {
+				name, token string
+				want        codes.Code
+			}{
+				{"no token", "", codes.Unauthenticated},
+				{"plain token", userToken, codes.PermissionDenied},
+				{"refund token", refundToken, refunder},
+				{"admin token", adminToken, refunder},
+			} {
+				r, err := call(tc.token, true)
+				if got := status.Code(err); got != tc.want {
+					t.Errorf("refund with %s: %v (%v), want %v", tc.name, got, err, tc.want)
+					continue
+				}
+				if tc.want == codes.OK && r.GetStatuses()[0].GetLimitRemaining() == 0 {
+					t.Errorf("refund with %s: remaining %d; want the hit given back", tc.name, r.GetStatuses()[0].GetLimitRemaining())
+				}
+			}
+			// Charging needs no role.
+			if _, err := call(userToken, false); err != nil {
+				t.Errorf("charge with a plain token after the refunds: %v", err)
+			}
+		})
 	}
 }

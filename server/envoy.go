@@ -50,6 +50,9 @@ type EnvoySettings struct {
 	// every other rule, so no caller's value (an API key) reaches the
 	// unauthenticated /metrics without the operator's opt-in.
 	DetailedMetricSeries int
+	// NoRefunds refuses every request with a refund (is_negative_hits)
+	// with codes.PermissionDenied. Otherwise refunds need RefundAllowed.
+	NoRefunds bool
 	// Clock reads the time once per request; nil means time.Now.
 	Clock func() time.Time
 	// Logger receives store failures; nil means slog.Default().
@@ -75,6 +78,7 @@ type Envoy struct {
 	shadow         bool
 	headers        bool
 	detailSeries   int
+	noRefunds      bool
 	clock          func() time.Time
 	log            *slog.Logger
 	metrics        *Metrics
@@ -95,6 +99,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		shadow:         s.ShadowMode,
 		headers:        !s.NoHeaders,
 		detailSeries:   s.DetailedMetricSeries,
+		noRefunds:      s.NoRefunds,
 		clock:          s.Clock,
 		log:            s.Logger,
 		metrics:        s.Metrics,
@@ -127,6 +132,9 @@ type envoyCheck struct {
 // ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
 func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	entries, err := e.validate(req)
+	if err == nil {
+		err = checkRefunds(ctx, req, e.noRefunds)
+	}
 	if err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}

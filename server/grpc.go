@@ -40,6 +40,11 @@ type GRPCSettings struct {
 	StreamInterceptors []grpc.StreamServerInterceptor
 	// NoReflection turns server reflection off (on by default, for grpcurl).
 	NoReflection bool
+	// Gate, when set, admits calls within its TransportLimits (and checks
+	// tokens before a call's message is read, when it has Auth). Serve on
+	// Gate.Listener to bound connections too. nil admits every call, with
+	// grpc-go's own limits (16 MB of metadata, no deadline).
+	Gate *Gate
 }
 
 // NewGRPCServer builds a gRPC server with recovery and request logging,
@@ -93,6 +98,9 @@ func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServic
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}, s.ServerOptions...)
+	if s.Gate != nil {
+		opts = append(opts, s.Gate.ServerOptions()...)
+	}
 	srv := grpc.NewServer(opts...)
 	floodgatev1.RegisterRateLimiterServer(srv, rl)
 	if envoy != nil {
@@ -102,6 +110,9 @@ func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServic
 	healthpb.RegisterHealthServer(srv, hs)
 	if !s.NoReflection {
 		reflection.Register(srv)
+	}
+	if s.Gate != nil {
+		s.Gate.setServer(srv)
 	}
 	return srv, hs
 }

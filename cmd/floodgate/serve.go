@@ -68,11 +68,19 @@ type serveFlags struct {
 	authTokenFile        string
 	maxConcurrentStreams uint
 	maxRecvMsgBytes      int
+	maxHeaderListBytes   uint
+	unaryTimeout         time.Duration
+	maxStreams           int
+	maxStreamsPerClient  int
+	maxConns             int
+	maxConnsPerClient    int
+	envoyRefunds         bool
+	pprof                bool
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address (floodgate.v1.RateLimiter, Envoy's ratelimit.v3, health, reflection)")
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP admin listen address (/healthz, /readyz, /metrics, /debug/pprof); empty disables")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP admin listen address (/healthz, /readyz, /metrics, /debug/pprof with --pprof); empty disables")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store: most keys kept at once (the nearest-to-full are evicted first)")
 	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", server.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
@@ -84,6 +92,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.shadowMode, "shadow-mode", false, "Envoy API: every limit in shadow mode (decide and count, always answer OK)")
 	fs.BoolVar(&f.headers, "response-headers", true, "Envoy API: add RateLimit-*, X-RateLimit-* and Retry-After response headers")
 	fs.IntVar(&f.detailSeries, "detailed-metric-series", 0, "Envoy API: per rule with detailed_metric or value_to_metric, how many request values may appear in the metrics' rule label (0: none, the rule's name only; values may be secrets)")
+	fs.BoolVar(&f.envoyRefunds, "envoy-refunds", true, "Envoy API: accept refunds (is_negative_hits); with --auth-token-file only from tokens with the refund or admin role; false refuses them (PermissionDenied)")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve the Go profiler on the HTTP admin address (/debug/pprof/)")
 
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db] or rediss:// (TLS); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
 	fs.StringVar(&f.redisMode, "redis-mode", "standalone", "Redis: standalone, cluster or sentinel")
@@ -106,6 +116,39 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "bearer tokens, one per line (\"TOKEN\" or \"TOKEN admin\"; Reset needs admin); reloaded when it changes")
 	fs.UintVar(&f.maxConcurrentStreams, "max-concurrent-streams", server.DefaultMaxConcurrentStreams, "gRPC: concurrent calls per connection")
 	fs.IntVar(&f.maxRecvMsgBytes, "max-recv-msg-bytes", server.DefaultMaxRecvMsgBytes, "gRPC: largest request message")
+	fs.UintVar(&f.maxHeaderListBytes, "max-header-list-bytes", server.DefaultMaxHeaderListBytes, "gRPC: largest request metadata (headers), refused before any handler runs")
+	fs.DurationVar(&f.unaryTimeout, "unary-timeout", server.DefaultUnaryTimeout, "gRPC: the longest a unary call may take from its headers, the wait for its message included (DeadlineExceeded past it)")
+	fs.IntVar(&f.maxStreams, "max-streams", server.DefaultMaxStreams, "gRPC: calls in flight in total; more are refused (ResourceExhausted)")
+	fs.IntVar(&f.maxStreamsPerClient, "max-streams-per-client", server.DefaultMaxStreamsPerClient, "gRPC: calls in flight from one client IP address; more are refused (ResourceExhausted)")
+	fs.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "gRPC: open connections in total; more are closed when accepted")
+	fs.IntVar(&f.maxConnsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC: open connections from one client IP address; more are closed when accepted")
+}
+
+// transportLimits checks the transport flags: each must be positive.
+func (f *serveFlags) transportLimits() (server.TransportLimits, error) {
+	for _, v := range []struct {
+		name string
+		val  int64
+	}{
+		{"max-header-list-bytes", int64(f.maxHeaderListBytes)},
+		{"unary-timeout", int64(f.unaryTimeout)},
+		{"max-streams", int64(f.maxStreams)},
+		{"max-streams-per-client", int64(f.maxStreamsPerClient)},
+		{"max-connections", int64(f.maxConns)},
+		{"max-connections-per-client", int64(f.maxConnsPerClient)},
+	} {
+		if v.val <= 0 {
+			return server.TransportLimits{}, fmt.Errorf("--%s must be positive", v.name)
+		}
+	}
+	return server.TransportLimits{
+		MaxHeaderListBytes:      uint32(min(f.maxHeaderListBytes, 1<<32-1)),
+		UnaryTimeout:            f.unaryTimeout,
+		MaxStreams:              f.maxStreams,
+		MaxStreamsPerClient:     f.maxStreamsPerClient,
+		MaxConnections:          f.maxConns,
+		MaxConnectionsPerClient: f.maxConnsPerClient,
+	}, nil
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -142,6 +185,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
 	if err := f.checkNumbers(); err != nil {
+		return err
+	}
+	limits, err := f.transportLimits()
+	if err != nil {
 		return err
 	}
 
@@ -191,7 +238,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		unary = append(unary, auth.UnaryInterceptor())
 		stream = append(stream, auth.StreamInterceptor())
+		limits.Auth = auth
 	}
+	gate := server.NewGate(limits)
 
 	var health *grpchealth.Server
 	// The breaker opens on failed decisions and on its own pings (every
@@ -233,6 +282,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		FailureMode: failureMode,
 		ShadowMode:  f.shadowMode,
 		NoHeaders:   !f.headers,
+		NoRefunds:   !f.envoyRefunds,
 		Logger:      log,
 		Metrics:     metrics,
 
@@ -244,6 +294,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		ServerOptions:      grpcOpts,
 		UnaryInterceptors:  unary,
 		StreamInterceptors: stream,
+		Gate:               gate,
 	})
 	health = hs
 	metrics.InitializeGRPC(grpcSrv)
@@ -252,6 +303,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("grpc listen: %w", err)
 	}
+	lis = gate.Listener(lis)
 	var httpSrv *http.Server
 	var httpLis net.Listener
 	var draining atomic.Bool // set on SIGTERM: /readyz turns not ready
@@ -261,13 +313,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			lis.Close()
 			return fmt.Errorf("http listen: %w", err)
 		}
-		httpSrv = &http.Server{
-			Handler: server.NewAdminHandler(server.AdminSettings{
-				Ready:   readiness(st, &draining),
-				Metrics: metrics.Handler(),
-			}),
-			ReadHeaderTimeout: 5 * time.Second,
-		}
+		httpSrv = server.NewAdminServer(server.NewAdminHandler(server.AdminSettings{
+			Ready:   readiness(st, &draining),
+			Metrics: metrics.Handler(),
+			Pprof:   f.pprof,
+		}))
 	}
 
 	errc := make(chan error, 2)
