@@ -187,7 +187,8 @@ const Never time.Duration = -1
 //	sliding window:     A = window start (Unix ms), B = count in that window, C = count in the one before
 //	fixed window:       A = window start (Unix ms), B = count in that window
 //	sliding window log: Log = a ring of the times (Unix ms) of the last admitted units, one slot a unit,
-//	                    A = index of its oldest slot, B = floor (slots at or below it are gone); see slidinglog.go
+//	                    A = index of its oldest slot, B = floor (slots at or below it are gone),
+//	                    C = how many slots from the oldest are at or below the floor; see slidinglog.go
 type State struct {
 	A, B, C int64
 	Log     []int64

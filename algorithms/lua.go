@@ -17,9 +17,9 @@ package algorithms
 // little-endian two's complement integers in the fewest bytes each needs
 // (0 bytes for 0): a token bucket of 100 per minute is 12 bytes, and its
 // key (e.g. "fg:tb:{user:12345}") 88 bytes of Redis 7.0's MEMORY USAGE.
-// The sliding window log's string (lua/sliding_window_log.lua) is an
-// 11-byte header and one 6-byte slot per unit of its ring, which holds at
-// most Requests slots: at most 60,011 bytes at MaxLogRequests (a 64 KiB
+// The sliding window log's string (lua/sliding_window_log.lua) is a
+// 19-byte header and one 6-byte slot per unit of its ring, which holds at
+// most Requests slots: at most 60,019 bytes at MaxLogRequests (a 64 KiB
 // allocation, about 65 KB of MEMORY USAGE). A decision reads O(log n)
 // slots with GETRANGE and writes the slots it changes with SETRANGE; only
 // growing or shrinking the ring (amortised O(1) a unit) rewrites it whole.

@@ -382,7 +382,7 @@ func logUnitTimes(t *testing.T, c *redis.Client, key string) []int64 {
 // head, B the floor, Log the slots (EmptySlot for an empty one).
 func redisLogState(t *testing.T, c *redis.Client, key string) algorithms.State {
 	t.Helper()
-	const epochMs, hdr, width = 1767225600000, 11, 6
+	const epochMs, hdr, width = 1767225600000, 19, 6
 	v, err := c.Get(context.Background(), key).Bytes()
 	if err != nil || len(v) < hdr+width || (len(v)-hdr)%width != 0 || v[0] != 1 {
 		t.Fatalf("log at %s: %q, %v; want a header and whole slots", key, v, err)
@@ -398,7 +398,10 @@ func redisLogState(t *testing.T, c *redis.Client, key string) algorithms.State {
 		return int64(x)
 	}
 	n := (len(v) - hdr) / width
-	s := algorithms.State{A: le(v[1:5]), B: le(v[5:11]) + epochMs, Log: make([]int64, n)}
+	if le(v[1:5]) != int64(n) {
+		t.Fatalf("log at %s: header says %d slots, the string holds %d", key, le(v[1:5]), n)
+	}
+	s := algorithms.State{A: le(v[5:9]), C: le(v[9:13]), B: le(v[13:19]) + epochMs, Log: make([]int64, n)}
 	for i := range s.Log {
 		rel := le(v[hdr+i*width : hdr+(i+1)*width])
 		s.Log[i] = rel + epochMs

@@ -4,16 +4,20 @@ import "math"
 
 // The sliding window log keeps the times of the last admitted units in a
 // ring: State.Log holds one slot per unit, State.A the index of the oldest
-// slot (the head) and State.B the floor. Read from the head, the slots are
+// slot (the head), State.B the floor and State.C the low mark: the number
+// of slots, from the head, at or below the floor (all of them gone), where
+// a search for the live units starts. Read from the head, the slots are
 // sorted oldest to newest; empty slots (EmptySlot) come first. A slot at or
 // below the floor counts as gone: every write raises the floor to
 // now − W, which drops the units that have left the window without
 // touching their slots (the old per-millisecond log dropped them from its
 // list). A unit is live iff its slot is above max(floor, at − W).
 //
-// Because the slots are sorted, every question is a binary search or a
-// single read: the live units are a suffix, RetryAfter is the time of one
-// slot, and an admit of cost c overwrites the c oldest slots, which are
+// Because the slots are sorted, every question is a search or a single
+// read: the live units are a suffix, found by an exponential search from
+// the low mark (O(log n), and O(1) for a key in steady use, whose oldest
+// live unit moves little between decisions); RetryAfter is the time of
+// one slot; an admit of cost c overwrites the c oldest slots, which are
 // gone. A ring holds at most Requests slots (Requests ≤ MaxLogRequests);
 // it starts small and is rebuilt, keeping only its live units, when it is
 // too small for an admit or four times larger than it needs (resizeLog).
@@ -60,8 +64,17 @@ func planSlidingLog(l Limit, s State, now, cost int64) logPlan {
 		}
 	}
 	cut = max(cut, at-w)
-	// The first live slot: slots ascend from the head.
-	lo, hi := int64(0), n
+	// The first live slot: slots ascend from the head, and the first
+	// s.C are at or below the floor. Gallop from there, then bisect.
+	lo, hi, step := max(0, min(s.C, n)), n, int64(1)
+	for lo < n {
+		probe := min(lo+step-1, n-1)
+		if logSlot(s.Log, s.A, probe) > cut {
+			hi = probe
+			break
+		}
+		lo, step = probe+1, step*2
+	}
 	for lo < hi {
 		mid := int64(uint64(lo+hi) >> 1)
 		if logSlot(s.Log, s.A, mid) > cut {
@@ -131,8 +144,7 @@ func applySlidingLog(l Limit, s *State, p logPlan, cost int64, u *Undo) {
 		}
 		u.save(s.Log, s.A, cost)
 		fillSlots(s.Log, s.A, cost, p.at)
-		s.A = (s.A + cost) % n
-		s.B = p.cut
+		s.A, s.B, s.C = (s.A+cost)%n, p.cut, n-after
 	case cost < 0:
 		k := min(-cost, p.live)
 		if p.live-k == 0 {
@@ -143,7 +155,7 @@ func applySlidingLog(l Limit, s *State, p logPlan, cost int64, u *Undo) {
 		head := (s.A - k + n) % n
 		u.save(s.Log, head, k)
 		fillSlots(s.Log, head, k, EmptySlot)
-		s.A, s.B = head, p.cut
+		s.A, s.B, s.C = head, p.cut, n-(p.live-k)
 	}
 }
 
@@ -163,7 +175,7 @@ func resizeLog(s State, p logPlan, size, cost, w int64) State {
 	for i := size - cost; i < size; i++ {
 		ring[i] = p.at
 	}
-	return State{Log: ring, B: p.at - w}
+	return State{Log: ring, B: p.at - w, C: empty}
 }
 
 // fillSlots sets the k slots of ring from index from on (wrapping) to v.

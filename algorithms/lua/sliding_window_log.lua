@@ -17,13 +17,14 @@
 -- unit, sorted oldest to newest from the head; see slidinglog.go. In Redis
 -- it is one string:
 --
---   header  LOG_HDR bytes: struct '<BI4i6': format (1), head (the index of
---           the oldest slot), floor - STATE_EPOCH_MS (slots at or below
---           the floor are gone)
+--   header  LOG_HDR bytes: struct '<BI4I4I4i6': format (1), n (the number
+--           of slots), head (the index of the oldest slot), low (how many
+--           slots from the head are at or below the floor), floor -
+--           STATE_EPOCH_MS (slots at or below the floor are gone)
 --   slots   n slots of LOG_SLOT bytes: struct '<i6', the unit's Unix ms
 --           - STATE_EPOCH_MS; LOG_EMPTY_REL for an empty slot
 --
--- so a ring of n slots is 11 + 6n bytes: 60,011 for a full log of
+-- so a ring of n slots is 19 + 6n bytes: 60,019 for a full log of
 -- MaxLogRequests (10,000) units. Times must lie within 2^47 ms (4,400
 -- years) of STATE_EPOCH_MS.
 --
@@ -36,15 +37,16 @@
 -- shrink it is rebuilt as a string (base) and written whole with SET.
 --
 -- s = {key = the Redis key its slots are read from (nil if base is set or
---      n is 0), n = slots, head, floor, runs = {...}, base = packed slots}
+--      n is 0), n = slots, head, low, floor, runs = {...}, base = packed
+--      slots}: Go's State with A = head, B = floor, C = low
 
-local LOG_HDR, LOG_SLOT, LOG_MIN_SLOTS = 11, 6, 8
+local LOG_HDR, LOG_SLOT, LOG_MIN_SLOTS = 19, 6, 8
 local LOG_EMPTY_REL = -140737488355328 -- -2^47: the packed empty slot
 local LOG_EMPTY = -9007199254740992 -- Go's EmptySlot: below every time
 local LOG_MAX_REL = 140737488355328 -- 2^47
 
 local function log_empty()
-  return {n = 0, head = 0, floor = 0, runs = {}}
+  return {n = 0, head = 0, low = 0, floor = 0, runs = {}}
 end
 
 -- log_enc packs one slot.
@@ -103,7 +105,7 @@ local function log_with_run(s, from, k, v)
     runs[i] = run
   end
   runs[#runs + 1] = {from, k, v}
-  return {key = s.key, n = s.n, head = s.head, floor = s.floor, runs = runs, base = s.base}
+  return {key = s.key, n = s.n, head = s.head, low = s.low, floor = s.floor, runs = runs, base = s.base}
 end
 
 -- log_splice returns str (packed slots) with k slots from index p on (not
@@ -146,12 +148,12 @@ local function log_resize(s, live, size, cost, at, w)
     end
   end
   local base = string.rep(log_enc(LOG_EMPTY), size - live - cost) .. kept .. string.rep(log_enc(at), cost)
-  return {n = size, head = 0, floor = at - w, runs = {}, base = base}
+  return {n = size, head = 0, low = size - live - cost, floor = at - w, runs = {}, base = base}
 end
 
 -- log_header packs the header of s.
 local function log_header(s)
-  return struct.pack('<BI4i6', 1, s.head, s.floor - STATE_EPOCH_MS)
+  return struct.pack('<BI4I4I4i6', 1, s.n, s.head, s.low, s.floor - STATE_EPOCH_MS)
 end
 
 -- log_load reads the log state at key; nil if it is malformed.
@@ -160,15 +162,14 @@ local function log_load(key)
   if h == '' then
     return log_empty()
   end
-  local n = (redis.call('STRLEN', key) - LOG_HDR) / LOG_SLOT
-  if string.len(h) ~= LOG_HDR or n < 1 or n ~= math.floor(n) then
+  if string.len(h) ~= LOG_HDR then
     return nil
   end
-  local format, head, floor = struct.unpack('<BI4i6', h)
-  if format ~= 1 or head >= n then
+  local format, n, head, low, floor = struct.unpack('<BI4I4I4i6', h)
+  if format ~= 1 or n < 1 or head >= n or low > n then
     return nil
   end
-  return {key = key, n = n, head = head, floor = floor + STATE_EPOCH_MS, runs = {}}
+  return {key = key, n = n, head = head, low = low, floor = floor + STATE_EPOCH_MS, runs = {}}
 end
 
 -- log_write writes s to key with a TTL of px ms.
@@ -199,8 +200,17 @@ local function sliding_window_log(requests, period_ms, s, now, cost)
     end
   end
   cut = math.max(cut, at - w)
-  -- The first live slot: slots ascend from the head.
-  local lo, hi = 0, n
+  -- The first live slot: slots ascend from the head, and the first s.low
+  -- are at or below the floor. Gallop from there, then bisect.
+  local lo, hi, step = math.max(0, math.min(s.low, n)), n, 1
+  while lo < n do
+    local probe = math.min(lo + step - 1, n - 1)
+    if log_slot(s, probe) > cut then
+      hi = probe
+      break
+    end
+    lo, step = probe + 1, step * 2
+  end
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     if log_slot(s, mid) > cut then
@@ -248,7 +258,7 @@ local function sliding_window_log(requests, period_ms, s, now, cost)
       return log_resize(s, live0, target, cost, at, w), d
     end
     local s2 = log_with_run(s, s.head, cost, at)
-    s2.head, s2.floor = (s.head + cost) % n, cut
+    s2.head, s2.floor, s2.low = (s.head + cost) % n, cut, n - after
     return s2, d
   end
   if live == 0 then
@@ -256,6 +266,6 @@ local function sliding_window_log(requests, period_ms, s, now, cost)
   end
   local head = (s.head - k + n) % n
   local s2 = log_with_run(s, head, k, LOG_EMPTY)
-  s2.head, s2.floor = head, cut
+  s2.head, s2.floor, s2.low = head, cut, n - live
   return s2, d
 end

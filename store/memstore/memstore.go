@@ -169,10 +169,10 @@ type counter struct {
 }
 
 // logEntry is the state of a sliding window log key (algorithms.State's
-// A, B and Log: head, floor, ring) and its expiry in Unix ms.
+// A, B, C and Log: head, floor, low mark, ring) and its expiry in Unix ms.
 type logEntry struct {
-	exp, head, floor int64
-	ring             []int64
+	exp, head, floor, low int64
+	ring                  []int64
 }
 
 // Accounted sizes of an entry, besides its key: the map slot and the
@@ -574,7 +574,7 @@ func (r ref) state() algorithms.State {
 	case r.c != nil:
 		return algorithms.State{A: r.c.a, B: r.c.b, C: r.c.c}
 	case r.l != nil:
-		return algorithms.State{A: r.l.head, B: r.l.floor, Log: r.l.ring}
+		return algorithms.State{A: r.l.head, B: r.l.floor, C: r.l.low, Log: r.l.ring}
 	}
 	return algorithms.State{}
 }
@@ -639,7 +639,7 @@ func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithm
 		return
 	case r.l != nil:
 		sh.bytes += EntryBytes(alg, key, cap(st.Log)) - EntryBytes(alg, key, cap(r.l.ring))
-		r.l.head, r.l.floor, r.l.ring, r.l.exp = st.A, st.B, st.Log, exp
+		r.l.head, r.l.floor, r.l.low, r.l.ring, r.l.exp = st.A, st.B, st.C, st.Log, exp
 		return
 	}
 	sh.sweep(nowMs, insertSweepSample)
@@ -651,7 +651,7 @@ func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithm
 		if sh.logs == nil {
 			sh.logs = make(map[string]*logEntry)
 		}
-		sh.logs[key] = &logEntry{exp: exp, head: st.A, floor: st.B, ring: st.Log}
+		sh.logs[key] = &logEntry{exp: exp, head: st.A, floor: st.B, low: st.C, ring: st.Log}
 	} else {
 		i := tableIndex(alg)
 		if sh.counters[i] == nil {
