@@ -515,6 +515,16 @@ func (s *Store) Bytes() int64 {
 	return total
 }
 
+// MaxBytes is the store's memory cap (Config.MaxBytes once defaulted and
+// raised to MinMaxBytes).
+func (s *Store) MaxBytes() int64 {
+	var total int64
+	for i := range s.shards {
+		total += s.shards[i].maxBytes // set once by New
+	}
+	return total
+}
+
 // Sweep removes every entry expired at now and returns how many it
 // removed. It locks one shard at a time.
 func (s *Store) Sweep(now time.Time) int {
