@@ -17,9 +17,9 @@ import (
 var fullLogLimit = algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: algorithms.MaxLogRequests, Period: time.Hour}
 
 // fillLog admits l.Requests units into key through the batch script, one
-// per millisecond from startMs (so every unit has its own timestamp, the
-// worst case for a per-millisecond log), and returns the time of the last.
-func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l algorithms.Limit, startMs int64) int64 {
+// every stepMs from startMs (so every unit has its own timestamp, the worst
+// case for a per-millisecond log), and returns the time of the last.
+func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l algorithms.Limit, startMs, stepMs int64) int64 {
 	tb.Helper()
 	ctx := context.Background()
 	if err := script.Load(ctx, c).Err(); err != nil {
@@ -33,7 +33,7 @@ func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l
 		for i := 0; i < chunk && done < l.Requests; i++ {
 			args := algorithms.AppendBatchRequest(algorithms.BatchArgs(algorithms.BatchHeader{NowMs: now, KeepMs: keepMs}, 1), l, 1, false)
 			cmds = append(cmds, script.EvalSha(ctx, p, []string{key}, args...))
-			now++
+			now += stepMs
 			done++
 		}
 		if _, err := p.Exec(ctx); err != nil {
@@ -46,7 +46,7 @@ func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l
 			}
 		}
 	}
-	return now - 1
+	return now - stepMs
 }
 
 // evalshaUsecPerCall reads usec_per_call of EVALSHA from INFO commandstats:
@@ -90,6 +90,8 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 	script := redis.NewScript(algorithms.BatchScript())
 	l := fullLogLimit
 	start := int64(1_800_000_000_000)
+	// One unit every W/10,000: in "admit", the oldest leaves as one comes.
+	step := l.PeriodMs() / l.Requests
 	for _, mode := range []string{"one-unit", "admit", "deny"} {
 		b.Run(mode, func(b *testing.B) {
 			key := "bench:full:" + mode
@@ -101,20 +103,21 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 					b.Fatal(err)
 				}
 			} else {
-				last = fillLog(b, c, script, key, l, start)
+				last = fillLog(b, c, script, key, l, start, step)
 			}
 			if err := c.ConfigResetStat(ctx).Err(); err != nil {
 				b.Fatal(err)
 			}
-			now := last
-			if mode != "deny" {
-				now = start + l.PeriodMs() - 1
+			now, by := last, int64(0)
+			switch mode {
+			case "admit":
+				now, by = start+l.PeriodMs()-step, step
+			case "one-unit":
+				by = 1
 			}
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				if mode != "deny" {
-					now++
-				}
+				now += by
 				args := algorithms.AppendBatchRequest(algorithms.BatchArgs(algorithms.BatchHeader{NowMs: now, KeepMs: keepMs}, 1), l, 1, false)
 				reply, err := script.EvalSha(ctx, c, []string{key}, args...).Result()
 				if err != nil {
@@ -147,7 +150,7 @@ func TestSlidingLogRedisMemory(t *testing.T) {
 	c := srv.Client()
 	script := redis.NewScript(algorithms.BatchScript())
 	const key = "memtest:full"
-	last := fillLog(t, c, script, key, fullLogLimit, 1_800_000_000_000)
+	last := fillLog(t, c, script, key, fullLogLimit, 1_800_000_000_000, 1)
 	got, err := runScript(context.Background(), c, script, last, []luaReq{{key: key, l: fullLogLimit, cost: 1}})
 	if err != nil {
 		t.Fatal(err)

@@ -28,8 +28,10 @@
 -- MaxLogRequests (10,000) units. Times must lie within 2^47 ms (4,400
 -- years) of STATE_EPOCH_MS.
 --
--- A state read from Redis is not loaded whole: its slots are read one by
--- one with GETRANGE (a decision reads O(log n) of them), and what a
+-- A state read from Redis is not loaded whole: its slots are read with
+-- GETRANGE, LOG_READ_BLOCK at a time and cached for the script call (a
+-- decision reads O(log n) of them, and a key in steady use, whose oldest
+-- live unit is near the low mark, one or two blocks), and what a
 -- decision writes is kept as runs {from, k, v} (k slots from index from
 -- on, wrapping, set to v) that batch.lua writes with SETRANGE. A state is
 -- never changed: a decision returns a new one sharing the old runs, so
@@ -38,9 +40,10 @@
 --
 -- s = {key = the Redis key its slots are read from (nil if base is set or
 --      n is 0), n = slots, head, low, floor, runs = {...}, base = packed
---      slots}: Go's State with A = head, B = floor, C = low
+--      slots, cache = slots read from key, by index}: Go's State with
+--      A = head, B = floor, C = low
 
-local LOG_HDR, LOG_SLOT, LOG_MIN_SLOTS = 19, 6, 8
+local LOG_HDR, LOG_SLOT, LOG_MIN_SLOTS, LOG_READ_BLOCK = 19, 6, 8, 8
 local LOG_EMPTY_REL = -140737488355328 -- -2^47: the packed empty slot
 local LOG_EMPTY = -9007199254740992 -- Go's EmptySlot: below every time
 local LOG_MAX_REL = 140737488355328 -- 2^47
@@ -85,8 +88,16 @@ local function log_read(s, p)
   if s.base ~= nil then
     return log_dec(s.base, p * LOG_SLOT + 1)
   end
-  local off = LOG_HDR + p * LOG_SLOT
-  return log_dec(redis.call('GETRANGE', s.key, off, off + LOG_SLOT - 1), 1)
+  local v = s.cache[p]
+  if v == nil then
+    local last = math.min(p + LOG_READ_BLOCK, s.n) - 1
+    local str = redis.call('GETRANGE', s.key, LOG_HDR + p * LOG_SLOT, LOG_HDR + (last + 1) * LOG_SLOT - 1)
+    for i = p, last do
+      s.cache[i] = log_dec(str, (i - p) * LOG_SLOT + 1)
+    end
+    v = s.cache[p]
+  end
+  return v
 end
 
 -- log_slot is Go's logSlot: the i-th oldest slot.
@@ -105,7 +116,7 @@ local function log_with_run(s, from, k, v)
     runs[i] = run
   end
   runs[#runs + 1] = {from, k, v}
-  return {key = s.key, n = s.n, head = s.head, low = s.low, floor = s.floor, runs = runs, base = s.base}
+  return {key = s.key, n = s.n, head = s.head, low = s.low, floor = s.floor, runs = runs, base = s.base, cache = s.cache}
 end
 
 -- log_splice returns str (packed slots) with k slots from index p on (not
@@ -169,7 +180,7 @@ local function log_load(key)
   if format ~= 1 or n < 1 or head >= n or low > n then
     return nil
   end
-  return {key = key, n = n, head = head, low = low, floor = floor + STATE_EPOCH_MS, runs = {}}
+  return {key = key, n = n, head = head, low = low, floor = floor + STATE_EPOCH_MS, runs = {}, cache = {}}
 end
 
 -- log_write writes s to key with a TTL of px ms.

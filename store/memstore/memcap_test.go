@@ -14,14 +14,14 @@ import (
 // fullLog is the largest sliding window log: MaxLogRequests per hour.
 var fullLog = algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: algorithms.MaxLogRequests, Period: time.Hour}
 
-// fillLogKey admits fullLog's 10,000 units into key, one per millisecond
-// from start (the worst case: every unit at its own time).
-func fillLogKey(tb testing.TB, s *Store, key string, start time.Time) {
+// fillLogKey admits fullLog's 10,000 units into key, one every step from
+// start (each unit at its own time: the old log's worst case).
+func fillLogKey(tb testing.TB, s *Store, key string, start time.Time, step time.Duration) {
 	tb.Helper()
 	reqs := []store.Request{{Key: key, Limit: fullLog, Cost: 1}}
 	out := make([]algorithms.Decision, 1)
 	for i := range fullLog.Requests {
-		if err := s.Decide(context.Background(), start.Add(time.Duration(i)*time.Millisecond), reqs, out); err != nil {
+		if err := s.Decide(context.Background(), start.Add(time.Duration(i)*step), reqs, out); err != nil {
 			tb.Fatal(err)
 		}
 		if !out[0].Allowed {
@@ -49,7 +49,7 @@ func TestFullLogMemory(t *testing.T) {
 	s := New(Config{Shards: 1, SweepInterval: -1})
 	defer s.Close()
 	for k := range keys {
-		fillLogKey(t, s, fmt.Sprintf("tenant:%02d", k), t0)
+		fillLogKey(t, s, fmt.Sprintf("tenant:%02d", k), t0, time.Millisecond)
 	}
 	heap := heapAlloc() - before
 	runtime.KeepAlive(s)
@@ -77,7 +77,7 @@ func TestMemoryCap(t *testing.T) {
 	defer s.Close()
 	peak := int64(0)
 	for k := range 64 {
-		fillLogKey(t, s, fmt.Sprintf("tenant:%02d", k), t0.Add(time.Duration(k)*10*time.Second))
+		fillLogKey(t, s, fmt.Sprintf("tenant:%02d", k), t0.Add(time.Duration(k)*10*time.Second), time.Millisecond)
 		got := s.Bytes()
 		peak = max(peak, got)
 		if got > maxBytes {
@@ -122,7 +122,7 @@ func TestEntryBytes(t *testing.T) {
 		for k := range tc.keys {
 			key := fmt.Sprintf("user:%08d", k)
 			if tc.fill {
-				fillLogKey(t, s, key, t0)
+				fillLogKey(t, s, key, t0, time.Millisecond)
 			} else {
 				decide(t, s, t0, store.Request{Key: key, Limit: tc.l, Cost: 1})
 			}
@@ -140,18 +140,20 @@ func TestEntryBytes(t *testing.T) {
 }
 
 // BenchmarkFullLog is one admit on a saturated sliding window log of
-// 10,000 units in steady state: the oldest unit leaves as one comes in.
+// 10,000 units in steady state: one unit every W/10,000, so the oldest
+// unit leaves as one comes in.
 func BenchmarkFullLog(b *testing.B) {
 	s := New(Config{SweepInterval: -1})
 	defer s.Close()
-	fillLogKey(b, s, "hot", t0)
+	step := fullLog.Period / time.Duration(fullLog.Requests)
+	fillLogKey(b, s, "hot", t0, step)
 	reqs := []store.Request{{Key: "hot", Limit: fullLog, Cost: 1}}
 	out := make([]algorithms.Decision, 1)
-	now := t0.Add(fullLog.Period - time.Millisecond)
+	now := t0.Add(fullLog.Period - step)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		now = now.Add(time.Millisecond)
+		now = now.Add(step)
 		if err := s.Decide(context.Background(), now, reqs, out); err != nil || !out[0].Allowed {
 			b.Fatalf("%+v, %v", out[0], err)
 		}
