@@ -536,6 +536,17 @@ func TestLuaErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "malformed state") {
 		t.Fatalf("corrupt state: %v, want malformed state", err)
 	}
+	// So is a sliding window log whose header does not describe a ring.
+	swl := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Period: time.Second}
+	for _, v := range []string{"\xff", strings.Repeat("\x00", 19), "\x02" + strings.Repeat("\x00", 24)} {
+		if err := c.Set(ctx, "e:corrupt", v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := runScript(ctx, c, script, 1, []luaReq{{key: "e:corrupt", l: swl, cost: 1}})
+		if err == nil || !strings.Contains(err.Error(), "malformed state") {
+			t.Fatalf("corrupt log %q: %v, want malformed state", v, err)
+		}
+	}
 }
 
 func TestDecodeBatchReply(t *testing.T) {
