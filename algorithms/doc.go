@@ -66,16 +66,25 @@
 // 9.95 ten milliseconds after it. State: A = window start (Unix ms), B = curr,
 // C = prev; three integers, constant whatever the limit.
 //
-// [SlidingWindowLog]: exact. A log of admitted costs, one entry per
-// millisecond (costs in the same ms are summed); a cost is allowed iff the
-// costs logged in (now − W, now] plus cost fit in Requests, and RetryAfter
-// is the wait until enough of the oldest entries have left the window.
-// Refunds remove the newest entries first. State: Log, oldest first, 16
-// bytes an entry in Go and one sorted-set member an entry in Redis; at most
-// min(Requests, W in ms) live entries, hence the cap [MaxLogRequests]. An
-// admit copies the live log (one allocation, O(entries)): States are
-// values a caller may keep, fork or read from several goroutines, so Decide
-// never writes into a log it was given.
+// [SlidingWindowLog]: exact. A cost is allowed iff the units admitted in
+// (now − W, now] plus cost fit in Requests, and RetryAfter is the wait
+// until enough of the oldest units have left the window. Refunds give back
+// the newest units first. State: a ring of the times of the last admitted
+// units, one slot a unit, sorted oldest to newest (Log; A its head, B a
+// floor below which slots are gone, C how many slots from the head are
+// gone; slidinglog.go). Because it is sorted, a decision is a search from
+// the oldest live unit (O(log n), O(1) for a key in steady use) and one
+// read for RetryAfter, and an admit of cost c overwrites the c oldest
+// slots; the ring grows by doubling and shrinks when four times too large,
+// never beyond Requests slots, hence the cap [MaxLogRequests]: at most 80
+// KB in Go (8 bytes a slot) and 60 KB in Redis (6 bytes a slot, one string
+// read with GETRANGE and written with SETRANGE; lua.go). Decide leaves the
+// ring it was given intact, so an admit copies it (O(Requests)): States
+// are values a caller may keep, fork or read from several goroutines.
+// [ApplyMs] is for a caller that owns the state, such as a store: it
+// writes only the slots it changes, and [Undo] takes them back. When
+// Requests changes under a key, its ring keeps every live unit: the
+// decision is the one the log of all units would give.
 //
 // [FixedWindow]: windows aligned to ⌊now/W⌋ each admit Requests; allowed iff
 // count + cost ≤ Requests; RetryAfter = until the window ends. Burst-prone:
@@ -118,9 +127,9 @@
 // # Time going backwards
 //
 // A now earlier than the state's newest time (the token bucket's last
-// refill, the stored window, the log's newest entry) is treated as that
+// refill, the stored window, the log's newest unit) is treated as that
 // time: tokens do not refill, the stored window stays current, and a new
-// log entry is written at the newest entry's time. Nothing is ever
+// unit is logged at the newest unit's time. Nothing is ever
 // admitted that would not have been admitted at the newest time. Every
 // duration in the Decision is measured from the caller's now, so it
 // includes the lag: RetryAfter stays exact on the caller's clock, and the

@@ -63,7 +63,8 @@ const (
 	// milliseconds: about 1.1e15, e.g. a million requests per 13 days.
 	MaxScaled = 1 << 50
 	// MaxLogRequests caps requests for the sliding window log, whose memory
-	// grows with the number of admitted requests in a window.
+	// grows with the number of admitted units in a window: one slot a unit,
+	// at most Requests slots (80 KB in Go, 60 KB in Redis at this cap).
 	MaxLogRequests = 10_000
 	// MaxWait bounds the longest wait a limit can produce: its period (two
 	// periods for the sliding window, whose requests weigh on the next
@@ -185,18 +186,12 @@ const Never time.Duration = -1
 //	token bucket:       A = tokens × scale, B = last refill (Unix ms), C = scale
 //	sliding window:     A = window start (Unix ms), B = count in that window, C = count in the one before
 //	fixed window:       A = window start (Unix ms), B = count in that window
-//	sliding window log: Log = admitted requests, oldest first, one entry per ms
+//	sliding window log: Log = a ring of the times (Unix ms) of the last admitted units, one slot a unit,
+//	                    A = index of its oldest slot, B = floor (slots at or below it are gone),
+//	                    C = how many slots from the oldest are at or below the floor; see slidinglog.go
 type State struct {
 	A, B, C int64
-	Log     []LogEntry
-}
-
-// LogEntry is the cost admitted by a sliding window log at one millisecond.
-type LogEntry struct {
-	// At is the Unix time in milliseconds.
-	At int64
-	// N is the total cost admitted at At.
-	N int64
+	Log     []int64
 }
 
 // Decide charges cost against l for a key in state s at time now and

@@ -11,12 +11,18 @@ package algorithms
 //	token_bucket        string  pack(A = tokens × scale, B = last refill ms, C = scale)
 //	sliding_window      string  pack(A = window start ms, B = count in it, C = count in the one before)
 //	fixed_window        string  pack(A = window start ms, B = count, C = 0)
-//	sliding_window_log  zset    one member per ms: score = Unix ms, member "<ms>:<cost>"
+//	sliding_window_log  string  header(format, head, floor) + a ring of unit times, 6 bytes a unit
 //
 // pack is one header byte (len(A) × 8 + len(C)) followed by A, C and B as
 // little-endian two's complement integers in the fewest bytes each needs
 // (0 bytes for 0): a token bucket of 100 per minute is 12 bytes, and its
 // key (e.g. "fg:tb:{user:12345}") 88 bytes of Redis 7.0's MEMORY USAGE.
+// The sliding window log's string (lua/sliding_window_log.lua) is a
+// 19-byte header and one 6-byte slot per unit of its ring, which holds at
+// most Requests slots: at most 60,019 bytes at MaxLogRequests (a 64 KiB
+// allocation, about 65 KB of MEMORY USAGE). A decision reads O(log n)
+// slots with GETRANGE and writes the slots it changes with SETRANGE; only
+// growing or shrinking the ring (amortised O(1) a unit) rewrites it whole.
 // Every write sets a TTL (the decision's TTL, in ms); a state whose TTL is
 // 0 equals no state and is deleted instead.
 

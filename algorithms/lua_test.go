@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -313,9 +314,16 @@ func TestLuaMatchesGo(t *testing.T) {
 					t.Fatalf("EXISTS: %v", err)
 				}
 				for i, k := range keys {
-					_, held := m.states[k]
+					st, held := m.states[k]
 					if (cmds[i].Val() == 1) != held {
 						t.Fatalf("step %d (now %d): key %s exists in Redis: %v, model holds state: %v (%+v)", step, now, k, cmds[i].Val() == 1, held, m.states[k])
+					}
+					// The log's ring is the same in Redis as in Go, slot
+					// for slot, head and floor included.
+					if held && alg == algorithms.SlidingWindowLog {
+						if got := redisLogState(t, c, k); !reflect.DeepEqual(got, st) {
+							t.Fatalf("step %d (now %d): key %s: ring in Redis\n%+v\nin Go\n%+v", step, now, k, got, st)
+						}
 					}
 				}
 			}
@@ -345,17 +353,63 @@ func TestLuaServerTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	members, err := c.ZRangeWithScores(ctx, "servertime", 0, -1).Result()
-	if err != nil || len(members) != 1 {
-		t.Fatalf("log = %v, %v; want one entry", members, err)
+	at := logUnitTimes(t, c, "servertime")
+	if len(at) != 1 {
+		t.Fatalf("log = %v; want one unit", at)
 	}
-	at := int64(members[0].Score)
-	if at < before.UnixMilli() || at > after.UnixMilli() {
-		t.Fatalf("entry at %d ms, want within Redis TIME [%d, %d]", at, before.UnixMilli(), after.UnixMilli())
+	if at[0] < before.UnixMilli() || at[0] > after.UnixMilli() {
+		t.Fatalf("unit at %d ms, want within Redis TIME [%d, %d]", at[0], before.UnixMilli(), after.UnixMilli())
 	}
-	if want := fmt.Sprintf("%d:1", at); members[0].Member != want {
-		t.Fatalf("member %q, want %q", members[0].Member, want)
+}
+
+// logUnitTimes decodes the sliding window log at key and returns the
+// times of its live units (above the floor), oldest first.
+func logUnitTimes(t *testing.T, c *redis.Client, key string) []int64 {
+	t.Helper()
+	s := redisLogState(t, c, key)
+	var out []int64
+	n := int64(len(s.Log))
+	for i := range n {
+		if v := s.Log[(s.A+i)%n]; v != algorithms.EmptySlot && v > s.B {
+			out = append(out, v)
+		}
 	}
+	return out
+}
+
+// redisLogState decodes the sliding window log string at key (see
+// lua/sliding_window_log.lua) into the State the Go code would hold: A the
+// head, B the floor, Log the slots (EmptySlot for an empty one).
+func redisLogState(t *testing.T, c *redis.Client, key string) algorithms.State {
+	t.Helper()
+	const epochMs, hdr, width = 1767225600000, 19, 6
+	v, err := c.Get(context.Background(), key).Bytes()
+	if err != nil || len(v) < hdr+width || (len(v)-hdr)%width != 0 || v[0] != 1 {
+		t.Fatalf("log at %s: %q, %v; want a header and whole slots", key, v, err)
+	}
+	le := func(b []byte) int64 { // 6 bytes signed or 4 unsigned, little-endian
+		var x uint64
+		for i := len(b) - 1; i >= 0; i-- {
+			x = x<<8 | uint64(b[i])
+		}
+		if len(b) == 6 {
+			return int64(x<<16) >> 16
+		}
+		return int64(x)
+	}
+	n := (len(v) - hdr) / width
+	if le(v[1:5]) != int64(n) {
+		t.Fatalf("log at %s: header says %d slots, the string holds %d", key, le(v[1:5]), n)
+	}
+	s := algorithms.State{A: le(v[5:9]), C: le(v[9:13]), B: le(v[13:19]) + epochMs, Log: make([]int64, n)}
+	for i := range s.Log {
+		rel := le(v[hdr+i*width : hdr+(i+1)*width])
+		s.Log[i] = rel + epochMs
+		if rel == -1<<47 {
+			s.Log[i] = algorithms.EmptySlot
+		}
+	}
+	return s
 }
 
 // TestLuaDenyWritesNothing: a batch with one denied request leaves every
@@ -481,6 +535,17 @@ func TestLuaErrors(t *testing.T) {
 	_, err := runScript(ctx, c, script, 1, []luaReq{{key: "e:corrupt", l: l, cost: 1}})
 	if err == nil || !strings.Contains(err.Error(), "malformed state") {
 		t.Fatalf("corrupt state: %v, want malformed state", err)
+	}
+	// So is a sliding window log whose header does not describe a ring.
+	swl := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Period: time.Second}
+	for _, v := range []string{"\xff", strings.Repeat("\x00", 19), "\x02" + strings.Repeat("\x00", 24)} {
+		if err := c.Set(ctx, "e:corrupt", v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := runScript(ctx, c, script, 1, []luaReq{{key: "e:corrupt", l: swl, cost: 1}})
+		if err == nil || !strings.Contains(err.Error(), "malformed state") {
+			t.Fatalf("corrupt log %q: %v, want malformed state", v, err)
+		}
 	}
 }
 

@@ -176,13 +176,13 @@ func checkAdmissionBounds(t *testing.T, l algorithms.Limit, events []event) {
 		// Every window (t − W, t] holds at most Requests. Refunds
 		// remove the newest entries, so the log is rebuilt the same
 		// way to know what each window holds.
-		var log []algorithms.LogEntry
+		var log []refEntry
 		for j, e := range events {
 			if !e.d.Allowed || e.cost == 0 {
 				continue
 			}
 			if e.cost > 0 {
-				log = append(log, algorithms.LogEntry{At: e.at, N: e.cost})
+				log = append(log, refEntry{At: e.at, N: e.cost})
 			} else {
 				for refund := -e.cost; refund > 0 && len(log) > 0; {
 					n := len(log) - 1

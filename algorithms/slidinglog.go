@@ -1,76 +1,191 @@
 package algorithms
 
-// decideSlidingLog is the exact sliding window: a log of admitted costs, one
-// entry per millisecond. A cost is admitted iff the costs logged in
-// (now − W, now] plus cost fit in Requests. RetryAfter is the wait until
-// enough of the oldest entries have left the window.
+import "math"
+
+// The sliding window log keeps the times of the last admitted units in a
+// ring: State.Log holds one slot per unit, State.A the index of the oldest
+// slot (the head), State.B the floor and State.C the low mark: the number
+// of slots, from the head, at or below the floor (all of them gone), where
+// a search for the live units starts. Read from the head, the slots are
+// sorted oldest to newest; empty slots (EmptySlot) come first. A slot at or
+// below the floor counts as gone: every write raises the floor to
+// now − W, which drops the units that have left the window without
+// touching their slots (the old per-millisecond log dropped them from its
+// list). A unit is live iff its slot is above max(floor, at − W).
+//
+// Because the slots are sorted, every question is a search or a single
+// read: the live units are a suffix, found by an exponential search from
+// the low mark (O(log n), and O(1) for a key in steady use, whose oldest
+// live unit moves little between decisions); RetryAfter is the time of
+// one slot; an admit of cost c overwrites the c oldest slots, which are
+// gone. A ring holds at most Requests slots (Requests ≤ MaxLogRequests);
+// it starts small and is rebuilt, keeping only its live units, when it is
+// too small for an admit or four times larger than it needs (resizeLog).
+
+// EmptySlot marks a slot of a sliding window log's ring that holds no
+// unit: below every time.
+const EmptySlot int64 = math.MinInt64
+
+// logMinSlots is the smallest ring a log is given.
+const logMinSlots = 8
+
+// logSlot is the i-th oldest slot of a ring whose oldest slot is at head.
+func logSlot(ring []int64, head, i int64) int64 {
+	j := head + i
+	if n := int64(len(ring)); j >= n {
+		j -= n
+	}
+	return ring[j]
+}
+
+// logPlan is what a decision on a sliding window log found, before
+// anything is written.
+type logPlan struct {
+	d      Decision
+	at     int64 // the time decided at: now, or the newest unit if later
+	cut    int64 // units at or below cut are gone
+	live   int64 // live units before the decision
+	writes bool  // the decision changes the state
+}
+
+// planSlidingLog decides cost against the log in s without changing it.
+// Allowed iff the units live in (at − W, at] plus cost fit in Requests;
+// RetryAfter is the wait until enough of the oldest live units leave.
 //
 // Mirrored by lua/sliding_window_log.lua.
-func decideSlidingLog(l Limit, s State, now, cost int64) (State, Decision) {
+func planSlidingLog(l Limit, s State, now, cost int64) logPlan {
 	w := l.PeriodMs()
-	at := now
-	if n := len(s.Log); n > 0 {
-		at = max(at, s.Log[n-1].At) // the clock went back: decide at the newest entry
-	}
-	first := 0
-	for first < len(s.Log) && s.Log[first].At <= at-w {
-		first++
-	}
-	live := s.Log[first:]
-	sum := int64(0)
-	for _, e := range live {
-		sum += e.N
-	}
-
-	d := Decision{Allowed: true, Limit: l.Requests}
-	var next []LogEntry
-	switch {
-	case cost > 0 && sum+cost > l.Requests:
-		d.Allowed = false
-		need := sum + cost - l.Requests
-		for _, e := range live {
-			need -= e.N
-			if need <= 0 {
-				d.RetryAfter = ms(e.At + w - now)
-				break
-			}
+	n := int64(len(s.Log))
+	at, cut, top := now, EmptySlot, EmptySlot
+	if n > 0 {
+		cut, top = s.B, logSlot(s.Log, s.A, n-1)
+		if top > cut {
+			at = max(at, top) // the clock went back: decide at the newest unit
 		}
-	case cost > 0:
-		next = make([]LogEntry, len(live), len(live)+1)
-		copy(next, live)
-		if n := len(next); n > 0 && next[n-1].At == at {
-			next[n-1].N += cost
+	}
+	cut = max(cut, at-w)
+	// The first live slot: slots ascend from the head, and the first
+	// s.C are at or below the floor. Gallop from there, then bisect.
+	lo, hi, step := max(0, min(s.C, n)), n, int64(1)
+	for lo < n {
+		probe := min(lo+step-1, n-1)
+		if logSlot(s.Log, s.A, probe) > cut {
+			hi = probe
+			break
+		}
+		lo, step = probe+1, step*2
+	}
+	for lo < hi {
+		mid := int64(uint64(lo+hi) >> 1)
+		if logSlot(s.Log, s.A, mid) > cut {
+			hi = mid
 		} else {
-			next = append(next, LogEntry{At: at, N: cost})
+			lo = mid + 1
 		}
-		sum += cost
+	}
+	p := logPlan{d: Decision{Allowed: true, Limit: l.Requests}, at: at, cut: cut, live: n - lo}
+	live := p.live
+	newest := top // the newest live unit after the decision, if live > 0
+	switch {
+	case cost > 0 && live+cost > l.Requests:
+		p.d.Allowed = false
+		// The need-th oldest live unit must leave.
+		need := live + cost - l.Requests
+		p.d.RetryAfter = ms(logSlot(s.Log, s.A, n-live+need-1) + w - now)
+	case cost > 0:
+		live += cost
+		newest = at
+		p.writes = true
 	case cost < 0:
-		next = make([]LogEntry, len(live))
-		copy(next, live)
-		for refund := -cost; refund > 0 && len(next) > 0; {
-			n := len(next) - 1
-			take := min(refund, next[n].N)
-			next[n].N -= take
-			refund -= take
-			sum -= take
-			if next[n].N == 0 {
-				next = next[:n]
-			}
+		k := min(-cost, live) // refunds give back the newest live units
+		live -= k
+		if live > 0 {
+			newest = logSlot(s.Log, s.A, n-1-k)
 		}
-	default:
-		next = live
+		p.writes = true
 	}
-	d.Remaining = max(0, l.Requests-sum)
-	if d.Allowed {
-		if n := len(next); n > 0 {
-			d.ResetAfter = ms(next[n-1].At + w - now)
+	p.d.Remaining = max(0, l.Requests-live)
+	if live > 0 {
+		p.d.ResetAfter = ms(newest + w - now)
+	}
+	p.d.TTL = p.d.ResetAfter
+	return p
+}
+
+// decideSlidingLog is DecideMs for the sliding window log. It never
+// changes s: a write goes to a copy of the ring (O(Requests)); ApplyMs
+// writes in place instead.
+func decideSlidingLog(l Limit, s State, now, cost int64) (State, Decision) {
+	p := planSlidingLog(l, s, now, cost)
+	if !p.writes {
+		return s, p.d
+	}
+	next := s
+	next.Log = append([]int64(nil), s.Log...)
+	applySlidingLog(l, &next, p, cost, nil)
+	return next, p.d
+}
+
+// applySlidingLog writes the decision p (made by planSlidingLog for cost)
+// into *s: O(cost) slots, or a rebuilt ring of O(live units) slots when
+// the ring must grow or may shrink. It records the slots it overwrites in
+// u, if not nil.
+func applySlidingLog(l Limit, s *State, p logPlan, cost int64, u *Undo) {
+	n := int64(len(s.Log))
+	switch {
+	case cost > 0:
+		after := p.live + cost
+		target := min(l.Requests, max(logMinSlots, 2*after))
+		// In place only when some unit is live: then at is at or after
+		// the newest slot and above the floor, so the ring stays sorted.
+		if p.live == 0 || n-p.live < cost || n > 2*target {
+			*s = resizeLog(*s, p, target, cost, l.PeriodMs())
+			return
 		}
-	} else if n := len(live); n > 0 {
-		d.ResetAfter = ms(live[n-1].At + w - now)
+		u.save(s.Log, s.A, cost)
+		fillSlots(s.Log, s.A, cost, p.at)
+		s.A, s.B, s.C = (s.A+cost)%n, p.cut, n-after
+	case cost < 0:
+		k := min(-cost, p.live)
+		if p.live-k == 0 {
+			// Nothing left: the state is no state (its TTL is 0).
+			*s = State{}
+			return
+		}
+		head := (s.A - k + n) % n
+		u.save(s.Log, head, k)
+		fillSlots(s.Log, head, k, EmptySlot)
+		s.A, s.B, s.C = head, p.cut, n-(p.live-k)
 	}
-	d.TTL = d.ResetAfter
-	if !d.Allowed || cost == 0 {
-		return s, d
+}
+
+// resizeLog returns a new ring of size slots holding the live units of s
+// (as p found them) followed by cost units at p.at, empty slots first. Its
+// floor is at − W: every slot it keeps is above it.
+func resizeLog(s State, p logPlan, size, cost, w int64) State {
+	ring := make([]int64, size)
+	empty := size - p.live - cost
+	for i := range empty {
+		ring[i] = EmptySlot
 	}
-	return State{Log: next}, d
+	n := int64(len(s.Log))
+	for i := range p.live {
+		ring[empty+i] = logSlot(s.Log, s.A, n-p.live+i)
+	}
+	for i := size - cost; i < size; i++ {
+		ring[i] = p.at
+	}
+	return State{Log: ring, B: p.at - w, C: empty}
+}
+
+// fillSlots sets the k slots of ring from index from on (wrapping) to v.
+func fillSlots(ring []int64, from, k, v int64) {
+	n := int64(len(ring))
+	first := min(k, n-from)
+	for i := from; i < from+first; i++ {
+		ring[i] = v
+	}
+	for i := int64(0); i < k-first; i++ {
+		ring[i] = v
+	}
 }

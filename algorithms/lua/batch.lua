@@ -5,9 +5,10 @@
 --
 -- KEYS[i]  the state key of request i. All keys must hash to one slot; a
 --          key may repeat (it then sees the earlier requests' charges).
---          A key holds one algorithm's state: a string (token bucket,
---          sliding window, fixed window; see pack_state in lib.lua) or a
---          sorted set (sliding window log; see sliding_window_log.lua).
+--          A key holds one algorithm's state, a string: pack_state in
+--          lib.lua for the token bucket, sliding window and fixed window,
+--          a ring of unit times for the sliding window log (see
+--          sliding_window_log.lua).
 -- ARGV[1]  now_ms: Unix time in ms, >= 0; empty or negative means use
 --          Redis' TIME (sec * 1000 + floor(usec / 1000)), the default in
 --          production.
@@ -42,7 +43,10 @@
 -- are kept if no request of the group with a positive cost was denied,
 -- else dropped. Phase 2 runs only if write is 1: it writes each state kept
 -- changed with its last TTL (PX), or deletes it when that TTL is 0 (the
--- state equals no state). A denied group writes nothing.
+-- state equals no state). A denied group writes nothing. A sliding window
+-- log is read slot by slot in phase 1 and written in phase 2 as the runs
+-- of slots it changed (SETRANGE): neither phase reads or writes the
+-- whole log, except to grow or shrink its ring.
 
 if redis.replicate_commands ~= nil then
   redis.replicate_commands() -- effects replication, needed for TIME before Redis 5
@@ -71,15 +75,9 @@ end
 -- load reads key's state for alg; nil and a message if it is malformed.
 local function load(key, alg)
   if alg == ALG_SLIDING_WINDOW_LOG then
-    local s = {at = {}, n = {}}
-    for i, m in ipairs(redis.call('ZRANGE', key, 0, -1)) do
-      local sep = string.find(m, ':', 1, true)
-      local at = sep and tonumber(string.sub(m, 1, sep - 1))
-      local n = sep and tonumber(string.sub(m, sep + 1))
-      if at == nil or n == nil then
-        return nil, 'malformed log entry'
-      end
-      s.at[i], s.n[i] = at, n
+    local s = log_load(key)
+    if s == nil then
+      return nil, 'malformed state'
     end
     return s
   end
@@ -98,40 +96,6 @@ local function load(key, alg)
     s.a = s.a + STATE_EPOCH_MS
   end
   return s
-end
-
--- chunked calls redis cmd on key with args, at most step args a call.
-local function chunked(cmd, key, args, step)
-  for i = 1, #args, step do
-    redis.call(cmd, key, unpack(args, i, math.min(#args, i + step - 1)))
-  end
-end
-
--- write_log turns the sorted set holding old into new.
-local function write_log(key, old, new)
-  local was, stays = {}, {}
-  for i = 1, #old.at do
-    was[log_member(old.at[i], old.n[i])] = true
-  end
-  local add = {}
-  for i = 1, #new.at do
-    local m = log_member(new.at[i], new.n[i])
-    if was[m] then
-      stays[m] = true
-    else
-      add[#add + 1] = itoa(new.at[i])
-      add[#add + 1] = m
-    end
-  end
-  local rem = {}
-  for i = 1, #old.at do
-    local m = log_member(old.at[i], old.n[i])
-    if not stays[m] then
-      rem[#rem + 1] = m
-    end
-  end
-  chunked('ZREM', key, rem, 1000)
-  chunked('ZADD', key, add, 1000)
 end
 
 -- int reads ARGV[i] as an integer at least min; nil if it is not one.
@@ -174,7 +138,7 @@ local function finish()
         -- Kept with a TTL of 0: the state is deleted, so the groups after
         -- see no state, as separate Decide calls would.
         if w.alg == ALG_SLIDING_WINDOW_LOG then
-          w.state = {at = {}, n = {}}
+          w.state = log_empty()
         else
           w.state = {a = 0, b = 0, c = 0}
         end
@@ -203,7 +167,7 @@ for i = 1, n do
     if s == nil then
       return redis.error_reply('ERR floodgate: ' .. err .. ' at key ' .. key)
     end
-    w = {alg = alg, orig = s, state = s, changed = false, ttl = 0, kstate = s, kchanged = false, kttl = 0}
+    w = {alg = alg, state = s, changed = false, ttl = 0, kstate = s, kchanged = false, kttl = 0}
     work[key] = w
     order[#order + 1] = key
   elseif w.alg ~= alg then
@@ -234,8 +198,7 @@ if write == 1 then
       if w.kttl <= 0 then
         redis.call('DEL', key)
       elseif w.alg == ALG_SLIDING_WINDOW_LOG then
-        write_log(key, w.orig, s)
-        redis.call('PEXPIRE', key, itoa(w.kttl + keep))
+        log_write(key, s, w.kttl + keep)
       else
         local a, b = s.a, s.b
         if w.alg == ALG_TOKEN_BUCKET then

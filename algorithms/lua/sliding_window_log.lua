@@ -1,102 +1,282 @@
 -- sliding_window_log.lua: the exact sliding window, mirroring
--- decideSlidingLog in algorithms/slidinglog.go line by line.
+-- planSlidingLog and applySlidingLog in algorithms/slidinglog.go line by
+-- line.
 --
 -- Called by batch.lua, not by Redis directly; batch.lua's header gives the
 -- script's KEYS, ARGV and reply.
 --
 -- sliding_window_log(requests, period_ms, s, now_ms, cost) -> s2, d
 --   requests, period_ms  the limit
---   s       {at = {...}, n = {...}}: the log, oldest first, one entry per
---           ms: at[i] is a Unix time in ms, n[i] the cost admitted then;
---           empty for a key never seen
+--   s       a log state (below); log_empty() for a key never seen
 --   now_ms  Unix time in ms
 --   cost    > 0 spends, 0 looks, < 0 refunds (already clamped by decide)
 --   s2      the new state; s itself on a deny or when cost is 0
 --   d       new_decision fields, durations in ms
 --
--- Redis state: a sorted set with one member per entry, score at[i] and
--- member log_member(at[i], n[i]) = "<at>:<n>" in decimal, so a member is
--- unique per ms and carries its cost.
+-- The log is a ring of the times of the last admitted units, one slot a
+-- unit, sorted oldest to newest from the head; see slidinglog.go. In Redis
+-- it is one string:
+--
+--   header  LOG_HDR bytes: struct '<BI4I4I4i6': format (1), n (the number
+--           of slots), head (the index of the oldest slot), low (how many
+--           slots from the head are at or below the floor), floor -
+--           STATE_EPOCH_MS (slots at or below the floor are gone)
+--   slots   n slots of LOG_SLOT bytes: struct '<i6', the unit's Unix ms
+--           - STATE_EPOCH_MS; LOG_EMPTY_REL for an empty slot
+--
+-- so a ring of n slots is 19 + 6n bytes: 60,019 for a full log of
+-- MaxLogRequests (10,000) units. Times must lie within 2^47 ms (4,400
+-- years) of STATE_EPOCH_MS.
+--
+-- A state read from Redis is not loaded whole: its slots are read with
+-- GETRANGE, LOG_READ_BLOCK at a time and cached for the script call (a
+-- decision reads O(log n) of them, and a key in steady use, whose oldest
+-- live unit is near the low mark, one or two blocks), and what a
+-- decision writes is kept as runs {from, k, v} (k slots from index from
+-- on, wrapping, set to v) that batch.lua writes with SETRANGE. A state is
+-- never changed: a decision returns a new one sharing the old runs, so
+-- batch.lua can drop a denied group's changes. When the ring must grow or
+-- shrink it is rebuilt as a string (base) and written whole with SET.
+--
+-- s = {key = the Redis key its slots are read from (nil if base is set or
+--      n is 0), n = slots, head, low, floor, runs = {...}, base = packed
+--      slots, cache = slots read from key, by index}: Go's State with
+--      A = head, B = floor, C = low
 
-local function log_member(at, n)
-  return string.format('%d:%d', at, n)
+local LOG_HDR, LOG_SLOT, LOG_MIN_SLOTS, LOG_READ_BLOCK = 19, 6, 8, 8
+local LOG_EMPTY_REL = -140737488355328 -- -2^47: the packed empty slot
+local LOG_EMPTY = -9007199254740992 -- Go's EmptySlot: below every time
+local LOG_MAX_REL = 140737488355328 -- 2^47
+
+local function log_empty()
+  return {n = 0, head = 0, low = 0, floor = 0, runs = {}}
 end
 
--- copy_log copies entries first..last of s into a new log.
-local function copy_log(s, first, last)
-  local at, n = {}, {}
-  for i = first, last do
-    at[#at + 1] = s.at[i]
-    n[#n + 1] = s.n[i]
+-- log_enc packs one slot.
+local function log_enc(v)
+  if v == LOG_EMPTY then
+    return struct.pack('<i6', LOG_EMPTY_REL)
   end
-  return {at = at, n = n}
+  local rel = v - STATE_EPOCH_MS
+  if rel <= LOG_EMPTY_REL or rel >= LOG_MAX_REL then
+    error('floodgate: time out of range for the sliding window log')
+  end
+  return struct.pack('<i6', rel)
+end
+
+-- log_dec unpacks the slot at byte pos of str.
+local function log_dec(str, pos)
+  local rel = struct.unpack('<i6', str, pos)
+  if rel == LOG_EMPTY_REL then
+    return LOG_EMPTY
+  end
+  return rel + STATE_EPOCH_MS
+end
+
+-- log_read is the slot at index p of the ring.
+local function log_read(s, p)
+  for r = #s.runs, 1, -1 do
+    local run = s.runs[r]
+    local d = p - run[1]
+    if d < 0 then
+      d = d + s.n
+    end
+    if d < run[2] then
+      return run[3]
+    end
+  end
+  if s.base ~= nil then
+    return log_dec(s.base, p * LOG_SLOT + 1)
+  end
+  local v = s.cache[p]
+  if v == nil then
+    local last = math.min(p + LOG_READ_BLOCK, s.n) - 1
+    local str = redis.call('GETRANGE', s.key, LOG_HDR + p * LOG_SLOT, LOG_HDR + (last + 1) * LOG_SLOT - 1)
+    for i = p, last do
+      s.cache[i] = log_dec(str, (i - p) * LOG_SLOT + 1)
+    end
+    v = s.cache[p]
+  end
+  return v
+end
+
+-- log_slot is Go's logSlot: the i-th oldest slot.
+local function log_slot(s, i)
+  local p = s.head + i
+  if p >= s.n then
+    p = p - s.n
+  end
+  return log_read(s, p)
+end
+
+-- log_with_run is s with k slots from index from on set to v.
+local function log_with_run(s, from, k, v)
+  local runs = {}
+  for i, run in ipairs(s.runs) do
+    runs[i] = run
+  end
+  runs[#runs + 1] = {from, k, v}
+  return {key = s.key, n = s.n, head = s.head, low = s.low, floor = s.floor, runs = runs, base = s.base, cache = s.cache}
+end
+
+-- log_splice returns str (packed slots) with k slots from index p on (not
+-- wrapping) set to v.
+local function log_splice(str, p, k, v)
+  return string.sub(str, 1, p * LOG_SLOT) .. string.rep(log_enc(v), k) .. string.sub(str, (p + k) * LOG_SLOT + 1)
+end
+
+-- log_bytes returns all the ring's packed slots, runs applied.
+local function log_bytes(s)
+  local str = s.base
+  if str == nil then
+    str = redis.call('GETRANGE', s.key, LOG_HDR, -1)
+  end
+  for _, run in ipairs(s.runs) do
+    local first = math.min(run[2], s.n - run[1])
+    str = log_splice(str, run[1], first, run[3])
+    if run[2] > first then
+      str = log_splice(str, 0, run[2] - first, run[3])
+    end
+  end
+  return str
+end
+
+-- log_resize is Go's resizeLog: a new ring of size slots holding the live
+-- units of s followed by cost units at at, empty slots first, its floor
+-- at - w. Built with string operations, not a loop over the slots.
+local function log_resize(s, live, size, cost, at, w)
+  local kept = ''
+  if live > 0 then
+    local all = log_bytes(s)
+    local p = s.head + s.n - live
+    if p >= s.n then
+      p = p - s.n
+    end
+    if p + live <= s.n then
+      kept = string.sub(all, p * LOG_SLOT + 1, (p + live) * LOG_SLOT)
+    else
+      kept = string.sub(all, p * LOG_SLOT + 1) .. string.sub(all, 1, (p + live - s.n) * LOG_SLOT)
+    end
+  end
+  local base = string.rep(log_enc(LOG_EMPTY), size - live - cost) .. kept .. string.rep(log_enc(at), cost)
+  return {n = size, head = 0, low = size - live - cost, floor = at - w, runs = {}, base = base}
+end
+
+-- log_header packs the header of s.
+local function log_header(s)
+  return struct.pack('<BI4I4I4i6', 1, s.n, s.head, s.low, s.floor - STATE_EPOCH_MS)
+end
+
+-- log_load reads the log state at key; nil if it is malformed.
+local function log_load(key)
+  local h = redis.call('GETRANGE', key, 0, LOG_HDR - 1)
+  if h == '' then
+    return log_empty()
+  end
+  if string.len(h) ~= LOG_HDR then
+    return nil
+  end
+  local format, n, head, low, floor = struct.unpack('<BI4I4I4i6', h)
+  if format ~= 1 or n < 1 or head >= n or low > n then
+    return nil
+  end
+  return {key = key, n = n, head = head, low = low, floor = floor + STATE_EPOCH_MS, runs = {}, cache = {}}
+end
+
+-- log_write writes s to key with a TTL of px ms.
+local function log_write(key, s, px)
+  if s.base ~= nil then
+    redis.call('SET', key, log_header(s) .. log_bytes(s), 'PX', itoa(px))
+    return
+  end
+  for _, run in ipairs(s.runs) do
+    local first = math.min(run[2], s.n - run[1])
+    redis.call('SETRANGE', key, LOG_HDR + run[1] * LOG_SLOT, string.rep(log_enc(run[3]), first))
+    if run[2] > first then
+      redis.call('SETRANGE', key, LOG_HDR, string.rep(log_enc(run[3]), run[2] - first))
+    end
+  end
+  redis.call('SETRANGE', key, 0, log_header(s))
+  redis.call('PEXPIRE', key, itoa(px))
 end
 
 local function sliding_window_log(requests, period_ms, s, now, cost)
   local w = period_ms
-  local at = now
-  local size = #s.at
-  if size > 0 then
-    at = math.max(at, s.at[size]) -- the clock went back: decide at the newest entry
-  end
-  local first = 1
-  while first <= size and s.at[first] <= at - w do
-    first = first + 1
-  end
-  local sum = 0
-  for i = first, size do
-    sum = sum + s.n[i]
-  end
-
-  local d = new_decision(requests)
-  local nxt
-  if cost > 0 and sum + cost > requests then
-    d.allowed = 0
-    local need = sum + cost - requests
-    for i = first, size do
-      need = need - s.n[i]
-      if need <= 0 then
-        d.retry = s.at[i] + w - now
-        break
-      end
+  local n = s.n
+  local at, cut, top = now, LOG_EMPTY, LOG_EMPTY
+  if n > 0 then
+    cut, top = s.floor, log_slot(s, n - 1)
+    if top > cut then
+      at = math.max(at, top) -- the clock went back: decide at the newest unit
     end
-  elseif cost > 0 then
-    nxt = copy_log(s, first, size)
-    local n = #nxt.at
-    if n > 0 and nxt.at[n] == at then
-      nxt.n[n] = nxt.n[n] + cost
+  end
+  cut = math.max(cut, at - w)
+  -- The first live slot: slots ascend from the head, and the first s.low
+  -- are at or below the floor. Gallop from there, then bisect.
+  local lo, hi, step = math.max(0, math.min(s.low, n)), n, 1
+  while lo < n do
+    local probe = math.min(lo + step - 1, n - 1)
+    if log_slot(s, probe) > cut then
+      hi = probe
+      break
+    end
+    lo, step = probe + 1, step * 2
+  end
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if log_slot(s, mid) > cut then
+      hi = mid
     else
-      nxt.at[n + 1] = at
-      nxt.n[n + 1] = cost
+      lo = mid + 1
     end
-    sum = sum + cost
+  end
+  local d = new_decision(requests)
+  local live0 = n - lo
+  local live = live0
+  local newest = top -- the newest live unit after the decision, if live > 0
+  local writes = false
+  local k = 0
+  if cost > 0 and live + cost > requests then
+    d.allowed = 0
+    -- The need-th oldest live unit must leave.
+    local need = live + cost - requests
+    d.retry = log_slot(s, n - live + need - 1) + w - now
+  elseif cost > 0 then
+    live = live + cost
+    newest = at
+    writes = true
   elseif cost < 0 then
-    nxt = copy_log(s, first, size)
-    local refund = -cost
-    while refund > 0 and #nxt.at > 0 do
-      local n = #nxt.at
-      local take = math.min(refund, nxt.n[n])
-      nxt.n[n] = nxt.n[n] - take
-      refund = refund - take
-      sum = sum - take
-      if nxt.n[n] == 0 then
-        nxt.at[n] = nil
-        nxt.n[n] = nil
-      end
+    k = math.min(-cost, live) -- refunds give back the newest live units
+    live = live - k
+    if live > 0 then
+      newest = log_slot(s, n - 1 - k)
     end
-  end -- cost == 0: the log stays as it is (Go: next = live)
-  d.remaining = math.max(0, requests - sum)
-  if nxt ~= nil then -- allowed, cost ~= 0
-    local n = #nxt.at
-    if n > 0 then
-      d.reset = nxt.at[n] + w - now
-    end
-  elseif size >= first then -- a deny or a look: the live entries
-    d.reset = s.at[size] + w - now
+    writes = true
+  end
+  d.remaining = math.max(0, requests - live)
+  if live > 0 then
+    d.reset = newest + w - now
   end
   d.ttl = d.reset
-  if d.allowed == 0 or cost == 0 then
+  if not writes then
     return s, d
   end
-  return nxt, d
+  -- applySlidingLog
+  if cost > 0 then
+    local after = live0 + cost
+    local target = math.min(requests, math.max(LOG_MIN_SLOTS, 2 * after))
+    if live0 == 0 or n - live0 < cost or n > 2 * target then
+      return log_resize(s, live0, target, cost, at, w), d
+    end
+    local s2 = log_with_run(s, s.head, cost, at)
+    s2.head, s2.floor, s2.low = (s.head + cost) % n, cut, n - after
+    return s2, d
+  end
+  if live == 0 then
+    return log_empty(), d -- nothing left: no state (its TTL is 0)
+  end
+  local head = (s.head - k + n) % n
+  local s2 = log_with_run(s, head, k, LOG_EMPTY)
+  s2.head, s2.floor, s2.low = head, cut, n - live
+  return s2, d
 end

@@ -37,6 +37,7 @@ type serveFlags struct {
 	httpAddr      string
 	configPath    string
 	memoryMaxKeys int
+	memoryMaxMem  int64
 	maxKeyBytes   int
 	failureMode   string
 	logLevel      string
@@ -83,6 +84,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP admin listen address (/healthz, /readyz, /metrics, /debug/pprof with --pprof); empty disables")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store: most keys kept at once (the nearest-to-full are evicted first)")
+	fs.Int64Var(&f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store: most memory its keys take, by its own accounting (evicts like --memory-max-keys; at least 1 MiB)")
 	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", server.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
 	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded) or closed (deny)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug (request logs), info, warn, error")
@@ -423,7 +425,11 @@ func openStore(ctx context.Context, f serveFlags, log *slog.Logger, m *server.Me
 		if f.memoryMaxKeys <= 0 {
 			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
 		}
-		return server.InstrumentStore(memstore.New(memstore.Config{MaxKeys: f.memoryMaxKeys}), m, "memory"), "memory", nil
+		if f.memoryMaxMem < memstore.MinMaxBytes {
+			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memoryMaxMem)
+		}
+		cfg := memstore.Config{MaxKeys: f.memoryMaxKeys, MaxBytes: f.memoryMaxMem}
+		return server.InstrumentStore(memstore.New(cfg), m, "memory"), "memory", nil
 	}
 	if f.redisTimeout <= 0 {
 		return nil, "", fmt.Errorf("--redis-timeout must be positive, got %v", f.redisTimeout)

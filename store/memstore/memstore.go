@@ -52,7 +52,16 @@
 //
 // About 80-90 bytes per token bucket, sliding window or fixed window key of
 // up to 16 bytes, map overhead included (TestBytesPerKey measures it over
-// 100,000 keys and fails above 150).
+// 100,000 keys and fails above 150). A sliding window log key holds a ring
+// of one 8-byte slot per admitted unit still needed, at most Requests
+// slots (algorithms.MaxLogRequests, 10,000): at most 80 KB and change.
+// Deciding on it reads O(log Requests) slots and writes the ones it
+// changes, in place (algorithms.ApplyMs); nothing copies the log.
+//
+// Config.MaxBytes caps the store's total memory, by its own accounting of
+// each entry (EntryBytes: a fixed overhead, the key and the ring): when a
+// write takes a shard past its share, the shard evicts the same way as
+// for the key cap until it is under again. Both caps hold at once.
 package memstore
 
 import (
@@ -78,6 +87,16 @@ const (
 	// DefaultSweepInterval is the background sweep period when
 	// Config.SweepInterval is 0.
 	DefaultSweepInterval = 10 * time.Second
+	// DefaultMaxBytes is the memory cap when Config.MaxBytes is 0: 256
+	// MiB, more than DefaultMaxKeys counters take, so that it binds on
+	// sliding window logs.
+	DefaultMaxBytes = 256 << 20
+	// MinMaxBytes is the smallest memory cap; a smaller Config.MaxBytes is
+	// raised to it. It holds a dozen full sliding window logs.
+	MinMaxBytes = 1 << 20
+	// minShardBytes is the smallest share of MaxBytes a shard gets: six
+	// full sliding window logs. Shards are fewer when MaxBytes is small.
+	minShardBytes = 512 << 10
 	// MaxShards bounds Config.Shards.
 	MaxShards = 1 << 16
 )
@@ -93,6 +112,12 @@ type Config struct {
 	// DefaultShards (256). It is lowered to the largest power of two not
 	// above MaxKeys, so that every shard holds at least one key.
 	Shards int
+	// MaxBytes caps the memory of the stored entries, as EntryBytes
+	// accounts it; the server's --memory-max-bytes. 0 or negative means
+	// DefaultMaxBytes (256 MiB); below MinMaxBytes means MinMaxBytes. It
+	// is divided among the shards like MaxKeys, and Shards is lowered so
+	// that each gets at least 512 KiB.
+	MaxBytes int64
 	// SweepInterval is how often a background goroutine removes expired
 	// entries. 0 means DefaultSweepInterval (10s); negative runs no
 	// sweeper (expired entries are then removed only when touched, by the
@@ -131,6 +156,8 @@ type shard struct {
 	logs     map[string]*logEntry
 	n        int      // entries in all tables
 	max      int      // cap on n
+	bytes    int64    // EntryBytes of all entries
+	maxBytes int64    // cap on bytes
 	latest   int64    // newest now seen, Unix ms; written under mu
 	_        [64]byte // keep neighbouring shards off one cache line
 }
@@ -141,11 +168,11 @@ type counter struct {
 	a, b, c, exp int64
 }
 
-// logEntry is the state of a sliding window log key and its expiry in Unix
-// ms.
+// logEntry is the state of a sliding window log key (algorithms.State's
+// A, B, C and Log: head, floor, low mark, ring) and its expiry in Unix ms.
 type logEntry struct {
-	exp int64
-	log []algorithms.LogEntry
+	exp, head, floor, low int64
+	ring                  []int64
 }
 
 // New returns a Store configured by cfg, with its background sweeper
@@ -159,10 +186,18 @@ func New(cfg Config) *Store {
 	if n <= 0 {
 		n = DefaultShards
 	}
+	maxBytes := cfg.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	maxBytes = max(maxBytes, MinMaxBytes)
 	n = min(n, MaxShards)
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
 	if n > maxKeys {
 		n = 1 << (bits.Len(uint(maxKeys)) - 1) // round down to a power of two
+	}
+	for n > 1 && maxBytes/int64(n) < minShardBytes {
+		n /= 2
 	}
 	s := &Store{
 		shards: make([]shard, n),
@@ -175,6 +210,10 @@ func New(cfg Config) *Store {
 		s.shards[i].max = maxKeys / n
 		if i < maxKeys%n {
 			s.shards[i].max++
+		}
+		s.shards[i].maxBytes = maxBytes / int64(n)
+		if int64(i) < maxBytes%int64(n) {
+			s.shards[i].maxBytes++
 		}
 	}
 	interval := cfg.SweepInterval
@@ -231,10 +270,17 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 	sh.observe(nowMs)
 	ek := entryKey(r.Key, r.Scope)
 	ref := sh.find(alg, ek, nowMs)
-	next, d := algorithms.DecideMs(r.Limit, ref.state(), nowMs, r.Cost)
-	*out = d
-	if d.Allowed && r.Cost != 0 && !r.DryRun {
-		sh.write(alg, ek, ref, next, nowMs, d.TTL)
+	st := ref.state()
+	if r.DryRun {
+		*out = algorithms.EvaluateMs(r.Limit, st, nowMs, r.Cost)
+	} else {
+		// A sliding window log's ring is updated in place: only this
+		// entry holds it, and the shard is locked.
+		*out = algorithms.ApplyMs(r.Limit, &st, nowMs, r.Cost, nil)
+		if out.Allowed && r.Cost != 0 {
+			sh.write(alg, ek, ref, st, nowMs, out.TTL)
+			sh.trim(nowMs)
+		}
 	}
 	sh.mu.Unlock()
 }
@@ -282,6 +328,9 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		index = make(map[pendingKey]int, len(reqs))
 	}
 	denied := false
+	// Logs are charged in place; undo takes the charges back if the
+	// batch is denied.
+	var undo algorithms.Undo
 	for i := range reqs {
 		r := &reqs[i]
 		alg := r.Limit.Algorithm
@@ -309,16 +358,22 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 			}
 		}
 		pe := &pend[p]
-		next, d := algorithms.DecideMs(r.Limit, pe.st, nowMs, r.Cost)
+		var d algorithms.Decision
+		if r.DryRun {
+			d = algorithms.EvaluateMs(r.Limit, pe.st, nowMs, r.Cost)
+		} else {
+			d = algorithms.ApplyMs(r.Limit, &pe.st, nowMs, r.Cost, &undo)
+		}
 		out[i] = d
 		if r.Cost > 0 && !d.Allowed {
 			denied = true
 		}
 		if d.Allowed && r.Cost != 0 && !r.DryRun {
-			pe.st, pe.ttl, pe.dirty = next, d.TTL, true
+			pe.ttl, pe.dirty = d.TTL, true
 		}
 	}
 	if denied {
+		undo.Revert()
 		return
 	}
 	// Update entries that exist before inserting new ones: an insert may
@@ -331,6 +386,11 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 				pe.sh.write(pe.alg, pe.key, pe.ref, pe.st, nowMs, pe.ttl)
 			}
 		}
+	}
+	// Only now may the memory cap evict: no pending points at an entry
+	// any more.
+	for _, i := range locks {
+		s.shards[i].trim(nowMs)
 	}
 }
 
@@ -505,7 +565,7 @@ func (r ref) state() algorithms.State {
 	case r.c != nil:
 		return algorithms.State{A: r.c.a, B: r.c.b, C: r.c.c}
 	case r.l != nil:
-		return algorithms.State{Log: r.l.log}
+		return algorithms.State{A: r.l.head, B: r.l.floor, C: r.l.low, Log: r.l.ring}
 	}
 	return algorithms.State{}
 }
@@ -537,8 +597,7 @@ func (sh *shard) find(alg algorithms.Algorithm, key string, nowMs int64) ref {
 			return ref{}
 		}
 		if e.exp <= nowMs {
-			delete(sh.logs, key)
-			sh.n--
+			sh.dropLog(key, e)
 			return ref{}
 		}
 		return ref{l: e}
@@ -549,8 +608,7 @@ func (sh *shard) find(alg algorithms.Algorithm, key string, nowMs int64) ref {
 		return ref{}
 	}
 	if e.exp <= nowMs {
-		delete(t, key)
-		sh.n--
+		sh.dropCounter(t, key)
 		return ref{}
 	}
 	return ref{c: e}
@@ -571,7 +629,8 @@ func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithm
 		r.c.a, r.c.b, r.c.c, r.c.exp = st.A, st.B, st.C, exp
 		return
 	case r.l != nil:
-		r.l.log, r.l.exp = st.Log, exp
+		sh.bytes += EntryBytes(alg, key, cap(st.Log)) - EntryBytes(alg, key, cap(r.l.ring))
+		r.l.head, r.l.floor, r.l.low, r.l.ring, r.l.exp = st.A, st.B, st.C, st.Log, exp
 		return
 	}
 	sh.sweep(nowMs, insertSweepSample)
@@ -583,7 +642,7 @@ func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithm
 		if sh.logs == nil {
 			sh.logs = make(map[string]*logEntry)
 		}
-		sh.logs[key] = &logEntry{exp: exp, log: st.Log}
+		sh.logs[key] = &logEntry{exp: exp, head: st.A, floor: st.B, low: st.C, ring: st.Log}
 	} else {
 		i := tableIndex(alg)
 		if sh.counters[i] == nil {
@@ -592,21 +651,20 @@ func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithm
 		sh.counters[i][key] = &counter{a: st.A, b: st.B, c: st.C, exp: exp}
 	}
 	sh.n++
+	sh.bytes += EntryBytes(alg, key, cap(st.Log))
 }
 
 // remove deletes alg's entry for key, if any.
 func (sh *shard) remove(alg algorithms.Algorithm, key string) {
 	if alg == algorithms.SlidingWindowLog {
-		if _, ok := sh.logs[key]; ok {
-			delete(sh.logs, key)
-			sh.n--
+		if e, ok := sh.logs[key]; ok {
+			sh.dropLog(key, e)
 		}
 		return
 	}
 	t := sh.counters[tableIndex(alg)]
 	if _, ok := t[key]; ok {
-		delete(t, key)
-		sh.n--
+		sh.dropCounter(t, key)
 	}
 }
 
@@ -624,7 +682,7 @@ func (sh *shard) sweep(nowMs int64, limit int) int {
 			}
 			seen++
 			if e.exp <= nowMs {
-				delete(t, k)
+				sh.dropCounter(t, k)
 				removed++
 			}
 		}
@@ -636,11 +694,10 @@ func (sh *shard) sweep(nowMs int64, limit int) int {
 		}
 		seen++
 		if e.exp <= nowMs {
-			delete(sh.logs, k)
+			sh.dropLog(k, e)
 			removed++
 		}
 	}
-	sh.n -= removed
 	return removed
 }
 

@@ -47,18 +47,23 @@ func remaining(t *testing.T, s *Store, now time.Time, l algorithms.Limit, key st
 
 func TestConfig(t *testing.T) {
 	tests := []struct {
-		cfg        Config
-		wantShards int
-		wantMax    int
+		cfg          Config
+		wantShards   int
+		wantMax      int
+		wantMaxBytes int64
 	}{
-		{Config{}, DefaultShards, DefaultMaxKeys},
-		{Config{Shards: 100}, 128, DefaultMaxKeys},
-		{Config{Shards: 1}, 1, DefaultMaxKeys},
-		{Config{Shards: -5, MaxKeys: -1}, DefaultShards, DefaultMaxKeys},
-		{Config{Shards: 1 << 20}, MaxShards, DefaultMaxKeys},
-		{Config{MaxKeys: 1000}, 256, 1000},
-		{Config{MaxKeys: 10}, 8, 10},
-		{Config{MaxKeys: 1}, 1, 1},
+		{Config{}, DefaultShards, DefaultMaxKeys, DefaultMaxBytes},
+		{Config{Shards: 100}, 128, DefaultMaxKeys, DefaultMaxBytes},
+		{Config{Shards: 1}, 1, DefaultMaxKeys, DefaultMaxBytes},
+		{Config{Shards: -5, MaxKeys: -1, MaxBytes: -1}, DefaultShards, DefaultMaxKeys, DefaultMaxBytes},
+		{Config{Shards: 1 << 20, MaxBytes: 1 << 40}, MaxShards, DefaultMaxKeys, 1 << 40},
+		// The memory cap lowers the shards to 512 KiB each at least.
+		{Config{Shards: 1 << 20}, DefaultMaxBytes / minShardBytes, DefaultMaxKeys, DefaultMaxBytes},
+		{Config{MaxBytes: 3 << 20}, 4, DefaultMaxKeys, 3 << 20},
+		{Config{MaxBytes: 1000}, 2, DefaultMaxKeys, MinMaxBytes},
+		{Config{MaxKeys: 1000}, 256, 1000, DefaultMaxBytes},
+		{Config{MaxKeys: 10}, 8, 10, DefaultMaxBytes},
+		{Config{MaxKeys: 1}, 1, 1, DefaultMaxBytes},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%+v", tc.cfg), func(t *testing.T) {
@@ -68,12 +73,17 @@ func TestConfig(t *testing.T) {
 				t.Errorf("shards %d, want %d", len(s.shards), tc.wantShards)
 			}
 			total, least := 0, tc.wantMax
+			var totalBytes int64
 			for i := range s.shards {
 				total += s.shards[i].max
 				least = min(least, s.shards[i].max)
+				totalBytes += s.shards[i].maxBytes
 			}
 			if total != tc.wantMax || least < 1 {
 				t.Errorf("shard caps sum to %d (smallest %d), want %d (smallest >= 1)", total, least, tc.wantMax)
+			}
+			if totalBytes != tc.wantMaxBytes {
+				t.Errorf("shard memory caps sum to %d, want %d", totalBytes, tc.wantMaxBytes)
 			}
 		})
 	}

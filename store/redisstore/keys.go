@@ -13,9 +13,12 @@ const maxTagLen = 128
 
 // algShort names each algorithm in Redis keys.
 var algShort = map[algorithms.Algorithm]string{
-	algorithms.TokenBucket:      "tb",
-	algorithms.SlidingWindow:    "sw",
-	algorithms.SlidingWindowLog: "swl",
+	algorithms.TokenBucket:   "tb",
+	algorithms.SlidingWindow: "sw",
+	// swl2: the log's ring (a string) replaced a sorted set under "swl";
+	// the new name keeps the two apart while replicas of both versions
+	// run, and the old sets expire by themselves.
+	algorithms.SlidingWindowLog: "swl2",
 	algorithms.FixedWindow:      "fw",
 }
 

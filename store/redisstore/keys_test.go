@@ -41,7 +41,7 @@ func TestHashTag(t *testing.T) {
 			t.Errorf("hashTag(%q) = %q, want %q", tc.key, got, tc.want)
 		}
 	}
-	if got := stateKey("fg:", algorithms.SlidingWindowLog, hashTag("{a}")); got != "fg:swl:{%7Ba%7D}" {
+	if got := stateKey("fg:", algorithms.SlidingWindowLog, hashTag("{a}")); got != "fg:swl2:{%7Ba%7D}" {
 		t.Errorf("stateKey = %q", got)
 	}
 }

@@ -10,7 +10,7 @@
 //
 //	<prefix><alg>:{<tag>}      e.g. fg:tb:{user:42}
 //
-// where alg is tb, sw, swl or fw and tag is the request's key, escaped: the
+// where alg is tb, sw, swl2 (the sliding window log) or fw and tag is the request's key, escaped: the
 // bytes '{', '}', '%', '#', space, control and non-ASCII bytes become %XX
 // (uppercase hex), everything else stands for itself; the empty key is "%".
 // Escaping (rather than hashing every key) keeps keys readable in

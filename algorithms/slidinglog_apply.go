@@ -1,0 +1,106 @@
+package algorithms
+
+import "time"
+
+// ApplyMs is DecideMs for a caller that owns the state: it decides cost
+// against l for the state *s at nowMs and, when the decision writes (it is
+// allowed and cost is not 0), updates *s in place. A deny or a peek leaves
+// *s as it was.
+//
+// For the sliding window log, DecideMs copies the ring to leave its input
+// intact (O(Requests)); ApplyMs overwrites only the slots it changes
+// (O(cost), and O(log Requests) to decide), so *s must not share its Log
+// with a State anyone else still reads. When the ring must grow, or may
+// shrink, it is rebuilt into a new slice (amortised O(1) a unit) and the
+// old one is left untouched. If u is not nil, it records the slots ApplyMs
+// overwrote, so that the caller can revert them (Undo.Revert) and fall
+// back to its own copy of the State's other fields.
+//
+// l must be valid (Validate).
+func ApplyMs(l Limit, s *State, nowMs, cost int64, u *Undo) Decision {
+	if l.Algorithm != SlidingWindowLog || cost > l.Capacity() {
+		next, d := DecideMs(l, *s, nowMs, cost)
+		*s = next
+		return d
+	}
+	cost = max(cost, -l.Capacity())
+	p := planSlidingLog(l, *s, nowMs, cost)
+	if p.writes {
+		applySlidingLog(l, s, p, cost, u)
+	}
+	return p.d
+}
+
+// EvaluateMs decides cost against l for state s at nowMs, like DecideMs,
+// but returns only the decision: nothing is written or copied (for a dry
+// run, or for a request that must not charge).
+func EvaluateMs(l Limit, s State, nowMs, cost int64) Decision {
+	if l.Algorithm != SlidingWindowLog || cost > l.Capacity() {
+		_, d := DecideMs(l, s, nowMs, cost)
+		return d
+	}
+	return planSlidingLog(l, s, nowMs, max(cost, -l.Capacity())).d
+}
+
+// Evaluate is EvaluateMs with now as a time.Time.
+func Evaluate(l Limit, s State, now time.Time, cost int64) Decision {
+	return EvaluateMs(l, s, now.UnixMilli(), cost)
+}
+
+// Undo records the slots of sliding window log rings that ApplyMs
+// overwrote in place, so that a caller deciding several requests all or
+// nothing can take an admitted charge back. The zero value is ready; an
+// Undo may be reused after Revert or Reset.
+type Undo struct {
+	marks []undoMark
+	old   []int64
+}
+
+// undoMark is one run of overwritten slots: k slots of ring from index
+// from on (wrapping), their old values at old[off:off+k].
+type undoMark struct {
+	ring    []int64
+	from, k int64
+	off     int
+}
+
+// save records the k slots of ring from index from on, before they are
+// overwritten. A nil u records nothing.
+func (u *Undo) save(ring []int64, from, k int64) {
+	if u == nil || k == 0 {
+		return
+	}
+	off := len(u.old)
+	n := int64(len(ring))
+	for i := range k {
+		j := from + i
+		if j >= n {
+			j -= n
+		}
+		u.old = append(u.old, ring[j])
+	}
+	u.marks = append(u.marks, undoMark{ring: ring, from: from, k: k, off: off})
+}
+
+// Revert writes back every slot recorded since the last Revert or Reset,
+// newest change first, then forgets them.
+func (u *Undo) Revert() {
+	for i := len(u.marks) - 1; i >= 0; i-- {
+		m := u.marks[i]
+		n := int64(len(m.ring))
+		for j := range m.k {
+			p := m.from + j
+			if p >= n {
+				p -= n
+			}
+			m.ring[p] = u.old[m.off+int(j)]
+		}
+	}
+	u.Reset()
+}
+
+// Reset forgets the recorded slots: the changes are kept.
+func (u *Undo) Reset() {
+	clear(u.marks) // drop the references to the rings
+	u.marks, u.old = u.marks[:0], u.old[:0]
+}

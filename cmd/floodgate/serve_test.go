@@ -1,0 +1,60 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/floodgate/floodgate/store/memstore"
+)
+
+// TestMemoryMaxBytes: --memory-max-bytes (or FLOODGATE_MEMORY_MAX_BYTES)
+// reaches the embedded store, defaults to memstore.DefaultMaxBytes, and a
+// cap below 1 MiB is refused.
+func TestMemoryMaxBytes(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    int64
+		wantErr string
+	}{
+		{"default", nil, nil, memstore.DefaultMaxBytes, ""},
+		{"flag", []string{"--memory-max-bytes", "4194304"}, nil, 4 << 20, ""},
+		{"env", nil, map[string]string{"FLOODGATE_MEMORY_MAX_BYTES": "8388608"}, 8 << 20, ""},
+		{"too small", []string{"--memory-max-bytes", "1000"}, nil, 0, "--memory-max-bytes must be at least"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var f serveFlags
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			f.register(fs)
+			if err := parseFlags(fs, tc.args, func(k string) string { return tc.env[k] }); err != nil {
+				t.Fatal(err)
+			}
+			if f.memoryMaxMem != tc.want && tc.wantErr == "" {
+				t.Errorf("memory-max-bytes %d, want %d", f.memoryMaxMem, tc.want)
+			}
+			s, _, err := openStore(f, nil, nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("openStore: %v, want an error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ms, ok := s.(*memstore.Store)
+			if !ok {
+				t.Fatalf("store %T, want the embedded store", s)
+			}
+			if got := ms.MaxBytes(); got != tc.want {
+				t.Errorf("the store's memory cap is %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
