@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -37,7 +39,7 @@ func TestMemoryMaxBytes(t *testing.T) {
 			if f.memoryMaxMem != tc.want && tc.wantErr == "" {
 				t.Errorf("memory-max-bytes %d, want %d", f.memoryMaxMem, tc.want)
 			}
-			s, _, err := openStore(f, nil, nil)
+			s, _, err := openStore(context.Background(), f, slog.Default(), nil, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("openStore: %v, want an error containing %q", err, tc.wantErr)
