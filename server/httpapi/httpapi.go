@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -209,6 +210,10 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, name, method s
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
 				h.writeError(w, name, start, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds the limit of "+itoa(tooBig.Limit)+" bytes")
+				return
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				h.writeError(w, name, start, http.StatusRequestTimeout, codes.DeadlineExceeded, "the request body did not arrive within "+h.timeout.String())
 				return
 			}
 			h.writeError(w, name, start, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
