@@ -58,19 +58,34 @@ func errorBody(c codes.Code, msg string) []byte {
 	return append(b, '\n')
 }
 
-// codeName is c's name as google.rpc.Code spells it: "INVALID_ARGUMENT".
+// codeNames are google.rpc.Code's names, e.g. "INVALID_ARGUMENT".
+var codeNames = [...]string{
+	codes.OK:                 "OK",
+	codes.Canceled:           "CANCELLED",
+	codes.Unknown:            "UNKNOWN",
+	codes.InvalidArgument:    "INVALID_ARGUMENT",
+	codes.DeadlineExceeded:   "DEADLINE_EXCEEDED",
+	codes.NotFound:           "NOT_FOUND",
+	codes.AlreadyExists:      "ALREADY_EXISTS",
+	codes.PermissionDenied:   "PERMISSION_DENIED",
+	codes.ResourceExhausted:  "RESOURCE_EXHAUSTED",
+	codes.FailedPrecondition: "FAILED_PRECONDITION",
+	codes.Aborted:            "ABORTED",
+	codes.OutOfRange:         "OUT_OF_RANGE",
+	codes.Unimplemented:      "UNIMPLEMENTED",
+	codes.Internal:           "INTERNAL",
+	codes.Unavailable:        "UNAVAILABLE",
+	codes.DataLoss:           "DATA_LOSS",
+	codes.Unauthenticated:    "UNAUTHENTICATED",
+}
+
+// codeName is c's name as google.rpc.Code spells it; UNKNOWN for a code
+// out of its range.
 func codeName(c codes.Code) string {
-	if c == codes.Canceled {
-		return "CANCELLED" // codes.Code.String says "Canceled"
+	if int(c) < len(codeNames) {
+		return codeNames[c]
 	}
-	var b strings.Builder
-	for i, r := range c.String() {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte('_')
-		}
-		b.WriteRune(r)
-	}
-	return strings.ToUpper(b.String())
+	return "UNKNOWN"
 }
 
 // decodeMessage explains a body that is not the JSON of req: protojson's
