@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"io"
 	"strings"
@@ -37,7 +38,7 @@ func TestMemoryMaxBytes(t *testing.T) {
 			if f.memoryMaxMem != tc.want && tc.wantErr == "" {
 				t.Errorf("memory-max-bytes %d, want %d", f.memoryMaxMem, tc.want)
 			}
-			s, _, err := openStore(f, nil, nil)
+			s, _, err := openStore(context.Background(), f, nil, nil, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("openStore: %v, want an error containing %q", err, tc.wantErr)
