@@ -19,6 +19,9 @@ type AdminSettings struct {
 	// profiles, traces and goroutine dumps show what the server is doing
 	// and holds, and a CPU profile or trace costs CPU while it runs.
 	Pprof bool
+	// API serves the HTTP/JSON decision API under /v1/ (server/httpapi);
+	// nil leaves it out.
+	API http.Handler
 }
 
 // NewAdminHandler serves the operational endpoints:
@@ -27,6 +30,7 @@ type AdminSettings struct {
 //	/readyz        200 when Ready says so, else 503 with the reason
 //	/metrics       Prometheus metrics, when configured
 //	/debug/pprof/  the Go profiler, when Pprof is set
+//	/v1/           the HTTP/JSON decision API, when API is set
 func NewAdminHandler(s AdminSettings) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -49,6 +53,9 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 	if s.Metrics != nil {
 		mux.Handle("GET /metrics", s.Metrics)
 	}
+	if s.API != nil {
+		mux.Handle("/v1/", s.API)
+	}
 	if s.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -65,7 +72,8 @@ const (
 	AdminReadHeaderTimeout = 5 * time.Second
 	// AdminReadTimeout bounds reading a whole request, body included, so a
 	// client that stops half-way through a body cannot hold a connection.
-	// The admin endpoints take no bodies.
+	// Only the HTTP/JSON API takes bodies, small ones (it bounds its own
+	// requests' time more tightly, see server/httpapi).
 	AdminReadTimeout = 10 * time.Second
 	// AdminIdleTimeout closes a keep-alive connection with no request for
 	// this long. Shorter than the usual 15s-60s Prometheus scrape interval,

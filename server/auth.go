@@ -17,6 +17,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
@@ -269,6 +270,21 @@ func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, 
 		return nil, status.Errorf(codes.PermissionDenied, "%s needs an admin token", method)
 	}
 	return context.WithValue(ctx, grantKey{}, g), nil
+}
+
+// Authorize authenticates a call to fullMethod (e.g.
+// floodgatev1.RateLimiter_Reset_FullMethodName) that came through another
+// front door than gRPC: the HTTP/JSON API (server/httpapi) passes its
+// request's Authorization header ("Bearer <token>"; "" when absent). The
+// rules and the errors are the gRPC ones: codes.Unauthenticated for a
+// missing or unknown token, codes.PermissionDenied for an admin method
+// without an admin token. The returned ctx carries the call's grant.
+func (t *TokenAuth) Authorize(ctx context.Context, fullMethod, authorization string) (context.Context, error) {
+	md := metadata.MD{}
+	if authorization != "" {
+		md.Set("authorization", authorization)
+	}
+	return t.check(metadata.NewIncomingContext(ctx, md), fullMethod)
 }
 
 // tap authenticates a call when its headers arrive (the Gate's

@@ -17,8 +17,9 @@ import (
 
 // The api label of floodgate_decisions_total: which front door decided.
 const (
-	APICheck = "check" // floodgate.v1.RateLimiter
+	APICheck = "check" // floodgate.v1.RateLimiter over gRPC
 	APIEnvoy = "envoy" // envoy.service.ratelimit.v3
+	APIHTTP  = "http"  // floodgate.v1.RateLimiter over HTTP/JSON (server/httpapi)
 )
 
 // The result label of floodgate_decisions_total.
@@ -208,7 +209,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // ObserveDecision counts one decision of the limit named rule in domain.
-// api is APICheck or APIEnvoy; result is one of the Result constants (any
+// api is APICheck, APIHTTP or APIEnvoy; result is one of the Result constants (any
 // other value is counted as "other"); nearLimit (see NearLimit) also counts
 // floodgate_near_limit_total, and only with ResultAllowed.
 //

@@ -44,6 +44,10 @@ type Settings struct {
 	Logger *slog.Logger
 	// Metrics counts decisions; nil counts nothing.
 	Metrics *Metrics
+	// API is the api label of its decisions in the metrics and its store
+	// failure logs: which front door asked. "" means APICheck (gRPC); the
+	// HTTP/JSON API's RateLimiter has APIHTTP.
+	API string
 }
 
 // ConfigSource gives the current configuration. *config.Watcher is one.
@@ -63,6 +67,7 @@ type RateLimiter struct {
 	clock       func() time.Time
 	log         *slog.Logger
 	metrics     *Metrics
+	api         string
 	failures    *failureLog
 }
 
@@ -79,6 +84,10 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 		clock:       s.Clock,
 		log:         s.Logger,
 		metrics:     s.Metrics,
+		api:         s.API,
+	}
+	if r.api == "" {
+		r.api = APICheck
 	}
 	if r.failureMode == config.FailureDefault {
 		r.failureMode = config.FailureOpen
@@ -89,7 +98,7 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
-	r.failures = newFailureLog(r.log, APICheck)
+	r.failures = newFailureLog(r.log, r.api)
 	return r
 }
 
@@ -386,7 +395,7 @@ func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degrade
 		if c.req.DryRun || c.req.Cost <= 0 {
 			continue
 		}
-		r.metrics.ObserveDecision(APICheck, "", c.rule, c.req.Limit.Algorithm, result(out[i].Allowed, c.shadow, degraded), NearLimit(out[i]))
+		r.metrics.ObserveDecision(r.api, "", c.rule, c.req.Limit.Algorithm, result(out[i].Allowed, c.shadow, degraded), NearLimit(out[i]))
 	}
 }
 

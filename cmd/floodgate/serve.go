@@ -24,6 +24,7 @@ import (
 
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/server/httpapi"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/breaker"
 	"github.com/floodgate/floodgate/store/denycache"
@@ -77,11 +78,15 @@ type serveFlags struct {
 	maxConnsPerClient    int
 	envoyRefunds         bool
 	pprof                bool
+	httpAPI              bool
+	httpCORSOrigins      string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address (floodgate.v1.RateLimiter, Envoy's ratelimit.v3, health, reflection)")
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP admin listen address (/healthz, /readyz, /metrics, /debug/pprof with --pprof); empty disables")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (/healthz, /readyz, /metrics, the HTTP/JSON API under /v1/, /debug/pprof with --pprof); empty disables")
+	fs.BoolVar(&f.httpAPI, "http-api", true, "serve the HTTP/JSON API (POST /v1/check, /v1/check:batch, /v1/peek, /v1/reset) on --http-addr, with the gRPC side's tokens, --max-recv-msg-bytes and --unary-timeout")
+	fs.StringVar(&f.httpCORSOrigins, "http-cors-origins", "", "HTTP/JSON API: comma-separated origins browsers may call it from (\"*\": any); empty: CORS off")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store: most keys kept at once (the nearest-to-full are evicted first)")
 	fs.Int64Var(&f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store: most memory its keys take, by its own accounting (evicts like --memory-max-keys; at least 1 MiB)")
@@ -117,9 +122,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "gRPC mTLS: CA file; clients must present a certificate it signed")
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "bearer tokens, one per line (\"TOKEN\" or \"TOKEN admin\"; Reset needs admin); reloaded when it changes")
 	fs.UintVar(&f.maxConcurrentStreams, "max-concurrent-streams", server.DefaultMaxConcurrentStreams, "gRPC: concurrent calls per connection")
-	fs.IntVar(&f.maxRecvMsgBytes, "max-recv-msg-bytes", server.DefaultMaxRecvMsgBytes, "gRPC: largest request message")
+	fs.IntVar(&f.maxRecvMsgBytes, "max-recv-msg-bytes", server.DefaultMaxRecvMsgBytes, "gRPC: largest request message; HTTP/JSON API: largest request body")
 	fs.UintVar(&f.maxHeaderListBytes, "max-header-list-bytes", server.DefaultMaxHeaderListBytes, "gRPC: largest request metadata (headers), refused before any handler runs")
-	fs.DurationVar(&f.unaryTimeout, "unary-timeout", server.DefaultUnaryTimeout, "gRPC: the longest a unary call may take from its headers, the wait for its message included (DeadlineExceeded past it)")
+	fs.DurationVar(&f.unaryTimeout, "unary-timeout", server.DefaultUnaryTimeout, "gRPC: the longest a unary call may take from its headers, the wait for its message included (DeadlineExceeded past it); HTTP/JSON API: the same per request (504)")
 	fs.IntVar(&f.maxStreams, "max-streams", server.DefaultMaxStreams, "gRPC: calls in flight in total; more are refused (ResourceExhausted)")
 	fs.IntVar(&f.maxStreamsPerClient, "max-streams-per-client", server.DefaultMaxStreamsPerClient, "gRPC: calls in flight from one client IP address; more are refused (ResourceExhausted)")
 	fs.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "gRPC: open connections in total; more are closed when accepted")
@@ -233,11 +238,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	grpcOpts = append(grpcOpts, server.GRPCLimitOptions(uint32(min(f.maxConcurrentStreams, 1<<32-1)), f.maxRecvMsgBytes)...)
 	unary := []grpc.UnaryServerInterceptor{metrics.GRPCUnaryInterceptor()}
 	stream := []grpc.StreamServerInterceptor{metrics.GRPCStreamInterceptor()}
+	var tokens *server.TokenAuth
 	if f.authTokenFile != "" {
 		auth, err := server.NewTokenAuth(f.authTokenFile, server.WithAuthLogger(log))
 		if err != nil {
 			return err
 		}
+		tokens = auth
 		unary = append(unary, auth.UnaryInterceptor())
 		stream = append(stream, auth.StreamInterceptor())
 		limits.Auth = auth
@@ -271,13 +278,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer st.Close()
 
-	rl := server.NewRateLimiter(st, server.Settings{
+	rlSettings := server.Settings{
 		Config:      cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
 		Logger:      log,
 		Metrics:     metrics,
-	})
+	}
+	rl := server.NewRateLimiter(st, rlSettings)
 	envoy := server.NewEnvoy(st, server.EnvoySettings{
 		Config:      cfg,
 		MaxKeyBytes: f.maxKeyBytes,
@@ -319,6 +327,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Ready:   readiness(st, &draining),
 			Metrics: metrics.Handler(),
 			Pprof:   f.pprof,
+			API:     httpAPI(f, st, rlSettings, tokens, reg),
 		}))
 	}
 
@@ -369,6 +378,28 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// httpAPI is the HTTP/JSON API (nil with --http-api=false): a
+// RateLimiter like the gRPC one, on the same store and config, whose
+// decisions the metrics count under api="http".
+func httpAPI(f serveFlags, st store.Store, s server.Settings, tokens *server.TokenAuth, reg prometheus.Registerer) http.Handler {
+	if !f.httpAPI {
+		return nil
+	}
+	s.API = server.APIHTTP
+	hs := httpapi.Settings{
+		Config:         s.Config,
+		MaxBodyBytes:   int64(f.maxRecvMsgBytes),
+		Timeout:        f.unaryTimeout,
+		AllowedOrigins: strings.Split(f.httpCORSOrigins, ","),
+		Metrics:        reg,
+		Logger:         s.Logger,
+	}
+	if tokens != nil {
+		hs.Auth = tokens
+	}
+	return httpapi.New(server.NewRateLimiter(st, s), hs)
 }
 
 // defaultGCPercent is --gc-percent's default. A rate limiter's live heap

@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// More of the HTTP/JSON API (issue 17): time limits, headers, CORS,
+// metrics, the README's curl commands and the edge worker example.
+
+// TestHTTPAPISlowBody: a body that stops coming is answered 408 within
+// --unary-timeout, like a gRPC call whose message never comes; the
+// connection does not stay held.
+func TestHTTPAPISlowBody(t *testing.T) {
+	p := startServe(t, "--unary-timeout", "500ms")
+	conn, err := net.Dial("tcp", p.HTTPAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"key\":")
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, _ := io.ReadAll(conn)
+	took := time.Since(start)
+	if !bytes.HasPrefix(b, []byte("HTTP/1.1 408")) || !bytes.Contains(b, []byte(`"DEADLINE_EXCEEDED"`)) {
+		t.Errorf("a stalled body got %q, want 408 DEADLINE_EXCEEDED", b)
+	}
+	if took > 5*time.Second {
+		t.Errorf("answered after %v, want about the 500ms timeout", took)
+	}
+}
+
+// TestHTTPAPIHeaders: allowed and denied answers carry the RateLimit,
+// RateLimit-Policy and X-RateLimit-* headers of their limit (a policy by
+// its name and quota, an inline limit as "inline"), Retry-After on a
+// denial only; a batch's headers describe its denied check. On both
+// stores.
+func TestHTTPAPIHeaders(t *testing.T) {
+	for _, b := range httpAPIBackends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			p := startHTTPAPI(t, b.start)
+			check := func(body string) httpAnswer { return post(t, p, "/v1/check", httpUserToken, body) }
+			login := `{"key":"hdr","policy":"login"}`
+			steps := []struct {
+				name string
+				a    httpAnswer
+				want map[string]string
+			}{
+				{"login 1 of 3", check(login), map[string]string{
+					"RateLimit-Policy":  `"login";q=3;w=900`,
+					"X-RateLimit-Limit": "3, 3;w=900", "X-RateLimit-Remaining": "2", "Retry-After": ""}},
+				{"login 2 of 3", check(login), map[string]string{"X-RateLimit-Remaining": "1", "Retry-After": ""}},
+				{"login 3 of 3", check(login), map[string]string{"X-RateLimit-Remaining": "0", "Retry-After": ""}},
+				{"login denied", check(login), map[string]string{
+					"RateLimit-Policy": `"login";q=3;w=900`, "X-RateLimit-Remaining": "0", "Retry-After": "?"}},
+				// 60/min burst 4: q is the burst, w the 4s it takes to refill.
+				{"api token bucket", check(`{"key":"hdr","policy":"api","cost":4}`), map[string]string{
+					"RateLimit-Policy": `"api";q=4;w=4`, "RateLimit": `"api";r=0;t=4`, "Retry-After": ""}},
+				{"inline", check(`{"key":"hdr","algorithm":"ALGORITHM_FIXED_WINDOW","limit":{"requests":10,"period":"3600s"}}`), map[string]string{
+					"RateLimit-Policy": `"inline";q=10;w=3600`, "X-RateLimit-Remaining": "9", "Retry-After": ""}},
+				{"batch denied by login", post(t, p, "/v1/check:batch", httpUserToken, `{"checks":[{"key":"other","policy":"api"},`+login+`]}`), map[string]string{
+					"RateLimit-Policy": `"login";q=3;w=900`, "Retry-After": "?"}},
+				{"peek", post(t, p, "/v1/peek", httpUserToken, `{"key":"fresh","policy":"login"}`), map[string]string{
+					"RateLimit": `"login";r=3;t=0`, "Retry-After": ""}},
+			}
+			for _, s := range steps {
+				if s.a.status != 200 {
+					t.Errorf("%s: %d %s, want 200", s.name, s.a.status, s.a.body)
+					continue
+				}
+				for k, v := range s.want {
+					// "?": present, whatever its value (a sliding
+					// window's wait depends on where in its window the
+					// test runs).
+					if got := s.a.header.Get(k); got != v && (v != "?" || got == "") {
+						t.Errorf("%s: %s %q, want %q", s.name, k, got, v)
+					}
+				}
+			}
+			if !bytes.Contains(steps[3].a.body, []byte(`"allowed":false`)) {
+				t.Errorf("a denial's body %s, want \"allowed\":false", steps[3].a.body)
+			}
+		})
+	}
+}
+
+// TestHTTPAPICORS: CORS is off by default (no Access-Control-* header, a
+// preflight is refused); --http-cors-origins approves its origins only.
+func TestHTTPAPICORS(t *testing.T) {
+	preflight := func(p *proc, origin string) httpAnswer {
+		req, _ := http.NewRequest(http.MethodOptions, "http://"+p.HTTPAddr+"/v1/check", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+		return do(t, req)
+	}
+	off := startServe(t)
+	if a := preflight(off, "https://app.example"); a.header.Get("Access-Control-Allow-Origin") != "" || a.status < 400 {
+		t.Errorf("CORS off: preflight answered %d with %v, want a refusal", a.status, a.header)
+	}
+	on := startServe(t, "--http-cors-origins", "https://app.example, https://admin.example")
+	a := preflight(on, "https://app.example")
+	if a.status != 204 || a.header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		!strings.Contains(a.header.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Errorf("allowed origin: preflight %d %v", a.status, a.header)
+	}
+	if a := preflight(on, "https://evil.example"); a.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("other origin: preflight approved: %v", a.header)
+	}
+	r := postWith(t, on, "/v1/check", `{"key":"c","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":1,"period":"1s"}}`,
+		map[string]string{"Content-Type": "application/json", "Origin": "https://admin.example"})
+	if r.header.Get("Access-Control-Allow-Origin") != "https://admin.example" || !strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "Retry-After") {
+		t.Errorf("allowed origin's answer: %v", r.header)
+	}
+}
+
+// TestHTTPAPIMetrics: the HTTP API's decisions are counted apart from
+// gRPC's (api="http"), and its requests by route and status; both doors
+// share the key's count.
+func TestHTTPAPIMetrics(t *testing.T) {
+	p := startServe(t)
+	body := `{"key":"m","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":1,"period":"3600s"}}`
+	post(t, p, "/v1/check", "", body)
+	post(t, p, "/v1/check", "", body)
+	post(t, p, "/v1/check", "", `{`)
+	if _, err := p.Client(t).Check(context.Background(), inlineTB("m", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	_, metrics := httpGet(t, p, "/metrics")
+	for _, want := range []string{
+		`floodgate_decisions_total{algorithm="token_bucket",api="http",domain="",result="allowed",rule="inline"} 1`,
+		`floodgate_decisions_total{algorithm="token_bucket",api="http",domain="",result="denied",rule="inline"} 1`,
+		// One key, one count, whichever door: gRPC finds it spent.
+		`floodgate_decisions_total{algorithm="token_bucket",api="check",domain="",result="denied",rule="inline"} 1`,
+		`floodgate_http_requests_total{code="200",route="check"} 2`,
+		`floodgate_http_requests_total{code="400",route="check"} 1`,
+		`floodgate_http_request_duration_seconds_count{route="check"} 3`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestHTTPAPIOff: --http-api=false leaves /v1/ out.
+func TestHTTPAPIOff(t *testing.T) {
+	p := startServe(t, "--http-api=false")
+	if a := post(t, p, "/v1/check", "", `{}`); a.status != 404 {
+		t.Errorf("with --http-api=false: %d %s, want 404", a.status, a.body)
+	}
+}
+
+// TestEdgeWorkerExample runs examples/edge-worker's tests (node --test)
+// against this floodgate binary. Without Node.js 18 or later it is
+// skipped, unless CI is set: CI must run it (scripts/ensure-redis.sh
+// installs nodejs).
+func TestEdgeWorkerExample(t *testing.T) {
+	node, major, err := findNode()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set and %v: install Node.js 18 or later (scripts/ensure-redis.sh installs nodejs)", err)
+		}
+		t.Skipf("skipping the edge worker example's test: %v (install Node.js 18 or later, or run scripts/ensure-redis.sh)", err)
+	}
+	args := []string{"--test"}
+	if major == 18 {
+		// Node 18 has fetch but keeps crypto (Web Crypto, which Workers
+		// have) behind a flag; 19 and later have it on.
+		args = append(args, "--experimental-global-webcrypto")
+	}
+	dir, err := filepath.Abs("../examples/edge-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append(args, "worker.test.mjs")...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "FLOODGATE_BIN="+binary)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test:\n%s", out)
+	if err != nil {
+		t.Fatalf("node --test in examples/edge-worker: %v", err)
+	}
+	if !bytes.Contains(out, []byte("# pass ")) || bytes.Contains(out, []byte("# pass 0\n")) {
+		t.Fatalf("node --test passed no test")
+	}
+}
+
+// findNode finds node on PATH and its major version; an error when it is
+// missing or older than 18 (no fetch, no node:test).
+func findNode() (path string, major int, err error) {
+	path, err = exec.LookPath("node")
+	if err != nil {
+		return "", 0, fmt.Errorf("node not found: %w", err)
+	}
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return "", 0, fmt.Errorf("node --version: %w", err)
+	}
+	v := strings.TrimSpace(string(out))
+	if _, err := fmt.Sscanf(v, "v%d.", &major); err != nil {
+		return "", 0, fmt.Errorf("node --version said %q", v)
+	}
+	if major < 18 {
+		return "", 0, fmt.Errorf("node is %s, older than 18", v)
+	}
+	return path, major, nil
+}
+
+// TestReadmeCurl runs the README's "From an edge worker or curl" commands,
+// as written, against the binary: grpcurl and curl answer the same.
+func TestReadmeCurl(t *testing.T) {
+	gc, err := grpcurl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed to run the README's commands: apt-get install curl")
+	}
+	blocks := readmeBlocks(t, "## From an edge worker or curl")
+	if len(blocks) != 1 {
+		t.Fatalf("README's curl section has %d sh blocks, want 1", len(blocks))
+	}
+	p := startServe(t)
+	script := strings.ReplaceAll(blocks[0], "127.0.0.1:8081", p.GRPCAddr)
+	script = strings.ReplaceAll(script, "127.0.0.1:8080", p.HTTPAddr)
+	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(gc)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README commands failed: %v\n%s\n--- output:\n%s", err, script, out)
+	}
+	// grpcurl's Check, then curl's on the same key: 2, then 1 remaining.
+	for _, want := range []string{
+		`"remaining": "2"`,
+		`{"allowed":true,"limit":"3","remaining":"1",`,
+		`{"allowed":true,"results":[`,
+		`{"allowed":true,"limit":"3","remaining":"1",`, // the peek charges nothing
+		"{}\n", // the reset
+	} {
+		i := strings.Index(string(out), want)
+		if i < 0 {
+			t.Fatalf("README commands' output lacks %s (in order):\n%s", want, out)
+		}
+		out = out[i+len(want):]
+	}
+}
