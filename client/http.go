@@ -231,21 +231,12 @@ func moreRestrictive(a, b Decision) bool {
 // Middleware); a degraded answer gets X-RateLimit-Degraded and, when
 // denied, Retry-After only.
 func writeHeaders(h http.Header, pol ratelimitheader.Limit, d Decision) {
-	var buf [8]ratelimitheader.Field
-	fs := buf[:0]
-	if d.Degraded {
-		fs = ratelimitheader.AppendDegraded(fs, !d.Allowed, d.RetryAfter)
-	} else {
-		fs = ratelimitheader.Append(fs, pol, ratelimitheader.State{
-			Remaining:  d.Remaining,
-			ResetAfter: d.ResetAfter,
-			Denied:     !d.Allowed,
-			RetryAfter: d.RetryAfter,
-		})
-	}
-	for _, f := range fs {
-		h.Set(f.Name, f.Value)
-	}
+	ratelimitheader.SetHTTP(h, pol, ratelimitheader.State{
+		Remaining:  d.Remaining,
+		ResetAfter: d.ResetAfter,
+		Denied:     !d.Allowed,
+		RetryAfter: d.RetryAfter,
+	}, d.Degraded)
 }
 
 // headerLimit is the limit d's headers describe, as a quota policy: the

@@ -112,19 +112,10 @@ func quota(name string, alg algorithms.Algorithm, requests int64, period time.Du
 // that formats them is internal/ratelimitheader). A degraded answer knows
 // nothing of the quota: X-RateLimit-Degraded, and Retry-After on a deny.
 func writeHeaders(hd http.Header, l ratelimitheader.Limit, a answer) {
-	var buf [8]ratelimitheader.Field
-	fs := buf[:0]
-	if a.degraded {
-		fs = ratelimitheader.AppendDegraded(fs, !a.allowed, a.retryAfter)
-	} else {
-		fs = ratelimitheader.Append(fs, l, ratelimitheader.State{
-			Remaining:  a.remaining,
-			ResetAfter: a.resetAfter,
-			Denied:     !a.allowed,
-			RetryAfter: a.retryAfter,
-		})
-	}
-	for _, f := range fs {
-		hd.Set(f.Name, f.Value)
-	}
+	ratelimitheader.SetHTTP(hd, l, ratelimitheader.State{
+		Remaining:  a.remaining,
+		ResetAfter: a.resetAfter,
+		Denied:     !a.allowed,
+		RetryAfter: a.retryAfter,
+	}, a.degraded)
 }
