@@ -56,3 +56,17 @@ func TestParseBenchRate(t *testing.T) {
 		t.Fatal("no error for output without a rate")
 	}
 }
+
+func TestSumMetric(t *testing.T) {
+	text := `# HELP floodgate_decisions_total Rate-limit decisions.
+# TYPE floodgate_decisions_total counter
+floodgate_decisions_total{algorithm="token_bucket",api="envoy",domain="bench",result="allowed",rule="bench_key"} 1000
+floodgate_decisions_total{algorithm="token_bucket",api="envoy",domain="bench",result="degraded",rule="bench_key"} 7
+floodgate_decisions_total{algorithm="fixed_window",api="check",domain="",result="degraded",rule=""} 3
+floodgate_decisions_total_other{result="degraded"} 100
+floodgate_store_errors_total{backend="redis",op="decide"} 5
+`
+	if got := sumMetric(text, "floodgate_decisions_total", `result="degraded"`); got != 10 {
+		t.Fatalf("sum = %v, want 10", got)
+	}
+}

@@ -97,6 +97,22 @@ func (f *figures) printGoals(out io.Writer) {
 		fmt.Fprintf(out, "| %s | ≥ %.2f | %.2f | %s |\n", g.name, g.min, v, verdict(v >= g.min))
 	}
 	fmt.Fprintln(out)
+	var degraded float64
+	for _, r := range f.all() {
+		degraded += r.Degraded
+	}
+	fmt.Fprintf(out, "Decisions answered by a failure mode (Redis slower than --redis-timeout %s, or down) in all runs: %.0f; each row's errors column says where.\n\n", redisTimeout, degraded)
+}
+
+// all is every run's result.
+func (f *figures) all() []result {
+	rs := []result{f.redisCeiling, f.denied, f.hot, f.lone, f.unbatched, f.clusterCeiling, f.clusterHot, f.clusterHotDenied}
+	rs = append(rs, f.mem[:]...)
+	rs = append(rs, f.cluster[:]...)
+	for _, a := range f.redis {
+		rs = append(rs, a[:]...)
+	}
+	return rs
 }
 
 func redisUs(r result) float64 {

@@ -32,6 +32,10 @@ type result struct {
 	FloodgateUs float64
 	// Redis is nil for the embedded store.
 	Redis *redisUse
+	// Degraded is the decisions floodgate answered by a failure mode
+	// (Redis too slow or down) in the measured interval: they cost Redis
+	// nothing, so a row with any is not a clean measure of Redis' cost.
+	Degraded float64
 }
 
 // redisUse is what Redis spent on a run, summed over its nodes.
@@ -64,8 +68,12 @@ func row(out io.Writer, name string, r result, ceiling float64) {
 	if r.Redis != nil {
 		rc, rm, calls = cpuUs(r.Redis.CPUUs), cpuUs(r.Redis.MainUs), fmt.Sprintf("%.3f", r.Redis.CallsPerDecision)
 	}
-	fmt.Fprintf(out, "| %s | %.0f | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-		name, r.RequestsPerSec, pct, r.Allowed, r.Denied, r.Errors, us(l.P50), us(l.P90), us(l.P99), us(l.P999), us(l.Max),
+	errs := fmt.Sprint(r.Errors)
+	if r.Degraded > 0 {
+		errs += fmt.Sprintf(" (+%.0f degraded)", r.Degraded)
+	}
+	fmt.Fprintf(out, "| %s | %.0f | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		name, r.RequestsPerSec, pct, r.Allowed, r.Denied, errs, us(l.P50), us(l.P90), us(l.P99), us(l.P999), us(l.Max),
 		cpuUs(r.FloodgateUs), cpuUs(r.GeneratorCPU.UsPerRequest), rc, rm, calls)
 }
 
@@ -96,14 +104,19 @@ func (s settings) measure(ctx context.Context, t target, name string, cfg loadge
 
 // snapshot is the counters read as a measurement begins and ends.
 type snapshot struct {
-	fgCPU time.Duration
-	fgOK  bool
-	redis []redisStats
+	fgCPU    time.Duration
+	fgOK     bool
+	degraded float64
+	redis    []redisStats
 }
 
 func (t target) snapshot(ctx context.Context) (snapshot, error) {
 	var s snapshot
 	s.fgCPU, s.fgOK = t.fg.cpu()
+	var err error
+	if s.degraded, err = t.fg.degraded(ctx); err != nil {
+		return s, err
+	}
 	for _, c := range t.redis {
 		st, err := readRedisStats(ctx, c)
 		if err != nil {
@@ -148,7 +161,7 @@ func (s settings) measureReport(ctx context.Context, t target, cfg loadgen.Confi
 	if rep.Errors > 0 {
 		return result{}, fmt.Errorf("%d errors: %v", rep.Errors, rep.ErrorsByCode)
 	}
-	r := result{Report: rep, Seconds: rep.ElapsedSeconds, Decisions: rep.Allowed + rep.Denied, FloodgateUs: -1}
+	r := result{Report: rep, Seconds: rep.ElapsedSeconds, Decisions: rep.Allowed + rep.Denied, FloodgateUs: -1, Degraded: end.degraded - begin.degraded}
 	n := float64(max(r.Decisions, 1))
 	if begin.fgOK && end.fgOK {
 		r.FloodgateUs = float64(end.fgCPU-begin.fgCPU) / float64(time.Microsecond) / n

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 type proc struct {
 	cmd      *exec.Cmd
 	grpcAddr string // floodgate
+	httpAddr string // floodgate: /metrics
 	addr     string // redis-server
 }
 
@@ -67,6 +70,42 @@ func (p *proc) cpu() (time.Duration, bool) {
 	return time.Duration(utime+stime) * time.Second / userHZ, true
 }
 
+// degraded is the number of decisions floodgate answered by a failure
+// mode (Redis slow or down, the breaker open) so far: the sum of
+// floodgate_decisions_total{result="degraded"} on its /metrics.
+func (p *proc) degraded(ctx context.Context) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.httpAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return sumMetric(string(b), "floodgate_decisions_total", `result="degraded"`), nil
+}
+
+// sumMetric sums the samples of a Prometheus text exposition whose
+// series is name and whose labels contain label.
+func sumMetric(text, name, label string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || !strings.HasPrefix(series, name+"{") || !strings.Contains(series, label) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -81,17 +120,21 @@ func startFloodgate(ctx context.Context, binary, dir string, args ...string) (*p
 	if err != nil {
 		return nil, err
 	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	logf, err := os.Create(filepath.Join(dir, "floodgate-"+strconv.Itoa(time.Now().Nanosecond())+".log"))
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(binary, append([]string{"serve", "--grpc-addr", addr, "--http-addr", "", "--log-level", "warn"}, args...)...)
+	cmd := exec.Command(binary, append([]string{"serve", "--grpc-addr", addr, "--http-addr", httpAddr, "--log-level", "warn"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
-	p := &proc{cmd: cmd, grpcAddr: addr}
+	p := &proc{cmd: cmd, grpcAddr: addr, httpAddr: httpAddr}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		p.stop()
