@@ -1,12 +1,21 @@
 // Command loadtest runs floodgate's whole-service load tests (`make
-// loadtest`) and prints the tables of bench/RESULTS.md: the built binary
-// against the embedded store and against a redis-server it starts, driven
-// by the same closed-loop generator as `floodgate bench`
+// loadtest`) and prints the tables of bench/RESULTS.md and
+// docs/capacity.md: the built binary against the embedded store, against a
+// redis-server it starts and against a three-master Redis Cluster it
+// starts, driven by the same closed-loop generator as `floodgate bench`
 // (internal/loadgen), each figure next to the same server's bare gRPC
 // ceiling (grpc.health.v1 Check) measured in the same run with the same
 // settings.
 //
-//	go run ./bench/loadtest [-duration 10s] [-warmup 2s] [-binary bin/floodgate]
+// Besides rates and latencies, each run prints CPU per decision over its
+// measured interval only (not the warmup): floodgate's (/proc/<pid>/stat),
+// the generator's, and Redis' (INFO cpu, summed over the masters), with
+// the script calls per decision (INFO commandstats). redis-benchmark then
+// compares floodgate's script for one decision with a minimal Lua fixed
+// window, a bare EVALSHA and INCR, and the run ends with the issue's goals
+// and the capacity table computed from these figures.
+//
+//	go run ./bench/loadtest [-duration 10s] [-warmup 2s] [-binary bin/floodgate] [-cluster=false]
 //
 // Everything listens on 127.0.0.1 only, and every process it starts is
 // stopped when it ends.
@@ -14,26 +23,17 @@ package main
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/loadgen"
@@ -54,7 +54,42 @@ type settings struct {
 	binary           string
 	concurrency      int
 	keys             int
+	benchRequests    int
+	cluster          bool
 }
+
+// algo is one algorithm's rows: its RLS domain (a config file of its own)
+// and the limit of its Check requests and rules.
+type algo struct {
+	name   string
+	domain string
+	limit  algorithms.Limit
+}
+
+// The limits: generous (never denied) for the counters; the sliding window
+// log at a typical size, 1,000 per 10 s, so a key's log holds the units of
+// its last 10 s: rate ÷ keys × 10 s units, which the run prints (5–30 at
+// 5,000–30,000 decisions/s over 10,000 keys).
+var (
+	generous = func(a algorithms.Algorithm) algorithms.Limit {
+		return algorithms.Limit{Algorithm: a, Requests: 1_000_000, Period: time.Second}
+	}
+	logLimit = algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 1000, Period: 10 * time.Second}
+	algos    = []algo{
+		{"token bucket", "bench", generous(algorithms.TokenBucket)},
+		{"sliding window", "bench_sw", generous(algorithms.SlidingWindow)},
+		{"fixed window", "bench_fw", generous(algorithms.FixedWindow)},
+		{"sliding window log", "bench_swl", logLimit},
+	}
+	tight = algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Second}
+)
+
+// redisTimeout is floodgate's --redis-timeout here. The default (50 ms)
+// fires on a shared two-core box under this load, and a decision answered
+// by the failure mode costs Redis nothing; the load test measures cost, so
+// it waits longer, and counts the degraded decisions that remain (the
+// errors column).
+const redisTimeout = "2s"
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	var s settings
@@ -64,6 +99,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&s.binary, "binary", "bin/floodgate", "the floodgate binary to test")
 	fs.IntVar(&s.concurrency, "concurrency", 50, "closed-loop workers")
 	fs.IntVar(&s.keys, "keys", 10_000, "distinct keys")
+	fs.IntVar(&s.benchRequests, "bench-requests", 200_000, "redis-benchmark calls per script-cost row")
+	fs.BoolVar(&s.cluster, "cluster", true, "also measure a three-master Redis Cluster")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,51 +109,28 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-
-	// The rules: domain bench (3 descriptors, generous token buckets) and
-	// domain denied (10 per second: with 10 keys nearly every request is
-	// over the limit).
-	generous := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1_000_000, Period: time.Second}
-	tight := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Second}
 	cfgDir := filepath.Join(dir, "config")
 	if err := os.Mkdir(cfgDir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(cfgDir, "bench.yaml"), []byte(loadgen.RLSConfig("bench", 3, generous)), 0o644); err != nil {
-		return err
+	for _, a := range algos {
+		if err := os.WriteFile(filepath.Join(cfgDir, a.domain+".yaml"), []byte(loadgen.RLSConfig(a.domain, 3, a.limit)), 0o644); err != nil {
+			return err
+		}
 	}
+	// Domain denied: 10 per second, so with 10 keys nearly every request
+	// is over the limit.
 	if err := os.WriteFile(filepath.Join(cfgDir, "denied.yaml"), []byte(loadgen.RLSConfig("denied", 1, tight)), 0o644); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(out, "Machine: %d CPUs, %s/%s, %s; %s. Settings: %d workers, 1 connection, %v measured after %v warmup, %d keys (uniform).\n\n",
-		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.Version(), s.concurrency, s.duration, s.warmup, s.keys)
+	fmt.Fprintf(out, "Machine: %d CPUs, %s/%s, %s; %s; load average %s at the start. Settings: %d workers, 1 connection, %v measured after %v warmup, %d keys (uniform). CPU columns: per decision over the measured interval only.\n\n",
+		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.Version(), loadAvg(), s.concurrency, s.duration, s.warmup, s.keys)
 
-	// Embedded store.
-	mem, err := startFloodgate(ctx, s.binary, dir, "--config", cfgDir)
-	if err != nil {
+	f := figures{}
+	if err := s.embedded(ctx, out, cfgDir, dir, &f); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "### Embedded store")
-	fmt.Fprintln(out)
-	table(out)
-	ceiling, err := s.measure(ctx, mem, "health (ceiling)", loadgen.Config{API: loadgen.APIHealth}, 0, out)
-	if err == nil {
-		_, err = s.measure(ctx, mem, "Check, token bucket", loadgen.Config{API: loadgen.APICheck, Limit: generous}, ceiling, out)
-	}
-	if err == nil {
-		_, err = s.measure(ctx, mem, "ShouldRateLimit, 1 descriptor", loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 1}, ceiling, out)
-	}
-	if err == nil {
-		_, err = s.measure(ctx, mem, "ShouldRateLimit, 3 descriptors", loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 3}, ceiling, out)
-	}
-	mem.stop()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out)
-
-	// Redis.
 	rs, err := startRedis(ctx, dir)
 	if err != nil {
 		return err
@@ -124,65 +138,126 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	defer rs.stop()
 	rc := redis.NewClient(&redis.Options{Addr: rs.addr})
 	defer rc.Close()
-	fg, err := startFloodgate(ctx, s.binary, dir, "--config", cfgDir, "--redis-url", "redis://"+rs.addr)
+	if err := s.standalone(ctx, out, cfgDir, dir, rs, rc, &f); err != nil {
+		return err
+	}
+	if err := s.batching(ctx, out, cfgDir, dir, rs, rc, &f); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "### Script cost: redis-benchmark, one decision a call, 50 clients, pipeline 16")
+	fmt.Fprintln(out)
+	f.scriptRate, f.scriptCPU = scriptCost(ctx, out, rs.addr, rc, s.concurrency, s.benchRequests)
+	if s.cluster {
+		if err := s.clusterCheck(ctx, out, cfgDir, dir, &f); err != nil {
+			return err
+		}
+	}
+	f.printGoals(out)
+	fmt.Fprintln(out, "### Capacity (docs/capacity.md)")
+	fmt.Fprintln(out)
+	defaultPlan.printCapacity(out, f.shapes())
+	f.printHotKey(out, defaultPlan)
+	fmt.Fprintf(out, "Load average at the end: %s.\n", loadAvg())
+	return nil
+}
+
+// embedded measures the embedded store.
+func (s settings) embedded(ctx context.Context, out io.Writer, cfgDir, dir string, f *figures) error {
+	mem, err := startFloodgate(ctx, s.binary, dir, "--config", cfgDir)
+	if err != nil {
+		return err
+	}
+	defer mem.stop()
+	t := target{fg: mem}
+	fmt.Fprintln(out, "### Embedded store")
+	fmt.Fprintln(out)
+	table(out)
+	rows := []struct {
+		name string
+		cfg  loadgen.Config
+		dst  *result
+	}{
+		{"health (ceiling)", loadgen.Config{API: loadgen.APIHealth}, &f.memCeiling},
+		{"Check, token bucket", loadgen.Config{API: loadgen.APICheck, Limit: generous(algorithms.TokenBucket)}, &f.mem[0]},
+		{"ShouldRateLimit, 1 descriptor", loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 1}, &f.mem[1]},
+		{"ShouldRateLimit, 3 descriptors", loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 3}, &f.mem[2]},
+	}
+	for _, r := range rows {
+		res, err := s.measure(ctx, t, r.name, r.cfg, f.memCeiling.RequestsPerSec, out)
+		if err != nil {
+			return err
+		}
+		*r.dst = res
+	}
+	fmt.Fprintln(out)
+	return nil
+}
+
+// shapes are the three request shapes of every algorithm's rows.
+var shapes = []struct {
+	name string
+	cfg  func(a algo) loadgen.Config
+}{
+	{"Check", func(a algo) loadgen.Config { return loadgen.Config{API: loadgen.APICheck, Limit: a.limit} }},
+	{"ShouldRateLimit, 1 descriptor", func(a algo) loadgen.Config {
+		return loadgen.Config{API: loadgen.APIRLS, Domain: a.domain, Descriptors: 1}
+	}},
+	{"ShouldRateLimit, 3 descriptors", func(a algo) loadgen.Config {
+		return loadgen.Config{API: loadgen.APIRLS, Domain: a.domain, Descriptors: 3}
+	}},
+}
+
+// standalone measures one redis-server: every algorithm in every shape,
+// mostly denied, a hot key, one worker, and memory per key.
+func (s settings) standalone(ctx context.Context, out io.Writer, cfgDir, dir string, rs *proc, rc *redis.Client, f *figures) error {
+	fg, err := startFloodgate(ctx, s.binary, dir, "--config", cfgDir, "--redis-url", "redis://"+rs.addr, "--redis-timeout", redisTimeout)
 	if err != nil {
 		return err
 	}
 	defer fg.stop()
+	t := target{fg: fg, redis: []*redis.Client{rc}}
 	fmt.Fprintln(out, "### Redis (one local redis-server, default batching)")
 	fmt.Fprintln(out)
 	table(out)
-	ceiling, err = s.measure(ctx, fg, "health (ceiling)", loadgen.Config{API: loadgen.APIHealth}, 0, out)
-	if err != nil {
+	if f.redisCeiling, err = s.measure(ctx, t, "health (ceiling)", loadgen.Config{API: loadgen.APIHealth}, 0, out); err != nil {
 		return err
 	}
-	for _, r := range []struct {
-		name string
-		cfg  loadgen.Config
-	}{
-		{"Check, token bucket", loadgen.Config{API: loadgen.APICheck, Limit: generous}},
-		{"ShouldRateLimit, 1 descriptor", loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 1}},
-		{"ShouldRateLimit, 3 descriptors", loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 3}},
-	} {
-		if _, err := s.measure(ctx, fg, r.name, r.cfg, ceiling, out); err != nil {
-			return err
+	c := f.redisCeiling.RequestsPerSec
+	for i, a := range algos {
+		for j, sh := range shapes {
+			if f.redis[i][j], err = s.measure(ctx, t, sh.name+", "+a.name, sh.cfg(a), c, out); err != nil {
+				return err
+			}
 		}
-	}
-	// Mostly denied: 10 keys at 10/s. How busy is Redis meanwhile?
-	before, err := redisStats(ctx, rc)
-	if err != nil {
-		return err
 	}
 	denied := s
 	denied.keys = 10
-	rep, err := denied.measureReport(ctx, fg, loadgen.Config{API: loadgen.APIRLS, Domain: "denied", Descriptors: 1})
-	if err != nil {
+	if f.denied, err = denied.measure(ctx, t, "ShouldRateLimit, mostly denied (10 keys at 10/s)", loadgen.Config{API: loadgen.APIRLS, Domain: "denied", Descriptors: 1}, c, out); err != nil {
 		return err
 	}
-	after, err := redisStats(ctx, rc)
-	if err != nil {
+	hot := s
+	hot.keys = 1
+	if f.hot, err = hot.measure(ctx, t, "ShouldRateLimit, 1 descriptor, one hot key (never denied)", loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 1}, c, out); err != nil {
 		return err
 	}
-	row(out, "ShouldRateLimit, mostly denied (10 keys at 10/s)", rep, ceiling)
-	// One worker: the latency of a lone caller.
 	lone := s
 	lone.concurrency = 1
-	rep1, err := lone.measureReport(ctx, fg, loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 1})
-	if err != nil {
+	if f.lone, err = lone.measure(ctx, t, "ShouldRateLimit, 1 descriptor, 1 worker", loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 1}, c, out); err != nil {
 		return err
 	}
-	row(out, "ShouldRateLimit, 1 worker", rep1, ceiling)
 	fmt.Fprintln(out)
-	total := rep.Allowed + rep.Denied
-	fmt.Fprintf(out, "Mostly denied: %.1f%% of %d decisions denied; Redis ran %d scripts for them (%.2f per decision, the rest answered by the deny cache) and used %.2fs of CPU in %.0fs (%.1f%% of a core).\n\n",
-		100*float64(rep.Denied)/float64(max(rep.Allowed+rep.Denied, 1)), total, after.scripts-before.scripts,
-		float64(after.scripts-before.scripts)/float64(max(total, 1)), after.cpu-before.cpu, rep.Seconds, 100*(after.cpu-before.cpu)/rep.Seconds)
+	log := f.redis[3][1]
+	fmt.Fprintf(out, "Sliding window log (1,000 per 10 s): at %.0f decisions/s over %d keys a key's log holds about %.0f units in steady state (rate ÷ keys × 10 s).\n\n",
+		log.DecisionsPerS, s.keys, log.DecisionsPerS/float64(s.keys)*10)
+	d := f.denied
+	fmt.Fprintf(out, "Mostly denied: %.1f%% of %d decisions denied; Redis ran %.4f scripts per decision (the rest answered by the deny cache) and used %.1f%% of a core.\n\n",
+		100*float64(d.Denied)/float64(max(d.Decisions, 1)), d.Decisions, d.Redis.CallsPerDecision, 100*d.Redis.Cores)
 
 	// Memory per token-bucket key in Redis: 1,000 keys of a slow limit
 	// (100 per hour), so they live long enough to be measured.
 	slow := s
 	slow.keys, slow.concurrency, slow.duration, slow.warmup = 1000, 10, 0, 0
-	if _, err := slow.measureReport(ctx, fg, loadgen.Config{API: loadgen.APICheck, MaxRequests: 3000,
+	if _, err := slow.measureReport(ctx, target{fg: fg}, loadgen.Config{API: loadgen.APICheck, MaxRequests: 3000,
 		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 100, Period: time.Hour}}); err != nil {
 		return err
 	}
@@ -190,288 +265,97 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Redis `MEMORY USAGE` per token-bucket key (Check API keys `fg:tb:{k<key>}`, 100/h): %.1f bytes (mean of %d keys).\n\n", usage, n)
-	fg.stop()
+	fmt.Fprintf(out, "Redis `MEMORY USAGE` per token-bucket key (Check API keys `fg:tb:{k<key>}…`, 100/h): %.1f bytes (mean of %d keys).\n\n", usage, n)
+	return nil
+}
 
-	// Batching: the same run without the batcher, then redis-benchmark
-	// running the same script with EVALSHA.
-	fmt.Fprintln(out, "### Redis: batching, and redis-benchmark on the same script")
+// batching measures ShouldRateLimit with 1 descriptor with the batcher on
+// and off, each against its own ceiling.
+func (s settings) batching(ctx context.Context, out io.Writer, cfgDir, dir string, rs *proc, rc *redis.Client, f *figures) error {
+	fmt.Fprintln(out, "### Redis: batching")
 	fmt.Fprintln(out)
 	table(out)
 	for _, b := range []struct {
 		name string
 		args []string
+		dst  *result
 	}{
-		{"ShouldRateLimit, 1 descriptor, batching on (2 pipelines, up to 64 calls)", nil},
-		{"ShouldRateLimit, 1 descriptor, batching off", []string{"--redis-batch-max-size", "1"}},
+		{"ShouldRateLimit, 1 descriptor, batching on (defaults)", nil, nil},
+		{"ShouldRateLimit, 1 descriptor, batching off", []string{"--redis-batch-max-size", "1"}, &f.unbatched},
 	} {
-		p, err := startFloodgate(ctx, s.binary, dir, append([]string{"--config", cfgDir, "--redis-url", "redis://" + rs.addr}, b.args...)...)
+		p, err := startFloodgate(ctx, s.binary, dir, append([]string{"--config", cfgDir, "--redis-url", "redis://" + rs.addr, "--redis-timeout", redisTimeout}, b.args...)...)
 		if err != nil {
 			return err
 		}
-		c, err := s.measure(ctx, p, "health (ceiling)", loadgen.Config{API: loadgen.APIHealth}, 0, io.Discard)
+		t := target{fg: p, redis: []*redis.Client{rc}}
+		c, err := s.measureReport(ctx, t, loadgen.Config{API: loadgen.APIHealth})
+		var r result
 		if err == nil {
-			_, err = s.measure(ctx, p, b.name, loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 1}, c, out)
+			r, err = s.measure(ctx, t, b.name, loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 1}, c.RequestsPerSec, out)
 		}
 		p.stop()
 		if err != nil {
 			return err
 		}
-	}
-	fmt.Fprintln(out)
-	for _, pipeline := range []int{1, 16} {
-		rps, cmd, err := redisBenchmark(ctx, rs, rc, s.concurrency, pipeline)
-		if err != nil {
-			fmt.Fprintf(out, "redis-benchmark: %v\n", err)
-			break
+		if b.dst != nil {
+			*b.dst = r
 		}
-		fmt.Fprintf(out, "- `%s`: %.0f scripts/s\n", cmd, rps)
 	}
 	fmt.Fprintln(out)
 	return nil
 }
 
-// ---- measuring
-
-// result is one run's figures.
-type result struct {
-	loadgen.Report
-	Seconds float64
-}
-
-func table(out io.Writer) {
-	fmt.Fprintln(out, "| run | decisions/s | % of ceiling | allowed | denied | errors | p50 | p90 | p99 | p99.9 | max |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-}
-
-func row(out io.Writer, name string, r result, ceiling float64) {
-	pct := "—"
-	if ceiling > 0 {
-		pct = fmt.Sprintf("%.0f%%", 100*r.RequestsPerSec/ceiling)
-	}
-	l := r.LatencyUs
-	fmt.Fprintf(out, "| %s | %.0f | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n",
-		name, r.RequestsPerSec, pct, r.Allowed, r.Denied, r.Errors, us(l.P50), us(l.P90), us(l.P99), us(l.P999), us(l.Max))
-}
-
-func us(v float64) string {
-	if v >= 1000 {
-		return fmt.Sprintf("%.2f ms", v/1000)
-	}
-	return fmt.Sprintf("%.0f µs", v)
-}
-
-// measure runs one load and prints its row; it returns requests/s.
-func (s settings) measure(ctx context.Context, p *proc, name string, cfg loadgen.Config, ceiling float64, out io.Writer) (float64, error) {
-	r, err := s.measureReport(ctx, p, cfg)
+// clusterCheck measures a three-master Redis Cluster with the same load,
+// to check the capacity model: Redis CPU per decision summed over the
+// masters, and how evenly they share it.
+func (s settings) clusterCheck(ctx context.Context, out io.Writer, cfgDir, dir string, f *figures) error {
+	cl, err := startCluster(ctx, dir, 3)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", name, err)
+		return err
 	}
-	row(out, name, r, ceiling)
-	return r.RequestsPerSec, nil
-}
-
-func (s settings) measureReport(ctx context.Context, p *proc, cfg loadgen.Config) (result, error) {
-	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer cl.stop()
+	var nodes []*redis.Client
+	for _, n := range cl.nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.addr})
+		defer c.Close()
+		nodes = append(nodes, c)
+	}
+	fg, err := startFloodgate(ctx, s.binary, dir, "--config", cfgDir, "--redis-mode", "cluster", "--redis-url", cl.url(), "--redis-timeout", redisTimeout)
 	if err != nil {
-		return result{}, err
+		return err
 	}
-	defer conn.Close()
-	cfg.Conns = []grpc.ClientConnInterface{conn}
-	cfg.Concurrency = s.concurrency
-	cfg.Duration = s.duration
-	cfg.Warmup = s.warmup
-	cfg.Keys = s.keys
-	cfg.Target = p.grpcAddr
-	res, err := loadgen.Run(ctx, cfg)
-	if err != nil {
-		return result{}, err
+	defer fg.stop()
+	t := target{fg: fg, redis: nodes}
+	fmt.Fprintln(out, "### Redis Cluster, three masters (the capacity model's check)")
+	fmt.Fprintln(out)
+	table(out)
+	if f.clusterCeiling, err = s.measure(ctx, t, "health (ceiling)", loadgen.Config{API: loadgen.APIHealth}, 0, out); err != nil {
+		return err
 	}
-	rep := res.Report()
-	if rep.Errors > 0 {
-		return result{}, fmt.Errorf("%d errors: %v", rep.Errors, rep.ErrorsByCode)
-	}
-	return result{Report: rep, Seconds: rep.ElapsedSeconds}, nil
-}
-
-// ---- processes
-
-type proc struct {
-	cmd      *exec.Cmd
-	grpcAddr string
-	addr     string
-}
-
-func (p *proc) stop() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func startFloodgate(ctx context.Context, binary, dir string, args ...string) (*proc, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	logf, err := os.Create(filepath.Join(dir, "floodgate-"+strconv.Itoa(time.Now().Nanosecond())+".log"))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(binary, append([]string{"serve", "--grpc-addr", addr, "--http-addr", "", "--log-level", "warn"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", binary, err)
-	}
-	p := &proc{cmd: cmd, grpcAddr: addr}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		p.stop()
-		return nil, err
-	}
-	defer conn.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			log, _ := os.ReadFile(logf.Name())
-			return nil, fmt.Errorf("floodgate did not start: %v\n%s", err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func startRedis(ctx context.Context, dir string) (*proc, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start redis-server (make loadtest installs it): %w", err)
-	}
-	p := &proc{cmd: cmd, addr: addr}
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if err := c.Ping(ctx).Err(); err == nil {
-			return p, nil
-		} else if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("redis-server did not start: %w", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// ---- Redis figures
-
-type stats struct {
-	scripts int64   // evalsha + eval calls
-	cpu     float64 // used_cpu_user + used_cpu_sys, seconds
-}
-
-func redisStats(ctx context.Context, c *redis.Client) (stats, error) {
-	info, err := c.Info(ctx, "commandstats", "cpu").Result()
-	if err != nil {
-		return stats{}, err
-	}
-	var s stats
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "cmdstat_evalsha:"), strings.HasPrefix(line, "cmdstat_eval:"):
-			for _, f := range strings.Split(strings.SplitN(line, ":", 2)[1], ",") {
-				if v, ok := strings.CutPrefix(f, "calls="); ok {
-					n, _ := strconv.ParseInt(v, 10, 64)
-					s.scripts += n
-				}
-			}
-		case strings.HasPrefix(line, "used_cpu_user:"), strings.HasPrefix(line, "used_cpu_sys:"):
-			v, _ := strconv.ParseFloat(strings.SplitN(line, ":", 2)[1], 64)
-			s.cpu += v
+	for j := 1; j < 3; j++ {
+		if f.cluster[j-1], err = s.measure(ctx, t, shapes[j].name+", token bucket", shapes[j].cfg(algos[0]), f.clusterCeiling.RequestsPerSec, out); err != nil {
+			return err
 		}
 	}
-	return s, nil
-}
-
-func memoryPerKey(ctx context.Context, c *redis.Client, match string, n int) (float64, int, error) {
-	var keys []string
-	iter := c.Scan(ctx, 0, match, 1000).Iterator()
-	for iter.Next(ctx) && len(keys) < n {
-		keys = append(keys, iter.Val())
+	hot := s
+	hot.keys = 1
+	if f.clusterHot, err = hot.measure(ctx, t, "ShouldRateLimit, 1 descriptor, one hot key (never denied)", loadgen.Config{API: loadgen.APIRLS, Domain: "bench", Descriptors: 1}, f.clusterCeiling.RequestsPerSec, out); err != nil {
+		return err
 	}
-	if err := iter.Err(); err != nil {
-		return 0, 0, err
+	if f.clusterHotDenied, err = hot.measure(ctx, t, "ShouldRateLimit, 1 descriptor, one hot key over its limit (10/s)", loadgen.Config{API: loadgen.APIRLS, Domain: "denied", Descriptors: 1}, f.clusterCeiling.RequestsPerSec, out); err != nil {
+		return err
 	}
-	if len(keys) == 0 {
-		return 0, 0, errors.New("no token-bucket keys in Redis")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| ShouldRateLimit, token bucket | Redis CPU/decision: one server | one server, batching off (× descriptors) | 3 masters (sum) | busiest master's share | scripts/decision: one server / 3 masters | ÷ health ceiling: one server / 3 masters |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|")
+	for j, name := range []string{"1 descriptor", "3 descriptors"} {
+		one, three := f.redis[0][j+1], f.cluster[j]
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %.0f%% | %.3f / %.3f | %.2f / %.2f |\n", name, cpuUs(one.Redis.CPUUs), cpuUs(float64(2*j+1)*redisUs(f.unbatched)),
+			cpuUs(three.Redis.CPUUs), 100*three.Redis.BusiestShare, one.Redis.CallsPerDecision, three.Redis.CallsPerDecision,
+			ratio(one, f.redisCeiling), ratio(three, f.clusterCeiling))
 	}
-	var sum int64
-	for _, k := range keys {
-		v, err := c.MemoryUsage(ctx, k).Result()
-		if err != nil {
-			return 0, 0, err
-		}
-		sum += v
-	}
-	return float64(sum) / float64(len(keys)), len(keys), nil
-}
-
-// redisBenchmark runs redis-benchmark on the batch script with EVALSHA,
-// one token-bucket request per call, as floodgate sends it.
-func redisBenchmark(ctx context.Context, rs *proc, c *redis.Client, clients, pipeline int) (float64, string, error) {
-	src := algorithms.BatchScript()
-	sum := sha1.Sum([]byte(src))
-	sha := hex.EncodeToString(sum[:])
-	if err := c.ScriptLoad(ctx, src).Err(); err != nil {
-		return 0, "", err
-	}
-	host, port, _ := net.SplitHostPort(rs.addr)
-	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(clients), "-n", "200000", "-r", "10000", "-P", strconv.Itoa(pipeline), "-q",
-		"EVALSHA", sha, "1", "fg:tb:{kbench__rand_int__}", "-1", "0", "1", "1", "1000000", "1000", "0", "1", "0"}
-	cmd := exec.CommandContext(ctx, "redis-benchmark", args...)
-	outb, err := cmd.CombinedOutput()
-	shown := "redis-benchmark -c " + strconv.Itoa(clients) + " -n 200000 -r 10000 -P " + strconv.Itoa(pipeline) + " EVALSHA <batch script> 1 fg:tb:{kbench__rand_int__} -1 0 1 1 1000000 1000 0 1 0"
-	if err != nil {
-		return 0, shown, fmt.Errorf("%v: %s", err, outb)
-	}
-	// "EVALSHA ...: 41152.26 requests per second, p50=..."
-	text := string(outb)
-	if i := strings.LastIndex(text, ": "); i >= 0 {
-		fields := strings.Fields(text[i+2:])
-		if len(fields) > 0 {
-			v, err := strconv.ParseFloat(fields[0], 64)
-			if err == nil {
-				return v, shown, nil
-			}
-		}
-	}
-	return 0, shown, fmt.Errorf("cannot read redis-benchmark's output: %q", text)
+	fmt.Fprintln(out)
+	return nil
 }
 
 func cpuModel() string {
@@ -485,4 +369,17 @@ func cpuModel() string {
 		}
 	}
 	return "unknown CPU"
+}
+
+// loadAvg is the 1, 5 and 15 minute load average, from /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], ", ")
 }

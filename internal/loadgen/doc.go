@@ -18,6 +18,9 @@
 // its context ends (SIGINT): the result so far is then returned, marked
 // Interrupted. Only requests both sent and answered during the
 // measurement count, and the rates divide by the measured time.
+// Config.MeasureHook is called as the measurement begins and ends, so a
+// caller can read other counters (the server's CPU, Redis' INFO) over the
+// same interval (bench/loadtest does).
 //
 // # Requests
 //

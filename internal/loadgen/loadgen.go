@@ -118,6 +118,13 @@ type Config struct {
 	// GracePeriod is how long in-flight requests may take after the run
 	// ended before they are cancelled. 0 means 5s.
 	GracePeriod time.Duration
+	// MeasureHook, when not nil, is called from Run's goroutine with true
+	// as the measurement begins (after the warmup) and with false as it
+	// ends, next to where Run reads its own CPU time: a caller reads other
+	// counters there (a server's CPU, a Redis' INFO) over the measured
+	// interval only. It is not called at all when the run ends during the
+	// warmup. Run waits for it, so it should be quick.
+	MeasureHook func(begin bool)
 }
 
 // Validate reports what is wrong with c. The error wraps ErrInvalidConfig.
@@ -291,8 +298,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	callCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelCalls()
 
+	hook := func(begin bool) {
+		if cfg.MeasureHook != nil {
+			cfg.MeasureHook(begin)
+		}
+	}
 	var phase atomic.Int32
 	if cfg.Warmup == 0 {
+		hook(true) // before any worker sends
 		phase.Store(phaseMeasure)
 	}
 	var budget *atomic.Int64
@@ -314,6 +327,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := &Result{Config: cfg}
 	res.Config.Progress = nil
+	res.Config.MeasureHook = nil
 	start := time.Now()
 	phaseStart := start
 	var phaseBase uint64 // completions when the phase began
@@ -326,6 +340,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	var cpuStart time.Duration
 	beginMeasure := func() {
+		hook(true)
 		cpuStart, _ = processCPU()
 		phaseStart = time.Now()
 		phaseBase = completed()
@@ -342,6 +357,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		measureEnd = time.Now()
 		phase.Store(phaseStopped)
 		cpuEnd, _ = processCPU()
+		if !measureStart.IsZero() {
+			hook(false)
+		}
 		running = false
 	}
 

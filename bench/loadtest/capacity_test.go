@@ -1,0 +1,72 @@
+package main
+
+import "testing"
+
+func TestPlanArithmetic(t *testing.T) {
+	p := defaultPlan // masters at 50%, replicas of 4 cores at 60%, at least 3 and 2
+	cases := []struct {
+		name                  string
+		rate, redisUs, fgUs   float64
+		wantMasters, wantReps int
+	}{
+		{"small load keeps the minimums", 100_000, 4, 20, 3, 2},
+		{"1M at 4 µs: 4 cores busy, 8 masters", 1_000_000, 4, 20, 8, 9},
+		{"exact multiple needs no extra", 1_000_000, 5, 24, 10, 10},
+		{"10M at 10 µs: 100 cores, 200 masters", 10_000_000, 10, 30, 200, 125},
+		{"one over a multiple rounds up", 1_000_001, 5, 24, 11, 11},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := p.masters(tc.rate, tc.redisUs); got != tc.wantMasters {
+				t.Errorf("masters(%g, %g) = %d, want %d", tc.rate, tc.redisUs, got, tc.wantMasters)
+			}
+			if got := p.replicas(tc.rate, tc.fgUs); got != tc.wantReps {
+				t.Errorf("replicas(%g, %g) = %d, want %d", tc.rate, tc.fgUs, got, tc.wantReps)
+			}
+		})
+	}
+}
+
+func TestCount(t *testing.T) {
+	for v, want := range map[float64]string{100_000: "100k", 1_000_000: "1M", 10_000_000: "10M", 2_500_000: "2.5M", 12: "12"} {
+		if got := count(v); got != want {
+			t.Errorf("count(%g) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestParseRedisStats(t *testing.T) {
+	info := "# CPU\r\nused_cpu_sys:1.50\r\nused_cpu_user:2.25\r\nused_cpu_sys_children:9.0\r\nused_cpu_sys_main_thread:1.25\r\nused_cpu_user_main_thread:2.00\r\n" +
+		"# Commandstats\r\ncmdstat_evalsha:calls=10,usec=200,usec_per_call=20.00,rejected_calls=0,failed_calls=0\r\ncmdstat_eval:calls=2,usec=50,usec_per_call=25.00\r\ncmdstat_incr:calls=7,usec=7,usec_per_call=1.00\r\n"
+	s := parseRedisStats(info)
+	if s.cpu != 3.75 || s.cpuMain != 3.25 || !s.hasMain || s.scripts != 12 || s.cmds["incr"] != (cmdStat{calls: 7, usec: 7}) {
+		t.Fatalf("parsed %+v", s)
+	}
+	if s := parseRedisStats("used_cpu_sys:1\r\nused_cpu_user:1\r\n"); s.hasMain {
+		t.Fatalf("main thread figures reported where INFO has none: %+v", s)
+	}
+}
+
+func TestParseBenchRate(t *testing.T) {
+	got, err := parseBenchRate("EVALSHA abc: rps=0.0 (overall: nan) avg_msec=nan\rEVALSHA 2c3f 1 k: 66423.12 requests per second, p50=0.503 msec\n")
+	if err != nil || got != 66423.12 {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if _, err := parseBenchRate("ERR unknown command"); err == nil {
+		t.Fatal("no error for output without a rate")
+	}
+}
+
+func TestSumMetric(t *testing.T) {
+	text := `# HELP floodgate_decisions_total Rate-limit decisions.
+# TYPE floodgate_decisions_total counter
+floodgate_decisions_total{algorithm="token_bucket",api="envoy",domain="bench",result="allowed",rule="bench_key"} 1000
+floodgate_decisions_total{algorithm="token_bucket",api="envoy",domain="bench",result="degraded",rule="bench_key"} 7
+floodgate_decisions_total{algorithm="fixed_window",api="check",domain="",result="degraded",rule=""} 3
+floodgate_decisions_total_other{result="degraded"} 100
+floodgate_store_errors_total{backend="redis",op="decide"} 5
+`
+	if got := sumMetric(text, "floodgate_decisions_total", `result="degraded"`); got != 10 {
+		t.Fatalf("sum = %v, want 10", got)
+	}
+}
