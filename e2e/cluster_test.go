@@ -38,7 +38,7 @@ var clusterAlgorithms = []floodgatev1.Algorithm{
 // themselves in the tag.
 // redisKey is the Redis key of a Check key under the token bucket of
 // TestClusterFailover's inline limit (1000 per hour, burst 0).
-func redisKey(key string) string { return "fg:tb:{k" + key + "}:i1000/3600000/0" }
+func redisKey(key string) string { return "fg:tb:{k" + key + "}:i1000/1h" }
 
 // TestClusterExactAdmission: 300 concurrent Checks on one key with a limit
 // of 100 admit exactly 100 on a 3-master cluster with replicas, for every

@@ -243,8 +243,30 @@ func policyScope(name string) string { return "p" + name }
 // inlineScope is the store scope of an inline limit's count: its numbers
 // (the algorithm is in the store key already), so that two inline limits
 // on one key never share a count, whatever order callers interleave them.
+// It is short, since it lengthens every Redis key of the limit: requests,
+// the period in its largest whole unit, and the burst when set, e.g.
+// "i100/1m" or "i10/90s/50".
 func inlineScope(l algorithms.Limit) string {
-	return "i" + strconv.FormatInt(l.Requests, 10) + "/" + strconv.FormatInt(l.PeriodMs(), 10) + "/" + strconv.FormatInt(l.Burst, 10)
+	b := make([]byte, 0, 24)
+	b = append(b, 'i')
+	b = strconv.AppendInt(b, l.Requests, 10)
+	b = append(b, '/')
+	ms := l.PeriodMs()
+	switch {
+	case ms%3_600_000 == 0:
+		b = append(strconv.AppendInt(b, ms/3_600_000, 10), 'h')
+	case ms%60_000 == 0:
+		b = append(strconv.AppendInt(b, ms/60_000, 10), 'm')
+	case ms%1000 == 0:
+		b = append(strconv.AppendInt(b, ms/1000, 10), 's')
+	default:
+		b = append(strconv.AppendInt(b, ms, 10), "ms"...)
+	}
+	if l.Burst > 0 {
+		b = append(b, '/')
+		b = strconv.AppendInt(b, l.Burst, 10)
+	}
+	return string(b)
 }
 
 // resolve validates a check and finds its limit.
