@@ -8,6 +8,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -72,6 +73,25 @@ func benchEnvoyRequests(n int) []*rlsv3.RateLimitRequest {
 		reqs[i] = r
 	}
 	return reqs
+}
+
+// BenchmarkHealth is grpc.health.v1 Check through the same client, server
+// and bufconn: the ceiling BenchmarkCheck and BenchmarkShouldRateLimit
+// compare with (what the same server does for a call that decides
+// nothing).
+func BenchmarkHealth(b *testing.B) {
+	h := start(b, nil, server.Settings{})
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := h.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+			if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+				b.Errorf("got %v %v", resp, err)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkShouldRateLimit is Envoy's ShouldRateLimit through bufconn on

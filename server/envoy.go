@@ -133,21 +133,17 @@ type envoyCheck struct {
 }
 
 // envoyInline is how many descriptors, limits and (twice as many)
-// entries a request may have before its working memory grows beyond the
-// fixed-size buffers of ShouldRateLimit's frame and of storeBatch.
+// entries a request may have before its working memory grows beyond
+// envoyWork.
 const envoyInline = 4
 
 // ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
 func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	// Working memory on the stack, but for what the store is given and
-	// the entries (which a stack slice could not point to): one block.
-	var (
-		rows    [envoyInline][]config.Entry
-		matches [envoyInline][]*config.Limit
-		checks  [envoyInline]envoyCheck
-	)
-	batch := new(storeBatch)
-	entries, err := e.validate(req, rows[:], batch.ents[:])
+	// The request's working memory, one block on the heap: kept on the
+	// stack, it would grow the handler goroutine's stack (a copy of the
+	// whole stack, each request) deeper in the call.
+	w := new(envoyWork)
+	entries, err := e.validate(req, w.rows[:], w.ents[:])
 	if err == nil {
 		err = checkRefunds(ctx, req, e.noRefunds)
 	}
@@ -162,8 +158,8 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 		return okResponse(len(entries)), nil
 	}
 
-	planned := e.plan(req, cfg, entries, matches[:], checks[:0])
-	if err := e.decide(ctx, planned, batch); err != nil {
+	planned := e.plan(req, cfg, entries, w.matches[:], w.checks[:0])
+	if err := e.decide(ctx, planned, w); err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
 	resp := e.answer(planned, len(entries))
@@ -330,11 +326,10 @@ func appendField(dst []byte, s string) []byte {
 // decide runs the store calls: the enforced limits together, all or
 // nothing, in one call; then the shadow limits, each on its own (a shadow
 // deny must not cancel anything), charged only if the request passed.
-func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, batch *storeBatch) error {
+func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) error {
 	now := e.clock()
-	var idxBuf [envoyInline]int
-	idx := idxBuf[:0]
-	reqs := batch.reqs[:0]
+	idx := w.idx[:0]
+	reqs := w.reqs[:0]
 	for i := range checks {
 		if !checks[i].fixed && !checks[i].shadow {
 			idx = append(idx, i)
@@ -353,7 +348,7 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, batch *storeBat
 				reqs[i].DryRun = true
 			}
 		}
-		out := batch.out[:]
+		out := w.out[:]
 		if len(reqs) > len(out) {
 			out = make([]algorithms.Decision, len(reqs))
 		}
@@ -365,6 +360,13 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, batch *storeBat
 			allowed = allowed && d.Allowed
 		}
 	}
+	return e.decideShadow(ctx, now, checks, allowed)
+}
+
+// decideShadow decides the shadow limits, each on its own, charged only
+// when the request passed (allowed). Apart from decide, so that decide's
+// stack frame stays small on the way to the store.
+func (e *Envoy) decideShadow(ctx context.Context, now time.Time, checks []envoyCheck, allowed bool) error {
 	for i := range checks {
 		c := &checks[i]
 		if !c.shadow || c.fixed {
@@ -380,12 +382,16 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, batch *storeBat
 	return nil
 }
 
-// storeBatch holds the entries, store requests and decisions of a small
-// request, allocated as one block.
-type storeBatch struct {
-	ents [2 * envoyInline]config.Entry
-	reqs [envoyInline]store.Request
-	out  [envoyInline]algorithms.Decision
+// envoyWork is the working memory of a small request, allocated as one
+// block: its entries, matches, checks, store requests and decisions.
+type envoyWork struct {
+	rows    [envoyInline][]config.Entry
+	ents    [2 * envoyInline]config.Entry
+	matches [envoyInline][]*config.Limit
+	checks  [envoyInline]envoyCheck
+	reqs    [envoyInline]store.Request
+	out     [envoyInline]algorithms.Decision
+	idx     [envoyInline]int
 }
 
 // decideOrFail asks the store and records the decisions in checks[idx[k]].
