@@ -17,13 +17,15 @@ import (
 // ratelimitheader.Policy.Append and X-RateLimit-Degraded.
 const maxHeaderFields = 7
 
-// responseBlock is a response with room for its headers and for the
-// status pointers of a small request, allocated as one block.
+// responseBlock is a response with room for the pointers to its headers
+// and to the statuses of a small request, allocated as one block. (The
+// header values themselves are allocated apart, as many as there are:
+// a block above 512 bytes costs more to allocate and scan than two
+// below.)
 type responseBlock struct {
 	resp     rlsv3.RateLimitResponse
 	statuses [envoyInline]*rlsv3.RateLimitResponse_DescriptorStatus
 	hdrPtrs  [maxHeaderFields]*corev3.HeaderValue
-	hdrs     [maxHeaderFields]corev3.HeaderValue
 }
 
 // statusBlock is one descriptor status with the messages it points to,
@@ -150,9 +152,9 @@ func (e *Envoy) answer(checks []envoyCheck, n int) *rlsv3.RateLimitResponse {
 	if len(fs) == 0 {
 		return resp
 	}
-	vals, hs := blk.hdrs[:], blk.hdrPtrs[:]
-	if len(fs) > len(vals) {
-		vals, hs = make([]corev3.HeaderValue, len(fs)), make([]*corev3.HeaderValue, len(fs))
+	vals, hs := make([]corev3.HeaderValue, len(fs)), blk.hdrPtrs[:]
+	if len(fs) > len(hs) {
+		hs = make([]*corev3.HeaderValue, len(fs))
 	}
 	for i, f := range fs {
 		vals[i].Key, vals[i].Value = f.LowerName(), f.Value
