@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -83,6 +84,7 @@ type Envoy struct {
 	log            *slog.Logger
 	metrics        *Metrics
 	failures       *failureLog
+	limits         atomic.Pointer[limitCache] // of the config last served
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
@@ -121,6 +123,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 type envoyCheck struct {
 	desc   int // index of the descriptor
 	limit  *config.Limit
+	info   *limitInfo // limit's answer parts and metrics series
 	req    store.Request
 	shadow bool
 	// fixed answers without the store: unlimited (allowed) or deny-all.
@@ -129,9 +132,18 @@ type envoyCheck struct {
 	degraded bool
 }
 
+// envoyInline is how many descriptors, limits and (twice as many)
+// entries a request may have before its working memory grows beyond
+// envoyWork.
+const envoyInline = 4
+
 // ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
 func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	entries, err := e.validate(req)
+	// The request's working memory, one block on the heap: kept on the
+	// stack, it would grow the handler goroutine's stack (a copy of the
+	// whole stack, each request) deeper in the call.
+	w := new(envoyWork)
+	entries, err := e.validate(req, w.rows[:], w.ents[:])
 	if err == nil {
 		err = checkRefunds(ctx, req, e.noRefunds)
 	}
@@ -142,29 +154,22 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	if e.cfg != nil {
 		cfg = e.cfg.Current()
 	}
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(entries)),
-	}
 	if cfg == nil || !cfg.HasDomain(req.GetDomain()) {
-		for i := range resp.Statuses {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		}
-		return resp, nil
+		return okResponse(len(entries)), nil
 	}
 
-	checks := e.plan(req, cfg, entries)
-	if err := e.decide(ctx, checks); err != nil {
+	planned := e.plan(req, cfg, entries, w.matches[:], w.checks[:0])
+	if err := e.decide(ctx, planned, w); err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
-	e.answer(resp, req, checks)
-	e.observe(req.GetDomain(), entries, checks)
+	resp := e.answer(planned, len(entries))
+	e.observe(req.GetDomain(), entries, planned)
 	return resp, nil
 }
 
 // validate checks the request's shape and returns its descriptors as
-// config entries.
-func (e *Envoy) validate(req *rlsv3.RateLimitRequest) ([][]config.Entry, error) {
+// config entries, in rows and ents when they fit.
+func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]config.Entry, ents []config.Entry) ([][]config.Entry, error) {
 	switch {
 	case req.GetDomain() == "":
 		return nil, invalidf("domain", "must not be empty")
@@ -175,41 +180,53 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest) ([][]config.Entry, error) 
 	case len(req.GetDescriptors()) > e.maxDescriptors:
 		return nil, invalidf("descriptors", "%d descriptors exceed the limit of %d", len(req.GetDescriptors()), e.maxDescriptors)
 	}
-	out := make([][]config.Entry, len(req.GetDescriptors()))
+	descs := req.GetDescriptors()
+	out := rows
+	if len(descs) > len(out) {
+		out = make([][]config.Entry, len(descs))
+	}
+	out = out[:len(descs)]
 	total := 0
-	for _, d := range req.GetDescriptors() {
+	for _, d := range descs {
 		total += len(d.GetEntries())
 	}
-	backing := make([]config.Entry, 0, min(total, e.maxDescriptors*e.maxEntries))
-	for i, d := range req.GetDescriptors() {
-		field := fmtIndex("descriptors", i)
+	backing := ents[:0]
+	if total > cap(backing) {
+		backing = make([]config.Entry, 0, min(total, e.maxDescriptors*e.maxEntries))
+	}
+	// Field names are built only on the error paths: they allocate.
+	for i, d := range descs {
 		switch n := len(d.GetEntries()); {
 		case n == 0:
-			return nil, invalidf(field+".entries", "must hold at least one entry")
+			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "must hold at least one entry")
 		case n > e.maxEntries:
-			return nil, invalidf(field+".entries", "%d entries exceed the limit of %d", n, e.maxEntries)
+			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "%d entries exceed the limit of %d", n, e.maxEntries)
 		}
 		if l := d.GetLimit(); l != nil {
 			if _, ok := unitDurations[rlsv3.RateLimitResponse_RateLimit_Unit(l.GetUnit())]; !ok {
-				return nil, invalidf(field+".limit.unit", "unknown unit %v", l.GetUnit())
+				return nil, invalidf(fmtIndex("descriptors", i)+".limit.unit", "unknown unit %v", l.GetUnit())
 			}
 		}
 		start := len(backing)
 		for j, en := range d.GetEntries() {
-			ef := field + "." + fmtIndex("entries", j)
 			switch {
 			case en.GetKey() == "":
-				return nil, invalidf(ef+".key", "must not be empty")
+				return nil, invalidf(entryField(i, j)+".key", "must not be empty")
 			case len(en.GetKey()) > e.maxKey:
-				return nil, invalidf(ef+".key", "%d bytes exceed the limit of %d", len(en.GetKey()), e.maxKey)
+				return nil, invalidf(entryField(i, j)+".key", "%d bytes exceed the limit of %d", len(en.GetKey()), e.maxKey)
 			case len(en.GetValue()) > e.maxKey:
-				return nil, invalidf(ef+".value", "%d bytes exceed the limit of %d", len(en.GetValue()), e.maxKey)
+				return nil, invalidf(entryField(i, j)+".value", "%d bytes exceed the limit of %d", len(en.GetValue()), e.maxKey)
 			}
 			backing = append(backing, config.Entry{Key: en.GetKey(), Value: en.GetValue()})
 		}
 		out[i] = backing[start:len(backing):len(backing)]
 	}
 	return out, nil
+}
+
+// entryField is the field path of entry j of descriptor i.
+func entryField(i, j int) string {
+	return fmtIndex("descriptors", i) + "." + fmtIndex("entries", j)
 }
 
 // unitDurations are Envoy's units as periods (month and year as
@@ -225,9 +242,16 @@ var unitDurations = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
 }
 
 // plan turns the request into the limits to decide.
-func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *config.Config, entries [][]config.Entry) []envoyCheck {
-	matches := cfg.MatchRequest(req.GetDomain(), entries)
-	var checks []envoyCheck
+// matches is a buffer for the matched limits, checks one to append the
+// checks to.
+func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *config.Config, entries [][]config.Entry, matches [][]*config.Limit, checks []envoyCheck) []envoyCheck {
+	if len(entries) > len(matches) {
+		matches = make([][]*config.Limit, len(entries))
+	}
+	matches = matches[:len(entries)]
+	cfg.MatchRequestInto(matches, req.GetDomain(), entries)
+	lc := e.limitCacheFor(cfg)
+	var kb [128]byte // a key is built here, then copied into its string
 	for i, d := range req.GetDescriptors() {
 		cost := int64(max(req.GetHitsAddend(), 1))
 		if h := d.GetHitsAddend(); h != nil {
@@ -241,7 +265,7 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *config.Config, entries []
 			continue
 		}
 		for _, l := range matches[i] {
-			c := envoyCheck{desc: i, limit: l, shadow: e.shadow || l.ShadowMode}
+			c := envoyCheck{desc: i, limit: l, info: lc.info(l), shadow: e.shadow || l.ShadowMode}
 			switch {
 			case l.Unlimited:
 				c.fixed = true
@@ -250,7 +274,7 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *config.Config, entries []
 				c.fixed = true
 				c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
 			default:
-				c.req = store.Request{Key: string(l.AppendKey(append(make([]byte, 0, 64), 'e'), entries[i])), Limit: l.Rate, Cost: cost}
+				c.req = store.Request{Key: string(l.AppendKey(append(kb[:0], 'e'), entries[i])), Limit: l.Rate, Cost: cost}
 			}
 			checks = append(checks, c)
 		}
@@ -274,8 +298,10 @@ func (e *Envoy) overrideCheck(i int, domain string, entries []config.Entry, o *r
 		c.fixed = true
 		c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
 		l.DenyAll = true
+		c.info = newLimitInfo(l)
 		return c
 	}
+	c.info = newLimitInfo(l) // a request's own limit: nothing to share
 	key := append(make([]byte, 0, 64), 'o')
 	key = appendField(key, domain)
 	key = strconv.AppendInt(key, int64(o.GetRequestsPerUnit()), 10)
@@ -300,10 +326,10 @@ func appendField(dst []byte, s string) []byte {
 // decide runs the store calls: the enforced limits together, all or
 // nothing, in one call; then the shadow limits, each on its own (a shadow
 // deny must not cancel anything), charged only if the request passed.
-func (e *Envoy) decide(ctx context.Context, checks []envoyCheck) error {
+func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) error {
 	now := e.clock()
-	var idx []int
-	var reqs []store.Request
+	idx := w.idx[:0]
+	reqs := w.reqs[:0]
 	for i := range checks {
 		if !checks[i].fixed && !checks[i].shadow {
 			idx = append(idx, i)
@@ -322,7 +348,11 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck) error {
 				reqs[i].DryRun = true
 			}
 		}
-		out := make([]algorithms.Decision, len(reqs))
+		out := w.out[:]
+		if len(reqs) > len(out) {
+			out = make([]algorithms.Decision, len(reqs))
+		}
+		out = out[:len(reqs)]
 		if err := e.decideOrFail(ctx, now, reqs, out, checks, idx); err != nil {
 			return err
 		}
@@ -330,6 +360,13 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck) error {
 			allowed = allowed && d.Allowed
 		}
 	}
+	return e.decideShadow(ctx, now, checks, allowed)
+}
+
+// decideShadow decides the shadow limits, each on its own, charged only
+// when the request passed (allowed). Apart from decide, so that decide's
+// stack frame stays small on the way to the store.
+func (e *Envoy) decideShadow(ctx context.Context, now time.Time, checks []envoyCheck, allowed bool) error {
 	for i := range checks {
 		c := &checks[i]
 		if !c.shadow || c.fixed {
@@ -343,6 +380,18 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck) error {
 		}
 	}
 	return nil
+}
+
+// envoyWork is the working memory of a small request, allocated as one
+// block: its entries, matches, checks, store requests and decisions.
+type envoyWork struct {
+	rows    [envoyInline][]config.Entry
+	ents    [2 * envoyInline]config.Entry
+	matches [envoyInline][]*config.Limit
+	checks  [envoyInline]envoyCheck
+	reqs    [envoyInline]store.Request
+	out     [envoyInline]algorithms.Decision
+	idx     [envoyInline]int
 }
 
 // decideOrFail asks the store and records the decisions in checks[idx[k]].
@@ -393,6 +442,6 @@ func (e *Envoy) observe(domain string, entries [][]config.Entry, checks []envoyC
 				continue
 			}
 		}
-		e.metrics.ObserveDecision(APIEnvoy, domain, c.limit.Name, c.limit.Rate.Algorithm, res, NearLimit(c.decision))
+		e.metrics.observeRule(&c.info.series, APIEnvoy, domain, c.limit.Name, c.limit.Rate.Algorithm, res, NearLimit(c.decision))
 	}
 }

@@ -13,7 +13,54 @@ import (
 	"github.com/floodgate/floodgate/server/config"
 )
 
-// answer fills the statuses, the overall code and the headers.
+// maxHeaderFields bounds the header fields of one answer: the six of
+// ratelimitheader.Policy.Append and X-RateLimit-Degraded.
+const maxHeaderFields = 7
+
+// responseBlock is a response with room for the pointers to its headers
+// and to the statuses of a small request, allocated as one block. (The
+// header values themselves are allocated apart, as many as there are:
+// a block above 512 bytes costs more to allocate and scan than two
+// below.)
+type responseBlock struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [envoyInline]*rlsv3.RateLimitResponse_DescriptorStatus
+	hdrPtrs  [maxHeaderFields]*corev3.HeaderValue
+}
+
+// statusBlock is one descriptor status with the messages it points to,
+// so that the statuses of a response are allocated as one slice.
+type statusBlock struct {
+	st    rlsv3.RateLimitResponse_DescriptorStatus
+	limit rlsv3.RateLimitResponse_RateLimit
+	mult  wrapperspb.UInt32Value
+	reset durationpb.Duration
+}
+
+// newResponse returns an OK response with n OK statuses.
+func newResponse(n int) (*responseBlock, []statusBlock) {
+	b := &responseBlock{resp: rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}}
+	sts := make([]statusBlock, n)
+	b.resp.Statuses = b.statuses[:]
+	if n > len(b.statuses) {
+		b.resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
+	b.resp.Statuses = b.resp.Statuses[:n]
+	for i := range sts {
+		sts[i].st.Code = rlsv3.RateLimitResponse_OK
+		b.resp.Statuses[i] = &sts[i].st
+	}
+	return b, sts
+}
+
+// okResponse is the answer to n descriptors that no limit applies to.
+func okResponse(n int) *rlsv3.RateLimitResponse {
+	b, _ := newResponse(n)
+	return &b.resp
+}
+
+// answer builds the response to n descriptors: the statuses, the overall
+// code and the headers.
 //
 // A descriptor's status is its most restrictive enforced limit. Shadow
 // limits never shape a status's numbers or the headers (they show in the
@@ -23,8 +70,15 @@ import (
 // gives, but no current_limit, limit_remaining or duration_until_reset:
 // nothing is known about its quota, and a zero would tell the client "none
 // left, retry now".
-func (e *Envoy) answer(resp *rlsv3.RateLimitResponse, req *rlsv3.RateLimitRequest, checks []envoyCheck) {
-	best := make([]int, len(resp.Statuses))
+func (e *Envoy) answer(checks []envoyCheck, n int) *rlsv3.RateLimitResponse {
+	blk, sts := newResponse(n)
+	resp := &blk.resp
+	var bestBuf [envoyInline]int
+	best := bestBuf[:]
+	if n > len(best) {
+		best = make([]int, n)
+	}
+	best = best[:n]
 	for i := range best {
 		best[i] = -1
 	}
@@ -41,11 +95,11 @@ func (e *Envoy) answer(resp *rlsv3.RateLimitResponse, req *rlsv3.RateLimitReques
 	}
 	headline := -1 // the check the headers describe
 	for d, b := range best {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		resp.Statuses[d] = st
 		if b < 0 {
 			continue
 		}
+		sb := &sts[d]
+		st := &sb.st
 		c := &checks[b]
 		if !c.decision.Allowed {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -54,27 +108,37 @@ func (e *Envoy) answer(resp *rlsv3.RateLimitResponse, req *rlsv3.RateLimitReques
 		if c.degraded {
 			continue
 		}
-		st.CurrentLimit = currentLimit(c.limit)
+		sb.limit.Name = c.limit.Name
+		sb.limit.RequestsPerUnit = c.info.perUnit
+		sb.limit.Unit = c.info.unit
+		if c.info.mult != 0 {
+			sb.mult.Value = c.info.mult
+			sb.limit.UnitMultiplier = &sb.mult
+		}
+		st.CurrentLimit = &sb.limit
 		st.LimitRemaining = uint32(min(max(c.decision.Remaining, 0), 1<<32-1))
 		reset := c.decision.ResetAfter
 		if c.limit.DenyAll {
 			reset = ratelimitheader.NeverSeconds * time.Second
 		}
-		st.DurationUntilReset = durationpb.New(reset)
+		// As durationpb.New(reset).
+		sb.reset.Seconds = int64(reset / time.Second)
+		sb.reset.Nanos = int32(reset % time.Second)
+		st.DurationUntilReset = &sb.reset
 		if headline < 0 || moreRestrictive(c, &checks[headline]) {
 			headline = b
 		}
 	}
 	if !e.headers {
-		return
+		return resp
 	}
-	var buf [8]ratelimitheader.Field
+	var buf [maxHeaderFields]ratelimitheader.Field
 	fs := buf[:0]
 	retryAfter := false
 	if headline >= 0 {
 		c := &checks[headline]
 		retryAfter = !c.decision.Allowed
-		fs = ratelimitheader.Append(fs, headerLimit(c.limit), ratelimitheader.State{
+		fs = c.info.header.Append(fs, ratelimitheader.State{
 			Remaining:  c.decision.Remaining,
 			ResetAfter: c.decision.ResetAfter,
 			Denied:     !c.decision.Allowed,
@@ -86,16 +150,18 @@ func (e *Envoy) answer(resp *rlsv3.RateLimitResponse, req *rlsv3.RateLimitReques
 		fs = ratelimitheader.AppendDegraded(fs, over && !retryAfter, DegradedRetryAfter)
 	}
 	if len(fs) == 0 {
-		return
+		return resp
 	}
-	// One allocation for all the header messages.
-	vals := make([]corev3.HeaderValue, len(fs))
-	hs := make([]*corev3.HeaderValue, len(fs))
+	vals, hs := make([]corev3.HeaderValue, len(fs)), blk.hdrPtrs[:]
+	if len(fs) > len(hs) {
+		hs = make([]*corev3.HeaderValue, len(fs))
+	}
 	for i, f := range fs {
 		vals[i].Key, vals[i].Value = f.LowerName(), f.Value
 		hs[i] = &vals[i]
 	}
-	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, hs...)
+	resp.ResponseHeadersToAdd = hs[:len(fs)]
+	return resp
 }
 
 // headerLimit is l as a quota policy for the headers (see
@@ -130,29 +196,4 @@ func waitOf(c *envoyCheck) time.Duration {
 		return 1<<63 - 1
 	}
 	return c.decision.RetryAfter
-}
-
-// currentLimit describes l in Envoy's terms: requests per unit, with a
-// unit multiplier when the period is a multiple of a unit.
-func currentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
-	rl := &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: uint32(min(max(l.Rate.Capacity(), 0), 1<<32-1))}
-	if l.DenyAll {
-		rl.RequestsPerUnit = 0
-	}
-	p := l.Rate.Period
-	for _, u := range []rlsv3.RateLimitResponse_RateLimit_Unit{
-		rlsv3.RateLimitResponse_RateLimit_YEAR, rlsv3.RateLimitResponse_RateLimit_MONTH, rlsv3.RateLimitResponse_RateLimit_WEEK,
-		rlsv3.RateLimitResponse_RateLimit_DAY, rlsv3.RateLimitResponse_RateLimit_HOUR, rlsv3.RateLimitResponse_RateLimit_MINUTE,
-		rlsv3.RateLimitResponse_RateLimit_SECOND,
-	} {
-		ud := unitDurations[u]
-		if p > 0 && p%ud == 0 {
-			rl.Unit = u
-			if m := p / ud; m != 1 {
-				rl.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, 1<<32-1)))
-			}
-			return rl
-		}
-	}
-	return rl
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -248,6 +249,49 @@ func (m *Metrics) newSeries(k decisionKey) *decisionSeries {
 	}
 	v, _ := m.series.LoadOrStore(k, s)
 	return v.(*decisionSeries)
+}
+
+// ruleSeries caches the decisions series of one label set but the result
+// (api, domain, rule and algorithm fixed by its owner), one per result, so
+// that counting a decision of a rule resolved before costs no map lookup
+// (see Metrics.observeRule). The zero value is empty and ready to use.
+type ruleSeries struct {
+	byResult [4]atomic.Pointer[decisionSeries] // by resultIndex
+}
+
+// resultIndex is result's slot in ruleSeries, or -1 for a value that is
+// not a Result constant.
+func resultIndex(result string) int {
+	switch result {
+	case ResultAllowed:
+		return 0
+	case ResultDenied:
+		return 1
+	case ResultShadowDenied:
+		return 2
+	case ResultDegraded:
+		return 3
+	}
+	return -1
+}
+
+// observeRule counts a decision as ObserveDecision does, through rs, which
+// must always be given the same api, domain, rule and alg.
+func (m *Metrics) observeRule(rs *ruleSeries, api, domain, rule string, alg algorithms.Algorithm, result string, nearLimit bool) {
+	i := resultIndex(result)
+	if i < 0 {
+		m.ObserveDecision(api, domain, rule, alg, result, nearLimit)
+		return
+	}
+	s := rs.byResult[i].Load()
+	if s == nil {
+		s = m.seriesFor(decisionKey{api: api, domain: domain, rule: rule, alg: alg, result: result})
+		rs.byResult[i].Store(s)
+	}
+	s.decisions.Inc()
+	if nearLimit && s.nearLimit != nil {
+		s.nearLimit.Inc()
+	}
 }
 
 // ObserveDetailedDecision counts a decision as ObserveDecision does, under

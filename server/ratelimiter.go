@@ -125,12 +125,12 @@ func (r *RateLimiter) Check(ctx context.Context, req *floodgatev1.CheckRequest) 
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
-	var out [1]algorithms.Decision
-	degraded, err := r.decide(ctx, []check{c}, out[:])
+	b := new(oneDecision) // goes to the store: on the heap, as one block
+	degraded, err := r.decide(ctx, []check{c}, b.reqs[:], b.out[:])
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
-	return checkResponse(c, out[0], degraded), nil
+	return checkResponse(c, b.out[0], degraded), nil
 }
 
 // CheckBatch implements floodgate.v1.RateLimiter/CheckBatch: all or nothing.
@@ -151,7 +151,7 @@ func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatc
 		checks[i] = c
 	}
 	out := make([]algorithms.Decision, n)
-	degraded, err := r.decide(ctx, checks, out)
+	degraded, err := r.decide(ctx, checks, make([]store.Request, n), out)
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
@@ -176,8 +176,9 @@ func (r *RateLimiter) Peek(ctx context.Context, req *floodgatev1.PeekRequest) (*
 	now := c
 	now.req.Cost = 0
 	c.req.DryRun = true
+	var reqs [2]store.Request
 	var out [2]algorithms.Decision
-	degraded, err := r.decide(ctx, []check{now, c}, out[:])
+	degraded, err := r.decide(ctx, []check{now, c}, reqs[:], out[:])
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
@@ -247,8 +248,8 @@ func policyScope(name string) string { return "p" + name }
 // the period in its largest whole unit, and the burst when set, e.g.
 // "i100/1m" or "i10/90s/50".
 func inlineScope(l algorithms.Limit) string {
-	b := make([]byte, 0, 24)
-	b = append(b, 'i')
+	var buf [48]byte // room for "i" and the numbers: one allocation, the string
+	b := append(buf[:0], 'i')
 	b = strconv.AppendInt(b, l.Requests, 10)
 	b = append(b, '/')
 	ms := l.PeriodMs()
@@ -381,11 +382,19 @@ func inlineLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit) (algorithms.Li
 	return l, nil
 }
 
-// decide asks the store, reading the clock once. When the store cannot
+// oneDecision holds the store request and decision of a Check, allocated
+// as one block.
+type oneDecision struct {
+	reqs [1]store.Request
+	out  [1]algorithms.Decision
+}
+
+// decide asks the store, reading the clock once. reqs is a buffer of
+// len(checks) for the store requests. When the store cannot
 // decide, each check's failure mode answers: open allows (degraded), closed
 // denies (degraded). A request whose own context ended gets that error.
-func (r *RateLimiter) decide(ctx context.Context, checks []check, out []algorithms.Decision) (degraded bool, err error) {
-	reqs := make([]store.Request, len(checks))
+func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.Request, out []algorithms.Decision) (degraded bool, err error) {
+	reqs = reqs[:len(checks)]
 	for i := range checks {
 		reqs[i] = checks[i].req
 	}
@@ -455,16 +464,25 @@ func orDefault(v, def int) int {
 // checkResponse builds the answer to one check. Shadow mode turns a deny
 // into an allow (the deny is still decided and counted in metrics).
 func checkResponse(c check, d algorithms.Decision, degraded bool) *floodgatev1.CheckResponse {
-	resp := &floodgatev1.CheckResponse{
-		Allowed:    d.Allowed || c.shadow,
-		Limit:      d.Limit,
-		Remaining:  d.Remaining,
-		ResetAfter: durationpb.New(d.ResetAfter),
-		RetryAfter: durationpb.New(0),
-		Degraded:   degraded,
-	}
+	// The response and its two durations as one block (as durationpb.New).
+	b := new(checkResponseBlock)
+	resp := &b.resp
+	resp.Allowed = d.Allowed || c.shadow
+	resp.Limit = d.Limit
+	resp.Remaining = d.Remaining
+	resp.Degraded = degraded
+	b.reset.Seconds, b.reset.Nanos = int64(d.ResetAfter/time.Second), int32(d.ResetAfter%time.Second)
+	resp.ResetAfter = &b.reset
 	if !resp.Allowed {
-		resp.RetryAfter = durationpb.New(max(d.RetryAfter, 0))
+		retry := max(d.RetryAfter, 0)
+		b.retry.Seconds, b.retry.Nanos = int64(retry/time.Second), int32(retry%time.Second)
 	}
+	resp.RetryAfter = &b.retry
 	return resp
+}
+
+// checkResponseBlock is a CheckResponse with its durations.
+type checkResponseBlock struct {
+	resp         floodgatev1.CheckResponse
+	reset, retry durationpb.Duration
 }

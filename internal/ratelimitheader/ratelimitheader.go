@@ -157,37 +157,82 @@ func (f Field) LowerName() string {
 
 // Append appends to dst the fields describing s under l: RateLimit-Policy
 // (when l.Window is known), RateLimit, the X-RateLimit-* fields and, when
-// s.Denied, Retry-After.
+// s.Denied, Retry-After. A caller that writes the fields of one limit
+// often should Prepare it once and use Policy.Append.
 func Append(dst []Field, l Limit, s State) []Field {
+	p := Prepare(l)
+	return p.Append(dst, s)
+}
+
+// Policy is a Limit with the header values that do not depend on a
+// request built once: RateLimit-Policy, X-RateLimit-Limit and the head of
+// RateLimit. It is immutable, so one Policy may serve every request of a
+// limit concurrently.
+type Policy struct {
+	limit  Limit
+	policy string // RateLimit-Policy; "" when the window is unknown
+	xlimit string // X-RateLimit-Limit
+	head   string // RateLimit up to its r value: `"name";r=`
+}
+
+// Prepare builds the request-independent header values of l.
+func Prepare(l Limit) Policy {
 	name := String(l.Name)
 	q := strconv.FormatInt(max(l.Quota, 0), 10)
 	if l.DenyAll {
 		q = "0"
 	}
-	r := strconv.FormatInt(max(s.Remaining, 0), 10)
-	if l.DenyAll {
-		r = "0"
-	}
-	t := strconv.FormatInt(Seconds(s.ResetAfter), 10)
-	if l.DenyAll {
-		t = strconv.Itoa(NeverSeconds)
-	}
+	p := Policy{limit: l, xlimit: q, head: name + ";r="}
 	if l.Window > 0 {
 		w := strconv.FormatInt(max(Seconds(l.Window), 1), 10)
-		dst = append(dst,
-			Field{PolicyName, name + ";q=" + q + ";w=" + w},
-			Field{RateLimitName, name + ";r=" + r + ";t=" + t},
-			Field{XLimitName, q + ", " + q + ";w=" + w},
-		)
-	} else {
-		dst = append(dst,
-			Field{RateLimitName, name + ";r=" + r + ";t=" + t},
-			Field{XLimitName, q},
-		)
+		p.policy = name + ";q=" + q + ";w=" + w
+		p.xlimit = q + ", " + q + ";w=" + w
 	}
-	dst = append(dst, Field{XRemainingName, r}, Field{XResetName, t})
+	return p
+}
+
+// Limit is the limit p was prepared from.
+func (p *Policy) Limit() Limit { return p.limit }
+
+// Append appends to dst the fields describing s under p's limit, as the
+// package's Append does. The values that depend on s share one string, so
+// it allocates once (and not at all for dst when dst has room).
+func (p *Policy) Append(dst []Field, s State) []Field {
+	// RateLimit's value `"name";r=R;t=T`, with Retry-After's value after
+	// it: X-RateLimit-Remaining, X-RateLimit-Reset and Retry-After are
+	// slices of the same string.
+	var buf [96]byte
+	b := append(buf[:0], p.head...)
+	rStart := len(b)
+	if p.limit.DenyAll {
+		b = append(b, '0')
+	} else {
+		b = strconv.AppendInt(b, max(s.Remaining, 0), 10)
+	}
+	rEnd := len(b)
+	b = append(b, ";t="...)
+	tStart := len(b)
+	if p.limit.DenyAll {
+		b = strconv.AppendInt(b, NeverSeconds, 10)
+	} else {
+		b = strconv.AppendInt(b, Seconds(s.ResetAfter), 10)
+	}
+	tEnd := len(b)
 	if s.Denied {
-		dst = append(dst, Field{RetryAfterName, strconv.FormatInt(RetryAfterSeconds(l, s.RetryAfter), 10)})
+		b = strconv.AppendInt(b, RetryAfterSeconds(p.limit, s.RetryAfter), 10)
+	}
+	v := string(b)
+	if p.policy != "" {
+		dst = append(dst, Field{PolicyName, p.policy})
+	}
+	dst = append(dst,
+		Field{RateLimitName, v[:tEnd]},
+		Field{XLimitName, p.xlimit},
+		Field{XRemainingName, v[rStart:rEnd]},
+		Field{XResetName, v[tStart:tEnd]},
+	)
+	if s.Denied {
+		dst = append(dst, Field{RetryAfterName, v[tEnd:]})
 	}
 	return dst
 }

@@ -258,6 +258,15 @@ func (c *Config) Match(domain string, entries []Entry) []*Limit {
 // envoyproxy/ratelimit does. The inner slices must not be modified.
 func (c *Config) MatchRequest(domain string, descriptors [][]Entry) [][]*Limit {
 	out := make([][]*Limit, len(descriptors))
+	c.MatchRequestInto(out, domain, descriptors)
+	return out
+}
+
+// MatchRequestInto is MatchRequest writing to out, which must have the
+// length of descriptors (a caller's reused or stack buffer), so that a
+// request without replaces allocates nothing.
+func (c *Config) MatchRequestInto(out [][]*Limit, domain string, descriptors [][]Entry) {
+	out = out[:len(descriptors)]
 	replacing := false
 	for i, d := range descriptors {
 		out[i] = c.Match(domain, d)
@@ -266,7 +275,7 @@ func (c *Config) MatchRequest(domain string, descriptors [][]Entry) [][]*Limit {
 		}
 	}
 	if !replacing {
-		return out
+		return
 	}
 	replaced := map[string]bool{}
 	for _, ls := range out {
@@ -298,7 +307,6 @@ func (c *Config) MatchRequest(domain string, descriptors [][]Entry) [][]*Limit {
 			out[i] = kept
 		}
 	}
-	return out
 }
 
 // Files returns the files the config was loaded from, in load order.
