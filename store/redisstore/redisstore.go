@@ -194,9 +194,30 @@ type call struct {
 	log  bool   // a request uses the sliding window log
 	idx  []int  // positions in the Decide call's requests
 
-	reply any
-	err   error
-	done  chan<- *call // receives the call once reply or err is set
+	reply  any
+	err    error
+	done   chan *call // receives the call once reply or err is set (capacity 1)
+	pooled bool       // from callPool: goes back once its Decide is done with it
+}
+
+// callPool recycles the calls of single-slot Decide calls, with their
+// keys, request bytes and channel: a decision on a standalone Redis or
+// Sentinel then allocates little beyond go-redis' command (issue 11).
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan *call, 1), pooled: true} }}
+
+// release returns the pooled calls to callPool. Only calls whose result
+// was received may go back: a call abandoned on a timeout may still be in
+// a pipeline, and its channel may still receive.
+func release(calls []*call) {
+	for _, c := range calls {
+		if !c.pooled {
+			continue
+		}
+		clear(c.keys)
+		c.keys, c.buf, c.idx = c.keys[:0], c.buf[:0], c.idx[:0]
+		c.reply, c.err, c.log = nil, nil, false
+		callPool.Put(c)
+	}
 }
 
 // Decide implements store.Store.
@@ -232,9 +253,11 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 		if err := s.run(tctx, probes); err != nil {
 			return s.wrap(ctx, "decide", err)
 		}
-		if denied, err := s.decodeAll(probes, reqs, out); err != nil || denied {
+		denied, err := s.decodeAll(probes, reqs, out)
+		if err != nil || denied {
 			return err
 		}
+		release(probes)
 	}
 	if err := s.run(tctx, calls); err != nil {
 		return s.wrap(ctx, "decide", err)
@@ -246,6 +269,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	if denied && len(calls) > 1 {
 		s.refund(tctx, reqs, out, calls, h)
 	}
+	release(calls)
 	return nil
 }
 
@@ -283,15 +307,16 @@ func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.
 // costs cost returns.
 func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) int64) []*call {
 	if !s.cluster {
-		// One slot: one call, its slices sized once.
-		c := &call{h: h, keys: make([]string, len(reqs)), buf: make([]byte, 0, hdrLen+reqLen*len(reqs)), idx: make([]int, len(reqs))}
+		// One slot: one call, from the pool.
+		c := callPool.Get().(*call)
+		c.slot, c.h = 0, h
 		c.buf = appendHeader(c.buf, h)
 		for i := range reqs {
 			r := &reqs[i]
-			c.keys[i] = scopedKey(s.cfg.Prefix, r.Limit.Algorithm, hashTag(r.Key), r.Scope)
+			c.keys = append(c.keys, scopedKey(s.cfg.Prefix, r.Limit.Algorithm, hashTag(r.Key), r.Scope))
 			c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun)
 			c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
-			c.idx[i] = i
+			c.idx = append(c.idx, i)
 		}
 		return []*call{c}
 	}
@@ -308,7 +333,7 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 			}
 		}
 		if c == nil {
-			c = &call{slot: sl, h: h, buf: appendHeader(make([]byte, 0, hdrLen+reqLen*len(reqs)), h)}
+			c = &call{slot: sl, h: h, buf: appendHeader(make([]byte, 0, hdrLen+reqLen*len(reqs)), h), done: make(chan *call, 1)}
 			calls = append(calls, c)
 		}
 		c.keys = append(c.keys, scopedKey(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
@@ -370,18 +395,14 @@ func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorith
 // run executes calls, through the batcher when there is one, and returns
 // the first error.
 func (s *Store) run(ctx context.Context, calls []*call) error {
-	done := make(chan *call, len(calls))
-	for _, c := range calls {
-		c.done = done
-	}
 	if s.batch == nil {
 		s.exec(ctx, calls)
 	} else if err := s.batch.submit(ctx, calls); err != nil {
 		return err
 	}
-	for range calls {
+	for _, c := range calls {
 		select {
-		case c := <-done:
+		case <-c.done:
 			if c.err != nil {
 				return c.err
 			}

@@ -13,7 +13,8 @@
 --   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
 --           is 0
 --
--- Multiple results rather than tables, and gcd and ceil_div written out:
+-- Multiple results rather than tables, and gcd, ceil_div and math.min
+-- written out:
 -- every table, closure and upvalue is an allocation per script call,
 -- which cost more than the decision's arithmetic.
 
@@ -34,7 +35,11 @@ local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
   if c == 0 then -- never seen: a full bucket
     tokens, last = full, now
   elseif c ~= scale then -- the limit changed: keep the whole tokens
-    tokens = math.min(quo(a, c), capacity) * scale
+    tokens = quo(a, c)
+    if tokens > capacity then
+      tokens = capacity
+    end
+    tokens = tokens * scale
   end
   if now > last then
     local need = full - tokens
@@ -45,7 +50,9 @@ local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
     end
     last = now
   end
-  tokens = math.min(tokens, full)
+  if tokens > full then
+    tokens = full
+  end
   -- When the clock went back, the bucket stands at last; every wait is
   -- measured from now, so it includes the lag.
   local lag = last - now
@@ -57,7 +64,10 @@ local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
   elseif cost > 0 then
     tokens = tokens - cost * scale
   elseif cost < 0 then
-    tokens = math.min(full, tokens - cost * scale)
+    tokens = tokens - cost * scale
+    if tokens > full then
+      tokens = full
+    end
   end
   local ttl = lag + quo(full - tokens + per_ms - 1, per_ms)
   if tokens < full then
