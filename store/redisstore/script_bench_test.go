@@ -130,3 +130,26 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGoRedisEvalSha is go-redis' own cost of one script call, the
+// floor under Store.Decide's allocations and CPU (compare BenchmarkDecide
+// unbatched): one EVALSHA of a script that returns at once, with the KEYS
+// and ARGV of one token-bucket decision.
+func BenchmarkGoRedisEvalSha(b *testing.B) {
+	srv := redistest.StartServer(b)
+	c := srv.Client()
+	ctx := context.Background()
+	nop := redis.NewScript("return 1")
+	if err := nop.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 100, Period: time.Minute}
+	keys := []string{"fg:tb:{kbench}"}
+	buf := appendRequest(appendHeader(nil, header{nowMs: -1}), l, 1, false)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := nop.EvalSha(ctx, c, keys, buf).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
