@@ -1,5 +1,6 @@
 // Package algorithms is floodgate's rate-limit math: four counting
-// algorithms as pure functions, and their Lua twins for Redis.
+// algorithms as pure functions. It needs no Redis: their Lua twins live
+// with the Redis store (store/redisstore/lua).
 //
 // Most callers want [Decide]:
 //
@@ -52,7 +53,7 @@
 // When the limit changes, the whole tokens carry over, capped at the new
 // burst. Three integers: a State value (48 bytes in Go, its empty Log
 // header included), and a string of at most 25 packed bytes in Redis
-// (lua.go).
+// (store/redisstore/script.go).
 //
 // [SlidingWindow]: the sliding-window counter. Windows are aligned to
 // ⌊now/W⌋; with curr counted in the current window, prev in the one before
@@ -78,7 +79,7 @@
 // slots; the ring grows by doubling and shrinks when four times too large,
 // never beyond Requests slots, hence the cap [MaxLogRequests]: at most 80
 // KB in Go (8 bytes a slot) and 60 KB in Redis (6 bytes a slot, one string
-// read with GETRANGE and written with SETRANGE; lua.go). Decide leaves the
+// read with GETRANGE and written with SETRANGE; store/redisstore/script.go). Decide leaves the
 // ring it was given intact, so an admit copies it (O(Requests)): States
 // are values a caller may keep, fork or read from several goroutines.
 // [ApplyMs] is for a caller that owns the state, such as a store: it
@@ -138,8 +139,9 @@
 //
 // # Lua twins
 //
-// lua/*.lua mirror the Go functions line by line and are embedded in the
-// binary; lua.go describes the Redis key layout and the driver script. A
-// change to the arithmetic here must be made there too, or Redis and the
-// memory store will disagree.
+// store/redisstore/lua/*.lua mirror the Go functions line by line and
+// are embedded in the binary; store/redisstore/script.go describes the
+// Redis key layout and the scripts. A change to the arithmetic here must be
+// made there too, or Redis and the memory store will disagree: the
+// differential test there (TestLuaMatchesGo) runs both side by side.
 package algorithms

@@ -9,7 +9,7 @@ package algorithms
 // limit was reconfigured) and counts as an empty window, where an index
 // from another period would read as a window far in the future.
 //
-// Mirrored by lua/fixed_window.lua.
+// Mirrored by store/redisstore/lua/fixed_window.lua.
 func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	w := l.PeriodMs()
 	start := now - now%w

@@ -52,7 +52,7 @@ type logPlan struct {
 // Allowed iff the units live in (at − W, at] plus cost fit in Requests;
 // RetryAfter is the wait until enough of the oldest live units leave.
 //
-// Mirrored by lua/sliding_window_log.lua.
+// Mirrored by store/redisstore/lua/sliding_window_log.lua.
 func planSlidingLog(l Limit, s State, now, cost int64) logPlan {
 	w := l.PeriodMs()
 	n := int64(len(s.Log))

@@ -14,7 +14,7 @@ package algorithms
 // (the limit was reconfigured) and counts as empty, where an index from
 // another period would read as a window far in the future.
 //
-// Mirrored by lua/sliding_window.lua.
+// Mirrored by store/redisstore/lua/sliding_window.lua.
 func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	w := l.PeriodMs()
 	start := now - now%w

@@ -12,7 +12,7 @@ func tokenScale(requests, periodMs int64) (perMs, scale int64) {
 // at Requests per Period. Tokens are counted in scaled units (scale units a
 // token, perMs units gained each millisecond), so refills never round.
 //
-// Mirrored by lua/token_bucket.lua.
+// Mirrored by store/redisstore/lua/token_bucket.lua.
 func decideTokenBucket(l Limit, s State, now, cost int64) (State, Decision) {
 	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
 	capacity := l.Capacity()

@@ -11,10 +11,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // redisStats is what one Redis node's INFO says at one moment.
@@ -106,7 +108,8 @@ func memoryPerKey(ctx context.Context, c *redis.Client, match string, n int) (fl
 // redis-benchmark replaces __rand_int__ in the key. The ARGV layout is the
 // Redis store's: this is the one place to change when it does.
 func floodgateBenchCall() (src string, args []string) {
-	return algorithms.BatchScript(), []string{"1", "fg:tb:{kbench__rand_int__}", "-1", "0", "1", "1", "1000000", "1000", "0", "1", "0"}
+	src, argv := redisstore.BenchmarkEval(algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1_000_000, Period: time.Second}, 1)
+	return src, []string{"1", "fg:tb:{kbench__rand_int__}", argv}
 }
 
 // benchCall is one call redis-benchmark repeats: a script run by EVALSHA

@@ -1,7 +1,8 @@
 // Package redisstore is the store.Store on Redis: one Redis, Sentinel, or a
 // Redis Cluster, through go-redis' UniversalClient. Every decision is made
-// by one atomic Lua script (algorithms.BatchScript, the Lua twins of the Go
-// math, proven equal to it by a differential test), so many floodgate
+// by one atomic Lua script (lua/, the Lua twins of the Go math in
+// package algorithms, proven equal to it by a differential test; script.go
+// describes the scripts and their wire protocol), so many floodgate
 // replicas can share one Redis.
 //
 // # Keys
@@ -137,7 +138,8 @@ type Store struct {
 	client  redis.UniversalClient
 	cluster bool
 	cfg     Config
-	script  *redis.Script
+	lean    *redis.Script // calls without a sliding window log
+	full    *redis.Script // calls with one
 	keepMs  int64
 	batch   *batcher // nil when batching is disabled
 }
@@ -173,7 +175,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		client:  client,
 		cluster: cluster,
 		cfg:     cfg,
-		script:  redis.NewScript(algorithms.BatchScript()),
+		lean:    redis.NewScript(leanScript()),
+		full:    redis.NewScript(fullScript()),
 		keepMs:  cfg.KeepExtra.Milliseconds(),
 	}
 	if cfg.BatchMaxSize > 1 {
@@ -185,13 +188,36 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 // call is one script call: the requests of one slot.
 type call struct {
 	slot int // the keys' cluster slot (0 on a standalone Redis)
+	h    header
 	keys []string
-	args []any
-	idx  []int // positions in the Decide call's requests
+	buf  []byte // the header, then the requests (see script.go)
+	log  bool   // a request uses the sliding window log
+	idx  []int  // positions in the Decide call's requests
 
-	reply any
-	err   error
-	done  chan<- *call // receives the call once reply or err is set
+	reply  any
+	err    error
+	done   chan *call // receives the call once reply or err is set (capacity 1)
+	pooled bool       // from callPool: goes back once its Decide is done with it
+}
+
+// callPool recycles the calls of single-slot Decide calls, with their
+// keys, request bytes and channel: a decision on a standalone Redis or
+// Sentinel then allocates little beyond go-redis' command (issue 11).
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan *call, 1), pooled: true} }}
+
+// release returns the pooled calls to callPool. Only calls whose result
+// was received may go back: a call abandoned on a timeout may still be in
+// a pipeline, and its channel may still receive.
+func release(calls []*call) {
+	for _, c := range calls {
+		if !c.pooled {
+			continue
+		}
+		clear(c.keys)
+		c.keys, c.buf, c.idx = c.keys[:0], c.buf[:0], c.idx[:0]
+		c.reply, c.err, c.log = nil, nil, false
+		callPool.Put(c)
+	}
 }
 
 // Decide implements store.Store.
@@ -210,9 +236,9 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	if len(reqs) == 0 {
 		return nil
 	}
-	h := algorithms.BatchHeader{NowMs: -1, KeepMs: s.keepMs}
+	h := header{nowMs: -1, keepMs: s.keepMs}
 	if s.cfg.ClientTime {
-		h.NowMs = max(now.UnixMilli(), 0)
+		h.nowMs = max(now.UnixMilli(), 0)
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -222,14 +248,16 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 		// slots and holds one is probed first: if anything is denied,
 		// nothing is written anywhere.
 		probe := h
-		probe.Probe = true
+		probe.probe = true
 		probes := s.plan(reqs, probe, charge)
 		if err := s.run(tctx, probes); err != nil {
 			return s.wrap(ctx, "decide", err)
 		}
-		if denied, err := s.decodeAll(probes, reqs, out); err != nil || denied {
+		denied, err := s.decodeAll(probes, reqs, out)
+		if err != nil || denied {
 			return err
 		}
+		release(probes)
 	}
 	if err := s.run(tctx, calls); err != nil {
 		return s.wrap(ctx, "decide", err)
@@ -241,6 +269,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	if denied && len(calls) > 1 {
 		s.refund(tctx, reqs, out, calls, h)
 	}
+	release(calls)
 	return nil
 }
 
@@ -276,24 +305,40 @@ func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.
 // plan groups reqs into script calls, one per slot (one in all unless the
 // client is a cluster client), in order of first appearance, with the
 // costs cost returns.
-func (s *Store) plan(reqs []store.Request, h algorithms.BatchHeader, cost func(*store.Request) int64) []*call {
+func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) int64) []*call {
+	if !s.cluster {
+		// One slot: one call, from the pool.
+		c := callPool.Get().(*call)
+		c.slot, c.h = 0, h
+		c.buf = appendHeader(c.buf, h)
+		for i := range reqs {
+			r := &reqs[i]
+			c.keys = append(c.keys, scopedKey(s.cfg.Prefix, r.Limit.Algorithm, hashTag(r.Key), r.Scope))
+			c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun)
+			c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
+			c.idx = append(c.idx, i)
+		}
+		return []*call{c}
+	}
 	var calls []*call
-	bySlot := map[int]*call{}
 	for i := range reqs {
 		r := &reqs[i]
 		tag := hashTag(r.Key)
-		sl := 0
-		if s.cluster {
-			sl = slot(tag)
+		sl := slot(tag)
+		var c *call
+		for _, o := range calls {
+			if o.slot == sl {
+				c = o
+				break
+			}
 		}
-		c := bySlot[sl]
 		if c == nil {
-			c = &call{slot: sl, args: algorithms.BatchArgs(h, len(reqs))}
-			bySlot[sl] = c
+			c = &call{slot: sl, h: h, buf: appendHeader(make([]byte, 0, hdrLen+reqLen*len(reqs)), h), done: make(chan *call, 1)}
 			calls = append(calls, c)
 		}
 		c.keys = append(c.keys, scopedKey(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
-		c.args = algorithms.AppendBatchRequest(c.args, r.Limit, cost(r), r.DryRun)
+		c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun)
+		c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 		c.idx = append(c.idx, i)
 	}
 	return calls
@@ -301,8 +346,16 @@ func (s *Store) plan(reqs []store.Request, h algorithms.BatchHeader, cost func(*
 
 // decode reads c's reply into out at c's positions.
 func (s *Store) decode(c *call, out []algorithms.Decision) error {
+	if len(c.idx) == len(out) && (len(out) == 0 || c.idx[len(out)-1] == len(out)-1) {
+		// The call holds every request, in order (always so off a
+		// cluster): decode in place.
+		if err := decodeReply(c.reply, out); err != nil {
+			return fmt.Errorf("redisstore: decide: %w", err)
+		}
+		return nil
+	}
 	got := make([]algorithms.Decision, len(c.idx))
-	if err := algorithms.DecodeBatchReply(c.reply, got); err != nil {
+	if err := decodeReply(c.reply, got); err != nil {
 		return fmt.Errorf("redisstore: decide: %w", err)
 	}
 	for j, i := range c.idx {
@@ -313,7 +366,7 @@ func (s *Store) decode(c *call, out []algorithms.Decision) error {
 
 // refund gives back the charges of the calls that did not deny, after
 // another slot's call denied. Best effort: see the package doc.
-func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorithms.Decision, calls []*call, h algorithms.BatchHeader) {
+func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorithms.Decision, calls []*call, h header) {
 	var back []store.Request
 	for _, c := range calls {
 		deniedHere := false
@@ -342,18 +395,14 @@ func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorith
 // run executes calls, through the batcher when there is one, and returns
 // the first error.
 func (s *Store) run(ctx context.Context, calls []*call) error {
-	done := make(chan *call, len(calls))
-	for _, c := range calls {
-		c.done = done
-	}
 	if s.batch == nil {
 		s.exec(ctx, calls)
 	} else if err := s.batch.submit(ctx, calls); err != nil {
 		return err
 	}
-	for range calls {
+	for _, c := range calls {
 		select {
-		case c := <-done:
+		case <-c.done:
 			if c.err != nil {
 				return c.err
 			}
@@ -368,7 +417,7 @@ func (s *Store) run(ctx context.Context, calls []*call) error {
 // cluster node and runs the nodes in parallel), retries NOSCRIPT answers
 // with EVAL, and hands each call to its done channel. Calls of one slot
 // with the same header travel in one script call, each as a group of its
-// own (see batch.lua): Redis then runs one script for many decisions.
+// own (see lua/lean.lua): Redis then runs one script for many decisions.
 func (s *Store) exec(ctx context.Context, calls []*call) {
 	defer func() {
 		for _, c := range calls {
@@ -377,19 +426,19 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	}()
 	if len(calls) == 1 {
 		c := calls[0]
-		c.reply, c.err = s.script.Run(ctx, s.client, c.keys, c.args...).Result()
+		c.reply, c.err = s.scriptFor(c.log).Run(ctx, s.client, c.keys, c.buf).Result()
 		return
 	}
 	units := merge(calls)
 	if len(units) == 1 {
 		u := units[0]
-		u.split(s.script.Run(ctx, s.client, u.keys, u.args...).Result())
+		u.split(s.scriptFor(u.log).Run(ctx, s.client, u.keys, u.args...).Result())
 		return
 	}
 	cmds := make([]*redis.Cmd, len(units))
 	pipe := s.client.Pipeline()
 	for i, u := range units {
-		cmds[i] = s.script.EvalSha(ctx, pipe, u.keys, u.args...)
+		cmds[i] = s.scriptFor(u.log).EvalSha(ctx, pipe, u.keys, u.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are per command
 	var retry []int
@@ -405,7 +454,7 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	}
 	pipe = s.client.Pipeline()
 	for _, i := range retry {
-		cmds[i] = s.script.Eval(ctx, pipe, units[i].keys, units[i].args...)
+		cmds[i] = s.scriptFor(units[i].log).Eval(ctx, pipe, units[i].keys, units[i].args...)
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, i := range retry {
@@ -413,48 +462,55 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	}
 }
 
-// unit is one script call carrying one or more calls.
+// scriptFor is the script for a call with (log) or without a sliding
+// window log.
+func (s *Store) scriptFor(log bool) *redis.Script {
+	if log {
+		return s.full
+	}
+	return s.lean
+}
+
+// unit is one script call carrying one or more calls, each a group.
 type unit struct {
 	calls []*call
 	keys  []string
-	args  []any
+	args  []any // the first call's buf (with the header), then the others' requests
+	log   bool
 }
 
 // mergeKey groups calls that may share a script call: one slot, one
-// header (time, keep, write).
+// header.
 type mergeKey struct {
-	slot          int
-	now, keep, wr any
+	slot int
+	h    header
 }
 
 // merge packs calls into units: the calls of one mergeKey in one unit,
-// each a group of its own; single calls keep their own slices.
+// each a group (an ARGV) of its own. The requests are not copied: a
+// group is a slice of its call's buf.
 func merge(calls []*call) []*unit {
 	var units []*unit
 	byKey := map[mergeKey]*unit{}
 	for _, c := range calls {
-		k := mergeKey{c.slot, c.args[0], c.args[1], c.args[2]}
+		k := mergeKey{c.slot, c.h}
 		u := byKey[k]
 		if u == nil {
-			u = &unit{calls: []*call{c}, keys: c.keys, args: c.args}
+			u = &unit{calls: []*call{c}, keys: c.keys, args: []any{c.buf}, log: c.log}
 			byKey[k] = u
 			units = append(units, u)
 			continue
 		}
-		if len(u.calls) == 1 { // copy before appending: c.args belongs to the call
+		if len(u.calls) == 1 { // copy before appending: c.keys belongs to the call
 			u.keys = append(make([]string, 0, 4*len(u.keys)), u.keys...)
-			u.args = append(make([]any, 0, 4*len(u.args)), u.args...)
 		}
 		u.calls = append(u.calls, c)
 		u.keys = append(u.keys, c.keys...)
-		u.args = algorithms.MarkBatchGroupStart(append(u.args, c.args[3:3+batchRequestWidth]...))
-		u.args = append(u.args, c.args[3+batchRequestWidth:]...)
+		u.args = append(u.args, c.buf[hdrLen:])
+		u.log = u.log || c.log
 	}
 	return units
 }
-
-// batchRequestWidth is the ARGV of one request (see batch.lua).
-const batchRequestWidth = 6
 
 // split hands each call of u its part of the unit's reply.
 func (u *unit) split(reply any, err error) {
@@ -462,9 +518,9 @@ func (u *unit) split(reply any, err error) {
 		u.calls[0].reply, u.calls[0].err = reply, err
 		return
 	}
-	flat, ok := reply.([]any)
-	if err == nil && (!ok || len(flat) != algorithms.BatchReplyWidth*len(u.keys)) {
-		err = fmt.Errorf("%w: %d values for %d requests", algorithms.ErrBatchReply, len(flat), len(u.keys))
+	str, ok := reply.(string)
+	if err == nil && (!ok || len(str) != replyLen*len(u.keys)) {
+		err = fmt.Errorf("%w: %d bytes for %d requests", errReply, len(str), len(u.keys))
 	}
 	off := 0
 	for _, c := range u.calls {
@@ -472,8 +528,8 @@ func (u *unit) split(reply any, err error) {
 			c.err = err
 			continue
 		}
-		n := algorithms.BatchReplyWidth * len(c.keys)
-		c.reply = flat[off : off+n : off+n]
+		n := replyLen * len(c.keys)
+		c.reply = str[off : off+n]
 		off += n
 	}
 }

@@ -298,7 +298,7 @@ func TestServerTime(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Period: time.Hour}
 	decide(t, s, t0, store.Request{Key: "clock", Limit: l, Cost: 1})
 	// The log's one unit is stored as ms since 2026-01-01 in the last 6
-	// bytes of its ring (algorithms/lua/sliding_window_log.lua).
+	// bytes of its ring (lua/sliding_window_log.lua).
 	v, err := c.Get(ctx, "fg:swl2:{clock}").Bytes()
 	if err != nil || len(v) < 25 {
 		t.Fatalf("log = %q, %v", v, err)

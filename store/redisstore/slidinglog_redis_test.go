@@ -1,4 +1,4 @@
-package algorithms_test
+package redisstore
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // fullLogLimit is the largest sliding window log: MaxLogRequests per hour.
 var fullLogLimit = algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: algorithms.MaxLogRequests, Period: time.Hour}
 
-// fillLog admits l.Requests units into key through the batch script, one
+// fillLog admits l.Requests units into key through the full script, one
 // every stepMs from startMs (so every unit has its own timestamp, the worst
 // case for a per-millisecond log), and returns the time of the last.
 func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l algorithms.Limit, startMs, stepMs int64) int64 {
@@ -31,8 +31,8 @@ func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l
 		p := c.Pipeline()
 		var cmds []*redis.Cmd
 		for i := 0; i < chunk && done < l.Requests; i++ {
-			args := algorithms.AppendBatchRequest(algorithms.BatchArgs(algorithms.BatchHeader{NowMs: now, KeepMs: keepMs}, 1), l, 1, false)
-			cmds = append(cmds, script.EvalSha(ctx, p, []string{key}, args...))
+			arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false)
+			cmds = append(cmds, script.EvalSha(ctx, p, []string{key}, arg))
 			now += stepMs
 			done++
 		}
@@ -41,7 +41,7 @@ func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l
 		}
 		for _, cmd := range cmds {
 			out := make([]algorithms.Decision, 1)
-			if err := algorithms.DecodeBatchReply(cmd.Val(), out); err != nil || !out[0].Allowed {
+			if err := decodeReply(cmd.Val(), out); err != nil || !out[0].Allowed {
 				tb.Fatalf("filling the log: %+v, %v", out[0], err)
 			}
 		}
@@ -87,7 +87,7 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 	srv := redistest.StartServer(b)
 	c := srv.Client()
 	ctx := context.Background()
-	script := redis.NewScript(algorithms.BatchScript())
+	script := fullLua
 	l := fullLogLimit
 	start := int64(1_800_000_000_000)
 	// One unit every W/10,000: in "admit", the oldest leaves as one comes.
@@ -118,13 +118,13 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				now += by
-				args := algorithms.AppendBatchRequest(algorithms.BatchArgs(algorithms.BatchHeader{NowMs: now, KeepMs: keepMs}, 1), l, 1, false)
-				reply, err := script.EvalSha(ctx, c, []string{key}, args...).Result()
+				arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false)
+				reply, err := script.EvalSha(ctx, c, []string{key}, arg).Result()
 				if err != nil {
 					b.Fatal(err)
 				}
 				out := make([]algorithms.Decision, 1)
-				if err := algorithms.DecodeBatchReply(reply, out); err != nil || out[0].Allowed != (mode != "deny") {
+				if err := decodeReply(reply, out); err != nil || out[0].Allowed != (mode != "deny") {
 					b.Fatalf("check %d: %+v, %v", i, out[0], err)
 				}
 			}
@@ -135,7 +135,7 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 }
 
 // maxFullLogRedisBytes is the documented bound on a full log key's MEMORY
-// USAGE in Redis (algorithms/lua.go): 6 bytes a unit and a 19-byte header,
+// USAGE in Redis (script.go): 6 bytes a unit and a 19-byte header,
 // 60,019 bytes for MaxLogRequests, which jemalloc rounds up to a 64 KiB
 // allocation, plus the key and Redis' object headers.
 const maxFullLogRedisBytes = 66_000
@@ -148,7 +148,7 @@ func TestSlidingLogRedisMemory(t *testing.T) {
 	}
 	srv := redistest.StartServer(t)
 	c := srv.Client()
-	script := redis.NewScript(algorithms.BatchScript())
+	script := fullLua
 	const key = "memtest:full"
 	last := fillLog(t, c, script, key, fullLogLimit, 1_800_000_000_000, 1)
 	got, err := runScript(context.Background(), c, script, last, []luaReq{{key: key, l: fullLogLimit, cost: 1}})

@@ -3,7 +3,9 @@
 -- line.
 --
 -- Called by batch.lua, not by Redis directly; batch.lua's header gives the
--- script's KEYS, ARGV and reply.
+-- script's KEYS, ARGV and reply. Unchanged by the move of the scripts to
+-- store/redisstore (issue 11): the ring's encoding and its key (swl2) are
+-- the same.
 --
 -- sliding_window_log(requests, period_ms, s, now_ms, cost) -> s2, d
 --   requests, period_ms  the limit
@@ -42,6 +44,17 @@
 --      n is 0), n = slots, head, low, floor, runs = {...}, base = packed
 --      slots, cache = slots read from key, by index}: Go's State with
 --      A = head, B = floor, C = low
+
+-- itoa formats an integer exactly, for redis.call arguments.
+local function itoa(v)
+  return string.format('%d', v)
+end
+
+-- new_decision is Go's Decision{Allowed: true, Limit: limit}, durations in
+-- ms: retry (RetryAfter; -1 is Never), reset (ResetAfter), ttl (TTL).
+local function new_decision(limit)
+  return {allowed = 1, limit = limit, remaining = 0, retry = 0, reset = 0, ttl = 0}
+end
 
 local LOG_HDR, LOG_SLOT, LOG_MIN_SLOTS, LOG_READ_BLOCK = 19, 6, 8, 8
 local LOG_EMPTY_REL = -140737488355328 -- -2^47: the packed empty slot

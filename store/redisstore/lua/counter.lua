@@ -1,0 +1,33 @@
+-- counter.lua: decide_counter mirrors algorithms.DecideMs for the three
+-- algorithms whose state is three integers (token bucket, sliding window,
+-- fixed window).
+--
+-- decide_counter(alg, requests, period_ms, burst, a, b, c, now_ms, cost)
+--     -> limit, allowed, remaining, retry, reset, ttl, a2, b2, c2
+-- (see token_bucket.lua). A cost above the capacity is decided as a look
+-- and denied with retry -1 (never); a refund beyond it is clamped.
+
+local function decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost)
+  local cap = requests -- Limit.Capacity
+  if alg == 1 and burst > 0 then
+    cap = burst
+  end
+  local never = false
+  if cost > cap then
+    cost, never = 0, true
+  elseif cost < -cap then
+    cost = -cap
+  end
+  local allowed, remaining, retry, reset, ttl, a2, b2, c2
+  if alg == 1 then -- ALG_TOKEN_BUCKET
+    allowed, remaining, retry, reset, ttl, a2, b2, c2 = token_bucket(requests, period_ms, burst, a, b, c, now, cost)
+  elseif alg == 2 then -- ALG_SLIDING_WINDOW
+    allowed, remaining, retry, reset, ttl, a2, b2, c2 = sliding_window(requests, period_ms, a, b, c, now, cost)
+  else
+    allowed, remaining, retry, reset, ttl, a2, b2, c2 = fixed_window(requests, period_ms, a, b, now, cost)
+  end
+  if never then
+    allowed, retry = 0, -1
+  end
+  return cap, allowed, remaining, retry, reset, ttl, a2, b2, c2
+end

@@ -1,0 +1,46 @@
+-- fixed_window.lua: the fixed window, mirroring decideFixedWindow in
+-- algorithms/fixedwindow.go line by line.
+--
+-- fixed_window(requests, period_ms, a, b, now_ms, cost)
+--     -> allowed, remaining, retry, reset, ttl, a2, b2, c2
+--   a, b    the state: window start (Unix ms, a multiple of period_ms),
+--           count; 0, 0 for a key never seen (c is always 0)
+--   the rest as token_bucket.lua
+
+local function fixed_window(requests, period_ms, a, b, now, cost)
+  local w = period_ms
+  local start = quo(now, w) * w
+  local count = 0
+  if a - quo(a, w) * w ~= 0 then
+    -- a window of another period: the limit changed
+  elseif a == start then
+    count = b
+  elseif a > start then -- the clock went back: stay in the stored window
+    start, count = a, b
+  end
+  local stop = start + w - now
+
+  local allowed, retry, reset = 1, 0, 0
+  if cost > 0 and count + cost > requests then
+    allowed = 0
+    retry = stop
+  elseif cost > 0 then
+    count = count + cost
+  elseif cost < 0 then
+    count = math.max(0, count + cost)
+  end
+  local remaining = math.max(0, requests - count)
+  if count > 0 then
+    reset = stop
+  end
+  local ttl = reset
+  if ttl == 0 and start > now then
+    -- The clock went back: an empty window ahead of now still decides
+    -- differently from no state until the clock reaches it.
+    ttl = start - now
+  end
+  if allowed == 0 or cost == 0 then
+    return allowed, remaining, retry, reset, ttl, a, b, 0
+  end
+  return allowed, remaining, retry, reset, ttl, start, count, 0
+end

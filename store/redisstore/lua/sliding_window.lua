@@ -1,0 +1,79 @@
+-- sliding_window.lua: the sliding-window counter, mirroring
+-- decideSlidingWindow and slidingWait (written out in the deny branch) in
+-- algorithms/slidingwindow.go line by line.
+--
+-- sliding_window(requests, period_ms, a, b, c, now_ms, cost)
+--     -> allowed, remaining, retry, reset, ttl, a2, b2, c2
+--   a, b, c the state: window start (Unix ms, a multiple of period_ms),
+--           count in that window, count in the window before; 0, 0, 0 for
+--           a key never seen
+--   the rest as token_bucket.lua
+
+local function sliding_window(requests, period_ms, a, b, c, now, cost)
+  local w = period_ms
+  local start = quo(now, w) * w
+  local curr, prev = 0, 0
+  if a - quo(a, w) * w ~= 0 then
+    -- a window of another period: the limit changed
+  elseif a == start then
+    curr, prev = b, c
+  elseif a == start - w then
+    prev = b
+  elseif a > start then -- the clock went back: stay at the stored window's start
+    start, curr, prev = a, b, c
+  end
+  local at = math.max(now, start) -- the moment decided, >= now
+  local e = at - start -- elapsed in the current window
+  local limit = requests * w
+  local weighted = curr * w + prev * (w - e)
+
+  local allowed, retry, reset = 1, 0, 0
+  if cost > 0 and weighted + cost * w > limit then
+    allowed = 0
+    -- slidingWait: the smallest wait after which cost fits.
+    local wait = -1
+    if prev > 0 then
+      -- Within this window: curr*w + prev*(w-e-d) + cost*w <= limit.
+      local over = curr * w + prev * (w - e) + cost * w - limit
+      local d = quo(over + prev - 1, prev)
+      if e + d < w then
+        wait = d
+      end
+    end
+    if wait < 0 then
+      -- After the roll, e2 ms into the next window: curr*(w-e2) + cost*w <= limit.
+      local e2 = 0
+      local over = curr * w + cost * w - limit
+      if over > 0 then
+        e2 = quo(over + curr - 1, curr)
+      end
+      wait = w - e + e2
+    end
+    retry = at - now + wait
+  elseif cost > 0 then
+    curr = curr + cost
+    weighted = weighted + cost * w
+  elseif cost < 0 then
+    local refund = -cost
+    local take = math.min(curr, refund)
+    curr = curr - take
+    prev = math.max(0, prev - (refund - take))
+    weighted = curr * w + prev * (w - e)
+  end
+  local remaining = math.max(0, quo(limit - weighted, w))
+  if curr > 0 then
+    reset = at - now + 2 * w - e
+  elseif prev > 0 then
+    reset = at - now + w - e
+  end
+  local ttl = reset
+  if ttl == 0 and at > now then
+    -- The clock went back: an empty window ahead of now still decides
+    -- differently from no state until the clock reaches it.
+    ttl = at - now
+  end
+  if allowed == 0 or cost == 0 then
+    return allowed, remaining, retry, reset, ttl, a, b, c
+  end
+  return allowed, remaining, retry, reset, ttl, start, curr, prev
+end

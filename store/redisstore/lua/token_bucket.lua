@@ -1,0 +1,80 @@
+-- token_bucket.lua: the token bucket, mirroring decideTokenBucket and
+-- tokenScale in algorithms/tokenbucket.go line by line.
+--
+-- token_bucket(requests, period_ms, burst, a, b, c, now_ms, cost)
+--     -> allowed, remaining, retry, reset, ttl, a2, b2, c2
+--   requests, period_ms, burst  the limit (burst 0 means requests)
+--   a, b, c  the state: tokens * scale, last refill (Unix ms), scale;
+--           0, 0, 0 for a key never seen
+--   now_ms  Unix time in ms
+--   cost    > 0 spends, 0 looks, < 0 refunds (already clamped by
+--           decide_counter)
+--   allowed 1 or 0; remaining, retry, reset, ttl: Go's Decision, in ms
+--   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
+--           is 0
+--
+-- Multiple results rather than tables, and gcd, ceil_div and math.min
+-- written out:
+-- every table, closure and upvalue is an allocation per script call,
+-- which cost more than the decision's arithmetic.
+
+local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
+  -- tokenScale: per_ms, scale = requests / g, period_ms / g, g the gcd.
+  local g, y = requests, period_ms
+  while y ~= 0 do
+    g, y = y, g - quo(g, y) * y
+  end
+  local per_ms, scale = quo(requests, g), quo(period_ms, g)
+  local capacity = requests
+  if burst > 0 then
+    capacity = burst
+  end
+  local full = capacity * scale
+
+  local tokens, last = a, b
+  if c == 0 then -- never seen: a full bucket
+    tokens, last = full, now
+  elseif c ~= scale then -- the limit changed: keep the whole tokens
+    tokens = quo(a, c)
+    if tokens > capacity then
+      tokens = capacity
+    end
+    tokens = tokens * scale
+  end
+  if now > last then
+    local need = full - tokens
+    if need <= 0 or now - last >= quo(need + per_ms - 1, per_ms) then
+      tokens = full
+    else
+      tokens = tokens + (now - last) * per_ms
+    end
+    last = now
+  end
+  if tokens > full then
+    tokens = full
+  end
+  -- When the clock went back, the bucket stands at last; every wait is
+  -- measured from now, so it includes the lag.
+  local lag = last - now
+
+  local allowed, retry, reset = 1, 0, 0
+  if cost > 0 and tokens < cost * scale then
+    allowed = 0
+    retry = lag + quo(cost * scale - tokens + per_ms - 1, per_ms)
+  elseif cost > 0 then
+    tokens = tokens - cost * scale
+  elseif cost < 0 then
+    tokens = tokens - cost * scale
+    if tokens > full then
+      tokens = full
+    end
+  end
+  local ttl = lag + quo(full - tokens + per_ms - 1, per_ms)
+  if tokens < full then
+    reset = ttl
+  end
+  if allowed == 0 or cost == 0 then
+    return allowed, quo(tokens, scale), retry, reset, ttl, a, b, c
+  end
+  return allowed, quo(tokens, scale), retry, reset, ttl, tokens, last, scale
+end
