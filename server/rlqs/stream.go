@@ -364,10 +364,10 @@ func changed(a, b assigned) bool {
 // flush sends the assignments of the dirty buckets, and queued abandons,
 // in one response.
 func (st *stream) flush() error {
+	var dirty map[*sub]bool
 	st.mu.Lock()
-	dirty := st.dirty
-	if len(dirty) > 0 {
-		st.dirty = map[*sub]bool{}
+	if len(st.dirty) > 0 {
+		dirty, st.dirty = st.dirty, map[*sub]bool{}
 	}
 	st.mu.Unlock()
 	actions := st.abandons
