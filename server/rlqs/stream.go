@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/server/config"
 	"github.com/floodgate/floodgate/store"
 )
@@ -51,7 +52,9 @@ type sub struct {
 	reporter string
 	elapsed  time.Duration // the last report's time_elapsed
 	last     assigned      // the last assignment sent
-	sent     bool
+	// lastStrategy is the strategy last sent (re-sent when unchanged).
+	lastStrategy *typev3.RateLimitStrategy
+	sent         bool
 
 	demand atomic.Int64 // milli-requests per second; read by other streams' leave
 	g      *group       // guarded by Service.mu
@@ -60,7 +63,9 @@ type sub struct {
 // assigned is what an assignment says, to tell whether it changed.
 type assigned struct {
 	action config.QuotaAction
+	rate   algorithms.Limit // the entry's rate, for QuotaRateLimit
 	share  int64
+	closed bool // DENY_ALL: the store failed and the entry is failure_mode: closed
 }
 
 // markDirty asks the stream to send sb's assignment: always when force,
@@ -342,19 +347,22 @@ func (st *stream) assignment(sb *sub) (assigned, *typev3.RateLimitStrategy) {
 	}
 	s.mu.Unlock()
 	if degraded && l.FailureMode == config.FailureClosed {
-		return assigned{action: sb.action}, Blanket(typev3.RateLimitStrategy_DENY_ALL)
+		return assigned{action: sb.action, rate: l.Rate, closed: true}, Blanket(typev3.RateLimitStrategy_DENY_ALL)
 	}
 	if total.Reporters == 0 {
 		total = store.DemandTotal{Reporters: 1, MilliRPS: sb.demand.Load()}
 	}
 	share := Share(l.Rate.Requests, l.Rate.Period, total, sb.demand.Load(), s.shares)
-	return assigned{action: sb.action, share: share}, Strategy(l.Rate, share)
+	return assigned{action: sb.action, rate: l.Rate, share: share}, Strategy(l.Rate, share)
 }
 
-// changed reports whether b differs enough from a to push it: another
-// action, or a share 5% or more away.
+// changed reports whether b differs enough from a to send it: another
+// action or rate, or a share 5% or more away. Envoy replaces its local
+// limiter (full again) whenever the strategy changes, so a share that
+// wanders by a request or two is not worth a new strategy: the last one
+// is re-sent instead, which only extends its time to live.
 func changed(a, b assigned) bool {
-	if a.action != b.action {
+	if a.action != b.action || a.rate != b.rate || a.closed != b.closed {
 		return true
 	}
 	d := math.Abs(float64(b.share - a.share))
@@ -383,10 +391,13 @@ func (st *stream) flush() error {
 			st.abandons = nil
 			continue
 		}
-		if !force && sb.sent && !changed(sb.last, a) {
-			continue
+		if sb.sent && !changed(sb.last, a) {
+			if !force {
+				continue
+			}
+			a, strategy = sb.last, sb.lastStrategy // extend, do not reset
 		}
-		sb.last, sb.sent = a, true
+		sb.last, sb.lastStrategy, sb.sent = a, strategy, true
 		actions = append(actions, &rlqsv3.RateLimitQuotaResponse_BucketAction{
 			BucketId: sb.bucket,
 			BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
