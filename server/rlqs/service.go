@@ -117,6 +117,47 @@ type group struct {
 	members map[*sub]struct{}
 	total   store.DemandTotal
 	totalAt time.Time // zero until the store answered once
+	// pushed is the total when the members were last woken to their
+	// shares: they are woken again only when the total moves 5% or more
+	// away from it, so steady reports cost O(1), not O(members).
+	pushed store.DemandTotal
+	// wokeAt is when a report last woke the members; reports wake them at
+	// most every wakeEvery (a fleet connecting at once would otherwise
+	// wake every member at every few joins: O(members²)).
+	wokeAt time.Time
+}
+
+// wakeEvery is the least time between two wake-ups of a budget's members
+// by reports (leaves always wake them).
+const wakeEvery = 250 * time.Millisecond
+
+// wakeOthersLocked wakes every member of g but except to recompute its
+// share, when g's total moved 5% or more since the last wake-up; it
+// reports whether it did.
+func (g *group) wakeOthersLocked(except *sub) bool {
+	if !moved(g.pushed, g.total) {
+		return false
+	}
+	g.pushed = g.total
+	for m := range g.members {
+		if m != except {
+			m.st.markDirty(m, false)
+		}
+	}
+	return true
+}
+
+// moved reports whether b is 5% or more away from a in reporters or in
+// demand.
+func moved(a, b store.DemandTotal) bool {
+	far := func(x, y int64) bool {
+		d := x - y
+		if d < 0 {
+			d = -d
+		}
+		return d > 0 && d*20 >= max(x, 1)
+	}
+	return far(a.Reporters, b.Reporters) || far(a.MilliRPS, b.MilliRPS)
 }
 
 // New returns a Service.
@@ -315,7 +356,5 @@ func (s *Service) leaveLocked(sb *sub) {
 		g.total.Reporters = max(g.total.Reporters-1, 1)
 		g.total.MilliRPS = max(g.total.MilliRPS-sb.demand.Load(), 0)
 	}
-	for m := range g.members {
-		m.st.markDirty(m, false)
-	}
+	g.wakeOthersLocked(nil)
 }

@@ -48,7 +48,7 @@ func perMinute(t *testing.T, a *rlqsv3.RateLimitQuotaResponse_BucketAction) uint
 	return r.GetRequestsPerTimeUnit()
 }
 
-func newTestService(t *testing.T, yaml string, d store.DemandStore) (*Service, *staticConfig) {
+func newTestService(t testing.TB, yaml string, d store.DemandStore) (*Service, *staticConfig) {
 	cfg := &staticConfig{c: mustConfig(t, yaml)}
 	return New(Settings{Config: cfg, Demand: d}), cfg
 }

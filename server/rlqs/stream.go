@@ -282,10 +282,8 @@ func (s *Service) aggregate(ctx context.Context, now time.Time, reps []store.Dem
 				g.total.MilliRPS += m.demand.Load()
 			}
 		}
-		for m := range g.members {
-			if m != sb {
-				m.st.markDirty(m, false)
-			}
+		if now.Sub(g.wokeAt) >= wakeEvery && g.wakeOthersLocked(sb) {
+			g.wokeAt = now
 		}
 	}
 }

@@ -10,13 +10,40 @@ import (
 )
 
 // Demand is the embedded store.DemandStore: the demand reports of one
-// floodgate process, in memory. Reports past their TTL are dropped when
-// their key is next reported, and by a sweep of every key once every
-// demandSweepEvery reports, so memory follows the live reporters.
+// floodgate process, in memory. Like the Redis twin (redisstore's
+// demand.lua) each key keeps running totals, exact while no report has
+// expired, so a report costs O(1) but for one scan of the key's reporters
+// once its earliest report expires. Keys whose reports all expired are
+// dropped by a sweep of every key once every demandSweepEvery reports, so
+// memory follows the live reporters.
 type Demand struct {
 	mu      sync.Mutex
-	keys    map[string]map[string]demandEntry
+	keys    map[string]*demandKey
 	reports int
+}
+
+// demandKey is one budget's reports and their totals (expired reports
+// included until the next scan; none has expired before min).
+type demandKey struct {
+	reports map[string]demandEntry
+	total   store.DemandTotal
+	min     time.Time
+}
+
+// scan drops expired reports and recomputes the totals.
+func (k *demandKey) scan(now time.Time) {
+	k.total, k.min = store.DemandTotal{}, time.Time{}
+	for rep, e := range k.reports {
+		if !e.expires.After(now) {
+			delete(k.reports, rep)
+			continue
+		}
+		k.total.Reporters++
+		k.total.MilliRPS += e.milliRPS
+		if k.min.IsZero() || e.expires.Before(k.min) {
+			k.min = e.expires
+		}
+	}
 }
 
 type demandEntry struct {
@@ -30,7 +57,7 @@ const demandSweepEvery = 4096
 var _ store.DemandStore = (*Demand)(nil)
 
 // NewDemand returns an empty Demand.
-func NewDemand() *Demand { return &Demand{keys: map[string]map[string]demandEntry{}} }
+func NewDemand() *Demand { return &Demand{keys: map[string]*demandKey{}} }
 
 // ReportDemand implements store.DemandStore.
 func (d *Demand) ReportDemand(_ context.Context, now time.Time, reports []store.DemandReport, out []store.DemandTotal) error {
@@ -43,22 +70,26 @@ func (d *Demand) ReportDemand(_ context.Context, now time.Time, reports []store.
 		if r.TTL <= 0 {
 			return fmt.Errorf("memstore: report demand: %w: TTL %v is not positive", store.ErrInvalid, r.TTL)
 		}
-		m := d.keys[r.Key]
-		if m == nil {
-			m = map[string]demandEntry{}
-			d.keys[r.Key] = m
+		k := d.keys[r.Key]
+		if k == nil {
+			k = &demandKey{reports: map[string]demandEntry{}}
+			d.keys[r.Key] = k
 		}
-		m[r.Reporter] = demandEntry{milliRPS: r.MilliRPS, expires: now.Add(r.TTL)}
-		var t store.DemandTotal
-		for rep, e := range m {
-			if !e.expires.After(now) {
-				delete(m, rep)
-				continue
-			}
-			t.Reporters++
-			t.MilliRPS += e.milliRPS
+		if old, ok := k.reports[r.Reporter]; ok {
+			k.total.Reporters--
+			k.total.MilliRPS -= old.milliRPS
 		}
-		out[i] = t
+		e := demandEntry{milliRPS: r.MilliRPS, expires: now.Add(r.TTL)}
+		k.reports[r.Reporter] = e
+		k.total.Reporters++
+		k.total.MilliRPS += e.milliRPS
+		if k.min.IsZero() || e.expires.Before(k.min) {
+			k.min = e.expires
+		}
+		if !now.Before(k.min) {
+			k.scan(now)
+		}
+		out[i] = k.total
 	}
 	if d.reports += len(reports); d.reports >= demandSweepEvery {
 		d.reports = 0
@@ -69,14 +100,12 @@ func (d *Demand) ReportDemand(_ context.Context, now time.Time, reports []store.
 
 // sweep drops every expired report and every key left without one.
 func (d *Demand) sweep(now time.Time) {
-	for k, m := range d.keys {
-		for rep, e := range m {
-			if !e.expires.After(now) {
-				delete(m, rep)
-			}
+	for key, k := range d.keys {
+		if !now.Before(k.min) {
+			k.scan(now)
 		}
-		if len(m) == 0 {
-			delete(d.keys, k)
+		if len(k.reports) == 0 {
+			delete(d.keys, key)
 		}
 	}
 }
@@ -85,9 +114,13 @@ func (d *Demand) sweep(now time.Time) {
 func (d *Demand) ForgetDemand(_ context.Context, key, reporter string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if m := d.keys[key]; m != nil {
-		delete(m, reporter)
-		if len(m) == 0 {
+	if k := d.keys[key]; k != nil {
+		if old, ok := k.reports[reporter]; ok {
+			delete(k.reports, reporter)
+			k.total.Reporters--
+			k.total.MilliRPS -= old.milliRPS
+		}
+		if len(k.reports) == 0 {
 			delete(d.keys, key)
 		}
 	}

@@ -16,21 +16,26 @@ import (
 //go:embed demand.lua
 var demandLua string
 
+//go:embed forget.lua
+var forgetLua string
+
 // Demand is a store.DemandStore on Redis, so that every floodgate replica
 // sees the demand reported to all of them. Each budget is one hash,
 //
-//	<prefix>qd:{<key>}   field = reporter, value = "milliRPS:expiresAtMs"
+//	<prefix>qd:{<key>}   "r:<reporter>" = "milliRPS:expiresAtMs",
+//	                     "#n", "#sum", "#min", "#max" = running totals
 //
-// updated and summed by one atomic script (demand.lua) per report, and
-// expiring with its last live report. The hash has one field per live
-// reporter of the budget (Envoy instances reporting the bucket), so a
-// report costs O(reporters) in Redis. Expiry uses the caller's clock:
-// replicas' clocks must agree to well under a report's TTL.
+// updated by one atomic script (demand.lua) per report, and expiring with
+// its last live report. A report costs O(1) but for one scan of the
+// budget's reporters when the earliest report expires (about once per
+// TTL). Expiry uses the caller's clock: replicas' clocks must agree to
+// well under a report's TTL.
 type Demand struct {
 	client  redis.UniversalClient
 	prefix  string
 	timeout time.Duration
 	script  *redis.Script
+	forget  *redis.Script
 }
 
 var _ store.DemandStore = (*Demand)(nil)
@@ -51,7 +56,7 @@ func NewDemand(client redis.UniversalClient, prefix string, timeout time.Duratio
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &Demand{client: client, prefix: prefix, timeout: timeout, script: redis.NewScript(demandLua)}, nil
+	return &Demand{client: client, prefix: prefix, timeout: timeout, script: redis.NewScript(demandLua), forget: redis.NewScript(forgetLua)}, nil
 }
 
 // demandKey is the hash of one budget; key is its hash tag.
@@ -125,7 +130,7 @@ func (d *Demand) ForgetDemand(ctx context.Context, key, reporter string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	if err := d.client.HDel(ctx, k, reporter).Err(); err != nil {
+	if err := d.forget.Run(ctx, d.client, []string{k}, reporter).Err(); err != nil {
 		return fmt.Errorf("redisstore: forget demand: %w: %w", store.ErrUnavailable, err)
 	}
 	return nil
