@@ -12,9 +12,10 @@
 // across floodgate replicas by a store.DemandStore (Redis when
 // configured). Each report is answered with the current assignment of
 // every bucket it names (re-sending an unchanged strategy extends its
-// time to live); assignments of other streams on this replica that change
-// by 5% or more are pushed at once, and those on other replicas at their
-// next report. A config reload re-matches every open bucket, pushes
+// time to live); when a report moves a budget's totals by 5% or more, the
+// other streams on this replica sharing it are pushed assignments that
+// changed by 5% or more (at most every 250ms a budget), and those on other
+// replicas get theirs at their next report. A config reload re-matches every open bucket, pushes
 // changed assignments and abandons buckets whose entry was removed.
 //
 // Every stream's sends happen on its own handler goroutine: other streams
@@ -133,18 +134,20 @@ const wakeEvery = 250 * time.Millisecond
 
 // wakeOthersLocked wakes every member of g but except to recompute its
 // share, when g's total moved 5% or more since the last wake-up; it
-// reports whether it did.
+// reports whether it woke any.
 func (g *group) wakeOthersLocked(except *sub) bool {
 	if !moved(g.pushed, g.total) {
 		return false
 	}
 	g.pushed = g.total
+	woke := false
 	for m := range g.members {
 		if m != except {
 			m.st.markDirty(m, false)
+			woke = true
 		}
 	}
-	return true
+	return woke
 }
 
 // moved reports whether b is 5% or more away from a in reporters or in
