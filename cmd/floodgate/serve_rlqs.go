@@ -27,6 +27,12 @@ func (q *quotaFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&q.ttl, "quota-assignment-ttl", rlqs.DefaultAssignmentTTL, "Envoy RLQS: least assignment_time_to_live of an assignment (raised to twice a bucket's reporting interval plus 1s)")
 }
 
+// quotaRedisTimeout bounds one demand aggregation in Redis (a pipeline of
+// one script call per bucket of a report). Shares are not on any
+// request's path, so it is far above --redis-timeout: a slow Redis delays
+// an assignment rather than falling back to this replica's own view.
+const quotaRedisTimeout = time.Second
+
 // openQuota builds the Rate Limit Quota Service: its demand aggregation
 // is in Redis when --redis-url is given (a client of its own, with the
 // same flags, so replicas agree on shares), in memory otherwise. The
@@ -50,13 +56,13 @@ func openQuota(f serveFlags, cfg rlqs.ConfigSource, reg prometheus.Registerer, l
 			TLSCertFile:    f.redisTLSCert,
 			TLSKeyFile:     f.redisTLSKey,
 			DialTimeout:    f.redisDialTimeout,
-			ReadTimeout:    f.redisTimeout,
-			WriteTimeout:   f.redisTimeout,
+			ReadTimeout:    quotaRedisTimeout,
+			WriteTimeout:   quotaRedisTimeout,
 		})
 		if err != nil {
 			return nil, nil, err
 		}
-		d, err := redisstore.NewDemand(client, f.redisPrefix, f.redisTimeout)
+		d, err := redisstore.NewDemand(client, f.redisPrefix, quotaRedisTimeout)
 		if err != nil {
 			return nil, nil, errors.Join(err, client.Close())
 		}

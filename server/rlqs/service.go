@@ -101,6 +101,8 @@ type Service struct {
 	replica    string // this process' part of reporter names
 	seq        atomic.Uint64
 
+	failures failureLog
+
 	mu       sync.Mutex
 	streams  map[*stream]struct{}
 	groups   map[string]*group // by store key

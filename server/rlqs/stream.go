@@ -262,7 +262,7 @@ func (s *Service) aggregate(ctx context.Context, now time.Time, reps []store.Dem
 		if s.m != nil {
 			s.m.demandErrors.Inc()
 		}
-		s.log.Warn("quota: demand not aggregated across replicas", "err", err)
+		s.failures.failed(s.log, now, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
