@@ -188,9 +188,12 @@ func rlqsConfigFile(t *testing.T) string {
 // TestRLQSSubscribeAssign: the first report of a bucket subscribes it and
 // is answered with its assignment, with a time to live; a lone instance
 // gets the whole budget; deny_all and unmatched buckets get blanket rules;
-// the reported usage shows in the metrics.
+// the reported usage shows in the metrics; the stream outlives the unary
+// deadline.
 func TestRLQSSubscribeAssign(t *testing.T) {
-	p := startServe(t, "--config", rlqsConfigFile(t))
+	// The stream is a streaming method for the transport gate: it
+	// outlives --unary-timeout.
+	p := startServe(t, "--config", rlqsConfigFile(t), "--unary-timeout", "300ms")
 	e := newEnvoy(t, p, "edge")
 	e.report("api_key=k1,tier=free", 1, 0, 0)
 	a := e.waitFor("api_key=k1,tier=free", "an assignment", func(*rlqsv3.RateLimitQuotaResponse_BucketAction) bool { return true })
@@ -207,6 +210,7 @@ func TestRLQSSubscribeAssign(t *testing.T) {
 	e.report("tier=gold", 5, 0, time.Second)
 	e.share("tier=gold", -2)
 	// Re-sending the same strategy extends its TTL: each report is answered.
+	time.Sleep(time.Second)
 	e.report("api_key=k1,tier=free", 40, 2, time.Second)
 	e.waitFor("api_key=k1,tier=free", "a second assignment", func(*rlqsv3.RateLimitQuotaResponse_BucketAction) bool {
 		e.mu.Lock()
