@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -45,6 +46,10 @@ type GRPCSettings struct {
 	// Gate.Listener to bound connections too. nil admits every call, with
 	// grpc-go's own limits (16 MB of metadata, no deadline).
 	Gate *Gate
+	// Quota, when set, serves Envoy's Rate Limit Quota Service
+	// (server/rlqs) on the same port; its stream is a streaming method
+	// for the Gate (no unary deadline, counted against the stream caps).
+	Quota rlqsv3.RateLimitQuotaServiceServer
 }
 
 // NewGRPCServer builds a gRPC server with recovery and request logging,
@@ -105,6 +110,9 @@ func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServic
 	floodgatev1.RegisterRateLimiterServer(srv, rl)
 	if envoy != nil {
 		rlsv3.RegisterRateLimitServiceServer(srv, envoy)
+	}
+	if s.Quota != nil {
+		rlqsv3.RegisterRateLimitQuotaServiceServer(srv, s.Quota)
 	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)

@@ -48,11 +48,13 @@ type benchFlags struct {
 	printConfig    bool
 	connectTimeout time.Duration
 	cpuProfile     string
+	reportInterval time.Duration // --api rlqs (bench_rlqs.go)
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "gRPC address of the floodgate server")
-	fs.StringVar(&f.api, "api", "check", "what to send: check (floodgate.v1 Check), rls (Envoy ShouldRateLimit; see --print-config) or health (grpc.health.v1: the server's bare gRPC ceiling)")
+	fs.StringVar(&f.api, "api", "check", "what to send: check (floodgate.v1 Check), rls (Envoy ShouldRateLimit; see --print-config), health (grpc.health.v1: the server's bare gRPC ceiling) or rlqs (Envoy RLQS streams: --concurrency instances × --keys buckets; see --print-config)")
+	fs.DurationVar(&f.reportInterval, "report-interval", 0, "rlqs: each instance reports every interval, as Envoy does (0: its next report as soon as the last was answered)")
 	fs.IntVar(&f.concurrency, "concurrency", 50, "workers, each with one request in flight (closed loop)")
 	fs.IntVar(&f.conns, "conns", 1, "gRPC connections; workers are spread over them round-robin")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to measure, after the warmup (0: until --max-requests)")
@@ -107,6 +109,9 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	cfg, err := f.loadConfig()
 	if err != nil {
 		return fail("%v", err)
+	}
+	if cfg.API == loadgen.APIRLQS {
+		return f.runRLQS(ctx, cfg, stdout)
 	}
 	if f.printConfig {
 		_, err := io.WriteString(stdout, loadgen.RLSConfig(f.domain, f.descriptors, cfg.Limit))

@@ -25,6 +25,7 @@ import (
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/server/config"
 	"github.com/floodgate/floodgate/server/httpapi"
+	"github.com/floodgate/floodgate/server/rlqs"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/breaker"
 	"github.com/floodgate/floodgate/store/denycache"
@@ -80,6 +81,8 @@ type serveFlags struct {
 	pprof                bool
 	httpAPI              bool
 	httpCORSOrigins      string
+
+	quota quotaFlags // Envoy RLQS (serve_rlqs.go)
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -128,6 +131,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxStreams, "max-streams", server.DefaultMaxStreams, "gRPC: calls in flight in total; more are refused (ResourceExhausted)")
 	fs.IntVar(&f.maxStreamsPerClient, "max-streams-per-client", server.DefaultMaxStreamsPerClient, "gRPC: calls in flight from one client IP address; more are refused (ResourceExhausted)")
 	fs.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "gRPC: open connections in total; more are closed when accepted")
+	f.quota.register(fs)
 	fs.IntVar(&f.maxConnsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC: open connections from one client IP address; more are closed when accepted")
 }
 
@@ -208,10 +212,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	metrics.SetBuildInfo(version)
 
 	var cfg server.ConfigSource
+	var quotaSvc atomic.Pointer[rlqs.Service] // told of reloads once built
 	if f.configPath != "" {
 		w, err := config.Watch(ctx, f.configPath,
 			func(c *config.Config) {
 				metrics.ObserveConfigReload(nil)
+				if q := quotaSvc.Load(); q != nil {
+					q.ConfigChanged()
+				}
 				log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()), "policies", len(c.Policies()), "digest", c.Digest())
 			},
 			func(err error) {
@@ -298,6 +306,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 		DetailedMetricSeries: f.detailSeries, // opt-in: request values in metric labels
 	})
+	quota, quotaCloser, err := openQuota(f, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer quotaCloser.Close()
+	quotaSvc.Store(quota)
 	grpcSrv, hs := server.NewGRPCServer(rl, envoy, server.GRPCSettings{
 		Logger:             log,
 		MaxRecvMsgBytes:    f.maxRecvMsgBytes,
@@ -305,6 +319,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		UnaryInterceptors:  unary,
 		StreamInterceptors: stream,
 		Gate:               gate,
+		Quota:              quota,
 	})
 	health = hs
 	metrics.InitializeGRPC(grpcSrv)
@@ -344,6 +359,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	health.SetServingStatus("floodgate.v1.RateLimiter", healthpb.HealthCheckResponse_SERVING)
 	health.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
 	health.SetServingStatus(storeHealthService, healthpb.HealthCheckResponse_SERVING)
+	health.SetServingStatus("envoy.service.rate_limit_quota.v3.RateLimitQuotaService", healthpb.HealthCheckResponse_SERVING)
 	attrs := []any{"grpc", lis.Addr().String(), "store", backend, "version", version, "tls", f.tlsCert != "", "auth", f.authTokenFile != ""}
 	if httpLis != nil {
 		attrs = append(attrs, "http", httpLis.Addr().String())
@@ -361,9 +377,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	log.Info("shutting down", "drain_timeout", f.drainTimeout)
 	draining.Store(true)
 	health.Shutdown()
+	timer := time.NewTimer(f.drainTimeout)
+	// RLQS streams never end by themselves: they send their final
+	// assignments and close first, or GracefulStop would wait for them.
+	dctx, dcancel := context.WithTimeout(context.Background(), f.drainTimeout)
+	quota.Drain(dctx)
+	dcancel()
 	stopped := make(chan struct{})
 	go func() { grpcSrv.GracefulStop(); close(stopped) }()
-	timer := time.NewTimer(f.drainTimeout)
 	select {
 	case <-stopped:
 		timer.Stop()

@@ -34,9 +34,12 @@ const (
 	// APIHealth sends grpc.health.v1.Health/Check: the same server's bare
 	// gRPC ceiling, with no rate-limit work behind it.
 	APIHealth
+	// APIRLQS opens envoy.service.rate_limit_quota.v3 streams and reports
+	// bucket usage on them (RunRLQS, not Run).
+	APIRLQS
 )
 
-var apiNames = map[API]string{APICheck: "check", APIRLS: "rls", APIHealth: "health"}
+var apiNames = map[API]string{APICheck: "check", APIRLS: "rls", APIHealth: "health", APIRLQS: "rlqs"}
 
 // String is the --api name: check, rls or health.
 func (a API) String() string {
@@ -53,7 +56,7 @@ func ParseAPI(s string) (API, error) {
 			return a, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown api %q (want check, rls or health)", s)
+	return 0, fmt.Errorf("unknown api %q (want check, rls, health or rlqs)", s)
 }
 
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.

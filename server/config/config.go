@@ -156,6 +156,7 @@ type Entry struct{ Key, Value string }
 type Config struct {
 	domains  map[string]*node
 	policies map[string]Policy
+	quota    map[string]*domainQuota // quota_buckets by domain (quota.go)
 	files    []string
 	limits   []*Limit
 	digest   string

@@ -91,7 +91,7 @@ type source struct {
 // build parses every source and merges them: a domain or a policy defined
 // twice is an error.
 func build(srcs []source) (*Config, error) {
-	c := &Config{domains: map[string]*node{}, policies: map[string]Policy{}}
+	c := &Config{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}}
 	var errs ErrorList
 	domainAt := map[string]string{}
 	policyAt := map[string]string{}
@@ -119,6 +119,7 @@ func build(srcs []source) (*Config, error) {
 			} else {
 				domainAt[fc.domain] = where(fc.domainPos)
 				c.domains[fc.domain] = fc.root
+				c.quota[fc.domain] = fc.quota
 				c.limits = append(c.limits, fc.limits...)
 			}
 		}

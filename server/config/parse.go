@@ -55,6 +55,7 @@ type fileConfig struct {
 	root      *node
 	limits    []*Limit
 	policies  []policyAt
+	quota     *domainQuota // quota_buckets and quota_unmatched (quota.go)
 }
 
 type policyAt struct {
@@ -154,7 +155,8 @@ func parseFile(name string, data []byte) (*fileConfig, ErrorList) {
 		}
 		root = root.Content[0]
 	}
-	f, ok := p.fields(root, "the file", "domain", "descriptors", "default_algorithm", "policies")
+	f, ok := p.fields(root, "the file", "domain", "descriptors", "default_algorithm", "policies",
+		"quota_buckets", "quota_unmatched")
 	if !ok {
 		return nil, p.errs
 	}
@@ -184,11 +186,16 @@ func parseFile(name string, data []byte) (*fileConfig, ErrorList) {
 		p.errorf(root, "missing domain: each file names one domain (or holds only policies)")
 	case f["domain"] == nil && f["descriptors"] != nil:
 		p.errorf(f["descriptors"], "descriptors without a domain: add a domain key")
+	case f["domain"] == nil && (f["quota_buckets"] != nil || f["quota_unmatched"] != nil):
+		p.errorf(root, "quota_buckets and quota_unmatched need a domain: add a domain key")
 	}
 	p.domain = fc.domain
 	fc.root = &node{}
 	if v := f["descriptors"]; v != nil && fc.hasDomain {
 		p.descriptors(fc.root, v, nil, fc.domain, 1)
+	}
+	if fc.hasDomain {
+		p.quotaFields(fc, f["quota_buckets"], f["quota_unmatched"])
 	}
 	for _, r := range p.replaces {
 		if !p.named[r.name] {

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate/floodgate/server/rlqs"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/store/redisstore"
+)
+
+// quotaFlags are the Rate Limit Quota Service's settings of serve.
+type quotaFlags struct {
+	maxBuckets int
+	ttl        time.Duration
+}
+
+func (q *quotaFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&q.maxBuckets, "quota-max-buckets-per-stream", rlqs.DefaultMaxBucketsPerStream, "Envoy RLQS: most buckets one stream may report; past it the stream ends (ResourceExhausted)")
+	fs.DurationVar(&q.ttl, "quota-assignment-ttl", rlqs.DefaultAssignmentTTL, "Envoy RLQS: least assignment_time_to_live of an assignment (raised to twice a bucket's reporting interval plus 1s)")
+}
+
+// quotaRedisTimeout bounds one demand aggregation in Redis (a pipeline of
+// one script call per bucket of a report). Shares are not on any
+// request's path, so it is far above --redis-timeout: a slow Redis delays
+// an assignment rather than falling back to this replica's own view.
+const quotaRedisTimeout = time.Second
+
+// openQuota builds the Rate Limit Quota Service: its demand aggregation
+// is in Redis when --redis-url is given (a client of its own, with the
+// same flags, so replicas agree on shares), in memory otherwise. The
+// returned closer releases the Redis client.
+func openQuota(f serveFlags, cfg rlqs.ConfigSource, reg prometheus.Registerer, log *slog.Logger) (*rlqs.Service, io.Closer, error) {
+	if f.quota.maxBuckets <= 0 {
+		return nil, nil, fmt.Errorf("--quota-max-buckets-per-stream must be positive, got %d", f.quota.maxBuckets)
+	}
+	if f.quota.ttl <= 0 {
+		return nil, nil, fmt.Errorf("--quota-assignment-ttl must be positive, got %v", f.quota.ttl)
+	}
+	var demand store.DemandStore = memstore.NewDemand()
+	var closer io.Closer = nopCloser{}
+	if f.redisURL != "" {
+		client, err := redisstore.NewClient(redisstore.ClientConfig{
+			URL:            f.redisURL,
+			Mode:           f.redisMode,
+			SentinelMaster: f.redisSentinelMaster,
+			PoolSize:       min(max(f.redisPoolSize, 0), 4),
+			TLSCAFile:      f.redisTLSCA,
+			TLSCertFile:    f.redisTLSCert,
+			TLSKeyFile:     f.redisTLSKey,
+			DialTimeout:    f.redisDialTimeout,
+			ReadTimeout:    quotaRedisTimeout,
+			WriteTimeout:   quotaRedisTimeout,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := redisstore.NewDemand(client, f.redisPrefix, quotaRedisTimeout)
+		if err != nil {
+			return nil, nil, errors.Join(err, client.Close())
+		}
+		demand, closer = d, client
+	}
+	svc := rlqs.New(rlqs.Settings{
+		Config:              cfg,
+		Demand:              demand,
+		MaxBucketsPerStream: f.quota.maxBuckets,
+		MaxKeyBytes:         f.maxKeyBytes,
+		AssignmentTTL:       f.quota.ttl,
+		Logger:              log,
+		Metrics:             rlqs.NewMetrics(reg),
+	})
+	return svc, closer, nil
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }

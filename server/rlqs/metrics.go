@@ -1,0 +1,59 @@
+package rlqs
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the Rate Limit Quota Service's metrics. Their labels are
+// bounded by the config (a quota bucket entry's name, or "unmatched") and
+// by fixed sets; the domain and bucket ids Envoy reports never appear.
+//
+//	floodgate_quota_streams                             gauge
+//	floodgate_quota_buckets                             gauge
+//	floodgate_quota_reports_total                       counter
+//	floodgate_quota_reported_requests_total{rule,result} counter
+//	floodgate_quota_assignments_total{action}           counter
+//	floodgate_quota_stream_errors_total{code}           counter
+//	floodgate_quota_demand_errors_total                 counter
+type Metrics struct {
+	streams      prometheus.Gauge
+	buckets      prometheus.Gauge
+	reports      prometheus.Counter
+	requests     *prometheus.CounterVec
+	assignments  *prometheus.CounterVec
+	streamErrors *prometheus.CounterVec
+	demandErrors prometheus.Counter
+}
+
+// unmatchedRule is the rule label of buckets no quota_buckets entry matches.
+const unmatchedRule = "unmatched"
+
+// NewMetrics registers the metrics on reg. Like prometheus.MustRegister,
+// it panics when reg already holds them.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "floodgate_quota_streams", Help: "Open Rate Limit Quota Service streams.",
+		}),
+		buckets: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "floodgate_quota_buckets", Help: "Buckets subscribed on open streams (one per stream and bucket id).",
+		}),
+		reports: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "floodgate_quota_reports_total", Help: "Bucket usage reports processed.",
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_quota_reported_requests_total",
+			Help: "Requests Envoy reported as allowed or denied, by quota bucket entry (rule) and result.",
+		}, []string{"rule", "result"}),
+		assignments: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_quota_assignments_total",
+			Help: "Bucket actions sent, by action: rate_limit, allow_all, deny_all, abandon.",
+		}, []string{"action"}),
+		streamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_quota_stream_errors_total", Help: "Streams ended by an error, by gRPC code.",
+		}, []string{"code"}),
+		demandErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "floodgate_quota_demand_errors_total", Help: "Demand aggregations the store could not do (shares then come from the last totals or this replica's view).",
+		}),
+	}
+	reg.MustRegister(m.streams, m.buckets, m.reports, m.requests, m.assignments, m.streamErrors, m.demandErrors)
+	return m
+}
