@@ -317,7 +317,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--limit", "0/1s"}, "requests must be a positive integer"},
 		{[]string{"--limit", "10/banana"}, "period must be a positive duration"},
 		{[]string{"--limit", "20000/1s", "--algorithm", "sliding_window_log"}, "--limit 20000/1s with --algorithm sliding_window_log"},
-		{[]string{"--api", "grpc"}, "--api: unknown api \"grpc\" (want check, rls or health)"},
+		{[]string{"--api", "grpc"}, "--api: unknown api \"grpc\" (want check, rls, health or rlqs)"},
 		{[]string{"--algorithm", "leaky"}, "--algorithm: unknown algorithm \"leaky\""},
 		{[]string{"--concurrency", "0"}, "--concurrency must be at least 1, got 0"},
 		{[]string{"--conns", "0"}, "--conns must be at least 1, got 0"},

@@ -332,7 +332,7 @@ func TestParseAPI(t *testing.T) {
 			t.Errorf("ParseAPI(%q) = %v, %v", a.String(), got, err)
 		}
 	}
-	if _, err := loadgen.ParseAPI("grpc"); err == nil || !strings.Contains(err.Error(), "want check, rls or health") {
+	if _, err := loadgen.ParseAPI("grpc"); err == nil || !strings.Contains(err.Error(), "want check, rls, health or rlqs") {
 		t.Errorf("ParseAPI(grpc) = %v", err)
 	}
 }
