@@ -162,62 +162,89 @@ func TestHTTPAPIOff(t *testing.T) {
 	}
 }
 
-// TestEdgeWorkerExample runs examples/edge-worker's tests (node --test)
-// against this floodgate binary. Without Node.js 18 or later it is
-// skipped, unless CI is set: CI must run it (scripts/ensure-redis.sh
-// installs nodejs).
+// TestEdgeWorkerExample type-checks and compiles examples/edge-worker
+// (TypeScript, with the tsc that its package-lock.json pins: `npm ci` when
+// node_modules is missing, then `npx tsc -p .`; a type error fails the
+// test) and runs its tests (`node --test dist/worker.test.js`) against this
+// floodgate binary. Without Node.js 18 or later and npm it is skipped,
+// unless CI is set: CI must run it (scripts/ensure-redis.sh installs nodejs
+// and npm). A failed install fails it either way.
 func TestEdgeWorkerExample(t *testing.T) {
-	node, major, err := findNode()
+	node, major, npm, npx, err := findNode()
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set and %v: install Node.js 18 or later (scripts/ensure-redis.sh installs nodejs)", err)
+			t.Fatalf("CI is set and %v: install Node.js 18 or later and npm (scripts/ensure-redis.sh installs nodejs and npm)", err)
 		}
-		t.Skipf("skipping the edge worker example's test: %v (install Node.js 18 or later, or run scripts/ensure-redis.sh)", err)
+		t.Skipf("skipping the edge worker example's test: %v (install Node.js 18 or later and npm, or run scripts/ensure-redis.sh)", err)
 	}
+	dir, err := filepath.Abs("../examples/edge-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	run := func(name string, env []string, args ...string) []byte {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		t.Logf("%s %s:\n%s", filepath.Base(name), strings.Join(args, " "), out)
+		if err != nil {
+			t.Fatalf("%s %s in examples/edge-worker: %v", filepath.Base(name), strings.Join(args, " "), err)
+		}
+		return out
+	}
+
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "typescript", "package.json")); err != nil {
+		// The lockfile's typescript and @types/node, from the npm registry.
+		run(npm, nil, "ci", "--no-audit", "--no-fund")
+	}
+	// A stale dist/ must not stand in for a failed compile.
+	if err := os.RemoveAll(filepath.Join(dir, "dist")); err != nil {
+		t.Fatal(err)
+	}
+	// --no: never fetch a "tsc" from the registry; the lockfile's only.
+	run(npx, nil, "--no", "--", "tsc", "-p", ".")
+
 	args := []string{"--test"}
 	if major == 18 {
 		// Node 18 has fetch but keeps crypto (Web Crypto, which Workers
 		// have) behind a flag; 19 and later have it on.
 		args = append(args, "--experimental-global-webcrypto")
 	}
-	dir, err := filepath.Abs("../examples/edge-worker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append(args, "worker.test.mjs")...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "FLOODGATE_BIN="+binary)
-	out, err := cmd.CombinedOutput()
-	t.Logf("node --test:\n%s", out)
-	if err != nil {
-		t.Fatalf("node --test in examples/edge-worker: %v", err)
-	}
+	out := run(node, []string{"FLOODGATE_BIN=" + binary}, append(args, filepath.Join("dist", "worker.test.js"))...)
 	if !bytes.Contains(out, []byte("# pass ")) || bytes.Contains(out, []byte("# pass 0\n")) {
 		t.Fatalf("node --test passed no test")
 	}
 }
 
-// findNode finds node on PATH and its major version; an error when it is
-// missing or older than 18 (no fetch, no node:test).
-func findNode() (path string, major int, err error) {
-	path, err = exec.LookPath("node")
+// findNode finds node, npm and npx on PATH and node's major version; an
+// error when one is missing or node is older than 18 (no fetch, no
+// node:test).
+func findNode() (node string, major int, npm, npx string, err error) {
+	node, err = exec.LookPath("node")
 	if err != nil {
-		return "", 0, fmt.Errorf("node not found: %w", err)
+		return "", 0, "", "", fmt.Errorf("node not found: %w", err)
 	}
-	out, err := exec.Command(path, "--version").Output()
+	out, err := exec.Command(node, "--version").Output()
 	if err != nil {
-		return "", 0, fmt.Errorf("node --version: %w", err)
+		return "", 0, "", "", fmt.Errorf("node --version: %w", err)
 	}
 	v := strings.TrimSpace(string(out))
 	if _, err := fmt.Sscanf(v, "v%d.", &major); err != nil {
-		return "", 0, fmt.Errorf("node --version said %q", v)
+		return "", 0, "", "", fmt.Errorf("node --version said %q", v)
 	}
 	if major < 18 {
-		return "", 0, fmt.Errorf("node is %s, older than 18", v)
+		return "", 0, "", "", fmt.Errorf("node is %s, older than 18", v)
 	}
-	return path, major, nil
+	if npm, err = exec.LookPath("npm"); err != nil {
+		return "", 0, "", "", fmt.Errorf("npm not found: %w", err)
+	}
+	if npx, err = exec.LookPath("npx"); err != nil {
+		return "", 0, "", "", fmt.Errorf("npx not found: %w", err)
+	}
+	return node, major, npm, npx, nil
 }
 
 // TestReadmeCurl runs the README's "From an edge worker or curl" commands,

@@ -1,4 +1,3 @@
-// @ts-check
 // A Cloudflare-style Worker that rate-limits an origin with floodgate's
 // HTTP/JSON API, using nothing but fetch: the seeds' Worker, whose
 // sliding window ran over Upstash's HTTP API (MGET, then INCR and EXPIRE:
@@ -8,13 +7,70 @@
 // Per route, the seeds' rule for an unreachable limiter: sensitive routes
 // (login, OTP) fail closed with a clear 503, the rest fail open.
 
-/** @typedef {import('./types').Env} Env */
-/** @typedef {import('./types').Route} Route */
-/** @typedef {import('./types').CheckRequest} CheckRequest */
-/** @typedef {import('./types').CheckResponse} CheckResponse */
+/** The Worker's bindings (wrangler.toml [vars] and secrets). */
+export interface Env {
+  /** Where floodgate's HTTP port is, e.g. "https://floodgate.internal:8080". */
+  FLOODGATE_URL: string;
+  /** A floodgate bearer token (a secret: `wrangler secret put FLOODGATE_TOKEN`). */
+  FLOODGATE_TOKEN?: string;
+  /** How long to wait for floodgate before the route's failure mode answers, in ms. Default 250. */
+  FLOODGATE_TIMEOUT_MS?: string;
+  /** The origin to forward allowed requests to; unset forwards the request as it came (Cloudflare's origin). */
+  ORIGIN_URL?: string;
+}
 
-/** @type {Route[]} */
-export const ROUTES = [
+/** floodgate.v1.Algorithm, by its protobuf JSON name. */
+export type Algorithm =
+  | "ALGORITHM_TOKEN_BUCKET"
+  | "ALGORITHM_SLIDING_WINDOW"
+  | "ALGORITHM_SLIDING_WINDOW_LOG"
+  | "ALGORITHM_FIXED_WINDOW";
+
+/** floodgate.v1.CheckRequest in the protobuf JSON mapping. */
+export interface CheckRequest {
+  key: string;
+  algorithm?: Algorithm;
+  cost?: number;
+  /** An inline limit; period is a protobuf JSON Duration such as "900s". */
+  limit?: { requests: number; period: string; burst?: number };
+  /** Or a policy from floodgate's config file. */
+  policy?: string;
+}
+
+/** floodgate.v1.CheckResponse in the protobuf JSON mapping (int64 as strings). */
+export interface CheckResponse {
+  allowed: boolean;
+  limit: string;
+  remaining: string;
+  retryAfter: string;
+  resetAfter: string;
+  degraded: boolean;
+}
+
+/** One limited route: the first whose prefix matches a path decides. */
+export interface Route {
+  /** Path prefix, e.g. "/login". */
+  prefix: string;
+  /** Names the route in keys and logs. */
+  name: string;
+  /**
+   * What to do when floodgate cannot answer (down, slow, refusing the
+   * token): true answers 503 (login, OTP: never unlimited), false lets the
+   * request through (ordinary API calls: an outage of the limiter must not
+   * become an outage of the API).
+   */
+  failClosed: boolean;
+  /** The limit, without the key: inline or a policy. */
+  limit: Omit<CheckRequest, "key">;
+}
+
+/** floodgate's answer to one check, with the headers the Worker passes on. */
+export interface Answer {
+  decision: CheckResponse;
+  headers: Headers;
+}
+
+export const ROUTES: readonly Route[] = [
   // The seeds' login limit: 5 per 15 minutes, sliding window, fail closed.
   {
     prefix: "/login",
@@ -46,17 +102,13 @@ const PASSED_HEADERS = [
   "x-ratelimit-reset",
   "x-ratelimit-degraded",
   "retry-after",
-];
+] as const;
 
 /** Default wait for floodgate, in ms: well above its decision time, well below a user's patience. */
 export const DEFAULT_TIMEOUT_MS = 250;
 
-/**
- * The route that limits path, or undefined for an unlimited one.
- * @param {string} path
- * @returns {Route | undefined}
- */
-export function routeFor(path) {
+/** The route that limits path, or undefined for an unlimited one. */
+export function routeFor(path: string): Route | undefined {
   return ROUTES.find((r) => path === r.prefix || path.startsWith(r.prefix));
 }
 
@@ -64,10 +116,8 @@ export function routeFor(path) {
  * Who is asking: the API key (hashed, so floodgate's store never holds a
  * secret) or else the client's address, which Cloudflare puts in
  * CF-Connecting-IP.
- * @param {Request} request
- * @returns {Promise<string>}
  */
-export async function identify(request) {
+export async function identify(request: Request): Promise<string> {
   const apiKey = request.headers.get("x-api-key");
   if (apiKey) {
     const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(apiKey));
@@ -81,15 +131,11 @@ export async function identify(request) {
  * Asks floodgate. It returns floodgate's answer and headers, or throws
  * when floodgate could not answer (unreachable, slow, or refusing the
  * request: any status but 200).
- * @param {Env} env
- * @param {CheckRequest} check
- * @returns {Promise<{ decision: CheckResponse, headers: Headers }>}
  */
-export async function askFloodgate(env, check) {
+export async function askFloodgate(env: Env, check: CheckRequest): Promise<Answer> {
   const timeout = Number(env.FLOODGATE_TIMEOUT_MS ?? DEFAULT_TIMEOUT_MS);
-  /** @type {Record<string, string>} */
-  const headers = { "content-type": "application/json" };
-  if (env.FLOODGATE_TOKEN) headers.authorization = "Bearer " + env.FLOODGATE_TOKEN;
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (env.FLOODGATE_TOKEN) headers["authorization"] = "Bearer " + env.FLOODGATE_TOKEN;
   const resp = await fetch(new URL("/v1/check", env.FLOODGATE_URL), {
     method: "POST",
     headers,
@@ -102,44 +148,30 @@ export async function askFloodgate(env, check) {
     const body = await resp.text();
     throw new Error(`floodgate answered ${resp.status}: ${body.trim()}`);
   }
-  return { decision: /** @type {CheckResponse} */ (await resp.json()), headers: resp.headers };
+  return { decision: (await resp.json()) as CheckResponse, headers: resp.headers };
 }
 
-/**
- * JSON answer of the Worker itself.
- * @param {number} status
- * @param {object} body
- * @param {Headers} [headers]
- */
-function json(status, body, headers = new Headers()) {
+/** JSON answer of the Worker itself. */
+function json(status: number, body: object, headers: Headers = new Headers()): Response {
   headers.set("content-type", "application/json");
   headers.set("cache-control", "no-store");
   return new Response(JSON.stringify(body), { status, headers });
 }
 
-/**
- * Forwards request to the origin.
- * @param {Request} request
- * @param {Env} env
- */
-function forward(request, env) {
+/** Forwards request to the origin. */
+function forward(request: Request, env: Env): Promise<Response> {
   if (!env.ORIGIN_URL) return fetch(request);
   const url = new URL(request.url);
   return fetch(new Request(new URL(url.pathname + url.search, env.ORIGIN_URL), request));
 }
 
-/**
- * Handles one request: limited routes ask floodgate first.
- * @param {Request} request
- * @param {Env} env
- * @returns {Promise<Response>}
- */
-export async function handle(request, env) {
+/** Handles one request: limited routes ask floodgate first. */
+export async function handle(request: Request, env: Env): Promise<Response> {
   const route = routeFor(new URL(request.url).pathname);
   if (!route) return forward(request, env);
 
   const key = route.name + ":" + (await identify(request));
-  let answer;
+  let answer: Answer;
   try {
     answer = await askFloodgate(env, { key, ...route.limit });
   } catch (err) {
@@ -169,13 +201,11 @@ export async function handle(request, env) {
   return out;
 }
 
-export default {
-  /**
-   * The Worker's entry point.
-   * @param {Request} request
-   * @param {Env} env
-   */
-  fetch(request, env) {
+/** The Worker: Cloudflare calls fetch for each request. */
+const worker = {
+  fetch(request: Request, env: Env): Promise<Response> {
     return handle(request, env);
   },
 };
+
+export default worker;

@@ -1,35 +1,32 @@
 // Tests of the edge worker against a real floodgate, under Node's own test
-// runner (no dependencies):
+// runner, compiled with the worker by tsc:
 //
-//	FLOODGATE_BIN=/path/to/floodgate node --test worker.test.mjs
+//	npm ci && npx tsc -p . && FLOODGATE_BIN=/path/to/floodgate node --test dist/worker.test.js
 //
 // starts that binary on free loopback ports with a token file, and a small
 // origin server; `go test -run TestEdgeWorkerExample ./e2e/` does so with
 // the binary it builds.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createServer } from "node:http";
-import { createServer as createTCPServer } from "node:net";
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer, type Server } from "node:http";
+import { createServer as createTCPServer, type AddressInfo, type Server as TCPServer } from "node:net";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
 import readline from "node:readline";
 
-import worker from "./worker.mjs";
+import worker, { type Env } from "./worker.js";
 
 const TOKEN = "edge-worker-test-token-4Fq9";
 const bin = process.env.FLOODGATE_BIN;
 
-/** @type {import('node:child_process').ChildProcess | undefined} */
-let floodgate;
+let floodgate: ChildProcess | undefined;
 let floodgateURL = "";
 let originURL = "";
-/** @type {import('node:http').Server} */
-let origin;
-/** @type {import('node:net').Server} */
-let blackHole; // accepts connections and never answers
+let origin: Server | undefined;
+let blackHole: TCPServer | undefined; // accepts connections and never answers
 let blackHoleURL = "";
 let dir = "";
 
@@ -38,16 +35,17 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), "edge-worker-"));
   const tokens = join(dir, "tokens");
   writeFileSync(tokens, TOKEN + "\n");
-  floodgate = spawn(bin, ["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json", "--auth-token-file", tokens], {
+  const fg = spawn(bin, ["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json", "--auth-token-file", tokens], {
     stdio: ["ignore", "ignore", "pipe"],
   });
-  const lines = readline.createInterface({ input: /** @type {import('node:stream').Readable} */ (floodgate.stderr) });
-  floodgateURL = await new Promise((resolve, reject) => {
+  floodgate = fg;
+  const lines = readline.createInterface({ input: fg.stderr });
+  floodgateURL = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("floodgate did not start in 30s")), 30_000);
-    floodgate?.once("exit", (code) => reject(new Error(`floodgate exited with ${code}`)));
+    fg.once("exit", (code) => reject(new Error(`floodgate exited with ${code}`)));
     lines.on("line", (line) => {
       try {
-        const rec = JSON.parse(line);
+        const rec = JSON.parse(line) as { msg?: string; http?: string };
         if (rec.msg === "serving") {
           clearTimeout(timer);
           resolve("http://" + rec.http);
@@ -58,18 +56,20 @@ before(async () => {
     });
   });
 
-  origin = createServer((req, res) => {
+  const o = createServer((req, res) => {
     res.setHeader("content-type", "text/plain");
     res.end(`origin saw ${req.method} ${req.url}`);
   });
-  origin.listen(0, "127.0.0.1");
-  await once(origin, "listening");
-  originURL = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (origin.address()).port}`;
+  origin = o;
+  o.listen(0, "127.0.0.1");
+  await once(o, "listening");
+  originURL = `http://127.0.0.1:${(o.address() as AddressInfo).port}`;
 
-  blackHole = createTCPServer(() => {});
-  blackHole.listen(0, "127.0.0.1");
-  await once(blackHole, "listening");
-  blackHoleURL = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (blackHole.address()).port}`;
+  const bh = createTCPServer(() => {});
+  blackHole = bh;
+  bh.listen(0, "127.0.0.1");
+  await once(bh, "listening");
+  blackHoleURL = `http://127.0.0.1:${(bh.address() as AddressInfo).port}`;
 });
 
 after(async () => {
@@ -83,17 +83,12 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** @returns {import('./types').Env} */
-function env(overrides = {}) {
+function env(overrides: Partial<Env> = {}): Env {
   return { FLOODGATE_URL: floodgateURL, FLOODGATE_TOKEN: TOKEN, ORIGIN_URL: originURL, ...overrides };
 }
 
-/**
- * A request as Cloudflare hands it to the Worker.
- * @param {string} path
- * @param {Record<string, string>} [headers]
- */
-function request(path, headers = {}, method = "GET") {
+/** A request as Cloudflare hands it to the Worker. */
+function request(path: string, headers: Record<string, string> = {}, method = "GET"): Request {
   return new Request("https://edge.example" + path, { method, headers: { "cf-connecting-ip": "203.0.113.7", ...headers } });
 }
 
@@ -124,7 +119,7 @@ test("login: five tries per 15 minutes, then 429 with Retry-After", async () => 
   }
   const denied = await worker.fetch(request("/login", { "cf-connecting-ip": "198.51.100.5" }, "POST"), env());
   assert.equal(denied.status, 429);
-  const body = await denied.json();
+  const body = (await denied.json()) as { error: string; retry_after_seconds: number };
   assert.equal(body.error, "rate_limit_exceeded");
   const retry = Number(denied.headers.get("retry-after"));
   assert.ok(retry >= 1 && retry <= 1800, `Retry-After ${retry}`);
@@ -138,9 +133,9 @@ test("login: five tries per 15 minutes, then 429 with Retry-After", async () => 
 });
 
 test("API keys are limited apart, and never sent to floodgate as they are", async () => {
-  const sent = [];
+  const sent: string[] = [];
   const realFetch = globalThis.fetch;
-  globalThis.fetch = async (input, init) => {
+  globalThis.fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
     if (String(input).startsWith(floodgateURL)) sent.push(String(init?.body));
     return realFetch(input, init);
   };
@@ -155,16 +150,17 @@ test("API keys are limited apart, and never sent to floodgate as they are", asyn
   }
   assert.equal(sent.length, 2);
   for (const body of sent) {
-    assert.match(JSON.parse(body).key, /^api:key:[0-9a-f]{32}$/);
+    assert.match((JSON.parse(body) as { key: string }).key, /^api:key:[0-9a-f]{32}$/);
     assert.ok(!body.includes("secret-"), body);
   }
 });
 
-for (const [why, overrides] of /** @type {const} */ ([
+const outages: [string, Partial<Env>][] = [
   ["unreachable", { FLOODGATE_URL: "http://127.0.0.1:1" }],
   ["too slow", { FLOODGATE_URL: "", FLOODGATE_TIMEOUT_MS: "200" }], // the black hole, set below
   ["refusing the token", { FLOODGATE_TOKEN: "not-a-token" }],
-])) {
+];
+for (const [why, overrides] of outages) {
   test(`floodgate ${why}: login fails closed, the API fails open`, async () => {
     const e = env(overrides);
     if (e.FLOODGATE_URL === "") e.FLOODGATE_URL = blackHoleURL;
