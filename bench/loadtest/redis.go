@@ -148,7 +148,7 @@ type benchFigures struct {
 // redis-benchmark on it: clients connections, pipeline calls in flight on
 // each, requests calls over 10,000 random keys.
 func runBench(ctx context.Context, addr string, c *redis.Client, b benchCall, clients, pipeline, requests int) (benchFigures, error) {
-	cmdArgs, shownArgs := b.args, b.args
+	cmdArgs, shownArgs := b.args, printable(b.args)
 	if b.src != "" {
 		sum := sha1.Sum([]byte(b.src))
 		sha := hex.EncodeToString(sum[:])
@@ -156,7 +156,7 @@ func runBench(ctx context.Context, addr string, c *redis.Client, b benchCall, cl
 			return benchFigures{}, err
 		}
 		cmdArgs = append([]string{"EVALSHA", sha}, b.args...)
-		shownArgs = append([]string{"EVALSHA", "<" + sha[:8] + ">"}, b.args...)
+		shownArgs = append([]string{"EVALSHA", "<" + sha[:8] + ">"}, printable(b.args)...)
 	}
 	one := make([]any, len(cmdArgs))
 	for i, a := range cmdArgs {
@@ -233,4 +233,21 @@ func scriptCost(ctx context.Context, out io.Writer, addr string, c *redis.Client
 		cpuRatio = figs[0].cpuUs / minimal.cpuUs
 	}
 	return figs[0].perSec / minimal.perSec, cpuRatio
+}
+
+// printable is args as a table shows them: an argument holding bytes
+// outside printable ASCII (the packed ARGV of floodgate's script) becomes
+// <N bytes>.
+func printable(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		for j := 0; j < len(a); j++ {
+			if a[j] < ' ' || a[j] > '~' {
+				out[i] = "<" + strconv.Itoa(len(a)) + " bytes>"
+				break
+			}
+		}
+	}
+	return out
 }

@@ -65,19 +65,9 @@ local now, keep, write, read = read_header(ARGV[1] or '')
 if now == nil or keep < 0 or write < 0 or write > 1 then
   return redis.error_reply('ERR floodgate: bad header')
 end
-local total = 0
-for g = 1, #ARGV do
-  local len = string.len(ARGV[g])
-  if g == 1 then
-    len = len - HDR_LEN
-  end
-  if len <= 0 or len % REQ_LEN ~= 0 then
-    return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request in every group')
-  end
-  total = total + len / REQ_LEN
-end
-if total ~= n then
-  return redis.error_reply('ERR floodgate: ' .. total .. ' requests for ' .. n .. ' keys')
+local bad = check_groups(n)
+if bad then
+  return bad
 end
 if now < 0 then
   local t = redis.call('TIME') -- sec * 1000 + floor(usec / 1000)

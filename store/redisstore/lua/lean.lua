@@ -59,19 +59,9 @@ if n == 1 and #ARGV == 1 and string.len(hdr) == HDR_LEN + REQ_LEN then
 end
 
 -- The general path. Check the shape before anything is read.
-local total = 0
-for g = 1, #ARGV do
-  local len = string.len(ARGV[g])
-  if g == 1 then
-    len = len - HDR_LEN
-  end
-  if len <= 0 or len % REQ_LEN ~= 0 then
-    return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request in every group')
-  end
-  total = total + len / REQ_LEN
-end
-if total ~= n then
-  return redis.error_reply('ERR floodgate: ' .. total .. ' requests for ' .. n .. ' keys')
+local bad = check_groups(n)
+if bad then
+  return bad
 end
 
 -- W holds, per distinct key from base j (slot[key]): the algorithm, the

@@ -56,6 +56,26 @@ end
 -- with string.byte and arithmetic, about 1 µs a request slower.
 local HDR_LEN, REQ_LEN = 18, 33
 
+-- check_groups is nil when ARGV holds the header and REQ_LEN bytes per
+-- request in every group, n requests in all; else the error reply.
+local function check_groups(n)
+  local total = 0
+  for g = 1, #ARGV do
+    local len = string.len(ARGV[g])
+    if g == 1 then
+      len = len - HDR_LEN
+    end
+    if len <= 0 or len % REQ_LEN ~= 0 then
+      return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request in every group')
+    end
+    total = total + len / REQ_LEN
+  end
+  if total ~= n then
+    return redis.error_reply('ERR floodgate: ' .. total .. ' requests for ' .. n .. ' keys')
+  end
+  return nil
+end
+
 -- read_request decodes the binary request at byte pos of str: algorithm,
 -- flags, requests, period_ms, burst, cost. str holds REQ_LEN bytes from
 -- pos (the drivers check the lengths first).
