@@ -277,26 +277,34 @@ var (
 // sameAnswer compares two responses, durations within a second.
 func sameAnswer(a, b proto.Message) bool {
 	a, b = proto.Clone(a), proto.Clone(b)
-	for _, m := range []proto.Message{a, b} {
-		roundDurations(m)
-	}
+	alignDurations(a, b)
 	return proto.Equal(a, b)
 }
 
-// roundDurations rounds every retry_after and reset_after to whole
-// seconds, up, so calls a few ms apart compare equal.
-func roundDurations(m proto.Message) {
-	round := func(d *durationpb.Duration) *durationpb.Duration {
-		return durationpb.New(d.AsDuration().Round(time.Second))
+// alignDurations sets each retry_after and reset_after of b to a's when
+// the two are less than a second apart: two calls a few ms apart (on
+// Redis, by Redis' own clock) answer durations that differ by that much,
+// and rounding each to a second could still split them at a half second.
+func alignDurations(a, b proto.Message) {
+	align := func(x *durationpb.Duration, y **durationpb.Duration) {
+		d := x.AsDuration() - (*y).AsDuration()
+		if d > -time.Second && d < time.Second {
+			*y = x
+		}
 	}
-	switch r := m.(type) {
+	switch ra := a.(type) {
 	case *floodgatev1.CheckResponse:
-		r.RetryAfter, r.ResetAfter = round(r.RetryAfter), round(r.ResetAfter)
+		rb := b.(*floodgatev1.CheckResponse)
+		align(ra.RetryAfter, &rb.RetryAfter)
+		align(ra.ResetAfter, &rb.ResetAfter)
 	case *floodgatev1.PeekResponse:
-		r.RetryAfter, r.ResetAfter = round(r.RetryAfter), round(r.ResetAfter)
+		rb := b.(*floodgatev1.PeekResponse)
+		align(ra.RetryAfter, &rb.RetryAfter)
+		align(ra.ResetAfter, &rb.ResetAfter)
 	case *floodgatev1.CheckBatchResponse:
-		for _, c := range r.Results {
-			roundDurations(c)
+		rb := b.(*floodgatev1.CheckBatchResponse)
+		for i := range min(len(ra.Results), len(rb.Results)) {
+			alignDurations(ra.Results[i], rb.Results[i])
 		}
 	}
 }
