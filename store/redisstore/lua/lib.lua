@@ -223,6 +223,18 @@ local function load_counter(key, alg)
   return a + 1767225600000, b, c
 end
 
+-- int_len is the fewest bytes of two's complement v needs (0 for 0).
+local function int_len(v)
+  if v == 0 then
+    return 0
+  end
+  local n, bound = 1, 128
+  while v >= bound or v < -bound do
+    n, bound = n + 1, bound * 256
+  end
+  return n
+end
+
 -- write_counter writes the state a, b, c of alg to key with a TTL of
 -- ttl + keep ms, or deletes it when ttl is 0. The PX is formatted with
 -- '%d' here: cheaper than tostring's '%.14g', and far cheaper than
@@ -237,28 +249,7 @@ local function write_counter(key, alg, a, b, c, ttl, keep)
   else
     a = a - 1767225600000
   end
-  -- The fewest bytes of two's complement each value needs (0 for 0).
-  local la, bound = 0, 128
-  if a ~= 0 then
-    la = 1
-    while a >= bound or a < -bound do
-      la, bound = la + 1, bound * 256
-    end
-  end
-  local lb = 0
-  if b ~= 0 then
-    lb, bound = 1, 128
-    while b >= bound or b < -bound do
-      lb, bound = lb + 1, bound * 256
-    end
-  end
-  local lc = 0
-  if c ~= 0 then
-    lc, bound = 1, 128
-    while c >= bound or c < -bound do
-      lc, bound = lc + 1, bound * 256
-    end
-  end
+  local la, lb, lc = int_len(a), int_len(b), int_len(c)
   if la > 7 or lc > 7 or lb > 8 then
     error('floodgate: state value out of range')
   end
