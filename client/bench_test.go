@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/internal/server"
 )
 
 // benchLimit never denies within a run, so every call is a charging check.

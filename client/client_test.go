@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/internal/server"
 )
 
 func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {

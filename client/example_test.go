@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/server"
 )
 
 // exampleFloodgate starts an in-process floodgate (as `floodgate serve`
@@ -65,7 +65,7 @@ func Example() {
 // A named policy from the server's config: the seeds' login rule, 5 per
 // 15 minutes in a sliding window, failing closed.
 func ExamplePolicy() {
-	cfg, err := config.Parse("policies.yaml", []byte(`
+	cfg, err := rules.Parse("policies.yaml", []byte(`
 policies:
   login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}
 `))

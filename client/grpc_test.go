@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/internal/server"
 )
 
 // startProtected serves grpc.health.v1 (a unary Check and a streaming

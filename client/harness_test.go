@@ -11,12 +11,12 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
-	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/server/config"
-	"github.com/floodgate/floodgate/store"
-	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
 // t0 is the fixed epoch of the tests' manual clock.
@@ -41,9 +41,9 @@ func (c *manualClock) Advance(d time.Duration) {
 }
 
 // staticConfig is a ConfigSource that never changes.
-type staticConfig struct{ cfg *config.Config }
+type staticConfig struct{ cfg *rules.Config }
 
-func (s staticConfig) Current() *config.Config { return s.cfg }
+func (s staticConfig) Current() *rules.Config { return s.cfg }
 
 // serveFloodgate runs a real floodgate (embedded store, clock stopped at
 // t0 unless s sets one) on a free loopback port and returns its address.
@@ -149,7 +149,7 @@ func deadAddr(t *testing.T) string {
 
 func mustParseConfig(t *testing.T, yaml string) server.ConfigSource {
 	t.Helper()
-	cfg, err := config.Parse("policies.yaml", []byte(yaml))
+	cfg, err := rules.Parse("policies.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/sfv"
-	"github.com/floodgate/floodgate/server"
 )
 
 // oldFields are the fields of the superseded draft the middleware wrote

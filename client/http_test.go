@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/internal/server"
 )
 
 // ok is the protected handler.

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/internal/server"
 )
 
 // twoPerMinute is the limit of the keying tests.

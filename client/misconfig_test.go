@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/server"
 )
 
 // startAuthFloodgate runs a real floodgate that requires the bearer token.
@@ -188,16 +188,16 @@ func TestInterceptorMissingToken(t *testing.T) {
 }
 
 // switchConfig is a ConfigSource the test swaps.
-type switchConfig struct{ cur atomic.Pointer[config.Config] }
+type switchConfig struct{ cur atomic.Pointer[rules.Config] }
 
-func (s *switchConfig) Current() *config.Config { return s.cur.Load() }
+func (s *switchConfig) Current() *rules.Config { return s.cur.Load() }
 
 // TestMisconfigLoggedOncePerEpisode: an unknown policy is refused (not
 // served open) and logged once; after the policy appears and a decision
 // succeeds, a new episode is logged again.
 func TestMisconfigLoggedOncePerEpisode(t *testing.T) {
-	parse := func(yaml string) *config.Config {
-		cfg, err := config.Parse("policies.yaml", []byte(yaml))
+	parse := func(yaml string) *rules.Config {
+		cfg, err := rules.Parse("policies.yaml", []byte(yaml))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +211,7 @@ func TestMisconfigLoggedOncePerEpisode(t *testing.T) {
 	h := client.Middleware(dial(t, addr), client.HTTPConfig{Limit: client.Policy("free"), Logger: slog.New(&logged)})(ok)
 
 	for _, step := range []struct {
-		cfg  *config.Config
+		cfg  *rules.Config
 		want int
 		logs int64
 	}{

@@ -37,7 +37,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/internal/rules"
 )
 
 // repoRoot is the repository root (the Docker build context), relative to
@@ -710,7 +710,7 @@ func TestDockerfileBuildLine(t *testing.T) {
 			t.Errorf(".dockerignore keeps %s in the build context", must)
 		}
 	}
-	for _, keep := range []string{"go.mod", "go.sum", "cmd/floodgate/main.go", "server/config/load.go"} {
+	for _, keep := range []string{"go.mod", "go.sum", "cmd/floodgate/main.go", "internal/rules/load.go"} {
 		if ignore.excluded(keep) {
 			t.Errorf(".dockerignore excludes %s, which the build needs", keep)
 		}
@@ -1568,7 +1568,7 @@ func quantityBytes(q string) (int64, error) {
 
 // loadRules writes a ConfigMap's data as the kubelet mounts it (files
 // that are symlinks into a hidden, timestamped folder), then loads it with
-// config.Parse file by file, config.Load as a folder and the binary's
+// rules.Parse file by file, rules.Load as a folder and the binary's
 // `config validate`, and returns the folder.
 func loadRules(t *testing.T, data map[string]string) string {
 	t.Helper()
@@ -1581,8 +1581,8 @@ func loadRules(t *testing.T, data map[string]string) string {
 		t.Fatal(err)
 	}
 	for name, text := range data {
-		if _, err := config.Parse(name, []byte(text)); err != nil {
-			t.Errorf("ConfigMap key %s: config.Parse: %v", name, err)
+		if _, err := rules.Parse(name, []byte(text)); err != nil {
+			t.Errorf("ConfigMap key %s: rules.Parse: %v", name, err)
 		}
 		if err := os.WriteFile(filepath.Join(ts, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -1594,7 +1594,7 @@ func loadRules(t *testing.T, data map[string]string) string {
 	if err := os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(dir)
+	cfg, err := rules.Load(dir)
 	if err != nil {
 		t.Fatalf("config.Load of the ConfigMap: %v", err)
 	}
@@ -1647,7 +1647,7 @@ func TestKubernetesPodServes(t *testing.T) {
 			env["FLOODGATE_AUTH_TOKEN_FILE"] = file
 		}
 	}
-	cfg, err := config.Load(env["FLOODGATE_CONFIG"])
+	cfg, err := rules.Load(env["FLOODGATE_CONFIG"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1990,7 +1990,7 @@ func TestCompose(t *testing.T) {
 	if cfgSrc == "" {
 		t.Fatalf("floodgate's --config %q is not a mount", cfgPath)
 	}
-	if _, err := config.Load(cfgSrc); err != nil {
+	if _, err := rules.Load(cfgSrc); err != nil {
 		t.Errorf("config.Load(%s): %v", cfgSrc, err)
 	}
 	validate(t, cfgSrc)

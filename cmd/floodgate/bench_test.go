@@ -27,23 +27,23 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/internal/loadgen"
-	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/server/config"
-	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
-type benchConfigSource struct{ c *config.Config }
+type benchConfigSource struct{ c *rules.Config }
 
-func (s benchConfigSource) Current() *config.Config { return s.c }
+func (s benchConfigSource) Current() *rules.Config { return s.c }
 
 // benchServer runs an in-process floodgate server (embedded store) on a
 // loopback port and returns its address. cfgYAML, when not empty, is its
-// config.
+// rules.
 func benchServer(t *testing.T, cfgYAML string, s server.GRPCSettings) string {
 	t.Helper()
 	var src server.ConfigSource
 	if cfgYAML != "" {
-		cfg, err := config.Parse("bench.yaml", []byte(cfgYAML))
+		cfg, err := rules.Parse("bench.yaml", []byte(cfgYAML))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,12 +189,12 @@ func TestBenchPrintConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse("bench.yaml", []byte(out))
+	cfg, err := rules.Parse("bench.yaml", []byte(out))
 	if err != nil {
 		t.Fatalf("printed config does not load: %v\n%s", err, out)
 	}
 	for _, key := range []string{"bench_key", "bench_key2"} {
-		ls := cfg.Match("edge", []config.Entry{{Key: key, Value: "bench:1"}})
+		ls := cfg.Match("edge", []rules.Entry{{Key: key, Value: "bench:1"}})
 		if len(ls) != 1 || ls[0].Rate.Requests != 10 || ls[0].Rate.Period != time.Minute || ls[0].Rate.Algorithm.String() != "sliding_window" {
 			t.Fatalf("%s matched %+v", key, ls)
 		}

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/server/config"
-	"github.com/floodgate/floodgate/store"
-	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
 // `go test ./cmd/floodgate -run TestCheckGolden -update` rewrites the
@@ -42,15 +42,15 @@ func updateGolden() bool {
 // checkEpoch is the stopped clock of the CLI tests' floodgate.
 var checkEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-type policies struct{ cfg *config.Config }
+type policies struct{ cfg *rules.Config }
 
-func (p policies) Current() *config.Config { return p.cfg }
+func (p policies) Current() *rules.Config { return p.cfg }
 
 // startCheckServer runs a real floodgate (embedded store, clock stopped at
 // checkEpoch, the seeds' policies) on a free loopback port.
 func startCheckServer(t *testing.T, st store.Store) string {
 	t.Helper()
-	cfg, err := config.Parse("policies.yaml", []byte(`policies:
+	cfg, err := rules.Parse("policies.yaml", []byte(`policies:
   login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}
   free: {algorithm: token_bucket, requests_per_min: 15, burst: 30}
 `))

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/internal/rules"
 )
 
 // runConfig runs `floodgate config validate PATH`.
@@ -26,7 +26,7 @@ func runConfig(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "Usage: floodgate config validate PATH")
 		return exitCode(2)
 	}
-	cfg, err := config.Load(fs.Arg(0))
+	cfg, err := rules.Load(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(1)

@@ -22,15 +22,15 @@ import (
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/server/config"
-	"github.com/floodgate/floodgate/server/httpapi"
-	"github.com/floodgate/floodgate/server/rlqs"
-	"github.com/floodgate/floodgate/store"
-	"github.com/floodgate/floodgate/store/breaker"
-	"github.com/floodgate/floodgate/store/denycache"
-	"github.com/floodgate/floodgate/store/memstore"
-	"github.com/floodgate/floodgate/store/redisstore"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/server/httpapi"
+	"github.com/floodgate/floodgate/internal/server/rlqs"
+	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/store/breaker"
+	"github.com/floodgate/floodgate/internal/store/denycache"
+	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/store/redisstore"
 )
 
 // serveFlags are the settings of `floodgate serve`.
@@ -214,8 +214,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	var cfg server.ConfigSource
 	var quotaSvc atomic.Pointer[rlqs.Service] // told of reloads once built
 	if f.configPath != "" {
-		w, err := config.Watch(ctx, f.configPath,
-			func(c *config.Config) {
+		w, err := rules.Watch(ctx, f.configPath,
+			func(c *rules.Config) {
 				metrics.ObserveConfigReload(nil)
 				if q := quotaSvc.Load(); q != nil {
 					q.ConfigChanged()
@@ -539,14 +539,14 @@ type closeBoth struct {
 
 func (c closeBoth) Close() error { return errors.Join(c.Store.Close(), c.client.Close()) }
 
-func parseFailureMode(s string) (config.FailureMode, error) {
+func parseFailureMode(s string) (rules.FailureMode, error) {
 	switch strings.ToLower(s) {
 	case "open":
-		return config.FailureOpen, nil
+		return rules.FailureOpen, nil
 	case "closed":
-		return config.FailureClosed, nil
+		return rules.FailureClosed, nil
 	}
-	return config.FailureDefault, fmt.Errorf("--failure-mode must be open or closed, got %q", s)
+	return rules.FailureDefault, fmt.Errorf("--failure-mode must be open or closed, got %q", s)
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/internal/rules"
 )
 
 // loadBootstrap parses envoy.yaml as Envoy does: YAML to JSON to the v3
@@ -209,7 +209,7 @@ var samples = map[string][]string{
 // does not know fails it, so new actions get checked too.
 func TestRatelimitYAMLMatchesActions(t *testing.T) {
 	ex := parseExample(t)
-	cfg, err := config.Load("ratelimit.yaml")
+	cfg, err := rules.Load("ratelimit.yaml")
 	if err != nil {
 		t.Fatalf("config.Load(ratelimit.yaml): %v", err)
 	}
@@ -240,9 +240,9 @@ func TestRatelimitYAMLMatchesActions(t *testing.T) {
 // descriptorsOf returns the descriptors one rate_limits entry sends, one
 // per combination of sample values, as Envoy builds them: one entry per
 // action, in order.
-func descriptorsOf(t *testing.T, where string, match *routev3.RouteMatch, actions []*routev3.RateLimit_Action, kinds map[string]bool) [][]config.Entry {
+func descriptorsOf(t *testing.T, where string, match *routev3.RouteMatch, actions []*routev3.RateLimit_Action, kinds map[string]bool) [][]rules.Entry {
 	t.Helper()
-	out := [][]config.Entry{nil}
+	out := [][]rules.Entry{nil}
 	for _, a := range actions {
 		var key string
 		var values []string
@@ -273,10 +273,10 @@ func descriptorsOf(t *testing.T, where string, match *routev3.RouteMatch, action
 		default:
 			t.Fatalf("%s: action %v is not one this test knows how to turn into a descriptor entry", where, a)
 		}
-		var next [][]config.Entry
+		var next [][]rules.Entry
 		for _, d := range out {
 			for _, v := range values {
-				next = append(next, append(append([]config.Entry(nil), d...), config.Entry{Key: key, Value: v}))
+				next = append(next, append(append([]rules.Entry(nil), d...), rules.Entry{Key: key, Value: v}))
 			}
 		}
 		out = next
@@ -302,7 +302,7 @@ func TestGuideYAML(t *testing.T) {
 	}
 	for i, b := range blocks {
 		if strings.HasPrefix(b, "domain:") {
-			if _, err := config.Parse(fmt.Sprintf("docs/envoy.md block %d", i), []byte(b)); err != nil {
+			if _, err := rules.Parse(fmt.Sprintf("docs/envoy.md block %d", i), []byte(b)); err != nil {
 				t.Errorf("yaml block %d does not load: %v", i, err)
 			}
 			continue

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/floodgate/floodgate/server/config"
+	"github.com/floodgate/floodgate/internal/rules"
 )
 
 // loadRLQSBootstrap parses envoy-rlqs.yaml as Envoy does (YAML to JSON to
@@ -102,7 +102,7 @@ func TestEnvoyRLQSBootstrapValid(t *testing.T) {
 		}
 	}
 
-	cfg, err := config.Load("quota.yaml")
+	cfg, err := rules.Load("quota.yaml")
 	if err != nil {
 		t.Fatalf("quota.yaml: %v", err)
 	}
@@ -136,7 +136,7 @@ func TestEnvoyRLQSBootstrapValid(t *testing.T) {
 			}
 		}
 		q := cfg.MatchQuota(f.GetDomain(), id)
-		if q == nil || q.Action != config.QuotaRateLimit {
+		if q == nil || q.Action != rules.QuotaRateLimit {
 			t.Errorf("bucket %v: no rate_limit entry in quota.yaml governs it (%v)", id, q)
 		}
 		if s.GetReportingInterval().AsDuration() <= 0 {

@@ -18,24 +18,24 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/algorithms"
 	"github.com/floodgate/floodgate/internal/loadgen"
-	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/server/config"
-	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
-type staticConfig struct{ c *config.Config }
+type staticConfig struct{ c *rules.Config }
 
-func (s staticConfig) Current() *config.Config { return s.c }
+func (s staticConfig) Current() *rules.Config { return s.c }
 
 // startServer runs a floodgate server (embedded store) on a loopback port
-// and returns connections to it. cfgYAML, when not empty, is its config.
+// and returns connections to it. cfgYAML, when not empty, is its rules.
 func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInterface {
 	t.Helper()
 	var src server.ConfigSource
 	if cfgYAML != "" {
-		cfg, err := config.Parse("bench.yaml", []byte(cfgYAML))
+		cfg, err := rules.Parse("bench.yaml", []byte(cfgYAML))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,12 +340,12 @@ func TestParseAPI(t *testing.T) {
 func TestRLSConfigParses(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		y := loadgen.RLSConfig("bench", 3, limit(alg, 10, time.Minute))
-		cfg, err := config.Parse("bench.yaml", []byte(y))
+		cfg, err := rules.Parse("bench.yaml", []byte(y))
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", alg, err, y)
 		}
 		for j := range 3 {
-			entries := []config.Entry{{Key: loadgen.DescriptorKey(j), Value: loadgen.KeyName(42)}}
+			entries := []rules.Entry{{Key: loadgen.DescriptorKey(j), Value: loadgen.KeyName(42)}}
 			ls := cfg.Match("bench", entries)
 			if len(ls) != 1 || ls[0].Rate.Algorithm != alg || ls[0].Rate.Requests != 10 || ls[0].Rate.Period != time.Minute || ls[0].Rate.Capacity() != 10 {
 				t.Fatalf("%v: descriptor %d matched %+v, want one %v limit of 10/1m", alg, j, ls, alg)

@@ -12,19 +12,19 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate/floodgate/internal/loadgen"
-	"github.com/floodgate/floodgate/server/config"
-	"github.com/floodgate/floodgate/server/rlqs"
-	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/server/rlqs"
+	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
-type fixedConfig struct{ c *config.Config }
+type fixedConfig struct{ c *rules.Config }
 
-func (f fixedConfig) Current() *config.Config { return f.c }
+func (f fixedConfig) Current() *rules.Config { return f.c }
 
 // TestRunRLQS: a short run against the real service answers every report
 // and counts reports as messages × buckets.
 func TestRunRLQS(t *testing.T) {
-	cfg, err := config.Parse("bench.yaml", []byte(loadgen.RLQSConfigYAML("bench", 1000)))
+	cfg, err := rules.Parse("bench.yaml", []byte(loadgen.RLQSConfigYAML("bench", 1000)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,349 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+)
+
+// FailureMode says what a limit does when the store cannot decide.
+type FailureMode int
+
+// The failure modes. FailureDefault defers to the server's --failure-mode.
+const (
+	FailureDefault FailureMode = iota
+	FailureOpen
+	FailureClosed
+)
+
+// String returns the config-file spelling: "default", "open" or "closed".
+func (m FailureMode) String() string {
+	switch m {
+	case FailureDefault:
+		return "default"
+	case FailureOpen:
+		return "open"
+	case FailureClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("failure_mode(%d)", int(m))
+}
+
+// Limit is one configured limit. Limits returned by Match and MatchRequest
+// are shared by every caller and must not be modified.
+type Limit struct {
+	// Name is rate_limit.name, or a name derived from the rule's place in
+	// the tree the way envoyproxy/ratelimit names its stats:
+	// "domain.key_value.key2" (plus "#i" when a descriptor carries several
+	// unnamed limits). Bounded by the config, so safe as a metric label.
+	Name string
+	// ID is stable across reloads of an unchanged rule and unique within
+	// the Config: the domain, the rule's path (keys and configured values,
+	// quoted) and the limit's index on its descriptor. Two different limits
+	// never share an ID. The store key of one request is ID plus the
+	// request's values; AppendKey builds it.
+	ID string
+	// Domain is the domain the limit belongs to.
+	Domain string
+	// Rate is the rate to enforce: the algorithm (rate_limit.algorithm,
+	// else the file's default_algorithm, else fixed_window, which is what
+	// envoyproxy/ratelimit counts with), requests, period and burst. Zero
+	// when Unlimited. Valid (algorithms.Limit.Validate) unless Unlimited or
+	// DenyAll.
+	Rate algorithms.Limit
+	// Unlimited rules answer OK without touching the store.
+	Unlimited bool
+	// DenyAll marks requests_per_unit: 0 (a ban list): every matching
+	// request is over the limit, no store needed. Rate.Requests is then 0
+	// and Rate.Period is still the configured period (for reset headers).
+	DenyAll bool
+	// ShadowMode decides and counts but answers OK.
+	ShadowMode bool
+	// FailureMode applies when the store cannot decide.
+	FailureMode FailureMode
+	// DetailedMetric asks for per-value metrics (see MetricName).
+	DetailedMetric bool
+	// Replaces names the limits this one replaces within one request.
+	Replaces []string
+
+	keyID        string  // short digest of ID heading store keys (see keyID)
+	explicitName bool    // Name came from rate_limit.name
+	path         []level // the tree nodes from the domain down to this limit
+	metricValues bool    // some level has value_to_metric
+}
+
+// level is one node on a limit's path.
+type level struct {
+	key, value    string
+	wildcard      bool // value holds a '*' (see pattern)
+	shared        bool // share_threshold: every value matching the wildcard shares one counter
+	valueToMetric bool
+}
+
+// Depth is the number of descriptor entries a request needs to reach l.
+func (l *Limit) Depth() int { return len(l.path) }
+
+// Shared reports whether the value of entry i does not take part in the
+// counter key, because entry i matched a share_threshold wildcard.
+func (l *Limit) Shared(i int) bool { return i >= 0 && i < len(l.path) && l.path[i].shared }
+
+// AppendKey appends to dst the store key of entries under l: a 16-byte
+// digest of l.ID (keeping keys short, see keyID), then for every entry its
+// value length-prefixed (so no two distinct descriptors
+// ever share a key, whatever bytes their values hold), with the values of
+// share_threshold levels left out. entries must be a descriptor that Match
+// resolved to l. It does not allocate when dst has room.
+func (l *Limit) AppendKey(dst []byte, entries []Entry) []byte {
+	dst = append(dst, l.keyID...)
+	for i, e := range entries {
+		if l.Shared(i) {
+			dst = append(dst, "|*"...)
+			continue
+		}
+		dst = append(dst, '|')
+		dst = strconv.AppendInt(dst, int64(len(e.Value)), 10)
+		dst = append(dst, ':')
+		dst = append(dst, e.Value...)
+	}
+	return dst
+}
+
+// MetricName is the name to report entries under. Without detailed_metric
+// or value_to_metric it is Name. With detailed_metric it is envoyproxy/
+// ratelimit's detailed key, "domain.key_value.key2_value2" with the
+// request's values (a share_threshold level keeps its wildcard); with
+// value_to_metric on some levels, those levels show the request's value and
+// the others their configured value. Such names are unbounded (they hold
+// request values): use them only where the operator opted in.
+func (l *Limit) MetricName(entries []Entry) string {
+	if !l.DetailedMetric && !l.metricValues {
+		return l.Name
+	}
+	var b strings.Builder
+	b.WriteString(l.Domain)
+	for i, lv := range l.path {
+		b.WriteByte('.')
+		b.WriteString(lv.key)
+		v := lv.value
+		if i < len(entries) && !lv.shared && (l.DetailedMetric || lv.valueToMetric) {
+			v = entries[i].Value
+		}
+		if v != "" {
+			b.WriteByte('_')
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
+// Policy is a named limit for the Check API (the top-level policies map).
+type Policy struct {
+	Name        string
+	Rate        algorithms.Limit
+	FailureMode FailureMode
+	ShadowMode  bool
+}
+
+// Entry is one descriptor entry of a request.
+type Entry struct{ Key, Value string }
+
+// Config is a loaded, validated configuration: the descriptor trees of its
+// domains and its named policies. It is immutable and safe for concurrent
+// use; a reload builds a new Config.
+type Config struct {
+	domains  map[string]*node
+	policies map[string]Policy
+	quota    map[string]*domainQuota // quota_buckets by domain (quota.go)
+	files    []string
+	limits   []*Limit
+	digest   string
+}
+
+// node is one descriptor of the tree; a domain's root has no key.
+type node struct {
+	key, value string
+	limits     []*Limit
+	exact      map[kv]*node        // key+value, wildcards included by their literal value
+	wild       map[string][]wildKV // key -> wildcards in config order
+	keyOnly    map[string]*node
+}
+
+type kv struct{ k, v string }
+
+type wildKV struct {
+	pat pattern
+	n   *node
+}
+
+// child finds the node for e one level down: exact key+value first, then
+// the first wildcard (in file order) the value matches, then the key-only
+// node.
+func (n *node) child(e Entry) *node {
+	if c := n.exact[kv{e.Key, e.Value}]; c != nil {
+		return c
+	}
+	ws := n.wild[e.Key]
+	for i := range ws {
+		if ws[i].pat.match(e.Value) {
+			return ws[i].n
+		}
+	}
+	return n.keyOnly[e.Key]
+}
+
+// Policy returns the named policy.
+func (c *Config) Policy(name string) (Policy, bool) {
+	if c == nil {
+		return Policy{}, false
+	}
+	p, ok := c.policies[name]
+	return p, ok
+}
+
+// Policies returns every policy, sorted by name.
+func (c *Config) Policies() []Policy {
+	if c == nil {
+		return nil
+	}
+	out := make([]Policy, 0, len(c.policies))
+	for _, p := range c.policies {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Policy) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// HasDomain reports whether domain has a config file.
+func (c *Config) HasDomain(domain string) bool {
+	if c == nil {
+		return false
+	}
+	_, ok := c.domains[domain]
+	return ok
+}
+
+// Match returns the limits that apply to one descriptor, or nil when
+// nothing applies (an unknown domain, no rule, or a rule at another depth).
+// It walks the domain's tree one level per entry; at each level the
+// descriptor with the entry's key and exact value wins, then the first
+// wildcard (in file order) the value matches ('*' anywhere in the
+// configured value stands for any run of characters), then the descriptor
+// with the key alone. A limit applies only when it sits at
+// exactly the depth of the last entry. The result is shared: do not modify
+// it. Match does not allocate.
+func (c *Config) Match(domain string, entries []Entry) []*Limit {
+	if c == nil || len(entries) == 0 {
+		return nil
+	}
+	n := c.domains[domain]
+	if n == nil {
+		return nil
+	}
+	for _, e := range entries {
+		if n = n.child(e); n == nil {
+			return nil
+		}
+	}
+	if len(n.limits) == 0 {
+		return nil
+	}
+	return n.limits
+}
+
+// MatchRequest matches every descriptor of one request (out[i] belongs to
+// descriptors[i]) and then drops every limit whose explicit name appears in
+// the replaces list of any limit matched by the same request, as
+// envoyproxy/ratelimit does. The inner slices must not be modified.
+func (c *Config) MatchRequest(domain string, descriptors [][]Entry) [][]*Limit {
+	out := make([][]*Limit, len(descriptors))
+	c.MatchRequestInto(out, domain, descriptors)
+	return out
+}
+
+// MatchRequestInto is MatchRequest writing to out, which must have the
+// length of descriptors (a caller's reused or stack buffer), so that a
+// request without replaces allocates nothing.
+func (c *Config) MatchRequestInto(out [][]*Limit, domain string, descriptors [][]Entry) {
+	out = out[:len(descriptors)]
+	replacing := false
+	for i, d := range descriptors {
+		out[i] = c.Match(domain, d)
+		for _, l := range out[i] {
+			replacing = replacing || len(l.Replaces) > 0
+		}
+	}
+	if !replacing {
+		return
+	}
+	replaced := map[string]bool{}
+	for _, ls := range out {
+		for _, l := range ls {
+			for _, r := range l.Replaces {
+				replaced[r] = true
+			}
+		}
+	}
+	for i, ls := range out {
+		var kept []*Limit
+		dropped := false
+		for j, l := range ls {
+			if l.explicitName && replaced[l.Name] {
+				if !dropped {
+					kept = append(make([]*Limit, 0, len(ls)), ls[:j]...)
+					dropped = true
+				}
+				continue
+			}
+			if dropped {
+				kept = append(kept, l)
+			}
+		}
+		if dropped {
+			if len(kept) == 0 {
+				kept = nil
+			}
+			out[i] = kept
+		}
+	}
+}
+
+// Files returns the files the config was loaded from, in load order.
+func (c *Config) Files() []string {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.files)
+}
+
+// Domains returns the configured domains, sorted.
+func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
+	out := make([]string, 0, len(c.domains))
+	for d := range c.domains {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Limits returns every configured limit, sorted by ID (for a debug dump).
+func (c *Config) Limits() []*Limit {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.limits)
+}
+
+// Digest is a hash of the files' names and contents: two Configs with the
+// same Digest were loaded from identical input.
+func (c *Config) Digest() string {
+	if c == nil {
+		return ""
+	}
+	return c.digest
+}

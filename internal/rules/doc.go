@@ -1,0 +1,195 @@
+// Package config loads floodgate's rate-limit rules: the descriptor trees
+// that Envoy's ShouldRateLimit is matched against, and the named policies
+// of the Check API. This comment is the configuration reference.
+//
+// # Files
+//
+// --config names one YAML file or a folder. A folder is read
+// non-recursively: every *.yaml and *.yml file directly inside it, in name
+// order; names starting with '.' are skipped (editor swap files, and the
+// "..data" and "..2026_xx" folders of a Kubernetes ConfigMap mount, whose
+// visible files are symlinks into them; symlinks are followed). Each file
+// holds one YAML document with one domain, or only policies:
+//
+//	domain: api                  # required unless the file holds only policies
+//	default_algorithm: token_bucket   # optional; see "Extensions"
+//	descriptors: [...]           # the rules of this domain
+//	policies: {...}              # named limits for the Check API
+//
+// A domain defined in two files is an error (envoyproxy/ratelimit's
+// default; it has no merging here), and so is a policy defined twice.
+// Policies may live in any file, including a file with no domain.
+//
+// The config is hot-reloaded (see Watcher): a valid change is live within
+// about 100ms of the write; an invalid one is logged and the previous
+// config keeps serving. Only the config files count: other files in the
+// folder (a log, say) never trigger a reload; a config file that is a
+// symlink is followed to its target, wherever it is, and a ConfigMap's
+// "..data" swap reloads. `floodgate config validate PATH` checks files
+// offline.
+//
+// # envoyproxy/ratelimit's format, unchanged
+//
+// Every config written for the reference Envoy rate-limit service
+// (github.com/envoyproxy/ratelimit) loads as it is:
+//
+//	domain: edge_proxy_per_ip
+//	descriptors:
+//	  - key: remote_address          # every address gets its own counter
+//	    rate_limit:
+//	      unit: second               # second|minute|hour|day|week|month|year
+//	      requests_per_unit: 10
+//	  - key: remote_address
+//	    value: 50.0.0.5              # an exact value beats the key-only rule
+//	    rate_limit:
+//	      unit: second
+//	      requests_per_unit: 0       # 0 denies every matching request
+//	  - key: path
+//	    value: /admin/*              # '*' is a wildcard: here a prefix
+//	    share_threshold: true        # all /admin/... paths share one counter
+//	    rate_limit: {unit: minute, requests_per_unit: 60}
+//	  - key: path
+//	    value: /api/*/items          # '*' anywhere: /api/v1/items, /api/a/b/items
+//	    rate_limit: {unit: second, requests_per_unit: 5}   # each path counts apart
+//	  - key: ldap
+//	    rate_limit: {unlimited: true}   # OK without touching the store
+//	  - key: message_type
+//	    value: marketing
+//	    descriptors:                 # nested: matched one level per entry
+//	      - key: to_number
+//	        shadow_mode: true        # decide and count, but answer OK
+//	        detailed_metric: true
+//	        rate_limit:
+//	          name: marketing_per_number
+//	          unit: day
+//	          unit_multiplier: 2     # per 2 days
+//	          requests_per_unit: 5
+//	          replaces: [{name: per_number}]
+//
+// A descriptor node has `key` (required), `value` (optional: exact, or a
+// wildcard pattern when it holds a '*', see Matching), `rate_limit`,
+// nested `descriptors`, and the flags `shadow_mode` and `detailed_metric`
+// (both for this node's own limits; they do not reach nested descriptors),
+// `value_to_metric` (the request's value at this level appears in the
+// metric names of the limits at or below it, only with serve's bounded
+// opt-in --detailed-metric-series), `share_threshold` (only on
+// wildcard values: all values matching the wildcard share one counter
+// instead of one each), `quota_mode` (only false: see below) and
+// `metadata` (free-form, ignored).
+//
+// A rate_limit has `unit` and `requests_per_unit`, optionally
+// `unit_multiplier` (a positive integer) and `name`, and `replaces: [{name:
+// x}]`; or `unlimited: true` with no unit. Month is 30 days and year 365,
+// as in the reference. Unknown keys, a key+value defined twice at one
+// level, a bad unit, a unit with unlimited, replaces naming its own limit
+// or a name no limit in the domain has, and an empty domain are rejected.
+//
+// A file that validates does what it says; fields that would do nothing,
+// or something else than they read, are rejected with their position:
+// `quota_mode: true` (the reference then only reports the limit as
+// exceeded; floodgate would enforce it: use shadow_mode to count without
+// enforcing), `shadow_mode` or `detailed_metric` on a node without a
+// rate_limit, `value_to_metric` or `share_threshold` with no rate_limit at
+// or below the node, `requests_per_unit` (or any rate setting) with
+// `unlimited: true`, and `burst` with `requests_per_unit: 0`.
+//
+// Differences from the reference, on purpose: `requests_per_unit` is
+// required (the reference silently treats a missing one as 0, deny all);
+// keys and values are matched as given, so a key containing '_' can never
+// be confused with a key_value pair; and no two different descriptors ever
+// share a counter, whatever bytes their values hold (Limit.AppendKey).
+//
+// # Matching
+//
+// Envoy sends a domain and descriptors, each a list of (key, value)
+// entries. A descriptor is matched by walking the domain's tree one level
+// per entry. At each level: the node with the entry's key and exactly its
+// value wins; else the first node (in file order) whose wildcard value
+// matches; else the node with the key and no value. In a value, each '*'
+// stands for any run of characters, none included, '/' included, as in
+// the reference: "/api/*" is a prefix, "*.pdf" a suffix, "/api/*/items"
+// matches /api/v1/items and /api/a/b/items but not /api/items, and
+// "svc*ep*rpc" needs its parts in that order. There is no escape: a value
+// with a '*' is always a pattern (a request whose value is the pattern
+// itself matches it exactly). A limit
+// applies only when its node is at exactly the depth of the last entry: a
+// rule on `remote_address` does not apply to the descriptor
+// (remote_address, path), and vice versa. No matching node, or an unknown
+// domain, means no limit: the descriptor is OK.
+//
+// When one request's descriptors match limits, and one of them lists
+// another's name in `replaces`, the named limit is ignored for that
+// request (Config.MatchRequest).
+//
+// Counters: a key-only rule counts every value separately (one counter per
+// remote address), an exact rule counts its one value, a wildcard rule
+// counts every matching value separately unless share_threshold is set,
+// whatever the wildcard's form.
+//
+// # Extensions
+//
+// Inside any rate_limit:
+//
+//	algorithm: token_bucket   # token_bucket | sliding_window | sliding_window_log | fixed_window
+//	burst: 20                 # token_bucket only: the bucket's capacity (default requests)
+//	period: 1500ms            # any Go duration, instead of unit/unit_multiplier (not both)
+//	failure_mode: closed      # open | closed: what to answer when the store is down
+//	shadow_mode: true         # this limit only (the node's shadow_mode covers all of them)
+//
+// The algorithm is the rate_limit's `algorithm`, else the file's
+// `default_algorithm`, else fixed_window: the reference counts in fixed
+// windows, so an unchanged reference config behaves the same (including
+// the double burst at window edges; switch to sliding_window or
+// token_bucket to avoid it). failure_mode defaults to the server's
+// --failure-mode.
+//
+// Several limits on one descriptor (the reference allows one): use
+// `rate_limits`, a list of rate_limit objects, instead of `rate_limit`. A
+// request is admitted only if every limit admits it:
+//
+//	descriptors:
+//	  - key: api_key
+//	    rate_limits:
+//	      - {requests_per_unit: 10, unit: second, algorithm: token_bucket, burst: 20}
+//	      - {requests_per_unit: 10000, unit: day, name: daily_quota}
+//
+// # Policies (the Check API)
+//
+//	policies:
+//	  free:  {requests_per_min: 15, burst: 30}
+//	  basic: {requests_per_min: 60, burst: 100}
+//	  pro:   {requests_per_min: 240, burst: 500}
+//	  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}
+//
+// A policy has `requests` with `period` (a Go duration), or exactly one of
+// the shorthands `requests_per_second`, `requests_per_min`,
+// `requests_per_hour`; optionally `algorithm` (default: the file's
+// default_algorithm, else token_bucket: policies serve our own API, with
+// no compatibility to keep), `burst` (token_bucket only), `failure_mode`
+// and `shadow_mode`.
+//
+// # Limits and names
+//
+// Every limit must pass algorithms.Limit.Validate (periods in whole
+// milliseconds, requests × period bounded, sliding_window_log at most
+// 10,000 requests). Limit.Name is rate_limit.name or, for metrics, a name
+// derived from the rule's place as the reference derives its stat keys:
+// "domain.key_value.key2", with "#i" appended when one descriptor carries
+// several unnamed limits. Limit.ID identifies the limit's counters: stable
+// across reloads while the rule keeps its place, so a reload does not
+// reset counters.
+//
+// # Errors
+//
+// Every problem is reported, not only the first, as file:line:column:
+// message, e.g.
+//
+//	rules/api.yaml:12:15: invalid rate limit unit "minutes" (want second, minute, hour, day, week, month or year)
+//
+// YAML syntax errors keep the line the YAML parser reports. Anchors and
+// aliases work; merge keys (<<) are not supported. Files are bounded (32
+// levels of descriptors; aliases may add at most 100,000 YAML nodes to
+// what the parser reads, and may not contain themselves). The file's own
+// size is not bounded: a 200,000-descriptor ban list loads (in seconds,
+// see bench/RESULTS.md).
+package rules

@@ -1,0 +1,142 @@
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Load reads a YAML file, or every *.yaml and *.yml file directly inside a
+// folder (not its subfolders; names starting with '.' are skipped, which
+// covers editors' swap files and Kubernetes ConfigMap mounts, whose files
+// are symlinks into a hidden "..data" folder). Symlinks are followed.
+//
+// An invalid configuration yields an ErrorList (wrapping ErrInvalid) whose
+// lines read "file:line:column: message"; an unreadable path yields the
+// os error.
+func Load(path string) (*Config, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{path}
+	if st.IsDir() {
+		if files, err = listDir(path); err != nil {
+			return nil, err
+		}
+	}
+	srcs := make([]source, 0, len(files))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, source{name: f, data: data})
+	}
+	return build(srcs)
+}
+
+// listDir lists the config files of a folder, sorted by name.
+func listDir(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		name := e.Name()
+		if !isConfigName(name) {
+			continue
+		}
+		full := filepath.Join(dir, name)
+		st, err := os.Stat(full) // follows symlinks
+		if err != nil {
+			return nil, err
+		}
+		if st.Mode().IsRegular() {
+			files = append(files, full)
+		}
+	}
+	if len(files) == 0 {
+		return nil, ErrorList{{File: dir, Msg: "no *.yaml or *.yml files in this folder"}}
+	}
+	return files, nil
+}
+
+// isConfigName reports whether a folder's entry is read as a config file:
+// a *.yaml or *.yml name not starting with '.'.
+func isConfigName(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	ext := filepath.Ext(name)
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// Parse parses one file's bytes; name is used in error messages.
+func Parse(name string, data []byte) (*Config, error) {
+	return build([]source{{name: name, data: data}})
+}
+
+type source struct {
+	name string
+	data []byte
+}
+
+// build parses every source and merges them: a domain or a policy defined
+// twice is an error.
+func build(srcs []source) (*Config, error) {
+	c := &Config{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}}
+	var errs ErrorList
+	domainAt := map[string]string{}
+	policyAt := map[string]string{}
+	h := sha256.New()
+	for _, s := range srcs {
+		c.files = append(c.files, s.name)
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s.name)))
+		h.Write(n[:])
+		h.Write([]byte(s.name))
+		binary.BigEndian.PutUint64(n[:], uint64(len(s.data)))
+		h.Write(n[:])
+		h.Write(s.data)
+
+		fc, ferrs := parseFile(s.name, s.data)
+		errs = append(errs, ferrs...)
+		if fc == nil {
+			continue
+		}
+		where := func(p pos) string { return fmt.Sprintf("%s:%d:%d", s.name, p.line, p.col) }
+		if fc.hasDomain && fc.domain != "" {
+			if first, dup := domainAt[fc.domain]; dup {
+				errs = append(errs, &Error{File: s.name, Line: fc.domainPos.line, Column: fc.domainPos.col,
+					Msg: fmt.Sprintf("duplicate domain %q: already defined at %s", fc.domain, first)})
+			} else {
+				domainAt[fc.domain] = where(fc.domainPos)
+				c.domains[fc.domain] = fc.root
+				c.quota[fc.domain] = fc.quota
+				c.limits = append(c.limits, fc.limits...)
+			}
+		}
+		for _, pa := range fc.policies {
+			if first, dup := policyAt[pa.p.Name]; dup {
+				errs = append(errs, &Error{File: s.name, Line: pa.pos.line, Column: pa.pos.col,
+					Msg: fmt.Sprintf("duplicate policy %q: already defined at %s", pa.p.Name, first)})
+				continue
+			}
+			policyAt[pa.p.Name] = where(pa.pos)
+			c.policies[pa.p.Name] = pa.p
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	slices.SortFunc(c.limits, func(a, b *Limit) int { return strings.Compare(a.ID, b.ID) })
+	c.digest = hex.EncodeToString(h.Sum(nil))
+	return c, nil
+}

@@ -1,0 +1,234 @@
+// Package breaker is a circuit breaker around a store.Store. While the store
+// is known to be down, Decide fails at once with store.ErrUnavailable
+// instead of each call waiting out the store's timeout; a background probe
+// pings the store and closes the circuit as soon as it answers, so
+// decisions recover within one probe interval of the store's return.
+//
+// The circuit opens after Threshold consecutive calls that failed with
+// store.ErrUnavailable. Any success resets the count. Errors that are not
+// the store's fault (the caller's context ending, invalid requests) do not
+// count. While the circuit is closed, a check pings the store every
+// CheckInterval, and a failed ping counts like a failed call: so the
+// circuit (and the health built on OnChange) follows the store even when no
+// traffic comes, instead of learning of an outage from the first callers.
+package breaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/store"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultThreshold     = 3
+	DefaultProbeInterval = 100 * time.Millisecond
+	DefaultProbeTimeout  = 250 * time.Millisecond
+	DefaultCheckInterval = 250 * time.Millisecond
+)
+
+// ErrOpen is returned while the circuit is open. It wraps
+// store.ErrUnavailable.
+var ErrOpen = fmt.Errorf("circuit open: %w", store.ErrUnavailable)
+
+// Config tunes a Breaker. The zero value is usable.
+type Config struct {
+	// Threshold is how many consecutive unavailable errors open the
+	// circuit. 0 means DefaultThreshold.
+	Threshold int
+	// ProbeInterval is how often an open circuit pings the store. 0 means
+	// DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds one ping. 0 means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+	// CheckInterval is how often a closed circuit pings the store; a ping
+	// that fails with store.ErrUnavailable counts toward Threshold like a
+	// failed call, a ping that succeeds resets the count. 0 means
+	// DefaultCheckInterval; negative disables the check (the circuit then
+	// learns of an outage only from calls).
+	CheckInterval time.Duration
+	// OnChange, if set, is called when the circuit opens, with true and
+	// the error that opened it (the last of Threshold), and when it
+	// closes, with false and nil (for logs, health and metrics). While the
+	// circuit is open it is called again, with true and the probe's error,
+	// when that error turns from an outage into a misconfiguration
+	// (store.ErrMisconfigured) or back. Calls are serialized; OnChange must
+	// not call the Breaker.
+	OnChange func(open bool, cause error)
+}
+
+// Breaker is a store.Store that fails fast while the wrapped store is down.
+type Breaker struct {
+	next     store.Store
+	cfg      Config
+	failures atomic.Int32
+	open     atomic.Bool
+
+	mu      sync.Mutex
+	probing bool
+	closed  chan struct{}
+	wg      sync.WaitGroup
+}
+
+var _ store.Store = (*Breaker)(nil)
+
+// New wraps next.
+func New(next store.Store, cfg Config) *Breaker {
+	if cfg.Threshold <= 0 {
+		cfg.Threshold = DefaultThreshold
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = DefaultProbeTimeout
+	}
+	if cfg.CheckInterval == 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
+	b := &Breaker{next: next, cfg: cfg, closed: make(chan struct{})}
+	if cfg.CheckInterval > 0 {
+		b.wg.Add(1)
+		go b.check()
+	}
+	return b
+}
+
+// Open reports whether the circuit is open (the store is known down).
+func (b *Breaker) Open() bool { return b.open.Load() }
+
+// Decide implements store.Store.
+func (b *Breaker) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	if b.open.Load() {
+		return ErrOpen
+	}
+	return b.record(ctx, b.next.Decide(ctx, now, reqs, out))
+}
+
+// Reset implements store.Store.
+func (b *Breaker) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
+	if b.open.Load() {
+		return ErrOpen
+	}
+	return b.record(ctx, b.next.Reset(ctx, alg, key, scopes...))
+}
+
+// Ping implements store.Store: it asks the store itself, open or not.
+func (b *Breaker) Ping(ctx context.Context) error { return b.next.Ping(ctx) }
+
+// Close stops the probe and closes the wrapped store.
+func (b *Breaker) Close() error {
+	b.mu.Lock()
+	select {
+	case <-b.closed:
+		b.mu.Unlock()
+		return nil
+	default:
+		close(b.closed)
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+	return b.next.Close()
+}
+
+// record counts err and opens the circuit at the threshold.
+func (b *Breaker) record(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		b.failures.Store(0)
+	case errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil:
+		if int(b.failures.Add(1)) >= b.cfg.Threshold {
+			b.trip(err)
+		}
+	}
+	return err
+}
+
+// trip opens the circuit and starts the probe, once; cause opened it.
+func (b *Breaker) trip(cause error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-b.closed:
+		return
+	default:
+	}
+	if b.probing {
+		return
+	}
+	b.probing = true
+	b.open.Store(true)
+	if b.cfg.OnChange != nil {
+		b.cfg.OnChange(true, cause)
+	}
+	b.wg.Add(1)
+	go b.probe(errors.Is(cause, store.ErrMisconfigured))
+}
+
+// probe pings the store every ProbeInterval until it answers, then closes
+// the circuit.
+//
+// misconfigured says whether the cause last reported to OnChange wraps
+// store.ErrMisconfigured; when a failed ping says otherwise (a Redis that
+// went from unreachable to misconfigured), OnChange hears it again.
+func (b *Breaker) probe(misconfigured bool) {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.closed:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
+		err := b.next.Ping(ctx)
+		cancel()
+		if err == nil {
+			b.mu.Lock()
+			b.failures.Store(0)
+			b.open.Store(false)
+			b.probing = false
+			if b.cfg.OnChange != nil {
+				b.cfg.OnChange(false, nil)
+			}
+			b.mu.Unlock()
+			return
+		}
+		if m := errors.Is(err, store.ErrMisconfigured); m != misconfigured && errors.Is(err, store.ErrUnavailable) {
+			misconfigured = m
+			b.mu.Lock()
+			if b.cfg.OnChange != nil {
+				b.cfg.OnChange(true, err)
+			}
+			b.mu.Unlock()
+		}
+	}
+}
+
+// check pings the store every CheckInterval while the circuit is closed,
+// counting the answers like calls' (see record), until Close.
+func (b *Breaker) check() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.closed:
+			return
+		case <-t.C:
+		}
+		if b.open.Load() {
+			continue // the probe pings
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
+		_ = b.record(ctx, b.next.Ping(ctx))
+		cancel()
+	}
+}

@@ -1,0 +1,175 @@
+package denycache_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/store/denycache"
+	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/store/storetest"
+)
+
+// TestConformance: with the cache in front, the memory store still passes
+// the whole conformance suite (every decision exact).
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return denycache.New(memstore.New(memstore.Config{}), denycache.Config{})
+	})
+}
+
+// counting counts the calls that reach the store.
+type counting struct {
+	store.Store
+	calls atomic.Int64
+}
+
+func (c *counting) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	c.calls.Add(1)
+	return c.Store.Decide(ctx, now, reqs, out)
+}
+
+var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestDeniesAnsweredFromMemory(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range algorithms.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			inner := &counting{Store: memstore.New(memstore.Config{})}
+			var hits atomic.Int64
+			c := denycache.New(inner, denycache.Config{OnHit: func(n int) { hits.Add(int64(n)) }})
+			defer c.Close()
+			// The reference: the same requests on a store without a cache.
+			ref := memstore.New(memstore.Config{})
+			defer ref.Close()
+			lim := algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Minute}
+			reqs := []store.Request{{Key: "attacked", Limit: lim, Cost: 1}}
+			got, want := make([]algorithms.Decision, 1), make([]algorithms.Decision, 1)
+			now := t0
+			for i := range 200 {
+				if err := c.Decide(ctx, now, reqs, got); err != nil {
+					t.Fatal(err)
+				}
+				if err := ref.Decide(ctx, now, reqs, want); err != nil {
+					t.Fatal(err)
+				}
+				if got[0].Allowed != want[0].Allowed || got[0].RetryAfter != want[0].RetryAfter || got[0].Limit != want[0].Limit ||
+					got[0].Remaining != want[0].Remaining || got[0].ResetAfter != want[0].ResetAfter {
+					t.Fatalf("step %d at %v: got %+v, want %+v", i, now.Sub(t0), got[0], want[0])
+				}
+				now = now.Add(time.Second)
+			}
+			if hits.Load() == 0 || inner.calls.Load()+hits.Load() != 200 {
+				t.Fatalf("store calls %d, cache hits %d: want most denies from the cache and 200 in all", inner.calls.Load(), hits.Load())
+			}
+			t.Logf("%v: %d of 200 answered from memory", alg, hits.Load())
+		})
+	}
+}
+
+func TestRefundAndResetInvalidate(t *testing.T) {
+	ctx := context.Background()
+	c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{})
+	defer c.Close()
+	lim := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Period: time.Hour}
+	out := make([]algorithms.Decision, 1)
+	spend := []store.Request{{Key: "k", Limit: lim, Cost: 1}}
+	for range 2 {
+		if err := c.Decide(ctx, t0, spend, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out[0].Allowed || c.Len() != 1 {
+		t.Fatalf("second spend: allowed=%v cached=%d, want a cached deny", out[0].Allowed, c.Len())
+	}
+	if err := c.Decide(ctx, t0, []store.Request{{Key: "k", Limit: lim, Cost: -1}}, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Decide(ctx, t0, spend, out); err != nil || !out[0].Allowed {
+		t.Fatalf("after a refund: got %+v %v, want allowed", out[0], err)
+	}
+	_ = c.Decide(ctx, t0, spend, out) // denied and cached again
+	if err := c.Reset(ctx, algorithms.Unspecified, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Decide(ctx, t0, spend, out); err != nil || !out[0].Allowed {
+		t.Fatalf("after a reset: got %+v %v, want allowed", out[0], err)
+	}
+}
+
+// TestOnlySingleUnitsCached: a larger cost is decided by the store, so
+// its Remaining stays exact.
+func TestOnlySingleUnitsCached(t *testing.T) {
+	ctx := context.Background()
+	c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{})
+	defer c.Close()
+	lim := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Second}
+	out := make([]algorithms.Decision, 1)
+	_ = c.Decide(ctx, t0, []store.Request{{Key: "k", Limit: lim, Cost: 8}}, out)
+	_ = c.Decide(ctx, t0, []store.Request{{Key: "k", Limit: lim, Cost: 8}}, out) // denied: 2 left
+	if out[0].Allowed {
+		t.Fatal("second cost 8 allowed")
+	}
+	if c.Len() != 0 {
+		t.Fatalf("a cost-8 deny was cached")
+	}
+	if err := c.Decide(ctx, t0, []store.Request{{Key: "k", Limit: lim, Cost: 2}}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("cost 2 after a cost-8 deny: got %+v %v, want allowed", out[0], err)
+	}
+}
+
+func TestBounded(t *testing.T) {
+	ctx := context.Background()
+	c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{MaxEntries: 128})
+	defer c.Close()
+	lim := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Period: time.Hour}
+	out := make([]algorithms.Decision, 1)
+	for i := range 5000 {
+		key := string(rune('a'+i%26)) + string(rune(i))
+		for range 2 {
+			_ = c.Decide(ctx, t0, []store.Request{{Key: key, Limit: lim, Cost: 1}}, out)
+		}
+	}
+	if n := c.Len(); n > 128 {
+		t.Fatalf("%d cached keys, want at most 128", n)
+	}
+}
+
+// TestAnswersInWholeMilliseconds: between whole milliseconds a cached deny
+// says what the store says at that moment (both read now in whole ms), so
+// its retry_after is a whole number of milliseconds; it was once until-now
+// to the nanosecond.
+func TestAnswersInWholeMilliseconds(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range algorithms.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			var hits atomic.Int64
+			c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{OnHit: func(n int) { hits.Add(int64(n)) }})
+			defer c.Close()
+			ref := memstore.New(memstore.Config{})
+			defer ref.Close()
+			lim := algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Second}
+			reqs := []store.Request{{Key: "attacked", Limit: lim, Cost: 1}}
+			got, want := make([]algorithms.Decision, 1), make([]algorithms.Decision, 1)
+			now := t0.Add(123456 * time.Nanosecond)
+			for i := range 3000 {
+				if err := c.Decide(ctx, now, reqs, got); err != nil {
+					t.Fatal(err)
+				}
+				if err := ref.Decide(ctx, now, reqs, want); err != nil {
+					t.Fatal(err)
+				}
+				if got[0] != want[0] {
+					t.Fatalf("step %d at %v: got %+v, want %+v", i, now.Sub(t0), got[0], want[0])
+				}
+				now = now.Add(1234567 * time.Nanosecond) // 1.23ms: never on a millisecond
+			}
+			if hits.Load() == 0 {
+				t.Fatal("no answer came from the cache")
+			}
+		})
+	}
+}

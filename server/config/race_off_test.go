@@ -1,6 +1,0 @@
-//go:build !race
-
-package config
-
-// raceOn: the race detector is off.
-const raceOn = false
