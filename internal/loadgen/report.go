@@ -158,7 +158,10 @@ func (r *Result) bins() []Bin {
 		last++
 	}
 	bins := make([]Bin, 0, last-first+1)
-	below := h.countBelow(edge(first))
+	// Every value is >= Min >= edge(first), so nothing lies below the
+	// first bin; countBelow(edge(first)) would count the bucket that
+	// straddles that edge and holds Min, and lose it.
+	var below uint64
 	for i := first; i <= last; i++ {
 		upto := h.countBelow(edge(i + 1))
 		if i == last {
