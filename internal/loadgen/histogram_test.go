@@ -177,18 +177,20 @@ func TestBinsHoldEveryRequest(t *testing.T) {
 	// A bin edge that falls inside the bucket holding Min once lost that
 	// bucket's requests: the bars must always add up to the count.
 	r := rand.New(rand.NewPCG(3, 4))
-	for range 200 {
-		h := new(Histogram)
-		lo := r.Int64N(int64(10 * time.Millisecond))
-		for range 1 + r.IntN(50) {
-			h.Record(time.Duration(lo + r.Int64N(int64(time.Millisecond))))
-		}
-		var sum uint64
-		for _, b := range (&Result{Latency: h}).bins() {
-			sum += b.Count
-		}
-		if sum != h.Count() {
-			t.Fatalf("bins from min %v hold %d requests, want %d", h.Min(), sum, h.Count())
+	for i := range 3 * len(binEdges) * 4 {
+		for _, lo := range []int64{edge(i), edge(i) + 1, r.Int64N(int64(10 * time.Millisecond))} {
+			h := new(Histogram)
+			h.Record(time.Duration(lo))
+			for range r.IntN(50) {
+				h.Record(time.Duration(lo + r.Int64N(int64(time.Millisecond))))
+			}
+			var sum uint64
+			for _, b := range (&Result{Latency: h}).bins() {
+				sum += b.Count
+			}
+			if sum != h.Count() {
+				t.Fatalf("bins from min %v hold %d requests, want %d", h.Min(), sum, h.Count())
+			}
 		}
 	}
 }
