@@ -1,6 +1,7 @@
 # floodgate — `make help` lists the targets.
 GO       ?= go
 BUF      := $(GO) tool -modfile=tools/buf/go.mod buf
+STATICCHECK := $(GO) tool -modfile=tools/staticcheck/go.mod staticcheck
 BIN      := bin/floodgate
 PKG      := ./...
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -34,8 +35,9 @@ check-generate: ## fail if `make generate` would change gen/
 	$(BUF) generate --output $$tmp && \
 	diff -r $$tmp/gen gen && echo "gen/ is up to date"
 
-lint: ## go vet, gofmt and buf lint
+lint: ## go vet, staticcheck, gofmt and buf lint
 	$(GO) vet $(PKG)
+	$(STATICCHECK) $(PKG)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(BUF) lint

@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -252,13 +254,20 @@ func ownerOf(ctx context.Context, via *redis.Client, key string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	slots, err := via.ClusterSlots(ctx).Result()
+	shards, err := via.ClusterShards(ctx).Result()
 	if err != nil {
 		return "", err
 	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
-			return s.Nodes[0].Addr, nil
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if slot < r.Start || slot > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)), nil
+				}
+			}
 		}
 	}
 	return "", fmt.Errorf("slot %d of %s has no owner", slot, key)

@@ -88,8 +88,6 @@ func sameState(a, b algorithms.State) bool {
 	return reflect.DeepEqual(a.Log, b.Log)
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestEpochIsAWindowEdge(t *testing.T) {
 	for _, p := range []time.Duration{time.Second, 2 * time.Second, time.Minute, time.Hour} {
 		if got := epoch.UnixMilli() % p.Milliseconds(); got != 0 {

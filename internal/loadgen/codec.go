@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -48,8 +47,6 @@ func (leanCodec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	return mem.BufferSlice{mem.SliceBuffer(r)}, nil
 }
-
-var errNoVerdict = errors.New("loadgen: reply without field 1")
 
 func (leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	out, ok := v.(*verdict)
