@@ -182,8 +182,8 @@ func TestCompose(t *testing.T) {
 	}
 
 	// Flags and variables; the image's ENV fills what compose leaves out.
-	stages := readDockerfile(t)
-	env := dockerEnv(t, stages[len(stages)-1])
+	image := readDockerfile(t)
+	env := dockerEnv(t, image, image.final())
 	for k, v := range fg.Environment {
 		env[k] = v
 	}

@@ -13,11 +13,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 )
 
 // goBuild is the go build command of the Dockerfile's builder stage.
 type goBuild struct {
-	stage   stage
+	stage   instructions.Stage
 	env     []string // leading NAME=value words
 	args    []string // after "go": build, flags, packages
 	out     string   // the -o path
@@ -32,68 +34,35 @@ var envAssign = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 // expanding its build arguments from vars; every variable it uses must be
 // declared by an ARG of its stage before it, or Docker would expand it to
 // nothing.
-func dockerBuild(stages []stage, vars map[string]string) (*goBuild, error) {
+func dockerBuild(df dockerfile, vars map[string]string) (*goBuild, error) {
 	var found *goBuild
-	for _, s := range stages {
+	for _, s := range df.stages {
 		declared := map[string]bool{}
 		workdir := "/"
-		for _, in := range s.instrs {
-			switch in.cmd {
-			case "ARG":
-				name, _, _ := strings.Cut(in.args, "=")
-				declared[strings.TrimSpace(name)] = true
-			case "WORKDIR":
-				workdir = path(workdir, in.args)
-			case "RUN":
-				if !strings.Contains(in.args, "go build") {
+		for _, c := range s.Commands {
+			switch c := c.(type) {
+			case *instructions.ArgCommand:
+				for _, a := range c.Args {
+					declared[a.Key] = true
+				}
+			case *instructions.WorkdirCommand:
+				workdir = path(workdir, c.Path)
+			case *instructions.RunCommand:
+				if !strings.Contains(strings.Join(c.CmdLine, " "), "go build") {
 					continue
 				}
 				if found != nil {
-					return nil, fmt.Errorf("Dockerfile:%d: a second RUN with go build", in.line)
+					return nil, fmt.Errorf("Dockerfile:%d: a second RUN with go build", lineOf(c))
 				}
-				words, err := shellWords(in.args, func(name string) (string, error) {
-					if !declared[name] {
-						return "", fmt.Errorf("Dockerfile:%d: $%s is not declared by an ARG before it in this stage", in.line, name)
-					}
-					v, ok := vars[name]
-					if !ok {
-						return "", fmt.Errorf("Dockerfile:%d: the test has no value for $%s", in.line, name)
-					}
-					return v, nil
-				})
+				words, err := runWords(df, c, declared, vars)
 				if err != nil {
 					return nil, err
 				}
-				for len(words) > 0 && strings.HasPrefix(words[0], "--") { // RUN --mount=...
-					words = words[1:]
+				b, err := parseGoBuild(words)
+				if err != nil {
+					return nil, fmt.Errorf("Dockerfile:%d: %w", lineOf(c), err)
 				}
-				b := &goBuild{stage: s, flags: map[string]string{}, workdir: workdir}
-				for len(words) > 0 && envAssign.MatchString(words[0]) {
-					b.env = append(b.env, words[0])
-					words = words[1:]
-				}
-				if len(words) < 2 || words[0] != "go" || words[1] != "build" {
-					return nil, fmt.Errorf("Dockerfile:%d: want [NAME=value ...] go build ..., got %q", in.line, words)
-				}
-				b.args = words[1:]
-				rest := words[2:]
-				for i := 0; i < len(rest); i++ {
-					a := rest[i]
-					if !strings.HasPrefix(a, "-") {
-						b.pkgs = append(b.pkgs, a)
-						continue
-					}
-					name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-					if !hasVal && slices.Contains([]string{"o", "ldflags", "gcflags", "asmflags", "tags", "mod", "p", "C", "pgo"}, name) {
-						if i+1 >= len(rest) {
-							return nil, fmt.Errorf("Dockerfile:%d: %s without a value", in.line, a)
-						}
-						i++
-						val = rest[i]
-					}
-					b.flags[name] = val
-				}
-				b.out = b.flags["o"]
+				b.stage, b.workdir = s, workdir
 				found = b
 			}
 		}
@@ -104,112 +73,73 @@ func dockerBuild(stages []stage, vars map[string]string) (*goBuild, error) {
 	return found, nil
 }
 
-// shellWords splits a shell command line into words as sh would for a
-// simple command: quotes, backslashes and $NAME / ${NAME} expansion
-// (expand is called for each name; an error stops). Anything more than one
-// simple command (; && | ` $( ) is refused rather than misread.
-func shellWords(s string, expand func(name string) (string, error)) ([]string, error) {
-	var words []string
-	var w strings.Builder
-	inWord := false
-	readVar := func(i int) (string, int, error) {
-		// s[i] == '$'
-		if i+1 < len(s) && s[i+1] == '{' {
-			end := strings.IndexByte(s[i:], '}')
-			if end < 0 {
-				return "", 0, fmt.Errorf("unclosed ${ in %q", s)
-			}
-			name := s[i+2 : i+end]
-			if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`).MatchString(name) {
-				return "", 0, fmt.Errorf("${%s}: only plain ${NAME} is understood", name)
-			}
-			v, err := expand(name)
-			return v, i + end + 1, err
-		}
-		j := i + 1
-		for j < len(s) && (s[j] == '_' || s[j] >= 'A' && s[j] <= 'Z' || s[j] >= 'a' && s[j] <= 'z' || j > i+1 && s[j] >= '0' && s[j] <= '9') {
-			j++
-		}
-		if j == i+1 {
-			return "", 0, fmt.Errorf("a $ not followed by a name in %q", s)
-		}
-		v, err := expand(s[i+1 : j])
-		return v, j, err
+// runWords is the command a RUN runs, as words: the exec form as written;
+// the shell form split and expanded by BuildKit's shell lexer, with the
+// build arguments the stage declared before it. A shell form that is more
+// than one simple command (a word holding ; & | ` ( ) < or >, quoted or
+// not) is refused rather than misread.
+func runWords(df dockerfile, c *instructions.RunCommand, declared map[string]bool, vars map[string]string) ([]string, error) {
+	line := lineOf(c)
+	if len(c.Files) > 0 {
+		return nil, fmt.Errorf("Dockerfile:%d: a RUN with a heredoc is not understood by this test", line)
 	}
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n':
-			if inWord {
-				words = append(words, w.String())
-				w.Reset()
-				inWord = false
-			}
-			i++
-		case c == '\'':
-			end := strings.IndexByte(s[i+1:], '\'')
-			if end < 0 {
-				return nil, fmt.Errorf("unclosed ' in %q", s)
-			}
-			w.WriteString(s[i+1 : i+1+end])
-			inWord = true
-			i += end + 2
-		case c == '"':
-			inWord = true
-			i++
-			for {
-				if i >= len(s) {
-					return nil, fmt.Errorf("unclosed \" in %q", s)
-				}
-				if s[i] == '"' {
-					i++
-					break
-				}
-				switch s[i] {
-				case '$':
-					v, next, err := readVar(i)
-					if err != nil {
-						return nil, err
-					}
-					w.WriteString(v)
-					i = next
-				case '`':
-					return nil, fmt.Errorf("command substitution in %q", s)
-				case '\\':
-					if i+1 < len(s) && strings.IndexByte("$`\"\\", s[i+1]) >= 0 {
-						i++
-					}
-					w.WriteByte(s[i])
-					i++
-				default:
-					w.WriteByte(s[i])
-					i++
-				}
-			}
-		case c == '$':
-			v, next, err := readVar(i)
-			if err != nil {
-				return nil, err
-			}
-			w.WriteString(v)
-			inWord = true
-			i = next
-		case c == '\\' && i+1 < len(s):
-			w.WriteByte(s[i+1])
-			inWord = true
-			i += 2
-		case strings.IndexByte(";&|`()<>", c) >= 0:
-			return nil, fmt.Errorf("%q is more than one simple command (found %q)", s, c)
-		default:
-			w.WriteByte(c)
-			inWord = true
-			i++
+	if !c.PrependShell {
+		return c.CmdLine, nil
+	}
+	env := lexEnv{vars: map[string]string{}}
+	for name := range declared {
+		if v, ok := vars[name]; ok {
+			env.vars[name] = v
 		}
 	}
-	if inWord {
-		words = append(words, w.String())
+	words, err := df.lexer().ProcessWords(strings.Join(c.CmdLine, " "), &env)
+	if err != nil {
+		return nil, fmt.Errorf("Dockerfile:%d: %w", line, err)
+	}
+	for _, name := range env.asked {
+		if !declared[name] {
+			return nil, fmt.Errorf("Dockerfile:%d: $%s is not declared by an ARG before it in this stage", line, name)
+		}
+		return nil, fmt.Errorf("Dockerfile:%d: the test has no value for $%s", line, name)
+	}
+	for _, w := range words {
+		if i := strings.IndexAny(w, ";&|`()<>"); i >= 0 {
+			return nil, fmt.Errorf("Dockerfile:%d: RUN %s is more than one simple command (found %q)", line, c.CmdLine, w[i])
+		}
 	}
 	return words, nil
+}
+
+// parseGoBuild reads [NAME=value ...] go build [flags] [packages].
+func parseGoBuild(words []string) (*goBuild, error) {
+	b := &goBuild{flags: map[string]string{}}
+	for len(words) > 0 && envAssign.MatchString(words[0]) {
+		b.env = append(b.env, words[0])
+		words = words[1:]
+	}
+	if len(words) < 2 || words[0] != "go" || words[1] != "build" {
+		return nil, fmt.Errorf("want [NAME=value ...] go build ..., got %q", words)
+	}
+	b.args = words[1:]
+	rest := words[2:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if !strings.HasPrefix(a, "-") {
+			b.pkgs = append(b.pkgs, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasVal && slices.Contains([]string{"o", "ldflags", "gcflags", "asmflags", "tags", "mod", "p", "C", "pgo"}, name) {
+			if i+1 >= len(rest) {
+				return nil, fmt.Errorf("%s without a value", a)
+			}
+			i++
+			val = rest[i]
+		}
+		b.flags[name] = val
+	}
+	b.out = b.flags["o"]
+	return b, nil
 }
 
 // buildVars are the build arguments the test builds with: the host's
@@ -262,26 +192,25 @@ func TestDockerfileBuildLine(t *testing.T) {
 	}
 	ignore := readDockerignore(t)
 	for _, must := range []string{".git", "floodgate", "server.test"} {
-		if !ignore.excluded(must) {
+		if !ignore.excluded(t, must) {
 			t.Errorf(".dockerignore keeps %s in the build context", must)
 		}
 	}
 	for _, keep := range []string{"go.mod", "go.sum", "cmd/floodgate/main.go", "internal/rules/load.go"} {
-		if ignore.excluded(keep) {
+		if ignore.excluded(t, keep) {
 			t.Errorf(".dockerignore excludes %s, which the build needs", keep)
 		}
 	}
 	ctxDir := filepath.Join(t.TempDir(), "context")
 	copyContext(t, ignore, ctxDir)
 	// Every file a COPY of the builder stage names is in the context.
-	for _, in := range b.stage.find("COPY") {
-		f := strings.Fields(in.args)
-		if len(f) < 2 || strings.HasPrefix(f[0], "--from") {
+	for _, c := range commands[*instructions.CopyCommand](b.stage) {
+		if c.From != "" {
 			continue
 		}
-		for _, src := range f[:len(f)-1] {
+		for _, src := range c.SourcePaths {
 			if _, err := os.Stat(filepath.Join(ctxDir, src)); err != nil {
-				t.Errorf("Dockerfile:%d: COPY %s: not in the build context: %v", in.line, src, err)
+				t.Errorf("Dockerfile:%d: COPY %s: not in the build context: %v", lineOf(c), src, err)
 			}
 		}
 	}

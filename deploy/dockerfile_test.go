@@ -1,9 +1,10 @@
 package deploy_test
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,111 +12,98 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/linter"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/buildkit/frontend/dockerfile/shell"
 )
 
-// instruction is one Dockerfile instruction, continuation lines joined.
-type instruction struct {
-	cmd  string // upper case: FROM, RUN, ...
-	args string
-	line int
+// dockerfile is a Dockerfile as BuildKit's own parser reads it.
+type dockerfile struct {
+	stages []instructions.Stage
+	escape rune // the escape character: \ unless a parser directive says otherwise
 }
 
-// stage is one FROM and the instructions after it.
-type stage struct {
-	image, name string
-	instrs      []instruction
+// final is the last stage, the image docker build makes.
+func (d dockerfile) final() instructions.Stage { return d.stages[len(d.stages)-1] }
+
+// lexer is BuildKit's shell word lexer with the file's escape character:
+// what Docker expands and splits instruction arguments with.
+func (d dockerfile) lexer() *shell.Lex { return shell.NewLex(d.escape) }
+
+// parseDockerfile parses a Dockerfile with BuildKit's parser, the one
+// docker build uses. A warning of the parser or of the linter checks it
+// runs while parsing fails too: Docker would build such a file, but warn.
+// A "# check=skip=RULE" directive is honoured, as docker build does.
+func parseDockerfile(data []byte) (dockerfile, error) {
+	res, err := parser.Parse(bytes.NewReader(data))
+	if err != nil {
+		return dockerfile{}, fmt.Errorf("Dockerfile: %w", err)
+	}
+	var warnings []error
+	for _, w := range res.Warnings {
+		line := 0
+		if w.Location != nil {
+			line = w.Location.Start.Line
+		}
+		warnings = append(warnings, fmt.Errorf("Dockerfile:%d: %s", line, w.Short))
+	}
+	checks, _, _, _ := parser.ParseDirective("check", data)
+	lintConfig, err := linter.ParseLintOptions(checks)
+	if err != nil {
+		return dockerfile{}, fmt.Errorf("Dockerfile: # check=%s: %w", checks, err)
+	}
+	lintConfig.Warn = func(rule, _, _, msg string, loc []parser.Range) {
+		warnings = append(warnings, fmt.Errorf("Dockerfile:%d: %s: %s", rangeLine(loc), rule, msg))
+	}
+	stages, _, err := instructions.Parse(res.AST, linter.New(lintConfig))
+	if err != nil {
+		return dockerfile{}, fmt.Errorf("Dockerfile: %w", err)
+	}
+	if err := errors.Join(warnings...); err != nil {
+		return dockerfile{}, err
+	}
+	if len(stages) == 0 {
+		return dockerfile{}, errors.New("Dockerfile: no FROM")
+	}
+	return dockerfile{stages: stages, escape: res.EscapeToken}, nil
 }
 
-// parseDockerfile splits a Dockerfile into stages. Comment lines (parser
-// directives included) are dropped, also inside continuations, as Docker
-// does.
-func parseDockerfile(data string) ([]stage, error) {
-	var stages []stage
-	var cur strings.Builder
-	start := 0
-	flush := func() error {
-		text := strings.TrimSpace(cur.String())
-		cur.Reset()
-		if text == "" {
-			return nil
-		}
-		cmd, args, _ := strings.Cut(text, " ")
-		in := instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args), line: start}
-		if in.cmd == "FROM" {
-			var s stage
-			fields := strings.Fields(in.args)
-			for len(fields) > 0 && strings.HasPrefix(fields[0], "--") {
-				fields = fields[1:]
-			}
-			switch {
-			case len(fields) == 1:
-			case len(fields) == 3 && strings.EqualFold(fields[1], "AS"):
-				s.name = fields[2]
-			default:
-				return fmt.Errorf("Dockerfile:%d: FROM %s: want IMAGE [AS NAME]", in.line, in.args)
-			}
-			s.image = fields[0]
-			stages = append(stages, s)
-			return nil
-		}
-		if len(stages) == 0 {
-			return fmt.Errorf("Dockerfile:%d: %s before the first FROM", in.line, in.cmd)
-		}
-		last := &stages[len(stages)-1]
-		last.instrs = append(last.instrs, in)
-		return nil
+// rangeLine is the first line of a location.
+func rangeLine(loc []parser.Range) int {
+	if len(loc) == 0 {
+		return 0
 	}
-	continued := false
-	for i, raw := range strings.Split(data, "\n") {
-		line := strings.TrimRight(raw, " \t\r")
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && !continued) {
-			continue
-		}
-		if !continued {
-			start = i + 1
-		}
-		if strings.HasSuffix(line, `\`) {
-			cur.WriteString(strings.TrimSuffix(line, `\`))
-			cur.WriteByte(' ')
-			continued = true
-			continue
-		}
-		cur.WriteString(line)
-		continued = false
-		if err := flush(); err != nil {
-			return nil, err
-		}
-	}
-	if continued {
-		return nil, errors.New("Dockerfile ends inside a continuation line")
-	}
-	return stages, nil
+	return loc[0].Start.Line
 }
 
-// find returns the stage's instructions of one kind.
-func (s stage) find(cmd string) []instruction {
-	var out []instruction
-	for _, in := range s.instrs {
-		if in.cmd == cmd {
-			out = append(out, in)
+// lineOf is the line an instruction starts on.
+func lineOf(c instructions.Command) int { return rangeLine(c.Location()) }
+
+// commands returns the stage's instructions of type C, in order.
+func commands[C instructions.Command](s instructions.Stage) []C {
+	var out []C
+	for _, c := range s.Commands {
+		if c, ok := c.(C); ok {
+			out = append(out, c)
 		}
 	}
 	return out
 }
 
 // readDockerfile parses the repository's Dockerfile.
-func readDockerfile(t *testing.T) []stage {
+func readDockerfile(t *testing.T) dockerfile {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stages, err := parseDockerfile(string(data))
+	df, err := parseDockerfile(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return stages
+	return df
 }
 
 // path resolves p against the directory dir, as WORKDIR and COPY do.
@@ -131,16 +119,16 @@ func path(dir, p string) string {
 // a minimal image, with the listen addresses open to the container's
 // network and the ports exposed.
 func TestDockerfile(t *testing.T) {
-	stages := readDockerfile(t)
-	if len(stages) < 2 {
-		t.Fatalf("%d stage(s); want a builder and a final stage", len(stages))
+	df := readDockerfile(t)
+	if len(df.stages) < 2 {
+		t.Fatalf("%d stage(s); want a builder and a final stage", len(df.stages))
 	}
-	b, err := dockerBuild(stages, buildVars())
+	b, err := dockerBuild(df, buildVars())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(b.stage.image, "golang:1.26") {
-		t.Errorf("the builder is FROM %s; want golang:1.26 (go.mod's go line)", b.stage.image)
+	if !strings.HasPrefix(b.stage.BaseName, "golang:1.26") {
+		t.Errorf("the builder is FROM %s; want golang:1.26 (go.mod's go line)", b.stage.BaseName)
 	}
 	if !slices.Contains(b.env, "CGO_ENABLED=0") {
 		t.Errorf("go build runs with %v; want CGO_ENABLED=0 (a static binary for a libc-less image)", b.env)
@@ -162,14 +150,13 @@ func TestDockerfile(t *testing.T) {
 	// the RUN's working directory.
 	copied := false
 	workdir := "/"
-	for _, in := range b.stage.instrs {
-		switch in.cmd {
-		case "WORKDIR":
-			workdir = path(workdir, in.args)
-		case "COPY":
-			f := strings.Fields(in.args)
-			if len(f) == 2 && f[0] == "." {
-				copied = path(workdir, f[1]) == b.workdir
+	for _, c := range b.stage.Commands {
+		switch c := c.(type) {
+		case *instructions.WorkdirCommand:
+			workdir = path(workdir, c.Path)
+		case *instructions.CopyCommand:
+			if c.From == "" && slices.Equal(c.SourcePaths, []string{"."}) {
+				copied = path(workdir, c.DestPath) == b.workdir
 			}
 		}
 	}
@@ -177,22 +164,25 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("the builder stage has no COPY . %s (the context into go build's working directory)", b.workdir)
 	}
 
-	final := stages[len(stages)-1]
-	if !strings.HasPrefix(final.image, "gcr.io/distroless/static") && final.image != "scratch" {
-		t.Errorf("the final stage is FROM %s; want gcr.io/distroless/static-debian12:nonroot or scratch", final.image)
+	final := df.final()
+	if !strings.HasPrefix(final.BaseName, "gcr.io/distroless/static") && final.BaseName != "scratch" {
+		t.Errorf("the final stage is FROM %s; want gcr.io/distroless/static-debian12:nonroot or scratch", final.BaseName)
 	}
-	if final.image == "scratch" {
-		if !slices.ContainsFunc(final.find("COPY"), func(in instruction) bool { return strings.Contains(in.args, "ca-certificates") }) {
+	copies := commands[*instructions.CopyCommand](final)
+	if final.BaseName == "scratch" {
+		if !slices.ContainsFunc(copies, func(c *instructions.CopyCommand) bool {
+			return slices.ContainsFunc(c.SourcePaths, func(src string) bool { return strings.Contains(src, "ca-certificates") })
+		}) {
 			t.Error("a scratch image needs CA certificates for rediss:// and TLS")
 		}
 	}
 	if uid := dockerUID(t, final); uid == 0 {
 		t.Error("the final stage runs as root")
 	}
-	copies := final.find("COPY")
-	wantCopy := fmt.Sprintf("--from=%s %s /floodgate", b.stage.name, b.out)
-	if b.stage.name == "" || !slices.ContainsFunc(copies, func(in instruction) bool { return in.args == wantCopy }) {
-		t.Errorf("the final stage's COPYs %v; want COPY %s", copies, wantCopy)
+	if b.stage.Name == "" || !slices.ContainsFunc(copies, func(c *instructions.CopyCommand) bool {
+		return c.From == b.stage.Name && slices.Equal(c.SourcePaths, []string{b.out}) && c.DestPath == "/floodgate"
+	}) {
+		t.Errorf("the final stage's COPYs %v; want COPY --from=%s %s /floodgate", copies, b.stage.Name, b.out)
 	}
 	if got := execForm(t, final, "ENTRYPOINT"); !slices.Equal(got, []string{"/floodgate"}) {
 		t.Errorf("ENTRYPOINT %q; want [\"/floodgate\"]", got)
@@ -200,10 +190,10 @@ func TestDockerfile(t *testing.T) {
 	if got := execForm(t, final, "CMD"); !slices.Equal(got, []string{"serve"}) {
 		t.Errorf("CMD %q; want [\"serve\"]", got)
 	}
-	env := dockerEnv(t, final)
+	env := dockerEnv(t, df, final)
 	var exposed []string
-	for _, in := range final.find("EXPOSE") {
-		exposed = append(exposed, strings.Fields(in.args)...)
+	for _, e := range commands[*instructions.ExposeCommand](final) {
+		exposed = append(exposed, e.Ports...)
 	}
 	for _, name := range []string{"FLOODGATE_GRPC_ADDR", "FLOODGATE_HTTP_ADDR"} {
 		host, port, err := net.SplitHostPort(env[name])
@@ -229,53 +219,92 @@ func TestDockerfile(t *testing.T) {
 // dockerUID is the numeric user the final stage runs as: its USER, else
 // the distroless :nonroot image's 65532. A user name would keep
 // Kubernetes' runAsNonRoot from verifying it, so it fails the test.
-func dockerUID(t *testing.T, s stage) int {
+func dockerUID(t *testing.T, s instructions.Stage) int {
 	t.Helper()
-	users := s.find("USER")
+	users := commands[*instructions.UserCommand](s)
 	if len(users) == 0 {
-		if strings.HasSuffix(s.image, ":nonroot") {
+		if strings.HasSuffix(s.BaseName, ":nonroot") {
 			return 65532
 		}
-		t.Fatalf("the final stage (FROM %s) sets no USER", s.image)
+		t.Fatalf("the final stage (FROM %s) sets no USER", s.BaseName)
 	}
-	u, _, _ := strings.Cut(users[len(users)-1].args, ":")
+	user := users[len(users)-1].User
+	u, _, _ := strings.Cut(user, ":")
 	uid, err := strconv.Atoi(u)
 	if err != nil {
-		t.Fatalf("USER %s: want a numeric UID (runAsNonRoot cannot check a name)", users[len(users)-1].args)
+		t.Fatalf("USER %s: want a numeric UID (runAsNonRoot cannot check a name)", user)
 	}
 	return uid
 }
 
-// execForm is the JSON (exec) form of the stage's last cmd instruction.
-func execForm(t *testing.T, s stage, cmd string) []string {
+// execForm is the command line of the stage's last ENTRYPOINT or CMD
+// (name says which), which must be in the exec (JSON) form; nil if the
+// stage has none.
+func execForm(t *testing.T, s instructions.Stage, name string) []string {
 	t.Helper()
-	ins := s.find(cmd)
-	if len(ins) == 0 {
+	var last *instructions.ShellDependantCmdLine
+	var code string
+	for _, c := range s.Commands {
+		if !strings.EqualFold(c.Name(), name) {
+			continue
+		}
+		switch c := c.(type) {
+		case *instructions.EntrypointCommand:
+			last, code = &c.ShellDependantCmdLine, c.String()
+		case *instructions.CmdCommand:
+			last, code = &c.ShellDependantCmdLine, c.String()
+		}
+	}
+	if last == nil {
 		return nil
 	}
-	var out []string
-	if err := json.Unmarshal([]byte(ins[len(ins)-1].args), &out); err != nil {
-		t.Errorf("%s %s: not the exec (JSON) form: %v", cmd, ins[len(ins)-1].args, err)
+	if last.PrependShell {
+		t.Errorf("%s: not the exec (JSON) form", code)
+		return nil
 	}
-	return out
+	return last.CmdLine
 }
 
-// dockerEnv is the stage's ENV, in the NAME=value form.
-func dockerEnv(t *testing.T, s stage) map[string]string {
+// dockerEnv is the stage's ENV, its values unquoted as Docker does. A
+// value that refers to a variable fails the test: the tests read ENV as
+// literal values.
+func dockerEnv(t *testing.T, df dockerfile, s instructions.Stage) map[string]string {
 	t.Helper()
 	env := map[string]string{}
-	for _, in := range s.find("ENV") {
-		words, err := shellWords(in.args, func(name string) (string, error) { return "", fmt.Errorf("$%s in ENV", name) })
-		if err != nil {
-			t.Fatalf("ENV %s: %v", in.args, err)
-		}
-		for _, w := range words {
-			k, v, ok := strings.Cut(w, "=")
-			if !ok {
-				t.Fatalf("ENV %s: write ENV NAME=value", in.args)
+	for _, c := range commands[*instructions.EnvCommand](s) {
+		for _, kv := range c.Env {
+			var refs lexEnv
+			v, _, err := df.lexer().ProcessWord(kv.Value, &refs)
+			if err != nil {
+				t.Fatalf("Dockerfile:%d: %s: %v", lineOf(c), c, err)
 			}
-			env[k] = v
+			if len(refs.asked) > 0 {
+				t.Fatalf("Dockerfile:%d: %s: $%s in ENV", lineOf(c), c, refs.asked[0])
+			}
+			env[kv.Key] = v
 		}
 	}
 	return env
+}
+
+// lexEnv is the environment BuildKit's lexer expands variables from: the
+// names in vars, and it records every name it is asked for that is not
+// there.
+type lexEnv struct {
+	vars  map[string]string
+	asked []string // the names asked for and not found, in order
+}
+
+// Get implements shell.EnvGetter.
+func (e *lexEnv) Get(name string) (string, bool) {
+	v, ok := e.vars[name]
+	if !ok && !slices.Contains(e.asked, name) {
+		e.asked = append(e.asked, name)
+	}
+	return v, ok
+}
+
+// Keys implements shell.EnvGetter.
+func (e *lexEnv) Keys() []string {
+	return slices.Sorted(maps.Keys(e.vars))
 }

@@ -4,55 +4,52 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
 )
 
-// dockerignore is a .dockerignore file: Docker excludes a path when a
-// pattern matches it or one of its parent folders.
-type dockerignore []string
+// dockerignore is the build context's .dockerignore, read and matched by
+// moby/patternmatcher, the code Docker and BuildKit use: a path is left
+// out when the last pattern that matches it or one of its parent folders
+// is not a !exception.
+type dockerignore struct {
+	*patternmatcher.PatternMatcher
+}
 
 func readDockerignore(t *testing.T) dockerignore {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore"))
+	f, err := os.Open(filepath.Join(repoRoot, ".dockerignore"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pats dockerignore
-	for _, l := range strings.Split(string(data), "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		// This matcher knows plain filepath.Match patterns only; a
-		// pattern beyond them must be taught to it, not misread.
-		if strings.HasPrefix(l, "!") || strings.Contains(l, "**") {
-			t.Fatalf(".dockerignore: %q: exceptions and ** are not understood by this test's matcher", l)
-		}
-		p := filepath.Clean(strings.TrimPrefix(l, "/"))
-		if _, err := filepath.Match(p, ""); err != nil {
-			t.Fatalf(".dockerignore: %q: %v", l, err)
-		}
-		pats = append(pats, p)
+	defer f.Close()
+	patterns, err := ignorefile.ReadAll(f)
+	if err != nil {
+		t.Fatalf(".dockerignore: %v", err)
 	}
-	return pats
+	pm, err := patternmatcher.New(patterns)
+	if err != nil {
+		t.Fatalf(".dockerignore: %v", err)
+	}
+	return dockerignore{pm}
 }
 
 // excluded reports whether rel (slash-separated, relative to the context)
 // is left out of the build context.
-func (d dockerignore) excluded(rel string) bool {
-	for p := rel; p != "." && p != "/" && p != ""; p = filepath.Dir(p) {
-		for _, pat := range d {
-			if ok, _ := filepath.Match(pat, p); ok {
-				return true
-			}
-		}
+func (d dockerignore) excluded(t *testing.T, rel string) bool {
+	t.Helper()
+	out, err := d.MatchesOrParentMatches(rel)
+	if err != nil {
+		t.Fatalf(".dockerignore: matching %s: %v", rel, err)
 	}
-	return false
+	return out
 }
 
 // copyContext copies the files of the build context that .dockerignore
-// leaves into dst.
+// leaves into dst. An excluded folder is skipped whole unless a !exception
+// could bring back something inside it.
 func copyContext(t *testing.T, ignore dockerignore, dst string) {
 	t.Helper()
 	if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -69,8 +66,8 @@ func copyContext(t *testing.T, ignore dockerignore, dst string) {
 		if rel == "." {
 			return nil
 		}
-		if ignore.excluded(filepath.ToSlash(rel)) {
-			if d.IsDir() {
+		if ignore.excluded(t, filepath.ToSlash(rel)) {
+			if d.IsDir() && !ignore.Exclusions() {
 				return filepath.SkipDir
 			}
 			return nil
@@ -84,6 +81,9 @@ func copyContext(t *testing.T, ignore dockerignore, dst string) {
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 			return err
 		}
 		return os.WriteFile(target, data, 0o644)

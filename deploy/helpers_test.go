@@ -7,6 +7,14 @@
 // rules file they mount must load, and the built binary is started with the
 // Deployment's and the compose service's settings to show that their
 // probes answer.
+//
+// One file per artefact: dockerfile_test.go (the image; the Dockerfile is
+// read by BuildKit's own parser and shell lexer), dockerbuild_test.go (the
+// go build line, run on the context that dockerignore_test.go copies with
+// moby/patternmatcher), help_test.go (what serve --help lists),
+// kubernetes_objects_test.go and kubernetes_test.go, compose_test.go,
+// serve_test.go (a running floodgate serve); this file holds the helpers
+// they share.
 package deploy_test
 
 import (
@@ -64,12 +72,12 @@ func floodgateBinary(t *testing.T) string {
 			shared.err = err
 			return
 		}
-		stages, err := parseDockerfile(string(data))
+		df, err := parseDockerfile(data)
 		if err != nil {
 			shared.err = err
 			return
 		}
-		b, err := dockerBuild(stages, buildVars())
+		b, err := dockerBuild(df, buildVars())
 		if err != nil {
 			shared.err = err
 			return

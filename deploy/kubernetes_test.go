@@ -123,8 +123,7 @@ func TestKubernetes(t *testing.T) {
 	if psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
 		t.Error("the pod does not set runAsNonRoot: true")
 	}
-	stages := readDockerfile(t)
-	if uid := dockerUID(t, stages[len(stages)-1]); psc.RunAsUser != nil && *psc.RunAsUser != uid {
+	if uid := dockerUID(t, readDockerfile(t).final()); psc.RunAsUser != nil && *psc.RunAsUser != uid {
 		t.Errorf("runAsUser %d; the image's user is %d", *psc.RunAsUser, uid)
 	}
 	if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
