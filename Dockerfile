@@ -10,9 +10,9 @@
 # cross-compiles for each target (docker buildx build --platform
 # linux/amd64,linux/arm64 ...), so no emulation is needed.
 #
-# deploy/deploy_test.go checks this file statically (no Docker engine on the
-# dev machine) and runs its go build line against a copy of the build
-# context that .dockerignore leaves.
+# deploy/dockerfile_test.go checks this file statically (no Docker engine on
+# the dev machine) and deploy/dockerbuild_test.go runs its go build line
+# against a copy of the build context that .dockerignore leaves.
 
 FROM --platform=$BUILDPLATFORM golang:1.26-bookworm AS build
 WORKDIR /src
