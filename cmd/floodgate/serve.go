@@ -22,10 +22,13 @@ import (
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/httpapi"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/rlqs"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/server/httpapi"
-	"github.com/floodgate/floodgate/internal/server/rlqs"
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/breaker"
 	"github.com/floodgate/floodgate/internal/store/denycache"
@@ -93,7 +96,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store: most keys kept at once (the nearest-to-full are evicted first)")
 	fs.Int64Var(&f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store: most memory its keys take, by its own accounting (evicts like --memory-max-keys; at least 1 MiB)")
-	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", server.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
+	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", api.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
 	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded) or closed (deny)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug (request logs), info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -208,10 +211,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := server.NewMetrics(reg)
+	metrics := observability.NewMetrics(reg)
 	metrics.SetBuildInfo(version)
 
-	var cfg server.ConfigSource
+	var cfg api.ConfigSource
 	var quotaSvc atomic.Pointer[rlqs.Service] // told of reloads once built
 	if f.configPath != "" {
 		w, err := rules.Watch(ctx, f.configPath,
@@ -237,7 +240,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// can report its health.
 	var grpcOpts []grpc.ServerOption
 	if f.tlsCert != "" {
-		tlsCfg, _, err := server.NewTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA, log)
+		tlsCfg, err := auth.NewTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA, log)
 		if err != nil {
 			return err
 		}
@@ -246,9 +249,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	grpcOpts = append(grpcOpts, server.GRPCLimitOptions(uint32(min(f.maxConcurrentStreams, 1<<32-1)), f.maxRecvMsgBytes)...)
 	unary := []grpc.UnaryServerInterceptor{metrics.GRPCUnaryInterceptor()}
 	stream := []grpc.StreamServerInterceptor{metrics.GRPCStreamInterceptor()}
-	var tokens *server.TokenAuth
+	var tokens *auth.TokenAuth
 	if f.authTokenFile != "" {
-		auth, err := server.NewTokenAuth(f.authTokenFile, server.WithAuthLogger(log))
+		auth, err := auth.NewTokenAuth(f.authTokenFile, auth.WithAuthLogger(log))
 		if err != nil {
 			return err
 		}
@@ -286,15 +289,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer st.Close()
 
-	rlSettings := server.Settings{
+	rlSettings := api.Settings{
 		Config:      cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
 		Logger:      log,
 		Metrics:     metrics,
 	}
-	rl := server.NewRateLimiter(st, rlSettings)
-	envoy := server.NewEnvoy(st, server.EnvoySettings{
+	rl := api.NewRateLimiter(st, rlSettings)
+	envoy := api.NewEnvoy(st, api.EnvoySettings{
 		Config:      cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
@@ -404,11 +407,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 // httpAPI is the HTTP/JSON API (nil with --http-api=false): a
 // RateLimiter like the gRPC one, on the same store and config, whose
 // decisions the metrics count under api="http".
-func httpAPI(f serveFlags, st store.Store, s server.Settings, tokens *server.TokenAuth, reg prometheus.Registerer) http.Handler {
+func httpAPI(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, reg prometheus.Registerer) http.Handler {
 	if !f.httpAPI {
 		return nil
 	}
-	s.API = server.APIHTTP
+	s.API = observability.APIHTTP
 	hs := httpapi.Settings{
 		Config:         s.Config,
 		MaxBodyBytes:   int64(f.maxRecvMsgBytes),
@@ -420,7 +423,7 @@ func httpAPI(f serveFlags, st store.Store, s server.Settings, tokens *server.Tok
 	if tokens != nil {
 		hs.Auth = tokens
 	}
-	return httpapi.New(server.NewRateLimiter(st, s), hs)
+	return httpapi.New(api.NewRateLimiter(st, s), hs)
 }
 
 // defaultGCPercent is --gc-percent's default. A rate limiter's live heap
@@ -472,7 +475,7 @@ func readiness(st store.Store, draining *atomic.Bool) func(context.Context) erro
 // deny cache. A Redis that answers but cannot decide in --redis-mode (a
 // cluster node, a replica) is an error; one that does not answer yet is
 // logged, and the failure modes answer until it does.
-func openStore(ctx context.Context, f serveFlags, log *slog.Logger, m *server.Metrics, onBreaker func(open bool, cause error)) (store.Store, string, error) {
+func openStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observability.Metrics, onBreaker func(open bool, cause error)) (store.Store, string, error) {
 	if f.redisURL == "" {
 		if f.memoryMaxKeys <= 0 {
 			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
@@ -481,7 +484,7 @@ func openStore(ctx context.Context, f serveFlags, log *slog.Logger, m *server.Me
 			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memoryMaxMem)
 		}
 		cfg := memstore.Config{MaxKeys: f.memoryMaxKeys, MaxBytes: f.memoryMaxMem}
-		return server.InstrumentStore(memstore.New(cfg), m, "memory"), "memory", nil
+		return observability.InstrumentStore(memstore.New(cfg), m, "memory"), "memory", nil
 	}
 	if f.redisTimeout <= 0 {
 		return nil, "", fmt.Errorf("--redis-timeout must be positive, got %v", f.redisTimeout)
@@ -524,7 +527,7 @@ func openStore(ctx context.Context, f serveFlags, log *slog.Logger, m *server.Me
 	case err != nil:
 		log.Warn("Redis does not answer yet: answering by failure modes until it does", "err", err)
 	}
-	var st store.Store = breaker.New(server.InstrumentStore(closeBoth{rs, client}, m, "redis"), breaker.Config{OnChange: onBreaker})
+	var st store.Store = breaker.New(observability.InstrumentStore(closeBoth{rs, client}, m, "redis"), breaker.Config{OnChange: onBreaker})
 	if f.denyCacheSize > 0 {
 		st = denycache.New(st, denycache.Config{MaxEntries: f.denyCacheSize, OnHit: m.ObserveDenyCacheHits})
 	}

@@ -18,8 +18,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/httpapi"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/server/httpapi"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
@@ -37,8 +39,8 @@ type benchServer struct {
 func startBench(b *testing.B) *benchServer {
 	b.Helper()
 	st := memstore.New(memstore.Config{})
-	rl := server.NewRateLimiter(st, server.Settings{})
-	rlHTTP := server.NewRateLimiter(st, server.Settings{API: server.APIHTTP})
+	rl := api.NewRateLimiter(st, api.Settings{})
+	rlHTTP := api.NewRateLimiter(st, api.Settings{API: observability.APIHTTP})
 	gs, hs := server.NewGRPCServer(rl, nil, server.GRPCSettings{})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	glis, err := net.Listen("tcp", "127.0.0.1:0")

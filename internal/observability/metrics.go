@@ -1,4 +1,4 @@
-package server
+package observability
 
 import (
 	"context"
@@ -251,15 +251,15 @@ func (m *Metrics) newSeries(k decisionKey) *decisionSeries {
 	return v.(*decisionSeries)
 }
 
-// ruleSeries caches the decisions series of one label set but the result
+// RuleSeries caches the decisions series of one label set but the result
 // (api, domain, rule and algorithm fixed by its owner), one per result, so
 // that counting a decision of a rule resolved before costs no map lookup
-// (see Metrics.observeRule). The zero value is empty and ready to use.
-type ruleSeries struct {
+// (see Metrics.ObserveRule). The zero value is empty and ready to use.
+type RuleSeries struct {
 	byResult [4]atomic.Pointer[decisionSeries] // by resultIndex
 }
 
-// resultIndex is result's slot in ruleSeries, or -1 for a value that is
+// resultIndex is result's slot in RuleSeries, or -1 for a value that is
 // not a Result constant.
 func resultIndex(result string) int {
 	switch result {
@@ -275,9 +275,9 @@ func resultIndex(result string) int {
 	return -1
 }
 
-// observeRule counts a decision as ObserveDecision does, through rs, which
+// ObserveRule counts a decision as ObserveDecision does, through rs, which
 // must always be given the same api, domain, rule and alg.
-func (m *Metrics) observeRule(rs *ruleSeries, api, domain, rule string, alg algorithms.Algorithm, result string, nearLimit bool) {
+func (m *Metrics) ObserveRule(rs *RuleSeries, api, domain, rule string, alg algorithms.Algorithm, result string, nearLimit bool) {
 	i := resultIndex(result)
 	if i < 0 {
 		m.ObserveDecision(api, domain, rule, alg, result, nearLimit)

@@ -1,4 +1,4 @@
-package server
+package observability
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // failed decisions, and between two "store deciding again" lines.
 const storeFailureLogInterval = 10 * time.Second
 
-// failureLog logs the store's failed decisions without a line per
+// FailureLog logs the store's failed decisions without a line per
 // decision (an outage under load would write tens of thousands a second;
 // floodgate_decisions_total{result="degraded"} counts every one). It logs
 // the first failure after a healthy spell at once (WARN "store could not
@@ -22,7 +22,7 @@ const storeFailureLogInterval = 10 * time.Second
 // per interval: a store that flaps costs at most two lines per interval.
 // Its methods may be called concurrently; a healthy decision costs one
 // atomic load.
-type failureLog struct {
+type FailureLog struct {
 	log   *slog.Logger
 	api   string
 	every time.Duration
@@ -37,12 +37,14 @@ type failureLog struct {
 	total    int64     // failures since the current failures began
 }
 
-func newFailureLog(log *slog.Logger, api string) *failureLog {
-	return &failureLog{log: log, api: api, every: storeFailureLogInterval}
+// NewFailureLog is a FailureLog for the decisions of api (a metrics API
+// label such as APICheck), logging to log.
+func NewFailureLog(log *slog.Logger, api string) *FailureLog {
+	return &FailureLog{log: log, api: api, every: storeFailureLogInterval}
 }
 
-// failed records a decision the store could not make at now.
-func (f *failureLog) failed(ctx context.Context, now time.Time, err error) {
+// Failed records a decision the store could not make at now.
+func (f *FailureLog) Failed(ctx context.Context, now time.Time, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.unlogged++
@@ -64,8 +66,8 @@ func (f *failureLog) failed(ctx context.Context, now time.Time, err error) {
 	}
 }
 
-// ok records a decision the store made at now.
-func (f *failureLog) ok(ctx context.Context, now time.Time) {
+// OK records a decision the store made at now.
+func (f *FailureLog) OK(ctx context.Context, now time.Time) {
 	if !f.failing.Load() {
 		return
 	}

@@ -1,4 +1,4 @@
-package server_test
+package api_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
@@ -57,7 +58,7 @@ type harness struct {
 }
 
 // start serves a RateLimiter over bufconn with a real gRPC client.
-func start(t testing.TB, st store.Store, s server.Settings) *harness {
+func start(t testing.TB, st store.Store, s api.Settings) *harness {
 	t.Helper()
 	clock := &manualClock{now: t0}
 	if s.Clock == nil {
@@ -67,7 +68,7 @@ func start(t testing.TB, st store.Store, s server.Settings) *harness {
 		st = memstore.New(memstore.Config{})
 	}
 	t.Cleanup(func() { st.Close() })
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, s), nil, server.GRPCSettings{})
+	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, s), nil, server.GRPCSettings{})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)
@@ -89,7 +90,7 @@ func inline(requests int64, period time.Duration, burst int64) *floodgatev1.Chec
 // TestCheckReadmeExample is the README's grpcurl walk-through: three allowed
 // (remaining 2, 1, 0), then denied with retry_after 20s.
 func TestCheckReadmeExample(t *testing.T) {
-	h := start(t, nil, server.Settings{})
+	h := start(t, nil, api.Settings{})
 	ctx := context.Background()
 	req := &floodgatev1.CheckRequest{Key: "user:1", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: inline(3, time.Minute, 0)}
 	for i, want := range []int64{2, 1, 0} {
@@ -118,7 +119,7 @@ func TestCheckReadmeExample(t *testing.T) {
 // TestCheckExactUnderContention fires 300 concurrent checks from 64
 // goroutines at one key with limit 100: exactly 100 pass, per algorithm.
 func TestCheckExactUnderContention(t *testing.T) {
-	h := start(t, nil, server.Settings{})
+	h := start(t, nil, api.Settings{})
 	for _, alg := range []floodgatev1.Algorithm{
 		floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET,
 		floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW,
@@ -167,7 +168,7 @@ func TestCheckInvalid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, nil, server.Settings{Config: staticConfig{cfg}, MaxKeyBytes: 64})
+	h := start(t, nil, api.Settings{Config: staticConfig{cfg}, MaxKeyBytes: 64})
 	tb := floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET
 	tests := []struct {
 		name string
@@ -229,7 +230,7 @@ func TestCheckInvalid(t *testing.T) {
 
 // TestCheckBatchAllOrNothing: when one check is denied, none is charged.
 func TestCheckBatchAllOrNothing(t *testing.T) {
-	h := start(t, nil, server.Settings{})
+	h := start(t, nil, api.Settings{})
 	ctx := context.Background()
 	fw := floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW
 	a := &floodgatev1.CheckRequest{Key: "a", Algorithm: fw, Source: inline(5, time.Minute, 0)}
@@ -255,7 +256,7 @@ func TestCheckBatchAllOrNothing(t *testing.T) {
 
 // TestPeekAndReset: Peek charges nothing; Reset gives the full limit back.
 func TestPeekAndReset(t *testing.T) {
-	h := start(t, nil, server.Settings{})
+	h := start(t, nil, api.Settings{})
 	ctx := context.Background()
 	sw := floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW
 	lim := &floodgatev1.Limit{Requests: 2, Period: durationpb.New(time.Minute)}
@@ -291,7 +292,7 @@ func TestPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, nil, server.Settings{Config: staticConfig{cfg}})
+	h := start(t, nil, api.Settings{Config: staticConfig{cfg}})
 	ctx := context.Background()
 	policy := func(key, name string) *floodgatev1.CheckRequest {
 		return &floodgatev1.CheckRequest{Key: key, Source: &floodgatev1.CheckRequest_Policy{Policy: name}}
@@ -316,7 +317,7 @@ func TestPolicy(t *testing.T) {
 
 // TestHealth: grpc.health.v1 answers SERVING.
 func TestHealth(t *testing.T) {
-	h := start(t, nil, server.Settings{})
+	h := start(t, nil, api.Settings{})
 	resp, err := h.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("got %v %v, want SERVING", resp, err)

@@ -1,4 +1,4 @@
-package server_test
+package api_test
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/observability"
 )
 
 // detailedConfig has an envoyproxy/ratelimit rule with detailed_metric,
@@ -33,7 +34,7 @@ func flood(t *testing.T, h *envoyHarness, key string, n, valueBytes int) {
 	t.Helper()
 	for sent := 0; sent < n; {
 		var descs []*ratelimitv3.RateLimitDescriptor
-		for ; sent < n && len(descs) < server.DefaultMaxDescriptors; sent++ {
+		for ; sent < n && len(descs) < api.DefaultMaxDescriptors; sent++ {
 			v := fmt.Sprintf("secret-%08d-", sent)
 			descs = append(descs, desc(key, v+strings.Repeat("x", max(valueBytes-len(v), 0))))
 		}
@@ -76,7 +77,7 @@ func decisionSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // countable after a flood.
 func TestEnvoyDetailedMetricDefault(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := startEnvoy(t, detailedConfig, nil, server.EnvoySettings{Metrics: server.NewMetrics(reg)})
+	h := startEnvoy(t, detailedConfig, nil, api.EnvoySettings{Metrics: observability.NewMetrics(reg)})
 	const n = 10_100
 	flood(t, h, "api_key", n, 64)
 	flood(t, h, "tenant", 100, 16)
@@ -106,7 +107,7 @@ func TestEnvoyDetailedMetricDefault(t *testing.T) {
 // is still counted, and long values are never labels.
 func TestEnvoyDetailedMetricOptIn(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := startEnvoy(t, detailedConfig, nil, server.EnvoySettings{Metrics: server.NewMetrics(reg), DetailedMetricSeries: 5})
+	h := startEnvoy(t, detailedConfig, nil, api.EnvoySettings{Metrics: observability.NewMetrics(reg), DetailedMetricSeries: 5})
 	flood(t, h, "api_key", 300, 24)
 	flood(t, h, "tenant", 300, 24)
 	h.call(t, desc("api_key", strings.Repeat("k", 4096))) // too long to be a label
@@ -117,7 +118,7 @@ func TestEnvoyDetailedMetricOptIn(t *testing.T) {
 	var total float64
 	for rule, v := range got {
 		total += v
-		if len(rule) > server.MaxDetailBytes {
+		if len(rule) > observability.MaxDetailBytes {
 			t.Errorf("a %d-byte label", len(rule))
 		}
 		for _, base := range []string{"edge.api_key_", "edge.tenant_"} {

@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"context"
@@ -10,8 +10,12 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store"
 )
@@ -59,7 +63,7 @@ type EnvoySettings struct {
 	// Logger receives store failures; nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics counts decisions; nil counts nothing.
-	Metrics *Metrics
+	Metrics *observability.Metrics
 }
 
 // Envoy serves envoy.service.ratelimit.v3.RateLimitService, so Envoy's
@@ -82,8 +86,8 @@ type Envoy struct {
 	noRefunds      bool
 	clock          func() time.Time
 	log            *slog.Logger
-	metrics        *Metrics
-	failures       *failureLog
+	metrics        *observability.Metrics
+	failures       *observability.FailureLog
 	limits         atomic.Pointer[limitCache] // of the config last served
 }
 
@@ -115,7 +119,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
-	e.failures = newFailureLog(e.log, APIEnvoy)
+	e.failures = observability.NewFailureLog(e.log, observability.APIEnvoy)
 	return e
 }
 
@@ -402,9 +406,9 @@ func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Re
 		if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
 			return err
 		}
-		e.failures.failed(ctx, now, err) // logs transitions and summaries, not each decision
+		e.failures.Failed(ctx, now, err) // logs transitions and summaries, not each decision
 	} else {
-		e.failures.ok(ctx, now)
+		e.failures.OK(ctx, now)
 	}
 	for k, i := range idx {
 		c := &checks[i]
@@ -438,10 +442,32 @@ func (e *Envoy) observe(domain string, entries [][]rules.Entry, checks []envoyCh
 		res := result(c.decision.Allowed, c.shadow, c.degraded)
 		if e.detailSeries > 0 {
 			if d := c.limit.MetricName(entries[c.desc]); d != c.limit.Name {
-				e.metrics.ObserveDetailedDecision(APIEnvoy, domain, c.limit.Name, d, e.detailSeries, c.limit.Rate.Algorithm, res, NearLimit(c.decision))
+				e.metrics.ObserveDetailedDecision(observability.APIEnvoy, domain, c.limit.Name, d, e.detailSeries, c.limit.Rate.Algorithm, res, observability.NearLimit(c.decision))
 				continue
 			}
 		}
-		e.metrics.observeRule(&c.info.series, APIEnvoy, domain, c.limit.Name, c.limit.Rate.Algorithm, res, NearLimit(c.decision))
+		e.metrics.ObserveRule(&c.info.series, observability.APIEnvoy, domain, c.limit.Name, c.limit.Rate.Algorithm, res, observability.NearLimit(c.decision))
 	}
+}
+
+// checkRefunds refuses a request that gives hits back (a descriptor with
+// is_negative_hits) with codes.PermissionDenied, naming the descriptor,
+// when refunds are off (off) or the caller's token may not refund (see
+// auth.RefundAllowed). A refund can fill any counter back up, so with tokens
+// configured it is a privilege, like Reset.
+func checkRefunds(ctx context.Context, req *rlsv3.RateLimitRequest, off bool) error {
+	for i, d := range req.GetDescriptors() {
+		if !d.GetIsNegativeHits() {
+			continue
+		}
+		field := fmtIndex("descriptors", i) + ".is_negative_hits"
+		if off {
+			return status.Errorf(codes.PermissionDenied, "%s: refunds are turned off on this server (--envoy-refunds=false)", field)
+		}
+		if !auth.RefundAllowed(ctx) {
+			return status.Errorf(codes.PermissionDenied, "%s: a refund needs a token with the refund or admin role", field)
+		}
+		return nil
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package server_test
+package api_test
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
@@ -37,10 +38,10 @@ func TestEnvoyAnswerFollowsReload(t *testing.T) {
 	src := &swapConfig{}
 	src.cfg.Store(mustParse(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"))
 	reg := prometheus.NewRegistry()
-	m := server.NewMetrics(reg)
+	m := observability.NewMetrics(reg)
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	e := server.NewEnvoy(st, server.EnvoySettings{Config: src, Clock: (&manualClock{now: t0}).Now, Metrics: m})
+	e := api.NewEnvoy(st, api.EnvoySettings{Config: src, Clock: (&manualClock{now: t0}).Now, Metrics: m})
 	call := func() *rlsv3.RateLimitResponse {
 		t.Helper()
 		resp, err := e.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", "v")}})
@@ -85,7 +86,7 @@ func TestEnvoyManyDescriptors(t *testing.T) {
 			"              - {name: " + k + "_small, unit: minute, requests_per_unit: " + strconv.Itoa(i+1) + "}\n" +
 			"              - {name: " + k + "_big, unit: hour, requests_per_unit: 1000}\n"
 	}
-	h := startEnvoy(t, yaml, nil, server.EnvoySettings{})
+	h := startEnvoy(t, yaml, nil, api.EnvoySettings{})
 	descs := make([]*ratelimitv3.RateLimitDescriptor, n)
 	for i := range descs {
 		descs[i] = desc("k"+strconv.Itoa(i), "x", "a", "1", "b", "2")

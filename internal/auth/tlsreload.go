@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"crypto/sha256"
@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// ReloadInterval is how often, at most, a CertReloader or a TokenAuth
-// re-reads its files to see whether they changed.
+// ReloadInterval is how often, at most, a TLS config from NewTLSConfig
+// or a TokenAuth re-reads its files to see whether they changed.
 //
 // Files are checked on use instead of watched: a TLS handshake (or an
 // authenticated call) that finds ReloadInterval passed since the last check
@@ -28,8 +28,8 @@ import (
 // the first connection or call more than ReloadInterval after it.
 const ReloadInterval = time.Second
 
-// CertReloader keeps the server certificate (and the client CA pool, for
-// mTLS) in step with their files. Build one with NewTLSConfig.
+// certReloader keeps the server certificate (and the client CA pool, for
+// mTLS) in step with their files. newTLSConfig builds one.
 //
 // Reloads affect new handshakes only: connections already established keep
 // the certificate they negotiated, so a rotation never drops a connection or
@@ -37,7 +37,7 @@ const ReloadInterval = time.Second
 // certificate, as happens between the two writes of a rotation) is logged
 // and ignored; the previous certificate keeps serving until the files are
 // consistent again.
-type CertReloader struct {
+type certReloader struct {
 	mTLS  bool
 	files *fileReloader[tlsState]
 }
@@ -62,7 +62,14 @@ type tlsState struct {
 // Treat the returned config as read-only: each handshake gets a config built
 // from the files (TLS 1.2+, the certificate, the client CAs), so fields set
 // on the returned one later do not apply.
-func NewTLSConfig(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, *CertReloader, error) {
+func NewTLSConfig(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, error) {
+	cfg, _, err := newTLSConfig(certFile, keyFile, clientCAFile, log)
+	return cfg, err
+}
+
+// newTLSConfig is NewTLSConfig, also returning the reloader behind the
+// config (which tests inspect).
+func newTLSConfig(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, *certReloader, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, nil, errors.New("tls: both a certificate and a key file are needed")
 	}
@@ -74,7 +81,7 @@ func NewTLSConfig(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tl
 	if mTLS {
 		paths = append(paths, clientCAFile)
 	}
-	r := &CertReloader{mTLS: mTLS}
+	r := &certReloader{mTLS: mTLS}
 	r.files = newFileReloader("tls certificate", paths, log, parseTLS, func(st *tlsState) []any {
 		leaf := st.cert.Leaf
 		attrs := []any{"cert", certFile, "subject", leaf.Subject.String(), "serial", leaf.SerialNumber.String(),
@@ -135,18 +142,18 @@ func parseTLS(contents [][]byte) (*tlsState, error) {
 
 // Reload re-reads the files now, whether or not they changed (for SIGHUP).
 // On error the previous certificate keeps serving.
-func (r *CertReloader) Reload() error { return r.files.Reload(time.Now()) }
+func (r *certReloader) Reload() error { return r.files.Reload(time.Now()) }
 
 // Certificate returns the certificate new handshakes get, as checked at the
 // last reload (it does not look at the files).
-func (r *CertReloader) Certificate() *x509.Certificate { return r.files.Current().cert.Leaf }
+func (r *certReloader) Certificate() *x509.Certificate { return r.files.Current().cert.Leaf }
 
 // MutualTLS reports whether clients must present a certificate.
-func (r *CertReloader) MutualTLS() bool { return r.mTLS }
+func (r *certReloader) MutualTLS() bool { return r.mTLS }
 
 // fileReloader holds a value parsed from a set of files and re-parses it
 // when their contents change, checking at most once per ReloadInterval.
-// Shared by CertReloader and TokenAuth.
+// Shared by certReloader and TokenAuth.
 type fileReloader[T any] struct {
 	name     string // for logs: "tls certificate", "auth tokens"
 	paths    []string

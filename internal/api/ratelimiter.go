@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store"
 )
@@ -43,10 +44,10 @@ type Settings struct {
 	// Logger receives internal errors. nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics counts decisions; nil counts nothing.
-	Metrics *Metrics
+	Metrics *observability.Metrics
 	// API is the api label of its decisions in the metrics and its store
-	// failure logs: which front door asked. "" means APICheck (gRPC); the
-	// HTTP/JSON API's RateLimiter has APIHTTP.
+	// failure logs: which front door asked. "" means observability.APICheck (gRPC); the
+	// HTTP/JSON API's RateLimiter has observability.APIHTTP.
 	API string
 }
 
@@ -66,9 +67,9 @@ type RateLimiter struct {
 	failureMode rules.FailureMode
 	clock       func() time.Time
 	log         *slog.Logger
-	metrics     *Metrics
+	metrics     *observability.Metrics
 	api         string
-	failures    *failureLog
+	failures    *observability.FailureLog
 }
 
 var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
@@ -87,7 +88,7 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 		api:         s.API,
 	}
 	if r.api == "" {
-		r.api = APICheck
+		r.api = observability.APICheck
 	}
 	if r.failureMode == rules.FailureDefault {
 		r.failureMode = rules.FailureOpen
@@ -98,7 +99,7 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
-	r.failures = newFailureLog(r.log, r.api)
+	r.failures = observability.NewFailureLog(r.log, r.api)
 	return r
 }
 
@@ -401,14 +402,14 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 	now := r.clock()
 	err = r.store.Decide(ctx, now, reqs, out)
 	if err == nil {
-		r.failures.ok(ctx, now)
+		r.failures.OK(ctx, now)
 		r.observe(checks, out, false)
 		return false, nil
 	}
 	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
 		return false, err
 	}
-	r.failures.failed(ctx, now, err) // logs transitions and summaries, not each decision
+	r.failures.Failed(ctx, now, err) // logs transitions and summaries, not each decision
 	for i, c := range checks {
 		out[i] = failedDecision(c.req, c.failureMode)
 	}
@@ -426,7 +427,7 @@ func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degrade
 		if c.req.DryRun || c.req.Cost <= 0 {
 			continue
 		}
-		r.metrics.ObserveDecision(r.api, "", c.rule, c.req.Limit.Algorithm, result(out[i].Allowed, c.shadow, degraded), NearLimit(out[i]))
+		r.metrics.ObserveDecision(r.api, "", c.rule, c.req.Limit.Algorithm, result(out[i].Allowed, c.shadow, degraded), observability.NearLimit(out[i]))
 	}
 }
 
@@ -434,13 +435,13 @@ func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degrade
 func result(allowed, shadow, degraded bool) string {
 	switch {
 	case degraded:
-		return ResultDegraded
+		return observability.ResultDegraded
 	case allowed:
-		return ResultAllowed
+		return observability.ResultAllowed
 	case shadow:
-		return ResultShadowDenied
+		return observability.ResultShadowDenied
 	}
-	return ResultDenied
+	return observability.ResultDenied
 }
 
 // failedDecision is the answer to r when the store could not decide: open

@@ -1,4 +1,4 @@
-package server_test
+package auth_test
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/testpki"
 )
 
@@ -149,7 +149,7 @@ func tlsFiles(t testing.TB, ca *testpki.CA, clientCA []byte) (certFile, keyFile,
 func TestTLSServes(t *testing.T) {
 	ca := newTestCA(t, "server CA")
 	certFile, keyFile, _, serial := tlsFiles(t, ca, nil)
-	cfg, r, err := server.NewTLSConfig(certFile, keyFile, "", slog.New(slog.DiscardHandler))
+	cfg, r, err := auth.NewTLSConfigWithReloader(certFile, keyFile, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestMutualTLS(t *testing.T) {
 	clientCA := newTestCA(t, "client CA")
 	otherCA := newTestCA(t, "other CA")
 	certFile, keyFile, caFile, _ := tlsFiles(t, serverCA, clientCA.PEM)
-	cfg, r, err := server.NewTLSConfig(certFile, keyFile, caFile, slog.New(slog.DiscardHandler))
+	cfg, r, err := auth.NewTLSConfigWithReloader(certFile, keyFile, caFile, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestTLSRotation(t *testing.T) {
 	nextClientCA := newTestCA(t, "next client CA")
 	certFile, keyFile, caFile, serial1 := tlsFiles(t, ca, clientCA.PEM)
 	logs := &lockedBuffer{}
-	cfg, _, err := server.NewTLSConfig(certFile, keyFile, caFile, slog.New(slog.NewTextHandler(logs, nil)))
+	cfg, err := auth.NewTLSConfig(certFile, keyFile, caFile, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestTLSBadFileKeepsServing(t *testing.T) {
 	ca := newTestCA(t, "server CA")
 	certFile, keyFile, _, serial1 := tlsFiles(t, ca, nil)
 	logs := &lockedBuffer{}
-	cfg, r, err := server.NewTLSConfig(certFile, keyFile, "", slog.New(slog.NewTextHandler(logs, nil)))
+	cfg, r, err := auth.NewTLSConfigWithReloader(certFile, keyFile, "", slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestNewTLSConfigErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := server.NewTLSConfig(tc.cert, tc.key, tc.clientCA, nil)
+			_, err := auth.NewTLSConfig(tc.cert, tc.key, tc.clientCA, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}

@@ -1,4 +1,4 @@
-package server_test
+package api_test
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
 )
 
 // FuzzCheck sends arbitrary Check, Peek and CheckBatch requests: the
@@ -33,7 +33,7 @@ func FuzzCheck(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := start(f, nil, server.Settings{Config: staticConfig{cfg}})
+	h := start(f, nil, api.Settings{Config: staticConfig{cfg}})
 	f.Fuzz(func(t *testing.T, key string, alg int32, cost, requests, periodNs, burst int64, policy string, batch bool) {
 		if !utf8.ValidString(key) || !utf8.ValidString(policy) {
 			t.Skip("proto3 strings are UTF-8: the client cannot send this")
@@ -89,7 +89,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 	f.Add("", "", "", "", "", uint32(0), int64(0), true, uint32(5), int32(2))
 	f.Add("edge", "plan", "free", "api_key", "k\x00", uint32(7), int64(3), true, uint32(1), int32(9))
 	f.Add("edge", "login", "x", "", "", uint32(1<<31), int64(1<<40), false, uint32(0), int32(1))
-	h := startEnvoy(f, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(f, envoyConfig, nil, api.EnvoySettings{})
 	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2 string, hits uint32, descHits int64, negative bool, overrideReqs uint32, overrideUnit int32) {
 		for _, s := range []string{domain, k1, v1, k2, v2} {
 			if !utf8.ValidString(s) {

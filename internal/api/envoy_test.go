@@ -1,4 +1,4 @@
-package server_test
+package api_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
@@ -57,7 +58,7 @@ type envoyHarness struct {
 	clock  *manualClock
 }
 
-func startEnvoy(t testing.TB, yaml string, st store.Store, s server.EnvoySettings) *envoyHarness {
+func startEnvoy(t testing.TB, yaml string, st store.Store, s api.EnvoySettings) *envoyHarness {
 	t.Helper()
 	cfg, err := rules.Parse("edge.yaml", []byte(yaml))
 	if err != nil {
@@ -72,7 +73,7 @@ func startEnvoy(t testing.TB, yaml string, st store.Store, s server.EnvoySetting
 		st = memstore.New(memstore.Config{})
 	}
 	t.Cleanup(func() { st.Close() })
-	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), server.NewEnvoy(st, s), server.GRPCSettings{})
+	srv, _ := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{}), api.NewEnvoy(st, s), server.GRPCSettings{})
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
@@ -122,7 +123,7 @@ func headerMap(r *rlsv3.RateLimitResponse) map[string]string {
 }
 
 func TestEnvoyMatching(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	tests := []struct {
 		name  string
 		desc  *ratelimitv3.RateLimitDescriptor
@@ -157,7 +158,7 @@ func TestEnvoyMatching(t *testing.T) {
 }
 
 func TestEnvoyUnknownDomain(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "1")}})
 	if err != nil || codesOf(resp) != "OK:OK" {
 		t.Fatalf("got %v %v, want OK", resp, err)
@@ -167,7 +168,7 @@ func TestEnvoyUnknownDomain(t *testing.T) {
 // TestEnvoyAllOrNothing: a request denied by one descriptor charges none of
 // the others (envoyproxy/ratelimit charges them all).
 func TestEnvoyAllOrNothing(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	ip := desc("remote_address", "192.0.2.9") // 3/s
 	strict := desc("remote_address", "10.0.0.1")
 	if got := codesOf(h.call(t, strict)); got != "OK:OK" {
@@ -187,7 +188,7 @@ func TestEnvoyAllOrNothing(t *testing.T) {
 }
 
 func TestEnvoyHitsAddendAndRefund(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	ctx := context.Background()
 	ip := desc("remote_address", "192.0.2.10")
 	// Request-level hits_addend 3 spends the whole 3/s.
@@ -219,7 +220,7 @@ func TestEnvoyHitsAddendAndRefund(t *testing.T) {
 }
 
 func TestEnvoyShadowMode(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	for i := range 3 {
 		r := h.call(t, desc("shadowed", "x"))
 		if codesOf(r) != "OK:OK" {
@@ -227,7 +228,7 @@ func TestEnvoyShadowMode(t *testing.T) {
 		}
 	}
 	// Global shadow mode.
-	g := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{ShadowMode: true})
+	g := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{ShadowMode: true})
 	for i := range 5 {
 		if got := codesOf(g.call(t, desc("remote_address", "10.0.0.1"))); got != "OK:OK" {
 			t.Fatalf("global shadow call %d: got %s, want OK", i, got)
@@ -236,7 +237,7 @@ func TestEnvoyShadowMode(t *testing.T) {
 }
 
 func TestEnvoyHeaders(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	ip := desc("remote_address", "192.0.2.20")
 	r := h.call(t, ip)
 	hs := headerMap(r)
@@ -261,7 +262,7 @@ func TestEnvoyHeaders(t *testing.T) {
 	if hs := headerMap(r); hs["retry-after"] != "1" || hs["x-ratelimit-remaining"] != "0" {
 		t.Errorf("over limit: got %v, want retry-after 1 and remaining 0", hs)
 	}
-	off := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{NoHeaders: true})
+	off := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{NoHeaders: true})
 	if r := off.call(t, ip); len(r.ResponseHeadersToAdd) != 0 {
 		t.Errorf("headers switched off: got %v", r.ResponseHeadersToAdd)
 	}
@@ -271,7 +272,7 @@ func TestEnvoyHeaders(t *testing.T) {
 // window of 10 per 2s, ten requests just before a window edge and ten just
 // after: the second ten are denied.
 func TestEnvoyWindowEdge(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	h.clock.Advance(2*time.Second - 10*time.Millisecond) // 10ms before an edge
 	d := desc("login", "alice")
 	for i := range 10 {
@@ -288,7 +289,7 @@ func TestEnvoyWindowEdge(t *testing.T) {
 }
 
 func TestEnvoyLimitOverride(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	d := desc("remote_address", "192.0.2.30")
 	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
 	if got := codesOf(h.call(t, d)); got != "OK:OK" {
@@ -301,7 +302,7 @@ func TestEnvoyLimitOverride(t *testing.T) {
 }
 
 func TestEnvoyInvalid(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, server.EnvoySettings{})
+	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	long := strings.Repeat("v", 5000)
 	tests := []struct {
 		name string

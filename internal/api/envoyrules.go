@@ -1,10 +1,11 @@
-package server
+package api
 
 import (
 	"sync"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/ratelimitheader"
 	"github.com/floodgate/floodgate/internal/rules"
 )
@@ -18,7 +19,7 @@ type limitInfo struct {
 	perUnit uint32
 	unit    rlsv3.RateLimitResponse_RateLimit_Unit
 	mult    uint32
-	series  ruleSeries
+	series  observability.RuleSeries
 }
 
 // newLimitInfo builds l's limitInfo.

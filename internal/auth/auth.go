@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"bufio"
@@ -11,13 +11,15 @@ import (
 	"strings"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
@@ -34,9 +36,9 @@ var adminMethods = map[string]bool{
 // API schema, so grpcurl can discover it; it decides nothing and touches no
 // state. Turn reflection off (GRPCSettings.NoReflection) to hide it.
 var openServices = map[string]bool{
-	"grpc.health.v1.Health":                    true,
-	"grpc.reflection.v1.ServerReflection":      true,
-	"grpc.reflection.v1alpha.ServerReflection": true,
+	healthpb.Health_ServiceDesc.ServiceName:                    true,
+	reflectionv1.ServerReflection_ServiceDesc.ServiceName:      true,
+	reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName: true,
 }
 
 // TokenAuth checks bearer tokens ("authorization: Bearer <token>" metadata)
@@ -220,32 +222,10 @@ func b2i(b bool) int {
 	return 0
 }
 
-// checkRefunds refuses a request that gives hits back (a descriptor with
-// is_negative_hits) with codes.PermissionDenied, naming the descriptor,
-// when refunds are off (off) or the caller's token may not refund (see
-// RefundAllowed). A refund can fill any counter back up, so with tokens
-// configured it is a privilege, like Reset.
-func checkRefunds(ctx context.Context, req *rlsv3.RateLimitRequest, off bool) error {
-	for i, d := range req.GetDescriptors() {
-		if !d.GetIsNegativeHits() {
-			continue
-		}
-		field := fmtIndex("descriptors", i) + ".is_negative_hits"
-		if off {
-			return status.Errorf(codes.PermissionDenied, "%s: refunds are turned off on this server (--envoy-refunds=false)", field)
-		}
-		if !RefundAllowed(ctx) {
-			return status.Errorf(codes.PermissionDenied, "%s: a refund needs a token with the refund or admin role", field)
-		}
-		return nil
-	}
-	return nil
-}
-
 // errBadToken is what a wrong token gets; it says nothing about the token.
 var errBadToken = status.Error(codes.Unauthenticated, "invalid bearer token")
 
-// authenticate is the auth.AuthFunc: it runs for every call but health and
+// authenticate is the grpcauth.AuthFunc: it runs for every call but health and
 // reflection. A call the Gate already authenticated passes.
 func (t *TokenAuth) authenticate(ctx context.Context) (context.Context, error) {
 	if _, ok := grantFrom(ctx); ok {
@@ -258,7 +238,7 @@ func (t *TokenAuth) authenticate(ctx context.Context) (context.Context, error) {
 // check authenticates a call to method from the metadata in ctx and
 // returns ctx carrying the call's grant.
 func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, error) {
-	token, err := auth.AuthFromMD(ctx, "bearer")
+	token, err := grpcauth.AuthFromMD(ctx, "bearer")
 	if err != nil {
 		return nil, err // codes.Unauthenticated
 	}
@@ -287,10 +267,10 @@ func (t *TokenAuth) Authorize(ctx context.Context, fullMethod, authorization str
 	return t.check(metadata.NewIncomingContext(ctx, md), fullMethod)
 }
 
-// tap authenticates a call when its headers arrive (the Gate's
+// Tap authenticates a call when its headers arrive (the Gate's
 // grpc.InTapHandle): ctx holds the incoming metadata, method is
 // "/service/method". Open services pass without a token.
-func (t *TokenAuth) tap(ctx context.Context, method string) (context.Context, error) {
+func (t *TokenAuth) Tap(ctx context.Context, method string) (context.Context, error) {
 	if openServices[serviceOf(method)] {
 		return ctx, nil
 	}
@@ -314,12 +294,12 @@ var needsToken = selector.MatchFunc(func(_ context.Context, c interceptors.CallM
 // UnaryInterceptor checks tokens on unary calls. Put it after the metrics
 // interceptor, so refused calls are counted.
 func (t *TokenAuth) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	return selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(t.authenticate), needsToken)
+	return selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(t.authenticate), needsToken)
 }
 
 // StreamInterceptor checks tokens on streaming calls.
 func (t *TokenAuth) StreamInterceptor() grpc.StreamServerInterceptor {
-	return selector.StreamServerInterceptor(auth.StreamServerInterceptor(t.authenticate), needsToken)
+	return selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(t.authenticate), needsToken)
 }
 
 // Reload re-reads the token file now, whether or not it changed (for

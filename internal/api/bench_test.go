@@ -1,4 +1,4 @@
-package server_test
+package api_test
 
 import (
 	"context"
@@ -13,8 +13,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
@@ -23,7 +24,7 @@ const benchKeys = 10_000
 // BenchmarkCheck is floodgate.v1 Check through a real gRPC client and
 // server over bufconn, on the embedded store, over 10,000 distinct keys.
 func BenchmarkCheck(b *testing.B) {
-	h := start(b, nil, server.Settings{})
+	h := start(b, nil, api.Settings{})
 	reqs := make([]*floodgatev1.CheckRequest, benchKeys)
 	seen := map[string]bool{}
 	for i := range reqs {
@@ -80,7 +81,7 @@ func benchEnvoyRequests(n int) []*rlsv3.RateLimitRequest {
 // compare with (what the same server does for a call that decides
 // nothing).
 func BenchmarkHealth(b *testing.B) {
-	h := start(b, nil, server.Settings{})
+	h := start(b, nil, api.Settings{})
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -99,7 +100,7 @@ func BenchmarkHealth(b *testing.B) {
 func BenchmarkShouldRateLimit(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		b.Run(strconv.Itoa(n)+"descriptors", func(b *testing.B) {
-			h := startEnvoy(b, benchEnvoyConfig(n), nil, server.EnvoySettings{})
+			h := startEnvoy(b, benchEnvoyConfig(n), nil, api.EnvoySettings{})
 			reqs := benchEnvoyRequests(n)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -131,7 +132,7 @@ func BenchmarkShouldRateLimitHandler(b *testing.B) {
 			}
 			st := memstore.New(memstore.Config{})
 			b.Cleanup(func() { st.Close() })
-			e := server.NewEnvoy(st, server.EnvoySettings{Config: staticConfig{cfg}, Metrics: server.NewMetrics(nil)})
+			e := api.NewEnvoy(st, api.EnvoySettings{Config: staticConfig{cfg}, Metrics: observability.NewMetrics(nil)})
 			reqs := benchEnvoyRequests(n)
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -154,7 +155,7 @@ func BenchmarkShouldRateLimitHandler(b *testing.B) {
 func BenchmarkCheckHandler(b *testing.B) {
 	st := memstore.New(memstore.Config{})
 	b.Cleanup(func() { st.Close() })
-	r := server.NewRateLimiter(st, server.Settings{Metrics: server.NewMetrics(nil)})
+	r := api.NewRateLimiter(st, api.Settings{Metrics: observability.NewMetrics(nil)})
 	reqs := make([]*floodgatev1.CheckRequest, benchKeys)
 	for i := range reqs {
 		reqs[i] = &floodgatev1.CheckRequest{

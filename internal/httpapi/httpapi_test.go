@@ -17,15 +17,17 @@ import (
 	"google.golang.org/grpc/status"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/httpapi"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/server/httpapi"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 	"github.com/floodgate/floodgate/internal/store/redisstore"
 )
 
 // serve starts the API over rl's store on a test HTTP server.
-func serve(t testing.TB, rl *server.RateLimiter, s httpapi.Settings) *httptest.Server {
+func serve(t testing.TB, rl *api.RateLimiter, s httpapi.Settings) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(httpapi.New(rl, s))
 	t.Cleanup(srv.Close)
@@ -91,7 +93,7 @@ func TestDegradedHeaders(t *testing.T) {
 		{rules.FailureOpen, true, "", `"allowed":true`},
 		{rules.FailureClosed, false, "1", `"allowed":false`},
 	} {
-		rl := server.NewRateLimiter(st, server.Settings{FailureMode: tc.mode, API: server.APIHTTP})
+		rl := api.NewRateLimiter(st, api.Settings{FailureMode: tc.mode, API: observability.APIHTTP})
 		srv := serve(t, rl, httpapi.Settings{})
 		resp, got := postJSON(t, srv, httpapi.PathCheck, "", body)
 		if resp.StatusCode != 200 || !strings.Contains(got, tc.wantInReply) || !strings.Contains(got, `"degraded":true`) {
@@ -108,7 +110,7 @@ func TestDegradedHeaders(t *testing.T) {
 		}
 	}
 	// A reset cannot be answered by a failure mode: 503.
-	rl := server.NewRateLimiter(st, server.Settings{})
+	rl := api.NewRateLimiter(st, api.Settings{})
 	resp, got := postJSON(t, serve(t, rl, httpapi.Settings{}), httpapi.PathReset, "", `{"key":"k"}`)
 	if resp.StatusCode != 503 || !strings.Contains(got, `"code":"UNAVAILABLE"`) {
 		t.Errorf("reset on a dead store: %d %s, want 503 UNAVAILABLE", resp.StatusCode, got)
@@ -122,7 +124,7 @@ func TestAuthorize(t *testing.T) {
 	if err := os.WriteFile(path, []byte("admintok admin\nusertok\nrefundtok refund\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	auth, err := server.NewTokenAuth(path)
+	tokens, err := auth.NewTokenAuth(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,12 +143,12 @@ func TestAuthorize(t *testing.T) {
 		{reset, "Bearer usertok", codes.PermissionDenied, false},
 		{reset, "Bearer admintok", codes.OK, true},
 	} {
-		ctx, err := auth.Authorize(context.Background(), tc.method, tc.header)
+		ctx, err := tokens.Authorize(context.Background(), tc.method, tc.header)
 		if got := status.Code(err); got != tc.want {
 			t.Errorf("%s with %q: %v, want %v", tc.method, tc.header, got, tc.want)
 			continue
 		}
-		if err == nil && server.RefundAllowed(ctx) != tc.refund {
+		if err == nil && auth.RefundAllowed(ctx) != tc.refund {
 			t.Errorf("%s with %q: RefundAllowed %v, want %v", tc.method, tc.header, !tc.refund, tc.refund)
 		}
 	}
@@ -154,7 +156,7 @@ func TestAuthorize(t *testing.T) {
 
 // TestErrorBody: errors are {"code","message"} with google.rpc.Code names.
 func TestErrorBody(t *testing.T) {
-	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{})
+	rl := api.NewRateLimiter(memstore.New(memstore.Config{}), api.Settings{})
 	srv := serve(t, rl, httpapi.Settings{})
 	resp, got := postJSON(t, srv, httpapi.PathCheck, "", `{"key":"","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":5,"period":"60s"}}`)
 	var e struct{ Code, Message string }

@@ -1,4 +1,4 @@
-package server_test
+package observability_test
 
 import (
 	"context"
@@ -24,6 +24,8 @@ import (
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/memstore"
@@ -90,18 +92,18 @@ func labels(kv ...string) map[string]string {
 
 func TestMetricsScrape(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := server.NewMetrics(reg)
+	m := observability.NewMetrics(reg)
 	m.SetBuildInfo("v0.0.0-test")
 	m.SetBuildInfo("v1.2.3")
 
 	for range 3 {
-		m.ObserveDecision(server.APICheck, "", "login", algorithms.SlidingWindow, server.ResultAllowed, false)
+		m.ObserveDecision(observability.APICheck, "", "login", algorithms.SlidingWindow, observability.ResultAllowed, false)
 	}
-	m.ObserveDecision(server.APICheck, "", "login", algorithms.SlidingWindow, server.ResultAllowed, true)
-	m.ObserveDecision(server.APICheck, "", "login", algorithms.SlidingWindow, server.ResultDenied, true) // near ignored on deny
-	m.ObserveDecision(server.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, server.ResultShadowDenied, false)
-	m.ObserveDecision(server.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, server.ResultDegraded, false)
-	m.ObserveDecision(server.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, "bogus", false)
+	m.ObserveDecision(observability.APICheck, "", "login", algorithms.SlidingWindow, observability.ResultAllowed, true)
+	m.ObserveDecision(observability.APICheck, "", "login", algorithms.SlidingWindow, observability.ResultDenied, true) // near ignored on deny
+	m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, observability.ResultShadowDenied, false)
+	m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, observability.ResultDegraded, false)
+	m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, "bogus", false)
 	m.ObserveDenyCacheHits(4)
 	m.ObserveConfigReload(nil)
 	m.ObserveConfigReload(nil)
@@ -111,7 +113,7 @@ func TestMetricsScrape(t *testing.T) {
 	// Real gRPC calls through the metrics interceptors.
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), nil, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{}), nil, server.GRPCSettings{
 		Logger:             slog.New(slog.DiscardHandler),
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{m.GRPCUnaryInterceptor()},
 		StreamInterceptors: []grpc.StreamServerInterceptor{m.GRPCStreamInterceptor()},
@@ -199,10 +201,10 @@ func (failingStore) Decide(context.Context, time.Time, []store.Request, []algori
 }
 
 func TestInstrumentStore(t *testing.T) {
-	m := server.NewMetrics(nil)
+	m := observability.NewMetrics(nil)
 	mem := memstore.New(memstore.Config{})
 	t.Cleanup(func() { mem.Close() })
-	st := server.InstrumentStore(mem, m, "memory")
+	st := observability.InstrumentStore(mem, m, "memory")
 	ctx := context.Background()
 	now := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	lim := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute}
@@ -228,7 +230,7 @@ func TestInstrumentStore(t *testing.T) {
 	if err := st.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	down := server.InstrumentStore(failingStore{mem}, m, "redis")
+	down := observability.InstrumentStore(failingStore{mem}, m, "redis")
 	if err := down.Decide(ctx, now, reqs[:1], out[:1]); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("failing store: got %v, want ErrUnavailable", err)
 	}
@@ -259,7 +261,7 @@ func TestInstrumentStore(t *testing.T) {
 			t.Errorf("batch size sum: got %v, want 7", m.GetHistogram().GetSampleSum())
 		}
 	}
-	if server.InstrumentStore(mem, nil, "memory") != store.Store(mem) {
+	if observability.InstrumentStore(mem, nil, "memory") != store.Store(mem) {
 		t.Error("InstrumentStore with nil metrics should return the store itself")
 	}
 }
@@ -268,7 +270,7 @@ func TestInstrumentStore(t *testing.T) {
 // a working Handler.
 func TestMetricsNotGatherer(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := server.NewMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"replica": "a"}, reg))
+	m := observability.NewMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"replica": "a"}, reg))
 	m.ObserveDenyCacheHits(2)
 	if got, ok := sample(scrape(t, m.Handler()), "floodgate_deny_cache_hits_total", nil); !ok || got != 2 {
 		t.Fatalf("own handler: got %v (present %v), want 2", got, ok)
@@ -294,12 +296,12 @@ func TestMetricsNotGatherer(t *testing.T) {
 // series of its own, however many there were before.
 func TestDecisionSeriesNewRuleCountable(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := server.NewMetrics(reg)
-	const n = server.MaxDetailedSeries + 50
+	m := observability.NewMetrics(reg)
+	const n = observability.MaxDetailedSeries + 50
 	for i := range n {
-		m.ObserveDecision(server.APIEnvoy, "d", fmt.Sprintf("rule%d", i), algorithms.FixedWindow, server.ResultAllowed, false)
+		m.ObserveDecision(observability.APIEnvoy, "d", fmt.Sprintf("rule%d", i), algorithms.FixedWindow, observability.ResultAllowed, false)
 	}
-	m.ObserveDecision(server.APIEnvoy, "d", "rule0", algorithms.FixedWindow, server.ResultAllowed, false)
+	m.ObserveDecision(observability.APIEnvoy, "d", "rule0", algorithms.FixedWindow, observability.ResultAllowed, false)
 	fm := scrape(t, m.Handler())
 	if got := len(fm["floodgate_decisions_total"].GetMetric()); got != n {
 		t.Fatalf("got %d series, want %d", got, n)
@@ -318,18 +320,18 @@ func TestDecisionSeriesNewRuleCountable(t *testing.T) {
 // across rules (MaxDetailedSeries); past the bounds they count under the
 // rule, and a plain rule is still counted under its own name.
 func TestDetailedSeriesBounded(t *testing.T) {
-	m := server.NewMetrics(nil)
+	m := observability.NewMetrics(nil)
 	const perRule = 3
-	rules := server.MaxDetailedSeries/perRule + 10
+	rules := observability.MaxDetailedSeries/perRule + 10
 	for r := range rules {
 		for v := range perRule + 2 {
 			rule := fmt.Sprintf("r%d", r)
-			m.ObserveDetailedDecision(server.APIEnvoy, "d", rule, fmt.Sprintf("%s_v%d", rule, v), perRule, algorithms.FixedWindow, server.ResultAllowed, false)
+			m.ObserveDetailedDecision(observability.APIEnvoy, "d", rule, fmt.Sprintf("%s_v%d", rule, v), perRule, algorithms.FixedWindow, observability.ResultAllowed, false)
 		}
 	}
-	m.ObserveDetailedDecision(server.APIEnvoy, "d", "r0", "r0_v0", perRule, algorithms.FixedWindow, server.ResultAllowed, false) // admitted before
-	m.ObserveDetailedDecision(server.APIEnvoy, "d", "r1", "r1_"+strings.Repeat("x", server.MaxDetailBytes), 100, algorithms.FixedWindow, server.ResultAllowed, false)
-	m.ObserveDecision(server.APIEnvoy, "d", "plain", algorithms.FixedWindow, server.ResultAllowed, false)
+	m.ObserveDetailedDecision(observability.APIEnvoy, "d", "r0", "r0_v0", perRule, algorithms.FixedWindow, observability.ResultAllowed, false) // admitted before
+	m.ObserveDetailedDecision(observability.APIEnvoy, "d", "r1", "r1_"+strings.Repeat("x", observability.MaxDetailBytes), 100, algorithms.FixedWindow, observability.ResultAllowed, false)
+	m.ObserveDecision(observability.APIEnvoy, "d", "plain", algorithms.FixedWindow, observability.ResultAllowed, false)
 	fm := scrape(t, m.Handler())
 	details, total := 0, 0.0
 	for _, s := range fm["floodgate_decisions_total"].GetMetric() {
@@ -340,8 +342,8 @@ func TestDetailedSeriesBounded(t *testing.T) {
 			}
 		}
 	}
-	if details != server.MaxDetailedSeries {
-		t.Errorf("%d detailed labels, want %d", details, server.MaxDetailedSeries)
+	if details != observability.MaxDetailedSeries {
+		t.Errorf("%d detailed labels, want %d", details, observability.MaxDetailedSeries)
 	}
 	if want := float64(rules*(perRule+2) + 3); total != want {
 		t.Errorf("%v decisions counted, want %v", total, want)
@@ -371,7 +373,7 @@ func TestNearLimit(t *testing.T) {
 		{algorithms.Decision{Allowed: true, Limit: 0, Remaining: 0}, false},
 	}
 	for _, tc := range tests {
-		if got := server.NearLimit(tc.d); got != tc.want {
+		if got := observability.NearLimit(tc.d); got != tc.want {
 			t.Errorf("NearLimit(limit %d remaining %d allowed %v): got %v, want %v", tc.d.Limit, tc.d.Remaining, tc.d.Allowed, got, tc.want)
 		}
 	}
@@ -380,10 +382,10 @@ func TestNearLimit(t *testing.T) {
 // TestObserveDecisionNoAlloc pins the hot path: a warm label set costs no
 // allocation.
 func TestObserveDecisionNoAlloc(t *testing.T) {
-	m := server.NewMetrics(nil)
-	m.ObserveDecision(server.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, server.ResultAllowed, true)
+	m := observability.NewMetrics(nil)
+	m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, observability.ResultAllowed, true)
 	allocs := testing.AllocsPerRun(1000, func() {
-		m.ObserveDecision(server.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, server.ResultAllowed, true)
+		m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, observability.ResultAllowed, true)
 	})
 	if allocs != 0 {
 		t.Fatalf("got %v allocations per warm ObserveDecision, want 0", allocs)
@@ -394,19 +396,19 @@ func TestObserveDecisionNoAlloc(t *testing.T) {
 // label sets, spread across goroutines.
 func BenchmarkObserveDecision(b *testing.B) {
 	reg := prometheus.NewRegistry()
-	m := server.NewMetrics(reg)
+	m := observability.NewMetrics(reg)
 	const n = 64
 	rules := make([]string, n)
 	for i := range rules {
 		rules[i] = fmt.Sprintf("rule_%02d", i)
-		m.ObserveDecision(server.APIEnvoy, "edge", rules[i], algorithms.SlidingWindow, server.ResultAllowed, false)
+		m.ObserveDecision(observability.APIEnvoy, "edge", rules[i], algorithms.SlidingWindow, observability.ResultAllowed, false)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			m.ObserveDecision(server.APIEnvoy, "edge", rules[i%n], algorithms.SlidingWindow, server.ResultAllowed, i%8 == 0)
+			m.ObserveDecision(observability.APIEnvoy, "edge", rules[i%n], algorithms.SlidingWindow, observability.ResultAllowed, i%8 == 0)
 			i++
 		}
 	})

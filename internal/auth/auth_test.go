@@ -1,4 +1,4 @@
-package server_test
+package auth_test
 
 import (
 	"context"
@@ -22,6 +22,8 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store/memstore"
@@ -56,13 +58,13 @@ var streamerDesc = grpc.ServiceDesc{
 // serveAuth serves the RateLimiter, health, reflection and the test
 // streamer behind a's interceptors, through NewGRPCServer, on a loopback
 // TCP port.
-func serveAuth(t testing.TB, a *server.TokenAuth) *grpc.ClientConn {
+func serveAuth(t testing.TB, a *auth.TokenAuth) *grpc.ClientConn {
 	return serveAuthWith(t, a, false, nil)
 }
 
 // serveAuthWith is serveAuth with, when gated, a Gate checking a's tokens
 // as serve wires it, and envoy, when not nil, served too.
-func serveAuthWith(t testing.TB, a *server.TokenAuth, gated bool, envoy *server.Envoy) *grpc.ClientConn {
+func serveAuthWith(t testing.TB, a *auth.TokenAuth, gated bool, envoy *api.Envoy) *grpc.ClientConn {
 	t.Helper()
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
@@ -74,7 +76,7 @@ func serveAuthWith(t testing.TB, a *server.TokenAuth, gated bool, envoy *server.
 	if envoy != nil {
 		rls = envoy
 	}
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), rls, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{}), rls, server.GRPCSettings{
 		Logger:             slog.New(slog.DiscardHandler),
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{a.UnaryInterceptor()},
 		StreamInterceptors: []grpc.StreamServerInterceptor{a.StreamInterceptor()},
@@ -157,7 +159,7 @@ func callAs(conn *grpc.ClientConn, call, authorization string) error {
 func TestTokenAuth(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, "# floodgate tokens\n"+userToken+"\n\n  "+adminToken+"   admin  # ops\n")
-	a, err := server.NewTokenAuth(path, server.WithAuthLogger(slog.New(slog.DiscardHandler)))
+	a, err := auth.NewTokenAuth(path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +216,7 @@ func TestTokenAuthReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, userToken+"\n"+adminToken+" admin\n")
 	logs := &lockedBuffer{}
-	a, err := server.NewTokenAuth(path, server.WithAuthLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	a, err := auth.NewTokenAuth(path, auth.WithAuthLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +297,7 @@ func TestParseTokenFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tokens")
 			writeTokens(t, path, tc.content)
-			a, err := server.NewTokenAuth(path, server.WithAuthLogger(slog.New(slog.DiscardHandler)))
+			a, err := auth.NewTokenAuth(path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
@@ -313,7 +315,7 @@ func TestParseTokenFile(t *testing.T) {
 			}
 		})
 	}
-	if _, err := server.NewTokenAuth(filepath.Join(t.TempDir(), "missing")); err == nil {
+	if _, err := auth.NewTokenAuth(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("missing file: got nil, want an error")
 	}
 }
@@ -325,7 +327,7 @@ func TestRefundPermission(t *testing.T) {
 	const refundToken = "refund-token-4e2b9c71d05a3f68"
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, userToken+"\n"+adminToken+" admin\n"+refundToken+" refund\n")
-	a, err := server.NewTokenAuth(path, server.WithAuthLogger(slog.New(slog.DiscardHandler)))
+	a, err := auth.NewTokenAuth(path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +348,7 @@ func TestRefundPermission(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			st := memstore.New(memstore.Config{})
 			t.Cleanup(func() { st.Close() })
-			envoy := server.NewEnvoy(st, server.EnvoySettings{Config: staticConfig{cfg}, NoRefunds: mode.noRefunds, Clock: (&manualClock{now: t0}).Now})
+			envoy := api.NewEnvoy(st, api.EnvoySettings{Config: staticConfig{cfg}, NoRefunds: mode.noRefunds, Clock: (&manualClock{now: t0}).Now})
 			rls := rlsv3.NewRateLimitServiceClient(serveAuthWith(t, a, mode.gated, envoy))
 			call := func(token string, refund bool) (*rlsv3.RateLimitResponse, error) {
 				ctx, cancel := withAuth("Bearer " + token)

@@ -1,4 +1,4 @@
-package server
+package observability
 
 import (
 	"bytes"
@@ -17,17 +17,17 @@ import (
 // lines per interval.
 func TestFailureLogLines(t *testing.T) {
 	var buf bytes.Buffer
-	f := newFailureLog(slog.New(slog.NewTextHandler(&buf, nil)), APICheck)
+	f := NewFailureLog(slog.New(slog.NewTextHandler(&buf, nil)), APICheck)
 	ctx := context.Background()
 	errDown := errors.New("dial tcp: connection refused")
 	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
 	for range 60_000 {
-		f.failed(ctx, now, errDown)
+		f.Failed(ctx, now, errDown)
 		now = now.Add(time.Millisecond)
 	}
-	f.ok(ctx, now)
-	f.ok(ctx, now.Add(time.Millisecond))
+	f.OK(ctx, now)
+	f.OK(ctx, now.Add(time.Millisecond))
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	want := 1 + 5 + 1 // the start, a summary every 10s of the remaining 50s, the recovery
 	if len(lines) != want {
@@ -45,9 +45,9 @@ func TestFailureLogLines(t *testing.T) {
 
 	buf.Reset()
 	for range 60_000 {
-		f.failed(ctx, now, errDown)
+		f.Failed(ctx, now, errDown)
 		now = now.Add(500 * time.Microsecond)
-		f.ok(ctx, now)
+		f.OK(ctx, now)
 		now = now.Add(500 * time.Microsecond)
 	}
 	if n := strings.Count(buf.String(), "\n"); n > 2*7 {

@@ -57,6 +57,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/server"
 )
 
@@ -79,7 +80,7 @@ const (
 )
 
 // Authorizer authenticates a call to a gRPC method from its HTTP
-// Authorization header. *server.TokenAuth is one.
+// Authorization header. *auth.TokenAuth is one.
 type Authorizer interface {
 	Authorize(ctx context.Context, fullMethod, authorization string) (context.Context, error)
 }
@@ -92,7 +93,7 @@ type Settings struct {
 	Auth Authorizer
 	// Config gives the named policies, for the quota the headers of a
 	// policy's decision describe; nil means no config file.
-	Config server.ConfigSource
+	Config api.ConfigSource
 	// MaxBodyBytes bounds a request body. 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Timeout bounds a request, reading its body included. 0 means
@@ -113,7 +114,7 @@ type Settings struct {
 type Handler struct {
 	rl      floodgatev1.RateLimiterServer
 	auth    Authorizer
-	cfg     server.ConfigSource
+	cfg     api.ConfigSource
 	maxBody int64
 	timeout time.Duration
 	cors    *cors
@@ -122,8 +123,8 @@ type Handler struct {
 	mux     *http.ServeMux
 }
 
-// New serves rl over HTTP/JSON. rl should be the server.RateLimiter the
-// gRPC server serves, built with Settings.API = server.APIHTTP so the
+// New serves rl over HTTP/JSON. rl should be the api.RateLimiter the
+// gRPC server serves, built with Settings.API = observability.APIHTTP so the
 // metrics tell the two front doors apart.
 func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	h := &Handler{

@@ -1,4 +1,4 @@
-package server_test
+package api_test
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"time"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/redisstore"
 )
@@ -49,7 +49,7 @@ func TestLimitsOnOneKeyNeverShareACount(t *testing.T) {
 	sw := floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW
 	for name, newStore := range identityStores(t) {
 		t.Run(name, func(t *testing.T) {
-			h := start(t, newStore(t), server.Settings{Config: staticConfig{cfg}})
+			h := start(t, newStore(t), api.Settings{Config: staticConfig{cfg}})
 			ctx := context.Background()
 			check := func(req *floodgatev1.CheckRequest) bool {
 				t.Helper()
@@ -142,7 +142,7 @@ func TestResetByLimit(t *testing.T) {
 	sw := floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW
 	for name, newStore := range identityStores(t) {
 		t.Run(name, func(t *testing.T) {
-			h := start(t, newStore(t), server.Settings{Config: staticConfig{cfg}})
+			h := start(t, newStore(t), api.Settings{Config: staticConfig{cfg}})
 			ctx := context.Background()
 			login := &floodgatev1.CheckRequest{Key: "bob", Source: &floodgatev1.CheckRequest_Policy{Policy: "login"}}
 			otp := &floodgatev1.CheckRequest{Key: "bob", Source: &floodgatev1.CheckRequest_Policy{Policy: "otp"}}
