@@ -23,7 +23,7 @@ import (
 // Bounds on an Envoy request, beyond which it is InvalidArgument.
 const (
 	DefaultMaxDescriptors = 64
-	DefaultMaxEntries     = 32
+	defaultMaxEntries     = 32
 )
 
 // EnvoySettings are the Envoy service's optional knobs. The zero value is
@@ -38,7 +38,7 @@ type EnvoySettings struct {
 	MaxKeyBytes int
 	// MaxDescriptors bounds the descriptors of a request; 0 means
 	// DefaultMaxDescriptors. MaxEntries bounds each descriptor's entries; 0
-	// means DefaultMaxEntries.
+	// means defaultMaxEntries.
 	MaxDescriptors, MaxEntries int
 	// FailureMode applies to limits that do not set one. The zero value
 	// means open.
@@ -100,7 +100,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		cfg:            s.Config,
 		maxKey:         orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
 		maxDescriptors: orDefault(s.MaxDescriptors, DefaultMaxDescriptors),
-		maxEntries:     orDefault(s.MaxEntries, DefaultMaxEntries),
+		maxEntries:     orDefault(s.MaxEntries, defaultMaxEntries),
 		failureMode:    s.FailureMode,
 		shadow:         s.ShadowMode,
 		headers:        !s.NoHeaders,

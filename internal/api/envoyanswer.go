@@ -147,7 +147,7 @@ func (e *Envoy) answer(checks []envoyCheck, n int) *rlsv3.RateLimitResponse {
 	}
 	if degraded {
 		over := resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT
-		fs = ratelimitheader.AppendDegraded(fs, over && !retryAfter, DegradedRetryAfter)
+		fs = ratelimitheader.AppendDegraded(fs, over && !retryAfter, degradedRetryAfter)
 	}
 	if len(fs) == 0 {
 		return resp

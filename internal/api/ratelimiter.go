@@ -20,10 +20,10 @@ import (
 // Defaults for Settings' zero values.
 const (
 	DefaultMaxKeyBytes = 4096
-	DefaultMaxBatch    = 128
-	// DegradedRetryAfter is the Retry-After of a limit that failed closed:
+	defaultMaxBatch    = 128
+	// degradedRetryAfter is the Retry-After of a limit that failed closed:
 	// about when the store is probed again.
-	DegradedRetryAfter = time.Second
+	degradedRetryAfter = time.Second
 )
 
 // Settings are the RateLimiter's optional knobs. The zero value is usable.
@@ -33,7 +33,7 @@ type Settings struct {
 	Config ConfigSource
 	// MaxKeyBytes bounds a key's length. 0 means DefaultMaxKeyBytes.
 	MaxKeyBytes int
-	// MaxBatch bounds the checks in one CheckBatch. 0 means DefaultMaxBatch.
+	// MaxBatch bounds the checks in one CheckBatch. 0 means defaultMaxBatch.
 	MaxBatch int
 	// FailureMode applies to inline limits and to policies that do not set
 	// one: what to answer when the store cannot decide. The zero value
@@ -80,7 +80,7 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 		store:       st,
 		cfg:         s.Config,
 		maxKey:      orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
-		maxBatch:    orDefault(s.MaxBatch, DefaultMaxBatch),
+		maxBatch:    orDefault(s.MaxBatch, defaultMaxBatch),
 		failureMode: s.FailureMode,
 		clock:       s.Clock,
 		log:         s.Logger,
@@ -445,11 +445,11 @@ func result(allowed, shadow, degraded bool) string {
 }
 
 // failedDecision is the answer to r when the store could not decide: open
-// allows, closed denies what would spend (retry after DegradedRetryAfter).
+// allows, closed denies what would spend (retry after degradedRetryAfter).
 func failedDecision(r store.Request, mode rules.FailureMode) algorithms.Decision {
 	d := algorithms.Decision{Allowed: true, Limit: r.Limit.Capacity()}
 	if mode == rules.FailureClosed && r.Cost > 0 {
-		d.Allowed, d.RetryAfter = false, DegradedRetryAfter
+		d.Allowed, d.RetryAfter = false, degradedRetryAfter
 	}
 	return d
 }

@@ -69,7 +69,7 @@ var openServices = map[string]bool{
 // runs to the end of the line (so a token cannot start with #). Tokens are
 // printable ASCII without spaces (what gRPC metadata can carry); a token
 // may appear only once. The file is re-read when it changes (see
-// ReloadInterval); a file that does not parse, or lists no token, is logged
+// reloadInterval); a file that does not parse, or lists no token, is logged
 // and ignored, and the previous tokens stay in force.
 //
 // Tokens are kept only as SHA-256 digests and compared in constant time
@@ -254,7 +254,7 @@ func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, 
 
 // Authorize authenticates a call to fullMethod (e.g.
 // floodgatev1.RateLimiter_Reset_FullMethodName) that came through another
-// front door than gRPC: the HTTP/JSON API (server/httpapi) passes its
+// front door than gRPC: the HTTP/JSON API (internal/httpapi) passes its
 // request's Authorization header ("Bearer <token>"; "" when absent). The
 // rules and the errors are the gRPC ones: codes.Unauthenticated for a
 // missing or unknown token, codes.PermissionDenied for an admin method

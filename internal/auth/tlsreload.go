@@ -13,20 +13,20 @@ import (
 	"time"
 )
 
-// ReloadInterval is how often, at most, a TLS config from NewTLSConfig
+// reloadInterval is how often, at most, a TLS config from NewTLSConfig
 // or a TokenAuth re-reads its files to see whether they changed.
 //
 // Files are checked on use instead of watched: a TLS handshake (or an
-// authenticated call) that finds ReloadInterval passed since the last check
+// authenticated call) that finds reloadInterval passed since the last check
 // re-reads the files and compares their contents with the last ones seen.
 // Compared with an fsnotify watcher this needs no goroutine and nothing to
 // close, follows Kubernetes secret updates (a "..data" symlink swapped to a
 // new folder) and rename-based rotation without special cases, and cannot
 // miss a change that keeps the size and modification time. The cost is one
-// read of a few small files per ReloadInterval, paid by the one caller that
+// read of a few small files per reloadInterval, paid by the one caller that
 // wins the check; concurrent callers never wait for it. A change is live for
-// the first connection or call more than ReloadInterval after it.
-const ReloadInterval = time.Second
+// the first connection or call more than reloadInterval after it.
+const reloadInterval = time.Second
 
 // certReloader keeps the server certificate (and the client CA pool, for
 // mTLS) in step with their files. newTLSConfig builds one.
@@ -50,7 +50,7 @@ type tlsState struct {
 
 // NewTLSConfig returns a TLS 1.2+ server config for the gRPC port whose
 // certificate comes from certFile and keyFile (PEM), re-read when they
-// change (see ReloadInterval). When clientCAFile is not empty, clients must
+// change (see reloadInterval). When clientCAFile is not empty, clients must
 // present a certificate signed by one of the CAs in it (mTLS,
 // tls.RequireAndVerifyClientCert); that file is reloaded the same way.
 //
@@ -152,7 +152,7 @@ func (r *certReloader) Certificate() *x509.Certificate { return r.files.Current(
 func (r *certReloader) MutualTLS() bool { return r.mTLS }
 
 // fileReloader holds a value parsed from a set of files and re-parses it
-// when their contents change, checking at most once per ReloadInterval.
+// when their contents change, checking at most once per reloadInterval.
 // Shared by certReloader and TokenAuth.
 type fileReloader[T any] struct {
 	name     string // for logs: "tls certificate", "auth tokens"
@@ -171,7 +171,7 @@ type fileReloader[T any] struct {
 }
 
 func newFileReloader[T any](name string, paths []string, log *slog.Logger, parse func([][]byte) (*T, error), describe func(*T) []any) *fileReloader[T] {
-	return &fileReloader[T]{name: name, paths: paths, log: log, parse: parse, describe: describe, interval: ReloadInterval}
+	return &fileReloader[T]{name: name, paths: paths, log: log, parse: parse, describe: describe, interval: reloadInterval}
 }
 
 // Current returns the loaded value without checking the files.

@@ -284,7 +284,7 @@ func TestTLSRotation(t *testing.T) {
 	writeAtomic(t, certFile, c)
 	writeAtomic(t, caFile, append(append([]byte{}, clientCA.PEM...), nextClientCA.PEM...))
 
-	// New connections see the new certificate within about ReloadInterval.
+	// New connections see the new certificate within about reloadInterval.
 	eventually(t, "new connections to get the new certificate", func() bool {
 		got, err := healthSerial(tlsClient(t, addr, ca.PEM, clientCert))
 		return err == nil && got == serial2

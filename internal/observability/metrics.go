@@ -20,7 +20,7 @@ import (
 const (
 	APICheck = "check" // floodgate.v1.RateLimiter over gRPC
 	APIEnvoy = "envoy" // envoy.service.ratelimit.v3
-	APIHTTP  = "http"  // floodgate.v1.RateLimiter over HTTP/JSON (server/httpapi)
+	APIHTTP  = "http"  // floodgate.v1.RateLimiter over HTTP/JSON (internal/httpapi)
 )
 
 // The result label of floodgate_decisions_total.
@@ -39,16 +39,16 @@ const (
 	resultOther = "other"
 )
 
-// NearLimitPercent is the near-limit threshold: an allowed decision is near
+// nearLimitPercent is the near-limit threshold: an allowed decision is near
 // the limit when what remains is at most this percentage of the limit
 // (remaining ≤ 20% of limit). It is the seeds' "soft limit" warning: the
 // caller is still served but about to be limited.
-const NearLimitPercent = 20
+const nearLimitPercent = 20
 
 // NearLimit reports whether d is an allowed decision near its limit (see
-// NearLimitPercent).
+// nearLimitPercent).
 func NearLimit(d algorithms.Decision) bool {
-	return d.Allowed && d.Limit > 0 && d.Remaining*100 <= d.Limit*NearLimitPercent
+	return d.Allowed && d.Limit > 0 && d.Remaining*100 <= d.Limit*nearLimitPercent
 }
 
 // Bounds on detailed labels: rule labels built from a request's values

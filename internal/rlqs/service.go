@@ -5,7 +5,7 @@
 // bidirectional stream; this server answers with assignments.
 //
 // The first report of a bucket on a stream subscribes it. The bucket is
-// matched against the domain's quota_buckets (server/config); a
+// matched against the domain's quota_buckets (internal/rules); a
 // rate_limit entry gives every distinct bucket id its own global budget,
 // shared by every Envoy instance that reports that id in proportion to its
 // recent demand (Share), with a floor and a cap. Demand is aggregated

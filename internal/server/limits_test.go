@@ -99,7 +99,7 @@ func rawHTTP2(t testing.TB, addr string) *http2.Framer {
 // TestGRPCLimitStreamsAndKeepalive reads what the server tells an HTTP/2
 // client: the concurrent stream limit in its SETTINGS, and a GOAWAY
 // "too_many_pings" for a client that pings more often than
-// KeepaliveMinTime allows.
+// keepaliveMinTime allows.
 func TestGRPCLimitStreamsAndKeepalive(t *testing.T) {
 	tests := []struct {
 		name string
@@ -133,7 +133,7 @@ func TestGRPCLimitStreamsAndKeepalive(t *testing.T) {
 				t.Fatalf("MAX_CONCURRENT_STREAMS: got %d, want %d", got, tc.want)
 			}
 
-			// Ping flood: far more often than KeepaliveMinTime.
+			// Ping flood: far more often than keepaliveMinTime.
 			for i := range 5 {
 				if err := fr.WritePing(false, [8]byte{byte(i)}); err != nil {
 					t.Fatal(err)
