@@ -3,8 +3,8 @@ package api
 import (
 	"context"
 	"errors"
+	"github.com/floodgate/floodgate/internal/keys"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -278,7 +278,7 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Config, entries [][
 				c.fixed = true
 				c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
 			default:
-				c.req = store.Request{Key: string(l.AppendKey(append(kb[:0], 'e'), entries[i])), Limit: l.Rate, Cost: cost}
+				c.req = store.Request{Key: string(l.AppendKey(kb[:0], entries[i])), Limit: l.Rate, Cost: cost}
 			}
 			checks = append(checks, c)
 		}
@@ -306,25 +306,13 @@ func (e *Envoy) overrideCheck(i int, domain string, entries []rules.Entry, o *ra
 		return c
 	}
 	c.info = newLimitInfo(l) // a request's own limit: nothing to share
-	key := append(make([]byte, 0, 64), 'o')
-	key = appendField(key, domain)
-	key = strconv.AppendInt(key, int64(o.GetRequestsPerUnit()), 10)
-	key = append(key, '/')
-	key = strconv.AppendInt(key, int64(o.GetUnit()), 10)
+	key := keys.AppendOverride(make([]byte, 0, 64), domain, o.GetRequestsPerUnit(), int32(o.GetUnit()))
 	for _, en := range entries {
-		key = appendField(key, en.Key)
-		key = appendField(key, en.Value)
+		key = keys.AppendField(key, en.Key)
+		key = keys.AppendField(key, en.Value)
 	}
 	c.req = store.Request{Key: string(key), Limit: l.Rate, Cost: cost}
 	return c
-}
-
-// appendField appends s length-prefixed, so fields never run together.
-func appendField(dst []byte, s string) []byte {
-	dst = append(dst, '|')
-	dst = strconv.AppendInt(dst, int64(len(s)), 10)
-	dst = append(dst, ':')
-	return append(dst, s...)
 }
 
 // decide runs the store calls: the enforced limits together, all or

@@ -2,8 +2,8 @@ package rules
 
 import (
 	"fmt"
+	"github.com/floodgate/floodgate/internal/keys"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
@@ -90,23 +90,21 @@ func (l *Limit) Depth() int { return len(l.path) }
 // counter key, because entry i matched a share_threshold wildcard.
 func (l *Limit) Shared(i int) bool { return i >= 0 && i < len(l.path) && l.path[i].shared }
 
-// AppendKey appends to dst the store key of entries under l: a 16-byte
-// digest of l.ID (keeping keys short, see keyID), then for every entry its
-// value length-prefixed (so no two distinct descriptors
-// ever share a key, whatever bytes their values hold), with the values of
-// share_threshold levels left out. entries must be a descriptor that Match
+// AppendKey appends to dst the store key of entries under l (the layout is
+// package keys'): the Envoy namespace and a 16-byte digest of l.ID
+// (keeping keys short, see keyID), then for every entry its value
+// length-prefixed (so no two distinct descriptors ever share a key,
+// whatever bytes their values hold), with the values of share_threshold
+// levels left out. entries must be a descriptor that Match
 // resolved to l. It does not allocate when dst has room.
 func (l *Limit) AppendKey(dst []byte, entries []Entry) []byte {
-	dst = append(dst, l.keyID...)
+	dst = keys.AppendEnvoy(dst, l.keyID)
 	for i, e := range entries {
 		if l.Shared(i) {
-			dst = append(dst, "|*"...)
+			dst = keys.AppendShared(dst)
 			continue
 		}
-		dst = append(dst, '|')
-		dst = strconv.AppendInt(dst, int64(len(e.Value)), 10)
-		dst = append(dst, ':')
-		dst = append(dst, e.Value...)
+		dst = keys.AppendField(dst, e.Value)
 	}
 	return dst
 }

@@ -1,11 +1,11 @@
-package memstore
+package keys
 
 import (
 	"encoding/binary"
 	"strings"
 )
 
-// entryKey is the map key of key's state in scope: one string per (key,
+// Entry is the map key of key's state in scope: one string per (key,
 // scope), distinct pairs never equal, and no allocation for the scope ""
 // (the Envoy API's) unless key begins with a zero byte:
 //
@@ -14,7 +14,7 @@ import (
 //	scope s != "":                         0x00 0x01 len(s) (4 bytes) s key
 //
 // The first bytes tell the forms apart, and the length bounds the scope.
-func entryKey(key, scope string) string {
+func Entry(key, scope string) string {
 	if scope == "" {
 		if key == "" || key[0] != 0 {
 			return key
@@ -26,9 +26,9 @@ func entryKey(key, scope string) string {
 	return "\x00\x01" + string(n[:]) + scope + key
 }
 
-// scopedKeyOf reports the key of a scoped entry key (the third form of
-// entryKey), or false for the other forms.
-func scopedKeyOf(ek string) (string, bool) {
+// EntryKeyOf reports the key of a scoped entry key (the third form of
+// Entry), or false for the other forms.
+func EntryKeyOf(ek string) (string, bool) {
 	if len(ek) < 6 || !strings.HasPrefix(ek, "\x00\x01") {
 		return "", false
 	}

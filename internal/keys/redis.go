@@ -1,4 +1,4 @@
-package redisstore
+package keys
 
 import (
 	"crypto/sha256"
@@ -11,8 +11,8 @@ import (
 // hashed.
 const maxTagLen = 128
 
-// algShort names each algorithm in Redis keys.
-var algShort = map[algorithms.Algorithm]string{
+// redisAlgName names each algorithm in Redis keys.
+var redisAlgName = map[algorithms.Algorithm]string{
 	algorithms.TokenBucket:   "tb",
 	algorithms.SlidingWindow: "sw",
 	// swl2: the log's ring (a string) replaced a sorted set under "swl";
@@ -22,9 +22,9 @@ var algShort = map[algorithms.Algorithm]string{
 	algorithms.FixedWindow:      "fw",
 }
 
-// hashTag is the text between the braces of key's Redis keys (see the
+// HashTag is the text between the braces of key's Redis keys (see the
 // package doc): key escaped, or "#" and its SHA-256 when that is long.
-func hashTag(key string) string {
+func HashTag(key string) string {
 	if key == "" {
 		return "%" // escape never yields a lone "%"
 	}
@@ -63,32 +63,32 @@ func plain(c byte) bool {
 	return c > ' ' && c < 0x7f && c != '{' && c != '}' && c != '%' && c != '#'
 }
 
-// stateKey is the Redis key holding key's state under alg, in the scope
+// redisStateKey is the Redis key holding key's state under alg, in the scope
 // "" (the Envoy API's keys).
-func stateKey(prefix string, alg algorithms.Algorithm, tag string) string {
-	return prefix + algShort[alg] + ":{" + tag + "}"
+func redisStateKey(prefix string, alg algorithms.Algorithm, tag string) string {
+	return prefix + redisAlgName[alg] + ":{" + tag + "}"
 }
 
-// scopedKey is the Redis key holding key's state under alg in scope:
-// stateKey, then, unless scope is "", ':' and the scope escaped like a
+// Redis is the Redis key holding key's state under alg in scope:
+// redisStateKey, then, unless scope is "", ':' and the scope escaped like a
 // hash tag. The scope comes after the closing brace, so every scope of a
-// key is in the key's slot, and a tag (which holds no braces) cannot run
+// key is in the key's Slot, and a tag (which holds no braces) cannot run
 // into it: distinct (key, scope) pairs never share a Redis key.
-func scopedKey(prefix string, alg algorithms.Algorithm, tag, scope string) string {
+func Redis(prefix string, alg algorithms.Algorithm, tag, scope string) string {
 	if scope == "" {
-		return stateKey(prefix, alg, tag)
+		return redisStateKey(prefix, alg, tag)
 	}
-	return stateKey(prefix, alg, tag) + ":" + hashTag(scope)
+	return redisStateKey(prefix, alg, tag) + ":" + HashTag(scope)
 }
 
-// scopesPattern is the SCAN MATCH pattern of key's keys in every
+// RedisScopesPattern is the SCAN MATCH pattern of key's keys in every
 // non-empty scope under alg, or under every algorithm when alg is
 // algorithms.Unspecified.
-func scopesPattern(prefix string, alg algorithms.Algorithm, tag string) string {
+func RedisScopesPattern(prefix string, alg algorithms.Algorithm, tag string) string {
 	if alg == algorithms.Unspecified {
 		return globEscape(prefix) + "*:{" + globEscape(tag) + "}:*"
 	}
-	return globEscape(stateKey(prefix, alg, tag)) + ":*"
+	return globEscape(redisStateKey(prefix, alg, tag)) + ":*"
 }
 
 // globEscape escapes the characters Redis' glob patterns treat specially.
@@ -113,9 +113,9 @@ func globEscape(s string) string {
 	return string(b)
 }
 
-// slot is the Redis Cluster hash slot of a key whose hash tag is tag
+// Slot is the Redis Cluster hash Slot of a key whose hash tag is tag
 // (non-empty, without braces): CRC16-XMODEM(tag) mod 16384.
-func slot(tag string) int {
+func Slot(tag string) int {
 	crc := uint16(0)
 	for i := 0; i < len(tag); i++ {
 		crc ^= uint16(tag[i]) << 8

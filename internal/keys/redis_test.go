@@ -1,4 +1,4 @@
-package redisstore
+package keys
 
 import (
 	"math/rand/v2"
@@ -10,8 +10,8 @@ import (
 
 func TestSlotSpecVector(t *testing.T) {
 	// The cluster spec's CRC16 check value: CRC16("123456789") = 0x31C3.
-	if got, want := slot("123456789"), 0x31C3%16384; got != want {
-		t.Fatalf("slot(123456789) = %d, want %d", got, want)
+	if got, want := Slot("123456789"), 0x31C3%16384; got != want {
+		t.Fatalf("Slot(123456789) = %d, want %d", got, want)
 	}
 }
 
@@ -30,19 +30,19 @@ func TestHashTag(t *testing.T) {
 		{long, "# and its SHA-256, checked below"},
 	}
 	for _, tc := range tests {
-		got := hashTag(tc.key)
+		got := HashTag(tc.key)
 		if tc.key == long {
 			if !strings.HasPrefix(got, "#") || len(got) != 65 {
-				t.Errorf("hashTag(%d x's) = %q, want # and 64 hex digits", len(long), got)
+				t.Errorf("HashTag(%d x's) = %q, want # and 64 hex digits", len(long), got)
 			}
 			continue
 		}
 		if got != tc.want {
-			t.Errorf("hashTag(%q) = %q, want %q", tc.key, got, tc.want)
+			t.Errorf("HashTag(%q) = %q, want %q", tc.key, got, tc.want)
 		}
 	}
-	if got := stateKey("fg:", algorithms.SlidingWindowLog, hashTag("{a}")); got != "fg:swl2:{%7Ba%7D}" {
-		t.Errorf("stateKey = %q", got)
+	if got := redisStateKey("fg:", algorithms.SlidingWindowLog, HashTag("{a}")); got != "fg:swl2:{%7Ba%7D}" {
+		t.Errorf("redisStateKey = %q", got)
 	}
 }
 
@@ -54,12 +54,12 @@ func TestHashTagInjective(t *testing.T) {
 	alphabet := []byte("a{}%#7B \x00\xff")
 	seen := map[string]string{}
 	check := func(key string) {
-		tag := hashTag(key)
+		tag := HashTag(key)
 		if tag == "" || strings.ContainsAny(tag, "{}") || len(tag) > maxTagLen+1 {
-			t.Fatalf("hashTag(%q) = %q: empty, braced or too long", key, tag)
+			t.Fatalf("HashTag(%q) = %q: empty, braced or too long", key, tag)
 		}
 		if other, ok := seen[tag]; ok && other != key {
-			t.Fatalf("hashTag(%q) = hashTag(%q) = %q", key, other, tag)
+			t.Fatalf("HashTag(%q) = HashTag(%q) = %q", key, other, tag)
 		}
 		seen[tag] = key
 	}
@@ -78,6 +78,6 @@ func TestHashTagInjective(t *testing.T) {
 func BenchmarkHashTag(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = stateKey("fg:", algorithms.TokenBucket, hashTag("tenant-1/user:12345"))
+		_ = redisStateKey("fg:", algorithms.TokenBucket, HashTag("tenant-1/user:12345"))
 	}
 }
