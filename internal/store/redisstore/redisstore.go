@@ -629,6 +629,7 @@ func unavailable(err error) bool {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, redis.ErrClosed), errors.Is(err, errClosed),
+		errors.Is(err, redis.ErrPoolTimeout), // no free connection within PoolTimeout
 		errors.As(err, &ne),
 		// A TLS handshake that fails (an untrusted or wrong certificate, a
 		// plaintext port) leaves Redis as unreachable as a refused dial.
@@ -640,7 +641,7 @@ func unavailable(err error) bool {
 			return true
 		}
 	}
-	return strings.Contains(err.Error(), "connection pool timeout")
+	return false
 }
 
 // errClosed is returned by calls made after Close.

@@ -1,0 +1,9 @@
+package redisstore
+
+import "github.com/floodgate/floodgate/internal/algorithms"
+
+// StateKey exposes the Redis key of key's state under alg (scope "") to
+// the external tests, with the default prefix.
+func StateKey(alg algorithms.Algorithm, key string) string {
+	return stateKey(DefaultPrefix, alg, hashTag(key))
+}
