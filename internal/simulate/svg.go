@@ -72,7 +72,7 @@ func WriteSVG(w io.Writer, r Result, title string) error {
 	}
 	barsMax := axisMax(most)
 	c.printf(`<text x="%s" y="%s">requests per %s</text>`+"\n", num(plotLeft), num(barsTop-8), formatDuration(width))
-	c.yAxis(barsTop, barsBottom, barsMax)
+	c.yAxis(barsTop, barsBottom, barsMax, 0, barsMax/2, barsMax)
 	yBar := func(n int) float64 { return barsBottom - float64(n)/float64(barsMax)*(barsBottom-barsTop) }
 	for i, b := range bins {
 		x0, x1 := c.x(time.Duration(i)*width), c.x(min(time.Duration(i+1)*width, r.Span))
@@ -90,9 +90,10 @@ func WriteSVG(w io.Writer, r Result, title string) error {
 	// Bottom panel: admitted in the trailing period, against the limit.
 	// Its scale reaches at least twice the limit, so that charts of one
 	// limit share it unless some algorithm goes further.
-	trailMax := axisMax(max(busiest, 2*int(r.Limit.Requests)))
+	limit := int(r.Limit.Requests)
+	trailMax := axisMax(max(busiest, 2*limit))
 	c.printf(`<text x="%s" y="%s">admitted in the last %s</text>`+"\n", num(plotLeft), num(trailTop-8), period)
-	c.yAxis(trailTop, trailBottom, trailMax)
+	c.yAxis(trailTop, trailBottom, trailMax, 0, limit, 2*limit, trailMax)
 	yTrail := func(n int) float64 { return trailBottom - float64(n)/float64(trailMax)*(trailBottom-trailTop) }
 	var path strings.Builder
 	for i, s := range r.Trailing() {
@@ -104,7 +105,7 @@ func WriteSVG(w io.Writer, r Result, title string) error {
 	}
 	fmt.Fprintf(&path, "H%s", num(plotRight))
 	c.printf(`<path d="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", path.String(), colorTrailing)
-	yLimit := num(yTrail(int(r.Limit.Requests)))
+	yLimit := num(yTrail(limit))
 	c.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-dasharray="6 4"/>`+"\n", num(plotLeft), yLimit, num(plotRight), yLimit, colorLimit)
 
 	// Time axis.
@@ -154,17 +155,19 @@ func (c *chart) rect(x0, y0, x1, y1 float64, fill string) {
 	c.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"/>`+"\n", num(x0), num(y0), num(x1-x0), num(y1-y0), fill)
 }
 
-// yAxis draws a panel's frame and its ticks at 0, the middle (when whole)
-// and top, which stands for most.
-func (c *chart) yAxis(top, bottom float64, most int) {
+// yAxis draws a panel's frame, whose top stands for most, and labels the
+// counts ticks with grid lines, leaving out a tick that would crowd the
+// one before.
+func (c *chart) yAxis(top, bottom float64, most int, ticks ...int) {
 	c.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>`+"\n", num(plotLeft), num(bottom), num(plotRight), num(bottom), colorLimit)
 	c.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>`+"\n", num(plotLeft), num(top), num(plotLeft), num(bottom), colorLimit)
-	ticks := []int{0, most}
-	if most%2 == 0 {
-		ticks = []int{0, most / 2, most}
-	}
+	last := bottom + 100.0
 	for _, n := range ticks {
 		y := bottom - float64(n)/float64(most)*(bottom-top)
+		if n < 0 || n > most || last-y < 14 {
+			continue
+		}
+		last = y
 		c.printf(`<text x="%s" y="%s" text-anchor="end">%d</text>`+"\n", num(plotLeft-6), num(y+4), n)
 		if n > 0 {
 			c.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="0.5"/>`+"\n", num(plotLeft), num(y), num(plotRight), num(y), colorGrid)

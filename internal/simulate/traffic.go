@@ -26,8 +26,20 @@ const MaxRequests = 100_000
 // MaxSpan bounds how long a simulation may run.
 const MaxSpan = 366 * 24 * time.Hour
 
-// ErrTraffic is wrapped by every error about a traffic pattern.
+// ErrTraffic matches (errors.Is) every error about a traffic pattern.
 var ErrTraffic = errors.New("invalid traffic")
+
+// trafficError is an error about a traffic pattern: it matches ErrTraffic
+// without repeating its text, so that a caller's "--traffic: …" reads well.
+type trafficError struct{ msg string }
+
+func (e trafficError) Error() string        { return e.msg }
+func (e trafficError) Is(target error) bool { return target == ErrTraffic }
+
+// badTraffic formats a trafficError.
+func badTraffic(format string, args ...any) error {
+	return trafficError{fmt.Sprintf(format, args...)}
+}
 
 // Segment is one part of a traffic pattern: when its requests arrive and
 // when it ends. Make one with [Steady], [Burst] or [Edge].
@@ -46,11 +58,11 @@ type Segment struct {
 func Steady(requests int64, period, at, length time.Duration) (Segment, error) {
 	switch {
 	case requests <= 0:
-		return Segment{}, fmt.Errorf("%w: a steady rate needs a positive number of requests, got %d", ErrTraffic, requests)
+		return Segment{}, badTraffic("a steady rate needs a positive number of requests, got %d", requests)
 	case period < time.Millisecond:
-		return Segment{}, fmt.Errorf("%w: a steady rate needs a period of at least 1ms, got %v", ErrTraffic, period)
+		return Segment{}, badTraffic("a steady rate needs a period of at least 1ms, got %v", period)
 	case length <= 0:
-		return Segment{}, fmt.Errorf("%w: a steady rate needs a positive length, got %v", ErrTraffic, length)
+		return Segment{}, badTraffic("a steady rate needs a positive length, got %v", length)
 	}
 	if err := checkTime("start", at); err != nil {
 		return Segment{}, err
@@ -61,7 +73,7 @@ func Steady(requests int64, period, at, length time.Duration) (Segment, error) {
 	p, lenMs := period.Milliseconds(), length.Milliseconds()
 	// ⌈length·requests/period⌉ arrivals, computed without overflow.
 	if requests > MaxRequests || lenMs/p > MaxRequests/requests {
-		return Segment{}, fmt.Errorf("%w: %d per %v for %v is more than %d requests", ErrTraffic, requests, period, length, MaxRequests)
+		return Segment{}, badTraffic("%d per %v for %v is more than %d requests", requests, period, length, MaxRequests)
 	}
 	var s Segment
 	for i := int64(0); ; i++ {
@@ -72,7 +84,7 @@ func Steady(requests int64, period, at, length time.Duration) (Segment, error) {
 		s.Arrivals = append(s.Arrivals, at+time.Duration(off)*time.Millisecond)
 	}
 	if len(s.Arrivals) > MaxRequests {
-		return Segment{}, fmt.Errorf("%w: %d per %v for %v is more than %d requests", ErrTraffic, requests, period, length, MaxRequests)
+		return Segment{}, badTraffic("%d per %v for %v is more than %d requests", requests, period, length, MaxRequests)
 	}
 	s.End = at + length
 	return s, nil
@@ -81,7 +93,7 @@ func Steady(requests int64, period, at, length time.Duration) (Segment, error) {
 // Burst sends n requests at the same instant, at.
 func Burst(n int64, at time.Duration) (Segment, error) {
 	if n <= 0 || n > MaxRequests {
-		return Segment{}, fmt.Errorf("%w: a burst needs between 1 and %d requests, got %d", ErrTraffic, MaxRequests, n)
+		return Segment{}, badTraffic("a burst needs between 1 and %d requests, got %d", MaxRequests, n)
 	}
 	if err := checkTime("time", at); err != nil {
 		return Segment{}, err
@@ -108,10 +120,10 @@ func EdgeGap(period time.Duration) time.Duration {
 // edge before).
 func Edge(l algorithms.Limit, edge time.Duration) (Segment, error) {
 	if l.Period < 2*time.Millisecond {
-		return Segment{}, fmt.Errorf("%w: the window-edge attack needs a period of at least 2ms, got %v", ErrTraffic, l.Period)
+		return Segment{}, badTraffic("the window-edge attack needs a period of at least 2ms, got %v", l.Period)
 	}
 	if edge <= 0 || edge%l.Period != 0 {
-		return Segment{}, fmt.Errorf("%w: the window-edge attack needs a window edge, a positive multiple of the period %v, got %v", ErrTraffic, l.Period, edge)
+		return Segment{}, badTraffic("the window-edge attack needs a window edge, a positive multiple of the period %v, got %v", l.Period, edge)
 	}
 	before, err := Burst(l.Requests, edge-EdgeGap(l.Period))
 	if err != nil {
@@ -129,11 +141,11 @@ func Edge(l algorithms.Limit, edge time.Duration) (Segment, error) {
 func checkTime(what string, d time.Duration) error {
 	switch {
 	case d < 0:
-		return fmt.Errorf("%w: the %s must not be negative, got %v", ErrTraffic, what, d)
+		return badTraffic("the %s must not be negative, got %v", what, d)
 	case d%time.Millisecond != 0:
-		return fmt.Errorf("%w: the %s must be a whole number of milliseconds, got %v", ErrTraffic, what, d)
+		return badTraffic("the %s must be a whole number of milliseconds, got %v", what, d)
 	case d > MaxSpan:
-		return fmt.Errorf("%w: the %s must be at most %v, got %v", ErrTraffic, what, MaxSpan, d)
+		return badTraffic("the %s must be at most %v, got %v", what, MaxSpan, d)
 	}
 	return nil
 }
@@ -153,24 +165,24 @@ type Traffic struct {
 // merged in time order.
 func Join(period time.Duration, segments ...Segment) (Traffic, error) {
 	if period < time.Millisecond {
-		return Traffic{}, fmt.Errorf("%w: the period must be at least 1ms, got %v", ErrTraffic, period)
+		return Traffic{}, badTraffic("the period must be at least 1ms, got %v", period)
 	}
 	var t Traffic
 	var end time.Duration
 	for _, s := range segments {
 		if len(t.Arrivals)+len(s.Arrivals) > MaxRequests {
-			return Traffic{}, fmt.Errorf("%w: more than %d requests in all", ErrTraffic, MaxRequests)
+			return Traffic{}, badTraffic("more than %d requests in all", MaxRequests)
 		}
 		t.Arrivals = append(t.Arrivals, s.Arrivals...)
 		end = max(end, s.End)
 	}
 	if len(t.Arrivals) == 0 {
-		return Traffic{}, fmt.Errorf("%w: no requests", ErrTraffic)
+		return Traffic{}, badTraffic("no requests")
 	}
 	slices.Sort(t.Arrivals)
 	t.Span = (end + period - 1) / period * period
 	if t.Span > MaxSpan {
-		return Traffic{}, fmt.Errorf("%w: it runs for %v, longer than %v", ErrTraffic, t.Span, MaxSpan)
+		return Traffic{}, badTraffic("it runs for %v, longer than %v", t.Span, MaxSpan)
 	}
 	return t, nil
 }
