@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -223,4 +224,40 @@ func TestReadmeSimulateExample(t *testing.T) {
 	if !bytes.Contains(readme, []byte(example)) {
 		t.Errorf("README.md lacks the example as the command prints it:\n%s", example)
 	}
+}
+
+// FuzzSimulate: no spec, under any valid limit, panics, loops for long or
+// draws an invalid chart; a spec is either an error or a drawable pattern.
+func FuzzSimulate(f *testing.F) {
+	for _, s := range []string{"edge", "steady:2/s for 60s, burst:10 at 55s", "edge at 3m, steady:1/h for 9h at 1ms", "burst:1 at 0s,,", "steady:7/13ms for 1s at 5ms"} {
+		f.Add(s, int64(10), int64(60_000), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, spec string, requests, periodMs int64, alg uint8) {
+		l := algorithms.Limit{
+			Algorithm: algorithms.Algorithms[int(alg)%len(algorithms.Algorithms)],
+			Requests:  requests,
+			Period:    time.Duration(periodMs) * time.Millisecond,
+		}
+		if l.Validate() != nil || periodMs > int64(simulate.MaxSpan/time.Millisecond) {
+			return
+		}
+		tr, err := parseTraffic(spec, l)
+		if err != nil {
+			return
+		}
+		res, err := simulate.Run(l, tr)
+		if err != nil {
+			t.Fatalf("%q parsed but does not run: %v", spec, err)
+		}
+		if err := simulate.WriteText(io.Discard, res, spec); err != nil {
+			t.Fatal(err)
+		}
+		var svg bytes.Buffer
+		if err := simulate.WriteSVG(&svg, res, spec); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(svg.String(), "NaN") || strings.Contains(svg.String(), "Inf") {
+			t.Fatalf("%q: the chart has a NaN or Inf coordinate", spec)
+		}
+	})
 }

@@ -131,7 +131,7 @@ func TestWriteSVG(t *testing.T) {
 		`>limit 10 per 1m<`,         // its legend
 		`>admitted in the last 1m<`, // the trailing count
 		`>requests per 1s<`,         // the bars' unit
-		`M56.0 378.0H394.3 V330.0H400.0 V282.0H738.3 V330.0H744.0`, // 0; 10 from 59s; 20 from 1m; 10 from 1m59s
+		`M56.0 378.0 H394.3 V330.0 H400.0 V282.0 H738.3 V330.0 H744.0`, // 0; 10 from 59s; 20 from 1m; 10 from 1m59s
 	} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("chart lacks %q:\n%s", want, svg)
@@ -139,6 +139,23 @@ func TestWriteSVG(t *testing.T) {
 	}
 	if strings.Contains(svg, `fill="#ee6677" `) || strings.Count(svg, `#ee6677`) != 1 {
 		t.Errorf("a fixed window denies none of the edge attack, but the chart draws denied bars:\n%s", svg)
+	}
+}
+
+// TestStepPath: steps on one x become one vertical stroke over their
+// range, ending at the last; steps elsewhere are drawn one by one.
+func TestStepPath(t *testing.T) {
+	var steps []Step
+	for i := range 1000 { // 1000 steps within 1s: 0, 1, 2, 3, 0, 1, … 3, then 2
+		steps = append(steps, Step{At: time.Duration(i) * time.Millisecond, Count: i % 4})
+	}
+	steps[999].Count = 2
+	steps = append(steps, Step{At: time.Minute, Count: 7}, Step{At: 2 * time.Minute, Count: 0})
+	x := func(t time.Duration) float64 { return plotLeft + float64(t/time.Second) } // one unit a second
+	y := func(n int) float64 { return float64(100 - n) }
+	want := "M56.0 100.0 V97.0 V98.0 H116.0 V93.0 H176.0 V100.0 H744.0"
+	if got := stepPath(steps, x, y); got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 

@@ -95,16 +95,8 @@ func WriteSVG(w io.Writer, r Result, title string) error {
 	c.printf(`<text x="%s" y="%s">admitted in the last %s</text>`+"\n", num(plotLeft), num(trailTop-8), period)
 	c.yAxis(trailTop, trailBottom, trailMax, 0, limit, 2*limit, trailMax)
 	yTrail := func(n int) float64 { return trailBottom - float64(n)/float64(trailMax)*(trailBottom-trailTop) }
-	var path strings.Builder
-	for i, s := range r.Trailing() {
-		if i == 0 {
-			fmt.Fprintf(&path, "M%s %s", num(c.x(s.At)), num(yTrail(s.Count)))
-			continue
-		}
-		fmt.Fprintf(&path, "H%s V%s", num(c.x(s.At)), num(yTrail(s.Count)))
-	}
-	fmt.Fprintf(&path, "H%s", num(plotRight))
-	c.printf(`<path d="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", path.String(), colorTrailing)
+	path := stepPath(r.Trailing(), c.x, yTrail)
+	c.printf(`<path d="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", path, colorTrailing)
 	yLimit := num(yTrail(limit))
 	c.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-dasharray="6 4"/>`+"\n", num(plotLeft), yLimit, num(plotRight), yLimit, colorLimit)
 
@@ -173,6 +165,43 @@ func (c *chart) yAxis(top, bottom float64, most int, ticks ...int) {
 			c.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="0.5"/>`+"\n", num(plotLeft), num(y), num(plotRight), num(y), colorGrid)
 		}
 	}
+}
+
+// stepPath draws a step function as SVG path data, to the plot's right
+// edge. Steps that fall on one x (as formatted) are drawn as one vertical
+// stroke over their range, so that a path has at most one such stroke per
+// tenth of a unit however many steps there are.
+func stepPath(steps []Step, x func(time.Duration) float64, y func(int) float64) string {
+	var b strings.Builder
+	lastX, lastY := "", ""
+	vertical := func(v string) {
+		if v != lastY {
+			b.WriteString("V" + v + " ")
+			lastY = v
+		}
+	}
+	for i := 0; i < len(steps); {
+		xs := num(x(steps[i].At))
+		lo, hi := steps[i].Count, steps[i].Count
+		j := i
+		for ; j < len(steps) && num(x(steps[j].At)) == xs; j++ {
+			lo, hi = min(lo, steps[j].Count), max(hi, steps[j].Count)
+		}
+		end := steps[j-1].Count
+		if i == 0 {
+			fmt.Fprintf(&b, "M%s %s ", xs, num(y(steps[0].Count)))
+			lastY = num(y(steps[0].Count))
+		} else if xs != lastX {
+			b.WriteString("H" + xs + " ")
+		}
+		lastX = xs
+		for _, n := range []int{lo, hi, end} {
+			vertical(num(y(n)))
+		}
+		i = j
+	}
+	b.WriteString("H" + num(plotRight))
+	return b.String()
 }
 
 // axisMax is the top of a count axis showing n with some headroom (a
