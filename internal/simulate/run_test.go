@@ -126,6 +126,17 @@ func TestRunCounts(t *testing.T) {
 		name:    "bursts a period apart",
 		traffic: []func() (Segment, error){burst(10, 55*time.Second), burst(10, 115*time.Second)},
 		want:    map[algorithms.Algorithm]int{tb: 20, sw: 19, swl: 20, fw: 20},
+	}, {
+		// The sliding window counter's estimate assumes the previous
+		// window's requests were spread evenly. Bunched at its very end,
+		// they weigh less than they should: after 10 at 59s it admits 9
+		// of a steady stream within the next minute, 19 in one minute,
+		// where the log admits none. (In the second window it admits
+		// while curr + 10·(60−e)/60 + 1 ≤ 10: from e = 6s, one in every
+		// 6s.) The token bucket, refilled one every 6s, also admits 9.
+		name:    "burst at the end of a window, then twice the rate",
+		traffic: []func() (Segment, error){burst(10, 59*time.Second), steady(20, time.Minute, time.Minute, time.Minute)},
+		want:    map[algorithms.Algorithm]int{tb: 19, sw: 19, swl: 10, fw: 20},
 	}} {
 		for _, a := range algorithms.Algorithms {
 			l := limitOf(a, 10, time.Minute)
