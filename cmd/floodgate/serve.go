@@ -279,9 +279,9 @@ func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) 
 // defaultGCPercent is --gc-percent's default. A rate limiter's live heap
 // is small (a few MB plus 83 bytes per embedded key) while every decision
 // allocates, so at Go's default of 100 the collector runs every few MB of
-// allocation: under a ShouldRateLimit load it took ~25% of the server's
-// CPU. At 400 the server spends 20 µs of CPU per decision instead of 28
-// (bench/RESULTS.md), for a heap of up to 5× the live data; $GOMEMLIMIT
+// allocation, a large share of the server's CPU under a ShouldRateLimit
+// load (bench/RESULTS.md has the figures for 100 and 400), for a heap of
+// up to 5× the live data at 400; $GOMEMLIMIT
 // caps it where memory is tight (the Kubernetes example sets it).
 const defaultGCPercent = 400
 
