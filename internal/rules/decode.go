@@ -292,11 +292,12 @@ func (d *decoder) boolean(n *yaml.Node, name string) value[bool] {
 	if n = d.visit(n); n == nil {
 		return out
 	}
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&out.v) != nil {
+	var b bool // declared here: Decode moves it to the heap
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
 		d.errorf(n, "%s must be true or false, got %s", name, kindName(n))
 		return out
 	}
-	out.ok = true
+	out.v, out.ok = b, true
 	return out
 }
 
@@ -308,11 +309,12 @@ func (d *decoder) integer(n *yaml.Node, name string) value[int64] {
 	if n = d.visit(n); n == nil {
 		return out
 	}
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&out.v) != nil {
+	var i int64 // declared here: Decode moves it to the heap
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
 		d.errorf(n, "%s must be an integer, got %s", name, kindName(n))
 		return out
 	}
-	out.ok = true
+	out.v, out.ok = i, true
 	return out
 }
 

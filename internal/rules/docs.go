@@ -104,12 +104,12 @@ var descriptorKeys = []string{
 
 // descriptor decodes one descriptor, leaving its nested descriptors for
 // the walk. metadata is free-form and ignored.
-func (d *decoder) descriptor(n *yaml.Node) (*descriptorDoc, bool) {
+func (d *decoder) descriptor(n *yaml.Node) (descriptorDoc, bool) {
 	f, at, ok := d.fields(n, "a descriptor", descriptorKeys...)
 	if !ok {
-		return nil, false
+		return descriptorDoc{}, false
 	}
-	dd := &descriptorDoc{
+	dd := descriptorDoc{
 		at:             at,
 		key:            d.str(f["key"]),
 		value:          d.str(f["value"]),

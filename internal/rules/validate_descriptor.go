@@ -42,7 +42,7 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 		if !ok {
 			continue
 		}
-		n, lv, ok := p.level(dd, firsts)
+		n, lv, ok := p.level(&dd, firsts)
 		if !ok {
 			continue
 		}
@@ -51,7 +51,7 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 		if lv.value != "" {
 			name += "_" + lv.value
 		}
-		p.limits(n, dd, here, name)
+		p.limits(n, &dd, here, name)
 		below := len(n.limits)
 		if dd.descriptors != nil {
 			below += p.descriptors(n, dd.descriptors, here, name, depth+1)
