@@ -263,14 +263,20 @@ func kindName(n *yaml.Node) string {
 	return "something else"
 }
 
+// present visits the node of a key's value: nil when the key is absent
+// (n is nil) or the budget is spent.
+func (d *decoder) present(n *yaml.Node) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	return d.visit(n)
+}
+
 // str reads a scalar as text, as envoyproxy/ratelimit's YAML library does
 // (value: 123 is the string "123"; an empty value is "").
 func (d *decoder) str(n *yaml.Node) value[string] {
 	out := value[string]{at: n}
-	if n == nil {
-		return out
-	}
-	if n = d.visit(n); n == nil {
+	if n = d.present(n); n == nil {
 		return out
 	}
 	if n.Kind != yaml.ScalarNode {
@@ -286,10 +292,7 @@ func (d *decoder) str(n *yaml.Node) value[string] {
 
 func (d *decoder) boolean(n *yaml.Node, name string) value[bool] {
 	out := value[bool]{at: n}
-	if n == nil {
-		return out
-	}
-	if n = d.visit(n); n == nil {
+	if n = d.present(n); n == nil {
 		return out
 	}
 	var b bool // declared here: Decode moves it to the heap
@@ -303,10 +306,7 @@ func (d *decoder) boolean(n *yaml.Node, name string) value[bool] {
 
 func (d *decoder) integer(n *yaml.Node, name string) value[int64] {
 	out := value[int64]{at: n}
-	if n == nil {
-		return out
-	}
-	if n = d.visit(n); n == nil {
+	if n = d.present(n); n == nil {
 		return out
 	}
 	var i int64 // declared here: Decode moves it to the heap
@@ -321,10 +321,7 @@ func (d *decoder) integer(n *yaml.Node, name string) value[int64] {
 // duration reads a Go duration of whole milliseconds ("1500ms", "15m").
 func (d *decoder) duration(n *yaml.Node, name string) value[time.Duration] {
 	out := value[time.Duration]{at: n}
-	if n == nil {
-		return out
-	}
-	if n = d.visit(n); n == nil {
+	if n = d.present(n); n == nil {
 		return out
 	}
 	v, err := time.ParseDuration(n.Value)

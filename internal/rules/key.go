@@ -12,9 +12,9 @@ import (
 
 // AppendKey appends to dst the store key of entries under l: a 16-byte
 // digest of l.ID (keeping keys short, see keyID), then for every entry its
-// value length-prefixed (so no two distinct descriptors
-// ever share a key, whatever bytes their values hold), with the values of
-// share_threshold levels left out. entries must be a descriptor that Match
+// value as an AppendField (so no two distinct descriptors ever share a
+// key, whatever bytes their values hold), with the values of
+// share_threshold levels left out ("|*"). entries must be a descriptor that Match
 // resolved to l. It does not allocate when dst has room.
 func (l *Limit) AppendKey(dst []byte, entries []Entry) []byte {
 	dst = append(dst, l.keyID...)
