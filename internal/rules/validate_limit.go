@@ -98,59 +98,13 @@ func (p *parser) rateLimit(rl *rateLimitDoc) *Limit {
 	l.FailureMode = p.failureMode(rl.failureMode)
 	if isTrue(rl.unlimited) {
 		l.Unlimited = true
-		for _, f := range []struct {
-			key string
-			at  *yaml.Node
-		}{
-			{"unit", rl.unit.at}, {"unit_multiplier", rl.unitMultiplier.at}, {"period", rl.period.at},
-			{"requests_per_unit", rl.requestsPerUnit.at}, {"algorithm", rl.algorithm.at}, {"burst", rl.burst.at},
-			{"failure_mode", rl.failureMode.at}, {"shadow_mode", rl.shadowMode.at},
-		} {
-			switch {
-			case f.at == nil:
-			case f.key == "unit":
-				p.errorf(f.at, "should not specify rate limit unit when unlimited")
-			default:
-				p.errorf(f.at, "%s does not apply to an unlimited rate_limit", f.key)
-			}
-		}
+		p.unlimited(rl)
 		if rl.bad || len(p.errs) > errsBefore {
 			return nil
 		}
 		return l
 	}
-
-	var period time.Duration
-	unit, mult := rl.unit, rl.unitMultiplier
-	switch {
-	case unit.given() && rl.period.given():
-		p.errorf(rl.period.at, "give unit (with unit_multiplier) or period, not both")
-	case unit.given():
-		if unit.ok {
-			d, known := UnitPeriod(unit.v)
-			if !known {
-				p.errorf(unit.at, "invalid rate limit unit %q (want %s)", unit.v, unitList())
-			}
-			period = d
-		}
-		if mult.ok {
-			if m := mult.v; m <= 0 {
-				p.errorf(mult.at, "unit_multiplier must be positive, got %d", m)
-			} else if period > 0 && m > int64(1<<62)/int64(period) {
-				p.errorf(mult.at, "unit_multiplier %d makes the period too long", m)
-			} else {
-				period *= time.Duration(m)
-			}
-		}
-	case rl.period.given():
-		if mult.given() {
-			p.errorf(mult.at, "unit_multiplier goes with unit, not with period")
-		}
-		period = rl.period.v
-	default:
-		p.errorf(rl.at, "rate_limit needs a unit (or period), or unlimited: true")
-	}
-
+	period := p.period(rl)
 	requests := rl.requestsPerUnit
 	switch {
 	case !requests.given():
@@ -174,6 +128,64 @@ func (p *parser) rateLimit(rl *rateLimitDoc) *Limit {
 		return nil
 	}
 	return l
+}
+
+// unlimited refuses the settings that an unlimited rate_limit ignores.
+func (p *parser) unlimited(rl *rateLimitDoc) {
+	for _, f := range []struct {
+		key string
+		at  *yaml.Node
+	}{
+		{"unit", rl.unit.at}, {"unit_multiplier", rl.unitMultiplier.at}, {"period", rl.period.at},
+		{"requests_per_unit", rl.requestsPerUnit.at}, {"algorithm", rl.algorithm.at}, {"burst", rl.burst.at},
+		{"failure_mode", rl.failureMode.at}, {"shadow_mode", rl.shadowMode.at},
+	} {
+		switch {
+		case f.at == nil:
+		case f.key == "unit":
+			p.errorf(f.at, "should not specify rate limit unit when unlimited")
+		default:
+			p.errorf(f.at, "%s does not apply to an unlimited rate_limit", f.key)
+		}
+	}
+}
+
+// period is a rate_limit's period: its unit (see UnitPeriod) times
+// unit_multiplier, or floodgate's period; 0 after an error.
+func (p *parser) period(rl *rateLimitDoc) time.Duration {
+	unit, mult := rl.unit, rl.unitMultiplier
+	switch {
+	case unit.given() && rl.period.given():
+		p.errorf(rl.period.at, "give unit (with unit_multiplier) or period, not both")
+	case unit.given():
+		if !unit.ok {
+			return 0
+		}
+		period, known := UnitPeriod(unit.v)
+		if !known {
+			p.errorf(unit.at, "invalid rate limit unit %q (want %s)", unit.v, unitList())
+		}
+		if !mult.ok {
+			return period
+		}
+		switch m := mult.v; {
+		case m <= 0:
+			p.errorf(mult.at, "unit_multiplier must be positive, got %d", m)
+		case period > 0 && m > int64(1<<62)/int64(period):
+			p.errorf(mult.at, "unit_multiplier %d makes the period too long", m)
+		default:
+			return period * time.Duration(m)
+		}
+		return period
+	case rl.period.given():
+		if mult.given() {
+			p.errorf(mult.at, "unit_multiplier goes with unit, not with period")
+		}
+		return rl.period.v
+	default:
+		p.errorf(rl.at, "rate_limit needs a unit (or period), or unlimited: true")
+	}
+	return 0
 }
 
 // replacesList checks a rate_limit's replaces entries into l.Replaces;
