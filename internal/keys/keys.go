@@ -25,7 +25,11 @@
 //	            the key's cluster slot (Slot)
 package keys
 
-import "strconv"
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+)
 
 // The namespace bytes heading store keys.
 const (
@@ -67,4 +71,14 @@ func AppendOverride(dst []byte, domain string, requests uint32, unit int32) []by
 	dst = strconv.AppendUint(dst, uint64(requests), 10)
 	dst = append(dst, '/')
 	return strconv.AppendInt(dst, int64(unit), 10)
+}
+
+// LimitID is the short, fixed-length stand-in for a rule's ID (rules'
+// Limit.ID) at the head of its Envoy store keys: 16 base64url characters
+// (96 bits) of its SHA-256. Store keys stay short whatever the rule's
+// path (a Redis token-bucket key costs under 100 bytes), and two rules
+// collide with probability 2^-96 per pair.
+func LimitID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }

@@ -45,3 +45,30 @@ func TestFieldsNeverRunTogether(t *testing.T) {
 		t.Errorf("AppendOverride = %q, want o|4:edge100/2", got)
 	}
 }
+
+// TestAppendField: length-prefixed fields never run together.
+func TestAppendField(t *testing.T) {
+	enc := func(fields ...string) string {
+		var b []byte
+		for _, f := range fields {
+			b = AppendField(b, f)
+		}
+		return string(b)
+	}
+	if got, want := enc("ab", ""), "|2:ab|0:"; got != want {
+		t.Errorf("encoding = %q, want %q", got, want)
+	}
+	lists := [][]string{{"a|1:b"}, {"a", "b"}, {"a|1:", ""}, {"", ""}, {""}, {}, {"1:"}, {"|0:"}}
+	seen := map[string][]string{}
+	for _, l := range lists {
+		k := enc(l...)
+		if prev, dup := seen[k]; dup {
+			t.Errorf("%q and %q encode alike: %q", prev, l, k)
+		}
+		seen[k] = l
+	}
+	buf := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { buf = AppendField(buf[:0], "value") }); n != 0 {
+		t.Errorf("AppendField allocates %v times", n)
+	}
+}
