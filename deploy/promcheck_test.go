@@ -273,17 +273,17 @@ func (c *exprChecker) binary(b *parser.BinaryExpr) labelSet {
 	}
 	if b.Op.IsSetOperator() {
 		if b.Op == parser.LOR {
-			return union(l, r)
+			return unionLabels(l, r)
 		}
 		return l
 	}
 	switch vm.Card {
 	case parser.CardManyToOne: // group_left: the labels it names come from the right
 		c.need(r, vm.Include, "group_left")
-		return union(l, newLabelSet(vm.Include...))
+		return unionLabels(l, newLabelSet(vm.Include...))
 	case parser.CardOneToMany:
 		c.need(l, vm.Include, "group_right")
-		return union(r, newLabelSet(vm.Include...))
+		return unionLabels(r, newLabelSet(vm.Include...))
 	}
 	if vm.On {
 		return newLabelSet(vm.MatchingLabels...)
@@ -295,8 +295,8 @@ func (c *exprChecker) binary(b *parser.BinaryExpr) labelSet {
 	return out
 }
 
-// union returns the labels of a and b, nil (unknown) if either is.
-func union(a, b labelSet) labelSet {
+// unionLabels returns the labels of a and b, nil (unknown) if either is.
+func unionLabels(a, b labelSet) labelSet {
 	if a == nil || b == nil {
 		return nil
 	}
