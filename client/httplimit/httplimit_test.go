@@ -1,4 +1,4 @@
-package client_test
+package httplimit_test
 
 import (
 	"log/slog"
@@ -10,8 +10,11 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/client/httplimit"
+	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
+
+var perMinute3 = client.Limit{Algorithm: client.TokenBucket, Requests: 3, Period: time.Minute}
 
 // ok is the protected handler.
 var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -47,8 +50,8 @@ func wantResponse(t *testing.T, what string, w *httptest.ResponseRecorder, code 
 // TestMiddlewareHeaders: allowed requests get the numbers; the denied one
 // gets 429, Retry-After and the JSON body.
 func TestMiddlewareHeaders(t *testing.T) {
-	addr, clock := startFloodgate(t, api.Settings{})
-	h := client.Middleware(dial(t, addr), client.HTTPConfig{
+	addr, clock := floodgatetest.Start(t, nil)
+	h := httplimit.Middleware(floodgatetest.Dial(t, addr), httplimit.Config{
 		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 2, Period: time.Minute},
 	})(ok)
 
@@ -86,11 +89,11 @@ func TestMiddlewareHeaders(t *testing.T) {
 // without one the client IP alone; X-Forwarded-For counts only behind
 // configured proxies.
 func TestMiddlewareKeys(t *testing.T) {
-	addr, clock := startFloodgate(t, api.Settings{})
-	c := dial(t, addr)
+	addr, _ := floodgatetest.Start(t, nil)
+	c := floodgatetest.Dial(t, addr)
 	one := client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute}
-	direct := client.Middleware(c, client.HTTPConfig{Limit: one, Clock: clock.Now, KeyPrefix: "direct:"})(ok)
-	proxied := client.Middleware(c, client.HTTPConfig{Limit: one, Clock: clock.Now, KeyPrefix: "proxied:", TrustedProxyHops: 1, APIKeyHeader: "Authorization"})(ok)
+	direct := httplimit.Middleware(c, httplimit.Config{Limit: one, KeyPrefix: "direct:"})(ok)
+	proxied := httplimit.Middleware(c, httplimit.Config{Limit: one, KeyPrefix: "proxied:", TrustedProxyHops: 1, APIKeyHeader: "Authorization"})(ok)
 
 	for i, tc := range []struct {
 		h       http.Handler
@@ -128,13 +131,12 @@ func TestMiddlewareKeys(t *testing.T) {
 
 // TestMiddlewarePerIPAndKey: both limits at once, all or nothing.
 func TestMiddlewarePerIPAndKey(t *testing.T) {
-	addr, clock := startFloodgate(t, api.Settings{})
-	c := dial(t, addr)
-	h := client.Middleware(c, client.HTTPConfig{
+	addr, _ := floodgatetest.Start(t, nil)
+	c := floodgatetest.Dial(t, addr)
+	h := httplimit.Middleware(c, httplimit.Config{
 		Limit:       client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute},
 		IPLimit:     client.Limit{Algorithm: client.SlidingWindow, Requests: 3, Period: time.Minute},
 		PerIPAndKey: true,
-		Clock:       clock.Now,
 	})(ok)
 
 	// One IP rotating keys: the IP limit stops it at 3.
@@ -183,20 +185,20 @@ func TestMiddlewareFailureModes(t *testing.T) {
 		want    int
 		wantErr codes.Code
 	}{
-		{"unreachable, open", deadAddr(t), false, client.FailOpen, 200, codes.Unavailable},
-		{"unreachable, closed", deadAddr(t), false, client.FailClosed, 503, codes.Unavailable},
-		{"hanging, open", startHanging(t), false, client.FailOpen, 200, codes.DeadlineExceeded},
-		{"hanging, closed", startHanging(t), false, client.FailClosed, 503, codes.DeadlineExceeded},
-		{"hanging batch, closed", startHanging(t), true, client.FailClosed, 503, codes.DeadlineExceeded},
+		{"unreachable, open", floodgatetest.DeadAddr(t), false, client.FailOpen, 200, codes.Unavailable},
+		{"unreachable, closed", floodgatetest.DeadAddr(t), false, client.FailClosed, 503, codes.Unavailable},
+		{"hanging, open", floodgatetest.StartHanging(t), false, client.FailOpen, 200, codes.DeadlineExceeded},
+		{"hanging, closed", floodgatetest.StartHanging(t), false, client.FailClosed, 503, codes.DeadlineExceeded},
+		{"hanging batch, closed", floodgatetest.StartHanging(t), true, client.FailClosed, 503, codes.DeadlineExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var log errorLog
-			h := client.Middleware(dial(t, tc.addr, client.WithTimeout(time.Hour)), client.HTTPConfig{
+			var log floodgatetest.ErrorLog
+			h := httplimit.Middleware(floodgatetest.Dial(t, tc.addr, client.WithTimeout(time.Hour)), httplimit.Config{
 				Limit:       perMinute3,
 				PerIPAndKey: tc.both,
 				FailureMode: tc.mode,
 				Timeout:     30 * time.Millisecond, // overrides the client's hour
-				OnError:     func(_ *http.Request, err error) { log.add(err) },
+				OnError:     func(_ *http.Request, err error) { log.Add(err) },
 			})(ok)
 			w := get(h, "192.0.2.1:1", "X-API-Key", "k")
 			body := "ok"
@@ -206,7 +208,7 @@ func TestMiddlewareFailureModes(t *testing.T) {
 				headers["Retry-After"] = "1"
 			}
 			wantResponse(t, tc.name, w, tc.want, headers, body)
-			if got := log.codes(); len(got) != 1 || got[0] != tc.wantErr {
+			if got := log.Codes(); len(got) != 1 || got[0] != tc.wantErr {
 				t.Fatalf("OnError saw %v, want one %v", got, tc.wantErr)
 			}
 		})
@@ -217,20 +219,20 @@ func TestMiddlewareFailureModes(t *testing.T) {
 // error, answered 500 whatever the failure mode, so a typo cannot pass
 // silently.
 func TestMiddlewareBadLimit(t *testing.T) {
-	addr, _ := startFloodgate(t, api.Settings{})
-	var log errorLog
-	var logged recordCounter
-	h := client.Middleware(dial(t, addr), client.HTTPConfig{
+	addr, _ := floodgatetest.Start(t, nil)
+	var log floodgatetest.ErrorLog
+	var logged floodgatetest.LogCounter
+	h := httplimit.Middleware(floodgatetest.Dial(t, addr), httplimit.Config{
 		Limit:       client.Policy("nope"),
 		FailureMode: client.FailClosed,
-		OnError:     func(_ *http.Request, err error) { log.add(err) },
+		OnError:     func(_ *http.Request, err error) { log.Add(err) },
 		Logger:      slog.New(&logged),
 	})(ok)
 	if got := get(h, "192.0.2.1:1").Code; got != 500 {
 		t.Fatalf("got %d, want 500", got)
 	}
-	if got := log.codes(); len(got) != 1 || got[0] != codes.NotFound {
+	if got := log.Codes(); len(got) != 1 || got[0] != codes.NotFound {
 		t.Fatalf("OnError saw %v, want NotFound", got)
 	}
-	logged.wantLogged(t, 1, "unknown policy")
+	logged.WantLogged(t, 1, "unknown policy")
 }

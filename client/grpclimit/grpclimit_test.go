@@ -1,9 +1,8 @@
-package client_test
+package grpclimit_test
 
 import (
 	"context"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,16 +17,19 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/client/grpclimit"
+	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
+
+var perMinute3 = client.Limit{Algorithm: client.TokenBucket, Requests: 3, Period: time.Minute}
 
 // startProtected serves grpc.health.v1 (a unary Check and a streaming
 // Watch) behind the interceptors, on real TCP, and returns a health client.
-func startProtected(t *testing.T, c *client.Client, cfg client.InterceptorConfig) healthpb.HealthClient {
+func startProtected(t *testing.T, c *client.Client, cfg grpclimit.Config) healthpb.HealthClient {
 	t.Helper()
 	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(client.UnaryServerInterceptor(c, cfg)),
-		grpc.ChainStreamInterceptor(client.StreamServerInterceptor(c, cfg)))
+		grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(c, cfg)),
+		grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(c, cfg)))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -81,10 +83,10 @@ func wantRetryInfo(t *testing.T, err error, want time.Duration) {
 // TestUnaryInterceptor: allowed calls pass with headers; the denied one
 // gets ResourceExhausted, RetryInfo and trailers.
 func TestUnaryInterceptor(t *testing.T) {
-	addr, clock := startFloodgate(t, api.Settings{})
-	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
+	addr, clock := floodgatetest.Start(t, nil)
+	hc := startProtected(t, floodgatetest.Dial(t, addr), grpclimit.Config{
 		Limit: client.Limit{Algorithm: client.FixedWindow, Requests: 2, Period: time.Minute},
-		Key:   client.KeyByMethod,
+		Key:   grpclimit.KeyByMethod,
 	})
 	ctx := context.Background()
 	for i, remaining := range []string{"1", "0"} {
@@ -112,10 +114,10 @@ func TestUnaryInterceptor(t *testing.T) {
 
 // TestStreamInterceptor: a stream is limited once, when it opens.
 func TestStreamInterceptor(t *testing.T) {
-	addr, _ := startFloodgate(t, api.Settings{})
-	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
+	addr, _ := floodgatetest.Start(t, nil)
+	hc := startProtected(t, floodgatetest.Dial(t, addr), grpclimit.Config{
 		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 1, Period: 10 * time.Second},
-		Key:   client.KeyByPeer,
+		Key:   grpclimit.KeyByPeer,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -145,10 +147,10 @@ func TestStreamInterceptor(t *testing.T) {
 // TestInterceptorKeys: each key has its own limit, and a key the caller
 // writes spends its peer's too; a call without a key spends its peer's.
 func TestInterceptorKeys(t *testing.T) {
-	addr, _ := startFloodgate(t, api.Settings{})
-	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
+	addr, _ := floodgatetest.Start(t, nil)
+	hc := startProtected(t, floodgatetest.Dial(t, addr), grpclimit.Config{
 		Limit:     client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute},
-		Key:       client.KeyByMetadata("X-API-Key"),
+		Key:       grpclimit.KeyByMetadata("X-API-Key"),
 		KeyPrefix: "health:",
 	})
 	call := func(apiKey string) codes.Code {
@@ -179,24 +181,24 @@ func TestKeyFuncs(t *testing.T) {
 	withPeer := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("10.0.0.7"), Port: 5555}})
 	withBoth := metadata.NewIncomingContext(withPeer, metadata.Pairs("x-api-key", "k1"))
 	bare := context.Background()
-	apiKey := client.KeyByMetadata("x-api-key")
+	apiKey := grpclimit.KeyByMetadata("x-api-key")
 	hashed := apiKey(withBoth, m)
 
 	for _, tc := range []struct {
 		name string
-		f    client.KeyFunc
+		f    grpclimit.KeyFunc
 		ctx  context.Context
 		want string
 	}{
-		{"method", client.KeyByMethod, bare, "method:/pkg.Svc/Do"},
-		{"peer drops the port", client.KeyByPeer, withPeer, "peer:10.0.0.7"},
-		{"no peer", client.KeyByPeer, bare, ""},
+		{"method", grpclimit.KeyByMethod, bare, "method:/pkg.Svc/Do"},
+		{"peer drops the port", grpclimit.KeyByPeer, withPeer, "peer:10.0.0.7"},
+		{"no peer", grpclimit.KeyByPeer, bare, ""},
 		{"no metadata", apiKey, withPeer, ""},
-		{"first: key", client.KeyFirst(apiKey, client.KeyByPeer), withBoth, hashed},
-		{"first: fallback", client.KeyFirst(apiKey, client.KeyByPeer), withPeer, "peer:10.0.0.7"},
-		{"first: none", client.KeyFirst(apiKey, client.KeyByPeer), bare, ""},
-		{"join", client.KeyJoin(client.KeyByMethod, client.KeyByPeer), withPeer, "method:/pkg.Svc/Do|peer:10.0.0.7"},
-		{"join: a part missing", client.KeyJoin(client.KeyByMethod, apiKey), withPeer, ""},
+		{"first: key", grpclimit.KeyFirst(apiKey, grpclimit.KeyByPeer), withBoth, hashed},
+		{"first: fallback", grpclimit.KeyFirst(apiKey, grpclimit.KeyByPeer), withPeer, "peer:10.0.0.7"},
+		{"first: none", grpclimit.KeyFirst(apiKey, grpclimit.KeyByPeer), bare, ""},
+		{"join", grpclimit.KeyJoin(grpclimit.KeyByMethod, grpclimit.KeyByPeer), withPeer, "method:/pkg.Svc/Do|peer:10.0.0.7"},
+		{"join: a part missing", grpclimit.KeyJoin(grpclimit.KeyByMethod, apiKey), withPeer, ""},
 	} {
 		if got := tc.f(tc.ctx, m); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
@@ -211,28 +213,6 @@ func TestKeyFuncs(t *testing.T) {
 	}
 }
 
-// errorLog collects OnError reports.
-type errorLog struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (l *errorLog) add(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.errs = append(l.errs, err)
-}
-
-func (l *errorLog) codes() []codes.Code {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []codes.Code
-	for _, e := range l.errs {
-		out = append(out, status.Code(e))
-	}
-	return out
-}
-
 // TestInterceptorFailureModes: when floodgate is unreachable or too slow,
 // FailOpen lets calls through and FailClosed answers Unavailable.
 func TestInterceptorFailureModes(t *testing.T) {
@@ -243,18 +223,18 @@ func TestInterceptorFailureModes(t *testing.T) {
 		want    codes.Code
 		wantErr codes.Code
 	}{
-		{"unreachable, open", deadAddr(t), client.FailOpen, codes.OK, codes.Unavailable},
-		{"unreachable, closed", deadAddr(t), client.FailClosed, codes.Unavailable, codes.Unavailable},
-		{"hanging, open", startHanging(t), client.FailOpen, codes.OK, codes.DeadlineExceeded},
-		{"hanging, closed", startHanging(t), client.FailClosed, codes.Unavailable, codes.DeadlineExceeded},
+		{"unreachable, open", floodgatetest.DeadAddr(t), client.FailOpen, codes.OK, codes.Unavailable},
+		{"unreachable, closed", floodgatetest.DeadAddr(t), client.FailClosed, codes.Unavailable, codes.Unavailable},
+		{"hanging, open", floodgatetest.StartHanging(t), client.FailOpen, codes.OK, codes.DeadlineExceeded},
+		{"hanging, closed", floodgatetest.StartHanging(t), client.FailClosed, codes.Unavailable, codes.DeadlineExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var log errorLog
-			hc := startProtected(t, dial(t, tc.addr, client.WithTimeout(time.Hour)), client.InterceptorConfig{
+			var log floodgatetest.ErrorLog
+			hc := startProtected(t, floodgatetest.Dial(t, tc.addr, client.WithTimeout(time.Hour)), grpclimit.Config{
 				Limit:       perMinute3,
 				FailureMode: tc.mode,
 				Timeout:     30 * time.Millisecond, // overrides the client's hour
-				OnError:     func(_ context.Context, _ string, err error) { log.add(err) },
+				OnError:     func(_ context.Context, _ string, err error) { log.Add(err) },
 			})
 			var hdr metadata.MD
 			_, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&hdr))
@@ -273,31 +253,23 @@ func TestInterceptorFailureModes(t *testing.T) {
 			if got := status.Code(err); got != tc.want {
 				t.Fatalf("stream: got %v, want %v", err, tc.want)
 			}
-			if got := log.codes(); len(got) != 2 || got[0] != tc.wantErr || got[1] != tc.wantErr {
+			if got := log.Codes(); len(got) != 2 || got[0] != tc.wantErr || got[1] != tc.wantErr {
 				t.Fatalf("OnError saw %v, want two %v", got, tc.wantErr)
 			}
 		})
 	}
 }
 
-// TestDegraded: when floodgate's own store is down it answers from each
-// limit's failure mode; the client, interceptor and middleware pass the
-// answer on, marked degraded.
-func TestDegraded(t *testing.T) {
-	cfg := mustParseConfig(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}\n")
-	c := dial(t, startDegraded(t, api.Settings{Config: cfg})) // inline limits fail open
+// TestInterceptorDegraded: when floodgate's own store is down it answers
+// from each limit's failure mode; the interceptors pass the answer on,
+// marked degraded (client.TestDegraded: the client; httplimit's
+// TestMiddlewareDegradedHeaders: the middleware).
+func TestInterceptorDegraded(t *testing.T) {
+	cfg := floodgatetest.StaticRules(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}\n")
+	c := floodgatetest.Dial(t, floodgatetest.StartDegraded(t, cfg)) // inline limits fail open
 	ctx := context.Background()
 
-	d, err := c.Check(ctx, "k", perMinute3)
-	if want := (client.Decision{Allowed: true, Limit: 3, Degraded: true}); err != nil || d != want {
-		t.Fatalf("inline: got %+v, %v, want %+v", d, err, want)
-	}
-	d, err = c.Check(ctx, "k", client.Policy("login"))
-	if want := (client.Decision{Allowed: false, Limit: 5, RetryAfter: time.Second, Degraded: true}); err != nil || d != want {
-		t.Fatalf("closed policy: got %+v, %v, want %+v", d, err, want)
-	}
-
-	open := startProtected(t, c, client.InterceptorConfig{Limit: perMinute3})
+	open := startProtected(t, c, grpclimit.Config{Limit: perMinute3})
 	var hdr metadata.MD
 	if _, err := open.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hdr)); err != nil {
 		t.Fatalf("open: %v", err)
@@ -305,20 +277,11 @@ func TestDegraded(t *testing.T) {
 	if mdString(hdr, "ratelimit-degraded") != "true" {
 		t.Fatalf("open: headers %v, want ratelimit-degraded: true", hdr)
 	}
-	closed := startProtected(t, c, client.InterceptorConfig{Limit: client.Policy("login")})
+	closed := startProtected(t, c, grpclimit.Config{Limit: client.Policy("login")})
 	var trl metadata.MD
-	_, err = closed.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&trl))
+	_, err := closed.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&trl))
 	wantRetryInfo(t, err, time.Second)
 	if mdString(trl, "ratelimit-degraded") != "true" || mdString(trl, "retry-after") != "1" {
 		t.Fatalf("closed: trailers %v, want ratelimit-degraded: true, retry-after: 1", trl)
-	}
-
-	w := get(client.Middleware(c, client.HTTPConfig{Limit: perMinute3})(ok), "192.0.2.1:1")
-	if w.Code != 200 || w.Header().Get("X-RateLimit-Degraded") != "true" {
-		t.Fatalf("middleware, open: got %d %v", w.Code, w.Header())
-	}
-	w = get(client.Middleware(c, client.HTTPConfig{Limit: client.Policy("login")})(ok), "192.0.2.1:1")
-	if w.Code != 429 || w.Header().Get("X-RateLimit-Degraded") != "true" || w.Header().Get("Retry-After") != "1" {
-		t.Fatalf("middleware, closed: got %d %v", w.Code, w.Header())
 	}
 }

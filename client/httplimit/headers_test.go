@@ -1,4 +1,4 @@
-package client_test
+package httplimit_test
 
 import (
 	"net/http"
@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/client/httplimit"
+	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 	"github.com/floodgate/floodgate/internal/sfv"
 )
 
@@ -23,11 +24,10 @@ var quotaFields = []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit",
 // and a delay. Both now write one scheme, parseable as Structured Fields;
 // a token bucket advertises its burst over its refill time.
 func TestMiddlewareHeaderScheme(t *testing.T) {
-	addr, clock := startFloodgate(t, api.Settings{})
-	c := dial(t, addr)
-	h := client.Middleware(c, client.HTTPConfig{
+	addr, _ := floodgatetest.Start(t, nil)
+	c := floodgatetest.Dial(t, addr)
+	h := httplimit.Middleware(c, httplimit.Config{
 		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 60, Period: time.Minute, Burst: 2},
-		Clock: clock.Now,
 	})(ok)
 
 	w := get(h, "192.0.2.1:1")
@@ -51,9 +51,9 @@ func TestMiddlewareHeaderScheme(t *testing.T) {
 	wantFields(t, "keyed", w.Header(), map[string]string{"RateLimit-Policy": `"apikey";q=2;w=2`})
 
 	// A named policy: its window is the server's, unknown here.
-	cfg := mustParseConfig(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m}\n")
-	paddr, _ := startFloodgate(t, api.Settings{Config: cfg})
-	ph := client.Middleware(dial(t, paddr), client.HTTPConfig{Limit: client.Policy("login")})(ok)
+	cfg := floodgatetest.StaticRules(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m}\n")
+	paddr, _ := floodgatetest.Start(t, cfg)
+	ph := httplimit.Middleware(floodgatetest.Dial(t, paddr), httplimit.Config{Limit: client.Policy("login")})(ok)
 	wantFields(t, "policy", get(ph, "192.0.2.1:1").Header(), map[string]string{
 		"RateLimit-Policy":  "",
 		"RateLimit":         `"login";r=4;t=1800`,
@@ -65,14 +65,14 @@ func TestMiddlewareHeaderScheme(t *testing.T) {
 // X-RateLimit-Remaining: 0 and a reset of now ("none left, retry now").
 // Now it writes X-RateLimit-Degraded and, when denied, Retry-After only.
 func TestMiddlewareDegradedHeaders(t *testing.T) {
-	cfg := mustParseConfig(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}\n")
-	c := dial(t, startDegraded(t, api.Settings{Config: cfg})) // inline limits fail open
-	w := get(client.Middleware(c, client.HTTPConfig{Limit: perMinute3})(ok), "192.0.2.1:1")
+	cfg := floodgatetest.StaticRules(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}\n")
+	c := floodgatetest.Dial(t, floodgatetest.StartDegraded(t, cfg)) // inline limits fail open
+	w := get(httplimit.Middleware(c, httplimit.Config{Limit: perMinute3})(ok), "192.0.2.1:1")
 	if w.Code != 200 || w.Header().Get("X-RateLimit-Degraded") != "true" {
 		t.Fatalf("open: got %d %v", w.Code, w.Header())
 	}
 	wantFields(t, "open", w.Header(), map[string]string{"Retry-After": ""})
-	w = get(client.Middleware(c, client.HTTPConfig{Limit: client.Policy("login")})(ok), "192.0.2.1:1")
+	w = get(httplimit.Middleware(c, httplimit.Config{Limit: client.Policy("login")})(ok), "192.0.2.1:1")
 	if w.Code != 429 || w.Header().Get("X-RateLimit-Degraded") != "true" {
 		t.Fatalf("closed: got %d %v", w.Code, w.Header())
 	}

@@ -1,4 +1,19 @@
-package client
+// Package httplimit limits the requests of a net/http server with
+// floodgate: Middleware asks a client.Client about each request.
+//
+// Middleware limits a request by its client IP and, when it carries an API
+// key, by the key too, in one all-or-nothing batch (an IP limit alone is
+// beaten by rotating IPs, a key limit alone by rotating made-up keys). A
+// key Config.VerifyAPIKey accepts is limited alone; one it rejects counts
+// as none. It writes RateLimit, RateLimit-Policy and X-RateLimit-* headers
+// (the scheme the Envoy API writes too), answers 429 with Retry-After and a
+// JSON body, and fails open or closed (503) when floodgate is down; a
+// configuration error answers 500 and is logged once. The client IP comes
+// from r.RemoteAddr unless Config.TrustedProxyHops says how many proxies
+// of yours append to X-Forwarded-For (see there for why the header is not
+// trusted by default); an entry's port and brackets are dropped, and an
+// entry that is no IP address falls back to r.RemoteAddr.
+package httplimit
 
 import (
 	"context"
@@ -9,25 +24,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/client/internal/keying"
+	"github.com/floodgate/floodgate/client/internal/verdict"
 	"github.com/floodgate/floodgate/internal/ratelimitheader"
 )
 
-// DefaultAPIKeyHeader is the header HTTPConfig reads API keys from when
-// APIKeyHeader is empty.
+// DefaultAPIKeyHeader is the header Middleware reads API keys from when
+// Config.APIKeyHeader is empty.
 const DefaultAPIKeyHeader = "X-API-Key"
 
 // DefaultIPv6Prefix is how many leading bits of an IPv6 address name one
 // client: a subscriber usually holds a whole /64 and can rotate through it.
-const DefaultIPv6Prefix = 64
+const DefaultIPv6Prefix = keying.DefaultIPv6Prefix
 
-// HTTPConfig configures Middleware.
-type HTTPConfig struct {
+// Config configures Middleware.
+type Config struct {
 	// Limit applies to API keys (and to IPs when IPLimit is zero).
 	// Required.
-	Limit Limit
+	Limit client.Limit
 	// IPLimit applies to client IPs. The zero value means Limit. Anonymous
 	// traffic often deserves less than a keyed client.
-	IPLimit Limit
+	IPLimit client.Limit
 	// APIKeyHeader carries the API key. "" means DefaultAPIKeyHeader. A
 	// missing or blank key is no key: the request is limited by its IP.
 	APIKeyHeader string
@@ -59,15 +77,12 @@ type HTTPConfig struct {
 	// KeyPrefix is put before every key, e.g. "api:".
 	KeyPrefix string
 	// FailureMode applies when floodgate cannot decide (unreachable, too
-	// slow). The zero value is FailOpen; FailClosed answers 503. A
-	// configuration error (see FailureMode) is never served open: it
-	// answers 500 and is logged once.
-	FailureMode FailureMode
+	// slow). The zero value is client.FailOpen; client.FailClosed answers
+	// 503. A configuration error (see client.FailureMode) is never served
+	// open: it answers 500 and is logged once.
+	FailureMode client.FailureMode
 	// Timeout bounds the call to floodgate. 0 means the client's timeout.
 	Timeout time.Duration
-	// Clock is no longer read: X-RateLimit-Reset is a delay in seconds
-	// (draft-03), not a time. It stays so that existing code compiles.
-	Clock func() time.Time
 	// OnError, if set, is told every error from floodgate (before the
 	// failure mode applies), e.g. to log or count it.
 	OnError func(r *http.Request, err error)
@@ -77,7 +92,7 @@ type HTTPConfig struct {
 }
 
 // Middleware limits every request by its client IP and, when it carries an
-// API key, by the key too (a key HTTPConfig.VerifyAPIKey accepts: by the key
+// API key, by the key too (a key Config.VerifyAPIKey accepts: by the key
 // alone), and writes the numbers as headers, in the one scheme floodgate's
 // Envoy API writes too (internal/ratelimitheader):
 //
@@ -99,31 +114,28 @@ type HTTPConfig struct {
 //
 // A denied request gets 429 with the JSON body
 // {"error":"rate_limited","retry_after_seconds":N}. When floodgate cannot
-// decide within the timeout, FailOpen serves the request without headers
-// and FailClosed answers 503 {"error":"rate_limiter_unavailable"}. When
+// decide within the timeout, client.FailOpen serves the request without
+// headers and client.FailClosed answers 503 {"error":"rate_limiter_unavailable"}. When
 // floodgate says the setup is wrong (a rejected token, an unknown policy,
 // an invalid limit), the request is answered 500
 // {"error":"rate_limiter_misconfigured"} in either mode, and the error is
-// logged to HTTPConfig.Logger once. When floodgate's own store could not
+// logged to Config.Logger once. When floodgate's own store could not
 // decide (a degraded answer), nothing is known about the quota: only
 // X-RateLimit-Degraded: true is written, with Retry-After on a 429.
-func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
+func Middleware(c *client.Client, cfg Config) func(http.Handler) http.Handler {
 	if cfg.APIKeyHeader == "" {
 		cfg.APIKeyHeader = DefaultAPIKeyHeader
 	}
-	if cfg.IPLimit == (Limit{}) {
+	if cfg.IPLimit == (client.Limit{}) {
 		cfg.IPLimit = cfg.Limit
 	}
 	if cfg.IPv6Prefix <= 0 || cfg.IPv6Prefix > 128 {
 		cfg.IPv6Prefix = DefaultIPv6Prefix
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = c.timeout
+	if cfg.Timeout > 0 {
+		c = c.WithTimeout(cfg.Timeout)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	misconf := newMisconfigLog(cfg.Logger)
+	misconf := verdict.NewMisconfigLog(cfg.Logger)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d, nl, err := decideHTTP(r.Context(), c, &cfg, r)
@@ -134,12 +146,12 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 				if cfg.OnError != nil {
 					cfg.OnError(r, err)
 				}
-				if isConfigError(err) {
-					misconf.failed(r.Context(), "http middleware", err)
+				if verdict.IsConfigError(err) {
+					misconf.Failed(r.Context(), "http middleware", err)
 					writeJSON(w, http.StatusInternalServerError, `{"error":"rate_limiter_misconfigured"}`)
 					return
 				}
-				if cfg.FailureMode == FailClosed {
+				if cfg.FailureMode == client.FailClosed {
 					h := w.Header()
 					h.Set("Retry-After", "1")
 					writeJSON(w, http.StatusServiceUnavailable, `{"error":"rate_limiter_unavailable"}`)
@@ -148,7 +160,7 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			misconf.ok()
+			misconf.OK()
 			pol := headerLimit(nl, d)
 			writeHeaders(w.Header(), pol, d)
 			if !d.Allowed {
@@ -163,7 +175,7 @@ func Middleware(c *Client, cfg HTTPConfig) func(http.Handler) http.Handler {
 
 // decideHTTP asks floodgate about one request and returns the decision the
 // headers describe.
-func decideHTTP(ctx context.Context, c *Client, cfg *HTTPConfig, r *http.Request) (Decision, namedLimit, error) {
+func decideHTTP(ctx context.Context, c *client.Client, cfg *Config, r *http.Request) (client.Decision, namedLimit, error) {
 	ipKey := cfg.KeyPrefix + "ip:" + clientIP(r, cfg.TrustedProxyHops, cfg.IPv6Prefix)
 	apiKey := strings.TrimSpace(r.Header.Get(cfg.APIKeyHeader))
 	verified := false
@@ -176,61 +188,34 @@ func decideHTTP(ctx context.Context, c *Client, cfg *HTTPConfig, r *http.Request
 	byIP, byKey := namedLimit{"ip", cfg.IPLimit}, namedLimit{"apikey", cfg.Limit}
 	switch {
 	case apiKey == "":
-		d, err := c.check(ctx, cfg.Timeout, ipKey, cfg.IPLimit)
+		d, err := c.Check(ctx, client.Request{Key: ipKey, Limit: cfg.IPLimit})
 		return d, byIP, err
 	case verified && !cfg.PerIPAndKey:
-		d, err := c.check(ctx, cfg.Timeout, cfg.KeyPrefix+"apikey:"+hashValue(apiKey), cfg.Limit)
+		d, err := c.Check(ctx, client.Request{Key: cfg.KeyPrefix + "apikey:" + keying.Hash(apiKey), Limit: cfg.Limit})
 		return d, byKey, err
 	}
 	// The key first: when both limits say the same, the headers name the
 	// limit the caller chose by sending a key.
-	b, err := c.checkBatch(ctx, cfg.Timeout, []Request{
-		{Key: cfg.KeyPrefix + "apikey:" + hashValue(apiKey), Limit: cfg.Limit},
-		{Key: ipKey, Limit: cfg.IPLimit},
-	})
+	b, err := c.CheckBatch(ctx,
+		client.Request{Key: cfg.KeyPrefix + "apikey:" + keying.Hash(apiKey), Limit: cfg.Limit},
+		client.Request{Key: ipKey, Limit: cfg.IPLimit})
 	if err != nil {
-		return Decision{}, namedLimit{}, err
+		return client.Decision{}, namedLimit{}, err
 	}
-	i := mostRestrictive(b)
-	d := b.Decisions[i]
-	d.Allowed = b.Allowed // a batch denied by one check is denied as a whole
+	d, i := verdict.Combined(b)
 	return d, [2]namedLimit{byKey, byIP}[i], nil
 }
 
 // namedLimit is a limit with the name its headers give it.
 type namedLimit struct {
 	name  string
-	limit Limit
-}
-
-// mostRestrictive is the index of the check a batch's headers describe:
-// the most restrictive (the first of equals).
-func mostRestrictive(b BatchDecision) int {
-	best := 0
-	for i, o := range b.Decisions[1:] {
-		if moreRestrictive(o, b.Decisions[best]) {
-			best = i + 1
-		}
-	}
-	return best
-}
-
-// moreRestrictive orders decisions for the headers: a deny beats an allow,
-// a longer wait beats a shorter one, fewer remaining beats more.
-func moreRestrictive(a, b Decision) bool {
-	switch {
-	case a.Allowed != b.Allowed:
-		return !a.Allowed
-	case !a.Allowed && a.RetryAfter != b.RetryAfter:
-		return a.RetryAfter > b.RetryAfter
-	}
-	return a.Remaining < b.Remaining
+	limit client.Limit
 }
 
 // writeHeaders writes the rate-limit fields of d under pol (see
 // Middleware); a degraded answer gets X-RateLimit-Degraded and, when
 // denied, Retry-After only.
-func writeHeaders(h http.Header, pol ratelimitheader.Limit, d Decision) {
+func writeHeaders(h http.Header, pol ratelimitheader.Limit, d client.Decision) {
 	ratelimitheader.SetHTTP(h, pol, ratelimitheader.State{
 		Remaining:  d.Remaining,
 		ResetAfter: d.ResetAfter,
@@ -242,11 +227,11 @@ func writeHeaders(h http.Header, pol ratelimitheader.Limit, d Decision) {
 // headerLimit is the limit d's headers describe, as a quota policy: the
 // one that decided ("ip" or "apikey"), a server-side policy by its own
 // name.
-func headerLimit(nl namedLimit, d Decision) ratelimitheader.Limit {
+func headerLimit(nl namedLimit, d client.Decision) ratelimitheader.Limit {
 	switch l := nl.limit; {
 	case l.Policy != "":
 		return ratelimitheader.Limit{Name: l.Policy, Quota: d.Limit}
-	case l.Algorithm == TokenBucket:
+	case l.Algorithm == client.TokenBucket:
 		return ratelimitheader.TokenBucket(nl.name, l.Requests, l.Period, l.Burst)
 	default:
 		return ratelimitheader.Window(nl.name, l.Requests, l.Period)
@@ -273,13 +258,13 @@ func clientIP(r *http.Request, hops, v6Bits int) string {
 			all = append(all, strings.Split(v, ",")...)
 		}
 		if len(all) >= hops {
-			if addr, ok := parseHostAddr(all[len(all)-hops]); ok {
-				return addrKey(addr, v6Bits)
+			if addr, ok := keying.ParseHostAddr(all[len(all)-hops]); ok {
+				return keying.AddrKey(addr, v6Bits)
 			}
 		}
 	}
-	if addr, ok := parseHostAddr(r.RemoteAddr); ok {
-		return addrKey(addr, v6Bits)
+	if addr, ok := keying.ParseHostAddr(r.RemoteAddr); ok {
+		return keying.AddrKey(addr, v6Bits)
 	}
 	s := r.RemoteAddr
 	if host, _, err := net.SplitHostPort(s); err == nil {

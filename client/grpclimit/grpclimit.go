@@ -1,9 +1,26 @@
-package client
+// Package grpclimit limits the calls of a gRPC service with floodgate:
+// UnaryServerInterceptor and StreamServerInterceptor ask a client.Client
+// about each call.
+//
+// Each call is keyed by a KeyFunc (KeyByMethod, KeyByMetadata, KeyByPeer,
+// combined with KeyFirst and KeyJoin). A call whose KeyFunc gives no key is
+// keyed by its peer address (IPv6 by its /64), never let through
+// unlimited; Config.Exempt skips calls on purpose. A key read from
+// caller-written metadata (KeyByMetadata) also spends the peer's limit, so
+// made-up API keys never escape it, unless Config.TrustMetadata says an
+// earlier interceptor verified the key. A denied call fails with
+// codes.ResourceExhausted carrying an errdetails.RetryInfo with the exact
+// wait, and ratelimit-limit, ratelimit-remaining, ratelimit-reset and
+// retry-after trailers; allowed calls get the first three as headers. When
+// floodgate cannot decide, the client.FailureMode answers: client.FailOpen
+// (the zero value) lets the call through, client.FailClosed fails it with
+// codes.Unavailable. A configuration error (a rejected or missing token, an
+// unknown policy, an invalid limit) is never failed open: the call fails
+// with codes.Internal and the error is logged once.
+package grpclimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,30 +35,17 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
-)
 
-// FailureMode says what a middleware or interceptor does when floodgate
-// cannot decide because it is unreachable or too slow.
-//
-// It does not apply to configuration errors, which no outage explains and
-// which failing open would hide: a token floodgate rejects or lacks, an
-// unknown policy, a limit or key floodgate rejects, a server that is no
-// floodgate. Those reject the request (gRPC Internal, HTTP 500) in either
-// mode and are logged once, until a decision succeeds again.
-type FailureMode int
-
-const (
-	// FailOpen lets the call through unlimited. The zero value: an outage
-	// of the limiter should not become an outage of the service.
-	FailOpen FailureMode = iota
-	// FailClosed rejects the call (gRPC Unavailable, HTTP 503). Use it where
-	// an unlimited request is worse than none: login, OTP, payments.
-	FailClosed
+	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/client/internal/keying"
+	"github.com/floodgate/floodgate/client/internal/verdict"
+	"github.com/floodgate/floodgate/internal/ratelimitheader"
 )
 
 // Metadata keys the interceptors write, as headers on allowed calls and as
-// trailers on denied ones. Times are whole seconds, rounded up, so a client
-// never retries too early; the exact wait is in the RetryInfo detail.
+// trailers on denied ones. Times are whole seconds, rounded up
+// (ratelimitheader.Seconds), so a client never retries too early; the
+// exact wait is in the RetryInfo detail.
 const (
 	MDLimit      = "ratelimit-limit"
 	MDRemaining  = "ratelimit-remaining"
@@ -54,7 +58,7 @@ const (
 // for this call (KeyFirst then tries the next function). The interceptors
 // limit a call whose key is "" by its peer address, never not at all; to
 // exempt calls (health checks, internal batch jobs) use
-// InterceptorConfig.Exempt.
+// Config.Exempt.
 type KeyFunc func(ctx context.Context, fullMethod string) string
 
 // KeyByMethod keys by the full method name, "method:/pkg.Service/Method":
@@ -69,7 +73,7 @@ func KeyByMethod(_ context.Context, fullMethod string) string { return "method:"
 //
 // The caller writes this value, so the interceptors do not trust it: a
 // call keyed by it (also through KeyFirst or KeyJoin) is limited by its
-// peer address as well, unless InterceptorConfig.TrustMetadata says an
+// peer address as well, unless Config.TrustMetadata says an
 // interceptor before them verified it.
 func KeyByMetadata(name string) KeyFunc {
 	name = strings.ToLower(name)
@@ -82,7 +86,7 @@ func KeyByMetadata(name string) KeyFunc {
 		if n, ok := ctx.Value(keyNotesKey{}).(*keyNotes); ok {
 			n.fromCaller = true
 		}
-		return name + ":" + hashValue(vs[0])
+		return name + ":" + keying.Hash(vs[0])
 	}
 }
 
@@ -97,8 +101,8 @@ type keyNotesKey struct{}
 // KeyByPeer keys by the caller's IP address, "peer:10.0.0.7", or "" when
 // the call has no network peer. The port is dropped (it changes with every
 // connection), an IPv4-mapped address counts as IPv4, and an IPv6 address
-// is cut to its /64 (DefaultIPv6Prefix), "peer:2001:db8:1:2::/64", as
-// Middleware does: one subscriber usually holds a whole /64 and can rotate
+// is cut to its /64, "peer:2001:db8:1:2::/64", as client/httplimit does
+// by default: one subscriber usually holds a whole /64 and can rotate
 // through it. A peer that is no IP address (a unix socket) is keyed as it
 // is.
 func KeyByPeer(ctx context.Context, _ string) string {
@@ -107,8 +111,8 @@ func KeyByPeer(ctx context.Context, _ string) string {
 		return ""
 	}
 	a := p.Addr.String()
-	if addr, ok := parseHostAddr(a); ok {
-		return "peer:" + addrKey(addr, DefaultIPv6Prefix)
+	if addr, ok := keying.ParseHostAddr(a); ok {
+		return "peer:" + keying.AddrKey(addr, keying.DefaultIPv6Prefix)
 	}
 	if host, _, err := net.SplitHostPort(a); err == nil {
 		a = host
@@ -149,10 +153,10 @@ func KeyJoin(fns ...KeyFunc) KeyFunc {
 	}
 }
 
-// InterceptorConfig configures the gRPC server interceptors.
-type InterceptorConfig struct {
+// Config configures the interceptors.
+type Config struct {
 	// Limit is the limit every key spends against. Required.
-	Limit Limit
+	Limit client.Limit
 	// Key names each call's key. nil means KeyByPeer; a call for which Key
 	// returns "" is keyed by KeyByPeer, so a missing or empty API key never
 	// means "unlimited". A key made from caller-written metadata
@@ -172,10 +176,10 @@ type InterceptorConfig struct {
 	// from others' on a shared floodgate, e.g. "orders:".
 	KeyPrefix string
 	// FailureMode applies when floodgate cannot decide (unreachable, too
-	// slow). The zero value is FailOpen. A configuration error (see
-	// FailureMode) is never served open: the call fails with codes.Internal
-	// and the error is logged once.
-	FailureMode FailureMode
+	// slow). The zero value is client.FailOpen. A configuration error (see
+	// client.FailureMode) is never served open: the call fails with
+	// codes.Internal and the error is logged once.
+	FailureMode client.FailureMode
 	// Timeout bounds the call to floodgate. 0 means the client's timeout.
 	Timeout time.Duration
 	// OnError, if set, is told every error from floodgate (before the
@@ -191,7 +195,7 @@ type InterceptorConfig struct {
 // codes.ResourceExhausted with an errdetails.RetryInfo holding the exact
 // wait, and the same numbers plus retry-after as trailers; when floodgate
 // cannot decide, cfg.FailureMode answers (closed: codes.Unavailable).
-func UnaryServerInterceptor(c *Client, cfg InterceptorConfig) grpc.UnaryServerInterceptor {
+func UnaryServerInterceptor(c *client.Client, cfg Config) grpc.UnaryServerInterceptor {
 	l := newCallLimiter(c, cfg)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		md, err := l.decide(ctx, info.FullMethod)
@@ -210,7 +214,7 @@ func UnaryServerInterceptor(c *Client, cfg InterceptorConfig) grpc.UnaryServerIn
 
 // StreamServerInterceptor limits each stream once, when it opens, as
 // UnaryServerInterceptor limits a unary call.
-func StreamServerInterceptor(c *Client, cfg InterceptorConfig) grpc.StreamServerInterceptor {
+func StreamServerInterceptor(c *client.Client, cfg Config) grpc.StreamServerInterceptor {
 	l := newCallLimiter(c, cfg)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		md, err := l.decide(ss.Context(), info.FullMethod)
@@ -228,19 +232,19 @@ func StreamServerInterceptor(c *Client, cfg InterceptorConfig) grpc.StreamServer
 }
 
 type callLimiter struct {
-	c       *Client
-	cfg     InterceptorConfig
-	misconf *misconfigLog
+	c       *client.Client // bounded by cfg.Timeout when set
+	cfg     Config
+	misconf *verdict.MisconfigLog
 }
 
-func newCallLimiter(c *Client, cfg InterceptorConfig) *callLimiter {
+func newCallLimiter(c *client.Client, cfg Config) *callLimiter {
 	if cfg.Key == nil {
 		cfg.Key = KeyByPeer
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = c.timeout
+	if cfg.Timeout > 0 {
+		c = c.WithTimeout(cfg.Timeout)
 	}
-	return &callLimiter{c: c, cfg: cfg, misconf: newMisconfigLog(cfg.Logger)}
+	return &callLimiter{c: c, cfg: cfg, misconf: verdict.NewMisconfigLog(cfg.Logger)}
 }
 
 // unknownPeer keys the calls without a network peer, together.
@@ -261,20 +265,20 @@ func (l *callLimiter) decide(ctx context.Context, fullMethod string) (metadata.M
 		if l.cfg.OnError != nil {
 			l.cfg.OnError(ctx, fullMethod, err)
 		}
-		if isConfigError(err) {
-			l.misconf.failed(ctx, fullMethod, err)
+		if verdict.IsConfigError(err) {
+			l.misconf.Failed(ctx, fullMethod, err)
 			return nil, status.Error(codes.Internal, "rate limiter misconfigured")
 		}
-		if l.cfg.FailureMode == FailClosed {
+		if l.cfg.FailureMode == client.FailClosed {
 			return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
 		}
 		return nil, nil
 	}
-	l.misconf.ok()
+	l.misconf.OK()
 	md := metadata.Pairs(
 		MDLimit, strconv.FormatInt(d.Limit, 10),
 		MDRemaining, strconv.FormatInt(max(d.Remaining, 0), 10),
-		MDReset, strconv.FormatInt(ceilSeconds(d.ResetAfter), 10),
+		MDReset, strconv.FormatInt(ratelimitheader.Seconds(d.ResetAfter), 10),
 	)
 	if d.Degraded {
 		md.Set(MDDegraded, "true")
@@ -282,7 +286,7 @@ func (l *callLimiter) decide(ctx context.Context, fullMethod string) (metadata.M
 	if d.Allowed {
 		return md, nil
 	}
-	md.Set(MDRetryAfter, strconv.FormatInt(ceilSeconds(d.RetryAfter), 10))
+	md.Set(MDRetryAfter, strconv.FormatInt(ratelimitheader.Seconds(d.RetryAfter), 10))
 	st := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limited: retry after %v", d.RetryAfter))
 	if withInfo, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}); err == nil {
 		st = withInfo
@@ -292,7 +296,7 @@ func (l *callLimiter) decide(ctx context.Context, fullMethod string) (metadata.M
 
 // check keys one call and asks floodgate: by Key's key, falling back to
 // the peer's; a key from caller-written metadata together with the peer's.
-func (l *callLimiter) check(ctx context.Context, fullMethod string) (Decision, error) {
+func (l *callLimiter) check(ctx context.Context, fullMethod string) (client.Decision, error) {
 	var notes keyNotes
 	key := l.cfg.Key(context.WithValue(ctx, keyNotesKey{}, &notes), fullMethod)
 	peerKey := func() string {
@@ -302,33 +306,17 @@ func (l *callLimiter) check(ctx context.Context, fullMethod string) (Decision, e
 		return unknownPeer
 	}
 	if key == "" {
-		return l.c.check(ctx, l.cfg.Timeout, l.cfg.KeyPrefix+peerKey(), l.cfg.Limit)
+		return l.c.Check(ctx, client.Request{Key: l.cfg.KeyPrefix + peerKey(), Limit: l.cfg.Limit})
 	}
 	if !notes.fromCaller || l.cfg.TrustMetadata {
-		return l.c.check(ctx, l.cfg.Timeout, l.cfg.KeyPrefix+key, l.cfg.Limit)
+		return l.c.Check(ctx, client.Request{Key: l.cfg.KeyPrefix + key, Limit: l.cfg.Limit})
 	}
-	b, err := l.c.checkBatch(ctx, l.cfg.Timeout, []Request{
-		{Key: l.cfg.KeyPrefix + key, Limit: l.cfg.Limit},
-		{Key: l.cfg.KeyPrefix + peerKey(), Limit: l.cfg.Limit},
-	})
+	b, err := l.c.CheckBatch(ctx,
+		client.Request{Key: l.cfg.KeyPrefix + key, Limit: l.cfg.Limit},
+		client.Request{Key: l.cfg.KeyPrefix + peerKey(), Limit: l.cfg.Limit})
 	if err != nil {
-		return Decision{}, err
+		return client.Decision{}, err
 	}
-	d := b.Decisions[mostRestrictive(b)]
-	d.Allowed = b.Allowed // a batch denied by one check is denied as a whole
+	d, _ := verdict.Combined(b)
 	return d, nil
-}
-
-// ceilSeconds is d in whole seconds, rounded up.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// hashValue is a short, stable digest of a secret, for keys.
-func hashValue(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return hex.EncodeToString(sum[:16])
 }
