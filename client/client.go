@@ -26,7 +26,9 @@ const DefaultTimeout = 100 * time.Millisecond
 // unreachable floodgate fails at once (and within the timeout) instead of
 // queueing. Retries are off on purpose: a Check whose reply was lost may
 // already have been charged, and retrying it would charge it twice.
-const serviceConfig = `{"methodConfig":[{"name":[{"service":"floodgate.v1.RateLimiter"}],"waitForReady":false}]}`
+func serviceConfig() string {
+	return `{"methodConfig":[{"name":[{"service":"` + floodgatev1.RateLimiter_ServiceDesc.ServiceName + `"}],"waitForReady":false}]}`
+}
 
 // Algorithm chooses how a limit counts. The values match floodgate.v1's
 // Algorithm enum.
@@ -216,7 +218,7 @@ func Dial(addr string, opts ...DialOption) (*Client, error) {
 	}
 	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultServiceConfig(serviceConfig),
+		grpc.WithDefaultServiceConfig(serviceConfig()),
 		// Also overrides a service config from the resolver that would
 		// enable retries. Transparent retries (the call never reached the
 		// server) stay on: they cannot charge twice.

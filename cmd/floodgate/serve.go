@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -262,9 +261,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 // check checks the flags that need more than parsing, and returns the
 // failure mode and the transport limits they give.
 func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) {
-	failureMode, err := parseFailureMode(f.failureMode)
-	if err != nil {
-		return failureMode, server.TransportLimits{}, err
+	var failureMode rules.FailureMode
+	if err := failureMode.UnmarshalText([]byte(f.failureMode)); err != nil {
+		return failureMode, server.TransportLimits{}, fmt.Errorf("--failure-mode %w", err)
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == "") {
 		return failureMode, server.TransportLimits{}, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
@@ -291,16 +290,6 @@ func setGCPercent(getenv func(string) string, percent int) {
 	if getenv("GOGC") == "" && percent != 0 {
 		debug.SetGCPercent(percent)
 	}
-}
-
-func parseFailureMode(s string) (rules.FailureMode, error) {
-	switch strings.ToLower(s) {
-	case "open":
-		return rules.FailureOpen, nil
-	case "closed":
-		return rules.FailureClosed, nil
-	}
-	return rules.FailureDefault, fmt.Errorf("--failure-mode must be open or closed, got %q", s)
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

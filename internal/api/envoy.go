@@ -207,7 +207,7 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents
 			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "%d entries exceed the limit of %d", n, e.maxEntries)
 		}
 		if l := d.GetLimit(); l != nil {
-			if _, ok := unitDurations[rlsv3.RateLimitResponse_RateLimit_Unit(l.GetUnit())]; !ok {
+			if _, ok := unitPeriod(rlsv3.RateLimitResponse_RateLimit_Unit(l.GetUnit())); !ok {
 				return nil, invalidf(fmtIndex("descriptors", i)+".limit.unit", "unknown unit %v", l.GetUnit())
 			}
 		}
@@ -233,16 +233,10 @@ func entryField(i, j int) string {
 	return fmtIndex("descriptors", i) + "." + fmtIndex("entries", j)
 }
 
-// unitDurations are Envoy's units as periods (month and year as
-// envoyproxy/ratelimit counts them: 30 and 365 days).
-var unitDurations = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
-	rlsv3.RateLimitResponse_RateLimit_SECOND: time.Second,
-	rlsv3.RateLimitResponse_RateLimit_MINUTE: time.Minute,
-	rlsv3.RateLimitResponse_RateLimit_HOUR:   time.Hour,
-	rlsv3.RateLimitResponse_RateLimit_DAY:    24 * time.Hour,
-	rlsv3.RateLimitResponse_RateLimit_WEEK:   7 * 24 * time.Hour,
-	rlsv3.RateLimitResponse_RateLimit_MONTH:  30 * 24 * time.Hour,
-	rlsv3.RateLimitResponse_RateLimit_YEAR:   365 * 24 * time.Hour,
+// unitPeriod is the period of an Envoy unit (rules owns the table); ok is
+// false for UNKNOWN and numbers the enum does not name.
+func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) {
+	return rules.UnitPeriod(u.String())
 }
 
 // plan turns the request into the limits to decide.
@@ -291,7 +285,7 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Config, entries [][
 // server does, under a key of its own: the domain, the entries and the
 // override's rate.
 func (e *Envoy) overrideCheck(i int, domain string, entries []rules.Entry, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride, cost int64) envoyCheck {
-	period := unitDurations[rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())]
+	period, _ := unitPeriod(rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()))
 	l := &rules.Limit{
 		Name:   domain + ".override",
 		Domain: domain,
