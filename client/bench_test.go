@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/api"
 )
 
 // benchLimit never denies within a run, so every call is a charging check.
@@ -20,7 +20,7 @@ var benchLimit = client.Limit{Algorithm: client.TokenBucket, Requests: 1_000_000
 // in-process floodgate, from parallel goroutines, each call a distinct
 // key.
 func BenchmarkCheck(b *testing.B) {
-	addr, stop, err := serveFloodgate(server.Settings{})
+	addr, stop, err := serveFloodgate(api.Settings{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func BenchmarkCheck(b *testing.B) {
 // BenchmarkMiddleware measures the middleware around an empty handler,
 // per IP and per API key (one CheckBatch of two), distinct clients.
 func BenchmarkMiddleware(b *testing.B) {
-	addr, stop, err := serveFloodgate(server.Settings{})
+	addr, stop, err := serveFloodgate(api.Settings{})
 	if err != nil {
 		b.Fatal(err)
 	}

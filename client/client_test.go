@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/api"
 )
 
 func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
@@ -39,7 +39,7 @@ var perMinute3 = client.Limit{Algorithm: client.TokenBucket, Requests: 3, Period
 
 // TestCheckPeekReset walks one key through every single-key RPC.
 func TestCheckPeekReset(t *testing.T) {
-	addr, clock := startFloodgate(t, server.Settings{})
+	addr, clock := startFloodgate(t, api.Settings{})
 	c := dial(t, addr)
 	ctx := context.Background()
 
@@ -105,7 +105,7 @@ func TestCheckPeekReset(t *testing.T) {
 
 // TestCheckBatchAllOrNothing: a batch denied by one key charges no other.
 func TestCheckBatchAllOrNothing(t *testing.T) {
-	addr, _ := startFloodgate(t, server.Settings{})
+	addr, _ := startFloodgate(t, api.Settings{})
 	c := dial(t, addr)
 	ctx := context.Background()
 	one := client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute}
@@ -135,7 +135,7 @@ func TestCheckBatchAllOrNothing(t *testing.T) {
 // TestPolicy: a named policy decides, with the policy's algorithm.
 func TestPolicy(t *testing.T) {
 	cfg := mustParseConfig(t, "policies:\n  login: {algorithm: sliding_window, requests: 2, period: 15m, failure_mode: closed}\n")
-	addr, _ := startFloodgate(t, server.Settings{Config: cfg})
+	addr, _ := startFloodgate(t, api.Settings{Config: cfg})
 	c := dial(t, addr)
 	ctx := context.Background()
 	var allowed []bool
@@ -163,7 +163,7 @@ func TestPolicy(t *testing.T) {
 // TestErrors: every way floodgate cannot decide surfaces as an error with
 // its gRPC code.
 func TestErrors(t *testing.T) {
-	addr, _ := startFloodgate(t, server.Settings{Config: mustParseConfig(t, "policies:\n  free: {requests_per_min: 15, burst: 30}\n")})
+	addr, _ := startFloodgate(t, api.Settings{Config: mustParseConfig(t, "policies:\n  free: {requests_per_min: 15, burst: 30}\n")})
 	c := dial(t, addr)
 	hang := dial(t, startHanging(t), client.WithTimeout(20*time.Millisecond))
 	dead := dial(t, deadAddr(t))
@@ -258,7 +258,7 @@ func (r *tokenRecorder) tokens() []string {
 // TestToken: the bearer token is sent, over plaintext only to loopback.
 func TestToken(t *testing.T) {
 	rec := &tokenRecorder{}
-	addr, _ := startFloodgate(t, server.Settings{}, grpc.ChainUnaryInterceptor(rec.intercept))
+	addr, _ := startFloodgate(t, api.Settings{}, grpc.ChainUnaryInterceptor(rec.intercept))
 	c := dial(t, addr, client.WithToken("s3cret"))
 	if _, err := c.Check(context.Background(), "k", perMinute3); err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ func TestToken(t *testing.T) {
 func TestTLS(t *testing.T) {
 	cert, pool := selfSigned(t, "floodgate.test")
 	rec := &tokenRecorder{}
-	addr, _ := startFloodgate(t, server.Settings{},
+	addr, _ := startFloodgate(t, api.Settings{},
 		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})),
 		grpc.ChainUnaryInterceptor(rec.intercept))
 	_, port, _ := net.SplitHostPort(addr)

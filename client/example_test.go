@@ -19,15 +19,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
 )
 
 // exampleFloodgate starts an in-process floodgate (as `floodgate serve`
 // would run, embedded store) whose clock stands still at 2000-01-01, so
 // the examples' output is exact. In real code the address is your
 // floodgate's, e.g. "127.0.0.1:8081".
-func exampleFloodgate(s server.Settings) (addr string, stop func()) {
+func exampleFloodgate(s api.Settings) (addr string, stop func()) {
 	addr, stop, err := serveFloodgate(s)
 	if err != nil {
 		log.Fatal(err)
@@ -38,7 +38,7 @@ func exampleFloodgate(s server.Settings) (addr string, stop func()) {
 // The quick start: three requests per minute in a token bucket, asked four
 // times in the same instant.
 func Example() {
-	addr, stop := exampleFloodgate(server.Settings{})
+	addr, stop := exampleFloodgate(api.Settings{})
 	defer stop()
 
 	c, err := client.Dial(addr)
@@ -72,7 +72,7 @@ policies:
 	if err != nil {
 		log.Fatal(err)
 	}
-	addr, stop := exampleFloodgate(server.Settings{Config: staticConfig{cfg}})
+	addr, stop := exampleFloodgate(api.Settings{Config: staticConfig{cfg}})
 	defer stop()
 	c, err := client.Dial(addr)
 	if err != nil {
@@ -99,7 +99,7 @@ policies:
 // Limit one request per IP and per API key at once: all or nothing, so a
 // request denied by one limit is not charged to the other.
 func ExampleClient_CheckBatch() {
-	addr, stop := exampleFloodgate(server.Settings{})
+	addr, stop := exampleFloodgate(api.Settings{})
 	defer stop()
 	c, err := client.Dial(addr)
 	if err != nil {
@@ -132,7 +132,7 @@ func ExampleClient_CheckBatch() {
 
 // Peek looks without charging; Reset forgets a key.
 func ExampleClient_Reset() {
-	addr, stop := exampleFloodgate(server.Settings{})
+	addr, stop := exampleFloodgate(api.Settings{})
 	defer stop()
 	c, err := client.Dial(addr)
 	if err != nil {
@@ -170,7 +170,7 @@ func ExampleClient_Reset() {
 // their X-RateLimit-* forms) and a 429 JSON body. A token bucket of 60/min
 // with burst 2 is a policy of 2 per 2s.
 func ExampleMiddleware() {
-	addr, stop := exampleFloodgate(server.Settings{})
+	addr, stop := exampleFloodgate(api.Settings{})
 	defer stop()
 	c, err := client.Dial(addr)
 	if err != nil {
@@ -209,7 +209,7 @@ func ExampleMiddleware() {
 // the caller writes is not trusted to stand alone; a call without one is
 // keyed by its address); a denied call carries the wait.
 func ExampleUnaryServerInterceptor() {
-	addr, stop := exampleFloodgate(server.Settings{})
+	addr, stop := exampleFloodgate(api.Settings{})
 	defer stop()
 	c, err := client.Dial(addr)
 	if err != nil {

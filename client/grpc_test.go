@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/api"
 )
 
 // startProtected serves grpc.health.v1 (a unary Check and a streaming
@@ -81,7 +81,7 @@ func wantRetryInfo(t *testing.T, err error, want time.Duration) {
 // TestUnaryInterceptor: allowed calls pass with headers; the denied one
 // gets ResourceExhausted, RetryInfo and trailers.
 func TestUnaryInterceptor(t *testing.T) {
-	addr, clock := startFloodgate(t, server.Settings{})
+	addr, clock := startFloodgate(t, api.Settings{})
 	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
 		Limit: client.Limit{Algorithm: client.FixedWindow, Requests: 2, Period: time.Minute},
 		Key:   client.KeyByMethod,
@@ -112,7 +112,7 @@ func TestUnaryInterceptor(t *testing.T) {
 
 // TestStreamInterceptor: a stream is limited once, when it opens.
 func TestStreamInterceptor(t *testing.T) {
-	addr, _ := startFloodgate(t, server.Settings{})
+	addr, _ := startFloodgate(t, api.Settings{})
 	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
 		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 1, Period: 10 * time.Second},
 		Key:   client.KeyByPeer,
@@ -145,7 +145,7 @@ func TestStreamInterceptor(t *testing.T) {
 // TestInterceptorKeys: each key has its own limit, and a key the caller
 // writes spends its peer's too; a call without a key spends its peer's.
 func TestInterceptorKeys(t *testing.T) {
-	addr, _ := startFloodgate(t, server.Settings{})
+	addr, _ := startFloodgate(t, api.Settings{})
 	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
 		Limit:     client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute},
 		Key:       client.KeyByMetadata("X-API-Key"),
@@ -285,7 +285,7 @@ func TestInterceptorFailureModes(t *testing.T) {
 // answer on, marked degraded.
 func TestDegraded(t *testing.T) {
 	cfg := mustParseConfig(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}\n")
-	c := dial(t, startDegraded(t, server.Settings{Config: cfg})) // inline limits fail open
+	c := dial(t, startDegraded(t, api.Settings{Config: cfg})) // inline limits fail open
 	ctx := context.Background()
 
 	d, err := c.Check(ctx, "k", perMinute3)

@@ -13,6 +13,7 @@ import (
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
@@ -47,16 +48,16 @@ func (s staticConfig) Current() *rules.Config { return s.cfg }
 
 // serveFloodgate runs a real floodgate (embedded store, clock stopped at
 // t0 unless s sets one) on a free loopback port and returns its address.
-func serveFloodgate(s server.Settings, opts ...grpc.ServerOption) (addr string, stop func(), err error) {
+func serveFloodgate(s api.Settings, opts ...grpc.ServerOption) (addr string, stop func(), err error) {
 	return serveStore(memstore.New(memstore.Config{}), s, opts...)
 }
 
 // serveStore is serveFloodgate with the store st, which it closes.
-func serveStore(st store.Store, s server.Settings, opts ...grpc.ServerOption) (addr string, stop func(), err error) {
+func serveStore(st store.Store, s api.Settings, opts ...grpc.ServerOption) (addr string, stop func(), err error) {
 	if s.Clock == nil {
 		s.Clock = func() time.Time { return t0 }
 	}
-	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, s), nil, server.GRPCSettings{ServerOptions: opts})
+	srv, _ := server.NewGRPCServer(api.NewRateLimiter(st, s), nil, server.GRPCSettings{ServerOptions: opts})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		st.Close()
@@ -67,7 +68,7 @@ func serveStore(st store.Store, s server.Settings, opts ...grpc.ServerOption) (a
 }
 
 // startFloodgate is serveFloodgate for a test, with a manual clock.
-func startFloodgate(t *testing.T, s server.Settings, opts ...grpc.ServerOption) (string, *manualClock) {
+func startFloodgate(t *testing.T, s api.Settings, opts ...grpc.ServerOption) (string, *manualClock) {
 	t.Helper()
 	clock := &manualClock{now: t0}
 	if s.Clock == nil {
@@ -95,7 +96,7 @@ func (downStore) Close() error               { return nil }
 
 // startDegraded runs a real floodgate whose store is down, so every
 // decision comes from the limit's failure mode, marked degraded.
-func startDegraded(t *testing.T, s server.Settings) string {
+func startDegraded(t *testing.T, s api.Settings) string {
 	t.Helper()
 	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	addr, stop, err := serveStore(downStore{}, s)
@@ -147,7 +148,7 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
-func mustParseConfig(t *testing.T, yaml string) server.ConfigSource {
+func mustParseConfig(t *testing.T, yaml string) api.ConfigSource {
 	t.Helper()
 	cfg, err := rules.Parse("policies.yaml", []byte(yaml))
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/sfv"
 )
 
@@ -23,7 +23,7 @@ var quotaFields = []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit",
 // and a delay. Both now write one scheme, parseable as Structured Fields;
 // a token bucket advertises its burst over its refill time.
 func TestMiddlewareHeaderScheme(t *testing.T) {
-	addr, clock := startFloodgate(t, server.Settings{})
+	addr, clock := startFloodgate(t, api.Settings{})
 	c := dial(t, addr)
 	h := client.Middleware(c, client.HTTPConfig{
 		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 60, Period: time.Minute, Burst: 2},
@@ -52,7 +52,7 @@ func TestMiddlewareHeaderScheme(t *testing.T) {
 
 	// A named policy: its window is the server's, unknown here.
 	cfg := mustParseConfig(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m}\n")
-	paddr, _ := startFloodgate(t, server.Settings{Config: cfg})
+	paddr, _ := startFloodgate(t, api.Settings{Config: cfg})
 	ph := client.Middleware(dial(t, paddr), client.HTTPConfig{Limit: client.Policy("login")})(ok)
 	wantFields(t, "policy", get(ph, "192.0.2.1:1").Header(), map[string]string{
 		"RateLimit-Policy":  "",
@@ -66,7 +66,7 @@ func TestMiddlewareHeaderScheme(t *testing.T) {
 // Now it writes X-RateLimit-Degraded and, when denied, Retry-After only.
 func TestMiddlewareDegradedHeaders(t *testing.T) {
 	cfg := mustParseConfig(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}\n")
-	c := dial(t, startDegraded(t, server.Settings{Config: cfg})) // inline limits fail open
+	c := dial(t, startDegraded(t, api.Settings{Config: cfg})) // inline limits fail open
 	w := get(client.Middleware(c, client.HTTPConfig{Limit: perMinute3})(ok), "192.0.2.1:1")
 	if w.Code != 200 || w.Header().Get("X-RateLimit-Degraded") != "true" {
 		t.Fatalf("open: got %d %v", w.Code, w.Header())

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/api"
 )
 
 // ok is the protected handler.
@@ -47,7 +47,7 @@ func wantResponse(t *testing.T, what string, w *httptest.ResponseRecorder, code 
 // TestMiddlewareHeaders: allowed requests get the numbers; the denied one
 // gets 429, Retry-After and the JSON body.
 func TestMiddlewareHeaders(t *testing.T) {
-	addr, clock := startFloodgate(t, server.Settings{})
+	addr, clock := startFloodgate(t, api.Settings{})
 	h := client.Middleware(dial(t, addr), client.HTTPConfig{
 		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 2, Period: time.Minute},
 	})(ok)
@@ -86,7 +86,7 @@ func TestMiddlewareHeaders(t *testing.T) {
 // without one the client IP alone; X-Forwarded-For counts only behind
 // configured proxies.
 func TestMiddlewareKeys(t *testing.T) {
-	addr, clock := startFloodgate(t, server.Settings{})
+	addr, clock := startFloodgate(t, api.Settings{})
 	c := dial(t, addr)
 	one := client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute}
 	direct := client.Middleware(c, client.HTTPConfig{Limit: one, Clock: clock.Now, KeyPrefix: "direct:"})(ok)
@@ -128,7 +128,7 @@ func TestMiddlewareKeys(t *testing.T) {
 
 // TestMiddlewarePerIPAndKey: both limits at once, all or nothing.
 func TestMiddlewarePerIPAndKey(t *testing.T) {
-	addr, clock := startFloodgate(t, server.Settings{})
+	addr, clock := startFloodgate(t, api.Settings{})
 	c := dial(t, addr)
 	h := client.Middleware(c, client.HTTPConfig{
 		Limit:       client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute},
@@ -217,7 +217,7 @@ func TestMiddlewareFailureModes(t *testing.T) {
 // error, answered 500 whatever the failure mode, so a typo cannot pass
 // silently.
 func TestMiddlewareBadLimit(t *testing.T) {
-	addr, _ := startFloodgate(t, server.Settings{})
+	addr, _ := startFloodgate(t, api.Settings{})
 	var log errorLog
 	var logged recordCounter
 	h := client.Middleware(dial(t, addr), client.HTTPConfig{

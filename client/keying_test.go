@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/api"
 )
 
 // twoPerMinute is the limit of the keying tests.
@@ -27,7 +27,7 @@ var twoPerMinute = client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Pe
 // entry keeps its /64; an entry that is no address at all falls back to
 // the peer (the proxy) instead of becoming a key of its own.
 func TestMiddlewareForwardedForForms(t *testing.T) {
-	addr, clock := startFloodgate(t, server.Settings{})
+	addr, clock := startFloodgate(t, api.Settings{})
 	h := client.Middleware(dial(t, addr), client.HTTPConfig{Limit: twoPerMinute, Clock: clock.Now, TrustedProxyHops: 1})(ok)
 	for _, tc := range []struct {
 		name    string
@@ -61,7 +61,7 @@ func TestMiddlewareForwardedForForms(t *testing.T) {
 // middleware cannot verify never escapes its address's limit: rotating
 // made-up keys from one address stops at the IP limit.
 func TestMiddlewareMadeUpKeys(t *testing.T) {
-	addr, clock := startFloodgate(t, server.Settings{})
+	addr, clock := startFloodgate(t, api.Settings{})
 	h := client.Middleware(dial(t, addr), client.HTTPConfig{Limit: twoPerMinute, Clock: clock.Now})(ok)
 	for i, key := range []string{"k1", "k2", "k3", "k4", "k5"} {
 		want := 200
@@ -82,7 +82,7 @@ func TestMiddlewareMadeUpKeys(t *testing.T) {
 // metadata KeyByMetadata reads, or with an empty first value, is limited by
 // its peer address, not let through unlimited.
 func TestInterceptorMissingKeyFallsBack(t *testing.T) {
-	addr, _ := startFloodgate(t, server.Settings{})
+	addr, _ := startFloodgate(t, api.Settings{})
 	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
 		Limit: twoPerMinute,
 		Key:   client.KeyByMetadata("x-api-key"),
@@ -111,7 +111,7 @@ func TestInterceptorMissingKeyFallsBack(t *testing.T) {
 // peer stop at the peer's limit, also in the documented form
 // KeyFirst(KeyByMetadata(...), KeyByPeer).
 func TestInterceptorMadeUpKeys(t *testing.T) {
-	addr, _ := startFloodgate(t, server.Settings{})
+	addr, _ := startFloodgate(t, api.Settings{})
 	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
 		Limit: twoPerMinute,
 		Key:   client.KeyFirst(client.KeyByMetadata("x-api-key"), client.KeyByPeer),
@@ -151,7 +151,7 @@ func TestKeyByPeerIPv6(t *testing.T) {
 // TestMiddlewareVerifiedKeys: a key VerifyAPIKey accepts has its own limit,
 // whatever its address; a key it rejects counts as no key.
 func TestMiddlewareVerifiedKeys(t *testing.T) {
-	addr, clock := startFloodgate(t, server.Settings{})
+	addr, clock := startFloodgate(t, api.Settings{})
 	h := client.Middleware(dial(t, addr), client.HTTPConfig{
 		Limit:        twoPerMinute,
 		Clock:        clock.Now,
@@ -176,7 +176,7 @@ func TestMiddlewareVerifiedKeys(t *testing.T) {
 // TestInterceptorTrustMetadataAndExempt: TrustMetadata limits verified
 // keys alone; Exempt skips floodgate.
 func TestInterceptorTrustMetadataAndExempt(t *testing.T) {
-	addr, _ := startFloodgate(t, server.Settings{})
+	addr, _ := startFloodgate(t, api.Settings{})
 	one := client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute}
 	hc := startProtected(t, dial(t, addr), client.InterceptorConfig{
 		Limit:         one,

@@ -21,8 +21,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
 )
 
 // startAuthFloodgate runs a real floodgate that requires the bearer token.
@@ -32,11 +33,11 @@ func startAuthFloodgate(t *testing.T, token string) string {
 	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	auth, err := server.NewTokenAuth(file, server.WithAuthLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	auth, err := auth.NewTokenAuth(file, auth.WithAuthLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, _ := startFloodgate(t, server.Settings{}, grpc.ChainUnaryInterceptor(auth.UnaryInterceptor()))
+	addr, _ := startFloodgate(t, api.Settings{}, grpc.ChainUnaryInterceptor(auth.UnaryInterceptor()))
 	return addr
 }
 
@@ -206,7 +207,7 @@ func TestMisconfigLoggedOncePerEpisode(t *testing.T) {
 	without, with := parse("policies:\n  other: {requests_per_min: 60}\n"), parse("policies:\n  free: {requests_per_min: 60}\n")
 	var src switchConfig
 	src.cur.Store(without)
-	addr, _ := startFloodgate(t, server.Settings{Config: &src})
+	addr, _ := startFloodgate(t, api.Settings{Config: &src})
 	var logged recordCounter
 	h := client.Middleware(dial(t, addr), client.HTTPConfig{Limit: client.Policy("free"), Logger: slog.New(&logged)})(ok)
 

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/loadgen"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
@@ -41,7 +42,7 @@ func (s benchConfigSource) Current() *rules.Config { return s.c }
 // rules.
 func benchServer(t *testing.T, cfgYAML string, s server.GRPCSettings) string {
 	t.Helper()
-	var src server.ConfigSource
+	var src api.ConfigSource
 	if cfgYAML != "" {
 		cfg, err := rules.Parse("bench.yaml", []byte(cfgYAML))
 		if err != nil {
@@ -52,8 +53,8 @@ func benchServer(t *testing.T, cfgYAML string, s server.GRPCSettings) string {
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	srv, _ := server.NewGRPCServer(
-		server.NewRateLimiter(st, server.Settings{Config: src}),
-		server.NewEnvoy(st, server.EnvoySettings{Config: src}), s)
+		api.NewRateLimiter(st, api.Settings{Config: src}),
+		api.NewEnvoy(st, api.EnvoySettings{Config: src}), s)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
@@ -57,7 +58,7 @@ func startCheckServer(t *testing.T, st store.Store) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl := server.NewRateLimiter(st, server.Settings{
+	rl := api.NewRateLimiter(st, api.Settings{
 		Config: policies{cfg},
 		Clock:  func() time.Time { return checkEpoch },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

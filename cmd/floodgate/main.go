@@ -1,8 +1,12 @@
-// Command floodgate is a gRPC rate-limit decision service.
+// Command floodgate is a gRPC rate-limit decision service. Its commands
+// (dispatched in run):
 //
 //	floodgate serve             run the server (embedded store unless --redis-url is set)
-//	floodgate config validate   check config files offline
-//	floodgate version           print the version
+//	floodgate check             ask a running floodgate about a key (a table or --json)
+//	floodgate config validate   check config files offline (exit 1 on error)
+//	floodgate bench             load-test a server (closed loop; decisions/s, latency)
+//	floodgate version           print the version (also --version)
+//	floodgate help              print the usage (also -h, --help)
 //
 // Every flag can also be set with an environment variable: --grpc-addr is
 // FLOODGATE_GRPC_ADDR. `floodgate COMMAND --help` lists them.

@@ -8,26 +8,18 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/rlqs"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/server/httpapi"
-	"github.com/floodgate/floodgate/internal/server/rlqs"
-	"github.com/floodgate/floodgate/internal/store"
-	"github.com/floodgate/floodgate/internal/store/breaker"
 	"github.com/floodgate/floodgate/internal/store/denycache"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 	"github.com/floodgate/floodgate/internal/store/redisstore"
@@ -93,7 +85,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store: most keys kept at once (the nearest-to-full are evicted first)")
 	fs.Int64Var(&f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store: most memory its keys take, by its own accounting (evicts like --memory-max-keys; at least 1 MiB)")
-	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", server.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
+	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", api.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
 	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded) or closed (deny)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug (request logs), info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -162,20 +154,13 @@ func (f *serveFlags) transportLimits() (server.TransportLimits, error) {
 	}, nil
 }
 
+// runServe runs `floodgate serve` until ctx ends: it checks the flags,
+// loads the rules, opens the store, builds the APIs, the gRPC server and
+// the admin HTTP server, serves until a signal, then drains.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	var f serveFlags
-	fs := newFlagSet("serve [flags]", "Runs the rate-limit server. Without --redis-url it uses the embedded in-memory store.", stderr)
-	f.register(fs)
-	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		fmt.Fprintln(stderr, "floodgate serve:", err)
-		return exitCode(2)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "floodgate serve: unexpected argument %q\n", fs.Arg(0))
-		return exitCode(2)
+	f, err := parseServeFlags(args, getenv, stderr)
+	if err != nil {
+		return err
 	}
 	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
@@ -188,17 +173,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// this one, once, here.
 	redis.SetLogger(redisstore.Logger{Log: log})
 	setGCPercent(getenv, f.gcPercent)
-	failureMode, err := parseFailureMode(f.failureMode)
-	if err != nil {
-		return err
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == "") {
-		return errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
-	}
-	if err := f.checkNumbers(); err != nil {
-		return err
-	}
-	limits, err := f.transportLimits()
+	failureMode, limits, err := f.check()
 	if err != nil {
 		return err
 	}
@@ -206,121 +181,39 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := server.NewMetrics(reg)
-	metrics.SetBuildInfo(version)
-
-	var cfg server.ConfigSource
+	reg, metrics := newMetrics()
 	var quotaSvc atomic.Pointer[rlqs.Service] // told of reloads once built
-	if f.configPath != "" {
-		w, err := rules.Watch(ctx, f.configPath,
-			func(c *rules.Config) {
-				metrics.ObserveConfigReload(nil)
-				if q := quotaSvc.Load(); q != nil {
-					q.ConfigChanged()
-				}
-				log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()), "policies", len(c.Policies()), "digest", c.Digest())
-			},
-			func(err error) {
-				metrics.ObserveConfigReload(err)
-				log.Error("config rejected; the previous config keeps serving", "err", err)
-			})
-		if err != nil {
-			return err
+	cfg, closeRules, err := loadRules(ctx, f.configPath, metrics, log, func() {
+		if q := quotaSvc.Load(); q != nil {
+			q.ConfigChanged()
 		}
-		defer w.Close()
-		cfg = w
+	})
+	if err != nil {
+		return err
 	}
+	defer closeRules()
 
-	// The gRPC server exists before the store so that the store's breaker
-	// can report its health.
-	var grpcOpts []grpc.ServerOption
-	if f.tlsCert != "" {
-		tlsCfg, _, err := server.NewTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA, log)
-		if err != nil {
-			return err
-		}
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	// The gRPC pipeline exists before the store so that the store's
+	// breaker can report its health.
+	pipe, err := buildGRPCPipeline(f, limits, metrics, log)
+	if err != nil {
+		return err
 	}
-	grpcOpts = append(grpcOpts, server.GRPCLimitOptions(uint32(min(f.maxConcurrentStreams, 1<<32-1)), f.maxRecvMsgBytes)...)
-	unary := []grpc.UnaryServerInterceptor{metrics.GRPCUnaryInterceptor()}
-	stream := []grpc.StreamServerInterceptor{metrics.GRPCStreamInterceptor()}
-	var tokens *server.TokenAuth
-	if f.authTokenFile != "" {
-		auth, err := server.NewTokenAuth(f.authTokenFile, server.WithAuthLogger(log))
-		if err != nil {
-			return err
-		}
-		tokens = auth
-		unary = append(unary, auth.UnaryInterceptor())
-		stream = append(stream, auth.StreamInterceptor())
-		limits.Auth = auth
-	}
-	gate := server.NewGate(limits)
-
-	var health *grpchealth.Server
-	// The breaker opens on failed decisions and on its own pings (every
-	// 250ms, traffic or not), so this health follows the store.
-	onBreaker := func(open bool, cause error) {
-		metrics.SetBreakerOpen(open)
-		switch {
-		case open && errors.Is(cause, store.ErrMisconfigured):
-			log.Error("store misconfigured: answering by failure modes and not ready until fixed", "err", cause)
-		case open:
-			log.Warn("store unreachable: answering by failure modes until it returns", "err", cause)
-		default:
-			log.Info("store reachable again")
-		}
-		if health != nil {
-			st := healthpb.HealthCheckResponse_SERVING
-			if open {
-				st = healthpb.HealthCheckResponse_NOT_SERVING
-			}
-			health.SetServingStatus(storeHealthService, st)
-		}
-	}
-	st, backend, err := openStore(ctx, f, log, metrics, onBreaker)
+	var health *grpchealth.Server // set once the gRPC server is built
+	st, backend, err := buildStore(ctx, f, log, metrics, breakerReporter(metrics, log, &health))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	rlSettings := server.Settings{
-		Config:      cfg,
-		MaxKeyBytes: f.maxKeyBytes,
-		FailureMode: failureMode,
-		Logger:      log,
-		Metrics:     metrics,
-	}
-	rl := server.NewRateLimiter(st, rlSettings)
-	envoy := server.NewEnvoy(st, server.EnvoySettings{
-		Config:      cfg,
-		MaxKeyBytes: f.maxKeyBytes,
-		FailureMode: failureMode,
-		ShadowMode:  f.shadowMode,
-		NoHeaders:   !f.headers,
-		NoRefunds:   !f.envoyRefunds,
-		Logger:      log,
-		Metrics:     metrics,
-
-		DetailedMetricSeries: f.detailSeries, // opt-in: request values in metric labels
-	})
+	apis := buildAPIs(f, st, cfg, failureMode, log, metrics)
 	quota, quotaCloser, err := openQuota(f, cfg, reg, log)
 	if err != nil {
 		return err
 	}
 	defer quotaCloser.Close()
 	quotaSvc.Store(quota)
-	grpcSrv, hs := server.NewGRPCServer(rl, envoy, server.GRPCSettings{
-		Logger:             log,
-		MaxRecvMsgBytes:    f.maxRecvMsgBytes,
-		ServerOptions:      grpcOpts,
-		UnaryInterceptors:  unary,
-		StreamInterceptors: stream,
-		Gate:               gate,
-		Quota:              quota,
-	})
+	grpcSrv, hs := buildGRPC(f, pipe, apis, quota, log)
 	health = hs
 	metrics.InitializeGRPC(grpcSrv)
 
@@ -328,99 +221,59 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("grpc listen: %w", err)
 	}
-	lis = gate.Listener(lis)
-	var httpSrv *http.Server
-	var httpLis net.Listener
+	lis = pipe.gate.Listener(lis)
 	var draining atomic.Bool // set on SIGTERM: /readyz turns not ready
-	if f.httpAddr != "" {
-		httpLis, err = net.Listen("tcp", f.httpAddr)
-		if err != nil {
-			lis.Close()
-			return fmt.Errorf("http listen: %w", err)
-		}
-		httpSrv = server.NewAdminServer(server.NewAdminHandler(server.AdminSettings{
-			Ready:   readiness(st, &draining),
-			Metrics: metrics.Handler(),
-			Pprof:   f.pprof,
-			API:     httpAPI(f, st, rlSettings, tokens, reg),
-		}))
+	admin, err := buildAdmin(f, st, apis.settings, pipe.tokens, reg, metrics, &draining)
+	if err != nil {
+		lis.Close()
+		return err
 	}
-
-	errc := make(chan error, 2)
-	go func() { errc <- grpcSrv.Serve(lis) }()
-	if httpSrv != nil {
-		go func() {
-			if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-	}
-	health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	health.SetServingStatus("floodgate.v1.RateLimiter", healthpb.HealthCheckResponse_SERVING)
-	health.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
-	health.SetServingStatus(storeHealthService, healthpb.HealthCheckResponse_SERVING)
-	health.SetServingStatus("envoy.service.rate_limit_quota.v3.RateLimitQuotaService", healthpb.HealthCheckResponse_SERVING)
-	attrs := []any{"grpc", lis.Addr().String(), "store", backend, "version", version, "tls", f.tlsCert != "", "auth", f.authTokenFile != ""}
-	if httpLis != nil {
-		attrs = append(attrs, "http", httpLis.Addr().String())
-	}
-	log.Info("serving", attrs...)
-
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	}
-
-	// Drain: report NOT_SERVING so balancers stop sending, let in-flight
-	// calls finish, and stop hard after the drain timeout.
-	log.Info("shutting down", "drain_timeout", f.drainTimeout)
-	draining.Store(true)
-	health.Shutdown()
-	timer := time.NewTimer(f.drainTimeout)
-	// RLQS streams never end by themselves: they send their final
-	// assignments and close first, or GracefulStop would wait for them.
-	dctx, dcancel := context.WithTimeout(context.Background(), f.drainTimeout)
-	quota.Drain(dctx)
-	dcancel()
-	stopped := make(chan struct{})
-	go func() { grpcSrv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-		timer.Stop()
-	case <-timer.C:
-		log.Warn("drain timeout; stopping in-flight calls")
-		grpcSrv.Stop()
-	}
-	if httpSrv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-		defer scancel()
-		_ = httpSrv.Shutdown(sctx)
-	}
-	log.Info("stopped")
-	return nil
+	return serveUntilSignal(ctx, f, running{
+		grpc:     grpcSrv,
+		lis:      lis,
+		health:   health,
+		admin:    admin,
+		quota:    quota,
+		draining: &draining,
+		attrs:    []any{"store", backend, "version", version, "tls", f.tlsCert != "", "auth", f.authTokenFile != ""},
+	}, log)
 }
 
-// httpAPI is the HTTP/JSON API (nil with --http-api=false): a
-// RateLimiter like the gRPC one, on the same store and config, whose
-// decisions the metrics count under api="http".
-func httpAPI(f serveFlags, st store.Store, s server.Settings, tokens *server.TokenAuth, reg prometheus.Registerer) http.Handler {
-	if !f.httpAPI {
-		return nil
+// parseServeFlags parses serve's flags and environment; a bad flag has
+// been reported on stderr and ends the program with status 2.
+func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveFlags, error) {
+	var f serveFlags
+	fs := newFlagSet("serve [flags]", "Runs the rate-limit server. Without --redis-url it uses the embedded in-memory store.", stderr)
+	f.register(fs)
+	if err := parseFlags(fs, args, getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		fmt.Fprintln(stderr, "floodgate serve:", err)
+		return f, exitCode(2)
 	}
-	s.API = server.APIHTTP
-	hs := httpapi.Settings{
-		Config:         s.Config,
-		MaxBodyBytes:   int64(f.maxRecvMsgBytes),
-		Timeout:        f.unaryTimeout,
-		AllowedOrigins: strings.Split(f.httpCORSOrigins, ","),
-		Metrics:        reg,
-		Logger:         s.Logger,
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "floodgate serve: unexpected argument %q\n", fs.Arg(0))
+		return f, exitCode(2)
 	}
-	if tokens != nil {
-		hs.Auth = tokens
+	return f, nil
+}
+
+// check checks the flags that need more than parsing, and returns the
+// failure mode and the transport limits they give.
+func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) {
+	failureMode, err := parseFailureMode(f.failureMode)
+	if err != nil {
+		return failureMode, server.TransportLimits{}, err
 	}
-	return httpapi.New(server.NewRateLimiter(st, s), hs)
+	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == "") {
+		return failureMode, server.TransportLimits{}, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
+	}
+	if err := f.checkNumbers(); err != nil {
+		return failureMode, server.TransportLimits{}, err
+	}
+	limits, err := f.transportLimits()
+	return failureMode, limits, err
 }
 
 // defaultGCPercent is --gc-percent's default. A rate limiter's live heap
@@ -439,105 +292,6 @@ func setGCPercent(getenv func(string) string, percent int) {
 		debug.SetGCPercent(percent)
 	}
 }
-
-// storeHealthService is the grpc.health.v1 service name that reports the
-// store: NOT_SERVING while it is unreachable (decisions then come from the
-// failure modes). The overall service ("") stays SERVING, since floodgate
-// still answers.
-const storeHealthService = "floodgate.store"
-
-// readiness is /readyz: not ready while draining, or while the store is
-// misconfigured (a Redis Cluster node in standalone mode, a replica: no
-// limit could ever be enforced, and nothing but an operator will fix it).
-// A store that is merely unreachable keeps the replica ready: it still
-// answers every limit by its failure mode, closed ones included. Were it
-// not ready, every replica would turn not ready at once, the balancer
-// would have no endpoint left, and the caller's own fallback would answer
-// instead: Envoy's rate-limit filter with failure_mode_deny: false lets
-// everything through, a login limit declared closed included.
-func readiness(st store.Store, draining *atomic.Bool) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if draining.Load() {
-			return errors.New("shutting down")
-		}
-		if err := st.Ping(ctx); errors.Is(err, store.ErrMisconfigured) {
-			return err
-		}
-		return nil
-	}
-}
-
-// openStore opens the store the flags ask for: the embedded memory store,
-// or Redis behind the metrics decorator, a circuit breaker and the local
-// deny cache. A Redis that answers but cannot decide in --redis-mode (a
-// cluster node, a replica) is an error; one that does not answer yet is
-// logged, and the failure modes answer until it does.
-func openStore(ctx context.Context, f serveFlags, log *slog.Logger, m *server.Metrics, onBreaker func(open bool, cause error)) (store.Store, string, error) {
-	if f.redisURL == "" {
-		if f.memoryMaxKeys <= 0 {
-			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
-		}
-		if f.memoryMaxMem < memstore.MinMaxBytes {
-			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memoryMaxMem)
-		}
-		cfg := memstore.Config{MaxKeys: f.memoryMaxKeys, MaxBytes: f.memoryMaxMem}
-		return server.InstrumentStore(memstore.New(cfg), m, "memory"), "memory", nil
-	}
-	if f.redisTimeout <= 0 {
-		return nil, "", fmt.Errorf("--redis-timeout must be positive, got %v", f.redisTimeout)
-	}
-	client, err := redisstore.NewClient(redisstore.ClientConfig{
-		URL:            f.redisURL,
-		Mode:           f.redisMode,
-		SentinelMaster: f.redisSentinelMaster,
-		PoolSize:       f.redisPoolSize,
-		TLSCAFile:      f.redisTLSCA,
-		TLSCertFile:    f.redisTLSCert,
-		TLSKeyFile:     f.redisTLSKey,
-		DialTimeout:    f.redisDialTimeout,
-		ReadTimeout:    f.redisTimeout,
-		WriteTimeout:   f.redisTimeout,
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	rs, err := redisstore.New(client, redisstore.Config{
-		Prefix:         f.redisPrefix,
-		Timeout:        f.redisTimeout,
-		BatchMaxSize:   f.redisBatchMaxSize,
-		BatchMaxWait:   f.redisBatchMaxWait,
-		BatchPipelines: f.redisPipelines,
-		Mode:           f.redisMode,
-	})
-	if err != nil {
-		client.Close()
-		return nil, "", err
-	}
-	cctx, cancel := context.WithTimeout(ctx, f.redisDialTimeout+time.Second)
-	err = rs.CheckServer(cctx)
-	cancel()
-	switch {
-	case errors.Is(err, store.ErrMisconfigured):
-		rs.Close()
-		client.Close()
-		return nil, "", err
-	case err != nil:
-		log.Warn("Redis does not answer yet: answering by failure modes until it does", "err", err)
-	}
-	var st store.Store = breaker.New(server.InstrumentStore(closeBoth{rs, client}, m, "redis"), breaker.Config{OnChange: onBreaker})
-	if f.denyCacheSize > 0 {
-		st = denycache.New(st, denycache.Config{MaxEntries: f.denyCacheSize, OnHit: m.ObserveDenyCacheHits})
-	}
-	return st, "redis-" + f.redisMode, nil
-}
-
-// closeBoth closes the Redis store and then its client.
-type closeBoth struct {
-	*redisstore.Store
-	client io.Closer
-}
-
-func (c closeBoth) Close() error { return errors.Join(c.Store.Close(), c.client.Close()) }
 
 func parseFailureMode(s string) (rules.FailureMode, error) {
 	switch strings.ToLower(s) {

@@ -39,10 +39,10 @@ func TestMemoryMaxBytes(t *testing.T) {
 			if f.memoryMaxMem != tc.want && tc.wantErr == "" {
 				t.Errorf("memory-max-bytes %d, want %d", f.memoryMaxMem, tc.want)
 			}
-			s, _, err := openStore(context.Background(), f, slog.Default(), nil, nil)
+			s, _, err := buildStore(context.Background(), f, slog.Default(), nil, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("openStore: %v, want an error containing %q", err, tc.wantErr)
+					t.Fatalf("buildStore: %v, want an error containing %q", err, tc.wantErr)
 				}
 				return
 			}

@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/loadgen"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
@@ -33,7 +34,7 @@ func (s staticConfig) Current() *rules.Config { return s.c }
 // and returns connections to it. cfgYAML, when not empty, is its rules.
 func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInterface {
 	t.Helper()
-	var src server.ConfigSource
+	var src api.ConfigSource
 	if cfgYAML != "" {
 		cfg, err := rules.Parse("bench.yaml", []byte(cfgYAML))
 		if err != nil {
@@ -44,8 +45,8 @@ func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInter
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	srv, _ := server.NewGRPCServer(
-		server.NewRateLimiter(st, server.Settings{Config: src}),
-		server.NewEnvoy(st, server.EnvoySettings{Config: src}),
+		api.NewRateLimiter(st, api.Settings{Config: src}),
+		api.NewEnvoy(st, api.EnvoySettings{Config: src}),
 		server.GRPCSettings{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate/floodgate/internal/loadgen"
+	"github.com/floodgate/floodgate/internal/rlqs"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server/rlqs"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 

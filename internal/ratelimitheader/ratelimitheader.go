@@ -1,5 +1,5 @@
 // Package ratelimitheader is the one place that writes floodgate's
-// rate-limit response headers, for the Envoy API (server.Envoy) and the
+// rate-limit response headers, for the Envoy API (api.Envoy) and the
 // HTTP middleware (client.Middleware) alike, so both speak one scheme:
 //
 //	RateLimit-Policy: "name";q=10;w=10      the quota policy (IETF httpapi draft)

@@ -19,7 +19,7 @@ type AdminSettings struct {
 	// profiles, traces and goroutine dumps show what the server is doing
 	// and holds, and a CPU profile or trace costs CPU while it runs.
 	Pprof bool
-	// API serves the HTTP/JSON decision API under /v1/ (server/httpapi);
+	// API serves the HTTP/JSON decision API under /v1/ (internal/httpapi);
 	// nil leaves it out.
 	API http.Handler
 }
@@ -68,29 +68,29 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 
 // Timeouts of NewAdminServer.
 const (
-	// AdminReadHeaderTimeout bounds reading a request's headers.
-	AdminReadHeaderTimeout = 5 * time.Second
-	// AdminReadTimeout bounds reading a whole request, body included, so a
+	// adminReadHeaderTimeout bounds reading a request's headers.
+	adminReadHeaderTimeout = 5 * time.Second
+	// adminReadTimeout bounds reading a whole request, body included, so a
 	// client that stops half-way through a body cannot hold a connection.
 	// Only the HTTP/JSON API takes bodies, small ones (it bounds its own
-	// requests' time more tightly, see server/httpapi).
-	AdminReadTimeout = 10 * time.Second
-	// AdminIdleTimeout closes a keep-alive connection with no request for
+	// requests' time more tightly, see internal/httpapi).
+	adminReadTimeout = 10 * time.Second
+	// adminIdleTimeout closes a keep-alive connection with no request for
 	// this long. Shorter than the usual 15s-60s Prometheus scrape interval,
 	// so a scraper reconnects for each scrape: one TCP handshake, while
 	// idle connections cannot pile up.
-	AdminIdleTimeout = 10 * time.Second
+	adminIdleTimeout = 10 * time.Second
 )
 
 // NewAdminServer is the HTTP server of the admin endpoints h, with
-// AdminReadHeaderTimeout, AdminReadTimeout and AdminIdleTimeout. It sets
+// adminReadHeaderTimeout, adminReadTimeout and adminIdleTimeout. It sets
 // no write timeout: a CPU profile or trace (with Pprof) streams for as
 // long as its ?seconds= asks.
 func NewAdminServer(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: AdminReadHeaderTimeout,
-		ReadTimeout:       AdminReadTimeout,
-		IdleTimeout:       AdminIdleTimeout,
+		ReadHeaderTimeout: adminReadHeaderTimeout,
+		ReadTimeout:       adminReadTimeout,
+		IdleTimeout:       adminIdleTimeout,
 	}
 }

@@ -16,26 +16,26 @@ const (
 	// connection. A client past it queues, it is not refused.
 	DefaultMaxConcurrentStreams = 1024
 
-	// KeepaliveMinTime is the shortest interval between client pings the
+	// keepaliveMinTime is the shortest interval between client pings the
 	// server accepts (the enforcement policy). Clients pinging more often
 	// get GOAWAY "too_many_pings". Pings are allowed on connections with no
 	// call in flight too, since Envoy and grpc-go clients keep idle
 	// connections warm that way.
-	KeepaliveMinTime = 10 * time.Second
-	// KeepaliveMaxConnectionIdle closes (with GOAWAY, which clients follow
+	keepaliveMinTime = 10 * time.Second
+	// keepaliveMaxConnectionIdle closes (with GOAWAY, which clients follow
 	// by reconnecting when needed) a connection that had no call for this
 	// long, so connections from clients that went away do not pile up.
-	KeepaliveMaxConnectionIdle = 5 * time.Minute
-	// KeepaliveTime is how long a connection may be silent before the
+	keepaliveMaxConnectionIdle = 5 * time.Minute
+	// keepaliveTime is how long a connection may be silent before the
 	// server pings the client to check it is still there.
-	KeepaliveTime = time.Minute
-	// KeepaliveTimeout is how long the server waits for that ping's answer
+	keepaliveTime = time.Minute
+	// keepaliveTimeout is how long the server waits for that ping's answer
 	// before closing the connection.
-	KeepaliveTimeout = 20 * time.Second
-	// HandshakeTimeout bounds the connection setup (TCP accepted to the
+	keepaliveTimeout = 20 * time.Second
+	// handshakeTimeout bounds the connection setup (TCP accepted to the
 	// end of the TLS and HTTP/2 handshakes), so a client that connects and
 	// says nothing cannot hold a connection for long.
-	HandshakeTimeout = 10 * time.Second
+	handshakeTimeout = 10 * time.Second
 )
 
 // GRPCLimitOptions are the server options that bound what one client can
@@ -43,9 +43,9 @@ const (
 // DefaultMaxConcurrentStreams), request messages of at most maxRecvMsg
 // bytes (0 means DefaultMaxRecvMsgBytes; larger ones are refused with
 // codes.ResourceExhausted), the keepalive enforcement policy (MinTime
-// KeepaliveMinTime, PermitWithoutStream true), the server's keepalive
-// parameters (KeepaliveMaxConnectionIdle, KeepaliveTime, KeepaliveTimeout;
-// no maximum connection age) and HandshakeTimeout.
+// keepaliveMinTime, PermitWithoutStream true), the server's keepalive
+// parameters (keepaliveMaxConnectionIdle, keepaliveTime, keepaliveTimeout;
+// no maximum connection age) and handshakeTimeout.
 //
 // Pass them in GRPCSettings.ServerOptions: they come after NewGRPCServer's
 // own options and so override its MaxRecvMsgSize.
@@ -60,14 +60,14 @@ func GRPCLimitOptions(maxConcurrentStreams uint32, maxRecvMsg int) []grpc.Server
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.MaxRecvMsgSize(maxRecvMsg),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime:             KeepaliveMinTime,
+			MinTime:             keepaliveMinTime,
 			PermitWithoutStream: true,
 		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			MaxConnectionIdle: KeepaliveMaxConnectionIdle,
-			Time:              KeepaliveTime,
-			Timeout:           KeepaliveTimeout,
+			MaxConnectionIdle: keepaliveMaxConnectionIdle,
+			Time:              keepaliveTime,
+			Timeout:           keepaliveTimeout,
 		}),
-		grpc.ConnectionTimeout(HandshakeTimeout),
+		grpc.ConnectionTimeout(handshakeTimeout),
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 )
@@ -27,7 +28,7 @@ func serveLimited(t testing.TB, maxStreams uint32, maxRecv int) string {
 	t.Helper()
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), nil, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{}), nil, server.GRPCSettings{
 		Logger:        slog.New(slog.DiscardHandler),
 		ServerOptions: server.GRPCLimitOptions(maxStreams, maxRecv),
 	})
@@ -98,7 +99,7 @@ func rawHTTP2(t testing.TB, addr string) *http2.Framer {
 // TestGRPCLimitStreamsAndKeepalive reads what the server tells an HTTP/2
 // client: the concurrent stream limit in its SETTINGS, and a GOAWAY
 // "too_many_pings" for a client that pings more often than
-// KeepaliveMinTime allows.
+// keepaliveMinTime allows.
 func TestGRPCLimitStreamsAndKeepalive(t *testing.T) {
 	tests := []struct {
 		name string
@@ -132,7 +133,7 @@ func TestGRPCLimitStreamsAndKeepalive(t *testing.T) {
 				t.Fatalf("MAX_CONCURRENT_STREAMS: got %d, want %d", got, tc.want)
 			}
 
-			// Ping flood: far more often than KeepaliveMinTime.
+			// Ping flood: far more often than keepaliveMinTime.
 			for i := range 5 {
 				if err := fr.WritePing(false, [8]byte{byte(i)}); err != nil {
 					t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	"github.com/floodgate/floodgate/internal/auth"
 )
 
 // Defaults of TransportLimits. Together they bound what one client address
@@ -73,7 +75,7 @@ type TransportLimits struct {
 	MaxConnections, MaxConnectionsPerClient int
 	// Auth, when set, checks bearer tokens as soon as a call's headers
 	// arrive, before its message is read (the interceptors only confirm).
-	Auth *TokenAuth
+	Auth *auth.TokenAuth
 }
 
 // Gate admits calls and connections within TransportLimits. Give it to
@@ -160,7 +162,7 @@ func (g *Gate) isStreaming(fullMethod string) bool {
 func (g *Gate) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if g.limits.Auth != nil {
 		var err error
-		if ctx, err = g.limits.Auth.tap(ctx, info.FullMethodName); err != nil {
+		if ctx, err = g.limits.Auth.Tap(ctx, info.FullMethodName); err != nil {
 			return nil, err
 		}
 	}

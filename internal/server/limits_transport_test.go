@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 )
@@ -27,7 +28,7 @@ func serveGated(t *testing.T, l server.TransportLimits) (addr string, gate *serv
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	gate = server.NewGate(l)
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), nil, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{}), nil, server.GRPCSettings{
 		Logger: slog.New(slog.DiscardHandler),
 		Gate:   gate,
 	})

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/httpapi"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/store"
+)
+
+// adminServer is the admin HTTP server and the listener it serves.
+type adminServer struct {
+	srv *http.Server
+	lis net.Listener
+}
+
+// buildAdmin listens on --http-addr and builds the admin HTTP server
+// (health, readiness, metrics, pprof, the HTTP/JSON API); nil when
+// --http-addr is empty.
+func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, reg prometheus.Registerer, metrics *observability.Metrics, draining *atomic.Bool) (*adminServer, error) {
+	if f.httpAddr == "" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	srv := server.NewAdminServer(server.NewAdminHandler(server.AdminSettings{
+		Ready:   readiness(st, draining),
+		Metrics: metrics.Handler(),
+		Pprof:   f.pprof,
+		API:     httpAPI(f, st, s, tokens, reg),
+	}))
+	return &adminServer{srv: srv, lis: lis}, nil
+}
+
+// httpAPI is the HTTP/JSON API (nil with --http-api=false): a
+// RateLimiter like the gRPC one, on the same store and config, whose
+// decisions the metrics count under api="http".
+func httpAPI(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, reg prometheus.Registerer) http.Handler {
+	if !f.httpAPI {
+		return nil
+	}
+	s.API = observability.APIHTTP
+	hs := httpapi.Settings{
+		Config:         s.Config,
+		MaxBodyBytes:   int64(f.maxRecvMsgBytes),
+		Timeout:        f.unaryTimeout,
+		AllowedOrigins: strings.Split(f.httpCORSOrigins, ","),
+		Metrics:        reg,
+		Logger:         s.Logger,
+	}
+	if tokens != nil {
+		hs.Auth = tokens
+	}
+	return httpapi.New(api.NewRateLimiter(st, s), hs)
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"log/slog"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	grpchealth "google.golang.org/grpc/health"
+
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/rlqs"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/store"
+)
+
+// grpcPipeline is what every gRPC call passes through before a service:
+// TLS and transport options, the metrics and token interceptors, and the
+// Gate that admits connections and calls.
+type grpcPipeline struct {
+	opts   []grpc.ServerOption
+	unary  []grpc.UnaryServerInterceptor
+	stream []grpc.StreamServerInterceptor
+	tokens *auth.TokenAuth // nil without --auth-token-file
+	gate   *server.Gate
+}
+
+// buildGRPCPipeline loads the TLS certificate and the tokens the flags
+// name and builds the pipeline; the Gate checks the tokens too.
+func buildGRPCPipeline(f serveFlags, limits server.TransportLimits, metrics *observability.Metrics, log *slog.Logger) (grpcPipeline, error) {
+	var p grpcPipeline
+	if f.tlsCert != "" {
+		tlsCfg, err := auth.NewTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA, log)
+		if err != nil {
+			return p, err
+		}
+		p.opts = append(p.opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	p.opts = append(p.opts, server.GRPCLimitOptions(uint32(min(f.maxConcurrentStreams, 1<<32-1)), f.maxRecvMsgBytes)...)
+	p.unary = []grpc.UnaryServerInterceptor{metrics.GRPCUnaryInterceptor()}
+	p.stream = []grpc.StreamServerInterceptor{metrics.GRPCStreamInterceptor()}
+	if f.authTokenFile != "" {
+		tokens, err := auth.NewTokenAuth(f.authTokenFile, auth.WithAuthLogger(log))
+		if err != nil {
+			return p, err
+		}
+		p.tokens = tokens
+		p.unary = append(p.unary, tokens.UnaryInterceptor())
+		p.stream = append(p.stream, tokens.StreamInterceptor())
+		limits.Auth = tokens
+	}
+	p.gate = server.NewGate(limits)
+	return p, nil
+}
+
+// decisionAPIs are the two decision services on the store; settings are
+// the RateLimiter's, which the HTTP/JSON API reuses.
+type decisionAPIs struct {
+	settings    api.Settings
+	rateLimiter *api.RateLimiter
+	envoy       *api.Envoy
+}
+
+// buildAPIs builds floodgate.v1.RateLimiter and Envoy's ShouldRateLimit
+// on st, with the rules of cfg (nil: inline limits only).
+func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode rules.FailureMode, log *slog.Logger, metrics *observability.Metrics) decisionAPIs {
+	s := api.Settings{
+		Config:      cfg,
+		MaxKeyBytes: f.maxKeyBytes,
+		FailureMode: failureMode,
+		Logger:      log,
+		Metrics:     metrics,
+	}
+	envoy := api.NewEnvoy(st, api.EnvoySettings{
+		Config:      cfg,
+		MaxKeyBytes: f.maxKeyBytes,
+		FailureMode: failureMode,
+		ShadowMode:  f.shadowMode,
+		NoHeaders:   !f.headers,
+		NoRefunds:   !f.envoyRefunds,
+		Logger:      log,
+		Metrics:     metrics,
+
+		DetailedMetricSeries: f.detailSeries, // opt-in: request values in metric labels
+	})
+	return decisionAPIs{settings: s, rateLimiter: api.NewRateLimiter(st, s), envoy: envoy}
+}
+
+// buildGRPC builds the gRPC server of the APIs and the quota service
+// behind p, and its health service.
+func buildGRPC(f serveFlags, p grpcPipeline, apis decisionAPIs, quota *rlqs.Service, log *slog.Logger) (*grpc.Server, *grpchealth.Server) {
+	return server.NewGRPCServer(apis.rateLimiter, apis.envoy, server.GRPCSettings{
+		Logger:             log,
+		MaxRecvMsgBytes:    f.maxRecvMsgBytes,
+		ServerOptions:      p.opts,
+		UnaryInterceptors:  p.unary,
+		StreamInterceptors: p.stream,
+		Gate:               p.gate,
+		Quota:              quota,
+	})
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/rlqs"
+	"github.com/floodgate/floodgate/internal/rules"
+)
+
+// newMetrics is the process' Prometheus registry, with the Go and process
+// collectors, and floodgate's metrics on it.
+func newMetrics() (*prometheus.Registry, *observability.Metrics) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := observability.NewMetrics(reg)
+	metrics.SetBuildInfo(version)
+	return reg, metrics
+}
+
+// loadRules loads the rules at path and watches them until ctx ends or
+// the returned func is called; every accepted reload is counted, logged
+// and passed to onReload. Without a path there are no rules: the source
+// is nil and inline limits only are served.
+func loadRules(ctx context.Context, path string, metrics *observability.Metrics, log *slog.Logger, onReload func()) (api.ConfigSource, func(), error) {
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	w, err := rules.Watch(ctx, path,
+		func(c *rules.Config) {
+			metrics.ObserveConfigReload(nil)
+			onReload()
+			log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()), "policies", len(c.Policies()), "digest", c.Digest())
+		},
+		func(err error) {
+			metrics.ObserveConfigReload(err)
+			log.Error("config rejected; the previous config keeps serving", "err", err)
+		})
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, func() { w.Close() }, nil
+}
+
+// running is a built server: the gRPC server and its listener, its health
+// service, the admin HTTP server (nil without --http-addr) and the quota
+// service, which drains before the gRPC server stops.
+type running struct {
+	grpc     *grpc.Server
+	lis      net.Listener
+	health   *grpchealth.Server
+	admin    *adminServer
+	quota    *rlqs.Service
+	draining *atomic.Bool // set on SIGTERM: /readyz turns not ready
+	attrs    []any        // for the "serving" log line
+}
+
+// servedServices are the gRPC services whose health is reported SERVING
+// once the server runs: the overall service (""), the three APIs and the
+// store (storeHealthService, which the breaker turns NOT_SERVING).
+var servedServices = []string{
+	"",
+	floodgatev1.RateLimiter_ServiceDesc.ServiceName,
+	rlsv3.RateLimitService_ServiceDesc.ServiceName,
+	storeHealthService,
+	rlqsv3.RateLimitQuotaService_ServiceDesc.ServiceName,
+}
+
+// serveUntilSignal serves r until ctx ends (SIGINT, SIGTERM) or a server
+// fails, then drains: it reports NOT_SERVING so balancers stop sending,
+// lets in-flight calls finish, and stops hard after --drain-timeout.
+func serveUntilSignal(ctx context.Context, f serveFlags, r running, log *slog.Logger) error {
+	errc := make(chan error, 2)
+	go func() { errc <- r.grpc.Serve(r.lis) }()
+	if r.admin != nil {
+		go func() {
+			if err := r.admin.srv.Serve(r.admin.lis); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	for _, name := range servedServices {
+		r.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	attrs := append([]any{"grpc", r.lis.Addr().String()}, r.attrs...)
+	if r.admin != nil {
+		attrs = append(attrs, "http", r.admin.lis.Addr().String())
+	}
+	log.Info("serving", attrs...)
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	}
+
+	log.Info("shutting down", "drain_timeout", f.drainTimeout)
+	r.draining.Store(true)
+	r.health.Shutdown()
+	timer := time.NewTimer(f.drainTimeout)
+	// RLQS streams never end by themselves: they send their final
+	// assignments and close first, or GracefulStop would wait for them.
+	dctx, dcancel := context.WithTimeout(context.Background(), f.drainTimeout)
+	r.quota.Drain(dctx)
+	dcancel()
+	stopped := make(chan struct{})
+	go func() { r.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+		timer.Stop()
+	case <-timer.C:
+		log.Warn("drain timeout; stopping in-flight calls")
+		r.grpc.Stop()
+	}
+	if r.admin != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		defer scancel()
+		_ = r.admin.srv.Shutdown(sctx)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/store/breaker"
+	"github.com/floodgate/floodgate/internal/store/denycache"
+	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/store/redisstore"
+)
+
+// buildStore opens the store the flags ask for: the embedded memory store,
+// or Redis behind the metrics decorator, a circuit breaker and the local
+// deny cache. A Redis that answers but cannot decide in --redis-mode (a
+// cluster node, a replica) is an error; one that does not answer yet is
+// logged, and the failure modes answer until it does.
+func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observability.Metrics, onBreaker func(open bool, cause error)) (store.Store, string, error) {
+	if f.redisURL == "" {
+		if f.memoryMaxKeys <= 0 {
+			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
+		}
+		if f.memoryMaxMem < memstore.MinMaxBytes {
+			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memoryMaxMem)
+		}
+		cfg := memstore.Config{MaxKeys: f.memoryMaxKeys, MaxBytes: f.memoryMaxMem}
+		return observability.InstrumentStore(memstore.New(cfg), m, "memory"), "memory", nil
+	}
+	if f.redisTimeout <= 0 {
+		return nil, "", fmt.Errorf("--redis-timeout must be positive, got %v", f.redisTimeout)
+	}
+	client, err := redisstore.NewClient(redisstore.ClientConfig{
+		URL:            f.redisURL,
+		Mode:           f.redisMode,
+		SentinelMaster: f.redisSentinelMaster,
+		PoolSize:       f.redisPoolSize,
+		TLSCAFile:      f.redisTLSCA,
+		TLSCertFile:    f.redisTLSCert,
+		TLSKeyFile:     f.redisTLSKey,
+		DialTimeout:    f.redisDialTimeout,
+		ReadTimeout:    f.redisTimeout,
+		WriteTimeout:   f.redisTimeout,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	rs, err := redisstore.New(client, redisstore.Config{
+		Prefix:         f.redisPrefix,
+		Timeout:        f.redisTimeout,
+		BatchMaxSize:   f.redisBatchMaxSize,
+		BatchMaxWait:   f.redisBatchMaxWait,
+		BatchPipelines: f.redisPipelines,
+		Mode:           f.redisMode,
+	})
+	if err != nil {
+		client.Close()
+		return nil, "", err
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.redisDialTimeout+time.Second)
+	err = rs.CheckServer(cctx)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrMisconfigured):
+		rs.Close()
+		client.Close()
+		return nil, "", err
+	case err != nil:
+		log.Warn("Redis does not answer yet: answering by failure modes until it does", "err", err)
+	}
+	var st store.Store = breaker.New(observability.InstrumentStore(closeBoth{rs, client}, m, "redis"), breaker.Config{OnChange: onBreaker})
+	if f.denyCacheSize > 0 {
+		st = denycache.New(st, denycache.Config{MaxEntries: f.denyCacheSize, OnHit: m.ObserveDenyCacheHits})
+	}
+	return st, "redis-" + f.redisMode, nil
+}
+
+// closeBoth closes the Redis store and then its client.
+type closeBoth struct {
+	*redisstore.Store
+	client io.Closer
+}
+
+func (c closeBoth) Close() error { return errors.Join(c.Store.Close(), c.client.Close()) }
+
+// storeHealthService is the grpc.health.v1 service name that reports the
+// store: NOT_SERVING while it is unreachable (decisions then come from the
+// failure modes). The overall service ("") stays SERVING, since floodgate
+// still answers.
+const storeHealthService = "floodgate.store"
+
+// breakerReporter is the store breaker's OnChange: it sets the breaker
+// metric, logs the change and, once *health is set, reports the store's
+// health. The breaker opens on failed decisions and on its own pings
+// (every 250ms, traffic or not), so this health follows the store.
+func breakerReporter(metrics *observability.Metrics, log *slog.Logger, health **grpchealth.Server) func(open bool, cause error) {
+	return func(open bool, cause error) {
+		metrics.SetBreakerOpen(open)
+		switch {
+		case open && errors.Is(cause, store.ErrMisconfigured):
+			log.Error("store misconfigured: answering by failure modes and not ready until fixed", "err", cause)
+		case open:
+			log.Warn("store unreachable: answering by failure modes until it returns", "err", cause)
+		default:
+			log.Info("store reachable again")
+		}
+		if hs := *health; hs != nil {
+			st := healthpb.HealthCheckResponse_SERVING
+			if open {
+				st = healthpb.HealthCheckResponse_NOT_SERVING
+			}
+			hs.SetServingStatus(storeHealthService, st)
+		}
+	}
+}
+
+// readiness is /readyz: not ready while draining, or while the store is
+// misconfigured (a Redis Cluster node in standalone mode, a replica: no
+// limit could ever be enforced, and nothing but an operator will fix it).
+// A store that is merely unreachable keeps the replica ready: it still
+// answers every limit by its failure mode, closed ones included. Were it
+// not ready, every replica would turn not ready at once, the balancer
+// would have no endpoint left, and the caller's own fallback would answer
+// instead: Envoy's rate-limit filter with failure_mode_deny: false lets
+// everything through, a login limit declared closed included.
+func readiness(st store.Store, draining *atomic.Bool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if draining.Load() {
+			return errors.New("shutting down")
+		}
+		if err := st.Ping(ctx); errors.Is(err, store.ErrMisconfigured) {
+			return err
+		}
+		return nil
+	}
+}

@@ -1,0 +1,21 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/store"
+)
+
+// Test helpers copied from other packages' tests (the old server package
+// shared them), until one package of test helpers holds them.
+
+// failingStore is a real store whose Decide fails; the error path of the
+// decorator needs one.
+type failingStore struct{ store.Store }
+
+func (failingStore) Decide(context.Context, time.Time, []store.Request, []algorithms.Decision) error {
+	return fmt.Errorf("redis: %w", store.ErrUnavailable)
+}

@@ -1,0 +1,313 @@
+package auth
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/grpc/status"
+
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+)
+
+// adminMethods need a token marked admin.
+var adminMethods = map[string]bool{
+	floodgatev1.RateLimiter_Reset_FullMethodName: true,
+}
+
+// openServices answer without a token. Health is for probes (kubelet,
+// load balancers, Envoy's health checker), which cannot carry a bearer
+// token, and reports nothing secret. Reflection only describes the public
+// API schema, so grpcurl can discover it; it decides nothing and touches no
+// state. Turn reflection off (GRPCSettings.NoReflection) to hide it.
+var openServices = map[string]bool{
+	healthpb.Health_ServiceDesc.ServiceName:                    true,
+	reflectionv1.ServerReflection_ServiceDesc.ServiceName:      true,
+	reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName: true,
+}
+
+// TokenAuth checks bearer tokens ("authorization: Bearer <token>" metadata)
+// on every gRPC call except health and reflection (see openServices). A
+// missing or unknown token is answered codes.Unauthenticated; a valid token
+// that is not an admin token calling floodgate.v1.RateLimiter/Reset is
+// answered codes.PermissionDenied. Refunds (Envoy's is_negative_hits) need
+// a token with the refund role or an admin token: Envoy.ShouldRateLimit
+// answers others codes.PermissionDenied (see RefundAllowed).
+//
+// The check runs as soon as a call's headers arrive, before its message is
+// read or any handler runs, when the server is built with a Gate that has
+// this TokenAuth (see TransportLimits.Auth); the interceptors then only
+// confirm the Gate's verdict. Without a Gate it runs in the interceptors,
+// after the message has arrived.
+//
+// The token file has one token per line, optionally followed by roles:
+// "admin" (may Reset, and refund) and "refund" (may refund):
+//
+//	# CI and the ops team may reset keys
+//	3q2+7wE0fN2lK9...   admin
+//	# the Envoy that gives hits back
+//	Qm4r0Jd8xT2a...     refund
+//	# services may only check
+//	Zx81mPq0aa...
+//
+// Blank lines are ignored; a field starting with # begins a comment that
+// runs to the end of the line (so a token cannot start with #). Tokens are
+// printable ASCII without spaces (what gRPC metadata can carry); a token
+// may appear only once. The file is re-read when it changes (see
+// reloadInterval); a file that does not parse, or lists no token, is logged
+// and ignored, and the previous tokens stay in force.
+//
+// Tokens are kept only as SHA-256 digests and compared in constant time
+// (crypto/subtle) against every known digest; no token is ever logged or
+// put in an error.
+type TokenAuth struct {
+	files *fileReloader[tokenSet]
+}
+
+// tokenSet is one loaded generation of the token file.
+type tokenSet struct {
+	digests [][sha256.Size]byte
+	roles   []grant // roles[i] is digests[i]'s
+	admins  int
+}
+
+// grant is what an authenticated call may do beyond the ordinary calls.
+// Authentication stores it in the call's context (see grantFrom).
+type grant struct {
+	admin  bool // may Reset, and refund
+	refund bool // may refund (Envoy's is_negative_hits)
+}
+
+// grantKey is the context key of a call's grant.
+type grantKey struct{}
+
+// grantFrom returns the grant authentication stored in ctx, and false when
+// the call was not authenticated (no TokenAuth is configured).
+func grantFrom(ctx context.Context) (grant, bool) {
+	g, ok := ctx.Value(grantKey{}).(grant)
+	return g, ok
+}
+
+// RefundAllowed reports whether the call of ctx may give hits back: always
+// when no TokenAuth authenticated it (tokens are not configured), else
+// when its token has the refund or admin role.
+func RefundAllowed(ctx context.Context) bool {
+	g, ok := grantFrom(ctx)
+	return !ok || g.admin || g.refund
+}
+
+// TokenAuthOption is an optional knob of NewTokenAuth.
+type TokenAuthOption func(*tokenAuthOptions)
+
+type tokenAuthOptions struct {
+	log *slog.Logger
+}
+
+// WithAuthLogger sets where reloads and rejected token files are logged.
+// The default is slog.Default().
+func WithAuthLogger(log *slog.Logger) TokenAuthOption {
+	return func(o *tokenAuthOptions) { o.log = log }
+}
+
+// NewTokenAuth loads tokenFile (format on TokenAuth). It fails when the
+// file cannot be read, does not parse, or lists no token.
+func NewTokenAuth(tokenFile string, opts ...TokenAuthOption) (*TokenAuth, error) {
+	o := tokenAuthOptions{log: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	t := &TokenAuth{}
+	t.files = newFileReloader("auth tokens", []string{tokenFile}, o.log,
+		func(contents [][]byte) (*tokenSet, error) { return parseTokens(tokenFile, contents[0]) },
+		func(ts *tokenSet) []any {
+			return []any{"file", tokenFile, "tokens", len(ts.digests), "admin_tokens", ts.admins}
+		})
+	if err := t.files.Reload(time.Now()); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// parseTokens reads a token file. Errors give file:line, never a token.
+func parseTokens(name string, data []byte) (*tokenSet, error) {
+	ts := &tokenSet{}
+	seen := make(map[[sha256.Size]byte]int) // digest -> line
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	for line := 1; sc.Scan(); line++ {
+		fields := strings.Fields(sc.Text())
+		for i, f := range fields {
+			if strings.HasPrefix(f, "#") {
+				fields = fields[:i]
+				break
+			}
+		}
+		if len(fields) == 0 {
+			continue
+		}
+		var g grant
+		for _, role := range fields[1:] {
+			switch {
+			case role == "admin" && !g.admin:
+				g.admin = true
+			case role == "refund" && !g.refund:
+				g.refund = true
+			default:
+				return nil, fmt.Errorf("%s:%d: want a token optionally followed by the roles \"admin\" and \"refund\", each at most once", name, line)
+			}
+		}
+		tok := fields[0]
+		for i := 0; i < len(tok); i++ {
+			if c := tok[i]; c < 0x21 || c > 0x7e {
+				return nil, fmt.Errorf("%s:%d: a token may hold only printable ASCII without spaces", name, line)
+			}
+		}
+		d := sha256.Sum256([]byte(tok))
+		if prev, ok := seen[d]; ok {
+			return nil, fmt.Errorf("%s:%d: duplicate token (first on line %d)", name, line, prev)
+		}
+		seen[d] = line
+		ts.digests = append(ts.digests, d)
+		ts.roles = append(ts.roles, g)
+		if g.admin {
+			ts.admins++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(ts.digests) == 0 {
+		return nil, fmt.Errorf("%s: no tokens (every call would be refused)", name)
+	}
+	return ts, nil
+}
+
+// lookup reports whether token is known and its roles. It compares the
+// token's digest with every digest, in constant time, so the time taken
+// says nothing about which token (if any) matched.
+func (ts *tokenSet) lookup(token string) (ok bool, g grant) {
+	d := sha256.Sum256([]byte(token))
+	match, adm, ref := 0, 0, 0
+	for i := range ts.digests {
+		eq := subtle.ConstantTimeCompare(d[:], ts.digests[i][:])
+		match |= eq
+		adm |= eq & b2i(ts.roles[i].admin)
+		ref |= eq & b2i(ts.roles[i].refund)
+	}
+	return match == 1, grant{admin: adm == 1, refund: ref == 1}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// errBadToken is what a wrong token gets; it says nothing about the token.
+var errBadToken = status.Error(codes.Unauthenticated, "invalid bearer token")
+
+// authenticate is the grpcauth.AuthFunc: it runs for every call but health and
+// reflection. A call the Gate already authenticated passes.
+func (t *TokenAuth) authenticate(ctx context.Context) (context.Context, error) {
+	if _, ok := grantFrom(ctx); ok {
+		return ctx, nil
+	}
+	method, _ := grpc.Method(ctx)
+	return t.check(ctx, method)
+}
+
+// check authenticates a call to method from the metadata in ctx and
+// returns ctx carrying the call's grant.
+func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, error) {
+	token, err := grpcauth.AuthFromMD(ctx, "bearer")
+	if err != nil {
+		return nil, err // codes.Unauthenticated
+	}
+	ok, g := t.files.Get(time.Now()).lookup(token)
+	if !ok {
+		return nil, errBadToken
+	}
+	if adminMethods[method] && !g.admin {
+		return nil, status.Errorf(codes.PermissionDenied, "%s needs an admin token", method)
+	}
+	return context.WithValue(ctx, grantKey{}, g), nil
+}
+
+// Authorize authenticates a call to fullMethod (e.g.
+// floodgatev1.RateLimiter_Reset_FullMethodName) that came through another
+// front door than gRPC: the HTTP/JSON API (internal/httpapi) passes its
+// request's Authorization header ("Bearer <token>"; "" when absent). The
+// rules and the errors are the gRPC ones: codes.Unauthenticated for a
+// missing or unknown token, codes.PermissionDenied for an admin method
+// without an admin token. The returned ctx carries the call's grant.
+func (t *TokenAuth) Authorize(ctx context.Context, fullMethod, authorization string) (context.Context, error) {
+	md := metadata.MD{}
+	if authorization != "" {
+		md.Set("authorization", authorization)
+	}
+	return t.check(metadata.NewIncomingContext(ctx, md), fullMethod)
+}
+
+// Tap authenticates a call when its headers arrive (the Gate's
+// grpc.InTapHandle): ctx holds the incoming metadata, method is
+// "/service/method". Open services pass without a token.
+func (t *TokenAuth) Tap(ctx context.Context, method string) (context.Context, error) {
+	if openServices[serviceOf(method)] {
+		return ctx, nil
+	}
+	return t.check(ctx, method)
+}
+
+// serviceOf is the service of a full method name "/service/method".
+func serviceOf(fullMethod string) string {
+	s := strings.TrimPrefix(fullMethod, "/")
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// needsToken is the selector: every service but the open ones.
+var needsToken = selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+	return !openServices[c.Service]
+})
+
+// UnaryInterceptor checks tokens on unary calls. Put it after the metrics
+// interceptor, so refused calls are counted.
+func (t *TokenAuth) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(t.authenticate), needsToken)
+}
+
+// StreamInterceptor checks tokens on streaming calls.
+func (t *TokenAuth) StreamInterceptor() grpc.StreamServerInterceptor {
+	return selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(t.authenticate), needsToken)
+}
+
+// Reload re-reads the token file now, whether or not it changed (for
+// SIGHUP). On error the previous tokens stay in force.
+func (t *TokenAuth) Reload() error { return t.files.Reload(time.Now()) }
+
+// Tokens returns how many tokens, and how many admin tokens, are in force.
+func (t *TokenAuth) Tokens() (total, admins int) {
+	ts := t.files.Current()
+	return len(ts.digests), ts.admins
+}

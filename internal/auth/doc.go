@@ -1,0 +1,5 @@
+// Package auth checks callers: bearer tokens read from a file with their
+// roles (TokenAuth, as gRPC interceptors, a Gate tap and for the HTTP/JSON
+// API) and the gRPC port's TLS config with mTLS (NewTLSConfig). Both
+// files are re-read when they change (see reloadInterval).
+package auth

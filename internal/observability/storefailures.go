@@ -1,0 +1,85 @@
+package observability
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// storeFailureLogInterval is the least time between two WARN lines of
+// failed decisions, and between two "store deciding again" lines.
+const storeFailureLogInterval = 10 * time.Second
+
+// FailureLog logs the store's failed decisions without a line per
+// decision (an outage under load would write tens of thousands a second;
+// floodgate_decisions_total{result="degraded"} counts every one). It logs
+// the first failure after a healthy spell at once (WARN "store could not
+// decide"), then at most one WARN summary per storeFailureLogInterval with
+// the number of failures since the last line and the last error, and the
+// first success after failures (INFO "store deciding again"), at most once
+// per interval: a store that flaps costs at most two lines per interval.
+// Its methods may be called concurrently; a healthy decision costs one
+// atomic load.
+type FailureLog struct {
+	log   *slog.Logger
+	api   string
+	every time.Duration
+
+	failing atomic.Bool // a failure since the last success
+
+	mu       sync.Mutex
+	lastWarn time.Time // when the last WARN was logged
+	lastInfo time.Time // when the last recovery was logged
+	since    time.Time // when the current failures began
+	unlogged int64     // failures not yet in a line
+	total    int64     // failures since the current failures began
+}
+
+// NewFailureLog is a FailureLog for the decisions of api (a metrics API
+// label such as APICheck), logging to log.
+func NewFailureLog(log *slog.Logger, api string) *FailureLog {
+	return &FailureLog{log: log, api: api, every: storeFailureLogInterval}
+}
+
+// Failed records a decision the store could not make at now.
+func (f *FailureLog) Failed(ctx context.Context, now time.Time, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unlogged++
+	f.total++
+	if !f.failing.Load() {
+		f.failing.Store(true)
+		f.since, f.total = now, 1
+		if now.Sub(f.lastWarn) >= f.every {
+			f.log.WarnContext(ctx, "store could not decide; answering by failure modes until it does",
+				"api", f.api, "failed", f.unlogged, "err", err)
+			f.lastWarn, f.unlogged = now, 0
+		}
+		return
+	}
+	if now.Sub(f.lastWarn) >= f.every {
+		f.log.WarnContext(ctx, "store still failing; answering by failure modes",
+			"api", f.api, "failed", f.unlogged, "since", f.since, "err", err)
+		f.lastWarn, f.unlogged = now, 0
+	}
+}
+
+// OK records a decision the store made at now.
+func (f *FailureLog) OK(ctx context.Context, now time.Time) {
+	if !f.failing.Load() {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.failing.Load() {
+		return
+	}
+	f.failing.Store(false)
+	if now.Sub(f.lastInfo) >= f.every {
+		f.log.InfoContext(ctx, "store deciding again",
+			"api", f.api, "failed", f.total, "for", now.Sub(f.since))
+		f.lastInfo, f.unlogged = now, 0
+	}
+}
