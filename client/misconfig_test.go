@@ -33,10 +33,11 @@ func startAuthFloodgate(t *testing.T, token string) string {
 	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	auth, err := auth.NewTokenAuth(file, auth.WithAuthLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	auth, err := auth.NewTokenAuth(t.Context(), file, auth.WithAuthLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { auth.Close() })
 	addr, _ := startFloodgate(t, api.Settings{}, grpc.ChainUnaryInterceptor(auth.UnaryInterceptor()))
 	return addr
 }

@@ -108,7 +108,7 @@ func writeErr(h hash.Hash, path string, err error) {
 // runs before every load, so a link pointed elsewhere is followed from
 // then on, and returns the folders it could not watch (tried again at the
 // next refresh). fsw may be nil (no file events): targets are still kept.
-func (s *fileSet) refresh(fsw *fsnotify.Watcher) []error {
+func (s *fileSet) refresh(fsw *fsnotify.Watcher) []*WatchError {
 	targets, extra := map[string]bool{}, map[string]bool{}
 	s.each(func(f string, err error) {
 		if err != nil {
@@ -143,7 +143,7 @@ func (s *fileSet) refresh(fsw *fsnotify.Watcher) []error {
 			_ = fsw.Remove(d) // fails when the folder is gone already
 		}
 	}
-	var errs []error
+	var errs []*WatchError
 	for _, want := range []map[string]bool{s.dirs, extra} {
 		for d := range want {
 			if watching[d] {

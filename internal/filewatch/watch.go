@@ -93,11 +93,17 @@ type Options[T any] struct {
 // unavailable (fsnotify failed, or a folder could not be watched); changes
 // are then seen by the poll only. It is not a failed load.
 type WatchError struct {
-	Path string // the folder, or the first of Options.Paths
+	Path string        // the folder, or the first of Options.Paths
+	Poll time.Duration // how often the files are re-read instead; 0 if events still flow
 	Err  error
 }
 
-func (e *WatchError) Error() string { return "watching " + e.Path + ": " + e.Err.Error() }
+func (e *WatchError) Error() string {
+	if e.Poll <= 0 {
+		return fmt.Sprintf("watching %s: %v", e.Path, e.Err)
+	}
+	return fmt.Sprintf("watching %s: %v (the files are re-read every %v instead)", e.Path, e.Err, e.Poll)
+}
 
 // Unwrap returns the underlying error.
 func (e *WatchError) Unwrap() error { return e.Err }
@@ -148,7 +154,7 @@ func Watch[T any](ctx context.Context, o Options[T]) (*Watcher[T], error) {
 	if w.poll == 0 {
 		w.poll = DefaultPoll
 	}
-	var watchErrs []error
+	var watchErrs []*WatchError
 	if o.noEvents {
 		watchErrs = append(watchErrs, &WatchError{Path: o.Paths[0], Err: errors.New("file events turned off")})
 	} else if w.fsw, err = fsnotify.NewWatcher(); err != nil {
@@ -161,7 +167,10 @@ func Watch[T any](ctx context.Context, o Options[T]) (*Watcher[T], error) {
 	watchErrs = append(watchErrs, w.files.refresh(w.fsw)...)
 	if len(watchErrs) > 0 && w.poll < 0 {
 		w.closeEvents()
-		return nil, errors.Join(watchErrs...)
+		return nil, watchErrs[0]
+	}
+	for _, e := range watchErrs {
+		e.Poll = w.poll
 	}
 	fp := w.files.fingerprint()
 	v, err := o.Load()
