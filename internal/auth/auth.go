@@ -68,9 +68,9 @@ var openServices = map[string]bool{
 // Blank lines are ignored; a field starting with # begins a comment that
 // runs to the end of the line (so a token cannot start with #). Tokens are
 // printable ASCII without spaces (what gRPC metadata can carry); a token
-// may appear only once. The file is reloaded when it changes (see
-// watchFiles); a file that does not parse, or lists no token, is logged
-// and ignored, and the previous tokens stay in force.
+// may appear only once. The file is reloaded when it changes (by
+// internal/filewatch); a file that does not parse, or lists no token, is
+// logged and ignored, and the previous tokens stay in force.
 //
 // Tokens are kept only as SHA-256 digests and compared in constant time
 // (crypto/subtle) against every known digest; no token is ever logged or

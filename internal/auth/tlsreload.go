@@ -36,7 +36,8 @@ type tlsState struct {
 
 // NewTLSConfig returns a TLS 1.2+ server config for the gRPC port whose
 // certificate comes from certFile and keyFile (PEM), reloaded when they
-// change (see watchFiles) until ctx ends or the returned io.Closer is
+// change (by internal/filewatch, rename-based rotation and Kubernetes
+// Secret updates included) until ctx ends or the returned io.Closer is
 // closed. When clientCAFile is not empty, clients must present a
 // certificate signed by one of the CAs in it (mTLS,
 // tls.RequireAndVerifyClientCert); that file is reloaded the same way.
