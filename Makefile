@@ -8,7 +8,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help run build test test-unit check-generate generate lint fmt bench loadtest soak clean
+.PHONY: help run build test test-unit check-generate generate lint fmt bench loadtest soak charts clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -56,6 +56,9 @@ loadtest: build ## whole-service load tests (embedded store, a redis-server and 
 soak: ## bounded soak: 60s of load on a binary with Redis, then no growth in goroutines, heap or open fds
 	bash scripts/ensure-redis.sh
 	FLOODGATE_SOAK=60s $(GO) test -run TestSoak -count=1 -v ./e2e/
+
+charts: ## redraw the README's algorithm charts in docs/img/ (floodgate simulate; a test fails while they are stale)
+	$(GO) test -count=1 -run '^TestChartsUpToDate$$' ./cmd/floodgate -update
 
 clean: ## remove build output
 	rm -rf bin

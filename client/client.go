@@ -2,16 +2,14 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
-	"net"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
@@ -28,7 +26,9 @@ const DefaultTimeout = 100 * time.Millisecond
 // unreachable floodgate fails at once (and within the timeout) instead of
 // queueing. Retries are off on purpose: a Check whose reply was lost may
 // already have been charged, and retrying it would charge it twice.
-const serviceConfig = `{"methodConfig":[{"name":[{"service":"floodgate.v1.RateLimiter"}],"waitForReady":false}]}`
+func serviceConfig() string {
+	return `{"methodConfig":[{"name":[{"service":"` + floodgatev1.RateLimiter_ServiceDesc.ServiceName + `"}],"waitForReady":false}]}`
+}
 
 // Algorithm chooses how a limit counts. The values match floodgate.v1's
 // Algorithm enum.
@@ -99,8 +99,9 @@ type Limit struct {
 // client.Policy("login").
 func Policy(name string) Limit { return Limit{Policy: name} }
 
-// errBothSources is returned for a Limit with both a policy and requests.
-var errBothSources = errors.New("limit sets both a policy and requests; choose one")
+// errBothSources is returned for a Limit with both a policy and requests,
+// with the code floodgate gives every other invalid limit.
+var errBothSources = status.Error(codes.InvalidArgument, "limit sets both a policy and requests; choose one")
 
 func (l Limit) source() (floodgatev1.Algorithm, *floodgatev1.Limit, string, error) {
 	alg := floodgatev1.Algorithm(l.Algorithm)
@@ -174,13 +175,14 @@ func decisionOf(r decisionFields) Decision {
 	}
 }
 
-// Request is one check of a batch.
+// Request is one check: for Check and Peek, or one of a CheckBatch.
 type Request struct {
 	// Key is the thing being limited, e.g. "user:42".
 	Key string
 	// Limit is the limit to spend against.
 	Limit Limit
-	// Cost is the units to spend; 0 means 1.
+	// Cost is the units to spend, e.g. 10 for a bulk export counting as
+	// ten requests; 0 means 1.
 	Cost int64
 }
 
@@ -191,50 +193,6 @@ type BatchDecision struct {
 	// Decisions holds one decision per request, in order. When the batch is
 	// denied, each still says whether that check alone would have fitted.
 	Decisions []Decision
-}
-
-// Option configures a Client.
-type Option func(*options)
-
-type options struct {
-	tls      *tls.Config
-	token    string
-	tokenSet bool // WithToken was given, perhaps with ""
-	timeout  time.Duration
-	dialOpts []grpc.DialOption
-	dialOnly []string // options only Dial can apply, by name
-}
-
-// WithTLS makes Dial use TLS with cfg (give cfg.Certificates for mTLS).
-// Without it the connection is plaintext, which suits a floodgate on
-// loopback or a sidecar; anything crossing a network should use TLS.
-// New cannot apply it and refuses it.
-func WithTLS(cfg *tls.Config) Option {
-	return func(o *options) { o.tls = cfg; o.dialOnly = append(o.dialOnly, "WithTLS") }
-}
-
-// WithToken sends "authorization: Bearer token" on every call, with Dial or
-// New. Dial refuses a token over plaintext unless addr is a loopback
-// address or a unix socket, so a secret never crosses a network in the
-// clear; with New, gRPC itself refuses to send it over a plaintext conn
-// whose target is not loopback. An empty token is an error, not "no
-// token": leave the option out instead.
-func WithToken(token string) Option {
-	return func(o *options) { o.token, o.tokenSet = token, true }
-}
-
-// WithTimeout bounds each call (default DefaultTimeout). A context with an
-// earlier deadline wins. d <= 0 means no bound beyond the context's.
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
-
-// WithDialOptions appends gRPC dial options (interceptors, keepalive, a
-// custom dialer) to the ones Dial sets. New cannot apply them and refuses
-// them.
-func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(o *options) {
-		o.dialOpts = append(o.dialOpts, opts...)
-		o.dialOnly = append(o.dialOnly, "WithDialOptions")
-	}
 }
 
 // Client calls floodgate.v1.RateLimiter. It is safe for concurrent use.
@@ -249,8 +207,8 @@ type Client struct {
 // target such as "dns:///floodgate:8081"). It does not wait for a
 // connection: the first call connects, and fails fast if it cannot. Close
 // the client when done.
-func Dial(addr string, opts ...Option) (*Client, error) {
-	o, err := newOptions(opts)
+func Dial(addr string, opts ...DialOption) (*Client, error) {
+	o, err := newDialOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +218,7 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 	}
 	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultServiceConfig(serviceConfig),
+		grpc.WithDefaultServiceConfig(serviceConfig()),
 		// Also overrides a service config from the resolver that would
 		// enable retries. Transparent retries (the call never reached the
 		// server) stay on: they cannot charge twice.
@@ -272,7 +230,7 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 		}
 		dopts = append(dopts, grpc.WithPerRPCCredentials(bearer{token: o.token, secure: o.tls != nil}))
 	}
-	conn, err := grpc.NewClient(addr, append(dopts, o.dialOpts...)...)
+	conn, err := grpc.NewClient(addr, append(dopts, o.grpcOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("floodgate client: %w", err)
 	}
@@ -280,18 +238,15 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 }
 
 // New returns a client on an existing connection, which the caller keeps
-// owning (Close does not close it). WithTimeout and WithToken apply; TLS,
-// dial options and retries belong to conn, so New refuses WithTLS and
-// WithDialOptions rather than drop them. The token is sent per call and
-// requires transport security unless conn's target is a loopback address
-// or a unix socket (gRPC fails such a call with Unauthenticated).
+// owning (Close does not close it). It takes the Options WithTimeout and
+// WithToken; TLS, dial options and retries belong to conn. The token is
+// sent per call and requires transport security unless conn's target is a
+// loopback address or a unix socket (gRPC fails such a call with
+// Unauthenticated).
 func New(conn grpc.ClientConnInterface, opts ...Option) (*Client, error) {
-	o, err := newOptions(opts)
+	o, err := newCallOptions(opts)
 	if err != nil {
 		return nil, err
-	}
-	if len(o.dialOnly) > 0 {
-		return nil, fmt.Errorf("floodgate client: New cannot apply %s; configure them on the connection", strings.Join(o.dialOnly, " and "))
 	}
 	c := &Client{rl: floodgatev1.NewRateLimiterClient(conn), timeout: o.timeout}
 	if o.token != "" {
@@ -304,32 +259,25 @@ func New(conn grpc.ClientConnInterface, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-func newOptions(opts []Option) (options, error) {
-	o := options{timeout: DefaultTimeout}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.tokenSet && o.token == "" {
-		return o, errors.New("floodgate client: WithToken with an empty token; leave the option out to send none")
-	}
-	return o, nil
+// WithTimeout returns a client that shares c's connection and token but
+// bounds each call by d instead of c's timeout (d <= 0: by the context
+// alone), e.g. for a middleware with a timeout of its own. Close c, not
+// the copy: the copy's Close does nothing.
+func (c *Client) WithTimeout(d time.Duration) *Client {
+	cp := *c
+	cp.conn = nil
+	cp.timeout = d
+	return &cp
 }
 
-// Close closes the connection Dial opened.
+// Close closes the connection Dial opened; for a client made by New, or
+// a WithTimeout copy, it does nothing.
 func (c *Client) Close() error {
 	if c.conn == nil {
 		return nil
 	}
 	return c.conn.Close()
 }
-
-// CheckOption adjusts one Check or Peek.
-type CheckOption func(*checkOptions)
-
-type checkOptions struct{ cost int64 }
-
-// Cost spends n units instead of 1 (e.g. a bulk export counting as 10).
-func Cost(n int64) CheckOption { return func(o *checkOptions) { o.cost = n } }
 
 // withTimeout bounds ctx by d when d > 0.
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
@@ -339,25 +287,17 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithTimeout(ctx, d)
 }
 
-// Check spends cost (default 1) against key's limit, if the whole cost
-// fits. Being over the limit is a Decision with Allowed false, not an
+// Check spends r.Cost (default 1) against r.Key's limit, if the whole
+// cost fits. Being over the limit is a Decision with Allowed false, not an
 // error; errors mean floodgate could not decide, and wrap the gRPC status
 // (status.Code(err) gives InvalidArgument, NotFound for an unknown policy,
 // Unavailable, DeadlineExceeded, ...).
-func (c *Client) Check(ctx context.Context, key string, limit Limit, opts ...CheckOption) (Decision, error) {
-	return c.check(ctx, c.timeout, key, limit, opts...)
-}
-
-func (c *Client) check(ctx context.Context, timeout time.Duration, key string, limit Limit, opts ...CheckOption) (Decision, error) {
-	var co checkOptions
-	for _, opt := range opts {
-		opt(&co)
-	}
-	req, err := limit.checkRequest(key, co.cost)
+func (c *Client) Check(ctx context.Context, r Request) (Decision, error) {
+	req, err := r.Limit.checkRequest(r.Key, r.Cost)
 	if err != nil {
 		return Decision{}, fmt.Errorf("floodgate check: %w", err)
 	}
-	ctx, cancel := withTimeout(ctx, timeout)
+	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()
 	resp, err := c.rl.Check(ctx, req, c.callOpts...)
 	if err != nil {
@@ -370,10 +310,6 @@ func (c *Client) check(ctx context.Context, timeout time.Duration, key string, l
 // denied, none is charged. Use it to limit one request by several keys at
 // once, e.g. per IP and per API key.
 func (c *Client) CheckBatch(ctx context.Context, reqs ...Request) (BatchDecision, error) {
-	return c.checkBatch(ctx, c.timeout, reqs)
-}
-
-func (c *Client) checkBatch(ctx context.Context, timeout time.Duration, reqs []Request) (BatchDecision, error) {
 	in := &floodgatev1.CheckBatchRequest{Checks: make([]*floodgatev1.CheckRequest, len(reqs))}
 	for i, r := range reqs {
 		cr, err := r.Limit.checkRequest(r.Key, r.Cost)
@@ -382,7 +318,7 @@ func (c *Client) checkBatch(ctx context.Context, timeout time.Duration, reqs []R
 		}
 		in.Checks[i] = cr
 	}
-	ctx, cancel := withTimeout(ctx, timeout)
+	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()
 	resp, err := c.rl.CheckBatch(ctx, in, c.callOpts...)
 	if err != nil {
@@ -397,17 +333,13 @@ func (c *Client) checkBatch(ctx context.Context, timeout time.Duration, reqs []R
 
 // Peek tells what Check would answer now, without charging anything:
 // Remaining and ResetAfter describe the key as it is, Allowed and
-// RetryAfter whether (and when) cost would pass.
-func (c *Client) Peek(ctx context.Context, key string, limit Limit, opts ...CheckOption) (Decision, error) {
-	var co checkOptions
-	for _, opt := range opts {
-		opt(&co)
-	}
-	alg, inline, policy, err := limit.source()
+// RetryAfter whether (and when) r.Cost would pass.
+func (c *Client) Peek(ctx context.Context, r Request) (Decision, error) {
+	alg, inline, policy, err := r.Limit.source()
 	if err != nil {
 		return Decision{}, fmt.Errorf("floodgate peek: %w", err)
 	}
-	req := &floodgatev1.PeekRequest{Key: key, Algorithm: alg, Cost: co.cost}
+	req := &floodgatev1.PeekRequest{Key: r.Key, Algorithm: alg, Cost: r.Cost}
 	if inline != nil {
 		req.Source = &floodgatev1.PeekRequest_Limit{Limit: inline}
 	} else {
@@ -453,36 +385,4 @@ func (c *Client) ResetLimit(ctx context.Context, key string, limit Limit) error 
 		return fmt.Errorf("floodgate reset: %w", err)
 	}
 	return nil
-}
-
-// bearer sends a bearer token with every call.
-type bearer struct {
-	token  string
-	secure bool
-}
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-func (b bearer) RequireTransportSecurity() bool { return b.secure }
-
-// isLoopback reports whether a gRPC target names a loopback host or a
-// unix socket.
-func isLoopback(target string) bool {
-	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
-		return true
-	}
-	if i := strings.Index(target, ":///"); i >= 0 {
-		target = target[i+4:]
-	}
-	host, _, err := net.SplitHostPort(target)
-	if err != nil {
-		host = target
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -22,25 +22,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
-
-func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
-	t.Helper()
-	c, err := client.Dial(addr, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 var perMinute3 = client.Limit{Algorithm: client.TokenBucket, Requests: 3, Period: time.Minute}
 
 // TestCheckPeekReset walks one key through every single-key RPC.
 func TestCheckPeekReset(t *testing.T) {
-	addr, clock := startFloodgate(t, api.Settings{})
-	c := dial(t, addr)
+	addr, clock := floodgatetest.Start(t, nil)
+	c := floodgatetest.Dial(t, addr)
 	ctx := context.Background()
 
 	for i, want := range []client.Decision{
@@ -49,7 +39,7 @@ func TestCheckPeekReset(t *testing.T) {
 		{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: time.Minute},
 		{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: 20 * time.Second, ResetAfter: time.Minute},
 	} {
-		got, err := c.Check(ctx, "user:1", perMinute3)
+		got, err := c.Check(ctx, client.Request{Key: "user:1", Limit: perMinute3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +50,7 @@ func TestCheckPeekReset(t *testing.T) {
 
 	// Peek charges nothing: twice the same answer.
 	for range 2 {
-		got, err := c.Peek(ctx, "user:1", perMinute3)
+		got, err := c.Peek(ctx, client.Request{Key: "user:1", Limit: perMinute3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +60,7 @@ func TestCheckPeekReset(t *testing.T) {
 	}
 
 	clock.Advance(40 * time.Second) // two tokens back
-	got, err := c.Check(ctx, "user:1", perMinute3, client.Cost(2))
+	got, err := c.Check(ctx, client.Request{Key: "user:1", Limit: perMinute3, Cost: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,22 +69,22 @@ func TestCheckPeekReset(t *testing.T) {
 	}
 
 	other := client.Limit{Algorithm: perMinute3.Algorithm, Requests: 7, Period: time.Minute}
-	if _, err := c.Check(ctx, "user:1", other); err != nil {
+	if _, err := c.Check(ctx, client.Request{Key: "user:1", Limit: other}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ResetLimit(ctx, "user:1", other); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.Peek(ctx, "user:1", other); err != nil || got.Remaining != 7 {
+	if got, err := c.Peek(ctx, client.Request{Key: "user:1", Limit: other}); err != nil || got.Remaining != 7 {
 		t.Fatalf("peek after ResetLimit: got %+v %v, want 7 remaining", got, err)
 	}
-	if got, err := c.Peek(ctx, "user:1", perMinute3); err != nil || got.Remaining != 0 {
+	if got, err := c.Peek(ctx, client.Request{Key: "user:1", Limit: perMinute3}); err != nil || got.Remaining != 0 {
 		t.Fatalf("ResetLimit of another limit reset this one: got %+v %v, want 0 remaining", got, err)
 	}
 	if err := c.Reset(ctx, "user:1", client.AnyAlgorithm); err != nil {
 		t.Fatal(err)
 	}
-	got, err = c.Peek(ctx, "user:1", perMinute3, client.Cost(3))
+	got, err = c.Peek(ctx, client.Request{Key: "user:1", Limit: perMinute3, Cost: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +95,12 @@ func TestCheckPeekReset(t *testing.T) {
 
 // TestCheckBatchAllOrNothing: a batch denied by one key charges no other.
 func TestCheckBatchAllOrNothing(t *testing.T) {
-	addr, _ := startFloodgate(t, api.Settings{})
-	c := dial(t, addr)
+	addr, _ := floodgatetest.Start(t, nil)
+	c := floodgatetest.Dial(t, addr)
 	ctx := context.Background()
 	one := client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute}
 
-	if d, err := c.Check(ctx, "full", one); err != nil || !d.Allowed {
+	if d, err := c.Check(ctx, client.Request{Key: "full", Limit: one}); err != nil || !d.Allowed {
 		t.Fatalf("filling: got %+v, %v", d, err)
 	}
 	b, err := c.CheckBatch(ctx,
@@ -122,7 +112,7 @@ func TestCheckBatchAllOrNothing(t *testing.T) {
 	if b.Allowed || len(b.Decisions) != 2 || !b.Decisions[0].Allowed || b.Decisions[1].Allowed || b.Decisions[1].RetryAfter <= 0 {
 		t.Fatalf("got %+v, want denied with [fits, denied with a wait]", b)
 	}
-	if d, err := c.Peek(ctx, "fresh", one); err != nil || d.Remaining != 1 {
+	if d, err := c.Peek(ctx, client.Request{Key: "fresh", Limit: one}); err != nil || d.Remaining != 1 {
 		t.Fatalf("fresh after a denied batch: got %+v, %v, want remaining 1 (not charged)", d, err)
 	}
 
@@ -134,13 +124,13 @@ func TestCheckBatchAllOrNothing(t *testing.T) {
 
 // TestPolicy: a named policy decides, with the policy's algorithm.
 func TestPolicy(t *testing.T) {
-	cfg := mustParseConfig(t, "policies:\n  login: {algorithm: sliding_window, requests: 2, period: 15m, failure_mode: closed}\n")
-	addr, _ := startFloodgate(t, api.Settings{Config: cfg})
-	c := dial(t, addr)
+	cfg := floodgatetest.StaticRules(t, "policies:\n  login: {algorithm: sliding_window, requests: 2, period: 15m, failure_mode: closed}\n")
+	addr, _ := floodgatetest.Start(t, cfg)
+	c := floodgatetest.Dial(t, addr)
 	ctx := context.Background()
 	var allowed []bool
 	for range 3 {
-		d, err := c.Check(ctx, "login:alice", client.Policy("login"))
+		d, err := c.Check(ctx, client.Request{Key: "login:alice", Limit: client.Policy("login")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +145,7 @@ func TestPolicy(t *testing.T) {
 	// Naming the policy's own algorithm is fine too.
 	l := client.Policy("login")
 	l.Algorithm = client.SlidingWindow
-	if _, err := c.Check(ctx, "login:bob", l); err != nil {
+	if _, err := c.Check(ctx, client.Request{Key: "login:bob", Limit: l}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -163,10 +153,10 @@ func TestPolicy(t *testing.T) {
 // TestErrors: every way floodgate cannot decide surfaces as an error with
 // its gRPC code.
 func TestErrors(t *testing.T) {
-	addr, _ := startFloodgate(t, api.Settings{Config: mustParseConfig(t, "policies:\n  free: {requests_per_min: 15, burst: 30}\n")})
-	c := dial(t, addr)
-	hang := dial(t, startHanging(t), client.WithTimeout(20*time.Millisecond))
-	dead := dial(t, deadAddr(t))
+	addr, _ := floodgatetest.Start(t, floodgatetest.StaticRules(t, "policies:\n  free: {requests_per_min: 15, burst: 30}\n"))
+	c := floodgatetest.Dial(t, addr)
+	hang := floodgatetest.Dial(t, floodgatetest.StartHanging(t), client.WithTimeout(20*time.Millisecond))
+	dead := floodgatetest.Dial(t, floodgatetest.DeadAddr(t))
 	ctx := context.Background()
 
 	for _, tc := range []struct {
@@ -176,18 +166,21 @@ func TestErrors(t *testing.T) {
 		msg  string
 	}{
 		{"no algorithm", func() error {
-			_, err := c.Check(ctx, "k", client.Limit{Requests: 1, Period: time.Second})
+			_, err := c.Check(ctx, client.Request{Key: "k", Limit: client.Limit{Requests: 1, Period: time.Second}})
 			return err
 		}, codes.InvalidArgument, "algorithm: required"},
-		{"empty key", func() error { _, err := c.Check(ctx, "", perMinute3); return err }, codes.InvalidArgument, "key: must not be empty"},
-		{"cost over capacity", func() error { _, err := c.Check(ctx, "k", perMinute3, client.Cost(4)); return err }, codes.InvalidArgument, "cost: 4 exceeds"},
+		{"empty key", func() error { _, err := c.Check(ctx, client.Request{Key: "", Limit: perMinute3}); return err }, codes.InvalidArgument, "key: must not be empty"},
+		{"cost over capacity", func() error { _, err := c.Check(ctx, client.Request{Key: "k", Limit: perMinute3, Cost: 4}); return err }, codes.InvalidArgument, "cost: 4 exceeds"},
 		{"sub-millisecond period", func() error {
-			_, err := c.Peek(ctx, "k", client.Limit{Algorithm: client.FixedWindow, Requests: 1, Period: time.Microsecond})
+			_, err := c.Peek(ctx, client.Request{Key: "k", Limit: client.Limit{Algorithm: client.FixedWindow, Requests: 1, Period: time.Microsecond}})
 			return err
 		}, codes.InvalidArgument, "limit.period"},
-		{"unknown policy", func() error { _, err := c.Check(ctx, "k", client.Policy("gold")); return err }, codes.NotFound, `unknown policy "gold"`},
+		{"unknown policy", func() error {
+			_, err := c.Check(ctx, client.Request{Key: "k", Limit: client.Policy("gold")})
+			return err
+		}, codes.NotFound, `unknown policy "gold"`},
 		{"policy algorithm mismatch", func() error {
-			_, err := c.Check(ctx, "k", client.Limit{Policy: "free", Algorithm: client.FixedWindow})
+			_, err := c.Check(ctx, client.Request{Key: "k", Limit: client.Limit{Policy: "free", Algorithm: client.FixedWindow}})
 			return err
 		}, codes.InvalidArgument, "does not match policy"},
 		{"batch: empty", func() error { _, err := c.CheckBatch(ctx); return err }, codes.InvalidArgument, "checks"},
@@ -197,16 +190,16 @@ func TestErrors(t *testing.T) {
 		}, codes.InvalidArgument, "checks[1].key"},
 		{"reset: bad algorithm", func() error { return c.Reset(ctx, "k", client.Algorithm(99)) }, codes.InvalidArgument, "algorithm"},
 		{"both policy and requests", func() error {
-			_, err := c.Check(ctx, "k", client.Limit{Policy: "free", Requests: 3})
+			_, err := c.Check(ctx, client.Request{Key: "k", Limit: client.Limit{Policy: "free", Requests: 3}})
 			return err
-		}, codes.Unknown, "both a policy and requests"},
-		{"unreachable", func() error { _, err := dead.Check(ctx, "k", perMinute3); return err }, codes.Unavailable, ""},
+		}, codes.InvalidArgument, "both a policy and requests"}, // refused before asking, with floodgate's code
+		{"unreachable", func() error { _, err := dead.Check(ctx, client.Request{Key: "k", Limit: perMinute3}); return err }, codes.Unavailable, ""},
 		{"unreachable batch", func() error {
 			_, err := dead.CheckBatch(ctx, client.Request{Key: "k", Limit: perMinute3})
 			return err
 		}, codes.Unavailable, ""},
 		{"unreachable reset", func() error { return dead.Reset(ctx, "k", client.AnyAlgorithm) }, codes.Unavailable, ""},
-		{"timeout", func() error { _, err := hang.Check(ctx, "k", perMinute3); return err }, codes.DeadlineExceeded, ""},
+		{"timeout", func() error { _, err := hang.Check(ctx, client.Request{Key: "k", Limit: perMinute3}); return err }, codes.DeadlineExceeded, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
@@ -226,11 +219,37 @@ func TestErrors(t *testing.T) {
 // TestCallerDeadlineWins: a context deadline shorter than the client's
 // timeout bounds the call.
 func TestCallerDeadlineWins(t *testing.T) {
-	c := dial(t, startHanging(t), client.WithTimeout(time.Hour))
+	c := floodgatetest.Dial(t, floodgatetest.StartHanging(t), client.WithTimeout(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := c.Check(ctx, "k", perMinute3); status.Code(err) != codes.DeadlineExceeded {
+	if _, err := c.Check(ctx, client.Request{Key: "k", Limit: perMinute3}); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("got %v, want DeadlineExceeded", err)
+	}
+}
+
+// TestClientWithTimeout: a copy with its own timeout bounds its calls by
+// it, leaves the original's alone, and does not close the shared
+// connection.
+func TestClientWithTimeout(t *testing.T) {
+	hang := floodgatetest.Dial(t, floodgatetest.StartHanging(t), client.WithTimeout(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // if the copy kept the hour
+	defer cancel()
+	start := time.Now()
+	if _, err := hang.WithTimeout(20*time.Millisecond).Check(ctx, client.Request{Key: "k", Limit: perMinute3}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("copy with 20ms: got %v, want DeadlineExceeded", err)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Fatalf("copy with 20ms waited %v: it kept the original's hour", waited)
+	}
+
+	addr, _ := floodgatetest.Start(t, nil)
+	c := floodgatetest.Dial(t, addr)
+	short := c.WithTimeout(time.Hour)
+	if err := short.Close(); err != nil {
+		t.Fatalf("closing the copy: %v", err)
+	}
+	if _, err := c.Check(context.Background(), client.Request{Key: "k", Limit: perMinute3}); err != nil {
+		t.Fatalf("the original after closing the copy: %v", err)
 	}
 }
 
@@ -258,9 +277,9 @@ func (r *tokenRecorder) tokens() []string {
 // TestToken: the bearer token is sent, over plaintext only to loopback.
 func TestToken(t *testing.T) {
 	rec := &tokenRecorder{}
-	addr, _ := startFloodgate(t, api.Settings{}, grpc.ChainUnaryInterceptor(rec.intercept))
-	c := dial(t, addr, client.WithToken("s3cret"))
-	if _, err := c.Check(context.Background(), "k", perMinute3); err != nil {
+	addr, _ := floodgatetest.Start(t, nil, grpc.ChainUnaryInterceptor(rec.intercept))
+	c := floodgatetest.Dial(t, addr, client.WithToken("s3cret"))
+	if _, err := c.Check(context.Background(), client.Request{Key: "k", Limit: perMinute3}); err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.tokens(); len(got) != 1 || got[0] != "Bearer s3cret" {
@@ -287,7 +306,7 @@ func TestToken(t *testing.T) {
 func TestTLS(t *testing.T) {
 	cert, pool := selfSigned(t, "floodgate.test")
 	rec := &tokenRecorder{}
-	addr, _ := startFloodgate(t, api.Settings{},
+	addr, _ := floodgatetest.Start(t, nil,
 		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})),
 		grpc.ChainUnaryInterceptor(rec.intercept))
 	_, port, _ := net.SplitHostPort(addr)
@@ -297,11 +316,13 @@ func TestTLS(t *testing.T) {
 	toServer := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	})
-	c := dial(t, "passthrough:///floodgate.test:"+port,
+	c := floodgatetest.Dial(t, "passthrough:///floodgate.test:"+port,
 		client.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}),
 		client.WithToken("s3cret"),
-		client.WithDialOptions(toServer))
-	d, err := c.Check(context.Background(), "k", perMinute3)
+		client.WithDialOptions(toServer),
+		client.WithTimeout(10*time.Second)) // a TLS handshake on a loaded machine can take longer than the default
+
+	d, err := c.Check(context.Background(), client.Request{Key: "k", Limit: perMinute3})
 	if err != nil || !d.Allowed {
 		t.Fatalf("got %+v, %v, want allowed", d, err)
 	}
@@ -310,8 +331,8 @@ func TestTLS(t *testing.T) {
 	}
 
 	// A client without TLS cannot talk to it.
-	plain := dial(t, addr)
-	if _, err := plain.Check(context.Background(), "k", perMinute3); status.Code(err) != codes.Unavailable {
+	plain := floodgatetest.Dial(t, addr)
+	if _, err := plain.Check(context.Background(), client.Request{Key: "k", Limit: perMinute3}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("plaintext to a TLS server: got %v, want Unavailable", err)
 	}
 }
@@ -356,5 +377,22 @@ func TestParseAlgorithm(t *testing.T) {
 	}
 	if _, err := client.ParseAlgorithm("leaky"); err == nil {
 		t.Error("ParseAlgorithm(\"leaky\"): got no error")
+	}
+}
+
+// TestDegraded: when floodgate's own store is down it answers from each
+// limit's failure mode; the client passes the answer on, marked degraded.
+func TestDegraded(t *testing.T) {
+	cfg := floodgatetest.StaticRules(t, "policies:\n  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}\n")
+	c := floodgatetest.Dial(t, floodgatetest.StartDegraded(t, cfg)) // inline limits fail open
+	ctx := context.Background()
+
+	d, err := c.Check(ctx, client.Request{Key: "k", Limit: perMinute3})
+	if want := (client.Decision{Allowed: true, Limit: 3, Degraded: true}); err != nil || d != want {
+		t.Fatalf("inline: got %+v, %v, want %+v", d, err, want)
+	}
+	d, err = c.Check(ctx, client.Request{Key: "k", Limit: client.Policy("login")})
+	if want := (client.Decision{Allowed: false, Limit: 5, RetryAfter: time.Second, Degraded: true}); err != nil || d != want {
+		t.Fatalf("closed policy: got %+v, %v, want %+v", d, err, want)
 	}
 }

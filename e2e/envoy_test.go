@@ -596,29 +596,38 @@ descriptors:
         rate_limit: {algorithm: fixed_window, period: 2s, requests_per_unit: 10}
 `
 
-// TestEnvoyWindowEdge is the seeds' window-edge attack with the real
-// clock: ten requests just before a 2s window edge and ten just after.
-// The sliding window denies the second ten; the fixed window (the
-// reference server's only algorithm) lets all twenty through in about
-// 300ms, twice its limit.
+// TestEnvoyWindowEdge is the real-clock smoke test of the seeds'
+// window-edge attack through the binary: ten requests before a 2s window
+// edge of the wall clock (the binary's windows are aligned to Unix time)
+// and ten after. The fixed window (the reference server's only algorithm)
+// admits all twenty, twice its limit; the sliding window denies what it
+// decides within 200ms of the edge, where its estimate still counts the
+// first ten above 9. The exact attack, ten and ten at set moments, runs on
+// a simulated clock in the store conformance suite (storetest's
+// WindowEdge, on the embedded store and on Redis); this test only needs
+// the first ten within a second before the edge and one call within
+// 190ms after it, so a loaded machine does not fail it.
 func TestEnvoyWindowEdge(t *testing.T) {
-	for _, b := range envoyBackends { // one at a time: the timing matters
-		t.Run(b.name, func(t *testing.T) { windowEdge(t, b) })
-	}
+	forEachBackend(t, windowEdge)
 }
 
 // windowEdge is TestEnvoyWindowEdge on one backend.
 func windowEdge(t *testing.T, b envoyBackend) {
 	p := b.serve(t, "--config", writeRules(t, edgeRules))
+	// The sliding window's estimate after the edge is 10 × (1 - e/2s)
+	// for e into the new window: a call decided before e = 200ms is
+	// denied, a later one may pass. So a call answered less than judged
+	// after the edge must be denied; later ones are not judged.
+	const judged = 190 * time.Millisecond
 	// A run counts only if its timing held: the first ten before the
-	// edge, the second ten within 150ms after it (the sliding
-	// estimate is then above 9). A machine too slow for that retries
-	// with new users; the decisions are never judged on a broken run.
+	// edge, the first call after it answered within judged, the fixed
+	// window's ten before the next edge. A run that missed retries with
+	// new users; the decisions are never judged on a broken run.
 	for attempt := range 3 {
 		user := fmt.Sprintf("mallory-%d", attempt)
 		sliding, fixed := rlsDesc("login", "sliding", "user", user), rlsDesc("login", "fixed", "user", user)
-		edge := nextEdge(time.Now(), 2*time.Second, 300*time.Millisecond)
-		time.Sleep(time.Until(edge.Add(-300 * time.Millisecond)))
+		edge := nextEdge(time.Now(), 2*time.Second, 1200*time.Millisecond)
+		time.Sleep(time.Until(edge.Add(-time.Second)))
 		var before []string
 		for range 10 {
 			before = append(before, rlsCodes(p.call(t, sliding)), rlsCodes(p.call(t, fixed)))
@@ -630,15 +639,16 @@ func windowEdge(t *testing.T, b envoyBackend) {
 		time.Sleep(time.Until(edge.Add(10 * time.Millisecond)))
 		start := time.Now()
 		var afterSliding, afterFixed []string
+		var answered []time.Duration // each sliding call's answer, after the edge
 		for range 10 {
 			afterSliding = append(afterSliding, rlsCodes(p.call(t, sliding)))
+			answered = append(answered, time.Since(edge))
 		}
-		slidingDone := time.Since(edge)
 		for range 10 {
 			afterFixed = append(afterFixed, rlsCodes(p.call(t, fixed)))
 		}
-		if start.Before(edge) || slidingDone > 150*time.Millisecond || time.Since(edge) > 2*time.Second-50*time.Millisecond {
-			t.Logf("attempt %d: the second ten took until %v after the edge; retrying", attempt, slidingDone)
+		if start.Before(edge) || answered[0] >= judged || time.Since(edge) > 2*time.Second-50*time.Millisecond {
+			t.Logf("attempt %d: the first call after the edge answered %v after it, the last %v; retrying", attempt, answered[0], time.Since(edge))
 			continue
 		}
 		for i, c := range before {
@@ -647,8 +657,8 @@ func windowEdge(t *testing.T, b envoyBackend) {
 			}
 		}
 		for i := range 10 {
-			if afterSliding[i] != "OVER_LIMIT:OVER_LIMIT" {
-				t.Errorf("sliding_window, call %d after the edge: got %s, want OVER_LIMIT", i, afterSliding[i])
+			if answered[i] < judged && afterSliding[i] != "OVER_LIMIT:OVER_LIMIT" {
+				t.Errorf("sliding_window, call %d answered %v after the edge: got %s, want OVER_LIMIT", i, answered[i], afterSliding[i])
 			}
 			if afterFixed[i] != "OK:OK" {
 				t.Errorf("fixed_window, call %d after the edge: got %s, want OK (the reference's double burst)", i, afterFixed[i])

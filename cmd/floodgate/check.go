@@ -129,7 +129,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 			case <-time.After(f.interval):
 			}
 		}
-		d, err := c.Check(ctx, f.key, limit, client.Cost(f.cost))
+		d, err := c.Check(ctx, client.Request{Key: f.key, Limit: limit, Cost: f.cost})
 		if err != nil {
 			out.flush(denied, i-1)
 			fmt.Fprintf(stderr, "floodgate check: attempt %d: %s\n", i, describeError(err))
@@ -156,7 +156,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // resolve checks the flags and turns them into a limit and dial options.
-func (f *checkFlags) resolve(fs *flag.FlagSet) (client.Limit, []client.Option, error) {
+func (f *checkFlags) resolve(fs *flag.FlagSet) (client.Limit, []client.DialOption, error) {
 	var l client.Limit
 	switch {
 	case fs.NArg() > 0:
@@ -192,7 +192,7 @@ func (f *checkFlags) resolve(fs *flag.FlagSet) (client.Limit, []client.Option, e
 		}
 	}
 
-	opts := []client.Option{client.WithTimeout(f.timeout)}
+	opts := []client.DialOption{client.WithTimeout(f.timeout)}
 	if f.token != "" {
 		opts = append(opts, client.WithToken(f.token))
 	}

@@ -53,6 +53,7 @@ Usage:
   floodgate check [flags]              ask a running floodgate about a key (a table or --json)
   floodgate config validate PATH       check a config file or folder (exit 1 on error)
   floodgate bench [flags]              load-test a server (closed loop; decisions/s, latency)
+  floodgate simulate [flags]           draw what an algorithm makes of a traffic pattern (no server)
   floodgate version                    print the version
 
 Run "floodgate COMMAND --help" for a command's flags and environment variables.
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runBench(ctx, args[1:], getenv, stdout, stderr)
 	case "check":
 		err = runCheck(ctx, args[1:], getenv, stdout, stderr)
+	case "simulate":
+		err = runSimulate(args[1:], getenv, stdout, stderr)
 	case "config":
 		err = runConfig(args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -263,9 +262,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 // check checks the flags that need more than parsing, and returns the
 // failure mode and the transport limits they give.
 func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) {
-	failureMode, err := parseFailureMode(f.failureMode)
-	if err != nil {
-		return failureMode, server.TransportLimits{}, err
+	var failureMode rules.FailureMode
+	if err := failureMode.UnmarshalText([]byte(f.failureMode)); err != nil {
+		return failureMode, server.TransportLimits{}, fmt.Errorf("--failure-mode %w", err)
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == "") {
 		return failureMode, server.TransportLimits{}, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
@@ -280,9 +279,9 @@ func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) 
 // defaultGCPercent is --gc-percent's default. A rate limiter's live heap
 // is small (a few MB plus 83 bytes per embedded key) while every decision
 // allocates, so at Go's default of 100 the collector runs every few MB of
-// allocation: under a ShouldRateLimit load it took ~25% of the server's
-// CPU. At 400 the server spends 20 µs of CPU per decision instead of 28
-// (bench/RESULTS.md), for a heap of up to 5× the live data; $GOMEMLIMIT
+// allocation, a large share of the server's CPU under a ShouldRateLimit
+// load (bench/RESULTS.md has the figures for 100 and 400), for a heap of
+// up to 5× the live data at 400; $GOMEMLIMIT
 // caps it where memory is tight (the Kubernetes example sets it).
 const defaultGCPercent = 400
 
@@ -292,16 +291,6 @@ func setGCPercent(getenv func(string) string, percent int) {
 	if getenv("GOGC") == "" && percent != 0 {
 		debug.SetGCPercent(percent)
 	}
-}
-
-func parseFailureMode(s string) (rules.FailureMode, error) {
-	switch strings.ToLower(s) {
-	case "open":
-		return rules.FailureOpen, nil
-	case "closed":
-		return rules.FailureClosed, nil
-	}
-	return rules.FailureDefault, fmt.Errorf("--failure-mode must be open or closed, got %q", s)
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

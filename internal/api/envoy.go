@@ -3,8 +3,8 @@ package api
 import (
 	"context"
 	"errors"
+	"github.com/floodgate/floodgate/internal/keys"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -207,7 +207,7 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents
 			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "%d entries exceed the limit of %d", n, e.maxEntries)
 		}
 		if l := d.GetLimit(); l != nil {
-			if _, ok := unitDurations[rlsv3.RateLimitResponse_RateLimit_Unit(l.GetUnit())]; !ok {
+			if _, ok := unitPeriod(rlsv3.RateLimitResponse_RateLimit_Unit(l.GetUnit())); !ok {
 				return nil, invalidf(fmtIndex("descriptors", i)+".limit.unit", "unknown unit %v", l.GetUnit())
 			}
 		}
@@ -233,16 +233,10 @@ func entryField(i, j int) string {
 	return fmtIndex("descriptors", i) + "." + fmtIndex("entries", j)
 }
 
-// unitDurations are Envoy's units as periods (month and year as
-// envoyproxy/ratelimit counts them: 30 and 365 days).
-var unitDurations = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
-	rlsv3.RateLimitResponse_RateLimit_SECOND: time.Second,
-	rlsv3.RateLimitResponse_RateLimit_MINUTE: time.Minute,
-	rlsv3.RateLimitResponse_RateLimit_HOUR:   time.Hour,
-	rlsv3.RateLimitResponse_RateLimit_DAY:    24 * time.Hour,
-	rlsv3.RateLimitResponse_RateLimit_WEEK:   7 * 24 * time.Hour,
-	rlsv3.RateLimitResponse_RateLimit_MONTH:  30 * 24 * time.Hour,
-	rlsv3.RateLimitResponse_RateLimit_YEAR:   365 * 24 * time.Hour,
+// unitPeriod is the period of an Envoy unit (rules owns the table); ok is
+// false for UNKNOWN and numbers the enum does not name.
+func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) {
+	return rules.UnitPeriod(u.String())
 }
 
 // plan turns the request into the limits to decide.
@@ -278,7 +272,7 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Config, entries [][
 				c.fixed = true
 				c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
 			default:
-				c.req = store.Request{Key: string(l.AppendKey(append(kb[:0], 'e'), entries[i])), Limit: l.Rate, Cost: cost}
+				c.req = store.Request{Key: string(l.AppendKey(kb[:0], entries[i])), Limit: l.Rate, Cost: cost}
 			}
 			checks = append(checks, c)
 		}
@@ -291,7 +285,7 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Config, entries [][
 // server does, under a key of its own: the domain, the entries and the
 // override's rate.
 func (e *Envoy) overrideCheck(i int, domain string, entries []rules.Entry, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride, cost int64) envoyCheck {
-	period := unitDurations[rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())]
+	period, _ := unitPeriod(rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()))
 	l := &rules.Limit{
 		Name:   domain + ".override",
 		Domain: domain,
@@ -306,25 +300,13 @@ func (e *Envoy) overrideCheck(i int, domain string, entries []rules.Entry, o *ra
 		return c
 	}
 	c.info = newLimitInfo(l) // a request's own limit: nothing to share
-	key := append(make([]byte, 0, 64), 'o')
-	key = appendField(key, domain)
-	key = strconv.AppendInt(key, int64(o.GetRequestsPerUnit()), 10)
-	key = append(key, '/')
-	key = strconv.AppendInt(key, int64(o.GetUnit()), 10)
+	key := keys.AppendOverride(make([]byte, 0, 64), domain, o.GetRequestsPerUnit(), int32(o.GetUnit()))
 	for _, en := range entries {
-		key = appendField(key, en.Key)
-		key = appendField(key, en.Value)
+		key = keys.AppendField(key, en.Key)
+		key = keys.AppendField(key, en.Value)
 	}
 	c.req = store.Request{Key: string(key), Limit: l.Rate, Cost: cost}
 	return c
-}
-
-// appendField appends s length-prefixed, so fields never run together.
-func appendField(dst []byte, s string) []byte {
-	dst = append(dst, '|')
-	dst = strconv.AppendInt(dst, int64(len(s)), 10)
-	dst = append(dst, ':')
-	return append(dst, s...)
 }
 
 // decide runs the store calls: the enforced limits together, all or

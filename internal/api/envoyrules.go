@@ -73,7 +73,7 @@ func currentLimitOf(l *rules.Limit) (perUnit uint32, unit rlsv3.RateLimitRespons
 	}
 	p := l.Rate.Period
 	for _, u := range unitsByLength {
-		ud := unitDurations[u]
+		ud, _ := unitPeriod(u)
 		if p > 0 && p%ud == 0 {
 			if m := p / ud; m != 1 {
 				mult = uint32(min(m, 1<<32-1))

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"github.com/floodgate/floodgate/internal/keys"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -226,15 +227,11 @@ func (r *RateLimiter) Reset(ctx context.Context, req *floodgatev1.ResetRequest) 
 		}
 		scopes = []string{inlineScope(l)}
 	}
-	if err := r.store.Reset(ctx, alg, checkKey(req.GetKey()), scopes...); err != nil {
+	if err := r.store.Reset(ctx, alg, keys.Check(req.GetKey()), scopes...); err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
 	return &floodgatev1.ResetResponse{}, nil
 }
-
-// checkKey is the store key of a Check API key. The first byte keeps the
-// Check API's keys apart from the Envoy API's.
-func checkKey(key string) string { return "k" + key }
 
 // policyScope is the store scope of a policy's count: its name, so that a
 // policy whose numbers change on a config reload keeps the key's count (a
@@ -326,7 +323,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		}
 		return check{}, invalidf("cost", "%d exceeds the limit's capacity of %d (%s), so it could never be allowed", cost, capacity, what)
 	}
-	c.req.Key = checkKey(req.GetKey())
+	c.req.Key = keys.Check(req.GetKey())
 	c.req.Cost = cost
 	return c, nil
 }

@@ -1,6 +1,6 @@
 // Package ratelimitheader is the one place that writes floodgate's
 // rate-limit response headers, for the Envoy API (api.Envoy) and the
-// HTTP middleware (client.Middleware) alike, so both speak one scheme:
+// HTTP middleware (client/httplimit) alike, so both speak one scheme:
 //
 //	RateLimit-Policy: "name";q=10;w=10      the quota policy (IETF httpapi draft)
 //	RateLimit: "name";r=7;t=3               what remains of it, and when it resets
@@ -260,7 +260,10 @@ func RetryAfterSeconds(l Limit, retryAfter time.Duration) int64 {
 	return max(Seconds(retryAfter), 1)
 }
 
-// Seconds is d in whole seconds, rounded up; 0 for d ≤ 0.
+// Seconds is d in whole seconds, rounded up (1ms and 1s are 1, 1001ms is
+// 2); 0 for d ≤ 0. It is the one rounding of every time floodgate writes
+// in whole seconds: these headers, and the gRPC metadata of the client's
+// interceptors (client/grpclimit).
 func Seconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0

@@ -170,3 +170,31 @@ func TestTokenBucketHuge(t *testing.T) {
 		t.Fatalf("window %v, want 1000h", l.Window)
 	}
 }
+
+// TestSeconds pins the rounding every header time goes through: up to the
+// next whole second, so a client that waits as told is never early (a
+// mutation rounding down survived the whole-second cases alone).
+func TestSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{-time.Second, 0},
+		{-1, 0},
+		{0, 0},
+		{1, 1},
+		{time.Millisecond, 1},
+		{999 * time.Millisecond, 1},
+		{time.Second, 1},
+		{time.Second + 1, 2},
+		{1001 * time.Millisecond, 2},
+		{1500 * time.Millisecond, 2},
+		{2 * time.Second, 2},
+		{time.Minute - time.Millisecond, 60},
+		{1<<63 - 1, 9223372037},
+	} {
+		if got := ratelimitheader.Seconds(tc.d); got != tc.want {
+			t.Errorf("Seconds(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}

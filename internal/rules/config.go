@@ -1,9 +1,9 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
@@ -19,7 +19,9 @@ const (
 	FailureClosed
 )
 
-// String returns the config-file spelling: "default", "open" or "closed".
+// String returns the mode's name: "open" or "closed" (as written in a
+// rule and in --failure-mode), or "default" for FailureDefault, which is
+// not written anywhere: it is a limit without failure_mode.
 func (m FailureMode) String() string {
 	switch m {
 	case FailureDefault:
@@ -31,6 +33,46 @@ func (m FailureMode) String() string {
 	}
 	return fmt.Sprintf("failure_mode(%d)", int(m))
 }
+
+// MarshalText returns "open" or "closed". FailureDefault and unknown
+// values have no spelling and are an error.
+func (m FailureMode) MarshalText() ([]byte, error) {
+	if m != FailureOpen && m != FailureClosed {
+		return nil, fmt.Errorf("%w: %v has no spelling (want open or closed)", ErrFailureMode, m)
+	}
+	return []byte(m.String()), nil
+}
+
+// ErrFailureMode is wrapped by the errors of FailureMode's UnmarshalText
+// and MarshalText.
+var ErrFailureMode = errors.New("invalid failure mode")
+
+// UnmarshalText reads "open" or "closed" in any case ("Closed", "OPEN"):
+// the one parser of the failure_mode of rules and of serve's
+// --failure-mode. Anything else is an error wrapping ErrFailureMode whose
+// message continues the name of the setting it is read for, as in
+// fmt.Errorf("--failure-mode %w", err): `must be open or closed, got "x"`.
+func (m *FailureMode) UnmarshalText(text []byte) error {
+	switch s := string(text); {
+	case strings.EqualFold(s, "open"):
+		*m = FailureOpen
+	case strings.EqualFold(s, "closed"):
+		*m = FailureClosed
+	default:
+		*m = FailureDefault
+		return &failureModeError{s}
+	}
+	return nil
+}
+
+// failureModeError is a value that is no failure mode.
+type failureModeError struct{ got string }
+
+func (e *failureModeError) Error() string {
+	return fmt.Sprintf("must be open or closed, got %q", e.got)
+}
+
+func (e *failureModeError) Unwrap() error { return ErrFailureMode }
 
 // Limit is one configured limit. Limits returned by Match and MatchRequest
 // are shared by every caller and must not be modified.
@@ -89,27 +131,6 @@ func (l *Limit) Depth() int { return len(l.path) }
 // Shared reports whether the value of entry i does not take part in the
 // counter key, because entry i matched a share_threshold wildcard.
 func (l *Limit) Shared(i int) bool { return i >= 0 && i < len(l.path) && l.path[i].shared }
-
-// AppendKey appends to dst the store key of entries under l: a 16-byte
-// digest of l.ID (keeping keys short, see keyID), then for every entry its
-// value length-prefixed (so no two distinct descriptors
-// ever share a key, whatever bytes their values hold), with the values of
-// share_threshold levels left out. entries must be a descriptor that Match
-// resolved to l. It does not allocate when dst has room.
-func (l *Limit) AppendKey(dst []byte, entries []Entry) []byte {
-	dst = append(dst, l.keyID...)
-	for i, e := range entries {
-		if l.Shared(i) {
-			dst = append(dst, "|*"...)
-			continue
-		}
-		dst = append(dst, '|')
-		dst = strconv.AppendInt(dst, int64(len(e.Value)), 10)
-		dst = append(dst, ':')
-		dst = append(dst, e.Value...)
-	}
-	return dst
-}
 
 // MetricName is the name to report entries under. Without detailed_metric
 // or value_to_metric it is Name. With detailed_metric it is envoyproxy/

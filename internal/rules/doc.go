@@ -1,4 +1,4 @@
-// Package config loads floodgate's rate-limit rules: the descriptor trees
+// Package rules loads floodgate's rate-limit rules: the descriptor trees
 // that Envoy's ShouldRateLimit is matched against, and the named policies
 // of the Check API. This comment is the configuration reference.
 //
@@ -133,7 +133,7 @@
 //	algorithm: token_bucket   # token_bucket | sliding_window | sliding_window_log | fixed_window
 //	burst: 20                 # token_bucket only: the bucket's capacity (default requests)
 //	period: 1500ms            # any Go duration, instead of unit/unit_multiplier (not both)
-//	failure_mode: closed      # open | closed: what to answer when the store is down
+//	failure_mode: closed      # open | closed (any case): what to answer when the store is down
 //	shadow_mode: true         # this limit only (the node's shadow_mode covers all of them)
 //
 // The algorithm is the rate_limit's `algorithm`, else the file's

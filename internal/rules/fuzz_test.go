@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"github.com/floodgate/floodgate/internal/keys"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -181,7 +182,7 @@ func FuzzMatch(f *testing.F) {
 		}
 		if len(got) == 1 {
 			key := got[0].AppendKey(nil, entries)
-			if !strings.HasPrefix(string(key), keyID(got[0].ID)) {
+			if !strings.HasPrefix(string(key), string(keys.AppendEnvoy(nil, keys.LimitID(got[0].ID)))) {
 				t.Fatalf("key %q does not start with the digest of the ID %q", key, got[0].ID)
 			}
 		}

@@ -58,8 +58,15 @@ type Config struct {
 	// closes, with false and nil (for logs, health and metrics). While the
 	// circuit is open it is called again, with true and the probe's error,
 	// when that error turns from an outage into a misconfiguration
-	// (store.ErrMisconfigured) or back. Calls are serialized; OnChange must
-	// not call the Breaker.
+	// (store.ErrMisconfigured) or back.
+	//
+	// OnChange runs on a goroutine of the Breaker's own, one call at a
+	// time, in the order the transitions happened, and no lock is held
+	// while it runs: a slow OnChange delays only the transitions after it,
+	// never a call or the probe, and OnChange may call Open, Decide, Reset
+	// and Ping (a transition it causes is delivered after it returns). It
+	// must not call Close, which waits for every transition made before it
+	// to be delivered.
 	OnChange func(open bool, cause error)
 }
 
@@ -73,7 +80,20 @@ type Breaker struct {
 	mu      sync.Mutex
 	probing bool
 	closed  chan struct{}
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup // the probe and the check
+
+	// The transitions OnChange has yet to hear, oldest first: appended
+	// under mu where the state changes, delivered by notify.
+	pending  []change // guarded by mu
+	wake     chan struct{}
+	stop     chan struct{} // closed by Close once no transition can come
+	notified chan struct{} // closed when notify has delivered all and exited
+}
+
+// change is one transition for OnChange.
+type change struct {
+	open  bool
+	cause error
 }
 
 var _ store.Store = (*Breaker)(nil)
@@ -93,6 +113,12 @@ func New(next store.Store, cfg Config) *Breaker {
 		cfg.CheckInterval = DefaultCheckInterval
 	}
 	b := &Breaker{next: next, cfg: cfg, closed: make(chan struct{})}
+	if cfg.OnChange != nil {
+		b.wake = make(chan struct{}, 1)
+		b.stop = make(chan struct{})
+		b.notified = make(chan struct{})
+		go b.notify()
+	}
 	if cfg.CheckInterval > 0 {
 		b.wg.Add(1)
 		go b.check()
@@ -122,7 +148,8 @@ func (b *Breaker) Reset(ctx context.Context, alg algorithms.Algorithm, key strin
 // Ping implements store.Store: it asks the store itself, open or not.
 func (b *Breaker) Ping(ctx context.Context) error { return b.next.Ping(ctx) }
 
-// Close stops the probe and closes the wrapped store.
+// Close stops the probe and the check, waits for OnChange to hear every
+// transition made before, and closes the wrapped store.
 func (b *Breaker) Close() error {
 	b.mu.Lock()
 	select {
@@ -133,8 +160,54 @@ func (b *Breaker) Close() error {
 		close(b.closed)
 	}
 	b.mu.Unlock()
-	b.wg.Wait()
+	b.wg.Wait() // no transition after this: trip checks closed under mu
+	if b.notified != nil {
+		close(b.stop)
+		<-b.notified
+	}
 	return b.next.Close()
+}
+
+// changed queues a transition for OnChange. b.mu must be held, so the
+// queue's order is the order of the transitions.
+func (b *Breaker) changed(open bool, cause error) {
+	if b.cfg.OnChange == nil {
+		return
+	}
+	b.pending = append(b.pending, change{open, cause})
+	select {
+	case b.wake <- struct{}{}:
+	default: // notify is already due to look
+	}
+}
+
+// notify delivers the queued transitions to OnChange, in order and
+// without b.mu, until Close stops it; then it delivers what is left.
+func (b *Breaker) notify() {
+	defer close(b.notified)
+	for {
+		stopping := false
+		select {
+		case <-b.wake:
+		case <-b.stop:
+			stopping = true
+		}
+		for {
+			b.mu.Lock()
+			batch := b.pending
+			b.pending = nil
+			b.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			for _, c := range batch {
+				b.cfg.OnChange(c.open, c.cause)
+			}
+		}
+		if stopping {
+			return
+		}
+	}
 }
 
 // record counts err and opens the circuit at the threshold.
@@ -164,9 +237,7 @@ func (b *Breaker) trip(cause error) {
 	}
 	b.probing = true
 	b.open.Store(true)
-	if b.cfg.OnChange != nil {
-		b.cfg.OnChange(true, cause)
-	}
+	b.changed(true, cause)
 	b.wg.Add(1)
 	go b.probe(errors.Is(cause, store.ErrMisconfigured))
 }
@@ -195,18 +266,14 @@ func (b *Breaker) probe(misconfigured bool) {
 			b.failures.Store(0)
 			b.open.Store(false)
 			b.probing = false
-			if b.cfg.OnChange != nil {
-				b.cfg.OnChange(false, nil)
-			}
+			b.changed(false, nil)
 			b.mu.Unlock()
 			return
 		}
 		if m := errors.Is(err, store.ErrMisconfigured); m != misconfigured && errors.Is(err, store.ErrUnavailable) {
 			misconfigured = m
 			b.mu.Lock()
-			if b.cfg.OnChange != nil {
-				b.cfg.OnChange(true, err)
-			}
+			b.changed(true, err)
 			b.mu.Unlock()
 		}
 	}

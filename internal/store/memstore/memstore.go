@@ -67,6 +67,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"github.com/floodgate/floodgate/internal/keys"
 	"hash/maphash"
 	"math/bits"
 	"strings"
@@ -268,7 +269,7 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 	alg := r.Limit.Algorithm
 	sh.mu.Lock()
 	sh.observe(nowMs)
-	ek := entryKey(r.Key, r.Scope)
+	ek := keys.Entry(r.Key, r.Scope)
 	ref := sh.find(alg, ek, nowMs)
 	st := ref.state()
 	if r.DryRun {
@@ -334,7 +335,7 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 	for i := range reqs {
 		r := &reqs[i]
 		alg := r.Limit.Algorithm
-		ek := entryKey(r.Key, r.Scope)
+		ek := keys.Entry(r.Key, r.Scope)
 		p := -1
 		if index != nil {
 			if j, ok := index[pendingKey{alg, ek}]; ok {
@@ -441,11 +442,11 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 			continue
 		}
 		for _, sc := range scopes {
-			sh.remove(a, entryKey(key, sc))
+			sh.remove(a, keys.Entry(key, sc))
 		}
 		if all {
 			for _, ek := range sh.keys(a) {
-				if k, ok := scopedKeyOf(ek); ok && k == key {
+				if k, ok := keys.EntryKeyOf(ek); ok && k == key {
 					sh.remove(a, ek)
 				}
 			}

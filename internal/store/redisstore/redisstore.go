@@ -75,6 +75,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/floodgate/floodgate/internal/keys"
 	"io"
 	"net"
 	"strings"
@@ -313,7 +314,7 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 		c.buf = appendHeader(c.buf, h)
 		for i := range reqs {
 			r := &reqs[i]
-			c.keys = append(c.keys, scopedKey(s.cfg.Prefix, r.Limit.Algorithm, hashTag(r.Key), r.Scope))
+			c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, keys.HashTag(r.Key), r.Scope))
 			c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun)
 			c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 			c.idx = append(c.idx, i)
@@ -323,8 +324,8 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 	var calls []*call
 	for i := range reqs {
 		r := &reqs[i]
-		tag := hashTag(r.Key)
-		sl := slot(tag)
+		tag := keys.HashTag(r.Key)
+		sl := keys.Slot(tag)
 		var c *call
 		for _, o := range calls {
 			if o.slot == sl {
@@ -336,7 +337,7 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 			c = &call{slot: sl, h: h, buf: appendHeader(make([]byte, 0, hdrLen+reqLen*len(reqs)), h), done: make(chan *call, 1)}
 			calls = append(calls, c)
 		}
-		c.keys = append(c.keys, scopedKey(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
+		c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
 		c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun)
 		c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 		c.idx = append(c.idx, i)
@@ -548,24 +549,24 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 	if alg != algorithms.Unspecified {
 		algs = []algorithms.Algorithm{alg}
 	}
-	tag := hashTag(key)
+	tag := keys.HashTag(key)
 	all := len(scopes) == 0
 	if all {
 		scopes = []string{""}
 	}
-	var keys []string
+	var names []string
 	for _, a := range algs {
 		for _, sc := range scopes {
-			keys = append(keys, scopedKey(s.cfg.Prefix, a, tag, sc))
+			names = append(names, keys.Redis(s.cfg.Prefix, a, tag, sc))
 		}
 	}
-	if err := s.del(ctx, s.client, keys); err != nil {
+	if err := s.del(ctx, s.client, names); err != nil {
 		return err
 	}
 	if !all {
 		return nil
 	}
-	pattern := scopesPattern(s.cfg.Prefix, alg, tag)
+	pattern := keys.RedisScopesPattern(s.cfg.Prefix, alg, tag)
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 			return s.scanDel(ctx, c, pattern)
@@ -628,6 +629,7 @@ func unavailable(err error) bool {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, redis.ErrClosed), errors.Is(err, errClosed),
+		errors.Is(err, redis.ErrPoolTimeout), // no free connection within PoolTimeout
 		errors.As(err, &ne),
 		// A TLS handshake that fails (an untrusted or wrong certificate, a
 		// plaintext port) leaves Redis as unreachable as a refused dial.
@@ -639,7 +641,7 @@ func unavailable(err error) bool {
 			return true
 		}
 	}
-	return strings.Contains(err.Error(), "connection pool timeout")
+	return false
 }
 
 // errClosed is returned by calls made after Close.

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"github.com/floodgate/floodgate/internal/keys"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,7 +66,7 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 		args   func(i int) ([]string, []any)
 	}
 	tbKey := func(alg algorithms.Algorithm, i int) string {
-		return scopedKey(DefaultPrefix, alg, hashTag(fmt.Sprintf("kbench%d", i%10000)), "")
+		return keys.Redis(DefaultPrefix, alg, keys.HashTag(fmt.Sprintf("kbench%d", i%10000)), "")
 	}
 	decide := func(alg algorithms.Algorithm, per int, seven bool) func(i int) ([]string, []any) {
 		l := algorithms.Limit{Algorithm: alg, Requests: 100, Period: time.Minute}

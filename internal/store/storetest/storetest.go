@@ -76,6 +76,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Scopes", testScopes},
 		{"KeyIsolation", testKeyIsolation},
 		{"Expiry", testExpiry},
+		{"WindowEdge", testWindowEdge},
 		{"CostAboveCapacity", testCostAboveCapacity},
 		{"Errors", testErrors},
 		{"Ping", testPing},

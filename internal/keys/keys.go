@@ -1,0 +1,84 @@
+// Package keys owns every key layout of floodgate: the store keys the APIs
+// build from a request, and how each store turns a store key into its own
+// name for the state.
+//
+// # Store keys (what an API hands the store)
+//
+// The first byte names the API's namespace, so no two APIs ever share a
+// count, whatever their callers send:
+//
+//	Check API        'k' key                                          (Check)
+//	Envoy rule       'e' LimitID(rule id) field(value)...             (AppendEnvoy, AppendField, AppendShared)
+//	Envoy override   'o' field(domain) requests '/' unit field(key) field(value)...   (AppendOverride)
+//
+// A field is a value length-prefixed ('|', its length in decimal, ':',
+// the bytes), so fields never run together; a share_threshold level's
+// value is left out and written "|*" (AppendShared). A limit's count is
+// further named by store.Request.Scope, which the stores keep apart from
+// the key (below).
+//
+// # Store state names
+//
+//	memstore    Entry(key, scope): the map key of one (key, scope)
+//	redisstore  Redis(prefix, algorithm, HashTag(key), scope):
+//	            <prefix><algorithm>:{<tag>}[:<scope>], every scope of a key in
+//	            the key's cluster slot (Slot)
+package keys
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+)
+
+// The namespace bytes heading store keys.
+const (
+	checkNS    = 'k'
+	envoyNS    = 'e'
+	overrideNS = 'o'
+)
+
+// Check is the store key of a Check API key.
+func Check(key string) string { return string(checkNS) + key }
+
+// AppendEnvoy appends the head of an Envoy rule's store key to dst: the
+// namespace byte and the rule's LimitID. The descriptor's values follow,
+// each through AppendField or AppendShared.
+func AppendEnvoy(dst []byte, limitID string) []byte {
+	dst = append(dst, envoyNS)
+	return append(dst, limitID...)
+}
+
+// AppendField appends s length-prefixed, so fields never run together.
+func AppendField(dst []byte, s string) []byte {
+	dst = append(dst, '|')
+	dst = strconv.AppendInt(dst, int64(len(s)), 10)
+	dst = append(dst, ':')
+	return append(dst, s...)
+}
+
+// AppendShared appends the stand-in of a share_threshold level's value,
+// which does not take part in the key.
+func AppendShared(dst []byte) []byte { return append(dst, "|*"...) }
+
+// AppendOverride appends the head of the store key of an Envoy request's
+// own limit (a descriptor's limit override) to dst: the namespace byte,
+// the domain, and the override's rate. The descriptor's entries follow,
+// key and value each through AppendField.
+func AppendOverride(dst []byte, domain string, requests uint32, unit int32) []byte {
+	dst = append(dst, overrideNS)
+	dst = AppendField(dst, domain)
+	dst = strconv.AppendUint(dst, uint64(requests), 10)
+	dst = append(dst, '/')
+	return strconv.AppendInt(dst, int64(unit), 10)
+}
+
+// LimitID is the short, fixed-length stand-in for a rule's ID (rules'
+// Limit.ID) at the head of its Envoy store keys: 16 base64url characters
+// (96 bits) of its SHA-256. Store keys stay short whatever the rule's
+// path (a Redis token-bucket key costs under 100 bytes), and two rules
+// collide with probability 2^-96 per pair.
+func LimitID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}

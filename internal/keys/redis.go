@@ -1,0 +1,131 @@
+package keys
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+)
+
+// maxTagLen bounds the hash tag an escaped key may use; longer keys are
+// hashed.
+const maxTagLen = 128
+
+// redisAlgName names each algorithm in Redis keys.
+var redisAlgName = map[algorithms.Algorithm]string{
+	algorithms.TokenBucket:   "tb",
+	algorithms.SlidingWindow: "sw",
+	// swl2: the log's ring (a string) replaced a sorted set under "swl";
+	// the new name keeps the two apart while replicas of both versions
+	// run, and the old sets expire by themselves.
+	algorithms.SlidingWindowLog: "swl2",
+	algorithms.FixedWindow:      "fw",
+}
+
+// HashTag is the text between the braces of key's Redis keys (see the
+// package doc): key escaped, or "#" and its SHA-256 when that is long.
+func HashTag(key string) string {
+	if key == "" {
+		return "%" // escape never yields a lone "%"
+	}
+	n := 0
+	for i := 0; i < len(key); i++ {
+		if plain(key[i]) {
+			n++
+		} else {
+			n += 3
+		}
+	}
+	if n > maxTagLen {
+		sum := sha256.Sum256([]byte(key))
+		return "#" + hex.EncodeToString(sum[:])
+	}
+	if n == len(key) {
+		return key
+	}
+	const digits = "0123456789ABCDEF"
+	b := make([]byte, 0, n)
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if plain(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', digits[c>>4], digits[c&15])
+		}
+	}
+	return string(b)
+}
+
+// plain reports whether c stands for itself in a hash tag: printable ASCII
+// but the braces (which would end or nest the tag), '%' (the escape) and
+// '#' (the hashed form's marker).
+func plain(c byte) bool {
+	return c > ' ' && c < 0x7f && c != '{' && c != '}' && c != '%' && c != '#'
+}
+
+// redisStateKey is the Redis key holding key's state under alg, in the scope
+// "" (the Envoy API's keys).
+func redisStateKey(prefix string, alg algorithms.Algorithm, tag string) string {
+	return prefix + redisAlgName[alg] + ":{" + tag + "}"
+}
+
+// Redis is the Redis key holding key's state under alg in scope:
+// redisStateKey, then, unless scope is "", ':' and the scope escaped like a
+// hash tag. The scope comes after the closing brace, so every scope of a
+// key is in the key's Slot, and a tag (which holds no braces) cannot run
+// into it: distinct (key, scope) pairs never share a Redis key.
+func Redis(prefix string, alg algorithms.Algorithm, tag, scope string) string {
+	if scope == "" {
+		return redisStateKey(prefix, alg, tag)
+	}
+	return redisStateKey(prefix, alg, tag) + ":" + HashTag(scope)
+}
+
+// RedisScopesPattern is the SCAN MATCH pattern of key's keys in every
+// non-empty scope under alg, or under every algorithm when alg is
+// algorithms.Unspecified.
+func RedisScopesPattern(prefix string, alg algorithms.Algorithm, tag string) string {
+	if alg == algorithms.Unspecified {
+		return globEscape(prefix) + "*:{" + globEscape(tag) + "}:*"
+	}
+	return globEscape(redisStateKey(prefix, alg, tag)) + ":*"
+}
+
+// globEscape escapes the characters Redis' glob patterns treat specially.
+func globEscape(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '*', '?', '[', ']', '\\', '^', '-':
+			if b == nil {
+				b = append(make([]byte, 0, len(s)+8), s[:i]...)
+			}
+			b = append(b, '\\', c)
+		default:
+			if b != nil {
+				b = append(b, c)
+			}
+		}
+	}
+	if b == nil {
+		return s
+	}
+	return string(b)
+}
+
+// Slot is the Redis Cluster hash Slot of a key whose hash tag is tag
+// (non-empty, without braces): CRC16-XMODEM(tag) mod 16384.
+func Slot(tag string) int {
+	crc := uint16(0)
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}

@@ -1,0 +1,48 @@
+package rules
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/floodgate/floodgate/internal/keys"
+)
+
+// This file holds how a limit names its counters: its ID, and its store
+// keys in package keys' layout.
+
+// AppendKey appends to dst the store key of entries under l, in the
+// layout package keys owns: the Envoy namespace and l's LimitID digest,
+// then for every entry its value as a field (so no two distinct
+// descriptors ever share a key, whatever bytes their values hold), with
+// the values of share_threshold levels left out. entries must be a
+// descriptor that Match resolved to l. It does not allocate when dst has
+// room.
+func (l *Limit) AppendKey(dst []byte, entries []Entry) []byte {
+	dst = keys.AppendEnvoy(dst, l.keyID)
+	for i, e := range entries {
+		if l.Shared(i) {
+			dst = keys.AppendShared(dst)
+			continue
+		}
+		dst = keys.AppendField(dst, e.Value)
+	}
+	return dst
+}
+
+// limitID is the Limit.ID: the domain, every level's key (and value) quoted,
+// and the index.
+func limitID(domain string, path []level, i int) string {
+	var b strings.Builder
+	b.WriteString(strconv.Quote(domain))
+	for _, lv := range path {
+		b.WriteByte('/')
+		b.WriteString(strconv.Quote(lv.key))
+		if lv.value != "" {
+			b.WriteByte('=')
+			b.WriteString(strconv.Quote(lv.value))
+		}
+	}
+	b.WriteByte('#')
+	b.WriteString(strconv.Itoa(i))
+	return b.String()
+}

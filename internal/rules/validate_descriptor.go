@@ -1,0 +1,191 @@
+package rules
+
+import (
+	"fmt"
+	"github.com/floodgate/floodgate/internal/keys"
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// quotaModeMsg rejects quota_mode: true. In envoyproxy/ratelimit a quota-
+// mode limit only reports that it is exceeded (the request is denied when
+// every quota-mode descriptor is over); floodgate has no quota mode and
+// would enforce the limit instead, so such a file is refused rather than
+// served with another meaning.
+const quotaModeMsg = "quota_mode: true is not supported: floodgate would enforce this limit, " +
+	"where the reference only reports it (shadow_mode: true counts without enforcing)"
+
+// descriptors reads a list of descriptors into parent's children. path is
+// the chain of levels above; depth is 1 for the domain's list. It returns
+// the number of limits read at or below the list.
+func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix string, depth int) int {
+	target := deref(list)
+	if p.active[target] {
+		p.errorf(list, "descriptors contain themselves through an alias")
+		return 0
+	}
+	p.active[target] = true
+	defer delete(p.active, target)
+	items, ok := p.list(list, "descriptors")
+	if !ok {
+		return 0
+	}
+	if depth > maxDepth && len(items) > 0 {
+		p.errorf(list, "descriptors nest deeper than %d levels", maxDepth)
+		return 0
+	}
+	total := 0
+	firsts := map[kv]*yaml.Node{}
+	for _, item := range items {
+		errsBefore := len(p.errs)
+		dd, ok := p.descriptor(item)
+		if !ok {
+			continue
+		}
+		n, lv, ok := p.level(&dd, firsts)
+		if !ok {
+			continue
+		}
+		here := append(append([]level(nil), path...), lv)
+		name := prefix + "." + lv.key
+		if lv.value != "" {
+			name += "_" + lv.value
+		}
+		p.limits(n, &dd, here, name)
+		below := len(n.limits)
+		if dd.descriptors != nil {
+			below += p.descriptors(n, dd.descriptors, here, name, depth+1)
+		}
+		// Flags that shape the counters or metrics of the limits at or
+		// below this level do nothing without one: say so rather than
+		// accept a file that does not do what it reads as.
+		if below == 0 && len(p.errs) == errsBefore {
+			if lv.valueToMetric {
+				p.errorf(dd.valueToMetric.at, "value_to_metric has no effect: no rate_limit at or below this descriptor")
+			}
+			if lv.shared {
+				p.errorf(dd.shareThreshold.at, "share_threshold has no effect: no rate_limit at or below this descriptor")
+			}
+		}
+		total += below
+		parent.add(n, lv)
+	}
+	return total
+}
+
+// level checks a descriptor's key, value and flags: the key is unique
+// among its siblings (firsts, by key and value), share_threshold goes
+// with a wildcard value, quota_mode is refused. It returns the
+// descriptor's node, without limits or children yet.
+func (p *parser) level(dd *descriptorDoc, firsts map[kv]*yaml.Node) (*node, level, bool) {
+	var key, value string
+	switch {
+	case !dd.key.given():
+		p.errorf(dd.at, "descriptor has no key")
+		return nil, level{}, false
+	case !dd.key.ok:
+		return nil, level{}, false
+	case dd.key.v == "":
+		p.errorf(dd.key.at, "descriptor has an empty key")
+		return nil, level{}, false
+	}
+	key, value = dd.key.v, dd.value.v
+	id := kv{key, value}
+	if first := firsts[id]; first != nil {
+		what := fmt.Sprintf("key %q", key)
+		if value != "" {
+			what += fmt.Sprintf(" with value %q", value)
+		}
+		p.errorf(dd.at, "duplicate descriptor: %s is already defined at line %d, column %d", what, first.Line, first.Column)
+		return nil, level{}, false
+	}
+	firsts[id] = dd.at
+
+	lv := level{key: key, value: value, wildcard: isWildcard(value), valueToMetric: isTrue(dd.valueToMetric)}
+	if isTrue(dd.shareThreshold) {
+		if !lv.wildcard {
+			p.errorf(dd.shareThreshold.at, "share_threshold needs a wildcard value (one with a '*'); %q has none", value)
+		}
+		lv.shared = lv.wildcard
+	}
+	if isTrue(dd.quotaMode) {
+		p.errorf(dd.quotaMode.at, quotaModeMsg)
+	}
+	return &node{key: key, value: value}, lv, true
+}
+
+// add links child c under n.
+func (n *node) add(c *node, lv level) {
+	if lv.value == "" {
+		if n.keyOnly == nil {
+			n.keyOnly = map[string]*node{}
+		}
+		n.keyOnly[lv.key] = c
+		return
+	}
+	if n.exact == nil {
+		n.exact = map[kv]*node{}
+	}
+	n.exact[kv{lv.key, lv.value}] = c
+	if lv.wildcard {
+		if n.wild == nil {
+			n.wild = map[string][]wildKV{}
+		}
+		n.wild[lv.key] = append(n.wild[lv.key], wildKV{pat: compilePattern(lv.value), n: c})
+	}
+}
+
+// limits builds a descriptor's rate_limit or rate_limits into n.limits.
+func (p *parser) limits(n *node, dd *descriptorDoc, path []level, name string) {
+	if dd.rateLimitAt != nil && dd.rateLimitsAt != nil {
+		p.errorf(dd.rateLimitsAt, "a descriptor takes rate_limit or rate_limits, not both")
+		return
+	}
+	if dd.notAList {
+		return
+	}
+	nodeShadow, detailed := isTrue(dd.shadowMode), isTrue(dd.detailedMetric)
+	if len(dd.rateLimits) == 0 {
+		// As in the reference, both apply to this descriptor's limits only.
+		if nodeShadow {
+			p.errorf(dd.shadowMode.at, "shadow_mode applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)")
+		}
+		if detailed {
+			p.errorf(dd.detailedMetric.at, "detailed_metric applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)")
+		}
+		return
+	}
+	metricValues := false
+	for _, lv := range path {
+		metricValues = metricValues || lv.valueToMetric
+	}
+	for i, rl := range dd.rateLimits {
+		l := p.rateLimit(rl)
+		if l == nil {
+			continue
+		}
+		l.Domain = p.domain
+		l.ShadowMode = l.ShadowMode || nodeShadow
+		l.DetailedMetric = detailed
+		l.path = path
+		l.metricValues = metricValues
+		l.ID = limitID(p.domain, path, i)
+		l.keyID = keys.LimitID(l.ID)
+		if l.Name == "" {
+			l.Name = name
+			if len(dd.rateLimits) > 1 {
+				l.Name += "#" + strconv.Itoa(i)
+			}
+		}
+		n.limits = append(n.limits, l)
+	}
+	if len(n.limits) > 1 {
+		for _, l := range n.limits {
+			if l.Unlimited {
+				p.errorf(dd.rateLimitsAt, "unlimited cannot be combined with other limits on one descriptor")
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package rules
+
+import (
+	"github.com/floodgate/floodgate/internal/keys"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// quota checks a file's quota_buckets and quota_unmatched.
+func (p *parser) quota(fd *fileDoc) *domainQuota {
+	dq := &domainQuota{unmatched: DefaultQuotaUnmatched}
+	if v := fd.quotaUnmatched; v.ok {
+		switch v.v {
+		case "allow_all":
+			dq.unmatched = QuotaAllowAll
+		case "deny_all":
+			dq.unmatched = QuotaDenyAll
+		case "abandon":
+			dq.unmatched = QuotaAbandon
+		default:
+			p.errorf(v.at, "quota_unmatched must be allow_all, deny_all or abandon, got %q", v.v)
+		}
+	}
+	seen := map[string]*yaml.Node{}
+	for _, qd := range fd.quotaBuckets {
+		q := p.quotaBucket(qd, fd.domain.v)
+		if q == nil {
+			continue
+		}
+		if first := seen[q.ID]; first != nil {
+			p.errorf(qd.at, "duplicate quota bucket: the same bucket_id is already defined at line %d, column %d", first.Line, first.Column)
+			continue
+		}
+		seen[q.ID] = qd.at
+		dq.buckets = append(dq.buckets, q)
+	}
+	return dq
+}
+
+// quotaBucket checks one quota_buckets entry and builds it, or returns
+// nil.
+func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
+	switch {
+	case !qd.hasBucketID:
+		p.errorf(qd.at, "quota bucket has no bucket_id (a mapping of keys to values, \"*\" for any value)")
+		return nil
+	case qd.bucketIDAt == nil:
+		return nil // not a mapping: reported
+	}
+	errsBefore := len(p.errs)
+	q := &QuotaBucket{Domain: domain}
+	for _, bk := range qd.bucketID {
+		k, v := bk.key, bk.value
+		switch {
+		case !k.ok || !v.ok:
+			continue
+		case k.v == "":
+			p.errorf(k.at, "bucket_id has an empty key")
+			continue
+		case v.v == "":
+			p.errorf(k.at, "bucket_id key %q has an empty value (use \"*\" for any value)", k.v)
+			continue
+		case v.v != "*" && strings.Contains(v.v, "*"):
+			p.errorf(v.at, "bucket_id value %q: \"*\" stands alone (any value); partial wildcards are not supported here", v.v)
+			continue
+		}
+		if slices.ContainsFunc(q.keys, func(x kv) bool { return x.k == k.v }) {
+			p.errorf(k.at, "duplicate key %q in bucket_id", k.v)
+			continue
+		}
+		q.keys = append(q.keys, kv{k.v, v.v})
+		if v.v != "*" {
+			q.exact++
+		}
+	}
+	if len(q.keys) > maxQuotaKeys {
+		p.errorf(qd.bucketIDAt, "bucket_id has %d keys, more than %d", len(q.keys), maxQuotaKeys)
+	}
+	slices.SortFunc(q.keys, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+
+	blanket := qd.blanketRule
+	switch {
+	case qd.rateLimitAt != nil && blanket.given():
+		p.errorf(blanket.at, "a quota bucket takes rate_limit or blanket_rule, not both")
+	case qd.rateLimitAt == nil && !blanket.given():
+		p.errorf(qd.at, "a quota bucket needs rate_limit or blanket_rule (allow_all or deny_all)")
+	case blanket.ok:
+		switch blanket.v {
+		case "allow_all":
+			q.Action = QuotaAllowAll
+		case "deny_all":
+			q.Action = QuotaDenyAll
+		default:
+			p.errorf(blanket.at, "blanket_rule must be allow_all or deny_all, got %q", blanket.v)
+		}
+	case qd.rateLimitAt != nil:
+		if l := p.rateLimit(qd.rateLimit); l != nil {
+			if len(l.Replaces) > 0 {
+				p.errorf(qd.rateLimit.at, "replaces does not apply to a quota bucket (each reported bucket has one budget)")
+			}
+			switch {
+			case l.Unlimited:
+				q.Action = QuotaAllowAll
+			case l.DenyAll:
+				q.Action = QuotaDenyAll
+			default:
+				q.Action = QuotaRateLimit
+				l.Domain = domain
+				q.Limit = l
+			}
+			q.Name = l.Name
+		}
+	}
+	if qd.bad || len(p.errs) > errsBefore {
+		return nil
+	}
+	q.ID = quotaID(domain, q.keys)
+	if q.Name == "" {
+		q.Name = quotaName(domain, q.keys)
+	}
+	if q.Limit != nil {
+		q.Limit.Name = q.Name
+		q.Limit.ID = q.ID
+		q.Limit.keyID = keys.LimitID(q.ID)
+	}
+	return q
+}

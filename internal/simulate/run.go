@@ -1,0 +1,135 @@
+package simulate
+
+import (
+	"time"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+)
+
+// epochMs is where the virtual clock starts, in Unix ms, before it moves on
+// to the next window edge: 2000-01-01 UTC, the fixed epoch of the
+// algorithms' tests.
+const epochMs = 946_684_800_000
+
+// Request is one simulated request and its decision.
+type Request struct {
+	// At is when it arrived, from the start.
+	At time.Duration
+	// Allowed reports whether the algorithm admitted it.
+	Allowed bool
+}
+
+// Result is what a limit made of a traffic pattern.
+type Result struct {
+	// Limit is the limit the requests ran against.
+	Limit algorithms.Limit
+	// Requests are every request with its decision, in arrival order.
+	Requests []Request
+	// Span is how long the simulation ran (Traffic.Span).
+	Span time.Duration
+	// Admitted and Denied count the decisions.
+	Admitted, Denied int
+}
+
+// Run sends every request of t, in order and at a cost of one unit, to one
+// key under l, deciding each with the algorithms package on a virtual clock
+// that starts at a window edge of l. l must be valid.
+func Run(l algorithms.Limit, t Traffic) (Result, error) {
+	if err := l.Validate(); err != nil {
+		return Result{}, err
+	}
+	if t.Span <= 0 || len(t.Arrivals) > 0 && t.Arrivals[len(t.Arrivals)-1] >= t.Span {
+		return Result{}, badTraffic("the span %v must be positive and end after the last arrival", t.Span)
+	}
+	p := l.PeriodMs()
+	start := (epochMs + p - 1) / p * p // the first window edge at or after epoch
+	r := Result{Limit: l, Span: t.Span, Requests: make([]Request, len(t.Arrivals))}
+	var state algorithms.State // a key never seen: a full limit
+	for i, at := range t.Arrivals {
+		if at < 0 || at%time.Millisecond != 0 || i > 0 && at < t.Arrivals[i-1] {
+			return Result{}, badTraffic("arrival %d at %v is not a whole, non-negative number of milliseconds in order", i, at)
+		}
+		// ApplyMs: the simulation owns its state, so a sliding window log
+		// costs O(1) a request rather than a copy of its ring.
+		d := algorithms.ApplyMs(l, &state, start+at.Milliseconds(), 1, nil)
+		r.Requests[i] = Request{At: at, Allowed: d.Allowed}
+		if d.Allowed {
+			r.Admitted++
+		} else {
+			r.Denied++
+		}
+	}
+	return r, nil
+}
+
+// AdmittedBetween counts the requests admitted at times in [from, to).
+func (r Result) AdmittedBetween(from, to time.Duration) int {
+	n := 0
+	for _, q := range r.Requests {
+		if q.Allowed && q.At >= from && q.At < to {
+			n++
+		}
+	}
+	return n
+}
+
+// Step is one step of [Result.Trailing]: from At until the next step, Count
+// requests were admitted in the trailing period.
+type Step struct {
+	At    time.Duration
+	Count int
+}
+
+// Trailing is the number of requests admitted in the last period, (t −
+// period, t], as a step function of t over [0, Span): the figure a limit
+// of Requests per Period promises to bound. It starts with a step at 0.
+func (r Result) Trailing() []Step {
+	w := r.Limit.Period
+	var admits []time.Duration
+	for _, q := range r.Requests {
+		if q.Allowed {
+			admits = append(admits, q.At)
+		}
+	}
+	steps := []Step{{At: 0}}
+	count := 0
+	in, out := 0, 0 // next admit to enter the window, next to leave it
+	for in < len(admits) || out < len(admits) {
+		// The next event: an admit entering at its time, or leaving at
+		// its time + w (leaving first when both fall at once).
+		var at time.Duration
+		if out < len(admits) && (in == len(admits) || admits[out]+w <= admits[in]) {
+			at = admits[out] + w
+			for out < len(admits) && admits[out]+w == at {
+				out++
+				count--
+			}
+		} else {
+			at = admits[in]
+			for in < len(admits) && admits[in] == at {
+				in++
+				count++
+			}
+		}
+		if at >= r.Span {
+			break
+		}
+		if last := &steps[len(steps)-1]; last.At == at {
+			last.Count = count
+		} else {
+			steps = append(steps, Step{At: at, Count: count})
+		}
+	}
+	return steps
+}
+
+// Busiest is the most requests admitted in any one period, (t − period,
+// t], and the first t where that happened.
+func (r Result) Busiest() (count int, at time.Duration) {
+	for _, s := range r.Trailing() {
+		if s.Count > count {
+			count, at = s.Count, s.At
+		}
+	}
+	return count, at
+}

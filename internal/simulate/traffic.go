@@ -1,0 +1,188 @@
+// Package simulate runs a pattern of requests through floodgate's real
+// counting algorithms (internal/algorithms) on a virtual clock, and draws
+// what they admitted and denied: a compact text timeline for a terminal and
+// an SVG chart. Nothing here reads a clock or does I/O beyond the writer it
+// is given, and the same input always gives the same bytes.
+//
+// A simulation starts at time 0, which is a window edge of the limit (the
+// virtual clock starts at a multiple of the period), so that "55s" in a
+// pattern under a 10/1m limit is five seconds before the first edge.
+// Every request costs one unit.
+package simulate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+)
+
+// MaxRequests bounds the requests in one traffic pattern, so that a typo
+// such as steady:1000/1ms for 1h fails at once rather than filling memory.
+const MaxRequests = 100_000
+
+// MaxSpan bounds how long a simulation may run.
+const MaxSpan = 366 * 24 * time.Hour
+
+// ErrTraffic matches (errors.Is) every error about a traffic pattern.
+var ErrTraffic = errors.New("invalid traffic")
+
+// trafficError is an error about a traffic pattern: it matches ErrTraffic
+// without repeating its text, so that a caller's "--traffic: …" reads well.
+type trafficError struct{ msg string }
+
+func (e trafficError) Error() string        { return e.msg }
+func (e trafficError) Is(target error) bool { return target == ErrTraffic }
+
+// badTraffic formats a trafficError.
+func badTraffic(format string, args ...any) error {
+	return trafficError{fmt.Sprintf(format, args...)}
+}
+
+// Segment is one part of a traffic pattern: when its requests arrive and
+// when it ends. Make one with [Steady], [Burst] or [Edge].
+type Segment struct {
+	// Arrivals are the times the requests arrive, in whole milliseconds
+	// from the start, in order; several may share a time.
+	Arrivals []time.Duration
+	// End is when the segment is over (after its last arrival).
+	End time.Duration
+}
+
+// Steady sends requests per period, evenly spaced, from at for length:
+// request i arrives at at + ⌊i·period/requests⌋ ms while that is before
+// at + length. Steady(2, time.Second, 0, time.Minute) is 120 requests,
+// one every 500ms.
+func Steady(requests int64, period, at, length time.Duration) (Segment, error) {
+	switch {
+	case requests <= 0:
+		return Segment{}, badTraffic("a steady rate needs a positive number of requests, got %d", requests)
+	case period < time.Millisecond:
+		return Segment{}, badTraffic("a steady rate needs a period of at least 1ms, got %v", period)
+	case length <= 0:
+		return Segment{}, badTraffic("a steady rate needs a positive length, got %v", length)
+	}
+	if err := checkTime("start", at); err != nil {
+		return Segment{}, err
+	}
+	if err := checkTime("length", length); err != nil {
+		return Segment{}, err
+	}
+	p, lenMs := period.Milliseconds(), length.Milliseconds()
+	// ⌈length·requests/period⌉ arrivals, computed without overflow.
+	if requests > MaxRequests || lenMs/p > MaxRequests/requests {
+		return Segment{}, badTraffic("%d per %v for %v is more than %d requests", requests, period, length, MaxRequests)
+	}
+	var s Segment
+	for i := int64(0); ; i++ {
+		off := i/requests*p + i%requests*p/requests
+		if off >= lenMs {
+			break
+		}
+		s.Arrivals = append(s.Arrivals, at+time.Duration(off)*time.Millisecond)
+	}
+	if len(s.Arrivals) > MaxRequests {
+		return Segment{}, badTraffic("%d per %v for %v is more than %d requests", requests, period, length, MaxRequests)
+	}
+	s.End = at + length
+	return s, nil
+}
+
+// Burst sends n requests at the same instant, at.
+func Burst(n int64, at time.Duration) (Segment, error) {
+	if n <= 0 || n > MaxRequests {
+		return Segment{}, badTraffic("a burst needs between 1 and %d requests, got %d", MaxRequests, n)
+	}
+	if err := checkTime("time", at); err != nil {
+		return Segment{}, err
+	}
+	s := Segment{Arrivals: make([]time.Duration, n), End: at + time.Millisecond}
+	for i := range s.Arrivals {
+		s.Arrivals[i] = at
+	}
+	return s, nil
+}
+
+// EdgeGap is how long before a window edge the window-edge attack sends
+// its first burst: a sixtieth of the period (1s for a 1m window), at least
+// 1ms.
+func EdgeGap(period time.Duration) time.Duration {
+	return max(time.Millisecond, (period / 60).Truncate(time.Millisecond))
+}
+
+// Edge is the window-edge attack from the seed articles: a client sends
+// the limit's full Requests EdgeGap(period) before the window edge at
+// edge, and Requests again at the edge, hoping for twice the limit within
+// a moment. edge must be a positive multiple of l's period, and the
+// period at least 2ms (in a 1ms window, "just before the edge" is the
+// edge before).
+func Edge(l algorithms.Limit, edge time.Duration) (Segment, error) {
+	if l.Period < 2*time.Millisecond {
+		return Segment{}, badTraffic("the window-edge attack needs a period of at least 2ms, got %v", l.Period)
+	}
+	if edge <= 0 || edge%l.Period != 0 {
+		return Segment{}, badTraffic("the window-edge attack needs a window edge, a positive multiple of the period %v, got %v", l.Period, edge)
+	}
+	before, err := Burst(l.Requests, edge-EdgeGap(l.Period))
+	if err != nil {
+		return Segment{}, err
+	}
+	after, err := Burst(l.Requests, edge)
+	if err != nil {
+		return Segment{}, err
+	}
+	return Segment{Arrivals: append(before.Arrivals, after.Arrivals...), End: after.End}, nil
+}
+
+// checkTime rejects a negative or sub-millisecond time, or one past
+// MaxSpan, naming what it is.
+func checkTime(what string, d time.Duration) error {
+	switch {
+	case d < 0:
+		return badTraffic("the %s must not be negative, got %v", what, d)
+	case d%time.Millisecond != 0:
+		return badTraffic("the %s must be a whole number of milliseconds, got %v", what, d)
+	case d > MaxSpan:
+		return badTraffic("the %s must be at most %v, got %v", what, MaxSpan, d)
+	}
+	return nil
+}
+
+// Traffic is a whole pattern: every request's arrival, in order, and how
+// long the simulation runs.
+type Traffic struct {
+	// Arrivals are in whole milliseconds from the start, in order.
+	Arrivals []time.Duration
+	// Span is how long the simulation runs: the latest segment end,
+	// rounded up to a whole number of periods.
+	Span time.Duration
+}
+
+// Join merges segments into one pattern for a limit of the given period
+// (which rounds the span up). Segments may overlap; their requests are
+// merged in time order.
+func Join(period time.Duration, segments ...Segment) (Traffic, error) {
+	if period < time.Millisecond {
+		return Traffic{}, badTraffic("the period must be at least 1ms, got %v", period)
+	}
+	var t Traffic
+	var end time.Duration
+	for _, s := range segments {
+		if len(t.Arrivals)+len(s.Arrivals) > MaxRequests {
+			return Traffic{}, badTraffic("more than %d requests in all", MaxRequests)
+		}
+		t.Arrivals = append(t.Arrivals, s.Arrivals...)
+		end = max(end, s.End)
+	}
+	if len(t.Arrivals) == 0 {
+		return Traffic{}, badTraffic("no requests")
+	}
+	slices.Sort(t.Arrivals)
+	t.Span = (end + period - 1) / period * period
+	if t.Span > MaxSpan {
+		return Traffic{}, badTraffic("it runs for %v, longer than %v", t.Span, MaxSpan)
+	}
+	return t, nil
+}
