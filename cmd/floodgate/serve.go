@@ -194,10 +194,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	// The gRPC pipeline exists before the store so that the store's
 	// breaker can report its health.
-	pipe, err := buildGRPCPipeline(f, limits, metrics, log)
+	pipe, err := buildGRPCPipeline(ctx, f, limits, metrics, log)
 	if err != nil {
 		return err
 	}
+	defer pipe.close()
 	var health *grpchealth.Server // set once the gRPC server is built
 	st, backend, err := buildStore(ctx, f, log, metrics, breakerReporter(metrics, log, &health))
 	if err != nil {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"log/slog"
 
 	"google.golang.org/grpc"
@@ -20,32 +22,47 @@ import (
 // TLS and transport options, the metrics and token interceptors, and the
 // Gate that admits connections and calls.
 type grpcPipeline struct {
-	opts   []grpc.ServerOption
-	unary  []grpc.UnaryServerInterceptor
-	stream []grpc.StreamServerInterceptor
-	tokens *auth.TokenAuth // nil without --auth-token-file
-	gate   *server.Gate
+	opts    []grpc.ServerOption
+	unary   []grpc.UnaryServerInterceptor
+	stream  []grpc.StreamServerInterceptor
+	tokens  *auth.TokenAuth // nil without --auth-token-file
+	gate    *server.Gate
+	closers []io.Closer // the TLS and token file watchers
+}
+
+// close stops watching the TLS and token files.
+func (p grpcPipeline) close() {
+	for _, c := range p.closers {
+		c.Close()
+	}
 }
 
 // buildGRPCPipeline loads the TLS certificate and the tokens the flags
-// name and builds the pipeline; the Gate checks the tokens too.
-func buildGRPCPipeline(f serveFlags, limits server.TransportLimits, metrics *observability.Metrics, log *slog.Logger) (grpcPipeline, error) {
-	var p grpcPipeline
+// name, watching their files until ctx ends or the pipeline is closed, and
+// builds the pipeline; the Gate checks the tokens too.
+func buildGRPCPipeline(ctx context.Context, f serveFlags, limits server.TransportLimits, metrics *observability.Metrics, log *slog.Logger) (p grpcPipeline, err error) {
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
 	if f.tlsCert != "" {
-		tlsCfg, err := auth.NewTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA, log)
+		tlsCfg, certs, err := auth.NewTLSConfig(ctx, f.tlsCert, f.tlsKey, f.tlsClientCA, log)
 		if err != nil {
 			return p, err
 		}
+		p.closers = append(p.closers, certs)
 		p.opts = append(p.opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	p.opts = append(p.opts, server.GRPCLimitOptions(uint32(min(f.maxConcurrentStreams, 1<<32-1)), f.maxRecvMsgBytes)...)
 	p.unary = []grpc.UnaryServerInterceptor{metrics.GRPCUnaryInterceptor()}
 	p.stream = []grpc.StreamServerInterceptor{metrics.GRPCStreamInterceptor()}
 	if f.authTokenFile != "" {
-		tokens, err := auth.NewTokenAuth(f.authTokenFile, auth.WithAuthLogger(log))
+		tokens, err := auth.NewTokenAuth(ctx, f.authTokenFile, auth.WithAuthLogger(log))
 		if err != nil {
 			return p, err
 		}
+		p.closers = append(p.closers, tokens)
 		p.tokens = tokens
 		p.unary = append(p.unary, tokens.UnaryInterceptor())
 		p.stream = append(p.stream, tokens.StreamInterceptor())

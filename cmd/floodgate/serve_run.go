@@ -20,6 +20,7 @@ import (
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/filewatch"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rlqs"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -50,6 +51,11 @@ func loadRules(ctx context.Context, path string, metrics *observability.Metrics,
 			log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()), "policies", len(c.Policies()), "digest", c.Digest())
 		},
 		func(err error) {
+			var we *filewatch.WatchError
+			if errors.As(err, &we) {
+				log.Warn("config: file events unavailable", "err", err)
+				return
+			}
 			metrics.ObserveConfigReload(err)
 			log.Error("config rejected; the previous config keeps serving", "err", err)
 		})

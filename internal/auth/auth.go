@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/filewatch"
 )
 
 // adminMethods need a token marked admin.
@@ -68,15 +68,15 @@ var openServices = map[string]bool{
 // Blank lines are ignored; a field starting with # begins a comment that
 // runs to the end of the line (so a token cannot start with #). Tokens are
 // printable ASCII without spaces (what gRPC metadata can carry); a token
-// may appear only once. The file is re-read when it changes (see
-// reloadInterval); a file that does not parse, or lists no token, is logged
-// and ignored, and the previous tokens stay in force.
+// may appear only once. The file is reloaded when it changes (by
+// internal/filewatch); a file that does not parse, or lists no token, is
+// logged and ignored, and the previous tokens stay in force.
 //
 // Tokens are kept only as SHA-256 digests and compared in constant time
 // (crypto/subtle) against every known digest; no token is ever logged or
 // put in an error.
 type TokenAuth struct {
-	files *fileReloader[tokenSet]
+	files *filewatch.Watcher[tokenSet]
 }
 
 // tokenSet is one loaded generation of the token file.
@@ -124,9 +124,10 @@ func WithAuthLogger(log *slog.Logger) TokenAuthOption {
 	return func(o *tokenAuthOptions) { o.log = log }
 }
 
-// NewTokenAuth loads tokenFile (format on TokenAuth). It fails when the
-// file cannot be read, does not parse, or lists no token.
-func NewTokenAuth(tokenFile string, opts ...TokenAuthOption) (*TokenAuth, error) {
+// NewTokenAuth loads tokenFile (format on TokenAuth) and reloads it when
+// it changes, until ctx ends or Close is called. It fails when the file
+// cannot be read, does not parse, or lists no token.
+func NewTokenAuth(ctx context.Context, tokenFile string, opts ...TokenAuthOption) (*TokenAuth, error) {
 	o := tokenAuthOptions{log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
@@ -134,16 +135,15 @@ func NewTokenAuth(tokenFile string, opts ...TokenAuthOption) (*TokenAuth, error)
 	if o.log == nil {
 		o.log = slog.Default()
 	}
-	t := &TokenAuth{}
-	t.files = newFileReloader("auth tokens", []string{tokenFile}, o.log,
+	files, err := watchFiles(ctx, "auth tokens", []string{tokenFile}, o.log,
 		func(contents [][]byte) (*tokenSet, error) { return parseTokens(tokenFile, contents[0]) },
 		func(ts *tokenSet) []any {
 			return []any{"file", tokenFile, "tokens", len(ts.digests), "admin_tokens", ts.admins}
 		})
-	if err := t.files.Reload(time.Now()); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	return t, nil
+	return &TokenAuth{files: files}, nil
 }
 
 // parseTokens reads a token file. Errors give file:line, never a token.
@@ -242,7 +242,7 @@ func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, 
 	if err != nil {
 		return nil, err // codes.Unauthenticated
 	}
-	ok, g := t.files.Get(time.Now()).lookup(token)
+	ok, g := t.files.Current().lookup(token)
 	if !ok {
 		return nil, errBadToken
 	}
@@ -304,7 +304,11 @@ func (t *TokenAuth) StreamInterceptor() grpc.StreamServerInterceptor {
 
 // Reload re-reads the token file now, whether or not it changed (for
 // SIGHUP). On error the previous tokens stay in force.
-func (t *TokenAuth) Reload() error { return t.files.Reload(time.Now()) }
+func (t *TokenAuth) Reload() error { return t.files.Reload() }
+
+// Close stops watching the token file; the tokens in force stay. It is
+// safe to call more than once.
+func (t *TokenAuth) Close() error { return t.files.Close() }
 
 // Tokens returns how many tokens, and how many admin tokens, are in force.
 func (t *TokenAuth) Tokens() (total, admins int) {

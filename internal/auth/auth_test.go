@@ -159,10 +159,11 @@ func callAs(conn *grpc.ClientConn, call, authorization string) error {
 func TestTokenAuth(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, "# floodgate tokens\n"+userToken+"\n\n  "+adminToken+"   admin  # ops\n")
-	a, err := auth.NewTokenAuth(path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
+	a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.Close() })
 	if total, admins := a.Tokens(); total != 2 || admins != 1 {
 		t.Fatalf("Tokens: got %d, %d admin; want 2, 1", total, admins)
 	}
@@ -216,10 +217,11 @@ func TestTokenAuthReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, userToken+"\n"+adminToken+" admin\n")
 	logs := &lockedBuffer{}
-	a, err := auth.NewTokenAuth(path, auth.WithAuthLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.Close() })
 	conn := serveAuth(t, a)
 
 	// Rotate: nextToken in, userToken out, adminToken demoted.
@@ -297,7 +299,7 @@ func TestParseTokenFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tokens")
 			writeTokens(t, path, tc.content)
-			a, err := auth.NewTokenAuth(path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
+			a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
@@ -310,12 +312,13 @@ func TestParseTokenFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { a.Close() })
 			if total, admins := a.Tokens(); total != tc.wantTotal || admins != tc.wantAdmins {
 				t.Fatalf("got %d tokens, %d admin; want %d, %d", total, admins, tc.wantTotal, tc.wantAdmins)
 			}
 		})
 	}
-	if _, err := auth.NewTokenAuth(filepath.Join(t.TempDir(), "missing")); err == nil {
+	if _, err := auth.NewTokenAuth(t.Context(), filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("missing file: got nil, want an error")
 	}
 }
@@ -327,10 +330,11 @@ func TestRefundPermission(t *testing.T) {
 	const refundToken = "refund-token-4e2b9c71d05a3f68"
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, userToken+"\n"+adminToken+" admin\n"+refundToken+" refund\n")
-	a, err := auth.NewTokenAuth(path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
+	a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.Close() })
 	cfg, err := rules.Parse("edge.yaml", []byte(envoyConfig))
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,6 @@
 // Package auth checks callers: bearer tokens read from a file with their
 // roles (TokenAuth, as gRPC interceptors, a Gate tap and for the HTTP/JSON
 // API) and the gRPC port's TLS config with mTLS (NewTLSConfig). Both
-// files are re-read when they change (see reloadInterval).
+// files are reloaded when they change, by internal/filewatch (see
+// watchFiles), until their context ends or they are closed.
 package auth

@@ -149,10 +149,11 @@ func tlsFiles(t testing.TB, ca *testpki.CA, clientCA []byte) (certFile, keyFile,
 func TestTLSServes(t *testing.T) {
 	ca := newTestCA(t, "server CA")
 	certFile, keyFile, _, serial := tlsFiles(t, ca, nil)
-	cfg, r, err := auth.NewTLSConfigWithReloader(certFile, keyFile, "", slog.New(slog.DiscardHandler))
+	cfg, r, err := auth.NewTLSConfigWithReloader(t.Context(), certFile, keyFile, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { r.Close() })
 	if cfg.MinVersion != tls.VersionTLS12 || r.MutualTLS() || cfg.ClientAuth != tls.NoClientCert {
 		t.Fatalf("got MinVersion %x mTLS %v ClientAuth %v, want TLS 1.2, no mTLS, NoClientCert", cfg.MinVersion, r.MutualTLS(), cfg.ClientAuth)
 	}
@@ -188,10 +189,11 @@ func TestMutualTLS(t *testing.T) {
 	clientCA := newTestCA(t, "client CA")
 	otherCA := newTestCA(t, "other CA")
 	certFile, keyFile, caFile, _ := tlsFiles(t, serverCA, clientCA.PEM)
-	cfg, r, err := auth.NewTLSConfigWithReloader(certFile, keyFile, caFile, slog.New(slog.DiscardHandler))
+	cfg, r, err := auth.NewTLSConfigWithReloader(t.Context(), certFile, keyFile, caFile, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { r.Close() })
 	if !r.MutualTLS() || cfg.ClientAuth != tls.RequireAndVerifyClientCert {
 		t.Fatalf("got mTLS %v ClientAuth %v, want true, RequireAndVerifyClientCert", r.MutualTLS(), cfg.ClientAuth)
 	}
@@ -265,10 +267,11 @@ func TestTLSRotation(t *testing.T) {
 	nextClientCA := newTestCA(t, "next client CA")
 	certFile, keyFile, caFile, serial1 := tlsFiles(t, ca, clientCA.PEM)
 	logs := &lockedBuffer{}
-	cfg, err := auth.NewTLSConfig(certFile, keyFile, caFile, slog.New(slog.NewTextHandler(logs, nil)))
+	cfg, closer, err := auth.NewTLSConfig(t.Context(), certFile, keyFile, caFile, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { closer.Close() })
 	addr := serveTLS(t, cfg)
 	clientCert := issueClient(t, clientCA)
 
@@ -284,7 +287,8 @@ func TestTLSRotation(t *testing.T) {
 	writeAtomic(t, certFile, c)
 	writeAtomic(t, caFile, append(append([]byte{}, clientCA.PEM...), nextClientCA.PEM...))
 
-	// New connections see the new certificate within about reloadInterval.
+	// New connections see the new certificate within about
+	// filewatch.DebounceQuiet.
 	eventually(t, "new connections to get the new certificate", func() bool {
 		got, err := healthSerial(tlsClient(t, addr, ca.PEM, clientCert))
 		return err == nil && got == serial2
@@ -309,10 +313,11 @@ func TestTLSBadFileKeepsServing(t *testing.T) {
 	ca := newTestCA(t, "server CA")
 	certFile, keyFile, _, serial1 := tlsFiles(t, ca, nil)
 	logs := &lockedBuffer{}
-	cfg, r, err := auth.NewTLSConfigWithReloader(certFile, keyFile, "", slog.New(slog.NewTextHandler(logs, nil)))
+	cfg, r, err := auth.NewTLSConfigWithReloader(t.Context(), certFile, keyFile, "", slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { r.Close() })
 	addr := serveTLS(t, cfg)
 	c2, k2, serial2 := ca.Issue(t, "floodgate next", true)
 
@@ -365,7 +370,7 @@ func TestNewTLSConfigErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := auth.NewTLSConfig(tc.cert, tc.key, tc.clientCA, nil)
+			_, _, err := auth.NewTLSConfig(t.Context(), tc.cert, tc.key, tc.clientCA, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}

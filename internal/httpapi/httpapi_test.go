@@ -124,10 +124,11 @@ func TestAuthorize(t *testing.T) {
 	if err := os.WriteFile(path, []byte("admintok admin\nusertok\nrefundtok refund\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := auth.NewTokenAuth(path)
+	tokens, err := auth.NewTokenAuth(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer tokens.Close()
 	check, reset := floodgatev1.RateLimiter_Check_FullMethodName, floodgatev1.RateLimiter_Reset_FullMethodName
 	for _, tc := range []struct {
 		method, header string

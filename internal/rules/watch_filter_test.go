@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/filewatch"
 )
 
 // quiet fails when ev reports anything within d.
@@ -37,9 +39,11 @@ func appendFile(t *testing.T, path, line string) {
 // a broken config must be reported once, not reloaded every time the
 // report is logged; other files written in the folder never reload.
 func TestWatchIgnoresOtherFiles(t *testing.T) {
+	t.Parallel()
 	broken := "domain: w\ndescriptors:\n  - key: k\n    rate_limit: {unit: sekond, requests_per_unit: 3}\n"
 	for _, mode := range []string{"file", "folder"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			writeFiles(t, dir, map[string]string{"rules.yaml": rules(1)})
 			target := dir
@@ -62,7 +66,7 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			ev.err(t)
-			ev.quiet(t, 4*debounceMax, "after logging the error")
+			ev.quiet(t, 4*filewatch.DebounceMax, "after logging the error")
 
 			// Other files written over and over: the log, notes, an
 			// editor's swap and backup files, and (watching one file) a
@@ -80,7 +84,7 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 				}
 				time.Sleep(30 * time.Millisecond)
 			}
-			ev.quiet(t, 4*debounceMax, "after writing other files")
+			ev.quiet(t, 4*filewatch.DebounceMax, "after writing other files")
 
 			// The config itself still reloads.
 			writeAtomic(t, filepath.Join(dir, "rules.yaml"), rules(5))
@@ -95,8 +99,10 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 // another folder reloads when that file is edited, in place or by a
 // rename, and follows the link when it is pointed elsewhere.
 func TestWatchSymlinkedFile(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"folder", "file"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			dir, elsewhere, third := t.TempDir(), t.TempDir(), t.TempDir()
 			real := filepath.Join(elsewhere, "real.yaml")
 			writeFiles(t, elsewhere, map[string]string{"real.yaml": rules(1)})
@@ -128,7 +134,7 @@ func TestWatchSymlinkedFile(t *testing.T) {
 			}
 			// Other files beside the target do not reload.
 			appendFile(t, filepath.Join(elsewhere, "unrelated.yaml"), "x: 1")
-			ev.quiet(t, 4*debounceMax, "after writing beside the target")
+			ev.quiet(t, 4*filewatch.DebounceMax, "after writing beside the target")
 
 			// The link pointed at a file in a third folder (ln -sfn).
 			other := filepath.Join(third, "other.yaml")
@@ -153,7 +159,7 @@ func TestWatchSymlinkedFile(t *testing.T) {
 			if err := os.WriteFile(real, []byte(rules(7)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ev.quiet(t, 4*debounceMax, "after editing the old target")
+			ev.quiet(t, 4*filewatch.DebounceMax, "after editing the old target")
 		})
 	}
 }

@@ -11,8 +11,8 @@ import (
 )
 
 // waitTimeout bounds how long a test waits for the watcher. The design
-// goal is a reload within a second (debounceQuiet is 100ms); the bound is
-// generous so a loaded CI machine running -race cannot flake it.
+// goal is a reload within a second (filewatch.DebounceQuiet is 100ms); the
+// bound is generous so a loaded CI machine running -race cannot flake it.
 const waitTimeout = 10 * time.Second
 
 type events struct {
@@ -78,6 +78,7 @@ func writeAtomic(t *testing.T, path, body string) {
 }
 
 func TestWatchFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	writeFiles(t, dir, map[string]string{"rules.yaml": rules(1)})
@@ -132,6 +133,7 @@ func TestWatchFile(t *testing.T) {
 }
 
 func TestWatchKubernetesSwap(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	kubeMount(t, dir, "..2026_01_01_00_00_00.000000001", map[string]string{"rules.yaml": rules(1)})
 	ev := newEvents()
@@ -167,6 +169,7 @@ func TestWatchKubernetesSwap(t *testing.T) {
 }
 
 func TestWatchFolderNewFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"a.yaml": rules(1)})
 	ev := newEvents()
@@ -191,6 +194,7 @@ func TestWatchFolderNewFile(t *testing.T) {
 }
 
 func TestWatchInitialError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"a.yaml": "domain: ''\n"})
 	w, err := Watch(t.Context(), dir, nil, nil)
@@ -203,6 +207,7 @@ func TestWatchInitialError(t *testing.T) {
 }
 
 func TestWatchStops(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"a.yaml": rules(1)})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -213,7 +218,7 @@ func TestWatchStops(t *testing.T) {
 	}
 	<-ev.loads
 	cancel()
-	<-w.done // the goroutine ends with the context
+	<-w.files.Done() // the goroutine ends with the context
 	if err := w.Close(); err != nil {
 		t.Errorf("Close = %v", err)
 	}

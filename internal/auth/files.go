@@ -1,0 +1,58 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/floodgate/floodgate/internal/filewatch"
+)
+
+// watchFiles keeps a value parsed from the contents of paths current, the
+// way internal/filewatch keeps every file-backed setting (the rules too):
+// a change is live about filewatch.DebounceQuiet after it is written (or
+// at the next filewatch.DefaultPoll where the filesystem sends no events),
+// concurrent readers of Current never wait, and the Watcher runs until ctx
+// ends or it is closed. name ("tls certificate", "auth tokens") begins its
+// log messages; describe gives a loaded value's log attributes, never a
+// secret. A value that fails to load is logged, once while the files stay
+// the same, and the previous one keeps serving.
+func watchFiles[T any](ctx context.Context, name string, paths []string, log *slog.Logger,
+	parse func(contents [][]byte) (*T, error), describe func(*T) []any) (*filewatch.Watcher[T], error) {
+	loaded := false
+	return filewatch.Watch(ctx, filewatch.Options[T]{
+		Paths: paths,
+		Load: func() (*T, error) {
+			contents := make([][]byte, len(paths))
+			for i, p := range paths {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", name, err)
+				}
+				contents[i] = b
+			}
+			v, err := parse(contents)
+			if err != nil {
+				return nil, fmt.Errorf("%s from %s: %w", name, paths[0], err)
+			}
+			return v, nil
+		},
+		OnLoad: func(v *T) {
+			msg := name + " reloaded"
+			if !loaded {
+				msg, loaded = name+" loaded", true
+			}
+			log.Info(msg, describe(v)...)
+		},
+		OnError: func(err error) {
+			var we *filewatch.WatchError
+			if errors.As(err, &we) {
+				log.Warn(name+": file events unavailable", "err", err)
+				return
+			}
+			log.Error(name+" reload rejected; the previous one keeps serving", "err", err)
+		},
+	})
+}

@@ -1,0 +1,366 @@
+// Package filewatch keeps a value loaded from files current: the rules
+// (internal/rules), the gRPC port's TLS certificate and the bearer token
+// file (internal/auth) all reload this one way.
+//
+// A Watcher watches the folders of its files with fsnotify and reacts only
+// to events that can change them: the files themselves (written in place,
+// or replaced by a rename, as editors and rotation tools save), the files
+// that symlinked ones point to (in whatever folder), and the "..data"
+// symlink of a Kubernetes ConfigMap or Secret mount, whose swap to a new
+// timestamped folder is how the kubelet updates it. Other files in the
+// folders (the server's log, say) never cause a reload. Events are
+// debounced: a load runs DebounceQuiet after the last event and never later
+// than DebounceMax after the first, so a burst of writes (or a symlink swap)
+// costs one load.
+//
+// The same Watcher also re-reads its files every Options.Poll (DefaultPoll),
+// as a fallback for what fsnotify cannot see: filesystems that send no
+// events (NFS, SMB, some FUSE and CSI volumes), a watched folder deleted and
+// created again, an event queue overflow, and hosts out of inotify watches
+// (the Watcher then polls only, after reporting why). A load is skipped when
+// the files' contents are byte-for-byte what the last load attempt read (a
+// SHA-256 fingerprint), so a poll of unchanged files costs a read and a
+// hash, and a file rejected once is not rejected again until it changes.
+//
+// A failed load keeps the previous value and is reported through
+// Options.OnError; readers (Current) never block, not even during a load.
+//
+// Events, not a check on use (TLS and tokens were once re-read by the first
+// handshake or call a second after the last check): the rules have no use
+// to hang a check on, so they needed a watcher anyway, and with one design
+// for all three a change is live about DebounceQuiet after the write, with
+// or without traffic, and the request path never reads a file. The price is
+// a goroutine and an fsnotify watcher per Watcher, which Close (or the end
+// of the context) releases.
+package filewatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Debounce timings: a load runs DebounceQuiet after the last relevant file
+// event, and never later than DebounceMax after the first one of a burst.
+const (
+	DebounceQuiet = 100 * time.Millisecond
+	DebounceMax   = 500 * time.Millisecond
+)
+
+// DefaultPoll is how often a Watcher re-reads its files when Options.Poll is
+// zero (see the package doc for why it polls at all).
+const DefaultPoll = 10 * time.Second
+
+// ErrClosed is returned by Reload once the Watcher has stopped.
+var ErrClosed = errors.New("filewatch: watcher closed")
+
+// Options say what a Watcher watches and how it loads its value.
+type Options[T any] struct {
+	// Paths are the files and folders read by Load (at least one). A file
+	// counts by its path; a folder counts by the entries whose name Match
+	// accepts. Whether a path is a folder is decided once, by Watch.
+	Paths []string
+
+	// Match picks, by name, the files of a folder in Paths that Load reads.
+	// Nil means every name that does not start with a dot.
+	Match func(name string) bool
+
+	// Load reads the value from the files. It is called by Watch, after
+	// every change, and by Reload; never by two goroutines at once.
+	Load func() (*T, error)
+
+	// Unchanged, when not nil, reports whether a newly loaded value is the
+	// same as the current one; such a load keeps the current value and is
+	// not reported.
+	Unchanged func(cur, next *T) bool
+
+	// OnLoad is called with every value that becomes current, the first one
+	// included (before Watch returns). OnError is called with every failed
+	// load after the first (a failure repeated on unchanged files is
+	// reported once) and with every *WatchError. Both may be nil; they are
+	// never called by two goroutines at once, and never after the Watcher
+	// stops.
+	OnLoad  func(*T)
+	OnError func(error)
+
+	// Poll is how often the files are re-read in case an event was missed:
+	// zero means DefaultPoll, negative means never (events only).
+	Poll time.Duration
+
+	noEvents bool // tests: behave as if fsnotify were unavailable
+}
+
+// A WatchError is reported through OnError when file events are
+// unavailable (fsnotify failed, or a folder could not be watched); changes
+// are then seen by the poll only. It is not a failed load.
+type WatchError struct {
+	Path string        // the folder, or the first of Options.Paths
+	Poll time.Duration // how often the files are re-read instead; 0 if events still flow
+	Err  error
+}
+
+func (e *WatchError) Error() string {
+	if e.Poll <= 0 {
+		return fmt.Sprintf("watching %s: %v", e.Path, e.Err)
+	}
+	return fmt.Sprintf("watching %s: %v (the files are re-read every %v instead)", e.Path, e.Err, e.Poll)
+}
+
+// Unwrap returns the underlying error.
+func (e *WatchError) Unwrap() error { return e.Err }
+
+// Watcher holds the value loaded from a set of files and reloads it when
+// they change, until its context ends or Close is called.
+type Watcher[T any] struct {
+	opts  Options[T]
+	files *fileSet
+	fsw   *fsnotify.Watcher // nil when file events are unavailable
+	poll  time.Duration
+	cur   atomic.Pointer[T]
+
+	mu         sync.Mutex // serializes loads, callbacks and the fields below
+	tried      digest     // the files' fingerprint at the last load attempt
+	reportedAt digest     // fingerprint and error last reported by OnError
+	reported   string     // "" since the last successful load
+	stopped    bool
+
+	stop context.CancelFunc
+	done chan struct{}
+	once sync.Once
+	err  error // of closing fsw
+}
+
+// Watch loads the value (Options.Load) and then reloads it whenever its
+// files change, until ctx ends or Close is called. It fails when the first
+// load fails, or when Options are incomplete; it does not fail when file
+// events are unavailable and the poll is on (a *WatchError is reported).
+func Watch[T any](ctx context.Context, o Options[T]) (*Watcher[T], error) {
+	if len(o.Paths) == 0 || o.Load == nil {
+		return nil, errors.New("filewatch: Paths and Load are required")
+	}
+	if o.Match == nil {
+		o.Match = func(name string) bool { return name != "" && name[0] != '.' }
+	}
+	if o.OnLoad == nil {
+		o.OnLoad = func(*T) {}
+	}
+	if o.OnError == nil {
+		o.OnError = func(error) {}
+	}
+	files, err := newFileSet(o.Paths, o.Match)
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher[T]{opts: o, files: files, poll: o.Poll, done: make(chan struct{})}
+	if w.poll == 0 {
+		w.poll = DefaultPoll
+	}
+	var watchErrs []*WatchError
+	if o.noEvents {
+		watchErrs = append(watchErrs, &WatchError{Path: o.Paths[0], Err: errors.New("file events turned off")})
+	} else if w.fsw, err = fsnotify.NewWatcher(); err != nil {
+		watchErrs = append(watchErrs, &WatchError{Path: o.Paths[0], Err: err})
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// The watches are set before the first read, so that no edit falls
+	// between the two.
+	watchErrs = append(watchErrs, w.files.refresh(w.fsw)...)
+	if len(watchErrs) > 0 && w.poll < 0 {
+		w.closeEvents()
+		return nil, watchErrs[0]
+	}
+	for _, e := range watchErrs {
+		e.Poll = w.poll
+	}
+	fp := w.files.fingerprint()
+	v, err := o.Load()
+	if err != nil {
+		w.closeEvents()
+		return nil, err
+	}
+	w.tried = fp
+	w.cur.Store(v)
+	o.OnLoad(v)
+	for _, e := range watchErrs {
+		o.OnError(e)
+	}
+	ctx, w.stop = context.WithCancel(ctx)
+	go w.run(ctx)
+	return w, nil
+}
+
+// Current returns the value in force. It never blocks.
+func (w *Watcher[T]) Current() *T { return w.cur.Load() }
+
+// Reload loads the value now, whether or not the files changed (for a
+// SIGHUP, or a caller that knows better). A failure keeps the previous
+// value, is returned, and is reported through OnError unless the same
+// failure on the same files was reported already. It returns ErrClosed
+// once the Watcher has stopped.
+func (w *Watcher[T]) Reload() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return ErrClosed
+	}
+	return w.load(true)
+}
+
+// Done is closed when the Watcher has stopped: its context ended, or Close
+// was called.
+func (w *Watcher[T]) Done() <-chan struct{} { return w.done }
+
+// Close stops watching and waits until the Watcher's goroutine has ended:
+// no callback runs after it returns. It is safe to call more than once.
+func (w *Watcher[T]) Close() error {
+	w.once.Do(func() {
+		w.stop()
+		<-w.done
+	})
+	return w.err
+}
+
+func (w *Watcher[T]) closeEvents() {
+	if w.fsw != nil {
+		w.err = w.fsw.Close()
+	}
+}
+
+// run reacts to file events (debounced) and to the poll, until ctx ends.
+func (w *Watcher[T]) run(ctx context.Context) {
+	defer close(w.done)
+	defer func() {
+		w.mu.Lock()
+		w.stopped = true
+		w.closeEvents()
+		w.mu.Unlock()
+	}()
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if w.fsw != nil {
+		events, errs = w.fsw.Events, w.fsw.Errors
+	}
+	var tick <-chan time.Time
+	if w.poll > 0 {
+		t := time.NewTicker(w.poll)
+		defer t.Stop()
+		tick = t.C
+	}
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+	var first time.Time // of the pending burst; zero when none
+	schedule := func() {
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		debounce.Reset(max(min(DebounceQuiet, DebounceMax-now.Sub(first)), 0))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil // the poll goes on
+				continue
+			}
+			if ev.Op == fsnotify.Chmod || !w.relevant(ev.Name) {
+				continue
+			}
+			schedule()
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			// An overflow loses events: load to be sure (the fingerprint
+			// skips it when nothing changed).
+			w.report(&WatchError{Path: w.opts.Paths[0], Err: err})
+			schedule()
+		case <-debounce.C:
+			first = time.Time{}
+			w.loadIfChanged()
+		case <-tick:
+			w.loadIfChanged()
+		}
+	}
+}
+
+func (w *Watcher[T]) relevant(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.files.relevant(name)
+}
+
+func (w *Watcher[T]) report(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.opts.OnError(err)
+}
+
+func (w *Watcher[T]) loadIfChanged() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_ = w.load(false) // reported through OnError
+}
+
+// load reloads the value when force is set or the files changed since the
+// last attempt. w.mu is held.
+func (w *Watcher[T]) load(force bool) error {
+	_ = w.files.refresh(w.fsw) // failures are retried at the next load or poll
+	// The fingerprint is taken before Load reads: a change in between makes
+	// the next fingerprint differ, so it is loaded again, never missed.
+	fp := w.files.fingerprint()
+	if !force && fp == w.tried {
+		return nil
+	}
+	w.tried = fp
+	v, err := w.opts.Load()
+	if err != nil {
+		if w.reported != err.Error() || w.reportedAt != fp {
+			w.reported, w.reportedAt = err.Error(), fp
+			w.opts.OnError(err)
+		}
+		return err
+	}
+	w.reported = ""
+	if w.opts.Unchanged != nil && w.opts.Unchanged(w.cur.Load(), v) {
+		return nil
+	}
+	w.cur.Store(v)
+	w.opts.OnLoad(v)
+	return nil
+}
+
+// absPaths makes paths absolute and cleans them, for comparing with event
+// names.
+func absPaths(paths []string) ([]string, error) {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("watching %s: %w", p, err)
+		}
+		out[i] = abs
+	}
+	return out, nil
+}
+
+// isDir reports whether path is a folder, following symlinks.
+func isDir(path string) (bool, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false, err
+	}
+	return st.IsDir(), nil
+}
