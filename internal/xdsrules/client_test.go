@@ -2,6 +2,7 @@ package xdsrules
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"strings"
@@ -16,8 +17,10 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/testpki"
 )
 
 const testNode = "node-1"
@@ -33,7 +36,7 @@ type mgmt struct {
 	reqs []*discoveryv3.DiscoveryRequest
 }
 
-func startMgmt(t *testing.T, addr string) *mgmt {
+func startMgmt(t *testing.T, addr string, opts ...grpc.ServerOption) *mgmt {
 	t.Helper()
 	m := &mgmt{cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)}
 	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
@@ -53,7 +56,7 @@ func startMgmt(t *testing.T, addr string) *mgmt {
 		t.Fatal(err)
 	}
 	m.addr = lis.Addr().String()
-	m.srv = grpc.NewServer()
+	m.srv = grpc.NewServer(opts...)
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(m.srv, serverv3.NewServer(context.Background(), m.cache, cb))
 	go func() { _ = m.srv.Serve(lis) }()
 	t.Cleanup(m.srv.Stop)
@@ -150,7 +153,12 @@ func (a *applied) waitVersion(t *testing.T, v string) []string {
 
 func runClient(t *testing.T, addr string, a *applied) {
 	t.Helper()
-	c, err := New(Options{Server: addr, NodeID: testNode, Apply: a.apply, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+	runClientTLS(t, addr, a, nil)
+}
+
+func runClientTLS(t *testing.T, addr string, a *applied, tlsCfg *tls.Config) {
+	t.Helper()
+	c, err := New(Options{Server: addr, NodeID: testNode, Apply: a.apply, TLS: tlsCfg, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +258,43 @@ func TestClientReconnects(t *testing.T) {
 	r := m2.wait(t, "first request after the restart", func(*discoveryv3.DiscoveryRequest) bool { return true })
 	if r.GetVersionInfo() != "1" || r.GetNode().GetId() != testNode {
 		t.Errorf("first request after the restart: version %q, node %q; want 1, %s", r.GetVersionInfo(), r.GetNode().GetId(), testNode)
+	}
+}
+
+// TestClientMutualTLS: the client verifies the management server by
+// --config-xds-tls-ca and presents its certificate; without one, a server
+// asking for it gives no rules.
+func TestClientMutualTLS(t *testing.T) {
+	ca := testpki.NewCA(t, "xds-ca")
+	dir := t.TempDir()
+	srvCert, srvKey, _ := ca.Issue(t, "mgmt", true)
+	pair, err := tls.X509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})
+	m := startMgmt(t, "127.0.0.1:0", grpc.Creds(creds))
+	m.set(t, "1", userOnly("a", "da"))
+	caFile := testpki.WriteFile(t, dir, "ca.pem", ca.PEM)
+	cliCert, cliKey, _ := ca.Issue(t, "floodgate", false)
+	certFile := testpki.WriteFile(t, dir, "cert.pem", cliCert)
+	keyFile := testpki.WriteFile(t, dir, "key.pem", cliKey)
+
+	noCert := &applied{}
+	cfg, err := TLSConfig(caFile, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runClientTLS(t, m.addr, noCert, cfg)
+
+	a := &applied{}
+	if cfg, err = TLSConfig(caFile, certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	runClientTLS(t, m.addr, a, cfg)
+	a.waitVersion(t, "1")
+	if v, _ := noCert.last(); v != "" {
+		t.Errorf("a client without a certificate applied %q", v)
 	}
 }
 
