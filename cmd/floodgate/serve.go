@@ -74,6 +74,7 @@ type serveFlags struct {
 	httpCORSOrigins      string
 
 	quota quotaFlags // Envoy RLQS (serve_rlqs.go)
+	xds   xdsFlags   // rules from an xDS management server (serve_xds.go)
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -123,6 +124,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxStreamsPerClient, "max-streams-per-client", server.DefaultMaxStreamsPerClient, "gRPC: calls in flight from one client IP address; more are refused (ResourceExhausted)")
 	fs.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "gRPC: open connections in total; more are closed when accepted")
 	f.quota.register(fs)
+	f.xds.register(fs)
 	fs.IntVar(&f.maxConnsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC: open connections from one client IP address; more are closed when accepted")
 }
 
@@ -182,15 +184,25 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	reg, metrics := newMetrics()
 	var quotaSvc atomic.Pointer[rlqs.Service] // told of reloads once built
-	cfg, closeRules, err := loadRules(ctx, f.configPath, metrics, log, func() {
+	live := &liveRules{changed: func() {
 		if q := quotaSvc.Load(); q != nil {
 			q.ConfigChanged()
 		}
-	})
+	}}
+	closeRules, err := loadRules(ctx, f.configPath, live, metrics, log)
 	if err != nil {
 		return err
 	}
 	defer closeRules()
+	stopXDS, err := startXDS(ctx, &f.xds, live, metrics, log) // serve_xds.go
+	if err != nil {
+		return err
+	}
+	defer func() { cancel(); stopXDS() }()
+	var cfg api.ConfigSource // nil without rules: inline limits only
+	if f.configPath != "" || f.xds.server != "" {
+		cfg = live
+	}
 
 	// The gRPC pipeline exists before the store so that the store's
 	// breaker can report its health.

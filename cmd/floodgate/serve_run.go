@@ -19,7 +19,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
-	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/filewatch"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rlqs"
@@ -36,18 +35,21 @@ func newMetrics() (*prometheus.Registry, *observability.Metrics) {
 	return reg, metrics
 }
 
-// loadRules loads the rules at path and watches them until ctx ends or
-// the returned func is called; every accepted reload is counted, logged
-// and passed to onReload. Without a path there are no rules: the source
-// is nil and inline limits only are served.
-func loadRules(ctx context.Context, path string, metrics *observability.Metrics, log *slog.Logger, onReload func()) (api.ConfigSource, func(), error) {
+// loadRules loads the rules at path into live and watches them until ctx
+// ends or the returned func is called; every accepted reload is counted
+// and logged. Without a path the files add no rules.
+func loadRules(ctx context.Context, path string, live *liveRules, metrics *observability.Metrics, log *slog.Logger) (func(), error) {
 	if path == "" {
-		return nil, func() {}, nil
+		return func() {}, nil
 	}
 	w, err := rules.Watch(ctx, path,
 		func(c *rules.Config) {
+			if err := live.setFile(c); err != nil {
+				metrics.ObserveConfigReload(err)
+				log.Error("config rejected; the previous config keeps serving (retried when the xDS config changes)", "err", err)
+				return
+			}
 			metrics.ObserveConfigReload(nil)
-			onReload()
 			log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()), "policies", len(c.Policies()), "digest", c.Digest())
 		},
 		func(err error) {
@@ -60,9 +62,9 @@ func loadRules(ctx context.Context, path string, metrics *observability.Metrics,
 			log.Error("config rejected; the previous config keeps serving", "err", err)
 		})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return w, func() { w.Close() }, nil
+	return func() { w.Close() }, nil
 }
 
 // running is a built server: the gRPC server and its listener, its health

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/xdsrules"
+)
+
+// xdsFlags are serve's settings for rules from an xDS management server.
+type xdsFlags struct {
+	server     string
+	nodeID     string
+	tlsCA      string
+	tlsCert    string
+	tlsKey     string
+	tls        bool
+	backoffMin time.Duration
+	backoffMax time.Duration
+	algorithm  string
+}
+
+func (x *xdsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&x.server, "config-xds-server", "", "xDS: management server HOST:PORT to take rules from (RateLimitConfig resources over ADS, state of the world), beside --config; empty: off (docs/xds.md)")
+	fs.StringVar(&x.nodeID, "config-xds-node-id", "", "xDS: this server's node id (default: the host name)")
+	fs.BoolVar(&x.tls, "config-xds-tls", false, "xDS: connect with TLS, verified by the system roots (implied by --config-xds-tls-ca)")
+	fs.StringVar(&x.tlsCA, "config-xds-tls-ca", "", "xDS TLS: PEM file of the CA that signed the management server's certificate")
+	fs.StringVar(&x.tlsCert, "config-xds-tls-cert", "", "xDS TLS: client certificate file (PEM), when the management server asks for one")
+	fs.StringVar(&x.tlsKey, "config-xds-tls-key", "", "xDS TLS: the client certificate's key file (PEM)")
+	fs.DurationVar(&x.backoffMin, "config-xds-backoff-min", xdsrules.DefaultBackoffMin, "xDS: first wait before reconnecting to the management server; doubles per failed attempt")
+	fs.DurationVar(&x.backoffMax, "config-xds-backoff-max", xdsrules.DefaultBackoffMax, "xDS: longest wait before reconnecting")
+	fs.StringVar(&x.algorithm, "config-xds-algorithm", "", "xDS: algorithm of every xDS limit (token_bucket, sliding_window, sliding_window_log, fixed_window); empty: fixed_window as in envoyproxy/ratelimit")
+}
+
+// client checks the flags and returns the xDS client that calls apply,
+// or nil when --config-xds-server is not set.
+func (x *xdsFlags) client(apply func([]*rules.Config, string) error, log *slog.Logger) (*xdsrules.Client, error) {
+	if x.server == "" {
+		return nil, nil
+	}
+	if x.algorithm != "" {
+		if _, err := algorithms.ParseAlgorithm(x.algorithm); err != nil {
+			return nil, fmt.Errorf("--config-xds-algorithm: %w", err)
+		}
+	}
+	if x.backoffMin <= 0 || x.backoffMax < x.backoffMin {
+		return nil, errors.New("--config-xds-backoff-min must be positive and at most --config-xds-backoff-max")
+	}
+	o := xdsrules.Options{
+		Server:           x.server,
+		NodeID:           x.nodeID,
+		DefaultAlgorithm: x.algorithm,
+		BackoffMin:       x.backoffMin,
+		BackoffMax:       x.backoffMax,
+		Apply:            apply,
+		Log:              log,
+	}
+	if o.NodeID == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("--config-xds-node-id: no host name to default to: %w", err)
+		}
+		o.NodeID = host
+	}
+	if x.tls || x.tlsCA != "" || x.tlsCert != "" || x.tlsKey != "" {
+		cfg, err := xdsrules.TLSConfig(x.tlsCA, x.tlsCert, x.tlsKey)
+		if err != nil {
+			return nil, err
+		}
+		o.TLS = cfg
+	}
+	return xdsrules.New(o)
+}
+
+// liveRules is the rules the APIs see: the --config files' and the xDS
+// management server's, merged. Either source replaces its part, and the
+// merged whole is swapped in at once; a change that would define a domain
+// twice is refused and the previous rules keep serving.
+type liveRules struct {
+	cur atomic.Pointer[rules.Config]
+
+	mu          sync.Mutex
+	file        *rules.Config   // the files' part in force
+	pendingFile *rules.Config   // a files' reload refused for a clash, retried when xDS changes
+	xds         []*rules.Config // the xDS part in force, one per resource
+	changed     func()          // after every swap
+}
+
+// Current returns the merged rules in force. It never blocks.
+func (l *liveRules) Current() *rules.Config { return l.cur.Load() }
+
+// setFile makes c the files' part.
+func (l *liveRules) setFile(c *rules.Config) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.swap(c, l.xds); err != nil {
+		l.pendingFile = c
+		return err
+	}
+	l.file, l.pendingFile = c, nil
+	return nil
+}
+
+// setXDS makes parts the xDS part. A files' reload refused earlier for a
+// clash is then tried again; retried reports whether it now applies.
+func (l *liveRules) setXDS(parts []*rules.Config) (retried bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.swap(l.file, parts); err != nil {
+		return false, err
+	}
+	l.xds = parts
+	if p := l.pendingFile; p != nil && l.swap(p, parts) == nil {
+		l.file, l.pendingFile = p, nil
+		retried = true
+	}
+	return retried, nil
+}
+
+// swap merges the two parts and makes the result current. l.mu is held.
+func (l *liveRules) swap(file *rules.Config, xds []*rules.Config) error {
+	merged, err := rules.Merge(append([]*rules.Config{file}, xds...)...)
+	if err != nil {
+		return err
+	}
+	l.cur.Store(merged)
+	if l.changed != nil {
+		l.changed()
+	}
+	return nil
+}
+
+// startXDS starts the xDS client of f, if any, feeding live until ctx
+// ends; the returned func waits for it to stop. Serving does not wait for
+// the management server: until it answers, its domains are unknown.
+func startXDS(ctx context.Context, x *xdsFlags, live *liveRules, metrics *observability.Metrics, log *slog.Logger) (func(), error) {
+	apply := func(parts []*rules.Config, version string) error {
+		retried, err := live.setXDS(parts)
+		metrics.ObserveConfigReload(err)
+		if err != nil {
+			return err
+		}
+		domains := 0
+		for _, p := range parts {
+			domains += len(p.Domains())
+		}
+		log.Info("xds config loaded", "version", version, "resources", len(parts), "domains", domains)
+		if retried {
+			log.Info("config loaded: the files' reload refused earlier applies now", "digest", live.Current().Digest())
+		}
+		return nil
+	}
+	c, err := x.client(apply, log)
+	if err != nil || c == nil {
+		return func() {}, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+	return func() { <-done }, nil
+}

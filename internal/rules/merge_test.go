@@ -1,0 +1,66 @@
+package rules
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func mergePart(t *testing.T, name, yaml string) *Config {
+	t.Helper()
+	c, err := Parse(name, []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestMerge(t *testing.T) {
+	a := mergePart(t, "a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\npolicies:\n  p: {requests: 1, period: 1s}\n")
+	b := mergePart(t, "xds:b", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
+	b2 := mergePart(t, "xds:b2", "domain: b\ndescriptors:\n  - key: j\n    rate_limit: {unit: minute, requests_per_unit: 3}\n")
+	pol := mergePart(t, "p.yaml", "policies:\n  p: {requests: 2, period: 1s}\n")
+
+	m, err := Merge(a, nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(m.Domains(), ","); got != "a,b" {
+		t.Errorf("domains %s, want a,b", got)
+	}
+	if got := strings.Join(m.Files(), ","); got != "a.yaml,xds:b" {
+		t.Errorf("files %s", got)
+	}
+	if l := m.Match("b", []Entry{{"k", "v"}}); len(l) != 1 || l[0].Rate.Requests != 2 {
+		t.Errorf("b's rule: %v", l)
+	}
+	if _, ok := m.Policy("p"); !ok || len(m.Limits()) != 2 {
+		t.Errorf("policy p %v, limits %d", ok, len(m.Limits()))
+	}
+	if again, _ := Merge(a, b); again.Digest() != m.Digest() || m.Digest() == a.Digest() {
+		t.Error("digests: the same parts must give the same digest, other parts another")
+	}
+	if one, _ := Merge(nil, a); one != a {
+		t.Error("one part: not itself")
+	}
+	if none, err := Merge(nil); none != nil || err != nil {
+		t.Errorf("no parts: %v, %v", none, err)
+	}
+
+	tests := []struct {
+		name  string
+		parts []*Config
+		want  string
+	}{
+		{"domain twice", []*Config{a, b, b2}, `xds:b2: duplicate domain "b": already defined by xds:b`},
+		{"policy twice", []*Config{a, pol}, `p.yaml: duplicate policy "p": already defined by a.yaml`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Merge(tt.parts...)
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v, want %q (ErrInvalid)", err, tt.want)
+			}
+		})
+	}
+}

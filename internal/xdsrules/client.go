@@ -1,0 +1,247 @@
+// Package xdsrules takes floodgate's rules from an xDS management server,
+// as envoyproxy/ratelimit does: a state-of-the-world subscription over ADS
+// to every resource of type RateLimitConfig. Each response is converted
+// to the same validated rules a YAML file gives (Convert) and handed to
+// the caller, who may still refuse it; the response is then ACKed, or
+// NACKed with the error, and the previous rules keep serving. The stream
+// is reopened with backoff whenever it ends.
+package xdsrules
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/floodgate/floodgate/internal/rules"
+)
+
+// Default backoff between two attempts to reach the management server.
+const (
+	DefaultBackoffMin = 250 * time.Millisecond
+	DefaultBackoffMax = 30 * time.Second
+)
+
+// Options configure a Client.
+type Options struct {
+	// Server is the management server's HOST:PORT.
+	Server string
+	// NodeID identifies this floodgate to the management server (the
+	// snapshot cache's key).
+	NodeID string
+	// TLS, when not nil, secures the connection; nil connects in plain
+	// text.
+	TLS *tls.Config
+	// DefaultAlgorithm, when not empty, is the algorithm of every xDS
+	// limit (the resource type has no field for it; fixed_window else).
+	DefaultAlgorithm string
+	// BackoffMin and BackoffMax bound the wait before reconnecting; it
+	// doubles from BackoffMin after every attempt that got no response,
+	// up to BackoffMax, with jitter. Zero takes the defaults.
+	BackoffMin, BackoffMax time.Duration
+	// Apply is called with the rules of every valid response, one per
+	// resource (none: no xDS domains), and the response's version. An
+	// error refuses them: the response is NACKed with it.
+	Apply func(parts []*rules.Config, version string) error
+	// Log receives connection and NACK reports; nil discards them.
+	Log *slog.Logger
+}
+
+// Client is a subscription to RateLimitConfig resources over ADS.
+type Client struct {
+	opts Options
+	conn *grpc.ClientConn
+	// version is the last accepted response's version, sent back on
+	// every ACK, NACK and new stream. Owned by Run.
+	version string
+	// nacked is the version last NACKed, and nackWait how long the next
+	// NACK of that same version waits (see stream). Owned by Run.
+	nacked   string
+	nackWait time.Duration
+}
+
+// New returns a client of o.Server; nothing is dialled until Run.
+func New(o Options) (*Client, error) {
+	if o.Server == "" {
+		return nil, errors.New("xds: no management server address")
+	}
+	if o.Apply == nil {
+		return nil, errors.New("xds: no Apply func")
+	}
+	if o.BackoffMin <= 0 {
+		o.BackoffMin = DefaultBackoffMin
+	}
+	if o.BackoffMax < o.BackoffMin {
+		o.BackoffMax = max(DefaultBackoffMax, o.BackoffMin)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	creds := insecure.NewCredentials()
+	if o.TLS != nil {
+		creds = credentials.NewTLS(o.TLS)
+	}
+	// gRPC's own reconnection backoff (1s growing to 2 minutes by
+	// default) would otherwise decide when a stream can open again.
+	conn, err := grpc.NewClient(o.Server, grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: o.BackoffMin, Multiplier: 2, Jitter: 0.2, MaxDelay: o.BackoffMax},
+			MinConnectTimeout: 5 * time.Second,
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("xds: %w", err)
+	}
+	return &Client{opts: o, conn: conn}, nil
+}
+
+// Run subscribes until ctx ends, reopening the stream with backoff
+// whenever it fails, and then closes the connection.
+func (c *Client) Run(ctx context.Context) {
+	defer c.conn.Close()
+	wait := c.opts.BackoffMin
+	for {
+		got, err := c.stream(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if got {
+			wait = c.opts.BackoffMin // the server answered: start over
+		}
+		// Full jitter in [wait/2, wait): replicas restarted together do
+		// not reconnect in step.
+		sleep := wait/2 + rand.N(wait/2+1)
+		c.opts.Log.Warn("xds: management server stream ended; reconnecting", "server", c.opts.Server, "err", err, "retry_in", sleep.Round(time.Millisecond))
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(wait*2, c.opts.BackoffMax)
+	}
+}
+
+// stream runs one ADS stream until it fails; got reports whether the
+// server sent any response on it.
+func (c *Client) stream(ctx context.Context) (got bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(c.conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return false, err
+	}
+	// No resource names: a wildcard subscription to every resource of the
+	// type. The node goes on the first request only, as xDS asks.
+	err = s.Send(&discoveryv3.DiscoveryRequest{
+		Node:        &corev3.Node{Id: c.opts.NodeID},
+		TypeUrl:     TypeURL,
+		VersionInfo: c.version,
+	})
+	if err != nil {
+		return false, err
+	}
+	for {
+		resp, err := s.Recv()
+		if err != nil {
+			return got, err
+		}
+		if !got {
+			c.opts.Log.Info("xds: connected to the management server", "server", c.opts.Server, "node", c.opts.NodeID)
+		}
+		got = true
+		req, repeat := c.answer(resp)
+		if repeat {
+			// A management server may send a NACKed version straight
+			// back (go-control-plane's snapshot cache does: the version
+			// differs from the one ACKed), and again for every NACK.
+			// Each NACK of the same version waits longer, as a
+			// reconnection does, so that the loop does not spin; a new
+			// version is seen once the wait is over.
+			t := time.NewTimer(c.nackWait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return got, ctx.Err()
+			case <-t.C:
+			}
+			c.nackWait = min(c.nackWait*2, c.opts.BackoffMax)
+		}
+		if err := s.Send(req); err != nil {
+			return got, err
+		}
+	}
+}
+
+// answer applies one response and returns its ACK or NACK; repeat
+// reports a NACK of the version NACKed last time.
+func (c *Client) answer(resp *discoveryv3.DiscoveryResponse) (req *discoveryv3.DiscoveryRequest, repeat bool) {
+	req = &discoveryv3.DiscoveryRequest{TypeUrl: TypeURL, ResponseNonce: resp.GetNonce()}
+	var err error
+	if resp.GetTypeUrl() != TypeURL {
+		err = fmt.Errorf("unrequested resource type %q", resp.GetTypeUrl())
+		req.TypeUrl = resp.GetTypeUrl()
+	} else {
+		var parts []*rules.Config
+		parts, err = Convert(resp.GetResources(), c.opts.DefaultAlgorithm)
+		if err == nil {
+			err = c.opts.Apply(parts, resp.GetVersionInfo())
+		}
+	}
+	if err != nil {
+		req.VersionInfo = c.version
+		req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+		if resp.GetVersionInfo() == c.nacked {
+			return req, true // logged already
+		}
+		c.opts.Log.Error("xds: config rejected (NACK); the previous config keeps serving", "version", resp.GetVersionInfo(), "err", err)
+		c.nacked, c.nackWait = resp.GetVersionInfo(), c.opts.BackoffMin
+		return req, false
+	}
+	c.version, c.nacked = resp.GetVersionInfo(), ""
+	req.VersionInfo = c.version
+	return req, false
+}
+
+// TLSConfig is the client TLS config for a management server: caFile
+// (PEM), when not empty, replaces the system roots; certFile and keyFile,
+// which go together, are the client certificate for mutual TLS.
+func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("xds TLS CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("xds TLS CA: no PEM certificate in %s", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("xds TLS: the client certificate and its key go together")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("xds TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,315 @@
+package xdsrules
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/testpki"
+)
+
+const testNode = "node-1"
+
+// mgmt is go-control-plane's management server on loopback, recording
+// every request it gets.
+type mgmt struct {
+	cache cachev3.SnapshotCache
+	srv   *grpc.Server
+	addr  string
+
+	mu   sync.Mutex
+	reqs []*discoveryv3.DiscoveryRequest
+}
+
+func startMgmt(t *testing.T, addr string, opts ...grpc.ServerOption) *mgmt {
+	t.Helper()
+	m := &mgmt{cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)}
+	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.reqs = append(m.reqs, r)
+		return nil
+	}}
+	var lis net.Listener
+	var err error
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		if lis, err = net.Listen("tcp", addr); err == nil || time.Since(start) > 5*time.Second {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.addr = lis.Addr().String()
+	m.srv = grpc.NewServer(opts...)
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(m.srv, serverv3.NewServer(context.Background(), m.cache, cb))
+	go func() { _ = m.srv.Serve(lis) }()
+	t.Cleanup(m.srv.Stop)
+	return m
+}
+
+func (m *mgmt) set(t *testing.T, version string, cs ...*rlconfv3.RateLimitConfig) {
+	t.Helper()
+	res := make([]types.Resource, len(cs))
+	for i, c := range cs {
+		res[i] = c
+	}
+	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.RateLimitConfigType: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cache.SetSnapshot(context.Background(), testNode, snap); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait waits up to 5s for a request ok accepts.
+func (m *mgmt) wait(t *testing.T, what string, ok func(*discoveryv3.DiscoveryRequest) bool) *discoveryv3.DiscoveryRequest {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
+		m.mu.Lock()
+		for _, r := range m.reqs {
+			if ok(r) {
+				m.mu.Unlock()
+				return r
+			}
+		}
+		m.mu.Unlock()
+	}
+	t.Fatalf("no %s in 5s", what)
+	return nil
+}
+
+func (m *mgmt) count(ok func(*discoveryv3.DiscoveryRequest) bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, r := range m.reqs {
+		if ok(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// applied records what a client applied; refuse makes Apply fail.
+type applied struct {
+	mu       sync.Mutex
+	versions []string
+	domains  [][]string
+	refuse   error
+}
+
+func (a *applied) apply(parts []*rules.Config, version string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refuse != nil {
+		return a.refuse
+	}
+	c, err := rules.Merge(parts...)
+	if err != nil {
+		return err
+	}
+	a.versions = append(a.versions, version)
+	a.domains = append(a.domains, c.Domains())
+	return nil
+}
+
+func (a *applied) last() (string, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.versions) == 0 {
+		return "", nil
+	}
+	return a.versions[len(a.versions)-1], a.domains[len(a.domains)-1]
+}
+
+func (a *applied) waitVersion(t *testing.T, v string) []string {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
+		if got, d := a.last(); got == v {
+			return d
+		}
+	}
+	got, _ := a.last()
+	t.Fatalf("version %q not applied in 5s (last: %q)", v, got)
+	return nil
+}
+
+func runClient(t *testing.T, addr string, a *applied) {
+	t.Helper()
+	runClientTLS(t, addr, a, nil)
+}
+
+func runClientTLS(t *testing.T, addr string, a *applied, tlsCfg *tls.Config) {
+	t.Helper()
+	c, err := New(Options{Server: addr, NodeID: testNode, Apply: a.apply, TLS: tlsCfg, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func isNACK(r *discoveryv3.DiscoveryRequest) bool { return r.GetErrorDetail() != nil }
+
+func TestClientAckNack(t *testing.T) {
+	m := startMgmt(t, "127.0.0.1:0")
+	m.set(t, "1", userOnly("a", "da"), userOnly("b", "db"))
+	a := &applied{}
+	runClient(t, m.addr, a)
+
+	if d := a.waitVersion(t, "1"); strings.Join(d, ",") != "da,db" {
+		t.Errorf("version 1: domains %v, want da, db", d)
+	}
+	first := m.wait(t, "first request", func(*discoveryv3.DiscoveryRequest) bool { return true })
+	if first.GetNode().GetId() != testNode || first.GetTypeUrl() != TypeURL || len(first.GetResourceNames()) != 0 || first.GetVersionInfo() != "" {
+		t.Errorf("first request: %v", first)
+	}
+	m.wait(t, "ACK of 1", func(r *discoveryv3.DiscoveryRequest) bool {
+		return r.GetVersionInfo() == "1" && r.GetResponseNonce() != "" && !isNACK(r)
+	})
+
+	// Invalid: NACKed with version 1 and the error; nothing applied.
+	bad := userOnly("a", "da")
+	bad.Descriptors[0].Key = ""
+	m.set(t, "2", bad)
+	nack := m.wait(t, "NACK of 2", isNACK)
+	if nack.GetVersionInfo() != "1" || nack.GetResponseNonce() == "" ||
+		nack.GetErrorDetail().GetMessage() != "xds:a: descriptors[0].key: descriptor has an empty key" {
+		t.Errorf("NACK: version %q, nonce %q, detail %q", nack.GetVersionInfo(), nack.GetResponseNonce(), nack.GetErrorDetail().GetMessage())
+	}
+
+	// The cache sends the NACKed version back for every NACK; they back
+	// off (20ms doubling to 100ms: about 12 a second, not hundreds).
+	time.Sleep(time.Second)
+	if n := m.count(isNACK); n > 25 {
+		t.Errorf("%d NACKs in about a second, want them backing off", n)
+	}
+	if v, _ := a.last(); v != "1" {
+		t.Errorf("applied %q after the NACK, want 1", v)
+	}
+
+	// Refused by Apply (a clash with the files, say): NACKed the same way.
+	a.mu.Lock()
+	a.refuse = errors.New("domain clash")
+	a.mu.Unlock()
+	m.set(t, "3", userOnly("a", "da"))
+	m.wait(t, "NACK of 3", func(r *discoveryv3.DiscoveryRequest) bool {
+		return r.GetErrorDetail().GetMessage() == "domain clash" && r.GetVersionInfo() == "1"
+	})
+	a.mu.Lock()
+	a.refuse = nil
+	a.mu.Unlock()
+
+	// A valid version after NACKs applies (within the NACK backoff).
+	m.set(t, "4", userOnly("c", "dc"))
+	if d := a.waitVersion(t, "4"); strings.Join(d, ",") != "dc" {
+		t.Errorf("version 4: domains %v, want dc", d)
+	}
+
+	// An empty snapshot removes every xDS domain.
+	m.set(t, "5")
+	if d := a.waitVersion(t, "5"); len(d) != 0 {
+		t.Errorf("version 5: domains %v, want none", d)
+	}
+}
+
+func TestClientReconnects(t *testing.T) {
+	// The server is not up when the client starts.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	a := &applied{}
+	runClient(t, addr, a)
+	time.Sleep(200 * time.Millisecond)
+
+	m := startMgmt(t, addr)
+	m.set(t, "1", userOnly("a", "da"))
+	a.waitVersion(t, "1")
+
+	// A restart: the new server (a new cache) hears the version applied.
+	m.srv.Stop()
+	m2 := startMgmt(t, addr)
+	m2.set(t, "7", userOnly("b", "db"))
+	if d := a.waitVersion(t, "7"); strings.Join(d, ",") != "db" {
+		t.Errorf("after the restart: domains %v, want db", d)
+	}
+	r := m2.wait(t, "first request after the restart", func(*discoveryv3.DiscoveryRequest) bool { return true })
+	if r.GetVersionInfo() != "1" || r.GetNode().GetId() != testNode {
+		t.Errorf("first request after the restart: version %q, node %q; want 1, %s", r.GetVersionInfo(), r.GetNode().GetId(), testNode)
+	}
+}
+
+// TestClientMutualTLS: the client verifies the management server by
+// --config-xds-tls-ca and presents its certificate; without one, a server
+// asking for it gives no rules.
+func TestClientMutualTLS(t *testing.T) {
+	ca := testpki.NewCA(t, "xds-ca")
+	dir := t.TempDir()
+	srvCert, srvKey, _ := ca.Issue(t, "mgmt", true)
+	pair, err := tls.X509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})
+	m := startMgmt(t, "127.0.0.1:0", grpc.Creds(creds))
+	m.set(t, "1", userOnly("a", "da"))
+	caFile := testpki.WriteFile(t, dir, "ca.pem", ca.PEM)
+	cliCert, cliKey, _ := ca.Issue(t, "floodgate", false)
+	certFile := testpki.WriteFile(t, dir, "cert.pem", cliCert)
+	keyFile := testpki.WriteFile(t, dir, "key.pem", cliKey)
+
+	noCert := &applied{}
+	cfg, err := TLSConfig(caFile, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runClientTLS(t, m.addr, noCert, cfg)
+
+	a := &applied{}
+	if cfg, err = TLSConfig(caFile, certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	runClientTLS(t, m.addr, a, cfg)
+	a.waitVersion(t, "1")
+	if v, _ := noCert.last(); v != "" {
+		t.Errorf("a client without a certificate applied %q", v)
+	}
+}
+
+func TestNewOptions(t *testing.T) {
+	apply := func([]*rules.Config, string) error { return nil }
+	if _, err := New(Options{Apply: apply}); err == nil {
+		t.Error("no server: no error")
+	}
+	if _, err := New(Options{Server: "127.0.0.1:1"}); err == nil {
+		t.Error("no Apply: no error")
+	}
+	if _, err := TLSConfig("", "cert.pem", ""); err == nil {
+		t.Error("a certificate without a key: no error")
+	}
+	if _, err := TLSConfig("/nonexistent/ca.pem", "", ""); err == nil {
+		t.Error("a missing CA file: no error")
+	}
+}
