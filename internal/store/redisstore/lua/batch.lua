@@ -78,7 +78,7 @@ local work, order, reply = {}, {}, {}
 local r = 0
 for g = 1, #ARGV do
   local blob = ARGV[g]
-  local pos, len = 1, string.len(blob)
+  local pos, len = 1, #blob
   if g == 1 then
     pos = HDR_LEN + 1
   end

@@ -9,9 +9,19 @@
 
 local function fixed_window(requests, period_ms, a, b, now, cost)
   local w = period_ms
-  local start = quo(now, w) * w
+  -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
+  -- quo (now >= 0; a's remainder is only compared with 0).
+  local r = now % w
+  if r < 0 then
+    r = r + w
+  end
+  local start = now - r
+  local ra = a % w
+  if ra < 0 then
+    ra = ra + w
+  end
   local count = 0
-  if a - quo(a, w) * w ~= 0 then
+  if ra ~= 0 then
     -- a window of another period: the limit changed
   elseif a == start then
     count = b
@@ -27,9 +37,15 @@ local function fixed_window(requests, period_ms, a, b, now, cost)
   elseif cost > 0 then
     count = count + cost
   elseif cost < 0 then
-    count = math.max(0, count + cost)
+    count = count + cost
+    if count < 0 then
+      count = 0
+    end
   end
-  local remaining = math.max(0, requests - count)
+  local remaining = requests - count
+  if remaining < 0 then
+    remaining = 0
+  end
   if count > 0 then
     reset = stop
   end

@@ -41,7 +41,7 @@ if now < 0 then
 end
 
 -- The one-request call.
-if n == 1 and #ARGV == 1 and string.len(hdr) == HDR_LEN + REQ_LEN then
+if n == 1 and #ARGV == 1 and #hdr == HDR_LEN + REQ_LEN then
   local alg, flags, requests, period_ms, burst, cost = read(hdr, HDR_LEN + 1)
   if alg == nil or alg < 1 or alg > 4 or alg == 3 or flags > 1 or requests < 1 or period_ms < 1 or burst < 0 then
     return redis.error_reply('ERR floodgate: bad arguments for request 1')
@@ -76,7 +76,7 @@ local reply = {}
 local r = 0
 for g = 1, #ARGV do
   local blob = ARGV[g]
-  local pos, len = 1, string.len(blob)
+  local pos, len = 1, #blob
   if g == 1 then
     pos = HDR_LEN + 1
   end

@@ -6,29 +6,39 @@
 -- Lua 5.1 numbers are doubles. Every value the algorithms compute is an
 -- integer below 2^53 (algorithms.MaxScaled and the validation in
 -- algorithms/limit.go keep it there), and doubles hold such integers
--- exactly; only division rounds, so quo corrects the rounded quotient to
--- Go's exact integer result.
+-- exactly; only division rounds, so quo takes the remainder first and
+-- divides exactly.
 --
 -- Everything here runs on every script call, so it is lean: no tables,
 -- no string formatting per request, locals only (a `local function` costs
--- a closure per call; a table costs far more).
+-- a closure per call; a table costs far more), and in the hot paths the
+-- VM's operators rather than calls: a Lua function call costs about 300
+-- instructions of Redis, a C function (math.floor, string.len) 250 and
+-- an operator (%, #) 10-20 (callgrind, bench/RESULTS.md, issue 11, round
+-- 3).
 
 local ALG_TOKEN_BUCKET, ALG_SLIDING_WINDOW, ALG_SLIDING_WINDOW_LOG, ALG_FIXED_WINDOW = 1, 2, 3, 4
 
 local floor = math.floor
 
 -- quo is Go's a / b on int64: the quotient truncated toward zero. b > 0.
+--
+-- For 0 <= a, a + b <= 2^53: Lua's a % b is a - floor(a / b) * b, and
+-- the rounded a / b floors to the true quotient q or to q + 1 (never
+-- below q, which is a double), so a % b is the true remainder r or r - b,
+-- computed exactly (every product and difference is an integer of at
+-- most a + b); adding b back when it is negative gives r, and (a - r) / b
+-- divides a multiple of b exactly. The token bucket writes the same three
+-- lines out where its numerator cannot be negative.
 local function quo(a, b)
   if a < 0 then
     return -quo(-a, b)
   end
-  local q = floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
+  local r = a % b
+  if r < 0 then
+    r = r + b
   end
-  return q
+  return (a - r) / b
 end
 
 -- ARGV. ARGV[1] starts with the call's header, HDR_LEN bytes:
@@ -61,7 +71,7 @@ local HDR_LEN, REQ_LEN = 18, 33
 local function check_groups(n)
   local total = 0
   for g = 1, #ARGV do
-    local len = string.len(ARGV[g])
+    local len = #ARGV[g]
     if g == 1 then
       len = len - HDR_LEN
     end
@@ -119,7 +129,7 @@ end
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
 -- write and the request reader of its form; nil if it is malformed.
 local function read_header(str)
-  if string.len(str) < HDR_LEN then
+  if #str < HDR_LEN then
     return nil
   end
   local form = string.byte(str, 1)
@@ -202,7 +212,7 @@ local function load_counter(key, alg)
   if str == false then
     return 0, 0, 0
   end
-  local len = string.len(str)
+  local len = #str
   if len < 1 then
     return nil
   end
@@ -223,16 +233,37 @@ local function load_counter(key, alg)
   return a + 1767225600000, b, c
 end
 
--- int_len is the fewest bytes of two's complement v needs (0 for 0).
+-- int_len is the fewest bytes of two's complement v needs (0 for 0) and
+-- the struct item of that many bytes (int_fmt's), from comparisons
+-- rather than a loop: n bytes hold -2^(8n-1) .. 2^(8n-1) - 1.
 local function int_len(v)
   if v == 0 then
-    return 0
+    return 0, 'i0'
   end
-  local n, bound = 1, 128
-  while v >= bound or v < -bound do
-    n, bound = n + 1, bound * 256
+  if v < 0 then
+    v = -v - 1 -- the same length as v
   end
-  return n
+  if v < 2147483648 then -- 2^31
+    if v < 32768 then -- 2^15
+      if v < 128 then
+        return 1, 'i1'
+      end
+      return 2, 'i2'
+    elseif v < 8388608 then -- 2^23
+      return 3, 'i3'
+    end
+    return 4, 'i4'
+  elseif v < 140737488355328 then -- 2^47
+    if v < 549755813888 then -- 2^39
+      return 5, 'i5'
+    end
+    return 6, 'i6'
+  elseif v < 36028797018963968 then -- 2^55
+    return 7, 'i7'
+  elseif v < 9223372036854775808 then -- 2^63
+    return 8, 'i8'
+  end
+  return 9, 'i0' -- out of range: write_counter fails
 end
 
 -- write_counter writes the state a, b, c of alg to key with a TTL of
@@ -249,11 +280,13 @@ local function write_counter(key, alg, a, b, c, ttl, keep)
   else
     a = a - 1767225600000
   end
-  local la, lb, lc = int_len(a), int_len(b), int_len(c)
+  local la, fa = int_len(a)
+  local lc, fc = int_len(c)
+  local lb, fb = int_len(b)
   if la > 7 or lc > 7 or lb > 8 then
     error('floodgate: state value out of range')
   end
-  local v = struct.pack('<B' .. int_fmt(la) .. int_fmt(lc) .. int_fmt(lb), la * 8 + lc, a, c, b)
+  local v = struct.pack('<B' .. fa .. fc .. fb, la * 8 + lc, a, c, b)
   redis.call('SET', key, v, 'PX', string.format('%d', ttl + keep))
 end
 

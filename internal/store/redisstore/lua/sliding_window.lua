@@ -11,9 +11,19 @@
 
 local function sliding_window(requests, period_ms, a, b, c, now, cost)
   local w = period_ms
-  local start = quo(now, w) * w
+  -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
+  -- quo (now >= 0; a's remainder is only compared with 0).
+  local r = now % w
+  if r < 0 then
+    r = r + w
+  end
+  local start = now - r
+  local ra = a % w
+  if ra < 0 then
+    ra = ra + w
+  end
   local curr, prev = 0, 0
-  if a - quo(a, w) * w ~= 0 then
+  if ra ~= 0 then
     -- a window of another period: the limit changed
   elseif a == start then
     curr, prev = b, c
@@ -22,7 +32,10 @@ local function sliding_window(requests, period_ms, a, b, c, now, cost)
   elseif a > start then -- the clock went back: stay at the stored window's start
     start, curr, prev = a, b, c
   end
-  local at = math.max(now, start) -- the moment decided, >= now
+  local at = now -- the moment decided, >= now
+  if start > now then
+    at = start
+  end
   local e = at - start -- elapsed in the current window
   local limit = requests * w
   local weighted = curr * w + prev * (w - e)
@@ -55,12 +68,26 @@ local function sliding_window(requests, period_ms, a, b, c, now, cost)
     weighted = weighted + cost * w
   elseif cost < 0 then
     local refund = -cost
-    local take = math.min(curr, refund)
+    local take = refund
+    if curr < take then
+      take = curr
+    end
     curr = curr - take
-    prev = math.max(0, prev - (refund - take))
+    prev = prev - (refund - take)
+    if prev < 0 then
+      prev = 0
+    end
     weighted = curr * w + prev * (w - e)
   end
-  local remaining = math.max(0, quo(limit - weighted, w))
+  local remaining = 0 -- max(0, quo(limit - weighted, w))
+  if limit > weighted then
+    local x = limit - weighted
+    local rx = x % w
+    if rx < 0 then
+      rx = rx + w
+    end
+    remaining = (x - rx) / w
+  end
   if curr > 0 then
     reset = at - now + 2 * w - e
   elseif prev > 0 then

@@ -30,7 +30,9 @@
 -- MaxLogRequests (10,000) units. Times must lie within 2^47 ms (4,400
 -- years) of STATE_EPOCH_MS.
 --
--- A state read from Redis is not loaded whole: its slots are read with
+-- A ring of at most LOG_WHOLE slots is read whole with the header (one
+-- GETRANGE) and written whole (one SET). A larger state read from Redis
+-- is not loaded whole: its slots are read with
 -- GETRANGE, LOG_READ_BLOCK at a time and cached for the script call (a
 -- decision reads O(log n) of them, and a key in steady use, whose oldest
 -- live unit is near the low mark, one or two blocks), and what a
@@ -180,18 +182,27 @@ local function log_header(s)
   return struct.pack('<BI4I4I4i6', 1, s.n, s.head, s.low, s.floor - STATE_EPOCH_MS)
 end
 
--- log_load reads the log state at key; nil if it is malformed.
+-- log_load reads the log state at key; nil if it is malformed. Its one
+-- GETRANGE takes the header and up to LOG_WHOLE slots: a ring that fits
+-- (a key of a few units, the common case) is then held whole as base, so
+-- the decision reads nothing more and log_write writes it with one SET
+-- (two redis.call a decision instead of four to six); a larger ring is
+-- read and written by the slot, as it was.
+local LOG_WHOLE = 64
 local function log_load(key)
-  local h = redis.call('GETRANGE', key, 0, LOG_HDR - 1)
+  local h = redis.call('GETRANGE', key, 0, LOG_HDR + LOG_WHOLE * LOG_SLOT - 1)
   if h == '' then
     return log_empty()
   end
-  if string.len(h) ~= LOG_HDR then
+  if #h < LOG_HDR then
     return nil
   end
   local format, n, head, low, floor = struct.unpack('<BI4I4I4i6', h)
   if format ~= 1 or n < 1 or head >= n or low > n then
     return nil
+  end
+  if #h == LOG_HDR + n * LOG_SLOT then
+    return {n = n, head = head, low = low, floor = floor + STATE_EPOCH_MS, runs = {}, base = string.sub(h, LOG_HDR + 1)}
   end
   return {key = key, n = n, head = head, low = low, floor = floor + STATE_EPOCH_MS, runs = {}, cache = {}}
 end

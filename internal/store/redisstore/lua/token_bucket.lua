@@ -20,11 +20,17 @@
 
 local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
   -- tokenScale: per_ms, scale = requests / g, period_ms / g, g the gcd.
+  -- Every quo of a numerator that cannot be negative is written out
+  -- (lib.lua's quo: remainder, fixed when negative, exact division).
   local g, y = requests, period_ms
   while y ~= 0 do
-    g, y = y, g - quo(g, y) * y
+    local r = g % y
+    if r < 0 then
+      r = r + y
+    end
+    g, y = y, r
   end
-  local per_ms, scale = quo(requests, g), quo(period_ms, g)
+  local per_ms, scale = requests / g, period_ms / g -- exact: g divides both
   local capacity = requests
   if burst > 0 then
     capacity = burst
@@ -43,7 +49,16 @@ local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
   end
   if now > last then
     local need = full - tokens
-    if need <= 0 or now - last >= quo(need + per_ms - 1, per_ms) then
+    local up = 0 -- ceil(need / per_ms): the ms to fill the bucket
+    if need > 0 then
+      local x = need + per_ms - 1
+      local r = x % per_ms
+      if r < 0 then
+        r = r + per_ms
+      end
+      up = (x - r) / per_ms
+    end
+    if need <= 0 or now - last >= up then
       tokens = full
     else
       tokens = tokens + (now - last) * per_ms
@@ -69,7 +84,12 @@ local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
       tokens = full
     end
   end
-  local ttl = lag + quo(full - tokens + per_ms - 1, per_ms)
+  local x = full - tokens + per_ms - 1 -- >= 0: tokens <= full
+  local r = x % per_ms
+  if r < 0 then
+    r = r + per_ms
+  end
+  local ttl = lag + (x - r) / per_ms
   if tokens < full then
     reset = ttl
   end
