@@ -19,22 +19,19 @@ package redisstore
 // see BenchmarkEval). The reply is one string of replyLen bytes per
 // request.
 //
-// State layout in Redis, one key per (algorithm, key):
+// State layout in Redis, one key per (algorithm, key) (the key names are
+// package keys'):
 //
-//	token_bucket        string  pack(A = tokens × scale, B = last refill ms, C = scale)
-//	sliding_window      string  pack(A = window start ms, B = count in it, C = count in the one before)
-//	fixed_window        string  pack(A = window start ms, B = count, C = 0)
+//	token_bucket        string  pack(A = tokens × scale, B = last refill, C = scale)
+//	sliding_window      string  pack(A = window start, B = count in it, C = count in the one before)
+//	fixed_window        string  pack(A = window start, B = count, C = 0)
 //	sliding_window_log  string  header(format, head, floor) + a ring of unit times, 6 bytes a unit
 //
-// pack (lua/lib.lua) is one header byte (len(A) × 8 + len(C)) followed by
-// A, C and B as little-endian two's complement integers in the fewest
-// bytes each needs (0 bytes for 0): a token bucket of 100 per minute is
-// 12 bytes, and its key (e.g. "fg:tb:{user:12345}") 88 bytes of Redis
-// 7.0's MEMORY USAGE. The sliding window log's string
-// (lua/sliding_window_log.lua) is a 19-byte header and one 6-byte slot per
-// unit of its ring, which holds at most Requests slots: at most 60,019
-// bytes at MaxLogRequests (a 64 KiB allocation, about 65 KB of MEMORY
-// USAGE). Every write sets a TTL (the decision's TTL, in ms); a state
+// lua/lib.lua owns pack, the state codec (a header byte, then the values
+// in the fewest bytes each needs, the time field in ms since its
+// STATE_EPOCH_MS); lua/sliding_window_log.lua owns the log's string, which
+// holds at most Requests slots. bench/RESULTS.md has the MEMORY USAGE of
+// each. Every write sets a TTL (the decision's TTL, in ms); a state
 // whose TTL is 0 equals no state and is deleted instead. The states are
 // those the scripts wrote before this protocol (issue 11 changed ARGV and
 // the reply, not what Redis holds), so replicas of both versions can share
@@ -217,8 +214,8 @@ func le64(s string) int64 {
 // decided at Redis' TIME, written. The ARGV is in the seven-bit form,
 // which holds no NUL byte, so it can travel on a command line
 // (redis-benchmark cuts arguments at a NUL, even with -x); the store sends
-// the binary form, which the script reads about 1 µs faster, so the tool
-// measures a slightly heavier call than the store makes.
+// the binary form, which the script reads faster, so the tool measures a
+// slightly heavier call than the store makes.
 func BenchmarkEval(l algorithms.Limit, cost int64) (src, argv string) {
 	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false)
 	return leanScript(), string(sevenBit(bin))
