@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
 )
@@ -110,6 +111,9 @@ type Limit struct {
 	DetailedMetric bool
 	// Replaces names the limits this one replaces within one request.
 	Replaces []string
+	// Source is where the rate_limit was written (its mapping's first
+	// key), or the xDS resource that sent it.
+	Source Source
 
 	keyID        string  // short digest of ID heading store keys (see keyID)
 	explicitName bool    // Name came from rate_limit.name
@@ -181,11 +185,14 @@ type Config struct {
 	files    []string
 	limits   []*Limit
 	digest   string
+	loadedAt time.Time         // when build ran (source.go)
+	policyAt map[string]Source // where each policy's name was written
 }
 
 // node is one descriptor of the tree; a domain's root has no key.
 type node struct {
 	key, value string
+	src        Source // where the descriptor was written (for Explain)
 	limits     []*Limit
 	exact      map[kv]*node        // key+value, wildcards included by their literal value
 	wild       map[string][]wildKV // key -> wildcards in config order
