@@ -316,8 +316,7 @@ func (c *Config) ExplainQuota(domain string, id map[string]string) QuotaExplanat
 		}
 		qc := QuotaCandidate{Bucket: q, Matches: q.matches(id)}
 		if qc.Matches {
-			qc.Reasons = []string{fmt.Sprintf("matches, but %s is more specific (%d keys, %d exact; this one %d keys, %d exact) or comes first in the file",
-				ex.Bucket.Name, len(ex.Bucket.keys), ex.Bucket.exact, len(q.keys), q.exact)}
+			qc.Reasons = []string{lostTo(q, ex.Bucket)}
 		}
 		for _, k := range q.keys {
 			v, ok := id[k.k]
@@ -340,4 +339,18 @@ func (c *Config) ExplainQuota(domain string, id map[string]string) QuotaExplanat
 		return 0
 	})
 	return ex
+}
+
+// lostTo says why q, which matches an id, does not govern it: best does
+// (see MatchQuota's order).
+func lostTo(q, best *QuotaBucket) string {
+	switch {
+	case len(best.keys) != len(q.keys):
+		return fmt.Sprintf("matches, but %s is more specific: %s to this one's %d", best.Name,
+			plural(len(best.keys), "key", "keys"), len(q.keys))
+	case best.exact != q.exact:
+		return fmt.Sprintf("matches, but %s is more specific: %s to this one's %d", best.Name,
+			plural(best.exact, "exact value", "exact values"), q.exact)
+	}
+	return fmt.Sprintf("matches as specifically as %s, which comes first in the file", best.Name)
 }
