@@ -111,10 +111,8 @@ type Limit struct {
 	DetailedMetric bool
 	// Replaces names the limits this one replaces within one request.
 	Replaces []string
-	// Source is where the rate_limit was written (its mapping's first
-	// key), or the xDS resource that sent it.
-	Source Source
 
+	src          srcRef  // where the rate_limit was written (see Source)
 	keyID        string  // short digest of ID heading store keys (see keyID)
 	explicitName bool    // Name came from rate_limit.name
 	path         []level // the tree nodes from the domain down to this limit
@@ -192,7 +190,7 @@ type Config struct {
 // node is one descriptor of the tree; a domain's root has no key.
 type node struct {
 	key, value string
-	src        Source // where the descriptor was written (for Explain)
+	src        srcRef // where the descriptor was written (for Explain)
 	limits     []*Limit
 	exact      map[kv]*node        // key+value, wildcards included by their literal value
 	wild       map[string][]wildKV // key -> wildcards in config order

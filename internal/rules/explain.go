@@ -183,7 +183,7 @@ func sortedChildren(n *node) []*node {
 		kids = append(kids, k)
 	}
 	slices.SortFunc(kids, func(a, b *node) int {
-		return cmp.Or(strings.Compare(a.src.File, b.src.File), cmp.Compare(a.src.Line, b.src.Line), cmp.Compare(a.src.Column, b.src.Column))
+		return cmp.Or(cmp.Compare(a.src.line, b.src.line), cmp.Compare(a.src.col, b.src.col)) // one domain is one file
 	})
 	return kids
 }
@@ -206,7 +206,7 @@ func walkPath(root *node, entries []Entry) []*node {
 // when not even the first key is shared.
 func candidateFor(path []*node, entries []Entry, walk []*node) (Candidate, bool) {
 	leaf := path[len(path)-1]
-	cd := Candidate{Source: leaf.src, Limits: leaf.limits, Path: pathLevels(leaf.limits[0].path)}
+	cd := Candidate{Source: leaf.src.source(), Limits: leaf.limits, Path: pathLevels(leaf.limits[0].path)}
 	cd.depthGap = max(len(path)-len(entries), len(entries)-len(path))
 	for i, n := range path {
 		if i >= len(entries) {
@@ -224,7 +224,7 @@ func candidateFor(path []*node, entries []Entry, walk []*node) (Candidate, bool)
 		}
 		if walk[i] != nil && walk[i] != n {
 			cd.Reasons = append(cd.Reasons, fmt.Sprintf("entry %d: %s=%q goes to %s (at %v), which takes precedence over %s",
-				i+1, e.Key, e.Value, describeNode(walk[i]), walk[i].src, describeNode(n)))
+				i+1, e.Key, e.Value, describeNode(walk[i]), walk[i].src.source(), describeNode(n)))
 			break
 		}
 		cd.matched++

@@ -36,6 +36,9 @@ descriptors:
   - key: plan
     value: gold
     rate_limit: {unit: second, requests_per_unit: 50, name: premium}
+  - key: file
+    value: "*.pdf"
+    rate_limit: {unit: second, requests_per_unit: 2}
 `
 
 func TestExplain(t *testing.T) {
@@ -56,6 +59,9 @@ func TestExplain(t *testing.T) {
 		{name: "key only", entries: []Entry{{"remote_address", "10.0.0.1"}}, wantName: "shop.remote_address", wantLine: 4},
 		{name: "nested", entries: []Entry{{"path", "/login"}, {"user", "bob"}}, wantName: "login_per_user", wantLine: 9},
 		{name: "wildcard", entries: []Entry{{"path", "/api/items"}}, wantName: "shop.path_/api/*", wantLine: 13},
+		{name: "plain wildcard", entries: []Entry{{"file", "a.pdf"}}, wantName: "shop.file_*.pdf", wantLine: 30},
+		{name: "wildcard mismatch", entries: []Entry{{"file", "a.txt"}},
+			wantCand: "file=*.pdf", wantReason: `entry 1: value "a.txt" does not match "*.pdf"`, wantCands: 1},
 		{name: "deny all", entries: []Entry{{"banned", "x"}}, wantName: "shop.banned", wantLine: 20, wantNoKey: true},
 		{name: "unlimited", entries: []Entry{{"path", "/api/health"}, {"probe", "k8s"}}, wantName: "shop.path_/api/health.probe", wantLine: 18, wantNoKey: true},
 		{name: "shadow", entries: []Entry{{"tier", "free"}}, wantName: "shop.tier_free", wantLine: 24, wantShadow: true},
@@ -104,8 +110,8 @@ func TestExplain(t *testing.T) {
 			}
 			m := d.Matches[0]
 			l := m.Limit
-			if l.Name != tc.wantName || l.Source.Line != tc.wantLine || l.Source.File != "test.yaml" {
-				t.Errorf("matched %s at %v, want %s at line %d", l.Name, l.Source, tc.wantName, tc.wantLine)
+			if l.Name != tc.wantName || l.Source().Line != tc.wantLine || l.Source().File != "test.yaml" {
+				t.Errorf("matched %s at %v, want %s at line %d", l.Name, l.Source(), tc.wantName, tc.wantLine)
 			}
 			if l.ShadowMode != tc.wantShadow {
 				t.Errorf("shadow %v, want %v", l.ShadowMode, tc.wantShadow)
@@ -136,6 +142,11 @@ func TestExplainPrecedence(t *testing.T) {
 
 func TestExplainStoreKeyLayout(t *testing.T) {
 	c := mustParse(t, explainYAML)
+	// A plain wildcard counts every value apart.
+	p := c.Explain("shop", [][]Entry{{{"file", "a.pdf"}}, {{"file", "b.pdf"}}})
+	if ka, kb := p.Descriptors[0].Matches[0].StoreKey, p.Descriptors[1].Matches[0].StoreKey; ka == kb || !strings.HasSuffix(ka, "|5:a.pdf") {
+		t.Errorf("wildcard keys %q and %q, want one per value", ka, kb)
+	}
 	// share_threshold leaves the value out: two paths share one key.
 	a := c.Explain("shop", [][]Entry{{{"path", "/api/a"}}}).Descriptors[0].Matches[0]
 	b := c.Explain("shop", [][]Entry{{{"path", "/api/b"}}}).Descriptors[0].Matches[0]
@@ -214,12 +225,12 @@ func TestExplainQuota(t *testing.T) {
 
 func TestSources(t *testing.T) {
 	c := mustParse(t, explainYAML+"policies:\n  login:\n    requests_per_min: 5\n")
-	if p := c.PolicySource("login"); p != (Source{File: "test.yaml", Line: 29, Column: 3}) {
+	if p := c.PolicySource("login"); p != (Source{File: "test.yaml", Line: 32, Column: 3}) {
 		t.Errorf("policy source %v", p)
 	}
 	for _, l := range c.Limits() {
-		if l.Source.File != "test.yaml" || l.Source.Line == 0 || l.Source.Column == 0 {
-			t.Errorf("limit %s has source %v", l.Name, l.Source)
+		if l.Source().File != "test.yaml" || l.Source().Line == 0 || l.Source().Column == 0 {
+			t.Errorf("limit %s has source %v", l.Name, l.Source())
 		}
 	}
 	if c.LoadedAt().IsZero() {
@@ -231,8 +242,20 @@ func TestSources(t *testing.T) {
 	}
 	want := Source{XDSResource: "shop-rules", Version: "v7"}
 	for _, l := range x.Limits() {
-		if l.Source != want {
-			t.Errorf("xds limit %s has source %v", l.Name, l.Source)
+		if l.Source() != want {
+			t.Errorf("xds limit %s has source %v", l.Name, l.Source())
+		}
+	}
+	if x.PolicySource("login") != (Source{}) {
+		t.Errorf("xds config has a policy it was not given")
+	}
+	xq, err := ParseXDS("xds:q", "quota-res", "v2", []byte(quotaYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range xq.QuotaBuckets("api") {
+		if q.Source != (Source{XDSResource: "quota-res", Version: "v2"}) || (q.Limit != nil && q.Limit.Source() != q.Source) {
+			t.Errorf("xds quota bucket %s has source %v", q.Name, q.Source)
 		}
 	}
 	if got := want.String(); got != `xds resource "shop-rules" (version "v7")` {

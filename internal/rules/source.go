@@ -32,10 +32,40 @@ func (s Source) String() string {
 	return fmt.Sprintf("%s:%d:%d", s.File, s.Line, s.Column)
 }
 
-// sourceAt is the Source of a position in the file being parsed.
-func (p *parser) sourceAt(at pos) Source {
-	return Source{File: p.file, Line: at.line, Column: at.col}
+// origin is where a file's rules came from: the file, or an xDS resource.
+// Every srcRef of one file shares it.
+type origin struct{ file, xdsResource, version string }
+
+// srcRef is a Source as a rule keeps it: 16 bytes per limit and per
+// descriptor (a 200,000-line ban list has as many of each), not the 64 of
+// a Source.
+type srcRef struct {
+	o         *origin
+	line, col int32
 }
+
+// source is the Source r stands for; an xDS rule has no position.
+func (r srcRef) source() Source {
+	switch {
+	case r.o == nil:
+		return Source{}
+	case r.o.xdsResource != "":
+		return Source{XDSResource: r.o.xdsResource, Version: r.o.version}
+	}
+	return Source{File: r.o.file, Line: int(r.line), Column: int(r.col)}
+}
+
+// ref is the srcRef of a position in the file being parsed.
+func (p *parser) ref(at pos) srcRef {
+	return srcRef{o: p.origin, line: int32(min(at.line, 1<<31-1)), col: int32(min(at.col, 1<<31-1))}
+}
+
+// sourceAt is the Source of a position in the file being parsed.
+func (p *parser) sourceAt(at pos) Source { return p.ref(at).source() }
+
+// Source is where l's rate_limit was written (its mapping's first key,
+// or the brace of a flow mapping), or the xDS resource that sent it.
+func (l *Limit) Source() Source { return l.src.source() }
 
 // LoadedAt is when c was built (read and validated), for operators asking
 // which rules are live. Zero for a nil Config.
@@ -64,12 +94,13 @@ func ParseXDS(name, resource, version string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	o := &origin{file: name, xdsResource: resource, version: version}
 	src := Source{XDSResource: resource, Version: version}
 	for _, root := range c.domains {
 		walkNodes(root, func(n *node) {
-			n.src = src
+			n.src.o = o
 			for _, l := range n.limits {
-				l.Source = src
+				l.src.o = o
 			}
 		})
 	}
@@ -77,7 +108,7 @@ func ParseXDS(name, resource, version string, data []byte) (*Config, error) {
 		for _, q := range dq.buckets {
 			q.Source = src
 			if q.Limit != nil {
-				q.Limit.Source = src
+				q.Limit.src.o = o
 			}
 		}
 	}

@@ -121,7 +121,7 @@ func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
 		q.Name = quotaName(domain, q.keys)
 	}
 	if q.Limit != nil {
-		q.Limit.Source = q.Source
+		q.Limit.src = p.ref(posOf(qd.at))
 		q.Limit.Name = q.Name
 		q.Limit.ID = q.ID
 		q.Limit.keyID = keys.LimitID(q.ID)

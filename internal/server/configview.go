@@ -77,7 +77,7 @@ type RuleView struct {
 // NewRuleView is the view of l.
 func NewRuleView(l *rules.Limit) RuleView {
 	v := RuleView{
-		Name: l.Name, ID: l.ID, Path: rules.FormatPath(l.Path()), Source: NewSourceView(l.Source),
+		Name: l.Name, ID: l.ID, Path: rules.FormatPath(l.Path()), Source: NewSourceView(l.Source()),
 		Unlimited: l.Unlimited, DenyAll: l.DenyAll,
 		FailureMode: l.FailureMode.String(), ShadowMode: l.ShadowMode, DetailedMetric: l.DetailedMetric,
 		Replaces: l.Replaces,
@@ -157,7 +157,7 @@ func NewConfigView(c *rules.Config) ConfigView {
 	}
 	for _, d := range c.Domains() {
 		ls := byDomain[d]
-		slices.SortStableFunc(ls, func(a, b *rules.Limit) int { return compareSource(a.Source, b.Source) })
+		slices.SortStableFunc(ls, func(a, b *rules.Limit) int { return compareSource(a.Source(), b.Source()) })
 		dv := DomainView{Domain: d, Rules: make([]RuleView, 0, len(ls)), QuotaUnmatched: c.QuotaUnmatched(d).String()}
 		for _, l := range ls {
 			dv.Rules = append(dv.Rules, NewRuleView(l))
