@@ -9,14 +9,31 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 )
 
-// runConfig runs `floodgate config validate PATH`.
+const configUsage = `Usage:
+  floodgate config validate PATH
+  floodgate config explain --config PATH --domain D --descriptor k=v[,k=v...] [--descriptor ...] [--bucket k=v[,k=v...]] [--json]
+`
+
+// runConfig runs `floodgate config validate|explain`.
 func runConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "validate" {
-		fmt.Fprintln(stderr, "Usage: floodgate config validate PATH")
+	if len(args) == 0 {
+		fmt.Fprint(stderr, configUsage)
 		return exitCode(2)
 	}
+	switch args[0] {
+	case "validate":
+		return runConfigValidate(args[1:], getenv, stdout, stderr)
+	case "explain":
+		return runConfigExplain(args[1:], getenv, stdout, stderr)
+	}
+	fmt.Fprint(stderr, configUsage)
+	return exitCode(2)
+}
+
+// runConfigValidate runs `floodgate config validate PATH`.
+func runConfigValidate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("config validate PATH", "Checks a config file or a folder of them offline; exits 1 and prints file:line:column on error.", stderr)
-	if err := parseFlags(fs, args[1:], getenv); err != nil {
+	if err := parseFlags(fs, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}

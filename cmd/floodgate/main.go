@@ -4,6 +4,7 @@
 //	floodgate serve             run the server (embedded store unless --redis-url is set)
 //	floodgate check             ask a running floodgate about a key (a table or --json)
 //	floodgate config validate   check config files offline (exit 1 on error)
+//	floodgate config explain    say which rule a descriptor matches, and its store key
 //	floodgate bench             load-test a server (closed loop; decisions/s, latency)
 //	floodgate version           print the version (also --version)
 //	floodgate help              print the usage (also -h, --help)
@@ -52,6 +53,7 @@ Usage:
   floodgate serve [flags]              run the server
   floodgate check [flags]              ask a running floodgate about a key (a table or --json)
   floodgate config validate PATH       check a config file or folder (exit 1 on error)
+  floodgate config explain [flags]     why a request is limited: the rule each descriptor matches
   floodgate bench [flags]              load-test a server (closed loop; decisions/s, latency)
   floodgate simulate [flags]           draw what an algorithm makes of a traffic pattern (no server)
   floodgate version                    print the version

@@ -24,8 +24,8 @@ type adminServer struct {
 }
 
 // buildAdmin listens on --http-addr and builds the admin HTTP server
-// (health, readiness, metrics, pprof, the HTTP/JSON API); nil when
-// --http-addr is empty.
+// (health, readiness, metrics, pprof, the HTTP/JSON API, /debug/config);
+// nil when --http-addr is empty.
 func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, reg prometheus.Registerer, metrics *observability.Metrics, draining *atomic.Bool) (*adminServer, error) {
 	if f.httpAddr == "" {
 		return nil, nil
@@ -34,12 +34,17 @@ func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.Token
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
-	srv := server.NewAdminServer(server.NewAdminHandler(server.AdminSettings{
+	as := server.AdminSettings{
 		Ready:   readiness(st, draining),
 		Metrics: metrics.Handler(),
 		Pprof:   f.pprof,
 		API:     httpAPI(f, st, s, tokens, reg),
-	}))
+		Config:  s.Config, // nil without --config: /debug/config says so
+	}
+	if tokens != nil {
+		as.AdminAuth = tokens // /debug/config needs an admin token
+	}
+	srv := server.NewAdminServer(server.NewAdminHandler(as))
 	return &adminServer{srv: srv, lis: lis}, nil
 }
 

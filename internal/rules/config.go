@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
 )
@@ -111,6 +112,7 @@ type Limit struct {
 	// Replaces names the limits this one replaces within one request.
 	Replaces []string
 
+	src          srcRef  // where the rate_limit was written (see Source)
 	keyID        string  // short digest of ID heading store keys (see keyID)
 	explicitName bool    // Name came from rate_limit.name
 	path         []level // the tree nodes from the domain down to this limit
@@ -181,11 +183,14 @@ type Config struct {
 	files    []string
 	limits   []*Limit
 	digest   string
+	loadedAt time.Time         // when build ran (source.go)
+	policyAt map[string]Source // where each policy's name was written
 }
 
 // node is one descriptor of the tree; a domain's root has no key.
 type node struct {
 	key, value string
+	src        srcRef // where the descriptor was written (for Explain)
 	limits     []*Limit
 	exact      map[kv]*node        // key+value, wildcards included by their literal value
 	wild       map[string][]wildKV // key -> wildcards in config order

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Load reads a YAML file, or every *.yaml and *.yml file directly inside a
@@ -91,7 +92,7 @@ type source struct {
 // build parses every source and merges them: a domain or a policy defined
 // twice is an error.
 func build(srcs []source) (*Config, error) {
-	c := &Config{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}}
+	c := &Config{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}, policyAt: map[string]Source{}}
 	var errs ErrorList
 	domainAt := map[string]string{}
 	policyAt := map[string]string{}
@@ -131,6 +132,7 @@ func build(srcs []source) (*Config, error) {
 			}
 			policyAt[pa.p.Name] = where(pa.pos)
 			c.policies[pa.p.Name] = pa.p
+			c.policyAt[pa.p.Name] = Source{File: s.name, Line: pa.pos.line, Column: pa.pos.col}
 		}
 	}
 	if len(errs) > 0 {
@@ -138,5 +140,6 @@ func build(srcs []source) (*Config, error) {
 	}
 	slices.SortFunc(c.limits, func(a, b *Limit) int { return strings.Compare(a.ID, b.ID) })
 	c.digest = hex.EncodeToString(h.Sum(nil))
+	c.loadedAt = time.Now()
 	return c, nil
 }

@@ -24,7 +24,7 @@ func Merge(parts ...*Config) (*Config, error) {
 	case 1:
 		return parts[0], nil
 	}
-	c := &Config{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}}
+	c := &Config{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}, policyAt: map[string]Source{}}
 	domainFrom := map[string]*Config{}
 	policyFrom := map[string]*Config{}
 	var errs ErrorList
@@ -35,6 +35,9 @@ func Merge(parts ...*Config) (*Config, error) {
 		h.Write(n[:])
 		h.Write([]byte(p.digest))
 		c.files = append(c.files, p.files...)
+		if p.loadedAt.After(c.loadedAt) {
+			c.loadedAt = p.loadedAt // the newest part's: when this combination came to be
+		}
 		for _, d := range slices.Sorted(maps.Keys(p.domains)) {
 			if first := domainFrom[d]; first != nil {
 				errs = append(errs, &Error{File: sourceNames(p), Msg: fmt.Sprintf("duplicate domain %q: already defined by %s", d, sourceNames(first))})
@@ -53,6 +56,9 @@ func Merge(parts ...*Config) (*Config, error) {
 			}
 			policyFrom[name] = p
 			c.policies[name] = p.policies[name]
+			if at, ok := p.policyAt[name]; ok {
+				c.policyAt[name] = at
+			}
 		}
 		c.limits = append(c.limits, p.limits...)
 	}

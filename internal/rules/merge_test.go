@@ -64,3 +64,24 @@ func TestMerge(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeKeepsSources: /debug/config and explain read where each policy
+// was written and when the rules were loaded, from the merged Config too.
+func TestMergeKeepsSources(t *testing.T) {
+	a := mergePart(t, "a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\npolicies:\n  p: {requests: 1, period: 1s}\n")
+	b := mergePart(t, "xds:b", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
+	m, err := Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.PolicySource("p"), a.PolicySource("p"); got != want || got.File != "a.yaml" || got.Line == 0 {
+		t.Errorf("merged PolicySource(p) = %+v, want %+v", got, want)
+	}
+	newest := a.LoadedAt()
+	if b.LoadedAt().After(newest) {
+		newest = b.LoadedAt()
+	}
+	if got := m.LoadedAt(); !got.Equal(newest) || got.IsZero() {
+		t.Errorf("merged LoadedAt = %v, want the newest part's, %v", got, newest)
+	}
+}

@@ -33,6 +33,7 @@ type parser struct {
 	// the replaces entries to check once all names are known.
 	named    map[string]bool
 	replaces []replaceRef
+	origin   *origin // the file, shared by every srcRef of its rules
 }
 
 type replaceRef struct {
@@ -42,7 +43,7 @@ type replaceRef struct {
 
 // parseFile parses and validates one file. Its errors come in file order.
 func parseFile(name string, data []byte) (*fileConfig, ErrorList) {
-	p := &parser{decoder: decoder{file: name, active: map[*yaml.Node]bool{}}, named: map[string]bool{}}
+	p := &parser{decoder: decoder{file: name, active: map[*yaml.Node]bool{}}, named: map[string]bool{}, origin: &origin{file: name}}
 	fc := p.parse(data)
 	if len(p.errs) > 0 {
 		p.sortErrors()

@@ -70,6 +70,8 @@ type QuotaBucket struct {
 	// QuotaDenyAll when the file is read, so a QuotaRateLimit entry always
 	// has a valid Limit.Rate.
 	Limit *Limit
+	// Source is where the entry was written.
+	Source Source
 
 	keys  []kv // the bucket_id, sorted by key; value "*" matches any value
 	exact int  // keys whose value is not "*"

@@ -112,7 +112,7 @@ func (p *parser) level(dd *descriptorDoc, firsts map[kv]*yaml.Node) (*node, leve
 	if isTrue(dd.quotaMode) {
 		p.errorf(dd.quotaMode.at, quotaModeMsg)
 	}
-	return &node{key: key, value: value}, lv, true
+	return &node{key: key, value: value, src: p.ref(posOf(dd.at))}, lv, true
 }
 
 // add links child c under n.
@@ -166,6 +166,7 @@ func (p *parser) limits(n *node, dd *descriptorDoc, path []level, name string) {
 			continue
 		}
 		l.Domain = p.domain
+		l.src = p.ref(posOf(rl.at))
 		l.ShadowMode = l.ShadowMode || nodeShadow
 		l.DetailedMetric = detailed
 		l.path = path

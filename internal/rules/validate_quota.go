@@ -50,7 +50,7 @@ func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
 		return nil // not a mapping: reported
 	}
 	errsBefore := len(p.errs)
-	q := &QuotaBucket{Domain: domain}
+	q := &QuotaBucket{Domain: domain, Source: p.sourceAt(posOf(qd.at))}
 	for _, bk := range qd.bucketID {
 		k, v := bk.key, bk.value
 		switch {
@@ -121,6 +121,7 @@ func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
 		q.Name = quotaName(domain, q.keys)
 	}
 	if q.Limit != nil {
+		q.Limit.src = p.ref(posOf(qd.at))
 		q.Limit.Name = q.Name
 		q.Limit.ID = q.ID
 		q.Limit.keyID = keys.LimitID(q.ID)

@@ -22,6 +22,16 @@ type AdminSettings struct {
 	// API serves the HTTP/JSON decision API under /v1/ (internal/httpapi);
 	// nil leaves it out.
 	API http.Handler
+	// Config serves GET /debug/config: the live rules as JSON with where
+	// each was defined and when they were loaded (see ConfigView). nil
+	// means no rules: /debug/config then says "loaded": false.
+	Config ConfigSource
+	// AdminAuth, when set, guards the admin-only endpoints (/debug/config):
+	// they then need "Authorization: Bearer <token>" with an admin token,
+	// and answer 401 without a known token, 403 with a token that is not an
+	// admin one. The other endpoints stay open (probes and scrapers carry
+	// no token).
+	AdminAuth AdminAuthorizer
 }
 
 // NewAdminHandler serves the operational endpoints:
@@ -31,6 +41,7 @@ type AdminSettings struct {
 //	/metrics       Prometheus metrics, when configured
 //	/debug/pprof/  the Go profiler, when Pprof is set
 //	/v1/           the HTTP/JSON decision API, when API is set
+//	/debug/config  the live rules as JSON (needs an admin token with AdminAuth)
 func NewAdminHandler(s AdminSettings) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -56,6 +67,7 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 	if s.API != nil {
 		mux.Handle("/v1/", s.API)
 	}
+	mux.Handle("GET /debug/config", debugConfig(s.Config, s.AdminAuth))
 	if s.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

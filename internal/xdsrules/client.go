@@ -197,7 +197,7 @@ func (c *Client) answer(resp *discoveryv3.DiscoveryResponse) (req *discoveryv3.D
 		req.TypeUrl = resp.GetTypeUrl()
 	} else {
 		var parts []*rules.Config
-		parts, err = Convert(resp.GetResources(), c.opts.DefaultAlgorithm)
+		parts, err = Convert(resp.GetResources(), resp.GetVersionInfo(), c.opts.DefaultAlgorithm)
 		if err == nil {
 			err = c.opts.Apply(parts, resp.GetVersionInfo())
 		}

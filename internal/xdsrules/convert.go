@@ -37,7 +37,7 @@ const SourcePrefix = "xds:"
 // never a line of that internal document. defaultAlgorithm, when not
 // empty, is every limit's algorithm (the resource type has no field for
 // it). No resources give no Configs: no xDS domains.
-func Convert(resources []*anypb.Any, defaultAlgorithm string) ([]*rules.Config, error) {
+func Convert(resources []*anypb.Any, version, defaultAlgorithm string) ([]*rules.Config, error) {
 	var parts []*rules.Config
 	var errs rules.ErrorList
 	seen := map[string]bool{}
@@ -56,7 +56,7 @@ func Convert(resources []*anypb.Any, defaultAlgorithm string) ([]*rules.Config, 
 			continue
 		}
 		seen[name] = true
-		cfg, err := ConvertOne(name, rc, defaultAlgorithm)
+		cfg, err := ConvertOne(name, version, rc, defaultAlgorithm)
 		if err != nil {
 			var l rules.ErrorList
 			if errors.As(err, &l) {
@@ -97,7 +97,7 @@ func unpack(a *anypb.Any) (*rlconfv3.RateLimitConfig, error) {
 }
 
 // ConvertOne converts one resource, named name in errors, to a Config.
-func ConvertOne(name string, rc *rlconfv3.RateLimitConfig, defaultAlgorithm string) (*rules.Config, error) {
+func ConvertOne(name, version string, rc *rlconfv3.RateLimitConfig, defaultAlgorithm string) (*rules.Config, error) {
 	var d doc
 	d.write(0, "", "domain", rc.GetDomain())
 	if defaultAlgorithm != "" {
@@ -105,7 +105,7 @@ func ConvertOne(name string, rc *rlconfv3.RateLimitConfig, defaultAlgorithm stri
 	}
 	d.descriptors(0, "", rc.GetDescriptors())
 	source := SourcePrefix + name
-	cfg, err := rules.Parse(source, []byte(d.b.String()))
+	cfg, err := rules.ParseXDS(source, name, version, []byte(d.b.String()))
 	if err != nil {
 		return nil, d.relabel(source, err)
 	}

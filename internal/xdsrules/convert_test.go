@@ -42,7 +42,7 @@ func sample() *rlconfv3.RateLimitConfig {
 }
 
 func TestConvertValid(t *testing.T) {
-	parts, err := Convert([]*anypb.Any{anyOf(t, sample())}, "")
+	parts, err := Convert([]*anypb.Any{anyOf(t, sample())}, "1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,20 +96,20 @@ func TestConvertValid(t *testing.T) {
 }
 
 func TestConvertDefaultAlgorithm(t *testing.T) {
-	parts, err := Convert([]*anypb.Any{anyOf(t, sample())}, "token_bucket")
+	parts, err := Convert([]*anypb.Any{anyOf(t, sample())}, "1", "token_bucket")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l := parts[0].Match("edge", []rules.Entry{{Key: "user", Value: "x"}}); len(l) != 1 || l[0].Rate.Algorithm != algorithms.TokenBucket {
 		t.Errorf("limit %+v, want token_bucket", l)
 	}
-	if _, err := Convert([]*anypb.Any{anyOf(t, sample())}, "leaky"); err == nil || !strings.Contains(err.Error(), "xds:rl: default_algorithm: default_algorithm: unknown algorithm") {
+	if _, err := Convert([]*anypb.Any{anyOf(t, sample())}, "1", "leaky"); err == nil || !strings.Contains(err.Error(), "xds:rl: default_algorithm: default_algorithm: unknown algorithm") {
 		t.Errorf("unknown algorithm: err %v", err)
 	}
 }
 
 func TestConvertNoResources(t *testing.T) {
-	parts, err := Convert(nil, "")
+	parts, err := Convert(nil, "1", "")
 	if err != nil || len(parts) != 0 {
 		t.Errorf("Convert(nil) = %v, %v; want no parts", parts, err)
 	}
@@ -148,7 +148,7 @@ func TestConvertErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := sample()
 			tt.mutate(c)
-			_, err := Convert([]*anypb.Any{anyOf(t, c)}, "")
+			_, err := Convert([]*anypb.Any{anyOf(t, c)}, "1", "")
 			if err == nil {
 				t.Fatalf("no error, want %q", tt.want)
 			}
@@ -179,7 +179,7 @@ func TestConvertResourceErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Convert(tt.res, "")
+			_, err := Convert(tt.res, "1", "")
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("error %v", err)
