@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/internal/durfmt"
 )
 
 // Exit statuses of `floodgate check`.
@@ -296,7 +297,7 @@ func (p *checkPrinter) row(r checkRow) {
 		allowed += " (degraded)"
 	}
 	fmt.Fprintf(p.tw, "%d\t%s\t%d\t%d\t%s\t%s\n", r.Attempt, allowed, r.Remaining, r.Limit,
-		shortDuration(time.Duration(r.RetryAfterMs)*time.Millisecond), shortDuration(time.Duration(r.ResetAfterMs)*time.Millisecond))
+		durfmt.Short(time.Duration(r.RetryAfterMs)*time.Millisecond), durfmt.Short(time.Duration(r.ResetAfterMs)*time.Millisecond))
 }
 
 // flush ends the output; the table gets a summary line when any attempt
@@ -307,16 +308,4 @@ func (p *checkPrinter) flush(denied, attempts int) {
 	}
 	_ = p.tw.Flush()
 	fmt.Fprintf(p.w, "%d of %d allowed\n", attempts-denied, attempts)
-}
-
-// shortDuration prints d without zero tails: 1m rather than 1m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
