@@ -100,12 +100,8 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	var f checkFlags
 	fs := newFlagSet("check [flags]", checkSynopsis, stderr)
 	f.register(fs)
-	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		fmt.Fprintln(stderr, "floodgate check:", err)
-		return exitCode(checkExitUsage)
+	if err := parseCommand(fs, args, getenv, stderr, "check", checkExitUsage); err != nil {
+		return err
 	}
 	limit, opts, err := f.resolve(fs)
 	if err != nil {
