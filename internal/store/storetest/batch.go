@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
 	"github.com/floodgate/floodgate/internal/store"
 )
 
@@ -13,8 +12,7 @@ import (
 // testAllOrNothing: a batch whose last request is denied charges none of
 // the others, and each decision still reports its own request's outcome.
 func testAllOrNothing(h *harness) {
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		a, b, c := h.key("aon-a-"+alg.String()), h.key("aon-b-"+alg.String()), h.key("aon-c-"+alg.String())
 		m := newModel()
 		now := epoch.Add(10 * time.Millisecond)
@@ -50,8 +48,7 @@ func testAllOrNothing(h *harness) {
 // testRepeatedKey: a key repeated in one batch is charged twice, and
 // all or nothing holds for the repeats too.
 func testRepeatedKey(h *harness) {
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		key := h.key("repeat-" + alg.String())
 		m := newModel()
 		now := epoch.Add(500 * time.Millisecond)

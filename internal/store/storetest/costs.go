@@ -12,8 +12,7 @@ import (
 
 // testDryRun: a DryRun decides like a charge but writes nothing.
 func testDryRun(h *harness) {
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		key := h.key("dry-" + alg.String())
 		now := epoch.Add(250 * time.Millisecond)
 		c := l.Capacity()
@@ -40,8 +39,7 @@ func testDryRun(h *harness) {
 // testPeekAndRefund: cost 0 never changes anything; a negative cost gives
 // units back, never above the capacity.
 func testPeekAndRefund(h *harness) {
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		key := h.key("refund-" + alg.String())
 		m := newModel()
 		now := epoch.Add(700 * time.Millisecond)
@@ -77,8 +75,7 @@ func testPeekAndRefund(h *harness) {
 // testCostAboveCapacity: a cost that can never fit is denied with
 // RetryAfter Never and charges nothing, alone or in a batch.
 func testCostAboveCapacity(h *harness) {
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		key, other := h.key("huge-"+alg.String()), h.key("huge-other-"+alg.String())
 		now := epoch.Add(9 * time.Second)
 		d := h.decide(now, store.Request{Key: key, Limit: l, Cost: l.Capacity() + 1})[0]

@@ -11,8 +11,7 @@ import (
 // testExpiry: once now passes a state's ResetAfter, the key behaves as
 // absent.
 func testExpiry(h *harness) {
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		key := h.key("expiry-" + alg.String())
 		now := epoch.Add(5*time.Second + 333*time.Millisecond)
 		d := h.decide(now, store.Request{Key: key, Limit: l, Cost: l.Capacity()})[0]

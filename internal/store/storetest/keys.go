@@ -22,8 +22,7 @@ func testReset(h *harness) {
 	if err := h.s.Reset(ctx, algorithms.TokenBucket, key); err != nil {
 		h.t.Fatalf("Reset(token_bucket): %v", err)
 	}
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		if alg == algorithms.TokenBucket {
 			h.expectFull(now, l, key, "reset algorithm")
 		} else {
@@ -56,8 +55,7 @@ func testScopes(h *harness) {
 		d := h.decide(now, store.Request{Key: k, Scope: sc, Limit: limitFor(alg), Cost: 0})
 		return d[0].Remaining
 	}
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		for i, sc := range scopes {
 			// Scope i spends i+1 units in a batch with the next scope's peek.
 			next := scopes[(i+1)%len(scopes)]
@@ -74,8 +72,7 @@ func testScopes(h *harness) {
 	if err := h.s.Reset(ctx, algorithms.Unspecified, key, "pa"); err != nil {
 		h.t.Fatalf("Reset(scope pa): %v", err)
 	}
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		if got := remaining(alg, key, "pa"); got != l.Capacity() {
 			h.t.Errorf("%v after Reset(pa): remaining %d, want full %d", alg, got, l.Capacity())
 		}
@@ -98,8 +95,7 @@ func testScopes(h *harness) {
 	if err := h.s.Reset(ctx, algorithms.Unspecified, key); err != nil {
 		h.t.Fatalf("Reset(every algorithm, every scope): %v", err)
 	}
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		for _, sc := range scopes {
 			if got := remaining(alg, key, sc); got != l.Capacity() {
 				h.t.Errorf("%v scope %q after Reset of everything: remaining %d, want full", alg, sc, got)

@@ -15,8 +15,7 @@ import (
 // testSequence spends a fresh key down to zero, checks the deny's exact
 // RetryAfter, waits it out and passes again, for every algorithm.
 func testSequence(h *harness) {
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		key := h.key("seq-" + alg.String())
 		m := newModel()
 		now := epoch.Add(137 * time.Millisecond)
@@ -59,8 +58,7 @@ func testRandomTrace(h *harness) {
 	seed := time.Now().UnixNano()
 	h.t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-	for _, alg := range algorithms.Algorithms {
-		l := limitFor(alg)
+	for alg, l := range limits() {
 		keys := []string{h.key("trace-a-" + alg.String()), h.key("trace-b-" + alg.String()), h.key("trace-c-" + alg.String())}
 		m := newModel()
 		now := epoch.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)

@@ -39,6 +39,7 @@ package storetest
 import (
 	cryptorand "crypto/rand"
 	"encoding/hex"
+	"iter"
 	"testing"
 	"time"
 
@@ -105,4 +106,15 @@ func limitFor(alg algorithms.Algorithm) algorithms.Limit {
 		return algorithms.Limit{Algorithm: alg, Requests: 4, Period: time.Second, Burst: 6}
 	}
 	return algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Second}
+}
+
+// limits yields every algorithm with the suite's limit for it (limitFor).
+func limits() iter.Seq2[algorithms.Algorithm, algorithms.Limit] {
+	return func(yield func(algorithms.Algorithm, algorithms.Limit) bool) {
+		for _, alg := range algorithms.Algorithms {
+			if !yield(alg, limitFor(alg)) {
+				return
+			}
+		}
+	}
 }
