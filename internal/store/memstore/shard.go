@@ -50,6 +50,14 @@ type ref struct {
 
 func (r ref) exists() bool { return r.c != nil || r.l != nil }
 
+// expiry is the entry's expiry in Unix ms; the entry must exist.
+func (r ref) expiry() int64 {
+	if r.c != nil {
+		return r.c.exp
+	}
+	return r.l.exp
+}
+
 // state is the entry's algorithms.State; the zero State when absent.
 func (r ref) state() algorithms.State {
 	switch {
@@ -82,27 +90,20 @@ func (sh *shard) observe(nowMs int64) {
 // find returns alg's entry for key, deleting it and returning an empty ref
 // if it expired at nowMs.
 func (sh *shard) find(alg algorithms.Algorithm, key string, nowMs int64) ref {
+	r := sh.lookup(alg, key)
+	if r.exists() && r.expiry() <= nowMs {
+		sh.remove(alg, key)
+		return ref{}
+	}
+	return r
+}
+
+// lookup returns alg's entry for key, expired or not.
+func (sh *shard) lookup(alg algorithms.Algorithm, key string) ref {
 	if alg == algorithms.SlidingWindowLog {
-		e, ok := sh.logs[key]
-		if !ok {
-			return ref{}
-		}
-		if e.exp <= nowMs {
-			sh.dropLog(key, e)
-			return ref{}
-		}
-		return ref{l: e}
+		return ref{l: sh.logs[key]}
 	}
-	t := sh.counters[tableIndex(alg)]
-	e, ok := t[key]
-	if !ok {
-		return ref{}
-	}
-	if e.exp <= nowMs {
-		sh.dropCounter(t, key)
-		return ref{}
-	}
-	return ref{c: e}
+	return ref{c: sh.counters[tableIndex(alg)][key]}
 }
 
 // write stores st for key (found earlier as r) with a TTL from nowMs; a
