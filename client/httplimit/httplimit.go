@@ -216,12 +216,7 @@ type namedLimit struct {
 // Middleware); a degraded answer gets X-RateLimit-Degraded and, when
 // denied, Retry-After only.
 func writeHeaders(h http.Header, pol ratelimitheader.Limit, d client.Decision) {
-	ratelimitheader.SetHTTP(h, pol, ratelimitheader.State{
-		Remaining:  d.Remaining,
-		ResetAfter: d.ResetAfter,
-		Denied:     !d.Allowed,
-		RetryAfter: d.RetryAfter,
-	}, d.Degraded)
+	ratelimitheader.SetHTTP(h, pol, verdict.State(d), d.Degraded)
 }
 
 // headerLimit is the limit d's headers describe, as a quota policy: the

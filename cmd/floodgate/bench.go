@@ -97,11 +97,8 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	// The generator's heap is tiny; collect rarely so it leaves the CPU
 	// to the server it measures (the same for every --api, ceiling included).
 	setGCPercent(getenv, defaultGCPercent)
-	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fail("%v", err)
+	if err := parseCommand(fs, args, getenv, stderr, "bench", 2); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q", fs.Arg(0))

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/internal/durfmt"
 )
 
 // Exit statuses of `floodgate check`.
@@ -99,12 +100,8 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	var f checkFlags
 	fs := newFlagSet("check [flags]", checkSynopsis, stderr)
 	f.register(fs)
-	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		fmt.Fprintln(stderr, "floodgate check:", err)
-		return exitCode(checkExitUsage)
+	if err := parseCommand(fs, args, getenv, stderr, "check", checkExitUsage); err != nil {
+		return err
 	}
 	limit, opts, err := f.resolve(fs)
 	if err != nil {
@@ -296,7 +293,7 @@ func (p *checkPrinter) row(r checkRow) {
 		allowed += " (degraded)"
 	}
 	fmt.Fprintf(p.tw, "%d\t%s\t%d\t%d\t%s\t%s\n", r.Attempt, allowed, r.Remaining, r.Limit,
-		shortDuration(time.Duration(r.RetryAfterMs)*time.Millisecond), shortDuration(time.Duration(r.ResetAfterMs)*time.Millisecond))
+		durfmt.Short(time.Duration(r.RetryAfterMs)*time.Millisecond), durfmt.Short(time.Duration(r.ResetAfterMs)*time.Millisecond))
 }
 
 // flush ends the output; the table gets a summary line when any attempt
@@ -307,16 +304,4 @@ func (p *checkPrinter) flush(denied, attempts int) {
 	}
 	_ = p.tw.Flush()
 	fmt.Fprintf(p.w, "%d of %d allowed\n", attempts-denied, attempts)
-}
-
-// shortDuration prints d without zero tails: 1m rather than 1m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -232,23 +232,3 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
-
-func TestShortDuration(t *testing.T) {
-	for _, tc := range []struct {
-		in   time.Duration
-		want string
-	}{
-		{0, "0s"},
-		{20 * time.Second, "20s"},
-		{time.Minute, "1m"},
-		{90 * time.Second, "1m30s"},
-		{time.Hour, "1h"},
-		{time.Hour + time.Minute, "1h1m"},
-		{1500 * time.Millisecond, "1.5s"},
-		{250 * time.Millisecond, "250ms"},
-	} {
-		if got := shortDuration(tc.in); got != tc.want {
-			t.Errorf("shortDuration(%v): got %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}

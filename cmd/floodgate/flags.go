@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,6 +38,20 @@ func newFlagSet(name, synopsis string, out io.Writer) *flag.FlagSet {
 		}
 	}
 	return fs
+}
+
+// parseCommand is parseFlags for the command name ("check"): -h and
+// --help return flag.ErrHelp; any other error is printed to stderr as
+// "floodgate name: err" and returns exitCode(usage).
+func parseCommand(fs *flag.FlagSet, args []string, getenv func(string) string, stderr io.Writer, name string, usage int) error {
+	if err := parseFlags(fs, args, getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		fmt.Fprintf(stderr, "floodgate %s: %v\n", name, err)
+		return exitCode(usage)
+	}
+	return nil
 }
 
 // parseFlags parses args, then fills every flag not given on the command

@@ -76,12 +76,8 @@ func runSimulate(args []string, getenv func(string) string, stdout, stderr io.Wr
 	var f simulateFlags
 	fs := newFlagSet("simulate [flags]", simulateSynopsis, stderr)
 	f.register(fs)
-	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		fmt.Fprintln(stderr, "floodgate simulate:", err)
-		return exitCode(simulateExitUsage)
+	if err := parseCommand(fs, args, getenv, stderr, "simulate", simulateExitUsage); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "floodgate simulate: unexpected argument %q\n", fs.Arg(0))

@@ -66,23 +66,12 @@ func batchHeaders(h *Handler) headersFunc[*floodgatev1.CheckBatchRequest, *flood
 		}
 		best := 0
 		for i := 1; i < len(results); i++ {
-			if moreRestrictive(answerOf(results[i]), answerOf(results[best])) {
+			if ratelimitheader.MoreRestrictive(answerOf(results[i]).state(), answerOf(results[best]).state()) {
 				best = i
 			}
 		}
 		writeHeaders(hd, h.headerLimit(checks[best], results[best].GetLimit()), answerOf(results[best]))
 	}
-}
-
-// moreRestrictive reports whether a should be described rather than b.
-func moreRestrictive(a, b answer) bool {
-	switch {
-	case a.allowed != b.allowed:
-		return !a.allowed
-	case !a.allowed && a.retryAfter != b.retryAfter:
-		return a.retryAfter > b.retryAfter
-	}
-	return a.remaining < b.remaining
 }
 
 // headerLimit is the quota the headers of a decision under req describe:
@@ -112,10 +101,15 @@ func quota(name string, alg algorithms.Algorithm, requests int64, period time.Du
 // that formats them is internal/ratelimitheader). A degraded answer knows
 // nothing of the quota: X-RateLimit-Degraded, and Retry-After on a deny.
 func writeHeaders(hd http.Header, l ratelimitheader.Limit, a answer) {
-	ratelimitheader.SetHTTP(hd, l, ratelimitheader.State{
+	ratelimitheader.SetHTTP(hd, l, a.state(), a.degraded)
+}
+
+// state is what the headers say of the decision a.
+func (a answer) state() ratelimitheader.State {
+	return ratelimitheader.State{
 		Remaining:  a.remaining,
 		ResetAfter: a.resetAfter,
 		Denied:     !a.allowed,
 		RetryAfter: a.retryAfter,
-	}, a.degraded)
+	}
 }

@@ -82,9 +82,9 @@ func decodeField(b []byte, m protoreflect.Message, fd protoreflect.FieldDescript
 				return 0, wireErr(n)
 			}
 			for len(v) > 0 {
-				val, k := decodeScalar(v, fd.Kind(), wireTypeOf(fd.Kind()))
-				if k < 0 {
-					return 0, wireErr(k)
+				val, k, err := decodeScalar(v, fd.Kind(), wireTypeOf(fd.Kind()))
+				if err != nil {
+					return 0, err
 				}
 				list.Append(val)
 				v = v[k:]
@@ -94,21 +94,9 @@ func decodeField(b []byte, m protoreflect.Message, fd protoreflect.FieldDescript
 		if typ != wireTypeOf(fd.Kind()) {
 			return -1, nil
 		}
-		if fd.Kind() == protoreflect.MessageKind {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return 0, wireErr(n)
-			}
-			elem := list.NewElement()
-			if err := decodeMessage(v, elem.Message(), depth+1); err != nil {
-				return 0, err
-			}
-			list.Append(elem)
-			return n, nil
-		}
-		val, n := decodeScalar(b, fd.Kind(), typ)
-		if n < 0 {
-			return 0, wireErr(n)
+		val, n, err := decodeValue(b, fd.Kind(), typ, list.NewElement, depth)
+		if err != nil {
+			return 0, err
 		}
 		list.Append(val)
 		return n, nil
@@ -117,15 +105,13 @@ func decodeField(b []byte, m protoreflect.Message, fd protoreflect.FieldDescript
 		return -1, nil
 	}
 	if fd.Kind() == protoreflect.MessageKind {
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return 0, wireErr(n)
-		}
-		return n, decodeMessage(v, m.Mutable(fd).Message(), depth+1)
+		// Decoded into the field's own message, which merges.
+		_, n, err := decodeValue(b, fd.Kind(), typ, func() protoreflect.Value { return m.Mutable(fd) }, depth)
+		return n, err
 	}
-	val, n := decodeScalar(b, fd.Kind(), typ)
-	if n < 0 {
-		return 0, wireErr(n)
+	val, n, err := decodeScalar(b, fd.Kind(), typ)
+	if err != nil {
+		return 0, err
 	}
 	m.Set(fd, val)
 	return n, nil
@@ -162,20 +148,10 @@ func decodeMapEntry(b []byte, mp protoreflect.Map, fd protoreflect.FieldDescript
 			b = b[n:]
 			continue
 		}
-		if d.Kind() == protoreflect.MessageKind {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return wireErr(n)
-			}
-			if err := decodeMessage(v, val.Message(), depth+1); err != nil {
-				return err
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := decodeScalar(b, d.Kind(), typ)
-		if n < 0 {
-			return wireErr(n)
+		// A repeated message value merges into val.
+		v, n, err := decodeValue(b, d.Kind(), typ, func() protoreflect.Value { return val }, depth)
+		if err != nil {
+			return err
 		}
 		if num == 1 {
 			key = v
@@ -188,8 +164,37 @@ func decodeMapEntry(b []byte, mp protoreflect.Map, fd protoreflect.FieldDescript
 	return nil
 }
 
-// decodeScalar decodes one non-message value of kind k.
-func decodeScalar(b []byte, k protoreflect.Kind, typ protowire.Type) (protoreflect.Value, int) {
+// decodeValue decodes one value of kind k, sent with wire type typ, from b
+// and returns it with the bytes it used. A message is decoded into the
+// message of msg(), which it returns.
+func decodeValue(b []byte, k protoreflect.Kind, typ protowire.Type, msg func() protoreflect.Value, depth int) (protoreflect.Value, int, error) {
+	if k != protoreflect.MessageKind {
+		return decodeScalar(b, k, typ)
+	}
+	v, n := protowire.ConsumeBytes(b)
+	if n < 0 {
+		return protoreflect.Value{}, 0, wireErr(n)
+	}
+	val := msg()
+	if err := decodeMessage(v, val.Message(), depth+1); err != nil {
+		return protoreflect.Value{}, 0, err
+	}
+	return val, n, nil
+}
+
+// decodeScalar decodes one non-message value of kind k, sent with wire type
+// typ, and returns it with the bytes it used.
+func decodeScalar(b []byte, k protoreflect.Kind, typ protowire.Type) (protoreflect.Value, int, error) {
+	v, n := scalar(b, k, typ)
+	if n < 0 {
+		return protoreflect.Value{}, 0, wireErr(n)
+	}
+	return v, n, nil
+}
+
+// scalar is decodeScalar with the wire format's negative length for an
+// error.
+func scalar(b []byte, k protoreflect.Kind, typ protowire.Type) (protoreflect.Value, int) {
 	switch typ {
 	case protowire.VarintType:
 		v, n := protowire.ConsumeVarint(b)

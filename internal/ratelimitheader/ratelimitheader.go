@@ -130,6 +130,29 @@ type State struct {
 	RetryAfter time.Duration
 }
 
+// MoreRestrictive reports whether the headers of an answer that covers
+// several decisions (the checks of a batch) should describe a rather than
+// b: a deny beats an allow, a longer wait beats a shorter one (a negative
+// wait, never, is the longest), fewer remaining beats more. On equals it
+// is false, so the first of equals is described.
+func MoreRestrictive(a, b State) bool {
+	switch {
+	case a.Denied != b.Denied:
+		return a.Denied
+	case a.Denied && a.RetryAfter != b.RetryAfter:
+		return waitOf(a) > waitOf(b)
+	}
+	return a.Remaining < b.Remaining
+}
+
+// waitOf is a deny's wait, with never as the longest.
+func waitOf(s State) time.Duration {
+	if s.RetryAfter < 0 {
+		return 1<<63 - 1
+	}
+	return s.RetryAfter
+}
+
 // Field is one header: its canonical name and its value.
 type Field struct{ Name, Value string }
 

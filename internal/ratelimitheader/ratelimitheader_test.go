@@ -198,3 +198,30 @@ func TestSeconds(t *testing.T) {
 		}
 	}
 }
+
+func TestMoreRestrictive(t *testing.T) {
+	allow := func(remaining int64) ratelimitheader.State { return ratelimitheader.State{Remaining: remaining} }
+	deny := func(wait time.Duration) ratelimitheader.State {
+		return ratelimitheader.State{Denied: true, RetryAfter: wait}
+	}
+	for _, tc := range []struct {
+		name string
+		a, b ratelimitheader.State
+		want bool
+	}{
+		{"fewer remaining", allow(2), allow(5), true},
+		{"more remaining", allow(5), allow(2), false},
+		{"equals", allow(2), allow(2), false},
+		{"a deny beats an allow", deny(time.Second), allow(0), true},
+		{"an allow loses to a deny", allow(0), deny(time.Second), false},
+		{"the longer wait", deny(2 * time.Second), deny(time.Second), true},
+		{"the shorter wait", deny(time.Second), deny(2 * time.Second), false},
+		{"never is the longest wait", deny(-1), deny(time.Hour), true},
+		{"a wait loses to never", deny(time.Hour), deny(-1), false},
+		{"equal waits: fewer remaining", ratelimitheader.State{Denied: true, RetryAfter: time.Second}, ratelimitheader.State{Denied: true, RetryAfter: time.Second, Remaining: 1}, true},
+	} {
+		if got := ratelimitheader.MoreRestrictive(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: MoreRestrictive(%+v, %+v) = %v, want %v", tc.name, tc.a, tc.b, got, tc.want)
+		}
+	}
+}

@@ -290,31 +290,29 @@ func (d *decoder) str(n *yaml.Node) value[string] {
 	return out
 }
 
+// boolean reads a YAML boolean.
 func (d *decoder) boolean(n *yaml.Node, name string) value[bool] {
-	out := value[bool]{at: n}
-	if n = d.present(n); n == nil {
-		return out
-	}
-	var b bool // declared here: Decode moves it to the heap
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
-		d.errorf(n, "%s must be true or false, got %s", name, kindName(n))
-		return out
-	}
-	out.v, out.ok = b, true
-	return out
+	return tagged[bool](d, n, "!!bool", name, "true or false")
 }
 
+// integer reads a YAML integer.
 func (d *decoder) integer(n *yaml.Node, name string) value[int64] {
-	out := value[int64]{at: n}
+	return tagged[int64](d, n, "!!int", name, "an integer")
+}
+
+// tagged reads a scalar of the YAML tag tag into a T; want says in the
+// error what the field called name must be.
+func tagged[T any](d *decoder, n *yaml.Node, tag, name, want string) value[T] {
+	out := value[T]{at: n}
 	if n = d.present(n); n == nil {
 		return out
 	}
-	var i int64 // declared here: Decode moves it to the heap
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
-		d.errorf(n, "%s must be an integer, got %s", name, kindName(n))
+	var v T // declared here: Decode moves it to the heap
+	if n.Kind != yaml.ScalarNode || n.Tag != tag || n.Decode(&v) != nil {
+		d.errorf(n, "%s must be %s, got %s", name, want, kindName(n))
 		return out
 	}
-	out.v, out.ok = i, true
+	out.v, out.ok = v, true
 	return out
 }
 

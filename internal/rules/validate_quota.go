@@ -12,15 +12,8 @@ import (
 func (p *parser) quota(fd *fileDoc) *domainQuota {
 	dq := &domainQuota{unmatched: DefaultQuotaUnmatched}
 	if v := fd.quotaUnmatched; v.ok {
-		switch v.v {
-		case "allow_all":
-			dq.unmatched = QuotaAllowAll
-		case "deny_all":
-			dq.unmatched = QuotaDenyAll
-		case "abandon":
-			dq.unmatched = QuotaAbandon
-		default:
-			p.errorf(v.at, "quota_unmatched must be allow_all, deny_all or abandon, got %q", v.v)
+		if a, ok := p.quotaAction(v, "quota_unmatched", QuotaAllowAll, QuotaDenyAll, QuotaAbandon); ok {
+			dq.unmatched = a
 		}
 	}
 	seen := map[string]*yaml.Node{}
@@ -87,13 +80,8 @@ func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
 	case qd.rateLimitAt == nil && !blanket.given():
 		p.errorf(qd.at, "a quota bucket needs rate_limit or blanket_rule (allow_all or deny_all)")
 	case blanket.ok:
-		switch blanket.v {
-		case "allow_all":
-			q.Action = QuotaAllowAll
-		case "deny_all":
-			q.Action = QuotaDenyAll
-		default:
-			p.errorf(blanket.at, "blanket_rule must be allow_all or deny_all, got %q", blanket.v)
+		if a, ok := p.quotaAction(blanket, "blanket_rule", QuotaAllowAll, QuotaDenyAll); ok {
+			q.Action = a
 		}
 	case qd.rateLimitAt != nil:
 		if l := p.rateLimit(qd.rateLimit); l != nil {
@@ -127,4 +115,19 @@ func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
 		q.Limit.keyID = keys.LimitID(q.ID)
 	}
 	return q
+}
+
+// quotaAction reads the action v names (QuotaAction.String) among
+// allowed; field is the YAML field, for the error when it names another.
+func (p *parser) quotaAction(v value[string], field string, allowed ...QuotaAction) (QuotaAction, bool) {
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		if v.v == a.String() {
+			return a, true
+		}
+		names[i] = a.String()
+	}
+	last := len(names) - 1
+	p.errorf(v.at, "%s must be %s or %s, got %q", field, strings.Join(names[:last], ", "), names[last], v.v)
+	return 0, false
 }

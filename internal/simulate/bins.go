@@ -2,7 +2,6 @@ package simulate
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
@@ -51,19 +50,6 @@ func (r Result) Bins(most int) (width time.Duration, bins []Bin) {
 		}
 	}
 	return width, bins
-}
-
-// formatDuration writes d without zero tails: 1m rather than 1m0s, 2h
-// rather than 2h0m0s.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // limitNote names the bound of a limit for a reader: "limit 10", or

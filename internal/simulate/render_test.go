@@ -182,14 +182,3 @@ func TestBins(t *testing.T) {
 		t.Errorf("binWidth past the round widths: got %v, too narrow", got)
 	}
 }
-
-func TestFormatDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		0: "0s", time.Minute: "1m", 90 * time.Second: "1m30s", 2 * time.Hour: "2h",
-		500 * time.Millisecond: "500ms", 36 * time.Hour: "36h",
-	} {
-		if got := formatDuration(d); got != want {
-			t.Errorf("formatDuration(%v) = %q, want %q", d, got, want)
-		}
-	}
-}

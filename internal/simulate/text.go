@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/durfmt"
 )
 
 // TextColumns is how many columns, at most, the text timeline uses for
@@ -67,8 +69,8 @@ func WriteText(w io.Writer, r Result, title string) error {
 	fmt.Fprintln(bw, margin+string(ruler))
 	busiest, at := r.Busiest()
 	fmt.Fprintf(bw, "%d requests: %d admitted, %d denied. Most admitted in one %s: %d (%s), at %s.\n",
-		len(r.Requests), r.Admitted, r.Denied, formatDuration(period), busiest, limitNote(r.Limit), formatDuration(at))
-	fmt.Fprintf(bw, "A column is %s; %c is %d requests.\n", formatDuration(width), levels[len(levels)-1], most)
+		len(r.Requests), r.Admitted, r.Denied, durfmt.Short(period), busiest, limitNote(r.Limit), durfmt.Short(at))
+	fmt.Fprintf(bw, "A column is %s; %c is %d requests.\n", durfmt.Short(width), levels[len(levels)-1], most)
 	return bw.Flush()
 }
 
@@ -79,7 +81,7 @@ func edgeLabels(n int, period, width, span, stride time.Duration) []rune {
 	line := []rune(strings.Repeat(" ", n))
 	free := 0 // the first column a label may start at
 	for k := time.Duration(0); k*period <= span; k += stride {
-		c, label := int(k*period/width), []rune(formatDuration(k*period))
+		c, label := int(k*period/width), []rune(durfmt.Short(k*period))
 		if c < free {
 			return nil
 		}

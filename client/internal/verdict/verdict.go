@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/internal/ratelimitheader"
 )
 
 // IsConfigError reports whether err says the limiter is set up wrong
@@ -79,16 +80,21 @@ func mostRestrictive(b client.BatchDecision) int {
 	return best
 }
 
-// moreRestrictive orders decisions for the answer: a deny beats an allow,
-// a longer wait beats a shorter one, fewer remaining beats more.
+// moreRestrictive orders decisions for the answer, as the server's
+// headers do (ratelimitheader.MoreRestrictive): a deny beats an allow, a
+// longer wait beats a shorter one, fewer remaining beats more.
 func moreRestrictive(a, b client.Decision) bool {
-	switch {
-	case a.Allowed != b.Allowed:
-		return !a.Allowed
-	case !a.Allowed && a.RetryAfter != b.RetryAfter:
-		return a.RetryAfter > b.RetryAfter
+	return ratelimitheader.MoreRestrictive(State(a), State(b))
+}
+
+// State is what the rate-limit headers say of d.
+func State(d client.Decision) ratelimitheader.State {
+	return ratelimitheader.State{
+		Remaining:  d.Remaining,
+		ResetAfter: d.ResetAfter,
+		Denied:     !d.Allowed,
+		RetryAfter: d.RetryAfter,
 	}
-	return a.Remaining < b.Remaining
 }
 
 // Combined is the decision a batch's answer describes: the most

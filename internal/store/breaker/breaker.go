@@ -250,14 +250,7 @@ func (b *Breaker) trip(cause error) {
 // went from unreachable to misconfigured), OnChange hears it again.
 func (b *Breaker) probe(misconfigured bool) {
 	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.ProbeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.closed:
-			return
-		case <-t.C:
-		}
+	b.every(b.cfg.ProbeInterval, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
 		err := b.next.Ping(ctx)
 		cancel()
@@ -268,7 +261,7 @@ func (b *Breaker) probe(misconfigured bool) {
 			b.probing = false
 			b.changed(false, nil)
 			b.mu.Unlock()
-			return
+			return true
 		}
 		if m := errors.Is(err, store.ErrMisconfigured); m != misconfigured && errors.Is(err, store.ErrUnavailable) {
 			misconfigured = m
@@ -276,14 +269,28 @@ func (b *Breaker) probe(misconfigured bool) {
 			b.changed(true, err)
 			b.mu.Unlock()
 		}
-	}
+		return false
+	})
 }
 
 // check pings the store every CheckInterval while the circuit is closed,
 // counting the answers like calls' (see record), until Close.
 func (b *Breaker) check() {
 	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.CheckInterval)
+	b.every(b.cfg.CheckInterval, func() bool {
+		if b.open.Load() {
+			return false // the probe pings
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
+		_ = b.record(ctx, b.next.Ping(ctx))
+		cancel()
+		return false
+	})
+}
+
+// every calls f every interval until Close, or until f returns true.
+func (b *Breaker) every(interval time.Duration, f func() (stop bool)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -291,11 +298,8 @@ func (b *Breaker) check() {
 			return
 		case <-t.C:
 		}
-		if b.open.Load() {
-			continue // the probe pings
+		if f() {
+			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
-		_ = b.record(ctx, b.next.Ping(ctx))
-		cancel()
 	}
 }

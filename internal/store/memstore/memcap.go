@@ -42,12 +42,7 @@ func allocBytes(n int64) int64 {
 // (EntryBytes), including expired entries not yet removed.
 func (s *Store) Bytes() int64 {
 	var total int64
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		total += sh.bytes
-		sh.mu.Unlock()
-	}
+	s.eachShard(func(sh *shard) { total += sh.bytes })
 	return total
 }
 

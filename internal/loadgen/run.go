@@ -1,0 +1,243 @@
+package loadgen
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Run phases, in order.
+const (
+	phaseWarmup int32 = iota
+	phaseMeasure
+	phaseStopped
+)
+
+// numCodes is the number of gRPC codes (OK through Unauthenticated); other
+// codes are counted as Unknown.
+const numCodes = int(codes.Unauthenticated) + 1
+
+// worker is one closed-loop sender's counters. Only its goroutine writes
+// them until Run has waited for it, except done, which progress reads.
+type worker struct {
+	hist    Histogram
+	allowed uint64
+	denied  uint64
+	errs    [numCodes]uint64
+	done    atomic.Uint64
+	_       [64]byte // keep done off the next worker's cache line
+}
+
+// caller sends one request for key and says whether it was allowed.
+type caller func(ctx context.Context, key int) (allowed bool, err error)
+
+// Run sends requests as Config says until the duration or MaxRequests is
+// reached, or ctx ends (then the result so far is returned, Interrupted).
+// Metadata in ctx (e.g. an authorization token) is sent with every request.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Descriptors == 0 {
+		cfg.Descriptors = 1
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = 250 * time.Millisecond
+	}
+	if cfg.GracePeriod <= 0 {
+		cfg.GracePeriod = 5 * time.Second
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(time.Now().UnixNano())
+	}
+	newCaller := builder(&cfg)
+
+	// Calls outlive ctx by the grace period, so that a cancelled run stops
+	// measuring before its in-flight calls fail.
+	callCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelCalls()
+
+	hook := func(begin bool) {
+		if cfg.MeasureHook != nil {
+			cfg.MeasureHook(begin)
+		}
+	}
+	var phase atomic.Int32
+	if cfg.Warmup == 0 {
+		hook(true) // before any worker sends
+		phase.Store(phaseMeasure)
+	}
+	var budget *atomic.Int64
+	if cfg.MaxRequests > 0 {
+		budget = new(atomic.Int64)
+		budget.Store(int64(min(cfg.MaxRequests, 1<<62)))
+	}
+
+	workers := make([]worker, cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &workers[i]
+		call := newCaller(cfg.Conns[i%len(cfg.Conns)])
+		pick := keyPicker(cfg, uint64(i))
+		wg.Go(func() { w.run(callCtx, call, pick, &phase, budget) })
+	}
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+
+	res := &Result{Config: cfg}
+	res.Config.Progress = nil
+	res.Config.MeasureHook = nil
+	start := time.Now()
+	phaseStart := start
+	var phaseBase uint64 // completions when the phase began
+	completed := func() uint64 {
+		var n uint64
+		for i := range workers {
+			n += workers[i].done.Load()
+		}
+		return n
+	}
+	var cpuStart time.Duration
+	beginMeasure := func() {
+		hook(true)
+		cpuStart, _ = processCPU()
+		phaseStart = time.Now()
+		phaseBase = completed()
+		phase.Store(phaseMeasure)
+	}
+	var measureStart, measureEnd time.Time
+	if cfg.Warmup == 0 {
+		measureStart = start
+		cpuStart, _ = processCPU()
+	}
+	var cpuEnd time.Duration
+	running := true
+	stop := func() {
+		measureEnd = time.Now()
+		phase.Store(phaseStopped)
+		cpuEnd, _ = processCPU()
+		if !measureStart.IsZero() {
+			hook(false)
+		}
+		running = false
+	}
+
+	ticker := time.NewTicker(cfg.ProgressInterval)
+	defer ticker.Stop()
+	warmupTimer := time.NewTimer(cfg.Warmup)
+	defer warmupTimer.Stop()
+	var endTimer <-chan time.Time // armed when measurement begins
+	if cfg.Warmup == 0 && cfg.Duration > 0 {
+		t := time.NewTimer(cfg.Duration)
+		defer t.Stop()
+		endTimer = t.C
+	}
+	for running {
+		select {
+		case <-warmupTimer.C:
+			if phase.Load() == phaseWarmup {
+				beginMeasure()
+				measureStart = phaseStart
+				if cfg.Duration > 0 {
+					t := time.NewTimer(cfg.Duration)
+					defer t.Stop()
+					endTimer = t.C
+				}
+			}
+		case <-endTimer:
+			stop()
+		case <-allDone: // MaxRequests reached
+			stop()
+		case <-ctx.Done():
+			stop()
+			res.Interrupted = true
+		case now := <-ticker.C:
+			if cfg.Progress != nil {
+				n := completed() - phaseBase
+				el := now.Sub(phaseStart)
+				cfg.Progress(Progress{Warmup: phase.Load() == phaseWarmup, Elapsed: el, Requests: n, Rate: perSecond(n, el)})
+			}
+		}
+	}
+	if res.Interrupted {
+		cancelCalls()
+	}
+	grace := time.NewTimer(cfg.GracePeriod)
+	select {
+	case <-allDone:
+		grace.Stop()
+	case <-grace.C:
+		cancelCalls()
+		<-allDone
+	}
+
+	if !measureStart.IsZero() {
+		res.Elapsed = measureEnd.Sub(measureStart)
+		res.GeneratorCPU = max(cpuEnd-cpuStart, 0)
+	}
+	res.Latency = new(Histogram)
+	res.Errors = map[codes.Code]uint64{}
+	for i := range workers {
+		w := &workers[i]
+		res.Latency.Merge(&w.hist)
+		res.Allowed += w.allowed
+		res.Denied += w.denied
+		for c, n := range w.errs {
+			if n > 0 {
+				res.Errors[codes.Code(c)] += n
+			}
+		}
+	}
+	return res, nil
+}
+
+// run is one worker's closed loop: send, wait for the answer, record it if
+// the whole exchange happened while measuring, repeat.
+func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *atomic.Int32, budget *atomic.Int64) {
+	for {
+		p := phase.Load()
+		if p == phaseStopped {
+			return
+		}
+		if p == phaseMeasure && budget != nil && budget.Add(-1) < 0 {
+			return
+		}
+		key := pick()
+		t := time.Now()
+		allowed, err := call(ctx, key)
+		d := time.Since(t)
+		w.done.Add(1)
+		if p != phaseMeasure || phase.Load() != phaseMeasure {
+			continue
+		}
+		w.hist.Record(d)
+		switch {
+		case err != nil:
+			c := int(status.Code(err))
+			if c >= numCodes {
+				c = int(codes.Unknown)
+			}
+			w.errs[c]++
+		case allowed:
+			w.allowed++
+		default:
+			w.denied++
+		}
+	}
+}
+
+// keyPicker returns a worker's key chooser, seeded per worker.
+func keyPicker(cfg Config, worker uint64) func() int {
+	r := rand.New(rand.NewPCG(cfg.Seed, worker))
+	n := max(cfg.Keys, 1)
+	if cfg.Zipf > 1 && n > 1 {
+		z := rand.NewZipf(r, cfg.Zipf, 1, uint64(n-1))
+		return func() int { return int(z.Uint64()) }
+	}
+	return func() int { return r.IntN(n) }
+}

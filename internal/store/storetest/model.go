@@ -1,0 +1,49 @@
+package storetest
+
+import (
+	"time"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/store"
+)
+
+// model is the reference: algorithms.Decide over states kept in a map, with
+// the all-or-nothing rule of store.Store.Decide. DryRun requests are decided
+// against the state so far and never change it.
+type model struct {
+	states map[modelKey]algorithms.State
+}
+
+type modelKey struct {
+	alg algorithms.Algorithm
+	key string
+}
+
+func newModel() *model { return &model{states: map[modelKey]algorithms.State{}} }
+
+func (m *model) decide(now time.Time, reqs ...store.Request) []algorithms.Decision {
+	out := make([]algorithms.Decision, len(reqs))
+	tentative := map[modelKey]algorithms.State{}
+	denied := false
+	for i, r := range reqs {
+		k := modelKey{r.Limit.Algorithm, r.Key}
+		st, ok := tentative[k]
+		if !ok {
+			st = m.states[k]
+		}
+		next, d := algorithms.Decide(r.Limit, st, now, r.Cost)
+		out[i] = d
+		if r.Cost > 0 && !d.Allowed {
+			denied = true
+		}
+		if d.Allowed && r.Cost != 0 && !r.DryRun {
+			tentative[k] = next
+		}
+	}
+	if !denied {
+		for k, st := range tentative {
+			m.states[k] = st
+		}
+	}
+	return out
+}
