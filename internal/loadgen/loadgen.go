@@ -183,7 +183,10 @@ type Progress struct {
 	// Elapsed is the time since the current phase (warmup or measurement)
 	// began.
 	Elapsed time.Duration
-	// Requests is the number of requests answered in the current phase.
+	// Requests is the number of requests answered in the current phase:
+	// while measuring, only those the Result will count (sent and answered
+	// while measuring), so a Progress with Requests > 0 and Warmup false
+	// means the Result has requests.
 	Requests uint64
 	// Rate is Requests / Elapsed, per second.
 	Rate float64
@@ -262,14 +265,16 @@ const (
 const numCodes = int(codes.Unauthenticated) + 1
 
 // worker is one closed-loop sender's counters. Only its goroutine writes
-// them until Run has waited for it, except done, which progress reads.
+// them until Run has waited for it, except done and measured, which
+// progress reads.
 type worker struct {
-	hist    Histogram
-	allowed uint64
-	denied  uint64
-	errs    [numCodes]uint64
-	done    atomic.Uint64
-	_       [64]byte // keep done off the next worker's cache line
+	hist     Histogram
+	allowed  uint64
+	denied   uint64
+	errs     [numCodes]uint64
+	done     atomic.Uint64 // answered requests, in any phase
+	measured atomic.Uint64 // answered requests recorded, after recording
+	_        [64]byte      // keep the counters off the next worker's cache line
 }
 
 // caller sends one request for key and says whether it was allowed.
@@ -333,11 +338,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Config.MeasureHook = nil
 	start := time.Now()
 	phaseStart := start
-	var phaseBase uint64 // completions when the phase began
-	completed := func() uint64 {
+	// answered counts the requests answered in the current phase: while
+	// warming up, all of them; while measuring, those recorded, so that
+	// calls sent during the warmup and answered after it, which the Result
+	// discards, do not show as measured.
+	answered := func(measuring bool) uint64 {
 		var n uint64
 		for i := range workers {
-			n += workers[i].done.Load()
+			if measuring {
+				n += workers[i].measured.Load()
+			} else {
+				n += workers[i].done.Load()
+			}
 		}
 		return n
 	}
@@ -346,7 +358,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		hook(true)
 		cpuStart, _ = processCPU()
 		phaseStart = time.Now()
-		phaseBase = completed()
 		phase.Store(phaseMeasure)
 	}
 	var measureStart, measureEnd time.Time
@@ -397,9 +408,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.Interrupted = true
 		case now := <-ticker.C:
 			if cfg.Progress != nil {
-				n := completed() - phaseBase
+				warm := phase.Load() == phaseWarmup
+				n := answered(!warm)
 				el := now.Sub(phaseStart)
-				cfg.Progress(Progress{Warmup: phase.Load() == phaseWarmup, Elapsed: el, Requests: n, Rate: perSecond(n, el)})
+				cfg.Progress(Progress{Warmup: warm, Elapsed: el, Requests: n, Rate: perSecond(n, el)})
 			}
 		}
 	}
@@ -467,6 +479,7 @@ func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *a
 		default:
 			w.denied++
 		}
+		w.measured.Add(1)
 	}
 }
 
