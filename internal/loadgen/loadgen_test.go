@@ -24,11 +24,8 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
-
-type staticConfig struct{ c *rules.Config }
-
-func (s staticConfig) Current() *rules.Config { return s.c }
 
 // startServer runs a floodgate server (embedded store) on a loopback port
 // and returns connections to it. cfgYAML, when not empty, is its rules.
@@ -40,7 +37,7 @@ func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInter
 		if err != nil {
 			t.Fatal(err)
 		}
-		src = staticConfig{cfg}
+		src = testkit.StaticRules(cfg)
 	}
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
