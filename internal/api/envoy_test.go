@@ -114,41 +114,6 @@ func headerMap(r *rlsv3.RateLimitResponse) map[string]string {
 	return m
 }
 
-func TestEnvoyMatching(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
-	tests := []struct {
-		name  string
-		desc  *ratelimitv3.RateLimitDescriptor
-		calls int
-		want  string // the code of the last call
-		limit uint32
-	}{
-		{"key-only rule: 3/s", testkit.Descriptor("remote_address", "192.0.2.1"), 4, "OVER_LIMIT:OVER_LIMIT", 3},
-		{"each value its own counter", testkit.Descriptor("remote_address", "192.0.2.2"), 3, "OK:OK", 3},
-		{"exact value beats key-only", testkit.Descriptor("remote_address", "10.0.0.1"), 2, "OVER_LIMIT:OVER_LIMIT", 1},
-		{"prefix wildcard", testkit.Descriptor("remote_address", "10.9.1.1"), 3, "OVER_LIMIT:OVER_LIMIT", 2},
-		{"requests_per_unit 0 bans", testkit.Descriptor("remote_address", "10.6.6.6"), 1, "OVER_LIMIT:OVER_LIMIT", 0},
-		{"unlimited", testkit.Descriptor("internal", "x"), 50, "OK:OK", 0},
-		{"no rule: no limit", testkit.Descriptor("nothing", "here"), 50, "OK:OK", 0},
-		{"limit only at its depth", testkit.Descriptor("plan", "free"), 50, "OK:OK", 0},
-		{"nested: the tighter of two limits", testkit.Descriptor("plan", "free", "api_key", "k1"), 3, "OVER_LIMIT:OVER_LIMIT", 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r *rlsv3.RateLimitResponse
-			for range tt.calls {
-				r = h.call(t, tt.desc)
-			}
-			if got := codesOf(r); got != tt.want {
-				t.Fatalf("after %d calls: got %s, want %s", tt.calls, got, tt.want)
-			}
-			if got := r.Statuses[0].GetCurrentLimit().GetRequestsPerUnit(); got != tt.limit {
-				t.Fatalf("current_limit: got %d, want %d", got, tt.limit)
-			}
-		})
-	}
-}
-
 func TestEnvoyUnknownDomain(t *testing.T) {
 	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("remote_address", "1")}})
