@@ -256,6 +256,11 @@ func perSecond(n uint64, d time.Duration) float64 {
 // Run phases, in order.
 const (
 	phaseWarmup int32 = iota
+	// phaseStarting is the switch from warmup to measuring, while the
+	// MeasureHook runs: workers send nothing new, so that what the server
+	// answers between the hook and the measurement's start is at most the
+	// calls in flight.
+	phaseStarting
 	phaseMeasure
 	phaseStopped
 )
@@ -322,13 +327,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		budget.Store(int64(min(cfg.MaxRequests, 1<<62)))
 	}
 
+	begun := make(chan struct{}) // closed when phaseStarting ends
 	workers := make([]worker, cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i := range workers {
 		w := &workers[i]
 		call := newCaller(cfg.Conns[i%len(cfg.Conns)])
 		pick := keyPicker(cfg, uint64(i))
-		wg.Go(func() { w.run(callCtx, call, pick, &phase, budget) })
+		wg.Go(func() { w.run(callCtx, call, pick, &phase, budget, begun) })
 	}
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
@@ -355,10 +361,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	var cpuStart time.Duration
 	beginMeasure := func() {
+		phase.Store(phaseStarting)
 		hook(true)
 		cpuStart, _ = processCPU()
 		phaseStart = time.Now()
 		phase.Store(phaseMeasure)
+		close(begun)
 	}
 	var measureStart, measureEnd time.Time
 	if cfg.Warmup == 0 {
@@ -449,11 +457,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // run is one worker's closed loop: send, wait for the answer, record it if
 // the whole exchange happened while measuring, repeat.
-func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *atomic.Int32, budget *atomic.Int64) {
+func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *atomic.Int32, budget *atomic.Int64, begun <-chan struct{}) {
 	for {
 		p := phase.Load()
 		if p == phaseStopped {
 			return
+		}
+		if p == phaseStarting {
+			<-begun
+			continue
 		}
 		if p == phaseMeasure && budget != nil && budget.Add(-1) < 0 {
 			return
