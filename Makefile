@@ -8,7 +8,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help run build test test-unit check-generate generate lint fmt bench loadtest soak charts clean
+.PHONY: help run build test test-short check-generate generate lint fmt bench loadtest soak charts clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,8 +24,8 @@ test: ## run every test (installs and starts the Redis it needs), race detector 
 	$(MAKE) --no-print-directory lint check-generate
 	$(GO) test -race -count=1 -timeout 15m $(PKG)
 
-test-unit: ## run the tests without the lint and generate checks
-	$(GO) test -race -count=1 $(PKG)
+test-short: ## the inner loop: go test -short (pure and in-process tests; no Redis, no binaries built), under a minute
+	$(GO) test -short -count=1 $(PKG)
 
 generate: ## regenerate gen/ from proto/ with buf and the pinned protoc-gen-go plugins
 	$(BUF) generate

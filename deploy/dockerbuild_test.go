@@ -214,6 +214,7 @@ func TestDockerfileBuildLine(t *testing.T) {
 			}
 		}
 	}
+	skipBuildUnderShort(t)
 	bin := filepath.Join(t.TempDir(), "floodgate")
 	if out, err := runBuildLine(b, ctxDir, bin); err != nil {
 		t.Fatalf("the Dockerfile's go build line in the build context: %v\n%s", err, out)

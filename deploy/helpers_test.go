@@ -56,6 +56,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// skipBuildUnderShort skips t under -short: building the binary takes
+// longer than the inner loop may (make test runs without -short).
+func skipBuildUnderShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("deploy: builds the floodgate binary, skipped under -short (run without -short, as make test does)")
+	}
+}
+
 var shared struct {
 	once sync.Once
 	path string
@@ -66,6 +75,7 @@ var shared struct {
 // build line and returns its path.
 func floodgateBinary(t *testing.T) string {
 	t.Helper()
+	skipBuildUnderShort(t)
 	shared.once.Do(func() {
 		data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
 		if err != nil {

@@ -67,6 +67,13 @@ descriptors:
     descriptors:
       - key: api_key
         rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: tier
+    value: free
+    descriptors:
+      - key: api_key
+        rate_limits:
+          - {unit: day, requests_per_unit: 5}
+          - {unit: hour, requests_per_unit: 2}
 `
 
 // envoyBackend is a store `floodgate serve` decides with.
@@ -196,6 +203,7 @@ func TestEnvoyMatching(t *testing.T) {
 			{"nested exact", repeat(3, rlsDesc("plan", "free", "api_key", "k1")), "OVER_LIMIT:OVER_LIMIT", 2},
 			{"nested key-only", repeat(5, rlsDesc("plan", "pro", "api_key", "k1")), "OK:OK", 5},
 			{"nested key-only, 6th", repeat(6, rlsDesc("plan", "pro", "api_key", "k2")), "OVER_LIMIT:OVER_LIMIT", 5},
+			{"two limits: the tighter answers", repeat(3, rlsDesc("tier", "free", "api_key", "k1")), "OVER_LIMIT:OVER_LIMIT", 2},
 			{"no limit above its depth", repeat(10, rlsDesc("plan", "free")), "OK:OK", 0},
 			{"no limit below its depth", repeat(10, rlsDesc("remote_address", "192.0.2.4", "path", "/")), "OK:OK", 0},
 			{"no rule", repeat(10, rlsDesc("nothing", "here")), "OK:OK", 0},

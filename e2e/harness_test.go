@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,12 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs the built binary (most with a redis-server).
+		fmt.Println("e2e: skipped under -short: the tests build and run the floodgate binary (run without -short, as make test does)")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "floodgate-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

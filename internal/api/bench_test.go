@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 const benchKeys = 10_000
@@ -132,7 +133,7 @@ func BenchmarkShouldRateLimitHandler(b *testing.B) {
 			}
 			st := memstore.New(memstore.Config{})
 			b.Cleanup(func() { st.Close() })
-			e := api.NewEnvoy(st, api.EnvoySettings{Config: staticConfig{cfg}, Metrics: observability.NewMetrics(nil)})
+			e := api.NewEnvoy(st, api.EnvoySettings{Config: testkit.StaticRules(cfg), Metrics: observability.NewMetrics(nil)})
 			reqs := benchEnvoyRequests(n)
 			ctx := context.Background()
 			b.ReportAllocs()

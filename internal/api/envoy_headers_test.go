@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/sfv"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // headerConfig holds the limits of the header tests (issue 16 items 8-10).
@@ -36,7 +37,7 @@ descriptors:
 // numbers of a status (from which Envoy can write its own headers).
 func TestEnvoyHeadersShadowNeverShape(t *testing.T) {
 	h := startEnvoy(t, headerConfig, nil, api.EnvoySettings{})
-	r := h.call(t, desc("a", "1"), desc("s", "1"))
+	r := h.call(t, testkit.Descriptor("a", "1"), testkit.Descriptor("s", "1"))
 	hs := headerMap(r)
 	for k, v := range map[string]string{
 		"ratelimit":             `"edge.a";r=2;t=2`,
@@ -52,18 +53,18 @@ func TestEnvoyHeadersShadowNeverShape(t *testing.T) {
 		t.Errorf("shadow-only descriptor: status %v, want OK with no limit", s)
 	}
 	// The shadow limit is over now; still not in the headers.
-	r = h.call(t, desc("s", "1"), desc("a", "1"))
+	r = h.call(t, testkit.Descriptor("s", "1"), testkit.Descriptor("a", "1"))
 	if got := headerMap(r)["ratelimit"]; got != `"edge.a";r=1;t=2` {
 		t.Errorf("shadow over its limit: ratelimit %q, want the enforced limit's", got)
 	}
 	// Only shadow limits: no quota headers at all.
-	r = h.call(t, desc("s", "1"))
+	r = h.call(t, testkit.Descriptor("s", "1"))
 	if codesOf(r) != "OK:OK" || len(r.ResponseHeadersToAdd) != 0 {
 		t.Errorf("shadow only: got %s %v, want OK and no headers", codesOf(r), headerMap(r))
 	}
 	g := startEnvoy(t, headerConfig, nil, api.EnvoySettings{ShadowMode: true})
 	for i := range 5 {
-		r := g.call(t, desc("a", "1"), desc("ban", "x"))
+		r := g.call(t, testkit.Descriptor("a", "1"), testkit.Descriptor("ban", "x"))
 		if codesOf(r) != "OK:OK,OK" || len(r.ResponseHeadersToAdd) != 0 || r.Statuses[0].CurrentLimit != nil {
 			t.Fatalf("--shadow-mode, call %d: got %s %v %v, want OK, no headers, no limits", i, codesOf(r), headerMap(r), r.Statuses)
 		}
@@ -76,7 +77,7 @@ func TestEnvoyHeadersShadowNeverShape(t *testing.T) {
 func TestEnvoyHeadersDegraded(t *testing.T) {
 	mem := memstore.New(memstore.Config{})
 	h := startEnvoy(t, headerConfig, failingStore{mem}, api.EnvoySettings{})
-	r := h.call(t, desc("a", "1"))
+	r := h.call(t, testkit.Descriptor("a", "1"))
 	hs := headerMap(r)
 	if codesOf(r) != "OK:OK" || hs["x-ratelimit-degraded"] != "true" || len(hs) != 1 {
 		t.Errorf("open: got %s %v, want OK with only x-ratelimit-degraded", codesOf(r), hs)
@@ -84,7 +85,7 @@ func TestEnvoyHeadersDegraded(t *testing.T) {
 	if s := r.Statuses[0]; s.CurrentLimit != nil || s.LimitRemaining != 0 || s.DurationUntilReset != nil {
 		t.Errorf("open: status %v, want no limit, remaining or reset", s)
 	}
-	r = h.call(t, desc("closed", "1"))
+	r = h.call(t, testkit.Descriptor("closed", "1"))
 	hs = headerMap(r)
 	if codesOf(r) != "OVER_LIMIT:OVER_LIMIT" || hs["x-ratelimit-degraded"] != "true" || hs["retry-after"] != "1" || len(hs) != 2 {
 		t.Errorf("closed: got %s %v, want OVER_LIMIT with x-ratelimit-degraded and retry-after 1 only", codesOf(r), hs)
@@ -93,7 +94,7 @@ func TestEnvoyHeadersDegraded(t *testing.T) {
 		t.Errorf("closed: status %v, want no limit or reset", s)
 	}
 	// A ban is known without the store: it still describes itself.
-	r = h.call(t, desc("a", "1"), desc("ban", "x"))
+	r = h.call(t, testkit.Descriptor("a", "1"), testkit.Descriptor("ban", "x"))
 	if hs := headerMap(r); hs["ratelimit-policy"] != `"edge.ban";q=0;w=1` || hs["x-ratelimit-degraded"] != "true" {
 		t.Errorf("degraded with a ban: got %v", hs)
 	}
@@ -104,14 +105,14 @@ func TestEnvoyHeadersDegraded(t *testing.T) {
 // x-ratelimit-reset 0 and no Retry-After (retry now, in a loop).
 func TestEnvoyHeadersMeaning(t *testing.T) {
 	h := startEnvoy(t, headerConfig, nil, api.EnvoySettings{})
-	r := h.call(t, desc("tb", "1"))
+	r := h.call(t, testkit.Descriptor("tb", "1"))
 	if got := headerMap(r)["ratelimit-policy"]; got != `"edge.tb";q=10;w=10` {
 		t.Errorf("token bucket 60/min burst 10: ratelimit-policy %q, want q=10;w=10", got)
 	}
 	if got := headerMap(r)["x-ratelimit-limit"]; got != "10, 10;w=10" {
 		t.Errorf("token bucket 60/min burst 10: x-ratelimit-limit %q, want 10, 10;w=10", got)
 	}
-	r = h.call(t, desc("ban", "x"))
+	r = h.call(t, testkit.Descriptor("ban", "x"))
 	hs := headerMap(r)
 	for k, v := range map[string]string{
 		"ratelimit-policy":  `"edge.ban";q=0;w=1`,
@@ -135,11 +136,11 @@ func TestEnvoyHeadersStructuredFields(t *testing.T) {
 	h := startEnvoy(t, headerConfig, nil, api.EnvoySettings{})
 	for _, d := range []string{"named", "a", "tb", "ban"} {
 		for range 7 { // allowed, then denied
-			r := h.call(t, desc(d, "1"))
+			r := h.call(t, testkit.Descriptor(d, "1"))
 			checkStructured(t, d, headerMap(r))
 		}
 	}
-	if got := headerMap(h.call(t, desc("named", "2")))["ratelimit-policy"]; got != `"caf%c3%a9 \"q\"";q=5;w=60` {
+	if got := headerMap(h.call(t, testkit.Descriptor("named", "2")))["ratelimit-policy"]; got != `"caf%c3%a9 \"q\"";q=5;w=60` {
 		t.Errorf("named: ratelimit-policy %q", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // detailedConfig has an envoyproxy/ratelimit rule with detailed_metric,
@@ -36,7 +37,7 @@ func flood(t *testing.T, h *envoyHarness, key string, n, valueBytes int) {
 		var descs []*ratelimitv3.RateLimitDescriptor
 		for ; sent < n && len(descs) < api.DefaultMaxDescriptors; sent++ {
 			v := fmt.Sprintf("secret-%08d-", sent)
-			descs = append(descs, desc(key, v+strings.Repeat("x", max(valueBytes-len(v), 0))))
+			descs = append(descs, testkit.Descriptor(key, v+strings.Repeat("x", max(valueBytes-len(v), 0))))
 		}
 		if _, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs}); err != nil {
 			t.Fatal(err)
@@ -81,7 +82,7 @@ func TestEnvoyDetailedMetricDefault(t *testing.T) {
 	const n = 10_100
 	flood(t, h, "api_key", n, 64)
 	flood(t, h, "tenant", 100, 16)
-	h.call(t, desc("later", "x"))
+	h.call(t, testkit.Descriptor("later", "x"))
 
 	got := decisionSeries(t, reg)
 	for rule := range got {
@@ -110,8 +111,8 @@ func TestEnvoyDetailedMetricOptIn(t *testing.T) {
 	h := startEnvoy(t, detailedConfig, nil, api.EnvoySettings{Metrics: observability.NewMetrics(reg), DetailedMetricSeries: 5})
 	flood(t, h, "api_key", 300, 24)
 	flood(t, h, "tenant", 300, 24)
-	h.call(t, desc("api_key", strings.Repeat("k", 4096))) // too long to be a label
-	h.call(t, desc("later", "x"))
+	h.call(t, testkit.Descriptor("api_key", strings.Repeat("k", 4096))) // too long to be a label
+	h.call(t, testkit.Descriptor("later", "x"))
 
 	got := decisionSeries(t, reg)
 	details := map[string]int{}

@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // swapConfig is a ConfigSource a test reloads by hand.
@@ -21,30 +22,21 @@ type swapConfig struct{ cfg atomic.Pointer[rules.Config] }
 
 func (s *swapConfig) Current() *rules.Config { return s.cfg.Load() }
 
-func mustParse(t *testing.T, yaml string) *rules.Config {
-	t.Helper()
-	cfg, err := rules.Parse("edge.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // TestEnvoyAnswerFollowsReload: the Envoy service builds the parts of an
 // answer that depend on the limit alone (headers, current_limit, metrics
 // series) once per limit; a reload that changes a rule's numbers or name
 // must show in the next answer and series, not the old rule's.
 func TestEnvoyAnswerFollowsReload(t *testing.T) {
 	src := &swapConfig{}
-	src.cfg.Store(mustParse(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"))
+	src.cfg.Store(testkit.ParseRules(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"))
 	reg := prometheus.NewRegistry()
 	m := observability.NewMetrics(reg)
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	e := api.NewEnvoy(st, api.EnvoySettings{Config: src, Clock: (&manualClock{now: t0}).Now, Metrics: m})
+	e := api.NewEnvoy(st, api.EnvoySettings{Config: src, Clock: (testkit.NewClock(testkit.T0)).Now, Metrics: m})
 	call := func() *rlsv3.RateLimitResponse {
 		t.Helper()
-		resp, err := e.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", "v")}})
+		resp, err := e.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("k", "v")}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +54,7 @@ func TestEnvoyAnswerFollowsReload(t *testing.T) {
 	}
 	check(call(), "edge.k", 10, rlsv3.RateLimitResponse_RateLimit_MINUTE, `"edge.k";q=10;w=60`)
 
-	src.cfg.Store(mustParse(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {name: renamed, unit: hour, requests_per_unit: 20}\n"))
+	src.cfg.Store(testkit.ParseRules(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {name: renamed, unit: hour, requests_per_unit: 20}\n"))
 	check(call(), "renamed", 20, rlsv3.RateLimitResponse_RateLimit_HOUR, `"renamed";q=20;w=3600`)
 	check(call(), "renamed", 20, rlsv3.RateLimitResponse_RateLimit_HOUR, `"renamed";q=20;w=3600`)
 
@@ -89,7 +81,7 @@ func TestEnvoyManyDescriptors(t *testing.T) {
 	h := startEnvoy(t, yaml, nil, api.EnvoySettings{})
 	descs := make([]*ratelimitv3.RateLimitDescriptor, n)
 	for i := range descs {
-		descs[i] = desc("k"+strconv.Itoa(i), "x", "a", "1", "b", "2")
+		descs[i] = testkit.Descriptor("k"+strconv.Itoa(i), "x", "a", "1", "b", "2")
 	}
 	for round := 1; round <= 2; round++ {
 		r := h.call(t, descs...)

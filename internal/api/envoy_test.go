@@ -22,6 +22,7 @@ import (
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 const envoyConfig = `domain: edge
@@ -55,7 +56,7 @@ descriptors:
 
 type envoyHarness struct {
 	client rlsv3.RateLimitServiceClient
-	clock  *manualClock
+	clock  *testkit.Clock
 }
 
 func startEnvoy(t testing.TB, yaml string, st store.Store, s api.EnvoySettings) *envoyHarness {
@@ -64,8 +65,8 @@ func startEnvoy(t testing.TB, yaml string, st store.Store, s api.EnvoySettings) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &manualClock{now: t0}
-	s.Config = staticConfig{cfg}
+	clock := testkit.NewClock(testkit.T0)
+	s.Config = testkit.StaticRules(cfg)
 	if s.Clock == nil {
 		s.Clock = clock.Now
 	}
@@ -85,15 +86,6 @@ func startEnvoy(t testing.TB, yaml string, st store.Store, s api.EnvoySettings) 
 	}
 	t.Cleanup(func() { conn.Close() })
 	return &envoyHarness{client: rlsv3.NewRateLimitServiceClient(conn), clock: clock}
-}
-
-// desc builds a descriptor from key, value pairs.
-func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
-	d := &ratelimitv3.RateLimitDescriptor{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return d
 }
 
 func (h *envoyHarness) call(t testing.TB, descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
@@ -122,44 +114,9 @@ func headerMap(r *rlsv3.RateLimitResponse) map[string]string {
 	return m
 }
 
-func TestEnvoyMatching(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
-	tests := []struct {
-		name  string
-		desc  *ratelimitv3.RateLimitDescriptor
-		calls int
-		want  string // the code of the last call
-		limit uint32
-	}{
-		{"key-only rule: 3/s", desc("remote_address", "192.0.2.1"), 4, "OVER_LIMIT:OVER_LIMIT", 3},
-		{"each value its own counter", desc("remote_address", "192.0.2.2"), 3, "OK:OK", 3},
-		{"exact value beats key-only", desc("remote_address", "10.0.0.1"), 2, "OVER_LIMIT:OVER_LIMIT", 1},
-		{"prefix wildcard", desc("remote_address", "10.9.1.1"), 3, "OVER_LIMIT:OVER_LIMIT", 2},
-		{"requests_per_unit 0 bans", desc("remote_address", "10.6.6.6"), 1, "OVER_LIMIT:OVER_LIMIT", 0},
-		{"unlimited", desc("internal", "x"), 50, "OK:OK", 0},
-		{"no rule: no limit", desc("nothing", "here"), 50, "OK:OK", 0},
-		{"limit only at its depth", desc("plan", "free"), 50, "OK:OK", 0},
-		{"nested: the tighter of two limits", desc("plan", "free", "api_key", "k1"), 3, "OVER_LIMIT:OVER_LIMIT", 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r *rlsv3.RateLimitResponse
-			for range tt.calls {
-				r = h.call(t, tt.desc)
-			}
-			if got := codesOf(r); got != tt.want {
-				t.Fatalf("after %d calls: got %s, want %s", tt.calls, got, tt.want)
-			}
-			if got := r.Statuses[0].GetCurrentLimit().GetRequestsPerUnit(); got != tt.limit {
-				t.Fatalf("current_limit: got %d, want %d", got, tt.limit)
-			}
-		})
-	}
-}
-
 func TestEnvoyUnknownDomain(t *testing.T) {
 	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
-	resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "1")}})
+	resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("remote_address", "1")}})
 	if err != nil || codesOf(resp) != "OK:OK" {
 		t.Fatalf("got %v %v, want OK", resp, err)
 	}
@@ -169,8 +126,8 @@ func TestEnvoyUnknownDomain(t *testing.T) {
 // the others (envoyproxy/ratelimit charges them all).
 func TestEnvoyAllOrNothing(t *testing.T) {
 	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
-	ip := desc("remote_address", "192.0.2.9") // 3/s
-	strict := desc("remote_address", "10.0.0.1")
+	ip := testkit.Descriptor("remote_address", "192.0.2.9") // 3/s
+	strict := testkit.Descriptor("remote_address", "10.0.0.1")
 	if got := codesOf(h.call(t, strict)); got != "OK:OK" {
 		t.Fatal(got)
 	}
@@ -190,14 +147,14 @@ func TestEnvoyAllOrNothing(t *testing.T) {
 func TestEnvoyHitsAddendAndRefund(t *testing.T) {
 	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	ctx := context.Background()
-	ip := desc("remote_address", "192.0.2.10")
+	ip := testkit.Descriptor("remote_address", "192.0.2.10")
 	// Request-level hits_addend 3 spends the whole 3/s.
 	r, err := h.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{ip}, HitsAddend: 3})
 	if err != nil || codesOf(r) != "OK:OK" || r.Statuses[0].LimitRemaining != 0 {
 		t.Fatalf("hits 3: got %v %v, want OK remaining 0", r, err)
 	}
 	// Per-descriptor hits_addend 0 looks without spending.
-	peek := desc("remote_address", "192.0.2.10")
+	peek := testkit.Descriptor("remote_address", "192.0.2.10")
 	peek.HitsAddend = wrapperspb.UInt64(0)
 	if r := h.call(t, peek); codesOf(r) != "OK:OK" || r.Statuses[0].LimitRemaining != 0 {
 		t.Fatalf("peek: got %v, want OK remaining 0", r)
@@ -206,7 +163,7 @@ func TestEnvoyHitsAddendAndRefund(t *testing.T) {
 		t.Fatalf("over: got %s", got)
 	}
 	// is_negative_hits gives two back.
-	refund := desc("remote_address", "192.0.2.10")
+	refund := testkit.Descriptor("remote_address", "192.0.2.10")
 	refund.HitsAddend = wrapperspb.UInt64(2)
 	refund.IsNegativeHits = true
 	if r := h.call(t, refund); codesOf(r) != "OK:OK" || r.Statuses[0].LimitRemaining != 2 {
@@ -222,7 +179,7 @@ func TestEnvoyHitsAddendAndRefund(t *testing.T) {
 func TestEnvoyShadowMode(t *testing.T) {
 	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	for i := range 3 {
-		r := h.call(t, desc("shadowed", "x"))
+		r := h.call(t, testkit.Descriptor("shadowed", "x"))
 		if codesOf(r) != "OK:OK" {
 			t.Fatalf("shadow call %d: got %s, want OK", i, codesOf(r))
 		}
@@ -230,7 +187,7 @@ func TestEnvoyShadowMode(t *testing.T) {
 	// Global shadow mode.
 	g := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{ShadowMode: true})
 	for i := range 5 {
-		if got := codesOf(g.call(t, desc("remote_address", "10.0.0.1"))); got != "OK:OK" {
+		if got := codesOf(g.call(t, testkit.Descriptor("remote_address", "10.0.0.1"))); got != "OK:OK" {
 			t.Fatalf("global shadow call %d: got %s, want OK", i, got)
 		}
 	}
@@ -238,7 +195,7 @@ func TestEnvoyShadowMode(t *testing.T) {
 
 func TestEnvoyHeaders(t *testing.T) {
 	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
-	ip := desc("remote_address", "192.0.2.20")
+	ip := testkit.Descriptor("remote_address", "192.0.2.20")
 	r := h.call(t, ip)
 	hs := headerMap(r)
 	want := map[string]string{
@@ -274,7 +231,7 @@ func TestEnvoyHeaders(t *testing.T) {
 func TestEnvoyWindowEdge(t *testing.T) {
 	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
 	h.clock.Advance(2*time.Second - 10*time.Millisecond) // 10ms before an edge
-	d := desc("login", "alice")
+	d := testkit.Descriptor("login", "alice")
 	for i := range 10 {
 		if got := codesOf(h.call(t, d)); got != "OK:OK" {
 			t.Fatalf("before the edge, call %d: got %s", i, got)
@@ -290,7 +247,7 @@ func TestEnvoyWindowEdge(t *testing.T) {
 
 func TestEnvoyLimitOverride(t *testing.T) {
 	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
-	d := desc("remote_address", "192.0.2.30")
+	d := testkit.Descriptor("remote_address", "192.0.2.30")
 	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
 	if got := codesOf(h.call(t, d)); got != "OK:OK" {
 		t.Fatal(got)
@@ -309,11 +266,11 @@ func TestEnvoyInvalid(t *testing.T) {
 		req  *rlsv3.RateLimitRequest
 		msg  string
 	}{
-		{"empty domain", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("a", "b")}}, "domain: must not be empty"},
+		{"empty domain", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("a", "b")}}, "domain: must not be empty"},
 		{"no descriptors", &rlsv3.RateLimitRequest{Domain: "edge"}, "descriptors: must hold at least one descriptor"},
-		{"descriptor without entries", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("a", "b"), {}}}, "descriptors[1].entries: must hold at least one entry"},
-		{"empty key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("", "b")}}, "descriptors[0].entries[0].key: must not be empty"},
-		{"huge value", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("a", long)}}, "descriptors[0].entries[0].value: 5000 bytes exceed the limit of 4096"},
+		{"descriptor without entries", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("a", "b"), {}}}, "descriptors[1].entries: must hold at least one entry"},
+		{"empty key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("", "b")}}, "descriptors[0].entries[0].key: must not be empty"},
+		{"huge value", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("a", long)}}, "descriptors[0].entries[0].value: 5000 bytes exceed the limit of 4096"},
 		{"too many descriptors", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: make([]*ratelimitv3.RateLimitDescriptor, 65)}, "descriptors: 65 descriptors exceed the limit of 64"},
 	}
 	for _, tt := range tests {

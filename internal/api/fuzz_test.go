@@ -17,6 +17,7 @@ import (
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // FuzzCheck sends arbitrary Check, Peek and CheckBatch requests: the
@@ -33,7 +34,7 @@ func FuzzCheck(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := start(f, nil, api.Settings{Config: staticConfig{cfg}})
+	h := start(f, nil, api.Settings{Config: testkit.StaticRules(cfg)})
 	f.Fuzz(func(t *testing.T, key string, alg int32, cost, requests, periodNs, burst int64, policy string, batch bool) {
 		if !utf8.ValidString(key) || !utf8.ValidString(policy) {
 			t.Skip("proto3 strings are UTF-8: the client cannot send this")

@@ -9,9 +9,6 @@ import (
 	"github.com/floodgate/floodgate/internal/store"
 )
 
-// Test helpers copied from other packages' tests (the old server package
-// shared them), until one package of test helpers holds them.
-
 // failingStore is a real store whose Decide fails; the error path of the
 // decorator needs one.
 type failingStore struct{ store.Store }

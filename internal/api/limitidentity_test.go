@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/redisstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // identityStores are the stores the limit-identity tests run on: the
@@ -49,7 +50,7 @@ func TestLimitsOnOneKeyNeverShareACount(t *testing.T) {
 	sw := floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW
 	for name, newStore := range identityStores(t) {
 		t.Run(name, func(t *testing.T) {
-			h := start(t, newStore(t), api.Settings{Config: staticConfig{cfg}})
+			h := start(t, newStore(t), api.Settings{Config: testkit.StaticRules(cfg)})
 			ctx := context.Background()
 			check := func(req *floodgatev1.CheckRequest) bool {
 				t.Helper()
@@ -75,8 +76,8 @@ func TestLimitsOnOneKeyNeverShareACount(t *testing.T) {
 
 			// The first case: FIXED_WINDOW 3/60s alternated with
 			// FIXED_WINDOW 1000/7s admitted 10 of 10.
-			small := &floodgatev1.CheckRequest{Key: "a", Algorithm: fw, Source: inline(3, time.Minute, 0)}
-			big := &floodgatev1.CheckRequest{Key: "a", Algorithm: fw, Source: inline(1000, 7*time.Second, 0)}
+			small := &floodgatev1.CheckRequest{Key: "a", Algorithm: fw, Source: testkit.Inline(3, time.Minute, 0)}
+			big := &floodgatev1.CheckRequest{Key: "a", Algorithm: fw, Source: testkit.Inline(1000, 7*time.Second, 0)}
 			if got := count(10, small, big); got != 3 {
 				t.Errorf("fixed 3/60s alternated with 1000/7s: %d of 10 admitted, want 3", got)
 			}
@@ -86,8 +87,8 @@ func TestLimitsOnOneKeyNeverShareACount(t *testing.T) {
 
 			// The second: SLIDING_WINDOW 5/900s, one 3/3600s check, then
 			// more 5/900s checks admitted 4 more (9 in one window).
-			five := &floodgatev1.CheckRequest{Key: "b", Algorithm: sw, Source: inline(5, 900*time.Second, 0)}
-			three := &floodgatev1.CheckRequest{Key: "b", Algorithm: sw, Source: inline(3, time.Hour, 0)}
+			five := &floodgatev1.CheckRequest{Key: "b", Algorithm: sw, Source: testkit.Inline(5, 900*time.Second, 0)}
+			three := &floodgatev1.CheckRequest{Key: "b", Algorithm: sw, Source: testkit.Inline(3, time.Hour, 0)}
 			first := count(5, five)
 			check(three)
 			if more := count(5, five); first != 5 || more != 0 {
@@ -95,8 +96,8 @@ func TestLimitsOnOneKeyNeverShareACount(t *testing.T) {
 			}
 			// Burst is part of an inline limit's identity.
 			tb := floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET
-			b2 := &floodgatev1.CheckRequest{Key: "c", Algorithm: tb, Source: inline(1, time.Hour, 2)}
-			b5 := &floodgatev1.CheckRequest{Key: "c", Algorithm: tb, Source: inline(1, time.Hour, 5)}
+			b2 := &floodgatev1.CheckRequest{Key: "c", Algorithm: tb, Source: testkit.Inline(1, time.Hour, 2)}
+			b5 := &floodgatev1.CheckRequest{Key: "c", Algorithm: tb, Source: testkit.Inline(1, time.Hour, 5)}
 			if got := count(4, b2, b5); got != 2 {
 				t.Errorf("token bucket burst 2 alternated with burst 5: %d of 4 admitted, want 2", got)
 			}
@@ -115,8 +116,8 @@ func TestLimitsOnOneKeyNeverShareACount(t *testing.T) {
 			admittedBatches := 0
 			for range 6 {
 				r, err := h.client.CheckBatch(ctx, &floodgatev1.CheckBatchRequest{Checks: []*floodgatev1.CheckRequest{
-					{Key: "d", Algorithm: fw, Source: inline(2, time.Minute, 0)},
-					{Key: "d", Algorithm: fw, Source: inline(100, time.Second, 0)},
+					{Key: "d", Algorithm: fw, Source: testkit.Inline(2, time.Minute, 0)},
+					{Key: "d", Algorithm: fw, Source: testkit.Inline(100, time.Second, 0)},
 				}})
 				if err != nil {
 					t.Fatal(err)
@@ -142,11 +143,11 @@ func TestResetByLimit(t *testing.T) {
 	sw := floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW
 	for name, newStore := range identityStores(t) {
 		t.Run(name, func(t *testing.T) {
-			h := start(t, newStore(t), api.Settings{Config: staticConfig{cfg}})
+			h := start(t, newStore(t), api.Settings{Config: testkit.StaticRules(cfg)})
 			ctx := context.Background()
 			login := &floodgatev1.CheckRequest{Key: "bob", Source: &floodgatev1.CheckRequest_Policy{Policy: "login"}}
 			otp := &floodgatev1.CheckRequest{Key: "bob", Source: &floodgatev1.CheckRequest_Policy{Policy: "otp"}}
-			in := &floodgatev1.CheckRequest{Key: "bob", Algorithm: sw, Source: inline(2, time.Hour, 0)}
+			in := &floodgatev1.CheckRequest{Key: "bob", Algorithm: sw, Source: testkit.Inline(2, time.Hour, 0)}
 			remaining := func(req *floodgatev1.CheckRequest) int64 {
 				t.Helper()
 				p := &floodgatev1.PeekRequest{Key: req.Key, Algorithm: req.Algorithm}

@@ -23,44 +23,19 @@ import (
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
-
-// t0 is the fixed epoch of the tests' manual clock.
-var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// manualClock is a clock the test moves by hand.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// staticConfig is a ConfigSource that never changes.
-type staticConfig struct{ cfg *rules.Config }
-
-func (s staticConfig) Current() *rules.Config { return s.cfg }
 
 type harness struct {
 	client floodgatev1.RateLimiterClient
 	health healthpb.HealthClient
-	clock  *manualClock
+	clock  *testkit.Clock
 }
 
 // start serves a RateLimiter over bufconn with a real gRPC client.
 func start(t testing.TB, st store.Store, s api.Settings) *harness {
 	t.Helper()
-	clock := &manualClock{now: t0}
+	clock := testkit.NewClock(testkit.T0)
 	if s.Clock == nil {
 		s.Clock = clock.Now
 	}
@@ -83,16 +58,12 @@ func start(t testing.TB, st store.Store, s api.Settings) *harness {
 	return &harness{client: floodgatev1.NewRateLimiterClient(conn), health: healthpb.NewHealthClient(conn), clock: clock}
 }
 
-func inline(requests int64, period time.Duration, burst int64) *floodgatev1.CheckRequest_Limit {
-	return &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: requests, Period: durationpb.New(period), Burst: burst}}
-}
-
 // TestCheckReadmeExample is the README's grpcurl walk-through: three allowed
 // (remaining 2, 1, 0), then denied with retry_after 20s.
 func TestCheckReadmeExample(t *testing.T) {
 	h := start(t, nil, api.Settings{})
 	ctx := context.Background()
-	req := &floodgatev1.CheckRequest{Key: "user:1", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: inline(3, time.Minute, 0)}
+	req := &floodgatev1.CheckRequest{Key: "user:1", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: testkit.Inline(3, time.Minute, 0)}
 	for i, want := range []int64{2, 1, 0} {
 		resp, err := h.client.Check(ctx, req)
 		if err != nil {
@@ -127,7 +98,7 @@ func TestCheckExactUnderContention(t *testing.T) {
 		floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW,
 	} {
 		t.Run(alg.String(), func(t *testing.T) {
-			req := &floodgatev1.CheckRequest{Key: "contended", Algorithm: alg, Source: inline(100, time.Hour, 0)}
+			req := &floodgatev1.CheckRequest{Key: "contended", Algorithm: alg, Source: testkit.Inline(100, time.Hour, 0)}
 			var allowed, denied atomic.Int64
 			work := make(chan struct{}, 300)
 			for range 300 {
@@ -168,7 +139,7 @@ func TestCheckInvalid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, nil, api.Settings{Config: staticConfig{cfg}, MaxKeyBytes: 64})
+	h := start(t, nil, api.Settings{Config: testkit.StaticRules(cfg), MaxKeyBytes: 64})
 	tb := floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET
 	tests := []struct {
 		name string
@@ -176,26 +147,26 @@ func TestCheckInvalid(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{"empty key", &floodgatev1.CheckRequest{Algorithm: tb, Source: inline(1, time.Second, 0)}, codes.InvalidArgument, "key: must not be empty"},
-		{"long key", &floodgatev1.CheckRequest{Key: strings.Repeat("k", 65), Algorithm: tb, Source: inline(1, time.Second, 0)}, codes.InvalidArgument, "key: 65 bytes exceed the limit of 64"},
-		{"negative cost", &floodgatev1.CheckRequest{Key: "k", Cost: -1, Algorithm: tb, Source: inline(1, time.Second, 0)}, codes.InvalidArgument, "cost: must not be negative"},
-		{"cost above burst", &floodgatev1.CheckRequest{Key: "k", Cost: 11, Algorithm: tb, Source: inline(5, time.Second, 10)}, codes.InvalidArgument, "cost: 11 exceeds the limit's capacity of 10 (burst)"},
-		{"cost above requests", &floodgatev1.CheckRequest{Key: "k", Cost: 6, Algorithm: floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW, Source: inline(5, time.Second, 0)}, codes.InvalidArgument, "cost: 6 exceeds the limit's capacity of 5 (requests)"},
-		{"zero requests", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: inline(0, time.Second, 0)}, codes.InvalidArgument, "limit.requests: must be positive"},
-		{"negative requests", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: inline(-3, time.Second, 0)}, codes.InvalidArgument, "limit.requests: must be positive"},
-		{"zero period", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: inline(1, 0, 0)}, codes.InvalidArgument, "limit.period: must be positive"},
-		{"negative period", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: inline(1, -time.Second, 0)}, codes.InvalidArgument, "limit.period: must be positive"},
+		{"empty key", &floodgatev1.CheckRequest{Algorithm: tb, Source: testkit.Inline(1, time.Second, 0)}, codes.InvalidArgument, "key: must not be empty"},
+		{"long key", &floodgatev1.CheckRequest{Key: strings.Repeat("k", 65), Algorithm: tb, Source: testkit.Inline(1, time.Second, 0)}, codes.InvalidArgument, "key: 65 bytes exceed the limit of 64"},
+		{"negative cost", &floodgatev1.CheckRequest{Key: "k", Cost: -1, Algorithm: tb, Source: testkit.Inline(1, time.Second, 0)}, codes.InvalidArgument, "cost: must not be negative"},
+		{"cost above burst", &floodgatev1.CheckRequest{Key: "k", Cost: 11, Algorithm: tb, Source: testkit.Inline(5, time.Second, 10)}, codes.InvalidArgument, "cost: 11 exceeds the limit's capacity of 10 (burst)"},
+		{"cost above requests", &floodgatev1.CheckRequest{Key: "k", Cost: 6, Algorithm: floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW, Source: testkit.Inline(5, time.Second, 0)}, codes.InvalidArgument, "cost: 6 exceeds the limit's capacity of 5 (requests)"},
+		{"zero requests", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: testkit.Inline(0, time.Second, 0)}, codes.InvalidArgument, "limit.requests: must be positive"},
+		{"negative requests", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: testkit.Inline(-3, time.Second, 0)}, codes.InvalidArgument, "limit.requests: must be positive"},
+		{"zero period", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: testkit.Inline(1, 0, 0)}, codes.InvalidArgument, "limit.period: must be positive"},
+		{"negative period", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: testkit.Inline(1, -time.Second, 0)}, codes.InvalidArgument, "limit.period: must be positive"},
 		{"missing period", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: 1}}}, codes.InvalidArgument, "limit.period: required"},
-		{"sub-millisecond period", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: inline(1, 1500*time.Microsecond, 0)}, codes.InvalidArgument, "limit.period: must be a whole number of milliseconds"},
-		{"negative burst", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: inline(1, time.Second, -1)}, codes.InvalidArgument, "limit.burst: must not be negative"},
-		{"burst on a window", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW, Source: inline(1, time.Second, 5)}, codes.InvalidArgument, "limit.burst: applies only to ALGORITHM_TOKEN_BUCKET"},
-		{"unknown algorithm", &floodgatev1.CheckRequest{Key: "k", Algorithm: 42, Source: inline(1, time.Second, 0)}, codes.InvalidArgument, "algorithm: unknown value 42"},
-		{"no algorithm with inline limit", &floodgatev1.CheckRequest{Key: "k", Source: inline(1, time.Second, 0)}, codes.InvalidArgument, "algorithm: required with an inline limit"},
+		{"sub-millisecond period", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: testkit.Inline(1, 1500*time.Microsecond, 0)}, codes.InvalidArgument, "limit.period: must be a whole number of milliseconds"},
+		{"negative burst", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: testkit.Inline(1, time.Second, -1)}, codes.InvalidArgument, "limit.burst: must not be negative"},
+		{"burst on a window", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW, Source: testkit.Inline(1, time.Second, 5)}, codes.InvalidArgument, "limit.burst: applies only to ALGORITHM_TOKEN_BUCKET"},
+		{"unknown algorithm", &floodgatev1.CheckRequest{Key: "k", Algorithm: 42, Source: testkit.Inline(1, time.Second, 0)}, codes.InvalidArgument, "algorithm: unknown value 42"},
+		{"no algorithm with inline limit", &floodgatev1.CheckRequest{Key: "k", Source: testkit.Inline(1, time.Second, 0)}, codes.InvalidArgument, "algorithm: required with an inline limit"},
 		{"neither limit nor policy", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb}, codes.InvalidArgument, "limit: one of limit or policy is required"},
 		{"unknown policy", &floodgatev1.CheckRequest{Key: "k", Source: &floodgatev1.CheckRequest_Policy{Policy: "gold"}}, codes.NotFound, `policy: unknown policy "gold"`},
 		{"policy algorithm mismatch", &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: &floodgatev1.CheckRequest_Policy{Policy: "login"}}, codes.InvalidArgument, "algorithm: token_bucket does not match policy"},
-		{"sliding log above cap", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW_LOG, Source: inline(10_001, time.Second, 0)}, codes.InvalidArgument, "sliding_window_log cap of 10000"},
-		{"too fine to count", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW, Source: inline(1<<40, 24*time.Hour, 0)}, codes.InvalidArgument, "exceeds 2^50"},
+		{"sliding log above cap", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW_LOG, Source: testkit.Inline(10_001, time.Second, 0)}, codes.InvalidArgument, "sliding_window_log cap of 10000"},
+		{"too fine to count", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW, Source: testkit.Inline(1<<40, 24*time.Hour, 0)}, codes.InvalidArgument, "exceeds 2^50"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,13 +180,13 @@ func TestCheckInvalid(t *testing.T) {
 		})
 	}
 	// The server keeps serving.
-	if resp, err := h.client.Check(context.Background(), &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: inline(1, time.Second, 0)}); err != nil || !resp.Allowed {
+	if resp, err := h.client.Check(context.Background(), &floodgatev1.CheckRequest{Key: "k", Algorithm: tb, Source: testkit.Inline(1, time.Second, 0)}); err != nil || !resp.Allowed {
 		t.Fatalf("after bad inputs: got %v %v, want allowed", resp, err)
 	}
 	// Batch errors name the check.
 	_, err = h.client.CheckBatch(context.Background(), &floodgatev1.CheckBatchRequest{Checks: []*floodgatev1.CheckRequest{
-		{Key: "a", Algorithm: tb, Source: inline(1, time.Second, 0)},
-		{Key: "", Algorithm: tb, Source: inline(1, time.Second, 0)},
+		{Key: "a", Algorithm: tb, Source: testkit.Inline(1, time.Second, 0)},
+		{Key: "", Algorithm: tb, Source: testkit.Inline(1, time.Second, 0)},
 	}})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "checks[1].key: must not be empty") {
 		t.Fatalf("batch: got %v, want InvalidArgument naming checks[1].key", err)
@@ -233,8 +204,8 @@ func TestCheckBatchAllOrNothing(t *testing.T) {
 	h := start(t, nil, api.Settings{})
 	ctx := context.Background()
 	fw := floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW
-	a := &floodgatev1.CheckRequest{Key: "a", Algorithm: fw, Source: inline(5, time.Minute, 0)}
-	b := &floodgatev1.CheckRequest{Key: "b", Algorithm: fw, Source: inline(1, time.Minute, 0)}
+	a := &floodgatev1.CheckRequest{Key: "a", Algorithm: fw, Source: testkit.Inline(5, time.Minute, 0)}
+	b := &floodgatev1.CheckRequest{Key: "b", Algorithm: fw, Source: testkit.Inline(1, time.Minute, 0)}
 	if _, err := h.client.Check(ctx, b); err != nil { // b is now spent
 		t.Fatal(err)
 	}
@@ -292,7 +263,7 @@ func TestPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, nil, api.Settings{Config: staticConfig{cfg}})
+	h := start(t, nil, api.Settings{Config: testkit.StaticRules(cfg)})
 	ctx := context.Background()
 	policy := func(key, name string) *floodgatev1.CheckRequest {
 		return &floodgatev1.CheckRequest{Key: key, Source: &floodgatev1.CheckRequest_Policy{Policy: name}}

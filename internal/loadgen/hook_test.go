@@ -51,8 +51,13 @@ func TestMeasureHookBracketsTheMeasurement(t *testing.T) {
 		maxReqs   uint64
 		wantWarm  bool // requests served before the hook's begin
 		wantCalls []bool
+		hookTakes time.Duration // how long the hook's begin takes
 	}{
 		{name: "with warmup", warmup: 150 * time.Millisecond, wantWarm: true, wantCalls: []bool{true, false}},
+		// A slow hook (or Run's goroutine preempted after it, as on a
+		// loaded machine) must not let warmup calls be served unmeasured
+		// between the hook and the measurement's start.
+		{name: "with warmup, slow hook", warmup: 150 * time.Millisecond, wantWarm: true, wantCalls: []bool{true, false}, hookTakes: 50 * time.Millisecond},
 		{name: "without warmup", wantCalls: []bool{true, false}},
 		{name: "max requests", maxReqs: 500, wantCalls: []bool{true, false}},
 	}
@@ -68,6 +73,7 @@ func TestMeasureHookBracketsTheMeasurement(t *testing.T) {
 					calls = append(calls, begin)
 					if begin {
 						atBegin = served.Load()
+						time.Sleep(tc.hookTakes)
 					} else {
 						atEnd = served.Load()
 					}

@@ -24,11 +24,8 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
-
-type staticConfig struct{ c *rules.Config }
-
-func (s staticConfig) Current() *rules.Config { return s.c }
 
 // startServer runs a floodgate server (embedded store) on a loopback port
 // and returns connections to it. cfgYAML, when not empty, is its rules.
@@ -40,7 +37,7 @@ func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInter
 		if err != nil {
 			t.Fatal(err)
 		}
-		src = staticConfig{cfg}
+		src = testkit.StaticRules(cfg)
 	}
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
@@ -218,46 +215,89 @@ func TestErrorsAreCountedByCode(t *testing.T) {
 	}
 }
 
+// TestCancelStopsTheRun cancels a run once its progress shows measured
+// requests: Run returns promptly with an interrupted result holding them.
+// On the slow server every call outlives the 20ms warmup, so the first
+// answers after it began were sent during the warmup, which the Result
+// discards; progress must not show them as measured (it did, and the run
+// was cancelled with 0 requests, as happened at random on a loaded machine).
 func TestCancelStopsTheRun(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	progress := make(chan loadgen.Progress, 100)
-	go func() {
-		// Cancel once measuring has visibly started.
-		for p := range progress {
-			if !p.Warmup && p.Requests > 0 {
-				cancel()
-				return
-			}
-		}
-	}()
-	done := make(chan struct{})
-	var res *loadgen.Result
-	var err error
-	go func() {
-		defer close(done)
-		res, err = loadgen.Run(ctx, loadgen.Config{
-			Conns: startServer(t, "", 1), API: loadgen.APIHealth, Concurrency: 4,
-			Duration: time.Hour, Warmup: 20 * time.Millisecond, ProgressInterval: 10 * time.Millisecond,
-			Progress: func(p loadgen.Progress) {
-				select {
-				case progress <- p:
-				default:
-				}
-			},
-		})
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context was cancelled")
+	servers := []struct {
+		name  string
+		conns func(t *testing.T) []grpc.ClientConnInterface
+	}{
+		{"floodgate", func(t *testing.T) []grpc.ClientConnInterface { return startServer(t, "", 1) }},
+		{"slow health server", func(t *testing.T) []grpc.ClientConnInterface {
+			return []grpc.ClientConnInterface{slowHealthServer(t, 100*time.Millisecond)}
+		}},
 	}
-	close(progress)
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			progress := make(chan loadgen.Progress, 100)
+			go func() {
+				// Cancel once measuring has visibly started.
+				for p := range progress {
+					if !p.Warmup && p.Requests > 0 {
+						cancel()
+						return
+					}
+				}
+			}()
+			done := make(chan struct{})
+			var res *loadgen.Result
+			var err error
+			conns := srv.conns(t)
+			go func() {
+				defer close(done)
+				res, err = loadgen.Run(ctx, loadgen.Config{
+					Conns: conns, API: loadgen.APIHealth, Concurrency: 4,
+					Duration: time.Hour, Warmup: 20 * time.Millisecond, ProgressInterval: 10 * time.Millisecond,
+					Progress: func(p loadgen.Progress) {
+						select {
+						case progress <- p:
+						default:
+						}
+					},
+				})
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return after its context was cancelled")
+			}
+			close(progress)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Interrupted || res.Requests() == 0 || res.ErrorCount() != 0 {
+				t.Fatalf("interrupted %v, requests %d, errors %v; want an interrupted run with requests and no errors", res.Interrupted, res.Requests(), res.Errors)
+			}
+		})
+	}
+}
+
+// slowHealthServer serves grpc.health.v1 on a loopback port, answering
+// each call after delay.
+func slowHealthServer(t *testing.T, delay time.Duration) grpc.ClientConnInterface {
+	t.Helper()
+	srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		time.Sleep(delay)
+		return h(ctx, req)
+	}))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Interrupted || res.Requests() == 0 || res.ErrorCount() != 0 {
-		t.Fatalf("interrupted %v, requests %d, errors %v; want an interrupted run with requests and no errors", res.Interrupted, res.Requests(), res.Errors)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 func TestValidate(t *testing.T) {

@@ -13,7 +13,10 @@ type Progress struct {
 	// Elapsed is the time since the current phase (warmup or measurement)
 	// began.
 	Elapsed time.Duration
-	// Requests is the number of requests answered in the current phase.
+	// Requests is the number of requests answered in the current phase:
+	// while measuring, only those the Result will count (sent and answered
+	// while measuring), so a Progress with Requests > 0 and Warmup false
+	// means the Result has requests.
 	Requests uint64
 	// Rate is Requests / Elapsed, per second.
 	Rate float64

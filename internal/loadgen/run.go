@@ -14,6 +14,11 @@ import (
 // Run phases, in order.
 const (
 	phaseWarmup int32 = iota
+	// phaseStarting is the switch from warmup to measuring, while the
+	// MeasureHook runs: workers send nothing new, so that what the server
+	// answers between the hook and the measurement's start is at most the
+	// calls in flight.
+	phaseStarting
 	phaseMeasure
 	phaseStopped
 )
@@ -23,14 +28,16 @@ const (
 const numCodes = int(codes.Unauthenticated) + 1
 
 // worker is one closed-loop sender's counters. Only its goroutine writes
-// them until Run has waited for it, except done, which progress reads.
+// them until Run has waited for it, except done and measured, which
+// progress reads.
 type worker struct {
-	hist    Histogram
-	allowed uint64
-	denied  uint64
-	errs    [numCodes]uint64
-	done    atomic.Uint64
-	_       [64]byte // keep done off the next worker's cache line
+	hist     Histogram
+	allowed  uint64
+	denied   uint64
+	errs     [numCodes]uint64
+	done     atomic.Uint64 // answered requests, in any phase
+	measured atomic.Uint64 // answered requests recorded, after recording
+	_        [64]byte      // keep the counters off the next worker's cache line
 }
 
 // caller sends one request for key and says whether it was allowed.
@@ -78,13 +85,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		budget.Store(int64(min(cfg.MaxRequests, 1<<62)))
 	}
 
+	begun := make(chan struct{}) // closed when phaseStarting ends
 	workers := make([]worker, cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i := range workers {
 		w := &workers[i]
 		call := newCaller(cfg.Conns[i%len(cfg.Conns)])
 		pick := keyPicker(cfg, uint64(i))
-		wg.Go(func() { w.run(callCtx, call, pick, &phase, budget) })
+		wg.Go(func() { w.run(callCtx, call, pick, &phase, budget, begun) })
 	}
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
@@ -94,21 +102,29 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Config.MeasureHook = nil
 	start := time.Now()
 	phaseStart := start
-	var phaseBase uint64 // completions when the phase began
-	completed := func() uint64 {
+	// answered counts the requests answered in the current phase: while
+	// warming up, all of them; while measuring, those recorded, so that
+	// calls sent during the warmup and answered after it, which the Result
+	// discards, do not show as measured.
+	answered := func(measuring bool) uint64 {
 		var n uint64
 		for i := range workers {
-			n += workers[i].done.Load()
+			if measuring {
+				n += workers[i].measured.Load()
+			} else {
+				n += workers[i].done.Load()
+			}
 		}
 		return n
 	}
 	var cpuStart time.Duration
 	beginMeasure := func() {
+		phase.Store(phaseStarting)
 		hook(true)
 		cpuStart, _ = processCPU()
 		phaseStart = time.Now()
-		phaseBase = completed()
 		phase.Store(phaseMeasure)
+		close(begun)
 	}
 	var measureStart, measureEnd time.Time
 	if cfg.Warmup == 0 {
@@ -158,9 +174,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.Interrupted = true
 		case now := <-ticker.C:
 			if cfg.Progress != nil {
-				n := completed() - phaseBase
+				warm := phase.Load() == phaseWarmup
+				n := answered(!warm)
 				el := now.Sub(phaseStart)
-				cfg.Progress(Progress{Warmup: phase.Load() == phaseWarmup, Elapsed: el, Requests: n, Rate: perSecond(n, el)})
+				cfg.Progress(Progress{Warmup: warm, Elapsed: el, Requests: n, Rate: perSecond(n, el)})
 			}
 		}
 	}
@@ -198,11 +215,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // run is one worker's closed loop: send, wait for the answer, record it if
 // the whole exchange happened while measuring, repeat.
-func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *atomic.Int32, budget *atomic.Int64) {
+func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *atomic.Int32, budget *atomic.Int64, begun <-chan struct{}) {
 	for {
 		p := phase.Load()
 		if p == phaseStopped {
 			return
+		}
+		if p == phaseStarting {
+			<-begun
+			continue
 		}
 		if p == phaseMeasure && budget != nil && budget.Add(-1) < 0 {
 			return
@@ -228,6 +249,7 @@ func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *a
 		default:
 			w.denied++
 		}
+		w.measured.Add(1)
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // scrape GETs h like Prometheus would and parses the text format.
@@ -134,7 +135,7 @@ func TestMetricsScrape(t *testing.T) {
 	ctx := context.Background()
 	rl := floodgatev1.NewRateLimiterClient(conn)
 	for range 2 {
-		if _, err := rl.Check(ctx, &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: inline(5, time.Minute, 0)}); err != nil {
+		if _, err := rl.Check(ctx, &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: testkit.Inline(5, time.Minute, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,10 +4,13 @@
 // stopped by PID when the test ends. It never touches a Redis it did not
 // start.
 //
-// Tests that need Redis call Require first (StartServer and StartCluster
-// do it too): without redis-server and redis-cli on PATH the test is
-// skipped, or fails when the environment variable CI is "true", so that CI
-// never passes by skipping. scripts/ensure-redis.sh installs them.
+// Tests that need Redis call Require first (StartServer, StartSentinel and
+// StartCluster do it too). Under `go test -short` (make test-short, the
+// inner loop) the test is skipped: -short is an explicit opt-out, and CI
+// never uses it (make test runs without it). Otherwise, without
+// redis-server and redis-cli on PATH the test is skipped, or fails when the
+// environment variable CI is "true", so that CI never passes by skipping.
+// scripts/ensure-redis.sh installs them.
 package redistest
 
 import (
@@ -35,10 +38,17 @@ const startTimeout = 10 * time.Second
 // stopTimeout is how long Stop waits after SIGTERM before SIGKILL.
 const stopTimeout = 5 * time.Second
 
-// Require skips t when redis-server or redis-cli is not on PATH, or fails
-// it when the environment variable CI is "true".
+// shortSkip is the reason Require gives when it skips a test under -short.
+const shortSkip = "redistest: needs a redis-server, skipped under -short (run without -short, as make test does)"
+
+// Require skips t under -short, and when redis-server or redis-cli is not
+// on PATH, where it fails t instead if the environment variable CI is
+// "true".
 func Require(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip(shortSkip)
+	}
 	var missing []string
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {

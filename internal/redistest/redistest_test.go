@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -166,5 +167,39 @@ func TestRequireFailsOnCI(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- SKIP") {
 		t.Fatalf("child without CI and no redis: err %v, output:\n%s\nwant a skip", err, out)
+	}
+	// -short is an explicit opt-out: it skips even with CI=true, and says
+	// why.
+	cmd = exec.Command(os.Args[0], "-test.run=^TestRequireFailsOnCI$", "-test.v", "-test.short")
+	cmd.Env = append(os.Environ(), "REDISTEST_CHILD=1", "CI=true", "PATH=/nonexistent")
+	out, err = cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- SKIP") || !strings.Contains(string(out), "skipped under -short") {
+		t.Fatalf("child with -short and CI=true: err %v, output:\n%s\nwant a skip naming -short", err, out)
+	}
+}
+
+// TestCINeverRunsShort pins what makes skipping under -short safe: CI runs
+// make test, and make test runs go test without -short.
+func TestCINeverRunsShort(t *testing.T) {
+	ci, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^make test$`).Match(ci) {
+		t.Errorf(".ci/run does not run `make test`:\n%s", ci)
+	}
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := regexp.MustCompile(`(?ms)^test:[^\n]*\n((?:\t[^\n]*\n)+)`).FindSubmatch(makefile)
+	if recipe == nil {
+		t.Fatal("Makefile has no test target")
+	}
+	if !strings.Contains(string(recipe[1]), "$(GO) test ") {
+		t.Errorf("make test does not run go test:\n%s", recipe[1])
+	}
+	if strings.Contains(string(recipe[1]), "-short") {
+		t.Errorf("make test runs with -short, so CI would skip every test that needs Redis:\n%s", recipe[1])
 	}
 }

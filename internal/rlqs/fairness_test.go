@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // simEnvoy is one Envoy instance as the fairness simulation models it:
@@ -109,8 +110,8 @@ type simEvent struct {
 // one-minute window starting at or after from (in 10 ms steps), over 600.
 func simulate(t *testing.T, rateLimit string, events []simEvent, n int, run, from time.Duration) float64 {
 	t.Helper()
-	cfg := &staticConfig{c: mustConfig(t, "domain: d\nquota_buckets:\n  - bucket_id: {b: \"*\"}\n    rate_limit: "+rateLimit+"\n")}
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	cfg := testkit.StaticRules(testkit.ParseRules(t, "domain: d\nquota_buckets:\n  - bucket_id: {b: \"*\"}\n    rate_limit: "+rateLimit+"\n"))
+	clock := testkit.NewClock(time.Unix(1_700_000_000, 0))
 	start := clock.Now()
 	demand := memstore.NewDemand()
 	es := make([]*simEnvoy, n)

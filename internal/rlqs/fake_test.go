@@ -3,14 +3,11 @@ package rlqs
 import (
 	"context"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
-
-	"github.com/floodgate/floodgate/internal/rules"
 )
 
 // fakeStream is the server side of one stream, in memory: the test writes
@@ -80,49 +77,4 @@ func (c *fakeClient) next(t testing.TB) *rlqsv3.RateLimitQuotaResponse {
 		t.Fatal("no response in 10s")
 	}
 	return nil
-}
-
-// staticConfig is a ConfigSource that the test can swap.
-type staticConfig struct {
-	mu sync.Mutex
-	c  *rules.Config
-}
-
-func (s *staticConfig) Current() *rules.Config {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.c
-}
-
-func (s *staticConfig) set(c *rules.Config) {
-	s.mu.Lock()
-	s.c = c
-	s.mu.Unlock()
-}
-
-func mustConfig(t testing.TB, yaml string) *rules.Config {
-	t.Helper()
-	c, err := rules.Parse("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 const testQuota = `domain: d
@@ -48,8 +49,8 @@ func perMinute(t *testing.T, a *rlqsv3.RateLimitQuotaResponse_BucketAction) uint
 	return r.GetRequestsPerTimeUnit()
 }
 
-func newTestService(t testing.TB, yaml string, d store.DemandStore) (*Service, *staticConfig) {
-	cfg := &staticConfig{c: mustConfig(t, yaml)}
+func newTestService(t testing.TB, yaml string, d store.DemandStore) (*Service, *testkit.Rules) {
+	cfg := testkit.StaticRules(testkit.ParseRules(t, yaml))
 	return New(Settings{Config: cfg, Demand: d}), cfg
 }
 
@@ -118,7 +119,7 @@ func TestUnmatchedAbandon(t *testing.T) {
 	if act := only(t, a.next(t)); act.GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL {
 		t.Fatalf("x: %v, want DENY_ALL", act)
 	}
-	cfg.set(mustConfig(t, "domain: d\n"))
+	cfg.Set(testkit.ParseRules(t, "domain: d\n"))
 	svc.ConfigChanged()
 	if act := only(t, a.next(t)); act.GetAbandonAction() == nil || act.GetBucketId().GetBucket()["k"] != "x" {
 		t.Fatalf("after the entry went: %v, want x abandoned", act)

@@ -46,6 +46,15 @@ descriptors:
   - key: empty
     value: "*"
     rate_limit: {unit: second, requests_per_unit: 10, name: star}
+  - key: internal
+    rate_limit: {unlimited: true, name: unlimited}
+  - key: plan
+    value: free
+    descriptors:
+      - key: api_key
+        rate_limits:
+          - {name: free_per_second, algorithm: token_bucket, unit: second, requests_per_unit: 2, burst: 2}
+          - {name: free_per_day, unit: day, requests_per_unit: 5}
 `
 
 func TestMatch(t *testing.T) {
@@ -76,6 +85,8 @@ func TestMatch(t *testing.T) {
 		{"keys with underscores are not key_value", "m", e("key", "with_underscore"), "key_value"},
 		{"underscore key alone", "m", e("key_with_underscore", "x"), "underscore_key"},
 		{"underscore key: no cross-match", "m", e("key_with", "underscore"), ""},
+		{"unlimited rule", "m", e("internal", "x"), "unlimited"},
+		{"limit only at its depth", "m", e("plan", "free"), ""},
 		{"unknown domain", "other", e("path", "/api/users"), ""},
 		{"no entries", "m", nil, ""},
 	}
@@ -98,6 +109,14 @@ func TestMatch(t *testing.T) {
 	}
 	if l := one(t, c, "m", e("tenant", "acme", "user", "root")...); !l.DenyAll || l.Rate.Requests != 0 {
 		t.Errorf("requests_per_unit 0: DenyAll=%v Requests=%d", l.DenyAll, l.Rate.Requests)
+	}
+	if l := one(t, c, "m", e("internal", "x")...); !l.Unlimited || l.DenyAll {
+		t.Errorf("unlimited: Unlimited=%v DenyAll=%v", l.Unlimited, l.DenyAll)
+	}
+	// A node with two limits gives both, in order (the API charges both and
+	// answers with the tighter: e2e's TestEnvoyMatching).
+	if got, want := names(c.Match("m", e("plan", "free", "api_key", "k1"))), []string{"free_per_second", "free_per_day"}; !slices.Equal(got, want) {
+		t.Errorf("two limits: Match = %v, want %v", got, want)
 	}
 }
 

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -130,7 +131,7 @@ func TestDebugConfig(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the reload in /debug/config", func() bool {
+	testkit.Eventually(t, "the reload in /debug/config", func() bool {
 		v := fetchView(t, srv.URL, "admintoken")
 		return len(v.Domains) == 1 && len(v.Domains[0].Rules) == 3
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // serveLimited serves the RateLimiter and health through NewGRPCServer
@@ -66,7 +67,7 @@ func TestGRPCLimitMessageSize(t *testing.T) {
 		_, err := rl.Check(ctx, &floodgatev1.CheckRequest{
 			Key:       strings.Repeat("k", tc.keySize),
 			Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET,
-			Source:    inline(10, time.Minute, 0),
+			Source:    testkit.Inline(10, time.Minute, 0),
 		})
 		if got := status.Code(err); got != tc.want {
 			t.Errorf("%s: got %v (%v), want %v", tc.name, got, err, tc.want)

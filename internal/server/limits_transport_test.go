@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // serveGated serves the RateLimiter and health through NewGRPCServer with
@@ -82,7 +83,7 @@ func check(conn *grpc.ClientConn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := floodgatev1.NewRateLimiterClient(conn).Check(ctx, &floodgatev1.CheckRequest{
-		Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: inline(1000, time.Minute, 0)})
+		Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: testkit.Inline(1000, time.Minute, 0)})
 	return err
 }
 
@@ -98,7 +99,7 @@ func TestGateStreamLimits(t *testing.T) {
 		_, cancel := silentCheck(t, a)
 		cancels = append(cancels, cancel)
 	}
-	eventually(t, "3 calls in flight", func() bool { s, _ := gate.InFlight(); return s == 3 })
+	testkit.Eventually(t, "3 calls in flight", func() bool { s, _ := gate.InFlight(); return s == 3 })
 	if err := check(a); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a 4th call from 127.0.0.1: %v, want ResourceExhausted", err)
 	}
@@ -109,14 +110,14 @@ func TestGateStreamLimits(t *testing.T) {
 		_, cancel := silentCheck(t, b)
 		cancels = append(cancels, cancel)
 	}
-	eventually(t, "5 calls in flight", func() bool { s, _ := gate.InFlight(); return s == 5 })
+	testkit.Eventually(t, "5 calls in flight", func() bool { s, _ := gate.InFlight(); return s == 5 })
 	if err := check(c); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a call from 127.0.0.3 with 5 in flight: %v, want ResourceExhausted", err)
 	}
 	for _, cancel := range cancels {
 		cancel()
 	}
-	eventually(t, "the calls' places back", func() bool { s, _ := gate.InFlight(); return s == 0 })
+	testkit.Eventually(t, "the calls' places back", func() bool { s, _ := gate.InFlight(); return s == 0 })
 	for _, conn := range []*grpc.ClientConn{a, b, c} {
 		if err := check(conn); err != nil {
 			t.Fatalf("a call after the others ended: %v", err)
@@ -194,7 +195,7 @@ func TestGateConnectionLimits(t *testing.T) {
 		return !(ok && ne.Timeout())
 	}
 	a1, a2 := dial("127.0.0.1"), dial("127.0.0.1")
-	eventually(t, "2 connections admitted", func() bool { _, n := gate.InFlight(); return n == 2 })
+	testkit.Eventually(t, "2 connections admitted", func() bool { _, n := gate.InFlight(); return n == 2 })
 	if a3 := dial("127.0.0.1"); !closedByServer(a3) {
 		t.Fatal("a 3rd connection from 127.0.0.1 was held; want it closed")
 	}
@@ -209,7 +210,7 @@ func TestGateConnectionLimits(t *testing.T) {
 		t.Fatal("an admitted connection was closed")
 	}
 	a1.Close()
-	eventually(t, "a place freed", func() bool { _, n := gate.InFlight(); return n == 2 })
+	testkit.Eventually(t, "a place freed", func() bool { _, n := gate.InFlight(); return n == 2 })
 	if c2 := dial("127.0.0.3"); closedByServer(c2) {
 		t.Fatal("a connection after one closed was refused")
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate/floodgate/internal/store/denycache"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 	"github.com/floodgate/floodgate/internal/store/storetest"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // TestConformance: with the cache in front, the memory store still passes
@@ -32,8 +33,6 @@ func (c *counting) Decide(ctx context.Context, now time.Time, reqs []store.Reque
 	return c.Store.Decide(ctx, now, reqs, out)
 }
 
-var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-
 func TestDeniesAnsweredFromMemory(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range algorithms.Algorithms {
@@ -48,7 +47,7 @@ func TestDeniesAnsweredFromMemory(t *testing.T) {
 			lim := algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Minute}
 			reqs := []store.Request{{Key: "attacked", Limit: lim, Cost: 1}}
 			got, want := make([]algorithms.Decision, 1), make([]algorithms.Decision, 1)
-			now := t0
+			now := testkit.T0
 			for i := range 200 {
 				if err := c.Decide(ctx, now, reqs, got); err != nil {
 					t.Fatal(err)
@@ -58,7 +57,7 @@ func TestDeniesAnsweredFromMemory(t *testing.T) {
 				}
 				if got[0].Allowed != want[0].Allowed || got[0].RetryAfter != want[0].RetryAfter || got[0].Limit != want[0].Limit ||
 					got[0].Remaining != want[0].Remaining || got[0].ResetAfter != want[0].ResetAfter {
-					t.Fatalf("step %d at %v: got %+v, want %+v", i, now.Sub(t0), got[0], want[0])
+					t.Fatalf("step %d at %v: got %+v, want %+v", i, now.Sub(testkit.T0), got[0], want[0])
 				}
 				now = now.Add(time.Second)
 			}
@@ -78,24 +77,24 @@ func TestRefundAndResetInvalidate(t *testing.T) {
 	out := make([]algorithms.Decision, 1)
 	spend := []store.Request{{Key: "k", Limit: lim, Cost: 1}}
 	for range 2 {
-		if err := c.Decide(ctx, t0, spend, out); err != nil {
+		if err := c.Decide(ctx, testkit.T0, spend, out); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if out[0].Allowed || c.Len() != 1 {
 		t.Fatalf("second spend: allowed=%v cached=%d, want a cached deny", out[0].Allowed, c.Len())
 	}
-	if err := c.Decide(ctx, t0, []store.Request{{Key: "k", Limit: lim, Cost: -1}}, out); err != nil {
+	if err := c.Decide(ctx, testkit.T0, []store.Request{{Key: "k", Limit: lim, Cost: -1}}, out); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Decide(ctx, t0, spend, out); err != nil || !out[0].Allowed {
+	if err := c.Decide(ctx, testkit.T0, spend, out); err != nil || !out[0].Allowed {
 		t.Fatalf("after a refund: got %+v %v, want allowed", out[0], err)
 	}
-	_ = c.Decide(ctx, t0, spend, out) // denied and cached again
+	_ = c.Decide(ctx, testkit.T0, spend, out) // denied and cached again
 	if err := c.Reset(ctx, algorithms.Unspecified, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Decide(ctx, t0, spend, out); err != nil || !out[0].Allowed {
+	if err := c.Decide(ctx, testkit.T0, spend, out); err != nil || !out[0].Allowed {
 		t.Fatalf("after a reset: got %+v %v, want allowed", out[0], err)
 	}
 }
@@ -108,15 +107,15 @@ func TestOnlySingleUnitsCached(t *testing.T) {
 	defer c.Close()
 	lim := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Second}
 	out := make([]algorithms.Decision, 1)
-	_ = c.Decide(ctx, t0, []store.Request{{Key: "k", Limit: lim, Cost: 8}}, out)
-	_ = c.Decide(ctx, t0, []store.Request{{Key: "k", Limit: lim, Cost: 8}}, out) // denied: 2 left
+	_ = c.Decide(ctx, testkit.T0, []store.Request{{Key: "k", Limit: lim, Cost: 8}}, out)
+	_ = c.Decide(ctx, testkit.T0, []store.Request{{Key: "k", Limit: lim, Cost: 8}}, out) // denied: 2 left
 	if out[0].Allowed {
 		t.Fatal("second cost 8 allowed")
 	}
 	if c.Len() != 0 {
 		t.Fatalf("a cost-8 deny was cached")
 	}
-	if err := c.Decide(ctx, t0, []store.Request{{Key: "k", Limit: lim, Cost: 2}}, out); err != nil || !out[0].Allowed {
+	if err := c.Decide(ctx, testkit.T0, []store.Request{{Key: "k", Limit: lim, Cost: 2}}, out); err != nil || !out[0].Allowed {
 		t.Fatalf("cost 2 after a cost-8 deny: got %+v %v, want allowed", out[0], err)
 	}
 }
@@ -130,7 +129,7 @@ func TestBounded(t *testing.T) {
 	for i := range 5000 {
 		key := string(rune('a'+i%26)) + string(rune(i))
 		for range 2 {
-			_ = c.Decide(ctx, t0, []store.Request{{Key: key, Limit: lim, Cost: 1}}, out)
+			_ = c.Decide(ctx, testkit.T0, []store.Request{{Key: key, Limit: lim, Cost: 1}}, out)
 		}
 	}
 	if n := c.Len(); n > 128 {
@@ -154,7 +153,7 @@ func TestAnswersInWholeMilliseconds(t *testing.T) {
 			lim := algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Second}
 			reqs := []store.Request{{Key: "attacked", Limit: lim, Cost: 1}}
 			got, want := make([]algorithms.Decision, 1), make([]algorithms.Decision, 1)
-			now := t0.Add(123456 * time.Nanosecond)
+			now := testkit.T0.Add(123456 * time.Nanosecond)
 			for i := range 3000 {
 				if err := c.Decide(ctx, now, reqs, got); err != nil {
 					t.Fatal(err)
@@ -163,7 +162,7 @@ func TestAnswersInWholeMilliseconds(t *testing.T) {
 					t.Fatal(err)
 				}
 				if got[0] != want[0] {
-					t.Fatalf("step %d at %v: got %+v, want %+v", i, now.Sub(t0), got[0], want[0])
+					t.Fatalf("step %d at %v: got %+v, want %+v", i, now.Sub(testkit.T0), got[0], want[0])
 				}
 				now = now.Add(1234567 * time.Nanosecond) // 1.23ms: never on a millisecond
 			}
