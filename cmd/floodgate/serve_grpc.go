@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
@@ -14,17 +15,19 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/tracing"
 )
 
 // grpcPipeline is what every gRPC call passes through before a service:
 // TLS and transport options, the metrics and token interceptors, and the
 // Gate that admits connections and calls.
 type grpcPipeline struct {
-	opts   []grpc.ServerOption
-	unary  []grpc.UnaryServerInterceptor
-	stream []grpc.StreamServerInterceptor
-	tokens *auth.TokenAuth // nil without --auth-token-file
-	gate   *server.Gate
+	opts    []grpc.ServerOption
+	unary   []grpc.UnaryServerInterceptor
+	stream  []grpc.StreamServerInterceptor
+	tokens  *auth.TokenAuth // nil without --auth-token-file
+	gate    *server.Gate
+	tracing *tracing.Tracing // makes each call's server span when on
 }
 
 // buildGRPCPipeline loads the TLS certificate and the tokens the flags
@@ -64,14 +67,17 @@ type decisionAPIs struct {
 }
 
 // buildAPIs builds floodgate.v1.RateLimiter and Envoy's ShouldRateLimit
-// on st, with the rules of cfg (nil: inline limits only).
-func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode rules.FailureMode, log *slog.Logger, metrics *observability.Metrics) decisionAPIs {
+// on st, with the rules of cfg (nil: inline limits only); tracer (nil:
+// tracing off) starts their spans.
+func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode rules.FailureMode, log *slog.Logger, metrics *observability.Metrics, tracer trace.Tracer) decisionAPIs {
 	s := api.Settings{
 		Config:      cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
 		Logger:      log,
 		Metrics:     metrics,
+		Tracer:      tracer,
+		TraceValues: f.traceValues,
 	}
 	envoy := api.NewEnvoy(st, api.EnvoySettings{
 		Config:      cfg,
@@ -82,6 +88,8 @@ func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode r
 		NoRefunds:   !f.envoyRefunds,
 		Logger:      log,
 		Metrics:     metrics,
+		Tracer:      tracer,
+		TraceValues: f.traceValues, // opt-in: request values in spans
 
 		DetailedMetricSeries: f.detailSeries, // opt-in: request values in metric labels
 	})
@@ -99,5 +107,6 @@ func buildGRPC(f serveFlags, p grpcPipeline, apis decisionAPIs, quota *rlqs.Serv
 		StreamInterceptors: p.stream,
 		Gate:               p.gate,
 		Quota:              quota,
+		Tracing:            p.tracing.ServerHandler(),
 	})
 }

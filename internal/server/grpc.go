@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
@@ -50,6 +51,10 @@ type GRPCSettings struct {
 	// (internal/rlqs) on the same port; its stream is a streaming method
 	// for the Gate (no unary deadline, counted against the stream caps).
 	Quota rlqsv3.RateLimitQuotaServiceServer
+	// Tracing, when set, is the stats handler that makes each call's
+	// server span (internal/tracing's ServerHandler). It runs before the
+	// interceptors, so the span covers the whole call.
+	Tracing stats.Handler
 }
 
 // NewGRPCServer builds a gRPC server with recovery and request logging,
@@ -105,6 +110,9 @@ func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServic
 	}, s.ServerOptions...)
 	if s.Gate != nil {
 		opts = append(opts, s.Gate.ServerOptions()...)
+	}
+	if s.Tracing != nil {
+		opts = append(opts, grpc.StatsHandler(s.Tracing))
 	}
 	srv := grpc.NewServer(opts...)
 	floodgatev1.RegisterRateLimiterServer(srv, rl)
