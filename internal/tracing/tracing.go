@@ -15,10 +15,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
 	"go.opentelemetry.io/contrib/propagators/b3"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -114,8 +114,16 @@ func (t *Tracing) ServerHandler() stats.Handler {
 		otelgrpc.WithTracerProvider(t.provider),
 		otelgrpc.WithPropagators(Propagator()),
 		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()), // RPC metrics come from go-grpc-middleware
-		otelgrpc.WithFilter(filters.Not(filters.Any(filters.HealthCheck(), filters.ServicePrefix("grpc.reflection.")))),
+		otelgrpc.WithFilter(traced),
 	)
+}
+
+// traced reports whether a call gets a span: not health checks (probes
+// would flood the traces) nor reflection. A plain prefix test: otelgrpc's
+// filters package splits and cleans the method's path on every call.
+func traced(info *stats.RPCTagInfo) bool {
+	m := info.FullMethodName
+	return !strings.HasPrefix(m, "/grpc.health.v1.Health/") && !strings.HasPrefix(m, "/grpc.reflection.")
 }
 
 // Shutdown flushes the spans not yet exported and stops the exporter,
