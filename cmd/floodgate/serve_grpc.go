@@ -99,6 +99,7 @@ func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode r
 // buildGRPC builds the gRPC server of the APIs and the quota service
 // behind p, and its health service.
 func buildGRPC(f serveFlags, p grpcPipeline, apis decisionAPIs, quota *rlqs.Service, log *slog.Logger) (*grpc.Server, *grpchealth.Server) {
+	traceUnary, traceStream := p.tracing.ServerInterceptors()
 	return server.NewGRPCServer(apis.rateLimiter, apis.envoy, server.GRPCSettings{
 		Logger:             log,
 		MaxRecvMsgBytes:    f.maxRecvMsgBytes,
@@ -107,6 +108,7 @@ func buildGRPC(f serveFlags, p grpcPipeline, apis decisionAPIs, quota *rlqs.Serv
 		StreamInterceptors: p.stream,
 		Gate:               p.gate,
 		Quota:              quota,
-		Tracing:            p.tracing.ServerHandler(),
+		TraceUnary:         traceUnary,
+		TraceStream:        traceStream,
 	})
 }

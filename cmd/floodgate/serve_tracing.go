@@ -30,11 +30,7 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 	if err != nil {
 		return nil, nil, err
 	}
-	sampler := "parentbased_always_on"
-	if cfg.Sampler != nil {
-		sampler = cfg.Sampler.Description()
-	}
-	log.Info("tracing on", "endpoint", cfg.Endpoint, "protocol", cfg.Protocol, "sampler", sampler)
+	log.Info("tracing on", "endpoint", cfg.Endpoint, "protocol", cfg.Protocol, "sampler", cfg.Sampler, "sampler_arg", cfg.SamplerArg)
 	flush := func() {
 		fctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
 		defer cancel()

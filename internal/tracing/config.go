@@ -30,9 +30,12 @@ type Config struct {
 	Endpoint string
 	// Protocol is ProtocolGRPC or ProtocolHTTP.
 	Protocol string
-	// Sampler decides which traces are recorded. nil means the SDK's
-	// default, parentbased_always_on.
-	Sampler sdktrace.Sampler
+	// Sampler is OTEL_TRACES_SAMPLER's name: always_on, always_off,
+	// traceidratio or one of them prefixed by parentbased_. "" means
+	// parentbased_always_on.
+	Sampler string
+	// SamplerArg is the ratio of the traceidratio samplers, from 0 to 1.
+	SamplerArg float64
 	// Resource describes this process on every span: service.name first,
 	// then the other attributes.
 	Resource []attribute.KeyValue
@@ -83,11 +86,13 @@ func FromEnv(getenv func(string) string, version string, log *slog.Logger) (Conf
 	if err != nil {
 		return Config{}, err
 	}
+	sampler, arg := samplerFromEnv(getenv, log)
 	return Config{
-		Endpoint: endpoint,
-		Protocol: protocol,
-		Sampler:  samplerFromEnv(getenv, log),
-		Resource: res,
+		Endpoint:   endpoint,
+		Protocol:   protocol,
+		Sampler:    sampler,
+		SamplerArg: arg,
+		Resource:   res,
 	}, nil
 }
 
@@ -126,38 +131,51 @@ func endpointFromEnv(getenv func(string) string, protocol string) (string, error
 	return u.String(), nil
 }
 
-// samplerFromEnv is the sampler OTEL_TRACES_SAMPLER names; unknown names
-// and bad ratios are logged and fall back to the defaults.
-func samplerFromEnv(getenv func(string) string, log *slog.Logger) sdktrace.Sampler {
+// samplerFromEnv is the sampler OTEL_TRACES_SAMPLER names and its ratio;
+// unknown names and bad ratios are logged and fall back to the defaults.
+func samplerFromEnv(getenv func(string) string, log *slog.Logger) (string, float64) {
 	name := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
-	ratio := func() sdktrace.Sampler {
+	switch name {
+	case "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":
+		return name, 1
+	case "traceidratio", "parentbased_traceidratio":
 		arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
 		if arg == "" {
-			return sdktrace.TraceIDRatioBased(1)
+			return name, 1
 		}
 		r, err := strconv.ParseFloat(arg, 64)
 		if err != nil || r < 0 || r > 1 {
 			log.Warn("tracing: OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1; sampling every trace", "value", arg)
 			r = 1
 		}
-		return sdktrace.TraceIDRatioBased(r)
-	}
-	switch name {
-	case "always_on":
-		return sdktrace.AlwaysSample()
-	case "always_off":
-		return sdktrace.NeverSample()
-	case "traceidratio":
-		return ratio()
-	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample())
-	case "parentbased_traceidratio":
-		return sdktrace.ParentBased(ratio())
-	case "", "parentbased_always_on":
+		return name, r
+	case "":
 	default:
 		log.Warn("tracing: unknown OTEL_TRACES_SAMPLER; using parentbased_always_on", "value", name)
 	}
-	return sdktrace.ParentBased(sdktrace.AlwaysSample())
+	return "parentbased_always_on", 1
+}
+
+// sampling is how c samples: the SDK sampler of the calls that carry a
+// trace context, and the ratio of those that do not (roots), which
+// presampler decides before any span work.
+func (c Config) sampling() (sdktrace.Sampler, float64) {
+	name, parentBased := strings.CutPrefix(c.Sampler, "parentbased_")
+	var root sdktrace.Sampler
+	ratio := 1.0
+	switch name {
+	case "always_off":
+		root, ratio = sdktrace.NeverSample(), 0
+	case "traceidratio":
+		root, ratio = sdktrace.TraceIDRatioBased(c.SamplerArg), c.SamplerArg
+	default: // always_on, and "" (parentbased_always_on)
+		root = sdktrace.AlwaysSample()
+		parentBased = parentBased || name == ""
+	}
+	if parentBased {
+		return sdktrace.ParentBased(root), ratio
+	}
+	return root, ratio
 }
 
 // resourceFromEnv is service.name, service.version and the attributes of

@@ -88,7 +88,8 @@ func TestFromEnvSampler(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := cfg.Sampler.Description(); !strings.HasPrefix(d, tc.want) {
+			sampler, _ := cfg.sampling()
+			if d := sampler.Description(); !strings.HasPrefix(d, tc.want) {
 				t.Errorf("sampler %s, want %s…", d, tc.want)
 			}
 			if warned := strings.Contains(logs.String(), "level=WARN"); warned != tc.warn {

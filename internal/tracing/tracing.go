@@ -1,9 +1,9 @@
 // Package tracing turns OpenTelemetry tracing on from the SDK's standard
 // environment variables (see FromEnv): an OTLP exporter (gRPC or
 // HTTP/protobuf) behind a batch span processor, W3C traceparent and B3
-// propagation, and the gRPC server span (otelgrpc's stats handler).
+// propagation, and the gRPC server span (ServerInterceptors).
 //
-// Off (no endpoint set) it builds nothing: no provider, no stats handler,
+// Off (no endpoint set) it builds nothing: no provider, no interceptor,
 // and a nil Tracer, so the request path pays nothing for it.
 //
 // Export never blocks a decision: spans are queued and sent by the batch
@@ -18,17 +18,15 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/propagators/b3"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
-	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc"
 )
 
 // InstrumentationName names floodgate's own spans' tracer.
@@ -37,7 +35,9 @@ const InstrumentationName = "github.com/floodgate/floodgate"
 // Tracing is the process' tracing, on or off. The zero value, and a nil
 // *Tracing, is off.
 type Tracing struct {
-	provider *sdktrace.TracerProvider // nil when off
+	provider    *sdktrace.TracerProvider // nil when off
+	rootRatio   float64                  // of the calls without a trace context that are sampled
+	parentBased bool                     // the caller's sampled flag decides
 }
 
 // Start builds tracing as cfg says: off when cfg is off, else an OTLP
@@ -64,21 +64,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Tracing, error) 
 }
 
 // New is tracing on, exporting to exp through a batch span processor,
-// sampled by cfg.Sampler, describing the process by cfg.Resource
+// sampled as cfg.Sampler says, describing the process by cfg.Resource
 // (cfg.Endpoint and cfg.Protocol are not used). Export errors are
 // logged to log, at most once per ErrorLogInterval.
 func New(exp sdktrace.SpanExporter, cfg Config, log *slog.Logger) *Tracing {
-	sampler := cfg.Sampler
-	if sampler == nil {
-		sampler = sdktrace.ParentBased(sdktrace.AlwaysSample())
-	}
-	res := resource.NewSchemaless(cfg.Resource...)
+	sampler, rootRatio := cfg.sampling()
 	p := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(&loggedExporter{next: exp, errs: newErrorLog(log, "tracing: export failed", time.Now)}),
-		sdktrace.WithSampler(sampler),
-		sdktrace.WithResource(res),
+		sdktrace.WithSampler(presampled{next: sampler}),
+		sdktrace.WithResource(resource.NewSchemaless(cfg.Resource...)),
 	)
-	return &Tracing{provider: p}
+	return &Tracing{provider: p, rootRatio: rootRatio, parentBased: cfg.Sampler == "" || strings.HasPrefix(cfg.Sampler, "parentbased_")}
 }
 
 // On reports whether spans are recorded and exported.
@@ -102,28 +98,21 @@ func (t *Tracing) Tracer() trace.Tracer {
 	return t.provider.Tracer(InstrumentationName)
 }
 
-// ServerHandler is the gRPC stats handler that makes each call's server
-// span, the parent of floodgate's own, from the caller's W3C traceparent
-// or B3 headers (see Propagator). Health checks and reflection are not
-// traced. nil when tracing is off.
-func (t *Tracing) ServerHandler() stats.Handler {
+// ServerInterceptors make each sampled call's server span, the parent of
+// floodgate's own, from the caller's W3C traceparent or B3 headers (see
+// Propagator and serverSpans). Health checks and reflection are not
+// traced. Both are nil when tracing is off.
+func (t *Tracing) ServerInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	if !t.On() {
-		return nil
+		return nil, nil
 	}
-	return otelgrpc.NewServerHandler(
-		otelgrpc.WithTracerProvider(t.provider),
-		otelgrpc.WithPropagators(Propagator()),
-		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()), // RPC metrics come from go-grpc-middleware
-		otelgrpc.WithFilter(traced),
-	)
-}
-
-// traced reports whether a call gets a span: not health checks (probes
-// would flood the traces) nor reflection. A plain prefix test: otelgrpc's
-// filters package splits and cleans the method's path on every call.
-func traced(info *stats.RPCTagInfo) bool {
-	m := info.FullMethodName
-	return !strings.HasPrefix(m, "/grpc.health.v1.Health/") && !strings.HasPrefix(m, "/grpc.reflection.")
+	s := &serverSpans{
+		tracer:      t.provider.Tracer(InstrumentationName),
+		propagator:  Propagator(),
+		rootRatio:   t.rootRatio,
+		parentBased: t.parentBased,
+	}
+	return s.unary, s.stream
 }
 
 // Shutdown flushes the spans not yet exported and stops the exporter,

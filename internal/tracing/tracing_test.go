@@ -9,7 +9,6 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -38,6 +37,7 @@ func (s staticRules) Current() *rules.Config { return s.cfg }
 // and tracer, and returns a client connection.
 func serveEnvoy(t testing.TB, tr *Tracing) *grpc.ClientConn {
 	t.Helper()
+
 	cfg, err := rules.Parse("edge.yaml", []byte(testRules))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,8 @@ func serveEnvoy(t testing.TB, tr *Tracing) *grpc.ClientConn {
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	envoy := api.NewEnvoy(st, api.EnvoySettings{Config: staticRules{cfg}, Tracer: tr.Tracer()})
-	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{Tracer: tr.Tracer()}), envoy, server.GRPCSettings{Tracing: tr.ServerHandler()})
+	unary, stream := tr.ServerInterceptors()
+	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{Tracer: tr.Tracer()}), envoy, server.GRPCSettings{TraceUnary: unary, TraceStream: stream})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)
@@ -142,14 +143,15 @@ func TestOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.On() || tr.Tracer() != nil || tr.ServerHandler() != nil || tr.Shutdown(context.Background()) != nil {
-		t.Errorf("off tracing: on %v, tracer %v, handler %v", tr.On(), tr.Tracer(), tr.ServerHandler())
+	unary, stream := tr.ServerInterceptors()
+	if tr.On() || tr.Tracer() != nil || unary != nil || stream != nil || tr.Shutdown(context.Background()) != nil {
+		t.Errorf("off tracing: on %v, tracer %v, interceptors %v %v", tr.On(), tr.Tracer(), unary != nil, stream != nil)
 	}
 	if _, s := tr.TracerProvider().Tracer("x").Start(context.Background(), "y"); s.IsRecording() {
 		t.Error("off tracing's provider records")
 	}
 	var nilTracing *Tracing
-	if nilTracing.On() || nilTracing.ServerHandler() != nil {
+	if u, _ := nilTracing.ServerInterceptors(); nilTracing.On() || u != nil {
 		t.Error("nil tracing is on")
 	}
 }
@@ -166,7 +168,7 @@ func TestUnreachableCollector(t *testing.T) {
 	lis.Close() // nothing listens there now
 	for _, protocol := range []string{ProtocolGRPC, ProtocolHTTP} {
 		t.Run(protocol, func(t *testing.T) {
-			tr, err := Start(context.Background(), Config{Endpoint: "http://" + addr + "/v1/traces", Protocol: protocol, Sampler: sdktrace.AlwaysSample()}, slog.New(slog.DiscardHandler))
+			tr, err := Start(context.Background(), Config{Endpoint: "http://" + addr + "/v1/traces", Protocol: protocol, Sampler: "always_on"}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
