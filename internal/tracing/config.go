@@ -158,7 +158,7 @@ func samplerFromEnv(getenv func(string) string, log *slog.Logger) (string, float
 
 // sampling is how c samples: the SDK sampler of the calls that carry a
 // trace context, and the ratio of those that do not (roots), which
-// presampler decides before any span work.
+// the server interceptor decides before any span work.
 func (c Config) sampling() (sdktrace.Sampler, float64) {
 	name, parentBased := strings.CutPrefix(c.Sampler, "parentbased_")
 	var root sdktrace.Sampler

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -61,13 +60,15 @@ func traced(fullMethod string) bool {
 // interceptor sampled, for presampled.ShouldSample.
 type presampledKey struct{}
 
-// presampled samples the roots presampler sampled, and asks next about
-// every other span.
+// presampled samples the root calls the server interceptor sampled, and
+// every span under them (its mark is in their contexts: a sampler that is
+// not parent-based would judge them anew), and asks next about every
+// other span.
 type presampled struct{ next sdktrace.Sampler }
 
 // ShouldSample implements sdktrace.Sampler.
 func (s presampled) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	if !trace.SpanContextFromContext(p.ParentContext).IsValid() && p.ParentContext.Value(presampledKey{}) != nil {
+	if p.ParentContext.Value(presampledKey{}) != nil {
 		return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
 	}
 	return s.next.ShouldSample(p)

@@ -47,7 +47,7 @@ func TestCallerSampled(t *testing.T) {
 	}
 }
 
-// TestSampling checks who decides: the presampler for roots, the
+// TestSampling checks who decides: the server interceptor for roots, the
 // caller's flag with a parent-based sampler, the sampler alone else.
 func TestSampling(t *testing.T) {
 	for _, tc := range []struct {
@@ -63,6 +63,7 @@ func TestSampling(t *testing.T) {
 		{name: "parentbased ratio 0, root", cfg: Config{Sampler: "parentbased_traceidratio", SamplerArg: 0}, calls: 5, min: 0, max: 0},
 		{name: "parentbased ratio 0, caller sampled", cfg: Config{Sampler: "parentbased_traceidratio", SamplerArg: 0}, md: []string{"traceparent", sampledTP}, calls: 5, min: 5, max: 5},
 		{name: "ratio 0.5, roots", cfg: Config{Sampler: "parentbased_traceidratio", SamplerArg: 0.5}, calls: 400, min: 140, max: 260},
+		{name: "traceidratio 0.5, roots: children follow their server span", cfg: Config{Sampler: "traceidratio", SamplerArg: 0.5}, calls: 400, min: 140, max: 260},
 		{name: "always_on ignores the caller", cfg: Config{Sampler: "always_on"}, md: []string{"traceparent", unsampledTP}, calls: 5, min: 5, max: 5},
 		{name: "always_off ignores the caller", cfg: Config{Sampler: "always_off"}, md: []string{"traceparent", sampledTP}, calls: 5, min: 0, max: 0},
 		{name: "parentbased_always_off, root", cfg: Config{Sampler: "parentbased_always_off"}, calls: 5, min: 0, max: 0},
