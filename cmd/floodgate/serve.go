@@ -72,6 +72,7 @@ type serveFlags struct {
 	pprof                bool
 	httpAPI              bool
 	httpCORSOrigins      string
+	traceValues          bool
 
 	quota quotaFlags // Envoy RLQS (serve_rlqs.go)
 	xds   xdsFlags   // rules from an xDS management server (serve_xds.go)
@@ -95,6 +96,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.headers, "response-headers", true, "Envoy API: add RateLimit-*, X-RateLimit-* and Retry-After response headers")
 	fs.IntVar(&f.detailSeries, "detailed-metric-series", 0, "Envoy API: per rule with detailed_metric or value_to_metric, how many request values may appear in the metrics' rule label (0: none, the rule's name only; values may be secrets)")
 	fs.BoolVar(&f.envoyRefunds, "envoy-refunds", true, "Envoy API: accept refunds (is_negative_hits); with --auth-token-file only from tokens with the refund or admin role; false refuses them (PermissionDenied)")
+	fs.BoolVar(&f.traceValues, "trace-values", false, "tracing (on when $OTEL_EXPORTER_OTLP_ENDPOINT or $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; see the README): put keys and descriptor values into spans (they can be personal data)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve the Go profiler on the HTTP admin address (/debug/pprof/)")
 
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db] or rediss:// (TLS); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
@@ -182,6 +184,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	tr, flushTraces, err := startTracing(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer flushTraces() // after the gRPC server drained: its calls' spans are ended
+
 	reg, metrics := newMetrics()
 	var quotaSvc atomic.Pointer[rlqs.Service] // told of reloads once built
 	live := &liveRules{changed: func() {
@@ -211,6 +219,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer pipe.close()
+	pipe.tracing = tr
 	var health *grpchealth.Server // set once the gRPC server is built
 	st, backend, err := buildStore(ctx, f, log, metrics, breakerReporter(metrics, log, &health))
 	if err != nil {
@@ -218,7 +227,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer st.Close()
 
-	apis := buildAPIs(f, st, cfg, failureMode, log, metrics)
+	apis := buildAPIs(f, st, cfg, failureMode, log, metrics, tr.Tracer())
 	quota, quotaCloser, err := openQuota(f, cfg, reg, log)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
@@ -16,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/tracing"
 )
 
 // grpcPipeline is what every gRPC call passes through before a service:
@@ -27,7 +29,8 @@ type grpcPipeline struct {
 	stream  []grpc.StreamServerInterceptor
 	tokens  *auth.TokenAuth // nil without --auth-token-file
 	gate    *server.Gate
-	closers []io.Closer // the TLS and token file watchers
+	tracing *tracing.Tracing // makes each call's server span when on
+	closers []io.Closer      // the TLS and token file watchers
 }
 
 // close stops watching the TLS and token files.
@@ -81,14 +84,17 @@ type decisionAPIs struct {
 }
 
 // buildAPIs builds floodgate.v1.RateLimiter and Envoy's ShouldRateLimit
-// on st, with the rules of cfg (nil: inline limits only).
-func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode rules.FailureMode, log *slog.Logger, metrics *observability.Metrics) decisionAPIs {
+// on st, with the rules of cfg (nil: inline limits only); tracer (nil:
+// tracing off) starts their spans.
+func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode rules.FailureMode, log *slog.Logger, metrics *observability.Metrics, tracer trace.Tracer) decisionAPIs {
 	s := api.Settings{
 		Config:      cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
 		Logger:      log,
 		Metrics:     metrics,
+		Tracer:      tracer,
+		TraceValues: f.traceValues,
 	}
 	envoy := api.NewEnvoy(st, api.EnvoySettings{
 		Config:      cfg,
@@ -99,6 +105,8 @@ func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode r
 		NoRefunds:   !f.envoyRefunds,
 		Logger:      log,
 		Metrics:     metrics,
+		Tracer:      tracer,
+		TraceValues: f.traceValues, // opt-in: request values in spans
 
 		DetailedMetricSeries: f.detailSeries, // opt-in: request values in metric labels
 	})
@@ -108,6 +116,7 @@ func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode r
 // buildGRPC builds the gRPC server of the APIs and the quota service
 // behind p, and its health service.
 func buildGRPC(f serveFlags, p grpcPipeline, apis decisionAPIs, quota *rlqs.Service, log *slog.Logger) (*grpc.Server, *grpchealth.Server) {
+	traceUnary, traceStream := p.tracing.ServerInterceptors()
 	return server.NewGRPCServer(apis.rateLimiter, apis.envoy, server.GRPCSettings{
 		Logger:             log,
 		MaxRecvMsgBytes:    f.maxRecvMsgBytes,
@@ -116,5 +125,7 @@ func buildGRPC(f serveFlags, p grpcPipeline, apis decisionAPIs, quota *rlqs.Serv
 		StreamInterceptors: p.stream,
 		Gate:               p.gate,
 		Quota:              quota,
+		TraceUnary:         traceUnary,
+		TraceStream:        traceStream,
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -64,6 +65,13 @@ type EnvoySettings struct {
 	Logger *slog.Logger
 	// Metrics counts decisions; nil counts nothing.
 	Metrics *observability.Metrics
+	// Tracer starts the spans of rule matching and of the store calls,
+	// children of the call's span when that one is recording. nil traces
+	// nothing.
+	Tracer trace.Tracer
+	// TraceValues puts the descriptors' values into the match span (off by
+	// default: values can be personal data).
+	TraceValues bool
 }
 
 // Envoy serves envoy.service.ratelimit.v3.RateLimitService, so Envoy's
@@ -88,6 +96,7 @@ type Envoy struct {
 	log            *slog.Logger
 	metrics        *observability.Metrics
 	failures       *observability.FailureLog
+	tracer         spanTracer
 	limits         atomic.Pointer[limitCache] // of the config last served
 }
 
@@ -109,6 +118,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		clock:          s.Clock,
 		log:            s.Logger,
 		metrics:        s.Metrics,
+		tracer:         spanTracer{tracer: s.Tracer, values: s.TraceValues},
 	}
 	if e.failureMode == rules.FailureDefault {
 		e.failureMode = rules.FailureOpen
@@ -154,15 +164,22 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	if err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
+	_, span := e.tracer.start(ctx, spanMatch)
 	var cfg *rules.Config
 	if e.cfg != nil {
 		cfg = e.cfg.Current()
 	}
 	if cfg == nil || !cfg.HasDomain(req.GetDomain()) {
+		if span != nil {
+			e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, nil)
+		}
 		return okResponse(len(entries)), nil
 	}
 
 	planned := e.plan(req, cfg, entries, w.matches[:], w.checks[:0])
+	if span != nil {
+		e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, planned)
+	}
 	if err := e.decide(ctx, planned, w); err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
@@ -383,9 +400,13 @@ type envoyWork struct {
 // decideOrFail asks the store and records the decisions in checks[idx[k]].
 // When the store cannot decide, each limit's failure mode answers.
 func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision, checks []envoyCheck, idx []int) error {
-	err := e.store.Decide(ctx, now, reqs, out)
+	sctx, span := e.tracer.start(ctx, spanStore)
+	err := e.store.Decide(sctx, now, reqs, out)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
+			if span != nil {
+				endEnvoyStore(span, checks, idx, reqs[0].DryRun, err, err)
+			}
 			return err
 		}
 		e.failures.Failed(ctx, now, err) // logs transitions and summaries, not each decision
@@ -404,6 +425,9 @@ func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Re
 		}
 		c.degraded = true
 		c.decision = failedDecision(c.req, mode)
+	}
+	if span != nil {
+		endEnvoyStore(span, checks, idx, reqs[0].DryRun, err, nil)
 	}
 	return nil
 }

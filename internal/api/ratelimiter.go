@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
@@ -50,6 +51,12 @@ type Settings struct {
 	// failure logs: which front door asked. "" means observability.APICheck (gRPC); the
 	// HTTP/JSON API's RateLimiter has observability.APIHTTP.
 	API string
+	// Tracer starts the spans of matching and of the store call, children
+	// of the call's span when that one is recording. nil traces nothing.
+	Tracer trace.Tracer
+	// TraceValues puts the checks' keys into the spans (off by default:
+	// keys can be personal data).
+	TraceValues bool
 }
 
 // ConfigSource gives the current configuration. *rules.Watcher is one.
@@ -71,6 +78,7 @@ type RateLimiter struct {
 	metrics     *observability.Metrics
 	api         string
 	failures    *observability.FailureLog
+	tracer      spanTracer
 }
 
 var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
@@ -87,6 +95,7 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 		log:         s.Logger,
 		metrics:     s.Metrics,
 		api:         s.API,
+		tracer:      spanTracer{tracer: s.Tracer, values: s.TraceValues},
 	}
 	if r.api == "" {
 		r.api = observability.APICheck
@@ -123,7 +132,7 @@ type checkFields interface {
 
 // Check implements floodgate.v1.RateLimiter/Check.
 func (r *RateLimiter) Check(ctx context.Context, req *floodgatev1.CheckRequest) (*floodgatev1.CheckResponse, error) {
-	c, err := r.resolve(req)
+	c, err := r.resolveTraced(ctx, req)
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
@@ -145,12 +154,20 @@ func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatc
 		return nil, toStatus(ctx, r.log, invalidf("checks", "%d checks exceed the limit of %d per batch", n, r.maxBatch))
 	}
 	checks := make([]check, n)
+	_, span := r.tracer.start(ctx, spanMatch)
 	for i, cr := range req.GetChecks() {
 		c, err := r.resolve(cr)
 		if err != nil {
-			return nil, toStatus(ctx, r.log, within(fmtIndex("checks", i), err))
+			err = within(fmtIndex("checks", i), err)
+			if span != nil {
+				r.tracer.endCheckMatch(span, checks[:i], requestKeys(req), err)
+			}
+			return nil, toStatus(ctx, r.log, err)
 		}
 		checks[i] = c
+	}
+	if span != nil {
+		r.tracer.endCheckMatch(span, checks, requestKeys(req), nil)
 	}
 	out := make([]algorithms.Decision, n)
 	degraded, err := r.decide(ctx, checks, make([]store.Request, n), out)
@@ -169,7 +186,7 @@ func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatc
 
 // Peek implements floodgate.v1.RateLimiter/Peek: a Check that charges nothing.
 func (r *RateLimiter) Peek(ctx context.Context, req *floodgatev1.PeekRequest) (*floodgatev1.PeekResponse, error) {
-	c, err := r.resolve(req)
+	c, err := r.resolveTraced(ctx, req)
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
@@ -266,6 +283,29 @@ func inlineScope(l algorithms.Limit) string {
 		b = strconv.AppendInt(b, l.Burst, 10)
 	}
 	return string(b)
+}
+
+// resolveTraced is resolve in a match span, when the call is traced.
+func (r *RateLimiter) resolveTraced(ctx context.Context, req checkFields) (check, error) {
+	_, span := r.tracer.start(ctx, spanMatch)
+	c, err := r.resolve(req)
+	if span != nil {
+		var checks []check
+		if err == nil {
+			checks = []check{c}
+		}
+		r.tracer.endCheckMatch(span, checks, []string{req.GetKey()}, err)
+	}
+	return c, err
+}
+
+// requestKeys are the keys of a batch's checks.
+func requestKeys(req *floodgatev1.CheckBatchRequest) []string {
+	ks := make([]string, len(req.GetChecks()))
+	for i, c := range req.GetChecks() {
+		ks[i] = c.GetKey()
+	}
+	return ks
 }
 
 // resolve validates a check and finds its limit.
@@ -397,13 +437,20 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 		reqs[i] = checks[i].req
 	}
 	now := r.clock()
-	err = r.store.Decide(ctx, now, reqs, out)
+	sctx, span := r.tracer.start(ctx, spanStore)
+	err = r.store.Decide(sctx, now, reqs, out)
 	if err == nil {
 		r.failures.OK(ctx, now)
 		r.observe(checks, out, false)
+		if span != nil {
+			endCheckStore(span, checks, out, false, nil)
+		}
 		return false, nil
 	}
 	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
+		if span != nil {
+			endCheckStore(span, checks, nil, false, err)
+		}
 		return false, err
 	}
 	r.failures.Failed(ctx, now, err) // logs transitions and summaries, not each decision
@@ -411,6 +458,9 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 		out[i] = failedDecision(c.req, c.failureMode)
 	}
 	r.observe(checks, out, true)
+	if span != nil {
+		endCheckStore(span, checks, out, true, err)
+	}
 	return true, nil
 }
 

@@ -1,0 +1,81 @@
+package tracing
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// ErrorLogInterval is the least time between two logged export errors;
+// the errors in between are counted in the next line.
+const ErrorLogInterval = time.Minute
+
+// errorLog logs errors at most once per ErrorLogInterval, with the count
+// of those it did not log, so a collector that is down for hours fills no
+// disk.
+type errorLog struct {
+	log   *slog.Logger
+	msg   string
+	clock func() time.Time
+
+	mu         sync.Mutex
+	last       time.Time // when the last line was logged; zero: never
+	suppressed int
+}
+
+func newErrorLog(log *slog.Logger, msg string, clock func() time.Time) *errorLog {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &errorLog{log: log, msg: msg, clock: clock}
+}
+
+// report logs err unless a line was logged less than ErrorLogInterval ago.
+func (l *errorLog) report(err error) {
+	now := l.clock()
+	l.mu.Lock()
+	if !l.last.IsZero() && now.Sub(l.last) < ErrorLogInterval {
+		l.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	suppressed := l.suppressed
+	l.last, l.suppressed = now, 0
+	l.mu.Unlock()
+	l.log.Warn(l.msg, "err", err, "errors_not_logged", suppressed, "next_log_after", ErrorLogInterval)
+}
+
+// loggedExporter is an exporter whose errors are logged by errs and not
+// passed on: the batch processor would hand them to OpenTelemetry's
+// process-wide error handler, which prints each one to stderr.
+type loggedExporter struct {
+	next sdktrace.SpanExporter
+	errs *errorLog
+}
+
+// ExportSpans exports spans, logging a failure; the spans are dropped.
+func (e *loggedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if err := e.next.ExportSpans(ctx, spans); err != nil {
+		e.errs.report(err)
+	}
+	return nil
+}
+
+// Shutdown stops the exporter.
+func (e *loggedExporter) Shutdown(ctx context.Context) error { return e.next.Shutdown(ctx) }
+
+// RouteGlobalLogs sends OpenTelemetry's process-wide error handler and
+// internal logger (by default plain lines on stderr, which break
+// --log-format json) to log, errors at most once per ErrorLogInterval.
+// OpenTelemetry has one of each per process, so only the command that
+// owns the process calls this, once.
+func RouteGlobalLogs(log *slog.Logger) {
+	errs := newErrorLog(log, "tracing: error", time.Now)
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(errs.report))
+	otel.SetLogger(logr.FromSlogHandler(log.Handler()))
+}

@@ -1,0 +1,131 @@
+package tracing
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// serverSpans makes the server span of each sampled gRPC call, named and
+// described as otelgrpc's (rpc.system, rpc.service, rpc.method,
+// rpc.grpc.status_code), the parent of floodgate's own spans.
+//
+// It is an interceptor and decides before any span work: a call without
+// trace headers (a root) is sampled with one random number against the
+// root ratio; with a parent-based sampler, a call whose headers say its
+// caller did not sample it is not traced either. Only the others pay for
+// the propagators and a span. otelgrpc's stats handler, which the issue
+// first named, does that work on every call, and grpc-go's stats
+// plumbing alone, with a handler that does nothing, cost 3-7% of a
+// decision's CPU (bench/RESULTS.md): too much for the ≤5% budget at 1%
+// sampling.
+type serverSpans struct {
+	tracer      trace.Tracer
+	propagator  propagation.TextMapPropagator
+	rootRatio   float64
+	parentBased bool
+}
+
+// start starts the call's server span, or returns ctx and nil when the
+// call is not sampled.
+func (s *serverSpans) start(ctx context.Context, fullMethod string) (context.Context, trace.Span) {
+	if !traced(fullMethod) {
+		return ctx, nil
+	}
+	switch callerSampled(ctx) {
+	case callerNone:
+		if s.rootRatio <= 0 || (s.rootRatio < 1 && rand.Float64() >= s.rootRatio) {
+			return ctx, nil
+		}
+		ctx = context.WithValue(ctx, presampledKey{}, true)
+	case callerNotSampled:
+		if s.parentBased {
+			return ctx, nil
+		}
+		fallthrough
+	default:
+		md, _ := metadata.FromIncomingContext(ctx)
+		ctx = s.propagator.Extract(ctx, metadataCarrier(md))
+	}
+	name := strings.TrimPrefix(fullMethod, "/")
+	service, method, _ := strings.Cut(name, "/")
+	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String("rpc.system", "grpc"),
+		attribute.String("rpc.service", service),
+		attribute.String("rpc.method", method),
+	))
+	if !span.IsRecording() { // a sampler said no after all
+		span.End()
+		return ctx, nil
+	}
+	return ctx, span
+}
+
+// end ends span with the call's status. As the semantic conventions say
+// for servers, only the codes that mean the server failed mark it an error.
+func end(span trace.Span, err error) {
+	code := status.Code(err)
+	span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(code)))
+	switch code {
+	case codes.Unknown, codes.DeadlineExceeded, codes.Unimplemented, codes.Internal, codes.Unavailable, codes.DataLoss:
+		span.SetStatus(otelcodes.Error, status.Convert(err).Message())
+	}
+	span.End()
+}
+
+func (s *serverSpans) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, span := s.start(ctx, info.FullMethod)
+	if span == nil {
+		return handler(ctx, req)
+	}
+	resp, err := handler(ctx, req)
+	end(span, err)
+	return resp, err
+}
+
+func (s *serverSpans) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, span := s.start(ss.Context(), info.FullMethod)
+	if span == nil {
+		return handler(srv, ss)
+	}
+	err := handler(srv, &tracedStream{ServerStream: ss, ctx: ctx})
+	end(span, err)
+	return err
+}
+
+// tracedStream is a stream whose context holds its server span.
+type tracedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *tracedStream) Context() context.Context { return s.ctx }
+
+// metadataCarrier reads a call's metadata for the propagators.
+type metadataCarrier metadata.MD
+
+func (c metadataCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c metadataCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+
+func (c metadataCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}

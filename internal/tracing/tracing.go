@@ -1,0 +1,138 @@
+// Package tracing turns OpenTelemetry tracing on from the SDK's standard
+// environment variables (see FromEnv): an OTLP exporter (gRPC or
+// HTTP/protobuf) behind a batch span processor, W3C traceparent and B3
+// propagation, and the gRPC server span (ServerInterceptors).
+//
+// Off (no endpoint set) it builds nothing: no provider, no interceptor,
+// and a nil Tracer, so the request path pays nothing for it.
+//
+// Export never blocks a decision: spans are queued and sent by the batch
+// processor's goroutine, dropped when its queue is full; export errors are
+// logged, at most one line per ErrorLogInterval.
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/contrib/propagators/b3"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+)
+
+// InstrumentationName names floodgate's own spans' tracer.
+const InstrumentationName = "github.com/floodgate/floodgate"
+
+// Tracing is the process' tracing, on or off. The zero value, and a nil
+// *Tracing, is off.
+type Tracing struct {
+	provider    *sdktrace.TracerProvider // nil when off
+	rootRatio   float64                  // of the calls without a trace context that are sampled
+	parentBased bool                     // the caller's sampled flag decides
+}
+
+// Start builds tracing as cfg says: off when cfg is off, else an OTLP
+// exporter to cfg.Endpoint. It does not connect: an unreachable collector
+// only shows as logged export errors.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Tracing, error) {
+	if !cfg.On() {
+		return &Tracing{}, nil
+	}
+	var exp sdktrace.SpanExporter
+	var err error
+	switch cfg.Protocol {
+	case ProtocolGRPC:
+		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(cfg.Endpoint))
+	case ProtocolHTTP:
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+	default:
+		err = fmt.Errorf("unknown protocol %q", cfg.Protocol)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tracing: exporter: %w", err)
+	}
+	return New(exp, cfg, log), nil
+}
+
+// New is tracing on, exporting to exp through a batch span processor,
+// sampled as cfg.Sampler says, describing the process by cfg.Resource
+// (cfg.Endpoint and cfg.Protocol are not used). Export errors are
+// logged to log, at most once per ErrorLogInterval.
+func New(exp sdktrace.SpanExporter, cfg Config, log *slog.Logger) *Tracing {
+	sampler, rootRatio := cfg.sampling()
+	p := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(&loggedExporter{next: exp, errs: newErrorLog(log, "tracing: export failed", time.Now)}),
+		sdktrace.WithSampler(presampled{next: sampler}),
+		sdktrace.WithResource(resource.NewSchemaless(cfg.Resource...)),
+	)
+	return &Tracing{provider: p, rootRatio: rootRatio, parentBased: cfg.Sampler == "" || strings.HasPrefix(cfg.Sampler, "parentbased_")}
+}
+
+// On reports whether spans are recorded and exported.
+func (t *Tracing) On() bool { return t != nil && t.provider != nil }
+
+// TracerProvider is the provider of the process' spans, a no-op one when
+// tracing is off.
+func (t *Tracing) TracerProvider() trace.TracerProvider {
+	if !t.On() {
+		return tracenoop.NewTracerProvider()
+	}
+	return t.provider
+}
+
+// Tracer is the tracer of floodgate's own spans, nil when tracing is off
+// (so that callers skip even the span lookup).
+func (t *Tracing) Tracer() trace.Tracer {
+	if !t.On() {
+		return nil
+	}
+	return t.provider.Tracer(InstrumentationName)
+}
+
+// ServerInterceptors make each sampled call's server span, the parent of
+// floodgate's own, from the caller's W3C traceparent or B3 headers (see
+// Propagator and serverSpans). Health checks and reflection are not
+// traced. Both are nil when tracing is off.
+func (t *Tracing) ServerInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	if !t.On() {
+		return nil, nil
+	}
+	s := &serverSpans{
+		tracer:      t.provider.Tracer(InstrumentationName),
+		propagator:  Propagator(),
+		rootRatio:   t.rootRatio,
+		parentBased: t.parentBased,
+	}
+	return s.unary, s.stream
+}
+
+// Shutdown flushes the spans not yet exported and stops the exporter,
+// giving up when ctx ends. It does nothing when tracing is off.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if !t.On() {
+		return nil
+	}
+	if err := t.provider.Shutdown(ctx); err != nil {
+		return fmt.Errorf("tracing: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Propagator reads a caller's trace context from B3 (single or multiple
+// headers: Envoy's default) and W3C traceparent; when a request carries
+// both, traceparent wins.
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(
+		b3.New(b3.WithInjectEncoding(b3.B3MultipleHeader)),
+		propagation.TraceContext{},
+	)
+}
