@@ -39,7 +39,7 @@ func TestMiddlewareMissingToken(t *testing.T) {
 // served open) and logged once; after the policy appears and a decision
 // succeeds, a new episode is logged again.
 func TestMisconfigLoggedOncePerEpisode(t *testing.T) {
-	parse := func(yaml string) *rules.Config {
+	parse := func(yaml string) *rules.Set {
 		cfg, err := rules.Parse("policies.yaml", []byte(yaml))
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +54,7 @@ func TestMisconfigLoggedOncePerEpisode(t *testing.T) {
 	h := httplimit.Middleware(floodgatetest.Dial(t, addr), httplimit.Config{Limit: client.Policy("free"), Logger: slog.New(&logged)})(ok)
 
 	for _, step := range []struct {
-		cfg  *rules.Config
+		cfg  *rules.Set
 		want int
 		logs int64
 	}{

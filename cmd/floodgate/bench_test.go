@@ -33,16 +33,16 @@ import (
 	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
-type benchConfigSource struct{ c *rules.Config }
+type benchConfigSource struct{ c *rules.Set }
 
-func (s benchConfigSource) Current() *rules.Config { return s.c }
+func (s benchConfigSource) Current() *rules.Set { return s.c }
 
 // benchServer runs an in-process floodgate server (embedded store) on a
 // loopback port and returns its address. cfgYAML, when not empty, is its
 // rules.
 func benchServer(t *testing.T, cfgYAML string, s server.GRPCSettings) string {
 	t.Helper()
-	var src api.ConfigSource
+	var src api.RuleSource
 	if cfgYAML != "" {
 		cfg, err := rules.Parse("bench.yaml", []byte(cfgYAML))
 		if err != nil {
@@ -53,8 +53,8 @@ func benchServer(t *testing.T, cfgYAML string, s server.GRPCSettings) string {
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	srv, _ := server.NewGRPCServer(
-		api.NewRateLimiter(st, api.Settings{Config: src}),
-		api.NewEnvoy(st, api.EnvoySettings{Config: src}), s)
+		api.NewRateLimiter(st, api.Settings{Rules: src}),
+		api.NewEnvoy(st, api.EnvoySettings{Rules: src}), s)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

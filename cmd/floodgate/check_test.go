@@ -43,9 +43,9 @@ func updateGolden() bool {
 // checkEpoch is the stopped clock of the CLI tests' floodgate.
 var checkEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-type policies struct{ cfg *rules.Config }
+type policies struct{ cfg *rules.Set }
 
-func (p policies) Current() *rules.Config { return p.cfg }
+func (p policies) Current() *rules.Set { return p.cfg }
 
 // startCheckServer runs a real floodgate (embedded store, clock stopped at
 // checkEpoch, the seeds' policies) on a free loopback port.
@@ -59,7 +59,7 @@ func startCheckServer(t *testing.T, st store.Store) string {
 		t.Fatal(err)
 	}
 	rl := api.NewRateLimiter(st, api.Settings{
-		Config: policies{cfg},
+		Rules:  policies{cfg},
 		Clock:  func() time.Time { return checkEpoch },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

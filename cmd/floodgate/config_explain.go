@@ -213,7 +213,7 @@ type bucketCandidateReport struct {
 	Reasons []string `json:"reasons"`
 }
 
-func newExplainReport(cfg *rules.Config, f explainFlags, descs [][]rules.Entry, buckets []map[string]string) explainReport {
+func newExplainReport(cfg *rules.Set, f explainFlags, descs [][]rules.Entry, buckets []map[string]string) explainReport {
 	r := explainReport{Config: f.config, Domain: f.domain, RedisPrefix: f.redisPrefix, Descriptors: []descriptorReport{}}
 	if len(descs) > 0 {
 		for _, d := range cfg.Explain(f.domain, descs).Descriptors {

@@ -207,7 +207,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer func() { cancel(); stopXDS() }()
-	var cfg api.ConfigSource // nil without rules: inline limits only
+	var cfg api.RuleSource // nil without rules: inline limits only
 	if f.configPath != "" || f.xds.server != "" {
 		cfg = live
 	}

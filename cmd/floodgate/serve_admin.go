@@ -39,7 +39,7 @@ func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.Token
 		Metrics: metrics.Handler(),
 		Pprof:   f.pprof,
 		API:     httpAPI(f, st, s, tokens, reg),
-		Config:  s.Config, // nil without --config: /debug/config says so
+		Rules:   s.Rules, // nil without --config: /debug/config says so
 	}
 	if tokens != nil {
 		as.AdminAuth = tokens // /debug/config needs an admin token
@@ -57,7 +57,7 @@ func httpAPI(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAut
 	}
 	s.API = observability.APIHTTP
 	hs := httpapi.Settings{
-		Config:         s.Config,
+		Rules:          s.Rules,
 		MaxBodyBytes:   int64(f.maxRecvMsgBytes),
 		Timeout:        f.unaryTimeout,
 		AllowedOrigins: strings.Split(f.httpCORSOrigins, ","),

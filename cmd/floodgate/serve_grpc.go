@@ -86,9 +86,9 @@ type decisionAPIs struct {
 // buildAPIs builds floodgate.v1.RateLimiter and Envoy's ShouldRateLimit
 // on st, with the rules of cfg (nil: inline limits only); tracer (nil:
 // tracing off) starts their spans.
-func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode rules.FailureMode, log *slog.Logger, metrics *observability.Metrics, tracer trace.Tracer) decisionAPIs {
+func buildAPIs(f serveFlags, st store.Store, cfg api.RuleSource, failureMode rules.FailureMode, log *slog.Logger, metrics *observability.Metrics, tracer trace.Tracer) decisionAPIs {
 	s := api.Settings{
-		Config:      cfg,
+		Rules:       cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
 		Logger:      log,
@@ -97,7 +97,7 @@ func buildAPIs(f serveFlags, st store.Store, cfg api.ConfigSource, failureMode r
 		TraceValues: f.traceValues,
 	}
 	envoy := api.NewEnvoy(st, api.EnvoySettings{
-		Config:      cfg,
+		Rules:       cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
 		ShadowMode:  f.shadowMode,

@@ -37,7 +37,7 @@ const quotaRedisTimeout = time.Second
 // is in Redis when --redis-url is given (a client of its own, with the
 // same flags, so replicas agree on shares), in memory otherwise. The
 // returned closer releases the Redis client.
-func openQuota(f serveFlags, cfg rlqs.ConfigSource, reg prometheus.Registerer, log *slog.Logger) (*rlqs.Service, io.Closer, error) {
+func openQuota(f serveFlags, cfg rlqs.RuleSource, reg prometheus.Registerer, log *slog.Logger) (*rlqs.Service, io.Closer, error) {
 	if f.quota.maxBuckets <= 0 {
 		return nil, nil, fmt.Errorf("--quota-max-buckets-per-stream must be positive, got %d", f.quota.maxBuckets)
 	}
@@ -69,7 +69,7 @@ func openQuota(f serveFlags, cfg rlqs.ConfigSource, reg prometheus.Registerer, l
 		demand, closer = d, client
 	}
 	svc := rlqs.New(rlqs.Settings{
-		Config:              cfg,
+		Rules:               cfg,
 		Demand:              demand,
 		MaxBucketsPerStream: f.quota.maxBuckets,
 		MaxKeyBytes:         f.maxKeyBytes,

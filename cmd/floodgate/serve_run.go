@@ -43,7 +43,7 @@ func loadRules(ctx context.Context, path string, live *liveRules, metrics *obser
 		return func() {}, nil
 	}
 	w, err := rules.Watch(ctx, path,
-		func(c *rules.Config) {
+		func(c *rules.Set) {
 			if err := live.setFile(c); err != nil {
 				metrics.ObserveConfigReload(err)
 				log.Error("config rejected; the previous config keeps serving (retried when the xDS config changes)", "err", err)

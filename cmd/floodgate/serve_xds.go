@@ -44,7 +44,7 @@ func (x *xdsFlags) register(fs *flag.FlagSet) {
 
 // client checks the flags and returns the xDS client that calls apply,
 // or nil when --config-xds-server is not set.
-func (x *xdsFlags) client(apply func([]*rules.Config, string) error, log *slog.Logger) (*xdsrules.Client, error) {
+func (x *xdsFlags) client(apply func([]*rules.Set, string) error, log *slog.Logger) (*xdsrules.Client, error) {
 	if x.server == "" {
 		return nil, nil
 	}
@@ -87,20 +87,20 @@ func (x *xdsFlags) client(apply func([]*rules.Config, string) error, log *slog.L
 // merged whole is swapped in at once; a change that would define a domain
 // twice is refused and the previous rules keep serving.
 type liveRules struct {
-	cur atomic.Pointer[rules.Config]
+	cur atomic.Pointer[rules.Set]
 
 	mu          sync.Mutex
-	file        *rules.Config   // the files' part in force
-	pendingFile *rules.Config   // a files' reload refused for a clash, retried when xDS changes
-	xds         []*rules.Config // the xDS part in force, one per resource
-	changed     func()          // after every swap
+	file        *rules.Set   // the files' part in force
+	pendingFile *rules.Set   // a files' reload refused for a clash, retried when xDS changes
+	xds         []*rules.Set // the xDS part in force, one per resource
+	changed     func()       // after every swap
 }
 
 // Current returns the merged rules in force. It never blocks.
-func (l *liveRules) Current() *rules.Config { return l.cur.Load() }
+func (l *liveRules) Current() *rules.Set { return l.cur.Load() }
 
 // setFile makes c the files' part.
-func (l *liveRules) setFile(c *rules.Config) error {
+func (l *liveRules) setFile(c *rules.Set) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.swap(c, l.xds); err != nil {
@@ -113,7 +113,7 @@ func (l *liveRules) setFile(c *rules.Config) error {
 
 // setXDS makes parts the xDS part. A files' reload refused earlier for a
 // clash is then tried again; retried reports whether it now applies.
-func (l *liveRules) setXDS(parts []*rules.Config) (retried bool, err error) {
+func (l *liveRules) setXDS(parts []*rules.Set) (retried bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.swap(l.file, parts); err != nil {
@@ -128,8 +128,8 @@ func (l *liveRules) setXDS(parts []*rules.Config) (retried bool, err error) {
 }
 
 // swap merges the two parts and makes the result current. l.mu is held.
-func (l *liveRules) swap(file *rules.Config, xds []*rules.Config) error {
-	merged, err := rules.Merge(append([]*rules.Config{file}, xds...)...)
+func (l *liveRules) swap(file *rules.Set, xds []*rules.Set) error {
+	merged, err := rules.Merge(append([]*rules.Set{file}, xds...)...)
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ func (l *liveRules) swap(file *rules.Config, xds []*rules.Config) error {
 // ends; the returned func waits for it to stop. Serving does not wait for
 // the management server: until it answers, its domains are unknown.
 func startXDS(ctx context.Context, x *xdsFlags, live *liveRules, metrics *observability.Metrics, log *slog.Logger) (func(), error) {
-	apply := func(parts []*rules.Config, version string) error {
+	apply := func(parts []*rules.Set, version string) error {
 		retried, err := live.setXDS(parts)
 		metrics.ObserveConfigReload(err)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 )
 
-func parsed(t *testing.T, name, domain string, n int) *rules.Config {
+func parsed(t *testing.T, name, domain string, n int) *rules.Set {
 	t.Helper()
 	c, err := rules.Parse(name, []byte("domain: "+domain+"\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: "+strings.Repeat("1", n)+"}\n"))
 	if err != nil {
@@ -44,14 +44,14 @@ func TestLiveRules(t *testing.T) {
 		}
 	}
 	must(l.setFile(parsed(t, "f.yaml", "f", 1)))
-	_, err := l.setXDS([]*rules.Config{parsed(t, "xds:a", "a", 2)})
+	_, err := l.setXDS([]*rules.Set{parsed(t, "xds:a", "a", 2)})
 	must(err)
 	if limitOf(l, "f") != 1 || limitOf(l, "a") != 11 || swaps != 2 {
 		t.Fatalf("limits %d, %d after %d swaps; want 1, 11, 2", limitOf(l, "f"), limitOf(l, "a"), swaps)
 	}
 
 	// xDS defining the files' domain: refused, the previous rules stay.
-	_, err = l.setXDS([]*rules.Config{parsed(t, "xds:a", "a", 3), parsed(t, "xds:clash", "f", 4)})
+	_, err = l.setXDS([]*rules.Set{parsed(t, "xds:a", "a", 3), parsed(t, "xds:clash", "f", 4)})
 	if err == nil || err.Error() != `xds:clash: duplicate domain "f": already defined by f.yaml` {
 		t.Errorf("xDS clash: err %v", err)
 	}
@@ -67,7 +67,7 @@ func TestLiveRules(t *testing.T) {
 	if limitOf(l, "f") != 1 || limitOf(l, "a") != 11 {
 		t.Errorf("after the refused reload: limits %d, %d", limitOf(l, "f"), limitOf(l, "a"))
 	}
-	retried, err := l.setXDS([]*rules.Config{parsed(t, "xds:b", "b", 6)})
+	retried, err := l.setXDS([]*rules.Set{parsed(t, "xds:b", "b", 6)})
 	must(err)
 	if !retried || limitOf(l, "a") != 11111 || limitOf(l, "f") != 0 || limitOf(l, "b") != 111111 {
 		t.Errorf("after xDS dropped a: retried %v, limits a %d, f %d, b %d", retried, limitOf(l, "a"), limitOf(l, "f"), limitOf(l, "b"))
@@ -77,7 +77,7 @@ func TestLiveRules(t *testing.T) {
 // TestXDSFlags: the xDS flags are checked before serving.
 func TestXDSFlags(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	apply := func([]*rules.Config, string) error { return nil }
+	apply := func([]*rules.Set, string) error { return nil }
 	tests := []struct {
 		name string
 		x    xdsFlags

@@ -133,7 +133,7 @@ func BenchmarkShouldRateLimitHandler(b *testing.B) {
 			}
 			st := memstore.New(memstore.Config{})
 			b.Cleanup(func() { st.Close() })
-			e := api.NewEnvoy(st, api.EnvoySettings{Config: testkit.StaticRules(cfg), Metrics: observability.NewMetrics(nil)})
+			e := api.NewEnvoy(st, api.EnvoySettings{Rules: testkit.StaticRules(cfg), Metrics: observability.NewMetrics(nil)})
 			reqs := benchEnvoyRequests(n)
 			ctx := context.Background()
 			b.ReportAllocs()

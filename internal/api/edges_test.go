@@ -97,7 +97,7 @@ func TestFailureModes(t *testing.T) {
 			wantAllowed := own == "open" || (own == "unset" && def == rules.FailureOpen)
 			t.Run(fmt.Sprintf("default %v, %s", def, own), func(t *testing.T) {
 				mem := memstore.New(memstore.Config{})
-				h := start(t, failingStore{mem}, api.Settings{Config: testkit.StaticRules(cfg), FailureMode: def})
+				h := start(t, failingStore{mem}, api.Settings{Rules: testkit.StaticRules(cfg), FailureMode: def})
 				r, err := h.client.Check(context.Background(), &floodgatev1.CheckRequest{Key: "k", Source: &floodgatev1.CheckRequest_Policy{Policy: own}})
 				if err != nil || r.Allowed != wantAllowed || !r.Degraded {
 					t.Errorf("policy %s: got %v %v, want degraded, allowed %v", own, r, err, wantAllowed)

@@ -33,7 +33,7 @@ type EnvoySettings struct {
 	// Config supplies the domains and their descriptors. nil means no
 	// config: every domain is unknown, so every request is OK (as
 	// envoyproxy/ratelimit answers an unknown domain).
-	Config ConfigSource
+	Rules RuleSource
 	// MaxKeyBytes bounds the domain and each entry's key and value. 0 means
 	// DefaultMaxKeyBytes.
 	MaxKeyBytes int
@@ -83,7 +83,7 @@ type Envoy struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	store          store.Store
-	cfg            ConfigSource
+	cfg            RuleSource
 	maxKey         int
 	maxDescriptors int
 	maxEntries     int
@@ -106,7 +106,7 @@ var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
 func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 	e := &Envoy{
 		store:          st,
-		cfg:            s.Config,
+		cfg:            s.Rules,
 		maxKey:         orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
 		maxDescriptors: orDefault(s.MaxDescriptors, DefaultMaxDescriptors),
 		maxEntries:     orDefault(s.MaxEntries, defaultMaxEntries),
@@ -165,7 +165,7 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 		return nil, toStatus(ctx, e.log, err)
 	}
 	_, span := e.tracer.start(ctx, spanMatch)
-	var cfg *rules.Config
+	var cfg *rules.Set
 	if e.cfg != nil {
 		cfg = e.cfg.Current()
 	}
@@ -259,7 +259,7 @@ func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) 
 // plan turns the request into the limits to decide.
 // matches is a buffer for the matched limits, checks one to append the
 // checks to.
-func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Config, entries [][]rules.Entry, matches [][]*rules.Limit, checks []envoyCheck) []envoyCheck {
+func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, matches [][]*rules.Limit, checks []envoyCheck) []envoyCheck {
 	if len(entries) > len(matches) {
 		matches = make([][]*rules.Limit, len(entries))
 	}

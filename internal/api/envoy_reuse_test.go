@@ -17,10 +17,10 @@ import (
 	"github.com/floodgate/floodgate/internal/testkit"
 )
 
-// swapConfig is a ConfigSource a test reloads by hand.
-type swapConfig struct{ cfg atomic.Pointer[rules.Config] }
+// swapConfig is a RuleSource a test reloads by hand.
+type swapConfig struct{ cfg atomic.Pointer[rules.Set] }
 
-func (s *swapConfig) Current() *rules.Config { return s.cfg.Load() }
+func (s *swapConfig) Current() *rules.Set { return s.cfg.Load() }
 
 // TestEnvoyAnswerFollowsReload: the Envoy service builds the parts of an
 // answer that depend on the limit alone (headers, current_limit, metrics
@@ -33,7 +33,7 @@ func TestEnvoyAnswerFollowsReload(t *testing.T) {
 	m := observability.NewMetrics(reg)
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	e := api.NewEnvoy(st, api.EnvoySettings{Config: src, Clock: (testkit.NewClock(testkit.T0)).Now, Metrics: m})
+	e := api.NewEnvoy(st, api.EnvoySettings{Rules: src, Clock: (testkit.NewClock(testkit.T0)).Now, Metrics: m})
 	call := func() *rlsv3.RateLimitResponse {
 		t.Helper()
 		resp, err := e.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("k", "v")}})

@@ -66,7 +66,7 @@ func startEnvoy(t testing.TB, yaml string, st store.Store, s api.EnvoySettings) 
 		t.Fatal(err)
 	}
 	clock := testkit.NewClock(testkit.T0)
-	s.Config = testkit.StaticRules(cfg)
+	s.Rules = testkit.StaticRules(cfg)
 	if s.Clock == nil {
 		s.Clock = clock.Now
 	}

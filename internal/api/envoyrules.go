@@ -33,13 +33,13 @@ func newLimitInfo(l *rules.Limit) *limitInfo {
 // first use. A reload starts a new cache: Limits are never shared between
 // configs, and the old cache goes with the old rules.
 type limitCache struct {
-	cfg *rules.Config
+	cfg *rules.Set
 	m   sync.Map // *rules.Limit -> *limitInfo
 }
 
 // limitCacheFor returns the limitCache of cfg, starting one when the
 // config changed.
-func (e *Envoy) limitCacheFor(cfg *rules.Config) *limitCache {
+func (e *Envoy) limitCacheFor(cfg *rules.Set) *limitCache {
 	if lc := e.limits.Load(); lc != nil && lc.cfg == cfg {
 		return lc
 	}

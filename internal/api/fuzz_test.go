@@ -34,7 +34,7 @@ func FuzzCheck(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := start(f, nil, api.Settings{Config: testkit.StaticRules(cfg)})
+	h := start(f, nil, api.Settings{Rules: testkit.StaticRules(cfg)})
 	f.Fuzz(func(t *testing.T, key string, alg int32, cost, requests, periodNs, burst int64, policy string, batch bool) {
 		if !utf8.ValidString(key) || !utf8.ValidString(policy) {
 			t.Skip("proto3 strings are UTF-8: the client cannot send this")

@@ -50,7 +50,7 @@ func TestLimitsOnOneKeyNeverShareACount(t *testing.T) {
 	sw := floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW
 	for name, newStore := range identityStores(t) {
 		t.Run(name, func(t *testing.T) {
-			h := start(t, newStore(t), api.Settings{Config: testkit.StaticRules(cfg)})
+			h := start(t, newStore(t), api.Settings{Rules: testkit.StaticRules(cfg)})
 			ctx := context.Background()
 			check := func(req *floodgatev1.CheckRequest) bool {
 				t.Helper()
@@ -143,7 +143,7 @@ func TestResetByLimit(t *testing.T) {
 	sw := floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW
 	for name, newStore := range identityStores(t) {
 		t.Run(name, func(t *testing.T) {
-			h := start(t, newStore(t), api.Settings{Config: testkit.StaticRules(cfg)})
+			h := start(t, newStore(t), api.Settings{Rules: testkit.StaticRules(cfg)})
 			ctx := context.Background()
 			login := &floodgatev1.CheckRequest{Key: "bob", Source: &floodgatev1.CheckRequest_Policy{Policy: "login"}}
 			otp := &floodgatev1.CheckRequest{Key: "bob", Source: &floodgatev1.CheckRequest_Policy{Policy: "otp"}}

@@ -32,7 +32,7 @@ const (
 type Settings struct {
 	// Config supplies named policies; nil means no config file, so every
 	// policy name is unknown.
-	Config ConfigSource
+	Rules RuleSource
 	// MaxKeyBytes bounds a key's length. 0 means DefaultMaxKeyBytes.
 	MaxKeyBytes int
 	// MaxBatch bounds the checks in one CheckBatch. 0 means defaultMaxBatch.
@@ -59,9 +59,9 @@ type Settings struct {
 	TraceValues bool
 }
 
-// ConfigSource gives the current configuration. *rules.Watcher is one.
-type ConfigSource interface {
-	Current() *rules.Config
+// RuleSource gives the current configuration. *rules.Watcher is one.
+type RuleSource interface {
+	Current() *rules.Set
 }
 
 // RateLimiter serves floodgate.v1.RateLimiter.
@@ -69,7 +69,7 @@ type RateLimiter struct {
 	floodgatev1.UnimplementedRateLimiterServer
 
 	store       store.Store
-	cfg         ConfigSource
+	cfg         RuleSource
 	maxKey      int
 	maxBatch    int
 	failureMode rules.FailureMode
@@ -87,7 +87,7 @@ var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
 func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 	r := &RateLimiter{
 		store:       st,
-		cfg:         s.Config,
+		cfg:         s.Rules,
 		maxKey:      orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
 		maxBatch:    orDefault(s.MaxBatch, defaultMaxBatch),
 		failureMode: s.FailureMode,
@@ -379,7 +379,7 @@ func (r *RateLimiter) validateKey(key string) error {
 }
 
 func (r *RateLimiter) policy(name string) (rules.Policy, error) {
-	var cfg *rules.Config
+	var cfg *rules.Set
 	if r.cfg != nil {
 		cfg = r.cfg.Current()
 	}

@@ -139,7 +139,7 @@ func TestCheckInvalid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, nil, api.Settings{Config: testkit.StaticRules(cfg), MaxKeyBytes: 64})
+	h := start(t, nil, api.Settings{Rules: testkit.StaticRules(cfg), MaxKeyBytes: 64})
 	tb := floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET
 	tests := []struct {
 		name string
@@ -263,7 +263,7 @@ func TestPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, nil, api.Settings{Config: testkit.StaticRules(cfg)})
+	h := start(t, nil, api.Settings{Rules: testkit.StaticRules(cfg)})
 	ctx := context.Background()
 	policy := func(key, name string) *floodgatev1.CheckRequest {
 		return &floodgatev1.CheckRequest{Key: key, Source: &floodgatev1.CheckRequest_Policy{Policy: name}}

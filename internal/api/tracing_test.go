@@ -135,7 +135,7 @@ func TestTracingEnvoySpans(t *testing.T) {
 			}
 			st := tc.st()
 			defer st.Close()
-			e := api.NewEnvoy(st, api.EnvoySettings{Config: testkit.StaticRules(cfg), Tracer: tr.tp.Tracer("test"), TraceValues: tc.values, Clock: func() time.Time { return testkit.T0 }})
+			e := api.NewEnvoy(st, api.EnvoySettings{Rules: testkit.StaticRules(cfg), Tracer: tr.tp.Tracer("test"), TraceValues: tc.values, Clock: func() time.Time { return testkit.T0 }})
 			req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs(testkit.Descriptor("user", secretValue))}
 			if _, err := e.ShouldRateLimit(context.Background(), req); err != nil { // no server span: no spans
 				t.Fatal(err)
@@ -238,7 +238,7 @@ func TestTracingUnsampledAllocates(t *testing.T) {
 	allocs := func(s api.EnvoySettings, ctx context.Context) float64 {
 		st := memstore.New(memstore.Config{})
 		defer st.Close()
-		s.Config = testkit.StaticRules(cfg)
+		s.Rules = testkit.StaticRules(cfg)
 		e := api.NewEnvoy(st, s)
 		return testing.AllocsPerRun(200, func() {
 			if _, err := e.ShouldRateLimit(ctx, req); err != nil {

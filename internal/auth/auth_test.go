@@ -352,7 +352,7 @@ func TestRefundPermission(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			st := memstore.New(memstore.Config{})
 			t.Cleanup(func() { st.Close() })
-			envoy := api.NewEnvoy(st, api.EnvoySettings{Config: staticConfig{cfg}, NoRefunds: mode.noRefunds, Clock: (&manualClock{now: t0}).Now})
+			envoy := api.NewEnvoy(st, api.EnvoySettings{Rules: staticConfig{cfg}, NoRefunds: mode.noRefunds, Clock: (&manualClock{now: t0}).Now})
 			rls := rlsv3.NewRateLimitServiceClient(serveAuthWith(t, a, mode.gated, envoy))
 			call := func(token string, refund bool) (*rlsv3.RateLimitResponse, error) {
 				ctx, cancel := withAuth("Bearer " + token)

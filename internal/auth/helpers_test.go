@@ -35,10 +35,10 @@ func (c *manualClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// staticConfig is a ConfigSource that never changes.
-type staticConfig struct{ cfg *rules.Config }
+// staticConfig is a RuleSource that never changes.
+type staticConfig struct{ cfg *rules.Set }
 
-func (s staticConfig) Current() *rules.Config { return s.cfg }
+func (s staticConfig) Current() *rules.Set { return s.cfg }
 
 func inline(requests int64, period time.Duration, burst int64) *floodgatev1.CheckRequest_Limit {
 	return &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: requests, Period: durationpb.New(period), Burst: burst}}

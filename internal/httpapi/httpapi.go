@@ -93,7 +93,7 @@ type Settings struct {
 	Auth Authorizer
 	// Config gives the named policies, for the quota the headers of a
 	// policy's decision describe; nil means no config file.
-	Config api.ConfigSource
+	Rules api.RuleSource
 	// MaxBodyBytes bounds a request body. 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Timeout bounds a request, reading its body included. 0 means
@@ -114,7 +114,7 @@ type Settings struct {
 type Handler struct {
 	rl      floodgatev1.RateLimiterServer
 	auth    Authorizer
-	cfg     api.ConfigSource
+	cfg     api.RuleSource
 	maxBody int64
 	timeout time.Duration
 	cors    *cors
@@ -130,7 +130,7 @@ func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	h := &Handler{
 		rl:      rl,
 		auth:    s.Auth,
-		cfg:     s.Config,
+		cfg:     s.Rules,
 		maxBody: s.MaxBodyBytes,
 		timeout: s.Timeout,
 		cors:    newCORS(s.AllowedOrigins),

@@ -31,7 +31,7 @@ import (
 // and returns connections to it. cfgYAML, when not empty, is its rules.
 func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInterface {
 	t.Helper()
-	var src api.ConfigSource
+	var src api.RuleSource
 	if cfgYAML != "" {
 		cfg, err := rules.Parse("bench.yaml", []byte(cfgYAML))
 		if err != nil {
@@ -42,8 +42,8 @@ func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInter
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	srv, _ := server.NewGRPCServer(
-		api.NewRateLimiter(st, api.Settings{Config: src}),
-		api.NewEnvoy(st, api.EnvoySettings{Config: src}),
+		api.NewRateLimiter(st, api.Settings{Rules: src}),
+		api.NewEnvoy(st, api.EnvoySettings{Rules: src}),
 		server.GRPCSettings{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -17,9 +17,9 @@ import (
 	"github.com/floodgate/floodgate/internal/store/memstore"
 )
 
-type fixedConfig struct{ c *rules.Config }
+type fixedConfig struct{ c *rules.Set }
 
-func (f fixedConfig) Current() *rules.Config { return f.c }
+func (f fixedConfig) Current() *rules.Set { return f.c }
 
 // TestRunRLQS: a short run against the real service answers every report
 // and counts reports as messages × buckets.
@@ -29,7 +29,7 @@ func TestRunRLQS(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	rlqsv3.RegisterRateLimitQuotaServiceServer(srv, rlqs.New(rlqs.Settings{Config: fixedConfig{cfg}, Demand: memstore.NewDemand()}))
+	rlqsv3.RegisterRateLimitQuotaServiceServer(srv, rlqs.New(rlqs.Settings{Rules: fixedConfig{cfg}, Demand: memstore.NewDemand()}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

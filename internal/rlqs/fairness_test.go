@@ -116,7 +116,7 @@ func simulate(t *testing.T, rateLimit string, events []simEvent, n int, run, fro
 	demand := memstore.NewDemand()
 	es := make([]*simEnvoy, n)
 	for i := range es {
-		svc := New(Settings{Config: cfg, Demand: demand, Now: clock.Now})
+		svc := New(Settings{Rules: cfg, Demand: demand, Now: clock.Now})
 		es[i] = &simEnvoy{c: openFake(t, svc), offset: time.Duration(i*130) * time.Millisecond}
 	}
 	const dt = 10 * time.Millisecond

@@ -57,15 +57,15 @@ const (
 	demandTimeout = 2 * time.Second
 )
 
-// ConfigSource returns the config in force.
-type ConfigSource interface {
-	Current() *rules.Config
+// RuleSource returns the config in force.
+type RuleSource interface {
+	Current() *rules.Set
 }
 
 // Settings configure a Service. Demand and Config are required.
 type Settings struct {
 	// Config is the config in force (quota_buckets, quota_unmatched).
-	Config ConfigSource
+	Rules RuleSource
 	// Demand aggregates demand across replicas.
 	Demand store.DemandStore
 	// MaxBucketsPerStream: see DefaultMaxBucketsPerStream.
@@ -89,7 +89,7 @@ type Settings struct {
 type Service struct {
 	rlqsv3.UnimplementedRateLimitQuotaServiceServer
 
-	cfg        ConfigSource
+	cfg        RuleSource
 	demand     store.DemandStore
 	maxBuckets int
 	maxKey     int
@@ -191,7 +191,7 @@ func New(s Settings) *Service {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &Service{
-		cfg: s.Config, demand: s.Demand, maxBuckets: s.MaxBucketsPerStream, maxKey: s.MaxKeyBytes,
+		cfg: s.Rules, demand: s.Demand, maxBuckets: s.MaxBucketsPerStream, maxKey: s.MaxKeyBytes,
 		ttl: s.AssignmentTTL, shares: s.Shares, now: s.Now, log: s.Logger, m: s.Metrics,
 		replica: hex.EncodeToString(b[:]),
 		streams: map[*stream]struct{}{}, groups: map[string]*group{},
@@ -199,7 +199,7 @@ func New(s Settings) *Service {
 }
 
 // config is the config in force; nil (no quota buckets) without a source.
-func (s *Service) config() *rules.Config {
+func (s *Service) config() *rules.Set {
 	if s.cfg == nil {
 		return nil
 	}

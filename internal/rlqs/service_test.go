@@ -51,7 +51,7 @@ func perMinute(t *testing.T, a *rlqsv3.RateLimitQuotaResponse_BucketAction) uint
 
 func newTestService(t testing.TB, yaml string, d store.DemandStore) (*Service, *testkit.Rules) {
 	cfg := testkit.StaticRules(testkit.ParseRules(t, yaml))
-	return New(Settings{Config: cfg, Demand: d}), cfg
+	return New(Settings{Rules: cfg, Demand: d}), cfg
 }
 
 // TestLocalPush: when a second instance reports a budget on the same

@@ -214,7 +214,7 @@ func (s *Service) demandTTL(sb *sub) time.Duration { return max(2*sb.elapsed, s.
 func (s *Service) assignmentTTL(sb *sub) time.Duration { return max(s.ttl, 2*sb.elapsed+time.Second) }
 
 // bind matches sb against cfg and puts it in its budget's group.
-func (st *stream) bind(sb *sub, cfg *rules.Config) {
+func (st *stream) bind(sb *sub, cfg *rules.Set) {
 	s := st.s
 	q := cfg.MatchQuota(st.domain, sb.bucket.GetBucket())
 	sb.q, sb.rule, sb.action = q, unmatchedRule, cfg.QuotaUnmatched(st.domain)

@@ -14,7 +14,7 @@ import (
 // addresses over a per-address limit, 500 tenants each with path
 // wildcards under them, 50 top-level path prefixes, and API keys with a
 // per-second limit and a daily quota.
-func benchConfig(tb testing.TB) *Config {
+func benchConfig(tb testing.TB) *Set {
 	var b strings.Builder
 	b.WriteString("domain: edge\ndefault_algorithm: token_bucket\ndescriptors:\n")
 	b.WriteString("  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 50}\n")
@@ -40,7 +40,7 @@ func benchConfig(tb testing.TB) *Config {
 }
 
 // benchRequests builds n distinct descriptors, each of which matches.
-func benchRequests(tb testing.TB, c *Config, n int) [][]Entry {
+func benchRequests(tb testing.TB, c *Set, n int) [][]Entry {
 	reqs := make([][]Entry, n)
 	for i := range reqs {
 		switch i % 4 {
@@ -121,7 +121,7 @@ func BenchmarkLoad(b *testing.B) {
 
 // BenchmarkLoadBanList loads a 200,000-descriptor IP ban list (banList)
 // from a file; bench/RESULTS.md records its time and memory. retained-MB
-// is the heap the loaded Config keeps.
+// is the heap the loaded Set keeps.
 func BenchmarkLoadBanList(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "ban.yaml")
 	if err := os.WriteFile(path, banList(200_000, 0), 0o644); err != nil {
@@ -130,7 +130,7 @@ func BenchmarkLoadBanList(b *testing.B) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	var c *Config
+	var c *Set
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

@@ -84,7 +84,7 @@ type Limit struct {
 	// unnamed limits). Bounded by the config, so safe as a metric label.
 	Name string
 	// ID is stable across reloads of an unchanged rule and unique within
-	// the Config: the domain, the rule's path (keys and configured values,
+	// the Set: the domain, the rule's path (keys and configured values,
 	// quoted) and the limit's index on its descriptor. Two different limits
 	// never share an ID. The store key of one request is ID plus the
 	// request's values; AppendKey builds it.
@@ -173,10 +173,10 @@ type Policy struct {
 // Entry is one descriptor entry of a request.
 type Entry struct{ Key, Value string }
 
-// Config is a loaded, validated configuration: the descriptor trees of its
+// Set is a loaded, validated configuration: the descriptor trees of its
 // domains and its named policies. It is immutable and safe for concurrent
-// use; a reload builds a new Config.
-type Config struct {
+// use; a reload builds a new Set.
+type Set struct {
 	domains  map[string]*node
 	policies map[string]Policy
 	quota    map[string]*domainQuota // quota_buckets by domain (quota.go)
@@ -221,7 +221,7 @@ func (n *node) child(e Entry) *node {
 }
 
 // Policy returns the named policy.
-func (c *Config) Policy(name string) (Policy, bool) {
+func (c *Set) Policy(name string) (Policy, bool) {
 	if c == nil {
 		return Policy{}, false
 	}
@@ -230,7 +230,7 @@ func (c *Config) Policy(name string) (Policy, bool) {
 }
 
 // Policies returns every policy, sorted by name.
-func (c *Config) Policies() []Policy {
+func (c *Set) Policies() []Policy {
 	if c == nil {
 		return nil
 	}
@@ -243,7 +243,7 @@ func (c *Config) Policies() []Policy {
 }
 
 // HasDomain reports whether domain has a config file.
-func (c *Config) HasDomain(domain string) bool {
+func (c *Set) HasDomain(domain string) bool {
 	if c == nil {
 		return false
 	}
@@ -260,7 +260,7 @@ func (c *Config) HasDomain(domain string) bool {
 // with the key alone. A limit applies only when it sits at
 // exactly the depth of the last entry. The result is shared: do not modify
 // it. Match does not allocate.
-func (c *Config) Match(domain string, entries []Entry) []*Limit {
+func (c *Set) Match(domain string, entries []Entry) []*Limit {
 	if c == nil || len(entries) == 0 {
 		return nil
 	}
@@ -283,7 +283,7 @@ func (c *Config) Match(domain string, entries []Entry) []*Limit {
 // descriptors[i]) and then drops every limit whose explicit name appears in
 // the replaces list of any limit matched by the same request, as
 // envoyproxy/ratelimit does. The inner slices must not be modified.
-func (c *Config) MatchRequest(domain string, descriptors [][]Entry) [][]*Limit {
+func (c *Set) MatchRequest(domain string, descriptors [][]Entry) [][]*Limit {
 	out := make([][]*Limit, len(descriptors))
 	c.MatchRequestInto(out, domain, descriptors)
 	return out
@@ -292,7 +292,7 @@ func (c *Config) MatchRequest(domain string, descriptors [][]Entry) [][]*Limit {
 // MatchRequestInto is MatchRequest writing to out, which must have the
 // length of descriptors (a caller's reused or stack buffer), so that a
 // request without replaces allocates nothing.
-func (c *Config) MatchRequestInto(out [][]*Limit, domain string, descriptors [][]Entry) {
+func (c *Set) MatchRequestInto(out [][]*Limit, domain string, descriptors [][]Entry) {
 	out = out[:len(descriptors)]
 	replacing := false
 	for i, d := range descriptors {
@@ -337,7 +337,7 @@ func (c *Config) MatchRequestInto(out [][]*Limit, domain string, descriptors [][
 }
 
 // Files returns the files the config was loaded from, in load order.
-func (c *Config) Files() []string {
+func (c *Set) Files() []string {
 	if c == nil {
 		return nil
 	}
@@ -345,7 +345,7 @@ func (c *Config) Files() []string {
 }
 
 // Domains returns the configured domains, sorted.
-func (c *Config) Domains() []string {
+func (c *Set) Domains() []string {
 	if c == nil {
 		return nil
 	}
@@ -358,7 +358,7 @@ func (c *Config) Domains() []string {
 }
 
 // Limits returns every configured limit, sorted by ID (for a debug dump).
-func (c *Config) Limits() []*Limit {
+func (c *Set) Limits() []*Limit {
 	if c == nil {
 		return nil
 	}
@@ -367,7 +367,7 @@ func (c *Config) Limits() []*Limit {
 
 // Digest is a hash of the files' names and contents: two Configs with the
 // same Digest were loaded from identical input.
-func (c *Config) Digest() string {
+func (c *Set) Digest() string {
 	if c == nil {
 		return ""
 	}

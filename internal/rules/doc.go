@@ -119,7 +119,7 @@
 //
 // When one request's descriptors match limits, and one of them lists
 // another's name in `replaces`, the named limit is ignored for that
-// request (Config.MatchRequest).
+// request (Set.MatchRequest).
 //
 // Counters: a key-only rule counts every value separately (one counter per
 // remote address), an exact rule counts its one value, a wildcard rule

@@ -108,7 +108,7 @@ type Candidate struct {
 // another matched limit's replaces (as MatchRequest does); for a
 // descriptor that matches nothing, the nearest rules and why each did not
 // match.
-func (c *Config) Explain(domain string, descriptors [][]Entry) Explanation {
+func (c *Set) Explain(domain string, descriptors [][]Entry) Explanation {
 	ex := Explanation{Domain: domain, KnownDomain: c.HasDomain(domain)}
 	matched := c.MatchRequest(domain, descriptors)
 	replacer := map[string]string{} // replaced name -> replacing limit's name
@@ -144,7 +144,7 @@ func (c *Config) Explain(domain string, descriptors [][]Entry) Explanation {
 // candidates ranks the domain's rules (nodes with limits) that share at
 // least the first key with entries: most levels matched, then most keys
 // matched, then nearest depth, then file order.
-func (c *Config) candidates(domain string, entries []Entry) []Candidate {
+func (c *Set) candidates(domain string, entries []Entry) []Candidate {
 	root := c.domains[domain]
 	walk := walkPath(root, entries) // the nodes Match visits, level by level
 	var out []Candidate
@@ -303,7 +303,7 @@ type QuotaCandidate struct {
 // ExplainQuota says which quota_buckets entry of domain governs the
 // reported bucket id (as MatchQuota decides), what the id gets, and why
 // each other entry does not govern it.
-func (c *Config) ExplainQuota(domain string, id map[string]string) QuotaExplanation {
+func (c *Set) ExplainQuota(domain string, id map[string]string) QuotaExplanation {
 	ex := QuotaExplanation{Domain: domain, KnownDomain: c.HasDomain(domain), BucketID: id}
 	ex.Bucket = c.MatchQuota(domain, id)
 	ex.Action = c.QuotaUnmatched(domain)

@@ -36,7 +36,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
 			}
 			if c != nil {
-				t.Fatal("a Config with an error")
+				t.Fatal("a Set with an error")
 			}
 			return
 		}
@@ -144,7 +144,7 @@ func oracleGlob(value string) *regexp.Regexp {
 // FuzzMatch checks Match against the oracle on arbitrary descriptors, over
 // matchConfig (domain m) and wildConfig (domain w).
 func FuzzMatch(f *testing.F) {
-	var cs []*Config
+	var cs []*Set
 	var ofs []oracleFile
 	for _, src := range []string{matchConfig, wildConfig} {
 		cs = append(cs, mustParse(f, src))

@@ -20,7 +20,7 @@ import (
 // An invalid configuration yields an ErrorList (wrapping ErrInvalid) whose
 // lines read "file:line:column: message"; an unreadable path yields the
 // os error.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Set, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func isConfigName(name string) bool {
 }
 
 // Parse parses one file's bytes; name is used in error messages.
-func Parse(name string, data []byte) (*Config, error) {
+func Parse(name string, data []byte) (*Set, error) {
 	return build([]source{{name: name, data: data}})
 }
 
@@ -91,8 +91,8 @@ type source struct {
 
 // build parses every source and merges them: a domain or a policy defined
 // twice is an error.
-func build(srcs []source) (*Config, error) {
-	c := &Config{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}, policyAt: map[string]Source{}}
+func build(srcs []source) (*Set, error) {
+	c := &Set{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}, policyAt: map[string]Source{}}
 	var errs ErrorList
 	domainAt := map[string]string{}
 	policyAt := map[string]string{}

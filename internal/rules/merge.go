@@ -16,17 +16,17 @@ import (
 // ErrorList (wrapping ErrInvalid) naming both sources. Nil parts are
 // skipped; merging no part gives nil (no rules). The parts are not
 // modified, and the result shares their immutable rule trees.
-func Merge(parts ...*Config) (*Config, error) {
-	parts = slices.DeleteFunc(slices.Clone(parts), func(c *Config) bool { return c == nil })
+func Merge(parts ...*Set) (*Set, error) {
+	parts = slices.DeleteFunc(slices.Clone(parts), func(c *Set) bool { return c == nil })
 	switch len(parts) {
 	case 0:
 		return nil, nil
 	case 1:
 		return parts[0], nil
 	}
-	c := &Config{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}, policyAt: map[string]Source{}}
-	domainFrom := map[string]*Config{}
-	policyFrom := map[string]*Config{}
+	c := &Set{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}, policyAt: map[string]Source{}}
+	domainFrom := map[string]*Set{}
+	policyFrom := map[string]*Set{}
 	var errs ErrorList
 	h := sha256.New()
 	for _, p := range parts {
@@ -71,7 +71,7 @@ func Merge(parts ...*Config) (*Config, error) {
 }
 
 // sourceNames names a config's sources for an error message.
-func sourceNames(c *Config) string {
+func sourceNames(c *Set) string {
 	if len(c.files) == 0 {
 		return "(no files)"
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func mergePart(t *testing.T, name, yaml string) *Config {
+func mergePart(t *testing.T, name, yaml string) *Set {
 	t.Helper()
 	c, err := Parse(name, []byte(yaml))
 	if err != nil {
@@ -49,11 +49,11 @@ func TestMerge(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		parts []*Config
+		parts []*Set
 		want  string
 	}{
-		{"domain twice", []*Config{a, b, b2}, `xds:b2: duplicate domain "b": already defined by xds:b`},
-		{"policy twice", []*Config{a, pol}, `p.yaml: duplicate policy "p": already defined by a.yaml`},
+		{"domain twice", []*Set{a, b, b2}, `xds:b2: duplicate domain "b": already defined by xds:b`},
+		{"policy twice", []*Set{a, pol}, `p.yaml: duplicate policy "p": already defined by a.yaml`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,7 +66,7 @@ func TestMerge(t *testing.T) {
 }
 
 // TestMergeKeepsSources: /debug/config and explain read where each policy
-// was written and when the rules were loaded, from the merged Config too.
+// was written and when the rules were loaded, from the merged Set too.
 func TestMergeKeepsSources(t *testing.T) {
 	a := mergePart(t, "a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\npolicies:\n  p: {requests: 1, period: 1s}\n")
 	b := mergePart(t, "xds:b", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")

@@ -14,7 +14,7 @@ import (
 	"github.com/floodgate/floodgate/internal/algorithms"
 )
 
-func mustLoad(t testing.TB, path string) *Config {
+func mustLoad(t testing.TB, path string) *Set {
 	t.Helper()
 	c, err := Load(path)
 	if err != nil {
@@ -23,7 +23,7 @@ func mustLoad(t testing.TB, path string) *Config {
 	return c
 }
 
-func mustParse(t testing.TB, yaml string) *Config {
+func mustParse(t testing.TB, yaml string) *Set {
 	t.Helper()
 	c, err := Parse("test.yaml", []byte(yaml))
 	if err != nil {
@@ -33,7 +33,7 @@ func mustParse(t testing.TB, yaml string) *Config {
 }
 
 // one returns the single limit matched by entries, failing otherwise.
-func one(t testing.TB, c *Config, domain string, entries ...Entry) *Limit {
+func one(t testing.TB, c *Set, domain string, entries ...Entry) *Limit {
 	t.Helper()
 	ls := c.Match(domain, entries)
 	if len(ls) != 1 {
@@ -429,11 +429,11 @@ func TestDigest(t *testing.T) {
 }
 
 func TestNilConfig(t *testing.T) {
-	var c *Config
+	var c *Set
 	if c.Match("d", e("k", "v")) != nil || c.HasDomain("d") || c.Domains() != nil || c.Files() != nil {
-		t.Error("a nil Config must match nothing")
+		t.Error("a nil Set must match nothing")
 	}
 	if _, ok := c.Policy("p"); ok {
-		t.Error("a nil Config has no policies")
+		t.Error("a nil Set has no policies")
 	}
 }

@@ -57,7 +57,7 @@ type QuotaBucket struct {
 	// metric label.
 	Name string
 	// ID is stable across reloads of an entry with the same bucket_id and
-	// unique within the Config: the domain and the bucket_id, quoted and
+	// unique within the Set: the domain and the bucket_id, quoted and
 	// sorted. Reloading an entry with a new rate keeps its ID (so the
 	// demand already reported carries over).
 	ID string
@@ -119,7 +119,7 @@ type domainQuota struct {
 // ignored), the most specific one (more keys matched, then more exact
 // values, then the first in the file). It returns nil when none matches;
 // QuotaUnmatched then says what the bucket gets.
-func (c *Config) MatchQuota(domain string, id map[string]string) *QuotaBucket {
+func (c *Set) MatchQuota(domain string, id map[string]string) *QuotaBucket {
 	if c == nil {
 		return nil
 	}
@@ -139,7 +139,7 @@ func (c *Config) MatchQuota(domain string, id map[string]string) *QuotaBucket {
 // QuotaUnmatched is what a bucket of domain that no entry matches gets:
 // the domain's quota_unmatched, else DefaultQuotaUnmatched (also for a
 // domain without a config file).
-func (c *Config) QuotaUnmatched(domain string) QuotaAction {
+func (c *Set) QuotaUnmatched(domain string) QuotaAction {
 	if c == nil || c.quota[domain] == nil {
 		return DefaultQuotaUnmatched
 	}
@@ -147,7 +147,7 @@ func (c *Config) QuotaUnmatched(domain string) QuotaAction {
 }
 
 // QuotaBuckets returns the quota_buckets entries of domain in file order.
-func (c *Config) QuotaBuckets(domain string) []*QuotaBucket {
+func (c *Set) QuotaBuckets(domain string) []*QuotaBucket {
 	if c == nil || c.quota[domain] == nil {
 		return nil
 	}

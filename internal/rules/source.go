@@ -6,7 +6,7 @@ import (
 )
 
 // This file holds where rules come from: a position in a file, or an xDS
-// resource, and when a Config was built (for /debug/config and `floodgate
+// resource, and when a Set was built (for /debug/config and `floodgate
 // config explain`).
 
 // Source is where a rule was defined: a position in a file, or, for rules
@@ -68,8 +68,8 @@ func (p *parser) sourceAt(at pos) Source { return p.ref(at).source() }
 func (l *Limit) Source() Source { return l.src.source() }
 
 // LoadedAt is when c was built (read and validated), for operators asking
-// which rules are live. Zero for a nil Config.
-func (c *Config) LoadedAt() time.Time {
+// which rules are live. Zero for a nil Set.
+func (c *Set) LoadedAt() time.Time {
 	if c == nil {
 		return time.Time{}
 	}
@@ -78,7 +78,7 @@ func (c *Config) LoadedAt() time.Time {
 
 // PolicySource is where the named policy was defined; zero when there is
 // no such policy.
-func (c *Config) PolicySource(name string) Source {
+func (c *Set) PolicySource(name string) Source {
 	if c == nil {
 		return Source{}
 	}
@@ -89,7 +89,7 @@ func (c *Config) PolicySource(name string) Source {
 // errors are named name, and every rule's Source (limits, quota buckets,
 // policies) is the resource and version instead of a position in the
 // generated document.
-func ParseXDS(name, resource, version string, data []byte) (*Config, error) {
+func ParseXDS(name, resource, version string, data []byte) (*Set, error) {
 	c, err := Parse(name, data)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ import (
 // sends no events, at the next filewatch.DefaultPoll); an invalid one is
 // reported through onError and the previous config keeps serving.
 type Watcher struct {
-	files *filewatch.Watcher[Config]
+	files *filewatch.Watcher[Set]
 }
 
 // Watch loads path (see Load) and then reloads it whenever its files
@@ -30,16 +30,16 @@ type Watcher struct {
 // one included (before Watch returns), and onError with every rejected
 // reload (and *filewatch.WatchError when file events are unavailable); both
 // may be nil, and are called from one goroutine at a time. A reload whose
-// files are byte-for-byte unchanged (Config.Digest) is not reported.
-func Watch(ctx context.Context, path string, onLoad func(*Config), onError func(error)) (*Watcher, error) {
+// files are byte-for-byte unchanged (Set.Digest) is not reported.
+func Watch(ctx context.Context, path string, onLoad func(*Set), onError func(error)) (*Watcher, error) {
 	if onError == nil {
 		onError = func(error) {}
 	}
-	files, err := filewatch.Watch(ctx, filewatch.Options[Config]{
+	files, err := filewatch.Watch(ctx, filewatch.Options[Set]{
 		Paths:     []string{path},
 		Match:     isConfigName,
-		Load:      func() (*Config, error) { return Load(path) },
-		Unchanged: func(cur, next *Config) bool { return cur.Digest() == next.Digest() },
+		Load:      func() (*Set, error) { return Load(path) },
+		Unchanged: func(cur, next *Set) bool { return cur.Digest() == next.Digest() },
 		OnLoad:    onLoad,
 		OnError:   func(err error) { onError(reloadError(path, err)) },
 	})
@@ -63,7 +63,7 @@ func reloadError(path string, err error) error {
 }
 
 // Current returns the config in force. It never blocks.
-func (w *Watcher) Current() *Config { return w.files.Current() }
+func (w *Watcher) Current() *Set { return w.files.Current() }
 
 // Close stops watching and waits for the watcher's goroutine to end. It is
 // safe to call more than once.

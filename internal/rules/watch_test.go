@@ -16,18 +16,18 @@ import (
 const waitTimeout = 10 * time.Second
 
 type events struct {
-	loads chan *Config
+	loads chan *Set
 	errs  chan error
 }
 
 func newEvents() *events {
-	return &events{loads: make(chan *Config, 100), errs: make(chan error, 100)}
+	return &events{loads: make(chan *Set, 100), errs: make(chan error, 100)}
 }
 
-func (ev *events) onLoad(c *Config)  { ev.loads <- c }
+func (ev *events) onLoad(c *Set)     { ev.loads <- c }
 func (ev *events) onError(err error) { ev.errs <- err }
 
-func (ev *events) load(t *testing.T) *Config {
+func (ev *events) load(t *testing.T) *Set {
 	t.Helper()
 	start := time.Now()
 	select {
@@ -59,7 +59,7 @@ func rules(requests int) string {
 	return "domain: w\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: " + strconv.Itoa(requests) + "}\n"
 }
 
-func requestsOf(t *testing.T, c *Config) int64 {
+func requestsOf(t *testing.T, c *Set) int64 {
 	t.Helper()
 	return one(t, c, "w", e("k", "v")...).Rate.Requests
 }

@@ -25,7 +25,7 @@ type AdminSettings struct {
 	// Config serves GET /debug/config: the live rules as JSON with where
 	// each was defined and when they were loaded (see ConfigView). nil
 	// means no rules: /debug/config then says "loaded": false.
-	Config ConfigSource
+	Rules RuleSource
 	// AdminAuth, when set, guards the admin-only endpoints (/debug/config):
 	// they then need "Authorization: Bearer <token>" with an admin token,
 	// and answer 401 without a known token, 403 with a token that is not an
@@ -67,7 +67,7 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 	if s.API != nil {
 		mux.Handle("/v1/", s.API)
 	}
-	mux.Handle("GET /debug/config", debugConfig(s.Config, s.AdminAuth))
+	mux.Handle("GET /debug/config", debugConfig(s.Rules, s.AdminAuth))
 	if s.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

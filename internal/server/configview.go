@@ -21,9 +21,9 @@ import (
 // JSON of `floodgate config explain --json`, so a rule reads the same in
 // both.
 
-// ConfigSource gives the rules in force. *rules.Watcher is one.
-type ConfigSource interface {
-	Current() *rules.Config
+// RuleSource gives the rules in force. *rules.Watcher is one.
+type RuleSource interface {
+	Current() *rules.Set
 }
 
 // AdminAuthorizer checks the Authorization header of an admin-only
@@ -144,7 +144,7 @@ type ConfigView struct {
 
 // NewConfigView is the view of c (nil: no rules). Rules are listed in
 // file order within each domain, domains and policies by name.
-func NewConfigView(c *rules.Config) ConfigView {
+func NewConfigView(c *rules.Set) ConfigView {
 	v := ConfigView{Files: []string{}, Domains: []DomainView{}, Policies: []PolicyView{}}
 	if c == nil {
 		return v
@@ -186,7 +186,7 @@ func compareSource(a, b rules.Source) int {
 }
 
 // debugConfig serves GET /debug/config, behind authz when it is set.
-func debugConfig(src ConfigSource, authz AdminAuthorizer) http.HandlerFunc {
+func debugConfig(src RuleSource, authz AdminAuthorizer) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if authz != nil {
 			if err := authz.AuthorizeAdmin(r.Context(), r.Header.Get("Authorization")); err != nil {
@@ -200,7 +200,7 @@ func debugConfig(src ConfigSource, authz AdminAuthorizer) http.HandlerFunc {
 				return
 			}
 		}
-		var c *rules.Config
+		var c *rules.Set
 		if src != nil {
 			c = src.Current()
 		}

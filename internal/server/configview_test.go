@@ -72,7 +72,7 @@ func TestDebugConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tokens.Close() })
-	srv := httptest.NewServer(server.NewAdminHandler(server.AdminSettings{Config: w, AdminAuth: tokens}))
+	srv := httptest.NewServer(server.NewAdminHandler(server.AdminSettings{Rules: w, AdminAuth: tokens}))
 	defer srv.Close()
 
 	for _, tc := range []struct {

@@ -51,25 +51,25 @@ func (c *Clock) Set(t time.Time) {
 	c.now = t
 }
 
-// Rules is a rules source (an api.ConfigSource) that changes only when the
+// Rules is a rules source (an api.RuleSource) that changes only when the
 // test calls Set.
 type Rules struct {
 	mu  sync.Mutex
-	cfg *rules.Config
+	cfg *rules.Set
 }
 
 // StaticRules returns a Rules serving cfg.
-func StaticRules(cfg *rules.Config) *Rules { return &Rules{cfg: cfg} }
+func StaticRules(cfg *rules.Set) *Rules { return &Rules{cfg: cfg} }
 
 // Current is the rules now served.
-func (r *Rules) Current() *rules.Config {
+func (r *Rules) Current() *rules.Set {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cfg
 }
 
 // Set replaces the rules served.
-func (r *Rules) Set(cfg *rules.Config) {
+func (r *Rules) Set(cfg *rules.Set) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cfg = cfg
@@ -77,7 +77,7 @@ func (r *Rules) Set(cfg *rules.Config) {
 
 // ParseRules parses yaml as a rules file named test.yaml, failing t if it
 // does not parse.
-func ParseRules(t testing.TB, yaml string) *rules.Config {
+func ParseRules(t testing.TB, yaml string) *rules.Set {
 	t.Helper()
 	cfg, err := rules.Parse("test.yaml", []byte(yaml))
 	if err != nil {

@@ -29,9 +29,9 @@ descriptors:
     rate_limit: {name: per_user, unit: second, requests_per_unit: 5}
 `
 
-type staticRules struct{ cfg *rules.Config }
+type staticRules struct{ cfg *rules.Set }
 
-func (s staticRules) Current() *rules.Config { return s.cfg }
+func (s staticRules) Current() *rules.Set { return s.cfg }
 
 // serveEnvoy serves ShouldRateLimit over bufconn with tr's server handler
 // and tracer, and returns a client connection.
@@ -44,7 +44,7 @@ func serveEnvoy(t testing.TB, tr *Tracing) *grpc.ClientConn {
 	}
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	envoy := api.NewEnvoy(st, api.EnvoySettings{Config: staticRules{cfg}, Tracer: tr.Tracer()})
+	envoy := api.NewEnvoy(st, api.EnvoySettings{Rules: staticRules{cfg}, Tracer: tr.Tracer()})
 	unary, stream := tr.ServerInterceptors()
 	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{Tracer: tr.Tracer()}), envoy, server.GRPCSettings{TraceUnary: unary, TraceStream: stream})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

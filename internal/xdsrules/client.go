@@ -56,7 +56,7 @@ type Options struct {
 	// Apply is called with the rules of every valid response, one per
 	// resource (none: no xDS domains), and the response's version. An
 	// error refuses them: the response is NACKed with it.
-	Apply func(parts []*rules.Config, version string) error
+	Apply func(parts []*rules.Set, version string) error
 	// Log receives connection and NACK reports; nil discards them.
 	Log *slog.Logger
 }
@@ -196,7 +196,7 @@ func (c *Client) answer(resp *discoveryv3.DiscoveryResponse) (req *discoveryv3.D
 		err = fmt.Errorf("unrequested resource type %q", resp.GetTypeUrl())
 		req.TypeUrl = resp.GetTypeUrl()
 	} else {
-		var parts []*rules.Config
+		var parts []*rules.Set
 		parts, err = Convert(resp.GetResources(), resp.GetVersionInfo(), c.opts.DefaultAlgorithm)
 		if err == nil {
 			err = c.opts.Apply(parts, resp.GetVersionInfo())

@@ -115,7 +115,7 @@ type applied struct {
 	refuse   error
 }
 
-func (a *applied) apply(parts []*rules.Config, version string) error {
+func (a *applied) apply(parts []*rules.Set, version string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.refuse != nil {
@@ -299,7 +299,7 @@ func TestClientMutualTLS(t *testing.T) {
 }
 
 func TestNewOptions(t *testing.T) {
-	apply := func([]*rules.Config, string) error { return nil }
+	apply := func([]*rules.Set, string) error { return nil }
 	if _, err := New(Options{Apply: apply}); err == nil {
 		t.Error("no server: no error")
 	}

@@ -37,8 +37,8 @@ const SourcePrefix = "xds:"
 // never a line of that internal document. defaultAlgorithm, when not
 // empty, is every limit's algorithm (the resource type has no field for
 // it). No resources give no Configs: no xDS domains.
-func Convert(resources []*anypb.Any, version, defaultAlgorithm string) ([]*rules.Config, error) {
-	var parts []*rules.Config
+func Convert(resources []*anypb.Any, version, defaultAlgorithm string) ([]*rules.Set, error) {
+	var parts []*rules.Set
 	var errs rules.ErrorList
 	seen := map[string]bool{}
 	for i, a := range resources {
@@ -97,7 +97,7 @@ func unpack(a *anypb.Any) (*rlconfv3.RateLimitConfig, error) {
 }
 
 // ConvertOne converts one resource, named name in errors, to a Config.
-func ConvertOne(name, version string, rc *rlconfv3.RateLimitConfig, defaultAlgorithm string) (*rules.Config, error) {
+func ConvertOne(name, version string, rc *rlconfv3.RateLimitConfig, defaultAlgorithm string) (*rules.Set, error) {
 	var d doc
 	d.write(0, "", "domain", rc.GetDomain())
 	if defaultAlgorithm != "" {

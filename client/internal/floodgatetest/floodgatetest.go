@@ -58,29 +58,29 @@ func (c *Clock) Advance(d time.Duration) {
 
 // RuleSource gives a floodgate its rules: Static's, or a source the test
 // swaps (Switch). nil means none (inline limits only).
-type RuleSource interface{ Current() *rules.Config }
+type RuleSource interface{ Current() *rules.Set }
 
 // Static is rules that never change.
-type Static struct{ Config *rules.Config }
+type Static struct{ Config *rules.Set }
 
 // Current is s's rules.
-func (s Static) Current() *rules.Config { return s.Config }
+func (s Static) Current() *rules.Set { return s.Config }
 
 // StaticRules is the YAML rules yaml, failing the test if they do not
 // parse.
 func StaticRules(t testing.TB, yaml string) Static { return Static{Parse(t, yaml)} }
 
 // Switch is rules the test swaps with Store.
-type Switch struct{ cur atomic.Pointer[rules.Config] }
+type Switch struct{ cur atomic.Pointer[rules.Set] }
 
 // Store makes cfg the current rules.
-func (s *Switch) Store(cfg *rules.Config) { s.cur.Store(cfg) }
+func (s *Switch) Store(cfg *rules.Set) { s.cur.Store(cfg) }
 
 // Current is the rules last stored.
-func (s *Switch) Current() *rules.Config { return s.cur.Load() }
+func (s *Switch) Current() *rules.Set { return s.cur.Load() }
 
 // Parse parses YAML rules, failing the test on an error.
-func Parse(t testing.TB, yaml string) *rules.Config {
+func Parse(t testing.TB, yaml string) *rules.Set {
 	t.Helper()
 	cfg, err := rules.Parse("policies.yaml", []byte(yaml))
 	if err != nil {
@@ -93,7 +93,7 @@ func Parse(t testing.TB, yaml string) *rules.Config {
 func settings(r RuleSource, clock func() time.Time) api.Settings {
 	s := api.Settings{Clock: clock}
 	if r != nil {
-		s.Config = r
+		s.Rules = r
 	}
 	return s
 }
