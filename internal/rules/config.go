@@ -3,7 +3,6 @@ package rules
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -121,10 +120,9 @@ type Limit struct {
 // level is one node on a limit's path.
 type level struct {
 	key, value    string
-	wildcard      bool         // value holds a '*' (see pattern)
-	cidr          bool         // match: cidr; value is prefix in canonical form (cidr.go)
-	prefix        netip.Prefix // the network of a cidr level
-	shared        bool         // share_threshold: every value matching the wildcard or network shares one counter
+	wildcard      bool // value holds a '*' (see pattern)
+	cidr          bool // match: cidr: value is a network in canonical form (cidr.go)
+	shared        bool // share_threshold: every value matching the wildcard or network shares one counter
 	valueToMetric bool
 }
 

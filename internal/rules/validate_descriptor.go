@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"github.com/floodgate/floodgate/internal/keys"
+	"net/netip"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
@@ -118,7 +119,7 @@ func (p *parser) level(dd *descriptorDoc, firsts map[sibling]*yaml.Node) (*node,
 			p.errorf(at, "%v", err)
 			return nil, level{}, false
 		}
-		lv.value, lv.wildcard, lv.cidr, lv.prefix = prefix.String(), false, true, prefix
+		lv.value, lv.wildcard, lv.cidr = prefix.String(), false, true
 	}
 	id := sibling{key, lv.value, lv.cidr}
 	if first := firsts[id]; first != nil {
@@ -157,7 +158,7 @@ func (n *node) add(c *node, lv level) {
 			t = &cidrTable{}
 			n.cidr[lv.key] = t
 		}
-		t.add(lv.prefix, c)
+		t.add(netip.MustParsePrefix(lv.value), c) // level checked it
 		return
 	}
 	if lv.value == "" {
