@@ -123,7 +123,8 @@ type Limit struct {
 type level struct {
 	key, value    string
 	wildcard      bool // value holds a '*' (see pattern)
-	shared        bool // share_threshold: every value matching the wildcard shares one counter
+	cidr          bool // match: cidr: value is a network in canonical form (cidr.go)
+	shared        bool // share_threshold: every value matching the wildcard or network shares one counter
 	valueToMetric bool
 }
 
@@ -131,7 +132,8 @@ type level struct {
 func (l *Limit) Depth() int { return len(l.path) }
 
 // Shared reports whether the value of entry i does not take part in the
-// counter key, because entry i matched a share_threshold wildcard.
+// counter key, because entry i matched a share_threshold wildcard or
+// network.
 func (l *Limit) Shared(i int) bool { return i >= 0 && i < len(l.path) && l.path[i].shared }
 
 // MetricName is the name to report entries under. Without detailed_metric
@@ -192,9 +194,26 @@ type node struct {
 	key, value string
 	src        srcRef // where the descriptor was written (for Explain)
 	limits     []*Limit
-	exact      map[kv]*node        // key+value, wildcards included by their literal value
-	wild       map[string][]wildKV // key -> wildcards in config order
+	exact      map[kv]*node          // key+value, wildcards included by their literal value
+	wild       map[string][]wildKV   // key -> wildcards in config order
+	cidr       map[string]*cidrTable // key -> match: cidr networks
+	network    bool                  // this node is a match: cidr network (value as written)
 	keyOnly    map[string]*node
+}
+
+// children returns every node one level below n.
+func (n *node) children() []*node {
+	var kids []*node
+	for _, c := range n.exact {
+		kids = append(kids, c)
+	}
+	for _, t := range n.cidr {
+		kids = t.nodes(kids)
+	}
+	for _, c := range n.keyOnly {
+		kids = append(kids, c)
+	}
+	return kids
 }
 
 type kv struct{ k, v string }
@@ -205,11 +224,16 @@ type wildKV struct {
 }
 
 // child finds the node for e one level down: exact key+value first, then
-// the first wildcard (in file order) the value matches, then the key-only
-// node.
+// the longest match: cidr network holding the value, then the first
+// wildcard (in file order) the value matches, then the key-only node.
 func (n *node) child(e Entry) *node {
 	if c := n.exact[kv{e.Key, e.Value}]; c != nil {
 		return c
+	}
+	if t := n.cidr[e.Key]; t != nil {
+		if c := t.lookup(e.Value); c != nil {
+			return c
+		}
 	}
 	ws := n.wild[e.Key]
 	for i := range ws {
@@ -254,7 +278,8 @@ func (c *Set) HasDomain(domain string) bool {
 // Match returns the limits that apply to one descriptor, or nil when
 // nothing applies (an unknown domain, no rule, or a rule at another depth).
 // It walks the domain's tree one level per entry; at each level the
-// descriptor with the entry's key and exact value wins, then the first
+// descriptor with the entry's key and exact value wins, then the longest
+// `match: cidr` network holding the value (an address), then the first
 // wildcard (in file order) the value matches ('*' anywhere in the
 // configured value stands for any run of characters), then the descriptor
 // with the key alone. A limit applies only when it sits at

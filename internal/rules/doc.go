@@ -67,14 +67,15 @@
 //	          replaces: [{name: per_number}]
 //
 // A descriptor node has `key` (required), `value` (optional: exact, or a
-// wildcard pattern when it holds a '*', see Matching), `rate_limit`,
+// wildcard pattern when it holds a '*', see Matching), `match` (only
+// `cidr`: the value is a network, see "Networks"), `rate_limit`,
 // nested `descriptors`, and the flags `shadow_mode` and `detailed_metric`
 // (both for this node's own limits; they do not reach nested descriptors),
 // `value_to_metric` (the request's value at this level appears in the
 // metric names of the limits at or below it, only with serve's bounded
 // opt-in --detailed-metric-series), `share_threshold` (only on
-// wildcard values: all values matching the wildcard share one counter
-// instead of one each), `quota_mode` (only false: see below) and
+// wildcard values and networks: all values matching the wildcard or
+// network share one counter instead of one each), `quota_mode` (only false: see below) and
 // `metadata` (free-form, ignored).
 //
 // A rate_limit has `unit` and `requests_per_unit`, optionally
@@ -97,15 +98,19 @@
 // required (the reference silently treats a missing one as 0, deny all);
 // keys and values are matched as given, so a key containing '_' can never
 // be confused with a key_value pair; and no two different descriptors ever
-// share a counter, whatever bytes their values hold (Limit.AppendKey).
+// share a counter, whatever bytes their values hold (Limit.AppendKey),
+// except two spellings of one address under a network (see Networks).
 //
 // # Matching
 //
 // Envoy sends a domain and descriptors, each a list of (key, value)
 // entries. A descriptor is matched by walking the domain's tree one level
 // per entry. At each level: the node with the entry's key and exactly its
-// value wins; else the first node (in file order) whose wildcard value
-// matches; else the node with the key and no value. In a value, each '*'
+// value wins; else the longest `match: cidr` network holding the value
+// (an address; see Networks); else the first node (in file order) whose
+// wildcard value matches; else the node with the key and no value. The
+// first of these that exists is taken, even when it has no limit at this
+// depth: there is no going back to try the next. In a value, each '*'
 // stands for any run of characters, none included, '/' included, as in
 // the reference: "/api/*" is a prefix, "*.pdf" a suffix, "/api/*/items"
 // matches /api/v1/items and /api/a/b/items but not /api/items, and
@@ -122,9 +127,70 @@
 // request (Set.MatchRequest).
 //
 // Counters: a key-only rule counts every value separately (one counter per
-// remote address), an exact rule counts its one value, a wildcard rule
-// counts every matching value separately unless share_threshold is set,
-// whatever the wildcard's form.
+// remote address), an exact rule counts its one value, a wildcard rule or
+// a network counts every matching value separately unless share_threshold
+// is set, whatever the wildcard's form.
+//
+// # Networks (match: cidr)
+//
+// Ban lists and allowlists by network, IPv4 and IPv6:
+//
+//	descriptors:
+//	  - key: remote_address
+//	    rate_limit: {unit: second, requests_per_unit: 50}   # per address
+//	  - key: remote_address
+//	    value: 10.0.0.0/8
+//	    match: cidr
+//	    rate_limit: {unit: second, requests_per_unit: 0}    # ban list
+//	  - key: remote_address
+//	    value: 10.1.0.0/16              # the longest network wins: allowed
+//	    match: cidr
+//	    rate_limit: {unlimited: true}
+//	  - key: remote_address
+//	    value: 2001:db8::/32
+//	    match: cidr
+//	    share_threshold: true           # the whole network shares 600/min
+//	    rate_limit: {unit: minute, requests_per_unit: 600}
+//
+// With `match: cidr` the value must be a network in CIDR notation, as
+// net/netip reads it (netip.ParsePrefix). Refused, with their position:
+// a value that is no network (an address alone: write /32 or /128; a
+// wildcard; a name), a length out of range (10.0.0.0/33), host bits set
+// (10.0.0.1/8: the message names 10.0.0.0/8; a typo for /32 would widen
+// a ban a millionfold if rewritten silently), an IPv4-mapped IPv6 network
+// (::ffff:10.0.0.0/104, which nothing would match: write 10.0.0.0/8), a
+// zone, and one network twice at one level in any spelling
+// (2001:db8::/32 and 2001:0DB8::/32). Any other `match` is refused.
+//
+// A request value matches a network when net/netip parses it as an
+// address (netip.ParseAddr) inside the network. An IPv4-mapped IPv6
+// address (::ffff:10.1.2.3, what a dual-stack listener reports) is its
+// IPv4 address (netip.Addr.Unmap): it matches 10.0.0.0/8, and no IPv6
+// network, not even ::/0. A value with a zone (fe80::1%eth0), a port
+// (10.1.2.3:80), a name or anything else that is no address matches no
+// network and falls through to wildcards and the key-only rule.
+//
+// Precedence at one level is exact value, then the longest network, then
+// wildcards, then key-only: the more specific rule wins, as an exact
+// value already beats a wildcard. An exact value is compared as text: an
+// exact `value: 10.1.2.3` does not see ::ffff:10.1.2.3; a /32 network
+// sees every spelling. The literal text "10.0.0.0/8" without `match:
+// cidr` is an exact value (as in the reference), and may sit beside the
+// network of the same text.
+//
+// Counters: a network counts each address apart (per-address counters
+// inside the network), keyed by the address in canonical form
+// (netip.Addr.String after Unmap), so 10.0.0.1 and ::ffff:10.0.0.1, or
+// 2001:DB8::1 and 2001:db8::1, count together; with share_threshold the
+// whole network is one counter. The limit's ID and derived name hold the
+// network in canonical form (the ID marks it apart from an exact value of
+// the same text).
+//
+// Networks are looked up in a path-compressed binary trie per key and
+// level (at most one node per bit of the address, about log2 of the
+// number of networks in practice): with 100,000 networks a lookup costs
+// about what the exact-value map lookup of a 100,000-address ban list
+// costs, and no allocation (bench/RESULTS.md).
 //
 // # Extensions
 //

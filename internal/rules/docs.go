@@ -85,6 +85,7 @@ func (d *decoder) limitDoc(f map[string]*yaml.Node) limitDoc {
 type descriptorDoc struct {
 	at             *yaml.Node // the descriptor's mapping
 	key, value     value[string]
+	match          value[string]   // how value matches: "cidr", or absent (exact or wildcard)
 	rateLimitAt    *yaml.Node      // rate_limit, or nil
 	rateLimitsAt   *yaml.Node      // rate_limits, or nil
 	rateLimits     []*rateLimitDoc // nil for an entry that is not a mapping
@@ -98,7 +99,7 @@ type descriptorDoc struct {
 }
 
 var descriptorKeys = []string{
-	"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
+	"key", "value", "match", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
 	"detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata",
 }
 
@@ -113,6 +114,7 @@ func (d *decoder) descriptor(n *yaml.Node) (descriptorDoc, bool) {
 		at:             at,
 		key:            d.str(f["key"]),
 		value:          d.str(f["value"]),
+		match:          d.str(f["match"]),
 		rateLimitAt:    f["rate_limit"],
 		rateLimitsAt:   f["rate_limits"],
 		descriptors:    f["descriptors"],

@@ -3,6 +3,7 @@ package rules
 import (
 	"cmp"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 )
@@ -175,13 +176,7 @@ func (c *Set) candidates(domain string, entries []Entry) []Candidate {
 
 // sortedChildren lists n's children in file order.
 func sortedChildren(n *node) []*node {
-	var kids []*node
-	for _, k := range n.exact {
-		kids = append(kids, k)
-	}
-	for _, k := range n.keyOnly {
-		kids = append(kids, k)
-	}
+	kids := n.children()
 	slices.SortFunc(kids, func(a, b *node) int {
 		return cmp.Or(cmp.Compare(a.src.line, b.src.line), cmp.Compare(a.src.col, b.src.col)) // one domain is one file
 	})
@@ -246,9 +241,14 @@ func candidateFor(path []*node, entries []Entry, walk []*node) (Candidate, bool)
 }
 
 // valueMatches reports whether a request value reaches n by its own
-// value: equal, a wildcard match, or any value for a key-only descriptor.
+// value: equal, a wildcard match, an address in a match: cidr network, or
+// any value for a key-only descriptor.
 func valueMatches(n *node, v string) bool {
 	switch {
+	case n.network:
+		p, err := netip.ParsePrefix(n.value)
+		a, ok := parseAddr(v)
+		return err == nil && ok && p.Contains(a)
 	case n.value == "" || n.value == v:
 		return true
 	case isWildcard(n.value):
@@ -260,6 +260,9 @@ func valueMatches(n *node, v string) bool {
 
 // describeNode is a descriptor as the file writes it: key "k" with value "v".
 func describeNode(n *node) string {
+	if n.network {
+		return fmt.Sprintf("key %q with an address in %s (match: cidr)", n.key, n.value)
+	}
 	if n.value == "" {
 		return fmt.Sprintf("key %q with any value", n.key)
 	}

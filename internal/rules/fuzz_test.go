@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"github.com/floodgate/floodgate/internal/keys"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,11 +53,12 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 			// A request spelling out the rule's keys and values reaches it
-			// when every level has a value (exact matches always win).
+			// when every level has a value (exact matches always win); a
+			// network's address may belong to a longer network beside it.
 			var entries []Entry
 			exact := true
 			for _, lv := range l.path {
-				exact = exact && lv.value != ""
+				exact = exact && lv.value != "" && !lv.cidr
 				entries = append(entries, Entry{lv.key, lv.value})
 			}
 			if exact && !slices.Contains(c.Match(l.Domain, entries), l) {
@@ -76,6 +78,7 @@ func FuzzParse(f *testing.F) {
 type oracleNode struct {
 	Key         string       `yaml:"key"`
 	Value       string       `yaml:"value"`
+	Match       string       `yaml:"match"`
 	RateLimit   *oracleLimit `yaml:"rate_limit"`
 	Descriptors []oracleNode `yaml:"descriptors"`
 }
@@ -98,9 +101,18 @@ func oracleMatch(f oracleFile, domain string, entries []Entry) string {
 	for _, en := range entries {
 		found = nil
 		for i := range level { // exact
-			if d := &level[i]; d.Key == en.Key && d.Value != "" && d.Value == en.Value {
+			if d := &level[i]; d.Key == en.Key && d.Match == "" && d.Value != "" && d.Value == en.Value {
 				found = d
 				break
+			}
+		}
+		if a, err := netip.ParseAddr(en.Value); found == nil && err == nil { // longest network
+			best := -1
+			for i := range level {
+				d := &level[i]
+				if p, err := netip.ParsePrefix(d.Value); d.Key == en.Key && d.Match == "cidr" && err == nil && p.Contains(a.Unmap()) && p.Bits() > best {
+					found, best = d, p.Bits()
+				}
 			}
 		}
 		for i := range level { // first wildcard
@@ -142,11 +154,11 @@ func oracleGlob(value string) *regexp.Regexp {
 }
 
 // FuzzMatch checks Match against the oracle on arbitrary descriptors, over
-// matchConfig (domain m) and wildConfig (domain w).
+// matchConfig (domain m), wildConfig (domain w) and cidrConfig (domain c).
 func FuzzMatch(f *testing.F) {
 	var cs []*Set
 	var ofs []oracleFile
-	for _, src := range []string{matchConfig, wildConfig} {
+	for _, src := range []string{matchConfig, wildConfig, cidrConfig} {
 		cs = append(cs, mustParse(f, src))
 		var of oracleFile
 		if err := yaml.Unmarshal([]byte(src), &of); err != nil {
@@ -165,12 +177,20 @@ func FuzzMatch(f *testing.F) {
 	f.Add("w", "rpc", "abaca", "", "", "", "", uint8(1))
 	f.Add("w", "file", "x.pdf.y", "", "", "", "", uint8(1))
 	f.Add("w", "tenant", "team-a-prod", "path", "/x/export", "", "", uint8(2))
+	f.Add("c", "remote_address", "10.1.2.4", "", "", "", "", uint8(1))
+	f.Add("c", "remote_address", "::ffff:10.1.2.3", "", "", "", "", uint8(1))
+	f.Add("c", "remote_address", "2001:db8:1:2::1", "", "", "", "", uint8(1))
+	f.Add("c", "remote_address", "10.0.0.0/8", "", "", "", "", uint8(1))
+	f.Add("c", "client", "::ffff:1.2.3.4", "path", "/login", "", "", uint8(2))
 	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2, k3, v3 string, n uint8) {
 		all := []Entry{{k1, v1}, {k2, v2}, {k3, v3}}
 		entries := all[:int(n)%4]
 		c, of := cs[0], ofs[0]
-		if domain == "w" {
+		switch domain {
+		case "w":
 			c, of = cs[1], ofs[1]
+		case "c":
+			c, of = cs[2], ofs[2]
 		}
 		want := oracleMatch(of, domain, entries)
 		got := c.Match(domain, entries)

@@ -111,14 +111,7 @@ func (p *parser) parse(data []byte) *fileConfig {
 
 func collectLimits(n *node, out []*Limit) []*Limit {
 	out = append(out, n.limits...)
-	var kids []*node
-	for _, c := range n.exact {
-		kids = append(kids, c)
-	}
-	for _, c := range n.keyOnly {
-		kids = append(kids, c)
-	}
-	for _, c := range kids {
+	for _, c := range n.children() {
 		out = collectLimits(c, out)
 	}
 	return out

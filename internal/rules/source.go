@@ -121,10 +121,7 @@ func ParseXDS(name, resource, version string, data []byte) (*Set, error) {
 // walkNodes calls f on n and every node below it.
 func walkNodes(n *node, f func(*node)) {
 	f(n)
-	for _, c := range n.exact {
-		walkNodes(c, f)
-	}
-	for _, c := range n.keyOnly {
+	for _, c := range n.children() {
 		walkNodes(c, f)
 	}
 }

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"github.com/floodgate/floodgate/internal/keys"
+	"net/netip"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
@@ -36,7 +37,7 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 		return 0
 	}
 	total := 0
-	firsts := map[kv]*yaml.Node{}
+	firsts := map[sibling]*yaml.Node{}
 	for _, item := range items {
 		errsBefore := len(p.errs)
 		dd, ok := p.descriptor(item)
@@ -74,11 +75,20 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 	return total
 }
 
+// sibling identifies a descriptor among the others of its list: a
+// `match: cidr` value by its network (so 2001:db8::/32 and
+// 2001:0db8::/32 are one), apart from an exact value of the same text.
+type sibling struct {
+	key, value string
+	cidr       bool
+}
+
 // level checks a descriptor's key, value and flags: the key is unique
-// among its siblings (firsts, by key and value), share_threshold goes
-// with a wildcard value, quota_mode is refused. It returns the
-// descriptor's node, without limits or children yet.
-func (p *parser) level(dd *descriptorDoc, firsts map[kv]*yaml.Node) (*node, level, bool) {
+// among its siblings (firsts), a `match: cidr` value is a network,
+// share_threshold goes with a wildcard or cidr value, quota_mode is
+// refused. It returns the descriptor's node, without limits or children
+// yet.
+func (p *parser) level(dd *descriptorDoc, firsts map[sibling]*yaml.Node) (*node, level, bool) {
 	var key, value string
 	switch {
 	case !dd.key.given():
@@ -91,10 +101,33 @@ func (p *parser) level(dd *descriptorDoc, firsts map[kv]*yaml.Node) (*node, leve
 		return nil, level{}, false
 	}
 	key, value = dd.key.v, dd.value.v
-	id := kv{key, value}
+	lv := level{key: key, value: value, wildcard: isWildcard(value), valueToMetric: isTrue(dd.valueToMetric)}
+	if dd.match.given() {
+		if !dd.match.ok {
+			return nil, level{}, false
+		}
+		if dd.match.v != matchCIDR {
+			p.errorf(dd.match.at, "unknown match %q (want cidr; leave match out for an exact or wildcard value)", dd.match.v)
+			return nil, level{}, false
+		}
+		at := dd.value.at
+		if at == nil {
+			at = dd.match.at
+		}
+		prefix, err := parseCIDR(value)
+		if err != nil {
+			p.errorf(at, "%v", err)
+			return nil, level{}, false
+		}
+		lv.value, lv.wildcard, lv.cidr = prefix.String(), false, true
+	}
+	id := sibling{key, lv.value, lv.cidr}
 	if first := firsts[id]; first != nil {
 		what := fmt.Sprintf("key %q", key)
-		if value != "" {
+		switch {
+		case lv.cidr:
+			what += fmt.Sprintf(" with match: cidr %s", lv.value)
+		case value != "":
 			what += fmt.Sprintf(" with value %q", value)
 		}
 		p.errorf(dd.at, "duplicate descriptor: %s is already defined at line %d, column %d", what, first.Line, first.Column)
@@ -102,12 +135,11 @@ func (p *parser) level(dd *descriptorDoc, firsts map[kv]*yaml.Node) (*node, leve
 	}
 	firsts[id] = dd.at
 
-	lv := level{key: key, value: value, wildcard: isWildcard(value), valueToMetric: isTrue(dd.valueToMetric)}
 	if isTrue(dd.shareThreshold) {
-		if !lv.wildcard {
-			p.errorf(dd.shareThreshold.at, "share_threshold needs a wildcard value (one with a '*'); %q has none", value)
+		if !lv.wildcard && !lv.cidr {
+			p.errorf(dd.shareThreshold.at, "share_threshold needs a wildcard value (one with a '*') or match: cidr; %q has neither", value)
 		}
-		lv.shared = lv.wildcard
+		lv.shared = lv.wildcard || lv.cidr
 	}
 	if isTrue(dd.quotaMode) {
 		p.errorf(dd.quotaMode.at, quotaModeMsg)
@@ -117,6 +149,19 @@ func (p *parser) level(dd *descriptorDoc, firsts map[kv]*yaml.Node) (*node, leve
 
 // add links child c under n.
 func (n *node) add(c *node, lv level) {
+	if lv.cidr {
+		if n.cidr == nil {
+			n.cidr = map[string]*cidrTable{}
+		}
+		t := n.cidr[lv.key]
+		if t == nil {
+			t = &cidrTable{}
+			n.cidr[lv.key] = t
+		}
+		c.network = true
+		t.add(netip.MustParsePrefix(lv.value), c) // level checked it
+		return
+	}
 	if lv.value == "" {
 		if n.keyOnly == nil {
 			n.keyOnly = map[string]*node{}
