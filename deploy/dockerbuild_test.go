@@ -96,7 +96,8 @@ func runWords(df dockerfile, c *instructions.RunCommand, declared map[string]boo
 	if err != nil {
 		return nil, fmt.Errorf("Dockerfile:%d: %w", line, err)
 	}
-	for _, name := range env.asked {
+	if len(env.asked) > 0 { // the first name without a value
+		name := env.asked[0]
 		if !declared[name] {
 			return nil, fmt.Errorf("Dockerfile:%d: $%s is not declared by an ARG before it in this stage", line, name)
 		}

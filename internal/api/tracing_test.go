@@ -81,7 +81,7 @@ func attrs(s tracetest.SpanStub) map[string]string {
 			m[string(kv.Key)] = strings.Join(kv.Value.AsStringSlice(), "|")
 			continue
 		}
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }
@@ -96,7 +96,7 @@ func mentions(spans map[string]tracetest.SpanStub, s string) bool {
 		}
 		for _, ev := range sp.Events {
 			for _, kv := range ev.Attributes {
-				if strings.Contains(kv.Value.Emit(), s) {
+				if strings.Contains(kv.Value.String(), s) {
 					return true
 				}
 			}

@@ -131,7 +131,7 @@ func TestFromEnvResource(t *testing.T) {
 			}
 			var parts []string
 			for _, kv := range cfg.Resource {
-				parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+				parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 			}
 			if got := strings.Join(parts, ","); got != tc.want {
 				t.Errorf("resource %s, want %s", got, tc.want)
