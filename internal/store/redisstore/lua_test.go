@@ -109,20 +109,15 @@ var (
 	fullLua = redis.NewScript(fullScript())
 )
 
-// pickScript is the script the store runs reqs with: the full one when a
-// request uses the sliding window log.
-func pickScript(reqs []luaReq) *redis.Script {
-	for _, r := range reqs {
-		if r.l.Algorithm == algorithms.SlidingWindowLog {
-			return fullLua
-		}
-	}
-	return leanLua
+// pickScript is the script the store runs reqs with by EVALSHA: the
+// full one when a request uses the sliding window log.
+func pickScript(reqs []luaReq) luaScript {
+	return evalScripts.pick(reqs)
 }
 
 // runScript runs script for reqs at nowMs (negative: Redis' TIME) and
 // decodes the reply; a nil script is the one the store would pick.
-func runScript(ctx context.Context, c redis.Scripter, script *redis.Script, nowMs int64, reqs []luaReq) ([]algorithms.Decision, error) {
+func runScript(ctx context.Context, c redis.Scripter, script luaScript, nowMs int64, reqs []luaReq) ([]algorithms.Decision, error) {
 	return runScriptHeader(ctx, c, script, header{nowMs: nowMs, keepMs: keepMs}, reqs, false)
 }
 
@@ -155,7 +150,7 @@ func scriptArgs(h header, reqs []luaReq, seven bool) ([]string, []any) {
 	return keys, args
 }
 
-func runScriptHeader(ctx context.Context, c redis.Scripter, script *redis.Script, h header, reqs []luaReq, seven bool) ([]algorithms.Decision, error) {
+func runScriptHeader(ctx context.Context, c redis.Scripter, script luaScript, h header, reqs []luaReq, seven bool) ([]algorithms.Decision, error) {
 	if script == nil {
 		script = pickScript(reqs)
 	}
@@ -294,37 +289,53 @@ func randStep(rng *rand.Rand, w int64) int64 {
 // script too (the store sends them there when a call also holds a log),
 // and "mixed" gives each key its own algorithm, so that one trace's calls
 // go to either script and groups mix algorithms.
+//
+// Every trace runs twice: by EVALSHA ("eval/", the fallback on a Redis
+// without functions) and by FCALL of the library ("fcall/", the default).
 func TestLuaMatchesGo(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
 	seed := luaSeed(t)
 	type trace struct {
-		name   string
-		script *redis.Script // nil: the one the store picks
-		algs   [4]algorithms.Algorithm
-		big    bool // key 3 keeps its algorithm's big limit
-		seven  bool // ARGV in the seven-bit form (BenchmarkEval's)
+		name  string
+		full  bool // the full script, else the one the store picks
+		algs  [4]algorithms.Algorithm
+		big   bool // key 3 keeps its algorithm's big limit
+		seven bool // ARGV in the seven-bit form (BenchmarkEval's)
 	}
 	var traces []trace
 	for _, alg := range algorithms.Algorithms {
-		traces = append(traces, trace{alg.String(), nil, [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
+		traces = append(traces, trace{alg.String(), false, [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
 	}
 	for _, alg := range algorithms.Algorithms {
 		if alg != algorithms.SlidingWindowLog {
-			traces = append(traces, trace{"full/" + alg.String(), fullLua, [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
+			traces = append(traces, trace{"full/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
 		}
 	}
-	traces = append(traces, trace{"mixed", nil, [4]algorithms.Algorithm(algorithms.Algorithms), false, false})
-	traces = append(traces, trace{"mixed/seven-bit", nil, [4]algorithms.Algorithm(algorithms.Algorithms), false, true})
-	for ti, tr := range traces {
-		t.Run(tr.name, func(t *testing.T) {
-			diffTrace(t, c, tr.script, rand.New(rand.NewPCG(seed, uint64(ti))), tr.algs, tr.big, tr.seven)
-		})
+	traces = append(traces, trace{"mixed", false, [4]algorithms.Algorithm(algorithms.Algorithms), false, false})
+	traces = append(traces, trace{"mixed/seven-bit", false, [4]algorithms.Algorithm(algorithms.Algorithms), false, true})
+	modes := []struct {
+		name string
+		set  scriptSet
+	}{{"eval", evalScripts}, {"fcall", fnScripts}}
+	for mi, mode := range modes {
+		set := mode.set
+		for ti, tr := range traces {
+			stream := uint64(mi*len(traces) + ti) // keys of their own: they hold a random number
+			t.Run(mode.name+"/"+tr.name, func(t *testing.T) {
+				var script luaScript // nil: the set's pick
+				if tr.full {
+					script = set.full
+				}
+				diffTrace(t, c, script, set, rand.New(rand.NewPCG(seed, stream)), tr.algs, tr.big, tr.seven)
+			})
+		}
 	}
 }
 
 // diffTrace runs one differential trace on 4 keys of algorithms algs.
-func diffTrace(t *testing.T, c *redis.Client, script *redis.Script, rng *rand.Rand, algs [4]algorithms.Algorithm, big, seven bool) {
+// A nil script is the one set picks for each call.
+func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, rng *rand.Rand, algs [4]algorithms.Algorithm, big, seven bool) {
 	const steps = 5000
 	ctx := context.Background()
 	// Keys 0-2 (and 3 unless big) switch limits now and then; key 3 keeps
@@ -370,7 +381,11 @@ func diffTrace(t *testing.T, c *redis.Client, script *redis.Script, rng *rand.Ra
 				t.Logf("step %d now %d: %s %+v cost %d dry %v group %v -> %+v", step, now, r.key, r.l, r.cost, r.dry, r.group, want[i])
 			}
 		}
-		got, err := runScriptHeader(ctx, c, script, header{nowMs: now, keepMs: keepMs}, reqs, seven)
+		run := script
+		if run == nil {
+			run = set.pick(reqs)
+		}
+		got, err := runScriptHeader(ctx, c, run, header{nowMs: now, keepMs: keepMs}, reqs, seven)
 		if err != nil {
 			t.Fatalf("step %d (now %d): script: %v", step, now, err)
 		}
@@ -529,7 +544,7 @@ func redisLogState(t *testing.T, c *redis.Client, key string) algorithms.State {
 func TestLuaDenyWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartServer(t).Client()
-	var script *redis.Script // the store's pick: the full script, as the batch holds a log
+	var script luaScript // the store's pick: the full script, as the batch holds a log
 	now := int64(1_700_000_000_000)
 	var reqs []luaReq
 	for _, alg := range algorithms.Algorithms {
@@ -661,8 +676,8 @@ func TestLuaErrors(t *testing.T) {
 		{"two algorithms on one key", false, []string{"e:b", "e:b"}, []any{join(hdr, req(l, 1, nil), req(algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 5, Period: time.Second}, 1, nil))}, "used with two algorithms"},
 	}
 	for _, tc := range tests {
-		for name, script := range map[string]*redis.Script{"lean": leanLua, "full": fullLua} {
-			if tc.leanOnly && name != "lean" {
+		for name, script := range map[string]luaScript{"lean": leanLua, "full": fullLua, "fcall/lean": fnScripts.lean, "fcall/full": fnScripts.full} {
+			if tc.leanOnly && !strings.HasSuffix(name, "lean") {
 				continue
 			}
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
@@ -681,7 +696,7 @@ func TestLuaErrors(t *testing.T) {
 	if err := c.Set(ctx, "e:corrupt", "\xff", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, script := range []*redis.Script{leanLua, fullLua} {
+	for _, script := range []luaScript{leanLua, fullLua, fnScripts.lean, fnScripts.full} {
 		for _, reqs := range [][]luaReq{
 			{{key: "e:corrupt", l: l, cost: 1}},
 			{{key: "e:fine", l: l, cost: 1}, {key: "e:corrupt", l: l, cost: 1}},

@@ -63,10 +63,14 @@
 // # Clock and scripts
 //
 // The scripts read Redis' TIME, so replicas with skewed clocks agree;
-// Config.ClientTime uses the now passed to Decide instead. Scripts run by
-// EVALSHA; a NOSCRIPT answer (after a Redis restart, failover or SCRIPT
-// FLUSH) is retried with EVAL, which loads the script, so it never reaches
-// the caller.
+// Config.ClientTime uses the now passed to Decide instead. The scripts
+// run as Redis 7 functions (FCALL of a library named by its source's
+// hash, functions.go), loaded on first use and again whenever Redis
+// answers that a function is missing (after a restart, failover or
+// FUNCTION FLUSH), on every master of a cluster. On a Redis without
+// functions (Redis 6) they run by EVALSHA; a NOSCRIPT answer (after a
+// restart, failover or SCRIPT FLUSH) is retried with EVAL, which loads the
+// script. Neither answer reaches the caller.
 package redisstore
 
 import (
@@ -80,6 +84,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -132,6 +137,10 @@ type Config struct {
 	// cluster mode. It tells a misconfiguration from an outage (see
 	// CheckServer).
 	Mode string
+
+	// evalSHA makes the Store run its scripts by EVALSHA, as on a Redis
+	// without functions (tests of the fallback).
+	evalSHA bool
 }
 
 // Store is a store.Store on Redis. Its methods may be called concurrently.
@@ -139,10 +148,14 @@ type Store struct {
 	client  redis.UniversalClient
 	cluster bool
 	cfg     Config
-	lean    *redis.Script // calls without a sliding window log
+	lean    *redis.Script // calls without a sliding window log, by EVALSHA
 	full    *redis.Script // calls with one
-	keepMs  int64
-	batch   *batcher // nil when batching is disabled
+	lib     library       // both, as Redis functions
+	// noFunctions is set for good once Redis refuses functions (Redis 6):
+	// the calls then go by EVALSHA.
+	noFunctions atomic.Bool
+	keepMs      int64
+	batch       *batcher // nil when batching is disabled
 }
 
 var _ store.Store = (*Store)(nil)
@@ -178,8 +191,10 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		cfg:     cfg,
 		lean:    redis.NewScript(leanScript()),
 		full:    redis.NewScript(fullScript()),
+		lib:     newLibrary(),
 		keepMs:  cfg.KeepExtra.Milliseconds(),
 	}
+	s.noFunctions.Store(cfg.evalSHA)
 	if cfg.BatchMaxSize > 1 {
 		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchPipelines, cfg.BatchMaxWait)
 	}
@@ -414,11 +429,12 @@ func (s *Store) run(ctx context.Context, calls []*call) error {
 	return nil
 }
 
-// exec sends calls to Redis in one pipeline (go-redis splits it per
-// cluster node and runs the nodes in parallel), retries NOSCRIPT answers
-// with EVAL, and hands each call to its done channel. Calls of one slot
+// exec sends calls to Redis, as Redis functions (functions.go) or by
+// EVALSHA, and hands each call to its done channel. Calls of one slot
 // with the same header travel in one script call, each as a group of its
 // own (see lua/lean.lua): Redis then runs one script for many decisions.
+// A missing function or script is loaded and the call retried, so it
+// never reaches the caller.
 func (s *Store) exec(ctx context.Context, calls []*call) {
 	defer func() {
 		for _, c := range calls {
@@ -427,40 +443,16 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	}()
 	if len(calls) == 1 {
 		c := calls[0]
-		c.reply, c.err = s.scriptFor(c.log).Run(ctx, s.client, c.keys, c.buf).Result()
+		c.reply, c.err = s.run1(ctx, c.log, c.keys, c.buf)
 		return
 	}
 	units := merge(calls)
 	if len(units) == 1 {
 		u := units[0]
-		u.split(s.scriptFor(u.log).Run(ctx, s.client, u.keys, u.args...).Result())
+		u.split(s.run1(ctx, u.log, u.keys, u.args...))
 		return
 	}
-	cmds := make([]*redis.Cmd, len(units))
-	pipe := s.client.Pipeline()
-	for i, u := range units {
-		cmds[i] = s.scriptFor(u.log).EvalSha(ctx, pipe, u.keys, u.args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are per command
-	var retry []int
-	for i, u := range units {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-			retry = append(retry, i)
-			continue
-		}
-		u.split(cmds[i].Result())
-	}
-	if len(retry) == 0 {
-		return
-	}
-	pipe = s.client.Pipeline()
-	for _, i := range retry {
-		cmds[i] = s.scriptFor(units[i].log).Eval(ctx, pipe, units[i].keys, units[i].args...)
-	}
-	_, _ = pipe.Exec(ctx)
-	for _, i := range retry {
-		units[i].split(cmds[i].Result())
-	}
+	s.runPipeline(ctx, units)
 }
 
 // scriptFor is the script for a call with (log) or without a sliding

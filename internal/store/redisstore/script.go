@@ -12,6 +12,10 @@ package redisstore
 //	full  the same twins + lua/sliding_window_log.lua + lua/batch.lua
 //	      calls that hold a sliding window log (whose ring needs tables)
 //
+// On Redis 7 both run as functions of one library (functions.go): the
+// same files, each driver wrapped as function(KEYS, ARGV); EVALSHA of the
+// joined files is the fallback (Redis 6).
+//
 // Both take the same KEYS and ARGV and give the same reply (lua/lean.lua's
 // header): ARGV[1] is the call's header and its first group of requests,
 // each further ARGV one more group; integers are little-endian int64s

@@ -21,8 +21,12 @@ import (
 // Environment of TestScriptCostAgainstBase.
 const (
 	// scriptBaseEnv names a directory holding another version's lua/*.lua,
-	// e.g. git archive <rev> internal/store/redisstore/lua | tar -x -C /tmp/base.
+	// e.g. git archive <rev> internal/store/redisstore/lua | tar -x -C /tmp/base,
+	// or is baseEvalSha: this tree's script by EVALSHA against its library
+	// by FCALL.
 	scriptBaseEnv = "FLOODGATE_SCRIPT_BASE"
+	// baseEvalSha as scriptBaseEnv compares EVALSHA with FCALL.
+	baseEvalSha = "evalsha"
 	// scriptAlgEnv is the algorithm decided (default token_bucket).
 	scriptAlgEnv = "FLOODGATE_SCRIPT_ALG"
 	// scriptRoundsEnv is how many interleaved rounds run (default 3).
@@ -42,7 +46,9 @@ const (
 // another version's (scriptBaseEnv), interleaved in one run on one Redis:
 // 16-deep pipelines over 1,000 keys at Redis' TIME, 1 or 8 requests a call
 // (8 as the batcher merges concurrent calls), limits of 100/min (1,000/min
-// for the log). It reports Redis CPU per decision from INFO cpu, or
+// for the log); with scriptBaseEnv=evalsha, this tree's script by
+// EVALSHA ("base") against its function library by FCALL ("this"). It
+// reports Redis CPU per decision from INFO cpu, or
 // instructions per decision under callgrind (callgrindEnv). Skipped unless
 // scriptBaseEnv is set; bench/RESULTS.md (issue 11, round 3) has its
 // figures.
@@ -82,16 +88,38 @@ func TestScriptCostAgainstBase(t *testing.T) {
 		}
 		return sb.String()
 	}
-	common := []string{"lib", "token_bucket", "sliding_window", "fixed_window", "counter"}
-	scripts := map[string]*redis.Script{
-		"base": redis.NewScript(base(append(common, "lean")...)),
-		"this": redis.NewScript(leanScript()),
-	}
 	l := algorithms.Limit{Algorithm: alg, Requests: 100, Period: time.Minute}
-	if alg == algorithms.SlidingWindowLog {
+	log := alg == algorithms.SlidingWindowLog
+	if log {
 		l.Requests = 1000
-		scripts["base"] = redis.NewScript(base(append(common, "sliding_window_log", "batch")...))
-		scripts["this"] = redis.NewScript(fullScript())
+	}
+	evalsha := func(sc *redis.Script) scriptSender {
+		return scriptSender{
+			load: func(ctx context.Context) error { return sc.Load(ctx, c).Err() },
+			send: func(ctx context.Context, p redis.Pipeliner, keys []string, buf []byte) { sc.EvalSha(ctx, p, keys, buf) },
+		}
+	}
+	scripts := map[string]scriptSender{}
+	if dir == baseEvalSha {
+		lib := newLibrary()
+		scripts["base"] = evalsha(redis.NewScript(leanScript()))
+		if log {
+			scripts["base"] = evalsha(redis.NewScript(fullScript()))
+		}
+		scripts["this"] = scriptSender{
+			load: func(ctx context.Context) error { return lib.load(ctx, c) },
+			send: func(ctx context.Context, p redis.Pipeliner, keys []string, buf []byte) {
+				p.FCall(ctx, lib.function(log), keys, buf)
+			},
+		}
+	} else {
+		common := []string{"lib", "token_bucket", "sliding_window", "fixed_window", "counter"}
+		scripts["base"] = evalsha(redis.NewScript(base(append(common, "lean")...)))
+		scripts["this"] = evalsha(redis.NewScript(leanScript()))
+		if log {
+			scripts["base"] = evalsha(redis.NewScript(base(append(common, "sliding_window_log", "batch")...)))
+			scripts["this"] = evalsha(redis.NewScript(fullScript()))
+		}
 	}
 	const nkeys = 1000
 	ctx := context.Background()
@@ -103,7 +131,7 @@ func TestScriptCostAgainstBase(t *testing.T) {
 				if err := c.FlushAll(ctx).Err(); err != nil { // our own server
 					t.Fatal(err)
 				}
-				if err := sc.Load(ctx, c).Err(); err != nil {
+				if err := sc.load(ctx); err != nil {
 					t.Fatal(err)
 				}
 				run := func(n int) {
@@ -116,7 +144,7 @@ func TestScriptCostAgainstBase(t *testing.T) {
 								names[j] = keys.Redis(DefaultPrefix, alg, keys.HashTag(fmt.Sprintf("kbench%d", (i*per+j)%nkeys)), "")
 								buf = appendRequest(buf, l, 1, false)
 							}
-							sc.EvalSha(ctx, p, names, buf)
+							sc.send(ctx, p, names, buf)
 						}
 						if _, err := p.Exec(ctx); err != nil {
 							t.Fatal(err)
@@ -134,6 +162,13 @@ func TestScriptCostAgainstBase(t *testing.T) {
 		b, n := sum[fmt.Sprintf("base/%d", per)]/float64(rounds), sum[fmt.Sprintf("this/%d", per)]/float64(rounds)
 		t.Logf("%s, %d a call: base %.2f, this %.2f %s/decision (this/base %.2f)", alg, per, b, n, unit, n/b)
 	}
+}
+
+// scriptSender loads a script (or library) on the test's Redis and
+// queues one call of it.
+type scriptSender struct {
+	load func(ctx context.Context) error
+	send func(ctx context.Context, p redis.Pipeliner, keys []string, buf []byte)
 }
 
 // envInt reads a positive integer from the environment, def if unset.

@@ -15,6 +15,8 @@
 -- phase 1 and written in phase 2 as the runs of slots it changed
 -- (SETRANGE): neither phase reads or writes the whole log, except to grow
 -- or shrink its ring.
+--
+-- Like lean.lua, a script's body and a library function's (script.go).
 
 if redis.replicate_commands ~= nil then
   redis.replicate_commands() -- effects replication, needed for TIME before Redis 5
@@ -65,13 +67,13 @@ local now, keep, write, read = read_header(ARGV[1] or '')
 if now == nil or keep < 0 or write < 0 or write > 1 then
   return redis.error_reply('ERR floodgate: bad header')
 end
-local bad = check_groups(n)
+local bad = check_groups(ARGV, n)
 if bad then
   return bad
 end
 if now < 0 then
   local t = redis.call('TIME') -- sec * 1000 + floor(usec / 1000)
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 local work, order, reply = {}, {}, {}

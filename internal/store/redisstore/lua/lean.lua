@@ -24,6 +24,10 @@
 -- One request (the common call) takes a path of its own that needs no
 -- table but the reply's; the general path keeps the working states of
 -- all the call's keys in one flat table, W_FIELDS numbers a key.
+--
+-- This file is a script's body (EVAL) and, in the function library, the
+-- body of function(KEYS, ARGV) (script.go): it reads KEYS and ARGV only
+-- as those names and passes ARGV on.
 
 if redis.replicate_commands ~= nil then
   redis.replicate_commands() -- effects replication, needed for TIME before Redis 5
@@ -37,7 +41,7 @@ if now == nil or keep < 0 or write < 0 or write > 1 then
 end
 if now < 0 then
   local t = redis.call('TIME') -- sec * 1000 + floor(usec / 1000)
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 -- The one-request call.
@@ -59,7 +63,7 @@ if n == 1 and #ARGV == 1 and #hdr == HDR_LEN + REQ_LEN then
 end
 
 -- The general path. Check the shape before anything is read.
-local bad = check_groups(n)
+local bad = check_groups(ARGV, n)
 if bad then
   return bad
 end

@@ -9,6 +9,13 @@
 -- exactly; only division rounds, so quo takes the remainder first and
 -- divides exactly.
 --
+-- The same files also make a Redis 7 function library (script.go's
+-- librarySource), whose body Redis runs once, at FUNCTION LOAD, with
+-- only `redis` visible: so no statement outside a function here (or in
+-- the twins) may read another global (math, string, struct), and no
+-- function reads KEYS or ARGV as globals (a function gets them as
+-- arguments; the drivers pass them on).
+--
 -- Everything here runs on every script call, so it is lean: no tables,
 -- no string formatting per request, locals only (a `local function` costs
 -- a closure per call; a table costs far more), and in the hot paths the
@@ -18,8 +25,6 @@
 -- 3).
 
 local ALG_TOKEN_BUCKET, ALG_SLIDING_WINDOW, ALG_SLIDING_WINDOW_LOG, ALG_FIXED_WINDOW = 1, 2, 3, 4
-
-local floor = math.floor
 
 -- quo is Go's a / b on int64: the quotient truncated toward zero. b > 0.
 --
@@ -66,12 +71,13 @@ end
 -- with string.byte and arithmetic, so more slowly than the binary form.
 local HDR_LEN, REQ_LEN = 18, 33
 
--- check_groups is nil when ARGV holds the header and REQ_LEN bytes per
--- request in every group, n requests in all; else the error reply.
-local function check_groups(n)
+-- check_groups is nil when argv (the call's ARGV) holds the header and
+-- REQ_LEN bytes per request in every group, n requests in all; else the
+-- error reply.
+local function check_groups(argv, n)
   local total = 0
-  for g = 1, #ARGV do
-    local len = #ARGV[g]
+  for g = 1, #argv do
+    local len = #argv[g]
     if g == 1 then
       len = len - HDR_LEN
     end
