@@ -135,3 +135,24 @@ func TestCloseWithoutStart(t *testing.T) {
 		t.Errorf("ID %q", h.ID())
 	}
 }
+
+// TestCluster: the set is one key, so one slot: the MULTI of a beat runs
+// on a Redis Cluster as on one Redis.
+func TestCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	var hs []*Heartbeat
+	for i := range 2 {
+		cl := c.Client()
+		t.Cleanup(func() { cl.Close() })
+		hs = append(hs, New(cl, Config{Prefix: "fg:", ID: string(rune('a' + i))}))
+	}
+	for _, h := range append(hs, hs[0]) {
+		if err := h.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := hs[0].Replicas(); got != 2 {
+		t.Fatalf("replicas on a cluster = %d, want 2", got)
+	}
+}
