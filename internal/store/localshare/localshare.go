@@ -66,15 +66,16 @@ func (s *Share) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 
 // store is the local memory store, created on first use.
 func (s *Share) store() *memstore.Store {
-	if m := s.mem.Load(); m != nil {
-		return m
+	for {
+		if m := s.mem.Load(); m != nil {
+			return m
+		}
+		m := memstore.New(s.cfg)
+		if s.mem.CompareAndSwap(nil, m) {
+			return m
+		}
+		m.Close() // another call created one first (and a Discard may have dropped it since)
 	}
-	m := memstore.New(s.cfg)
-	if s.mem.CompareAndSwap(nil, m) {
-		return m
-	}
-	m.Close() // another call created one first
-	return s.mem.Load()
 }
 
 // Discard forgets every local count and frees the memory: the store is

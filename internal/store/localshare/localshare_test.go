@@ -128,3 +128,45 @@ func TestShareCountBelowOne(t *testing.T) {
 		t.Fatalf("Replicas() = %d, want 1", s.Replicas())
 	}
 }
+
+// TestShareConcurrentDiscard: decisions racing Discard either decide or
+// fail with store.ErrUnavailable (their store was discarded under them);
+// none panics, and the share stays usable.
+func TestShareConcurrentDiscard(t *testing.T) {
+	s := New(func() int { return 3 }, memstore.Config{Shards: 4})
+	defer s.Discard()
+	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 300, Period: time.Second}
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				out := make([]algorithms.Decision, 1)
+				err := s.Decide(context.Background(), time.Unix(1_700_000_000, 0), []store.Request{{Key: string(rune('a' + w)), Limit: l, Cost: 1}}, out)
+				if err != nil && !errors.Is(err, store.ErrUnavailable) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 100 {
+		s.Discard()
+		time.Sleep(50 * time.Microsecond)
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := admitted(t, s, time.Unix(1_700_000_000, 0), "fresh", l); got != 100 {
+		t.Errorf("admitted %d after the race, want 100", got)
+	}
+}
