@@ -54,12 +54,13 @@ func TestFailureLocalThreeReplicas(t *testing.T) {
 	const key = "k"
 	for round := 1; round <= 2; round++ {
 		// Every replica announced itself; after that, each reads the count
-		// of 3 at its next beats (10 intervals of 100ms, for a loaded machine).
+		// of 3 at its next beats (20 intervals of 100ms, for a loaded
+		// machine; the count each used is checked in its log below).
 		waitFor(t, 30*time.Second, "three replicas in fg:replicas", func() bool {
 			n, err := rc.ZCard(context.Background(), "fg:replicas").Result()
 			return err == nil && n == 3
 		})
-		time.Sleep(time.Second)
+		time.Sleep(2 * time.Second)
 		// Healthy: the store decides, across replicas.
 		for i, c := range clients {
 			resp, err := c.Check(context.Background(), policyCheck("sw", fmt.Sprintf("healthy:%d", round)))
