@@ -119,7 +119,7 @@ func TestCLIErrors(t *testing.T) {
 	}{
 		{[]string{"nope"}, 2, `unknown command "nope"`},
 		{[]string{"serve", "--no-such-flag"}, 2, "flag provided but not defined"},
-		{[]string{"serve", "--failure-mode", "maybe"}, 1, "--failure-mode must be open or closed"},
+		{[]string{"serve", "--failure-mode", "maybe"}, 1, "--failure-mode must be open, closed or local"},
 		{[]string{"serve", "--memory-max-keys", "0"}, 1, "--memory-max-keys must be positive"},
 		// Issue 10, item 12: these were quietly replaced by defaults.
 		{[]string{"serve", "--max-key-bytes", "-1"}, 1, "--max-key-bytes must be positive, got -1"},

@@ -74,6 +74,7 @@ type serveFlags struct {
 	httpCORSOrigins      string
 	traceValues          bool
 
+	local localFlags // failure_mode local (serve_local.go)
 	quota quotaFlags // Envoy RLQS (serve_rlqs.go)
 	xds   xdsFlags   // rules from an xDS management server (serve_xds.go)
 }
@@ -84,10 +85,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.httpAPI, "http-api", true, "serve the HTTP/JSON API (POST /v1/check, /v1/check:batch, /v1/peek, /v1/reset) on --http-addr, with the gRPC side's tokens, --max-recv-msg-bytes and --unary-timeout")
 	fs.StringVar(&f.httpCORSOrigins, "http-cors-origins", "", "HTTP/JSON API: comma-separated origins browsers may call it from (\"*\": any); empty: CORS off")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
-	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store: most keys kept at once (the nearest-to-full are evicted first)")
-	fs.Int64Var(&f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store: most memory its keys take, by its own accounting (evicts like --memory-max-keys; at least 1 MiB)")
+	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store, and failure_mode local's memory on Redis: most keys kept at once (the nearest-to-full are evicted first)")
+	fs.Int64Var(&f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store (and failure_mode local's memory): most memory its keys take, by its own accounting (evicts like --memory-max-keys; at least 1 MiB)")
 	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", api.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
-	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded) or closed (deny)")
+	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded), closed (deny) or local (each replica enforces its share of the limit in memory: see --replicas)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug (request logs), info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "Go GC target percentage (GOGC) unless $GOGC is set; higher trades memory for CPU (bound memory with $GOMEMLIMIT)")
@@ -127,6 +128,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "gRPC: open connections in total; more are closed when accepted")
 	f.quota.register(fs)
 	f.xds.register(fs)
+	f.local.register(fs)
 	fs.IntVar(&f.maxConnsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC: open connections from one client IP address; more are closed when accepted")
 }
 
@@ -221,13 +223,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer pipe.close()
 	pipe.tracing = tr
 	var health *grpchealth.Server // set once the gRPC server is built
-	st, backend, err := buildStore(ctx, f, log, metrics, breakerReporter(metrics, log, &health))
+	local := newLocalFailure(f)
+	defer local.share.Discard()
+	st, backend, err := buildStore(ctx, f, log, metrics, breakerReporter(metrics, log, &health), local)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	apis := buildAPIs(f, st, cfg, failureMode, log, metrics, tr.Tracer())
+	apis := buildAPIs(f, st, cfg, failureMode, local.share, log, metrics, tr.Tracer())
 	quota, quotaCloser, err := openQuota(f, cfg, reg, log)
 	if err != nil {
 		return err
@@ -291,6 +295,9 @@ func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) 
 		return failureMode, server.TransportLimits{}, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
 	if err := f.checkNumbers(); err != nil {
+		return failureMode, server.TransportLimits{}, err
+	}
+	if err := f.local.check(); err != nil {
 		return failureMode, server.TransportLimits{}, err
 	}
 	limits, err := f.transportLimits()

@@ -51,7 +51,7 @@ func TestAdminDebugConfigWiring(t *testing.T) {
 			if err := parseFlags(fs, []string{"--http-addr", "127.0.0.1:0"}, func(string) string { return "" }); err != nil {
 				t.Fatal(err)
 			}
-			st, _, err := buildStore(context.Background(), f, slog.Default(), nil, nil)
+			st, _, err := buildStore(context.Background(), f, slog.Default(), nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/store/localshare"
 	"github.com/floodgate/floodgate/internal/tracing"
 )
 
@@ -84,13 +85,15 @@ type decisionAPIs struct {
 }
 
 // buildAPIs builds floodgate.v1.RateLimiter and Envoy's ShouldRateLimit
-// on st, with the rules of cfg (nil: inline limits only); tracer (nil:
-// tracing off) starts their spans.
-func buildAPIs(f serveFlags, st store.Store, cfg api.RuleSource, failureMode rules.FailureMode, log *slog.Logger, metrics *observability.Metrics, tracer trace.Tracer) decisionAPIs {
+// on st, with the rules of cfg (nil: inline limits only) and one local
+// share for failure_mode local; tracer (nil: tracing off) starts their
+// spans.
+func buildAPIs(f serveFlags, st store.Store, cfg api.RuleSource, failureMode rules.FailureMode, local *localshare.Share, log *slog.Logger, metrics *observability.Metrics, tracer trace.Tracer) decisionAPIs {
 	s := api.Settings{
 		Rules:       cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
+		Local:       local,
 		Logger:      log,
 		Metrics:     metrics,
 		Tracer:      tracer,
@@ -100,6 +103,7 @@ func buildAPIs(f serveFlags, st store.Store, cfg api.RuleSource, failureMode rul
 		Rules:       cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
+		Local:       local,
 		ShadowMode:  f.shadowMode,
 		NoHeaders:   !f.headers,
 		NoRefunds:   !f.envoyRefunds,

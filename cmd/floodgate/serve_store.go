@@ -24,8 +24,11 @@ import (
 // or Redis behind the metrics decorator, a circuit breaker and the local
 // deny cache. A Redis that answers but cannot decide in --redis-mode (a
 // cluster node, a replica) is an error; one that does not answer yet is
-// logged, and the failure modes answer until it does.
-func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observability.Metrics, onBreaker func(open bool, cause error)) (store.Store, string, error) {
+// logged, and the failure modes answer until it does. On Redis, local
+// (nil: none) gets the replica heartbeat and hears the breaker, for
+// failure_mode local; the embedded store never fails, so there local is
+// the store itself.
+func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observability.Metrics, onBreaker func(open bool, cause error), local *localFailure) (store.Store, string, error) {
 	if f.redisURL == "" {
 		if f.memoryMaxKeys <= 0 {
 			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
@@ -77,20 +80,29 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 	case err != nil:
 		log.Warn("Redis does not answer yet: answering by failure modes until it does", "err", err)
 	}
-	var st store.Store = breaker.New(observability.InstrumentStore(closeBoth{rs, client}, m, "redis"), breaker.Config{OnChange: onBreaker})
+	var beat io.Closer = nopCloser{}
+	if local != nil {
+		beat = local.startHeartbeat(client, f, log)
+		onBreaker = local.onBreaker(onBreaker, log)
+	}
+	var st store.Store = breaker.New(observability.InstrumentStore(closeBoth{rs, client, beat}, m, "redis"), breaker.Config{OnChange: onBreaker})
 	if f.denyCacheSize > 0 {
 		st = denycache.New(st, denycache.Config{MaxEntries: f.denyCacheSize, OnHit: m.ObserveDenyCacheHits})
 	}
 	return st, "redis-" + f.redisMode, nil
 }
 
-// closeBoth closes the Redis store and then its client.
+// closeBoth closes the replica heartbeat (leaving the replica set), the
+// Redis store and then their client.
 type closeBoth struct {
 	*redisstore.Store
 	client io.Closer
+	beat   io.Closer
 }
 
-func (c closeBoth) Close() error { return errors.Join(c.Store.Close(), c.client.Close()) }
+func (c closeBoth) Close() error {
+	return errors.Join(c.beat.Close(), c.Store.Close(), c.client.Close())
+}
 
 // storeHealthService is the grpc.health.v1 service name that reports the
 // store: NOT_SERVING while it is unreachable (decisions then come from the

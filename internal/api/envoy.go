@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/store/localshare"
 )
 
 // Bounds on an Envoy request, beyond which it is InvalidArgument.
@@ -44,6 +45,10 @@ type EnvoySettings struct {
 	// FailureMode applies to limits that do not set one. The zero value
 	// means open.
 	FailureMode rules.FailureMode
+	// Local decides the limits whose failure mode is local while the store
+	// cannot decide (see Settings.Local). nil means a share of its own with
+	// the whole limit (one replica).
+	Local *localshare.Share
 	// ShadowMode, when set, puts every limit in shadow mode: decide and
 	// count, but always answer OK.
 	ShadowMode bool
@@ -88,6 +93,7 @@ type Envoy struct {
 	maxDescriptors int
 	maxEntries     int
 	failureMode    rules.FailureMode
+	local          *localshare.Share
 	shadow         bool
 	headers        bool
 	detailSeries   int
@@ -111,6 +117,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		maxDescriptors: orDefault(s.MaxDescriptors, DefaultMaxDescriptors),
 		maxEntries:     orDefault(s.MaxEntries, defaultMaxEntries),
 		failureMode:    s.FailureMode,
+		local:          localOrDefault(s.Local),
 		shadow:         s.ShadowMode,
 		headers:        !s.NoHeaders,
 		detailSeries:   s.DetailedMetricSeries,
@@ -144,6 +151,7 @@ type envoyCheck struct {
 	fixed    bool
 	decision algorithms.Decision
 	degraded bool
+	local    bool // degraded, and decided by the local share
 }
 
 // envoyInline is how many descriptors, limits and (twice as many)
@@ -413,18 +421,25 @@ func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Re
 	} else {
 		e.failures.OK(ctx, now)
 	}
-	for k, i := range idx {
-		c := &checks[i]
-		if err == nil {
-			c.decision = out[k]
-			continue
+	if err == nil {
+		for k, i := range idx {
+			checks[i].decision = out[k]
 		}
-		mode := c.limit.FailureMode
-		if mode == rules.FailureDefault {
-			mode = e.failureMode
+	} else {
+		modes := make([]rules.FailureMode, len(idx))
+		for k, i := range idx {
+			c := &checks[i]
+			modes[k] = c.limit.FailureMode
+			if modes[k] == rules.FailureDefault {
+				modes[k] = e.failureMode
+			}
+			c.degraded = true
+			c.local = modes[k] == rules.FailureLocal
 		}
-		c.degraded = true
-		c.decision = failedDecision(c.req, mode)
+		failedDecisions(ctx, e.local, now, reqs, modes, out)
+		for k, i := range idx {
+			checks[i].decision = out[k]
+		}
 	}
 	if span != nil {
 		endEnvoyStore(span, checks, idx, reqs[0].DryRun, err, nil)
@@ -445,7 +460,7 @@ func (e *Envoy) observe(domain string, entries [][]rules.Entry, checks []envoyCh
 		if c.req.Cost <= 0 && !c.fixed {
 			continue
 		}
-		res := result(c.decision.Allowed, c.shadow, c.degraded)
+		res := result(c.decision.Allowed, c.shadow, c.degraded, c.local)
 		if e.detailSeries > 0 {
 			if d := c.limit.MetricName(entries[c.desc]); d != c.limit.Name {
 				e.metrics.ObserveDetailedDecision(observability.APIEnvoy, domain, c.limit.Name, d, e.detailSeries, c.limit.Rate.Algorithm, res, observability.NearLimit(c.decision))

@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/store/localshare"
 )
 
 // Defaults for Settings' zero values.
@@ -41,6 +42,11 @@ type Settings struct {
 	// one: what to answer when the store cannot decide. The zero value
 	// (rules.FailureDefault) means open.
 	FailureMode rules.FailureMode
+	// Local decides the limits whose failure mode is local while the store
+	// cannot decide: the replica's share of each limit, in its memory. The
+	// server gives both APIs the same one. nil means a share of its own
+	// with the whole limit (one replica).
+	Local *localshare.Share
 	// Clock reads the time, once per request. nil means time.Now.
 	Clock func() time.Time
 	// Logger receives internal errors. nil means slog.Default().
@@ -73,6 +79,7 @@ type RateLimiter struct {
 	maxKey      int
 	maxBatch    int
 	failureMode rules.FailureMode
+	local       *localshare.Share
 	clock       func() time.Time
 	log         *slog.Logger
 	metrics     *observability.Metrics
@@ -91,6 +98,7 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 		maxKey:      orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
 		maxBatch:    orDefault(s.MaxBatch, defaultMaxBatch),
 		failureMode: s.FailureMode,
+		local:       localOrDefault(s.Local),
 		clock:       s.Clock,
 		log:         s.Logger,
 		metrics:     s.Metrics,
@@ -429,8 +437,9 @@ type oneDecision struct {
 
 // decide asks the store, reading the clock once. reqs is a buffer of
 // len(checks) for the store requests. When the store cannot
-// decide, each check's failure mode answers: open allows (degraded), closed
-// denies (degraded). A request whose own context ended gets that error.
+// decide, each check's failure mode answers (degraded): open allows, closed
+// denies, local decides with the replica's share (failedDecisions). A
+// request whose own context ended gets that error.
 func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.Request, out []algorithms.Decision) (degraded bool, err error) {
 	reqs = reqs[:len(checks)]
 	for i := range checks {
@@ -454,9 +463,11 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 		return false, err
 	}
 	r.failures.Failed(ctx, now, err) // logs transitions and summaries, not each decision
+	modes := make([]rules.FailureMode, len(checks))
 	for i, c := range checks {
-		out[i] = failedDecision(c.req, c.failureMode)
+		modes[i] = c.failureMode
 	}
+	failedDecisions(ctx, r.local, now, reqs, modes, out)
 	r.observe(checks, out, true)
 	if span != nil {
 		endCheckStore(span, checks, out, true, err)
@@ -474,13 +485,17 @@ func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degrade
 		if c.req.DryRun || c.req.Cost <= 0 {
 			continue
 		}
-		r.metrics.ObserveDecision(r.api, "", c.rule, c.req.Limit.Algorithm, result(out[i].Allowed, c.shadow, degraded), observability.NearLimit(out[i]))
+		res := result(out[i].Allowed, c.shadow, degraded, c.failureMode == rules.FailureLocal)
+		r.metrics.ObserveDecision(r.api, "", c.rule, c.req.Limit.Algorithm, res, observability.NearLimit(out[i]))
 	}
 }
 
-// result is the metrics label of a decision.
-func result(allowed, shadow, degraded bool) string {
+// result is the metrics label of a decision; local says a degraded one
+// was decided by the replica's local share.
+func result(allowed, shadow, degraded, local bool) string {
 	switch {
+	case degraded && local:
+		return observability.ResultLocal
 	case degraded:
 		return observability.ResultDegraded
 	case allowed:

@@ -35,6 +35,10 @@ const (
 	// ResultDegraded: the store could not decide and the limit's failure
 	// mode answered (allowed when open, denied when closed).
 	ResultDegraded = "degraded"
+	// ResultLocal: the store could not decide and the limit's failure
+	// mode, local, had the replica's share of the limit decide in memory
+	// (allowed or denied).
+	ResultLocal = "local"
 	// resultOther replaces any other value, so the label stays bounded.
 	resultOther = "other"
 )
@@ -145,7 +149,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		nDetails: map[ruleKey]int{},
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "floodgate_decisions_total",
-			Help: "Rate-limit decisions by front door (api), config domain, rule or policy name, algorithm and result (allowed, denied, shadow_denied, degraded).",
+			Help: "Rate-limit decisions by front door (api), config domain, rule or policy name, algorithm and result (allowed, denied, shadow_denied, degraded, local).",
 		}, []string{"api", "domain", "rule", "algorithm", "result"}),
 		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "floodgate_near_limit_total",
@@ -238,7 +242,7 @@ func (m *Metrics) seriesFor(k decisionKey) *decisionSeries {
 // path, once per label set).
 func (m *Metrics) newSeries(k decisionKey) *decisionSeries {
 	switch k.result {
-	case ResultAllowed, ResultDenied, ResultShadowDenied, ResultDegraded:
+	case ResultAllowed, ResultDenied, ResultShadowDenied, ResultDegraded, ResultLocal:
 	default:
 		k.result = resultOther
 	}
@@ -256,7 +260,7 @@ func (m *Metrics) newSeries(k decisionKey) *decisionSeries {
 // that counting a decision of a rule resolved before costs no map lookup
 // (see Metrics.ObserveRule). The zero value is empty and ready to use.
 type RuleSeries struct {
-	byResult [4]atomic.Pointer[decisionSeries] // by resultIndex
+	byResult [5]atomic.Pointer[decisionSeries] // by resultIndex
 }
 
 // resultIndex is result's slot in RuleSeries, or -1 for a value that is
@@ -271,6 +275,8 @@ func resultIndex(result string) int {
 		return 2
 	case ResultDegraded:
 		return 3
+	case ResultLocal:
+		return 4
 	}
 	return -1
 }

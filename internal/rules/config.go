@@ -14,15 +14,19 @@ import (
 type FailureMode int
 
 // The failure modes. FailureDefault defers to the server's --failure-mode.
+// FailureLocal enforces, in the replica's memory, the replica's share of
+// the limit (the limit divided by the live replicas known before the
+// outage; see the README's failure modes).
 const (
 	FailureDefault FailureMode = iota
 	FailureOpen
 	FailureClosed
+	FailureLocal
 )
 
-// String returns the mode's name: "open" or "closed" (as written in a
-// rule and in --failure-mode), or "default" for FailureDefault, which is
-// not written anywhere: it is a limit without failure_mode.
+// String returns the mode's name: "open", "closed" or "local" (as written
+// in a rule and in --failure-mode), or "default" for FailureDefault, which
+// is not written anywhere: it is a limit without failure_mode.
 func (m FailureMode) String() string {
 	switch m {
 	case FailureDefault:
@@ -31,15 +35,17 @@ func (m FailureMode) String() string {
 		return "open"
 	case FailureClosed:
 		return "closed"
+	case FailureLocal:
+		return "local"
 	}
 	return fmt.Sprintf("failure_mode(%d)", int(m))
 }
 
-// MarshalText returns "open" or "closed". FailureDefault and unknown
-// values have no spelling and are an error.
+// MarshalText returns "open", "closed" or "local". FailureDefault and
+// unknown values have no spelling and are an error.
 func (m FailureMode) MarshalText() ([]byte, error) {
-	if m != FailureOpen && m != FailureClosed {
-		return nil, fmt.Errorf("%w: %v has no spelling (want open or closed)", ErrFailureMode, m)
+	if m != FailureOpen && m != FailureClosed && m != FailureLocal {
+		return nil, fmt.Errorf("%w: %v has no spelling (want open, closed or local)", ErrFailureMode, m)
 	}
 	return []byte(m.String()), nil
 }
@@ -48,17 +54,19 @@ func (m FailureMode) MarshalText() ([]byte, error) {
 // and MarshalText.
 var ErrFailureMode = errors.New("invalid failure mode")
 
-// UnmarshalText reads "open" or "closed" in any case ("Closed", "OPEN"):
+// UnmarshalText reads "open", "closed" or "local" in any case ("Closed", "OPEN"):
 // the one parser of the failure_mode of rules and of serve's
 // --failure-mode. Anything else is an error wrapping ErrFailureMode whose
 // message continues the name of the setting it is read for, as in
-// fmt.Errorf("--failure-mode %w", err): `must be open or closed, got "x"`.
+// fmt.Errorf("--failure-mode %w", err): `must be open, closed or local, got "x"`.
 func (m *FailureMode) UnmarshalText(text []byte) error {
 	switch s := string(text); {
 	case strings.EqualFold(s, "open"):
 		*m = FailureOpen
 	case strings.EqualFold(s, "closed"):
 		*m = FailureClosed
+	case strings.EqualFold(s, "local"):
+		*m = FailureLocal
 	default:
 		*m = FailureDefault
 		return &failureModeError{s}
@@ -70,7 +78,7 @@ func (m *FailureMode) UnmarshalText(text []byte) error {
 type failureModeError struct{ got string }
 
 func (e *failureModeError) Error() string {
-	return fmt.Sprintf("must be open or closed, got %q", e.got)
+	return fmt.Sprintf("must be open, closed or local, got %q", e.got)
 }
 
 func (e *failureModeError) Unwrap() error { return ErrFailureMode }

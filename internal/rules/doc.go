@@ -199,7 +199,7 @@
 //	algorithm: token_bucket   # token_bucket | sliding_window | sliding_window_log | fixed_window
 //	burst: 20                 # token_bucket only: the bucket's capacity (default requests)
 //	period: 1500ms            # any Go duration, instead of unit/unit_multiplier (not both)
-//	failure_mode: closed      # open | closed (any case): what to answer when the store is down
+//	failure_mode: closed      # open | closed | local (any case): what to answer when the store is down
 //	shadow_mode: true         # this limit only (the node's shadow_mode covers all of them)
 //
 // The algorithm is the rate_limit's `algorithm`, else the file's
@@ -207,7 +207,15 @@
 // windows, so an unchanged reference config behaves the same (including
 // the double burst at window edges; switch to sliding_window or
 // token_bucket to avoid it). failure_mode defaults to the server's
-// --failure-mode.
+// --failure-mode. open allows and closed denies every request while the
+// store cannot decide; local has each replica enforce its share of the
+// limit in its own memory with the same algorithm: requests (and burst)
+// divided by the live replicas known before the outage (serve's
+// --replicas, else the replicas' heartbeats in Redis), rounded down but at
+// least 1. Across replicas that admits at most the limit when the count
+// was right (and the limit is at least the count). The local counts start
+// empty at the outage and are dropped when the store answers again. On
+// the embedded store, which does not fail, local is the store itself.
 //
 // Several limits on one descriptor (the reference allows one): use
 // `rate_limits`, a list of rate_limit objects, instead of `rate_limit`. A

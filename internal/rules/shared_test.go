@@ -58,8 +58,8 @@ func TestUnitCaseInsensitive(t *testing.T) {
 	}
 }
 
-// TestFailureModeText: one spelling for rules and --failure-mode: open
-// or closed in any case; anything else is an error naming the valid
+// TestFailureModeText: one spelling for rules and --failure-mode: open,
+// closed or local in any case; anything else is an error naming the valid
 // values, which reads on after the setting's name.
 func TestFailureModeText(t *testing.T) {
 	for _, tc := range []struct {
@@ -71,10 +71,12 @@ func TestFailureModeText(t *testing.T) {
 		{"closed", FailureClosed, ""},
 		{"Open", FailureOpen, ""},
 		{"CLOSED", FailureClosed, ""},
-		{"", FailureDefault, `must be open or closed, got ""`},
-		{"default", FailureDefault, `must be open or closed, got "default"`},
-		{"fail", FailureDefault, `must be open or closed, got "fail"`},
-		{" open", FailureDefault, `must be open or closed, got " open"`},
+		{"local", FailureLocal, ""},
+		{"Local", FailureLocal, ""},
+		{"", FailureDefault, `must be open, closed or local, got ""`},
+		{"default", FailureDefault, `must be open, closed or local, got "default"`},
+		{"fail", FailureDefault, `must be open, closed or local, got "fail"`},
+		{" open", FailureDefault, `must be open, closed or local, got " open"`},
 	} {
 		m := FailureClosed // overwritten either way
 		err := m.UnmarshalText([]byte(tc.in))
@@ -88,7 +90,7 @@ func TestFailureModeText(t *testing.T) {
 			t.Errorf("UnmarshalText(%q) gave %v, want %v", tc.in, m, tc.want)
 		}
 	}
-	for _, m := range []FailureMode{FailureOpen, FailureClosed} {
+	for _, m := range []FailureMode{FailureOpen, FailureClosed, FailureLocal} {
 		text, err := m.MarshalText()
 		var back FailureMode
 		if err != nil || string(text) != m.String() || back.UnmarshalText(text) != nil || back != m {
@@ -109,14 +111,23 @@ func TestFailureModeAnyCase(t *testing.T) {
 descriptors:
   - key: k
     rate_limit: {unit: second, requests_per_unit: 1, failure_mode: Closed}
+  - key: l
+    rate_limit: {unit: second, requests_per_unit: 1, failure_mode: local}
 policies:
   p: {requests_per_second: 1, failure_mode: OPEN}
+  q: {requests_per_second: 1, failure_mode: LOCAL}
 `)
 	if l := one(t, c, "d", e("k", "v")...); l.FailureMode != FailureClosed {
 		t.Errorf("rate_limit failure mode = %v, want closed", l.FailureMode)
 	}
 	if p, _ := c.Policy("p"); p.FailureMode != FailureOpen {
 		t.Errorf("policy failure mode = %v, want open", p.FailureMode)
+	}
+	if l := one(t, c, "d", e("l", "v")...); l.FailureMode != FailureLocal {
+		t.Errorf("rate_limit failure mode = %v, want local", l.FailureMode)
+	}
+	if p, _ := c.Policy("q"); p.FailureMode != FailureLocal {
+		t.Errorf("policy failure mode = %v, want local", p.FailureMode)
 	}
 }
 
@@ -129,7 +140,7 @@ func TestLimitRulesShared(t *testing.T) {
 		{"algorithm: fixed_window, burst: 5", "burst applies only to token_bucket, not fixed_window"},
 		{"algorithm: token_bucket, burst: 0", "burst must be positive, got 0"},
 		{"algorithm: token_bucket, burst: x", `burst must be an integer, got "x"`},
-		{"failure_mode: maybe", `failure_mode must be open or closed, got "maybe"`},
+		{"failure_mode: maybe", `failure_mode must be open, closed or local, got "maybe"`},
 		{"shadow_mode: 2", `shadow_mode must be true or false, got "2"`},
 		{"period: 1us", "period must be a positive whole number of milliseconds, got 1µs"},
 		{"bogus: 1", `unknown key "bogus"`},
@@ -190,7 +201,7 @@ policies:
 		"x.yaml:4:61: burst applies only to token_bucket",
 		`x.yaml:6:18: shadow_mode must be true or false, got "maybe"`,
 		`x.yaml:7:24: invalid rate limit unit "fortnight"`,
-		`x.yaml:9:45: failure_mode must be open or closed, got "sideways"`,
+		`x.yaml:9:45: failure_mode must be open, closed or local, got "sideways"`,
 		`x.yaml:10:28: requests_per_second must be an integer, got "x"`,
 	}
 	if len(list) != len(want) {

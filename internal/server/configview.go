@@ -66,7 +66,7 @@ type RuleView struct {
 	RateView
 	Unlimited bool `json:"unlimited,omitempty"`
 	DenyAll   bool `json:"deny_all,omitempty"`
-	// FailureMode is "open", "closed" or "default" (the server's
+	// FailureMode is "open", "closed", "local" or "default" (the server's
 	// --failure-mode).
 	FailureMode    string   `json:"failure_mode"`
 	ShadowMode     bool     `json:"shadow_mode"`

@@ -1,0 +1,204 @@
+// Package heartbeat counts the live floodgate replicas sharing one Redis,
+// for failure_mode: local (see store/localshare): each replica announces
+// itself every interval and reads how many replicas announced themselves
+// within the last few intervals. The count last read stays when Redis
+// stops answering: it is the count known before the outage.
+//
+// The announcements are one sorted set, <prefix>replicas, whose members
+// are the replica IDs and whose scores are the times (Redis' TIME, in
+// milliseconds) at which each announcement expires: one key, so one slot
+// in a Redis Cluster. Each beat, in one MULTI, adds or refreshes the
+// replica's member, removes the expired ones and counts the rest. A
+// replica that stops cleanly removes its member at once; one that dies
+// leaves the count after its TTL.
+package heartbeat
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultInterval = 5 * time.Second
+	// ttlIntervals is how many intervals an announcement lives: a replica
+	// stays counted through two missed beats.
+	ttlIntervals = 3
+	// KeySuffix follows the prefix in the key of the sorted set.
+	KeySuffix = "replicas"
+)
+
+// Config tunes a Heartbeat. The zero value is usable.
+type Config struct {
+	// Prefix heads the key (serve's --redis-prefix): <prefix>replicas.
+	Prefix string
+	// Interval is the time between two beats; an announcement lives three
+	// intervals. 0 means DefaultInterval.
+	Interval time.Duration
+	// Timeout bounds one beat. 0 means Interval.
+	Timeout time.Duration
+	// ID names this replica in the set; "" means the host name, the
+	// process ID and random bytes.
+	ID string
+	// Logger hears of beats that fail after one succeeded, and of their
+	// return; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Heartbeat announces one replica and keeps the count of live replicas.
+type Heartbeat struct {
+	client redis.UniversalClient
+	key    string
+	id     string
+	cfg    Config
+	log    *slog.Logger
+	count  atomic.Int64 // last count read; 0 before the first
+	failed atomic.Bool  // the last beat failed (for the log)
+
+	started atomic.Bool // Start was called
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// New returns a Heartbeat on client that has not beaten yet: call Beat,
+// or Start to beat every interval.
+func New(client redis.UniversalClient, cfg Config) *Heartbeat {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = cfg.Interval
+	}
+	if cfg.ID == "" {
+		cfg.ID = defaultID()
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Heartbeat{
+		client: client, key: cfg.Prefix + KeySuffix, id: cfg.ID, cfg: cfg, log: log,
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// defaultID is the host name, the process ID and 4 random bytes: unique
+// among replicas, and readable by an operator looking at the set.
+func defaultID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(b[:])
+}
+
+// ID is this replica's member in the set.
+func (h *Heartbeat) ID() string { return h.id }
+
+// Key is the sorted set's key.
+func (h *Heartbeat) Key() string { return h.key }
+
+// Replicas is the count of live replicas read by the last beat that
+// succeeded (this one included), or 0 before any did.
+func (h *Heartbeat) Replicas() int { return int(h.count.Load()) }
+
+// Beat announces the replica once and reads the count of live replicas.
+// On an error the count stays what it was.
+func (h *Heartbeat) Beat(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	now, err := h.client.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("heartbeat: TIME: %w", err)
+	}
+	nowMs := now.UnixMilli()
+	ttl := ttlIntervals * h.cfg.Interval
+	var card *redis.IntCmd
+	_, err = h.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, h.key, redis.Z{Score: float64(nowMs + ttl.Milliseconds()), Member: h.id})
+		p.ZRemRangeByScore(ctx, h.key, "-inf", strconv.FormatInt(nowMs, 10))
+		card = p.ZCard(ctx, h.key)
+		p.PExpire(ctx, h.key, ttl) // the set goes when every replica has
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	h.count.Store(card.Val())
+	return nil
+}
+
+// Start beats now and then every interval until Close, on a goroutine of
+// its own. A failing beat is logged once, and its return again.
+func (h *Heartbeat) Start() {
+	if h.started.Swap(true) {
+		return
+	}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(h.cfg.Interval)
+		defer t.Stop()
+		for {
+			h.beatAndLog()
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// beatAndLog is one beat of Start, logging the transitions.
+func (h *Heartbeat) beatAndLog() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-h.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := h.Beat(ctx)
+	cancel()
+	switch {
+	case err != nil && !h.failed.Swap(true):
+		h.log.Warn("replica heartbeat failed: failure_mode local keeps the last replica count", "replicas", h.Replicas(), "err", err)
+	case err == nil && h.failed.Swap(false):
+		h.log.Info("replica heartbeat back", "replicas", h.Replicas())
+	}
+}
+
+// Close stops the beats and removes this replica from the set (best
+// effort, within one timeout), so the others count it out at their next
+// beat. It does not close the client.
+func (h *Heartbeat) Close() error {
+	first := false
+	h.once.Do(func() {
+		close(h.stop)
+		first = true
+	})
+	if !first {
+		return nil
+	}
+	if h.started.Load() {
+		<-h.done // no beat re-announces the replica after it left
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.Timeout)
+	defer cancel()
+	if err := h.client.ZRem(ctx, h.key, h.id).Err(); err != nil {
+		return fmt.Errorf("heartbeat: leave: %w", err)
+	}
+	return nil
+}
