@@ -21,7 +21,7 @@ import (
 
 // redisStats is what one Redis node's INFO says at one moment.
 type redisStats struct {
-	scripts int64   // evalsha + eval calls
+	scripts int64   // evalsha + eval + fcall calls
 	cpu     float64 // used_cpu_user + used_cpu_sys, seconds
 	cpuMain float64 // used_cpu_user_main_thread + used_cpu_sys_main_thread
 	hasMain bool    // the server reports the main-thread figures (Redis 7+)
@@ -61,7 +61,7 @@ func parseRedisStats(info string) redisStats {
 				}
 			}
 			s.cmds[cmd] = cs
-			if cmd == "evalsha" || cmd == "eval" {
+			if cmd == "evalsha" || cmd == "eval" || cmd == "fcall" {
 				s.scripts += cs.calls
 			}
 			continue
@@ -112,24 +112,36 @@ func floodgateBenchCall() (src string, args []string) {
 	return src, []string{"1", "fg:tb:{kbench__rand_int__}", argv}
 }
 
-// benchCall is one call redis-benchmark repeats: a script run by EVALSHA
-// (src not empty; args after the SHA) or a plain command (args).
+// benchCall is one call redis-benchmark repeats: a function run by FCALL
+// (lib not empty; args after the function's name), a script run by
+// EVALSHA (src not empty; args after the SHA) or a plain command (args).
 type benchCall struct {
 	name string
+	lib  string // a function library's source
+	fn   string // the function of lib to call
 	src  string
 	args []string
 	stat string // its INFO commandstats name
+}
+
+// floodgateBenchFunction is floodgateBenchCall as the store runs it on
+// Redis 7: the function library and FCALL's arguments after the name.
+func floodgateBenchFunction() (lib, fn string, args []string) {
+	lib, fn, argv := redisstore.BenchmarkFunction(algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1_000_000, Period: time.Second}, 1)
+	return lib, fn, []string{"1", "fg:tb:{kbench__rand_int__}", argv}
 }
 
 // scriptCalls are the calls of the script-cost comparison: floodgate's
 // script for one decision against the least a decision can cost in Lua.
 func scriptCalls() []benchCall {
 	fgSrc, fgArgs := floodgateBenchCall()
+	fgLib, fgFn, fnArgs := floodgateBenchFunction()
 	return []benchCall{
-		{name: "floodgate's script, one token-bucket decision", src: fgSrc, args: fgArgs, stat: "evalsha"},
+		{name: "floodgate's function (FCALL, as the store runs it), one token-bucket decision", lib: fgLib, fn: fgFn, args: fnArgs, stat: "fcall"},
 		{name: "minimal Lua fixed window (INCRBY, PEXPIRE when new)", stat: "evalsha",
 			src:  "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) if n == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return n",
 			args: []string{"1", "mfw:{bench__rand_int__}", "1", "60000"}},
+		{name: "floodgate's script by EVALSHA (the fallback before Redis 7), one token-bucket decision", src: fgSrc, args: fgArgs, stat: "evalsha"},
 		{name: "bare EVALSHA of return redis.call('INCR', KEYS[1])", stat: "evalsha",
 			src: "return redis.call('INCR', KEYS[1])", args: []string{"1", "incr:{bench__rand_int__}"}},
 		{name: "INCR", args: []string{"INCR", "incr:{bench__rand_int__}"}, stat: "incr"},
@@ -149,6 +161,13 @@ type benchFigures struct {
 // each, requests calls over 10,000 random keys.
 func runBench(ctx context.Context, addr string, c *redis.Client, b benchCall, clients, pipeline, requests int) (benchFigures, error) {
 	cmdArgs, shownArgs := b.args, printable(b.args)
+	if b.lib != "" {
+		if err := c.FunctionLoad(ctx, b.lib).Err(); err != nil && !strings.Contains(err.Error(), "already exists") {
+			return benchFigures{}, err
+		}
+		cmdArgs = append([]string{"FCALL", b.fn}, b.args...)
+		shownArgs = append([]string{"FCALL", b.fn}, printable(b.args)...)
+	}
 	if b.src != "" {
 		sum := sha1.Sum([]byte(b.src))
 		sha := hex.EncodeToString(sum[:])

@@ -224,3 +224,13 @@ func BenchmarkEval(l algorithms.Limit, cost int64) (src, argv string) {
 	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false)
 	return leanScript(), string(sevenBit(bin))
 }
+
+// BenchmarkFunction is BenchmarkEval for the way the store runs its
+// scripts on Redis 7: the function library's source (for FUNCTION LOAD),
+// the name of the function that decides counters (for FCALL, with the
+// same key and ARGV) and the ARGV, in the seven-bit form.
+func BenchmarkFunction(l algorithms.Limit, cost int64) (library, function, argv string) {
+	lib := newLibrary()
+	_, argv = BenchmarkEval(l, cost)
+	return lib.src, lib.function(false), argv
+}
