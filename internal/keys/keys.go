@@ -14,8 +14,9 @@
 // A field is a value length-prefixed ('|', its length in decimal, ':',
 // the bytes), so fields never run together; a share_threshold level's
 // value is left out and written "|*" (AppendShared). A limit's count is
-// further named by store.Request.Scope, which the stores keep apart from
-// the key (below).
+// further named by store.Request.Scope (PolicyScope: "p" and the policy's
+// name; InlineScope: "i" and an inline limit's numbers), which the stores
+// keep apart from the key (below).
 //
 // # Store state names
 //

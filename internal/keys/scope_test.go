@@ -1,4 +1,4 @@
-package api
+package keys
 
 import (
 	"testing"
@@ -22,8 +22,8 @@ func TestInlineScope(t *testing.T) {
 		{algorithms.Limit{Requests: 5, Period: 24 * time.Hour}, "i5/24h"},
 	}
 	for _, tt := range tests {
-		if got := inlineScope(tt.l); got != tt.want {
-			t.Errorf("inlineScope(%+v) = %q, want %q", tt.l, got, tt.want)
+		if got := InlineScope(tt.l); got != tt.want {
+			t.Errorf("InlineScope(%+v) = %q, want %q", tt.l, got, tt.want)
 		}
 	}
 	seen := map[string]algorithms.Limit{}
@@ -31,7 +31,7 @@ func TestInlineScope(t *testing.T) {
 		for _, ms := range []int64{1, 10, 100, 1000, 1100, 60_000, 61_000, 3_600_000, 36_000_000, 60} {
 			for _, burst := range []int64{0, 1, 10, 100} {
 				l := algorithms.Limit{Requests: req, Period: time.Duration(ms) * time.Millisecond, Burst: burst}
-				s := inlineScope(l)
+				s := InlineScope(l)
 				if prev, ok := seen[s]; ok {
 					t.Fatalf("%+v and %+v share the scope %q", prev, l, s)
 				}

@@ -1,0 +1,42 @@
+package keys
+
+import (
+	"strconv"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+)
+
+// PolicyScope is the store scope of a policy's count: its name, so that a
+// policy whose numbers change on a config reload keeps the key's count (a
+// tier's limit raised or lowered applies to what was already spent), while
+// two policies on one key (login and otp on a user) never share one.
+func PolicyScope(name string) string { return "p" + name }
+
+// InlineScope is the store scope of an inline limit's count: its numbers
+// (the algorithm is in the store key already), so that two inline limits
+// on one key never share a count, whatever order callers interleave them.
+// It is short, since it lengthens every Redis key of the limit: requests,
+// the period in its largest whole unit, and the burst when set, e.g.
+// "i100/1m" or "i10/90s/50".
+func InlineScope(l algorithms.Limit) string {
+	var buf [48]byte // room for "i" and the numbers: one allocation, the string
+	b := append(buf[:0], 'i')
+	b = strconv.AppendInt(b, l.Requests, 10)
+	b = append(b, '/')
+	ms := l.PeriodMs()
+	switch {
+	case ms%3_600_000 == 0:
+		b = append(strconv.AppendInt(b, ms/3_600_000, 10), 'h')
+	case ms%60_000 == 0:
+		b = append(strconv.AppendInt(b, ms/60_000, 10), 'm')
+	case ms%1000 == 0:
+		b = append(strconv.AppendInt(b, ms/1000, 10), 's')
+	default:
+		b = append(strconv.AppendInt(b, ms, 10), "ms"...)
+	}
+	if l.Burst > 0 {
+		b = append(b, '/')
+		b = strconv.AppendInt(b, l.Burst, 10)
+	}
+	return string(b)
+}

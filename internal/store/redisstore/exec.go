@@ -1,0 +1,127 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// run executes calls, through the batcher when there is one, and returns
+// the first error.
+func (s *Store) run(ctx context.Context, calls []*call) error {
+	if s.batch == nil {
+		s.exec(ctx, calls)
+	} else if err := s.batch.submit(ctx, calls); err != nil {
+		return err
+	}
+	for _, c := range calls {
+		select {
+		case <-c.done:
+			if c.err != nil {
+				return c.err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// exec sends calls to Redis, as Redis functions (functions.go) or by
+// EVALSHA, and hands each call to its done channel. Calls of one slot
+// with the same header travel in one script call, each as a group of its
+// own (see lua/lean.lua): Redis then runs one script for many decisions.
+// A missing function or script is loaded and the call retried, so it
+// never reaches the caller.
+func (s *Store) exec(ctx context.Context, calls []*call) {
+	defer func() {
+		for _, c := range calls {
+			c.done <- c
+		}
+	}()
+	if len(calls) == 1 {
+		c := calls[0]
+		c.reply, c.err = s.run1(ctx, c.log, c.keys, c.buf)
+		return
+	}
+	units := merge(calls)
+	if len(units) == 1 {
+		u := units[0]
+		u.split(s.run1(ctx, u.log, u.keys, u.args...))
+		return
+	}
+	s.runPipeline(ctx, units)
+}
+
+// scriptFor is the script for a call with (log) or without a sliding
+// window log.
+func (s *Store) scriptFor(log bool) *redis.Script {
+	if log {
+		return s.full
+	}
+	return s.lean
+}
+
+// unit is one script call carrying one or more calls, each a group.
+type unit struct {
+	calls []*call
+	keys  []string
+	args  []any // the first call's buf (with the header), then the others' requests
+	log   bool
+}
+
+// mergeKey groups calls that may share a script call: one slot, one
+// header.
+type mergeKey struct {
+	slot int
+	h    header
+}
+
+// merge packs calls into units: the calls of one mergeKey in one unit,
+// each a group (an ARGV) of its own. The requests are not copied: a
+// group is a slice of its call's buf.
+func merge(calls []*call) []*unit {
+	var units []*unit
+	byKey := map[mergeKey]*unit{}
+	for _, c := range calls {
+		k := mergeKey{c.slot, c.h}
+		u := byKey[k]
+		if u == nil {
+			u = &unit{calls: []*call{c}, keys: c.keys, args: []any{c.buf}, log: c.log}
+			byKey[k] = u
+			units = append(units, u)
+			continue
+		}
+		if len(u.calls) == 1 { // copy before appending: c.keys belongs to the call
+			u.keys = append(make([]string, 0, 4*len(u.keys)), u.keys...)
+		}
+		u.calls = append(u.calls, c)
+		u.keys = append(u.keys, c.keys...)
+		u.args = append(u.args, c.buf[hdrLen:])
+		u.log = u.log || c.log
+	}
+	return units
+}
+
+// split hands each call of u its part of the unit's reply.
+func (u *unit) split(reply any, err error) {
+	if len(u.calls) == 1 {
+		u.calls[0].reply, u.calls[0].err = reply, err
+		return
+	}
+	str, ok := reply.(string)
+	if err == nil && (!ok || len(str) != replyLen*len(u.keys)) {
+		err = fmt.Errorf("%w: %d bytes for %d requests", errReply, len(str), len(u.keys))
+	}
+	off := 0
+	for _, c := range u.calls {
+		if err != nil {
+			c.err = err
+			continue
+		}
+		n := replyLen * len(c.keys)
+		c.reply = str[off : off+n]
+		off += n
+	}
+}
