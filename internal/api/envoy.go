@@ -127,15 +127,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		metrics:        s.Metrics,
 		tracer:         spanTracer{tracer: s.Tracer, values: s.TraceValues},
 	}
-	if e.failureMode == rules.FailureDefault {
-		e.failureMode = rules.FailureOpen
-	}
-	if e.clock == nil {
-		e.clock = time.Now
-	}
-	if e.log == nil {
-		e.log = slog.Default()
-	}
+	e.failureMode, e.clock, e.log = defaults(e.failureMode, e.clock, e.log)
 	e.failures = observability.NewFailureLog(e.log, observability.APIEnvoy)
 	return e
 }

@@ -105,17 +105,24 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 	if r.api == "" {
 		r.api = observability.APICheck
 	}
-	if r.failureMode == rules.FailureDefault {
-		r.failureMode = rules.FailureOpen
-	}
-	if r.clock == nil {
-		r.clock = time.Now
-	}
-	if r.log == nil {
-		r.log = slog.Default()
-	}
+	r.failureMode, r.clock, r.log = defaults(r.failureMode, r.clock, r.log)
 	r.failures = observability.NewFailureLog(r.log, r.api)
 	return r
+}
+
+// defaults fills the zero settings both APIs share: the failure mode
+// (open), the clock (time.Now) and the logger (slog.Default).
+func defaults(mode rules.FailureMode, clock func() time.Time, log *slog.Logger) (rules.FailureMode, func() time.Time, *slog.Logger) {
+	if mode == rules.FailureDefault {
+		mode = rules.FailureOpen
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return mode, clock, log
 }
 
 // Check implements floodgate.v1.RateLimiter/Check.

@@ -31,30 +31,14 @@ import (
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
-// T0 is the fixed epoch of the manual clock.
-var T0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// T0 is the fixed epoch of the manual clock (testkit's).
+var T0 = testkit.T0
 
 // Clock is a clock the test moves by hand, starting at T0.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// Now is the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock on by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+type Clock = testkit.Clock
 
 // RuleSource gives a floodgate its rules: Static's, or a source the test
 // swaps (Switch). nil means none (inline limits only).
@@ -120,7 +104,7 @@ func serveStore(st store.Store, s api.Settings, opts ...grpc.ServerOption) (addr
 // Start is Serve for a test, with a manual clock.
 func Start(t testing.TB, r RuleSource, opts ...grpc.ServerOption) (string, *Clock) {
 	t.Helper()
-	clock := &Clock{now: T0}
+	clock := testkit.NewClock(T0)
 	addr, stop, err := serveStore(memstore.New(memstore.Config{}), settings(r, clock.Now), opts...)
 	if err != nil {
 		t.Fatal(err)
