@@ -6,6 +6,7 @@
 //	floodgate config validate   check config files offline (exit 1 on error)
 //	floodgate config explain    say which rule a descriptor matches, and its store key
 //	floodgate bench             load-test a server (closed loop; decisions/s, latency)
+//	floodgate simulate          run a traffic pattern through an algorithm on a virtual clock (text or --svg)
 //	floodgate version           print the version (also --version)
 //	floodgate help              print the usage (also -h, --help)
 //
