@@ -25,35 +25,6 @@ import (
 	"github.com/floodgate/floodgate/internal/testkit"
 )
 
-const envoyConfig = `domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: second, requests_per_unit: 3}
-  - key: remote_address
-    value: 10.0.0.1
-    rate_limit: {unit: second, requests_per_unit: 1}
-  - key: remote_address
-    value: 10.9.*
-    rate_limit: {unit: minute, requests_per_unit: 2}
-  - key: remote_address
-    value: 10.6.6.6
-    rate_limit: {unit: second, requests_per_unit: 0}
-  - key: internal
-    rate_limit: {unlimited: true}
-  - key: login
-    rate_limit: {algorithm: sliding_window, period: 2s, requests_per_unit: 10}
-  - key: shadowed
-    shadow_mode: true
-    rate_limit: {unit: hour, requests_per_unit: 1}
-  - key: plan
-    value: free
-    descriptors:
-      - key: api_key
-        rate_limits:
-          - {name: free_per_second, algorithm: token_bucket, unit: second, requests_per_unit: 2, burst: 2}
-          - {name: free_per_day, unit: day, requests_per_unit: 5}
-`
-
 type envoyHarness struct {
 	client rlsv3.RateLimitServiceClient
 	clock  *testkit.Clock
@@ -115,7 +86,7 @@ func headerMap(r *rlsv3.RateLimitResponse) map[string]string {
 }
 
 func TestEnvoyUnknownDomain(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{})
 	resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("remote_address", "1")}})
 	if err != nil || codesOf(resp) != "OK:OK" {
 		t.Fatalf("got %v %v, want OK", resp, err)
@@ -125,7 +96,7 @@ func TestEnvoyUnknownDomain(t *testing.T) {
 // TestEnvoyAllOrNothing: a request denied by one descriptor charges none of
 // the others (envoyproxy/ratelimit charges them all).
 func TestEnvoyAllOrNothing(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{})
 	ip := testkit.Descriptor("remote_address", "192.0.2.9") // 3/s
 	strict := testkit.Descriptor("remote_address", "10.0.0.1")
 	if got := codesOf(h.call(t, strict)); got != "OK:OK" {
@@ -145,7 +116,7 @@ func TestEnvoyAllOrNothing(t *testing.T) {
 }
 
 func TestEnvoyHitsAddendAndRefund(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{})
 	ctx := context.Background()
 	ip := testkit.Descriptor("remote_address", "192.0.2.10")
 	// Request-level hits_addend 3 spends the whole 3/s.
@@ -177,7 +148,7 @@ func TestEnvoyHitsAddendAndRefund(t *testing.T) {
 }
 
 func TestEnvoyShadowMode(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{})
 	for i := range 3 {
 		r := h.call(t, testkit.Descriptor("shadowed", "x"))
 		if codesOf(r) != "OK:OK" {
@@ -185,7 +156,7 @@ func TestEnvoyShadowMode(t *testing.T) {
 		}
 	}
 	// Global shadow mode.
-	g := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{ShadowMode: true})
+	g := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{ShadowMode: true})
 	for i := range 5 {
 		if got := codesOf(g.call(t, testkit.Descriptor("remote_address", "10.0.0.1"))); got != "OK:OK" {
 			t.Fatalf("global shadow call %d: got %s, want OK", i, got)
@@ -194,7 +165,7 @@ func TestEnvoyShadowMode(t *testing.T) {
 }
 
 func TestEnvoyHeaders(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{})
 	ip := testkit.Descriptor("remote_address", "192.0.2.20")
 	r := h.call(t, ip)
 	hs := headerMap(r)
@@ -219,7 +190,7 @@ func TestEnvoyHeaders(t *testing.T) {
 	if hs := headerMap(r); hs["retry-after"] != "1" || hs["x-ratelimit-remaining"] != "0" {
 		t.Errorf("over limit: got %v, want retry-after 1 and remaining 0", hs)
 	}
-	off := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{NoHeaders: true})
+	off := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{NoHeaders: true})
 	if r := off.call(t, ip); len(r.ResponseHeadersToAdd) != 0 {
 		t.Errorf("headers switched off: got %v", r.ResponseHeadersToAdd)
 	}
@@ -229,7 +200,7 @@ func TestEnvoyHeaders(t *testing.T) {
 // window of 10 per 2s, ten requests just before a window edge and ten just
 // after: the second ten are denied.
 func TestEnvoyWindowEdge(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{})
 	h.clock.Advance(2*time.Second - 10*time.Millisecond) // 10ms before an edge
 	d := testkit.Descriptor("login", "alice")
 	for i := range 10 {
@@ -246,7 +217,7 @@ func TestEnvoyWindowEdge(t *testing.T) {
 }
 
 func TestEnvoyLimitOverride(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{})
 	d := testkit.Descriptor("remote_address", "192.0.2.30")
 	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
 	if got := codesOf(h.call(t, d)); got != "OK:OK" {
@@ -259,7 +230,7 @@ func TestEnvoyLimitOverride(t *testing.T) {
 }
 
 func TestEnvoyInvalid(t *testing.T) {
-	h := startEnvoy(t, envoyConfig, nil, api.EnvoySettings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, api.EnvoySettings{})
 	long := strings.Repeat("v", 5000)
 	tests := []struct {
 		name string

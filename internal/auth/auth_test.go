@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"log/slog"
 	"net"
 	"os"
@@ -122,7 +123,7 @@ func callAs(conn *grpc.ClientConn, call, authorization string) error {
 	rl := floodgatev1.NewRateLimiterClient(conn)
 	switch call {
 	case "Check":
-		_, err := rl.Check(ctx, &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: inline(10, time.Minute, 0)})
+		_, err := rl.Check(ctx, &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: testkit.Inline(10, time.Minute, 0)})
 		return err
 	case "Reset":
 		_, err := rl.Reset(ctx, &floodgatev1.ResetRequest{Key: "k"})
@@ -226,7 +227,7 @@ func TestTokenAuthReload(t *testing.T) {
 
 	// Rotate: nextToken in, userToken out, adminToken demoted.
 	writeTokens(t, path, nextToken+" admin\n"+adminToken+"\n")
-	eventually(t, "the new token to be accepted", func() bool {
+	testkit.Eventually(t, "the new token to be accepted", func() bool {
 		return callAs(conn, "Check", "Bearer "+nextToken) == nil
 	})
 	if got := status.Code(callAs(conn, "Check", "Bearer "+userToken)); got != codes.Unauthenticated {
@@ -335,12 +336,12 @@ func TestRefundPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	cfg, err := rules.Parse("edge.yaml", []byte(envoyConfig))
+	cfg, err := rules.Parse("edge.yaml", []byte(testkit.EnvoyRules))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ip := func(refund bool) *rlsv3.RateLimitRequest {
-		d := desc("remote_address", "192.0.2.77")
+		d := testkit.Descriptor("remote_address", "192.0.2.77")
 		d.IsNegativeHits = refund
 		return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
 	}
@@ -352,7 +353,7 @@ func TestRefundPermission(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			st := memstore.New(memstore.Config{})
 			t.Cleanup(func() { st.Close() })
-			envoy := api.NewEnvoy(st, api.EnvoySettings{Rules: staticConfig{cfg}, NoRefunds: mode.noRefunds, Clock: (&manualClock{now: t0}).Now})
+			envoy := api.NewEnvoy(st, api.EnvoySettings{Rules: testkit.StaticRules(cfg), NoRefunds: mode.noRefunds, Clock: testkit.NewClock(testkit.T0).Now})
 			rls := rlsv3.NewRateLimitServiceClient(serveAuthWith(t, a, mode.gated, envoy))
 			call := func(token string, refund bool) (*rlsv3.RateLimitResponse, error) {
 				ctx, cancel := withAuth("Bearer " + token)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"log/slog"
 	"net"
 	"os"
@@ -69,18 +70,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // serveTLS serves grpc.health.v1 with cfg on a loopback TCP port.
@@ -289,7 +278,7 @@ func TestTLSRotation(t *testing.T) {
 
 	// New connections see the new certificate within about
 	// filewatch.DebounceQuiet.
-	eventually(t, "new connections to get the new certificate", func() bool {
+	testkit.Eventually(t, "new connections to get the new certificate", func() bool {
 		got, err := healthSerial(tlsClient(t, addr, ca.PEM, clientCert))
 		return err == nil && got == serial2
 	})
