@@ -6,102 +6,21 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate/floodgate/internal/xdstest"
 )
 
 // xdsNode is the node id floodgate is started with in these tests.
 const xdsNode = "floodgate-e2e"
-
-// mgmtServer is go-control-plane's own management server (a snapshot
-// cache behind pkg/server/v3) on a loopback address, recording every
-// request floodgate sends it.
-type mgmtServer struct {
-	cache cachev3.SnapshotCache
-	grpc  *grpc.Server
-	addr  string
-
-	mu   sync.Mutex
-	reqs []*discoverygrpc.DiscoveryRequest
-}
-
-// startMgmt serves a new snapshot cache on addr ("127.0.0.1:0" for any
-// port); it stops when the test ends.
-func startMgmt(t *testing.T, addr string) *mgmtServer {
-	t.Helper()
-	m := &mgmtServer{cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)}
-	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, r *discoverygrpc.DiscoveryRequest) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.reqs = append(m.reqs, r)
-		return nil
-	}}
-	srv := serverv3.NewServer(context.Background(), m.cache, cb)
-	var lis net.Listener
-	var err error
-	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-		// A restarted server takes its predecessor's port, which may
-		// take a moment to be free.
-		if lis, err = net.Listen("tcp", addr); err == nil || time.Since(start) > 5*time.Second {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.addr = lis.Addr().String()
-	m.grpc = grpc.NewServer()
-	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(m.grpc, srv)
-	go func() { _ = m.grpc.Serve(lis) }()
-	t.Cleanup(m.grpc.Stop)
-	return m
-}
-
-// set publishes version with one RateLimitConfig per config.
-func (m *mgmtServer) set(t *testing.T, version string, configs ...*rlconfv3.RateLimitConfig) {
-	t.Helper()
-	res := make([]types.Resource, len(configs))
-	for i, c := range configs {
-		res[i] = c
-	}
-	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.RateLimitConfigType: res})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.cache.SetSnapshot(context.Background(), xdsNode, snap); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitRequest waits up to 10s for a request from floodgate that ok
-// accepts, and returns it.
-func (m *mgmtServer) waitRequest(t *testing.T, what string, ok func(*discoverygrpc.DiscoveryRequest) bool) *discoverygrpc.DiscoveryRequest {
-	t.Helper()
-	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
-		m.mu.Lock()
-		for _, r := range m.reqs {
-			if ok(r) {
-				m.mu.Unlock()
-				return r
-			}
-		}
-		m.mu.Unlock()
-	}
-	t.Fatalf("no %s from floodgate in 10s", what)
-	return nil
-}
 
 // userLimit is a RateLimitConfig of domain with one rule: "user", n per
 // hour.
@@ -170,14 +89,14 @@ func TestXDSConfig(t *testing.T) {
 		t.Fatalf("xDS domain before the management server is up: limit %d, want none", got)
 	}
 
-	m := startMgmt(t, mgmtAddr)
-	m.set(t, "v1", userLimit("rl-xd", "xd", 7))
+	m := xdstest.Start(t, mgmtAddr, xdsNode)
+	m.Set(t, "v1", userLimit("rl-xd", "xd", 7))
 	d := waitLimit(t, p, rls, "xd", 7)
 	t.Logf("initial load: applied %v after the management server came up", d)
-	m.waitRequest(t, "ACK of v1", func(r *discoverygrpc.DiscoveryRequest) bool {
+	m.Wait(t, 10*time.Second, "ACK of v1", func(r *discoverygrpc.DiscoveryRequest) bool {
 		return r.GetVersionInfo() == "v1" && r.GetResponseNonce() != "" && r.GetErrorDetail() == nil
 	})
-	if r := m.waitRequest(t, "first request", func(*discoverygrpc.DiscoveryRequest) bool { return true }); r.GetNode().GetId() != xdsNode || r.GetTypeUrl() != resourcev3.RateLimitConfigType {
+	if r := m.Wait(t, 10*time.Second, "first request", func(*discoverygrpc.DiscoveryRequest) bool { return true }); r.GetNode().GetId() != xdsNode || r.GetTypeUrl() != resourcev3.RateLimitConfigType {
 		t.Errorf("first request: node %q, type %q", r.GetNode().GetId(), r.GetTypeUrl())
 	}
 
@@ -186,7 +105,7 @@ func TestXDSConfig(t *testing.T) {
 	var delays []time.Duration
 	for i, n := range []uint32{20, 21, 22, 23, 8} {
 		start := time.Now()
-		m.set(t, fmt.Sprintf("v2.%d", i), userLimit("rl-xd", "xd", n))
+		m.Set(t, fmt.Sprintf("v2.%d", i), userLimit("rl-xd", "xd", n))
 		waitLimit(t, p, rls, "xd", n)
 		delays = append(delays, time.Since(start))
 	}
@@ -197,8 +116,8 @@ func TestXDSConfig(t *testing.T) {
 	// the resource and the field; v2 keeps deciding.
 	bad := userLimit("rl-xd", "xd", 9)
 	bad.Descriptors[0].RateLimit.Unit = rlconfv3.RateLimitUnit_UNKNOWN
-	m.set(t, "v3", bad)
-	nack := m.waitRequest(t, "NACK of v3", func(r *discoverygrpc.DiscoveryRequest) bool { return r.GetErrorDetail() != nil })
+	m.Set(t, "v3", bad)
+	nack := m.Wait(t, 10*time.Second, "NACK of v3", func(r *discoverygrpc.DiscoveryRequest) bool { return r.GetErrorDetail() != nil })
 	if msg := nack.GetErrorDetail().GetMessage(); nack.GetVersionInfo() != "v2.4" ||
 		!strings.Contains(msg, "xds:rl-xd: descriptors[0].rate_limit: rate_limit needs a unit") {
 		t.Errorf("NACK: version %q (want v2.4), error_detail %q", nack.GetVersionInfo(), msg)
@@ -210,21 +129,15 @@ func TestXDSConfig(t *testing.T) {
 	// go-control-plane sends a NACKed version back at once, for every
 	// NACK: floodgate's NACKs of one version back off (50ms doubling to
 	// 200ms here; they spun at ~850 a second before).
-	m.mu.Lock()
-	m.reqs = nil
-	m.mu.Unlock()
+	m.Forget()
 	time.Sleep(time.Second)
-	m.mu.Lock()
-	if n := len(m.reqs); n > 20 {
+	if n := m.Count(func(*discoverygrpc.DiscoveryRequest) bool { return true }); n > 20 {
 		t.Errorf("%d NACKs of v3 in a second, want them backing off", n)
 	}
-	m.mu.Unlock()
 	// A domain the --config file defines: refused the same way.
-	m.mu.Lock()
-	m.reqs = nil
-	m.mu.Unlock()
-	m.set(t, "v4", userLimit("rl-xd", "xd", 10), userLimit("rl-clash", "filed", 11))
-	nack = m.waitRequest(t, "NACK of v4", func(r *discoverygrpc.DiscoveryRequest) bool {
+	m.Forget()
+	m.Set(t, "v4", userLimit("rl-xd", "xd", 10), userLimit("rl-clash", "filed", 11))
+	nack = m.Wait(t, 10*time.Second, "NACK of v4", func(r *discoverygrpc.DiscoveryRequest) bool {
 		return strings.Contains(r.GetErrorDetail().GetMessage(), "duplicate domain")
 	})
 	if msg := nack.GetErrorDetail().GetMessage(); !strings.Contains(msg, `xds:rl-clash: duplicate domain "filed": already defined by `+file) {
@@ -240,14 +153,14 @@ func TestXDSConfig(t *testing.T) {
 	// The management server restarts (on the same address, a new cache):
 	// v2 keeps deciding meanwhile, and floodgate reconnects and loads the
 	// new server's snapshot.
-	m.grpc.Stop()
+	m.Stop()
 	time.Sleep(300 * time.Millisecond)
 	if got := limitIn(t, rls, "xd"); got != 8 {
 		t.Errorf("management server down: limit %d, want 8 (v2)", got)
 	}
-	m2 := startMgmt(t, mgmtAddr)
+	m2 := xdstest.Start(t, mgmtAddr, xdsNode)
 	start := time.Now()
-	m2.set(t, "w1", userLimit("rl-xd", "xd", 12))
+	m2.Set(t, "w1", userLimit("rl-xd", "xd", 12))
 	waitLimit(t, p, rls, "xd", 12)
 	t.Logf("management server restart: rules applied %v after it came back", time.Since(start))
 	if got := limitIn(t, rls, "filed"); got != 3 {

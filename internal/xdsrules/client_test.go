@@ -11,101 +11,15 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/testpki"
+	"github.com/floodgate/floodgate/internal/xdstest"
 )
 
 const testNode = "node-1"
-
-// mgmt is go-control-plane's management server on loopback, recording
-// every request it gets.
-type mgmt struct {
-	cache cachev3.SnapshotCache
-	srv   *grpc.Server
-	addr  string
-
-	mu   sync.Mutex
-	reqs []*discoveryv3.DiscoveryRequest
-}
-
-func startMgmt(t *testing.T, addr string, opts ...grpc.ServerOption) *mgmt {
-	t.Helper()
-	m := &mgmt{cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)}
-	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.reqs = append(m.reqs, r)
-		return nil
-	}}
-	var lis net.Listener
-	var err error
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		if lis, err = net.Listen("tcp", addr); err == nil || time.Since(start) > 5*time.Second {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.addr = lis.Addr().String()
-	m.srv = grpc.NewServer(opts...)
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(m.srv, serverv3.NewServer(context.Background(), m.cache, cb))
-	go func() { _ = m.srv.Serve(lis) }()
-	t.Cleanup(m.srv.Stop)
-	return m
-}
-
-func (m *mgmt) set(t *testing.T, version string, cs ...*rlconfv3.RateLimitConfig) {
-	t.Helper()
-	res := make([]types.Resource, len(cs))
-	for i, c := range cs {
-		res[i] = c
-	}
-	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.RateLimitConfigType: res})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.cache.SetSnapshot(context.Background(), testNode, snap); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wait waits up to 5s for a request ok accepts.
-func (m *mgmt) wait(t *testing.T, what string, ok func(*discoveryv3.DiscoveryRequest) bool) *discoveryv3.DiscoveryRequest {
-	t.Helper()
-	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
-		m.mu.Lock()
-		for _, r := range m.reqs {
-			if ok(r) {
-				m.mu.Unlock()
-				return r
-			}
-		}
-		m.mu.Unlock()
-	}
-	t.Fatalf("no %s in 5s", what)
-	return nil
-}
-
-func (m *mgmt) count(ok func(*discoveryv3.DiscoveryRequest) bool) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, r := range m.reqs {
-		if ok(r) {
-			n++
-		}
-	}
-	return n
-}
 
 // applied records what a client applied; refuse makes Apply fail.
 type applied struct {
@@ -168,30 +82,28 @@ func runClientTLS(t *testing.T, addr string, a *applied, tlsCfg *tls.Config) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-func isNACK(r *discoveryv3.DiscoveryRequest) bool { return r.GetErrorDetail() != nil }
-
 func TestClientAckNack(t *testing.T) {
-	m := startMgmt(t, "127.0.0.1:0")
-	m.set(t, "1", userOnly("a", "da"), userOnly("b", "db"))
+	m := xdstest.Start(t, "127.0.0.1:0", testNode)
+	m.Set(t, "1", userOnly("a", "da"), userOnly("b", "db"))
 	a := &applied{}
-	runClient(t, m.addr, a)
+	runClient(t, m.Addr(), a)
 
 	if d := a.waitVersion(t, "1"); strings.Join(d, ",") != "da,db" {
 		t.Errorf("version 1: domains %v, want da, db", d)
 	}
-	first := m.wait(t, "first request", func(*discoveryv3.DiscoveryRequest) bool { return true })
+	first := m.Wait(t, 5*time.Second, "first request", func(*discoveryv3.DiscoveryRequest) bool { return true })
 	if first.GetNode().GetId() != testNode || first.GetTypeUrl() != TypeURL || len(first.GetResourceNames()) != 0 || first.GetVersionInfo() != "" {
 		t.Errorf("first request: %v", first)
 	}
-	m.wait(t, "ACK of 1", func(r *discoveryv3.DiscoveryRequest) bool {
-		return r.GetVersionInfo() == "1" && r.GetResponseNonce() != "" && !isNACK(r)
+	m.Wait(t, 5*time.Second, "ACK of 1", func(r *discoveryv3.DiscoveryRequest) bool {
+		return r.GetVersionInfo() == "1" && r.GetResponseNonce() != "" && !xdstest.IsNACK(r)
 	})
 
 	// Invalid: NACKed with version 1 and the error; nothing applied.
 	bad := userOnly("a", "da")
 	bad.Descriptors[0].Key = ""
-	m.set(t, "2", bad)
-	nack := m.wait(t, "NACK of 2", isNACK)
+	m.Set(t, "2", bad)
+	nack := m.Wait(t, 5*time.Second, "NACK of 2", xdstest.IsNACK)
 	if nack.GetVersionInfo() != "1" || nack.GetResponseNonce() == "" ||
 		nack.GetErrorDetail().GetMessage() != "xds:a: descriptors[0].key: descriptor has an empty key" {
 		t.Errorf("NACK: version %q, nonce %q, detail %q", nack.GetVersionInfo(), nack.GetResponseNonce(), nack.GetErrorDetail().GetMessage())
@@ -200,7 +112,7 @@ func TestClientAckNack(t *testing.T) {
 	// The cache sends the NACKed version back for every NACK; they back
 	// off (20ms doubling to 100ms: about 12 a second, not hundreds).
 	time.Sleep(time.Second)
-	if n := m.count(isNACK); n > 25 {
+	if n := m.Count(xdstest.IsNACK); n > 25 {
 		t.Errorf("%d NACKs in about a second, want them backing off", n)
 	}
 	if v, _ := a.last(); v != "1" {
@@ -211,8 +123,8 @@ func TestClientAckNack(t *testing.T) {
 	a.mu.Lock()
 	a.refuse = errors.New("domain clash")
 	a.mu.Unlock()
-	m.set(t, "3", userOnly("a", "da"))
-	m.wait(t, "NACK of 3", func(r *discoveryv3.DiscoveryRequest) bool {
+	m.Set(t, "3", userOnly("a", "da"))
+	m.Wait(t, 5*time.Second, "NACK of 3", func(r *discoveryv3.DiscoveryRequest) bool {
 		return r.GetErrorDetail().GetMessage() == "domain clash" && r.GetVersionInfo() == "1"
 	})
 	a.mu.Lock()
@@ -220,13 +132,13 @@ func TestClientAckNack(t *testing.T) {
 	a.mu.Unlock()
 
 	// A valid version after NACKs applies (within the NACK backoff).
-	m.set(t, "4", userOnly("c", "dc"))
+	m.Set(t, "4", userOnly("c", "dc"))
 	if d := a.waitVersion(t, "4"); strings.Join(d, ",") != "dc" {
 		t.Errorf("version 4: domains %v, want dc", d)
 	}
 
 	// An empty snapshot removes every xDS domain.
-	m.set(t, "5")
+	m.Set(t, "5")
 	if d := a.waitVersion(t, "5"); len(d) != 0 {
 		t.Errorf("version 5: domains %v, want none", d)
 	}
@@ -244,18 +156,18 @@ func TestClientReconnects(t *testing.T) {
 	runClient(t, addr, a)
 	time.Sleep(200 * time.Millisecond)
 
-	m := startMgmt(t, addr)
-	m.set(t, "1", userOnly("a", "da"))
+	m := xdstest.Start(t, addr, testNode)
+	m.Set(t, "1", userOnly("a", "da"))
 	a.waitVersion(t, "1")
 
 	// A restart: the new server (a new cache) hears the version applied.
-	m.srv.Stop()
-	m2 := startMgmt(t, addr)
-	m2.set(t, "7", userOnly("b", "db"))
+	m.Stop()
+	m2 := xdstest.Start(t, addr, testNode)
+	m2.Set(t, "7", userOnly("b", "db"))
 	if d := a.waitVersion(t, "7"); strings.Join(d, ",") != "db" {
 		t.Errorf("after the restart: domains %v, want db", d)
 	}
-	r := m2.wait(t, "first request after the restart", func(*discoveryv3.DiscoveryRequest) bool { return true })
+	r := m2.Wait(t, 5*time.Second, "first request after the restart", func(*discoveryv3.DiscoveryRequest) bool { return true })
 	if r.GetVersionInfo() != "1" || r.GetNode().GetId() != testNode {
 		t.Errorf("first request after the restart: version %q, node %q; want 1, %s", r.GetVersionInfo(), r.GetNode().GetId(), testNode)
 	}
@@ -273,8 +185,8 @@ func TestClientMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})
-	m := startMgmt(t, "127.0.0.1:0", grpc.Creds(creds))
-	m.set(t, "1", userOnly("a", "da"))
+	m := xdstest.Start(t, "127.0.0.1:0", testNode, grpc.Creds(creds))
+	m.Set(t, "1", userOnly("a", "da"))
 	caFile := testpki.WriteFile(t, dir, "ca.pem", ca.PEM)
 	cliCert, cliKey, _ := ca.Issue(t, "floodgate", false)
 	certFile := testpki.WriteFile(t, dir, "cert.pem", cliCert)
@@ -285,13 +197,13 @@ func TestClientMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runClientTLS(t, m.addr, noCert, cfg)
+	runClientTLS(t, m.Addr(), noCert, cfg)
 
 	a := &applied{}
 	if cfg, err = TLSConfig(caFile, certFile, keyFile); err != nil {
 		t.Fatal(err)
 	}
-	runClientTLS(t, m.addr, a, cfg)
+	runClientTLS(t, m.Addr(), a, cfg)
 	a.waitVersion(t, "1")
 	if v, _ := noCert.last(); v != "" {
 		t.Errorf("a client without a certificate applied %q", v)
