@@ -251,9 +251,7 @@ func (b *Breaker) trip(cause error) {
 func (b *Breaker) probe(misconfigured bool) {
 	defer b.wg.Done()
 	b.every(b.cfg.ProbeInterval, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
-		err := b.next.Ping(ctx)
-		cancel()
+		err := b.ping()
 		if err == nil {
 			b.mu.Lock()
 			b.failures.Store(0)
@@ -281,11 +279,22 @@ func (b *Breaker) check() {
 		if b.open.Load() {
 			return false // the probe pings
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
-		_ = b.record(ctx, b.next.Ping(ctx))
-		cancel()
+		_ = b.record(context.Background(), b.ping())
 		return false
 	})
+}
+
+// ping pings the store for at most ProbeTimeout. A ping that outlives that
+// timeout is the store's failure (the breaker's own deadline, not a
+// caller's, ended it), so its error wraps store.ErrUnavailable.
+func (b *Breaker) ping() error {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
+	defer cancel()
+	err := b.next.Ping(ctx)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, store.ErrUnavailable) {
+		err = fmt.Errorf("%w: no answer to a ping within %v: %w", store.ErrUnavailable, b.cfg.ProbeTimeout, err)
+	}
+	return err
 }
 
 // every calls f every interval until Close, or until f returns true.

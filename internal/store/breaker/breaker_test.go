@@ -241,3 +241,46 @@ func TestBreakerReportsMisconfiguration(t *testing.T) {
 		t.Fatalf("OnChange(%v, %v), want closed", c.open, c.cause)
 	}
 }
+
+// hung is a store whose pings never answer: each waits for its context to
+// end and returns the context's error, as redisstore's Ping does when the
+// caller's deadline passes before its own timeout (a Redis that accepts
+// connections and never replies, with --redis-timeout above the ping's
+// timeout).
+type hung struct {
+	store.Store
+	pings atomic.Int32
+}
+
+func (h *hung) Ping(ctx context.Context) error {
+	h.pings.Add(1)
+	<-ctx.Done()
+	return fmt.Errorf("redisstore: ping: %w", ctx.Err())
+}
+
+// TestBreakerCheckCountsHungPings: a check ping that outlives its own
+// timeout is the store's failure, not a caller's, so the circuit opens
+// without traffic. It stayed closed before: the check counted only
+// errors wrapping ErrUnavailable from a ping whose context had not ended.
+func TestBreakerCheckCountsHungPings(t *testing.T) {
+	h := &hung{Store: memstore.New(memstore.Config{})}
+	changed := make(chan error, 4)
+	b := breaker.New(h, breaker.Config{Threshold: 2, ProbeInterval: time.Millisecond, ProbeTimeout: 5 * time.Millisecond,
+		CheckInterval: time.Millisecond, OnChange: func(open bool, cause error) {
+			if open {
+				changed <- cause
+			}
+		}})
+	defer b.Close()
+	select {
+	case cause := <-changed:
+		if !errors.Is(cause, store.ErrUnavailable) || !errors.Is(cause, context.DeadlineExceeded) {
+			t.Fatalf("opened by %v, want an unavailable error wrapping the ping's deadline", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("circuit still closed after %d hung pings", h.pings.Load())
+	}
+	if !b.Open() {
+		t.Fatal("Open() = false after OnChange(true)")
+	}
+}
