@@ -39,6 +39,12 @@ type Config struct {
 	// Resource describes this process on every span: service.name first,
 	// then the other attributes.
 	Resource []attribute.KeyValue
+	// Propagators name how a caller's trace context is read
+	// (PropagatorTraceContext, PropagatorBaggage, PropagatorB3,
+	// PropagatorB3Multi), the last winning when a call carries several.
+	// nil means DefaultPropagators; empty reads none (every call is a
+	// root).
+	Propagators []string
 }
 
 // On reports whether c exports spans.
@@ -58,7 +64,10 @@ func (c Config) On() bool { return c.Endpoint != "" }
 //     parentbased_always_on); an unknown sampler or a bad ratio is logged
 //     and the default used, as the specification asks;
 //   - OTEL_SERVICE_NAME (default DefaultServiceName) and
-//     OTEL_RESOURCE_ATTRIBUTES (key=value,… percent-encoded).
+//     OTEL_RESOURCE_ATTRIBUTES (key=value,… percent-encoded);
+//   - OTEL_PROPAGATORS: tracecontext, baggage, b3, b3multi or none,
+//     comma-separated (default DefaultPropagators); other names are
+//     logged and ignored, as the specification asks.
 //
 // version becomes service.version. A configuration that cannot export
 // (an endpoint that is not a URL, an unknown protocol or exporter) is an
@@ -88,11 +97,12 @@ func FromEnv(getenv func(string) string, version string, log *slog.Logger) (Conf
 	}
 	sampler, arg := samplerFromEnv(getenv, log)
 	return Config{
-		Endpoint:   endpoint,
-		Protocol:   protocol,
-		Sampler:    sampler,
-		SamplerArg: arg,
-		Resource:   res,
+		Endpoint:    endpoint,
+		Protocol:    protocol,
+		Sampler:     sampler,
+		SamplerArg:  arg,
+		Resource:    res,
+		Propagators: propagatorsFromEnv(getenv, log),
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package tracing
 import (
 	"bytes"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -135,6 +136,36 @@ func TestFromEnvResource(t *testing.T) {
 			}
 			if got := strings.Join(parts, ","); got != tc.want {
 				t.Errorf("resource %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFromEnvPropagators(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  []string // nil: the defaults
+		warn  bool
+	}{
+		{value: "", want: nil},
+		{value: "tracecontext,baggage", want: []string{"tracecontext", "baggage"}},
+		{value: " B3Multi , tracecontext,b3multi", want: []string{"b3multi", "tracecontext"}},
+		{value: "none", want: []string{}},
+		{value: "b3,none", want: []string{}, warn: true},
+		{value: "jaeger,tracecontext", want: []string{"tracecontext"}, warn: true},
+		{value: "xray", want: []string{}, warn: true},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			var logs bytes.Buffer
+			cfg, err := FromEnv(envOf("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4318", "OTEL_PROPAGATORS", tc.value), "", slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (cfg.Propagators == nil) != (tc.want == nil) || !slices.Equal(cfg.Propagators, tc.want) {
+				t.Errorf("propagators %#v, want %#v", cfg.Propagators, tc.want)
+			}
+			if warned := strings.Contains(logs.String(), "level=WARN"); warned != tc.warn {
+				t.Errorf("warned %v, want %v: %s", warned, tc.warn, logs.String())
 			}
 		})
 	}

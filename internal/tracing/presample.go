@@ -15,20 +15,43 @@ const (
 	callerSampledOrUnsure        // sampled, deferred, or headers Propagator will judge
 )
 
-// callerSampled reads the sampled flag of the call's trace headers in
-// Propagator's order (traceparent wins over B3) without copying the
-// metadata. Anything it does not fully understand is callerSampledOrUnsure,
-// left to the propagators.
-func callerSampled(ctx context.Context) int {
-	if v := metadata.ValueFromIncomingContext(ctx, "traceparent"); len(v) > 0 {
-		// version-traceid-spanid-flags: 2+1+32+1+16+1+2 characters.
-		if tp := v[0]; len(tp) == 55 && tp[52] == '-' && tp[54] != '-' {
-			if f := tp[54]; f == '0' || f == '2' || f == '4' || f == '6' || f == '8' || f == 'a' || f == 'c' || f == 'e' {
-				return callerNotSampled
-			}
+// callerSampled reads the sampled flag of the call's trace headers of the
+// families given, the winning one first (headerFamilies: the order in
+// which the propagators would decide), without copying the metadata.
+// Anything it does not fully understand is callerSampledOrUnsure, left to
+// the propagators; headers of other families are not read (a call with
+// only those is a root).
+func callerSampled(ctx context.Context, families []headerFamily) int {
+	for _, f := range families {
+		var got int
+		switch f {
+		case traceparentHeaders:
+			got = traceparentSampled(ctx)
+		case b3Headers:
+			got = b3Sampled(ctx)
 		}
-		return callerSampledOrUnsure
+		if got != callerNone {
+			return got
+		}
 	}
+	return callerNone
+}
+
+func traceparentSampled(ctx context.Context) int {
+	v := metadata.ValueFromIncomingContext(ctx, "traceparent")
+	if len(v) == 0 {
+		return callerNone
+	}
+	// version-traceid-spanid-flags: 2+1+32+1+16+1+2 characters.
+	if tp := v[0]; len(tp) == 55 && tp[52] == '-' && tp[54] != '-' {
+		if f := tp[54]; f == '0' || f == '2' || f == '4' || f == '6' || f == '8' || f == 'a' || f == 'c' || f == 'e' {
+			return callerNotSampled
+		}
+	}
+	return callerSampledOrUnsure
+}
+
+func b3Sampled(ctx context.Context) int {
 	if v := metadata.ValueFromIncomingContext(ctx, "b3"); len(v) > 0 {
 		// traceid-spanid[-sampled[-parentspanid]], or the sampled state alone.
 		b := v[0]

@@ -40,7 +40,7 @@ func TestCallerSampled(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(tc.md...))
-			if got := callerSampled(ctx); got != tc.want {
+			if got := callerSampled(ctx, headerFamilies(nil)); got != tc.want {
 				t.Errorf("callerSampled = %d, want %d", got, tc.want)
 			}
 		})
@@ -67,6 +67,13 @@ func TestSampling(t *testing.T) {
 		{name: "always_on ignores the caller", cfg: Config{Sampler: "always_on"}, md: []string{"traceparent", unsampledTP}, calls: 5, min: 5, max: 5},
 		{name: "always_off ignores the caller", cfg: Config{Sampler: "always_off"}, md: []string{"traceparent", sampledTP}, calls: 5, min: 0, max: 0},
 		{name: "parentbased_always_off, root", cfg: Config{Sampler: "parentbased_always_off"}, calls: 5, min: 0, max: 0},
+		// OTEL_PROPAGATORS: headers of a propagator not named are not read
+		// (the call is a root), and the last named wins.
+		{name: "tracecontext only: a b3 unsampled caller is a root", cfg: Config{Propagators: []string{"tracecontext"}}, md: []string{"b3", "0"}, calls: 5, min: 5, max: 5},
+		{name: "b3 only: a traceparent unsampled caller is a root", cfg: Config{Propagators: []string{"b3"}}, md: []string{"traceparent", unsampledTP}, calls: 5, min: 5, max: 5},
+		{name: "none: every caller is a root", cfg: Config{Propagators: []string{}}, md: []string{"traceparent", unsampledTP, "b3", "0"}, calls: 5, min: 5, max: 5},
+		{name: "tracecontext,b3: b3 wins", cfg: Config{Propagators: []string{"tracecontext", "b3"}}, md: []string{"traceparent", sampledTP, "b3", "0"}, calls: 5, min: 0, max: 0},
+		{name: "b3,tracecontext: traceparent wins", cfg: Config{Propagators: []string{"b3", "tracecontext"}}, md: []string{"traceparent", sampledTP, "b3", "0"}, calls: 5, min: 5, max: 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exp := tracetest.NewInMemoryExporter()

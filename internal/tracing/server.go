@@ -31,6 +31,7 @@ import (
 type serverSpans struct {
 	tracer      trace.Tracer
 	propagator  propagation.TextMapPropagator
+	headers     []headerFamily // the propagators' headers, the winning first
 	rootRatio   float64
 	parentBased bool
 }
@@ -41,7 +42,7 @@ func (s *serverSpans) start(ctx context.Context, fullMethod string) (context.Con
 	if !traced(fullMethod) {
 		return ctx, nil
 	}
-	switch callerSampled(ctx) {
+	switch callerSampled(ctx, s.headers) {
 	case callerNone:
 		if s.rootRatio <= 0 || (s.rootRatio < 1 && rand.Float64() >= s.rootRatio) {
 			return ctx, nil

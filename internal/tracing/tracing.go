@@ -1,7 +1,8 @@
 // Package tracing turns OpenTelemetry tracing on from the SDK's standard
 // environment variables (see FromEnv): an OTLP exporter (gRPC or
-// HTTP/protobuf) behind a batch span processor, W3C traceparent and B3
-// propagation, and the gRPC server span (ServerInterceptors).
+// HTTP/protobuf) behind a batch span processor, the propagators
+// OTEL_PROPAGATORS names (W3C traceparent and B3 by default), and the gRPC
+// server span (ServerInterceptors).
 //
 // Off (no endpoint set) it builds nothing: no provider, no interceptor,
 // and a nil Tracer, so the request path pays nothing for it.
@@ -18,10 +19,8 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/propagators/b3"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -38,6 +37,7 @@ type Tracing struct {
 	provider    *sdktrace.TracerProvider // nil when off
 	rootRatio   float64                  // of the calls without a trace context that are sampled
 	parentBased bool                     // the caller's sampled flag decides
+	propagators []string                 // Config.Propagators
 }
 
 // Start builds tracing as cfg says: off when cfg is off, else an OTLP
@@ -74,7 +74,7 @@ func New(exp sdktrace.SpanExporter, cfg Config, log *slog.Logger) *Tracing {
 		sdktrace.WithSampler(presampled{next: sampler}),
 		sdktrace.WithResource(resource.NewSchemaless(cfg.Resource...)),
 	)
-	return &Tracing{provider: p, rootRatio: rootRatio, parentBased: cfg.Sampler == "" || strings.HasPrefix(cfg.Sampler, "parentbased_")}
+	return &Tracing{provider: p, rootRatio: rootRatio, parentBased: cfg.Sampler == "" || strings.HasPrefix(cfg.Sampler, "parentbased_"), propagators: cfg.Propagators}
 }
 
 // On reports whether spans are recorded and exported.
@@ -99,8 +99,9 @@ func (t *Tracing) Tracer() trace.Tracer {
 }
 
 // ServerInterceptors make each sampled call's server span, the parent of
-// floodgate's own, from the caller's W3C traceparent or B3 headers (see
-// Propagator and serverSpans). Health checks and reflection are not
+// floodgate's own, from the caller's trace headers (W3C traceparent or B3
+// unless Config.Propagators says otherwise; see Propagator and
+// serverSpans). Health checks and reflection are not
 // traced. Both are nil when tracing is off.
 func (t *Tracing) ServerInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	if !t.On() {
@@ -108,7 +109,8 @@ func (t *Tracing) ServerInterceptors() (grpc.UnaryServerInterceptor, grpc.Stream
 	}
 	s := &serverSpans{
 		tracer:      t.provider.Tracer(InstrumentationName),
-		propagator:  Propagator(),
+		propagator:  Propagator(t.propagators),
+		headers:     headerFamilies(t.propagators),
 		rootRatio:   t.rootRatio,
 		parentBased: t.parentBased,
 	}
@@ -125,14 +127,4 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("tracing: shutdown: %w", err)
 	}
 	return nil
-}
-
-// Propagator reads a caller's trace context from B3 (single or multiple
-// headers: Envoy's default) and W3C traceparent; when a request carries
-// both, traceparent wins.
-func Propagator() propagation.TextMapPropagator {
-	return propagation.NewCompositeTextMapPropagator(
-		b3.New(b3.WithInjectEncoding(b3.B3MultipleHeader)),
-		propagation.TraceContext{},
-	)
 }

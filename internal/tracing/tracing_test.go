@@ -71,8 +71,10 @@ func TestServerSpanParentedToCaller(t *testing.T) {
 		spanID  = "00f067aa0ba902b7"
 	)
 	for _, tc := range []struct {
-		name string
-		md   []string
+		name  string
+		props []string // Config.Propagators
+		md    []string
+		root  bool // the call's headers are not read: no parent
 	}{
 		{name: "W3C traceparent", md: []string{"traceparent", "00-" + traceID + "-" + spanID + "-01"}},
 		{name: "B3 single header", md: []string{"b3", traceID + "-" + spanID + "-1"}},
@@ -80,10 +82,15 @@ func TestServerSpanParentedToCaller(t *testing.T) {
 		{name: "both: traceparent wins", md: []string{
 			"traceparent", "00-" + traceID + "-" + spanID + "-01",
 			"x-b3-traceid", "11111111111111111111111111111111", "x-b3-spanid", "2222222222222222", "x-b3-sampled", "1"}},
+		{name: "OTEL_PROPAGATORS=tracecontext,b3multi: B3 wins", props: []string{"tracecontext", "b3multi"}, md: []string{
+			"traceparent", "00-11111111111111111111111111111111-2222222222222222-01",
+			"x-b3-traceid", traceID, "x-b3-spanid", spanID, "x-b3-sampled", "1"}},
+		{name: "OTEL_PROPAGATORS=tracecontext: B3 is not read", props: []string{"tracecontext"}, md: []string{"b3", traceID + "-" + spanID + "-1"}, root: true},
+		{name: "OTEL_PROPAGATORS=none", props: []string{}, md: []string{"traceparent", "00-" + traceID + "-" + spanID + "-01"}, root: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exp := tracetest.NewInMemoryExporter()
-			tr := New(exp, Config{Resource: nil}, slog.New(slog.DiscardHandler))
+			tr := New(exp, Config{Propagators: tc.props}, slog.New(slog.DiscardHandler))
 			conn := serveEnvoy(t, tr)
 			ctx := metadata.AppendToOutgoingContext(context.Background(), tc.md...)
 			if _, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, envoyRequest); err != nil {
@@ -107,10 +114,14 @@ func TestServerSpanParentedToCaller(t *testing.T) {
 			if srvSpan.SpanKind != trace.SpanKindServer {
 				t.Errorf("server span kind %v", srvSpan.SpanKind)
 			}
-			if got := srvSpan.Parent.TraceID().String(); got != traceID || srvSpan.SpanContext.TraceID().String() != traceID {
+			if tc.root {
+				if srvSpan.Parent.IsValid() || srvSpan.SpanContext.TraceID().String() == traceID {
+					t.Errorf("server span parented to %v in trace %s; want a root", srvSpan.Parent.SpanID(), srvSpan.SpanContext.TraceID())
+				}
+			} else if got := srvSpan.Parent.TraceID().String(); got != traceID || srvSpan.SpanContext.TraceID().String() != traceID {
 				t.Errorf("trace %s (parent's %s), want %s", srvSpan.SpanContext.TraceID(), got, traceID)
 			}
-			if got := srvSpan.Parent.SpanID().String(); got != spanID || !srvSpan.Parent.IsRemote() {
+			if got := srvSpan.Parent.SpanID().String(); !tc.root && (got != spanID || !srvSpan.Parent.IsRemote()) {
 				t.Errorf("parent span %s (remote %v), want the caller's %s", got, srvSpan.Parent.IsRemote(), spanID)
 			}
 			for _, n := range []string{"floodgate.match", "floodgate.store"} {
