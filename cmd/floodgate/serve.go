@@ -248,7 +248,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	lis = pipe.gate.Listener(lis)
 	var draining atomic.Bool // set on SIGTERM: /readyz turns not ready
-	admin, err := buildAdmin(f, st, apis.settings, pipe.tokens, reg, metrics, &draining)
+	admin, err := buildAdmin(f, st, apis.settings, pipe.tokens, pipe.tracing, reg, metrics, &draining)
 	if err != nil {
 		lis.Close()
 		return err

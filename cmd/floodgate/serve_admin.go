@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/server"
 	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/tracing"
 )
 
 // adminServer is the admin HTTP server and the listener it serves.
@@ -26,7 +27,7 @@ type adminServer struct {
 // buildAdmin listens on --http-addr and builds the admin HTTP server
 // (health, readiness, metrics, pprof, the HTTP/JSON API, /debug/config);
 // nil when --http-addr is empty.
-func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, reg prometheus.Registerer, metrics *observability.Metrics, draining *atomic.Bool) (*adminServer, error) {
+func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, tr *tracing.Tracing, reg prometheus.Registerer, metrics *observability.Metrics, draining *atomic.Bool) (*adminServer, error) {
 	if f.httpAddr == "" {
 		return nil, nil
 	}
@@ -38,7 +39,7 @@ func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.Token
 		Ready:   readiness(st, draining),
 		Metrics: metrics.Handler(),
 		Pprof:   f.pprof,
-		API:     httpAPI(f, st, s, tokens, reg),
+		API:     httpAPI(f, st, s, tokens, tr, reg),
 		Rules:   s.Rules, // nil without --config: /debug/config says so
 	}
 	if tokens != nil {
@@ -50,8 +51,8 @@ func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.Token
 
 // httpAPI is the HTTP/JSON API (nil with --http-api=false): a
 // RateLimiter like the gRPC one, on the same store and config, whose
-// decisions the metrics count under api="http".
-func httpAPI(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, reg prometheus.Registerer) http.Handler {
+// decisions the metrics count under api="http", traced like gRPC calls.
+func httpAPI(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, tr *tracing.Tracing, reg prometheus.Registerer) http.Handler {
 	if !f.httpAPI {
 		return nil
 	}
@@ -67,5 +68,5 @@ func httpAPI(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAut
 	if tokens != nil {
 		hs.Auth = tokens
 	}
-	return httpapi.New(api.NewRateLimiter(st, s), hs)
+	return tr.HTTPHandler(httpapi.New(api.NewRateLimiter(st, s), hs))
 }

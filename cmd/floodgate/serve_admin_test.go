@@ -58,7 +58,7 @@ func TestAdminDebugConfigWiring(t *testing.T) {
 			defer st.Close()
 			reg, metrics := newMetrics()
 			var draining atomic.Bool
-			admin, err := buildAdmin(f, st, api.Settings{Rules: policies{cfg}}, tc.tokens, reg, metrics, &draining)
+			admin, err := buildAdmin(f, st, api.Settings{Rules: policies{cfg}}, tc.tokens, nil, reg, metrics, &draining)
 			if err != nil {
 				t.Fatal(err)
 			}

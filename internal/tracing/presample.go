@@ -1,11 +1,10 @@
 package tracing
 
 import (
-	"context"
 	"strings"
 
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"google.golang.org/grpc/metadata"
 )
 
 // What a call's trace headers say of its sampling.
@@ -21,14 +20,14 @@ const (
 // Anything it does not fully understand is callerSampledOrUnsure, left to
 // the propagators; headers of other families are not read (a call with
 // only those is a root).
-func callerSampled(ctx context.Context, families []headerFamily) int {
+func callerSampled[H headers](h H, families []headerFamily) int {
 	for _, f := range families {
 		var got int
 		switch f {
 		case traceparentHeaders:
-			got = traceparentSampled(ctx)
+			got = traceparentSampled(h)
 		case b3Headers:
-			got = b3Sampled(ctx)
+			got = b3Sampled(h)
 		}
 		if got != callerNone {
 			return got
@@ -37,8 +36,8 @@ func callerSampled(ctx context.Context, families []headerFamily) int {
 	return callerNone
 }
 
-func traceparentSampled(ctx context.Context) int {
-	v := metadata.ValueFromIncomingContext(ctx, "traceparent")
+func traceparentSampled[H headers](h H) int {
+	v := h.values("traceparent")
 	if len(v) == 0 {
 		return callerNone
 	}
@@ -51,8 +50,8 @@ func traceparentSampled(ctx context.Context) int {
 	return callerSampledOrUnsure
 }
 
-func b3Sampled(ctx context.Context) int {
-	if v := metadata.ValueFromIncomingContext(ctx, "b3"); len(v) > 0 {
+func b3Sampled[H headers](h H) int {
+	if v := h.values("b3"); len(v) > 0 {
 		// traceid-spanid[-sampled[-parentspanid]], or the sampled state alone.
 		b := v[0]
 		if b == "0" {
@@ -63,14 +62,24 @@ func b3Sampled(ctx context.Context) int {
 		}
 		return callerSampledOrUnsure
 	}
-	if len(metadata.ValueFromIncomingContext(ctx, "x-b3-traceid")) > 0 {
-		if s := metadata.ValueFromIncomingContext(ctx, "x-b3-sampled"); len(s) > 0 && (s[0] == "0" || s[0] == "false") &&
-			len(metadata.ValueFromIncomingContext(ctx, "x-b3-flags")) == 0 {
+	if len(h.values("x-b3-traceid")) > 0 {
+		if s := h.values("x-b3-sampled"); len(s) > 0 && (s[0] == "0" || s[0] == "false") &&
+			len(h.values("x-b3-flags")) == 0 {
 			return callerNotSampled
 		}
 		return callerSampledOrUnsure
 	}
 	return callerNone
+}
+
+// headers are a call's trace headers: gRPC metadata or HTTP headers.
+// A type parameter rather than an interface value, so that reading them
+// allocates nothing.
+type headers interface {
+	// values are the values of the header named key (lower case).
+	values(key string) []string
+	// carrier is the headers for the propagators.
+	carrier() propagation.TextMapCarrier
 }
 
 // traced reports whether a call of the method gets a span: not health

@@ -40,7 +40,7 @@ func TestCallerSampled(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(tc.md...))
-			if got := callerSampled(ctx, headerFamilies(nil)); got != tc.want {
+			if got := callerSampled(grpcHeaders{ctx}, headerFamilies(nil)); got != tc.want {
 				t.Errorf("callerSampled = %d, want %d", got, tc.want)
 			}
 		})

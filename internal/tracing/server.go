@@ -42,20 +42,9 @@ func (s *serverSpans) start(ctx context.Context, fullMethod string) (context.Con
 	if !traced(fullMethod) {
 		return ctx, nil
 	}
-	switch callerSampled(ctx, s.headers) {
-	case callerNone:
-		if s.rootRatio <= 0 || (s.rootRatio < 1 && rand.Float64() >= s.rootRatio) {
-			return ctx, nil
-		}
-		ctx = context.WithValue(ctx, presampledKey{}, true)
-	case callerNotSampled:
-		if s.parentBased {
-			return ctx, nil
-		}
-		fallthrough
-	default:
-		md, _ := metadata.FromIncomingContext(ctx)
-		ctx = s.propagator.Extract(ctx, metadataCarrier(md))
+	ctx, ok := spanParent(s, ctx, grpcHeaders{ctx})
+	if !ok {
+		return ctx, nil
 	}
 	name := strings.TrimPrefix(fullMethod, "/")
 	service, method, _ := strings.Cut(name, "/")
@@ -69,6 +58,27 @@ func (s *serverSpans) start(ctx context.Context, fullMethod string) (context.Con
 		return ctx, nil
 	}
 	return ctx, span
+}
+
+// spanParent decides whether a call whose trace headers h holds gets a
+// server span, before any span work, and returns the context to start it
+// in: a call without trace headers (a root) is sampled with one random
+// number against the root ratio; with a parent-based sampler, a call
+// whose headers say its caller did not sample it is not traced; the
+// others have their trace context extracted by the propagators.
+func spanParent[H headers](s *serverSpans, ctx context.Context, h H) (context.Context, bool) {
+	switch callerSampled(h, s.headers) {
+	case callerNone:
+		if s.rootRatio <= 0 || (s.rootRatio < 1 && rand.Float64() >= s.rootRatio) {
+			return ctx, false
+		}
+		return context.WithValue(ctx, presampledKey{}, true), true
+	case callerNotSampled:
+		if s.parentBased {
+			return ctx, false
+		}
+	}
+	return s.propagator.Extract(ctx, h.carrier()), true
 }
 
 // end ends span with the call's status. As the semantic conventions say
@@ -110,6 +120,19 @@ type tracedStream struct {
 }
 
 func (s *tracedStream) Context() context.Context { return s.ctx }
+
+// grpcHeaders are a gRPC call's trace headers, read from its incoming
+// metadata without copying it.
+type grpcHeaders struct{ ctx context.Context }
+
+func (h grpcHeaders) values(key string) []string {
+	return metadata.ValueFromIncomingContext(h.ctx, key)
+}
+
+func (h grpcHeaders) carrier() propagation.TextMapCarrier {
+	md, _ := metadata.FromIncomingContext(h.ctx)
+	return metadataCarrier(md)
+}
 
 // metadataCarrier reads a call's metadata for the propagators.
 type metadataCarrier metadata.MD

@@ -107,14 +107,19 @@ func (t *Tracing) ServerInterceptors() (grpc.UnaryServerInterceptor, grpc.Stream
 	if !t.On() {
 		return nil, nil
 	}
-	s := &serverSpans{
+	s := t.serverSpans()
+	return s.unary, s.stream
+}
+
+// serverSpans starts the server spans of calls; tracing must be on.
+func (t *Tracing) serverSpans() *serverSpans {
+	return &serverSpans{
 		tracer:      t.provider.Tracer(InstrumentationName),
 		propagator:  Propagator(t.propagators),
 		headers:     headerFamilies(t.propagators),
 		rootRatio:   t.rootRatio,
 		parentBased: t.parentBased,
 	}
-	return s.unary, s.stream
 }
 
 // Shutdown flushes the spans not yet exported and stops the exporter,

@@ -1,0 +1,108 @@
+package tracing
+
+import (
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// HTTPHandler wraps next, the HTTP/JSON API, so that each sampled request
+// gets a server span, the parent of floodgate's own, read and sampled from
+// its trace headers as ServerInterceptors do for gRPC calls. The span is
+// named after the method and the route that served it ("POST /v1/check"),
+// or the method alone for a path that is no route, and a 5xx answer marks
+// it an error. It returns next itself when tracing is off.
+func (t *Tracing) HTTPHandler(next http.Handler) http.Handler {
+	if !t.On() {
+		return next
+	}
+	s := t.serverSpans()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, ok := spanParent(s, r.Context(), httpHeaders(r.Header))
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+			attribute.String("http.request.method", r.Method),
+			attribute.String("url.path", r.URL.Path),
+		))
+		if !span.IsRecording() { // a sampler said no after all
+			span.End()
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		r = r.WithContext(ctx)
+		next.ServeHTTP(rec, r)
+		// A ServeMux records the pattern that matched on the request
+		// it was given, "POST /v1/check".
+		if _, route, ok := strings.Cut(r.Pattern, " "); ok && strings.HasPrefix(route, "/") {
+			span.SetName(r.Method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
+		}
+		code := rec.code()
+		span.SetAttributes(attribute.Int("http.response.status_code", code))
+		if code >= 500 {
+			span.SetStatus(otelcodes.Error, http.StatusText(code))
+		}
+		span.End()
+	})
+}
+
+// httpHeaders are an HTTP request's trace headers.
+type httpHeaders http.Header
+
+func (h httpHeaders) values(key string) []string {
+	switch key { // the canonical forms of the keys presample reads, without allocating
+	case "traceparent":
+		return h["Traceparent"]
+	case "b3":
+		return h["B3"]
+	case "x-b3-traceid":
+		return h["X-B3-Traceid"]
+	case "x-b3-sampled":
+		return h["X-B3-Sampled"]
+	case "x-b3-flags":
+		return h["X-B3-Flags"]
+	}
+	return h[textproto.CanonicalMIMEHeaderKey(key)]
+}
+
+func (h httpHeaders) carrier() propagation.TextMapCarrier { return propagation.HeaderCarrier(h) }
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// code is the status written, 200 if the handler wrote nothing.
+func (w *statusRecorder) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
