@@ -204,6 +204,7 @@ func (r *RateLimiter) Peek(ctx context.Context, req *floodgatev1.PeekRequest) (*
 		RetryAfter: cr.RetryAfter,
 		ResetAfter: durationpb.New(out[0].ResetAfter),
 		Degraded:   cr.Degraded,
+		Wait:       cr.Wait, // the dry run's: the wait this Check would get
 	}, nil
 }
 
