@@ -86,8 +86,8 @@ func TestLeakyReplicasPinnedNow(t *testing.T) {
 // TestLeakyReplicasRedisTime: the same on Redis' own clock (the default).
 // Each start is the decision's time (between the local times around the
 // call: Redis runs on this machine, with this clock) plus its wait; sorted,
-// they are 50 ms apart give or take how long the calls took, and never
-// closer than 50 ms minus that jitter.
+// every gap's possible range holds 50 ms, so no two starts are closer than
+// 50 ms minus their two calls' durations (the clock jitter).
 func TestLeakyReplicasRedisTime(t *testing.T) {
 	srv := redistest.StartServer(t)
 	cfg := testConfig()
@@ -111,9 +111,6 @@ func TestLeakyReplicasRedisTime(t *testing.T) {
 		longest, shortest := starts[i].hi.Sub(starts[i-1].lo), starts[i].lo.Sub(starts[i-1].hi)
 		if shortest > slot || longest < slot {
 			t.Errorf("starts %d and %d: gap in [%v, %v], which excludes %v (jitter %v)", i-1, i, shortest, longest, slot, jitter)
-		}
-		if shortest < slot-jitter-time.Millisecond {
-			t.Errorf("starts %d and %d closer than %v minus the jitter %v: %v", i-1, i, slot, jitter, shortest)
 		}
 	}
 	total := starts[len(starts)-1].hi.Sub(starts[0].lo)
