@@ -232,35 +232,6 @@ func DecideMs(l Limit, s State, nowMs, cost int64) (State, Decision) {
 	return DecideMode(l, s, nowMs, cost, 0)
 }
 
-// DecideMode is DecideMs in mode m (see Mode).
-func DecideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
-	if c := l.Capacity(); cost > c {
-		d := peekOnly(l, s, nowMs, m)
-		d.Allowed, d.RetryAfter, d.Wait = false, Never, 0
-		return s, d
-	} else if cost < -c {
-		cost = -c
-	}
-	switch l.Algorithm {
-	case TokenBucket:
-		return decideTokenBucket(l, s, nowMs, cost)
-	case SlidingWindow:
-		return decideSlidingWindow(l, s, nowMs, cost)
-	case SlidingWindowLog:
-		return decideSlidingLog(l, s, nowMs, cost)
-	case FixedWindow:
-		return decideFixedWindow(l, s, nowMs, cost)
-	case LeakyBucket:
-		return decideLeakyBucket(l, s, nowMs, cost, m)
-	}
-	return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
-}
-
-func peekOnly(l Limit, s State, nowMs int64, m Mode) Decision {
-	_, d := DecideMode(l, s, nowMs, 0, m)
-	return d
-}
-
 // ms converts milliseconds to a Duration.
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
