@@ -42,6 +42,9 @@ const (
 	SlidingWindow    Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW)
 	SlidingWindowLog Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW_LOG)
 	FixedWindow      Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW)
+	// LeakyBucket shapes instead of refusing: an admitted check gets a
+	// Wait until its slot (see Client.Wait).
+	LeakyBucket Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_LEAKY_BUCKET)
 )
 
 var algorithmNames = []struct {
@@ -52,6 +55,7 @@ var algorithmNames = []struct {
 	{SlidingWindow, "sliding_window"},
 	{SlidingWindowLog, "sliding_window_log"},
 	{FixedWindow, "fixed_window"},
+	{LeakyBucket, "leaky_bucket"},
 }
 
 // String is the config-file name of a, e.g. "sliding_window".
@@ -74,7 +78,7 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 			return n.a, nil
 		}
 	}
-	return AnyAlgorithm, fmt.Errorf("unknown algorithm %q (want token_bucket, sliding_window, sliding_window_log or fixed_window)", name)
+	return AnyAlgorithm, fmt.Errorf("unknown algorithm %q (want token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket)", name)
 }
 
 // Limit says which limit a check spends against: either inline (Algorithm,
@@ -89,7 +93,8 @@ type Limit struct {
 	Requests int64
 	// Period is the window (or refill period), in whole milliseconds.
 	Period time.Duration
-	// Burst is a token bucket's capacity; 0 means Requests.
+	// Burst is a token bucket's capacity, or a leaky bucket's queue size
+	// (the most requests that may wait); 0 means Requests.
 	Burst int64
 	// Policy names a policy in the server's config, e.g. "free".
 	Policy string
@@ -148,6 +153,10 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to its full limit.
 	ResetAfter time.Duration
+	// Wait is a leaky bucket's answer: how long the admitted request must
+	// wait before it starts (its slot); 0 when it may start now, and for
+	// every other algorithm. For Peek, the wait a Check would get.
+	Wait time.Duration
 	// Degraded says floodgate's store could not decide and the limit's
 	// failure mode answered: allowed (open; Redis may or may not have
 	// counted it) or denied (closed; not counted).
@@ -162,6 +171,7 @@ type decisionFields interface {
 	GetRetryAfter() *durationpb.Duration
 	GetResetAfter() *durationpb.Duration
 	GetDegraded() bool
+	GetWait() *durationpb.Duration
 }
 
 func decisionOf(r decisionFields) Decision {
@@ -171,6 +181,7 @@ func decisionOf(r decisionFields) Decision {
 		Remaining:  r.GetRemaining(),
 		RetryAfter: r.GetRetryAfter().AsDuration(),
 		ResetAfter: r.GetResetAfter().AsDuration(),
+		Wait:       r.GetWait().AsDuration(),
 		Degraded:   r.GetDegraded(),
 	}
 }

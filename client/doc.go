@@ -18,6 +18,14 @@
 // A Request is one check, for Check, Peek and CheckBatch alike; its Cost
 // (default 1) is the one way to spend more than one unit.
 //
+// A leaky bucket (LeakyBucket) answers with a slot rather than a deny:
+// Decision.Wait is how long the admitted request must wait. Wait takes a
+// slot and sleeps until it starts, as golang.org/x/time/rate's Wait does,
+// giving it back if the context would end first:
+//
+//	partner := client.Limit{Algorithm: client.LeakyBucket, Requests: 10, Period: time.Second}
+//	if err := c.Wait(ctx, "partner:acme", partner); err != nil { return err }
+//
 // Being over the limit is a Decision with Allowed false; an error means
 // floodgate could not decide and wraps the gRPC status, so status.Code(err)
 // tells InvalidArgument (a bad limit or key), NotFound (an unknown policy),

@@ -226,7 +226,7 @@ func headerLimit(nl namedLimit, d client.Decision) ratelimitheader.Limit {
 	switch l := nl.limit; {
 	case l.Policy != "":
 		return ratelimitheader.Limit{Name: l.Policy, Quota: d.Limit}
-	case l.Algorithm == client.TokenBucket:
+	case l.Algorithm == client.TokenBucket, l.Algorithm == client.LeakyBucket: // a queue drains as a bucket refills
 		return ratelimitheader.TokenBucket(nl.name, l.Requests, l.Period, l.Burst)
 	default:
 		return ratelimitheader.Window(nl.name, l.Requests, l.Period)

@@ -36,9 +36,11 @@ row, and prints one row per attempt (or one JSON object per line with --json).
 
   floodgate check --key user:1 --limit 10/1m --algorithm sliding_window --repeat 12
   floodgate check --key login:alice --policy login --json
+  floodgate check --key partner --limit 10/1s --algorithm leaky_bucket --repeat 5
 
 --limit is REQUESTS/PERIOD with a Go duration or a bare unit: 10/1m, 5/15m,
-100/h. Exit status: 0 when every attempt got an answer, allowed or denied;
+100/h. A leaky bucket admits with a WAIT (the attempt's slot; check does
+not sleep it) and denies only when its queue (--burst) is full. Exit status: 0 when every attempt got an answer, allowed or denied;
 1 on an error (unreachable, invalid request, unknown policy); 2 on bad
 flags; 3 with --fail-on-deny when some attempt was denied.`
 
@@ -68,8 +70,8 @@ func (f *checkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "floodgate's gRPC address")
 	fs.StringVar(&f.key, "key", "", "the key to check, e.g. user:42 (required)")
 	fs.StringVar(&f.limit, "limit", "", "inline limit REQUESTS/PERIOD, e.g. 10/1m (this or --policy)")
-	fs.StringVar(&f.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log or fixed_window (default token_bucket with --limit; a policy's own with --policy)")
-	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity; 0 means the limit's requests")
+	fs.StringVar(&f.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket (default token_bucket with --limit; a policy's own with --policy)")
+	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity, or leaky bucket queue size; 0 means the limit's requests")
 	fs.StringVar(&f.policy, "policy", "", "a policy name from the server's config, instead of --limit")
 	fs.Int64Var(&f.cost, "cost", 1, "units each attempt spends")
 	fs.IntVar(&f.repeat, "repeat", 1, "how many attempts to make")
@@ -93,7 +95,10 @@ type checkRow struct {
 	Remaining    int64 `json:"remaining"`
 	RetryAfterMs int64 `json:"retry_after_ms"`
 	ResetAfterMs int64 `json:"reset_after_ms"`
-	Degraded     bool  `json:"degraded"`
+	// WaitMs is a leaky bucket's wait until the attempt's slot; 0 for
+	// the other algorithms.
+	WaitMs   int64 `json:"wait_ms"`
+	Degraded bool  `json:"degraded"`
 }
 
 func runCheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -142,6 +147,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 			Remaining:    d.Remaining,
 			RetryAfterMs: d.RetryAfter.Milliseconds(),
 			ResetAfterMs: d.ResetAfter.Milliseconds(),
+			WaitMs:       d.Wait.Milliseconds(),
 			Degraded:     d.Degraded,
 		})
 	}
@@ -276,7 +282,7 @@ func newCheckPrinter(w io.Writer, asJSON bool) *checkPrinter {
 		return p
 	}
 	p.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(p.tw, "#\tALLOWED\tREMAINING\tLIMIT\tRETRY AFTER\tRESET AFTER")
+	fmt.Fprintln(p.tw, "#\tALLOWED\tREMAINING\tLIMIT\tRETRY AFTER\tRESET AFTER\tWAIT")
 	return p
 }
 
@@ -292,8 +298,9 @@ func (p *checkPrinter) row(r checkRow) {
 	if r.Degraded { // the store could not decide; the failure mode answered
 		allowed += " (degraded)"
 	}
-	fmt.Fprintf(p.tw, "%d\t%s\t%d\t%d\t%s\t%s\n", r.Attempt, allowed, r.Remaining, r.Limit,
-		durfmt.Short(time.Duration(r.RetryAfterMs)*time.Millisecond), durfmt.Short(time.Duration(r.ResetAfterMs)*time.Millisecond))
+	fmt.Fprintf(p.tw, "%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Attempt, allowed, r.Remaining, r.Limit,
+		durfmt.Short(time.Duration(r.RetryAfterMs)*time.Millisecond), durfmt.Short(time.Duration(r.ResetAfterMs)*time.Millisecond),
+		durfmt.Short(time.Duration(r.WaitMs)*time.Millisecond))
 }
 
 // flush ends the output; the table gets a summary line when any attempt

@@ -129,7 +129,8 @@ func TestCheckGolden(t *testing.T) {
 		{"usage_limit", []string{"--key", "k", "--limit", "10/fortnight"}, nil, false},
 		{"usage_limit_and_policy", []string{"--key", "k", "--limit", "10/1m", "--policy", "login"}, nil, false},
 		{"usage_no_key", []string{"--limit", "10/1m"}, nil, false},
-		{"usage_algorithm", []string{"--key", "k", "--limit", "10/1m", "--algorithm", "leaky_bucket"}, nil, false},
+		{"usage_algorithm", []string{"--key", "k", "--limit", "10/1m", "--algorithm", "leaky"}, nil, false},
+		{"leaky_bucket", []string{"--key", "partner", "--limit", "10/1s", "--algorithm", "leaky_bucket", "--burst", "3", "--repeat", "5"}, nil, false},
 		{"usage_unknown_flag", []string{"--key", "k", "--limt", "10/1m"}, nil, false},
 		{"help", []string{"--help"}, nil, false},
 	} {

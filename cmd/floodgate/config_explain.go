@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/floodgate/floodgate/internal/algorithms"
 	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
@@ -350,6 +351,9 @@ func limitText(v server.RuleView) string {
 		return "unlimited"
 	case v.DenyAll:
 		return fmt.Sprintf("0 per %s (deny all)", v.Period)
+	case v.Algorithm == algorithms.LeakyBucket.String():
+		// Envoy cannot hold a request: the no-wait mode (README, "Leaky bucket").
+		return rateText(v.RateView) + " (through Envoy: admits only what may start now, no queue)"
 	}
 	return rateText(v.RateView)
 }

@@ -219,3 +219,25 @@ func TestReadmeExplainExample(t *testing.T) {
 		t.Errorf("README.md lacks the example as the command prints it:\n%s", example)
 	}
 }
+
+// TestConfigExplainLeaky: a leaky_bucket rule is explained with its queue
+// size and what Envoy gets of it.
+func TestConfigExplainLeaky(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "partner.yaml")
+	yaml := "domain: partner\ndescriptors:\n  - key: api\n    rate_limit: {unit: second, requests_per_unit: 20, algorithm: leaky_bucket, burst: 50}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runExplain(t, "--config", path, "--domain", "partner", "--descriptor", "api=acme")
+	if err != nil {
+		t.Fatalf("%v: %s", err, errOut)
+	}
+	for _, want := range []string{
+		"limit:        20 per 1s, leaky_bucket, burst 50 (through Envoy: admits only what may start now, no queue)",
+		`redis key:    "fg:lb:{`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

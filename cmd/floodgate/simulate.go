@@ -33,9 +33,10 @@ requests; --svg also draws it as a chart.
       --traffic 'steady:20/1m for 3m, burst:15 at 90s' --svg tb.svg
 
 --limit and --algorithm are those of "floodgate check". The clock starts at a
-window edge (time 0); every request costs 1. --traffic is a comma-separated
-list of segments, with times from the start as Go durations (90s, 1m30s);
-segments may overlap:
+window edge (time 0); every request costs 1. A leaky bucket's admitted
+requests are drawn when they start, after their wait in its queue.
+--traffic is a comma-separated list of segments, with times from the start
+as Go durations (90s, 1m30s); segments may overlap:
 
   steady:RATE for DURATION [at TIME]   RATE requests evenly spaced from TIME
                                        (default 0) for DURATION; RATE is
@@ -67,7 +68,7 @@ func (f *simulateFlags) register(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&f.algorithm, "algorithm", algorithms.TokenBucket.String(), "one of "+strings.Join(names, ", "))
 	fs.StringVar(&f.limit, "limit", "", "REQUESTS/PERIOD, e.g. 10/1m, as for check (required)")
-	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity; 0 means the limit's requests")
+	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity, or leaky bucket queue size; 0 means the limit's requests")
 	fs.StringVar(&f.traffic, "traffic", "", "the traffic pattern, e.g. 'steady:2/s for 60s, burst:10 at 55s' or edge (required; see above)")
 	fs.StringVar(&f.svg, "svg", "", "also write the chart to this SVG file")
 }
@@ -120,8 +121,8 @@ func (f *simulateFlags) run() (simulate.Result, string, error) {
 	if err != nil {
 		return none, "", fmt.Errorf("--limit: %w", err)
 	}
-	if f.burst != 0 && alg != algorithms.TokenBucket {
-		return none, "", fmt.Errorf("--burst applies to token_bucket, not %s", alg)
+	if f.burst != 0 && alg != algorithms.TokenBucket && alg != algorithms.LeakyBucket {
+		return none, "", fmt.Errorf("--burst applies to token_bucket and leaky_bucket, not %s", alg)
 	}
 	limit := algorithms.Limit{Algorithm: alg, Requests: requests, Period: period, Burst: f.burst}
 	if err := limit.Validate(); err != nil {

@@ -1,4 +1,4 @@
-// Package algorithms is floodgate's rate-limit math: four counting
+// Package algorithms is floodgate's rate-limit math: five counting
 // algorithms as pure functions. It needs no Redis: their Lua twins live
 // with the Redis store (store/redisstore/lua).
 //
@@ -22,7 +22,7 @@
 //
 // # Costs
 //
-// All four algorithms answer Allowed only if the whole cost fits, and a deny
+// All five algorithms answer Allowed only if the whole cost fits, and a deny
 // charges nothing: it returns the very state it was given, so it need not be
 // written. Cost 0 is a peek: always allowed, the state is returned as is,
 // and the decision reports Remaining, ResetAfter and TTL. A negative cost is
@@ -106,6 +106,8 @@
 //     requests.
 //   - fixed_window only for compatibility with envoyproxy/ratelimit
 //     configs, whose semantics it reproduces, burst at the edges included.
+//   - leaky_bucket when the caller can wait: calls to a partner API that
+//     allows N a second, spaced exactly, from many workers and replicas.
 //
 // # Integer scaling and bounds
 //
@@ -128,9 +130,10 @@
 // # Time going backwards
 //
 // A now earlier than the state's newest time (the token bucket's last
-// refill, the stored window, the log's newest unit) is treated as that
-// time: tokens do not refill, the stored window stays current, and a new
-// unit is logged at the newest unit's time. Nothing is ever
+// refill, the stored window, the log's newest unit; a leaky bucket's queue
+// end simply stays ahead) is treated as that time: tokens do not refill,
+// the stored window stays current, and a new unit is logged at the newest
+// unit's time. Nothing is ever
 // admitted that would not have been admitted at the newest time. Every
 // duration in the Decision is measured from the caller's now, so it
 // includes the lag: RetryAfter stays exact on the caller's clock, and the

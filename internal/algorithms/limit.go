@@ -17,16 +17,18 @@ const (
 	SlidingWindow    Algorithm = 2
 	SlidingWindowLog Algorithm = 3
 	FixedWindow      Algorithm = 4
+	LeakyBucket      Algorithm = 5
 )
 
 // Algorithms lists every algorithm, in enum order.
-var Algorithms = []Algorithm{TokenBucket, SlidingWindow, SlidingWindowLog, FixedWindow}
+var Algorithms = []Algorithm{TokenBucket, SlidingWindow, SlidingWindowLog, FixedWindow, LeakyBucket}
 
 var algorithmNames = map[Algorithm]string{
 	TokenBucket:      "token_bucket",
 	SlidingWindow:    "sliding_window",
 	SlidingWindowLog: "sliding_window_log",
 	FixedWindow:      "fixed_window",
+	LeakyBucket:      "leaky_bucket",
 }
 
 // String returns the config-file name of a, e.g. "token_bucket".
@@ -37,7 +39,7 @@ func (a Algorithm) String() string {
 	return fmt.Sprintf("algorithm(%d)", int32(a))
 }
 
-// Valid reports whether a is one of the four algorithms.
+// Valid reports whether a is one of the algorithms.
 func (a Algorithm) Valid() bool {
 	_, ok := algorithmNames[a]
 	return ok
@@ -50,7 +52,7 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return Unspecified, fmt.Errorf("unknown algorithm %q (want token_bucket, sliding_window, sliding_window_log or fixed_window)", name)
+	return Unspecified, fmt.Errorf("unknown algorithm %q (want token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket)", name)
 }
 
 // Bounds on limits. All arithmetic is done in integers (milliseconds and
@@ -86,15 +88,16 @@ type Limit struct {
 	Requests int64
 	// Period of the rate, in whole milliseconds. Must be positive.
 	Period time.Duration
-	// Burst is the token bucket's capacity; 0 means Requests. The window
-	// algorithms ignore it.
+	// Burst is the token bucket's capacity, or the leaky bucket's queue
+	// size (the most units that may be queued); 0 means Requests. The
+	// window algorithms ignore it.
 	Burst int64
 }
 
 // Capacity is the most a single request may cost: the burst for a token
-// bucket, Requests otherwise. A larger cost can never be admitted.
+// or leaky bucket, Requests otherwise. A larger cost can never be admitted.
 func (l Limit) Capacity() int64 {
-	if l.Algorithm == TokenBucket && l.Burst > 0 {
+	if (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) && l.Burst > 0 {
 		return l.Burst
 	}
 	return l.Requests
@@ -111,7 +114,7 @@ func (l Limit) Validate() error {
 	}
 	switch {
 	case !l.Algorithm.Valid():
-		return bad("algorithm %v is not one of token_bucket, sliding_window, sliding_window_log, fixed_window", l.Algorithm)
+		return bad("algorithm %v is not one of token_bucket, sliding_window, sliding_window_log, fixed_window, leaky_bucket", l.Algorithm)
 	case l.Requests <= 0:
 		return bad("requests must be positive, got %d", l.Requests)
 	case l.Period <= 0:
@@ -132,6 +135,17 @@ func (l Limit) Validate() error {
 		}
 		if ceilDiv(c*scale, perMs) > maxWait {
 			return bad("burst %d takes longer than %v to refill at %d requests per %v", c, MaxWait, l.Requests, l.Period)
+		}
+	case LeakyBucket:
+		// The same scaled units as the token bucket: a queue slot is
+		// scale units, a millisecond perMs.
+		perMs, scale := tokenScale(l.Requests, p)
+		c := l.Capacity()
+		if c > MaxScaled/scale {
+			return bad("burst (queue size) %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", c, l.Requests, l.Period)
+		}
+		if ceilDiv(c*scale, perMs) > maxWait {
+			return bad("burst (queue size) %d at %d requests per %v makes a wait longer than %v (burst × period / requests)", c, l.Requests, l.Period, MaxWait)
 		}
 	case SlidingWindowLog:
 		if l.Requests > MaxLogRequests {
@@ -172,6 +186,11 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to its full limit.
 	ResetAfter time.Duration
+	// Wait is how long an admitted request must wait before it may start:
+	// the leaky bucket's answer (its place in the queue). 0 when it may
+	// start now, on a deny, and for every other algorithm. A peek (cost 0)
+	// reports the wait a request would get.
+	Wait time.Duration
 	// TTL is how long the new state must be kept. Zero means the state is
 	// equivalent to no state at all and may be dropped.
 	TTL time.Duration
@@ -186,6 +205,7 @@ const Never time.Duration = -1
 //	token bucket:       A = tokens × scale, B = last refill (Unix ms), C = scale
 //	sliding window:     A = window start (Unix ms), B = count in that window, C = count in the one before
 //	fixed window:       A = window start (Unix ms), B = count in that window
+//	leaky bucket:       A = the queue end's fraction of a ms (in 1/C ms), B = the queue end (Unix ms, whole part), C = perMs
 //	sliding window log: Log = a ring of the times (Unix ms) of the last admitted units, one slot a unit,
 //	                    A = index of its oldest slot, B = floor (slots at or below it are gone),
 //	                    C = how many slots from the oldest are at or below the floor; see slidinglog.go
@@ -209,29 +229,7 @@ func Decide(l Limit, s State, now time.Time, cost int64) (State, Decision) {
 // DecideMs is Decide with now in Unix milliseconds, the unit the Lua twins
 // use.
 func DecideMs(l Limit, s State, nowMs, cost int64) (State, Decision) {
-	if c := l.Capacity(); cost > c {
-		d := peekOnly(l, s, nowMs)
-		d.Allowed, d.RetryAfter = false, Never
-		return s, d
-	} else if cost < -c {
-		cost = -c
-	}
-	switch l.Algorithm {
-	case TokenBucket:
-		return decideTokenBucket(l, s, nowMs, cost)
-	case SlidingWindow:
-		return decideSlidingWindow(l, s, nowMs, cost)
-	case SlidingWindowLog:
-		return decideSlidingLog(l, s, nowMs, cost)
-	case FixedWindow:
-		return decideFixedWindow(l, s, nowMs, cost)
-	}
-	return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
-}
-
-func peekOnly(l Limit, s State, nowMs int64) Decision {
-	_, d := DecideMs(l, s, nowMs, 0)
-	return d
+	return DecideMode(l, s, nowMs, cost, 0)
 }
 
 // ms converts milliseconds to a Duration.
@@ -239,6 +237,14 @@ func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
 // ceilDiv is ⌈a/b⌉ for a >= 0, b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// floorDiv is ⌊a/b⌋ for any a, b > 0.
+func floorDiv(a, b int64) int64 {
+	if a >= 0 {
+		return a / b
+	}
+	return -ceilDiv(-a, b)
+}
 
 func gcd(a, b int64) int64 {
 	for b != 0 {

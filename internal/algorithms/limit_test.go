@@ -129,7 +129,7 @@ func TestDecideOverCapacity(t *testing.T) {
 		for _, cost := range []int64{6, 100, 1 << 62} {
 			next, d := algorithms.Decide(l, s, epoch, cost)
 			want := peek
-			want.Allowed, want.RetryAfter = false, algorithms.Never
+			want.Allowed, want.RetryAfter, want.Wait = false, algorithms.Never, 0
 			if d != want {
 				t.Errorf("%v cost %d: got %+v, want %+v", alg, cost, d, want)
 			}
@@ -150,7 +150,7 @@ func TestAlgorithmNames(t *testing.T) {
 			t.Errorf("ParseAlgorithm(%q): got %v, %v, want %v", a.String(), got, err, a)
 		}
 	}
-	for _, name := range []string{"", "leaky_bucket", "TOKEN_BUCKET", "algorithm(1)"} {
+	for _, name := range []string{"", "leaky", "TOKEN_BUCKET", "algorithm(1)"} {
 		if got, err := algorithms.ParseAlgorithm(name); err == nil {
 			t.Errorf("ParseAlgorithm(%q): got %v, want an error", name, got)
 		}
@@ -174,6 +174,8 @@ func TestCapacity(t *testing.T) {
 		{algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 10, Burst: 25}, 10},
 		{algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Burst: 25}, 10},
 		{algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Burst: 25}, 10},
+		{algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 10}, 10},
+		{algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 10, Burst: 3}, 3},
 	} {
 		if got := tc.limit.Capacity(); got != tc.want {
 			t.Errorf("%+v.Capacity(): got %d, want %d", tc.limit, got, tc.want)

@@ -289,7 +289,9 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]ru
 				c.fixed = true
 				c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
 			default:
-				c.req = store.Request{Key: string(l.AppendKey(kb[:0], entries[i])), Limit: l.Rate, Cost: cost}
+				// NoWait: Envoy cannot hold a request, so a leaky bucket
+				// admits only what may start now (the README's "Envoy").
+				c.req = store.Request{Key: string(l.AppendKey(kb[:0], entries[i])), Limit: l.Rate, Cost: cost, Mode: algorithms.NoWait}
 			}
 			checks = append(checks, c)
 		}

@@ -170,7 +170,7 @@ func headerLimit(l *rules.Limit) ratelimitheader.Limit {
 	switch {
 	case l.DenyAll:
 		return ratelimitheader.DenyAll(l.Name, l.Rate.Period)
-	case l.Rate.Algorithm == algorithms.TokenBucket:
+	case l.Rate.Algorithm == algorithms.TokenBucket, l.Rate.Algorithm == algorithms.LeakyBucket: // a queue drains as a bucket refills
 		return ratelimitheader.TokenBucket(l.Name, l.Rate.Requests, l.Rate.Period, l.Rate.Burst)
 	}
 	return ratelimitheader.Window(l.Name, l.Rate.Requests, l.Rate.Period)

@@ -131,6 +131,9 @@ func (r *RateLimiter) Check(ctx context.Context, req *floodgatev1.CheckRequest) 
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
+	if err := checkRefund(ctx, "cost", c); err != nil {
+		return nil, err
+	}
 	b := new(oneDecision) // goes to the store: on the heap, as one block
 	degraded, err := r.decide(ctx, []check{c}, b.reqs[:], b.out[:])
 	if err != nil {
@@ -163,6 +166,11 @@ func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatc
 	}
 	if span != nil {
 		r.tracer.endCheckMatch(span, checks, requestKeys(req), nil)
+	}
+	for i, c := range checks {
+		if err := checkRefund(ctx, fmtIndex("checks", i)+".cost", c); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]algorithms.Decision, n)
 	degraded, err := r.decide(ctx, checks, make([]store.Request, n), out)
@@ -204,6 +212,7 @@ func (r *RateLimiter) Peek(ctx context.Context, req *floodgatev1.PeekRequest) (*
 		RetryAfter: cr.RetryAfter,
 		ResetAfter: durationpb.New(out[0].ResetAfter),
 		Degraded:   cr.Degraded,
+		Wait:       cr.Wait, // the dry run's: the wait this Check would get
 	}, nil
 }
 

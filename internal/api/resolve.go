@@ -6,8 +6,12 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store"
 )
@@ -58,10 +62,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		return check{}, err
 	}
 	cost := req.GetCost()
-	switch {
-	case cost < 0:
-		return check{}, invalidf("cost", "must not be negative, got %d", cost)
-	case cost == 0:
+	if cost == 0 {
 		cost = 1
 	}
 	alg := algorithms.Algorithm(req.GetAlgorithm())
@@ -88,7 +89,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		}
 	case req.GetLimit() != nil:
 		if alg == algorithms.Unspecified {
-			return check{}, invalidf("algorithm", "required with an inline limit (ALGORITHM_TOKEN_BUCKET, ALGORITHM_SLIDING_WINDOW, ALGORITHM_SLIDING_WINDOW_LOG or ALGORITHM_FIXED_WINDOW)")
+			return check{}, invalidf("algorithm", "required with an inline limit (ALGORITHM_TOKEN_BUCKET, ALGORITHM_SLIDING_WINDOW, ALGORITHM_SLIDING_WINDOW_LOG, ALGORITHM_FIXED_WINDOW or ALGORITHM_LEAKY_BUCKET)")
 		}
 		l, err := inlineLimit(alg, req.GetLimit())
 		if err != nil {
@@ -100,16 +101,34 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 	default:
 		return check{}, invalidf("limit", "one of limit or policy is required")
 	}
+	if cost < 0 && c.req.Limit.Algorithm != algorithms.LeakyBucket {
+		return check{}, invalidf("cost", "must not be negative, got %d (only a leaky bucket's slots can be given back)", cost)
+	}
 	if capacity := c.req.Limit.Capacity(); cost > capacity {
 		what := "requests"
-		if c.req.Limit.Algorithm == algorithms.TokenBucket {
+		switch c.req.Limit.Algorithm {
+		case algorithms.TokenBucket:
 			what = "burst"
+		case algorithms.LeakyBucket:
+			what = "burst, the queue's size"
 		}
 		return check{}, invalidf("cost", "%d exceeds the limit's capacity of %d (%s), so it could never be allowed", cost, capacity, what)
 	}
 	c.req.Key = keys.Check(req.GetKey())
 	c.req.Cost = cost
 	return c, nil
+}
+
+// checkRefund refuses a check that gives a leaky bucket's slots back
+// (cost < 0, as the Go client's Wait does when it cannot use its slot)
+// with codes.PermissionDenied unless the caller may refund
+// (auth.RefundAllowed: always without tokens, else the refund or admin
+// role), as Envoy's is_negative_hits.
+func checkRefund(ctx context.Context, field string, c check) error {
+	if c.req.Cost >= 0 || auth.RefundAllowed(ctx) {
+		return nil
+	}
+	return status.Errorf(codes.PermissionDenied, "%s: a negative cost gives slots back, which needs a token with the refund or admin role", field)
 }
 
 func (r *RateLimiter) validateKey(key string) error {
@@ -154,8 +173,8 @@ func inlineLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit) (algorithms.Li
 		return algorithms.Limit{}, invalidf("limit.period", "must be a whole number of milliseconds, got %v", period)
 	case pl.GetBurst() < 0:
 		return algorithms.Limit{}, invalidf("limit.burst", "must not be negative, got %d", pl.GetBurst())
-	case pl.GetBurst() > 0 && alg != algorithms.TokenBucket:
-		return algorithms.Limit{}, invalidf("limit.burst", "applies only to ALGORITHM_TOKEN_BUCKET, not %v", alg)
+	case pl.GetBurst() > 0 && alg != algorithms.TokenBucket && alg != algorithms.LeakyBucket:
+		return algorithms.Limit{}, invalidf("limit.burst", "applies only to ALGORITHM_TOKEN_BUCKET and ALGORITHM_LEAKY_BUCKET, not %v", alg)
 	}
 	l := algorithms.Limit{Algorithm: alg, Requests: pl.GetRequests(), Period: period, Burst: pl.GetBurst()}
 	if err := l.Validate(); err != nil {

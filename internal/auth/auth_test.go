@@ -395,3 +395,44 @@ func TestRefundPermission(t *testing.T) {
 		})
 	}
 }
+
+// TestLeakyGiveBackPermission (issue 14): a Check with a negative cost
+// gives a leaky bucket's slots back, a refund: with tokens configured it
+// needs the refund or admin role, alone or in a batch.
+func TestLeakyGiveBackPermission(t *testing.T) {
+	const refundToken = "refund-token-91d3c0b7e25f4a68"
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeTokens(t, path, userToken+"\n"+adminToken+" admin\n"+refundToken+" refund\n")
+	a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	rl := floodgatev1.NewRateLimiterClient(serveAuth(t, a))
+	req := func(cost int64) *floodgatev1.CheckRequest {
+		return &floodgatev1.CheckRequest{Key: "partner", Algorithm: floodgatev1.Algorithm_ALGORITHM_LEAKY_BUCKET, Cost: cost, Source: testkit.Inline(20, time.Second, 0)}
+	}
+	for _, tc := range []struct {
+		name, token string
+		cost        int64
+		batch       bool
+		want        codes.Code
+	}{
+		{"take, plain token", userToken, 1, false, codes.OK},
+		{"give back, plain token", userToken, -1, false, codes.PermissionDenied},
+		{"give back in a batch, plain token", userToken, -1, true, codes.PermissionDenied},
+		{"give back, refund token", refundToken, -1, false, codes.OK},
+		{"give back, admin token", adminToken, -1, true, codes.OK},
+	} {
+		ctx, cancel := withAuth("Bearer " + tc.token)
+		if tc.batch {
+			_, err = rl.CheckBatch(ctx, &floodgatev1.CheckBatchRequest{Checks: []*floodgatev1.CheckRequest{req(1), req(tc.cost)}})
+		} else {
+			_, err = rl.Check(ctx, req(tc.cost))
+		}
+		cancel()
+		if got := status.Code(err); got != tc.want {
+			t.Errorf("%s: %v (%v), want %v", tc.name, got, err, tc.want)
+		}
+	}
+}

@@ -91,7 +91,9 @@ func (h *Handler) headerLimit(req limitFields, limit int64) ratelimitheader.Limi
 }
 
 func quota(name string, alg algorithms.Algorithm, requests int64, period time.Duration, burst int64) ratelimitheader.Limit {
-	if alg == algorithms.TokenBucket {
+	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+		// A leaky bucket's queue holds burst and drains like a bucket
+		// refills: the same policy.
 		return ratelimitheader.TokenBucket(name, requests, period, burst)
 	}
 	return ratelimitheader.Window(name, requests, period)

@@ -20,6 +20,7 @@ var redisAlgName = map[algorithms.Algorithm]string{
 	// run, and the old sets expire by themselves.
 	algorithms.SlidingWindowLog: "swl2",
 	algorithms.FixedWindow:      "fw",
+	algorithms.LeakyBucket:      "lb",
 }
 
 // HashTag is the text between the braces of key's Redis keys (see the

@@ -196,8 +196,8 @@
 //
 // Inside any rate_limit:
 //
-//	algorithm: token_bucket   # token_bucket | sliding_window | sliding_window_log | fixed_window
-//	burst: 20                 # token_bucket only: the bucket's capacity (default requests)
+//	algorithm: token_bucket   # token_bucket | sliding_window | sliding_window_log | fixed_window | leaky_bucket
+//	burst: 20                 # token_bucket: the bucket's capacity; leaky_bucket: its queue's size (default requests)
 //	period: 1500ms            # any Go duration, instead of unit/unit_multiplier (not both)
 //	failure_mode: closed      # open | closed | local (any case): what to answer when the store is down
 //	shadow_mode: true         # this limit only (the node's shadow_mode covers all of them)
@@ -239,7 +239,7 @@
 // the shorthands `requests_per_second`, `requests_per_min`,
 // `requests_per_hour`; optionally `algorithm` (default: the file's
 // default_algorithm, else token_bucket: policies serve our own API, with
-// no compatibility to keep), `burst` (token_bucket only), `failure_mode`
+// no compatibility to keep), `burst` (token_bucket and leaky_bucket only), `failure_mode`
 // and `shadow_mode`.
 //
 // # Limits and names

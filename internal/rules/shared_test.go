@@ -7,6 +7,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
 )
 
 // TestUnitPeriodMatchesEnvoyEnum pins the unit table to Envoy's proto
@@ -137,7 +139,8 @@ policies:
 func TestLimitRulesShared(t *testing.T) {
 	for _, tc := range []struct{ fields, want string }{
 		{"algorithm: leaky", `algorithm: unknown algorithm "leaky"`},
-		{"algorithm: fixed_window, burst: 5", "burst applies only to token_bucket, not fixed_window"},
+		{"algorithm: fixed_window, burst: 5", "burst applies only to token_bucket and leaky_bucket, not fixed_window"},
+		{"algorithm: leaky_bucket, burst: 1099511627776", "burst (queue size) 1099511627776 at 5 requests per 1s makes a wait longer than"},
 		{"algorithm: token_bucket, burst: 0", "burst must be positive, got 0"},
 		{"algorithm: token_bucket, burst: x", `burst must be an integer, got "x"`},
 		{"failure_mode: maybe", `failure_mode must be open, closed or local, got "maybe"`},
@@ -211,5 +214,24 @@ policies:
 		if !strings.HasPrefix(list[i].Error(), w) {
 			t.Errorf("error %d = %q, want prefix %q", i, list[i].Error(), w)
 		}
+	}
+}
+
+// TestLeakyBucketConfig: leaky_bucket is a config name, for policies and
+// rate_limits alike, and its burst is the queue's size.
+func TestLeakyBucketConfig(t *testing.T) {
+	yaml := "policies:\n  partner: {requests: 10, period: 1s, algorithm: leaky_bucket, burst: 50}\n" +
+		"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 20, algorithm: leaky_bucket}\n"
+	c, err := Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 10, Period: time.Second, Burst: 50}
+	if p, ok := c.Policy("partner"); !ok || p.Rate != want {
+		t.Errorf("policy partner = %+v, want %+v", p.Rate, want)
+	}
+	l := one(t, c, "d", e("k", "v")...)
+	if want := (algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 20, Period: time.Second}); l.Rate != want {
+		t.Errorf("rate_limit = %+v, want %+v", l.Rate, want)
 	}
 }

@@ -18,7 +18,7 @@ import (
 // rate_limit gives them, and returns the rate to enforce: requests per
 // period (read by the caller from its own spelling), counted with the
 // limit's algorithm, else the file's default_algorithm, else fallback. A
-// burst must be positive and goes with the token bucket only. The rate as
+// burst must be positive and goes with the token or leaky bucket only. The rate as
 // a whole is checked by wholeRate once the limit has no other error.
 func (p *parser) rate(ld *limitDoc, fallback algorithms.Algorithm, requests int64, period time.Duration) algorithms.Limit {
 	r := algorithms.Limit{Algorithm: fallback, Requests: requests, Period: period}
@@ -39,8 +39,8 @@ func (p *parser) rate(ld *limitDoc, fallback algorithms.Algorithm, requests int6
 		switch {
 		case v.v <= 0:
 			p.errorf(v.at, "burst must be positive, got %d", v.v)
-		case r.Algorithm.Valid() && r.Algorithm != algorithms.TokenBucket:
-			p.errorf(v.at, "burst applies only to token_bucket, not %v", r.Algorithm)
+		case r.Algorithm.Valid() && r.Algorithm != algorithms.TokenBucket && r.Algorithm != algorithms.LeakyBucket:
+			p.errorf(v.at, "burst applies only to token_bucket and leaky_bucket, not %v", r.Algorithm)
 		default:
 			r.Burst = v.v
 		}

@@ -36,26 +36,28 @@ func binWidth(span time.Duration, most int) time.Duration {
 }
 
 // Bins cuts the result's span into at most most bins of a round width and
-// counts the decisions in each: bin i holds the requests that arrived in
-// [i·width, (i+1)·width).
+// counts the decisions in each: bin i holds the admitted requests that
+// started, and the denied ones that arrived, in [i·width, (i+1)·width).
 func (r Result) Bins(most int) (width time.Duration, bins []Bin) {
 	width = binWidth(r.Span, most)
 	bins = make([]Bin, max(1, (r.Span+width-1)/width))
 	for _, q := range r.Requests {
-		i := min(int(q.At/width), len(bins)-1)
 		if q.Allowed {
-			bins[i].Admitted++
+			bins[min(int(q.Start()/width), len(bins)-1)].Admitted++
 		} else {
-			bins[i].Denied++
+			bins[min(int(q.At/width), len(bins)-1)].Denied++
 		}
 	}
 	return width, bins
 }
 
 // limitNote names the bound of a limit for a reader: "limit 10", or
-// "limit 10, burst 30" for a token bucket whose burst differs.
+// "limit 10, burst 30" for a token bucket whose burst differs ("queue 30"
+// for a leaky bucket).
 func limitNote(l algorithms.Limit) string {
-	if c := l.Capacity(); c != l.Requests {
+	if c := l.Capacity(); c != l.Requests && l.Algorithm == algorithms.LeakyBucket {
+		return fmt.Sprintf("limit %d, queue %d", l.Requests, c)
+	} else if c != l.Requests {
 		return fmt.Sprintf("limit %d, burst %d", l.Requests, c)
 	}
 	return fmt.Sprintf("limit %d", l.Requests)

@@ -17,7 +17,15 @@ type Request struct {
 	At time.Duration
 	// Allowed reports whether the algorithm admitted it.
 	Allowed bool
+	// Wait is how long an admitted request waited in a leaky bucket's
+	// queue for its slot; 0 for every other algorithm. Charts count
+	// admitted requests at their Start, so a leaky bucket shows the
+	// traffic it lets through, spaced out, rather than the arrivals.
+	Wait time.Duration
 }
+
+// Start is when q starts: its arrival plus its wait.
+func (q Request) Start() time.Duration { return q.At + q.Wait }
 
 // Result is what a limit made of a traffic pattern.
 type Result struct {
@@ -25,7 +33,8 @@ type Result struct {
 	Limit algorithms.Limit
 	// Requests are every request with its decision, in arrival order.
 	Requests []Request
-	// Span is how long the simulation ran (Traffic.Span).
+	// Span is how long the simulation ran: Traffic.Span, or for a leaky
+	// bucket long enough for the last start, rounded up to a period.
 	Span time.Duration
 	// Admitted and Denied count the decisions.
 	Admitted, Denied int
@@ -52,21 +61,26 @@ func Run(l algorithms.Limit, t Traffic) (Result, error) {
 		// ApplyMs: the simulation owns its state, so a sliding window log
 		// costs O(1) a request rather than a copy of its ring.
 		d := algorithms.ApplyMs(l, &state, start+at.Milliseconds(), 1, nil)
-		r.Requests[i] = Request{At: at, Allowed: d.Allowed}
+		r.Requests[i] = Request{At: at, Allowed: d.Allowed, Wait: d.Wait}
 		if d.Allowed {
 			r.Admitted++
 		} else {
 			r.Denied++
 		}
+		if end := at + d.Wait; end >= r.Span {
+			// A start after the traffic: run to the period after it.
+			r.Span = (end/l.Period + 1) * l.Period
+		}
 	}
 	return r, nil
 }
 
-// AdmittedBetween counts the requests admitted at times in [from, to).
+// AdmittedBetween counts the admitted requests that start at times in
+// [from, to).
 func (r Result) AdmittedBetween(from, to time.Duration) int {
 	n := 0
 	for _, q := range r.Requests {
-		if q.Allowed && q.At >= from && q.At < to {
+		if q.Allowed && q.Start() >= from && q.Start() < to {
 			n++
 		}
 	}
@@ -80,15 +94,16 @@ type Step struct {
 	Count int
 }
 
-// Trailing is the number of requests admitted in the last period, (t −
-// period, t], as a step function of t over [0, Span): the figure a limit
-// of Requests per Period promises to bound. It starts with a step at 0.
+// Trailing is the number of admitted requests that started in the last
+// period, (t − period, t], as a step function of t over [0, Span): the
+// figure a limit of Requests per Period promises to bound. It starts with
+// a step at 0.
 func (r Result) Trailing() []Step {
 	w := r.Limit.Period
 	var admits []time.Duration
 	for _, q := range r.Requests {
 		if q.Allowed {
-			admits = append(admits, q.At)
+			admits = append(admits, q.Start()) // in order: a later arrival never starts earlier
 		}
 	}
 	steps := []Step{{At: 0}}
@@ -132,4 +147,14 @@ func (r Result) Busiest() (count int, at time.Duration) {
 		}
 	}
 	return count, at
+}
+
+// LongestWait is the longest an admitted request waited for its start (a
+// leaky bucket's queue); 0 for the other algorithms.
+func (r Result) LongestWait() time.Duration {
+	var w time.Duration
+	for _, q := range r.Requests {
+		w = max(w, q.Wait)
+	}
+	return w
 }

@@ -71,6 +71,9 @@ func WriteText(w io.Writer, r Result, title string) error {
 	fmt.Fprintf(bw, "%d requests: %d admitted, %d denied. Most admitted in one %s: %d (%s), at %s.\n",
 		len(r.Requests), r.Admitted, r.Denied, durfmt.Short(period), busiest, limitNote(r.Limit), durfmt.Short(at))
 	fmt.Fprintf(bw, "A column is %s; %c is %d requests.\n", durfmt.Short(width), levels[len(levels)-1], most)
+	if w := r.LongestWait(); w > 0 {
+		fmt.Fprintf(bw, "Admitted requests are drawn when they start: they waited in the queue up to %s.\n", durfmt.Short(w))
+	}
 	return bw.Flush()
 }
 

@@ -36,6 +36,10 @@ type Request struct {
 	Cost int64
 	// DryRun decides as if charging Cost but writes nothing (Peek).
 	DryRun bool
+	// Mode changes how the request is decided (algorithms.DecideMode); 0
+	// is the plain decision. algorithms.NoWait admits a leaky bucket's
+	// request only if it may start now (Envoy's ShouldRateLimit).
+	Mode algorithms.Mode
 }
 
 // Store decides requests against stored state.

@@ -48,6 +48,12 @@ const (
 	// Counters in windows aligned to the clock. Burst-prone at window edges;
 	// offered for compatibility with envoyproxy/ratelimit configs.
 	Algorithm_ALGORITHM_FIXED_WINDOW Algorithm = 4
+	// A queue that drains at `requests` per `period` and holds at most
+	// `burst` requests: it shapes instead of refusing. An admitted check gets
+	// `wait`, the time until its start; starts are spaced exactly
+	// period / requests apart. Denied only when the queue is full. Envoy's
+	// ShouldRateLimit admits only what may start now (see the README).
+	Algorithm_ALGORITHM_LEAKY_BUCKET Algorithm = 5
 )
 
 // Enum value maps for Algorithm.
@@ -58,6 +64,7 @@ var (
 		2: "ALGORITHM_SLIDING_WINDOW",
 		3: "ALGORITHM_SLIDING_WINDOW_LOG",
 		4: "ALGORITHM_FIXED_WINDOW",
+		5: "ALGORITHM_LEAKY_BUCKET",
 	}
 	Algorithm_value = map[string]int32{
 		"ALGORITHM_UNSPECIFIED":        0,
@@ -65,6 +72,7 @@ var (
 		"ALGORITHM_SLIDING_WINDOW":     2,
 		"ALGORITHM_SLIDING_WINDOW_LOG": 3,
 		"ALGORITHM_FIXED_WINDOW":       4,
+		"ALGORITHM_LEAKY_BUCKET":       5,
 	}
 )
 
@@ -102,7 +110,8 @@ type Limit struct {
 	Requests int64 `protobuf:"varint,1,opt,name=requests" json:"requests,omitempty"`
 	// The period, e.g. "60s". Must be positive, in whole milliseconds.
 	Period *durationpb.Duration `protobuf:"bytes,2,opt,name=period" json:"period,omitempty"`
-	// Token-bucket capacity: how many requests may arrive at once. 0 means
+	// Token-bucket capacity: how many requests may arrive at once; for the
+	// leaky bucket, the most requests that may wait in its queue. 0 means
 	// `requests`. Ignored by the window algorithms.
 	Burst         int64 `protobuf:"varint,3,opt,name=burst" json:"burst,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -169,8 +178,10 @@ type CheckRequest struct {
 	// The algorithm. With a policy it may be left unspecified.
 	Algorithm Algorithm `protobuf:"varint,2,opt,name=algorithm,enum=floodgate.v1.Algorithm" json:"algorithm,omitempty"`
 	// Units to spend; 0 means 1. Must not exceed the limit's capacity (burst
-	// for a token bucket, requests for the window algorithms), since such a
-	// cost could never pass.
+	// for a token or leaky bucket, requests for the window algorithms), since
+	// such a cost could never pass. Negative only for a leaky bucket: it
+	// gives back the queue's last slots (a caller that will not use its
+	// slot); with tokens configured this needs the refund or admin role.
 	Cost int64 `protobuf:"varint,3,opt,name=cost" json:"cost,omitempty"`
 	// Where the limit comes from: inline, or a named policy from the config.
 	//
@@ -299,7 +310,11 @@ type CheckResponse struct {
 	// reached Redis, Redis may still apply the charge, and floodgate, which
 	// cannot know whether it did, refunds nothing (a refund could give back
 	// what was never charged).
-	Degraded      bool `protobuf:"varint,6,opt,name=degraded" json:"degraded,omitempty"`
+	Degraded bool `protobuf:"varint,6,opt,name=degraded" json:"degraded,omitempty"`
+	// Leaky bucket: how long the admitted request must wait before it starts
+	// (its slot in the queue); 0 when it may start now, when denied, and for
+	// every other algorithm.
+	Wait          *durationpb.Duration `protobuf:"bytes,7,opt,name=wait" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +389,13 @@ func (x *CheckResponse) GetDegraded() bool {
 		return x.Degraded
 	}
 	return false
+}
+
+func (x *CheckResponse) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
 }
 
 // CheckBatchRequest holds checks decided together.
@@ -608,7 +630,10 @@ type PeekResponse struct {
 	// The store could not decide (unreachable, or slower than
 	// --redis-timeout) and the limit's failure mode answered; nothing was
 	// counted (a peek never counts).
-	Degraded      bool `protobuf:"varint,6,opt,name=degraded" json:"degraded,omitempty"`
+	Degraded bool `protobuf:"varint,6,opt,name=degraded" json:"degraded,omitempty"`
+	// Leaky bucket: the wait a Check with this cost would get now; 0 for
+	// every other algorithm.
+	Wait          *durationpb.Duration `protobuf:"bytes,7,opt,name=wait" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -683,6 +708,13 @@ func (x *PeekResponse) GetDegraded() bool {
 		return x.Degraded
 	}
 	return false
+}
+
+func (x *PeekResponse) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
 }
 
 // ResetRequest names the key to forget.
@@ -850,7 +882,7 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12+\n" +
 	"\x05limit\x18\x04 \x01(\v2\x13.floodgate.v1.LimitH\x00R\x05limit\x12\x18\n" +
 	"\x06policy\x18\x05 \x01(\tH\x00R\x06policyB\b\n" +
-	"\x06source\"\xf1\x01\n" +
+	"\x06source\"\xa0\x02\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -859,7 +891,8 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"retryAfter\x12:\n" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12\x1a\n" +
-	"\bdegraded\x18\x06 \x01(\bR\bdegraded\"G\n" +
+	"\bdegraded\x18\x06 \x01(\bR\bdegraded\x12-\n" +
+	"\x04wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\x04wait\"G\n" +
 	"\x11CheckBatchRequest\x122\n" +
 	"\x06checks\x18\x01 \x03(\v2\x1a.floodgate.v1.CheckRequestR\x06checks\"e\n" +
 	"\x12CheckBatchResponse\x12\x18\n" +
@@ -871,7 +904,7 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12+\n" +
 	"\x05limit\x18\x04 \x01(\v2\x13.floodgate.v1.LimitH\x00R\x05limit\x12\x18\n" +
 	"\x06policy\x18\x05 \x01(\tH\x00R\x06policyB\b\n" +
-	"\x06source\"\xf0\x01\n" +
+	"\x06source\"\x9f\x02\n" +
 	"\fPeekResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -880,20 +913,22 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"retryAfter\x12:\n" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12\x1a\n" +
-	"\bdegraded\x18\x06 \x01(\bR\bdegraded\"\xa8\x01\n" +
+	"\bdegraded\x18\x06 \x01(\bR\bdegraded\x12-\n" +
+	"\x04wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\xa8\x01\n" +
 	"\fResetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x17.floodgate.v1.AlgorithmR\talgorithm\x12+\n" +
 	"\x05limit\x18\x04 \x01(\v2\x13.floodgate.v1.LimitH\x00R\x05limit\x12\x18\n" +
 	"\x06policy\x18\x05 \x01(\tH\x00R\x06policyB\b\n" +
 	"\x06source\"\x0f\n" +
-	"\rResetResponse*\x9e\x01\n" +
+	"\rResetResponse*\xba\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x02\x12 \n" +
 	"\x1cALGORITHM_SLIDING_WINDOW_LOG\x10\x03\x12\x1a\n" +
-	"\x16ALGORITHM_FIXED_WINDOW\x10\x042\xa1\x02\n" +
+	"\x16ALGORITHM_FIXED_WINDOW\x10\x04\x12\x1a\n" +
+	"\x16ALGORITHM_LEAKY_BUCKET\x10\x052\xa1\x02\n" +
 	"\vRateLimiter\x12@\n" +
 	"\x05Check\x12\x1a.floodgate.v1.CheckRequest\x1a\x1b.floodgate.v1.CheckResponse\x12O\n" +
 	"\n" +
@@ -934,27 +969,29 @@ var file_floodgate_v1_ratelimiter_proto_depIdxs = []int32{
 	1,  // 2: floodgate.v1.CheckRequest.limit:type_name -> floodgate.v1.Limit
 	10, // 3: floodgate.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
 	10, // 4: floodgate.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
-	2,  // 5: floodgate.v1.CheckBatchRequest.checks:type_name -> floodgate.v1.CheckRequest
-	3,  // 6: floodgate.v1.CheckBatchResponse.results:type_name -> floodgate.v1.CheckResponse
-	0,  // 7: floodgate.v1.PeekRequest.algorithm:type_name -> floodgate.v1.Algorithm
-	1,  // 8: floodgate.v1.PeekRequest.limit:type_name -> floodgate.v1.Limit
-	10, // 9: floodgate.v1.PeekResponse.retry_after:type_name -> google.protobuf.Duration
-	10, // 10: floodgate.v1.PeekResponse.reset_after:type_name -> google.protobuf.Duration
-	0,  // 11: floodgate.v1.ResetRequest.algorithm:type_name -> floodgate.v1.Algorithm
-	1,  // 12: floodgate.v1.ResetRequest.limit:type_name -> floodgate.v1.Limit
-	2,  // 13: floodgate.v1.RateLimiter.Check:input_type -> floodgate.v1.CheckRequest
-	4,  // 14: floodgate.v1.RateLimiter.CheckBatch:input_type -> floodgate.v1.CheckBatchRequest
-	6,  // 15: floodgate.v1.RateLimiter.Peek:input_type -> floodgate.v1.PeekRequest
-	8,  // 16: floodgate.v1.RateLimiter.Reset:input_type -> floodgate.v1.ResetRequest
-	3,  // 17: floodgate.v1.RateLimiter.Check:output_type -> floodgate.v1.CheckResponse
-	5,  // 18: floodgate.v1.RateLimiter.CheckBatch:output_type -> floodgate.v1.CheckBatchResponse
-	7,  // 19: floodgate.v1.RateLimiter.Peek:output_type -> floodgate.v1.PeekResponse
-	9,  // 20: floodgate.v1.RateLimiter.Reset:output_type -> floodgate.v1.ResetResponse
-	17, // [17:21] is the sub-list for method output_type
-	13, // [13:17] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 5: floodgate.v1.CheckResponse.wait:type_name -> google.protobuf.Duration
+	2,  // 6: floodgate.v1.CheckBatchRequest.checks:type_name -> floodgate.v1.CheckRequest
+	3,  // 7: floodgate.v1.CheckBatchResponse.results:type_name -> floodgate.v1.CheckResponse
+	0,  // 8: floodgate.v1.PeekRequest.algorithm:type_name -> floodgate.v1.Algorithm
+	1,  // 9: floodgate.v1.PeekRequest.limit:type_name -> floodgate.v1.Limit
+	10, // 10: floodgate.v1.PeekResponse.retry_after:type_name -> google.protobuf.Duration
+	10, // 11: floodgate.v1.PeekResponse.reset_after:type_name -> google.protobuf.Duration
+	10, // 12: floodgate.v1.PeekResponse.wait:type_name -> google.protobuf.Duration
+	0,  // 13: floodgate.v1.ResetRequest.algorithm:type_name -> floodgate.v1.Algorithm
+	1,  // 14: floodgate.v1.ResetRequest.limit:type_name -> floodgate.v1.Limit
+	2,  // 15: floodgate.v1.RateLimiter.Check:input_type -> floodgate.v1.CheckRequest
+	4,  // 16: floodgate.v1.RateLimiter.CheckBatch:input_type -> floodgate.v1.CheckBatchRequest
+	6,  // 17: floodgate.v1.RateLimiter.Peek:input_type -> floodgate.v1.PeekRequest
+	8,  // 18: floodgate.v1.RateLimiter.Reset:input_type -> floodgate.v1.ResetRequest
+	3,  // 19: floodgate.v1.RateLimiter.Check:output_type -> floodgate.v1.CheckResponse
+	5,  // 20: floodgate.v1.RateLimiter.CheckBatch:output_type -> floodgate.v1.CheckBatchResponse
+	7,  // 21: floodgate.v1.RateLimiter.Peek:output_type -> floodgate.v1.PeekResponse
+	9,  // 22: floodgate.v1.RateLimiter.Reset:output_type -> floodgate.v1.ResetResponse
+	19, // [19:23] is the sub-list for method output_type
+	15, // [15:19] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_floodgate_v1_ratelimiter_proto_init() }

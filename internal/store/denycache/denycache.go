@@ -63,6 +63,10 @@ type shard struct {
 type entry struct {
 	scope string
 	limit algorithms.Limit
+	// mode is the requests' (a leaky bucket's NoWait denies until its
+	// queue is empty, a plain request only until a place frees): a deny
+	// answers only requests of its own mode.
+	mode  algorithms.Mode
 	at    int64 // when the store denied, in Unix ms as the stores read now
 	until int64 // at + RetryAfter, in Unix ms
 	d     algorithms.Decision
@@ -110,7 +114,7 @@ func (c *Cache) answer(now time.Time, reqs []store.Request, out []algorithms.Dec
 		}
 		s := c.shard(r.Key)
 		s.mu.Lock()
-		e, ok := find(s.m[r.Key], r.Scope, r.Limit)
+		e, ok := find(s.m[r.Key], r.Scope, r.Limit, r.Mode)
 		s.mu.Unlock()
 		nowMs := now.UnixMilli()
 		if !ok || nowMs >= e.until {
@@ -136,7 +140,7 @@ func (c *Cache) learn(now time.Time, reqs []store.Request, out []algorithms.Deci
 		case r.Cost == 1 && !out[i].Allowed && out[i].RetryAfter > 0 && alone(reqs, i):
 			at := now.UnixMilli()
 			retryMs := (out[i].RetryAfter + time.Millisecond - 1).Milliseconds() // whole already; never rounded down
-			c.put(r.Key, entry{scope: r.Scope, limit: r.Limit, at: at, until: at + retryMs, d: out[i]})
+			c.put(r.Key, entry{scope: r.Scope, limit: r.Limit, mode: r.Mode, at: at, until: at + retryMs, d: out[i]})
 		}
 	}
 }
@@ -153,9 +157,9 @@ func alone(reqs []store.Request, i int) bool {
 	return true
 }
 
-func find(es []entry, scope string, l algorithms.Limit) (entry, bool) {
+func find(es []entry, scope string, l algorithms.Limit, m algorithms.Mode) (entry, bool) {
 	for _, e := range es {
-		if e.scope == scope && e.limit == l {
+		if e.scope == scope && e.limit == l && e.mode == m {
 			return e, true
 		}
 	}
@@ -168,7 +172,7 @@ func (c *Cache) put(key string, e entry) {
 	defer s.mu.Unlock()
 	es := s.m[key]
 	for i := range es {
-		if es[i].scope == e.scope && es[i].limit == e.limit {
+		if es[i].scope == e.scope && es[i].limit == e.limit && es[i].mode == e.mode {
 			es[i] = e
 			return
 		}

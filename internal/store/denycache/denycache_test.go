@@ -172,3 +172,35 @@ func TestAnswersInWholeMilliseconds(t *testing.T) {
 		})
 	}
 }
+
+// TestLeakyModesApart: a leaky bucket denies a NoWait request until its
+// queue is empty, a plain one only until a place frees; a cached deny of
+// one mode never answers the other (issue 14).
+func TestLeakyModesApart(t *testing.T) {
+	ctx := context.Background()
+	c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{})
+	defer c.Close()
+	lim := algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 20, Period: time.Second, Burst: 10}
+	now := testkit.T0
+	out := make([]algorithms.Decision, 1)
+	decide := func(m algorithms.Mode) algorithms.Decision {
+		t.Helper()
+		if err := c.Decide(ctx, now, []store.Request{{Key: "partner", Limit: lim, Cost: 1, Mode: m}}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	if d := decide(0); !d.Allowed {
+		t.Fatalf("first: %+v", d)
+	}
+	// NoWait: denied until the queue is empty, 50ms; cached.
+	for range 2 {
+		if d := decide(algorithms.NoWait); d.Allowed || d.RetryAfter != 50*time.Millisecond {
+			t.Fatalf("NoWait: %+v, want denied for 50ms", d)
+		}
+	}
+	// A plain request still queues.
+	if d := decide(0); !d.Allowed || d.Wait != 50*time.Millisecond {
+		t.Fatalf("plain after a cached NoWait deny: %+v, want admitted with a 50ms wait", d)
+	}
+}

@@ -54,7 +54,16 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 	ek := keys.Entry(r.Key, r.Scope)
 	ref := sh.find(alg, ek, nowMs)
 	st := ref.state()
-	if r.DryRun {
+	if r.Mode != 0 && alg != algorithms.SlidingWindowLog {
+		// A mode (the leaky bucket's NoWait) on a counter: DecideMode,
+		// whose state is a value (the log ignores modes).
+		var next algorithms.State
+		next, *out = algorithms.DecideMode(r.Limit, st, nowMs, r.Cost, r.Mode)
+		if !r.DryRun && out.Allowed && r.Cost != 0 {
+			sh.write(alg, ek, ref, next, nowMs, out.TTL)
+			sh.trim(nowMs)
+		}
+	} else if r.DryRun {
 		*out = algorithms.EvaluateMs(r.Limit, st, nowMs, r.Cost)
 	} else {
 		// A sliding window log's ring is updated in place: only this
@@ -142,7 +151,15 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		}
 		pe := &pend[p]
 		var d algorithms.Decision
-		if r.DryRun {
+		if r.Mode != 0 && alg != algorithms.SlidingWindowLog {
+			// A mode (the leaky bucket's NoWait): DecideMode on the
+			// counter's state, a value.
+			var next algorithms.State
+			next, d = algorithms.DecideMode(r.Limit, pe.st, nowMs, r.Cost, r.Mode)
+			if !r.DryRun {
+				pe.st = next
+			}
+		} else if r.DryRun {
 			d = algorithms.EvaluateMs(r.Limit, pe.st, nowMs, r.Cost)
 		} else {
 			d = algorithms.ApplyMs(r.Limit, &pe.st, nowMs, r.Cost, &undo)

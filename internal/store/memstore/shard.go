@@ -12,9 +12,9 @@ import (
 // shard holds the entries of the keys that hash to it.
 type shard struct {
 	mu sync.Mutex
-	// counters holds token bucket, sliding window and fixed window state,
-	// indexed by tableIndex; logs holds sliding window logs.
-	counters [3]map[string]*counter
+	// counters holds token bucket, sliding window, fixed window and leaky
+	// bucket state, indexed by tableIndex; logs holds sliding window logs.
+	counters [4]map[string]*counter
 	logs     map[string]*logEntry
 	n        int      // entries in all tables
 	max      int      // cap on n
@@ -76,6 +76,8 @@ func tableIndex(alg algorithms.Algorithm) int {
 		return 0
 	case algorithms.SlidingWindow:
 		return 1
+	case algorithms.LeakyBucket:
+		return 3
 	}
 	return 2 // algorithms.FixedWindow
 }
@@ -161,4 +163,4 @@ func (sh *shard) remove(alg algorithms.Algorithm, key string) {
 }
 
 // counterAlgorithms is the algorithm of each shard.counters table.
-var counterAlgorithms = [3]algorithms.Algorithm{algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.FixedWindow}
+var counterAlgorithms = [4]algorithms.Algorithm{algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.FixedWindow, algorithms.LeakyBucket}

@@ -34,7 +34,7 @@ type library struct {
 
 // newLibrary is the library of this tree's scripts.
 func newLibrary() library {
-	common := luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaCounter + luaSlidingWindowLog
+	common := luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog
 	return buildLibrary(common, luaLean, luaBatch)
 }
 

@@ -40,6 +40,7 @@ type luaReq struct {
 	l    algorithms.Limit
 	cost int64
 	dry  bool
+	mode algorithms.Mode
 	// group starts a new group: an independent all-or-nothing Decide
 	// call sharing the script call (ignored on the first request).
 	group bool
@@ -79,7 +80,7 @@ func (m *luaModel) decide(nowMs int64, reqs []luaReq) []algorithms.Decision {
 			s = m.states[r.key]
 			work[r.key] = s
 		}
-		s2, d := algorithms.DecideMs(r.l, s, nowMs, r.cost)
+		s2, d := algorithms.DecideMode(r.l, s, nowMs, r.cost, r.mode)
 		out[i] = d
 		if r.cost > 0 && !d.Allowed {
 			denied = true
@@ -144,7 +145,7 @@ func scriptArgs(h header, reqs []luaReq, seven bool) ([]string, []any) {
 			flush()
 			buf = nil
 		}
-		buf = appendRequest(buf, r.l, r.cost, r.dry)
+		buf = appendRequestMode(buf, r.l, r.cost, r.dry, r.mode)
 	}
 	flush()
 	return keys, args
@@ -218,6 +219,19 @@ func diffLimits(alg algorithms.Algorithm) (switching []algorithms.Limit, big alg
 			{Requests: 1000, Period: 60 * time.Second},
 		}
 		big = algorithms.Limit{Requests: 1 << 49, Period: 365 * 24 * time.Hour}
+	case algorithms.LeakyBucket:
+		// Odd rates (a slot of 3001/7 ms), queues of 1 (pure spacing) and
+		// long ones, and a big one whose units fill the 2^50 bound.
+		switching = []algorithms.Limit{
+			{Requests: 4, Period: time.Second, Burst: 6},
+			{Requests: 3, Period: time.Second},
+			{Requests: 7, Period: 3001 * ms, Burst: 20},
+			{Requests: 1, Period: ms},
+			{Requests: 3, Period: 10 * time.Second, Burst: 1},
+			{Requests: 1000, Period: time.Second, Burst: 50},
+			{Requests: 97, Period: 60 * time.Second},
+		}
+		big = algorithms.Limit{Requests: 999_983, Period: 2_097_143 * ms, Burst: 1 << 29}
 	default:
 		switching = []algorithms.Limit{
 			{Requests: 5, Period: time.Second},
@@ -312,8 +326,10 @@ func TestLuaMatchesGo(t *testing.T) {
 			traces = append(traces, trace{"full/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
 		}
 	}
-	traces = append(traces, trace{"mixed", false, [4]algorithms.Algorithm(algorithms.Algorithms), false, false})
-	traces = append(traces, trace{"mixed/seven-bit", false, [4]algorithms.Algorithm(algorithms.Algorithms), false, true})
+	tb, sw, swl, fw, lb := algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.SlidingWindowLog, algorithms.FixedWindow, algorithms.LeakyBucket
+	traces = append(traces, trace{"mixed", false, [4]algorithms.Algorithm{tb, sw, swl, fw}, false, false})
+	traces = append(traces, trace{"mixed/leaky", false, [4]algorithms.Algorithm{lb, tb, swl, lb}, false, false})
+	traces = append(traces, trace{"mixed/seven-bit", false, [4]algorithms.Algorithm{lb, sw, swl, fw}, false, true})
 	modes := []struct {
 		name string
 		set  scriptSet
@@ -374,6 +390,9 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 				limitOf[k] = switching[k][rng.IntN(len(switching[k]))]
 			}
 			reqs[i] = luaReq{key: keys[k], l: limitOf[k], cost: randCost(rng, limitOf[k].Capacity()), dry: rng.IntN(10) == 0, group: i > 0 && rng.IntN(3) == 0}
+			if rng.IntN(5) == 0 {
+				reqs[i].mode = algorithms.NoWait // only the leaky bucket heeds it
+			}
 		}
 		want := m.decideGroups(now, reqs)
 		if os.Getenv(luaTraceEnv) != "" {
@@ -394,8 +413,8 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 				denials++
 			}
 			if got[i] != want[i] {
-				t.Fatalf("step %d (now %d), request %d of %d: key %s, limit %+v, cost %d, dry %v:\n got (lua) %+v\nwant (go)  %+v",
-					step, now, i, n, reqs[i].key, reqs[i].l, reqs[i].cost, reqs[i].dry, got[i], want[i])
+				t.Fatalf("step %d (now %d), request %d of %d: key %s, limit %+v, cost %d, dry %v, mode %d:\n got (lua) %+v\nwant (go)  %+v",
+					step, now, i, n, reqs[i].key, reqs[i].l, reqs[i].cost, reqs[i].dry, reqs[i].mode, got[i], want[i])
 			}
 		}
 		for i, k := range keys {
@@ -454,7 +473,7 @@ func decodeCounterState(t *testing.T, alg algorithms.Algorithm, v string) algori
 		return int64(x<<shift) >> shift
 	}
 	s := algorithms.State{A: le(v[1 : 1+la]), C: le(v[1+la : 1+la+lc]), B: le(v[1+la+lc:])}
-	if alg == algorithms.TokenBucket {
+	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
 		s.B += epochMs
 	} else {
 		s.A += epochMs
@@ -666,9 +685,10 @@ func TestLuaErrors(t *testing.T) {
 		{"empty group", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil)), ""}, "bytes per request"},
 		{"more requests than keys", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil), req(l, 1, nil))}, "2 requests for 1 keys"},
 		{"fewer requests than keys", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil))}, "1 requests for 2 keys"},
-		{"bad algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 5 }))}, "bad arguments for request 1"},
+		{"bad algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 6 }))}, "bad arguments for request 1"},
 		{"no algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 0 }))}, "bad arguments for request 1"},
 		{"bad flags", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x10 }))}, "bad arguments for request 1"},
+		{"unknown flag bit 3", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x40 }))}, "bad arguments for request 1"},
 		{"negative burst", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[17+7] = 0xff }))}, "bad arguments for request 1"},
 		{"zero period", false, []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
 		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},
@@ -768,13 +788,13 @@ func TestDecodeReply(t *testing.T) {
 		}
 		return string(b)
 	}
-	ok := rec(1, 5, 4, 0, 1000, 1000) + rec(0, 5, 0, -1, 0, 0)
+	ok := rec(1, 5, 4, 0, 1000, 1000, 250) + rec(0, 5, 0, -1, 0, 0, 0)
 	out := make([]algorithms.Decision, 2)
 	if err := decodeReply(ok, out); err != nil {
 		t.Fatal(err)
 	}
 	want := []algorithms.Decision{
-		{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Second, TTL: time.Second},
+		{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Second, TTL: time.Second, Wait: 250 * time.Millisecond},
 		{Allowed: false, Limit: 5, RetryAfter: algorithms.Never},
 	}
 	for i := range want {
@@ -787,11 +807,12 @@ func TestDecodeReply(t *testing.T) {
 		"nil":            nil,
 		"short":          ok[:len(ok)-1],
 		"long":           ok + "x",
-		"allowed 2":      rec(2, 5, 4, 0, 1000, 1000) + rec(0, 5, 0, -1, 0, 0),
-		"retry -2":       rec(1, 5, 4, -2, 1000, 1000) + rec(0, 5, 0, -1, 0, 0),
-		"negative ttl":   rec(1, 5, 4, 0, 1000, -5) + rec(0, 5, 0, -1, 0, 0),
-		"zero limit":     rec(1, 0, 4, 0, 1000, 1000) + rec(0, 5, 0, -1, 0, 0),
-		"negative reset": rec(1, 5, 4, 0, -1, 1000) + rec(0, 5, 0, -1, 0, 0),
+		"allowed 2":      rec(2, 5, 4, 0, 1000, 1000, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"retry -2":       rec(1, 5, 4, -2, 1000, 1000, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"negative ttl":   rec(1, 5, 4, 0, 1000, -5, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"zero limit":     rec(1, 0, 4, 0, 1000, 1000, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"negative reset": rec(1, 5, 4, 0, -1, 1000, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"negative wait":  rec(1, 5, 4, 0, 1000, 1000, -1) + rec(0, 5, 0, -1, 0, 0, 0),
 	}
 	for name, reply := range bad {
 		if err := decodeReply(reply, out); !errors.Is(err, errReply) {

@@ -12,7 +12,7 @@ import (
 )
 
 // Reset implements store.Store: it deletes key's state under alg, or
-// under all four algorithms, in the given scopes (one DEL: a key's states
+// under every algorithm, in the given scopes (one DEL: a key's states
 // share a slot). Without scopes it deletes the scope "" and SCANs for the
 // key's other scopes (on every master of a cluster), one SCAN step per
 // Timeout: the cost grows with the keyspace, which is fine for an

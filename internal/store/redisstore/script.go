@@ -5,9 +5,9 @@ package redisstore
 //
 // Two scripts, one per shape of call (issue 11: a lean script per shape):
 //
-//	lean  lua/lib.lua + the three counter twins + lua/counter.lua + lua/lean.lua
+//	lean  lua/lib.lua + the four counter twins + lua/counter.lua + lua/lean.lua
 //	      calls whose requests all use the token bucket, the sliding
-//	      window or the fixed window: no table per request, one GET and
+//	      window, the fixed window or the leaky bucket: no table per request, one GET and
 //	      one SET ... PX per key, a path of its own for one request
 //	full  the same twins + lua/sliding_window_log.lua + lua/batch.lua
 //	      calls that hold a sliding window log (whose ring needs tables)
@@ -29,6 +29,7 @@ package redisstore
 //	token_bucket        string  pack(A = tokens × scale, B = last refill, C = scale)
 //	sliding_window      string  pack(A = window start, B = count in it, C = count in the one before)
 //	fixed_window        string  pack(A = window start, B = count, C = 0)
+//	leaky_bucket        string  pack(A = queue end's fraction of a ms × C, B = queue end, C = perMs)
 //	sliding_window_log  string  header(format, head, floor) + a ring of unit times, 6 bytes a unit
 //
 // lua/lib.lua owns pack, the state codec (a header byte, then the values
@@ -60,6 +61,8 @@ var (
 	luaSlidingWindow string
 	//go:embed lua/fixed_window.lua
 	luaFixedWindow string
+	//go:embed lua/leaky_bucket.lua
+	luaLeakyBucket string
 	//go:embed lua/counter.lua
 	luaCounter string
 	//go:embed lua/sliding_window_log.lua
@@ -73,20 +76,20 @@ var (
 // leanScript is the source of the script for calls without a sliding
 // window log.
 func leanScript() string {
-	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaCounter + luaLean
+	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaLean
 }
 
 // fullScript is the source of the script for calls with a sliding window
 // log (it decides every algorithm).
 func fullScript() string {
-	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaCounter + luaSlidingWindowLog + luaBatch
+	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog + luaBatch
 }
 
 // Sizes of the wire format (lua/lib.lua).
 const (
 	hdrLen   = 18 // form, now_ms, keep_ms, write
 	reqLen   = 33 // algorithm and flags, requests, period_ms, burst, cost
-	replyLen = 41 // allowed, limit, remaining, retry_after_ms, reset_after_ms, ttl_ms
+	replyLen = 49 // allowed, limit, remaining, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
 )
 
 // maxWireCost bounds the costs sent: every capacity is at most
@@ -120,9 +123,18 @@ func appendHeader(buf []byte, h header) []byte {
 // appendRequest appends one request's bytes (the binary form) to buf:
 // cost charged against l (valid: Validate), dry deciding without writing.
 func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool) []byte {
+	return appendRequestMode(buf, l, cost, dry, 0)
+}
+
+// appendRequestMode is appendRequest in mode m (algorithms.NoWait is the
+// request's flag bit 2).
+func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m algorithms.Mode) []byte {
 	b := byte(l.Algorithm) & 7
 	if dry {
-		b |= 8
+		b |= 1 << 3
+	}
+	if m&algorithms.NoWait != 0 {
+		b |= 4 << 3
 	}
 	buf = append(buf, b)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Requests))
@@ -183,9 +195,9 @@ func decodeReply(reply any, out []algorithms.Decision) error {
 		b := str[i*replyLen : (i+1)*replyLen]
 		allowed := b[0]
 		limit, remaining := le64(b[1:]), le64(b[9:])
-		retryMs, resetMs, ttlMs := le64(b[17:]), le64(b[25:]), le64(b[33:])
-		if allowed > 1 || limit <= 0 || remaining < 0 || retryMs < -1 || resetMs < 0 || ttlMs < 0 {
-			return fmt.Errorf("%w: request %d: [%d %d %d %d %d %d] out of range", errReply, i, allowed, limit, remaining, retryMs, resetMs, ttlMs)
+		retryMs, resetMs, ttlMs, waitMs := le64(b[17:]), le64(b[25:]), le64(b[33:]), le64(b[41:])
+		if allowed > 1 || limit <= 0 || remaining < 0 || retryMs < -1 || resetMs < 0 || ttlMs < 0 || waitMs < 0 {
+			return fmt.Errorf("%w: request %d: [%d %d %d %d %d %d %d] out of range", errReply, i, allowed, limit, remaining, retryMs, resetMs, ttlMs, waitMs)
 		}
 		d := algorithms.Decision{
 			Allowed:    allowed == 1,
@@ -194,6 +206,7 @@ func decodeReply(reply any, out []algorithms.Decision) error {
 			RetryAfter: time.Duration(retryMs) * time.Millisecond,
 			ResetAfter: time.Duration(resetMs) * time.Millisecond,
 			TTL:        time.Duration(ttlMs) * time.Millisecond,
+			Wait:       time.Duration(waitMs) * time.Millisecond,
 		}
 		if retryMs == -1 {
 			d.RetryAfter = algorithms.Never

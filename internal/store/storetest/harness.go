@@ -57,7 +57,7 @@ func (h *harness) checkAgainst(what string, got, want []algorithms.Decision) {
 	for i := range want {
 		g, w := got[i], want[i]
 		if g.Allowed != w.Allowed || g.Limit != w.Limit || g.Remaining != w.Remaining ||
-			g.RetryAfter != w.RetryAfter || g.ResetAfter != w.ResetAfter {
+			g.RetryAfter != w.RetryAfter || g.ResetAfter != w.ResetAfter || g.Wait != w.Wait {
 			h.t.Errorf("%s: decision %d:\n got  %s\n want %s", what, i, fmtDecision(g), fmtDecision(w))
 		}
 	}

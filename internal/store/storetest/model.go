@@ -31,7 +31,7 @@ func (m *model) decide(now time.Time, reqs ...store.Request) []algorithms.Decisi
 		if !ok {
 			st = m.states[k]
 		}
-		next, d := algorithms.Decide(r.Limit, st, now, r.Cost)
+		next, d := algorithms.DecideMode(r.Limit, st, now.UnixMilli(), r.Cost, r.Mode)
 		out[i] = d
 		if r.Cost > 0 && !d.Allowed {
 			denied = true

@@ -77,6 +77,9 @@ func testRandomTrace(h *harness) {
 					Limit: l,
 					Cost:  rng.Int64N(l.Capacity()+4) - 2, // -2 … capacity+1
 				}
+				if rng.IntN(4) == 0 {
+					reqs[i].Mode = algorithms.NoWait // only the leaky bucket heeds it
+				}
 			}
 			if n == 1 && rng.IntN(5) == 0 {
 				reqs[0].DryRun = true

@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Sequence", testSequence},
 		{"RandomTrace", testRandomTrace},
 		{"Contention", testContention},
+		{"LeakyQueue", testLeakyQueue},
 		{"BatchContention", testBatchContention},
 		{"AllOrNothing", testAllOrNothing},
 		{"RepeatedKeyInBatch", testRepeatedKey},
@@ -102,8 +103,12 @@ func uniquePrefix(t *testing.T) string {
 // windows; 4 per second with a burst of 6 for the token bucket, so Burst
 // and Requests differ.
 func limitFor(alg algorithms.Algorithm) algorithms.Limit {
-	if alg == algorithms.TokenBucket {
+	switch alg {
+	case algorithms.TokenBucket:
 		return algorithms.Limit{Algorithm: alg, Requests: 4, Period: time.Second, Burst: 6}
+	case algorithms.LeakyBucket:
+		// 3/s: a slot of 333.33 ms, so starts are rounded.
+		return algorithms.Limit{Algorithm: alg, Requests: 3, Period: time.Second, Burst: 4}
 	}
 	return algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Second}
 }

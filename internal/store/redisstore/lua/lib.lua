@@ -24,7 +24,7 @@
 -- an operator (%, #) 10-20 (callgrind, bench/RESULTS.md, issue 11, round
 -- 3).
 
-local ALG_TOKEN_BUCKET, ALG_SLIDING_WINDOW, ALG_SLIDING_WINDOW_LOG, ALG_FIXED_WINDOW = 1, 2, 3, 4
+local ALG_TOKEN_BUCKET, ALG_SLIDING_WINDOW, ALG_SLIDING_WINDOW_LOG, ALG_FIXED_WINDOW, ALG_LEAKY_BUCKET = 1, 2, 3, 4, 5
 
 -- quo is Go's a / b on int64: the quotient truncated toward zero. b > 0.
 --
@@ -56,8 +56,11 @@ end
 -- Then come the requests, REQ_LEN bytes each:
 --
 --   byte 1      8 * flags + algorithm (1 token_bucket, 2 sliding_window,
---               3 sliding_window_log, 4 fixed_window); flags bit 0: dry
---               run (decide as if charging, never write)
+--               3 sliding_window_log, 4 fixed_window, 5 leaky_bucket);
+--               flags bit 0 (1): dry run (decide as if charging, never
+--               write); bit 2 (4): no-wait (a leaky bucket admits only
+--               what may start now: algorithms.NoWait). The drivers
+--               reject any other bit.
 --   then requests per period (> 0), period_ms (> 0), burst (token bucket
 --   capacity, 0 means requests; >= 0) and cost (> 0 spends, 0 looks, < 0
 --   refunds).
@@ -162,8 +165,9 @@ end
 
 -- The reply is one string: REPLY_FMT per request, in request order:
 -- allowed (0 or 1), limit, remaining, retry_after_ms (-1: never),
--- reset_after_ms, ttl_ms. Decoded by redisstore's decodeReply.
-local REPLY_FMT = '<Bi8i8i8i8i8'
+-- reset_after_ms, ttl_ms, wait_ms (the leaky bucket's wait; 0 for the
+-- others). Decoded by redisstore's decodeReply.
+local REPLY_FMT = '<Bi8i8i8i8i8i8'
 
 -- State codec for the one-string states (token bucket, sliding window,
 -- fixed window): three signed integers a, b, c (Go's State.A, B, C) packed
@@ -175,7 +179,8 @@ local REPLY_FMT = '<Bi8i8i8i8i8'
 --   b          the remaining 0..8 bytes
 --
 -- using the fewest bytes each value needs. The time field (b, the last
--- refill, for a token bucket; a, the window start, for the windows) is
+-- refill, for a token bucket; the queue's end, for a leaky bucket; a,
+-- the window start, for the windows) is
 -- stored minus STATE_EPOCH_MS, so it takes 5 bytes until about 2043
 -- instead of 6: a token bucket of 100 per hour then packs into 12 bytes,
 -- and Redis 7.0 keeps a value of up to 12 bytes in the same allocation as
@@ -211,7 +216,7 @@ local function int_fmt(n)
 end
 
 -- load_counter reads the state at key of a counter algorithm alg (token
--- bucket, sliding window, fixed window), times made absolute: a, b, c,
+-- bucket, sliding window, fixed window, leaky bucket), times made absolute: a, b, c,
 -- all 0 for no state; nil if it is malformed.
 local function load_counter(key, alg)
   local str = redis.call('GET', key)
@@ -233,7 +238,7 @@ local function load_counter(key, alg)
   -- string Redis' Lua already holds after the first call.
   local a, c, b = struct.unpack('<' .. int_fmt(la) .. int_fmt(lc) .. int_fmt(lb), str, 2)
   -- The time field is stored relative to STATE_EPOCH_MS (1767225600000).
-  if alg == 1 then -- ALG_TOKEN_BUCKET
+  if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
     return a, b + 1767225600000, c
   end
   return a + 1767225600000, b, c
@@ -281,7 +286,7 @@ local function write_counter(key, alg, a, b, c, ttl, keep)
     redis.call('DEL', key)
     return
   end
-  if alg == 1 then -- ALG_TOKEN_BUCKET
+  if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
     b = b - 1767225600000 -- STATE_EPOCH_MS
   else
     a = a - 1767225600000

@@ -1,0 +1,109 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrWaitTooLong is wrapped by Wait's error when the slot (or the retry
+// of a full queue) would come after the context's deadline; the slot has
+// then been given back.
+var ErrWaitTooLong = errors.New("the wait would outlast the context's deadline")
+
+// ErrNeverAdmitted is wrapped by Wait's error when the limit can never
+// admit one request (floodgate's RetryAfter is negative).
+var ErrNeverAdmitted = errors.New("the limit can never admit this request")
+
+// giveBackTimeout bounds the refund that gives an unused slot back when
+// the client has no timeout of its own (WithTimeout).
+const giveBackTimeout = 5 * time.Second
+
+// Wait takes one slot of key's limit, usually a leaky bucket
+// (LeakyBucket), and blocks until the slot starts, like
+// golang.org/x/time/rate's Limiter.Wait: a partner API that allows 10
+// requests/s gets one call every 100 ms from all its callers together,
+// instead of denials to retry.
+//
+// It checks once; floodgate answers with the slot's Wait, and Wait sleeps
+// that long. If the slot would start after ctx's deadline it gives the
+// slot back at once and returns an error wrapping ErrWaitTooLong, without
+// sleeping; if ctx ends while it sleeps, it gives the slot back and
+// returns ctx's error. A full queue is a deny with RetryAfter: Wait sleeps
+// that long and checks again (or returns ErrWaitTooLong if the deadline
+// comes first). With the other algorithms Wait waits for RetryAfter the
+// same way, so it works with any limit; only the leaky bucket spaces the
+// starts exactly.
+//
+// Giving a slot back is a Check of cost -1 (a leaky bucket takes it from
+// the end of its queue); on a floodgate with tokens it needs the refund or
+// admin role, and when it fails the slot simply stays taken (the queue
+// runs one slot later). A degraded answer (Decision.Degraded) that allows
+// returns nil at once: the failure mode said open. Errors from Check are
+// returned as they are.
+func (c *Client) Wait(ctx context.Context, key string, limit Limit) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("floodgate wait: %w", err)
+		}
+		d, err := c.Check(ctx, Request{Key: key, Limit: limit, Cost: 1})
+		if err != nil {
+			return err
+		}
+		if !d.Allowed {
+			if d.RetryAfter < 0 {
+				return fmt.Errorf("floodgate wait: %w", ErrNeverAdmitted)
+			}
+			if tooLate(ctx, d.RetryAfter) {
+				return fmt.Errorf("floodgate wait: the queue is full for %v: %w", d.RetryAfter, ErrWaitTooLong)
+			}
+			if err := sleep(ctx, d.RetryAfter); err != nil {
+				return fmt.Errorf("floodgate wait: %w", err)
+			}
+			continue
+		}
+		if d.Wait <= 0 {
+			return nil
+		}
+		if tooLate(ctx, d.Wait) {
+			c.giveBack(ctx, key, limit)
+			return fmt.Errorf("floodgate wait: the slot starts in %v: %w", d.Wait, ErrWaitTooLong)
+		}
+		if err := sleep(ctx, d.Wait); err != nil {
+			c.giveBack(ctx, key, limit)
+			return fmt.Errorf("floodgate wait: %w", err)
+		}
+		return nil
+	}
+}
+
+// tooLate reports whether d from now passes ctx's deadline.
+func tooLate(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && time.Until(deadline) < d
+}
+
+// sleep waits d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// giveBack returns the slot Wait took (a check of cost -1), even when ctx
+// has ended; best effort.
+func (c *Client) giveBack(ctx context.Context, key string, limit Limit) {
+	ctx = context.WithoutCancel(ctx)
+	if c.timeout <= 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, giveBackTimeout)
+		defer cancel()
+	}
+	_, _ = c.Check(ctx, Request{Key: key, Limit: limit, Cost: -1})
+}

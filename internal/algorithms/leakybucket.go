@@ -1,0 +1,101 @@
+package algorithms
+
+// decideLeakyBucket is the leaky bucket as a queue: requests leave it
+// (start) at Requests per Period, one slot of period/requests each, and it
+// holds at most Burst slots (Limit.Capacity), the one starting now
+// included. An admitted cost c takes the next c slots; its Wait is the
+// time until the first of them. A request is denied only when its slots
+// do not fit in the queue, with RetryAfter until they do; in NoWait mode
+// also when it would have to wait.
+//
+// The state is the queue's end, its "theoretical arrival time" (GCRA's
+// TAT: when the queue is empty again), kept exactly: B whole ms and A
+// units of 1/perMs ms, with perMs/scale = Requests/Period reduced to
+// lowest terms (tokenScale): a slot is exactly scale units, so the starts
+// never drift, whatever the rate (3/s is a slot of 1000/3 ms). C is perMs,
+// the unit of A. A start that is not a whole ms is rounded up to the next
+// one, so no start is ever earlier than its exact slot: consecutive
+// starts are ⌊period/requests⌋ or ⌈period/requests⌉ ms apart and exact on
+// average (3/s: 334, 333, 333 ms), never closer than ⌊period/requests⌋.
+//
+// A refund (cost < 0) gives back the last slots: the queue's end moves
+// back, never before now. A peek (cost 0) reports the Wait a request would
+// get. When the clock goes back, the queue's end stays where it was: it is
+// further ahead of now, so waits are longer, never shorter, and starts keep
+// their spacing.
+//
+// Mirrored by store/redisstore/lua/leaky_bucket.lua.
+func decideLeakyBucket(l Limit, s State, now, cost int64, m Mode) (State, Decision) {
+	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+	capacity := l.Capacity()
+	full := capacity * scale // the queue's length in units
+
+	endMs, endU := s.B, s.A
+	if s.C != 0 && s.C != perMs && endU > 0 {
+		// The rate changed: A counts in another unit; round the end up
+		// to a whole ms, so no start comes earlier than promised.
+		endMs, endU = endMs+1, 0
+	}
+	if s.C == 0 || endMs < now || (endMs == now && endU == 0) {
+		endMs, endU = now, 0 // an empty queue
+	}
+	lead := endMs - now // >= 0
+	wait := lead        // until the first free slot, rounded up to a ms
+	if endU > 0 {
+		wait++
+	}
+	// The queue holds lead*perMs + endU units. When lead alone passes the
+	// queue's length (the clock went back), it is full; the product is
+	// computed only below that bound, where it is exact in a double.
+	over := lead > full/perMs
+	var queued int64
+	if !over {
+		queued = lead*perMs + endU
+	}
+
+	d := Decision{Allowed: true, Limit: capacity}
+	switch {
+	case cost > 0 && m&NoWait != 0 && wait > 0:
+		d.Allowed = false
+		d.RetryAfter = ms(wait)
+	case cost > 0 && (over || queued+cost*scale > full):
+		d.Allowed = false
+		// The smallest r with (lead - r)*perMs + endU + cost*scale <= full.
+		d.RetryAfter = ms(lead - floorDiv(full-endU-cost*scale, perMs))
+	case cost > 0:
+		d.Wait = ms(wait)
+		endU += cost * scale
+		endMs, endU = endMs+endU/perMs, endU%perMs
+	case cost < 0:
+		endU += cost * scale
+		q := floorDiv(endU, perMs)
+		endMs, endU = endMs+q, endU-q*perMs
+		if endMs < now || (endMs == now && endU == 0) {
+			endMs, endU = now, 0
+		}
+	default:
+		d.Wait = ms(wait)
+	}
+
+	lead = endMs - now
+	empty := lead == 0 && endU == 0
+	switch {
+	case empty:
+		d.Remaining = capacity
+	case m&NoWait != 0 || lead > full/perMs:
+		d.Remaining = 0
+	default:
+		d.Remaining = max(0, (full-lead*perMs-endU)/scale)
+	}
+	if endU > 0 {
+		lead++
+	}
+	d.ResetAfter, d.TTL = ms(lead), ms(lead)
+	if !d.Allowed || cost == 0 {
+		return s, d
+	}
+	if empty {
+		return State{}, d
+	}
+	return State{A: endU, B: endMs, C: perMs}, d
+}

@@ -1,0 +1,108 @@
+-- leaky_bucket.lua: the leaky bucket (a queue that shapes instead of
+-- refusing), mirroring decideLeakyBucket in algorithms/leakybucket.go line
+-- by line.
+--
+-- leaky_bucket(requests, period_ms, burst, a, b, c, now_ms, cost, nowait)
+--     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, wait
+--   requests, period_ms, burst  the limit (burst, the queue's size, 0
+--           means requests)
+--   a, b, c  the state: the queue's end as b whole ms (Unix) plus a units
+--           of 1/c ms, c = per_ms; 0, 0, 0 for a key never seen
+--   now_ms  Unix time in ms
+--   cost    > 0 spends, 0 looks, < 0 refunds (already clamped by
+--           decide_counter)
+--   nowait  true: admit only what may start now (algorithms.NoWait)
+--   allowed 1 or 0; remaining, retry, reset, ttl, wait: Go's Decision, in ms
+--   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
+--           is 0; 0, 0, 0 when the queue is empty
+
+local function leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, nowait)
+  -- tokenScale: per_ms, scale = requests / g, period_ms / g, g the gcd.
+  local g, y = requests, period_ms
+  while y ~= 0 do
+    local r = g % y
+    if r < 0 then
+      r = r + y
+    end
+    g, y = y, r
+  end
+  local per_ms, scale = requests / g, period_ms / g -- exact: g divides both
+  local capacity = requests
+  if burst > 0 then
+    capacity = burst
+  end
+  local full = capacity * scale
+  local full_ms = quo(full, per_ms) -- full / perMs in Go
+
+  local end_ms, end_u = b, a
+  if c ~= 0 and c ~= per_ms and end_u > 0 then
+    -- The rate changed: round the end up to a whole ms.
+    end_ms, end_u = end_ms + 1, 0
+  end
+  if c == 0 or end_ms < now or (end_ms == now and end_u == 0) then
+    end_ms, end_u = now, 0 -- an empty queue
+  end
+  local lead = end_ms - now
+  local wait = lead
+  if end_u > 0 then
+    wait = wait + 1
+  end
+  local over = lead > full_ms
+  local queued = 0
+  if not over then
+    queued = lead * per_ms + end_u
+  end
+
+  local allowed, retry, w = 1, 0, 0
+  if cost > 0 and nowait and wait > 0 then
+    allowed, retry = 0, wait
+  elseif cost > 0 and (over or queued + cost * scale > full) then
+    allowed = 0
+    -- floorDiv(full - end_u - cost * scale, per_ms): quo truncates.
+    local x = full - end_u - cost * scale
+    local q = quo(x, per_ms)
+    if q * per_ms > x then
+      q = q - 1
+    end
+    retry = lead - q
+  elseif cost > 0 then
+    w = wait
+    end_u = end_u + cost * scale
+    local q = quo(end_u, per_ms)
+    end_ms, end_u = end_ms + q, end_u - q * per_ms
+  elseif cost < 0 then
+    end_u = end_u + cost * scale
+    local q = quo(end_u, per_ms)
+    if q * per_ms > end_u then
+      q = q - 1
+    end
+    end_ms, end_u = end_ms + q, end_u - q * per_ms
+    if end_ms < now or (end_ms == now and end_u == 0) then
+      end_ms, end_u = now, 0
+    end
+  else
+    w = wait
+  end
+
+  lead = end_ms - now
+  local empty = lead == 0 and end_u == 0
+  local remaining = 0
+  if empty then
+    remaining = capacity
+  elseif not nowait and lead <= full_ms then
+    remaining = quo(full - lead * per_ms - end_u, scale)
+    if remaining < 0 then
+      remaining = 0
+    end
+  end
+  if end_u > 0 then
+    lead = lead + 1
+  end
+  if allowed == 0 or cost == 0 then
+    return allowed, remaining, retry, lead, lead, a, b, c, w
+  end
+  if empty then
+    return allowed, remaining, retry, lead, lead, 0, 0, 0, w
+  end
+  return allowed, remaining, retry, lead, lead, end_u, end_ms, per_ms, w
+end
