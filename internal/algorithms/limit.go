@@ -89,6 +89,14 @@ type Limit struct {
 	// Burst is the token bucket's capacity; 0 means Requests. The window
 	// algorithms ignore it.
 	Burst int64
+	// Calendar, when set, makes the window the local calendar period (day,
+	// ISO week, month, year) of Location instead of Period, which must
+	// then be 0. Only the fixed window and the sliding window take one.
+	Calendar Calendar
+	// Location is the time zone of a Calendar; nil means UTC. Resolve it
+	// once (time.LoadLocation reads the zone database), when the limit is
+	// configured. Only a calendar limit takes one.
+	Location *time.Location
 }
 
 // Capacity is the most a single request may cost: the burst for a token
@@ -108,6 +116,9 @@ func (l Limit) PeriodMs() int64 { return l.Period.Milliseconds() }
 func (l Limit) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidLimit, fmt.Sprintf(format, args...))
+	}
+	if l.Calendar != NoCalendar || l.Location != nil {
+		return l.validateCalendar(bad)
 	}
 	switch {
 	case !l.Algorithm.Valid():
@@ -215,6 +226,9 @@ func DecideMs(l Limit, s State, nowMs, cost int64) (State, Decision) {
 		return s, d
 	} else if cost < -c {
 		cost = -c
+	}
+	if l.Calendar != NoCalendar {
+		return DecideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, cost)
 	}
 	switch l.Algorithm {
 	case TokenBucket:
