@@ -86,6 +86,7 @@ func fullScript() string {
 const (
 	hdrLen   = 18 // form, now_ms, keep_ms, write
 	reqLen   = 33 // algorithm and flags, requests, period_ms, burst, cost
+	calLen   = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
 	replyLen = 41 // allowed, limit, remaining, retry_after_ms, reset_after_ms, ttl_ms
 )
 
@@ -104,6 +105,10 @@ type header struct {
 	keepMs int64
 	// probe decides without writing anything.
 	probe bool
+	// calMs is floodgate's clock in Unix ms, whatever nowMs says: the
+	// boundaries of calendar limits are computed for it (appendRequest),
+	// and the script picks among them the period of its own now.
+	calMs int64
 }
 
 // appendHeader appends h's bytes (the binary form) to buf.
@@ -119,16 +124,32 @@ func appendHeader(buf []byte, h header) []byte {
 
 // appendRequest appends one request's bytes (the binary form) to buf:
 // cost charged against l (valid: Validate), dry deciding without writing.
-func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool) []byte {
+// A calendar limit sets flag bit 3, sends its current period's length as
+// period_ms, and appends the five boundaries around calMs (floodgate's
+// clock, Unix ms; lua/lib.lua).
+func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, calMs int64) []byte {
 	b := byte(l.Algorithm) & 7
 	if dry {
 		b |= 8
 	}
+	periodMs := l.PeriodMs()
+	var bounds algorithms.Bounds
+	if l.Calendar != algorithms.NoCalendar {
+		b |= 64 // flag bit 3
+		bounds = l.Calendar.Bounds(l.Location, calMs)
+		periodMs = bounds[2] - bounds[1]
+	}
 	buf = append(buf, b)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Requests))
-	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.PeriodMs()))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(periodMs))
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Burst))
-	return binary.LittleEndian.AppendUint64(buf, uint64(min(max(cost, -maxWireCost), maxWireCost)))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(min(max(cost, -maxWireCost), maxWireCost)))
+	if l.Calendar != algorithms.NoCalendar {
+		for _, v := range bounds {
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+		}
+	}
+	return buf
 }
 
 // sevenBit rewrites a binary header and its requests (appendHeader,
@@ -154,11 +175,16 @@ func sevenBit(bin []byte) []byte {
 	int7(le(1))
 	int7(le(9))
 	out = append(out, 0x80|bin[17])
-	for i := hdrLen; i+reqLen <= len(bin); i += reqLen {
+	for i := hdrLen; i+reqLen <= len(bin); {
 		out = append(out, 0x80|bin[i])
-		for f := range 4 {
+		ints := 4
+		if bin[i]&64 != 0 { // a calendar request: its boundaries follow
+			ints += calLen / 8
+		}
+		for f := range ints {
 			int7(le(i + 1 + 8*f))
 		}
+		i += 1 + 8*ints
 	}
 	return out
 }
@@ -221,7 +247,7 @@ func le64(s string) int64 {
 // the binary form, which the script reads faster, so the tool measures a
 // slightly heavier call than the store makes.
 func BenchmarkEval(l algorithms.Limit, cost int64) (src, argv string) {
-	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false)
+	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false, time.Now().UnixMilli())
 	return leanScript(), string(sevenBit(bin))
 }
 
