@@ -686,7 +686,7 @@ func TestLuaErrors(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Period: time.Second}
 	hdr := appendHeader(nil, header{nowMs: 1})
 	req := func(l algorithms.Limit, cost int64, edit func(b []byte)) []byte {
-		b := appendRequest(nil, l, cost, false, 0)
+		b := appendRequest(nil, l, cost, false, 1_700_000_000_000)
 		if edit != nil {
 			edit(b)
 		}
@@ -702,6 +702,10 @@ func TestLuaErrors(t *testing.T) {
 	zeroPeriod := l
 	zeroPeriod.Period = 0
 	swl := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Period: time.Second}
+	cal := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Calendar: algorithms.Day}
+	swapBounds := func(b []byte) { // b1 before b0
+		copy(b[reqLen:reqLen+8], b[reqLen+8:reqLen+16])
+	}
 	tests := []struct {
 		name     string
 		leanOnly bool
@@ -728,6 +732,13 @@ func TestLuaErrors(t *testing.T) {
 		{"zero period", false, []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
 		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},
 		{"log in the lean script", true, []string{"e:a"}, []any{join(hdr, req(swl, 1, nil))}, "bad arguments for request 1"},
+		{"calendar flag without bounds", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 64 }))}, "bytes per request"},
+		{"calendar bounds cut short", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, nil)[:reqLen+20])}, "bytes per request"},
+		{"calendar bounds cut short in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, nil)[:reqLen+39]}, "bytes per request"},
+		{"calendar token bucket", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 1 }))}, "bad arguments for request 1"},
+		{"calendar log", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 3 }))}, "bad arguments for request 1"},
+		{"calendar bounds out of order", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, swapBounds))}, "bad arguments for request 1"},
+		{"calendar bounds out of order in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, swapBounds)}, "bad arguments for request 2"},
 		{"two algorithms on one key", false, []string{"e:b", "e:b"}, []any{join(hdr, req(l, 1, nil), req(algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 5, Period: time.Second}, 1, nil))}, "used with two algorithms"},
 	}
 	for _, tc := range tests {

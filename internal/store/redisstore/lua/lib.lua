@@ -101,14 +101,14 @@ local function check_groups(argv, n, off)
       pos = HDR_LEN + 1
     end
     if pos > len then
-      return redis.error_reply('ERR floodgate: want whole requests in every group')
+      return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request (' .. (REQ_LEN + CAL_LEN) .. ' for a calendar one) in every group')
     end
     while pos <= len do
       pos = pos + req_len(string.byte(str, pos), off)
       total = total + 1
     end
     if pos ~= len + 1 then
-      return redis.error_reply('ERR floodgate: want whole requests in every group')
+      return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request (' .. (REQ_LEN + CAL_LEN) .. ' for a calendar one) in every group')
     end
   end
   if total ~= n then
