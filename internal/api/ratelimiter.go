@@ -14,8 +14,8 @@ import (
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store"
-	"github.com/floodgate/floodgate/internal/zones"
 	"github.com/floodgate/floodgate/internal/store/localshare"
+	"github.com/floodgate/floodgate/internal/zones"
 )
 
 // Defaults for Settings' zero values.
