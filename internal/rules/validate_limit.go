@@ -55,6 +55,11 @@ func (p *parser) rate(ld *limitDoc, fallback algorithms.Algorithm, requests int6
 func (p *parser) calendar(ld *limitDoc, r *algorithms.Limit) {
 	if ld.calendar.ok {
 		r.Calendar = ld.calendar.v
+		if !ld.algorithm.given() && !p.defaultAlg.Valid() {
+			// A policy's default, the token bucket, takes no calendar:
+			// count calendar quotas with the fixed window unless told.
+			r.Algorithm = algorithms.FixedWindow
+		}
 		if r.Algorithm.Valid() && r.Algorithm != algorithms.FixedWindow && r.Algorithm != algorithms.SlidingWindow {
 			p.errorf(ld.calendar.at, "period calendar_%s applies only to fixed_window and sliding_window, not %v", r.Calendar, r.Algorithm)
 		}
