@@ -275,3 +275,24 @@ func TestCalendarMigration(t *testing.T) {
 		}
 	}
 }
+
+// The clock going back across a boundary stays in the stored (later)
+// period, as for a fixed period; more than a period back, the state is no
+// boundary of the period decided and counts as empty.
+func TestCalendarClockBack(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
+		l := Limit{Algorithm: alg, Requests: 2, Calendar: Day}
+		midnight := time.Date(2027, 5, 10, 0, 0, 0, 0, time.UTC).UnixMilli()
+		s, _ := DecideMs(l, State{}, midnight+1000, 2)
+		_, d := DecideMs(l, s, midnight-1000, 1)
+		if d.Allowed || d.Remaining != 0 {
+			t.Errorf("%v a second back: %+v, want the later day's count kept (deny)", alg, d)
+		}
+		if d.RetryAfter <= time.Second {
+			t.Errorf("%v a second back: RetryAfter %v, want beyond the lag", alg, d.RetryAfter)
+		}
+		if _, d := DecideMs(l, s, midnight-3*86_400_000, 1); !d.Allowed {
+			t.Errorf("%v three days back: %+v", alg, d)
+		}
+	}
+}
