@@ -107,15 +107,17 @@ func (c Calendar) Bounds(loc *time.Location, nowMs int64) Bounds {
 	// k0 is the period containing now: time.Date may resolve a midnight
 	// that does not exist to an instant after now, or a skipped day to the
 	// next day's start; step until start(k0) <= now < start(k0+1).
-	k0 := 0
-	for start(k0) > nowMs {
-		k0--
-	}
-	for start(k0+1) <= nowMs {
-		k0++
-	}
 	var b Bounds
-	b[1], b[2] = start(k0), start(k0+1)
+	k0 := 0
+	b[1], b[2] = start(0), start(1)
+	for b[1] > nowMs {
+		k0--
+		b[1], b[2] = start(k0), b[1]
+	}
+	for b[2] <= nowMs {
+		k0++
+		b[1], b[2] = b[2], start(k0+1)
+	}
 	// Neighbours, skipping any period of no length (a day a zone skipped).
 	for k := k0 - 1; ; k-- {
 		if b[0] = start(k); b[0] < b[1] {

@@ -296,3 +296,23 @@ func TestCalendarClockBack(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkDecideCalendar(b *testing.B) {
+	jakarta, err := time.LoadLocation("Asia/Jakarta")
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Date(2027, 3, 17, 9, 0, 0, 0, jakarta).UnixMilli()
+	for _, l := range []Limit{
+		{Algorithm: FixedWindow, Requests: 1 << 40, Period: 30 * 24 * time.Hour},
+		{Algorithm: FixedWindow, Requests: 1 << 40, Calendar: Month, Location: jakarta},
+		{Algorithm: SlidingWindow, Requests: 1000, Calendar: Day, Location: jakarta},
+	} {
+		b.Run(l.Algorithm.String()+"/"+l.Calendar.String(), func(b *testing.B) {
+			var s State
+			for i := range b.N {
+				s, _ = DecideMs(l, s, now+int64(i), 1)
+			}
+		})
+	}
+}
