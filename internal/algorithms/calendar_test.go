@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -314,5 +315,43 @@ func BenchmarkDecideCalendar(b *testing.B) {
 				s, _ = DecideMs(l, s, now+int64(i), 1)
 			}
 		})
+	}
+}
+
+// Property: with time moving forward through DST changes, month ends and
+// a leap day, neither window admits more than Requests in any calendar
+// period, and every RetryAfter of a deny is exact.
+func TestCalendarNeverOverAdmits(t *testing.T) {
+	ny := mustZone(t, "America/New_York")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 14))
+	for _, cal := range []Calendar{Day, Week, Month} {
+		for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
+			l := Limit{Algorithm: alg, Requests: 7, Calendar: cal, Location: ny}
+			now := time.Date(2027, 10, 25, 0, 0, 0, 0, ny).UnixMilli()
+			step := int64(cal.MaxLength().Milliseconds() / 40)
+			var s State
+			admitted := map[int64]int64{} // by period start
+			for range 3000 {
+				now += rng.Int64N(step)
+				cost := 1 + rng.Int64N(3)
+				next, d := DecideMs(l, s, now, cost)
+				b := cal.Bounds(ny, now)
+				if d.Allowed {
+					s = next
+					admitted[b[1]] += cost
+					if admitted[b[1]] > l.Requests {
+						t.Fatalf("%v %v: %d admitted in the period from %v", alg, cal, admitted[b[1]], time.UnixMilli(b[1]).In(ny))
+					}
+					continue
+				}
+				w := d.RetryAfter.Milliseconds()
+				if _, d2 := DecideMs(l, s, now+w-1, cost); d2.Allowed {
+					t.Fatalf("%v %v at %v: admitted 1 ms before RetryAfter %v", alg, cal, time.UnixMilli(now).In(ny), d.RetryAfter)
+				}
+				if _, d2 := DecideMs(l, s, now+w, cost); !d2.Allowed {
+					t.Fatalf("%v %v at %v: denied at RetryAfter %v", alg, cal, time.UnixMilli(now).In(ny), d.RetryAfter)
+				}
+			}
+		}
 	}
 }
