@@ -739,6 +739,16 @@ func TestLuaErrors(t *testing.T) {
 		{"calendar log", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 3 }))}, "bad arguments for request 1"},
 		{"calendar bounds out of order", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, swapBounds))}, "bad arguments for request 1"},
 		{"calendar bounds out of order in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, swapBounds)}, "bad arguments for request 2"},
+		{"seven-bit calendar bound byte", false, []string{"e:a"}, []any{func() []byte {
+			b := sevenBit(join(hdr, req(cal, 1, nil)))
+			b[hdrLen+reqLen+3] = 0x01
+			return b
+		}()}, "bad arguments for request 1"},
+		{"seven-bit calendar bound byte in a group", false, []string{"e:a", "e:b"}, []any{func() []byte {
+			b := sevenBit(join(hdr, req(cal, 1, nil), req(cal, 1, nil)))
+			b[hdrLen+2*reqLen+calLen+20] = 0x02
+			return b
+		}()}, "bad arguments for request 2"},
 		{"two algorithms on one key", false, []string{"e:b", "e:b"}, []any{join(hdr, req(l, 1, nil), req(algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 5, Period: time.Second}, 1, nil))}, "used with two algorithms"},
 	}
 	for _, tc := range tests {

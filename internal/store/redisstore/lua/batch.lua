@@ -102,7 +102,7 @@ for g = 1, #ARGV do
       pos = pos + CAL_LEN
     end
     pos = pos + REQ_LEN
-    if alg == nil or alg < 1 or alg > 4 or flags > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
+    if alg == nil or alg < 1 or alg > 4 or flags > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
       return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
     end
     local key = KEYS[r]

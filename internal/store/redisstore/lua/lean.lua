@@ -62,7 +62,7 @@ if n == 1 and #ARGV == 1 and #hdr > HDR_LEN and #hdr == HDR_LEN + req_len(string
   local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2
   if cal then
     local b0, b1, b2_, b3, b4 = readb(hdr, HDR_LEN + REQ_LEN + 1)
-    if not (b0 < b1 and b1 < b2_ and b2_ < b3 and b3 < b4) then
+    if b0 == nil or not (b0 < b1 and b1 < b2_ and b2_ < b3 and b3 < b4) then
       return redis.error_reply('ERR floodgate: bad arguments for request 1')
     end
     cap, allowed, remaining, retry, reset, ttl, a2, b2, c2 = decide_calendar(alg, requests, b0, b1, b2_, b3, b4, a, b, c, now, cost)
@@ -108,7 +108,7 @@ for g = 1, #ARGV do
       pos = pos + CAL_LEN
     end
     pos = pos + REQ_LEN
-    if alg == nil or alg < 1 or alg > 4 or alg == 3 or flags > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and (alg == 1 or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
+    if alg == nil or alg < 1 or alg > 4 or alg == 3 or flags > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and (alg == 1 or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
       return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
     end
     local key = KEYS[r]

@@ -163,9 +163,13 @@ local function read_bounds(str, pos)
   return struct.unpack('<i8i8i8i8i8', str, pos)
 end
 
--- int7 decodes one seven-bit integer at byte pos of str (read_request7).
+-- int7 decodes one seven-bit integer at byte pos of str (read_request7);
+-- nil if a byte is out of range.
 local function int7(str, pos)
   local v1, v2, v3, v4, v5, v6, v7, v8 = string.byte(str, pos, pos + 7)
+  if v8 == nil or v1 < 128 or v2 < 128 or v3 < 128 or v4 < 128 or v5 < 128 or v6 < 128 or v7 < 128 or v8 < 128 then
+    return nil
+  end
   local v = ((((((v8 % 64 * 128 + (v7 - 128)) * 128 + (v6 - 128)) * 128 + (v5 - 128)) * 128 + (v4 - 128)) * 128 + (v3 - 128)) * 128 + (v2 - 128)) * 128 + (v1 - 128)
   if v8 >= 192 then
     v = -v
@@ -173,9 +177,14 @@ local function int7(str, pos)
   return v
 end
 
--- read_bounds7 is read_bounds in the seven-bit form.
+-- read_bounds7 is read_bounds in the seven-bit form; nil if a byte is out
+-- of range.
 local function read_bounds7(str, pos)
-  return int7(str, pos), int7(str, pos + 8), int7(str, pos + 16), int7(str, pos + 24), int7(str, pos + 32)
+  local b0, b1, b2, b3, b4 = int7(str, pos), int7(str, pos + 8), int7(str, pos + 16), int7(str, pos + 24), int7(str, pos + 32)
+  if b0 == nil or b1 == nil or b2 == nil or b3 == nil or b4 == nil then
+    return nil
+  end
+  return b0, b1, b2, b3, b4
 end
 
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
