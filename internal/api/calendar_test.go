@@ -13,6 +13,7 @@ import (
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/testkit"
 )
 
@@ -133,5 +134,28 @@ descriptors:
 	}
 	if _, ok := hs["ratelimit-policy"]; ok {
 		t.Errorf("ratelimit-policy %q for a calendar day, want none", hs["ratelimit-policy"])
+	}
+}
+
+// TestCheckCalendarPolicy: a named policy with a calendar quota; its
+// fixed_window default, reset at the next local Monday (an ISO week).
+func TestCheckCalendarPolicy(t *testing.T) {
+	cfg, err := rules.Parse("policies.yaml", []byte("policies:\n  weekly: {requests: 2, period: calendar_week, time_zone: Europe/Berlin}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, nil, api.Settings{Rules: testkit.StaticRules(cfg)})
+	h.clock.Set(time.Date(2027, 3, 28, 23, 0, 0, 0, berlin)) // Sunday 23:00, the week's last hour
+	req := &floodgatev1.CheckRequest{Key: "u", Cost: 2, Source: &floodgatev1.CheckRequest_Policy{Policy: "weekly"}}
+	if resp, err := h.client.Check(context.Background(), req); err != nil || !resp.Allowed || resp.ResetAfter.AsDuration() != time.Hour {
+		t.Fatalf("%v %v, want allowed, reset at Monday's midnight in 1h", resp, err)
+	}
+	req.Algorithm = floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET
+	if _, err := h.client.Check(context.Background(), req); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("token bucket against a calendar policy: %v, want InvalidArgument", err)
 	}
 }
