@@ -18,6 +18,9 @@ var ErrUnknown = errors.New("unknown time zone")
 // caller means) and every name the zone database does not hold, with an
 // error wrapping ErrUnknown that names the zone.
 func Load(name string) (*time.Location, error) {
+	if len(name) > MaxNameLen {
+		return nil, fmt.Errorf("%w: a name of %d bytes (IANA names are at most %d)", ErrUnknown, len(name), MaxNameLen)
+	}
 	switch name {
 	case "", "UTC":
 		return time.UTC, nil
@@ -30,6 +33,11 @@ func Load(name string) (*time.Location, error) {
 	}
 	return loc, nil
 }
+
+// MaxNameLen bounds a zone name: the longest IANA name is 32 bytes
+// ("America/Argentina/ComodRivadavia"). Longer names are refused unread,
+// so a Cache never holds (nor an error echoes) a caller's megabyte.
+const MaxNameLen = 64
 
 // MaxCached bounds a Cache: the zone database holds about 600 names, so
 // every real zone fits; names beyond it (a caller sending junk) are

@@ -9,11 +9,15 @@ import (
 )
 
 func TestLoad(t *testing.T) {
+	long := strings.Repeat("Asia/", 1<<18)
+	if _, err := Load(long); err == nil || !errors.Is(err, ErrUnknown) || len(err.Error()) > 200 {
+		t.Errorf("Load(1 MiB name) = %.200v, want a short error", err)
+	}
 	for _, tc := range []struct {
 		name, want string // want "" for an error
 	}{
 		{"", "UTC"}, {"UTC", "UTC"}, {"Asia/Jakarta", "Asia/Jakarta"}, {"America/New_York", "America/New_York"},
-		{"Mars/Olympus", ""}, {"Local", ""}, {"../../../etc/passwd", ""}, {"/etc/localtime", ""}, {"asia/jakarta\x00", ""},
+		{"Mars/Olympus", ""}, {"Local", ""}, {"America/Argentina/ComodRivadavia", "America/Argentina/ComodRivadavia"}, {"../../../etc/passwd", ""}, {"/etc/localtime", ""}, {"asia/jakarta\x00", ""},
 	} {
 		loc, err := Load(tc.name)
 		switch {
