@@ -96,17 +96,16 @@ func (c Calendar) Bounds(loc *time.Location, nowMs int64) Bounds {
 	start := func(k int) int64 {
 		switch c {
 		case Day:
-			return time.Date(y, m, d+k, 0, 0, 0, 0, loc).UnixMilli()
+			return dayStart(y, m, d+k, loc)
 		case Week:
-			return time.Date(y, m, d+7*k, 0, 0, 0, 0, loc).UnixMilli()
+			return dayStart(y, m, d+7*k, loc)
 		case Month:
-			return time.Date(y, m+time.Month(k), 1, 0, 0, 0, 0, loc).UnixMilli()
+			return dayStart(y, m+time.Month(k), 1, loc)
 		}
-		return time.Date(y+k, 1, 1, 0, 0, 0, 0, loc).UnixMilli()
+		return dayStart(y+k, 1, 1, loc)
 	}
-	// k0 is the period containing now: time.Date may resolve a midnight
-	// that does not exist to an instant after now, or a skipped day to the
-	// next day's start; step until start(k0) <= now < start(k0+1).
+	// k0 is the period containing now; step until start(k0) <= now <
+	// start(k0+1), whatever a zone did to its dates.
 	var b Bounds
 	k0 := 0
 	b[1], b[2] = start(0), start(1)
@@ -134,6 +133,63 @@ func (c Calendar) Bounds(loc *time.Location, nowMs int64) Bounds {
 		}
 	}
 	return b
+}
+
+// dayStart is the first instant (Unix ms) of the local date y-m-d in loc
+// (normalised, so d may overflow the month). That is local midnight, the
+// earlier one where it happens twice (a clock set back at 01:00 to
+// 00:00), and the instant the clocks jump where they skip midnight (from
+// 00:00 to 01:00: the day starts at 01:00). time.Date alone resolves such
+// times either way (it may return 23:00 the day before), so the
+// candidates are checked against the zone's offsets around it. A date the
+// zone skipped entirely starts where the next one does.
+func dayStart(y int, m time.Month, d int, loc *time.Location) int64 {
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	wall := time.Date(y, m, d, 0, 0, 0, 0, time.UTC) // the local midnight's wall clock, as UTC
+	// The common case: t is that midnight, and the offset did not change
+	// in the 3 hours before it (so it is not a second midnight).
+	if _, off := t.Zone(); t.Unix() == wall.Unix()-int64(off) {
+		if _, before := t.Add(-3 * time.Hour).Zone(); before == off {
+			return t.UnixMilli()
+		}
+	}
+	sameDate := func(u time.Time) bool {
+		uy, um, ud := u.In(loc).Date()
+		wy, wm, wd := wall.Date()
+		return uy == wy && um == wm && ud == wd
+	}
+	// The offsets in force around t: at t, before its zone period, after it.
+	at := []time.Time{t}
+	if zs, ze := t.ZoneBounds(); !zs.IsZero() || !ze.IsZero() {
+		if !zs.IsZero() {
+			at = append(at, zs.Add(-time.Second), zs)
+		}
+		if !ze.IsZero() {
+			at = append(at, ze)
+		}
+	}
+	best := int64(0)
+	found := false
+	for _, u := range at {
+		_, off := u.In(loc).Zone()
+		cand := wall.Add(-time.Duration(off) * time.Second)
+		if l := cand.In(loc); sameDate(cand) && l.Hour() == 0 && l.Minute() == 0 && l.Second() == 0 {
+			if ms := cand.UnixMilli(); !found || ms < best {
+				best, found = ms, true
+			}
+		}
+	}
+	if found {
+		return best
+	}
+	// Midnight does not exist: the day starts at the transition into it,
+	// the first instant of its date among the candidates.
+	for _, u := range at {
+		if sameDate(u) && !sameDate(u.Add(-time.Millisecond)) {
+			return u.UnixMilli()
+		}
+	}
+	return t.UnixMilli() // a skipped date: Bounds steps over it
 }
 
 // Out-of-range decisions (DecideCalendar): a now at or past Bounds[3]

@@ -355,3 +355,49 @@ func TestCalendarNeverOverAdmits(t *testing.T) {
 		}
 	}
 }
+
+// In zones whose clocks change at midnight (the day then starts at 01:00,
+// or midnight happens twice), every instant of two years lies in the day,
+// week, month and year Bounds gives it, each boundary starts a later
+// local date than the one before, and every period but a skipped day is
+// at least 22 hours long.
+func TestCalendarBoundsMidnightChanges(t *testing.T) {
+	for _, name := range []string{"America/Santiago", "America/Havana", "Asia/Beirut", "America/Asuncion", "Pacific/Apia", "Australia/Lord_Howe"} {
+		loc := mustZone(t, name)
+		from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+		for now := from; now < from+2*366*86_400_000; now += 3_600_000 + 7 {
+			for _, c := range []Calendar{Day, Week, Month, Year} {
+				b := c.Bounds(loc, now)
+				if !(b[1] <= now && now < b[2]) {
+					t.Fatalf("%s %v at %v: %v does not hold now", name, c, time.UnixMilli(now).In(loc), b)
+				}
+				for i := 1; i < len(b); i++ {
+					if b[i]-b[i-1] < 22*3_600_000 {
+						t.Fatalf("%s %v at %v: period %d of %v is %v long", name, c, time.UnixMilli(now).In(loc), i, b, time.Duration(b[i]-b[i-1])*time.Millisecond)
+					}
+					y0, m0, d0 := time.UnixMilli(b[i-1]).In(loc).Date()
+					y1, m1, d1 := time.UnixMilli(b[i]).In(loc).Date()
+					if !time.Date(y1, m1, d1, 0, 0, 0, 0, time.UTC).After(time.Date(y0, m0, d0, 0, 0, 0, 0, time.UTC)) {
+						t.Fatalf("%s %v at %v: boundary %d on the same local date as the one before: %v", name, c, time.UnixMilli(now).In(loc), i, b)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Santiago skips midnight on 2026-09-06 (00:00 -04 is 01:00 -03): that day
+// starts at 01:00, the day before lasts 24 hours. Havana sets its clocks
+// back from 01:00 to 00:00 on 2026-11-01: that day starts at the first
+// midnight and lasts 25 hours.
+func TestCalendarMidnightDST(t *testing.T) {
+	santiago, havana := mustZone(t, "America/Santiago"), mustZone(t, "America/Havana")
+	b := Day.Bounds(santiago, time.Date(2026, 9, 6, 12, 0, 0, 0, santiago).UnixMilli())
+	if got := time.UnixMilli(b[1]).In(santiago); got.Day() != 6 || got.Hour() != 1 || b[1]-b[0] != 24*3_600_000 {
+		t.Errorf("Santiago Sep 6 starts %v, Sep 5 lasts %v", got, time.Duration(b[1]-b[0])*time.Millisecond)
+	}
+	b = Day.Bounds(havana, time.Date(2026, 11, 1, 12, 0, 0, 0, havana).UnixMilli())
+	if got := time.UnixMilli(b[1]).In(havana); got.Day() != 1 || got.Hour() != 0 || b[2]-b[1] != 25*3_600_000 {
+		t.Errorf("Havana Nov 1 starts %v and lasts %v", got, time.Duration(b[2]-b[1])*time.Millisecond)
+	}
+}
