@@ -80,9 +80,9 @@ func (c Calendar) MaxLength() time.Duration {
 type Bounds [5]int64
 
 // Bounds computes the boundaries around nowMs for c in loc (nil means
-// UTC). Each boundary is local midnight of the period's first day (the
-// first instant of that day when midnight does not exist, as Go's
-// time.Date resolves it). Pure: the clock is passed in. c must be Valid.
+// UTC). Each boundary is the first instant of the period's first local
+// day (dayStart: local midnight, or the instant the clocks jump where they
+// skip it). Pure: the clock is passed in. c must be Valid.
 func (c Calendar) Bounds(loc *time.Location, nowMs int64) Bounds {
 	if loc == nil {
 		loc = time.UTC
