@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
@@ -52,5 +54,23 @@ policies:
 		if !ok || p.Rate.Algorithm != want.Algorithm || p.Rate.Requests != want.Requests || p.Rate.Calendar != want.Calendar || p.Rate.Location == nil {
 			t.Errorf("policy %s = %+v, want %+v", name, p.Rate, want)
 		}
+	}
+}
+
+// Rules of one zone share its *time.Location, resolved once per file: a
+// ban list of many calendar rules does not read the zone database per rule.
+func TestCalendarZoneResolvedOnce(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n")
+	for i := range 2000 {
+		fmt.Fprintf(&b, "  - {key: k, value: v%d, rate_limit: {requests_per_unit: 5, period: calendar_day, time_zone: Asia/Jakarta}}\n", i)
+	}
+	c, err := Parse("many.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := one(t, c, "d", e("k", "v0")...).Rate.Location
+	if last := one(t, c, "d", e("k", "v1999")...).Rate.Location; first == nil || last != first {
+		t.Errorf("the zone was resolved per rule: %p, %p", first, last)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
-	"github.com/floodgate/floodgate/internal/zones"
 )
 
 // This file checks limits: what a policy and a rate_limit share (rate,
@@ -70,7 +69,7 @@ func (p *parser) calendar(ld *limitDoc, r *algorithms.Limit) {
 	case !ld.calendar.ok && !ld.calendar.given():
 		p.errorf(tz.at, "time_zone applies only to a calendar period (period: calendar_day, calendar_week, calendar_month or calendar_year)")
 	case ld.calendar.ok:
-		loc, err := zones.Load(tz.v)
+		loc, err := p.zones.Load(tz.v)
 		if err != nil {
 			p.errorf(tz.at, "time_zone: %v", err)
 		}
