@@ -96,8 +96,51 @@ type Limit struct {
 	// Burst is a token bucket's capacity, or a leaky bucket's queue size
 	// (the most requests that may wait); 0 means Requests.
 	Burst int64
+	// Calendar, when set, makes the window a calendar period of TimeZone
+	// (e.g. CalendarMonth: Requests per calendar month, resetting at local
+	// midnight on the 1st) instead of Period, which must then be 0. Only
+	// FixedWindow and SlidingWindow take one.
+	Calendar Calendar
+	// TimeZone is Calendar's IANA time zone, e.g. "Asia/Jakarta"; ""
+	// means UTC.
+	TimeZone string
 	// Policy names a policy in the server's config, e.g. "free".
 	Policy string
+}
+
+// Calendar is a calendar period: the window of a Limit that counts per
+// local day, ISO week (from Monday), month or year. The numbers match
+// floodgate.v1's Calendar enum.
+type Calendar int32
+
+// The calendar periods. NoCalendar (the zero value) is a fixed Period.
+const (
+	NoCalendar    Calendar = 0
+	CalendarDay   Calendar = 1
+	CalendarWeek  Calendar = 2
+	CalendarMonth Calendar = 3
+	CalendarYear  Calendar = 4
+)
+
+var calendarNames = [...]string{CalendarDay: "calendar_day", CalendarWeek: "calendar_week", CalendarMonth: "calendar_month", CalendarYear: "calendar_year"}
+
+// String is the config file's name of c, e.g. "calendar_month".
+func (c Calendar) String() string {
+	if c > 0 && int(c) < len(calendarNames) {
+		return calendarNames[c]
+	}
+	return fmt.Sprintf("Calendar(%d)", int32(c))
+}
+
+// ParseCalendar reads a calendar period as the config file writes it
+// ("calendar_month") or bare ("month").
+func ParseCalendar(name string) (Calendar, error) {
+	for c, n := range calendarNames {
+		if n != "" && (name == n || "calendar_"+name == n) {
+			return Calendar(c), nil
+		}
+	}
+	return NoCalendar, fmt.Errorf("unknown calendar period %q (want calendar_day, calendar_week, calendar_month or calendar_year)", name)
 }
 
 // Policy is the limit of the server-side policy called name, e.g.
@@ -111,12 +154,16 @@ var errBothSources = status.Error(codes.InvalidArgument, "limit sets both a poli
 func (l Limit) source() (floodgatev1.Algorithm, *floodgatev1.Limit, string, error) {
 	alg := floodgatev1.Algorithm(l.Algorithm)
 	if l.Policy != "" {
-		if l.Requests != 0 || l.Period != 0 || l.Burst != 0 {
+		if l.Requests != 0 || l.Period != 0 || l.Burst != 0 || l.Calendar != NoCalendar || l.TimeZone != "" {
 			return 0, nil, "", errBothSources
 		}
 		return alg, nil, l.Policy, nil
 	}
-	return alg, &floodgatev1.Limit{Requests: l.Requests, Period: durationpb.New(l.Period), Burst: l.Burst}, "", nil
+	inline := &floodgatev1.Limit{Requests: l.Requests, Burst: l.Burst, Calendar: floodgatev1.Calendar(l.Calendar), TimeZone: l.TimeZone}
+	if l.Period != 0 || l.Calendar == NoCalendar {
+		inline.Period = durationpb.New(l.Period)
+	}
+	return alg, inline, "", nil
 }
 
 func (l Limit) checkRequest(key string, cost int64) (*floodgatev1.CheckRequest, error) {

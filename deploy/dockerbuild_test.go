@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -226,5 +227,17 @@ func TestDockerfileBuildLine(t *testing.T) {
 	}
 	if got, want := strings.TrimSpace(string(out)), "floodgate "+testVersion; got != want {
 		t.Errorf("floodgate version = %q; want %q (-X main.version=$VERSION)", got, want)
+	}
+	// Calendar quotas resolve IANA zones (time_zone: Asia/Jakarta) in an
+	// image that may hold no /usr/share/zoneinfo: the binary embeds the
+	// zone database (time/tzdata).
+	// The build line strips symbols, so look for the database itself: a
+	// zip whose first entry is Africa/Abidjan, a name nothing else holds.
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte("Africa/Abidjan")) {
+		t.Error("the binary does not embed time/tzdata: calendar limits' time zones would fail on the image")
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/internal/durfmt"
+	"github.com/floodgate/floodgate/internal/zones"
 )
 
 // Exit statuses of `floodgate check`.
@@ -39,10 +40,15 @@ row, and prints one row per attempt (or one JSON object per line with --json).
   floodgate check --key partner --limit 10/1s --algorithm leaky_bucket --repeat 5
 
 --limit is REQUESTS/PERIOD with a Go duration or a bare unit: 10/1m, 5/15m,
-100/h. A leaky bucket admits with a WAIT (the attempt's slot; check does
-not sleep it) and denies only when its queue (--burst) is full. Exit status: 0 when every attempt got an answer, allowed or denied;
-1 on an error (unreachable, invalid request, unknown policy); 2 on bad
-flags; 3 with --fail-on-deny when some attempt was denied.`
+100/h; or a calendar period, 10000/calendar_month (also calendar_day,
+calendar_week, calendar_year), counted in --time-zone (default UTC) with
+fixed_window unless --algorithm says sliding_window. A leaky bucket admits
+with a WAIT (the attempt's slot; check does not sleep it) and denies only
+when its queue (--burst) is full.
+
+Exit status: 0 when every attempt got an answer, allowed or denied; 1 on
+an error (unreachable, invalid request, unknown policy); 2 on bad flags;
+3 with --fail-on-deny when some attempt was denied.`
 
 // checkFlags are the settings of `floodgate check`.
 type checkFlags struct {
@@ -51,6 +57,7 @@ type checkFlags struct {
 	limit      string
 	algorithm  string
 	burst      int64
+	timeZone   string
 	policy     string
 	cost       int64
 	repeat     int
@@ -69,7 +76,8 @@ type checkFlags struct {
 func (f *checkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "floodgate's gRPC address")
 	fs.StringVar(&f.key, "key", "", "the key to check, e.g. user:42 (required)")
-	fs.StringVar(&f.limit, "limit", "", "inline limit REQUESTS/PERIOD, e.g. 10/1m (this or --policy)")
+	fs.StringVar(&f.limit, "limit", "", "inline limit REQUESTS/PERIOD, e.g. 10/1m or 10000/calendar_month (this or --policy)")
+	fs.StringVar(&f.timeZone, "time-zone", "", "IANA time zone of a calendar --limit, e.g. Asia/Jakarta (default UTC)")
 	fs.StringVar(&f.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket (default token_bucket with --limit; a policy's own with --policy)")
 	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity, or leaky bucket queue size; 0 means the limit's requests")
 	fs.StringVar(&f.policy, "policy", "", "a policy name from the server's config, instead of --limit")
@@ -174,6 +182,8 @@ func (f *checkFlags) resolve(fs *flag.FlagSet) (client.Limit, []client.DialOptio
 		return l, nil, errors.New("give exactly one of --limit and --policy")
 	case f.policy != "" && f.burst != 0:
 		return l, nil, errors.New("--burst applies to --limit, not --policy")
+	case f.policy != "" && f.timeZone != "":
+		return l, nil, errors.New("--time-zone applies to a calendar --limit, not --policy")
 	}
 	if f.algorithm != "" {
 		alg, err := client.ParseAlgorithm(f.algorithm)
@@ -185,11 +195,20 @@ func (f *checkFlags) resolve(fs *flag.FlagSet) (client.Limit, []client.DialOptio
 	if f.policy != "" {
 		l.Policy = f.policy
 	} else {
-		requests, period, err := parseRate(f.limit)
-		if err != nil {
-			return l, nil, fmt.Errorf("--limit: %w", err)
+		if reqs, per, ok := strings.Cut(f.limit, "/"); ok && strings.HasPrefix(strings.TrimSpace(per), "calendar_") {
+			if err := f.calendarLimit(&l, reqs, strings.TrimSpace(per)); err != nil {
+				return l, nil, err
+			}
+		} else {
+			requests, period, err := parseRate(f.limit)
+			if err != nil {
+				return l, nil, fmt.Errorf("--limit: %w", err)
+			}
+			if f.timeZone != "" {
+				return l, nil, errors.New("--time-zone applies to a calendar --limit such as 10000/calendar_month")
+			}
+			l.Requests, l.Period, l.Burst = requests, period, f.burst
 		}
-		l.Requests, l.Period, l.Burst = requests, period, f.burst
 		if l.Algorithm == client.AnyAlgorithm {
 			l.Algorithm = client.TokenBucket
 		}
@@ -232,6 +251,30 @@ func (f *checkFlags) tlsConfig() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// calendarLimit fills l from a calendar --limit REQUESTS/calendar_PERIOD
+// and --time-zone; the algorithm defaults to the fixed window.
+func (f *checkFlags) calendarLimit(l *client.Limit, reqs, per string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(reqs), 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("--limit: requests must be a positive integer, got %q", reqs)
+	}
+	cal, err := client.ParseCalendar(per)
+	if err != nil {
+		return fmt.Errorf("--limit: %w", err)
+	}
+	if f.burst != 0 {
+		return errors.New("--burst applies to a token bucket, not a calendar --limit")
+	}
+	if _, err := zones.Load(f.timeZone); err != nil {
+		return fmt.Errorf("--time-zone: %w", err)
+	}
+	if l.Algorithm == client.AnyAlgorithm {
+		l.Algorithm = client.FixedWindow
+	}
+	l.Requests, l.Calendar, l.TimeZone = n, cal, f.timeZone
+	return nil
 }
 
 // parseRate reads REQUESTS/PERIOD: "10/1m", "5/15m", "100/h" (a bare unit

@@ -132,6 +132,12 @@ func TestCheckGolden(t *testing.T) {
 		{"usage_algorithm", []string{"--key", "k", "--limit", "10/1m", "--algorithm", "leaky"}, nil, false},
 		{"leaky_bucket", []string{"--key", "partner", "--limit", "10/1s", "--algorithm", "leaky_bucket", "--burst", "3", "--repeat", "5"}, nil, false},
 		{"usage_unknown_flag", []string{"--key", "k", "--limt", "10/1m"}, nil, false},
+		{"calendar_month", []string{"--key", "k", "--limit", "3/calendar_month", "--time-zone", "Asia/Jakarta", "--repeat", "4"}, nil, false},
+		{"calendar_day_sliding", []string{"--key", "k", "--limit", "2/calendar_day", "--algorithm", "sliding_window", "--repeat", "3", "--json"}, nil, false},
+		{"error_calendar_token_bucket", []string{"--key", "k", "--limit", "3/calendar_week", "--algorithm", "token_bucket"}, nil, false},
+		{"usage_time_zone", []string{"--key", "k", "--limit", "3/calendar_month", "--time-zone", "Mars/Olympus"}, nil, false},
+		{"usage_calendar", []string{"--key", "k", "--limit", "3/calendar_fortnight"}, nil, false},
+		{"usage_time_zone_without_calendar", []string{"--key", "k", "--limit", "3/1m", "--time-zone", "Asia/Jakarta"}, nil, false},
 		{"help", []string{"--help"}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

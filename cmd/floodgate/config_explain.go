@@ -360,6 +360,9 @@ func limitText(v server.RuleView) string {
 
 func rateText(r server.RateView) string {
 	s := fmt.Sprintf("%d per %s, %s", r.Requests, r.Period, r.Algorithm)
+	if r.TimeZone != "" {
+		s = fmt.Sprintf("%d per %s in %s, %s", r.Requests, r.Period, r.TimeZone, r.Algorithm)
+	}
 	if r.Burst > 0 {
 		s += fmt.Sprintf(", burst %d", r.Burst)
 	}

@@ -241,3 +241,24 @@ func TestConfigExplainLeaky(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigExplainCalendar: explain shows a calendar quota's period and
+// time zone, in text and JSON.
+func TestConfigExplainCalendar(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plans.yaml")
+	if err := os.WriteFile(path, []byte(`domain: shop
+descriptors:
+  - key: plan
+    rate_limit: {requests_per_unit: 10000, period: calendar_month, time_zone: Asia/Jakarta}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runExplain(t, "--config", path, "--domain", "shop", "--descriptor", "plan=starter")
+	if err != nil || !strings.Contains(out, "limit:        10000 per calendar_month in Asia/Jakarta, fixed_window") {
+		t.Fatalf("%v %s:\n%s", err, errOut, out)
+	}
+	out, errOut, err = runExplain(t, "--config", path, "--domain", "shop", "--descriptor", "plan=starter", "--json")
+	if err != nil || !strings.Contains(out, `"period": "calendar_month"`) || !strings.Contains(out, `"time_zone": "Asia/Jakarta"`) {
+		t.Fatalf("%v %s:\n%s", err, errOut, out)
+	}
+}

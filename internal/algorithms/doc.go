@@ -93,6 +93,25 @@
 // the limit within milliseconds. State: A = window start (Unix ms), B = count; two
 // integers.
 //
+// # Calendar periods
+//
+// A [Limit] with a [Calendar] (Day, Week from Monday, Month, Year) and a
+// Location counts the fixed window or the sliding window per local
+// calendar period instead of per Period from the epoch: 10,000 per month
+// resetting at midnight on the 1st in Asia/Jakarta. [Calendar.Bounds]
+// computes the boundaries from the zone database (months of 28–31 days,
+// days of 23 and 25 hours when daylight saving starts and ends), and
+// [DecideCalendar] decides on given boundaries, so that the Redis store can
+// compute them from floodgate's clock and let the script pick the period
+// of Redis' clock. W is then the current period's length, W′ the next
+// one's: the fixed window's RetryAfter and ResetAfter end at the local
+// boundary; the sliding window's estimate is curr + prev·(W − e)/W,
+// integer sums multiplied by W, and after the roll by W′ (a month of 31
+// days may follow one of 28; slidingDecide has the algebra). A state whose
+// window start is no boundary of the period decided counts as empty (the
+// limit or the zone changed). Validate bounds Requests × [Calendar.MaxLength]
+// for the sliding window.
+//
 // # Which to choose
 //
 //   - token_bucket for general APIs: a sustained rate with a burst, often
@@ -105,7 +124,8 @@
 //     window of length W, at a memory cost that grows with the admitted
 //     requests.
 //   - fixed_window only for compatibility with envoyproxy/ratelimit
-//     configs, whose semantics it reproduces, burst at the edges included.
+//     configs, whose semantics it reproduces, burst at the edges included,
+//     and for calendar quotas (a Calendar): so many per local month.
 //   - leaky_bucket when the caller can wait: calls to a partner API that
 //     allows N a second, spaced exactly, from many workers and replicas.
 //

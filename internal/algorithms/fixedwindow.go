@@ -21,13 +21,19 @@ func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	case s.A > start: // the clock went back: stay in the stored window
 		start, count = s.A, s.B
 	}
-	end := start + w - now
+	return fixedDecide(l, start, start+w, count, s, now, cost)
+}
 
+// fixedDecide decides cost in the window [start, end) holding count, the
+// part a fixed period and a calendar period (DecideCalendar) share; s is
+// the state as stored, returned unchanged by a deny or a peek.
+func fixedDecide(l Limit, start, end, count int64, s State, now, cost int64) (State, Decision) {
+	stop := end - now
 	d := Decision{Allowed: true, Limit: l.Requests}
 	switch {
 	case cost > 0 && count+cost > l.Requests:
 		d.Allowed = false
-		d.RetryAfter = ms(end)
+		d.RetryAfter = ms(stop)
 	case cost > 0:
 		count += cost
 	case cost < 0:
@@ -35,7 +41,7 @@ func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	}
 	d.Remaining = max(0, l.Requests-count)
 	if count > 0 {
-		d.ResetAfter = ms(end)
+		d.ResetAfter = ms(stop)
 	}
 	d.TTL = d.ResetAfter
 	if d.TTL == 0 && start > now {

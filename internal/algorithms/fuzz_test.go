@@ -39,6 +39,9 @@ func FuzzDecide(f *testing.F) {
 		f.Add(alg, int64(10), int64(2000), int64(20), int64(1990), edge)
 		f.Add(alg, int64(7), int64(1000), int64(1), int64(-5), trace(step(-300, 2, 7), step(3, 3, 8), step(0, 0, -32768)))
 		f.Add(alg, int64(1)<<40, int64(1)<<20, int64(0), int64(math.MaxInt64), trace(step(32767, 23, 32767), step(-32768, 23, -32768)))
+		for cal := range uint8(5) { // calendar periods (ignored by the token bucket and the log)
+			f.Add(alg|cal<<4, int64(7), int64(0), int64(0), int64(1_000_000), trace(step(1, 22, 3), step(-1, 21, 4), step(3, 20, 5), step(1, 24, 7), step(0, 0, -3)))
+		}
 	}
 	f.Fuzz(func(t *testing.T, alg uint8, requests, periodMs, burst, start int64, raw []byte) {
 		l := algorithms.Limit{
@@ -47,11 +50,22 @@ func FuzzDecide(f *testing.F) {
 			Period:    time.Duration(periodMs) * time.Millisecond,
 			Burst:     burst,
 		}
+		// alg's bits 4-6 pick a calendar period (in a zone with daylight
+		// saving) for the window algorithms.
+		if cal := algorithms.Calendar((alg >> 4) % 5); cal != algorithms.NoCalendar &&
+			(l.Algorithm == algorithms.FixedWindow || l.Algorithm == algorithms.SlidingWindow) {
+			l.Calendar, l.Location, l.Period, l.Burst = cal, fuzzZone, 0, 0
+			if l.Validate() != nil {
+				l.Requests = 1 + abs(requests)%10_000
+			}
+		}
 		if l.Validate() != nil || periodMs > algorithms.MaxWait.Milliseconds() {
 			// Fold into a small valid limit so most inputs test something.
 			l.Requests = 1 + abs(requests)%10_000
-			l.Period = time.Duration(1+abs(periodMs)%86_400_000) * time.Millisecond
-			l.Burst = abs(burst) % 100_000
+			if l.Calendar == algorithms.NoCalendar {
+				l.Period = time.Duration(1+abs(periodMs)%86_400_000) * time.Millisecond
+				l.Burst = abs(burst) % 100_000
+			}
 			if l.Validate() != nil {
 				return
 			}
@@ -94,6 +108,16 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
+
+// fuzzZone is the calendar limits' zone in FuzzDecide: New York, whose
+// days of 23 and 25 hours test the period lengths.
+var fuzzZone = func() *time.Location {
+	loc, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		panic(err)
+	}
+	return loc
+}()
 
 func abs(v int64) int64 {
 	if v < 0 {

@@ -92,6 +92,14 @@ type Limit struct {
 	// size (the most units that may be queued); 0 means Requests. The
 	// window algorithms ignore it.
 	Burst int64
+	// Calendar, when set, makes the window the local calendar period (day,
+	// ISO week, month, year) of Location instead of Period, which must
+	// then be 0. Only the fixed window and the sliding window take one.
+	Calendar Calendar
+	// Location is the time zone of a Calendar; nil means UTC. Resolve it
+	// once (time.LoadLocation reads the zone database), when the limit is
+	// configured. Only a calendar limit takes one.
+	Location *time.Location
 }
 
 // Capacity is the most a single request may cost: the burst for a token
@@ -111,6 +119,9 @@ func (l Limit) PeriodMs() int64 { return l.Period.Milliseconds() }
 func (l Limit) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidLimit, fmt.Sprintf(format, args...))
+	}
+	if l.Calendar != NoCalendar || l.Location != nil {
+		return l.validateCalendar(bad)
 	}
 	switch {
 	case !l.Algorithm.Valid():

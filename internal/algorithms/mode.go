@@ -20,6 +20,9 @@ func DecideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 	} else if cost < -c {
 		cost = -c
 	}
+	if l.Calendar != NoCalendar { // only the windows, which never wait
+		return DecideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, cost)
+	}
 	switch l.Algorithm {
 	case TokenBucket:
 		return decideTokenBucket(l, s, nowMs, cost)

@@ -5,6 +5,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/floodgate/floodgate/internal/algorithms"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/ratelimitheader"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -64,12 +65,21 @@ var unitsByLength = [...]rlsv3.RateLimitResponse_RateLimit_Unit{
 	rlsv3.RateLimitResponse_RateLimit_SECOND,
 }
 
+// calendarUnits are Envoy's units of the calendar periods.
+var calendarUnits = map[algorithms.Calendar]rlsv3.RateLimitResponse_RateLimit_Unit{
+	algorithms.Day: rlsv3.RateLimitResponse_RateLimit_DAY, algorithms.Week: rlsv3.RateLimitResponse_RateLimit_WEEK,
+	algorithms.Month: rlsv3.RateLimitResponse_RateLimit_MONTH, algorithms.Year: rlsv3.RateLimitResponse_RateLimit_YEAR,
+}
+
 // currentLimitOf describes l in Envoy's terms: requests per unit, with a
 // unit multiplier (0 for none) when the period is a multiple of a unit
 // other than the unit itself; unit UNKNOWN when no unit divides it.
 func currentLimitOf(l *rules.Limit) (perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, mult uint32) {
 	if !l.DenyAll {
 		perUnit = uint32(min(max(l.Rate.Capacity(), 0), 1<<32-1))
+	}
+	if u, ok := calendarUnits[l.Rate.Calendar]; ok {
+		return perUnit, u, 0
 	}
 	p := l.Rate.Period
 	for _, u := range unitsByLength {

@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/localshare"
+	"github.com/floodgate/floodgate/internal/zones"
 )
 
 // Defaults for Settings' zero values.
@@ -83,6 +84,7 @@ type RateLimiter struct {
 	api         string
 	failures    *observability.FailureLog
 	tracer      spanTracer
+	zones       zones.Cache // the time zones of inline calendar limits
 }
 
 var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
@@ -242,7 +244,7 @@ func (r *RateLimiter) Reset(ctx context.Context, req *floodgatev1.ResetRequest) 
 		if alg == algorithms.Unspecified {
 			return nil, toStatus(ctx, r.log, invalidf("algorithm", "required with an inline limit"))
 		}
-		l, err := inlineLimit(alg, req.GetLimit())
+		l, err := inlineLimit(alg, req.GetLimit(), &r.zones)
 		if err != nil {
 			return nil, toStatus(ctx, r.log, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/internal/zones"
 )
 
 // check is a validated check: what to ask the store, and how to answer.
@@ -91,7 +92,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		if alg == algorithms.Unspecified {
 			return check{}, invalidf("algorithm", "required with an inline limit (ALGORITHM_TOKEN_BUCKET, ALGORITHM_SLIDING_WINDOW, ALGORITHM_SLIDING_WINDOW_LOG, ALGORITHM_FIXED_WINDOW or ALGORITHM_LEAKY_BUCKET)")
 		}
-		l, err := inlineLimit(alg, req.GetLimit())
+		l, err := inlineLimit(alg, req.GetLimit(), &r.zones)
 		if err != nil {
 			return check{}, err
 		}
@@ -154,10 +155,14 @@ func (r *RateLimiter) policy(name string) (rules.Policy, error) {
 	return rules.Policy{}, &fieldError{field: "policy", msg: "unknown policy " + quote(name), kind: errNotFound}
 }
 
-// inlineLimit converts and validates an inline limit, naming the field.
-func inlineLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit) (algorithms.Limit, error) {
+// inlineLimit converts and validates an inline limit, naming the field;
+// tz resolves a calendar limit's time zone.
+func inlineLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit, tz *zones.Cache) (algorithms.Limit, error) {
 	if pl.GetRequests() <= 0 {
 		return algorithms.Limit{}, invalidf("limit.requests", "must be positive, got %d", pl.GetRequests())
+	}
+	if pl.GetCalendar() != floodgatev1.Calendar_CALENDAR_UNSPECIFIED || pl.GetTimeZone() != "" {
+		return calendarLimit(alg, pl, tz)
 	}
 	if pl.GetPeriod() == nil {
 		return algorithms.Limit{}, invalidf("limit.period", "required, e.g. \"60s\"")
@@ -177,6 +182,32 @@ func inlineLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit) (algorithms.Li
 		return algorithms.Limit{}, invalidf("limit.burst", "applies only to ALGORITHM_TOKEN_BUCKET and ALGORITHM_LEAKY_BUCKET, not %v", alg)
 	}
 	l := algorithms.Limit{Algorithm: alg, Requests: pl.GetRequests(), Period: period, Burst: pl.GetBurst()}
+	if err := l.Validate(); err != nil {
+		return algorithms.Limit{}, invalidf("limit", "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
+	}
+	return l, nil
+}
+
+// calendarLimit is inlineLimit for a limit with a calendar or a time zone.
+func calendarLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit, tz *zones.Cache) (algorithms.Limit, error) {
+	cal := algorithms.Calendar(pl.GetCalendar())
+	switch {
+	case pl.GetCalendar() == floodgatev1.Calendar_CALENDAR_UNSPECIFIED:
+		return algorithms.Limit{}, invalidf("limit.time_zone", "applies only to a calendar limit (set limit.calendar)")
+	case pl.GetCalendar() < 0 || !cal.Valid():
+		return algorithms.Limit{}, invalidf("limit.calendar", "unknown value %d", int32(pl.GetCalendar()))
+	case alg != algorithms.FixedWindow && alg != algorithms.SlidingWindow:
+		return algorithms.Limit{}, invalidf("limit.calendar", "applies only to ALGORITHM_FIXED_WINDOW and ALGORITHM_SLIDING_WINDOW, not %v", alg)
+	case pl.GetPeriod() != nil:
+		return algorithms.Limit{}, invalidf("limit.period", "must be unset with limit.calendar (the calendar %s is the window)", cal)
+	case pl.GetBurst() != 0:
+		return algorithms.Limit{}, invalidf("limit.burst", "applies only to ALGORITHM_TOKEN_BUCKET, not %v", alg)
+	}
+	loc, err := tz.Load(pl.GetTimeZone())
+	if err != nil {
+		return algorithms.Limit{}, invalidf("limit.time_zone", "%v", err)
+	}
+	l := algorithms.Limit{Algorithm: alg, Requests: pl.GetRequests(), Calendar: cal, Location: loc}
 	if err := l.Validate(); err != nil {
 		return algorithms.Limit{}, invalidf("limit", "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
 	}

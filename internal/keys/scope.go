@@ -17,7 +17,9 @@ func PolicyScope(name string) string { return "p" + name }
 // on one key never share a count, whatever order callers interleave them.
 // It is short, since it lengthens every Redis key of the limit: requests,
 // the period in its largest whole unit, and the burst when set, e.g.
-// "i100/1m" or "i10/90s/50".
+// "i100/1m" or "i10/90s/50". A calendar limit names its period and time
+// zone instead, e.g. "i10000/month@Asia/Jakarta", so it never shares a
+// count with a fixed period of the same numbers, nor with another zone.
 func InlineScope(l algorithms.Limit) string {
 	var buf [48]byte // room for "i" and the numbers: one allocation, the string
 	b := append(buf[:0], 'i')
@@ -25,6 +27,14 @@ func InlineScope(l algorithms.Limit) string {
 	b = append(b, '/')
 	ms := l.PeriodMs()
 	switch {
+	case l.Calendar != algorithms.NoCalendar:
+		b = append(b, l.Calendar.String()...)
+		b = append(b, '@')
+		if l.Location == nil {
+			b = append(b, "UTC"...)
+		} else {
+			b = append(b, l.Location.String()...)
+		}
 	case ms%3_600_000 == 0:
 		b = append(strconv.AppendInt(b, ms/3_600_000, 10), 'h')
 	case ms%60_000 == 0:

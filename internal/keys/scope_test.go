@@ -40,3 +40,25 @@ func TestInlineScope(t *testing.T) {
 		}
 	}
 }
+
+// A calendar limit never shares an inline scope with a fixed period of the
+// same numbers, another calendar period or another time zone.
+func TestInlineScopeCalendar(t *testing.T) {
+	jakarta, err := time.LoadLocation("Asia/Jakarta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := []algorithms.Limit{
+		{Requests: 100, Period: 24 * time.Hour},
+		{Requests: 100, Calendar: algorithms.Day},
+		{Requests: 100, Calendar: algorithms.Day, Location: jakarta},
+		{Requests: 100, Calendar: algorithms.Month, Location: jakarta},
+		{Requests: 100, Calendar: algorithms.Month, Location: time.UTC},
+	}
+	want := []string{"i100/24h", "i100/day@UTC", "i100/day@Asia/Jakarta", "i100/month@Asia/Jakarta", "i100/month@UTC"}
+	for i, l := range limits {
+		if got := InlineScope(l); got != want[i] {
+			t.Errorf("InlineScope(%+v) = %q, want %q", l, got, want[i])
+		}
+	}
+}

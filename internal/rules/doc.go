@@ -199,6 +199,8 @@
 //	algorithm: token_bucket   # token_bucket | sliding_window | sliding_window_log | fixed_window | leaky_bucket
 //	burst: 20                 # token_bucket: the bucket's capacity; leaky_bucket: its queue's size (default requests)
 //	period: 1500ms            # any Go duration, instead of unit/unit_multiplier (not both)
+//	period: calendar_month    # or calendar_day | calendar_week (ISO, from Monday) | calendar_year:
+//	time_zone: Asia/Jakarta   #   the local calendar period of an IANA zone (default UTC)
 //	failure_mode: closed      # open | closed | local (any case): what to answer when the store is down
 //	shadow_mode: true         # this limit only (the node's shadow_mode covers all of them)
 //
@@ -216,6 +218,12 @@
 // was right (and the limit is at least the count). The local counts start
 // empty at the outage and are dropped when the store answers again. On
 // the embedded store, which does not fail, local is the store itself.
+//
+// A calendar period (fixed_window and sliding_window only) is the local
+// day, week, month or year of time_zone, whose name is resolved once, at
+// load: an unknown one is an error at its file:line:column. Its reset
+// time is the next local midnight of the period's first day; Envoy's
+// unit: month stays 30 days from the epoch, as in the reference.
 //
 // Several limits on one descriptor (the reference allows one): use
 // `rate_limits`, a list of rate_limit objects, instead of `rate_limit`. A
@@ -239,8 +247,10 @@
 // the shorthands `requests_per_second`, `requests_per_min`,
 // `requests_per_hour`; optionally `algorithm` (default: the file's
 // default_algorithm, else token_bucket: policies serve our own API, with
-// no compatibility to keep), `burst` (token_bucket and leaky_bucket only), `failure_mode`
-// and `shadow_mode`.
+// no compatibility to keep; fixed_window for a calendar period), `burst`
+// (token_bucket and leaky_bucket only), `time_zone` (a calendar period's),
+// `failure_mode` and `shadow_mode`. A policy's period may be a calendar
+// period: `{requests: 10000, period: calendar_month, time_zone: Asia/Jakarta}`.
 //
 // # Limits and names
 //

@@ -2,9 +2,12 @@ package rules
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
 )
 
 // The typed documents a file decodes into, before validation: every
@@ -65,20 +68,45 @@ func (d *decoder) fileDoc(root *yaml.Node) (*fileDoc, bool) {
 // what to do when the store cannot. validateRate checks it.
 type limitDoc struct {
 	algorithm   value[string]
-	period      value[time.Duration]
+	period      value[time.Duration] // not ok (v 0) for a calendar period
+	calendar    value[algorithms.Calendar]
+	timeZone    value[string]
 	burst       value[int64]
 	failureMode value[string]
 	shadowMode  value[bool]
 }
 
 func (d *decoder) limitDoc(f map[string]*yaml.Node) limitDoc {
-	return limitDoc{
+	ld := limitDoc{
 		algorithm:   d.str(f["algorithm"]),
-		period:      d.duration(f["period"], "period"),
+		timeZone:    d.str(f["time_zone"]),
 		burst:       d.integer(f["burst"], "burst"),
 		failureMode: d.str(f["failure_mode"]),
 		shadowMode:  d.boolean(f["shadow_mode"], "shadow_mode"),
 	}
+	ld.period, ld.calendar = d.period(f["period"])
+	return ld
+}
+
+// calendarPrefix heads the period of a calendar limit: calendar_day,
+// calendar_week, calendar_month, calendar_year.
+const calendarPrefix = "calendar_"
+
+// period reads a limit's period: a duration (decoder.duration), or a
+// calendar period ("calendar_month"), which leaves the duration given but
+// not ok.
+func (d *decoder) period(n *yaml.Node) (value[time.Duration], value[algorithms.Calendar]) {
+	c := value[algorithms.Calendar]{at: n}
+	if m := d.present(n); m != nil && m.Kind == yaml.ScalarNode && strings.HasPrefix(m.Value, calendarPrefix) {
+		cal, err := algorithms.ParseCalendar(strings.TrimPrefix(m.Value, calendarPrefix))
+		if err != nil {
+			d.errorf(m, "period %q is not a calendar period (want calendar_day, calendar_week, calendar_month or calendar_year)", m.Value)
+		} else {
+			c.v, c.ok = cal, true
+		}
+		return value[time.Duration]{at: n}, c
+	}
+	return d.duration(n, "period"), value[algorithms.Calendar]{}
 }
 
 // descriptorDoc is one descriptor: a level of a domain's tree.
@@ -163,7 +191,7 @@ type replaceDoc struct {
 
 var rateLimitKeys = []string{
 	"unit", "unit_multiplier", "requests_per_unit", "unlimited", "name", "replaces",
-	"algorithm", "burst", "period", "failure_mode", "shadow_mode", "quota_mode",
+	"algorithm", "burst", "period", "time_zone", "failure_mode", "shadow_mode", "quota_mode",
 }
 
 // rateLimit decodes one rate_limit object; nil when it is not a mapping.
@@ -207,7 +235,7 @@ type policyDoc struct {
 }
 
 var policyKeys = []string{
-	"algorithm", "requests", "period", "burst", "failure_mode", "shadow_mode",
+	"algorithm", "requests", "period", "time_zone", "burst", "failure_mode", "shadow_mode",
 	"requests_per_second", "requests_per_min", "requests_per_hour",
 }
 

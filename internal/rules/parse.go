@@ -4,6 +4,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/zones"
 )
 
 // fileConfig is one parsed file, before it is merged with the others.
@@ -34,6 +35,9 @@ type parser struct {
 	named    map[string]bool
 	replaces []replaceRef
 	origin   *origin // the file, shared by every srcRef of its rules
+	// zones resolves each time_zone name of the file once, however many
+	// rules name it (and rules of one zone share its *time.Location).
+	zones zones.Cache
 }
 
 type replaceRef struct {

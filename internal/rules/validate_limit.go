@@ -35,6 +35,7 @@ func (p *parser) rate(ld *limitDoc, fallback algorithms.Algorithm, requests int6
 			r.Algorithm = a
 		}
 	}
+	p.calendar(ld, &r)
 	if v := ld.burst; v.ok {
 		switch {
 		case v.v <= 0:
@@ -46,6 +47,34 @@ func (p *parser) rate(ld *limitDoc, fallback algorithms.Algorithm, requests int6
 		}
 	}
 	return r
+}
+
+// calendar sets r's calendar period and time zone from ld (period:
+// calendar_month, time_zone: Asia/Jakarta), resolving the zone once, here.
+func (p *parser) calendar(ld *limitDoc, r *algorithms.Limit) {
+	if ld.calendar.ok {
+		r.Calendar = ld.calendar.v
+		if !ld.algorithm.given() && !p.defaultAlg.Valid() {
+			// A policy's default, the token bucket, takes no calendar:
+			// count calendar quotas with the fixed window unless told.
+			r.Algorithm = algorithms.FixedWindow
+		}
+		if r.Algorithm.Valid() && r.Algorithm != algorithms.FixedWindow && r.Algorithm != algorithms.SlidingWindow {
+			p.errorf(ld.calendar.at, "period calendar_%s applies only to fixed_window and sliding_window, not %v", r.Calendar, r.Algorithm)
+		}
+	}
+	tz := ld.timeZone
+	switch {
+	case !tz.ok:
+	case !ld.calendar.ok && !ld.calendar.given():
+		p.errorf(tz.at, "time_zone applies only to a calendar period (period: calendar_day, calendar_week, calendar_month or calendar_year)")
+	case ld.calendar.ok:
+		loc, err := p.zones.Load(tz.v)
+		if err != nil {
+			p.errorf(tz.at, "time_zone: %v", err)
+		}
+		r.Location = loc
+	}
 }
 
 // wholeRate checks r as a whole (algorithms.Limit.Validate: bounds, the
@@ -137,7 +166,7 @@ func (p *parser) unlimited(rl *rateLimitDoc) {
 		at  *yaml.Node
 	}{
 		{"unit", rl.unit.at}, {"unit_multiplier", rl.unitMultiplier.at}, {"period", rl.period.at},
-		{"requests_per_unit", rl.requestsPerUnit.at}, {"algorithm", rl.algorithm.at}, {"burst", rl.burst.at},
+		{"requests_per_unit", rl.requestsPerUnit.at}, {"algorithm", rl.algorithm.at}, {"burst", rl.burst.at}, {"time_zone", rl.timeZone.at},
 		{"failure_mode", rl.failureMode.at}, {"shadow_mode", rl.shadowMode.at},
 	} {
 		switch {

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"github.com/floodgate/floodgate/internal/algorithms"
 	"github.com/floodgate/floodgate/internal/keys"
 	"slices"
 	"strings"
@@ -87,6 +88,9 @@ func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
 		if l := p.rateLimit(qd.rateLimit); l != nil {
 			if len(l.Replaces) > 0 {
 				p.errorf(qd.rateLimit.at, "replaces does not apply to a quota bucket (each reported bucket has one budget)")
+			}
+			if l.Rate.Calendar != algorithms.NoCalendar {
+				p.errorf(qd.rateLimit.period.at, "a calendar period does not apply to a quota bucket (Envoy enforces its share in fixed time units)")
 			}
 			switch {
 			case l.Unlimited:

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/internal/algorithms"
 	"github.com/floodgate/floodgate/internal/rules"
 )
 
@@ -48,11 +49,14 @@ func NewSourceView(s rules.Source) SourceView {
 	return SourceView{File: s.File, Line: s.Line, Column: s.Column, XDSResource: s.XDSResource, Version: s.Version}
 }
 
-// RateView is how a limit counts. Period is a Go duration ("1m0s").
+// RateView is how a limit counts. Period is a Go duration ("1m0s"), or a
+// calendar period as the config writes it ("calendar_month") with its
+// TimeZone.
 type RateView struct {
 	Algorithm string `json:"algorithm,omitempty"`
 	Requests  int64  `json:"requests"`
 	Period    string `json:"period,omitempty"`
+	TimeZone  string `json:"time_zone,omitempty"`
 	Burst     int64  `json:"burst,omitempty"`
 }
 
@@ -83,13 +87,20 @@ func NewRuleView(l *rules.Limit) RuleView {
 		Replaces: l.Replaces,
 	}
 	if !l.Unlimited {
-		v.RateView = newRateView(l.Rate.Algorithm.String(), l.Rate.Requests, l.Rate.Period, l.Rate.Burst)
+		v.RateView = newRateView(l.Rate)
 	}
 	return v
 }
 
-func newRateView(alg string, requests int64, period time.Duration, burst int64) RateView {
-	return RateView{Algorithm: alg, Requests: requests, Period: period.String(), Burst: burst}
+func newRateView(r algorithms.Limit) RateView {
+	v := RateView{Algorithm: r.Algorithm.String(), Requests: r.Requests, Period: r.Period.String(), Burst: r.Burst}
+	if r.Calendar != algorithms.NoCalendar {
+		v.Period, v.TimeZone = "calendar_"+r.Calendar.String(), "UTC"
+		if r.Location != nil {
+			v.TimeZone = r.Location.String()
+		}
+	}
+	return v
 }
 
 // QuotaBucketView is one quota_buckets entry.
@@ -107,7 +118,7 @@ type QuotaBucketView struct {
 func NewQuotaBucketView(q *rules.QuotaBucket) QuotaBucketView {
 	v := QuotaBucketView{Name: q.Name, ID: q.ID, BucketID: q.Keys(), Action: q.Action.String(), Source: NewSourceView(q.Source)}
 	if q.Limit != nil {
-		r := newRateView(q.Limit.Rate.Algorithm.String(), q.Limit.Rate.Requests, q.Limit.Rate.Period, q.Limit.Rate.Burst)
+		r := newRateView(q.Limit.Rate)
 		v.Rate = &r
 	}
 	return v
@@ -170,7 +181,7 @@ func NewConfigView(c *rules.Set) ConfigView {
 	for _, p := range c.Policies() {
 		v.Policies = append(v.Policies, PolicyView{
 			Name:        p.Name,
-			RateView:    newRateView(p.Rate.Algorithm.String(), p.Rate.Requests, p.Rate.Period, p.Rate.Burst),
+			RateView:    newRateView(p.Rate),
 			FailureMode: p.FailureMode.String(), ShadowMode: p.ShadowMode,
 			Source: NewSourceView(c.PolicySource(p.Name)),
 		})

@@ -103,6 +103,68 @@ func (Algorithm) EnumDescriptor() ([]byte, []int) {
 	return file_floodgate_v1_ratelimiter_proto_rawDescGZIP(), []int{0}
 }
 
+// Calendar is a calendar period in a time zone (Limit.calendar).
+type Calendar int32
+
+const (
+	// Not a calendar limit: the window is Limit.period.
+	Calendar_CALENDAR_UNSPECIFIED Calendar = 0
+	// From local midnight to the next (23 or 25 hours on the days daylight
+	// saving time starts or ends).
+	Calendar_CALENDAR_DAY Calendar = 1
+	// An ISO week, from Monday's local midnight.
+	Calendar_CALENDAR_WEEK Calendar = 2
+	// From local midnight on the 1st (28 to 31 days).
+	Calendar_CALENDAR_MONTH Calendar = 3
+	// From local midnight on January 1st.
+	Calendar_CALENDAR_YEAR Calendar = 4
+)
+
+// Enum value maps for Calendar.
+var (
+	Calendar_name = map[int32]string{
+		0: "CALENDAR_UNSPECIFIED",
+		1: "CALENDAR_DAY",
+		2: "CALENDAR_WEEK",
+		3: "CALENDAR_MONTH",
+		4: "CALENDAR_YEAR",
+	}
+	Calendar_value = map[string]int32{
+		"CALENDAR_UNSPECIFIED": 0,
+		"CALENDAR_DAY":         1,
+		"CALENDAR_WEEK":        2,
+		"CALENDAR_MONTH":       3,
+		"CALENDAR_YEAR":        4,
+	}
+)
+
+func (x Calendar) Enum() *Calendar {
+	p := new(Calendar)
+	*p = x
+	return p
+}
+
+func (x Calendar) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Calendar) Descriptor() protoreflect.EnumDescriptor {
+	return file_floodgate_v1_ratelimiter_proto_enumTypes[1].Descriptor()
+}
+
+func (Calendar) Type() protoreflect.EnumType {
+	return &file_floodgate_v1_ratelimiter_proto_enumTypes[1]
+}
+
+func (x Calendar) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Calendar.Descriptor instead.
+func (Calendar) EnumDescriptor() ([]byte, []int) {
+	return file_floodgate_v1_ratelimiter_proto_rawDescGZIP(), []int{1}
+}
+
 // Limit is an inline limit: `requests` per `period`.
 type Limit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -113,7 +175,16 @@ type Limit struct {
 	// Token-bucket capacity: how many requests may arrive at once; for the
 	// leaky bucket, the most requests that may wait in its queue. 0 means
 	// `requests`. Ignored by the window algorithms.
-	Burst         int64 `protobuf:"varint,3,opt,name=burst" json:"burst,omitempty"`
+	Burst int64 `protobuf:"varint,3,opt,name=burst" json:"burst,omitempty"`
+	// A calendar period as the window instead of `period` (which must then be
+	// unset): the local day, ISO week (from Monday), month or year of
+	// `time_zone`, e.g. 10,000 per calendar month resetting at midnight
+	// Jakarta time on the 1st. Only ALGORITHM_FIXED_WINDOW and
+	// ALGORITHM_SLIDING_WINDOW take one.
+	Calendar Calendar `protobuf:"varint,4,opt,name=calendar,enum=floodgate.v1.Calendar" json:"calendar,omitempty"`
+	// The IANA time zone of `calendar`, e.g. "Asia/Jakarta"; empty means
+	// UTC. Only a calendar limit takes one.
+	TimeZone      string `protobuf:"bytes,5,opt,name=time_zone,json=timeZone" json:"time_zone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -167,6 +238,20 @@ func (x *Limit) GetBurst() int64 {
 		return x.Burst
 	}
 	return 0
+}
+
+func (x *Limit) GetCalendar() Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return Calendar_CALENDAR_UNSPECIFIED
+}
+
+func (x *Limit) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
 }
 
 // CheckRequest asks whether `key` may spend `cost` now.
@@ -871,11 +956,13 @@ var File_floodgate_v1_ratelimiter_proto protoreflect.FileDescriptor
 
 const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\n" +
-	"\x1efloodgate/v1/ratelimiter.proto\x12\ffloodgate.v1\x1a\x1egoogle/protobuf/duration.proto\"l\n" +
+	"\x1efloodgate/v1/ratelimiter.proto\x12\ffloodgate.v1\x1a\x1egoogle/protobuf/duration.proto\"\xbd\x01\n" +
 	"\x05Limit\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x121\n" +
 	"\x06period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
-	"\x05burst\x18\x03 \x01(\x03R\x05burst\"\xbc\x01\n" +
+	"\x05burst\x18\x03 \x01(\x03R\x05burst\x122\n" +
+	"\bcalendar\x18\x04 \x01(\x0e2\x16.floodgate.v1.CalendarR\bcalendar\x12\x1b\n" +
+	"\ttime_zone\x18\x05 \x01(\tR\btimeZone\"\xbc\x01\n" +
 	"\fCheckRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x17.floodgate.v1.AlgorithmR\talgorithm\x12\x12\n" +
@@ -928,7 +1015,13 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x02\x12 \n" +
 	"\x1cALGORITHM_SLIDING_WINDOW_LOG\x10\x03\x12\x1a\n" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x04\x12\x1a\n" +
-	"\x16ALGORITHM_LEAKY_BUCKET\x10\x052\xa1\x02\n" +
+	"\x16ALGORITHM_LEAKY_BUCKET\x10\x05*p\n" +
+	"\bCalendar\x12\x18\n" +
+	"\x14CALENDAR_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fCALENDAR_DAY\x10\x01\x12\x11\n" +
+	"\rCALENDAR_WEEK\x10\x02\x12\x12\n" +
+	"\x0eCALENDAR_MONTH\x10\x03\x12\x11\n" +
+	"\rCALENDAR_YEAR\x10\x042\xa1\x02\n" +
 	"\vRateLimiter\x12@\n" +
 	"\x05Check\x12\x1a.floodgate.v1.CheckRequest\x1a\x1b.floodgate.v1.CheckResponse\x12O\n" +
 	"\n" +
@@ -948,50 +1041,52 @@ func file_floodgate_v1_ratelimiter_proto_rawDescGZIP() []byte {
 	return file_floodgate_v1_ratelimiter_proto_rawDescData
 }
 
-var file_floodgate_v1_ratelimiter_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_floodgate_v1_ratelimiter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_floodgate_v1_ratelimiter_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_floodgate_v1_ratelimiter_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: floodgate.v1.Algorithm
-	(*Limit)(nil),               // 1: floodgate.v1.Limit
-	(*CheckRequest)(nil),        // 2: floodgate.v1.CheckRequest
-	(*CheckResponse)(nil),       // 3: floodgate.v1.CheckResponse
-	(*CheckBatchRequest)(nil),   // 4: floodgate.v1.CheckBatchRequest
-	(*CheckBatchResponse)(nil),  // 5: floodgate.v1.CheckBatchResponse
-	(*PeekRequest)(nil),         // 6: floodgate.v1.PeekRequest
-	(*PeekResponse)(nil),        // 7: floodgate.v1.PeekResponse
-	(*ResetRequest)(nil),        // 8: floodgate.v1.ResetRequest
-	(*ResetResponse)(nil),       // 9: floodgate.v1.ResetResponse
-	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
+	(Calendar)(0),               // 1: floodgate.v1.Calendar
+	(*Limit)(nil),               // 2: floodgate.v1.Limit
+	(*CheckRequest)(nil),        // 3: floodgate.v1.CheckRequest
+	(*CheckResponse)(nil),       // 4: floodgate.v1.CheckResponse
+	(*CheckBatchRequest)(nil),   // 5: floodgate.v1.CheckBatchRequest
+	(*CheckBatchResponse)(nil),  // 6: floodgate.v1.CheckBatchResponse
+	(*PeekRequest)(nil),         // 7: floodgate.v1.PeekRequest
+	(*PeekResponse)(nil),        // 8: floodgate.v1.PeekResponse
+	(*ResetRequest)(nil),        // 9: floodgate.v1.ResetRequest
+	(*ResetResponse)(nil),       // 10: floodgate.v1.ResetResponse
+	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
 }
 var file_floodgate_v1_ratelimiter_proto_depIdxs = []int32{
-	10, // 0: floodgate.v1.Limit.period:type_name -> google.protobuf.Duration
-	0,  // 1: floodgate.v1.CheckRequest.algorithm:type_name -> floodgate.v1.Algorithm
-	1,  // 2: floodgate.v1.CheckRequest.limit:type_name -> floodgate.v1.Limit
-	10, // 3: floodgate.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
-	10, // 4: floodgate.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
-	10, // 5: floodgate.v1.CheckResponse.wait:type_name -> google.protobuf.Duration
-	2,  // 6: floodgate.v1.CheckBatchRequest.checks:type_name -> floodgate.v1.CheckRequest
-	3,  // 7: floodgate.v1.CheckBatchResponse.results:type_name -> floodgate.v1.CheckResponse
-	0,  // 8: floodgate.v1.PeekRequest.algorithm:type_name -> floodgate.v1.Algorithm
-	1,  // 9: floodgate.v1.PeekRequest.limit:type_name -> floodgate.v1.Limit
-	10, // 10: floodgate.v1.PeekResponse.retry_after:type_name -> google.protobuf.Duration
-	10, // 11: floodgate.v1.PeekResponse.reset_after:type_name -> google.protobuf.Duration
-	10, // 12: floodgate.v1.PeekResponse.wait:type_name -> google.protobuf.Duration
-	0,  // 13: floodgate.v1.ResetRequest.algorithm:type_name -> floodgate.v1.Algorithm
-	1,  // 14: floodgate.v1.ResetRequest.limit:type_name -> floodgate.v1.Limit
-	2,  // 15: floodgate.v1.RateLimiter.Check:input_type -> floodgate.v1.CheckRequest
-	4,  // 16: floodgate.v1.RateLimiter.CheckBatch:input_type -> floodgate.v1.CheckBatchRequest
-	6,  // 17: floodgate.v1.RateLimiter.Peek:input_type -> floodgate.v1.PeekRequest
-	8,  // 18: floodgate.v1.RateLimiter.Reset:input_type -> floodgate.v1.ResetRequest
-	3,  // 19: floodgate.v1.RateLimiter.Check:output_type -> floodgate.v1.CheckResponse
-	5,  // 20: floodgate.v1.RateLimiter.CheckBatch:output_type -> floodgate.v1.CheckBatchResponse
-	7,  // 21: floodgate.v1.RateLimiter.Peek:output_type -> floodgate.v1.PeekResponse
-	9,  // 22: floodgate.v1.RateLimiter.Reset:output_type -> floodgate.v1.ResetResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	11, // 0: floodgate.v1.Limit.period:type_name -> google.protobuf.Duration
+	1,  // 1: floodgate.v1.Limit.calendar:type_name -> floodgate.v1.Calendar
+	0,  // 2: floodgate.v1.CheckRequest.algorithm:type_name -> floodgate.v1.Algorithm
+	2,  // 3: floodgate.v1.CheckRequest.limit:type_name -> floodgate.v1.Limit
+	11, // 4: floodgate.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
+	11, // 5: floodgate.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
+	11, // 6: floodgate.v1.CheckResponse.wait:type_name -> google.protobuf.Duration
+	3,  // 7: floodgate.v1.CheckBatchRequest.checks:type_name -> floodgate.v1.CheckRequest
+	4,  // 8: floodgate.v1.CheckBatchResponse.results:type_name -> floodgate.v1.CheckResponse
+	0,  // 9: floodgate.v1.PeekRequest.algorithm:type_name -> floodgate.v1.Algorithm
+	2,  // 10: floodgate.v1.PeekRequest.limit:type_name -> floodgate.v1.Limit
+	11, // 11: floodgate.v1.PeekResponse.retry_after:type_name -> google.protobuf.Duration
+	11, // 12: floodgate.v1.PeekResponse.reset_after:type_name -> google.protobuf.Duration
+	11, // 13: floodgate.v1.PeekResponse.wait:type_name -> google.protobuf.Duration
+	0,  // 14: floodgate.v1.ResetRequest.algorithm:type_name -> floodgate.v1.Algorithm
+	2,  // 15: floodgate.v1.ResetRequest.limit:type_name -> floodgate.v1.Limit
+	3,  // 16: floodgate.v1.RateLimiter.Check:input_type -> floodgate.v1.CheckRequest
+	5,  // 17: floodgate.v1.RateLimiter.CheckBatch:input_type -> floodgate.v1.CheckBatchRequest
+	7,  // 18: floodgate.v1.RateLimiter.Peek:input_type -> floodgate.v1.PeekRequest
+	9,  // 19: floodgate.v1.RateLimiter.Reset:input_type -> floodgate.v1.ResetRequest
+	4,  // 20: floodgate.v1.RateLimiter.Check:output_type -> floodgate.v1.CheckResponse
+	6,  // 21: floodgate.v1.RateLimiter.CheckBatch:output_type -> floodgate.v1.CheckBatchResponse
+	8,  // 22: floodgate.v1.RateLimiter.Peek:output_type -> floodgate.v1.PeekResponse
+	10, // 23: floodgate.v1.RateLimiter.Reset:output_type -> floodgate.v1.ResetResponse
+	20, // [20:24] is the sub-list for method output_type
+	16, // [16:20] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_floodgate_v1_ratelimiter_proto_init() }
@@ -1016,7 +1111,7 @@ func file_floodgate_v1_ratelimiter_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_v1_ratelimiter_proto_rawDesc), len(file_floodgate_v1_ratelimiter_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,

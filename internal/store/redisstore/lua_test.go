@@ -51,6 +51,9 @@ type luaReq struct {
 // hold; a key is absent when it was never written or its TTL was 0.
 type luaModel struct {
 	states map[string]algorithms.State
+	// calMs is floodgate's clock (header.calMs): calendar limits decide
+	// on the boundaries around it, at the script's now.
+	calMs int64
 }
 
 // decideGroups runs reqs as the script does: each group (see luaReq.group)
@@ -81,6 +84,9 @@ func (m *luaModel) decide(nowMs int64, reqs []luaReq) []algorithms.Decision {
 			work[r.key] = s
 		}
 		s2, d := algorithms.DecideMode(r.l, s, nowMs, r.cost, r.mode)
+		if r.l.Calendar != algorithms.NoCalendar {
+			s2, d = algorithms.DecideCalendar(r.l, s, r.l.Calendar.Bounds(r.l.Location, m.calMs), nowMs, r.cost)
+		}
 		out[i] = d
 		if r.cost > 0 && !d.Allowed {
 			denied = true
@@ -145,7 +151,7 @@ func scriptArgs(h header, reqs []luaReq, seven bool) ([]string, []any) {
 			flush()
 			buf = nil
 		}
-		buf = appendRequestMode(buf, r.l, r.cost, r.dry, r.mode)
+		buf = appendRequestMode(buf, r.l, r.cost, r.dry, r.mode, h.calMs)
 	}
 	flush()
 	return keys, args
@@ -218,6 +224,7 @@ func diffLimits(alg algorithms.Algorithm) (switching []algorithms.Limit, big alg
 			{Requests: 1, Period: ms},
 			{Requests: 1000, Period: 60 * time.Second},
 		}
+		switching = append(switching, calendarLimits()...)
 		big = algorithms.Limit{Requests: 1 << 49, Period: 365 * 24 * time.Hour}
 	case algorithms.LeakyBucket:
 		// Odd rates (a slot of 3001/7 ms), queues of 1 (pure spacing) and
@@ -240,6 +247,7 @@ func diffLimits(alg algorithms.Algorithm) (switching []algorithms.Limit, big alg
 			{Requests: 1, Period: ms},
 			{Requests: 1000, Period: 60 * time.Second},
 		}
+		switching = append(switching, calendarLimits()...)
 		big = algorithms.Limit{Requests: 1 << 20, Period: 1 << 30 * ms}
 	}
 	for i := range switching {
@@ -247,6 +255,52 @@ func diffLimits(alg algorithms.Algorithm) (switching []algorithms.Limit, big alg
 	}
 	big.Algorithm = alg
 	return switching, big
+}
+
+// calendarLimits are the window algorithms' calendar limits of the
+// differential test: days of 23 and 25 hours (Berlin, New York), ISO
+// weeks, months in Jakarta, years.
+func calendarLimits() []algorithms.Limit {
+	zone := func(name string) *time.Location {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			panic(err)
+		}
+		return loc
+	}
+	return []algorithms.Limit{
+		{Requests: 5, Calendar: algorithms.Day, Location: zone("Europe/Berlin")},
+		{Requests: 3, Calendar: algorithms.Day, Location: zone("America/New_York")},
+		{Requests: 40, Calendar: algorithms.Week},
+		{Requests: 7, Calendar: algorithms.Month, Location: zone("Asia/Jakarta")},
+		{Requests: 1000, Calendar: algorithms.Year, Location: zone("Europe/Berlin")},
+	}
+}
+
+// stepMs is the scale of the differential test's clock steps for l: its
+// period, or 6 hours for a calendar limit (a day in four steps).
+func stepMs(l algorithms.Limit) int64 {
+	if l.Calendar != algorithms.NoCalendar {
+		return 6 * 3_600_000
+	}
+	return l.PeriodMs()
+}
+
+// randSkew draws how far floodgate's clock (header.calMs) is ahead of
+// Redis': mostly not at all, sometimes a few ms either way (a Redis just
+// past a boundary floodgate's clock has not reached), sometimes more than
+// a whole period either way (out of range, decided safely).
+func randSkew(rng *rand.Rand) int64 {
+	switch p := rng.IntN(100); {
+	case p < 70:
+		return 0
+	case p < 85:
+		return -rng.Int64N(5000)
+	case p < 95:
+		return rng.Int64N(5000)
+	default:
+		return (rng.Int64N(5) - 2) * 40 * 86_400_000
+	}
 }
 
 // randCost draws a cost for capacity c: mostly small spends, with looks,
@@ -377,7 +431,8 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 	now := int64(1_700_000_000_000) + rng.Int64N(1_000_000_000)
 	batches, denials := 0, 0
 	for step := range steps {
-		now = max(0, now+randStep(rng, limitOf[rng.IntN(4)].PeriodMs()))
+		now = max(0, now+randStep(rng, stepMs(limitOf[rng.IntN(4)])))
+		m.calMs = now + randSkew(rng)
 		n := 1
 		if rng.IntN(10) < 3 {
 			n = 2 + rng.IntN(4)
@@ -404,7 +459,7 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 		if run == nil {
 			run = set.pick(reqs)
 		}
-		got, err := runScriptHeader(ctx, c, run, header{nowMs: now, keepMs: keepMs}, reqs, seven)
+		got, err := runScriptHeader(ctx, c, run, header{nowMs: now, keepMs: keepMs, calMs: m.calMs}, reqs, seven)
 		if err != nil {
 			t.Fatalf("step %d (now %d): script: %v", step, now, err)
 		}
@@ -650,7 +705,7 @@ func TestLuaErrors(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Period: time.Second}
 	hdr := appendHeader(nil, header{nowMs: 1})
 	req := func(l algorithms.Limit, cost int64, edit func(b []byte)) []byte {
-		b := appendRequest(nil, l, cost, false)
+		b := appendRequest(nil, l, cost, false, 1_700_000_000_000)
 		if edit != nil {
 			edit(b)
 		}
@@ -666,6 +721,10 @@ func TestLuaErrors(t *testing.T) {
 	zeroPeriod := l
 	zeroPeriod.Period = 0
 	swl := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Period: time.Second}
+	cal := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Calendar: algorithms.Day}
+	swapBounds := func(b []byte) { // b1 before b0
+		copy(b[reqLen:reqLen+8], b[reqLen+8:reqLen+16])
+	}
 	tests := []struct {
 		name     string
 		leanOnly bool
@@ -693,6 +752,23 @@ func TestLuaErrors(t *testing.T) {
 		{"zero period", false, []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
 		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},
 		{"log in the lean script", true, []string{"e:a"}, []any{join(hdr, req(swl, 1, nil))}, "bad arguments for request 1"},
+		{"calendar flag without bounds", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 64 }))}, "bytes per request"},
+		{"calendar bounds cut short", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, nil)[:reqLen+20])}, "bytes per request"},
+		{"calendar bounds cut short in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, nil)[:reqLen+39]}, "bytes per request"},
+		{"calendar token bucket", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 1 }))}, "bad arguments for request 1"},
+		{"calendar log", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 3 }))}, "bad arguments for request 1"},
+		{"calendar bounds out of order", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, swapBounds))}, "bad arguments for request 1"},
+		{"calendar bounds out of order in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, swapBounds)}, "bad arguments for request 2"},
+		{"seven-bit calendar bound byte", false, []string{"e:a"}, []any{func() []byte {
+			b := sevenBit(join(hdr, req(cal, 1, nil)))
+			b[hdrLen+reqLen+3] = 0x01
+			return b
+		}()}, "bad arguments for request 1"},
+		{"seven-bit calendar bound byte in a group", false, []string{"e:a", "e:b"}, []any{func() []byte {
+			b := sevenBit(join(hdr, req(cal, 1, nil), req(cal, 1, nil)))
+			b[hdrLen+2*reqLen+calLen+20] = 0x02
+			return b
+		}()}, "bad arguments for request 2"},
 		{"two algorithms on one key", false, []string{"e:b", "e:b"}, []any{join(hdr, req(l, 1, nil), req(algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 5, Period: time.Second}, 1, nil))}, "used with two algorithms"},
 	}
 	for _, tc := range tests {
@@ -756,7 +832,7 @@ return {s(now), s(keep), write, alg, flags, s(requests), s(period_ms), s(burst),
 		for _, cost := range []int64{v, -v, 1 << 62, -1 << 62} {
 			h := header{nowMs: v - 1, keepMs: v, probe: v%2 == 0}
 			l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: max(v, 1), Period: time.Duration(max(v%(1<<40), 1)) * time.Millisecond, Burst: v}
-			bin := appendRequest(appendHeader(nil, h), l, cost, true)
+			bin := appendRequest(appendHeader(nil, h), l, cost, true, h.calMs)
 			seven := sevenBit(bin)
 			if bytes.IndexByte(seven, 0) >= 0 {
 				t.Fatalf("request %d: a NUL byte in the seven-bit form %x", v, seven)

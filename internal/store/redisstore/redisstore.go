@@ -252,7 +252,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	if len(reqs) == 0 {
 		return nil
 	}
-	h := header{nowMs: -1, keepMs: s.keepMs}
+	h := header{nowMs: -1, keepMs: s.keepMs, calMs: now.UnixMilli()}
 	if s.cfg.ClientTime {
 		h.nowMs = max(now.UnixMilli(), 0)
 	}
@@ -330,7 +330,7 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 		for i := range reqs {
 			r := &reqs[i]
 			c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, keys.HashTag(r.Key), r.Scope))
-			c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode)
+			c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
 			c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 			c.idx = append(c.idx, i)
 		}
@@ -353,7 +353,7 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 			calls = append(calls, c)
 		}
 		c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
-		c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode)
+		c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
 		c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 		c.idx = append(c.idx, i)
 	}

@@ -89,6 +89,7 @@ func fullScript() string {
 const (
 	hdrLen   = 18 // form, now_ms, keep_ms, write
 	reqLen   = 33 // algorithm and flags, requests, period_ms, burst, cost
+	calLen   = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
 	replyLen = 49 // allowed, limit, remaining, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
 )
 
@@ -107,6 +108,10 @@ type header struct {
 	keepMs int64
 	// probe decides without writing anything.
 	probe bool
+	// calMs is floodgate's clock in Unix ms, whatever nowMs says: the
+	// boundaries of calendar limits are computed for it (appendRequest),
+	// and the script picks among them the period of its own now.
+	calMs int64
 }
 
 // appendHeader appends h's bytes (the binary form) to buf.
@@ -122,13 +127,16 @@ func appendHeader(buf []byte, h header) []byte {
 
 // appendRequest appends one request's bytes (the binary form) to buf:
 // cost charged against l (valid: Validate), dry deciding without writing.
-func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool) []byte {
-	return appendRequestMode(buf, l, cost, dry, 0)
+// A calendar limit sets flag bit 3, sends its current period's length as
+// period_ms, and appends the five boundaries around calMs (floodgate's
+// clock, Unix ms; lua/lib.lua).
+func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, calMs int64) []byte {
+	return appendRequestMode(buf, l, cost, dry, 0, calMs)
 }
 
 // appendRequestMode is appendRequest in mode m (algorithms.NoWait is the
 // request's flag bit 2).
-func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m algorithms.Mode) []byte {
+func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m algorithms.Mode, calMs int64) []byte {
 	b := byte(l.Algorithm) & 7
 	if dry {
 		b |= 1 << 3
@@ -136,11 +144,24 @@ func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m a
 	if m&algorithms.NoWait != 0 {
 		b |= 4 << 3
 	}
+	periodMs := l.PeriodMs()
+	var bounds algorithms.Bounds
+	if l.Calendar != algorithms.NoCalendar {
+		b |= 64 // flag bit 3
+		bounds = l.Calendar.Bounds(l.Location, calMs)
+		periodMs = bounds[2] - bounds[1]
+	}
 	buf = append(buf, b)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Requests))
-	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.PeriodMs()))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(periodMs))
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Burst))
-	return binary.LittleEndian.AppendUint64(buf, uint64(min(max(cost, -maxWireCost), maxWireCost)))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(min(max(cost, -maxWireCost), maxWireCost)))
+	if l.Calendar != algorithms.NoCalendar {
+		for _, v := range bounds {
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+		}
+	}
+	return buf
 }
 
 // sevenBit rewrites a binary header and its requests (appendHeader,
@@ -166,11 +187,16 @@ func sevenBit(bin []byte) []byte {
 	int7(le(1))
 	int7(le(9))
 	out = append(out, 0x80|bin[17])
-	for i := hdrLen; i+reqLen <= len(bin); i += reqLen {
+	for i := hdrLen; i+reqLen <= len(bin); {
 		out = append(out, 0x80|bin[i])
-		for f := range 4 {
+		ints := 4
+		if bin[i]&64 != 0 { // a calendar request: its boundaries follow
+			ints += calLen / 8
+		}
+		for f := range ints {
 			int7(le(i + 1 + 8*f))
 		}
+		i += 1 + 8*ints
 	}
 	return out
 }
@@ -234,7 +260,7 @@ func le64(s string) int64 {
 // the binary form, which the script reads faster, so the tool measures a
 // slightly heavier call than the store makes.
 func BenchmarkEval(l algorithms.Limit, cost int64) (src, argv string) {
-	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false)
+	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false, time.Now().UnixMilli())
 	return leanScript(), string(sevenBit(bin))
 }
 

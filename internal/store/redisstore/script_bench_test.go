@@ -68,17 +68,27 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 	tbKey := func(alg algorithms.Algorithm, i int) string {
 		return keys.Redis(DefaultPrefix, alg, keys.HashTag(fmt.Sprintf("kbench%d", i%10000)), "")
 	}
+	jakarta, err := time.LoadLocation("Asia/Jakarta")
+	if err != nil {
+		b.Fatal(err)
+	}
+	calMs := time.Now().UnixMilli()
 	decide := func(alg algorithms.Algorithm, per int, seven bool) func(i int) ([]string, []any) {
 		l := algorithms.Limit{Algorithm: alg, Requests: 100, Period: time.Minute}
 		if alg == algorithms.SlidingWindowLog {
 			l.Requests = 1000
+		}
+		calendar := per < 0 // a calendar month in Jakarta instead
+		if calendar {
+			per = -per
+			l.Period, l.Calendar, l.Location = 0, algorithms.Month, jakarta
 		}
 		return func(i int) ([]string, []any) {
 			keys := make([]string, per)
 			buf := appendHeader(nil, header{nowMs: -1})
 			for j := range keys {
 				keys[j] = tbKey(alg, i*per+j)
-				buf = appendRequest(buf, l, 1, false)
+				buf = appendRequest(buf, l, 1, false, calMs)
 			}
 			if seven {
 				buf = sevenBit(buf)
@@ -99,6 +109,9 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 		}
 		for _, per := range []int{1, 8} {
 			variants = append(variants, variant{fmt.Sprintf("%s/%d", alg, per), sc, per, decide(alg, per, false)})
+		}
+		if alg == algorithms.FixedWindow || alg == algorithms.SlidingWindow {
+			variants = append(variants, variant{fmt.Sprintf("%s/calendar/1", alg), sc, 1, decide(alg, -1, false)})
 		}
 	}
 	for _, v := range variants {
@@ -146,7 +159,7 @@ func BenchmarkGoRedisEvalSha(b *testing.B) {
 	}
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 100, Period: time.Minute}
 	keys := []string{"fg:tb:{kbench}"}
-	buf := appendRequest(appendHeader(nil, header{nowMs: -1}), l, 1, false)
+	buf := appendRequest(appendHeader(nil, header{nowMs: -1}), l, 1, false, 0)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := nop.EvalSha(ctx, c, keys, buf).Err(); err != nil {

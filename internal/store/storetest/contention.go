@@ -14,16 +14,25 @@ import (
 // goroutines at once.
 
 // testContention sends 300 concurrent single requests from 64 goroutines at
-// one key with a limit of 100: exactly 100 are admitted.
+// one key with a limit of 100: exactly 100 are admitted. Calendar limits
+// (per month in Jakarta) too.
 func testContention(h *harness) {
 	const (
 		limit      = 100
 		calls      = 300
 		goroutines = 64
 	)
+	var ls []algorithms.Limit
 	for _, alg := range algorithms.Algorithms {
-		l := algorithms.Limit{Algorithm: alg, Requests: limit, Period: time.Hour}
-		key := h.key("contention-" + alg.String())
+		ls = append(ls, algorithms.Limit{Algorithm: alg, Requests: limit, Period: time.Hour})
+	}
+	jakarta := h.zone("Asia/Jakarta")
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow} {
+		ls = append(ls, algorithms.Limit{Algorithm: alg, Requests: limit, Calendar: algorithms.Month, Location: jakarta})
+	}
+	for _, l := range ls {
+		alg := l.Algorithm
+		key := h.key("contention-" + alg.String() + l.Calendar.String())
 		now := epoch.Add(42 * time.Millisecond)
 		var admitted, next atomic.Int64
 		var wg sync.WaitGroup

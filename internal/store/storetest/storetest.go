@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"KeyIsolation", testKeyIsolation},
 		{"Expiry", testExpiry},
 		{"WindowEdge", testWindowEdge},
+		{"Calendar", testCalendar},
 		{"CostAboveCapacity", testCostAboveCapacity},
 		{"Errors", testErrors},
 		{"Ping", testPing},

@@ -24,12 +24,19 @@ end
 
 -- decide mirrors algorithms.DecideMs on a state table: the new state
 -- (s itself when unchanged) and the decision's fields.
-local function decide(alg, requests, period_ms, burst, s, now, cost, flags)
+-- b0..b4 are a calendar limit's boundaries (lib.lua), b0 nil for others;
+-- flags the request's flags (the no-wait bit matters to a leaky bucket).
+local function decide(alg, requests, period_ms, burst, s, now, cost, flags, b0, b1, b2, b3, b4)
   if alg ~= ALG_SLIDING_WINDOW_LOG then
-    local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_counter(alg, requests, period_ms, burst, s.a, s.b, s.c, now, cost, flags)
+    local cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait
+    if b0 ~= nil then
+      cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_calendar(alg, requests, b0, b1, b2, b3, b4, s.a, s.b, s.c, now, cost)
+    else
+      cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_counter(alg, requests, period_ms, burst, s.a, s.b, s.c, now, cost, flags)
+    end
     local s2 = s
     if allowed == 1 and cost ~= 0 then
-      s2 = {a = a2, b = b2, c = c2}
+      s2 = {a = sa, b = sb, c = sc}
     end
     return s2, allowed, cap, remaining, retry, reset, ttl, wait
   end
@@ -63,11 +70,11 @@ local function load(key, alg)
 end
 
 local n = #KEYS
-local now, keep, write, read = read_header(ARGV[1] or '')
+local now, keep, write, read, readb, off = read_header(ARGV[1] or '')
 if now == nil or keep < 0 or write < 0 or write > 1 then
   return redis.error_reply('ERR floodgate: bad header')
 end
-local bad = check_groups(ARGV, n)
+local bad = check_groups(ARGV, n, off)
 if bad then
   return bad
 end
@@ -89,8 +96,14 @@ for g = 1, #ARGV do
   while pos <= len do
     r = r + 1
     local alg, flags, requests, period_ms, burst, cost = read(blob, pos)
+    local cal, b0, b1, b2, b3, b4 = flags ~= nil and flags >= 8, nil, 0, 0, 0, 0
+    if cal then -- flag bit 3: a calendar limit, its boundaries follow
+      flags = flags - 8
+      b0, b1, b2, b3, b4 = readb(blob, pos + REQ_LEN)
+      pos = pos + CAL_LEN
+    end
     pos = pos + REQ_LEN
-    if alg == nil or alg < 1 or alg > 5 or flags > 5 or flags % 4 > 1 or requests < 1 or period_ms < 1 or burst < 0 then
+    if alg == nil or alg < 1 or alg > 5 or flags > 5 or flags % 4 > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
       return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
     end
     local key = KEYS[r]
@@ -110,7 +123,7 @@ for g = 1, #ARGV do
       w.group = g
       group[#group + 1] = key
     end
-    local s2, allowed, cap, remaining, retry, reset, ttl, wait = decide(alg, requests, period_ms, burst, w.state, now, cost, flags)
+    local s2, allowed, cap, remaining, retry, reset, ttl, wait = decide(alg, requests, period_ms, burst, w.state, now, cost, flags, b0, b1, b2, b3, b4)
     if cost > 0 and allowed == 0 then
       denied = true
     end

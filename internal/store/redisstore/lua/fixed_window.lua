@@ -1,35 +1,19 @@
--- fixed_window.lua: the fixed window, mirroring decideFixedWindow in
--- algorithms/fixedwindow.go line by line.
+-- fixed_window.lua: the fixed window, mirroring decideFixedWindow and
+-- fixedDecide in algorithms/fixedwindow.go line by line.
 --
 -- fixed_window(requests, period_ms, a, b, now_ms, cost)
 --     -> allowed, remaining, retry, reset, ttl, a2, b2, c2
 --   a, b    the state: window start (Unix ms, a multiple of period_ms),
 --           count; 0, 0 for a key never seen (c is always 0)
 --   the rest as token_bucket.lua
+--
+-- fixed_decide(requests, start, stop, count, a, b, now_ms, cost) decides
+-- in the window [start, stop) holding count (a, b the state as stored),
+-- the part a fixed period and a calendar period (counter.lua's
+-- decide_calendar) share.
 
-local function fixed_window(requests, period_ms, a, b, now, cost)
-  local w = period_ms
-  -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
-  -- quo (now >= 0; a's remainder is only compared with 0).
-  local r = now % w
-  if r < 0 then
-    r = r + w
-  end
-  local start = now - r
-  local ra = a % w
-  if ra < 0 then
-    ra = ra + w
-  end
-  local count = 0
-  if ra ~= 0 then
-    -- a window of another period: the limit changed
-  elseif a == start then
-    count = b
-  elseif a > start then -- the clock went back: stay in the stored window
-    start, count = a, b
-  end
-  local stop = start + w - now
-
+local function fixed_decide(requests, start, stop, count, a, b, now, cost)
+  stop = stop - now
   local allowed, retry, reset = 1, 0, 0
   if cost > 0 and count + cost > requests then
     allowed = 0
@@ -59,4 +43,28 @@ local function fixed_window(requests, period_ms, a, b, now, cost)
     return allowed, remaining, retry, reset, ttl, a, b, 0
   end
   return allowed, remaining, retry, reset, ttl, start, count, 0
+end
+
+local function fixed_window(requests, period_ms, a, b, now, cost)
+  local w = period_ms
+  -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
+  -- quo (now >= 0; a's remainder is only compared with 0).
+  local r = now % w
+  if r < 0 then
+    r = r + w
+  end
+  local start = now - r
+  local ra = a % w
+  if ra < 0 then
+    ra = ra + w
+  end
+  local count = 0
+  if ra ~= 0 then
+    -- a window of another period: the limit changed
+  elseif a == start then
+    count = b
+  elseif a > start then -- the clock went back: stay in the stored window
+    start, count = a, b
+  end
+  return fixed_decide(requests, start, start + w, count, a, b, now, cost)
 end

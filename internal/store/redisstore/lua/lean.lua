@@ -35,7 +35,7 @@ end
 
 local n = #KEYS
 local hdr = ARGV[1]
-local now, keep, write, read = read_header(ARGV[1] or '')
+local now, keep, write, read, readb, off = read_header(ARGV[1] or '')
 if now == nil or keep < 0 or write < 0 or write > 1 then
   return redis.error_reply('ERR floodgate: bad header')
 end
@@ -45,9 +45,13 @@ if now < 0 then
 end
 
 -- The one-request call.
-if n == 1 and #ARGV == 1 and #hdr == HDR_LEN + REQ_LEN then
+if n == 1 and #ARGV == 1 and #hdr > HDR_LEN and #hdr == HDR_LEN + req_len(string.byte(hdr, HDR_LEN + 1), off) then
   local alg, flags, requests, period_ms, burst, cost = read(hdr, HDR_LEN + 1)
-  if alg == nil or alg < 1 or alg > 5 or alg == 3 or flags > 5 or flags % 4 > 1 or requests < 1 or period_ms < 1 or burst < 0 then
+  local cal = flags ~= nil and flags >= 8 -- flag bit 3: a calendar limit
+  if cal then
+    flags = flags - 8
+  end
+  if alg == nil or alg < 1 or alg > 5 or alg == 3 or flags > 5 or flags % 4 > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and alg ~= 2 and alg ~= 4) then
     return redis.error_reply('ERR floodgate: bad arguments for request 1')
   end
   local key = KEYS[1]
@@ -55,7 +59,16 @@ if n == 1 and #ARGV == 1 and #hdr == HDR_LEN + REQ_LEN then
   if a == nil then
     return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
   end
-  local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, flags)
+  local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait
+  if cal then
+    local b0, b1, b2_, b3, b4 = readb(hdr, HDR_LEN + REQ_LEN + 1)
+    if b0 == nil or not (b0 < b1 and b1 < b2_ and b2_ < b3 and b3 < b4) then
+      return redis.error_reply('ERR floodgate: bad arguments for request 1')
+    end
+    cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_calendar(alg, requests, b0, b1, b2_, b3, b4, a, b, c, now, cost)
+  else
+    cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, flags)
+  end
   if write == 1 and flags % 2 == 0 and allowed == 1 and cost ~= 0 then
     write_counter(key, alg, a2, b2, c2, ttl, keep)
   end
@@ -63,7 +76,7 @@ if n == 1 and #ARGV == 1 and #hdr == HDR_LEN + REQ_LEN then
 end
 
 -- The general path. Check the shape before anything is read.
-local bad = check_groups(ARGV, n)
+local bad = check_groups(ARGV, n, off)
 if bad then
   return bad
 end
@@ -88,8 +101,14 @@ for g = 1, #ARGV do
   while pos <= len do
     r = r + 1
     local alg, flags, requests, period_ms, burst, cost = read(blob, pos)
+    local cal, b0, b1, b2, b3, b4 = flags ~= nil and flags >= 8, 0, 0, 0, 0, 0
+    if cal then -- flag bit 3: a calendar limit, its boundaries follow
+      flags = flags - 8
+      b0, b1, b2, b3, b4 = readb(blob, pos + REQ_LEN)
+      pos = pos + CAL_LEN
+    end
     pos = pos + REQ_LEN
-    if alg == nil or alg < 1 or alg > 5 or alg == 3 or flags > 5 or flags % 4 > 1 or requests < 1 or period_ms < 1 or burst < 0 then
+    if alg == nil or alg < 1 or alg > 5 or alg == 3 or flags > 5 or flags % 4 > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
       return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
     end
     local key = KEYS[r]
@@ -113,12 +132,17 @@ for g = 1, #ARGV do
       nt = nt + 1
       touched[nt] = j
     end
-    local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_counter(alg, requests, period_ms, burst, W[j + W_A], W[j + W_B], W[j + W_C], now, cost, flags)
+    local cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait
+    if cal then
+      cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait = decide_calendar(alg, requests, b0, b1, b2, b3, b4, W[j + W_A], W[j + W_B], W[j + W_C], now, cost)
+    else
+      cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait = decide_counter(alg, requests, period_ms, burst, W[j + W_A], W[j + W_B], W[j + W_C], now, cost, flags)
+    end
     if cost > 0 and allowed == 0 then
       denied = true
     end
     if flags % 2 == 0 and allowed == 1 and cost ~= 0 then
-      W[j + W_A], W[j + W_B], W[j + W_C], W[j + W_CH], W[j + W_TTL] = a2, b2, c2, 1, ttl
+      W[j + W_A], W[j + W_B], W[j + W_C], W[j + W_CH], W[j + W_TTL] = a2, b2_, c2, 1, ttl
     end
     reply[r] = struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
   end

@@ -59,11 +59,20 @@ end
 --               3 sliding_window_log, 4 fixed_window, 5 leaky_bucket);
 --               flags bit 0 (1): dry run (decide as if charging, never
 --               write); bit 2 (4): no-wait (a leaky bucket admits only
---               what may start now: algorithms.NoWait). The drivers
---               reject any other bit.
---   then requests per period (> 0), period_ms (> 0), burst (token bucket
+--               what may start now: algorithms.NoWait); bit 3 (8): a
+--               calendar limit, CAL_LEN more bytes follow the request.
+--               The drivers reject any other bit.
+--   then requests per period (> 0), period_ms (> 0; a calendar limit's
+--   is its current period's length, and unused), burst (token bucket
 --   capacity, 0 means requests; >= 0) and cost (> 0 spends, 0 looks, < 0
 --   refunds).
+--
+-- A calendar request (sliding_window or fixed_window only) is followed by
+-- five integers, the period boundaries b0 < b1 < b2 < b3 < b4 in Unix ms
+-- that floodgate computed from its own clock in the limit's time zone
+-- (algorithms.Bounds; counter.lua's decide_calendar picks the period of
+-- the script's now among them). Requests are so of two lengths, REQ_LEN
+-- and REQ_LEN + CAL_LEN; check_groups walks them by their first byte.
 --
 -- Binary ('b', what the store sends): struct '<i8i8B' for the header's
 -- fields and '<Bi8i8i8i8' for a request, one struct.unpack a request.
@@ -72,22 +81,38 @@ end
 -- the single bytes) and an integer is 8 bytes of 7 bits, low first, the
 -- last holding the sign in bit 6 and the top 6 of 55 magnitude bits; read
 -- with string.byte and arithmetic, so more slowly than the binary form.
-local HDR_LEN, REQ_LEN = 18, 33
+local HDR_LEN, REQ_LEN, CAL_LEN = 18, 33, 40
+
+-- req_len is the length of the request whose first byte is h in the form
+-- whose single bytes are offset by off (0 binary, 128 seven-bit).
+local function req_len(h, off)
+  if (h - off) % 128 >= 64 then -- flag bit 3: a calendar request
+    return REQ_LEN + CAL_LEN
+  end
+  return REQ_LEN
+end
 
 -- check_groups is nil when argv (the call's ARGV) holds the header and
--- REQ_LEN bytes per request in every group, n requests in all; else the
--- error reply.
-local function check_groups(argv, n)
+-- whole requests in every group (req_len each; off as req_len's), n
+-- requests in all; else the error reply.
+local function check_groups(argv, n, off)
   local total = 0
   for g = 1, #argv do
-    local len = #argv[g]
+    local str = argv[g]
+    local pos, len = 1, #str
     if g == 1 then
-      len = len - HDR_LEN
+      pos = HDR_LEN + 1
     end
-    if len <= 0 or len % REQ_LEN ~= 0 then
-      return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request in every group')
+    if pos > len then
+      return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request (' .. (REQ_LEN + CAL_LEN) .. ' for a calendar one) in every group')
     end
-    total = total + len / REQ_LEN
+    while pos <= len do
+      pos = pos + req_len(string.byte(str, pos), off)
+      total = total + 1
+    end
+    if pos ~= len + 1 then
+      return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request (' .. (REQ_LEN + CAL_LEN) .. ' for a calendar one) in every group')
+    end
   end
   if total ~= n then
     return redis.error_reply('ERR floodgate: ' .. total .. ' requests for ' .. n .. ' keys')
@@ -135,8 +160,39 @@ local function read_request7(str, pos)
   return h % 8, (h - h % 8) / 8, r, p, b, c
 end
 
+-- read_bounds decodes a calendar request's five boundaries at byte pos of
+-- str (binary form).
+local function read_bounds(str, pos)
+  return struct.unpack('<i8i8i8i8i8', str, pos)
+end
+
+-- int7 decodes one seven-bit integer at byte pos of str (read_request7);
+-- nil if a byte is out of range.
+local function int7(str, pos)
+  local v1, v2, v3, v4, v5, v6, v7, v8 = string.byte(str, pos, pos + 7)
+  if v8 == nil or v1 < 128 or v2 < 128 or v3 < 128 or v4 < 128 or v5 < 128 or v6 < 128 or v7 < 128 or v8 < 128 then
+    return nil
+  end
+  local v = ((((((v8 % 64 * 128 + (v7 - 128)) * 128 + (v6 - 128)) * 128 + (v5 - 128)) * 128 + (v4 - 128)) * 128 + (v3 - 128)) * 128 + (v2 - 128)) * 128 + (v1 - 128)
+  if v8 >= 192 then
+    v = -v
+  end
+  return v
+end
+
+-- read_bounds7 is read_bounds in the seven-bit form; nil if a byte is out
+-- of range.
+local function read_bounds7(str, pos)
+  local b0, b1, b2, b3, b4 = int7(str, pos), int7(str, pos + 8), int7(str, pos + 16), int7(str, pos + 24), int7(str, pos + 32)
+  if b0 == nil or b1 == nil or b2 == nil or b3 == nil or b4 == nil then
+    return nil
+  end
+  return b0, b1, b2, b3, b4
+end
+
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
--- write and the request reader of its form; nil if it is malformed.
+-- write, the request reader of its form, the calendar boundaries' reader
+-- and the offset of its single bytes (req_len); nil if it is malformed.
 local function read_header(str)
   if #str < HDR_LEN then
     return nil
@@ -144,7 +200,7 @@ local function read_header(str)
   local form = string.byte(str, 1)
   if form == 98 then -- 'b'
     local now, keep, write = struct.unpack('<i8i8B', str, 2)
-    return now, keep, write, read_request
+    return now, keep, write, read_request, read_bounds, 0
   elseif form ~= 115 then -- 's'
     return nil
   end
@@ -160,7 +216,7 @@ local function read_header(str)
   if k8 >= 192 then
     keep = -keep
   end
-  return now, keep, w - 128, read_request7
+  return now, keep, w - 128, read_request7, read_bounds7, 128
 end
 
 -- The reply is one string: REPLY_FMT per request, in request order:

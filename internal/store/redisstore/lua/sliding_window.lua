@@ -1,6 +1,6 @@
 -- sliding_window.lua: the sliding-window counter, mirroring
--- decideSlidingWindow and slidingWait (written out in the deny branch) in
--- algorithms/slidingwindow.go line by line.
+-- decideSlidingWindow, slidingDecide and slidingWait (written out in the
+-- deny branch) in algorithms/slidingwindow.go line by line.
 --
 -- sliding_window(requests, period_ms, a, b, c, now_ms, cost)
 --     -> allowed, remaining, retry, reset, ttl, a2, b2, c2
@@ -8,30 +8,16 @@
 --           count in that window, count in the window before; 0, 0, 0 for
 --           a key never seen
 --   the rest as token_bucket.lua
+--
+-- sliding_decide(requests, a, b, c, start, w, w2, curr, prev, now_ms, cost)
+-- decides in the window starting at start, w ms long and followed by one
+-- of w2 ms, with counts curr and prev (a, b, c the state as stored): the
+-- part a fixed period (w == w2) and a calendar period (counter.lua's
+-- decide_calendar) share. The estimate is curr + prev * (w - e) / w with e
+-- ms of the window elapsed; sums are kept multiplied by w, and after the
+-- roll into the next window (where curr is prev) by w2.
 
-local function sliding_window(requests, period_ms, a, b, c, now, cost)
-  local w = period_ms
-  -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
-  -- quo (now >= 0; a's remainder is only compared with 0).
-  local r = now % w
-  if r < 0 then
-    r = r + w
-  end
-  local start = now - r
-  local ra = a % w
-  if ra < 0 then
-    ra = ra + w
-  end
-  local curr, prev = 0, 0
-  if ra ~= 0 then
-    -- a window of another period: the limit changed
-  elseif a == start then
-    curr, prev = b, c
-  elseif a == start - w then
-    prev = b
-  elseif a > start then -- the clock went back: stay at the stored window's start
-    start, curr, prev = a, b, c
-  end
+local function sliding_decide(requests, a, b, c, start, w, w2, curr, prev, now, cost)
   local at = now -- the moment decided, >= now
   if start > now then
     at = start
@@ -54,9 +40,10 @@ local function sliding_window(requests, period_ms, a, b, c, now, cost)
       end
     end
     if wait < 0 then
-      -- After the roll, e2 ms into the next window: curr*(w-e2) + cost*w <= limit.
+      -- After the roll, e2 ms into the next window (curr is its prev):
+      -- curr*(w2-e2) + cost*w2 <= requests*w2.
       local e2 = 0
-      local over = curr * w + cost * w - limit
+      local over = curr * w2 + cost * w2 - requests * w2
       if over > 0 then
         e2 = quo(over + curr - 1, curr)
       end
@@ -89,7 +76,7 @@ local function sliding_window(requests, period_ms, a, b, c, now, cost)
     remaining = (x - rx) / w
   end
   if curr > 0 then
-    reset = at - now + 2 * w - e
+    reset = at - now + w - e + w2
   elseif prev > 0 then
     reset = at - now + w - e
   end
@@ -103,4 +90,30 @@ local function sliding_window(requests, period_ms, a, b, c, now, cost)
     return allowed, remaining, retry, reset, ttl, a, b, c
   end
   return allowed, remaining, retry, reset, ttl, start, curr, prev
+end
+
+local function sliding_window(requests, period_ms, a, b, c, now, cost)
+  local w = period_ms
+  -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
+  -- quo (now >= 0; a's remainder is only compared with 0).
+  local r = now % w
+  if r < 0 then
+    r = r + w
+  end
+  local start = now - r
+  local ra = a % w
+  if ra < 0 then
+    ra = ra + w
+  end
+  local curr, prev = 0, 0
+  if ra ~= 0 then
+    -- a window of another period: the limit changed
+  elseif a == start then
+    curr, prev = b, c
+  elseif a == start - w then
+    prev = b
+  elseif a > start then -- the clock went back: stay at the stored window's start
+    start, curr, prev = a, b, c
+  end
+  return sliding_decide(requests, a, b, c, start, w, w, curr, prev, now, cost)
 end

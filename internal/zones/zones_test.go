@@ -1,0 +1,65 @@
+package zones
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestLoad(t *testing.T) {
+	long := strings.Repeat("Asia/", 1<<18)
+	if _, err := Load(long); err == nil || !errors.Is(err, ErrUnknown) || len(err.Error()) > 200 {
+		t.Errorf("Load(1 MiB name) = %.200v, want a short error", err)
+	}
+	for _, tc := range []struct {
+		name, want string // want "" for an error
+	}{
+		{"", "UTC"}, {"UTC", "UTC"}, {"Asia/Jakarta", "Asia/Jakarta"}, {"America/New_York", "America/New_York"},
+		{"Mars/Olympus", ""}, {"Local", ""}, {"America/Argentina/ComodRivadavia", "America/Argentina/ComodRivadavia"}, {"../../../etc/passwd", ""}, {"/etc/localtime", ""}, {"asia/jakarta\x00", ""},
+	} {
+		loc, err := Load(tc.name)
+		switch {
+		case tc.want == "" && (err == nil || !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.name))):
+			t.Errorf("Load(%q) = %v, %v; want an error naming the zone", tc.name, loc, err)
+		case tc.want != "" && (err != nil || loc.String() != tc.want):
+			t.Errorf("Load(%q) = %v, %v; want %s", tc.name, loc, err, tc.want)
+		}
+	}
+}
+
+// The cache answers like Load, under concurrent callers, and stays bounded
+// whatever names a hostile caller sends.
+func TestCache(t *testing.T) {
+	var c Cache
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				name := "Asia/Jakarta"
+				if i%2 == 1 {
+					name = fmt.Sprintf("Junk/%d-%d", g, i)
+				}
+				loc, err := c.Load(name)
+				if (err == nil) != (i%2 == 0) || (err == nil && loc.String() != name) {
+					t.Errorf("Load(%q) = %v, %v", name, loc, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(c.m); n > MaxCached {
+		t.Errorf("cache holds %d names, more than %d", n, MaxCached)
+	}
+	// Full: a new name is still resolved, just not kept.
+	if loc, err := c.Load("Europe/Berlin"); err != nil || loc.String() != "Europe/Berlin" {
+		t.Errorf("Load on a full cache = %v, %v", loc, err)
+	}
+	if a, _ := c.Load("Asia/Jakarta"); a != c.m["Asia/Jakarta"].loc {
+		t.Errorf("a cached zone is resolved again")
+	}
+}
