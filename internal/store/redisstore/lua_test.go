@@ -747,7 +747,7 @@ func TestLuaErrors(t *testing.T) {
 		{"bad algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 6 }))}, "bad arguments for request 1"},
 		{"no algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 0 }))}, "bad arguments for request 1"},
 		{"bad flags", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x10 }))}, "bad arguments for request 1"},
-		{"unknown flag bit 3", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x40 }))}, "bad arguments for request 1"},
+		{"unknown flag bit 4", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x80 }))}, "bad arguments for request 1"},
 		{"negative burst", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[17+7] = 0xff }))}, "bad arguments for request 1"},
 		{"zero period", false, []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
 		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},

@@ -96,7 +96,7 @@ for g = 1, #ARGV do
   while pos <= len do
     r = r + 1
     local alg, flags, requests, period_ms, burst, cost = read(blob, pos)
-    local cal, b0, b1, b2, b3, b4 = flags ~= nil and flags >= 8, nil, 0, 0, 0, 0
+    local cal, b0, b1, b2, b3, b4 = flags ~= nil and flags % 16 >= 8, nil, 0, 0, 0, 0
     if cal then -- flag bit 3: a calendar limit, its boundaries follow
       flags = flags - 8
       b0, b1, b2, b3, b4 = readb(blob, pos + REQ_LEN)

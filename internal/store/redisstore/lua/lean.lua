@@ -47,7 +47,7 @@ end
 -- The one-request call.
 if n == 1 and #ARGV == 1 and #hdr > HDR_LEN and #hdr == HDR_LEN + req_len(string.byte(hdr, HDR_LEN + 1), off) then
   local alg, flags, requests, period_ms, burst, cost = read(hdr, HDR_LEN + 1)
-  local cal = flags ~= nil and flags >= 8 -- flag bit 3: a calendar limit
+  local cal = flags ~= nil and flags % 16 >= 8 -- flag bit 3: a calendar limit
   if cal then
     flags = flags - 8
   end
@@ -101,7 +101,7 @@ for g = 1, #ARGV do
   while pos <= len do
     r = r + 1
     local alg, flags, requests, period_ms, burst, cost = read(blob, pos)
-    local cal, b0, b1, b2, b3, b4 = flags ~= nil and flags >= 8, 0, 0, 0, 0, 0
+    local cal, b0, b1, b2, b3, b4 = flags ~= nil and flags % 16 >= 8, 0, 0, 0, 0, 0
     if cal then -- flag bit 3: a calendar limit, its boundaries follow
       flags = flags - 8
       b0, b1, b2, b3, b4 = readb(blob, pos + REQ_LEN)
