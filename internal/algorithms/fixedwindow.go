@@ -11,23 +11,49 @@ package algorithms
 //
 // Mirrored by store/redisstore/lua/fixed_window.lua.
 func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
+	return fixedWindow(l, s, now, cost, false)
+}
+
+// fixedCount is the count of the window now falls in and its start. A
+// count above Requests (a debt) is carried into the windows after it,
+// Requests repaid a window.
+func fixedCount(l Limit, s State, now int64) (count, start int64) {
 	w := l.PeriodMs()
-	start := now - now%w
-	count := int64(0)
+	start = now - now%w
 	switch {
 	case s.A%w != 0: // a window of another period: the limit changed
 	case s.A == start:
 		count = s.B
 	case s.A > start: // the clock went back: stay in the stored window
 		start, count = s.A, s.B
+	case s.B > l.Requests: // a debt: Requests repaid each window since
+		if j := (start - s.A) / w; j < ceilDiv(s.B, l.Requests) {
+			count = max(0, s.B-j*l.Requests)
+		}
 	}
+	// At most 2 × Requests (a debt of one capacity), also when the
+	// limit was lowered.
+	return min(count, 2*l.Requests), start
+}
+
+// fixedWindow decides cost; with debt, a positive cost is charged even
+// when it does not fit, up to 2 × Requests in the window (Debt).
+func fixedWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision) {
+	w := l.PeriodMs()
+	count, start := fixedCount(l, s, now)
 	end := start + w - now
 
 	d := Decision{Allowed: true, Limit: l.Requests}
 	switch {
+	case debt && cost > 0:
+		k := max(0, min(cost, 2*l.Requests-count))
+		count += k
+		d.Unrecorded = cost - k
 	case cost > 0 && count+cost > l.Requests:
 		d.Allowed = false
-		d.RetryAfter = ms(end)
+		// The windows until the carried count and cost fit: 1 unless the
+		// key is in debt.
+		d.RetryAfter = ms(end + (ceilDiv(count+cost-l.Requests, l.Requests)-1)*w)
 	case cost > 0:
 		count += cost
 	case cost < 0:
@@ -35,7 +61,7 @@ func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	}
 	d.Remaining = max(0, l.Requests-count)
 	if count > 0 {
-		d.ResetAfter = ms(end)
+		d.ResetAfter = ms(end + (ceilDiv(count, l.Requests)-1)*w)
 	}
 	d.TTL = d.ResetAfter
 	if d.TTL == 0 && start > now {

@@ -16,18 +16,41 @@ package algorithms
 //
 // Mirrored by store/redisstore/lua/sliding_window.lua.
 func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
-	w := l.PeriodMs()
-	start := now - now%w
-	var curr, prev int64
+	return slidingWindow(l, s, now, cost, false)
+}
+
+// slidingCounts is the counts of the window now falls in and of the one
+// before, and the window's start. A count above Requests (a debt) is
+// carried into the windows after it, Requests repaid a window: the
+// window j windows after the stored one counts curr − j·Requests, and
+// the window before it keeps at most Requests. A count is at most
+// 2 × Requests (a debt of one capacity), also when the limit was lowered.
+func slidingCounts(l Limit, s State, now int64) (curr, prev, start int64) {
+	w, r := l.PeriodMs(), l.Requests
+	start = now - now%w
 	switch {
 	case s.A%w != 0: // a window of another period: the limit changed
 	case s.A == start:
 		curr, prev = s.B, s.C
-	case s.A == start-w:
-		prev = s.B
 	case s.A > start: // the clock went back: stay at the stored window's start
 		start, curr, prev = s.A, s.B, s.C
+	default:
+		j, n := (start-s.A)/w, ceilDiv(s.B, r) // n: windows the count lasts
+		if j < n {
+			curr = max(0, s.B-j*r)
+		}
+		if j-1 < n {
+			prev = min(r, s.B-(j-1)*r)
+		}
 	}
+	return min(curr, 2*r), min(prev, 2*r), start
+}
+
+// slidingWindow decides cost; with debt, a positive cost is charged even
+// when it does not fit, up to an estimate of 2 × Requests (Debt).
+func slidingWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision) {
+	w := l.PeriodMs()
+	curr, prev, start := slidingCounts(l, s, now)
 	at := max(now, start) // the moment decided, >= now
 	e := at - start       // elapsed in the current window
 	limit := l.Requests * w
@@ -35,9 +58,14 @@ func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
 
 	d := Decision{Allowed: true, Limit: l.Requests}
 	switch {
+	case debt && cost > 0:
+		k := max(0, min(cost, (2*limit-weighted)/w))
+		curr += k
+		weighted += k * w
+		d.Unrecorded = cost - k
 	case cost > 0 && weighted+cost*w > limit:
 		d.Allowed = false
-		d.RetryAfter = ms(at - now + slidingWait(curr, prev, cost, w, e, limit))
+		d.RetryAfter = ms(at - now + slidingWait(curr, prev, cost, w, e, l.Requests))
 	case cost > 0:
 		curr += cost
 		weighted += cost * w
@@ -51,7 +79,8 @@ func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	d.Remaining = max(0, (limit-weighted)/w)
 	switch {
 	case curr > 0:
-		d.ResetAfter = ms(at - now + 2*w - e)
+		// Empty once the count's last carried window has decayed.
+		d.ResetAfter = ms(at - now + (ceilDiv(curr, l.Requests)+1)*w - e)
 	case prev > 0:
 		d.ResetAfter = ms(at - now + w - e)
 	}
@@ -67,9 +96,10 @@ func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
 	return State{A: start, B: curr, C: prev}, d
 }
 
-// slidingWait is the smallest wait in ms after which cost fits, for counts
-// curr and prev at e ms into a window of w ms, with limit = Requests × w.
-func slidingWait(curr, prev, cost, w, e, limit int64) int64 {
+// slidingWait is the smallest wait in ms after which cost (<= r) fits,
+// for counts curr and prev at e ms into a window of w ms, r = Requests.
+func slidingWait(curr, prev, cost, w, e, r int64) int64 {
+	limit := r * w
 	if prev > 0 {
 		// Within this window: curr·w + prev·(w−e−d) + cost·w <= limit.
 		over := curr*w + prev*(w-e) + cost*w - limit
@@ -77,10 +107,16 @@ func slidingWait(curr, prev, cost, w, e, limit int64) int64 {
 			return d
 		}
 	}
-	// After the roll, e2 ms into the next window: curr·(w−e2) + cost·w <= limit.
+	// In the i-th window after this one (i >= 1), whose own count is the
+	// carried c_i = max(0, curr − i·r) and whose previous window keeps
+	// p_i = min(r, curr − (i−1)·r): the first i where c_i + cost <= r,
+	// then e2 ms into it: c_i·w + p_i·(w−e2) + cost·w <= limit.
+	i := max(1, ceilDiv(curr+cost-r, r))
+	ci := max(0, curr-i*r)
+	pi := max(0, min(r, curr-(i-1)*r))
 	e2 := int64(0)
-	if over := curr*w + cost*w - limit; over > 0 {
-		e2 = ceilDiv(over, curr)
+	if over := ci*w + pi*w + cost*w - limit; over > 0 {
+		e2 = ceilDiv(over, pi)
 	}
-	return w - e + e2
+	return w - e + (i-1)*w + e2
 }

@@ -1,0 +1,86 @@
+package algorithms
+
+// Mode changes how a decision charges. The zero Mode is a plain check.
+type Mode uint8
+
+// Debt charges the whole of a positive cost even when it does not fit:
+// usage that already happened (an LLM call's tokens, known when it ends)
+// is recorded, never refused. The key goes into debt: a token bucket's
+// tokens go below zero, a window's count past Requests, and later checks
+// are denied until the debt is repaid at the limit's rate (the bucket
+// refills, a window's count above Requests is carried into the next
+// window), RetryAfter saying exactly when.
+//
+// The debt is bounded by the capacity: a key owes at most
+// [Limit.Capacity] units beyond an empty limit, so every integer stays
+// below [MaxScaled]·3 and every wait below 3·[MaxWait]. The part of a cost
+// beyond that bound is not recorded and is reported in
+// [Decision.Unrecorded]. The sliding window log keeps one slot per unit
+// and never more than Requests: it records what fits in its free slots,
+// reports the rest as Unrecorded, and never owes (its Debt is always 0).
+//
+// A cost above the capacity is charged too (bounded as above), where a
+// plain check denies it with RetryAfter == Never. A debt decision is
+// always allowed; its RetryAfter is 0 and Debt tells what the key owes
+// after it. A cost of 0 or below is decided as a plain check, with Debt
+// filled in.
+const Debt Mode = 2
+
+// DecideMode is DecideMs with a Mode. DecideMs is DecideMode with 0.
+func DecideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
+	if m&Debt == 0 {
+		return DecideMs(l, s, nowMs, cost)
+	}
+	var next State
+	var d Decision
+	switch {
+	case cost <= 0:
+		next, d = DecideMs(l, s, nowMs, cost)
+	case l.Algorithm == TokenBucket:
+		next, d = tokenBucket(l, s, nowMs, cost, true)
+	case l.Algorithm == SlidingWindow:
+		next, d = slidingWindow(l, s, nowMs, cost, true)
+	case l.Algorithm == FixedWindow:
+		next, d = fixedWindow(l, s, nowMs, cost, true)
+	case l.Algorithm == SlidingWindowLog:
+		// Record what the free slots hold; the rest is unrecorded.
+		live := planSlidingLog(l, s, nowMs, 0).live
+		k := min(cost, l.Requests-live)
+		next, d = s, planSlidingLog(l, s, nowMs, 0).d
+		if k > 0 {
+			next, d = decideSlidingLog(l, s, nowMs, k)
+		}
+		d.Unrecorded = cost - k
+		return next, d
+	default:
+		return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
+	}
+	d.Debt = DebtOf(l, next, nowMs)
+	return next, d
+}
+
+// DebtOf is how many units a key in state s owes at nowMs: how far its
+// count stands above the limit (0 when it does not). The sliding window
+// log never owes.
+func DebtOf(l Limit, s State, nowMs int64) int64 {
+	switch l.Algorithm {
+	case TokenBucket:
+		t := tokensAt(l, s, nowMs)
+		if t >= 0 {
+			return 0
+		}
+		_, scale := tokenScale(l.Requests, l.PeriodMs())
+		return ceilDiv(-t, scale)
+	case SlidingWindow:
+		w := l.PeriodMs()
+		curr, prev, start := slidingCounts(l, s, nowMs)
+		e := max(nowMs, start) - start
+		if over := curr*w + prev*(w-e) - l.Requests*w; over > 0 {
+			return ceilDiv(over, w)
+		}
+	case FixedWindow:
+		count, _ := fixedCount(l, s, nowMs)
+		return max(0, count-l.Requests)
+	}
+	return 0
+}
