@@ -51,9 +51,10 @@ func fixedWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision)
 		d.Unrecorded = cost - k
 	case cost > 0 && count+cost > l.Requests:
 		d.Allowed = false
-		// The windows until the carried count and cost fit: 1 unless the
-		// key is in debt.
-		d.RetryAfter = ms(end + (ceilDiv(count+cost-l.Requests, l.Requests)-1)*w)
+		d.RetryAfter = ms(end)
+		if count+cost > 2*l.Requests { // in debt: the carry fits a window later
+			d.RetryAfter += ms(w)
+		}
 	case cost > 0:
 		count += cost
 	case cost < 0:
@@ -61,7 +62,10 @@ func fixedWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision)
 	}
 	d.Remaining = max(0, l.Requests-count)
 	if count > 0 {
-		d.ResetAfter = ms(end + (ceilDiv(count, l.Requests)-1)*w)
+		d.ResetAfter = ms(end)
+		if count > l.Requests { // in debt: empty a window later
+			d.ResetAfter += ms(w)
+		}
 	}
 	d.TTL = d.ResetAfter
 	if d.TTL == 0 && start > now {

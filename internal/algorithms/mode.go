@@ -84,3 +84,15 @@ func DebtOf(l Limit, s State, nowMs int64) int64 {
 	}
 	return 0
 }
+
+// ApplyMode is ApplyMs with a Mode. In Debt mode it replaces *s with a
+// new State (a sliding window log's ring is copied, not written in
+// place), so u records nothing.
+func ApplyMode(l Limit, s *State, nowMs, cost int64, m Mode, u *Undo) Decision {
+	if m&Debt == 0 {
+		return ApplyMs(l, s, nowMs, cost, u)
+	}
+	next, d := DecideMode(l, *s, nowMs, cost, m)
+	*s = next
+	return d
+}

@@ -36,6 +36,11 @@ type Request struct {
 	Cost int64
 	// DryRun decides as if charging Cost but writes nothing (Peek).
 	DryRun bool
+	// Mode changes how Cost is charged: algorithms.Debt charges a
+	// positive Cost even when it does not fit (usage after the fact; the
+	// decision is allowed, see algorithms.DecideMode). Decide leaves the
+	// Decision's Debt and Unrecorded 0 (Settler reports them).
+	Mode algorithms.Mode
 }
 
 // Store decides requests against stored state.

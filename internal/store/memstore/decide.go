@@ -59,7 +59,8 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 	} else {
 		// A sliding window log's ring is updated in place: only this
 		// entry holds it, and the shard is locked.
-		*out = algorithms.ApplyMs(r.Limit, &st, nowMs, r.Cost, nil)
+		*out = algorithms.ApplyMode(r.Limit, &st, nowMs, r.Cost, r.Mode, nil)
+		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 		if out.Allowed && r.Cost != 0 {
 			sh.write(alg, ek, ref, st, nowMs, out.TTL)
 			sh.trim(nowMs)
@@ -145,7 +146,8 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		if r.DryRun {
 			d = algorithms.EvaluateMs(r.Limit, pe.st, nowMs, r.Cost)
 		} else {
-			d = algorithms.ApplyMs(r.Limit, &pe.st, nowMs, r.Cost, &undo)
+			d = algorithms.ApplyMode(r.Limit, &pe.st, nowMs, r.Cost, r.Mode, &undo)
+			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
 		}
 		out[i] = d
 		if r.Cost > 0 && !d.Allowed {

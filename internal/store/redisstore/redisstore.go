@@ -330,7 +330,7 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 		for i := range reqs {
 			r := &reqs[i]
 			c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, keys.HashTag(r.Key), r.Scope))
-			c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun)
+			c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun, r.Mode)
 			c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 			c.idx = append(c.idx, i)
 		}
@@ -353,7 +353,7 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 			calls = append(calls, c)
 		}
 		c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
-		c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun)
+		c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun, r.Mode)
 		c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 		c.idx = append(c.idx, i)
 	}

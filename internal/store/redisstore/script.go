@@ -118,9 +118,10 @@ func appendHeader(buf []byte, h header) []byte {
 }
 
 // appendRequest appends one request's bytes (the binary form) to buf:
-// cost charged against l (valid: Validate), dry deciding without writing.
-func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool) []byte {
-	b := byte(l.Algorithm) & 7
+// cost charged against l (valid: Validate), dry deciding without writing,
+// in mode m (its bits are the request's flags above bit 0, lua/lib.lua).
+func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, m algorithms.Mode) []byte {
+	b := byte(l.Algorithm)&7 | byte(m)<<3
 	if dry {
 		b |= 8
 	}
@@ -221,7 +222,7 @@ func le64(s string) int64 {
 // the binary form, which the script reads faster, so the tool measures a
 // slightly heavier call than the store makes.
 func BenchmarkEval(l algorithms.Limit, cost int64) (src, argv string) {
-	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false)
+	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false, 0)
 	return leanScript(), string(sevenBit(bin))
 }
 

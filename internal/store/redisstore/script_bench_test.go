@@ -78,7 +78,7 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 			buf := appendHeader(nil, header{nowMs: -1})
 			for j := range keys {
 				keys[j] = tbKey(alg, i*per+j)
-				buf = appendRequest(buf, l, 1, false)
+				buf = appendRequest(buf, l, 1, false, 0)
 			}
 			if seven {
 				buf = sevenBit(buf)
@@ -146,7 +146,7 @@ func BenchmarkGoRedisEvalSha(b *testing.B) {
 	}
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 100, Period: time.Minute}
 	keys := []string{"fg:tb:{kbench}"}
-	buf := appendRequest(appendHeader(nil, header{nowMs: -1}), l, 1, false)
+	buf := appendRequest(appendHeader(nil, header{nowMs: -1}), l, 1, false, 0)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := nop.EvalSha(ctx, c, keys, buf).Err(); err != nil {

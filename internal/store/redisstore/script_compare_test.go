@@ -142,7 +142,7 @@ func TestScriptCostAgainstBase(t *testing.T) {
 							buf := appendHeader(nil, header{nowMs: -1})
 							for j := range names {
 								names[j] = keys.Redis(DefaultPrefix, alg, keys.HashTag(fmt.Sprintf("kbench%d", (i*per+j)%nkeys)), "")
-								buf = appendRequest(buf, l, 1, false)
+								buf = appendRequest(buf, l, 1, false, 0)
 							}
 							sc.send(ctx, p, names, buf)
 						}

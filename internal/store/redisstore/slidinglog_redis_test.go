@@ -31,7 +31,7 @@ func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l
 		p := c.Pipeline()
 		var cmds []*redis.Cmd
 		for i := 0; i < chunk && done < l.Requests; i++ {
-			arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false)
+			arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false, 0)
 			cmds = append(cmds, script.EvalSha(ctx, p, []string{key}, arg))
 			now += stepMs
 			done++
@@ -118,7 +118,7 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				now += by
-				arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false)
+				arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false, 0)
 				reply, err := script.EvalSha(ctx, c, []string{key}, arg).Result()
 				if err != nil {
 					b.Fatal(err)

@@ -22,16 +22,26 @@ if redis.replicate_commands ~= nil then
   redis.replicate_commands() -- effects replication, needed for TIME before Redis 5
 end
 
--- decide mirrors algorithms.DecideMs on a state table: the new state
--- (s itself when unchanged) and the decision's fields.
-local function decide(alg, requests, period_ms, burst, s, now, cost)
+-- decide mirrors algorithms.DecideMode on a state table: the new state
+-- (s itself when unchanged) and the decision's fields, then Unrecorded
+-- and Debt. debt is 1 for algorithms.Debt.
+local function decide(alg, requests, period_ms, burst, s, now, cost, debt)
   if alg ~= ALG_SLIDING_WINDOW_LOG then
-    local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2 = decide_counter(alg, requests, period_ms, burst, s.a, s.b, s.c, now, cost)
+    local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed = decide_counter(alg, requests, period_ms, burst, s.a, s.b, s.c, now, cost, debt)
     local s2 = s
     if allowed == 1 and cost ~= 0 then
       s2 = {a = a2, b = b2, c = c2}
     end
-    return s2, allowed, cap, remaining, retry, reset, ttl
+    return s2, allowed, cap, remaining, retry, reset, ttl, unrecorded, owed
+  end
+  local unrecorded = 0
+  if debt == 1 and cost > 0 then
+    -- The log records what its free slots hold, never owes.
+    local _, d0 = sliding_window_log(requests, period_ms, s, now, 0)
+    if d0.remaining < cost then
+      unrecorded = cost - d0.remaining
+      cost = d0.remaining
+    end
   end
   local never = false
   if cost > requests then
@@ -41,9 +51,9 @@ local function decide(alg, requests, period_ms, burst, s, now, cost)
   end
   local s2, d = sliding_window_log(requests, period_ms, s, now, cost)
   if never then
-    return s, 0, d.limit, d.remaining, -1, d.reset, d.ttl
+    return s, 0, d.limit, d.remaining, -1, d.reset, d.ttl, 0, 0
   end
-  return s2, d.allowed, d.limit, d.remaining, d.retry, d.reset, d.ttl
+  return s2, d.allowed, d.limit, d.remaining, d.retry, d.reset, d.ttl, unrecorded, 0
 end
 
 -- load reads key's state for alg; nil and a message if it is malformed.
@@ -90,7 +100,7 @@ for g = 1, #ARGV do
     r = r + 1
     local alg, flags, requests, period_ms, burst, cost = read(blob, pos)
     pos = pos + REQ_LEN
-    if alg == nil or alg < 1 or alg > 4 or flags > 1 or requests < 1 or period_ms < 1 or burst < 0 then
+    if alg == nil or alg < 1 or alg > 4 or flags > 3 or requests < 1 or period_ms < 1 or burst < 0 then
       return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
     end
     local key = KEYS[r]
@@ -110,11 +120,12 @@ for g = 1, #ARGV do
       w.group = g
       group[#group + 1] = key
     end
-    local s2, allowed, cap, remaining, retry, reset, ttl = decide(alg, requests, period_ms, burst, w.state, now, cost)
+    local debt = (flags - flags % 2) / 2 -- flags bit 1 (bit 0 is dry run)
+    local s2, allowed, cap, remaining, retry, reset, ttl = decide(alg, requests, period_ms, burst, w.state, now, cost, debt)
     if cost > 0 and allowed == 0 then
       denied = true
     end
-    if flags == 0 and allowed == 1 and cost ~= 0 then
+    if flags % 2 == 0 and allowed == 1 and cost ~= 0 then
       w.state, w.changed, w.ttl = s2, true, ttl
     end
     reply[r] = struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl)

@@ -47,7 +47,7 @@ end
 -- The one-request call.
 if n == 1 and #ARGV == 1 and #hdr == HDR_LEN + REQ_LEN then
   local alg, flags, requests, period_ms, burst, cost = read(hdr, HDR_LEN + 1)
-  if alg == nil or alg < 1 or alg > 4 or alg == 3 or flags > 1 or requests < 1 or period_ms < 1 or burst < 0 then
+  if alg == nil or alg < 1 or alg > 4 or alg == 3 or flags > 3 or requests < 1 or period_ms < 1 or burst < 0 then
     return redis.error_reply('ERR floodgate: bad arguments for request 1')
   end
   local key = KEYS[1]
@@ -55,8 +55,9 @@ if n == 1 and #ARGV == 1 and #hdr == HDR_LEN + REQ_LEN then
   if a == nil then
     return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
   end
-  local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2 = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost)
-  if write == 1 and flags == 0 and allowed == 1 and cost ~= 0 then
+  local debt = (flags - flags % 2) / 2 -- flags bit 1 (bit 0 is dry run)
+  local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2 = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, debt)
+  if write == 1 and flags % 2 == 0 and allowed == 1 and cost ~= 0 then
     write_counter(key, alg, a2, b2, c2, ttl, keep)
   end
   return struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl)
@@ -89,7 +90,7 @@ for g = 1, #ARGV do
     r = r + 1
     local alg, flags, requests, period_ms, burst, cost = read(blob, pos)
     pos = pos + REQ_LEN
-    if alg == nil or alg < 1 or alg > 4 or alg == 3 or flags > 1 or requests < 1 or period_ms < 1 or burst < 0 then
+    if alg == nil or alg < 1 or alg > 4 or alg == 3 or flags > 3 or requests < 1 or period_ms < 1 or burst < 0 then
       return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
     end
     local key = KEYS[r]
@@ -113,11 +114,12 @@ for g = 1, #ARGV do
       nt = nt + 1
       touched[nt] = j
     end
-    local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2 = decide_counter(alg, requests, period_ms, burst, W[j + W_A], W[j + W_B], W[j + W_C], now, cost)
+    local debt = (flags - flags % 2) / 2 -- flags bit 1 (bit 0 is dry run)
+    local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2 = decide_counter(alg, requests, period_ms, burst, W[j + W_A], W[j + W_B], W[j + W_C], now, cost, debt)
     if cost > 0 and allowed == 0 then
       denied = true
     end
-    if flags == 0 and allowed == 1 and cost ~= 0 then
+    if flags % 2 == 0 and allowed == 1 and cost ~= 0 then
       W[j + W_A], W[j + W_B], W[j + W_C], W[j + W_CH], W[j + W_TTL] = a2, b2, c2, 1, ttl
     end
     reply[r] = struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl)

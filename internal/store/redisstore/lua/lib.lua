@@ -57,7 +57,9 @@ end
 --
 --   byte 1      8 * flags + algorithm (1 token_bucket, 2 sliding_window,
 --               3 sliding_window_log, 4 fixed_window); flags bit 0: dry
---               run (decide as if charging, never write)
+--               run (decide as if charging, never write); bit 1: debt
+--               (algorithms.Debt: a positive cost is charged even when it
+--               does not fit, bounded; see counter.lua)
 --   then requests per period (> 0), period_ms (> 0), burst (token bucket
 --   capacity, 0 means requests; >= 0) and cost (> 0 spends, 0 looks, < 0
 --   refunds).
