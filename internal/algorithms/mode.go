@@ -96,3 +96,17 @@ func ApplyMode(l Limit, s *State, nowMs, cost int64, m Mode, u *Undo) Decision {
 	*s = next
 	return d
 }
+
+// Settle charges the difference between the actual usage and what was
+// reserved for it earlier: delta = actual − reserved. A positive delta is
+// charged as debt (DecideMode with Debt), a negative one refunded (never
+// above the capacity), 0 charges nothing. The decision is always allowed;
+// its Debt is what the key owes after it, and its RetryAfter is the wait
+// until a check of cost 1 would pass (0 if one passes now), so a caller
+// knows when the key is usable again.
+func Settle(l Limit, s State, nowMs, delta int64) (State, Decision) {
+	next, d := DecideMode(l, s, nowMs, delta, Debt)
+	d.Allowed = true
+	d.RetryAfter = EvaluateMs(l, next, nowMs, 1).RetryAfter
+	return next, d
+}

@@ -16,6 +16,7 @@ type shard struct {
 	// indexed by tableIndex; logs holds sliding window logs.
 	counters [3]map[string]*counter
 	logs     map[string]*logEntry
+	settles  map[string]*settleRecord // settlement records (settle.go)
 	n        int      // entries in all tables
 	max      int      // cap on n
 	bytes    int64    // EntryBytes of all entries
@@ -148,6 +149,10 @@ func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithm
 
 // remove deletes alg's entry for key, if any.
 func (sh *shard) remove(alg algorithms.Algorithm, key string) {
+	if alg == recordAlg {
+		sh.dropRecord(key)
+		return
+	}
 	if alg == algorithms.SlidingWindowLog {
 		if e, ok := sh.logs[key]; ok {
 			sh.dropLog(key, e)

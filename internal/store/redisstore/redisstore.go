@@ -137,6 +137,10 @@ type Config struct {
 	// cluster mode. It tells a misconfiguration from an outage (see
 	// CheckServer).
 	Mode string
+	// SettleWindow is how long a settlement's idempotency key is
+	// remembered (Settle; its record's TTL); 0 means
+	// store.DefaultSettleWindow.
+	SettleWindow time.Duration
 
 	// evalSHA makes the Store run its scripts by EVALSHA, as on a Redis
 	// without functions (tests of the fallback).

@@ -68,7 +68,16 @@ var (
 	luaLean string
 	//go:embed lua/batch.lua
 	luaBatch string
+	//go:embed lua/settle.lua
+	luaSettle string
 )
+
+// settleScript is the source of the settle script (lua/settle.lua): every
+// twin, the log's, and the settle driver. Not in the function library: it
+// is not the hot path.
+func settleScript() string {
+	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaCounter + luaSlidingWindowLog + luaSettle
+}
 
 // leanScript is the source of the script for calls without a sliding
 // window log.

@@ -72,6 +72,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Expiry", testExpiry},
 		{"WindowEdge", testWindowEdge},
 		{"CostAboveCapacity", testCostAboveCapacity},
+		{"Settle", testSettle},
+		{"SettleConcurrentRetries", testSettleConcurrentRetries},
 		{"Errors", testErrors},
 		{"Ping", testPing},
 	}
