@@ -21,8 +21,8 @@
 package denycache
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"time"

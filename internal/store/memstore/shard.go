@@ -17,12 +17,12 @@ type shard struct {
 	counters [3]map[string]*counter
 	logs     map[string]*logEntry
 	settles  map[string]*settleRecord // settlement records (settle.go)
-	n        int      // entries in all tables
-	max      int      // cap on n
-	bytes    int64    // EntryBytes of all entries
-	maxBytes int64    // cap on bytes
-	latest   int64    // newest now seen, Unix ms; written under mu
-	_        [64]byte // keep neighbouring shards off one cache line
+	n        int                      // entries in all tables
+	max      int                      // cap on n
+	bytes    int64                    // EntryBytes of all entries
+	maxBytes int64                    // cap on bytes
+	latest   int64                    // newest now seen, Unix ms; written under mu
+	_        [64]byte                 // keep neighbouring shards off one cache line
 }
 
 // counter is the state of a token bucket, sliding window or fixed window
