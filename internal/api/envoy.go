@@ -290,6 +290,12 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]ru
 				c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
 			default:
 				c.req = store.Request{Key: string(l.AppendKey(kb[:0], entries[i])), Limit: l.Rate, Cost: cost}
+				if l.ChargeAfter && cost > 0 {
+					// charge: after: usage that happened (Envoy's
+					// apply_on_stream_done, the actual cost in
+					// hits_addend) is owed, never refused.
+					c.req.Mode = algorithms.Debt
+				}
 			}
 			checks = append(checks, c)
 		}
