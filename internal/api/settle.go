@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/store"
 )
 
@@ -26,6 +29,11 @@ func (r *RateLimiter) Settle(ctx context.Context, req *floodgatev1.SettleRequest
 	s, err := r.resolveSettle(ctx, req)
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
+	}
+	if s.Delta() < 0 && !auth.RefundAllowed(ctx) {
+		// A refund can fill a counter back up (a new idempotency key per
+		// call): with tokens configured it is a privilege, as on Envoy.
+		return nil, status.Error(codes.PermissionDenied, "actual: below reserved gives units back, which needs a token with the refund or admin role")
 	}
 	settler, ok := r.store.(store.Settler)
 	if !ok {

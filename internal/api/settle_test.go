@@ -159,3 +159,4 @@ type downSettler struct{ *memstore.Store }
 func (downSettler) Settle(context.Context, time.Time, store.Settlement) (store.SettleResult, error) {
 	return store.SettleResult{}, store.ErrUnavailable
 }
+
