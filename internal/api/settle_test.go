@@ -159,4 +159,3 @@ type downSettler struct{ *memstore.Store }
 func (downSettler) Settle(context.Context, time.Time, store.Settlement) (store.SettleResult, error) {
 	return store.SettleResult{}, store.ErrUnavailable
 }
-
