@@ -48,7 +48,7 @@ func (f *settleFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.burst, "burst", 0, "token bucket capacity; 0 means the limit's requests")
 	fs.StringVar(&c.policy, "policy", "", "a policy name from the server's config, instead of --limit")
 	fs.Int64Var(&f.reserved, "reserved", 0, "units the earlier check charged for this work (0: nothing reserved)")
-	fs.Int64Var(&f.actual, "actual", -1, "units actually used (required, >= 0)")
+	fs.Int64Var(&f.actual, "actual", 0, "units actually used (required, >= 0)")
 	fs.StringVar(&f.idempotencyKey, "idempotency-key", "", "names this settlement, 1-128 bytes: a retry with it charges nothing again (default: a random one, printed)")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object instead of a table")
 	fs.DurationVar(&c.timeout, "timeout", time.Second, "bound on the call")
@@ -83,7 +83,7 @@ func runSettle(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	limit, opts, err := f.resolve(fs)
 	if err == nil {
-		err = f.validate()
+		err = f.validate(flagGiven(fs, "actual"))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "floodgate settle:", err)
@@ -125,10 +125,12 @@ func runSettle(ctx context.Context, args []string, getenv func(string) string, s
 
 // validate checks the settlement's flags; it makes a random idempotency
 // key when none is given.
-func (f *settleFlags) validate() error {
+func (f *settleFlags) validate(actualGiven bool) error {
 	switch {
+	case !actualGiven:
+		return fmt.Errorf("--actual is required (the units used, >= 0)")
 	case f.actual < 0:
-		return fmt.Errorf("--actual is required and must not be negative")
+		return fmt.Errorf("--actual must not be negative, got %d", f.actual)
 	case f.reserved < 0:
 		return fmt.Errorf("--reserved must not be negative, got %d", f.reserved)
 	case len(f.idempotencyKey) > 128:
@@ -142,4 +144,12 @@ func (f *settleFlags) validate() error {
 		f.idempotencyKey = "cli-" + hex.EncodeToString(b[:])
 	}
 	return nil
+}
+
+// flagGiven reports whether the flag name was set (on the command line or
+// by its environment variable).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
