@@ -83,7 +83,7 @@ func runSettle(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	limit, opts, err := f.resolve(fs)
 	if err == nil {
-		err = f.validate(flagGiven(fs, "actual"))
+		err = f.validate(flagGiven(fs, "actual") || getenv(envName("actual")) != "")
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "floodgate settle:", err)
@@ -146,8 +146,8 @@ func (f *settleFlags) validate(actualGiven bool) error {
 	return nil
 }
 
-// flagGiven reports whether the flag name was set (on the command line or
-// by its environment variable).
+// flagGiven reports whether the flag name was set on the command line
+// (parseFlags sets environment values without marking them).
 func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })

@@ -39,6 +39,10 @@ func TestSettleCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cli-") || !strings.Contains(out, "DEBT") {
 		t.Fatalf("no key: exit %d, %q %q", code, out, errOut)
 	}
+	// --actual from the environment counts as given.
+	if code, out, errOut := runCLI(append(base[:len(base):len(base)], "--json"), map[string]string{"FLOODGATE_ACTUAL": "0"}); code != 0 || !strings.Contains(out, `"debt":0`) {
+		t.Fatalf("FLOODGATE_ACTUAL: exit %d, %q %q", code, out, errOut)
+	}
 	for _, bad := range [][]string{
 		base, // no --actual
 		append(base[:len(base):len(base)], "--actual", "1", "--reserved", "-2"), // negative
