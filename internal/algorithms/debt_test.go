@@ -171,3 +171,18 @@ func TestDebtRetryIsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestDebtLogLoweredLimit: a log holding more live units than a lowered
+// limit's Requests records nothing of a debt charge and reports all of it,
+// never more.
+func TestDebtLogLoweredLimit(t *testing.T) {
+	hi := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: time.Second}
+	lo := hi
+	lo.Requests = 4
+	now := epoch.UnixMilli()
+	s, _ := algorithms.DecideMode(hi, algorithms.State{}, now, 8, 0)
+	next, d := algorithms.DecideMode(lo, s, now, 3, algorithms.Debt)
+	if !d.Allowed || d.Unrecorded != 3 || d.Remaining != 0 || !sameState(next, s) {
+		t.Fatalf("got %+v (state changed: %v), want 3 unrecorded and nothing written", d, !sameState(next, s))
+	}
+}

@@ -44,9 +44,10 @@ func DecideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 		next, d = fixedWindow(l, s, nowMs, cost, true)
 	case l.Algorithm == SlidingWindowLog:
 		// Record what the free slots hold; the rest is unrecorded.
-		live := planSlidingLog(l, s, nowMs, 0).live
-		k := min(cost, l.Requests-live)
-		next, d = s, planSlidingLog(l, s, nowMs, 0).d
+		// (A lowered limit may leave more live units than Requests.)
+		p := planSlidingLog(l, s, nowMs, 0)
+		k := max(0, min(cost, l.Requests-p.live))
+		next, d = s, p.d
 		if k > 0 {
 			next, d = decideSlidingLog(l, s, nowMs, k)
 		}
