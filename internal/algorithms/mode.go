@@ -111,3 +111,13 @@ func Settle(l Limit, s State, nowMs, delta int64) (State, Decision) {
 	d.RetryAfter = EvaluateMs(l, next, nowMs, 1).RetryAfter
 	return next, d
 }
+
+// EvaluateMode is EvaluateMs with a Mode: the decision only, nothing
+// written (a dry run of a debt charge).
+func EvaluateMode(l Limit, s State, nowMs, cost int64, m Mode) Decision {
+	if m&Debt == 0 {
+		return EvaluateMs(l, s, nowMs, cost)
+	}
+	_, d := DecideMode(l, s, nowMs, cost, m)
+	return d
+}

@@ -55,7 +55,8 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 	ref := sh.find(alg, ek, nowMs)
 	st := ref.state()
 	if r.DryRun {
-		*out = algorithms.EvaluateMs(r.Limit, st, nowMs, r.Cost)
+		*out = algorithms.EvaluateMode(r.Limit, st, nowMs, r.Cost, r.Mode)
+		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 	} else {
 		// A sliding window log's ring is updated in place: only this
 		// entry holds it, and the shard is locked.
@@ -144,7 +145,8 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		pe := &pend[p]
 		var d algorithms.Decision
 		if r.DryRun {
-			d = algorithms.EvaluateMs(r.Limit, pe.st, nowMs, r.Cost)
+			d = algorithms.EvaluateMode(r.Limit, pe.st, nowMs, r.Cost, r.Mode)
+			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
 		} else {
 			d = algorithms.ApplyMode(r.Limit, &pe.st, nowMs, r.Cost, r.Mode, &undo)
 			d.Debt, d.Unrecorded = 0, 0 // Settle reports them

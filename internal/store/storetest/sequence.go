@@ -77,6 +77,9 @@ func testRandomTrace(h *harness) {
 					Limit: l,
 					Cost:  rng.Int64N(l.Capacity()+4) - 2, // -2 … capacity+1
 				}
+				if rng.IntN(8) == 0 { // usage after the fact: debt, often past the capacity
+					reqs[i].Mode, reqs[i].Cost = algorithms.Debt, 1+rng.Int64N(3*l.Capacity())
+				}
 			}
 			if n == 1 && rng.IntN(5) == 0 {
 				reqs[0].DryRun = true

@@ -83,6 +83,11 @@ func testSettle(h *harness) {
 		r := store.Settlement{Key: key, Limit: l, Reserved: c, Actual: 0, IdempotencyKey: "call-2"}
 		h.checkSettle("refund", h.settle(later, r), m.settle(later, l, key, -c), false)
 		h.expectFull(later, l, key, "after the refund")
+		// A dry run of a debt charge past the capacity: allowed, nothing
+		// written.
+		dry := store.Request{Key: key, Limit: l, Cost: c + 5, Mode: algorithms.Debt, DryRun: true}
+		h.checkAgainst("dry debt charge", h.decide(later, dry), m.decide(later, dry))
+		h.expectFull(later, l, key, "after a dry debt charge")
 		// Decide in Debt mode (Envoy's after-the-fact descriptors).
 		dd := h.decide(later, store.Request{Key: key, Limit: l, Cost: c + 3, Mode: algorithms.Debt})
 		h.checkAgainst("debt charge", dd, m.decide(later, store.Request{Key: key, Limit: l, Cost: c + 3, Mode: algorithms.Debt}))
