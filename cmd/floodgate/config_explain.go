@@ -262,6 +262,8 @@ func decisionOf(m rules.LimitMatch) string {
 		return "requests_per_unit 0: always over the limit, the store is not asked"
 	case l.ShadowMode:
 		return "shadow mode: counted, but always answered OK"
+	case l.ChargeAfter:
+		return "charge: after: hits_addend charged as debt under the parent descriptor's counter (usage known afterwards), always answered OK"
 	}
 	return "counted in the store; over the limit answers OVER_LIMIT"
 }

@@ -262,3 +262,40 @@ descriptors:
 		t.Fatalf("%v %s:\n%s", err, errOut, out)
 	}
 }
+
+// TestConfigExplainChargeAfter: a stream-done descriptor (charge: after)
+// shows its parent's limits, charged as debt under the parent's counter:
+// the same store key as the request path's.
+func TestConfigExplainChargeAfter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	if err := os.WriteFile(path, []byte(`domain: llm
+descriptors:
+  - key: tenant
+    rate_limit: {name: tokens_per_minute, algorithm: token_bucket, unit: minute, requests_per_unit: 100000}
+    descriptors:
+      - key: usage
+        value: actual
+        charge: after
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runExplain(t, "--config", path, "--domain", "llm", "--descriptor", "tenant=a", "--descriptor", "tenant=a,usage=actual")
+	if err != nil {
+		t.Fatalf("%v: %s", err, errOut)
+	}
+	if n := strings.Count(out, "matches tokens_per_minute"); n != 2 {
+		t.Errorf("tokens_per_minute matched %d times, want 2 (the request path and the stream done):\n%s", n, out)
+	}
+	if !strings.Contains(out, "charge: after: hits_addend charged as debt under the parent descriptor's counter") {
+		t.Errorf("the decision of the charge: after descriptor is not explained:\n%s", out)
+	}
+	var storeKeys []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "store key:") {
+			storeKeys = append(storeKeys, l)
+		}
+	}
+	if len(storeKeys) != 2 || storeKeys[0] != storeKeys[1] {
+		t.Errorf("store keys %q, want two equal ones (one counter)", storeKeys)
+	}
+}

@@ -3,6 +3,7 @@
 //
 //	floodgate serve             run the server (embedded store unless --redis-url is set)
 //	floodgate check             ask a running floodgate about a key (a table or --json)
+//	floodgate settle            charge usage known afterwards (debt or refund, once per key)
 //	floodgate config validate   check config files offline (exit 1 on error)
 //	floodgate config explain    say which rule a descriptor matches, and its store key
 //	floodgate bench             load-test a server (closed loop; decisions/s, latency)
@@ -58,6 +59,7 @@ const usage = `floodgate: a gRPC rate-limit decision service
 Usage:
   floodgate serve [flags]              run the server
   floodgate check [flags]              ask a running floodgate about a key (a table or --json)
+  floodgate settle [flags]             charge usage known afterwards (debt or refund, once per --idempotency-key)
   floodgate config validate PATH       check a config file or folder (exit 1 on error)
   floodgate config explain [flags]     why a request is limited: the rule each descriptor matches
   floodgate bench [flags]              load-test a server (closed loop; decisions/s, latency)
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runBench(ctx, args[1:], getenv, stdout, stderr)
 	case "check":
 		err = runCheck(ctx, args[1:], getenv, stdout, stderr)
+	case "settle":
+		err = runSettle(ctx, args[1:], getenv, stdout, stderr)
 	case "simulate":
 		err = runSimulate(args[1:], getenv, stdout, stderr)
 	case "config":

@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate/internal/rlqs"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/server"
+	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/store/denycache"
 	"github.com/floodgate/floodgate/internal/store/memstore"
 	"github.com/floodgate/floodgate/internal/store/redisstore"
@@ -31,6 +32,7 @@ type serveFlags struct {
 	configPath    string
 	memoryMaxKeys int
 	memoryMaxMem  int64
+	settleWindow  time.Duration
 	maxKeyBytes   int
 	failureMode   string
 	logLevel      string
@@ -82,11 +84,12 @@ type serveFlags struct {
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address (floodgate.v1.RateLimiter, Envoy's ratelimit.v3, health, reflection)")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (/healthz, /readyz, /metrics, the HTTP/JSON API under /v1/, /debug/pprof with --pprof); empty disables")
-	fs.BoolVar(&f.httpAPI, "http-api", true, "serve the HTTP/JSON API (POST /v1/check, /v1/check:batch, /v1/peek, /v1/reset) on --http-addr, with the gRPC side's tokens, --max-recv-msg-bytes and --unary-timeout")
+	fs.BoolVar(&f.httpAPI, "http-api", true, "serve the HTTP/JSON API (POST /v1/check, /v1/check:batch, /v1/peek, /v1/reset, /v1/settle) on --http-addr, with the gRPC side's tokens, --max-recv-msg-bytes and --unary-timeout")
 	fs.StringVar(&f.httpCORSOrigins, "http-cors-origins", "", "HTTP/JSON API: comma-separated origins browsers may call it from (\"*\": any); empty: CORS off")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store, and failure_mode local's memory on Redis: most keys kept at once (the nearest-to-full are evicted first)")
 	fs.Int64Var(&f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store (and failure_mode local's memory): most memory its keys take, by its own accounting (evicts like --memory-max-keys; at least 1 MiB)")
+	fs.DurationVar(&f.settleWindow, "settle-window", store.DefaultSettleWindow, "Settle: how long a settlement's idempotency_key is remembered, so a retry within it charges nothing again (a record per settlement: in Redis a key with this TTL; in the embedded store an entry counted in --memory-max-keys/--memory-max-bytes)")
 	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", api.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
 	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded), closed (deny) or local (each replica enforces its share of the limit in memory: see --replicas)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug (request logs), info, warn, error")

@@ -33,14 +33,20 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 		if f.memoryMaxKeys <= 0 {
 			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
 		}
+		if f.settleWindow < time.Millisecond {
+			return nil, "", fmt.Errorf("--settle-window must be at least 1ms, got %v", f.settleWindow)
+		}
 		if f.memoryMaxMem < memstore.MinMaxBytes {
 			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memoryMaxMem)
 		}
-		cfg := memstore.Config{MaxKeys: f.memoryMaxKeys, MaxBytes: f.memoryMaxMem}
+		cfg := memstore.Config{MaxKeys: f.memoryMaxKeys, MaxBytes: f.memoryMaxMem, SettleWindow: f.settleWindow}
 		return observability.InstrumentStore(memstore.New(cfg), m, "memory"), "memory", nil
 	}
 	if f.redisTimeout <= 0 {
 		return nil, "", fmt.Errorf("--redis-timeout must be positive, got %v", f.redisTimeout)
+	}
+	if f.settleWindow < time.Millisecond {
+		return nil, "", fmt.Errorf("--settle-window must be at least 1ms, got %v", f.settleWindow)
 	}
 	client, err := redisstore.NewClient(redisstore.ClientConfig{
 		URL:            f.redisURL,
@@ -64,6 +70,7 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 		BatchMaxWait:   f.redisBatchMaxWait,
 		BatchPipelines: f.redisPipelines,
 		Mode:           f.redisMode,
+		SettleWindow:   f.settleWindow,
 	})
 	if err != nil {
 		client.Close()

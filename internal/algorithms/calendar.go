@@ -222,8 +222,20 @@ const skewRetryMs = 1000
 // another time zone, counts as an empty window (the limit changed). A
 // start equal to b[3] while deciding [b[2], b[3]) is out of range too.
 func DecideCalendar(l Limit, s State, b Bounds, nowMs, cost int64) (State, Decision) {
-	if c := l.Capacity(); cost > c {
-		_, d := DecideCalendar(l, s, b, nowMs, 0)
+	return DecideCalendarMode(l, s, b, nowMs, cost, 0)
+}
+
+// DecideCalendarMode is DecideCalendar in mode m: with Debt, a positive
+// cost is charged even when it does not fit, up to 2 × Requests in the
+// period (see Debt), and the debt is not carried past the period's end: a
+// calendar quota is a billing period, whose count starts from 0 at the
+// next boundary (the sliding window's previous period still weighs on the
+// next one as usual). A debt charge that cannot be decided (Redis' clock a
+// period ahead) records nothing and reports it all Unrecorded.
+func DecideCalendarMode(l Limit, s State, b Bounds, nowMs, cost int64, m Mode) (State, Decision) {
+	debt := m&Debt != 0 && cost > 0
+	if c := l.Capacity(); cost > c && !debt {
+		_, d := DecideCalendarMode(l, s, b, nowMs, 0, m)
 		d.Allowed, d.RetryAfter = false, Never
 		return s, d
 	} else if cost < -c {
@@ -235,7 +247,10 @@ func DecideCalendar(l Limit, s State, b Bounds, nowMs, cost int64) (State, Decis
 	}
 	if nowMs >= b[3] || (i == 2 && s.A == b[3]) {
 		d := Decision{Allowed: cost <= 0, Limit: l.Requests, ResetAfter: ms(skewRetryMs), TTL: ms(b[4] - b[1])}
-		if cost > 0 {
+		switch {
+		case debt:
+			d.Allowed, d.Unrecorded = true, cost
+		case cost > 0:
 			d.RetryAfter = ms(skewRetryMs)
 		}
 		return s, d
@@ -256,7 +271,7 @@ func DecideCalendar(l Limit, s State, b Bounds, nowMs, cost int64) (State, Decis
 			start, end, next = end, next, after
 			curr, last = s.B, s.C
 		}
-		return slidingDecide(l, s, start, end-start, next-end, curr, last, nowMs, cost)
+		return slidingDecide(l, s, start, end-start, next-end, false, curr, last, nowMs, cost, m&Debt != 0)
 	}
 	count := int64(0)
 	switch s.A {
@@ -266,7 +281,7 @@ func DecideCalendar(l Limit, s State, b Bounds, nowMs, cost int64) (State, Decis
 		start, end = end, next
 		count = s.B
 	}
-	return fixedDecide(l, start, end, count, s, nowMs, cost)
+	return fixedDecide(l, start, end, 0, count, s, nowMs, cost, m&Debt != 0)
 }
 
 // validateCalendar is Validate for a limit with a Calendar or a Location.

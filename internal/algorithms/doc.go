@@ -88,7 +88,8 @@
 // decision is the one the log of all units would give.
 //
 // [FixedWindow]: windows aligned to ⌊now/W⌋ each admit Requests; allowed iff
-// count + cost ≤ Requests; RetryAfter = until the window ends. Burst-prone:
+// count + cost ≤ Requests; RetryAfter = until the window ends (a window
+// later for a key in debt, see Debt). Burst-prone:
 // Requests just before a window edge and Requests just after all pass, twice
 // the limit within milliseconds. State: A = window start (Unix ms), B = count; two
 // integers.
@@ -111,6 +112,25 @@
 // window start is no boundary of the period decided counts as empty (the
 // limit or the zone changed). Validate bounds Requests × [Calendar.MaxLength]
 // for the sliding window.
+//
+// # Debt
+//
+// [DecideMode] with [Debt] charges usage that already happened (an LLM
+// call's tokens, known when it ends): a positive cost is recorded even when
+// it does not fit, so the key goes into debt, and later checks are denied
+// until the limit's rate has repaid it, RetryAfter exact as always. A token
+// bucket's tokens go below zero; a window's count goes past Requests, and
+// the part above Requests is carried into the next window (Requests repaid
+// a window: a fixed window at Requests + d starts the next one at d; the
+// sliding window carries it the same way, the window before keeping at
+// most Requests). A key owes at most one capacity beyond empty: a token
+// bucket holds at least −Burst tokens, a window at most 2 × Requests (also
+// when the limit was lowered under a key), which keeps every integer below
+// 3 × [MaxScaled] and every wait below 3 × [MaxWait]; what a charge cannot
+// record is reported in [Decision.Unrecorded]. The sliding window log holds
+// one slot a unit and at most Requests: it records what its free slots
+// hold and reports the rest. [Settle] is the settlement of a reservation
+// (actual − reserved: debt, or a refund), [DebtOf] what a key owes.
 //
 // # Which to choose
 //

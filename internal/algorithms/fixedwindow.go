@@ -11,29 +11,59 @@ package algorithms
 //
 // Mirrored by store/redisstore/lua/fixed_window.lua.
 func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
+	return fixedWindow(l, s, now, cost, false)
+}
+
+// fixedCount is the count of the window now falls in and its start. A
+// count above Requests (a debt) is carried into the windows after it,
+// Requests repaid a window.
+func fixedCount(l Limit, s State, now int64) (count, start int64) {
 	w := l.PeriodMs()
-	start := now - now%w
-	count := int64(0)
+	start = now - now%w
 	switch {
 	case s.A%w != 0: // a window of another period: the limit changed
 	case s.A == start:
 		count = s.B
 	case s.A > start: // the clock went back: stay in the stored window
 		start, count = s.A, s.B
+	case s.B > l.Requests: // a debt: Requests repaid each window since
+		if j := (start - s.A) / w; j < ceilDiv(s.B, l.Requests) {
+			count = max(0, s.B-j*l.Requests)
+		}
 	}
-	return fixedDecide(l, start, start+w, count, s, now, cost)
+	// At most 2 × Requests (a debt of one capacity), also when the
+	// limit was lowered.
+	return min(count, 2*l.Requests), start
+}
+
+// fixedWindow decides cost; with debt, a positive cost is charged even
+// when it does not fit, up to 2 × Requests in the window (Debt).
+func fixedWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision) {
+	w := l.PeriodMs()
+	count, start := fixedCount(l, s, now)
+	return fixedDecide(l, start, start+w, w, count, s, now, cost, debt)
 }
 
 // fixedDecide decides cost in the window [start, end) holding count, the
 // part a fixed period and a calendar period (DecideCalendar) share; s is
-// the state as stored, returned unchanged by a deny or a peek.
-func fixedDecide(l Limit, start, end, count int64, s State, now, cost int64) (State, Decision) {
+// the state as stored, returned unchanged by a deny or a peek. carry is
+// the length of the window a debt is carried into (a fixed period's), 0
+// when a debt is not carried (a calendar period starts from 0 at its
+// boundary: a quota's period, like a bill's, does not roll over).
+func fixedDecide(l Limit, start, end, carry, count int64, s State, now, cost int64, debt bool) (State, Decision) {
 	stop := end - now
 	d := Decision{Allowed: true, Limit: l.Requests}
 	switch {
+	case debt && cost > 0:
+		k := max(0, min(cost, 2*l.Requests-count))
+		count += k
+		d.Unrecorded = cost - k
 	case cost > 0 && count+cost > l.Requests:
 		d.Allowed = false
 		d.RetryAfter = ms(stop)
+		if count+cost > 2*l.Requests { // in debt: the carry fits a window later
+			d.RetryAfter += ms(carry)
+		}
 	case cost > 0:
 		count += cost
 	case cost < 0:
@@ -42,12 +72,18 @@ func fixedDecide(l Limit, start, end, count int64, s State, now, cost int64) (St
 	d.Remaining = max(0, l.Requests-count)
 	if count > 0 {
 		d.ResetAfter = ms(stop)
+		if count > l.Requests { // in debt: empty a window later
+			d.ResetAfter += ms(carry)
+		}
 	}
 	d.TTL = d.ResetAfter
 	if d.TTL == 0 && start > now {
 		// The clock went back: an empty window ahead of now still decides
 		// differently from no state until the clock reaches it.
 		d.TTL = ms(start - now)
+	}
+	if debt {
+		d.Debt = max(0, count-l.Requests)
 	}
 	if !d.Allowed || cost == 0 {
 		return s, d

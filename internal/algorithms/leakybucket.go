@@ -18,6 +18,10 @@ package algorithms
 // starts are ⌊period/requests⌋ or ⌈period/requests⌉ ms apart and exact on
 // average (3/s: 334, 333, 333 ms), never closer than ⌊period/requests⌋.
 //
+// In Debt mode (usage that happened) a positive cost takes its slots even
+// past the queue's size, up to twice it; the part beyond is Unrecorded,
+// and later requests are denied until the queue is back within its size.
+//
 // A refund (cost < 0) gives back the last slots: the queue's end moves
 // back, never before now. A peek (cost 0) reports the Wait a request would
 // get. When the clock goes back, the queue's end stays where it was: it is
@@ -44,10 +48,11 @@ func decideLeakyBucket(l Limit, s State, now, cost int64, m Mode) (State, Decisi
 	if endU > 0 {
 		wait++
 	}
-	// The queue holds lead*perMs + endU units. When lead alone passes the
-	// queue's length (the clock went back), it is full; the product is
-	// computed only below that bound, where it is exact in a double.
-	over := lead > full/perMs
+	// The queue holds lead*perMs + endU units, up to twice its length in
+	// debt. When lead alone passes that (the clock went back), it is
+	// full; the product is computed only below that bound, where it is
+	// exact in a double.
+	over := lead > 2*full/perMs
 	var queued int64
 	if !over {
 		queued = lead*perMs + endU
@@ -55,6 +60,18 @@ func decideLeakyBucket(l Limit, s State, now, cost int64, m Mode) (State, Decisi
 
 	d := Decision{Allowed: true, Limit: capacity}
 	switch {
+	case cost > 0 && m&Debt != 0:
+		// Usage that happened: take the slots even past the queue's
+		// size, up to twice it (a debt of one capacity), the rest
+		// unrecorded.
+		k := int64(0)
+		if !over {
+			k = max(0, min(cost, (2*full-queued)/scale))
+		}
+		d.Wait = ms(wait)
+		d.Unrecorded = cost - k
+		endU += k * scale
+		endMs, endU = endMs+endU/perMs, endU%perMs
 	case cost > 0 && m&NoWait != 0 && wait > 0:
 		d.Allowed = false
 		d.RetryAfter = ms(wait)
@@ -86,6 +103,12 @@ func decideLeakyBucket(l Limit, s State, now, cost int64, m Mode) (State, Decisi
 		d.Remaining = 0
 	default:
 		d.Remaining = max(0, (full-lead*perMs-endU)/scale)
+	}
+	if m&Debt != 0 && lead > 0 && lead <= 2*full/perMs+1 {
+		// Slots taken past the queue's size.
+		if q := lead*perMs + endU; q > full {
+			d.Debt = ceilDiv(q-full, scale)
+		}
 	}
 	if endU > 0 {
 		lead++

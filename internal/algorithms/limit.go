@@ -202,6 +202,14 @@ type Decision struct {
 	// start now, on a deny, and for every other algorithm. A peek (cost 0)
 	// reports the wait a request would get.
 	Wait time.Duration
+	// Debt is how many units the key owes after a decision in Debt mode
+	// (DecideMode): how far its count stands above the limit. Always 0
+	// otherwise.
+	Debt int64
+	// Unrecorded is the part of a Debt-mode cost that was not recorded
+	// because the key's debt reached its bound (see Debt). Always 0
+	// otherwise.
+	Unrecorded int64
 	// TTL is how long the new state must be kept. Zero means the state is
 	// equivalent to no state at all and may be dropped.
 	TTL time.Duration

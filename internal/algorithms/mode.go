@@ -4,6 +4,31 @@ package algorithms
 // decision. Modes are bits, so they combine.
 type Mode uint8
 
+// Debt charges the whole of a positive cost even when it does not fit:
+// usage that already happened (an LLM call's tokens, known when it ends)
+// is recorded, never refused. The key goes into debt: a token bucket's
+// tokens go below zero, a window's count past Requests, a leaky bucket's
+// queue past its size, and later checks are denied until the debt is
+// repaid at the limit's rate (the bucket refills, a window's count above
+// Requests is carried into the next window, the queue drains), RetryAfter
+// saying exactly when. A calendar period does not carry a debt past its
+// end (DecideCalendarMode).
+//
+// The debt is bounded by the capacity: a key owes at most
+// [Limit.Capacity] units beyond an empty limit, so every integer stays
+// below [MaxScaled]·3 and every wait below 3·[MaxWait]. The part of a cost
+// beyond that bound is not recorded and is reported in
+// [Decision.Unrecorded]. The sliding window log keeps one slot per unit
+// and never more than Requests: it records what fits in its free slots,
+// reports the rest as Unrecorded, and never owes (its Debt is always 0).
+//
+// A cost above the capacity is charged too (bounded as above), where a
+// plain check denies it with RetryAfter == Never. A debt decision is
+// always allowed; its RetryAfter is 0 and Debt tells what the key owes
+// after it. A cost of 0 or below is decided as a plain check, with Debt
+// filled in.
+const Debt Mode = 2
+
 // NoWait admits a leaky-bucket request only if it may start now (its Wait
 // would be 0); a request that would have to queue is denied, with
 // RetryAfter until the queue is empty. For a caller that cannot hold a
@@ -11,8 +36,47 @@ type Mode uint8
 // it (they never wait).
 const NoWait Mode = 1 << 2
 
-// DecideMode is DecideMs in mode m (see Mode).
+// DecideMode is DecideMs in mode m (see Mode). DecideMs is DecideMode
+// with 0.
 func DecideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
+	if m&Debt == 0 {
+		return decide(l, s, nowMs, cost, m)
+	}
+	var next State
+	var d Decision
+	switch {
+	case cost <= 0:
+		next, d = decide(l, s, nowMs, cost, m&^Debt)
+	case l.Calendar != NoCalendar:
+		next, d = DecideCalendarMode(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, cost, m)
+	case l.Algorithm == TokenBucket:
+		next, d = tokenBucket(l, s, nowMs, cost, true)
+	case l.Algorithm == SlidingWindow:
+		next, d = slidingWindow(l, s, nowMs, cost, true)
+	case l.Algorithm == FixedWindow:
+		next, d = fixedWindow(l, s, nowMs, cost, true)
+	case l.Algorithm == LeakyBucket:
+		next, d = decideLeakyBucket(l, s, nowMs, cost, m)
+	case l.Algorithm == SlidingWindowLog:
+		// Record what the free slots hold; the rest is unrecorded.
+		// (A lowered limit may leave more live units than Requests.)
+		p := planSlidingLog(l, s, nowMs, 0)
+		k := max(0, min(cost, l.Requests-p.live))
+		next, d = s, p.d
+		if k > 0 {
+			next, d = decideSlidingLog(l, s, nowMs, k)
+		}
+		d.Unrecorded = cost - k
+		return next, d
+	default:
+		return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
+	}
+	d.Debt = DebtOf(l, next, nowMs)
+	return next, d
+}
+
+// decide is DecideMode without Debt.
+func decide(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 	if c := l.Capacity(); cost > c {
 		d := peekOnly(l, s, nowMs, m)
 		d.Allowed, d.RetryAfter, d.Wait = false, Never, 0
@@ -39,6 +103,81 @@ func DecideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 }
 
 func peekOnly(l Limit, s State, nowMs int64, m Mode) Decision {
-	_, d := DecideMode(l, s, nowMs, 0, m)
+	_, d := decide(l, s, nowMs, 0, m)
 	return d
+}
+
+// DebtOf is how many units a key in state s owes at nowMs: how far its
+// count stands above the limit (0 when it does not). The sliding window
+// log never owes.
+func DebtOf(l Limit, s State, nowMs int64) int64 {
+	if l.Calendar != NoCalendar {
+		_, d := DecideCalendarMode(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, 0, Debt)
+		return d.Debt
+	}
+	switch l.Algorithm {
+	case LeakyBucket:
+		_, d := decideLeakyBucket(l, s, nowMs, 0, Debt)
+		return d.Debt
+	case TokenBucket:
+		t := tokensAt(l, s, nowMs)
+		if t >= 0 {
+			return 0
+		}
+		_, scale := tokenScale(l.Requests, l.PeriodMs())
+		return ceilDiv(-t, scale)
+	case SlidingWindow:
+		w := l.PeriodMs()
+		curr, prev, start := slidingCounts(l, s, nowMs)
+		e := max(nowMs, start) - start
+		if over := curr*w + prev*(w-e) - l.Requests*w; over > 0 {
+			return ceilDiv(over, w)
+		}
+	case FixedWindow:
+		count, _ := fixedCount(l, s, nowMs)
+		return max(0, count-l.Requests)
+	}
+	return 0
+}
+
+// ApplyMode is ApplyMs with a Mode. In Debt mode it replaces *s with a
+// new State (a sliding window log's ring is copied, not written in
+// place), so u records nothing.
+func ApplyMode(l Limit, s *State, nowMs, cost int64, m Mode, u *Undo) Decision {
+	if plainMode(l, m) {
+		return ApplyMs(l, s, nowMs, cost, u)
+	}
+	next, d := DecideMode(l, *s, nowMs, cost, m)
+	*s = next
+	return d
+}
+
+// Settle charges the difference between the actual usage and what was
+// reserved for it earlier: delta = actual − reserved. A positive delta is
+// charged as debt (DecideMode with Debt), a negative one refunded (never
+// above the capacity), 0 charges nothing. The decision is always allowed;
+// its Debt is what the key owes after it, and its RetryAfter is the wait
+// until a check of cost 1 would pass (0 if one passes now), so a caller
+// knows when the key is usable again.
+func Settle(l Limit, s State, nowMs, delta int64) (State, Decision) {
+	next, d := DecideMode(l, s, nowMs, delta, Debt)
+	d.Allowed = true
+	d.RetryAfter = EvaluateMs(l, next, nowMs, 1).RetryAfter
+	return next, d
+}
+
+// EvaluateMode is EvaluateMs with a Mode: the decision only, nothing
+// written (a dry run of a debt charge).
+func EvaluateMode(l Limit, s State, nowMs, cost int64, m Mode) Decision {
+	if plainMode(l, m) {
+		return EvaluateMs(l, s, nowMs, cost)
+	}
+	_, d := DecideMode(l, s, nowMs, cost, m)
+	return d
+}
+
+// plainMode reports whether m decides l as no mode would: no Debt, and no
+// NoWait on a leaky bucket (the only algorithm that waits).
+func plainMode(l Limit, m Mode) bool {
+	return m&Debt == 0 && (m&NoWait == 0 || l.Algorithm != LeakyBucket)
 }

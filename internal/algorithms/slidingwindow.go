@@ -16,19 +16,42 @@ package algorithms
 //
 // Mirrored by store/redisstore/lua/sliding_window.lua.
 func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
-	w := l.PeriodMs()
-	start := now - now%w
-	var curr, prev int64
+	return slidingWindow(l, s, now, cost, false)
+}
+
+// slidingCounts is the counts of the window now falls in and of the one
+// before, and the window's start. A count above Requests (a debt) is
+// carried into the windows after it, Requests repaid a window: the
+// window j windows after the stored one counts curr − j·Requests, and
+// the window before it keeps at most Requests. A count is at most
+// 2 × Requests (a debt of one capacity), also when the limit was lowered.
+func slidingCounts(l Limit, s State, now int64) (curr, prev, start int64) {
+	w, r := l.PeriodMs(), l.Requests
+	start = now - now%w
 	switch {
 	case s.A%w != 0: // a window of another period: the limit changed
 	case s.A == start:
 		curr, prev = s.B, s.C
-	case s.A == start-w:
-		prev = s.B
 	case s.A > start: // the clock went back: stay at the stored window's start
 		start, curr, prev = s.A, s.B, s.C
+	default:
+		j, n := (start-s.A)/w, ceilDiv(s.B, r) // n: windows the count lasts
+		if j < n {
+			curr = max(0, s.B-j*r)
+		}
+		if j-1 < n {
+			prev = min(r, s.B-(j-1)*r)
+		}
 	}
-	return slidingDecide(l, s, start, w, w, curr, prev, now, cost)
+	return min(curr, 2*r), min(prev, 2*r), start
+}
+
+// slidingWindow decides cost; with debt, a positive cost is charged even
+// when it does not fit, up to an estimate of 2 × Requests (Debt).
+func slidingWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision) {
+	w := l.PeriodMs()
+	curr, prev, start := slidingCounts(l, s, now)
+	return slidingDecide(l, s, start, w, w, true, curr, prev, now, cost, debt)
 }
 
 // slidingDecide decides cost in the window starting at start, w ms long,
@@ -45,7 +68,13 @@ func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
 // Requests·w. After the roll into the next window, curr becomes prev and
 // sums are multiplied by w2 instead (slidingWait). Validate keeps
 // Requests × the longest window below MaxScaled.
-func slidingDecide(l Limit, s State, start, w, w2, curr, prev, now, cost int64) (State, Decision) {
+//
+// carry says whether a count above Requests (a debt) is carried into the
+// windows after (slidingCounts: a fixed period's), or only weighs on the
+// next window as its previous one (a calendar period: a quota's period
+// does not roll over, the sliding estimate lets the debt decay through the
+// next period).
+func slidingDecide(l Limit, s State, start, w, w2 int64, carry bool, curr, prev, now, cost int64, debt bool) (State, Decision) {
 	at := max(now, start) // the moment decided, >= now
 	e := at - start       // elapsed in the current window
 	limit := l.Requests * w
@@ -53,9 +82,18 @@ func slidingDecide(l Limit, s State, start, w, w2, curr, prev, now, cost int64) 
 
 	d := Decision{Allowed: true, Limit: l.Requests}
 	switch {
+	case debt && cost > 0:
+		k := max(0, min(cost, (2*limit-weighted)/w))
+		curr += k
+		weighted += k * w
+		d.Unrecorded = cost - k
 	case cost > 0 && weighted+cost*w > limit:
 		d.Allowed = false
-		d.RetryAfter = ms(at - now + slidingWait(curr, prev, cost, w, w2, e, l.Requests))
+		wait := slidingWait(curr, prev, cost, w, w2, e, l.Requests)
+		if carry {
+			wait = slidingCarryWait(curr, prev, cost, w, e, l.Requests)
+		}
+		d.RetryAfter = ms(at - now + wait)
 	case cost > 0:
 		curr += cost
 		weighted += cost * w
@@ -68,6 +106,9 @@ func slidingDecide(l Limit, s State, start, w, w2, curr, prev, now, cost int64) 
 	}
 	d.Remaining = max(0, (limit-weighted)/w)
 	switch {
+	case curr > 0 && carry:
+		// Empty once the count's last carried window has decayed.
+		d.ResetAfter = ms(at - now + (ceilDiv(curr, l.Requests)+1)*w - e)
 	case curr > 0:
 		d.ResetAfter = ms(at - now + w - e + w2)
 	case prev > 0:
@@ -79,6 +120,9 @@ func slidingDecide(l Limit, s State, start, w, w2, curr, prev, now, cost int64) 
 		// differently from no state until the clock reaches it.
 		d.TTL = ms(at - now)
 	}
+	if over := weighted - limit; debt && over > 0 {
+		d.Debt = ceilDiv(over, w)
+	}
 	if !d.Allowed || cost == 0 {
 		return s, d
 	}
@@ -86,7 +130,8 @@ func slidingDecide(l Limit, s State, start, w, w2, curr, prev, now, cost int64) 
 }
 
 // slidingWait is the smallest wait in ms after which cost fits, for counts
-// curr and prev at e ms into a window of w ms followed by one of w2 ms.
+// curr and prev at e ms into a window of w ms followed by one of w2 ms,
+// when a debt is not carried (a calendar period).
 func slidingWait(curr, prev, cost, w, w2, e, requests int64) int64 {
 	if prev > 0 {
 		// Within this window: curr·w + prev·(w−e−d) + cost·w <= requests·w.
@@ -102,4 +147,30 @@ func slidingWait(curr, prev, cost, w, w2, e, requests int64) int64 {
 		e2 = ceilDiv(over, curr)
 	}
 	return w - e + e2
+}
+
+// slidingCarryWait is the smallest wait in ms after which cost (<= r)
+// fits, for counts curr and prev at e ms into a window of w ms of a fixed
+// period, r = Requests, a debt carried as slidingCounts does.
+func slidingCarryWait(curr, prev, cost, w, e, r int64) int64 {
+	limit := r * w
+	if prev > 0 {
+		// Within this window: curr·w + prev·(w−e−d) + cost·w <= limit.
+		over := curr*w + prev*(w-e) + cost*w - limit
+		if d := ceilDiv(over, prev); e+d < w {
+			return d
+		}
+	}
+	// In the i-th window after this one (i >= 1), whose own count is the
+	// carried c_i = max(0, curr − i·r) and whose previous window keeps
+	// p_i = min(r, curr − (i−1)·r): the first i where c_i + cost <= r,
+	// then e2 ms into it: c_i·w + p_i·(w−e2) + cost·w <= limit.
+	i := max(1, ceilDiv(curr+cost-r, r))
+	ci := max(0, curr-i*r)
+	pi := max(0, min(r, curr-(i-1)*r))
+	e2 := int64(0)
+	if over := ci*w + pi*w + cost*w - limit; over > 0 {
+		e2 = ceilDiv(over, pi)
+	}
+	return w - e + (i-1)*w + e2
 }

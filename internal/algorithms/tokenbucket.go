@@ -14,16 +14,28 @@ func tokenScale(requests, periodMs int64) (perMs, scale int64) {
 //
 // Mirrored by store/redisstore/lua/token_bucket.lua.
 func decideTokenBucket(l Limit, s State, now, cost int64) (State, Decision) {
+	return tokenBucket(l, s, now, cost, false)
+}
+
+// tokensAt is the scaled tokens of s refilled up to now (below zero when
+// the key is in debt).
+func tokensAt(l Limit, s State, now int64) int64 {
+	tokens, _ := refill(l, s, now)
+	return tokens
+}
+
+// refill is the scaled tokens of s refilled up to now, and the time they
+// stand at (now, or the last refill if the clock went back).
+func refill(l Limit, s State, now int64) (tokens, last int64) {
 	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
 	capacity := l.Capacity()
 	full := capacity * scale
-
-	tokens, last := s.A, s.B
+	tokens, last = s.A, s.B
 	switch {
 	case s.C == 0: // never seen: a full bucket
 		tokens, last = full, now
-	case s.C != scale: // the limit changed: keep the whole tokens
-		tokens = min(s.A/s.C, capacity) * scale
+	case s.C != scale: // the limit changed: keep the whole tokens (and debt)
+		tokens = max(-capacity, min(s.A/s.C, capacity)) * scale
 	}
 	if now > last {
 		if need := full - tokens; need <= 0 || now-last >= ceilDiv(need, perMs) {
@@ -33,13 +45,27 @@ func decideTokenBucket(l Limit, s State, now, cost int64) (State, Decision) {
 		}
 		last = now
 	}
-	tokens = min(tokens, full)
+	return min(tokens, full), last
+}
+
+// tokenBucket decides cost; with debt, a positive cost is charged even
+// when it does not fit, down to -capacity tokens (Debt).
+func tokenBucket(l Limit, s State, now, cost int64, debt bool) (State, Decision) {
+	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+	capacity := l.Capacity()
+	full := capacity * scale
+	tokens, last := refill(l, s, now)
 	// When the clock went back, the bucket stands at last; every wait is
 	// measured from now, so it includes the lag.
 	lag := last - now
 
 	d := Decision{Allowed: true, Limit: capacity}
 	switch {
+	case debt && cost > 0:
+		// Whole units down to -capacity tokens (tokens >= -full holds).
+		k := min(cost, (tokens+full)/scale)
+		tokens -= k * scale
+		d.Unrecorded = cost - k
 	case cost > 0 && tokens < cost*scale:
 		d.Allowed = false
 		d.RetryAfter = ms(lag + ceilDiv(cost*scale-tokens, perMs))
@@ -48,7 +74,7 @@ func decideTokenBucket(l Limit, s State, now, cost int64) (State, Decision) {
 	case cost < 0:
 		tokens = min(full, tokens-cost*scale)
 	}
-	d.Remaining = tokens / scale
+	d.Remaining = max(0, tokens/scale) // 0 while in debt
 	d.TTL = ms(lag + ceilDiv(full-tokens, perMs))
 	if tokens < full {
 		d.ResetAfter = d.TTL

@@ -292,6 +292,12 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]ru
 				// NoWait: Envoy cannot hold a request, so a leaky bucket
 				// admits only what may start now (the README's "Envoy").
 				c.req = store.Request{Key: string(l.AppendKey(kb[:0], entries[i])), Limit: l.Rate, Cost: cost, Mode: algorithms.NoWait}
+				if l.ChargeAfter && cost > 0 {
+					// charge: after: usage that happened (Envoy's
+					// apply_on_stream_done, the actual cost in
+					// hits_addend) is owed, never refused.
+					c.req.Mode = algorithms.Debt
+				}
 			}
 			checks = append(checks, c)
 		}

@@ -77,6 +77,8 @@ const (
 	PathCheckBatch = "/v1/check:batch"
 	PathPeek       = "/v1/peek"
 	PathReset      = "/v1/reset"
+	// PathSettle settles usage known afterwards (floodgate.v1.RateLimiter/Settle).
+	PathSettle = "/v1/settle"
 )
 
 // Authorizer authenticates a call to a gRPC method from its HTTP
@@ -151,6 +153,7 @@ func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	h.mux.Handle("POST "+PathCheckBatch, route(h, "check_batch", floodgatev1.RateLimiter_CheckBatch_FullMethodName, rl.CheckBatch, batchHeaders(h)))
 	h.mux.Handle("POST "+PathPeek, route(h, "peek", floodgatev1.RateLimiter_Peek_FullMethodName, rl.Peek, peekHeaders(h)))
 	h.mux.Handle("POST "+PathReset, route(h, "reset", floodgatev1.RateLimiter_Reset_FullMethodName, rl.Reset, nil))
+	h.mux.Handle("POST "+PathSettle, route(h, "settle", floodgatev1.RateLimiter_Settle_FullMethodName, rl.Settle, nil))
 	h.mux.HandleFunc("/", h.notFound)
 	return h
 }
@@ -167,12 +170,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // another method than POST (405), as JSON errors.
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case PathCheck, PathCheckBatch, PathPeek, PathReset:
+	case PathCheck, PathCheckBatch, PathPeek, PathReset, PathSettle:
 		w.Header().Set("Allow", http.MethodPost)
 		h.writeError(w, "other", time.Now(), http.StatusMethodNotAllowed, codes.Unimplemented, r.Method+" "+r.URL.Path+": use POST")
 		return
 	}
-	h.writeError(w, "other", time.Now(), http.StatusNotFound, codes.NotFound, "no such route "+r.URL.Path+" (POST "+PathCheck+", "+PathCheckBatch+", "+PathPeek+" or "+PathReset+")")
+	h.writeError(w, "other", time.Now(), http.StatusNotFound, codes.NotFound, "no such route "+r.URL.Path+" (POST "+PathCheck+", "+PathCheckBatch+", "+PathPeek+", "+PathReset+" or "+PathSettle+")")
 }
 
 // message is a request message type: a pointer to a generated struct.

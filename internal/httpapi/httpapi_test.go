@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -166,5 +167,58 @@ func TestErrorBody(t *testing.T) {
 	}
 	if resp.StatusCode != 400 || e.Code != "INVALID_ARGUMENT" || e.Message != "key: must not be empty" {
 		t.Errorf("%d %+v, want 400 INVALID_ARGUMENT key: must not be empty", resp.StatusCode, e)
+	}
+}
+
+// TestSettle: POST /v1/settle is RateLimiter/Settle in JSON: a debt, then
+// the retry answers duplicate; a bad field is a 400 naming it.
+func TestSettle(t *testing.T) {
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	h := serve(t, api.NewRateLimiter(st, api.Settings{}), httpapi.Settings{})
+	body := `{"key":"tenant:a","algorithm":"ALGORITHM_FIXED_WINDOW","limit":{"requests":100,"period":"60s"},"reserved":10,"actual":150,"idempotency_key":"req-1"}`
+	resp, got := postJSON(t, h, httpapi.PathSettle, "", body)
+	if resp.StatusCode != 200 || !strings.Contains(got, `"debt":"40"`) || !strings.Contains(got, `"duplicate":false`) {
+		t.Fatalf("settle: %d %s, want 200 with debt 40", resp.StatusCode, got)
+	}
+	resp, got = postJSON(t, h, httpapi.PathSettle, "", body)
+	if resp.StatusCode != 200 || !strings.Contains(got, `"duplicate":true`) || !strings.Contains(got, `"debt":"40"`) {
+		t.Fatalf("retry: %d %s, want 200, a duplicate owing 40", resp.StatusCode, got)
+	}
+	resp, got = postJSON(t, h, httpapi.PathSettle, "", `{"key":"k","algorithm":"ALGORITHM_FIXED_WINDOW","limit":{"requests":100,"period":"60s"},"actual":1}`)
+	if resp.StatusCode != 400 || !strings.Contains(got, "idempotency_key") {
+		t.Fatalf("no idempotency key: %d %s, want 400 naming idempotency_key", resp.StatusCode, got)
+	}
+}
+
+// TestSettleRefundNeedsRole: with tokens configured, a settle that gives
+// units back (actual below reserved) needs the refund or admin role, like
+// an Envoy refund: otherwise a caller could refill its counter at will,
+// with a fresh idempotency key each time. A settle that charges needs none.
+func TestSettleRefundNeedsRole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("usertok\nrefundtok refund\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.NewTokenAuth(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tokens.Close()
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	h := serve(t, api.NewRateLimiter(st, api.Settings{}), httpapi.Settings{Auth: tokens})
+	settle := func(token string, reserved, actual int, ik string) (int, string) {
+		resp, got := postJSON(t, h, httpapi.PathSettle, "Bearer "+token, fmt.Sprintf(`{"key":"k","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":10,"period":"60s"},"reserved":%d,"actual":%d,"idempotency_key":%q}`, reserved, actual, ik))
+		return resp.StatusCode, got
+	}
+	if code, got := settle("usertok", 0, 8, "a"); code != 200 {
+		t.Fatalf("a charge with a plain token: %d %s", code, got)
+	}
+	if code, got := settle("usertok", 8, 0, "b"); code != 403 || !strings.Contains(got, "actual:") {
+		t.Fatalf("a refund with a plain token: %d %s, want 403 naming actual", code, got)
+	}
+	if code, got := settle("refundtok", 8, 0, "c"); code != 200 || !strings.Contains(got, `"remaining":"10"`) {
+		t.Fatalf("a refund with the refund role: %d %s, want 200, remaining 10", code, got)
 	}
 }

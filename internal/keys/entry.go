@@ -38,3 +38,13 @@ func EntryKeyOf(ek string) (string, bool) {
 	}
 	return ek[6+n:], true
 }
+
+// SettleEntry is the memory store's key of a settlement record: the
+// state entry ek (Entry) of algorithm alg and the settlement's
+// idempotency key, kept apart from every Entry (it starts with "\x00\x02")
+// and from each other whatever bytes they hold (ek is length-prefixed).
+func SettleEntry(alg byte, ek, idempotencyKey string) string {
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(ek)))
+	return "\x00\x02" + string(alg) + string(n[:]) + ek + idempotencyKey
+}

@@ -2,6 +2,7 @@ package keys
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 
 	"github.com/floodgate/floodgate/internal/algorithms"
@@ -129,4 +130,20 @@ func Slot(tag string) int {
 		}
 	}
 	return int(crc) % 16384
+}
+
+// RedisSettle is the Redis key of a settlement record: in the hash slot
+// of the state key Redis(prefix, alg, tag, scope) (the same {tag}), named
+// by a hash of the algorithm, scope and idempotency key, so its length is
+// bounded and it never matches RedisScopesPattern (a Reset of every scope
+// leaves the records: a retry after a Reset still charges nothing).
+func RedisSettle(prefix string, alg algorithms.Algorithm, tag, scope, idempotencyKey string) string {
+	h := sha256.New()
+	var n [8]byte
+	n[0] = byte(alg)
+	binary.BigEndian.PutUint32(n[4:], uint32(len(scope)))
+	h.Write(n[:])
+	h.Write([]byte(scope))
+	h.Write([]byte(idempotencyKey))
+	return prefix + "settle:{" + tag + "}/" + hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -2,6 +2,8 @@ package observability
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -454,6 +456,20 @@ func (s *instrumentedStore) Reset(ctx context.Context, alg algorithms.Algorithm,
 		s.resetErr.Inc()
 	}
 	return err
+}
+
+// Settle implements store.Settler when the wrapped store does; its
+// errors count as decide errors.
+func (s *instrumentedStore) Settle(ctx context.Context, now time.Time, st store.Settlement) (store.SettleResult, error) {
+	next, ok := s.next.(store.Settler)
+	if !ok {
+		return store.SettleResult{}, fmt.Errorf("settle: %w: %T cannot settle", store.ErrInvalid, s.next)
+	}
+	r, err := next.Settle(ctx, now, st)
+	if err != nil && !errors.Is(err, store.ErrSettleConflict) && !errors.Is(err, store.ErrInvalid) {
+		s.decideErr.Inc()
+	}
+	return r, err
 }
 
 // Ping implements store.Store.

@@ -113,6 +113,12 @@ type Limit struct {
 	DenyAll bool
 	// ShadowMode decides and counts but answers OK.
 	ShadowMode bool
+	// ChargeAfter (rate_limit `charge: after`) marks a descriptor Envoy
+	// sends once the usage is known (apply_on_stream_done, with the actual
+	// cost in hits_addend): its hits are charged as debt
+	// (algorithms.Debt), never refused, and it is answered OK. The
+	// default, `charge: before`, decides on the request path.
+	ChargeAfter bool
 	// FailureMode applies when the store cannot decide.
 	FailureMode FailureMode
 	// DetailedMetric asks for per-value metrics (see MetricName).

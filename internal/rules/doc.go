@@ -204,6 +204,12 @@
 //	failure_mode: closed      # open | closed | local (any case): what to answer when the store is down
 //	shadow_mode: true         # this limit only (the node's shadow_mode covers all of them)
 //
+// On a descriptor without a rate_limit of its own:
+//
+//	charge: after             # before (default) | after: usage known afterwards (Envoy's
+//	                          # apply_on_stream_done): its hits_addend is charged as debt to
+//	                          # the parent descriptor's limits, under their counters; answered OK
+//
 // The algorithm is the rate_limit's `algorithm`, else the file's
 // `default_algorithm`, else fixed_window: the reference counts in fixed
 // windows, so an unchanged reference config behaves the same (including

@@ -124,11 +124,13 @@ type descriptorDoc struct {
 	valueToMetric  value[bool]
 	shareThreshold value[bool]
 	quotaMode      value[bool]
+	charge         value[string] // "after": charges its parent's limits as debt (charge.go)
 }
 
 var descriptorKeys = []string{
 	"key", "value", "match", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
 	"detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata",
+	"charge",
 }
 
 // descriptor decodes one descriptor, leaving its nested descriptors for
@@ -151,6 +153,7 @@ func (d *decoder) descriptor(n *yaml.Node) (descriptorDoc, bool) {
 		valueToMetric:  d.boolean(f["value_to_metric"], "value_to_metric"),
 		shareThreshold: d.boolean(f["share_threshold"], "share_threshold"),
 		quotaMode:      d.boolean(f["quota_mode"], "quota_mode"),
+		charge:         d.str(f["charge"]),
 	}
 	switch {
 	case dd.rateLimitAt != nil && dd.rateLimitsAt != nil:

@@ -20,6 +20,9 @@ import (
 // resolved to l. It does not allocate when dst has room (and addresses
 // come in canonical form).
 func (l *Limit) AppendKey(dst []byte, entries []Entry) []byte {
+	if n := len(l.path); len(entries) > n {
+		entries = entries[:n] // a charge: after limit counts under its parent's key
+	}
 	dst = keys.AppendEnvoy(dst, l.keyID)
 	for i, e := range entries {
 		if l.Shared(i) {

@@ -54,6 +54,7 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 			name += "_" + lv.value
 		}
 		p.limits(n, &dd, here, name)
+		p.chargeAfter(parent, n, &dd)
 		below := len(n.limits)
 		if dd.descriptors != nil {
 			below += p.descriptors(n, dd.descriptors, here, name, depth+1)

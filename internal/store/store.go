@@ -38,7 +38,10 @@ type Request struct {
 	DryRun bool
 	// Mode changes how the request is decided (algorithms.DecideMode); 0
 	// is the plain decision. algorithms.NoWait admits a leaky bucket's
-	// request only if it may start now (Envoy's ShouldRateLimit).
+	// request only if it may start now (Envoy's ShouldRateLimit);
+	// algorithms.Debt charges a positive Cost even when it does not fit
+	// (usage after the fact; the decision is allowed). Decide leaves the
+	// Decision's Debt and Unrecorded 0 (Settler reports them).
 	Mode algorithms.Mode
 }
 

@@ -952,6 +952,279 @@ func (*ResetResponse) Descriptor() ([]byte, []int) {
 	return file_floodgate_v1_ratelimiter_proto_rawDescGZIP(), []int{8}
 }
 
+// SettleRequest settles usage known only afterwards, typically in two
+// calls: a Check with cost = an estimate (the reservation, refused if it
+// does not fit), then, when the work is done, a Settle with reserved = that
+// estimate and actual = the real usage. With nothing reserved (reserved 0)
+// it charges usage after the fact. The difference actual − reserved is:
+//
+//   - positive: charged as debt, admitted even past the limit. A token
+//     bucket's tokens go below zero, a window's count above `requests`; a
+//     key owes at most one capacity (burst, or requests) beyond an empty
+//     limit: usage past that is not recorded and is reported in
+//     `unrecorded`. A sliding window log keeps one slot per unit and
+//     cannot go into debt: it records what its free slots hold and reports
+//     the rest in `unrecorded`.
+//   - negative: refunded (the unused estimate), never above the capacity.
+//     It repays a debt first.
+//   - zero: nothing is charged; the response tells the key's numbers.
+//
+// The difference is charged against the key's state now, whatever happened
+// since the Check: after a Reset, a refund finds a full key and gives
+// nothing back, and a debt is charged on a fresh one.
+type SettleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key, as in CheckRequest.
+	Key string `protobuf:"bytes,1,opt,name=key" json:"key,omitempty"`
+	// The algorithm, as in CheckRequest.
+	Algorithm Algorithm `protobuf:"varint,2,opt,name=algorithm,enum=floodgate.v1.Algorithm" json:"algorithm,omitempty"`
+	// What the earlier Check charged for this work: 0 when nothing was
+	// reserved. 0 to 2^50; it may exceed the capacity (several checks).
+	Reserved int64 `protobuf:"varint,3,opt,name=reserved" json:"reserved,omitempty"`
+	// The usage, 0 to 2^50; it may exceed the capacity (it is debt).
+	Actual int64 `protobuf:"varint,4,opt,name=actual" json:"actual,omitempty"`
+	// Names this settlement, e.g. a request id or a random UUID generated
+	// once per reservation; required, 1 to 128 bytes. The server remembers
+	// it for --settle-window (24h by default) per key and limit: a retry
+	// with the same key and numbers charges nothing and answers
+	// duplicate = true with the key's numbers now; the same key with other
+	// reserved or actual numbers is refused (INVALID_ARGUMENT), since it
+	// names another settlement.
+	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey" json:"idempotency_key,omitempty"`
+	// Where the limit comes from, as in CheckRequest.
+	//
+	// Types that are valid to be assigned to Source:
+	//
+	//	*SettleRequest_Limit
+	//	*SettleRequest_Policy
+	Source        isSettleRequest_Source `protobuf_oneof:"source"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRequest) Reset() {
+	*x = SettleRequest{}
+	mi := &file_floodgate_v1_ratelimiter_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRequest) ProtoMessage() {}
+
+func (x *SettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_ratelimiter_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
+func (*SettleRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_ratelimiter_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SettleRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SettleRequest) GetAlgorithm() Algorithm {
+	if x != nil {
+		return x.Algorithm
+	}
+	return Algorithm_ALGORITHM_UNSPECIFIED
+}
+
+func (x *SettleRequest) GetReserved() int64 {
+	if x != nil {
+		return x.Reserved
+	}
+	return 0
+}
+
+func (x *SettleRequest) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
+func (x *SettleRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *SettleRequest) GetSource() isSettleRequest_Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+func (x *SettleRequest) GetLimit() *Limit {
+	if x != nil {
+		if x, ok := x.Source.(*SettleRequest_Limit); ok {
+			return x.Limit
+		}
+	}
+	return nil
+}
+
+func (x *SettleRequest) GetPolicy() string {
+	if x != nil {
+		if x, ok := x.Source.(*SettleRequest_Policy); ok {
+			return x.Policy
+		}
+	}
+	return ""
+}
+
+type isSettleRequest_Source interface {
+	isSettleRequest_Source()
+}
+
+type SettleRequest_Limit struct {
+	// An inline limit.
+	Limit *Limit `protobuf:"bytes,6,opt,name=limit,oneof"`
+}
+
+type SettleRequest_Policy struct {
+	// The name of a policy in the server's config file.
+	Policy string `protobuf:"bytes,7,opt,name=policy,oneof"`
+}
+
+func (*SettleRequest_Limit) isSettleRequest_Source() {}
+
+func (*SettleRequest_Policy) isSettleRequest_Source() {}
+
+// SettleResponse is the key's state after the settlement.
+type SettleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The limit that applies, as in CheckResponse.
+	Limit int64 `protobuf:"varint,1,opt,name=limit" json:"limit,omitempty"`
+	// Whole units spendable now; 0 while in debt.
+	Remaining int64 `protobuf:"varint,2,opt,name=remaining" json:"remaining,omitempty"`
+	// Units the key owes now: how far its count stands above the limit.
+	Debt int64 `protobuf:"varint,3,opt,name=debt" json:"debt,omitempty"`
+	// 0 if a check of cost 1 would pass now; otherwise the exact wait until
+	// it would (the debt repaid at the limit's rate).
+	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter" json:"retry_after,omitempty"`
+	// How long until the key is back to its full limit.
+	ResetAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter" json:"reset_after,omitempty"`
+	// Units of this settlement that were not recorded: the debt reached its
+	// bound (one capacity), or a sliding window log was full.
+	Unrecorded int64 `protobuf:"varint,6,opt,name=unrecorded" json:"unrecorded,omitempty"`
+	// The idempotency key was settled before: nothing was charged this
+	// time; the numbers are the key's now.
+	Duplicate bool `protobuf:"varint,7,opt,name=duplicate" json:"duplicate,omitempty"`
+	// The store could not decide (unreachable, or slower than
+	// --redis-timeout) and nothing is known to have been charged: retry
+	// with the same idempotency_key, which charges at most once. Only the
+	// limit is set.
+	Degraded      bool `protobuf:"varint,8,opt,name=degraded" json:"degraded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResponse) Reset() {
+	*x = SettleResponse{}
+	mi := &file_floodgate_v1_ratelimiter_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResponse) ProtoMessage() {}
+
+func (x *SettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_ratelimiter_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
+func (*SettleResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_ratelimiter_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SettleResponse) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SettleResponse) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *SettleResponse) GetDebt() int64 {
+	if x != nil {
+		return x.Debt
+	}
+	return 0
+}
+
+func (x *SettleResponse) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *SettleResponse) GetResetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return nil
+}
+
+func (x *SettleResponse) GetUnrecorded() int64 {
+	if x != nil {
+		return x.Unrecorded
+	}
+	return 0
+}
+
+func (x *SettleResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *SettleResponse) GetDegraded() bool {
+	if x != nil {
+		return x.Degraded
+	}
+	return false
+}
+
 var File_floodgate_v1_ratelimiter_proto protoreflect.FileDescriptor
 
 const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
@@ -1008,7 +1281,29 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\v2\x13.floodgate.v1.LimitH\x00R\x05limit\x12\x18\n" +
 	"\x06policy\x18\x05 \x01(\tH\x00R\x06policyB\b\n" +
 	"\x06source\"\x0f\n" +
-	"\rResetResponse*\xba\x01\n" +
+	"\rResetResponse\"\x86\x02\n" +
+	"\rSettleRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
+	"\talgorithm\x18\x02 \x01(\x0e2\x17.floodgate.v1.AlgorithmR\talgorithm\x12\x1a\n" +
+	"\breserved\x18\x03 \x01(\x03R\breserved\x12\x16\n" +
+	"\x06actual\x18\x04 \x01(\x03R\x06actual\x12'\n" +
+	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\x12+\n" +
+	"\x05limit\x18\x06 \x01(\v2\x13.floodgate.v1.LimitH\x00R\x05limit\x12\x18\n" +
+	"\x06policy\x18\a \x01(\tH\x00R\x06policyB\b\n" +
+	"\x06source\"\xaa\x02\n" +
+	"\x0eSettleResponse\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x03R\x05limit\x12\x1c\n" +
+	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x12\n" +
+	"\x04debt\x18\x03 \x01(\x03R\x04debt\x12:\n" +
+	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x12:\n" +
+	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"resetAfter\x12\x1e\n" +
+	"\n" +
+	"unrecorded\x18\x06 \x01(\x03R\n" +
+	"unrecorded\x12\x1c\n" +
+	"\tduplicate\x18\a \x01(\bR\tduplicate\x12\x1a\n" +
+	"\bdegraded\x18\b \x01(\bR\bdegraded*\xba\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1c\n" +
@@ -1021,13 +1316,14 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\fCALENDAR_DAY\x10\x01\x12\x11\n" +
 	"\rCALENDAR_WEEK\x10\x02\x12\x12\n" +
 	"\x0eCALENDAR_MONTH\x10\x03\x12\x11\n" +
-	"\rCALENDAR_YEAR\x10\x042\xa1\x02\n" +
+	"\rCALENDAR_YEAR\x10\x042\xe6\x02\n" +
 	"\vRateLimiter\x12@\n" +
 	"\x05Check\x12\x1a.floodgate.v1.CheckRequest\x1a\x1b.floodgate.v1.CheckResponse\x12O\n" +
 	"\n" +
 	"CheckBatch\x12\x1f.floodgate.v1.CheckBatchRequest\x1a .floodgate.v1.CheckBatchResponse\x12=\n" +
 	"\x04Peek\x12\x19.floodgate.v1.PeekRequest\x1a\x1a.floodgate.v1.PeekResponse\x12@\n" +
-	"\x05Reset\x12\x1a.floodgate.v1.ResetRequest\x1a\x1b.floodgate.v1.ResetResponseBDZ;github.com/floodgate/floodgate/gen/floodgate/v1;floodgatev1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
+	"\x05Reset\x12\x1a.floodgate.v1.ResetRequest\x1a\x1b.floodgate.v1.ResetResponse\x12C\n" +
+	"\x06Settle\x12\x1b.floodgate.v1.SettleRequest\x1a\x1c.floodgate.v1.SettleResponseBDZ;github.com/floodgate/floodgate/gen/floodgate/v1;floodgatev1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_floodgate_v1_ratelimiter_proto_rawDescOnce sync.Once
@@ -1042,7 +1338,7 @@ func file_floodgate_v1_ratelimiter_proto_rawDescGZIP() []byte {
 }
 
 var file_floodgate_v1_ratelimiter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_floodgate_v1_ratelimiter_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_floodgate_v1_ratelimiter_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_floodgate_v1_ratelimiter_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: floodgate.v1.Algorithm
 	(Calendar)(0),               // 1: floodgate.v1.Calendar
@@ -1055,38 +1351,46 @@ var file_floodgate_v1_ratelimiter_proto_goTypes = []any{
 	(*PeekResponse)(nil),        // 8: floodgate.v1.PeekResponse
 	(*ResetRequest)(nil),        // 9: floodgate.v1.ResetRequest
 	(*ResetResponse)(nil),       // 10: floodgate.v1.ResetResponse
-	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
+	(*SettleRequest)(nil),       // 11: floodgate.v1.SettleRequest
+	(*SettleResponse)(nil),      // 12: floodgate.v1.SettleResponse
+	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
 }
 var file_floodgate_v1_ratelimiter_proto_depIdxs = []int32{
-	11, // 0: floodgate.v1.Limit.period:type_name -> google.protobuf.Duration
+	13, // 0: floodgate.v1.Limit.period:type_name -> google.protobuf.Duration
 	1,  // 1: floodgate.v1.Limit.calendar:type_name -> floodgate.v1.Calendar
 	0,  // 2: floodgate.v1.CheckRequest.algorithm:type_name -> floodgate.v1.Algorithm
 	2,  // 3: floodgate.v1.CheckRequest.limit:type_name -> floodgate.v1.Limit
-	11, // 4: floodgate.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
-	11, // 5: floodgate.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
-	11, // 6: floodgate.v1.CheckResponse.wait:type_name -> google.protobuf.Duration
+	13, // 4: floodgate.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
+	13, // 5: floodgate.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
+	13, // 6: floodgate.v1.CheckResponse.wait:type_name -> google.protobuf.Duration
 	3,  // 7: floodgate.v1.CheckBatchRequest.checks:type_name -> floodgate.v1.CheckRequest
 	4,  // 8: floodgate.v1.CheckBatchResponse.results:type_name -> floodgate.v1.CheckResponse
 	0,  // 9: floodgate.v1.PeekRequest.algorithm:type_name -> floodgate.v1.Algorithm
 	2,  // 10: floodgate.v1.PeekRequest.limit:type_name -> floodgate.v1.Limit
-	11, // 11: floodgate.v1.PeekResponse.retry_after:type_name -> google.protobuf.Duration
-	11, // 12: floodgate.v1.PeekResponse.reset_after:type_name -> google.protobuf.Duration
-	11, // 13: floodgate.v1.PeekResponse.wait:type_name -> google.protobuf.Duration
+	13, // 11: floodgate.v1.PeekResponse.retry_after:type_name -> google.protobuf.Duration
+	13, // 12: floodgate.v1.PeekResponse.reset_after:type_name -> google.protobuf.Duration
+	13, // 13: floodgate.v1.PeekResponse.wait:type_name -> google.protobuf.Duration
 	0,  // 14: floodgate.v1.ResetRequest.algorithm:type_name -> floodgate.v1.Algorithm
 	2,  // 15: floodgate.v1.ResetRequest.limit:type_name -> floodgate.v1.Limit
-	3,  // 16: floodgate.v1.RateLimiter.Check:input_type -> floodgate.v1.CheckRequest
-	5,  // 17: floodgate.v1.RateLimiter.CheckBatch:input_type -> floodgate.v1.CheckBatchRequest
-	7,  // 18: floodgate.v1.RateLimiter.Peek:input_type -> floodgate.v1.PeekRequest
-	9,  // 19: floodgate.v1.RateLimiter.Reset:input_type -> floodgate.v1.ResetRequest
-	4,  // 20: floodgate.v1.RateLimiter.Check:output_type -> floodgate.v1.CheckResponse
-	6,  // 21: floodgate.v1.RateLimiter.CheckBatch:output_type -> floodgate.v1.CheckBatchResponse
-	8,  // 22: floodgate.v1.RateLimiter.Peek:output_type -> floodgate.v1.PeekResponse
-	10, // 23: floodgate.v1.RateLimiter.Reset:output_type -> floodgate.v1.ResetResponse
-	20, // [20:24] is the sub-list for method output_type
-	16, // [16:20] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0,  // 16: floodgate.v1.SettleRequest.algorithm:type_name -> floodgate.v1.Algorithm
+	2,  // 17: floodgate.v1.SettleRequest.limit:type_name -> floodgate.v1.Limit
+	13, // 18: floodgate.v1.SettleResponse.retry_after:type_name -> google.protobuf.Duration
+	13, // 19: floodgate.v1.SettleResponse.reset_after:type_name -> google.protobuf.Duration
+	3,  // 20: floodgate.v1.RateLimiter.Check:input_type -> floodgate.v1.CheckRequest
+	5,  // 21: floodgate.v1.RateLimiter.CheckBatch:input_type -> floodgate.v1.CheckBatchRequest
+	7,  // 22: floodgate.v1.RateLimiter.Peek:input_type -> floodgate.v1.PeekRequest
+	9,  // 23: floodgate.v1.RateLimiter.Reset:input_type -> floodgate.v1.ResetRequest
+	11, // 24: floodgate.v1.RateLimiter.Settle:input_type -> floodgate.v1.SettleRequest
+	4,  // 25: floodgate.v1.RateLimiter.Check:output_type -> floodgate.v1.CheckResponse
+	6,  // 26: floodgate.v1.RateLimiter.CheckBatch:output_type -> floodgate.v1.CheckBatchResponse
+	8,  // 27: floodgate.v1.RateLimiter.Peek:output_type -> floodgate.v1.PeekResponse
+	10, // 28: floodgate.v1.RateLimiter.Reset:output_type -> floodgate.v1.ResetResponse
+	12, // 29: floodgate.v1.RateLimiter.Settle:output_type -> floodgate.v1.SettleResponse
+	25, // [25:30] is the sub-list for method output_type
+	20, // [20:25] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_floodgate_v1_ratelimiter_proto_init() }
@@ -1106,13 +1410,17 @@ func file_floodgate_v1_ratelimiter_proto_init() {
 		(*ResetRequest_Limit)(nil),
 		(*ResetRequest_Policy)(nil),
 	}
+	file_floodgate_v1_ratelimiter_proto_msgTypes[9].OneofWrappers = []any{
+		(*SettleRequest_Limit)(nil),
+		(*SettleRequest_Policy)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_v1_ratelimiter_proto_rawDesc), len(file_floodgate_v1_ratelimiter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

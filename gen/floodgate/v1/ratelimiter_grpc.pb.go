@@ -29,6 +29,7 @@ const (
 	RateLimiter_CheckBatch_FullMethodName = "/floodgate.v1.RateLimiter/CheckBatch"
 	RateLimiter_Peek_FullMethodName       = "/floodgate.v1.RateLimiter/Peek"
 	RateLimiter_Reset_FullMethodName      = "/floodgate.v1.RateLimiter/Reset"
+	RateLimiter_Settle_FullMethodName     = "/floodgate.v1.RateLimiter/Settle"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -53,6 +54,13 @@ type RateLimiterClient interface {
 	Peek(ctx context.Context, in *PeekRequest, opts ...grpc.CallOption) (*PeekResponse, error)
 	// Reset forgets a key, so its next check starts from a full limit.
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
+	// Settle charges usage known only afterwards (an LLM call's tokens):
+	// `actual` minus what an earlier Check `reserved`. Usage beyond the
+	// reservation is charged even past the limit: the key goes into debt,
+	// and later checks are denied until the debt is repaid at the limit's
+	// rate. Unused reservation is given back. Once per `idempotency_key`: a
+	// retry charges nothing again. Never denied: over the limit is debt.
+	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 }
 
 type rateLimiterClient struct {
@@ -103,6 +111,16 @@ func (c *rateLimiterClient) Reset(ctx context.Context, in *ResetRequest, opts ..
 	return out, nil
 }
 
+func (c *rateLimiterClient) Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Settle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -125,6 +143,13 @@ type RateLimiterServer interface {
 	Peek(context.Context, *PeekRequest) (*PeekResponse, error)
 	// Reset forgets a key, so its next check starts from a full limit.
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
+	// Settle charges usage known only afterwards (an LLM call's tokens):
+	// `actual` minus what an earlier Check `reserved`. Usage beyond the
+	// reservation is charged even past the limit: the key goes into debt,
+	// and later checks are denied until the debt is repaid at the limit's
+	// rate. Unused reservation is given back. Once per `idempotency_key`: a
+	// retry charges nothing again. Never denied: over the limit is debt.
+	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -146,6 +171,9 @@ func (UnimplementedRateLimiterServer) Peek(context.Context, *PeekRequest) (*Peek
 }
 func (UnimplementedRateLimiterServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
+}
+func (UnimplementedRateLimiterServer) Settle(context.Context, *SettleRequest) (*SettleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -240,6 +268,24 @@ func _RateLimiter_Reset_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_Settle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Settle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Settle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Settle(ctx, req.(*SettleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -262,6 +308,10 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reset",
 			Handler:    _RateLimiter_Reset_Handler,
+		},
+		{
+			MethodName: "Settle",
+			Handler:    _RateLimiter_Settle_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -145,6 +145,23 @@ func (b *Breaker) Reset(ctx context.Context, alg algorithms.Algorithm, key strin
 	return b.record(ctx, b.next.Reset(ctx, alg, key, scopes...))
 }
 
+// Settle implements store.Settler when the wrapped store does, failing
+// fast like Decide while the breaker is open.
+func (b *Breaker) Settle(ctx context.Context, now time.Time, s store.Settlement) (store.SettleResult, error) {
+	st, ok := b.next.(store.Settler)
+	if !ok {
+		return store.SettleResult{}, fmt.Errorf("breaker: settle: %w: %T cannot settle", store.ErrInvalid, b.next)
+	}
+	if b.open.Load() {
+		return store.SettleResult{}, ErrOpen
+	}
+	r, err := st.Settle(ctx, now, s)
+	if errors.Is(err, store.ErrSettleConflict) || errors.Is(err, store.ErrInvalid) {
+		return r, err // an answer about the request, not the store's health
+	}
+	return r, b.record(ctx, err)
+}
+
 // Ping implements store.Store: it asks the store itself, open or not.
 func (b *Breaker) Ping(ctx context.Context) error { return b.next.Ping(ctx) }
 

@@ -22,6 +22,7 @@ package denycache
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -109,7 +110,7 @@ func (c *Cache) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 func (c *Cache) answer(now time.Time, reqs []store.Request, out []algorithms.Decision) bool {
 	for i := range reqs {
 		r := &reqs[i]
-		if r.Cost != 1 {
+		if r.Cost != 1 || r.Mode != 0 { // a debt charge is never refused
 			return false
 		}
 		s := c.shard(r.Key)
@@ -235,6 +236,17 @@ func (c *Cache) Len() int {
 func (c *Cache) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
 	c.forget(key) // every scope's denies: forgetting more than needed only asks the store
 	return c.next.Reset(ctx, alg, key, scopes...)
+}
+
+// Settle implements store.Settler when the wrapped store does; it forgets
+// the key's cached denies first (a refund may shorten them).
+func (c *Cache) Settle(ctx context.Context, now time.Time, s store.Settlement) (store.SettleResult, error) {
+	st, ok := c.next.(store.Settler)
+	if !ok {
+		return store.SettleResult{}, fmt.Errorf("denycache: settle: %w: %T cannot settle", store.ErrInvalid, c.next)
+	}
+	c.forget(s.Key)
+	return st.Settle(ctx, now, s)
 }
 
 // Ping implements store.Store.

@@ -54,21 +54,14 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 	ek := keys.Entry(r.Key, r.Scope)
 	ref := sh.find(alg, ek, nowMs)
 	st := ref.state()
-	if r.Mode != 0 && alg != algorithms.SlidingWindowLog {
-		// A mode (the leaky bucket's NoWait) on a counter: DecideMode,
-		// whose state is a value (the log ignores modes).
-		var next algorithms.State
-		next, *out = algorithms.DecideMode(r.Limit, st, nowMs, r.Cost, r.Mode)
-		if !r.DryRun && out.Allowed && r.Cost != 0 {
-			sh.write(alg, ek, ref, next, nowMs, out.TTL)
-			sh.trim(nowMs)
-		}
-	} else if r.DryRun {
-		*out = algorithms.EvaluateMs(r.Limit, st, nowMs, r.Cost)
+	if r.DryRun {
+		*out = algorithms.EvaluateMode(r.Limit, st, nowMs, r.Cost, r.Mode)
+		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 	} else {
 		// A sliding window log's ring is updated in place: only this
 		// entry holds it, and the shard is locked.
-		*out = algorithms.ApplyMs(r.Limit, &st, nowMs, r.Cost, nil)
+		*out = algorithms.ApplyMode(r.Limit, &st, nowMs, r.Cost, r.Mode, nil)
+		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 		if out.Allowed && r.Cost != 0 {
 			sh.write(alg, ek, ref, st, nowMs, out.TTL)
 			sh.trim(nowMs)
@@ -151,18 +144,12 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		}
 		pe := &pend[p]
 		var d algorithms.Decision
-		if r.Mode != 0 && alg != algorithms.SlidingWindowLog {
-			// A mode (the leaky bucket's NoWait): DecideMode on the
-			// counter's state, a value.
-			var next algorithms.State
-			next, d = algorithms.DecideMode(r.Limit, pe.st, nowMs, r.Cost, r.Mode)
-			if !r.DryRun {
-				pe.st = next
-			}
-		} else if r.DryRun {
-			d = algorithms.EvaluateMs(r.Limit, pe.st, nowMs, r.Cost)
+		if r.DryRun {
+			d = algorithms.EvaluateMode(r.Limit, pe.st, nowMs, r.Cost, r.Mode)
+			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
 		} else {
-			d = algorithms.ApplyMs(r.Limit, &pe.st, nowMs, r.Cost, &undo)
+			d = algorithms.ApplyMode(r.Limit, &pe.st, nowMs, r.Cost, r.Mode, &undo)
+			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
 		}
 		out[i] = d
 		if r.Cost > 0 && !d.Allowed {

@@ -65,6 +65,7 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -101,6 +102,10 @@ const (
 
 // Config tunes a Store. The zero value is ready to use.
 type Config struct {
+	// SettleWindow is how long a settlement's idempotency key is
+	// remembered (Settle); 0 means store.DefaultSettleWindow. Its records
+	// count against MaxKeys and MaxBytes like states.
+	SettleWindow time.Duration
 	// MaxKeys caps the number of stored entries (one per key and
 	// algorithm); the server's --memory-max-keys. 0 or negative means
 	// DefaultMaxKeys (1,000,000).
@@ -129,6 +134,7 @@ type Store struct {
 	shards []shard
 	mask   uint64
 	seed   maphash.Seed
+	settle time.Duration // Config.SettleWindow
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -166,6 +172,7 @@ func New(cfg Config) *Store {
 		shards: make([]shard, n),
 		mask:   uint64(n - 1),
 		seed:   maphash.MakeSeed(),
+		settle: cmp.Or(cfg.SettleWindow, store.DefaultSettleWindow),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}

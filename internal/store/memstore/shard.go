@@ -16,12 +16,13 @@ type shard struct {
 	// bucket state, indexed by tableIndex; logs holds sliding window logs.
 	counters [4]map[string]*counter
 	logs     map[string]*logEntry
-	n        int      // entries in all tables
-	max      int      // cap on n
-	bytes    int64    // EntryBytes of all entries
-	maxBytes int64    // cap on bytes
-	latest   int64    // newest now seen, Unix ms; written under mu
-	_        [64]byte // keep neighbouring shards off one cache line
+	settles  map[string]*settleRecord // settlement records (settle.go)
+	n        int                      // entries in all tables
+	max      int                      // cap on n
+	bytes    int64                    // EntryBytes of all entries
+	maxBytes int64                    // cap on bytes
+	latest   int64                    // newest now seen, Unix ms; written under mu
+	_        [64]byte                 // keep neighbouring shards off one cache line
 }
 
 // counter is the state of a token bucket, sliding window or fixed window
@@ -150,6 +151,10 @@ func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithm
 
 // remove deletes alg's entry for key, if any.
 func (sh *shard) remove(alg algorithms.Algorithm, key string) {
+	if alg == recordAlg {
+		sh.dropRecord(key)
+		return
+	}
 	if alg == algorithms.SlidingWindowLog {
 		if e, ok := sh.logs[key]; ok {
 			sh.dropLog(key, e)

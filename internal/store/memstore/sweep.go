@@ -108,4 +108,12 @@ func (sh *shard) sample(limit int, f func(alg algorithms.Algorithm, key string, 
 		seen++
 		f(algorithms.SlidingWindowLog, k, e.exp)
 	}
+	seen = 0
+	for k, e := range sh.settles {
+		if limit >= 0 && seen >= limit {
+			break
+		}
+		seen++
+		f(recordAlg, k, e.exp)
+	}
 }

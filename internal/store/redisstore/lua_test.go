@@ -40,6 +40,8 @@ type luaReq struct {
 	l    algorithms.Limit
 	cost int64
 	dry  bool
+	// mode is algorithms.Debt for a settle's charge (flags bit 1), or
+	// algorithms.NoWait (bit 2).
 	mode algorithms.Mode
 	// group starts a new group: an independent all-or-nothing Decide
 	// call sharing the script call (ignored on the first request).
@@ -54,6 +56,8 @@ type luaModel struct {
 	// calMs is floodgate's clock (header.calMs): calendar limits decide
 	// on the boundaries around it, at the script's now.
 	calMs int64
+	// debts counts the debt charges that left a key owing.
+	debts int
 }
 
 // decideGroups runs reqs as the script does: each group (see luaReq.group)
@@ -85,8 +89,12 @@ func (m *luaModel) decide(nowMs int64, reqs []luaReq) []algorithms.Decision {
 		}
 		s2, d := algorithms.DecideMode(r.l, s, nowMs, r.cost, r.mode)
 		if r.l.Calendar != algorithms.NoCalendar {
-			s2, d = algorithms.DecideCalendar(r.l, s, r.l.Calendar.Bounds(r.l.Location, m.calMs), nowMs, r.cost)
+			s2, d = algorithms.DecideCalendarMode(r.l, s, r.l.Calendar.Bounds(r.l.Location, m.calMs), nowMs, r.cost, r.mode)
 		}
+		if d.Debt > 0 {
+			m.debts++
+		}
+		d.Debt, d.Unrecorded = 0, 0 // Decide does not report them (store.Request.Mode)
 		out[i] = d
 		if r.cost > 0 && !d.Allowed {
 			denied = true
@@ -445,14 +453,17 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 				limitOf[k] = switching[k][rng.IntN(len(switching[k]))]
 			}
 			reqs[i] = luaReq{key: keys[k], l: limitOf[k], cost: randCost(rng, limitOf[k].Capacity()), dry: rng.IntN(10) == 0, group: i > 0 && rng.IntN(3) == 0}
-			if rng.IntN(5) == 0 {
+			switch rng.IntN(10) {
+			case 0, 1:
 				reqs[i].mode = algorithms.NoWait // only the leaky bucket heeds it
+			case 2: // a settle's charge: debt, often beyond the capacity
+				reqs[i].mode, reqs[i].cost = algorithms.Debt, rng.Int64N(3*limitOf[k].Capacity()+2)
 			}
 		}
 		want := m.decideGroups(now, reqs)
 		if os.Getenv(luaTraceEnv) != "" {
 			for i, r := range reqs {
-				t.Logf("step %d now %d: %s %+v cost %d dry %v group %v -> %+v", step, now, r.key, r.l, r.cost, r.dry, r.group, want[i])
+				t.Logf("step %d now %d: %s %+v cost %d dry %v mode %d group %v -> %+v", step, now, r.key, r.l, r.cost, r.dry, r.mode, r.group, want[i])
 			}
 		}
 		run := script
@@ -497,8 +508,8 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 			}
 		}
 	}
-	if denials < steps/20 || batches < steps/5 {
-		t.Fatalf("trace too tame: %d denials and %d batches in %d steps", denials, batches, steps)
+	if denials < steps/20 || batches < steps/5 || (algs[0] != algorithms.SlidingWindowLog && m.debts < steps/100) {
+		t.Fatalf("trace too tame: %d denials, %d batches and %d debts in %d steps", denials, batches, m.debts, steps)
 	}
 	t.Logf("%d steps, %d multi-request batches, %d denials", steps, batches, denials)
 }
@@ -746,8 +757,7 @@ func TestLuaErrors(t *testing.T) {
 		{"fewer requests than keys", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil))}, "1 requests for 2 keys"},
 		{"bad algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 6 }))}, "bad arguments for request 1"},
 		{"no algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 0 }))}, "bad arguments for request 1"},
-		{"bad flags", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x10 }))}, "bad arguments for request 1"},
-		{"unknown flag bit 4", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x80 }))}, "bad arguments for request 1"},
+		{"bad flags", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x80 }))}, "bad arguments for request 1"}, // flag bit 4: no feature (bit 1 is debt)
 		{"negative burst", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[17+7] = 0xff }))}, "bad arguments for request 1"},
 		{"zero period", false, []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
 		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},

@@ -137,6 +137,10 @@ type Config struct {
 	// cluster mode. It tells a misconfiguration from an outage (see
 	// CheckServer).
 	Mode string
+	// SettleWindow is how long a settlement's idempotency key is
+	// remembered (Settle; its record's TTL); 0 means
+	// store.DefaultSettleWindow.
+	SettleWindow time.Duration
 
 	// evalSHA makes the Store run its scripts by EVALSHA, as on a Redis
 	// without functions (tests of the fallback).
@@ -292,11 +296,13 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 // charge is the cost a request is decided with.
 func charge(r *store.Request) int64 { return r.Cost }
 
-// hasRefund reports whether a request gives units back.
+// hasRefund reports whether a request gives units back, or charges debt
+// (whose unrecorded part a refund on deny would over-refund): a batch
+// across slots holding one is probed before it is charged.
 func hasRefund(reqs []store.Request) bool {
 	for i := range reqs {
-		if reqs[i].Cost < 0 {
-			return true
+		if reqs[i].Cost < 0 || reqs[i].Mode&algorithms.Debt != 0 {
+			return true // a debt charge beyond its bound cannot be taken back exactly either
 		}
 	}
 	return false

@@ -71,7 +71,16 @@ var (
 	luaLean string
 	//go:embed lua/batch.lua
 	luaBatch string
+	//go:embed lua/settle.lua
+	luaSettle string
 )
+
+// settleScript is the source of the settle script (lua/settle.lua): every
+// twin, the log's, and the settle driver. Not in the function library: it
+// is not the hot path.
+func settleScript() string {
+	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaCounter + luaSlidingWindowLog + luaSettle
+}
 
 // leanScript is the source of the script for calls without a sliding
 // window log.
@@ -134,15 +143,12 @@ func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, calMs i
 	return appendRequestMode(buf, l, cost, dry, 0, calMs)
 }
 
-// appendRequestMode is appendRequest in mode m (algorithms.NoWait is the
-// request's flag bit 2).
+// appendRequestMode is appendRequest in mode m: algorithms.Debt is the
+// request's flag bit 1, algorithms.NoWait its bit 2 (lua/lib.lua).
 func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m algorithms.Mode, calMs int64) []byte {
-	b := byte(l.Algorithm) & 7
+	b := byte(l.Algorithm)&7 | byte(m&(algorithms.Debt|algorithms.NoWait))<<3
 	if dry {
 		b |= 1 << 3
-	}
-	if m&algorithms.NoWait != 0 {
-		b |= 4 << 3
 	}
 	periodMs := l.PeriodMs()
 	var bounds algorithms.Bounds

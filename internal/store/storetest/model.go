@@ -32,6 +32,7 @@ func (m *model) decide(now time.Time, reqs ...store.Request) []algorithms.Decisi
 			st = m.states[k]
 		}
 		next, d := algorithms.DecideMode(r.Limit, st, now.UnixMilli(), r.Cost, r.Mode)
+		d.Debt, d.Unrecorded = 0, 0 // Decide does not report them
 		out[i] = d
 		if r.Cost > 0 && !d.Allowed {
 			denied = true
@@ -46,4 +47,14 @@ func (m *model) decide(now time.Time, reqs ...store.Request) []algorithms.Decisi
 		}
 	}
 	return out
+}
+
+// settle is algorithms.Settle on the model's state of key.
+func (m *model) settle(now time.Time, l algorithms.Limit, key string, delta int64) algorithms.Decision {
+	k := modelKey{l.Algorithm, key}
+	next, d := algorithms.Settle(l, m.states[k], now.UnixMilli(), delta)
+	if delta != 0 {
+		m.states[k] = next
+	}
+	return d
 }

@@ -77,8 +77,11 @@ func testRandomTrace(h *harness) {
 					Limit: l,
 					Cost:  rng.Int64N(l.Capacity()+4) - 2, // -2 … capacity+1
 				}
-				if rng.IntN(4) == 0 {
+				switch rng.IntN(8) {
+				case 0, 1:
 					reqs[i].Mode = algorithms.NoWait // only the leaky bucket heeds it
+				case 2: // usage after the fact: debt, often past the capacity
+					reqs[i].Mode, reqs[i].Cost = algorithms.Debt, 1+rng.Int64N(3*l.Capacity())
 				}
 			}
 			if n == 1 && rng.IntN(5) == 0 {

@@ -74,6 +74,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WindowEdge", testWindowEdge},
 		{"Calendar", testCalendar},
 		{"CostAboveCapacity", testCostAboveCapacity},
+		{"Settle", testSettle},
+		{"SettleConcurrentRetries", testSettleConcurrentRetries},
 		{"Errors", testErrors},
 		{"Ping", testPing},
 	}

@@ -22,15 +22,15 @@ if redis.replicate_commands ~= nil then
   redis.replicate_commands() -- effects replication, needed for TIME before Redis 5
 end
 
--- decide mirrors algorithms.DecideMs on a state table: the new state
--- (s itself when unchanged) and the decision's fields.
--- b0..b4 are a calendar limit's boundaries (lib.lua), b0 nil for others;
--- flags the request's flags (the no-wait bit matters to a leaky bucket).
+-- decide mirrors algorithms.DecideMode on a state table: the new state
+-- (s itself when unchanged) and the decision's fields. flags are the
+-- request's flags (bit 1: debt, bit 2: no-wait); b0..b4 are a calendar
+-- limit's boundaries (lib.lua), b0 nil for others.
 local function decide(alg, requests, period_ms, burst, s, now, cost, flags, b0, b1, b2, b3, b4)
   if alg ~= ALG_SLIDING_WINDOW_LOG then
     local cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait
     if b0 ~= nil then
-      cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_calendar(alg, requests, b0, b1, b2, b3, b4, s.a, s.b, s.c, now, cost)
+      cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_calendar(alg, requests, b0, b1, b2, b3, b4, s.a, s.b, s.c, now, cost, flags)
     else
       cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_counter(alg, requests, period_ms, burst, s.a, s.b, s.c, now, cost, flags)
     end
@@ -39,6 +39,13 @@ local function decide(alg, requests, period_ms, burst, s, now, cost, flags, b0, 
       s2 = {a = sa, b = sb, c = sc}
     end
     return s2, allowed, cap, remaining, retry, reset, ttl, wait
+  end
+  if flags % 4 >= 2 and cost > 0 then -- debt (flag bit 1)
+    -- The log records what its free slots hold, never owes.
+    local _, d0 = sliding_window_log(requests, period_ms, s, now, 0)
+    if d0.remaining < cost then
+      cost = d0.remaining
+    end
   end
   local never = false
   if cost > requests then
@@ -103,7 +110,7 @@ for g = 1, #ARGV do
       pos = pos + CAL_LEN
     end
     pos = pos + REQ_LEN
-    if alg == nil or alg < 1 or alg > 5 or flags > 5 or flags % 4 > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
+    if alg == nil or alg < 1 or alg > 5 or flags > 7 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
       return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
     end
     local key = KEYS[r]

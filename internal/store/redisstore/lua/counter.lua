@@ -1,56 +1,68 @@
--- counter.lua: decide_counter mirrors algorithms.DecideMs for the four
+-- counter.lua: decide_counter mirrors algorithms.DecideMode for the four
 -- algorithms whose state is three integers (token bucket, sliding window,
--- fixed window, leaky bucket).
+-- fixed window, leaky bucket), decide_calendar for calendar limits.
 --
 -- decide_counter(alg, requests, period_ms, burst, a, b, c, now_ms, cost, flags)
---     -> limit, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait
--- (see token_bucket.lua and leaky_bucket.lua; flags the request's flags,
--- of which only the no-wait bit matters here; wait is 0 but for the leaky
--- bucket). A cost above the capacity is decided as a look and denied with
--- retry -1 (never) and wait 0; a refund beyond it is clamped.
+--     -> limit, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
+-- (see token_bucket.lua and leaky_bucket.lua). flags are the request's
+-- flags (lib.lua): bit 1 debt (algorithms.Debt: a positive cost is
+-- charged even when it does not fit, bounded; unrecorded is the part
+-- beyond the bound, owed the debt after), bit 2 no-wait (the leaky
+-- bucket's). wait is 0 but for the leaky bucket. A cost above the
+-- capacity is decided as a look and denied with retry -1 (never) and wait
+-- 0, unless it is a debt; a refund beyond it is clamped.
 
 local function decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, flags)
   local cap = requests -- Limit.Capacity
   if (alg == 1 or alg == 5) and burst > 0 then
     cap = burst
   end
+  local debt = 0
+  if flags % 4 >= 2 then
+    debt = 1
+  end
   local never = false
-  if cost > cap then
+  if cost > cap and debt ~= 1 then
     cost, never = 0, true
   elseif cost < -cap then
     cost = -cap
   end
-  local allowed, remaining, retry, reset, ttl, a2, b2, c2
+  local allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
   local wait = 0
   if alg == 5 then -- ALG_LEAKY_BUCKET; no-wait is flag bit 2
-    allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, flags % 8 >= 4)
+    allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed = leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, flags % 8 >= 4, debt)
   elseif alg == 1 then -- ALG_TOKEN_BUCKET
-    allowed, remaining, retry, reset, ttl, a2, b2, c2 = token_bucket(requests, period_ms, burst, a, b, c, now, cost)
+    allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed = token_bucket(requests, period_ms, burst, a, b, c, now, cost, debt)
   elseif alg == 2 then -- ALG_SLIDING_WINDOW
-    allowed, remaining, retry, reset, ttl, a2, b2, c2 = sliding_window(requests, period_ms, a, b, c, now, cost)
+    allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed = sliding_window(requests, period_ms, a, b, c, now, cost, debt)
   else
-    allowed, remaining, retry, reset, ttl, a2, b2, c2 = fixed_window(requests, period_ms, a, b, now, cost)
+    allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed = fixed_window(requests, period_ms, a, b, now, cost, debt)
   end
   if never then
     allowed, retry, wait = 0, -1, 0
   end
-  return cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait
+  return cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
 end
 
--- decide_calendar mirrors algorithms.DecideCalendar (its results are
--- decide_counter's, wait always 0): a calendar limit of
+-- decide_calendar mirrors algorithms.DecideCalendarMode (its arguments
+-- and results are decide_counter's, wait always 0): a calendar limit of
 -- the sliding window (alg 2) or the fixed window (alg 4), decided at now
 -- on the boundaries b0 < b1 < b2 < b3 < b4 floodgate computed from its own
 -- clock (Bounds: [b1, b2) held floodgate's now). The period is [b1, b2)
 -- for a now before b2 (decided at b1 if now is before it), [b2, b3) for a
 -- now past b2; a now at or past b3, or a state starting at b3 while
 -- deciding [b2, b3), is out of range: every charge denied with retry 1000
--- ms, nothing changed. A state start (a) that is no boundary of the
--- decided period counts as an empty window.
-local function decide_calendar(alg, requests, b0, b1, b2, b3, b4, a, b, c, now, cost)
+-- ms, nothing changed (a debt: allowed, all of it unrecorded). A state
+-- start (a) that is no boundary of the decided period counts as an empty
+-- window. A debt is not carried past the period's end.
+local function decide_calendar(alg, requests, b0, b1, b2, b3, b4, a, b, c, now, cost, flags)
   local cap = requests
+  local debt = 0
+  if flags % 4 >= 2 then
+    debt = 1
+  end
   local never = false
-  if cost > cap then
+  if cost > cap and debt ~= 1 then
     cost, never = 0, true
   elseif cost < -cap then
     cost = -cap
@@ -61,16 +73,18 @@ local function decide_calendar(alg, requests, b0, b1, b2, b3, b4, a, b, c, now, 
     prev, start, stop, nxt, after = b1, b2, b3, b4, 0
   end
   if now >= b3 or (roll and a == b3) then
-    local allowed, retry = 1, 0
-    if cost > 0 or never then
+    local allowed, retry, unrecorded = 1, 0, 0
+    if debt == 1 and cost > 0 then
+      unrecorded = cost
+    elseif cost > 0 or never then
       allowed, retry = 0, 1000
     end
     if never then
       retry = -1
     end
-    return cap, allowed, 0, retry, 1000, b4 - b1, a, b, c, 0
+    return cap, allowed, 0, retry, 1000, b4 - b1, a, b, c, 0, unrecorded, 0
   end
-  local allowed, remaining, retry, reset, ttl, a2, b2_, c2
+  local allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed
   if alg == 2 then -- ALG_SLIDING_WINDOW
     local curr, last = 0, 0
     if a == start then
@@ -81,7 +95,7 @@ local function decide_calendar(alg, requests, b0, b1, b2, b3, b4, a, b, c, now, 
       start, stop, nxt = stop, nxt, after
       curr, last = b, c
     end
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2 = sliding_decide(requests, a, b, c, start, stop - start, nxt - stop, curr, last, now, cost)
+    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = sliding_decide(requests, a, b, c, start, stop - start, nxt - stop, false, curr, last, now, cost, debt)
   else
     local count = 0
     if a == start then
@@ -90,10 +104,10 @@ local function decide_calendar(alg, requests, b0, b1, b2, b3, b4, a, b, c, now, 
       start, stop = stop, nxt
       count = b
     end
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2 = fixed_decide(requests, start, stop, count, a, b, now, cost)
+    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = fixed_decide(requests, start, stop, 0, count, a, b, now, cost, debt)
   end
   if never then
     allowed, retry = 0, -1
   end
-  return cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, 0
+  return cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, 0, unrecorded, owed
 end

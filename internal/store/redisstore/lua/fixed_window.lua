@@ -1,23 +1,36 @@
--- fixed_window.lua: the fixed window, mirroring decideFixedWindow and
--- fixedDecide in algorithms/fixedwindow.go line by line.
+-- fixed_window.lua: the fixed window, mirroring fixedWindow, fixedCount
+-- and fixedDecide in algorithms/fixedwindow.go line by line.
 --
--- fixed_window(requests, period_ms, a, b, now_ms, cost)
---     -> allowed, remaining, retry, reset, ttl, a2, b2, c2
+-- fixed_window(requests, period_ms, a, b, now_ms, cost, debt)
+--     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
 --   a, b    the state: window start (Unix ms, a multiple of period_ms),
 --           count; 0, 0 for a key never seen (c is always 0)
 --   the rest as token_bucket.lua
 --
--- fixed_decide(requests, start, stop, count, a, b, now_ms, cost) decides
--- in the window [start, stop) holding count (a, b the state as stored),
--- the part a fixed period and a calendar period (counter.lua's
--- decide_calendar) share.
+-- fixed_decide(requests, start, stop, carry, count, a, b, now_ms, cost,
+-- debt) decides in the window [start, stop) holding count (a, b the state
+-- as stored), the part a fixed period and a calendar period (counter.lua's
+-- decide_calendar) share; carry is the length of the window a debt is
+-- carried into, 0 for a calendar period (its debt does not roll over).
 
-local function fixed_decide(requests, start, stop, count, a, b, now, cost)
+local function fixed_decide(requests, start, stop, carry, count, a, b, now, cost, debt)
   stop = stop - now
-  local allowed, retry, reset = 1, 0, 0
-  if cost > 0 and count + cost > requests then
+  local allowed, retry, reset, unrecorded = 1, 0, 0, 0
+  if debt == 1 and cost > 0 then
+    local k = 2 * requests - count
+    if k > cost then
+      k = cost
+    elseif k < 0 then
+      k = 0
+    end
+    count = count + k
+    unrecorded = cost - k
+  elseif cost > 0 and count + cost > requests then
     allowed = 0
     retry = stop
+    if count + cost > 2 * requests then -- in debt: the carry fits a window later
+      retry = stop + carry
+    end
   elseif cost > 0 then
     count = count + cost
   elseif cost < 0 then
@@ -32,6 +45,9 @@ local function fixed_decide(requests, start, stop, count, a, b, now, cost)
   end
   if count > 0 then
     reset = stop
+    if count > requests then -- in debt: empty a window later
+      reset = stop + carry
+    end
   end
   local ttl = reset
   if ttl == 0 and start > now then
@@ -39,13 +55,17 @@ local function fixed_decide(requests, start, stop, count, a, b, now, cost)
     -- differently from no state until the clock reaches it.
     ttl = start - now
   end
-  if allowed == 0 or cost == 0 then
-    return allowed, remaining, retry, reset, ttl, a, b, 0
+  local owed = count - requests
+  if owed < 0 then
+    owed = 0
   end
-  return allowed, remaining, retry, reset, ttl, start, count, 0
+  if allowed == 0 or cost == 0 then
+    return allowed, remaining, retry, reset, ttl, a, b, 0, unrecorded, owed
+  end
+  return allowed, remaining, retry, reset, ttl, start, count, 0, unrecorded, owed
 end
 
-local function fixed_window(requests, period_ms, a, b, now, cost)
+local function fixed_window(requests, period_ms, a, b, now, cost, debt)
   local w = period_ms
   -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
   -- quo (now >= 0; a's remainder is only compared with 0).
@@ -65,6 +85,14 @@ local function fixed_window(requests, period_ms, a, b, now, cost)
     count = b
   elseif a > start then -- the clock went back: stay in the stored window
     start, count = a, b
+  elseif b > requests then -- a debt: requests repaid each window since
+    local j = quo(start - a, w)
+    if j < quo(b + requests - 1, requests) then
+      count = b - j * requests
+    end
   end
-  return fixed_decide(requests, start, start + w, count, a, b, now, cost)
+  if count > 2 * requests then -- a debt of one capacity at most
+    count = 2 * requests
+  end
+  return fixed_decide(requests, start, start + w, w, count, a, b, now, cost, debt)
 end

@@ -2,8 +2,8 @@
 -- refusing), mirroring decideLeakyBucket in algorithms/leakybucket.go line
 -- by line.
 --
--- leaky_bucket(requests, period_ms, burst, a, b, c, now_ms, cost, nowait)
---     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, wait
+-- leaky_bucket(requests, period_ms, burst, a, b, c, now_ms, cost, nowait, debt)
+--     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
 --   requests, period_ms, burst  the limit (burst, the queue's size, 0
 --           means requests)
 --   a, b, c  the state: the queue's end as b whole ms (Unix) plus a units
@@ -12,11 +12,14 @@
 --   cost    > 0 spends, 0 looks, < 0 refunds (already clamped by
 --           decide_counter)
 --   nowait  true: admit only what may start now (algorithms.NoWait)
+--   debt    1: take a positive cost's slots even past the queue's size,
+--           up to twice it (algorithms.Debt); unrecorded the rest, owed
+--           the slots past the size after
 --   allowed 1 or 0; remaining, retry, reset, ttl, wait: Go's Decision, in ms
 --   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
 --           is 0; 0, 0, 0 when the queue is empty
 
-local function leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, nowait)
+local function leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, nowait, debt)
   -- tokenScale: per_ms, scale = requests / g, period_ms / g, g the gcd.
   local g, y = requests, period_ms
   while y ~= 0 do
@@ -47,14 +50,30 @@ local function leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, nowa
   if end_u > 0 then
     wait = wait + 1
   end
-  local over = lead > full_ms
+  -- Up to twice the queue's length in debt (2 * full / per_ms in Go).
+  local over = lead > quo(2 * full, per_ms)
   local queued = 0
   if not over then
     queued = lead * per_ms + end_u
   end
 
-  local allowed, retry, w = 1, 0, 0
-  if cost > 0 and nowait and wait > 0 then
+  local allowed, retry, w, unrecorded = 1, 0, 0, 0
+  if cost > 0 and debt == 1 then
+    local k = 0
+    if not over then
+      k = quo(2 * full - queued, scale) -- >= 0 here
+      if k > cost then
+        k = cost
+      elseif k < 0 then
+        k = 0
+      end
+    end
+    w = wait
+    unrecorded = cost - k
+    end_u = end_u + k * scale
+    local q = quo(end_u, per_ms)
+    end_ms, end_u = end_ms + q, end_u - q * per_ms
+  elseif cost > 0 and nowait and wait > 0 then
     allowed, retry = 0, wait
   elseif cost > 0 and (over or queued + cost * scale > full) then
     allowed = 0
@@ -95,14 +114,22 @@ local function leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, nowa
       remaining = 0
     end
   end
+  local owed = 0
+  if debt == 1 and lead > 0 and lead <= quo(2 * full, per_ms) + 1 then
+    -- Slots taken past the queue's size.
+    local q = lead * per_ms + end_u
+    if q > full then
+      owed = quo(q - full + scale - 1, scale)
+    end
+  end
   if end_u > 0 then
     lead = lead + 1
   end
   if allowed == 0 or cost == 0 then
-    return allowed, remaining, retry, lead, lead, a, b, c, w
+    return allowed, remaining, retry, lead, lead, a, b, c, w, unrecorded, owed
   end
   if empty then
-    return allowed, remaining, retry, lead, lead, 0, 0, 0, w
+    return allowed, remaining, retry, lead, lead, 0, 0, 0, w, unrecorded, owed
   end
-  return allowed, remaining, retry, lead, lead, end_u, end_ms, per_ms, w
+  return allowed, remaining, retry, lead, lead, end_u, end_ms, per_ms, w, unrecorded, owed
 end

@@ -51,7 +51,7 @@ if n == 1 and #ARGV == 1 and #hdr > HDR_LEN and #hdr == HDR_LEN + req_len(string
   if cal then
     flags = flags - 8
   end
-  if alg == nil or alg < 1 or alg > 5 or alg == 3 or flags > 5 or flags % 4 > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and alg ~= 2 and alg ~= 4) then
+  if alg == nil or alg < 1 or alg > 5 or alg == 3 or flags > 7 or requests < 1 or period_ms < 1 or burst < 0 or (cal and alg ~= 2 and alg ~= 4) then
     return redis.error_reply('ERR floodgate: bad arguments for request 1')
   end
   local key = KEYS[1]
@@ -65,7 +65,7 @@ if n == 1 and #ARGV == 1 and #hdr > HDR_LEN and #hdr == HDR_LEN + req_len(string
     if b0 == nil or not (b0 < b1 and b1 < b2_ and b2_ < b3 and b3 < b4) then
       return redis.error_reply('ERR floodgate: bad arguments for request 1')
     end
-    cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_calendar(alg, requests, b0, b1, b2_, b3, b4, a, b, c, now, cost)
+    cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_calendar(alg, requests, b0, b1, b2_, b3, b4, a, b, c, now, cost, flags)
   else
     cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, flags)
   end
@@ -108,7 +108,7 @@ for g = 1, #ARGV do
       pos = pos + CAL_LEN
     end
     pos = pos + REQ_LEN
-    if alg == nil or alg < 1 or alg > 5 or alg == 3 or flags > 5 or flags % 4 > 1 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
+    if alg == nil or alg < 1 or alg > 5 or alg == 3 or flags > 7 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
       return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
     end
     local key = KEYS[r]
@@ -134,7 +134,7 @@ for g = 1, #ARGV do
     end
     local cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait
     if cal then
-      cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait = decide_calendar(alg, requests, b0, b1, b2, b3, b4, W[j + W_A], W[j + W_B], W[j + W_C], now, cost)
+      cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait = decide_calendar(alg, requests, b0, b1, b2, b3, b4, W[j + W_A], W[j + W_B], W[j + W_C], now, cost, flags)
     else
       cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait = decide_counter(alg, requests, period_ms, burst, W[j + W_A], W[j + W_B], W[j + W_C], now, cost, flags)
     end

@@ -58,8 +58,10 @@ end
 --   byte 1      8 * flags + algorithm (1 token_bucket, 2 sliding_window,
 --               3 sliding_window_log, 4 fixed_window, 5 leaky_bucket);
 --               flags bit 0 (1): dry run (decide as if charging, never
---               write); bit 2 (4): no-wait (a leaky bucket admits only
---               what may start now: algorithms.NoWait); bit 3 (8): a
+--               write); bit 1 (2): debt (algorithms.Debt: a positive
+--               cost is charged even when it does not fit, bounded; see
+--               counter.lua); bit 2 (4): no-wait (a leaky bucket admits
+--               only what may start now: algorithms.NoWait); bit 3 (8): a
 --               calendar limit, CAL_LEN more bytes follow the request.
 --               The drivers reject any other bit.
 --   then requests per period (> 0), period_ms (> 0; a calendar limit's

@@ -1,23 +1,25 @@
 -- sliding_window.lua: the sliding-window counter, mirroring
--- decideSlidingWindow, slidingDecide and slidingWait (written out in the
--- deny branch) in algorithms/slidingwindow.go line by line.
+-- slidingWindow, slidingCounts, slidingDecide, slidingWait and
+-- slidingCarryWait (the last two written out in the deny branch) in
+-- algorithms/slidingwindow.go line by line.
 --
--- sliding_window(requests, period_ms, a, b, c, now_ms, cost)
---     -> allowed, remaining, retry, reset, ttl, a2, b2, c2
+-- sliding_window(requests, period_ms, a, b, c, now_ms, cost, debt)
+--     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
 --   a, b, c the state: window start (Unix ms, a multiple of period_ms),
 --           count in that window, count in the window before; 0, 0, 0 for
 --           a key never seen
 --   the rest as token_bucket.lua
 --
--- sliding_decide(requests, a, b, c, start, w, w2, curr, prev, now_ms, cost)
--- decides in the window starting at start, w ms long and followed by one
--- of w2 ms, with counts curr and prev (a, b, c the state as stored): the
--- part a fixed period (w == w2) and a calendar period (counter.lua's
--- decide_calendar) share. The estimate is curr + prev * (w - e) / w with e
--- ms of the window elapsed; sums are kept multiplied by w, and after the
--- roll into the next window (where curr is prev) by w2.
+-- sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev,
+-- now_ms, cost, debt) decides in the window starting at start, w ms long
+-- and followed by one of w2 ms, with counts curr and prev (a, b, c the
+-- state as stored): the part a fixed period (w == w2, carry true: a debt
+-- is carried into the windows after) and a calendar period (counter.lua's
+-- decide_calendar, carry false) share. The estimate is curr + prev * (w -
+-- e) / w with e ms of the window elapsed; sums are kept multiplied by w,
+-- and after the roll into the next window (where curr is prev) by w2.
 
-local function sliding_decide(requests, a, b, c, start, w, w2, curr, prev, now, cost)
+local function sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev, now, cost, debt)
   local at = now -- the moment decided, >= now
   if start > now then
     at = start
@@ -26,10 +28,20 @@ local function sliding_decide(requests, a, b, c, start, w, w2, curr, prev, now, 
   local limit = requests * w
   local weighted = curr * w + prev * (w - e)
 
-  local allowed, retry, reset = 1, 0, 0
-  if cost > 0 and weighted + cost * w > limit then
+  local allowed, retry, reset, unrecorded = 1, 0, 0, 0
+  if debt == 1 and cost > 0 then
+    local k = quo(2 * limit - weighted, w)
+    if k > cost then
+      k = cost
+    elseif k < 0 then
+      k = 0
+    end
+    curr = curr + k
+    weighted = weighted + k * w
+    unrecorded = cost - k
+  elseif cost > 0 and weighted + cost * w > limit then
     allowed = 0
-    -- slidingWait: the smallest wait after which cost fits.
+    -- The smallest wait after which cost fits.
     local wait = -1
     if prev > 0 then
       -- Within this window: curr*w + prev*(w-e-d) + cost*w <= limit.
@@ -39,9 +51,34 @@ local function sliding_decide(requests, a, b, c, start, w, w2, curr, prev, now, 
         wait = d
       end
     end
-    if wait < 0 then
-      -- After the roll, e2 ms into the next window (curr is its prev):
-      -- curr*(w2-e2) + cost*w2 <= requests*w2.
+    if wait < 0 and carry then
+      -- slidingCarryWait. In the i-th window after this one: its own
+      -- count is the carried ci = max(0, curr - i*r), the one before it
+      -- keeps pi = min(r, curr - (i-1)*r); the first i where
+      -- ci + cost <= r, then e2 ms into it: ci*w + pi*(w-e2) + cost*w <= limit.
+      local i = quo(curr + cost - requests + requests - 1, requests)
+      if i < 1 then
+        i = 1
+      end
+      local ci = curr - i * requests
+      if ci < 0 then
+        ci = 0
+      end
+      local pi = curr - (i - 1) * requests
+      if pi > requests then
+        pi = requests
+      elseif pi < 0 then
+        pi = 0
+      end
+      local e2 = 0
+      local over = ci * w + pi * w + cost * w - limit
+      if over > 0 then
+        e2 = quo(over + pi - 1, pi)
+      end
+      wait = w - e + (i - 1) * w + e2
+    elseif wait < 0 then
+      -- slidingWait. After the roll, e2 ms into the next window (curr is
+      -- its prev): curr*(w2-e2) + cost*w2 <= requests*w2.
       local e2 = 0
       local over = curr * w2 + cost * w2 - requests * w2
       if over > 0 then
@@ -75,7 +112,9 @@ local function sliding_decide(requests, a, b, c, start, w, w2, curr, prev, now, 
     end
     remaining = (x - rx) / w
   end
-  if curr > 0 then
+  if curr > requests and carry then -- in debt: empty a window later
+    reset = at - now + 3 * w - e
+  elseif curr > 0 then
     reset = at - now + w - e + w2
   elseif prev > 0 then
     reset = at - now + w - e
@@ -86,13 +125,17 @@ local function sliding_decide(requests, a, b, c, start, w, w2, curr, prev, now, 
     -- differently from no state until the clock reaches it.
     ttl = at - now
   end
-  if allowed == 0 or cost == 0 then
-    return allowed, remaining, retry, reset, ttl, a, b, c
+  local owed = 0 -- ceil((weighted - limit) / w)
+  if weighted > limit then
+    owed = quo(weighted - limit + w - 1, w)
   end
-  return allowed, remaining, retry, reset, ttl, start, curr, prev
+  if allowed == 0 or cost == 0 then
+    return allowed, remaining, retry, reset, ttl, a, b, c, unrecorded, owed
+  end
+  return allowed, remaining, retry, reset, ttl, start, curr, prev, unrecorded, owed
 end
 
-local function sliding_window(requests, period_ms, a, b, c, now, cost)
+local function sliding_window(requests, period_ms, a, b, c, now, cost, debt)
   local w = period_ms
   -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
   -- quo (now >= 0; a's remainder is only compared with 0).
@@ -110,10 +153,30 @@ local function sliding_window(requests, period_ms, a, b, c, now, cost)
     -- a window of another period: the limit changed
   elseif a == start then
     curr, prev = b, c
-  elseif a == start - w then
-    prev = b
   elseif a > start then -- the clock went back: stay at the stored window's start
     start, curr, prev = a, b, c
+  elseif b <= requests then -- no debt: the count weighs on the next window only
+    if a == start - w then
+      prev = b
+    end
+  else -- a debt, carried: requests repaid each window since (slidingCounts)
+    local j = quo(start - a, w)
+    local n = quo(b + requests - 1, requests) -- windows the count lasts
+    if j < n then
+      curr = b - j * requests
+    end
+    if j - 1 < n then
+      prev = b - (j - 1) * requests
+      if prev > requests then
+        prev = requests
+      end
+    end
   end
-  return sliding_decide(requests, a, b, c, start, w, w, curr, prev, now, cost)
+  if curr > 2 * requests then -- a debt of one capacity at most
+    curr = 2 * requests
+  end
+  if prev > 2 * requests then
+    prev = 2 * requests
+  end
+  return sliding_decide(requests, a, b, c, start, w, w, true, curr, prev, now, cost, debt)
 end

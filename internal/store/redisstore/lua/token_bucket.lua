@@ -1,14 +1,17 @@
 -- token_bucket.lua: the token bucket, mirroring decideTokenBucket and
 -- tokenScale in algorithms/tokenbucket.go line by line.
 --
--- token_bucket(requests, period_ms, burst, a, b, c, now_ms, cost)
---     -> allowed, remaining, retry, reset, ttl, a2, b2, c2
+-- token_bucket(requests, period_ms, burst, a, b, c, now_ms, cost, debt)
+--     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
 --   requests, period_ms, burst  the limit (burst 0 means requests)
 --   a, b, c  the state: tokens * scale, last refill (Unix ms), scale;
 --           0, 0, 0 for a key never seen
 --   now_ms  Unix time in ms
 --   cost    > 0 spends, 0 looks, < 0 refunds (already clamped by
 --           decide_counter)
+--   debt    1 charges a positive cost even when it does not fit, down to
+--           -capacity tokens (algorithms.Debt); nil or 0 otherwise
+--   unrecorded, owed  Decision.Unrecorded, and the debt (DebtOf) after
 --   allowed 1 or 0; remaining, retry, reset, ttl: Go's Decision, in ms
 --   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
 --           is 0
@@ -18,7 +21,7 @@
 -- every table, closure and upvalue is an allocation per script call,
 -- which cost more than the decision's arithmetic.
 
-local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
+local function token_bucket(requests, period_ms, burst, a, b, c, now, cost, debt)
   -- tokenScale: per_ms, scale = requests / g, period_ms / g, g the gcd.
   -- Every quo of a numerator that cannot be negative is written out
   -- (lib.lua's quo: remainder, fixed when negative, exact division).
@@ -40,10 +43,12 @@ local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
   local tokens, last = a, b
   if c == 0 then -- never seen: a full bucket
     tokens, last = full, now
-  elseif c ~= scale then -- the limit changed: keep the whole tokens
+  elseif c ~= scale then -- the limit changed: keep the whole tokens (and debt)
     tokens = quo(a, c)
     if tokens > capacity then
       tokens = capacity
+    elseif tokens < -capacity then
+      tokens = -capacity
     end
     tokens = tokens * scale
   end
@@ -72,8 +77,16 @@ local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
   -- measured from now, so it includes the lag.
   local lag = last - now
 
-  local allowed, retry, reset = 1, 0, 0
-  if cost > 0 and tokens < cost * scale then
+  local allowed, retry, reset, unrecorded = 1, 0, 0, 0
+  if debt == 1 and cost > 0 then
+    -- Whole units down to -capacity tokens (tokens >= -full holds).
+    local k = quo(tokens + full, scale)
+    if k > cost then
+      k = cost
+    end
+    tokens = tokens - k * scale
+    unrecorded = cost - k
+  elseif cost > 0 and tokens < cost * scale then
     allowed = 0
     retry = lag + quo(cost * scale - tokens + per_ms - 1, per_ms)
   elseif cost > 0 then
@@ -93,8 +106,14 @@ local function token_bucket(requests, period_ms, burst, a, b, c, now, cost)
   if tokens < full then
     reset = ttl
   end
-  if allowed == 0 or cost == 0 then
-    return allowed, quo(tokens, scale), retry, reset, ttl, a, b, c
+  local remaining, owed = 0, 0 -- max(0, quo(tokens, scale)); ceil(-tokens / scale)
+  if tokens > 0 then
+    remaining = quo(tokens, scale)
+  elseif tokens < 0 then
+    owed = quo(-tokens + scale - 1, scale)
   end
-  return allowed, quo(tokens, scale), retry, reset, ttl, tokens, last, scale
+  if allowed == 0 or cost == 0 then
+    return allowed, remaining, retry, reset, ttl, a, b, c, unrecorded, owed
+  end
+  return allowed, remaining, retry, reset, ttl, tokens, last, scale, unrecorded, owed
 end
