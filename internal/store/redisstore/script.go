@@ -79,7 +79,7 @@ var (
 // twin, the log's, and the settle driver. Not in the function library: it
 // is not the hot path.
 func settleScript() string {
-	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaCounter + luaSlidingWindowLog + luaSettle
+	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog + luaSettle
 }
 
 // leanScript is the source of the script for calls without a sliding
