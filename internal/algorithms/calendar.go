@@ -266,7 +266,9 @@ func DecideCalendarMode(l Limit, s State, b Bounds, nowMs, cost int64, m Mode) (
 		case start:
 			curr, last = s.B, s.C
 		case prev:
-			last = s.B
+			// The previous period weighs with at most its quota: a debt
+			// does not roll over (DecideCalendarMode).
+			last = min(s.B, l.Requests)
 		case end: // the clock went back across the boundary (i == 1 only, above)
 			start, end, next = end, next, after
 			curr, last = s.B, s.C

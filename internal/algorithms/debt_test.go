@@ -123,6 +123,51 @@ func TestDebtSlidingWindowLog(t *testing.T) {
 	})
 }
 
+// TestDebtLeakyBucket: 10 a second (a slot of 100ms), a queue of 5. A
+// debt takes its slots past the queue's size, up to twice it; later
+// requests wait for the queue to drain back within its size.
+func TestDebtLeakyBucket(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 10, Period: time.Second, Burst: 5}
+	runDebt(t, l, []debtStep{
+		{cost: 8, debt: true, allowed: true, owed: 3, reset: 800 * time.Millisecond},
+		{cost: 1, allowed: false, retry: 400 * time.Millisecond, reset: 800 * time.Millisecond},
+		// Twice the queue's size at most: the rest is unrecorded.
+		{cost: 5, debt: true, allowed: true, owed: 5, unrecorded: 3, reset: time.Second},
+		{advance: 600 * time.Millisecond, cost: 1, allowed: true, reset: 500 * time.Millisecond},
+	})
+}
+
+// TestDebtCalendar: a calendar quota of 10 a day in New York. A debt
+// denies the rest of the day and ends with it (a billing period does not
+// roll over), the fixed window's at midnight, the sliding window's
+// decaying through the next day.
+func TestDebtCalendar(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := func(alg algorithms.Algorithm) algorithms.Limit {
+		return algorithms.Limit{Algorithm: alg, Requests: 10, Calendar: algorithms.Day, Location: ny}
+	}
+	// epoch is 2026-01-01T00:00:00Z, 19:00 on Dec 31 in New York: 5h to
+	// midnight.
+	runDebt(t, day(algorithms.FixedWindow), []debtStep{
+		{cost: 15, debt: true, allowed: true, owed: 5, reset: 5 * time.Hour},
+		{cost: 1, allowed: false, retry: 5 * time.Hour, reset: 5 * time.Hour},
+		{cost: 50, debt: true, allowed: true, owed: 10, unrecorded: 45, reset: 5 * time.Hour},
+		{advance: 5 * time.Hour, cost: 10, allowed: true, reset: 24 * time.Hour},
+	})
+	runDebt(t, day(algorithms.SlidingWindow), []debtStep{
+		// 19h of the day passed: the estimate is 15, owed 5.
+		{cost: 15, debt: true, allowed: true, owed: 5, reset: 29 * time.Hour},
+		// The next day the 15 weigh as 10, the quota (the debt does not
+		// roll over): 10 × (24h − e)/24h + 1 <= 10 at e = 2h24m.
+		{cost: 1, allowed: false, retry: 5*time.Hour + 2*time.Hour + 24*time.Minute, reset: 29 * time.Hour},
+		{advance: 7*time.Hour + 24*time.Minute - time.Millisecond, cost: 1, allowed: false, retry: time.Millisecond, reset: 21*time.Hour + 36*time.Minute + time.Millisecond},
+		{advance: time.Millisecond, cost: 1, allowed: true, reset: 21*time.Hour + 36*time.Minute + 24*time.Hour},
+	})
+}
+
 // TestDebtRetryIsExact charges random debts on random states and checks,
 // for every algorithm, with a clock that sometimes goes back, that a
 // cost-1 check is denied 1ms before the
@@ -136,14 +181,22 @@ func TestDebtRetryIsExact(t *testing.T) {
 		{Algorithm: algorithms.SlidingWindow, Requests: 1, Period: time.Second},
 		{Algorithm: algorithms.FixedWindow, Requests: 7, Period: 3 * time.Second},
 		{Algorithm: algorithms.SlidingWindowLog, Requests: 7, Period: 3 * time.Second},
+		{Algorithm: algorithms.LeakyBucket, Requests: 7, Period: 3 * time.Second, Burst: 11},
+		{Algorithm: algorithms.LeakyBucket, Requests: 3, Period: time.Second},
+		{Algorithm: algorithms.FixedWindow, Requests: 7, Calendar: algorithms.Day, Location: newYork(t)},
+		{Algorithm: algorithms.SlidingWindow, Requests: 7, Calendar: algorithms.Day, Location: newYork(t)},
 	}
 	for _, l := range limits {
 		var s algorithms.State
 		now := epoch.UnixMilli()
+		step := l.PeriodMs()
+		if l.Calendar != algorithms.NoCalendar {
+			step = 24 * time.Hour.Milliseconds()
+		}
 		for i := range 2000 {
-			now += rng.Int64N(2 * l.PeriodMs())
+			now += rng.Int64N(2 * step)
 			if rng.IntN(10) == 0 { // the clock goes back
-				now -= rng.Int64N(l.PeriodMs())
+				now -= rng.Int64N(step)
 			}
 			m := algorithms.Mode(0)
 			cost := rng.Int64N(l.Capacity()+1) - 1
@@ -185,4 +238,13 @@ func TestDebtLogLoweredLimit(t *testing.T) {
 	if !d.Allowed || d.Unrecorded != 3 || d.Remaining != 0 || !sameState(next, s) {
 		t.Fatalf("got %+v (state changed: %v), want 3 unrecorded and nothing written", d, !sameState(next, s))
 	}
+}
+
+func newYork(t *testing.T) *time.Location {
+	t.Helper()
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ny
 }

@@ -131,7 +131,7 @@ func DebtOf(l Limit, s State, nowMs int64) int64 {
 		curr, prev, start := slidingCounts(l, s, nowMs)
 		e := max(nowMs, start) - start
 		if over := curr*w + prev*(w-e) - l.Requests*w; over > 0 {
-			return ceilDiv(over, w)
+			return min(ceilDiv(over, w), l.Requests)
 		}
 	case FixedWindow:
 		count, _ := fixedCount(l, s, nowMs)

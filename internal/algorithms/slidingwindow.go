@@ -121,7 +121,9 @@ func slidingDecide(l Limit, s State, start, w, w2 int64, carry bool, curr, prev,
 		d.TTL = ms(at - now)
 	}
 	if over := weighted - limit; debt && over > 0 {
-		d.Debt = ceilDiv(over, w)
+		// At most one capacity, also when the clock went back within
+		// the window (the previous window weighs more then).
+		d.Debt = min(ceilDiv(over, w), l.Requests)
 	}
 	if !d.Allowed || cost == 0 {
 		return s, d
@@ -140,11 +142,13 @@ func slidingWait(curr, prev, cost, w, w2, e, requests int64) int64 {
 			return d
 		}
 	}
-	// After the roll, e2 ms into the next window (curr is its prev):
-	// curr·(w2−e2) + cost·w2 <= requests·w2.
+	// After the roll, e2 ms into the next window, where curr is the
+	// previous count, at most requests (a calendar period's debt does not
+	// roll over): c·(w2−e2) + cost·w2 <= requests·w2.
+	c := min(curr, requests)
 	e2 := int64(0)
-	if over := curr*w2 + cost*w2 - requests*w2; over > 0 {
-		e2 = ceilDiv(over, curr)
+	if over := c*w2 + cost*w2 - requests*w2; over > 0 {
+		e2 = ceilDiv(over, c)
 	}
 	return w - e + e2
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"time"
 
@@ -50,8 +51,9 @@ func (h *harness) checkSettle(what string, got store.SettleResult, want algorith
 // with other numbers is refused, a refund gives back the unused estimate,
 // and a Decide in Debt mode charges past the capacity.
 func testSettle(h *harness) {
-	for alg, l := range limits() {
-		key := h.key("settle-" + alg.String())
+	for name, l := range settleLimits(h) {
+		alg := l.Algorithm
+		key := h.key("settle-" + name)
 		m := newModel()
 		now := epoch.Add(100 * time.Millisecond)
 		c := l.Capacity()
@@ -80,6 +82,12 @@ func testSettle(h *harness) {
 		}
 		// A refund of an unused estimate, never above the capacity.
 		later := now.Add(5 * time.Second)
+		if l.Calendar != algorithms.NoCalendar {
+			// A calendar period's debt is not carried past its end, and
+			// the sliding window's previous period weighs on the next:
+			// two months on, the key is full again.
+			later = now.AddDate(0, 2, 0)
+		}
 		r := store.Settlement{Key: key, Limit: l, Reserved: c, Actual: 0, IdempotencyKey: "call-2"}
 		h.checkSettle("refund", h.settle(later, r), m.settle(later, l, key, -c), false)
 		h.expectFull(later, l, key, "after the refund")
@@ -106,12 +114,31 @@ func testSettle(h *harness) {
 	}
 }
 
+// settleLimits yields the suite's limit of every algorithm (limits), and
+// calendar limits of both windows (a month in Asia/Jakarta), by name.
+func settleLimits(h *harness) iter.Seq2[string, algorithms.Limit] {
+	return func(yield func(string, algorithms.Limit) bool) {
+		for alg, l := range limits() {
+			if !yield(alg.String(), l) {
+				return
+			}
+		}
+		jakarta := h.zone("Asia/Jakarta")
+		for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow} {
+			if !yield("calendar-"+alg.String(), algorithms.Limit{Algorithm: alg, Requests: 5, Calendar: algorithms.Month, Location: jakarta}) {
+				return
+			}
+		}
+	}
+}
+
 // testSettleConcurrentRetries: 20 goroutines send the same settlement at
 // once (a client retrying on timeouts): it is charged once, the others
 // answer duplicate.
 func testSettleConcurrentRetries(h *harness) {
-	for alg, l := range limits() {
-		key := h.key("settle-race-" + alg.String())
+	for name, l := range settleLimits(h) {
+		alg := l.Algorithm
+		key := h.key("settle-race-" + name)
 		now := epoch.Add(time.Second)
 		s := store.Settlement{Key: key, Limit: l, Actual: 3, IdempotencyKey: "once"}
 		var wg sync.WaitGroup

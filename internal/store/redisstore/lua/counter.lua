@@ -90,7 +90,12 @@ local function decide_calendar(alg, requests, b0, b1, b2, b3, b4, a, b, c, now, 
     if a == start then
       curr, last = b, c
     elseif a == prev then
+      -- The previous period weighs with at most its quota: a debt does
+      -- not roll over.
       last = b
+      if last > requests then
+        last = requests
+      end
     elseif a == stop then -- the clock went back across the boundary
       start, stop, nxt = stop, nxt, after
       curr, last = b, c

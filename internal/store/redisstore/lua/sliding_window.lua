@@ -77,12 +77,17 @@ local function sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev
       end
       wait = w - e + (i - 1) * w + e2
     elseif wait < 0 then
-      -- slidingWait. After the roll, e2 ms into the next window (curr is
-      -- its prev): curr*(w2-e2) + cost*w2 <= requests*w2.
+      -- slidingWait. After the roll, e2 ms into the next window, where
+      -- curr is the previous count, at most requests (a calendar
+      -- period's debt does not roll over): c*(w2-e2) + cost*w2 <= requests*w2.
+      local cc = curr
+      if cc > requests then
+        cc = requests
+      end
       local e2 = 0
-      local over = curr * w2 + cost * w2 - requests * w2
+      local over = cc * w2 + cost * w2 - requests * w2
       if over > 0 then
-        e2 = quo(over + curr - 1, curr)
+        e2 = quo(over + cc - 1, cc)
       end
       wait = w - e + e2
     end
@@ -125,9 +130,12 @@ local function sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev
     -- differently from no state until the clock reaches it.
     ttl = at - now
   end
-  local owed = 0 -- ceil((weighted - limit) / w)
+  local owed = 0 -- min(ceil((weighted - limit) / w), requests)
   if weighted > limit then
     owed = quo(weighted - limit + w - 1, w)
+    if owed > requests then
+      owed = requests
+    end
   end
   if allowed == 0 or cost == 0 then
     return allowed, remaining, retry, reset, ttl, a, b, c, unrecorded, owed
