@@ -131,12 +131,17 @@ func (c *Cache) answer(now time.Time, reqs []store.Request, out []algorithms.Dec
 	return true
 }
 
-// learn caches the denies of a decided call and forgets keys refunded.
+// learn caches the denies of a decided call and forgets keys refunded
+// or charged as debt.
 func (c *Cache) learn(now time.Time, reqs []store.Request, out []algorithms.Decision) {
 	for i := range reqs {
 		r := &reqs[i]
 		switch {
 		case r.Cost < 0 && !r.DryRun:
+			c.forget(r.Key)
+		case r.Cost > 0 && r.Mode&algorithms.Debt != 0 && !r.DryRun:
+			// A debt charge passes a denied key and deepens the debt:
+			// its cached denies would promise too short a wait.
 			c.forget(r.Key)
 		case r.Cost == 1 && !out[i].Allowed && out[i].RetryAfter > 0 && alone(reqs, i):
 			at := now.UnixMilli()

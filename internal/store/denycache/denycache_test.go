@@ -204,3 +204,27 @@ func TestLeakyModesApart(t *testing.T) {
 		t.Fatalf("plain after a cached NoWait deny: %+v, want admitted with a 50ms wait", d)
 	}
 }
+
+// TestDebtChargeInvalidates: a debt charge passes a key whose deny is
+// cached and deepens its debt; the next check is answered by the store,
+// with the longer wait, not by the cached deny's shorter one.
+func TestDebtChargeInvalidates(t *testing.T) {
+	ctx := context.Background()
+	c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{})
+	defer c.Close()
+	lim := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Second}
+	out := make([]algorithms.Decision, 1)
+	check := []store.Request{{Key: "k", Limit: lim, Cost: 1}}
+	if err := c.Decide(ctx, testkit.T0, []store.Request{{Key: "k", Limit: lim, Cost: 10}}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("spend the bucket: %+v %v", out[0], err)
+	}
+	if err := c.Decide(ctx, testkit.T0, check, out); err != nil || out[0].Allowed || c.Len() != 1 {
+		t.Fatalf("check: %+v %v, cached %d; want a cached deny", out[0], err, c.Len())
+	}
+	if err := c.Decide(ctx, testkit.T0, []store.Request{{Key: "k", Limit: lim, Cost: 5, Mode: algorithms.Debt}}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("debt charge: %+v %v, want allowed", out[0], err)
+	}
+	if err := c.Decide(ctx, testkit.T0, check, out); err != nil || out[0].Allowed || out[0].RetryAfter != 600*time.Millisecond {
+		t.Fatalf("check after the debt: %+v %v, want denied with 600ms to wait (5 owed + 1)", out[0], err)
+	}
+}
