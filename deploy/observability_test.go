@@ -368,7 +368,7 @@ policies:
 
 // scrapeRunningFloodgate builds floodgate, serves it on loopback with the
 // embedded store, makes decisions through gRPC (Check and
-// ShouldRateLimit) and the HTTP/JSON API so their series exist, and
+// ShouldRateLimit, Settle) and the HTTP/JSON API so their series exist, and
 // returns a scrape of /metrics.
 func scrapeRunningFloodgate(t *testing.T) exposition {
 	t.Helper()
@@ -443,6 +443,10 @@ func scrapeRunningFloodgate(t *testing.T) exposition {
 		if err != nil || resp.Allowed != want {
 			t.Fatalf("Check %d: %v %v, want allowed=%v", i, resp, err, want)
 		}
+	}
+	// A settlement past the debt's bound: both settle series exist.
+	if resp, err := check.Settle(ctx, &floodgatev1.SettleRequest{Key: "s", Actual: 10, IdempotencyKey: "obs-1", Source: &floodgatev1.SettleRequest_Policy{Policy: "obs_pol"}}); err != nil || resp.Unrecorded == 0 {
+		t.Fatalf("Settle: %v %v, want some units unrecorded", resp, err)
 	}
 	envoy := rlsv3.NewRateLimitServiceClient(conn)
 	desc := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}

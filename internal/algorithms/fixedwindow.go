@@ -1,19 +1,5 @@
 package algorithms
 
-// decideFixedWindow counts in windows aligned to the Unix epoch: window
-// ⌊now / Period⌋ admits Requests. Two full windows can pass back to back
-// across an edge; it exists for envoyproxy/ratelimit compatibility.
-//
-// The state holds the window's start in Unix ms, not its index: a start
-// that is not a multiple of the period comes from another period (the
-// limit was reconfigured) and counts as an empty window, where an index
-// from another period would read as a window far in the future.
-//
-// Mirrored by store/redisstore/lua/fixed_window.lua.
-func decideFixedWindow(l Limit, s State, now, cost int64) (State, Decision) {
-	return fixedWindow(l, s, now, cost, false)
-}
-
 // fixedCount is the count of the window now falls in and its start. A
 // count above Requests (a debt) is carried into the windows after it,
 // Requests repaid a window.
@@ -36,6 +22,17 @@ func fixedCount(l Limit, s State, now int64) (count, start int64) {
 	return min(count, 2*l.Requests), start
 }
 
+// fixedWindow counts in windows aligned to the Unix epoch: window
+// ⌊now / Period⌋ admits Requests. Two full windows can pass back to back
+// across an edge; it exists for envoyproxy/ratelimit compatibility.
+//
+// The state holds the window's start in Unix ms, not its index: a start
+// that is not a multiple of the period comes from another period (the
+// limit was reconfigured) and counts as an empty window, where an index
+// from another period would read as a window far in the future.
+//
+// Mirrored by store/redisstore/lua/fixed_window.lua.
+//
 // fixedWindow decides cost; with debt, a positive cost is charged even
 // when it does not fit, up to 2 × Requests in the window (Debt).
 func fixedWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision) {

@@ -248,7 +248,7 @@ func Decide(l Limit, s State, now time.Time, cost int64) (State, Decision) {
 // DecideMs is Decide with now in Unix milliseconds, the unit the Lua twins
 // use.
 func DecideMs(l Limit, s State, nowMs, cost int64) (State, Decision) {
-	return DecideMode(l, s, nowMs, cost, 0)
+	return decide(l, s, nowMs, cost, 0)
 }
 
 // ms converts milliseconds to a Duration.

@@ -89,13 +89,13 @@ func decide(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 	}
 	switch l.Algorithm {
 	case TokenBucket:
-		return decideTokenBucket(l, s, nowMs, cost)
+		return tokenBucket(l, s, nowMs, cost, false)
 	case SlidingWindow:
-		return decideSlidingWindow(l, s, nowMs, cost)
+		return slidingWindow(l, s, nowMs, cost, false)
 	case SlidingWindowLog:
 		return decideSlidingLog(l, s, nowMs, cost)
 	case FixedWindow:
-		return decideFixedWindow(l, s, nowMs, cost)
+		return fixedWindow(l, s, nowMs, cost, false)
 	case LeakyBucket:
 		return decideLeakyBucket(l, s, nowMs, cost, m)
 	}

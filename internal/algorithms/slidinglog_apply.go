@@ -19,7 +19,7 @@ import "time"
 // l must be valid (Validate).
 func ApplyMs(l Limit, s *State, nowMs, cost int64, u *Undo) Decision {
 	if l.Algorithm != SlidingWindowLog || cost > l.Capacity() {
-		next, d := DecideMs(l, *s, nowMs, cost)
+		next, d := decide(l, *s, nowMs, cost, 0)
 		*s = next
 		return d
 	}
@@ -36,7 +36,7 @@ func ApplyMs(l Limit, s *State, nowMs, cost int64, u *Undo) Decision {
 // run, or for a request that must not charge).
 func EvaluateMs(l Limit, s State, nowMs, cost int64) Decision {
 	if l.Algorithm != SlidingWindowLog || cost > l.Capacity() {
-		_, d := DecideMs(l, s, nowMs, cost)
+		_, d := decide(l, s, nowMs, cost, 0)
 		return d
 	}
 	return planSlidingLog(l, s, nowMs, max(cost, -l.Capacity())).d

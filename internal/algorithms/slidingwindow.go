@@ -1,24 +1,5 @@
 package algorithms
 
-// decideSlidingWindow is the sliding-window counter. Windows are aligned to
-// ⌊now / W⌋; the estimate is curr + prev × (W − now mod W) / W, and a cost
-// is admitted iff estimate + cost <= Requests. All sums are kept multiplied
-// by W so they stay integers.
-//
-// RetryAfter is the smallest wait after which the same cost fits: first
-// while the previous window decays inside the current one, else after the
-// roll into the next window, where curr becomes prev and starts decaying.
-//
-// The state holds the current window's start in Unix ms, not its index: a
-// start that is not a multiple of the period comes from another period
-// (the limit was reconfigured) and counts as empty, where an index from
-// another period would read as a window far in the future.
-//
-// Mirrored by store/redisstore/lua/sliding_window.lua.
-func decideSlidingWindow(l Limit, s State, now, cost int64) (State, Decision) {
-	return slidingWindow(l, s, now, cost, false)
-}
-
 // slidingCounts is the counts of the window now falls in and of the one
 // before, and the window's start. A count above Requests (a debt) is
 // carried into the windows after it, Requests repaid a window: the
@@ -46,6 +27,22 @@ func slidingCounts(l Limit, s State, now int64) (curr, prev, start int64) {
 	return min(curr, 2*r), min(prev, 2*r), start
 }
 
+// slidingWindow is the sliding-window counter. Windows are aligned to
+// ⌊now / W⌋; the estimate is curr + prev × (W − now mod W) / W, and a cost
+// is admitted iff estimate + cost <= Requests. All sums are kept multiplied
+// by W so they stay integers.
+//
+// RetryAfter is the smallest wait after which the same cost fits: first
+// while the previous window decays inside the current one, else after the
+// roll into the next window, where curr becomes prev and starts decaying.
+//
+// The state holds the current window's start in Unix ms, not its index: a
+// start that is not a multiple of the period comes from another period
+// (the limit was reconfigured) and counts as empty, where an index from
+// another period would read as a window far in the future.
+//
+// Mirrored by store/redisstore/lua/sliding_window.lua.
+//
 // slidingWindow decides cost; with debt, a positive cost is charged even
 // when it does not fit, up to an estimate of 2 × Requests (Debt).
 func slidingWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision) {

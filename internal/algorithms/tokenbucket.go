@@ -8,26 +8,18 @@ func tokenScale(requests, periodMs int64) (perMs, scale int64) {
 	return requests / g, periodMs / g
 }
 
-// decideTokenBucket is the token bucket: a capacity of Burst tokens refilled
-// at Requests per Period. Tokens are counted in scaled units (scale units a
-// token, perMs units gained each millisecond), so refills never round.
-//
-// Mirrored by store/redisstore/lua/token_bucket.lua.
-func decideTokenBucket(l Limit, s State, now, cost int64) (State, Decision) {
-	return tokenBucket(l, s, now, cost, false)
-}
-
 // tokensAt is the scaled tokens of s refilled up to now (below zero when
 // the key is in debt).
 func tokensAt(l Limit, s State, now int64) int64 {
-	tokens, _ := refill(l, s, now)
+	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+	tokens, _ := refill(l, s, now, perMs, scale)
 	return tokens
 }
 
 // refill is the scaled tokens of s refilled up to now, and the time they
-// stand at (now, or the last refill if the clock went back).
-func refill(l Limit, s State, now int64) (tokens, last int64) {
-	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+// stand at (now, or the last refill if the clock went back); perMs and
+// scale are tokenScale's for l.
+func refill(l Limit, s State, now, perMs, scale int64) (tokens, last int64) {
 	capacity := l.Capacity()
 	full := capacity * scale
 	tokens, last = s.A, s.B
@@ -48,13 +40,19 @@ func refill(l Limit, s State, now int64) (tokens, last int64) {
 	return min(tokens, full), last
 }
 
+// tokenBucket is the token bucket: a capacity of Burst tokens refilled
+// at Requests per Period. Tokens are counted in scaled units (scale units a
+// token, perMs units gained each millisecond), so refills never round.
+//
+// Mirrored by store/redisstore/lua/token_bucket.lua.
+//
 // tokenBucket decides cost; with debt, a positive cost is charged even
 // when it does not fit, down to -capacity tokens (Debt).
 func tokenBucket(l Limit, s State, now, cost int64, debt bool) (State, Decision) {
 	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
 	capacity := l.Capacity()
 	full := capacity * scale
-	tokens, last := refill(l, s, now)
+	tokens, last := refill(l, s, now, perMs, scale)
 	// When the clock went back, the bucket stands at last; every wait is
 	// measured from now, so it includes the lag.
 	lag := last - now

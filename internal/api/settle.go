@@ -11,6 +11,7 @@ import (
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/algorithms"
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/store"
 )
 
@@ -45,14 +46,33 @@ func (r *RateLimiter) Settle(ctx context.Context, req *floodgatev1.SettleRequest
 	case err == nil:
 		r.failures.OK(ctx, now)
 	case errors.Is(err, store.ErrSettleConflict):
+		r.observeSettle(s, observability.SettleConflict, 0)
 		return nil, toStatus(ctx, r.log, invalidf("idempotency_key", "already settled with other numbers (reserved, actual): an idempotency key names one settlement"))
 	case ctx.Err() != nil || errors.Is(err, store.ErrInvalid):
 		return nil, toStatus(ctx, r.log, err)
 	default:
 		r.failures.Failed(ctx, now, err)
+		r.observeSettle(s, observability.SettleDegraded, 0)
 		return &floodgatev1.SettleResponse{Limit: s.Limit.Capacity(), Degraded: true}, nil
 	}
+	result := observability.SettleEven
+	switch delta := s.Delta(); {
+	case res.Duplicate:
+		result = observability.SettleDuplicate
+	case delta > 0:
+		result = observability.SettleDebt
+	case delta < 0:
+		result = observability.SettleRefund
+	}
+	r.observeSettle(s, result, res.Decision.Unrecorded)
 	return settleResponse(res), nil
+}
+
+// observeSettle counts a settlement when metrics are on.
+func (r *RateLimiter) observeSettle(s store.Settlement, result string, unrecorded int64) {
+	if r.metrics != nil {
+		r.metrics.ObserveSettle(r.api, s.Limit.Algorithm, result, unrecorded)
+	}
 }
 
 // resolveSettle validates a settlement and finds its limit, naming the

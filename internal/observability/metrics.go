@@ -117,6 +117,7 @@ type Metrics struct {
 	configReloads *prometheus.CounterVec
 	breakerState  prometheus.Gauge
 	buildInfo     *prometheus.GaugeVec
+	settle        settleMetrics
 
 	grpc     *grpcprom.ServerMetrics
 	gatherer prometheus.Gatherer
@@ -187,6 +188,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "floodgate_build_info",
 			Help: "Always 1; the version label says which floodgate is running.",
 		}, []string{"version"}),
+		settle: newSettleMetrics(),
 		grpc: grpcprom.NewServerMetrics(
 			grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(grpcDurationBuckets)),
 		),
@@ -200,6 +202,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.decisions, m.nearLimit, m.storeDuration, m.storeErrors, m.storeBatch,
 		m.denyCacheHits, m.configReloads, m.breakerState, m.buildInfo, m.grpc,
 	}
+	collectors = append(collectors, m.settle.collectors()...)
 	if reg == nil {
 		r := prometheus.NewRegistry()
 		reg = r

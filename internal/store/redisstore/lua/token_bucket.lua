@@ -1,4 +1,4 @@
--- token_bucket.lua: the token bucket, mirroring decideTokenBucket and
+-- token_bucket.lua: the token bucket, mirroring tokenBucket, refill and
 -- tokenScale in algorithms/tokenbucket.go line by line.
 --
 -- token_bucket(requests, period_ms, burst, a, b, c, now_ms, cost, debt)

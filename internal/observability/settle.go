@@ -1,0 +1,51 @@
+package observability
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate/floodgate/internal/algorithms"
+)
+
+// The results of a settlement (floodgate_settlements_total).
+const (
+	SettleDebt      = "debt"      // actual above reserved: charged as debt
+	SettleRefund    = "refund"    // actual below reserved: the rest given back
+	SettleEven      = "even"      // actual equal to reserved: nothing to charge
+	SettleDuplicate = "duplicate" // a retry of a settlement already made: nothing charged
+	SettleConflict  = "conflict"  // the idempotency key was used with other numbers: refused
+	SettleDegraded  = "degraded"  // the store could not settle: the caller retries
+)
+
+// settleMetrics count settlements (RateLimiter/Settle, POST /v1/settle).
+type settleMetrics struct {
+	settlements *prometheus.CounterVec
+	unrecorded  *prometheus.CounterVec
+}
+
+func newSettleMetrics() settleMetrics {
+	return settleMetrics{
+		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_settlements_total",
+			Help: "Settlements of usage known afterwards by front door (api), algorithm and result (debt, refund, even, duplicate, conflict, degraded).",
+		}, []string{"api", "algorithm", "result"}),
+		unrecorded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_settle_unrecorded_units_total",
+			Help: "Units of settled usage not recorded because the key's debt reached its bound (one capacity), by front door and algorithm.",
+		}, []string{"api", "algorithm"}),
+	}
+}
+
+func (s settleMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.settlements, s.unrecorded}
+}
+
+// ObserveSettle counts one settlement of api (APICheck or APIHTTP) on a
+// limit of algorithm alg with result (one of the Settle constants), and
+// the units it could not record.
+func (m *Metrics) ObserveSettle(api string, alg algorithms.Algorithm, result string, unrecorded int64) {
+	a := alg.String()
+	m.settle.settlements.WithLabelValues(api, a, result).Inc()
+	if unrecorded > 0 {
+		m.settle.unrecorded.WithLabelValues(api, a).Add(float64(unrecorded))
+	}
+}
