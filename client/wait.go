@@ -36,18 +36,31 @@ const giveBackTimeout = 5 * time.Second
 // same way, so it works with any limit; only the leaky bucket spaces the
 // starts exactly.
 //
-// Giving a slot back is a Check of cost -1 (a leaky bucket takes it from
-// the end of its queue); on a floodgate with tokens it needs the refund or
-// admin role, and when it fails the slot simply stays taken (the queue
-// runs one slot later). A degraded answer (Decision.Degraded) that allows
+// Giving a slot back is a Check of cost -1 (-n for WaitN; a leaky bucket
+// takes it from the end of its queue); on a floodgate with tokens it needs
+// the refund or admin role, and when it fails the slot simply stays taken
+// (the queue runs one slot later). A degraded answer (Decision.Degraded) that allows
 // returns nil at once: the failure mode said open. Errors from Check are
 // returned as they are.
 func (c *Client) Wait(ctx context.Context, key string, limit Limit) error {
+	return c.WaitN(ctx, key, limit, 1)
+}
+
+// WaitN is Wait for n slots at once (a batch of n calls to the partner
+// API, or one call that costs n): it blocks until the first of them
+// starts; the next caller's slot comes n slots later, and a give-back
+// returns all n. n must be at least 1; more than the limit's capacity (a
+// leaky bucket's burst, the queue's size) is refused by floodgate
+// (InvalidArgument), since it could never be admitted.
+func (c *Client) WaitN(ctx context.Context, key string, limit Limit, n int64) error {
+	if n < 1 {
+		return fmt.Errorf("floodgate wait: n must be at least 1, got %d", n)
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("floodgate wait: %w", err)
 		}
-		d, err := c.Check(ctx, Request{Key: key, Limit: limit, Cost: 1})
+		d, err := c.Check(ctx, Request{Key: key, Limit: limit, Cost: n})
 		if err != nil {
 			return err
 		}
@@ -67,11 +80,11 @@ func (c *Client) Wait(ctx context.Context, key string, limit Limit) error {
 			return nil
 		}
 		if tooLate(ctx, d.Wait) {
-			c.giveBack(ctx, key, limit)
+			c.giveBack(ctx, key, limit, n)
 			return fmt.Errorf("floodgate wait: the slot starts in %v: %w", d.Wait, ErrWaitTooLong)
 		}
 		if err := sleep(ctx, d.Wait); err != nil {
-			c.giveBack(ctx, key, limit)
+			c.giveBack(ctx, key, limit, n)
 			return fmt.Errorf("floodgate wait: %w", err)
 		}
 		return nil
@@ -96,14 +109,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// giveBack returns the slot Wait took (a check of cost -1), even when ctx
+// giveBack returns the n slots Wait took (a check of cost -n), even when ctx
 // has ended; best effort.
-func (c *Client) giveBack(ctx context.Context, key string, limit Limit) {
+func (c *Client) giveBack(ctx context.Context, key string, limit Limit, n int64) {
 	ctx = context.WithoutCancel(ctx)
 	if c.timeout <= 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, giveBackTimeout)
 		defer cancel()
 	}
-	_, _ = c.Check(ctx, Request{Key: key, Limit: limit, Cost: -1})
+	_, _ = c.Check(ctx, Request{Key: key, Limit: limit, Cost: -n})
 }

@@ -132,3 +132,31 @@ func TestWaitFullQueue(t *testing.T) {
 		t.Fatal("Wait did not return after a place freed")
 	}
 }
+
+// TestWaitN: n slots at once; the next caller's slot comes n slots later,
+// and a give-back on the deadline returns all n.
+func TestWaitN(t *testing.T) {
+	addr, _ := floodgatetest.Start(t, nil)
+	c := floodgatetest.Dial(t, addr)
+	ctx := context.Background()
+	if err := c.WaitN(ctx, "batch", leaky20, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := peekWait(t, c, "batch"); got != 150*time.Millisecond {
+		t.Fatalf("after WaitN(3) the next slot is in %v, want 150ms", got)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := c.WaitN(short, "batch", leaky20, 4); !errors.Is(err, client.ErrWaitTooLong) {
+		t.Fatalf("WaitN(4) past the deadline: %v, want ErrWaitTooLong", err)
+	}
+	if got := peekWait(t, c, "batch"); got != 150*time.Millisecond {
+		t.Errorf("after the give-back the next slot is in %v, want 150ms again", got)
+	}
+	if err := c.WaitN(ctx, "batch", leaky20, 0); err == nil {
+		t.Error("WaitN(0) was accepted")
+	}
+	if err := c.WaitN(ctx, "batch", leaky20, 21); err == nil {
+		t.Error("WaitN above the queue's size was accepted")
+	}
+}
