@@ -74,20 +74,32 @@ type checkFlags struct {
 }
 
 func (f *checkFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "floodgate's gRPC address")
-	fs.StringVar(&f.key, "key", "", "the key to check, e.g. user:42 (required)")
-	fs.StringVar(&f.limit, "limit", "", "inline limit REQUESTS/PERIOD, e.g. 10/1m or 10000/calendar_month (this or --policy)")
-	fs.StringVar(&f.timeZone, "time-zone", "", "IANA time zone of a calendar --limit, e.g. Asia/Jakarta (default UTC)")
-	fs.StringVar(&f.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket (default token_bucket with --limit; a policy's own with --policy)")
-	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity, or leaky bucket queue size; 0 means the limit's requests")
-	fs.StringVar(&f.policy, "policy", "", "a policy name from the server's config, instead of --limit")
+	f.registerTarget(fs, "the key to check, e.g. user:42 (required)", "inline limit REQUESTS/PERIOD, e.g. 10/1m or 10000/calendar_month (this or --policy)")
+	f.registerConn(fs, "bound on each call", "bearer token sent as authorization metadata (needs TLS unless --addr is loopback)")
 	fs.Int64Var(&f.cost, "cost", 1, "units each attempt spends")
 	fs.IntVar(&f.repeat, "repeat", 1, "how many attempts to make")
 	fs.DurationVar(&f.interval, "interval", 0, "pause between attempts")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per attempt instead of a table")
 	fs.BoolVar(&f.failOnDeny, "fail-on-deny", false, "exit 3 if any attempt was denied (for scripts)")
-	fs.DurationVar(&f.timeout, "timeout", time.Second, "bound on each call")
-	fs.StringVar(&f.token, "token", "", "bearer token sent as authorization metadata (needs TLS unless --addr is loopback)")
+}
+
+// registerTarget registers the flags that name a key and its limit,
+// shared by check and settle (keyUsage and limitUsage say what for).
+func (f *checkFlags) registerTarget(fs *flag.FlagSet, keyUsage, limitUsage string) {
+	fs.StringVar(&f.key, "key", "", keyUsage)
+	fs.StringVar(&f.limit, "limit", "", limitUsage)
+	fs.StringVar(&f.timeZone, "time-zone", "", "IANA time zone of a calendar --limit, e.g. Asia/Jakarta (default UTC)")
+	fs.StringVar(&f.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket (default token_bucket with --limit; a policy's own with --policy)")
+	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity, or leaky bucket queue size; 0 means the limit's requests")
+	fs.StringVar(&f.policy, "policy", "", "a policy name from the server's config, instead of --limit")
+}
+
+// registerConn registers the flags of the connection to floodgate,
+// shared by check and settle.
+func (f *checkFlags) registerConn(fs *flag.FlagSet, timeoutUsage, tokenUsage string) {
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "floodgate's gRPC address")
+	fs.DurationVar(&f.timeout, "timeout", time.Second, timeoutUsage)
+	fs.StringVar(&f.token, "token", "", tokenUsage)
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the server against the system roots (or --tls-ca)")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of CA certificates to verify the server; implies --tls")
 	fs.StringVar(&f.tlsName, "tls-server-name", "", "server name to verify instead of --addr's host; implies --tls")

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/internal/durfmt"
@@ -40,24 +39,12 @@ type settleFlags struct {
 }
 
 func (f *settleFlags) register(fs *flag.FlagSet) {
-	c := &f.checkFlags
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:8081", "floodgate's gRPC address")
-	fs.StringVar(&c.key, "key", "", "the key to settle, e.g. tenant:42 (required)")
-	fs.StringVar(&c.limit, "limit", "", "inline limit REQUESTS/PERIOD, e.g. 1000/1m, as the reserving check's (this or --policy)")
-	fs.StringVar(&c.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log or fixed_window (default token_bucket with --limit; a policy's own with --policy)")
-	fs.Int64Var(&c.burst, "burst", 0, "token bucket capacity; 0 means the limit's requests")
-	fs.StringVar(&c.policy, "policy", "", "a policy name from the server's config, instead of --limit")
+	f.registerTarget(fs, "the key to settle, e.g. tenant:42 (required)", "inline limit REQUESTS/PERIOD, e.g. 1000/1m, as the reserving check's (this or --policy)")
+	f.registerConn(fs, "bound on the call", "bearer token sent as authorization metadata (needs TLS unless --addr is loopback; a refund needs the refund role)")
 	fs.Int64Var(&f.reserved, "reserved", 0, "units the earlier check charged for this work (0: nothing reserved)")
 	fs.Int64Var(&f.actual, "actual", 0, "units actually used (required, >= 0)")
 	fs.StringVar(&f.idempotencyKey, "idempotency-key", "", "names this settlement, 1-128 bytes: a retry with it charges nothing again (default: a random one, printed)")
-	fs.BoolVar(&c.json, "json", false, "print one JSON object instead of a table")
-	fs.DurationVar(&c.timeout, "timeout", time.Second, "bound on the call")
-	fs.StringVar(&c.token, "token", "", "bearer token sent as authorization metadata (needs TLS unless --addr is loopback; a refund needs the refund role)")
-	fs.BoolVar(&c.tls, "tls", false, "connect with TLS, verifying the server against the system roots (or --tls-ca)")
-	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM file of CA certificates to verify the server; implies --tls")
-	fs.StringVar(&c.tlsName, "tls-server-name", "", "server name to verify instead of --addr's host; implies --tls")
-	fs.StringVar(&c.tlsCert, "tls-client-cert", "", "PEM client certificate for mTLS (with --tls-client-key); implies --tls")
-	fs.StringVar(&c.tlsKey, "tls-client-key", "", "PEM client key for mTLS; implies --tls")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of a table")
 }
 
 // settleRow is the answer, as printed with --json.

@@ -53,3 +53,24 @@ func TestSettleCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleCalendarAndLeaky: settle takes the same limit flags as check,
+// --time-zone for a calendar quota and a leaky bucket's --algorithm
+// included (they were missing from settle's copy of check's flags).
+func TestSettleCalendarAndLeaky(t *testing.T) {
+	addr := startCheckServer(t, memstore.New(memstore.Config{}))
+	for _, tc := range []struct {
+		limit []string
+		debt  int64
+	}{
+		{[]string{"--limit", "100/calendar_month", "--time-zone", "Asia/Jakarta"}, 20},
+		{[]string{"--limit", "100/1m", "--algorithm", "leaky_bucket", "--burst", "100"}, 20},
+	} {
+		args := append([]string{"settle", "--addr", addr, "--key", "k" + tc.limit[1], "--actual", "120", "--idempotency-key", "i", "--json"}, tc.limit...)
+		code, out, errOut := runCLI(args, nil)
+		var row settleRow
+		if code != 0 || json.Unmarshal([]byte(out), &row) != nil || row.Debt != tc.debt || row.Limit != 100 {
+			t.Errorf("%v: exit %d, %q %q; want debt %d of a limit of 100", tc.limit, code, out, errOut, tc.debt)
+		}
+	}
+}
