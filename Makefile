@@ -47,7 +47,7 @@ fmt: ## gofmt the tree
 
 bench: ## run the Go benchmarks (algorithms, stores, matching, handlers)
 	bash scripts/ensure-redis.sh
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./internal/algorithms/ ./internal/store/... ./internal/api/ ./internal/httpapi/ ./internal/rlqs/ ./internal/server/
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./algorithms/ ./store/... ./server/...
 
 loadtest: build ## whole-service load tests (embedded store, a redis-server and a 3-master cluster it starts) -> tables for bench/RESULTS.md and docs/capacity.md
 	bash scripts/ensure-redis.sh

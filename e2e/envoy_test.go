@@ -3,8 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/floodgate/floodgate/internal/store/heartbeat"
-	"github.com/floodgate/floodgate/internal/store/redisstore"
+	"github.com/floodgate/floodgate/internal/heartbeat"
+	"github.com/floodgate/floodgate/store/redisstore"
 	"github.com/redis/go-redis/v9"
 	"os"
 	"path/filepath"

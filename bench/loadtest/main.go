@@ -35,7 +35,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/loadgen"
 )
 

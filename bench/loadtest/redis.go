@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
-	"github.com/floodgate/floodgate/internal/store/redisstore"
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // redisStats is what one Redis node's INFO says at one moment.

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/loadgen"
 )
 

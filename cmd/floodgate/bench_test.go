@@ -26,11 +26,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/loadgen"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 type benchConfigSource struct{ c *rules.Set }
@@ -42,7 +41,7 @@ func (s benchConfigSource) Current() *rules.Set { return s.c }
 // rules.
 func benchServer(t *testing.T, cfgYAML string, s server.GRPCSettings) string {
 	t.Helper()
-	var src api.RuleSource
+	var src server.RuleSource
 	if cfgYAML != "" {
 		cfg, err := rules.Parse("bench.yaml", []byte(cfgYAML))
 		if err != nil {
@@ -53,8 +52,8 @@ func benchServer(t *testing.T, cfgYAML string, s server.GRPCSettings) string {
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	srv, _ := server.NewGRPCServer(
-		api.NewRateLimiter(st, api.Settings{Rules: src}),
-		api.NewEnvoy(st, api.EnvoySettings{Rules: src}), s)
+		server.NewRateLimiter(st, server.Settings{Rules: src}),
+		server.NewEnvoy(st, server.EnvoySettings{Rules: src}), s)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

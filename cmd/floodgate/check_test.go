@@ -17,12 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
-	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store"
-	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 // `go test ./cmd/floodgate -run TestCheckGolden -update` rewrites the
@@ -58,7 +57,7 @@ func startCheckServer(t *testing.T, st store.Store) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl := api.NewRateLimiter(st, api.Settings{
+	rl := server.NewRateLimiter(st, server.Settings{
 		Rules:  policies{cfg},
 		Clock:  func() time.Time { return checkEpoch },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

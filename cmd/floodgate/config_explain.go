@@ -11,11 +11,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store/redisstore"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 const explainSynopsis = `Says why a request is limited, offline: for each descriptor of a request to

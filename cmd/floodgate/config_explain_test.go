@@ -56,7 +56,7 @@ func runExplain(t *testing.T, args ...string) (string, string, error) {
 }
 
 // storeKey is the key the Envoy API would use for entries, built the way
-// internal/api does, from the config itself.
+// the server does, from the config itself.
 func storeKey(t *testing.T, path string, entries ...rules.Entry) (string, *rules.Limit) {
 	t.Helper()
 	cfg, err := rules.Load(path)

@@ -15,14 +15,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	grpchealth "google.golang.org/grpc/health"
 
-	"github.com/floodgate/floodgate/internal/api"
-	"github.com/floodgate/floodgate/internal/rlqs"
+	"github.com/floodgate/floodgate/internal/denycache"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store"
-	"github.com/floodgate/floodgate/internal/store/denycache"
-	"github.com/floodgate/floodgate/internal/store/memstore"
-	"github.com/floodgate/floodgate/internal/store/redisstore"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/server/rlqs"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // serveFlags are the settings of `floodgate serve`.
@@ -90,7 +89,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store, and failure_mode local's memory on Redis: most keys kept at once (the nearest-to-full are evicted first)")
 	fs.Int64Var(&f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store (and failure_mode local's memory): most memory its keys take, by its own accounting (evicts like --memory-max-keys; at least 1 MiB)")
 	fs.DurationVar(&f.settleWindow, "settle-window", store.DefaultSettleWindow, "Settle: how long a settlement's idempotency_key is remembered, so a retry within it charges nothing again (a record per settlement: in Redis a key with this TTL; in the embedded store an entry counted in --memory-max-keys/--memory-max-bytes)")
-	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", api.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
+	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", server.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
 	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded), closed (deny) or local (each replica enforces its share of the limit in memory: see --replicas)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug (request logs), info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -212,7 +211,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer func() { cancel(); stopXDS() }()
-	var cfg api.RuleSource // nil without rules: inline limits only
+	var cfg server.RuleSource // nil without rules: inline limits only
 	if f.configPath != "" || f.xds.server != "" {
 		cfg = live
 	}

@@ -9,13 +9,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/auth"
-	"github.com/floodgate/floodgate/internal/httpapi"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store"
 	"github.com/floodgate/floodgate/internal/tracing"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/server/httpapi"
+	"github.com/floodgate/floodgate/store"
 )
 
 // adminServer is the admin HTTP server and the listener it serves.
@@ -27,7 +26,7 @@ type adminServer struct {
 // buildAdmin listens on --http-addr and builds the admin HTTP server
 // (health, readiness, metrics, pprof, the HTTP/JSON API, /debug/config);
 // nil when --http-addr is empty.
-func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, tr *tracing.Tracing, reg prometheus.Registerer, metrics *observability.Metrics, draining *atomic.Bool) (*adminServer, error) {
+func buildAdmin(f serveFlags, st store.Store, s server.Settings, tokens *auth.TokenAuth, tr *tracing.Tracing, reg prometheus.Registerer, metrics *observability.Metrics, draining *atomic.Bool) (*adminServer, error) {
 	if f.httpAddr == "" {
 		return nil, nil
 	}
@@ -52,7 +51,7 @@ func buildAdmin(f serveFlags, st store.Store, s api.Settings, tokens *auth.Token
 // httpAPI is the HTTP/JSON API (nil with --http-api=false): a
 // RateLimiter like the gRPC one, on the same store and config, whose
 // decisions the metrics count under api="http", traced like gRPC calls.
-func httpAPI(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAuth, tr *tracing.Tracing, reg prometheus.Registerer) http.Handler {
+func httpAPI(f serveFlags, st store.Store, s server.Settings, tokens *auth.TokenAuth, tr *tracing.Tracing, reg prometheus.Registerer) http.Handler {
 	if !f.httpAPI {
 		return nil
 	}
@@ -68,5 +67,5 @@ func httpAPI(f serveFlags, st store.Store, s api.Settings, tokens *auth.TokenAut
 	if tokens != nil {
 		hs.Auth = tokens
 	}
-	return tr.HTTPHandler(httpapi.New(api.NewRateLimiter(st, s), hs))
+	return tr.HTTPHandler(httpapi.New(server.NewRateLimiter(st, s), hs))
 }

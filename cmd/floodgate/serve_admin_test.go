@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/server"
 )
 
 // TestAdminDebugConfigWiring: serve's admin server has /debug/config on
@@ -58,7 +58,7 @@ func TestAdminDebugConfigWiring(t *testing.T) {
 			defer st.Close()
 			reg, metrics := newMetrics()
 			var draining atomic.Bool
-			admin, err := buildAdmin(f, st, api.Settings{Rules: policies{cfg}}, tc.tokens, nil, reg, metrics, &draining)
+			admin, err := buildAdmin(f, st, server.Settings{Rules: policies{cfg}}, tc.tokens, nil, reg, metrics, &draining)
 			if err != nil {
 				t.Fatal(err)
 			}

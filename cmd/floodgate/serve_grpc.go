@@ -10,15 +10,14 @@ import (
 	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
 
-	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/rlqs"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store"
-	"github.com/floodgate/floodgate/internal/store/localshare"
 	"github.com/floodgate/floodgate/internal/tracing"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/server/rlqs"
+	"github.com/floodgate/floodgate/store"
 )
 
 // grpcPipeline is what every gRPC call passes through before a service:
@@ -79,17 +78,17 @@ func buildGRPCPipeline(ctx context.Context, f serveFlags, limits server.Transpor
 // decisionAPIs are the two decision services on the store; settings are
 // the RateLimiter's, which the HTTP/JSON API reuses.
 type decisionAPIs struct {
-	settings    api.Settings
-	rateLimiter *api.RateLimiter
-	envoy       *api.Envoy
+	settings    server.Settings
+	rateLimiter *server.RateLimiter
+	envoy       *server.Envoy
 }
 
 // buildAPIs builds floodgate.v1.RateLimiter and Envoy's ShouldRateLimit
 // on st, with the rules of cfg (nil: inline limits only) and one local
 // share for failure_mode local; tracer (nil: tracing off) starts their
 // spans.
-func buildAPIs(f serveFlags, st store.Store, cfg api.RuleSource, failureMode rules.FailureMode, local *localshare.Share, log *slog.Logger, metrics *observability.Metrics, tracer trace.Tracer) decisionAPIs {
-	s := api.Settings{
+func buildAPIs(f serveFlags, st store.Store, cfg server.RuleSource, failureMode rules.FailureMode, local *localshare.Share, log *slog.Logger, metrics *observability.Metrics, tracer trace.Tracer) decisionAPIs {
+	s := server.Settings{
 		Rules:       cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
@@ -99,7 +98,7 @@ func buildAPIs(f serveFlags, st store.Store, cfg api.RuleSource, failureMode rul
 		Tracer:      tracer,
 		TraceValues: f.traceValues,
 	}
-	envoy := api.NewEnvoy(st, api.EnvoySettings{
+	envoy := server.NewEnvoy(st, server.EnvoySettings{
 		Rules:       cfg,
 		MaxKeyBytes: f.maxKeyBytes,
 		FailureMode: failureMode,
@@ -114,7 +113,7 @@ func buildAPIs(f serveFlags, st store.Store, cfg api.RuleSource, failureMode rul
 
 		DetailedMetricSeries: f.detailSeries, // opt-in: request values in metric labels
 	})
-	return decisionAPIs{settings: s, rateLimiter: api.NewRateLimiter(st, s), envoy: envoy}
+	return decisionAPIs{settings: s, rateLimiter: server.NewRateLimiter(st, s), envoy: envoy}
 }
 
 // buildGRPC builds the gRPC server of the APIs and the quota service

@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/floodgate/floodgate/internal/store/heartbeat"
-	"github.com/floodgate/floodgate/internal/store/localshare"
-	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/internal/heartbeat"
+	"github.com/floodgate/floodgate/internal/localshare"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 // localFlags are the settings of failure_mode local.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/store/heartbeat"
+	"github.com/floodgate/floodgate/internal/heartbeat"
 )
 
 func TestLocalFlags(t *testing.T) {

@@ -10,10 +10,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate/floodgate/internal/rlqs"
-	"github.com/floodgate/floodgate/internal/store"
-	"github.com/floodgate/floodgate/internal/store/memstore"
-	"github.com/floodgate/floodgate/internal/store/redisstore"
+	"github.com/floodgate/floodgate/server/rlqs"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // quotaFlags are the Rate Limit Quota Service's settings of serve.

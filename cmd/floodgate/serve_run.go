@@ -21,8 +21,8 @@ import (
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/filewatch"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/rlqs"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/server/rlqs"
 )
 
 // newMetrics is the process' Prometheus registry, with the Go and process

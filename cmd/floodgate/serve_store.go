@@ -12,12 +12,12 @@ import (
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/floodgate/floodgate/internal/breaker"
+	"github.com/floodgate/floodgate/internal/denycache"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/store"
-	"github.com/floodgate/floodgate/internal/store/breaker"
-	"github.com/floodgate/floodgate/internal/store/denycache"
-	"github.com/floodgate/floodgate/internal/store/memstore"
-	"github.com/floodgate/floodgate/internal/store/redisstore"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // buildStore opens the store the flags ask for: the embedded memory store,

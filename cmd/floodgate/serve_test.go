@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 // TestMemoryMaxBytes: --memory-max-bytes (or FLOODGATE_MEMORY_MAX_BYTES)

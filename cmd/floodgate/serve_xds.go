@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/xdsrules"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 // TestSettleCommand: `floodgate settle` charges the usage above the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/simulate"
 )
 

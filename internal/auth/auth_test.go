@@ -23,11 +23,10 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
-	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 // Tokens of the auth tests. Long enough to spot in logs.
@@ -65,7 +64,7 @@ func serveAuth(t testing.TB, a *auth.TokenAuth) *grpc.ClientConn {
 
 // serveAuthWith is serveAuth with, when gated, a Gate checking a's tokens
 // as serve wires it, and envoy, when not nil, served too.
-func serveAuthWith(t testing.TB, a *auth.TokenAuth, gated bool, envoy *api.Envoy) *grpc.ClientConn {
+func serveAuthWith(t testing.TB, a *auth.TokenAuth, gated bool, envoy *server.Envoy) *grpc.ClientConn {
 	t.Helper()
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
@@ -77,7 +76,7 @@ func serveAuthWith(t testing.TB, a *auth.TokenAuth, gated bool, envoy *api.Envoy
 	if envoy != nil {
 		rls = envoy
 	}
-	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{}), rls, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), rls, server.GRPCSettings{
 		Logger:             slog.New(slog.DiscardHandler),
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{a.UnaryInterceptor()},
 		StreamInterceptors: []grpc.StreamServerInterceptor{a.StreamInterceptor()},
@@ -353,7 +352,7 @@ func TestRefundPermission(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			st := memstore.New(memstore.Config{})
 			t.Cleanup(func() { st.Close() })
-			envoy := api.NewEnvoy(st, api.EnvoySettings{Rules: testkit.StaticRules(cfg), NoRefunds: mode.noRefunds, Clock: testkit.NewClock(testkit.T0).Now})
+			envoy := server.NewEnvoy(st, server.EnvoySettings{Rules: testkit.StaticRules(cfg), NoRefunds: mode.noRefunds, Clock: testkit.NewClock(testkit.T0).Now})
 			rls := rlsv3.NewRateLimitServiceClient(serveAuthWith(t, a, mode.gated, envoy))
 			call := func(token string, refund bool) (*rlsv3.RateLimitResponse, error) {
 				ctx, cancel := withAuth("Bearer " + token)

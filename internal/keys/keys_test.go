@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 func TestNamespacesNeverMeet(t *testing.T) {

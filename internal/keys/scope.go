@@ -3,7 +3,7 @@ package keys
 import (
 	"strconv"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // PolicyScope is the store scope of a policy's count: its name, so that a

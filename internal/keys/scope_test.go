@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // TestInlineScope: an inline limit's scope is short, and distinct numbers

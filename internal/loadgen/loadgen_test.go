@@ -18,20 +18,19 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
-	"github.com/floodgate/floodgate/internal/api"
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/loadgen"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store/memstore"
 	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 // startServer runs a floodgate server (embedded store) on a loopback port
 // and returns connections to it. cfgYAML, when not empty, is its rules.
 func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInterface {
 	t.Helper()
-	var src api.RuleSource
+	var src server.RuleSource
 	if cfgYAML != "" {
 		cfg, err := rules.Parse("bench.yaml", []byte(cfgYAML))
 		if err != nil {
@@ -42,8 +41,8 @@ func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInter
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	srv, _ := server.NewGRPCServer(
-		api.NewRateLimiter(st, api.Settings{Rules: src}),
-		api.NewEnvoy(st, api.EnvoySettings{Rules: src}),
+		server.NewRateLimiter(st, server.Settings{Rules: src}),
+		server.NewEnvoy(st, server.EnvoySettings{Rules: src}),
 		server.GRPCSettings{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

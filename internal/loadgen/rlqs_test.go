@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate/floodgate/internal/loadgen"
-	"github.com/floodgate/floodgate/internal/rlqs"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/server/rlqs"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 type fixedConfig struct{ c *rules.Set }

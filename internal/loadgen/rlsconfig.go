@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // RLSConfig is the server config an APIRLS run needs: a YAML file for

@@ -14,15 +14,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
-	"github.com/floodgate/floodgate/internal/store"
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store"
 )
 
 // The api label of floodgate_decisions_total: which front door decided.
 const (
 	APICheck = "check" // floodgate.v1.RateLimiter over gRPC
 	APIEnvoy = "envoy" // envoy.service.ratelimit.v3
-	APIHTTP  = "http"  // floodgate.v1.RateLimiter over HTTP/JSON (internal/httpapi)
+	APIHTTP  = "http"  // floodgate.v1.RateLimiter over HTTP/JSON (server/httpapi)
 )
 
 // The result label of floodgate_decisions_total.

@@ -22,14 +22,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
-	"github.com/floodgate/floodgate/internal/algorithms"
-	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store"
-	"github.com/floodgate/floodgate/internal/store/memstore"
 	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 // scrape GETs h like Prometheus would and parses the text format.
@@ -114,7 +113,7 @@ func TestMetricsScrape(t *testing.T) {
 	// Real gRPC calls through the metrics interceptors.
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{}), nil, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), nil, server.GRPCSettings{
 		Logger:             slog.New(slog.DiscardHandler),
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{m.GRPCUnaryInterceptor()},
 		StreamInterceptors: []grpc.StreamServerInterceptor{m.GRPCStreamInterceptor()},

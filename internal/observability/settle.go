@@ -3,7 +3,7 @@ package observability
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // The results of a settlement (floodgate_settlements_total).

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // Calendar quotas in a rules file: period: calendar_month with a time_zone,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // FailureMode says what a limit does when the store cannot decide.

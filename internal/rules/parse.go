@@ -3,7 +3,7 @@ package rules
 import (
 	"go.yaml.in/yaml/v3"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/zones"
 )
 

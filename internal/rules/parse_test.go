@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 func mustLoad(t testing.TB, path string) *Set {

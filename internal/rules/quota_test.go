@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 const quotaYAML = `domain: api

@@ -8,7 +8,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // TestUnitPeriodMatchesEnvoyEnum pins the unit table to Envoy's proto

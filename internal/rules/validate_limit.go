@@ -7,7 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // This file checks limits: what a policy and a rate_limit share (rate,

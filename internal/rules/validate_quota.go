@@ -1,7 +1,7 @@
 package rules
 
 import (
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/keys"
 	"slices"
 	"strings"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // Bin counts the decisions in one slice of time.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 func edgeResult(t *testing.T, a algorithms.Algorithm) Result {

@@ -3,7 +3,7 @@ package simulate
 import (
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // epochMs is where the virtual clock starts, in Unix ms, before it moves on

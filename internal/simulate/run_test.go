@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 func limitOf(a algorithms.Algorithm, requests int64, period time.Duration) algorithms.Limit {
@@ -76,7 +76,7 @@ func TestEdgeAttack(t *testing.T) {
 }
 
 // TestRunCounts: admitted counts of known patterns under 10/1m, worked
-// out by hand from each algorithm's rule (internal/algorithms/doc.go).
+// out by hand from each algorithm's rule (algorithms/doc.go).
 func TestRunCounts(t *testing.T) {
 	const (
 		tb  = algorithms.TokenBucket

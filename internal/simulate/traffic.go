@@ -1,5 +1,5 @@
 // Package simulate runs a pattern of requests through floodgate's real
-// counting algorithms (internal/algorithms) on a virtual clock, and draws
+// counting algorithms (algorithms) on a virtual clock, and draws
 // what they admitted and denied: a compact text timeline for a terminal and
 // an SVG chart. Nothing here reads a clock or does I/O beyond the writer it
 // is given, and the same input always gives the same bytes.
@@ -16,7 +16,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/algorithms"
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // MaxRequests bounds the requests in one traffic pattern, so that a typo

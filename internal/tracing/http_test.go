@@ -13,9 +13,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/floodgate/floodgate/internal/api"
-	"github.com/floodgate/floodgate/internal/httpapi"
-	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/server/httpapi"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 // serveHTTPAPI serves the HTTP/JSON API behind tr.HTTPHandler.
@@ -23,7 +23,7 @@ func serveHTTPAPI(t *testing.T, tr *Tracing, next func(http.Handler) http.Handle
 	t.Helper()
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	var h http.Handler = httpapi.New(api.NewRateLimiter(st, api.Settings{Tracer: tr.Tracer()}), httpapi.Settings{})
+	var h http.Handler = httpapi.New(server.NewRateLimiter(st, server.Settings{Tracer: tr.Tracer()}), httpapi.Settings{})
 	if next != nil {
 		h = next(h)
 	}

@@ -17,10 +17,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store/memstore"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 const testRules = `domain: edge
@@ -44,9 +43,9 @@ func serveEnvoy(t testing.TB, tr *Tracing) *grpc.ClientConn {
 	}
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	envoy := api.NewEnvoy(st, api.EnvoySettings{Rules: staticRules{cfg}, Tracer: tr.Tracer()})
+	envoy := server.NewEnvoy(st, server.EnvoySettings{Rules: staticRules{cfg}, Tracer: tr.Tracer()})
 	unary, stream := tr.ServerInterceptors()
-	srv, hs := server.NewGRPCServer(api.NewRateLimiter(st, api.Settings{Tracer: tr.Tracer()}), envoy, server.GRPCSettings{TraceUnary: unary, TraceStream: stream})
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{Tracer: tr.Tracer()}), envoy, server.GRPCSettings{TraceUnary: unary, TraceStream: stream})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)

@@ -22,16 +22,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
-	"github.com/floodgate/floodgate/internal/algorithms"
-	"github.com/floodgate/floodgate/internal/api"
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/server"
-	"github.com/floodgate/floodgate/internal/store"
-	"github.com/floodgate/floodgate/internal/store/memstore"
 	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
 )
 
 // T0 is the fixed epoch of the manual clock (testkit's).
@@ -74,8 +73,8 @@ func Parse(t testing.TB, yaml string) *rules.Set {
 }
 
 // settings are a floodgate's settings under r and clock.
-func settings(r RuleSource, clock func() time.Time) api.Settings {
-	s := api.Settings{Clock: clock}
+func settings(r RuleSource, clock func() time.Time) server.Settings {
+	s := server.Settings{Clock: clock}
 	if r != nil {
 		s.Rules = r
 	}
@@ -90,8 +89,8 @@ func Serve(r RuleSource, opts ...grpc.ServerOption) (addr string, stop func(), e
 }
 
 // serveStore serves st under s, and closes it when stopped.
-func serveStore(st store.Store, s api.Settings, opts ...grpc.ServerOption) (addr string, stop func(), err error) {
-	srv, _ := server.NewGRPCServer(api.NewRateLimiter(st, s), nil, server.GRPCSettings{ServerOptions: opts})
+func serveStore(st store.Store, s server.Settings, opts ...grpc.ServerOption) (addr string, stop func(), err error) {
+	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, s), nil, server.GRPCSettings{ServerOptions: opts})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		st.Close()

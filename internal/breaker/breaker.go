@@ -1,0 +1,331 @@
+// Package breaker is a circuit breaker around a store.Store. While the store
+// is known to be down, Decide fails at once with store.ErrUnavailable
+// instead of each call waiting out the store's timeout; a background probe
+// pings the store and closes the circuit as soon as it answers, so
+// decisions recover within one probe interval of the store's return.
+//
+// The circuit opens after Threshold consecutive calls that failed with
+// store.ErrUnavailable. Any success resets the count. Errors that are not
+// the store's fault (the caller's context ending, invalid requests) do not
+// count. While the circuit is closed, a check pings the store every
+// CheckInterval, and a failed ping counts like a failed call: so the
+// circuit (and the health built on OnChange) follows the store even when no
+// traffic comes, instead of learning of an outage from the first callers.
+package breaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultThreshold     = 3
+	DefaultProbeInterval = 100 * time.Millisecond
+	DefaultProbeTimeout  = 250 * time.Millisecond
+	DefaultCheckInterval = 250 * time.Millisecond
+)
+
+// ErrOpen is returned while the circuit is open. It wraps
+// store.ErrUnavailable.
+var ErrOpen = fmt.Errorf("circuit open: %w", store.ErrUnavailable)
+
+// Config tunes a Breaker. The zero value is usable.
+type Config struct {
+	// Threshold is how many consecutive unavailable errors open the
+	// circuit. 0 means DefaultThreshold.
+	Threshold int
+	// ProbeInterval is how often an open circuit pings the store. 0 means
+	// DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds one ping. 0 means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+	// CheckInterval is how often a closed circuit pings the store; a ping
+	// that fails with store.ErrUnavailable counts toward Threshold like a
+	// failed call, a ping that succeeds resets the count. 0 means
+	// DefaultCheckInterval; negative disables the check (the circuit then
+	// learns of an outage only from calls).
+	CheckInterval time.Duration
+	// OnChange, if set, is called when the circuit opens, with true and
+	// the error that opened it (the last of Threshold), and when it
+	// closes, with false and nil (for logs, health and metrics). While the
+	// circuit is open it is called again, with true and the probe's error,
+	// when that error turns from an outage into a misconfiguration
+	// (store.ErrMisconfigured) or back.
+	//
+	// OnChange runs on a goroutine of the Breaker's own, one call at a
+	// time, in the order the transitions happened, and no lock is held
+	// while it runs: a slow OnChange delays only the transitions after it,
+	// never a call or the probe, and OnChange may call Open, Decide, Reset
+	// and Ping (a transition it causes is delivered after it returns). It
+	// must not call Close, which waits for every transition made before it
+	// to be delivered.
+	OnChange func(open bool, cause error)
+}
+
+// Breaker is a store.Store that fails fast while the wrapped store is down.
+type Breaker struct {
+	next     store.Store
+	cfg      Config
+	failures atomic.Int32
+	open     atomic.Bool
+
+	mu      sync.Mutex
+	probing bool
+	closed  chan struct{}
+	wg      sync.WaitGroup // the probe and the check
+
+	// The transitions OnChange has yet to hear, oldest first: appended
+	// under mu where the state changes, delivered by notify.
+	pending  []change // guarded by mu
+	wake     chan struct{}
+	stop     chan struct{} // closed by Close once no transition can come
+	notified chan struct{} // closed when notify has delivered all and exited
+}
+
+// change is one transition for OnChange.
+type change struct {
+	open  bool
+	cause error
+}
+
+var _ store.Store = (*Breaker)(nil)
+
+// New wraps next.
+func New(next store.Store, cfg Config) *Breaker {
+	if cfg.Threshold <= 0 {
+		cfg.Threshold = DefaultThreshold
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = DefaultProbeTimeout
+	}
+	if cfg.CheckInterval == 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
+	b := &Breaker{next: next, cfg: cfg, closed: make(chan struct{})}
+	if cfg.OnChange != nil {
+		b.wake = make(chan struct{}, 1)
+		b.stop = make(chan struct{})
+		b.notified = make(chan struct{})
+		go b.notify()
+	}
+	if cfg.CheckInterval > 0 {
+		b.wg.Add(1)
+		go b.check()
+	}
+	return b
+}
+
+// Open reports whether the circuit is open (the store is known down).
+func (b *Breaker) Open() bool { return b.open.Load() }
+
+// Decide implements store.Store.
+func (b *Breaker) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	if b.open.Load() {
+		return ErrOpen
+	}
+	return b.record(ctx, b.next.Decide(ctx, now, reqs, out))
+}
+
+// Reset implements store.Store.
+func (b *Breaker) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
+	if b.open.Load() {
+		return ErrOpen
+	}
+	return b.record(ctx, b.next.Reset(ctx, alg, key, scopes...))
+}
+
+// Settle implements store.Settler when the wrapped store does, failing
+// fast like Decide while the breaker is open.
+func (b *Breaker) Settle(ctx context.Context, now time.Time, s store.Settlement) (store.SettleResult, error) {
+	st, ok := b.next.(store.Settler)
+	if !ok {
+		return store.SettleResult{}, fmt.Errorf("breaker: settle: %w: %T cannot settle", store.ErrInvalid, b.next)
+	}
+	if b.open.Load() {
+		return store.SettleResult{}, ErrOpen
+	}
+	r, err := st.Settle(ctx, now, s)
+	if errors.Is(err, store.ErrSettleConflict) || errors.Is(err, store.ErrInvalid) {
+		return r, err // an answer about the request, not the store's health
+	}
+	return r, b.record(ctx, err)
+}
+
+// Ping implements store.Store: it asks the store itself, open or not.
+func (b *Breaker) Ping(ctx context.Context) error { return b.next.Ping(ctx) }
+
+// Close stops the probe and the check, waits for OnChange to hear every
+// transition made before, and closes the wrapped store.
+func (b *Breaker) Close() error {
+	b.mu.Lock()
+	select {
+	case <-b.closed:
+		b.mu.Unlock()
+		return nil
+	default:
+		close(b.closed)
+	}
+	b.mu.Unlock()
+	b.wg.Wait() // no transition after this: trip checks closed under mu
+	if b.notified != nil {
+		close(b.stop)
+		<-b.notified
+	}
+	return b.next.Close()
+}
+
+// changed queues a transition for OnChange. b.mu must be held, so the
+// queue's order is the order of the transitions.
+func (b *Breaker) changed(open bool, cause error) {
+	if b.cfg.OnChange == nil {
+		return
+	}
+	b.pending = append(b.pending, change{open, cause})
+	select {
+	case b.wake <- struct{}{}:
+	default: // notify is already due to look
+	}
+}
+
+// notify delivers the queued transitions to OnChange, in order and
+// without b.mu, until Close stops it; then it delivers what is left.
+func (b *Breaker) notify() {
+	defer close(b.notified)
+	for {
+		stopping := false
+		select {
+		case <-b.wake:
+		case <-b.stop:
+			stopping = true
+		}
+		for {
+			b.mu.Lock()
+			batch := b.pending
+			b.pending = nil
+			b.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			for _, c := range batch {
+				b.cfg.OnChange(c.open, c.cause)
+			}
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// record counts err and opens the circuit at the threshold.
+func (b *Breaker) record(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		b.failures.Store(0)
+	case errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil:
+		if int(b.failures.Add(1)) >= b.cfg.Threshold {
+			b.trip(err)
+		}
+	}
+	return err
+}
+
+// trip opens the circuit and starts the probe, once; cause opened it.
+func (b *Breaker) trip(cause error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-b.closed:
+		return
+	default:
+	}
+	if b.probing {
+		return
+	}
+	b.probing = true
+	b.open.Store(true)
+	b.changed(true, cause)
+	b.wg.Add(1)
+	go b.probe(errors.Is(cause, store.ErrMisconfigured))
+}
+
+// probe pings the store every ProbeInterval until it answers, then closes
+// the circuit.
+//
+// misconfigured says whether the cause last reported to OnChange wraps
+// store.ErrMisconfigured; when a failed ping says otherwise (a Redis that
+// went from unreachable to misconfigured), OnChange hears it again.
+func (b *Breaker) probe(misconfigured bool) {
+	defer b.wg.Done()
+	b.every(b.cfg.ProbeInterval, func() bool {
+		err := b.ping()
+		if err == nil {
+			b.mu.Lock()
+			b.failures.Store(0)
+			b.open.Store(false)
+			b.probing = false
+			b.changed(false, nil)
+			b.mu.Unlock()
+			return true
+		}
+		if m := errors.Is(err, store.ErrMisconfigured); m != misconfigured && errors.Is(err, store.ErrUnavailable) {
+			misconfigured = m
+			b.mu.Lock()
+			b.changed(true, err)
+			b.mu.Unlock()
+		}
+		return false
+	})
+}
+
+// check pings the store every CheckInterval while the circuit is closed,
+// counting the answers like calls' (see record), until Close.
+func (b *Breaker) check() {
+	defer b.wg.Done()
+	b.every(b.cfg.CheckInterval, func() bool {
+		if b.open.Load() {
+			return false // the probe pings
+		}
+		_ = b.record(context.Background(), b.ping())
+		return false
+	})
+}
+
+// ping pings the store for at most ProbeTimeout. A ping that outlives that
+// timeout is the store's failure (the breaker's own deadline, not a
+// caller's, ended it), so its error wraps store.ErrUnavailable.
+func (b *Breaker) ping() error {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
+	defer cancel()
+	err := b.next.Ping(ctx)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, store.ErrUnavailable) {
+		err = fmt.Errorf("%w: no answer to a ping within %v: %w", store.ErrUnavailable, b.cfg.ProbeTimeout, err)
+	}
+	return err
+}
+
+// every calls f every interval until Close, or until f returns true.
+func (b *Breaker) every(interval time.Duration, f func() (stop bool)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.closed:
+			return
+		case <-t.C:
+		}
+		if f() {
+			return
+		}
+	}
+}

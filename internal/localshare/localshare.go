@@ -1,0 +1,121 @@
+// Package localshare decides limits in a replica's own memory with its
+// share of each limit: the limits whose failure_mode is local, while the
+// shared store cannot decide.
+//
+// The share of a limit is its requests (and its burst) divided by the
+// number of replicas, rounded down but at least 1, with the same
+// algorithm and period (Scale). When every replica gets its share of the
+// traffic and the replica count is right, the replicas together admit at
+// most the limit per period (at most max(limit, replicas) when the limit
+// is below the count, since every replica admits at least 1). The local
+// counts start empty: what the store admitted before the outage, in the
+// window the outage starts in, is not counted locally.
+package localshare
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
+)
+
+// Share is one replica's local state for failure_mode: local. The zero
+// value is not usable; create it with New. It is safe for concurrent use.
+type Share struct {
+	replicas func() int
+	cfg      memstore.Config
+	mem      atomic.Pointer[memstore.Store] // nil until a local decision, and after Discard
+}
+
+// New returns a Share whose replica count is replicas() (read on every
+// decision; a count below 1 counts as 1). nil replicas means 1: the whole
+// limit is enforced locally. cfg bounds the local memory store, created on
+// the first local decision.
+func New(replicas func() int, cfg memstore.Config) *Share {
+	if replicas == nil {
+		replicas = func() int { return 1 }
+	}
+	return &Share{replicas: replicas, cfg: cfg}
+}
+
+// Replicas is the replica count the shares are computed with: at least 1.
+func (s *Share) Replicas() int { return max(s.replicas(), 1) }
+
+// Decide decides reqs together in the replica's memory, each against its
+// limit's share (Scale); see store.Store. out[i].Limit is then the share's
+// capacity. An error means nothing was decided: a share that is not a
+// valid limit (store.ErrInvalid; a token bucket too fine-grained once
+// divided), a context that ended, or a Discard racing the call
+// (store.ErrUnavailable).
+func (s *Share) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	n := s.Replicas()
+	scaled := make([]store.Request, len(reqs))
+	for i, r := range reqs {
+		r.Limit = Scale(r.Limit, n)
+		scaled[i] = r
+	}
+	if err := s.store().Decide(ctx, now, scaled, out); err != nil {
+		return fmt.Errorf("local share: %w", err)
+	}
+	return nil
+}
+
+// store is the local memory store, created on first use.
+func (s *Share) store() *memstore.Store {
+	for {
+		if m := s.mem.Load(); m != nil {
+			return m
+		}
+		m := memstore.New(s.cfg)
+		if s.mem.CompareAndSwap(nil, m) {
+			return m
+		}
+		m.Close() // another call created one first (and a Discard may have dropped it since)
+	}
+}
+
+// Discard forgets every local count and frees the memory: the store is
+// back, and the next outage starts from empty counts. It costs an atomic
+// load when there is nothing to discard.
+func (s *Share) Discard() {
+	if s.mem.Load() == nil {
+		return
+	}
+	if m := s.mem.Swap(nil); m != nil {
+		m.Close()
+	}
+}
+
+// Active reports whether there are local counts (a local decision was
+// made since the last Discard).
+func (s *Share) Active() bool { return s.mem.Load() != nil }
+
+// Scale is replicas' share of l: requests, and a token bucket's burst when
+// set, divided by replicas and rounded down, at least 1; the algorithm and
+// the period stay. Rounding down keeps the sum of the shares at most the
+// limit; the minimum of 1 keeps every replica admitting something when
+// the limit is below the replica count. replicas below 2 return l.
+func Scale(l algorithms.Limit, replicas int) algorithms.Limit {
+	if replicas < 2 {
+		return l
+	}
+	n := int64(replicas)
+	l.Requests = max(l.Requests/n, 1)
+	if l.Burst > 0 {
+		l.Burst = max(l.Burst/n, 1)
+	}
+	return l
+}
+
+// StoreChanged is for the store breaker's OnChange: when the circuit
+// closes (open false), the store decides again and the local counts are
+// discarded. An opening circuit keeps them: they are the outage's.
+func (s *Share) StoreChanged(open bool, _ error) {
+	if !open {
+		s.Discard()
+	}
+}

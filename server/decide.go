@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/floodgate/floodgate/algorithms"
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/store"
+)
+
+// oneDecision holds the store request and decision of a Check, allocated
+// as one block.
+type oneDecision struct {
+	reqs [1]store.Request
+	out  [1]algorithms.Decision
+}
+
+// decide asks the store, reading the clock once. reqs is a buffer of
+// len(checks) for the store requests. When the store cannot
+// decide, each check's failure mode answers (degraded): open allows, closed
+// denies, local decides with the replica's share (failedDecisions). A
+// request whose own context ended gets that error.
+func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.Request, out []algorithms.Decision) (degraded bool, err error) {
+	reqs = reqs[:len(checks)]
+	for i := range checks {
+		reqs[i] = checks[i].req
+	}
+	now := r.clock()
+	sctx, span := r.tracer.start(ctx, spanStore)
+	err = r.store.Decide(sctx, now, reqs, out)
+	if err == nil {
+		r.failures.OK(ctx, now)
+		r.observe(checks, out, false)
+		if span != nil {
+			endCheckStore(span, checks, out, false, nil)
+		}
+		return false, nil
+	}
+	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
+		if span != nil {
+			endCheckStore(span, checks, nil, false, err)
+		}
+		return false, err
+	}
+	r.failures.Failed(ctx, now, err) // logs transitions and summaries, not each decision
+	modes := make([]rules.FailureMode, len(checks))
+	for i, c := range checks {
+		modes[i] = c.failureMode
+	}
+	failedDecisions(ctx, r.local, now, reqs, modes, out)
+	r.observe(checks, out, true)
+	if span != nil {
+		endCheckStore(span, checks, out, true, err)
+	}
+	return true, nil
+}
+
+// observe counts decisions in the metrics. Peeks count nothing.
+func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degraded bool) {
+	if r.metrics == nil {
+		return
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.req.DryRun || c.req.Cost <= 0 {
+			continue
+		}
+		res := result(out[i].Allowed, c.shadow, degraded, c.failureMode == rules.FailureLocal)
+		r.metrics.ObserveDecision(r.api, "", c.rule, c.req.Limit.Algorithm, res, observability.NearLimit(out[i]))
+	}
+}
+
+// result is the metrics label of a decision; local says a degraded one
+// was decided by the replica's local share.
+func result(allowed, shadow, degraded, local bool) string {
+	switch {
+	case degraded && local:
+		return observability.ResultLocal
+	case degraded:
+		return observability.ResultDegraded
+	case allowed:
+		return observability.ResultAllowed
+	case shadow:
+		return observability.ResultShadowDenied
+	}
+	return observability.ResultDenied
+}
+
+// failedDecision is the answer to r when the store could not decide: open
+// allows, closed denies what would spend (retry after degradedRetryAfter).
+func failedDecision(r store.Request, mode rules.FailureMode) algorithms.Decision {
+	d := algorithms.Decision{Allowed: true, Limit: r.Limit.Capacity()}
+	if mode == rules.FailureClosed && r.Cost > 0 {
+		d.Allowed, d.RetryAfter = false, degradedRetryAfter
+	}
+	return d
+}
+
+// orDefault is v, or def when v is not positive.
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// checkResponse builds the answer to one check. Shadow mode turns a deny
+// into an allow (the deny is still decided and counted in metrics).
+func checkResponse(c check, d algorithms.Decision, degraded bool) *floodgatev1.CheckResponse {
+	// The response and its two durations as one block (as durationpb.New).
+	b := new(checkResponseBlock)
+	resp := &b.resp
+	resp.Allowed = d.Allowed || c.shadow
+	resp.Limit = d.Limit
+	resp.Remaining = d.Remaining
+	resp.Degraded = degraded
+	b.reset.Seconds, b.reset.Nanos = int64(d.ResetAfter/time.Second), int32(d.ResetAfter%time.Second)
+	resp.ResetAfter = &b.reset
+	if !resp.Allowed {
+		retry := max(d.RetryAfter, 0)
+		b.retry.Seconds, b.retry.Nanos = int64(retry/time.Second), int32(retry%time.Second)
+	}
+	resp.RetryAfter = &b.retry
+	// The leaky bucket's wait; 0 for the others (always set, as
+	// retry_after is, so that JSON shows "0s" rather than null).
+	b.wait.Seconds, b.wait.Nanos = int64(d.Wait/time.Second), int32(d.Wait%time.Second)
+	resp.Wait = &b.wait
+	return resp
+}
+
+// checkResponseBlock is a CheckResponse with its durations.
+type checkResponseBlock struct {
+	resp               floodgatev1.CheckResponse
+	reset, retry, wait durationpb.Duration
+}

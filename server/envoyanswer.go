@@ -1,0 +1,199 @@
+package server
+
+import (
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/ratelimitheader"
+	"github.com/floodgate/floodgate/internal/rules"
+)
+
+// maxHeaderFields bounds the header fields of one answer: the six of
+// ratelimitheader.Policy.Append and X-RateLimit-Degraded.
+const maxHeaderFields = 7
+
+// responseBlock is a response with room for the pointers to its headers
+// and to the statuses of a small request, allocated as one block. (The
+// header values themselves are allocated apart, as many as there are:
+// a block above 512 bytes costs more to allocate and scan than two
+// below.)
+type responseBlock struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [envoyInline]*rlsv3.RateLimitResponse_DescriptorStatus
+	hdrPtrs  [maxHeaderFields]*corev3.HeaderValue
+}
+
+// statusBlock is one descriptor status with the messages it points to,
+// so that the statuses of a response are allocated as one slice.
+type statusBlock struct {
+	st    rlsv3.RateLimitResponse_DescriptorStatus
+	limit rlsv3.RateLimitResponse_RateLimit
+	mult  wrapperspb.UInt32Value
+	reset durationpb.Duration
+}
+
+// newResponse returns an OK response with n OK statuses.
+func newResponse(n int) (*responseBlock, []statusBlock) {
+	b := &responseBlock{resp: rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}}
+	sts := make([]statusBlock, n)
+	b.resp.Statuses = b.statuses[:]
+	if n > len(b.statuses) {
+		b.resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
+	b.resp.Statuses = b.resp.Statuses[:n]
+	for i := range sts {
+		sts[i].st.Code = rlsv3.RateLimitResponse_OK
+		b.resp.Statuses[i] = &sts[i].st
+	}
+	return b, sts
+}
+
+// okResponse is the answer to n descriptors that no limit applies to.
+func okResponse(n int) *rlsv3.RateLimitResponse {
+	b, _ := newResponse(n)
+	return &b.resp
+}
+
+// answer builds the response to n descriptors: the statuses, the overall
+// code and the headers.
+//
+// A descriptor's status is its most restrictive enforced limit. Shadow
+// limits never shape a status's numbers or the headers (they show in the
+// metrics): a descriptor with only shadow limits answers OK with no
+// current_limit, so Envoy's own X-RateLimit-* headers skip it too. A limit
+// the store could not decide (degraded) sets the code its failure mode
+// gives, but no current_limit, limit_remaining or duration_until_reset:
+// nothing is known about its quota, and a zero would tell the client "none
+// left, retry now".
+func (e *Envoy) answer(checks []envoyCheck, n int) *rlsv3.RateLimitResponse {
+	blk, sts := newResponse(n)
+	resp := &blk.resp
+	var bestBuf [envoyInline]int
+	best := bestBuf[:]
+	if n > len(best) {
+		best = make([]int, n)
+	}
+	best = best[:n]
+	for i := range best {
+		best[i] = -1
+	}
+	degraded := false
+	for i := range checks {
+		c := &checks[i]
+		if c.limit.Unlimited || c.shadow {
+			continue
+		}
+		degraded = degraded || c.degraded
+		if b := best[c.desc]; b < 0 || moreRestrictive(c, &checks[b]) {
+			best[c.desc] = i
+		}
+	}
+	headline := -1 // the check the headers describe
+	for d, b := range best {
+		if b < 0 {
+			continue
+		}
+		sb := &sts[d]
+		st := &sb.st
+		c := &checks[b]
+		if !c.decision.Allowed {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if c.degraded {
+			continue
+		}
+		sb.limit.Name = c.limit.Name
+		sb.limit.RequestsPerUnit = c.info.perUnit
+		sb.limit.Unit = c.info.unit
+		if c.info.mult != 0 {
+			sb.mult.Value = c.info.mult
+			sb.limit.UnitMultiplier = &sb.mult
+		}
+		st.CurrentLimit = &sb.limit
+		st.LimitRemaining = uint32(min(max(c.decision.Remaining, 0), 1<<32-1))
+		reset := c.decision.ResetAfter
+		if c.limit.DenyAll {
+			reset = ratelimitheader.NeverSeconds * time.Second
+		}
+		// As durationpb.New(reset).
+		sb.reset.Seconds = int64(reset / time.Second)
+		sb.reset.Nanos = int32(reset % time.Second)
+		st.DurationUntilReset = &sb.reset
+		if headline < 0 || moreRestrictive(c, &checks[headline]) {
+			headline = b
+		}
+	}
+	if !e.headers {
+		return resp
+	}
+	var buf [maxHeaderFields]ratelimitheader.Field
+	fs := buf[:0]
+	retryAfter := false
+	if headline >= 0 {
+		c := &checks[headline]
+		retryAfter = !c.decision.Allowed
+		fs = c.info.header.Append(fs, ratelimitheader.State{
+			Remaining:  c.decision.Remaining,
+			ResetAfter: c.decision.ResetAfter,
+			Denied:     !c.decision.Allowed,
+			RetryAfter: c.decision.RetryAfter,
+		})
+	}
+	if degraded {
+		over := resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT
+		fs = ratelimitheader.AppendDegraded(fs, over && !retryAfter, degradedRetryAfter)
+	}
+	if len(fs) == 0 {
+		return resp
+	}
+	vals, hs := make([]corev3.HeaderValue, len(fs)), blk.hdrPtrs[:]
+	if len(fs) > len(hs) {
+		hs = make([]*corev3.HeaderValue, len(fs))
+	}
+	for i, f := range fs {
+		vals[i].Key, vals[i].Value = f.LowerName(), f.Value
+		hs[i] = &vals[i]
+	}
+	resp.ResponseHeadersToAdd = hs[:len(fs)]
+	return resp
+}
+
+// headerLimit is l as a quota policy for the headers (see
+// internal/ratelimitheader for how a token bucket maps to q and w).
+func headerLimit(l *rules.Limit) ratelimitheader.Limit {
+	switch {
+	case l.DenyAll:
+		return ratelimitheader.DenyAll(l.Name, l.Rate.Period)
+	case l.Rate.Algorithm == algorithms.TokenBucket, l.Rate.Algorithm == algorithms.LeakyBucket: // a queue drains as a bucket refills
+		return ratelimitheader.TokenBucket(l.Name, l.Rate.Requests, l.Rate.Period, l.Rate.Burst)
+	}
+	return ratelimitheader.Window(l.Name, l.Rate.Requests, l.Rate.Period)
+}
+
+// moreRestrictive orders checks for the headers and per-descriptor status:
+// an enforced deny beats an allow, a longer wait beats a shorter one, fewer
+// remaining beats more.
+func moreRestrictive(a, b *envoyCheck) bool {
+	ad, bd := !a.decision.Allowed && !a.shadow, !b.decision.Allowed && !b.shadow
+	switch {
+	case ad != bd:
+		return ad
+	case ad && waitOf(a) != waitOf(b):
+		return waitOf(a) > waitOf(b)
+	}
+	return a.decision.Remaining < b.decision.Remaining
+}
+
+// waitOf is a deny's wait, with never as the longest.
+func waitOf(c *envoyCheck) time.Duration {
+	if c.decision.RetryAfter < 0 {
+		return 1<<63 - 1
+	}
+	return c.decision.RetryAfter
+}

@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/ratelimitheader"
+)
+
+// InlineName is the policy name the headers give an inline limit, as the
+// metrics' rule label does.
+const InlineName = "inline"
+
+// answer is what the headers of one decision need.
+type answer struct {
+	allowed, degraded      bool
+	remaining              int64
+	retryAfter, resetAfter time.Duration
+}
+
+func answerOf(r *floodgatev1.CheckResponse) answer {
+	return answer{
+		allowed:    r.GetAllowed(),
+		degraded:   r.GetDegraded(),
+		remaining:  r.GetRemaining(),
+		retryAfter: r.GetRetryAfter().AsDuration(),
+		resetAfter: r.GetResetAfter().AsDuration(),
+	}
+}
+
+// limitFields are the request fields naming a limit.
+type limitFields interface {
+	GetAlgorithm() floodgatev1.Algorithm
+	GetLimit() *floodgatev1.Limit
+	GetPolicy() string
+}
+
+func checkHeaders(h *Handler) headersFunc[*floodgatev1.CheckRequest, *floodgatev1.CheckResponse] {
+	return func(hd http.Header, req *floodgatev1.CheckRequest, resp *floodgatev1.CheckResponse) {
+		writeHeaders(hd, h.headerLimit(req, resp.GetLimit()), answerOf(resp))
+	}
+}
+
+func peekHeaders(h *Handler) headersFunc[*floodgatev1.PeekRequest, *floodgatev1.PeekResponse] {
+	return func(hd http.Header, req *floodgatev1.PeekRequest, resp *floodgatev1.PeekResponse) {
+		writeHeaders(hd, h.headerLimit(req, resp.GetLimit()), answer{
+			allowed:    resp.GetAllowed(),
+			degraded:   resp.GetDegraded(),
+			remaining:  resp.GetRemaining(),
+			retryAfter: resp.GetRetryAfter().AsDuration(),
+			resetAfter: resp.GetResetAfter().AsDuration(),
+		})
+	}
+}
+
+// batchHeaders describe the batch's most restrictive check, as the Envoy
+// API's headers describe a request's most restrictive descriptor: a
+// denied one first (the longest wait), else the one with the least left.
+func batchHeaders(h *Handler) headersFunc[*floodgatev1.CheckBatchRequest, *floodgatev1.CheckBatchResponse] {
+	return func(hd http.Header, req *floodgatev1.CheckBatchRequest, resp *floodgatev1.CheckBatchResponse) {
+		results, checks := resp.GetResults(), req.GetChecks()
+		if len(results) == 0 || len(results) != len(checks) {
+			return
+		}
+		best := 0
+		for i := 1; i < len(results); i++ {
+			if ratelimitheader.MoreRestrictive(answerOf(results[i]).state(), answerOf(results[best]).state()) {
+				best = i
+			}
+		}
+		writeHeaders(hd, h.headerLimit(checks[best], results[best].GetLimit()), answerOf(results[best]))
+	}
+}
+
+// headerLimit is the quota the headers of a decision under req describe:
+// a policy's from the config (limit is the answer's, for a policy a config
+// reload removed meanwhile), an inline limit's from the request.
+func (h *Handler) headerLimit(req limitFields, limit int64) ratelimitheader.Limit {
+	if name := req.GetPolicy(); name != "" {
+		if h.cfg != nil {
+			if p, ok := h.cfg.Current().Policy(name); ok {
+				return quota(name, p.Rate.Algorithm, p.Rate.Requests, p.Rate.Period, p.Rate.Burst)
+			}
+		}
+		return ratelimitheader.Limit{Name: name, Quota: limit}
+	}
+	l := req.GetLimit()
+	return quota(InlineName, algorithms.Algorithm(req.GetAlgorithm()), l.GetRequests(), l.GetPeriod().AsDuration(), l.GetBurst())
+}
+
+func quota(name string, alg algorithms.Algorithm, requests int64, period time.Duration, burst int64) ratelimitheader.Limit {
+	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+		// A leaky bucket's queue holds burst and drains like a bucket
+		// refills: the same policy.
+		return ratelimitheader.TokenBucket(name, requests, period, burst)
+	}
+	return ratelimitheader.Window(name, requests, period)
+}
+
+// writeHeaders sets the rate-limit headers of a decision (the one place
+// that formats them is internal/ratelimitheader). A degraded answer knows
+// nothing of the quota: X-RateLimit-Degraded, and Retry-After on a deny.
+func writeHeaders(hd http.Header, l ratelimitheader.Limit, a answer) {
+	ratelimitheader.SetHTTP(hd, l, a.state(), a.degraded)
+}
+
+// state is what the headers say of the decision a.
+func (a answer) state() ratelimitheader.State {
+	return ratelimitheader.State{
+		Remaining:  a.remaining,
+		ResetAfter: a.resetAfter,
+		Denied:     !a.allowed,
+		RetryAfter: a.retryAfter,
+	}
+}

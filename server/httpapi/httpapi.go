@@ -1,0 +1,290 @@
+// Package httpapi serves floodgate.v1.RateLimiter over HTTP/JSON, for
+// callers that have fetch but no gRPC: edge workers, shell scripts with
+// curl, serverless functions.
+//
+//	POST /v1/check        CheckRequest       -> CheckResponse
+//	POST /v1/check:batch  CheckBatchRequest  -> CheckBatchResponse
+//	POST /v1/peek         PeekRequest        -> PeekResponse
+//	POST /v1/reset        ResetRequest       -> ResetResponse (admin token)
+//
+// Bodies are the protobuf JSON mapping of the same messages (protojson),
+// exactly what `grpcurl -d` takes; answers are what `grpcurl
+// -emit-defaults` prints: every field, so a denial reads "allowed": false.
+// The verb after the colon follows Google's custom-method convention
+// (AIP-136), as grpc-gateway would spell it.
+//
+// A hand-written mapping, not grpc-gateway: four routes, one message each,
+// need no generator, and the handlers call the very RateLimiter the gRPC
+// server serves (in process: same validation, same messages, same store).
+//
+// Each request, in order:
+//
+//   - must be POST with Content-Type application/json (415 otherwise: a
+//     browser cannot send that cross-origin without a CORS preflight,
+//     which is refused unless origins are configured);
+//   - is authenticated from its Authorization: Bearer header before its
+//     body is read, with the gRPC server's tokens and rules (Settings.Auth);
+//   - has a body of at most Settings.MaxBodyBytes (413 past it), read and
+//     decided within Settings.Timeout (504 past it);
+//   - is decoded strictly: malformed JSON or an unknown field is a 400
+//     whose message names it.
+//
+// Being over the limit is a decision, not an error: 200 with "allowed":
+// false, and the RateLimit, RateLimit-Policy, X-RateLimit-* and
+// Retry-After headers describing it (internal/ratelimitheader), so a
+// worker can pass them to its own client. Errors are a JSON object
+// {"code": "INVALID_ARGUMENT", "message": "key: must not be empty"} with
+// the gRPC code's name and message and the HTTP status of the code (see
+// httpStatus).
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/server"
+)
+
+// Defaults for Settings' zero values.
+const (
+	// DefaultMaxBodyBytes bounds a request body, like the gRPC side's
+	// server.DefaultMaxRecvMsgBytes bounds a message.
+	DefaultMaxBodyBytes = server.DefaultMaxRecvMsgBytes
+	// DefaultTimeout bounds a request from its headers to its answer, body
+	// included, like server.DefaultUnaryTimeout bounds a unary call.
+	DefaultTimeout = server.DefaultUnaryTimeout
+)
+
+// The routes, by their path.
+const (
+	PathCheck      = "/v1/check"
+	PathCheckBatch = "/v1/check:batch"
+	PathPeek       = "/v1/peek"
+	PathReset      = "/v1/reset"
+	// PathSettle settles usage known afterwards (floodgate.v1.RateLimiter/Settle).
+	PathSettle = "/v1/settle"
+)
+
+// Authorizer authenticates a call to a gRPC method from its HTTP
+// Authorization header. *auth.TokenAuth is one.
+type Authorizer interface {
+	Authorize(ctx context.Context, fullMethod, authorization string) (context.Context, error)
+}
+
+// Settings are the API's optional knobs. The zero value is usable: no
+// auth, no CORS, default limits, no metrics.
+type Settings struct {
+	// Auth checks bearer tokens; nil lets every request in (as the gRPC
+	// server without --auth-token-file).
+	Auth Authorizer
+	// Config gives the named policies, for the quota the headers of a
+	// policy's decision describe; nil means no config file.
+	Rules server.RuleSource
+	// MaxBodyBytes bounds a request body. 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Timeout bounds a request, reading its body included. 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// AllowedOrigins turn CORS on for these origins ("https://app.example"
+	// as a browser sends it in Origin; "*" allows any). Empty: CORS off,
+	// and browsers on other origins cannot call the API.
+	AllowedOrigins []string
+	// Metrics registers floodgate_http_requests_total and
+	// floodgate_http_request_duration_seconds; nil records nothing.
+	Metrics prometheus.Registerer
+	// Logger receives errors writing answers. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves the API. Build one with New.
+type Handler struct {
+	rl      floodgatev1.RateLimiterServer
+	auth    Authorizer
+	cfg     server.RuleSource
+	maxBody int64
+	timeout time.Duration
+	cors    *cors
+	metrics *metrics
+	log     *slog.Logger
+	mux     *http.ServeMux
+}
+
+// New serves rl over HTTP/JSON. rl should be the server.RateLimiter the
+// gRPC server serves, built with Settings.API = observability.APIHTTP so the
+// metrics tell the two front doors apart.
+func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
+	h := &Handler{
+		rl:      rl,
+		auth:    s.Auth,
+		cfg:     s.Rules,
+		maxBody: s.MaxBodyBytes,
+		timeout: s.Timeout,
+		cors:    newCORS(s.AllowedOrigins),
+		metrics: newMetrics(s.Metrics),
+		log:     s.Logger,
+		mux:     http.NewServeMux(),
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.timeout <= 0 {
+		h.timeout = DefaultTimeout
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	h.mux.Handle("POST "+PathCheck, route(h, "check", floodgatev1.RateLimiter_Check_FullMethodName, rl.Check, checkHeaders(h)))
+	h.mux.Handle("POST "+PathCheckBatch, route(h, "check_batch", floodgatev1.RateLimiter_CheckBatch_FullMethodName, rl.CheckBatch, batchHeaders(h)))
+	h.mux.Handle("POST "+PathPeek, route(h, "peek", floodgatev1.RateLimiter_Peek_FullMethodName, rl.Peek, peekHeaders(h)))
+	h.mux.Handle("POST "+PathReset, route(h, "reset", floodgatev1.RateLimiter_Reset_FullMethodName, rl.Reset, nil))
+	h.mux.Handle("POST "+PathSettle, route(h, "settle", floodgatev1.RateLimiter_Settle_FullMethodName, rl.Settle, nil))
+	h.mux.HandleFunc("/", h.notFound)
+	return h
+}
+
+// ServeHTTP serves the routes under /v1/; mount the Handler there.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cors.handle(w, r) {
+		return // a preflight, answered
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// notFound answers paths that are no route (404) and routes asked with
+// another method than POST (405), as JSON errors.
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case PathCheck, PathCheckBatch, PathPeek, PathReset, PathSettle:
+		w.Header().Set("Allow", http.MethodPost)
+		h.writeError(w, "other", time.Now(), http.StatusMethodNotAllowed, codes.Unimplemented, r.Method+" "+r.URL.Path+": use POST")
+		return
+	}
+	h.writeError(w, "other", time.Now(), http.StatusNotFound, codes.NotFound, "no such route "+r.URL.Path+" (POST "+PathCheck+", "+PathCheckBatch+", "+PathPeek+", "+PathReset+" or "+PathSettle+")")
+}
+
+// message is a request message type: a pointer to a generated struct.
+type message[T any] interface {
+	*T
+	proto.Message
+}
+
+// headersFunc writes the rate-limit headers of an answer.
+type headersFunc[Req, Resp any] func(http.Header, Req, Resp)
+
+// route serves one RPC: authenticate, read, decode, call, answer.
+func route[T any, Req message[T], Resp proto.Message](h *Handler, name, method string, call func(context.Context, Req) (Resp, error), headers headersFunc[Req, Resp]) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		deadline := start.Add(h.timeout)
+		// The time bound covers reading the body, like the gRPC side's
+		// unary timeout covers waiting for the message.
+		_ = http.NewResponseController(w).SetReadDeadline(deadline)
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		defer cancel()
+
+		if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+			h.writeError(w, name, start, http.StatusUnsupportedMediaType, codes.InvalidArgument, "Content-Type must be application/json, got "+quoteOrNone(ct))
+			return
+		}
+		if h.auth != nil {
+			var err error
+			if ctx, err = h.auth.Authorize(ctx, method, r.Header.Get("Authorization")); err != nil {
+				h.writeStatus(w, name, start, err)
+				return
+			}
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				h.writeError(w, name, start, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds the limit of "+itoa(tooBig.Limit)+" bytes")
+				return
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				h.writeError(w, name, start, http.StatusRequestTimeout, codes.DeadlineExceeded, "the request body did not arrive within "+h.timeout.String())
+				return
+			}
+			h.writeError(w, name, start, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
+			return
+		}
+		req := Req(new(T))
+		if err := unmarshal.Unmarshal(body, req); err != nil {
+			h.writeError(w, name, start, http.StatusBadRequest, codes.InvalidArgument, decodeMessage(req, err))
+			return
+		}
+		resp, err := call(ctx, req)
+		if err != nil {
+			h.writeStatus(w, name, start, err)
+			return
+		}
+		out, err := marshal.Marshal(resp)
+		if err != nil {
+			h.log.ErrorContext(ctx, "http api: encoding an answer", "route", name, "err", err)
+			h.writeError(w, name, start, http.StatusInternalServerError, codes.Internal, "internal error")
+			return
+		}
+		// protojson varies its spacing on purpose; answers are compact.
+		var buf bytes.Buffer
+		buf.Grow(len(out) + 1)
+		if json.Compact(&buf, out) == nil {
+			out = buf.Bytes()
+		}
+		if headers != nil {
+			headers(w.Header(), req, resp)
+		}
+		h.write(w, name, start, http.StatusOK, append(out, '\n'))
+	})
+}
+
+// unmarshal is strict: an unknown field is an error naming it.
+var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
+
+// marshal writes every field, defaults included, like `grpcurl
+// -emit-defaults`: a denial says "allowed": false.
+var marshal = protojson.MarshalOptions{EmitUnpopulated: true}
+
+// isJSON reports whether ct is application/json (parameters allowed).
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// writeStatus answers a gRPC status error.
+func (h *Handler) writeStatus(w http.ResponseWriter, name string, start time.Time, err error) {
+	st := status.Convert(err)
+	if st.Code() == codes.Unauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate"`)
+	}
+	h.writeError(w, name, start, httpStatus(st.Code()), st.Code(), st.Message())
+}
+
+// writeError answers {"code": ..., "message": ...} with httpCode.
+func (h *Handler) writeError(w http.ResponseWriter, name string, start time.Time, httpCode int, code codes.Code, msg string) {
+	h.write(w, name, start, httpCode, errorBody(code, msg))
+}
+
+// write sends an answer and records it in the metrics.
+func (h *Handler) write(w http.ResponseWriter, name string, start time.Time, httpCode int, body []byte) {
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(httpCode)
+	_, _ = w.Write(body)
+	h.metrics.observe(name, httpCode, time.Since(start))
+}

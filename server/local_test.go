@@ -1,0 +1,212 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate/floodgate/algorithms"
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/breaker"
+	"github.com/floodgate/floodgate/internal/localshare"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
+)
+
+// localRules has a local rule and policy of 30 a minute, and a closed
+// policy, for failure_mode: local.
+const localRules = `domain: edge
+descriptors:
+  - key: local
+    rate_limit: {algorithm: fixed_window, unit: minute, requests_per_unit: 30, failure_mode: local}
+  - key: bucket
+    rate_limit: {algorithm: token_bucket, unit: minute, requests_per_unit: 30, failure_mode: local}
+policies:
+  local: {algorithm: sliding_window, requests: 30, period: 1m, failure_mode: local}
+  closed: {requests: 30, period: 1m, failure_mode: closed}
+`
+
+// threeReplicas is a local share with a replica count of 3.
+func threeReplicas() *localshare.Share {
+	return localshare.New(func() int { return 3 }, memstore.Config{})
+}
+
+// checkLocal sends n Checks of policy on key and returns how many were
+// allowed; every answer must be degraded.
+func checkLocal(t *testing.T, c floodgatev1.RateLimiterClient, policy, key string, n int) int {
+	t.Helper()
+	allowed := 0
+	for range n {
+		r, err := c.Check(context.Background(), &floodgatev1.CheckRequest{Key: key, Source: &floodgatev1.CheckRequest_Policy{Policy: policy}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Degraded {
+			t.Fatalf("answer not degraded with the store down: %v", r)
+		}
+		if r.Allowed {
+			allowed++
+		}
+	}
+	return allowed
+}
+
+// TestLocalFailureModeAdmitsAShare: with the store down, a limit of 30 a
+// minute whose failure mode is local admits exactly 10 on a replica that
+// knows of 3, on both APIs, for the rule, the policy, and for inline
+// limits under the server's --failure-mode local; the decisions count as
+// result "local".
+func TestLocalFailureModeAdmitsAShare(t *testing.T) {
+	cfg := testkit.ParseRules(t, localRules)
+	reg := prometheus.NewRegistry()
+	metrics := observability.NewMetrics(reg)
+	share := threeReplicas()
+	t.Cleanup(share.Discard)
+	mem := memstore.New(memstore.Config{})
+	h := start(t, failingStore{mem}, server.Settings{Rules: testkit.StaticRules(cfg), Local: share, Metrics: metrics})
+	if got := checkLocal(t, h.client, "local", "k", 30); got != 10 {
+		t.Errorf("policy: %d of 30 allowed, want 10", got)
+	}
+	if got := checkLocal(t, h.client, "local", "other", 30); got != 10 {
+		t.Errorf("policy, another key: %d of 30 allowed, want 10", got)
+	}
+	r, err := h.client.Check(context.Background(), &floodgatev1.CheckRequest{Key: "third", Source: &floodgatev1.CheckRequest_Policy{Policy: "local"}})
+	if err != nil || !r.Allowed || r.Limit != 10 || r.Remaining != 9 {
+		t.Errorf("first local answer %v, %v; want allowed, limit 10 (the share), remaining 9", r, err)
+	}
+
+	inline := start(t, failingStore{mem}, server.Settings{FailureMode: rules.FailureLocal, Local: share})
+	allowed := 0
+	for range 30 {
+		r, err := inline.client.Check(context.Background(), &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW, Source: testkit.Inline(30, time.Minute, 0)})
+		if err != nil || !r.Degraded {
+			t.Fatalf("inline: %v, %v", r, err)
+		}
+		if r.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 10 {
+		t.Errorf("inline limit under --failure-mode local: %d of 30 allowed, want 10", allowed)
+	}
+
+	e := startEnvoy(t, localRules, failingStore{mem}, server.EnvoySettings{Local: share, Metrics: metrics})
+	for _, key := range []string{"local", "bucket"} {
+		ok := 0
+		for range 30 {
+			if codesOf(e.call(t, testkit.Descriptor(key, "1"))) == "OK:OK" {
+				ok++
+			}
+		}
+		if ok != 10 {
+			t.Errorf("envoy rule %s: %d of 30 OK, want 10", key, ok)
+		}
+	}
+
+	results := map[string]float64{}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "floodgate_decisions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" {
+					results[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if results[observability.ResultLocal] != 60+1+60 || len(results) != 1 {
+		t.Errorf("decisions by result %v, want only %q: 121", results, observability.ResultLocal)
+	}
+}
+
+// TestLocalAllOrNothing: in a batch, a closed limit's deny keeps the local
+// ones from being charged, as a store's deny would.
+func TestLocalAllOrNothing(t *testing.T) {
+	cfg := testkit.ParseRules(t, localRules)
+	share := threeReplicas()
+	t.Cleanup(share.Discard)
+	h := start(t, failingStore{memstore.New(memstore.Config{})}, server.Settings{Rules: testkit.StaticRules(cfg), Local: share})
+	batch := &floodgatev1.CheckBatchRequest{Checks: []*floodgatev1.CheckRequest{
+		{Key: "k", Source: &floodgatev1.CheckRequest_Policy{Policy: "local"}},
+		{Key: "k", Source: &floodgatev1.CheckRequest_Policy{Policy: "closed"}},
+	}}
+	for range 5 {
+		r, err := h.client.CheckBatch(context.Background(), batch)
+		if err != nil || r.Allowed || !r.Results[0].Allowed || r.Results[1].Allowed {
+			t.Fatalf("batch %v, %v; want denied by closed, local would fit", r, err)
+		}
+	}
+	if got := checkLocal(t, h.client, "local", "k", 30); got != 10 {
+		t.Errorf("%d of 30 allowed after 5 denied batches, want 10 (nothing charged)", got)
+	}
+}
+
+// switchStore is a memory store that fails, Ping included, while down.
+type switchStore struct {
+	store.Store
+	down *atomic.Bool
+}
+
+func (s switchStore) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	if s.down.Load() {
+		return fmt.Errorf("redis: %w", store.ErrUnavailable)
+	}
+	return s.Store.Decide(ctx, now, reqs, out)
+}
+
+func (s switchStore) Ping(ctx context.Context) error {
+	if s.down.Load() {
+		return fmt.Errorf("redis: %w", store.ErrUnavailable)
+	}
+	return s.Store.Ping(ctx)
+}
+
+// TestLocalDiscardedWhenStoreReturns: the local counts are dropped when
+// the breaker closes (the store is back), so the next outage starts from
+// an empty share; while the store is up, decisions are the store's.
+func TestLocalDiscardedWhenStoreReturns(t *testing.T) {
+	cfg := testkit.ParseRules(t, localRules)
+	share := threeReplicas()
+	t.Cleanup(share.Discard)
+	var down atomic.Bool
+	down.Store(true)
+	br := breaker.New(switchStore{memstore.New(memstore.Config{}), &down}, breaker.Config{
+		ProbeInterval: 5 * time.Millisecond, CheckInterval: 5 * time.Millisecond, OnChange: share.StoreChanged,
+	})
+	h := start(t, br, server.Settings{Rules: testkit.StaticRules(cfg), Local: share})
+	if got := checkLocal(t, h.client, "local", "k", 30); got != 10 {
+		t.Fatalf("first outage: %d of 30 allowed, want 10", got)
+	}
+
+	down.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for br.Open() || share.Active() {
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after the store returned: breaker open %v, local counts kept %v", br.Open(), share.Active())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r, err := h.client.Check(context.Background(), &floodgatev1.CheckRequest{Key: "k", Source: &floodgatev1.CheckRequest_Policy{Policy: "local"}})
+	if err != nil || r.Degraded || !r.Allowed || r.Limit != 30 {
+		t.Fatalf("store back: %v, %v; want the store's answer (limit 30)", r, err)
+	}
+
+	down.Store(true)
+	if got := checkLocal(t, h.client, "local", "k", 30); got != 10 {
+		t.Errorf("second outage: %d of 30 allowed, want 10 (counts of the first discarded)", got)
+	}
+}

@@ -1,0 +1,257 @@
+package server
+
+import (
+	"context"
+	"github.com/floodgate/floodgate/internal/keys"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/floodgate/floodgate/algorithms"
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/localshare"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/zones"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Defaults for Settings' zero values.
+const (
+	DefaultMaxKeyBytes = 4096
+	defaultMaxBatch    = 128
+	// degradedRetryAfter is the Retry-After of a limit that failed closed:
+	// about when the store is probed again.
+	degradedRetryAfter = time.Second
+)
+
+// Settings are the RateLimiter's optional knobs. The zero value is usable.
+type Settings struct {
+	// Config supplies named policies; nil means no config file, so every
+	// policy name is unknown.
+	Rules RuleSource
+	// MaxKeyBytes bounds a key's length. 0 means DefaultMaxKeyBytes.
+	MaxKeyBytes int
+	// MaxBatch bounds the checks in one CheckBatch. 0 means defaultMaxBatch.
+	MaxBatch int
+	// FailureMode applies to inline limits and to policies that do not set
+	// one: what to answer when the store cannot decide. The zero value
+	// (rules.FailureDefault) means open.
+	FailureMode rules.FailureMode
+	// Local decides the limits whose failure mode is local while the store
+	// cannot decide: the replica's share of each limit, in its memory. The
+	// server gives both APIs the same one. nil means a share of its own
+	// with the whole limit (one replica).
+	Local *localshare.Share
+	// Clock reads the time, once per request. nil means time.Now.
+	Clock func() time.Time
+	// Logger receives internal errors. nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics counts decisions; nil counts nothing.
+	Metrics *observability.Metrics
+	// API is the api label of its decisions in the metrics and its store
+	// failure logs: which front door asked. "" means observability.APICheck (gRPC); the
+	// HTTP/JSON API's RateLimiter has observability.APIHTTP.
+	API string
+	// Tracer starts the spans of matching and of the store call, children
+	// of the call's span when that one is recording. nil traces nothing.
+	Tracer trace.Tracer
+	// TraceValues puts the checks' keys into the spans (off by default:
+	// keys can be personal data).
+	TraceValues bool
+}
+
+// RuleSource gives the current configuration. *rules.Watcher is one.
+type RuleSource interface {
+	Current() *rules.Set
+}
+
+// RateLimiter serves floodgate.v1.RateLimiter.
+type RateLimiter struct {
+	floodgatev1.UnimplementedRateLimiterServer
+
+	store       store.Store
+	cfg         RuleSource
+	maxKey      int
+	maxBatch    int
+	failureMode rules.FailureMode
+	local       *localshare.Share
+	clock       func() time.Time
+	log         *slog.Logger
+	metrics     *observability.Metrics
+	api         string
+	failures    *observability.FailureLog
+	tracer      spanTracer
+	zones       zones.Cache // the time zones of inline calendar limits
+}
+
+var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
+
+// NewRateLimiter returns the Check API served from st.
+func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
+	r := &RateLimiter{
+		store:       st,
+		cfg:         s.Rules,
+		maxKey:      orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxBatch:    orDefault(s.MaxBatch, defaultMaxBatch),
+		failureMode: s.FailureMode,
+		local:       localOrDefault(s.Local),
+		clock:       s.Clock,
+		log:         s.Logger,
+		metrics:     s.Metrics,
+		api:         s.API,
+		tracer:      spanTracer{tracer: s.Tracer, values: s.TraceValues},
+	}
+	if r.api == "" {
+		r.api = observability.APICheck
+	}
+	r.failureMode, r.clock, r.log = defaults(r.failureMode, r.clock, r.log)
+	r.failures = observability.NewFailureLog(r.log, r.api)
+	return r
+}
+
+// defaults fills the zero settings both APIs share: the failure mode
+// (open), the clock (time.Now) and the logger (slog.Default).
+func defaults(mode rules.FailureMode, clock func() time.Time, log *slog.Logger) (rules.FailureMode, func() time.Time, *slog.Logger) {
+	if mode == rules.FailureDefault {
+		mode = rules.FailureOpen
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return mode, clock, log
+}
+
+// Check implements floodgate.v1.RateLimiter/Check.
+func (r *RateLimiter) Check(ctx context.Context, req *floodgatev1.CheckRequest) (*floodgatev1.CheckResponse, error) {
+	c, err := r.resolveTraced(ctx, req)
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	if err := checkRefund(ctx, "cost", c); err != nil {
+		return nil, err
+	}
+	b := new(oneDecision) // goes to the store: on the heap, as one block
+	degraded, err := r.decide(ctx, []check{c}, b.reqs[:], b.out[:])
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	return checkResponse(c, b.out[0], degraded), nil
+}
+
+// CheckBatch implements floodgate.v1.RateLimiter/CheckBatch: all or nothing.
+func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatchRequest) (*floodgatev1.CheckBatchResponse, error) {
+	n := len(req.GetChecks())
+	switch {
+	case n == 0:
+		return nil, toStatus(ctx, r.log, invalidf("checks", "must hold at least one check"))
+	case n > r.maxBatch:
+		return nil, toStatus(ctx, r.log, invalidf("checks", "%d checks exceed the limit of %d per batch", n, r.maxBatch))
+	}
+	checks := make([]check, n)
+	_, span := r.tracer.start(ctx, spanMatch)
+	for i, cr := range req.GetChecks() {
+		c, err := r.resolve(cr)
+		if err != nil {
+			err = within(fmtIndex("checks", i), err)
+			if span != nil {
+				r.tracer.endCheckMatch(span, checks[:i], requestKeys(req), err)
+			}
+			return nil, toStatus(ctx, r.log, err)
+		}
+		checks[i] = c
+	}
+	if span != nil {
+		r.tracer.endCheckMatch(span, checks, requestKeys(req), nil)
+	}
+	for i, c := range checks {
+		if err := checkRefund(ctx, fmtIndex("checks", i)+".cost", c); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]algorithms.Decision, n)
+	degraded, err := r.decide(ctx, checks, make([]store.Request, n), out)
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	resp := &floodgatev1.CheckBatchResponse{Allowed: true, Results: make([]*floodgatev1.CheckResponse, n)}
+	for i, c := range checks {
+		resp.Results[i] = checkResponse(c, out[i], degraded)
+		if !resp.Results[i].Allowed {
+			resp.Allowed = false
+		}
+	}
+	return resp, nil
+}
+
+// Peek implements floodgate.v1.RateLimiter/Peek: a Check that charges nothing.
+func (r *RateLimiter) Peek(ctx context.Context, req *floodgatev1.PeekRequest) (*floodgatev1.PeekResponse, error) {
+	c, err := r.resolveTraced(ctx, req)
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	// One store call, two looks: what is spendable now (cost 0), and
+	// whether this cost would pass (a dry run).
+	now := c
+	now.req.Cost = 0
+	c.req.DryRun = true
+	var reqs [2]store.Request
+	var out [2]algorithms.Decision
+	degraded, err := r.decide(ctx, []check{now, c}, reqs[:], out[:])
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	cr := checkResponse(c, out[1], degraded)
+	return &floodgatev1.PeekResponse{
+		Allowed:    cr.Allowed,
+		Limit:      cr.Limit,
+		Remaining:  out[0].Remaining,
+		RetryAfter: cr.RetryAfter,
+		ResetAfter: durationpb.New(out[0].ResetAfter),
+		Degraded:   cr.Degraded,
+		Wait:       cr.Wait, // the dry run's: the wait this Check would get
+	}, nil
+}
+
+// Reset implements floodgate.v1.RateLimiter/Reset. With a limit or a
+// policy it forgets that one count of the key; without, every count of
+// the key, whatever limit made it (the store finds them by key).
+func (r *RateLimiter) Reset(ctx context.Context, req *floodgatev1.ResetRequest) (*floodgatev1.ResetResponse, error) {
+	if err := r.validateKey(req.GetKey()); err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	alg := algorithms.Algorithm(req.GetAlgorithm())
+	if alg != algorithms.Unspecified && !alg.Valid() {
+		return nil, toStatus(ctx, r.log, invalidf("algorithm", "unknown value %d", int32(alg)))
+	}
+	var scopes []string
+	switch {
+	case req.GetPolicy() != "":
+		p, err := r.policy(req.GetPolicy())
+		if err != nil {
+			return nil, toStatus(ctx, r.log, err)
+		}
+		if alg != algorithms.Unspecified && alg != p.Rate.Algorithm {
+			return nil, toStatus(ctx, r.log, invalidf("algorithm", "%v does not match policy %q, which uses %v; leave algorithm unset", alg, p.Name, p.Rate.Algorithm))
+		}
+		alg, scopes = p.Rate.Algorithm, []string{keys.PolicyScope(p.Name)}
+	case req.GetLimit() != nil:
+		if alg == algorithms.Unspecified {
+			return nil, toStatus(ctx, r.log, invalidf("algorithm", "required with an inline limit"))
+		}
+		l, err := inlineLimit(alg, req.GetLimit(), &r.zones)
+		if err != nil {
+			return nil, toStatus(ctx, r.log, err)
+		}
+		scopes = []string{keys.InlineScope(l)}
+	}
+	if err := r.store.Reset(ctx, alg, keys.Check(req.GetKey()), scopes...); err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	}
+	return &floodgatev1.ResetResponse{}, nil
+}

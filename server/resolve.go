@@ -1,0 +1,215 @@
+package server
+
+import (
+	"context"
+	"github.com/floodgate/floodgate/internal/keys"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/algorithms"
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/zones"
+	"github.com/floodgate/floodgate/store"
+)
+
+// check is a validated check: what to ask the store, and how to answer.
+type check struct {
+	req         store.Request
+	failureMode rules.FailureMode
+	shadow      bool
+	rule        string // the metrics label: the policy's name, or "inline"
+}
+
+// checkFields are the fields CheckRequest and PeekRequest share.
+type checkFields interface {
+	GetKey() string
+	GetAlgorithm() floodgatev1.Algorithm
+	GetCost() int64
+	GetLimit() *floodgatev1.Limit
+	GetPolicy() string
+}
+
+// resolveTraced is resolve in a match span, when the call is traced.
+func (r *RateLimiter) resolveTraced(ctx context.Context, req checkFields) (check, error) {
+	_, span := r.tracer.start(ctx, spanMatch)
+	c, err := r.resolve(req)
+	if span != nil {
+		var checks []check
+		if err == nil {
+			checks = []check{c}
+		}
+		r.tracer.endCheckMatch(span, checks, []string{req.GetKey()}, err)
+	}
+	return c, err
+}
+
+// requestKeys are the keys of a batch's checks.
+func requestKeys(req *floodgatev1.CheckBatchRequest) []string {
+	ks := make([]string, len(req.GetChecks()))
+	for i, c := range req.GetChecks() {
+		ks[i] = c.GetKey()
+	}
+	return ks
+}
+
+// resolve validates a check and finds its limit.
+func (r *RateLimiter) resolve(req checkFields) (check, error) {
+	if err := r.validateKey(req.GetKey()); err != nil {
+		return check{}, err
+	}
+	cost := req.GetCost()
+	if cost == 0 {
+		cost = 1
+	}
+	alg := algorithms.Algorithm(req.GetAlgorithm())
+	if alg != algorithms.Unspecified && !alg.Valid() {
+		return check{}, invalidf("algorithm", "unknown value %d", int32(alg))
+	}
+
+	c := check{failureMode: r.failureMode}
+	switch {
+	case req.GetPolicy() != "":
+		p, err := r.policy(req.GetPolicy())
+		if err != nil {
+			return check{}, err
+		}
+		if alg != algorithms.Unspecified && alg != p.Rate.Algorithm {
+			return check{}, invalidf("algorithm", "%v does not match policy %q, which uses %v; leave algorithm unset", alg, p.Name, p.Rate.Algorithm)
+		}
+		c.req.Limit = p.Rate
+		c.req.Scope = keys.PolicyScope(p.Name)
+		c.shadow = p.ShadowMode
+		c.rule = p.Name
+		if p.FailureMode != rules.FailureDefault {
+			c.failureMode = p.FailureMode
+		}
+	case req.GetLimit() != nil:
+		if alg == algorithms.Unspecified {
+			return check{}, invalidf("algorithm", "required with an inline limit (ALGORITHM_TOKEN_BUCKET, ALGORITHM_SLIDING_WINDOW, ALGORITHM_SLIDING_WINDOW_LOG, ALGORITHM_FIXED_WINDOW or ALGORITHM_LEAKY_BUCKET)")
+		}
+		l, err := inlineLimit(alg, req.GetLimit(), &r.zones)
+		if err != nil {
+			return check{}, err
+		}
+		c.req.Limit = l
+		c.req.Scope = keys.InlineScope(l)
+		c.rule = "inline"
+	default:
+		return check{}, invalidf("limit", "one of limit or policy is required")
+	}
+	if cost < 0 && c.req.Limit.Algorithm != algorithms.LeakyBucket {
+		return check{}, invalidf("cost", "must not be negative, got %d (only a leaky bucket's slots can be given back)", cost)
+	}
+	if capacity := c.req.Limit.Capacity(); cost > capacity {
+		what := "requests"
+		switch c.req.Limit.Algorithm {
+		case algorithms.TokenBucket:
+			what = "burst"
+		case algorithms.LeakyBucket:
+			what = "burst, the queue's size"
+		}
+		return check{}, invalidf("cost", "%d exceeds the limit's capacity of %d (%s), so it could never be allowed", cost, capacity, what)
+	}
+	c.req.Key = keys.Check(req.GetKey())
+	c.req.Cost = cost
+	return c, nil
+}
+
+// checkRefund refuses a check that gives a leaky bucket's slots back
+// (cost < 0, as the Go client's Wait does when it cannot use its slot)
+// with codes.PermissionDenied unless the caller may refund
+// (auth.RefundAllowed: always without tokens, else the refund or admin
+// role), as Envoy's is_negative_hits.
+func checkRefund(ctx context.Context, field string, c check) error {
+	if c.req.Cost >= 0 || auth.RefundAllowed(ctx) {
+		return nil
+	}
+	return status.Errorf(codes.PermissionDenied, "%s: a negative cost gives slots back, which needs a token with the refund or admin role", field)
+}
+
+func (r *RateLimiter) validateKey(key string) error {
+	switch {
+	case key == "":
+		return invalidf("key", "must not be empty")
+	case len(key) > r.maxKey:
+		return invalidf("key", "%d bytes exceed the limit of %d", len(key), r.maxKey)
+	}
+	return nil
+}
+
+func (r *RateLimiter) policy(name string) (rules.Policy, error) {
+	var cfg *rules.Set
+	if r.cfg != nil {
+		cfg = r.cfg.Current()
+	}
+	if cfg != nil {
+		if p, ok := cfg.Policy(name); ok {
+			return p, nil
+		}
+	}
+	return rules.Policy{}, &fieldError{field: "policy", msg: "unknown policy " + quote(name), kind: errNotFound}
+}
+
+// inlineLimit converts and validates an inline limit, naming the field;
+// tz resolves a calendar limit's time zone.
+func inlineLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit, tz *zones.Cache) (algorithms.Limit, error) {
+	if pl.GetRequests() <= 0 {
+		return algorithms.Limit{}, invalidf("limit.requests", "must be positive, got %d", pl.GetRequests())
+	}
+	if pl.GetCalendar() != floodgatev1.Calendar_CALENDAR_UNSPECIFIED || pl.GetTimeZone() != "" {
+		return calendarLimit(alg, pl, tz)
+	}
+	if pl.GetPeriod() == nil {
+		return algorithms.Limit{}, invalidf("limit.period", "required, e.g. \"60s\"")
+	}
+	if err := pl.GetPeriod().CheckValid(); err != nil {
+		return algorithms.Limit{}, invalidf("limit.period", "%v", err)
+	}
+	period := pl.GetPeriod().AsDuration()
+	switch {
+	case period <= 0:
+		return algorithms.Limit{}, invalidf("limit.period", "must be positive, got %v", period)
+	case period%time.Millisecond != 0:
+		return algorithms.Limit{}, invalidf("limit.period", "must be a whole number of milliseconds, got %v", period)
+	case pl.GetBurst() < 0:
+		return algorithms.Limit{}, invalidf("limit.burst", "must not be negative, got %d", pl.GetBurst())
+	case pl.GetBurst() > 0 && alg != algorithms.TokenBucket && alg != algorithms.LeakyBucket:
+		return algorithms.Limit{}, invalidf("limit.burst", "applies only to ALGORITHM_TOKEN_BUCKET and ALGORITHM_LEAKY_BUCKET, not %v", alg)
+	}
+	l := algorithms.Limit{Algorithm: alg, Requests: pl.GetRequests(), Period: period, Burst: pl.GetBurst()}
+	if err := l.Validate(); err != nil {
+		return algorithms.Limit{}, invalidf("limit", "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
+	}
+	return l, nil
+}
+
+// calendarLimit is inlineLimit for a limit with a calendar or a time zone.
+func calendarLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit, tz *zones.Cache) (algorithms.Limit, error) {
+	cal := algorithms.Calendar(pl.GetCalendar())
+	switch {
+	case pl.GetCalendar() == floodgatev1.Calendar_CALENDAR_UNSPECIFIED:
+		return algorithms.Limit{}, invalidf("limit.time_zone", "applies only to a calendar limit (set limit.calendar)")
+	case pl.GetCalendar() < 0 || !cal.Valid():
+		return algorithms.Limit{}, invalidf("limit.calendar", "unknown value %d", int32(pl.GetCalendar()))
+	case alg != algorithms.FixedWindow && alg != algorithms.SlidingWindow:
+		return algorithms.Limit{}, invalidf("limit.calendar", "applies only to ALGORITHM_FIXED_WINDOW and ALGORITHM_SLIDING_WINDOW, not %v", alg)
+	case pl.GetPeriod() != nil:
+		return algorithms.Limit{}, invalidf("limit.period", "must be unset with limit.calendar (the calendar %s is the window)", cal)
+	case pl.GetBurst() != 0:
+		return algorithms.Limit{}, invalidf("limit.burst", "applies only to ALGORITHM_TOKEN_BUCKET, not %v", alg)
+	}
+	loc, err := tz.Load(pl.GetTimeZone())
+	if err != nil {
+		return algorithms.Limit{}, invalidf("limit.time_zone", "%v", err)
+	}
+	l := algorithms.Limit{Algorithm: alg, Requests: pl.GetRequests(), Calendar: cal, Location: loc}
+	if err := l.Validate(); err != nil {
+		return algorithms.Limit{}, invalidf("limit", "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
+	}
+	return l, nil
+}

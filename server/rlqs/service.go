@@ -1,0 +1,365 @@
+// Package rlqs serves Envoy's Rate Limit Quota Service,
+// envoy.service.rate_limit_quota.v3.RateLimitQuotaService: Envoy's
+// rate_limit_quota filter groups requests into buckets, enforces quota
+// assignments locally, and reports each bucket's usage on one
+// bidirectional stream; this server answers with assignments.
+//
+// The first report of a bucket on a stream subscribes it. The bucket is
+// matched against the domain's quota_buckets (internal/rules); a
+// rate_limit entry gives every distinct bucket id its own global budget,
+// shared by every Envoy instance that reports that id in proportion to its
+// recent demand (Share), with a floor and a cap. Demand is aggregated
+// across floodgate replicas by a store.DemandStore (Redis when
+// configured). Each report is answered with the current assignment of
+// every bucket it names (re-sending an unchanged strategy extends its
+// time to live); when a report moves a budget's totals by 5% or more, the
+// other streams on this replica sharing it are pushed assignments that
+// changed by 5% or more (at most every 250ms a budget), and those on other
+// replicas get theirs at their next report. A config reload re-matches every open bucket, pushes
+// changed assignments and abandons buckets whose entry was removed.
+//
+// Every stream's sends happen on its own handler goroutine: other streams
+// only mark its buckets dirty and wake it, so a slow reader blocks no one
+// but itself.
+package rlqs
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Defaults of Settings' zero values.
+const (
+	// DefaultMaxBucketsPerStream bounds the buckets one stream may
+	// subscribe; a report past it ends the stream (ResourceExhausted).
+	DefaultMaxBucketsPerStream = 1000
+	// DefaultAssignmentTTL is the least assignment_time_to_live sent; it
+	// is raised to twice a bucket's reporting interval plus a second, so
+	// assignments outlive the gap between reports.
+	DefaultAssignmentTTL = 10 * time.Second
+	// DefaultMaxKeyBytes bounds the domain and each bucket id key and value.
+	DefaultMaxKeyBytes = 4096
+	// demandTimeout bounds a ForgetDemand at a stream's end.
+	demandTimeout = 2 * time.Second
+)
+
+// RuleSource returns the config in force.
+type RuleSource interface {
+	Current() *rules.Set
+}
+
+// Settings configure a Service. Demand and Config are required.
+type Settings struct {
+	// Config is the config in force (quota_buckets, quota_unmatched).
+	Rules RuleSource
+	// Demand aggregates demand across replicas.
+	Demand store.DemandStore
+	// MaxBucketsPerStream: see DefaultMaxBucketsPerStream.
+	MaxBucketsPerStream int
+	// MaxKeyBytes: see DefaultMaxKeyBytes.
+	MaxKeyBytes int
+	// AssignmentTTL: see DefaultAssignmentTTL.
+	AssignmentTTL time.Duration
+	// Shares shape the fair shares; zero fields take DefaultFloor and
+	// DefaultCap.
+	Shares ShareParams
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics; nil records none.
+	Metrics *Metrics
+}
+
+// Service serves StreamRateLimitQuotas.
+type Service struct {
+	rlqsv3.UnimplementedRateLimitQuotaServiceServer
+
+	cfg        RuleSource
+	demand     store.DemandStore
+	maxBuckets int
+	maxKey     int
+	ttl        time.Duration
+	shares     ShareParams
+	now        func() time.Time
+	log        *slog.Logger
+	m          *Metrics
+	replica    string // this process' part of reporter names
+	seq        atomic.Uint64
+
+	failures failureLog
+
+	mu       sync.Mutex
+	streams  map[*stream]struct{}
+	groups   map[string]*group // by store key
+	draining bool
+	drained  chan struct{} // closed when draining and no stream is left
+}
+
+var _ rlqsv3.RateLimitQuotaServiceServer = (*Service)(nil)
+
+// group is the local members of one shared budget (a quota entry and a
+// bucket id) and the budget's latest totals across replicas. Guarded by
+// Service.mu.
+type group struct {
+	key     string
+	members map[*sub]struct{}
+	total   store.DemandTotal
+	totalAt time.Time // zero until the store answered once
+	// pushed is the total when the members were last woken to their
+	// shares: they are woken again only when the total moves 5% or more
+	// away from it, so steady reports cost O(1), not O(members).
+	pushed store.DemandTotal
+	// wokeAt is when a report last woke the members; reports wake them at
+	// most every wakeEvery (a fleet connecting at once would otherwise
+	// wake every member at every few joins: O(members²)).
+	wokeAt time.Time
+}
+
+// wakeEvery is the least time between two wake-ups of a budget's members
+// by reports (leaves always wake them).
+const wakeEvery = 250 * time.Millisecond
+
+// wakeOthersLocked wakes every member of g but except to recompute its
+// share, when g's total moved 5% or more since the last wake-up; it
+// reports whether it woke any.
+func (g *group) wakeOthersLocked(except *sub) bool {
+	if !moved(g.pushed, g.total) {
+		return false
+	}
+	g.pushed = g.total
+	woke := false
+	for m := range g.members {
+		if m != except {
+			m.st.markDirty(m, false)
+			woke = true
+		}
+	}
+	return woke
+}
+
+// moved reports whether b is 5% or more away from a in reporters or in
+// demand.
+func moved(a, b store.DemandTotal) bool {
+	far := func(x, y int64) bool {
+		d := x - y
+		if d < 0 {
+			d = -d
+		}
+		return d > 0 && d*20 >= max(x, 1)
+	}
+	return far(a.Reporters, b.Reporters) || far(a.MilliRPS, b.MilliRPS)
+}
+
+// New returns a Service.
+func New(s Settings) *Service {
+	if s.MaxBucketsPerStream <= 0 {
+		s.MaxBucketsPerStream = DefaultMaxBucketsPerStream
+	}
+	if s.MaxKeyBytes <= 0 {
+		s.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if s.AssignmentTTL <= 0 {
+		s.AssignmentTTL = DefaultAssignmentTTL
+	}
+	if s.Shares.Floor <= 0 || s.Shares.Floor >= 1 {
+		s.Shares.Floor = DefaultFloor
+	}
+	if s.Shares.Cap < 1 {
+		s.Shares.Cap = DefaultCap
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Service{
+		cfg: s.Rules, demand: s.Demand, maxBuckets: s.MaxBucketsPerStream, maxKey: s.MaxKeyBytes,
+		ttl: s.AssignmentTTL, shares: s.Shares, now: s.Now, log: s.Logger, m: s.Metrics,
+		replica: hex.EncodeToString(b[:]),
+		streams: map[*stream]struct{}{}, groups: map[string]*group{},
+	}
+}
+
+// config is the config in force; nil (no quota buckets) without a source.
+func (s *Service) config() *rules.Set {
+	if s.cfg == nil {
+		return nil
+	}
+	return s.cfg.Current()
+}
+
+// ConfigChanged makes every open stream re-match its buckets against the
+// config now in force: changed assignments are pushed, buckets whose
+// entry is gone are abandoned. Call it after each reload.
+func (s *Service) ConfigChanged() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for st := range s.streams {
+		st.reconfig.Store(true)
+		st.wakeUp()
+	}
+}
+
+// Drain ends every open stream cleanly: each sends the current assignment
+// of all its buckets (so Envoy carries on with them for their time to
+// live, then per its expired_assignment_behavior, while it reconnects to
+// another replica) and then ends with OK. Streams opened afterwards are
+// refused with Unavailable. Call it before grpc.Server.GracefulStop, which
+// would otherwise wait for the streams forever. Drain waits until the
+// streams have ended or ctx is done.
+func (s *Service) Drain(ctx context.Context) {
+	s.mu.Lock()
+	if !s.draining {
+		s.draining = true
+		s.drained = make(chan struct{})
+		for st := range s.streams {
+			close(st.drain)
+		}
+		if len(s.streams) == 0 {
+			close(s.drained)
+		}
+	}
+	done := s.drained
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Streams returns the number of open streams.
+func (s *Service) Streams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
+
+// StreamRateLimitQuotas implements rlqsv3.RateLimitQuotaServiceServer.
+func (s *Service) StreamRateLimitQuotas(srv rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	st := &stream{
+		s: s, srv: srv, id: s.seq.Add(1),
+		subs:  map[string]*sub{},
+		dirty: map[*sub]bool{},
+		wake:  make(chan struct{}, 1),
+		drain: make(chan struct{}),
+	}
+	if !s.register(st) {
+		return status.Error(codes.Unavailable, "server shutting down: reconnect to another replica")
+	}
+	defer s.unregister(st)
+	err := st.run(srv.Context())
+	if err != nil && s.m != nil {
+		s.m.streamErrors.WithLabelValues(status.Code(err).String()).Inc()
+	}
+	return err
+}
+
+func (s *Service) register(st *stream) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.streams[st] = struct{}{}
+	if s.m != nil {
+		s.m.streams.Inc()
+	}
+	return true
+}
+
+// unregister removes a finished stream: its buckets leave their groups,
+// the other local members are pushed their new shares, and its demand is
+// forgotten in the store (other replicas see it at their next report).
+func (s *Service) unregister(st *stream) {
+	var forget []*sub
+	s.mu.Lock()
+	delete(s.streams, st)
+	for _, sb := range st.subs {
+		if sb.g != nil {
+			s.leaveLocked(sb)
+			forget = append(forget, sb)
+		}
+	}
+	if s.m != nil {
+		s.m.streams.Dec()
+		s.m.buckets.Sub(float64(len(st.subs)))
+	}
+	if s.draining && len(s.streams) == 0 {
+		select {
+		case <-s.drained:
+		default:
+			close(s.drained)
+		}
+	}
+	s.mu.Unlock()
+	if len(forget) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), demandTimeout)
+	defer cancel()
+	for _, sb := range forget {
+		if err := s.demand.ForgetDemand(ctx, sb.key, sb.reporter); err != nil {
+			s.log.Warn("quota: could not forget a closed stream's demand; it expires with its TTL", "err", err)
+			break
+		}
+	}
+}
+
+// groupKey is the store key of the budget of bucket id canon under the
+// quota entry id: 22 base64url characters of a SHA-256.
+func groupKey(entryID, canon string) string {
+	h := sha256.New()
+	h.Write([]byte(entryID))
+	h.Write([]byte{0})
+	h.Write([]byte(canon))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+}
+
+// joinLocked puts sb in the group of its key.
+func (s *Service) joinLocked(sb *sub) {
+	g := s.groups[sb.key]
+	if g == nil {
+		g = &group{key: sb.key, members: map[*sub]struct{}{}}
+		s.groups[sb.key] = g
+	}
+	g.members[sb] = struct{}{}
+	sb.g = g
+}
+
+// leaveLocked takes sb out of its group, takes its demand out of the
+// group's totals and wakes the other members to their larger shares.
+func (s *Service) leaveLocked(sb *sub) {
+	g := sb.g
+	if g == nil {
+		return
+	}
+	sb.g = nil
+	delete(g.members, sb)
+	if len(g.members) == 0 {
+		delete(s.groups, g.key)
+		return
+	}
+	if !g.totalAt.IsZero() {
+		g.total.Reporters = max(g.total.Reporters-1, 1)
+		g.total.MilliRPS = max(g.total.MilliRPS-sb.demand.Load(), 0)
+	}
+	g.wakeOthersLocked(nil)
+}

@@ -1,0 +1,203 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/keys"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Deciding: a single request straight under its shard's lock, a batch
+// on tentative states under every shard it touches.
+
+// Decide decides reqs together; see store.Store. It returns an error
+// wrapping the context's error when ctx is already done, one wrapping
+// store.ErrInvalid for a mismatched out or an invalid limit, and one
+// wrapping store.ErrUnavailable after Close.
+func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: decide: %w", err)
+	}
+	if len(out) != len(reqs) {
+		return fmt.Errorf("memstore: decide: %w: %d requests but %d decisions", store.ErrInvalid, len(reqs), len(out))
+	}
+	if s.closed.Load() {
+		return errClosed
+	}
+	for i := range reqs {
+		if err := reqs[i].Limit.Validate(); err != nil {
+			return fmt.Errorf("memstore: decide: request %d: %w: %w", i, store.ErrInvalid, err)
+		}
+	}
+	nowMs := now.UnixMilli()
+	switch len(reqs) {
+	case 0:
+		return nil
+	case 1:
+		s.decideOne(nowMs, &reqs[0], &out[0])
+		return nil
+	}
+	s.decideMany(nowMs, reqs, out)
+	return nil
+}
+
+// decideOne is Decide for a single request, without the bookkeeping a
+// batch needs.
+func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decision) {
+	sh := &s.shards[s.shardIndex(r.Key)]
+	alg := r.Limit.Algorithm
+	sh.mu.Lock()
+	sh.observe(nowMs)
+	ek := keys.Entry(r.Key, r.Scope)
+	ref := sh.find(alg, ek, nowMs)
+	st := ref.state()
+	if r.DryRun {
+		*out = algorithms.EvaluateMode(r.Limit, st, nowMs, r.Cost, r.Mode)
+		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
+	} else {
+		// A sliding window log's ring is updated in place: only this
+		// entry holds it, and the shard is locked.
+		*out = algorithms.ApplyMode(r.Limit, &st, nowMs, r.Cost, r.Mode, nil)
+		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
+		if out.Allowed && r.Cost != 0 {
+			sh.write(alg, ek, ref, st, nowMs, out.TTL)
+			sh.trim(nowMs)
+		}
+	}
+	sh.mu.Unlock()
+}
+
+// pending is one (algorithm, key) of a batch: where its entry is and its
+// tentative state.
+type pending struct {
+	sh    *shard
+	alg   algorithms.Algorithm
+	key   string
+	ref   ref
+	st    algorithms.State
+	ttl   time.Duration
+	dirty bool
+}
+
+// smallBatch is the batch size handled without heap allocations.
+const smallBatch = 8
+
+// decideMany is Decide for two or more requests: lock every shard
+// involved in ascending order, decide on tentative states, commit only if
+// nothing with a positive cost was denied.
+func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.Decision) {
+	var idxBuf [smallBatch]uint32
+	idx := idxBuf[:0]
+	for i := range reqs {
+		idx = append(idx, uint32(s.shardIndex(reqs[i].Key)))
+	}
+	var lockBuf [smallBatch]uint32
+	locks := sortedUnique(append(lockBuf[:0], idx...))
+	for _, i := range locks {
+		s.shards[i].mu.Lock()
+		s.shards[i].observe(nowMs)
+	}
+	defer func() {
+		for j := len(locks) - 1; j >= 0; j-- {
+			s.shards[locks[j]].mu.Unlock()
+		}
+	}()
+
+	var pendBuf [smallBatch]pending
+	pend := pendBuf[:0]
+	var index map[pendingKey]int // for large batches only
+	if len(reqs) > 2*smallBatch {
+		index = make(map[pendingKey]int, len(reqs))
+	}
+	denied := false
+	// Logs are charged in place; undo takes the charges back if the
+	// batch is denied.
+	var undo algorithms.Undo
+	for i := range reqs {
+		r := &reqs[i]
+		alg := r.Limit.Algorithm
+		ek := keys.Entry(r.Key, r.Scope)
+		p := -1
+		if index != nil {
+			if j, ok := index[pendingKey{alg, ek}]; ok {
+				p = j
+			}
+		} else {
+			for j := range pend {
+				if pend[j].alg == alg && pend[j].key == ek {
+					p = j
+					break
+				}
+			}
+		}
+		if p < 0 {
+			sh := &s.shards[idx[i]]
+			ref := sh.find(alg, ek, nowMs)
+			pend = append(pend, pending{sh: sh, alg: alg, key: ek, ref: ref, st: ref.state()})
+			p = len(pend) - 1
+			if index != nil {
+				index[pendingKey{alg, ek}] = p
+			}
+		}
+		pe := &pend[p]
+		var d algorithms.Decision
+		if r.DryRun {
+			d = algorithms.EvaluateMode(r.Limit, pe.st, nowMs, r.Cost, r.Mode)
+			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
+		} else {
+			d = algorithms.ApplyMode(r.Limit, &pe.st, nowMs, r.Cost, r.Mode, &undo)
+			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
+		}
+		out[i] = d
+		if r.Cost > 0 && !d.Allowed {
+			denied = true
+		}
+		if d.Allowed && r.Cost != 0 && !r.DryRun {
+			pe.ttl, pe.dirty = d.TTL, true
+		}
+	}
+	if denied {
+		undo.Revert()
+		return
+	}
+	// Update entries that exist before inserting new ones: an insert may
+	// evict, and must not evict an entry another pending still points to
+	// before that pending is written.
+	for pass := 0; pass < 2; pass++ {
+		for j := range pend {
+			pe := &pend[j]
+			if pe.dirty && pe.ref.exists() == (pass == 0) {
+				pe.sh.write(pe.alg, pe.key, pe.ref, pe.st, nowMs, pe.ttl)
+			}
+		}
+	}
+	// Only now may the memory cap evict: no pending points at an entry
+	// any more.
+	for _, i := range locks {
+		s.shards[i].trim(nowMs)
+	}
+}
+
+type pendingKey struct {
+	alg algorithms.Algorithm
+	key string
+}
+
+// sortedUnique sorts xs ascending and drops repeats, in place.
+func sortedUnique(xs []uint32) []uint32 {
+	for i := 1; i < len(xs); i++ { // insertion sort: batches are small
+		for j := i; j > 0 && xs[j] < xs[j-1]; j-- {
+			xs[j], xs[j-1] = xs[j-1], xs[j]
+		}
+	}
+	out := xs[:0]
+	for i, x := range xs {
+		if i == 0 || x != out[len(out)-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/store"
+)
+
+// Demand is the embedded store.DemandStore: the demand reports of one
+// floodgate process, in memory. Like the Redis twin (redisstore's
+// demand.lua) each key keeps running totals, exact while no report has
+// expired, so a report costs O(1) but for one scan of the key's reporters
+// once its earliest report expires. Keys whose reports all expired are
+// dropped by a sweep of every key once every demandSweepEvery reports, so
+// memory follows the live reporters.
+type Demand struct {
+	mu      sync.Mutex
+	keys    map[string]*demandKey
+	reports int
+}
+
+// demandKey is one budget's reports and their totals (expired reports
+// included until the next scan; none has expired before min).
+type demandKey struct {
+	reports map[string]demandEntry
+	total   store.DemandTotal
+	min     time.Time
+}
+
+// scan drops expired reports and recomputes the totals.
+func (k *demandKey) scan(now time.Time) {
+	k.total, k.min = store.DemandTotal{}, time.Time{}
+	for rep, e := range k.reports {
+		if !e.expires.After(now) {
+			delete(k.reports, rep)
+			continue
+		}
+		k.total.Reporters++
+		k.total.MilliRPS += e.milliRPS
+		if k.min.IsZero() || e.expires.Before(k.min) {
+			k.min = e.expires
+		}
+	}
+}
+
+type demandEntry struct {
+	milliRPS int64
+	expires  time.Time
+}
+
+// demandSweepEvery is how many reports pass between sweeps of every key.
+const demandSweepEvery = 4096
+
+var _ store.DemandStore = (*Demand)(nil)
+
+// NewDemand returns an empty Demand.
+func NewDemand() *Demand { return &Demand{keys: map[string]*demandKey{}} }
+
+// ReportDemand implements store.DemandStore.
+func (d *Demand) ReportDemand(_ context.Context, now time.Time, reports []store.DemandReport, out []store.DemandTotal) error {
+	if len(out) != len(reports) {
+		return fmt.Errorf("memstore: report demand: %w: %d reports but %d totals", store.ErrInvalid, len(reports), len(out))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, r := range reports {
+		if r.TTL <= 0 {
+			return fmt.Errorf("memstore: report demand: %w: TTL %v is not positive", store.ErrInvalid, r.TTL)
+		}
+		k := d.keys[r.Key]
+		if k == nil {
+			k = &demandKey{reports: map[string]demandEntry{}}
+			d.keys[r.Key] = k
+		}
+		if old, ok := k.reports[r.Reporter]; ok {
+			k.total.Reporters--
+			k.total.MilliRPS -= old.milliRPS
+		}
+		e := demandEntry{milliRPS: r.MilliRPS, expires: now.Add(r.TTL)}
+		k.reports[r.Reporter] = e
+		k.total.Reporters++
+		k.total.MilliRPS += e.milliRPS
+		if k.min.IsZero() || e.expires.Before(k.min) {
+			k.min = e.expires
+		}
+		if !now.Before(k.min) {
+			k.scan(now)
+		}
+		out[i] = k.total
+	}
+	if d.reports += len(reports); d.reports >= demandSweepEvery {
+		d.reports = 0
+		d.sweep(now)
+	}
+	return nil
+}
+
+// sweep drops every expired report and every key left without one.
+func (d *Demand) sweep(now time.Time) {
+	for key, k := range d.keys {
+		if !now.Before(k.min) {
+			k.scan(now)
+		}
+		if len(k.reports) == 0 {
+			delete(d.keys, key)
+		}
+	}
+}
+
+// ForgetDemand implements store.DemandStore.
+func (d *Demand) ForgetDemand(_ context.Context, key, reporter string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if k := d.keys[key]; k != nil {
+		if old, ok := k.reports[reporter]; ok {
+			delete(k.reports, reporter)
+			k.total.Reporters--
+			k.total.MilliRPS -= old.milliRPS
+		}
+		if len(k.reports) == 0 {
+			delete(d.keys, key)
+		}
+	}
+	return nil
+}
+
+// Len returns the keys held (for tests and metrics).
+func (d *Demand) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.keys)
+}

@@ -1,0 +1,79 @@
+package memstore
+
+import (
+	"math/bits"
+
+	"github.com/floodgate/floodgate/algorithms"
+)
+
+// The memory cap: what each entry is accounted, and the bookkeeping that
+// keeps a shard within its share of Config.MaxBytes.
+
+// Accounted sizes of an entry, besides its key: the map slot and the
+// entry struct, with allocator rounding (TestEntryBytes checks them
+// against the heap).
+const (
+	counterOverhead = 96
+	logOverhead     = 128
+)
+
+// EntryBytes is the memory the store accounts for key under alg with a
+// ring of ringSlots slots (its capacity; 0 for all but the sliding window
+// log): what Config.MaxBytes caps.
+func EntryBytes(alg algorithms.Algorithm, key string, ringSlots int) int64 {
+	if alg == algorithms.SlidingWindowLog {
+		return logOverhead + int64(len(key)) + allocBytes(8*int64(ringSlots))
+	}
+	return counterOverhead + int64(len(key))
+}
+
+// allocBytes bounds what the Go allocator takes for n bytes: whole 8 KiB
+// pages above 32 KiB, and below it a size class at most an eighth of a
+// power of two above n.
+func allocBytes(n int64) int64 {
+	if n > 32<<10 {
+		return (n + 8<<10 - 1) &^ (8<<10 - 1)
+	}
+	step := max(16, int64(1)<<bits.Len64(uint64(n))>>3)
+	return (n + step - 1) / step * step
+}
+
+// Bytes is the memory of the stored entries as the store accounts it
+// (EntryBytes), including expired entries not yet removed.
+func (s *Store) Bytes() int64 {
+	var total int64
+	s.eachShard(func(sh *shard) { total += sh.bytes })
+	return total
+}
+
+// MaxBytes is the store's memory cap (Config.MaxBytes once defaulted and
+// raised to MinMaxBytes).
+func (s *Store) MaxBytes() int64 {
+	var total int64
+	for i := range s.shards {
+		total += s.shards[i].maxBytes // set once by New
+	}
+	return total
+}
+
+// dropLog deletes the log entry e of key.
+func (sh *shard) dropLog(key string, e *logEntry) {
+	delete(sh.logs, key)
+	sh.n--
+	sh.bytes -= EntryBytes(algorithms.SlidingWindowLog, key, cap(e.ring))
+}
+
+// dropCounter deletes key from the counter table t.
+func (sh *shard) dropCounter(t map[string]*counter, key string) {
+	delete(t, key)
+	sh.n--
+	sh.bytes -= EntryBytes(algorithms.TokenBucket, key, 0)
+}
+
+// trim evicts entries, the way the key cap does, until the shard is within
+// its memory cap.
+func (sh *shard) trim(nowMs int64) {
+	for sh.bytes > sh.maxBytes && sh.n > 0 {
+		sh.evict(nowMs)
+	}
+}

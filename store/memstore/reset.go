@@ -1,0 +1,64 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/keys"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Reset forgets key under alg, or under every algorithm when alg is
+// algorithms.Unspecified, in the given scopes, or in every scope of key
+// when none is given (a key's scopes share its shard, which Reset then
+// walks).
+func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: reset: %w", err)
+	}
+	if alg != algorithms.Unspecified && !alg.Valid() {
+		return fmt.Errorf("memstore: reset: %w: unknown algorithm %v", store.ErrInvalid, alg)
+	}
+	if s.closed.Load() {
+		return errClosed
+	}
+	sh := &s.shards[s.shardIndex(key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	all := len(scopes) == 0
+	if all {
+		scopes = []string{""}
+	}
+	for _, a := range algorithms.Algorithms {
+		if alg != algorithms.Unspecified && alg != a {
+			continue
+		}
+		for _, sc := range scopes {
+			sh.remove(a, keys.Entry(key, sc))
+		}
+		if all {
+			for _, ek := range sh.keys(a) {
+				if k, ok := keys.EntryKeyOf(ek); ok && k == key {
+					sh.remove(a, ek)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// keys lists the entry keys stored under alg.
+func (sh *shard) keys(alg algorithms.Algorithm) []string {
+	var out []string
+	if alg == algorithms.SlidingWindowLog {
+		for k := range sh.logs {
+			out = append(out, k)
+		}
+		return out
+	}
+	for k := range sh.counters[tableIndex(alg)] {
+		out = append(out, k)
+	}
+	return out
+}

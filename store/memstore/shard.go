@@ -1,0 +1,171 @@
+package memstore
+
+import (
+	"hash/maphash"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+)
+
+// shard holds the entries of the keys that hash to it.
+type shard struct {
+	mu sync.Mutex
+	// counters holds token bucket, sliding window, fixed window and leaky
+	// bucket state, indexed by tableIndex; logs holds sliding window logs.
+	counters [4]map[string]*counter
+	logs     map[string]*logEntry
+	settles  map[string]*settleRecord // settlement records (settle.go)
+	n        int                      // entries in all tables
+	max      int                      // cap on n
+	bytes    int64                    // EntryBytes of all entries
+	maxBytes int64                    // cap on bytes
+	latest   int64                    // newest now seen, Unix ms; written under mu
+	_        [64]byte                 // keep neighbouring shards off one cache line
+}
+
+// counter is the state of a token bucket, sliding window or fixed window
+// key (algorithms.State's A, B, C) and its expiry in Unix ms.
+type counter struct {
+	a, b, c, exp int64
+}
+
+// logEntry is the state of a sliding window log key (algorithms.State's
+// A, B, C and Log: head, floor, low mark, ring) and its expiry in Unix ms.
+type logEntry struct {
+	exp, head, floor, low int64
+	ring                  []int64
+}
+
+// shardIndex is the index in s.shards of the shard key hashes to.
+func (s *Store) shardIndex(key string) uint64 {
+	return maphash.String(s.seed, key) & s.mask
+}
+
+// ref points at a key's entry in a shard, if it has one.
+type ref struct {
+	c *counter
+	l *logEntry
+}
+
+func (r ref) exists() bool { return r.c != nil || r.l != nil }
+
+// expiry is the entry's expiry in Unix ms; the entry must exist.
+func (r ref) expiry() int64 {
+	if r.c != nil {
+		return r.c.exp
+	}
+	return r.l.exp
+}
+
+// state is the entry's algorithms.State; the zero State when absent.
+func (r ref) state() algorithms.State {
+	switch {
+	case r.c != nil:
+		return algorithms.State{A: r.c.a, B: r.c.b, C: r.c.c}
+	case r.l != nil:
+		return algorithms.State{A: r.l.head, B: r.l.floor, C: r.l.low, Log: r.l.ring}
+	}
+	return algorithms.State{}
+}
+
+// tableIndex maps a counting algorithm to its index in shard.counters.
+func tableIndex(alg algorithms.Algorithm) int {
+	switch alg {
+	case algorithms.TokenBucket:
+		return 0
+	case algorithms.SlidingWindow:
+		return 1
+	case algorithms.LeakyBucket:
+		return 3
+	}
+	return 2 // algorithms.FixedWindow
+}
+
+// observe records nowMs as seen, for the background sweeper's clock.
+func (sh *shard) observe(nowMs int64) {
+	if nowMs > sh.latest {
+		sh.latest = nowMs
+	}
+}
+
+// find returns alg's entry for key, deleting it and returning an empty ref
+// if it expired at nowMs.
+func (sh *shard) find(alg algorithms.Algorithm, key string, nowMs int64) ref {
+	r := sh.lookup(alg, key)
+	if r.exists() && r.expiry() <= nowMs {
+		sh.remove(alg, key)
+		return ref{}
+	}
+	return r
+}
+
+// lookup returns alg's entry for key, expired or not.
+func (sh *shard) lookup(alg algorithms.Algorithm, key string) ref {
+	if alg == algorithms.SlidingWindowLog {
+		return ref{l: sh.logs[key]}
+	}
+	return ref{c: sh.counters[tableIndex(alg)][key]}
+}
+
+// write stores st for key (found earlier as r) with a TTL from nowMs; a
+// TTL of 0 deletes the entry.
+func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithms.State, nowMs int64, ttl time.Duration) {
+	if ttl <= 0 {
+		if r.exists() {
+			sh.remove(alg, key)
+		}
+		return
+	}
+	exp := nowMs + ttl.Milliseconds()
+	switch {
+	case r.c != nil:
+		r.c.a, r.c.b, r.c.c, r.c.exp = st.A, st.B, st.C, exp
+		return
+	case r.l != nil:
+		sh.bytes += EntryBytes(alg, key, cap(st.Log)) - EntryBytes(alg, key, cap(r.l.ring))
+		r.l.head, r.l.floor, r.l.low, r.l.ring, r.l.exp = st.A, st.B, st.C, st.Log, exp
+		return
+	}
+	sh.sweep(nowMs, insertSweepSample)
+	if sh.n >= sh.max {
+		sh.evict(nowMs)
+	}
+	key = strings.Clone(key) // never keep the caller's backing array alive
+	if alg == algorithms.SlidingWindowLog {
+		if sh.logs == nil {
+			sh.logs = make(map[string]*logEntry)
+		}
+		sh.logs[key] = &logEntry{exp: exp, head: st.A, floor: st.B, low: st.C, ring: st.Log}
+	} else {
+		i := tableIndex(alg)
+		if sh.counters[i] == nil {
+			sh.counters[i] = make(map[string]*counter)
+		}
+		sh.counters[i][key] = &counter{a: st.A, b: st.B, c: st.C, exp: exp}
+	}
+	sh.n++
+	sh.bytes += EntryBytes(alg, key, cap(st.Log))
+}
+
+// remove deletes alg's entry for key, if any.
+func (sh *shard) remove(alg algorithms.Algorithm, key string) {
+	if alg == recordAlg {
+		sh.dropRecord(key)
+		return
+	}
+	if alg == algorithms.SlidingWindowLog {
+		if e, ok := sh.logs[key]; ok {
+			sh.dropLog(key, e)
+		}
+		return
+	}
+	t := sh.counters[tableIndex(alg)]
+	if _, ok := t[key]; ok {
+		sh.dropCounter(t, key)
+	}
+}
+
+// counterAlgorithms is the algorithm of each shard.counters table.
+var counterAlgorithms = [4]algorithms.Algorithm{algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.FixedWindow, algorithms.LeakyBucket}

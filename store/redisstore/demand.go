@@ -1,0 +1,137 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed" // demand.lua
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/store"
+)
+
+//go:embed demand.lua
+var demandLua string
+
+//go:embed forget.lua
+var forgetLua string
+
+// Demand is a store.DemandStore on Redis, so that every floodgate replica
+// sees the demand reported to all of them. Each budget is one hash,
+//
+//	<prefix>qd:{<key>}   "r:<reporter>" = "milliRPS:expiresAtMs",
+//	                     "#n", "#sum", "#min", "#max" = running totals
+//
+// updated by one atomic script (demand.lua) per report, and expiring with
+// its last live report. A report costs O(1) but for one scan of the
+// budget's reporters when the earliest report expires (about once per
+// TTL). Expiry uses the caller's clock: replicas' clocks must agree to
+// well under a report's TTL.
+type Demand struct {
+	client  redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+	script  *redis.Script
+	forget  *redis.Script
+}
+
+var _ store.DemandStore = (*Demand)(nil)
+
+// NewDemand returns a Demand on client with the given key prefix (""
+// means DefaultPrefix) and per-call timeout (0 means DefaultTimeout). The
+// caller keeps ownership of client.
+func NewDemand(client redis.UniversalClient, prefix string, timeout time.Duration) (*Demand, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", prefix)
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Demand{client: client, prefix: prefix, timeout: timeout, script: redis.NewScript(demandLua), forget: redis.NewScript(forgetLua)}, nil
+}
+
+// demandKey is the hash of one budget; key is its hash tag.
+func (d *Demand) demandKey(key string) (string, error) {
+	if strings.ContainsAny(key, "{}") {
+		return "", fmt.Errorf("redisstore: demand key %q: %w: braces would move the hash tag", key, store.ErrInvalid)
+	}
+	return d.prefix + "qd:{" + key + "}", nil
+}
+
+// ReportDemand implements store.DemandStore: one script call per report,
+// pipelined.
+func (d *Demand) ReportDemand(ctx context.Context, now time.Time, reports []store.DemandReport, out []store.DemandTotal) error {
+	if len(out) != len(reports) {
+		return fmt.Errorf("redisstore: report demand: %w: %d reports but %d totals", store.ErrInvalid, len(reports), len(out))
+	}
+	if len(reports) == 0 {
+		return nil
+	}
+	keys := make([]string, len(reports))
+	for i, r := range reports {
+		if r.TTL <= 0 {
+			return fmt.Errorf("redisstore: report demand: %w: TTL %v is not positive", store.ErrInvalid, r.TTL)
+		}
+		k, err := d.demandKey(r.Key)
+		if err != nil {
+			return err
+		}
+		keys[i] = k
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	nowMs := now.UnixMilli()
+	run := func(sha bool) ([]*redis.Cmd, error) {
+		pipe := d.client.Pipeline()
+		cmds := make([]*redis.Cmd, len(reports))
+		for i, r := range reports {
+			k := []string{keys[i]}
+			args := []any{r.Reporter, max(r.MilliRPS, 0), nowMs, max(r.TTL.Milliseconds(), 1)}
+			if sha {
+				cmds[i] = d.script.EvalSha(ctx, pipe, k, args...)
+			} else {
+				cmds[i] = d.script.Eval(ctx, pipe, k, args...)
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run(true)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmds, err = run(false) // EVAL loads the script for the next calls
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: report demand: %w: %w", store.ErrUnavailable, err)
+	}
+	for i, c := range cmds {
+		vals, err := c.Int64Slice()
+		if err != nil || len(vals) != 2 {
+			return fmt.Errorf("redisstore: report demand: unexpected reply %v (%v)", c.Val(), err)
+		}
+		out[i] = store.DemandTotal{Reporters: vals[0], MilliRPS: vals[1]}
+	}
+	return nil
+}
+
+// ForgetDemand implements store.DemandStore.
+func (d *Demand) ForgetDemand(ctx context.Context, key, reporter string) error {
+	k, err := d.demandKey(key)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	if err := d.forget.Run(ctx, d.client, []string{k}, reporter).Err(); err != nil {
+		return fmt.Errorf("redisstore: forget demand: %w: %w", store.ErrUnavailable, err)
+	}
+	return nil
+}

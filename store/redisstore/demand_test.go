@@ -1,0 +1,45 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/redisstore"
+	"github.com/floodgate/floodgate/store/storetest"
+)
+
+func TestDemandConformance(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	storetest.RunDemand(t, func(t *testing.T) store.DemandStore {
+		d, err := redisstore.NewDemand(c, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	})
+	// The script is loaded on first use (NOSCRIPT, then EVAL), and the
+	// budget's hash expires with its last report.
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := redisstore.NewDemand(c, "t:", 0)
+	out := make([]store.DemandTotal, 1)
+	err := d.ReportDemand(context.Background(), time.Now(), []store.DemandReport{{Key: "k", Reporter: "a", MilliRPS: 9, TTL: 3 * time.Second}}, out)
+	if err != nil || out[0] != (store.DemandTotal{Reporters: 1, MilliRPS: 9}) {
+		t.Fatalf("after SCRIPT FLUSH: %+v, %v", out[0], err)
+	}
+	ttl, err := c.PTTL(context.Background(), "t:qd:{k}").Result()
+	if err != nil || ttl <= 0 || ttl > 3*time.Second {
+		t.Errorf("PTTL = %v, %v; want within the report's 3s", ttl, err)
+	}
+	if _, err := redisstore.NewDemand(c, "a{b", 0); err == nil {
+		t.Error("a prefix with a brace was accepted")
+	}
+	if err := d.ForgetDemand(context.Background(), "k{", "a"); err == nil {
+		t.Error("a key with a brace was accepted")
+	}
+}

@@ -1,0 +1,167 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/store"
+)
+
+// An outage and a misconfiguration look alike from a decision: both fail,
+// and the failure modes answer. They differ for the operator: an outage
+// ends by itself, a misconfiguration never does. A standalone client
+// pointed at a Redis Cluster node gets MOVED or CROSSSLOT for every
+// decision, and one pointed at a read-only replica gets READONLY: every
+// limit would answer by its failure mode for ever, silently. So those
+// answers, and what INFO says about the node, make errors that wrap
+// store.ErrMisconfigured with a message naming the fix.
+
+// misconfigError is a Redis that cannot serve in the client's mode. Its
+// message names the fix.
+type misconfigError struct{ msg string }
+
+func (e *misconfigError) Error() string { return e.msg }
+func (e *misconfigError) Unwrap() error { return store.ErrMisconfigured }
+
+// mode is how the client reaches Redis: ModeCluster for a cluster client,
+// else Config.Mode (standalone when empty).
+func (s *Store) mode() string {
+	switch {
+	case s.cluster:
+		return ModeCluster
+	case s.cfg.Mode == ModeSentinel:
+		return ModeSentinel
+	}
+	return ModeStandalone
+}
+
+// addr is the address of a standalone client's server, for messages.
+func (s *Store) addr() string {
+	if c, ok := s.client.(*redis.Client); ok && s.mode() == ModeStandalone {
+		return c.Options().Addr
+	}
+	return "the Redis server"
+}
+
+// CheckServer asks Redis whether it can decide in the client's mode. A
+// standalone or sentinel client must not reach a Redis Cluster node, a
+// standalone client not a replica (INFO cluster, INFO replication); a
+// cluster client must reach a cluster. It returns nil when Redis answers
+// and fits, an error wrapping store.ErrMisconfigured that names the fix
+// when it does not, and an error wrapping store.ErrUnavailable when Redis
+// did not answer. A Redis that refuses INFO (an ACL, a renamed command) is
+// only pinged. ctx bounds the call (Ping bounds it by Config.Timeout).
+func (s *Store) CheckServer(ctx context.Context) error {
+	if err := s.checkServer(ctx); err != nil {
+		return s.wrap(ctx, "check", err)
+	}
+	return nil
+}
+
+func (s *Store) checkServer(ctx context.Context) error {
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		})
+	}
+	pipe := s.client.Pipeline()
+	repl := pipe.Info(ctx, "replication")
+	clus := pipe.Info(ctx, "cluster")
+	if _, err := pipe.Exec(ctx); err != nil {
+		var rerr redis.Error
+		if errors.As(err, &rerr) && !s.misconfigured(err) {
+			// INFO refused (ACL, renamed command): nothing to check.
+			return s.client.Ping(ctx).Err()
+		}
+		return err
+	}
+	if infoField(clus.Val(), "cluster_enabled") == "1" {
+		return &misconfigError{fmt.Sprintf("%s is a Redis Cluster node (INFO: cluster_enabled:1), but --redis-mode is %s: run floodgate with --redis-mode cluster", s.addr(), s.mode())}
+	}
+	if s.mode() == ModeStandalone && infoField(repl.Val(), "role") == "slave" {
+		master := net.JoinHostPort(infoField(repl.Val(), "master_host"), infoField(repl.Val(), "master_port"))
+		return &misconfigError{fmt.Sprintf("%s is a read-only replica of %s (INFO: role:slave): point --redis-url at the master (%s), or use --redis-mode sentinel", s.addr(), master, master)}
+	}
+	return nil
+}
+
+// infoField is the value of field in an INFO reply, or "".
+func infoField(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// Ping implements store.Store: CheckServer, within Config.Timeout. It
+// fails (with store.ErrMisconfigured) on a Redis that answers PING but
+// cannot decide in the client's mode.
+func (s *Store) Ping(ctx context.Context) error {
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	if err := s.checkServer(tctx); err != nil {
+		return s.wrap(ctx, "ping", err)
+	}
+	return nil
+}
+
+// misconfigured reports whether err is an answer that means Redis cannot
+// decide in the client's mode, whatever happens next: cluster redirections
+// and slot errors reaching a standalone or sentinel client, READONLY
+// reaching a standalone client (under Sentinel, a replica answers READONLY
+// for a moment during a failover), a cluster client on a server without
+// cluster support.
+func (s *Store) misconfigured(err error) bool {
+	switch s.mode() {
+	case ModeCluster:
+		return strings.Contains(err.Error(), "cluster support disabled")
+	case ModeStandalone:
+		if redis.HasErrorPrefix(err, "READONLY") {
+			return true
+		}
+	}
+	for _, p := range []string{"MOVED", "ASK", "CROSSSLOT", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// misconfiguredHint is the fix for an answer misconfigured accepted.
+func (s *Store) misconfiguredHint(err error) string {
+	switch {
+	case s.mode() == ModeCluster:
+		return "Redis is not a Redis Cluster: run floodgate with --redis-mode standalone (or sentinel)"
+	case redis.HasErrorPrefix(err, "READONLY"):
+		return s.addr() + " is a read-only replica: point --redis-url at its master, or use --redis-mode sentinel"
+	}
+	return s.addr() + " is a Redis Cluster node: run floodgate with --redis-mode cluster"
+}
+
+// wrap labels err from op. Answers that mean a misconfiguration wrap
+// store.ErrMisconfigured (with the fix), errors that mean Redis could not
+// be reached in time wrap store.ErrUnavailable. A cancelled parent context
+// is reported as itself.
+func (s *Store) wrap(parent context.Context, op string, err error) error {
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("redisstore: %s: %w", op, perr)
+	}
+	var me *misconfigError
+	switch {
+	case errors.As(err, &me):
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	case s.misconfigured(err):
+		return fmt.Errorf("redisstore: %s: %w: %s (Redis answered %q)", op, store.ErrMisconfigured, s.misconfiguredHint(err), err.Error())
+	case unavailable(err):
+		return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w", op, err)
+}

@@ -1,0 +1,107 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/redisstore"
+)
+
+// TestMisconfigured: a Redis that answers but can never decide in the
+// client's mode (a cluster node or a replica behind a standalone client, a
+// plain Redis behind a cluster client) makes CheckServer, Ping and Decide
+// fail with store.ErrMisconfigured (still store.ErrUnavailable, so the
+// failure modes answer) and a message naming the fix. It used to be
+// reported as unavailable only, like an outage that would end.
+func TestMisconfigured(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	master := redistest.StartServer(t)
+	replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port()))
+	// Keys of several slots: a cluster node answers CROSSSLOT or MOVED.
+	reqs := []store.Request{
+		{Key: "a", Limit: limit(algorithms.TokenBucket, 5), Cost: 1},
+		{Key: "b", Limit: limit(algorithms.TokenBucket, 5), Cost: 1},
+		{Key: "c", Limit: limit(algorithms.TokenBucket, 5), Cost: 1},
+	}
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		mode   string
+		want   []string // in every error
+	}{
+		{"standalone on a cluster node", redis.NewClient(&redis.Options{Addr: cl.Addrs()[0]}), "", []string{"--redis-mode cluster", cl.Addrs()[0]}},
+		{"standalone on a replica", redis.NewClient(&redis.Options{Addr: replica.Addr()}), redisstore.ModeStandalone, []string{"replica", replica.Addr(), "--redis-url", "master"}},
+		{"cluster on a plain Redis", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{master.Addr()}}), "", []string{"--redis-mode standalone"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.client.Close()
+			cfg := testConfig()
+			cfg.Mode = tc.mode
+			s := newStore(t, tc.client, cfg)
+			defer s.Close()
+			ctx := context.Background()
+			check := func(op string, err error) {
+				t.Helper()
+				if !errors.Is(err, store.ErrMisconfigured) || !errors.Is(err, store.ErrUnavailable) {
+					t.Fatalf("%s: %v, want ErrMisconfigured (and ErrUnavailable)", op, err)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %q does not name %q", op, err, w)
+					}
+				}
+			}
+			check("CheckServer", s.CheckServer(ctx))
+			check("Ping", s.Ping(ctx))
+			check("Decide", s.Decide(ctx, t0, reqs, make([]algorithms.Decision, len(reqs))))
+		})
+	}
+}
+
+// TestCheckServerFits: the right mode passes CheckServer and Ping; a
+// replica's READONLY under Sentinel is a moment of a failover, so it is
+// unavailable, not misconfigured.
+func TestCheckServerFits(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	master := redistest.StartServer(t)
+	replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port()))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		mode   string
+	}{
+		{"standalone", master.Client(), ""},
+		{"cluster", cl.Client(), ""},
+		{"sentinel mode on a replica", replica.Client(), redisstore.ModeSentinel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Mode = tc.mode
+			s := newStore(t, tc.client, cfg)
+			defer s.Close()
+			if err := s.CheckServer(ctx); err != nil {
+				t.Errorf("CheckServer: %v", err)
+			}
+			if err := s.Ping(ctx); err != nil {
+				t.Errorf("Ping: %v", err)
+			}
+		})
+	}
+	cfg := testConfig()
+	cfg.Mode = redisstore.ModeSentinel
+	s := newStore(t, replica.Client(), cfg)
+	defer s.Close()
+	err := s.Decide(ctx, t0, []store.Request{{Key: "k", Limit: limit(algorithms.TokenBucket, 5), Cost: 1}}, make([]algorithms.Decision, 1))
+	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrMisconfigured) {
+		t.Errorf("Decide on a replica in sentinel mode: %v, want unavailable, not misconfigured", err)
+	}
+}

@@ -1,0 +1,908 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/redistest"
+)
+
+// luaSeedEnv overrides the differential test's random seed, to replay a
+// failure: FLOODGATE_LUA_SEED=1234 go test -run TestLuaMatchesGo ./store/redisstore/
+const luaSeedEnv = "FLOODGATE_LUA_SEED"
+
+// luaTraceEnv, when set, logs every request of the differential trace with
+// the model's decision.
+const luaTraceEnv = "FLOODGATE_LUA_TRACE"
+
+// keepMs keeps every key an hour longer than its TTL: the test's clock is
+// simulated, so Redis must not expire a key that the simulated time still
+// needs. State past its TTL decides like no state, so keeping it longer
+// never changes a decision.
+const keepMs = int64(time.Hour / time.Millisecond)
+
+// luaReq is one request of a batch: a key, a limit and a cost.
+type luaReq struct {
+	key  string
+	l    algorithms.Limit
+	cost int64
+	dry  bool
+	// mode is algorithms.Debt for a settle's charge (flags bit 1), or
+	// algorithms.NoWait (bit 2).
+	mode algorithms.Mode
+	// group starts a new group: an independent all-or-nothing Decide
+	// call sharing the script call (ignored on the first request).
+	group bool
+}
+
+// luaModel is the Go reference for the scripts: the store.Store
+// contract built from algorithms.DecideMs. states holds what Redis should
+// hold; a key is absent when it was never written or its TTL was 0.
+type luaModel struct {
+	states map[string]algorithms.State
+	// calMs is floodgate's clock (header.calMs): calendar limits decide
+	// on the boundaries around it, at the script's now.
+	calMs int64
+	// debts counts the debt charges that left a key owing.
+	debts int
+}
+
+// decideGroups runs reqs as the script does: each group (see luaReq.group)
+// an all-or-nothing batch of its own, one after another.
+func (m *luaModel) decideGroups(nowMs int64, reqs []luaReq) []algorithms.Decision {
+	var out []algorithms.Decision
+	start := 0
+	for i := 1; i <= len(reqs); i++ {
+		if i == len(reqs) || reqs[i].group {
+			out = append(out, m.decide(nowMs, reqs[start:i])...)
+			start = i
+		}
+	}
+	return out
+}
+
+// decide runs one all-or-nothing batch at nowMs.
+func (m *luaModel) decide(nowMs int64, reqs []luaReq) []algorithms.Decision {
+	work := map[string]algorithms.State{}
+	ttl := map[string]time.Duration{}
+	var changed []string
+	out := make([]algorithms.Decision, len(reqs))
+	denied := false
+	for i, r := range reqs {
+		s, ok := work[r.key]
+		if !ok {
+			s = m.states[r.key]
+			work[r.key] = s
+		}
+		s2, d := algorithms.DecideMode(r.l, s, nowMs, r.cost, r.mode)
+		if r.l.Calendar != algorithms.NoCalendar {
+			s2, d = algorithms.DecideCalendarMode(r.l, s, r.l.Calendar.Bounds(r.l.Location, m.calMs), nowMs, r.cost, r.mode)
+		}
+		if d.Debt > 0 {
+			m.debts++
+		}
+		d.Debt, d.Unrecorded = 0, 0 // Decide does not report them (store.Request.Mode)
+		out[i] = d
+		if r.cost > 0 && !d.Allowed {
+			denied = true
+		}
+		if !r.dry && d.Allowed && r.cost != 0 {
+			if _, seen := ttl[r.key]; !seen {
+				changed = append(changed, r.key)
+			}
+			work[r.key], ttl[r.key] = s2, d.TTL
+		}
+	}
+	if !denied {
+		for _, k := range changed {
+			if ttl[k] <= 0 {
+				delete(m.states, k)
+			} else {
+				m.states[k] = work[k]
+			}
+		}
+	}
+	return out
+}
+
+// The two scripts (script.go).
+var (
+	leanLua = redis.NewScript(leanScript())
+	fullLua = redis.NewScript(fullScript())
+)
+
+// pickScript is the script the store runs reqs with by EVALSHA: the
+// full one when a request uses the sliding window log.
+func pickScript(reqs []luaReq) luaScript {
+	return evalScripts.pick(reqs)
+}
+
+// runScript runs script for reqs at nowMs (negative: Redis' TIME) and
+// decodes the reply; a nil script is the one the store would pick.
+func runScript(ctx context.Context, c redis.Scripter, script luaScript, nowMs int64, reqs []luaReq) ([]algorithms.Decision, error) {
+	return runScriptHeader(ctx, c, script, header{nowMs: nowMs, keepMs: keepMs}, reqs, false)
+}
+
+// scriptArgs builds the KEYS and ARGV of a call holding reqs: the header
+// and the first group in ARGV[1], one more ARGV per group; in the
+// seven-bit form if seven.
+func scriptArgs(h header, reqs []luaReq, seven bool) ([]string, []any) {
+	keys := make([]string, len(reqs))
+	hdr := appendHeader(nil, h)
+	buf := hdr
+	var args []any
+	flush := func() {
+		if seven && len(args) > 0 {
+			// A group after the first: convert it with a header, then drop it.
+			buf = sevenBit(append(append([]byte(nil), hdr...), buf...))[hdrLen:]
+		} else if seven {
+			buf = sevenBit(buf)
+		}
+		args = append(args, buf)
+	}
+	for i, r := range reqs {
+		keys[i] = r.key
+		if r.group && i > 0 {
+			flush()
+			buf = nil
+		}
+		buf = appendRequestMode(buf, r.l, r.cost, r.dry, r.mode, h.calMs)
+	}
+	flush()
+	return keys, args
+}
+
+func runScriptHeader(ctx context.Context, c redis.Scripter, script luaScript, h header, reqs []luaReq, seven bool) ([]algorithms.Decision, error) {
+	if script == nil {
+		script = pickScript(reqs)
+	}
+	keys, args := scriptArgs(h, reqs, seven)
+	reply, err := script.Run(ctx, c, keys, args...).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]algorithms.Decision, len(reqs))
+	if err := decodeReply(reply, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func luaSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(luaSeedEnv); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("%s=%q: %v", luaSeedEnv, v, err)
+		}
+	}
+	t.Logf("seed %d (replay with %s=%d)", seed, luaSeedEnv, seed)
+	return seed
+}
+
+// diffLimits are the limits one algorithm's keys switch between: small
+// ones that hit every branch often, odd ratios whose token scale is large,
+// and one near the 2^50 bound, used alone on its own key.
+// Keys switch periods too: the window algorithms' state holds the window's
+// start in ms, so a state written under another period is recognised and
+// counts as empty (it once held an index, which overflowed under another
+// period).
+func diffLimits(alg algorithms.Algorithm) (switching []algorithms.Limit, big algorithms.Limit) {
+	ms := time.Millisecond
+	switch alg {
+	case algorithms.TokenBucket:
+		switching = []algorithms.Limit{
+			{Requests: 4, Period: time.Second, Burst: 6},
+			{Requests: 5, Period: time.Second},
+			{Requests: 7, Period: 3001 * ms, Burst: 20},
+			{Requests: 1, Period: ms},
+			{Requests: 3, Period: 10 * time.Second, Burst: 1},
+			{Requests: 1000, Period: time.Second, Burst: 50},
+			{Requests: 97, Period: 60 * time.Second},
+		}
+		big = algorithms.Limit{Requests: 999_983, Period: 2_097_143 * ms, Burst: 1 << 29}
+	case algorithms.SlidingWindowLog:
+		switching = []algorithms.Limit{
+			{Requests: 5, Period: time.Second},
+			{Requests: 3, Period: 250 * ms},
+			{Requests: 40, Period: 7 * time.Second},
+			{Requests: 1, Period: ms},
+			{Requests: 200, Period: 60 * time.Second},
+		}
+		big = algorithms.Limit{Requests: algorithms.MaxLogRequests, Period: 1 << 30 * ms}
+	case algorithms.FixedWindow:
+		switching = []algorithms.Limit{
+			{Requests: 5, Period: time.Second},
+			{Requests: 3, Period: 250 * ms},
+			{Requests: 40, Period: 7001 * ms},
+			{Requests: 1, Period: ms},
+			{Requests: 1000, Period: 60 * time.Second},
+		}
+		switching = append(switching, calendarLimits()...)
+		big = algorithms.Limit{Requests: 1 << 49, Period: 365 * 24 * time.Hour}
+	case algorithms.LeakyBucket:
+		// Odd rates (a slot of 3001/7 ms), queues of 1 (pure spacing) and
+		// long ones, and a big one whose units fill the 2^50 bound.
+		switching = []algorithms.Limit{
+			{Requests: 4, Period: time.Second, Burst: 6},
+			{Requests: 3, Period: time.Second},
+			{Requests: 7, Period: 3001 * ms, Burst: 20},
+			{Requests: 1, Period: ms},
+			{Requests: 3, Period: 10 * time.Second, Burst: 1},
+			{Requests: 1000, Period: time.Second, Burst: 50},
+			{Requests: 97, Period: 60 * time.Second},
+		}
+		big = algorithms.Limit{Requests: 999_983, Period: 2_097_143 * ms, Burst: 1 << 29}
+	default:
+		switching = []algorithms.Limit{
+			{Requests: 5, Period: time.Second},
+			{Requests: 3, Period: 250 * ms},
+			{Requests: 40, Period: 7001 * ms},
+			{Requests: 1, Period: ms},
+			{Requests: 1000, Period: 60 * time.Second},
+		}
+		switching = append(switching, calendarLimits()...)
+		big = algorithms.Limit{Requests: 1 << 20, Period: 1 << 30 * ms}
+	}
+	for i := range switching {
+		switching[i].Algorithm = alg
+	}
+	big.Algorithm = alg
+	return switching, big
+}
+
+// calendarLimits are the window algorithms' calendar limits of the
+// differential test: days of 23 and 25 hours (Berlin, New York), ISO
+// weeks, months in Jakarta, years.
+func calendarLimits() []algorithms.Limit {
+	zone := func(name string) *time.Location {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			panic(err)
+		}
+		return loc
+	}
+	return []algorithms.Limit{
+		{Requests: 5, Calendar: algorithms.Day, Location: zone("Europe/Berlin")},
+		{Requests: 3, Calendar: algorithms.Day, Location: zone("America/New_York")},
+		{Requests: 40, Calendar: algorithms.Week},
+		{Requests: 7, Calendar: algorithms.Month, Location: zone("Asia/Jakarta")},
+		{Requests: 1000, Calendar: algorithms.Year, Location: zone("Europe/Berlin")},
+	}
+}
+
+// stepMs is the scale of the differential test's clock steps for l: its
+// period, or 6 hours for a calendar limit (a day in four steps).
+func stepMs(l algorithms.Limit) int64 {
+	if l.Calendar != algorithms.NoCalendar {
+		return 6 * 3_600_000
+	}
+	return l.PeriodMs()
+}
+
+// randSkew draws how far floodgate's clock (header.calMs) is ahead of
+// Redis': mostly not at all, sometimes a few ms either way (a Redis just
+// past a boundary floodgate's clock has not reached), sometimes more than
+// a whole period either way (out of range, decided safely).
+func randSkew(rng *rand.Rand) int64 {
+	switch p := rng.IntN(100); {
+	case p < 70:
+		return 0
+	case p < 85:
+		return -rng.Int64N(5000)
+	case p < 95:
+		return rng.Int64N(5000)
+	default:
+		return (rng.Int64N(5) - 2) * 40 * 86_400_000
+	}
+}
+
+// randCost draws a cost for capacity c: mostly small spends, with looks,
+// refunds, costs above the capacity and absurd values.
+func randCost(rng *rand.Rand, c int64) int64 {
+	switch p := rng.IntN(100); {
+	case p < 40:
+		return 1
+	case p < 60:
+		return 1 + rng.Int64N(c)
+	case p < 70:
+		return 0
+	case p < 82:
+		return -1 - rng.Int64N(c+2)
+	case p < 90:
+		return c + 1 + rng.Int64N(3)
+	case p < 93:
+		return 1 << 62
+	case p < 95:
+		return -1 << 62
+	default:
+		return rng.Int64N(3) + 1
+	}
+}
+
+// randStep draws how far the clock moves, for a period of w ms: mostly
+// small steps, sometimes none, sometimes backwards, sometimes far ahead.
+func randStep(rng *rand.Rand, w int64) int64 {
+	switch p := rng.IntN(100); {
+	case p < 40:
+		return rng.Int64N(max(w/4, 1) + 1)
+	case p < 55:
+		return 0
+	case p < 70:
+		return 1 + rng.Int64N(3)
+	case p < 80:
+		return -1 - rng.Int64N(w)
+	case p < 92:
+		return w + rng.Int64N(2*w)
+	default:
+		return rng.Int64N(10 * w)
+	}
+}
+
+// TestLuaMatchesGo is the differential test: seeded random traces run
+// through algorithms.DecideMs (in luaModel) and through the scripts on a
+// real redis-server with the same explicit now; every decision must be
+// identical, field by field, a key must exist in Redis exactly when the
+// model holds state for it, and the state in Redis must be the model's,
+// field by field (the log's ring slot for slot).
+//
+// Each algorithm runs through the script the store picks for it (lean for
+// the counters, full for the log); the counters run through the full
+// script too (the store sends them there when a call also holds a log),
+// and "mixed" gives each key its own algorithm, so that one trace's calls
+// go to either script and groups mix algorithms.
+//
+// Every trace runs twice: by EVALSHA ("eval/", the fallback on a Redis
+// without functions) and by FCALL of the library ("fcall/", the default).
+func TestLuaMatchesGo(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	seed := luaSeed(t)
+	type trace struct {
+		name  string
+		full  bool // the full script, else the one the store picks
+		algs  [4]algorithms.Algorithm
+		big   bool // key 3 keeps its algorithm's big limit
+		seven bool // ARGV in the seven-bit form (BenchmarkEval's)
+	}
+	var traces []trace
+	for _, alg := range algorithms.Algorithms {
+		traces = append(traces, trace{alg.String(), false, [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
+	}
+	for _, alg := range algorithms.Algorithms {
+		if alg != algorithms.SlidingWindowLog {
+			traces = append(traces, trace{"full/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
+		}
+	}
+	tb, sw, swl, fw, lb := algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.SlidingWindowLog, algorithms.FixedWindow, algorithms.LeakyBucket
+	traces = append(traces, trace{"mixed", false, [4]algorithms.Algorithm{tb, sw, swl, fw}, false, false})
+	traces = append(traces, trace{"mixed/leaky", false, [4]algorithms.Algorithm{lb, tb, swl, lb}, false, false})
+	traces = append(traces, trace{"mixed/seven-bit", false, [4]algorithms.Algorithm{lb, sw, swl, fw}, false, true})
+	modes := []struct {
+		name string
+		set  scriptSet
+	}{{"eval", evalScripts}, {"fcall", fnScripts}}
+	for mi, mode := range modes {
+		set := mode.set
+		for ti, tr := range traces {
+			stream := uint64(mi*len(traces) + ti) // keys of their own: they hold a random number
+			t.Run(mode.name+"/"+tr.name, func(t *testing.T) {
+				var script luaScript // nil: the set's pick
+				if tr.full {
+					script = set.full
+				}
+				diffTrace(t, c, script, set, rand.New(rand.NewPCG(seed, stream)), tr.algs, tr.big, tr.seven)
+			})
+		}
+	}
+}
+
+// diffTrace runs one differential trace on 4 keys of algorithms algs.
+// A nil script is the one set picks for each call.
+func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, rng *rand.Rand, algs [4]algorithms.Algorithm, big, seven bool) {
+	const steps = 5000
+	ctx := context.Background()
+	// Keys 0-2 (and 3 unless big) switch limits now and then; key 3 keeps
+	// the big one if big.
+	keys := make([]string, 4)
+	switching := make([][]algorithms.Limit, 4)
+	limitOf := make([]algorithms.Limit, 4)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("difftest:%d:%s:%d", rng.Uint32(), algs[i], i)
+		sw, bigL := diffLimits(algs[i])
+		for _, l := range append(sw, bigL) {
+			if err := l.Validate(); err != nil {
+				t.Fatalf("test limit %+v: %v", l, err)
+			}
+		}
+		switching[i] = sw
+		limitOf[i] = sw[i%len(sw)]
+		if i == 3 && big {
+			limitOf[i] = bigL
+		}
+	}
+	m := &luaModel{states: map[string]algorithms.State{}}
+	now := int64(1_700_000_000_000) + rng.Int64N(1_000_000_000)
+	batches, denials := 0, 0
+	for step := range steps {
+		now = max(0, now+randStep(rng, stepMs(limitOf[rng.IntN(4)])))
+		m.calMs = now + randSkew(rng)
+		n := 1
+		if rng.IntN(10) < 3 {
+			n = 2 + rng.IntN(4)
+			batches++
+		}
+		reqs := make([]luaReq, n)
+		for i := range reqs {
+			k := rng.IntN(4)
+			if (k < 3 || !big) && rng.IntN(20) == 0 {
+				limitOf[k] = switching[k][rng.IntN(len(switching[k]))]
+			}
+			reqs[i] = luaReq{key: keys[k], l: limitOf[k], cost: randCost(rng, limitOf[k].Capacity()), dry: rng.IntN(10) == 0, group: i > 0 && rng.IntN(3) == 0}
+			switch rng.IntN(10) {
+			case 0, 1:
+				reqs[i].mode = algorithms.NoWait // only the leaky bucket heeds it
+			case 2: // a settle's charge: debt, often beyond the capacity
+				reqs[i].mode, reqs[i].cost = algorithms.Debt, rng.Int64N(3*limitOf[k].Capacity()+2)
+			}
+		}
+		want := m.decideGroups(now, reqs)
+		if os.Getenv(luaTraceEnv) != "" {
+			for i, r := range reqs {
+				t.Logf("step %d now %d: %s %+v cost %d dry %v mode %d group %v -> %+v", step, now, r.key, r.l, r.cost, r.dry, r.mode, r.group, want[i])
+			}
+		}
+		run := script
+		if run == nil {
+			run = set.pick(reqs)
+		}
+		got, err := runScriptHeader(ctx, c, run, header{nowMs: now, keepMs: keepMs, calMs: m.calMs}, reqs, seven)
+		if err != nil {
+			t.Fatalf("step %d (now %d): script: %v", step, now, err)
+		}
+		for i := range reqs {
+			if !want[i].Allowed && reqs[i].cost > 0 {
+				denials++
+			}
+			if got[i] != want[i] {
+				t.Fatalf("step %d (now %d), request %d of %d: key %s, limit %+v, cost %d, dry %v, mode %d:\n got (lua) %+v\nwant (go)  %+v",
+					step, now, i, n, reqs[i].key, reqs[i].l, reqs[i].cost, reqs[i].dry, reqs[i].mode, got[i], want[i])
+			}
+		}
+		for i, k := range keys {
+			st, held := m.states[k]
+			v, err := c.Get(ctx, k).Result()
+			if err != nil && err != redis.Nil {
+				t.Fatalf("GET %s: %v", k, err)
+			}
+			if (err == nil) != held {
+				t.Fatalf("step %d (now %d): key %s exists in Redis: %v, model holds state: %v (%+v)", step, now, k, err == nil, held, m.states[k])
+			}
+			if !held {
+				continue
+			}
+			// The state is the same in Redis as in Go, field by field; the
+			// log's ring slot for slot, head and floor included.
+			var inRedis algorithms.State
+			if algs[i] == algorithms.SlidingWindowLog {
+				inRedis = redisLogState(t, c, k)
+			} else {
+				inRedis = decodeCounterState(t, algs[i], v)
+			}
+			if !reflect.DeepEqual(inRedis, st) {
+				t.Fatalf("step %d (now %d): key %s: state in Redis\n%+v\nin Go\n%+v", step, now, k, inRedis, st)
+			}
+		}
+	}
+	if denials < steps/20 || batches < steps/5 || (algs[0] != algorithms.SlidingWindowLog && m.debts < steps/100) {
+		t.Fatalf("trace too tame: %d denials, %d batches and %d debts in %d steps", denials, batches, m.debts, steps)
+	}
+	t.Logf("%d steps, %d multi-request batches, %d denials", steps, batches, denials)
+}
+
+// decodeCounterState decodes pack_state's string (lua/lib.lua) into the
+// State the Go code holds, times made absolute.
+func decodeCounterState(t *testing.T, alg algorithms.Algorithm, v string) algorithms.State {
+	t.Helper()
+	const epochMs = 1767225600000
+	if len(v) < 1 {
+		t.Fatalf("empty counter state")
+	}
+	la, lc := int(v[0]>>3), int(v[0]&7)
+	lb := len(v) - 1 - la - lc
+	if la > 7 || lb < 0 || lb > 8 {
+		t.Fatalf("counter state %q: bad lengths", v)
+	}
+	le := func(b string) int64 { // two's complement, little-endian
+		if len(b) == 0 {
+			return 0
+		}
+		var x uint64
+		for i := len(b) - 1; i >= 0; i-- {
+			x = x<<8 | uint64(b[i])
+		}
+		shift := 64 - 8*len(b)
+		return int64(x<<shift) >> shift
+	}
+	s := algorithms.State{A: le(v[1 : 1+la]), C: le(v[1+la : 1+la+lc]), B: le(v[1+la+lc:])}
+	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+		s.B += epochMs
+	} else {
+		s.A += epochMs
+	}
+	return s
+}
+
+// TestLuaServerTime: with no explicit now the script decides at Redis'
+// TIME, read as sec*1000 + usec/1000.
+func TestLuaServerTime(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.StartServer(t).Client()
+	script := fullLua
+	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: time.Hour}
+	before, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runScript(ctx, c, script, -1, []luaReq{{key: "servertime", l: l, cost: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := logUnitTimes(t, c, "servertime")
+	if len(at) != 1 {
+		t.Fatalf("log = %v; want one unit", at)
+	}
+	if at[0] < before.UnixMilli() || at[0] > after.UnixMilli() {
+		t.Fatalf("unit at %d ms, want within Redis TIME [%d, %d]", at[0], before.UnixMilli(), after.UnixMilli())
+	}
+}
+
+// logUnitTimes decodes the sliding window log at key and returns the
+// times of its live units (above the floor), oldest first.
+func logUnitTimes(t *testing.T, c *redis.Client, key string) []int64 {
+	t.Helper()
+	s := redisLogState(t, c, key)
+	var out []int64
+	n := int64(len(s.Log))
+	for i := range n {
+		if v := s.Log[(s.A+i)%n]; v != algorithms.EmptySlot && v > s.B {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// redisLogState decodes the sliding window log string at key (see
+// lua/sliding_window_log.lua) into the State the Go code would hold: A the
+// head, B the floor, Log the slots (EmptySlot for an empty one).
+func redisLogState(t *testing.T, c *redis.Client, key string) algorithms.State {
+	t.Helper()
+	const epochMs, hdr, width = 1767225600000, 19, 6
+	v, err := c.Get(context.Background(), key).Bytes()
+	if err != nil || len(v) < hdr+width || (len(v)-hdr)%width != 0 || v[0] != 1 {
+		t.Fatalf("log at %s: %q, %v; want a header and whole slots", key, v, err)
+	}
+	le := func(b []byte) int64 { // 6 bytes signed or 4 unsigned, little-endian
+		var x uint64
+		for i := len(b) - 1; i >= 0; i-- {
+			x = x<<8 | uint64(b[i])
+		}
+		if len(b) == 6 {
+			return int64(x<<16) >> 16
+		}
+		return int64(x)
+	}
+	n := (len(v) - hdr) / width
+	if le(v[1:5]) != int64(n) {
+		t.Fatalf("log at %s: header says %d slots, the string holds %d", key, le(v[1:5]), n)
+	}
+	s := algorithms.State{A: le(v[5:9]), C: le(v[9:13]), B: le(v[13:19]) + epochMs, Log: make([]int64, n)}
+	for i := range s.Log {
+		rel := le(v[hdr+i*width : hdr+(i+1)*width])
+		s.Log[i] = rel + epochMs
+		if rel == -1<<47 {
+			s.Log[i] = algorithms.EmptySlot
+		}
+	}
+	return s
+}
+
+// TestLuaDenyWritesNothing: a batch with one denied request leaves every
+// key of the batch byte for byte as it was, TTL included.
+func TestLuaDenyWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.StartServer(t).Client()
+	var script luaScript // the store's pick: the full script, as the batch holds a log
+	now := int64(1_700_000_000_000)
+	var reqs []luaReq
+	for _, alg := range algorithms.Algorithms {
+		l := algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Minute}
+		reqs = append(reqs, luaReq{key: "deny:" + alg.String(), l: l, cost: 2})
+	}
+	if _, err := runScript(ctx, c, script, now, reqs); err != nil {
+		t.Fatal(err)
+	}
+	dump := func() []string {
+		var s []string
+		for _, r := range reqs {
+			d, err := c.Dump(ctx, r.key).Result()
+			if err != nil {
+				t.Fatalf("DUMP %s: %v", r.key, err)
+			}
+			s = append(s, d)
+		}
+		return s
+	}
+	pttl := func() []time.Duration {
+		var s []time.Duration
+		for _, r := range reqs {
+			ttl, err := c.PTTL(ctx, r.key).Result()
+			if err != nil || ttl <= 0 {
+				t.Fatalf("PTTL %s = %v, %v; want a TTL", r.key, ttl, err)
+			}
+			s = append(s, ttl)
+		}
+		return s
+	}
+	before, ttlBefore := dump(), pttl()
+	// The same spends again, then one that cannot fit: all denied together.
+	deny := append(append([]luaReq(nil), reqs...), luaReq{key: reqs[0].key, l: reqs[0].l, cost: 5})
+	got, err := runScript(ctx, c, script, now+1000, deny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range got[:len(reqs)] {
+		if !d.Allowed {
+			t.Fatalf("request %d: %+v, want allowed (it fits on its own)", i, d)
+		}
+	}
+	if last := got[len(got)-1]; last.Allowed {
+		t.Fatalf("last request: %+v, want denied", last)
+	}
+	if after := dump(); strings.Join(after, "|") != strings.Join(before, "|") {
+		t.Fatalf("a denied batch changed state:\nbefore %q\nafter  %q", before, after)
+	}
+	for i, ttl := range pttl() {
+		if ttl > ttlBefore[i] {
+			t.Fatalf("a denied batch extended the TTL of %s from %v to %v", reqs[i].key, ttlBefore[i], ttl)
+		}
+	}
+
+	// A probe of a batch that fits decides exactly as the real call will,
+	// and writes nothing.
+	probe, err := runScriptHeader(ctx, c, script, header{nowMs: now + 2000, keepMs: keepMs, probe: true}, reqs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := dump(); strings.Join(after, "|") != strings.Join(before, "|") {
+		t.Fatalf("a probe changed state:\nbefore %q\nafter  %q", before, after)
+	}
+	real, err := runScript(ctx, c, script, now+2000, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		if !real[i].Allowed || probe[i] != real[i] {
+			t.Fatalf("request %d: probe %+v, real call %+v; want both allowed and equal", i, probe[i], real[i])
+		}
+	}
+	if after := dump(); strings.Join(after, "|") == strings.Join(before, "|") {
+		t.Fatal("the real call after the probe wrote nothing")
+	}
+}
+
+// TestLuaErrors: malformed calls are refused with an error reply, before
+// anything is written, by both scripts.
+func TestLuaErrors(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.StartServer(t).Client()
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Period: time.Second}
+	hdr := appendHeader(nil, header{nowMs: 1})
+	req := func(l algorithms.Limit, cost int64, edit func(b []byte)) []byte {
+		b := appendRequest(nil, l, cost, false, 1_700_000_000_000)
+		if edit != nil {
+			edit(b)
+		}
+		return b
+	}
+	join := func(parts ...[]byte) []byte {
+		var b []byte
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	}
+	zeroPeriod := l
+	zeroPeriod.Period = 0
+	swl := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Period: time.Second}
+	cal := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Calendar: algorithms.Day}
+	swapBounds := func(b []byte) { // b1 before b0
+		copy(b[reqLen:reqLen+8], b[reqLen+8:reqLen+16])
+	}
+	tests := []struct {
+		name     string
+		leanOnly bool
+		keys     []string
+		args     []any
+		want     string
+	}{
+		{"no ARGV", false, []string{"e:a"}, nil, "bad header"},
+		{"short header", false, []string{"e:a"}, []any{hdr[:10]}, "bad header"},
+		{"bad form", false, []string{"e:a"}, []any{join([]byte("x"), hdr[1:], req(l, 1, nil))}, "bad header"},
+		{"bad write flag", false, []string{"e:a"}, []any{join(hdr[:17], []byte{2}, req(l, 1, nil))}, "bad header"},
+		{"negative keep", false, []string{"e:a"}, []any{join(hdr[:9], bytes.Repeat([]byte{0xff}, 8), hdr[17:], req(l, 1, nil))}, "bad header"},
+		{"seven-bit header too short", false, []string{"e:a"}, []any{sevenBit(join(hdr, req(l, 1, nil)))[:10]}, "bad header"},
+		{"seven-bit header byte", false, []string{"e:a"}, []any{join(sevenBit(hdr)[:17], []byte{0x01}, sevenBit(join(hdr, req(l, 1, nil)))[hdrLen:])}, "bad header"},
+		{"seven-bit request byte", false, []string{"e:a"}, []any{join(sevenBit(join(hdr, req(l, 1, nil)))[:hdrLen+5], []byte{0x01}, sevenBit(join(hdr, req(l, 1, nil)))[hdrLen+6:])}, "bad arguments for request 1"},
+		{"short request", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil)[:20])}, "bytes per request"},
+		{"empty group", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil)), ""}, "bytes per request"},
+		{"more requests than keys", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil), req(l, 1, nil))}, "2 requests for 1 keys"},
+		{"fewer requests than keys", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil))}, "1 requests for 2 keys"},
+		{"bad algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 6 }))}, "bad arguments for request 1"},
+		{"no algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 0 }))}, "bad arguments for request 1"},
+		{"bad flags", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x80 }))}, "bad arguments for request 1"}, // flag bit 4: no feature (bit 1 is debt)
+		{"negative burst", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[17+7] = 0xff }))}, "bad arguments for request 1"},
+		{"zero period", false, []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
+		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},
+		{"log in the lean script", true, []string{"e:a"}, []any{join(hdr, req(swl, 1, nil))}, "bad arguments for request 1"},
+		{"calendar flag without bounds", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 64 }))}, "bytes per request"},
+		{"calendar bounds cut short", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, nil)[:reqLen+20])}, "bytes per request"},
+		{"calendar bounds cut short in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, nil)[:reqLen+39]}, "bytes per request"},
+		{"calendar token bucket", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 1 }))}, "bad arguments for request 1"},
+		{"calendar log", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 3 }))}, "bad arguments for request 1"},
+		{"calendar bounds out of order", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, swapBounds))}, "bad arguments for request 1"},
+		{"calendar bounds out of order in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, swapBounds)}, "bad arguments for request 2"},
+		{"seven-bit calendar bound byte", false, []string{"e:a"}, []any{func() []byte {
+			b := sevenBit(join(hdr, req(cal, 1, nil)))
+			b[hdrLen+reqLen+3] = 0x01
+			return b
+		}()}, "bad arguments for request 1"},
+		{"seven-bit calendar bound byte in a group", false, []string{"e:a", "e:b"}, []any{func() []byte {
+			b := sevenBit(join(hdr, req(cal, 1, nil), req(cal, 1, nil)))
+			b[hdrLen+2*reqLen+calLen+20] = 0x02
+			return b
+		}()}, "bad arguments for request 2"},
+		{"two algorithms on one key", false, []string{"e:b", "e:b"}, []any{join(hdr, req(l, 1, nil), req(algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 5, Period: time.Second}, 1, nil))}, "used with two algorithms"},
+	}
+	for _, tc := range tests {
+		for name, script := range map[string]luaScript{"lean": leanLua, "full": fullLua, "fcall/lean": fnScripts.lean, "fcall/full": fnScripts.full} {
+			if tc.leanOnly && !strings.HasSuffix(name, "lean") {
+				continue
+			}
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				err := script.Run(ctx, c, tc.keys, tc.args...).Err()
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want one containing %q", err, tc.want)
+				}
+				if n, _ := c.Exists(ctx, tc.keys...).Result(); n != 0 {
+					t.Fatalf("a refused call wrote %d keys", n)
+				}
+			})
+		}
+	}
+	// A key holding something else is refused, not misread, by both
+	// scripts, alone or in a batch.
+	if err := c.Set(ctx, "e:corrupt", "\xff", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, script := range []luaScript{leanLua, fullLua, fnScripts.lean, fnScripts.full} {
+		for _, reqs := range [][]luaReq{
+			{{key: "e:corrupt", l: l, cost: 1}},
+			{{key: "e:fine", l: l, cost: 1}, {key: "e:corrupt", l: l, cost: 1}},
+		} {
+			_, err := runScript(ctx, c, script, 1, reqs)
+			if err == nil || !strings.Contains(err.Error(), "malformed state") {
+				t.Fatalf("corrupt state: %v, want malformed state", err)
+			}
+		}
+	}
+	// So is a sliding window log whose header does not describe a ring.
+	for _, v := range []string{"\xff", strings.Repeat("\x00", 19), "\x02" + strings.Repeat("\x00", 24)} {
+		if err := c.Set(ctx, "e:corrupt", v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := runScript(ctx, c, nil, 1, []luaReq{{key: "e:corrupt", l: swl, cost: 1}})
+		if err == nil || !strings.Contains(err.Error(), "malformed state") {
+			t.Fatalf("corrupt log %q: %v, want malformed state", v, err)
+		}
+	}
+}
+
+// TestWireInts: both forms of ARGV (lua/lib.lua) carry every integer the
+// store sends exactly, and the seven-bit form never holds a NUL byte.
+func TestWireInts(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.StartServer(t).Client()
+	// A script that decodes the header and request in ARGV[1] with
+	// lib.lua and returns their fields.
+	echo := redis.NewScript(luaLib + `
+local now, keep, write, read = read_header(ARGV[1])
+local alg, flags, requests, period_ms, burst, cost = read(ARGV[1], HDR_LEN + 1)
+local function s(v) return string.format('%.0f', v) end
+return {s(now), s(keep), write, alg, flags, s(requests), s(period_ms), s(burst), s(cost)}`)
+	vals := []int64{0, 1, 127, 128, 255, 256, 1000, 1 << 31, 1<<50 - 1, algorithms.MaxScaled, 1<<53 - 1, 1 << 53}
+	for _, v := range vals {
+		for _, cost := range []int64{v, -v, 1 << 62, -1 << 62} {
+			h := header{nowMs: v - 1, keepMs: v, probe: v%2 == 0}
+			l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: max(v, 1), Period: time.Duration(max(v%(1<<40), 1)) * time.Millisecond, Burst: v}
+			bin := appendRequest(appendHeader(nil, h), l, cost, true, h.calMs)
+			seven := sevenBit(bin)
+			if bytes.IndexByte(seven, 0) >= 0 {
+				t.Fatalf("request %d: a NUL byte in the seven-bit form %x", v, seven)
+			}
+			write := int64(1)
+			if h.probe {
+				write = 0
+			}
+			want := []any{fmt.Sprint(max(h.nowMs, -1)), fmt.Sprint(min(h.keepMs, maxWireCost)), write, int64(1), int64(1),
+				fmt.Sprint(l.Requests), fmt.Sprint(l.PeriodMs()), fmt.Sprint(l.Burst), fmt.Sprint(min(max(cost, -maxWireCost), maxWireCost))}
+			for form, arg := range map[string][]byte{"binary": bin, "seven-bit": seven} {
+				got, err := echo.Run(ctx, c, nil, arg).Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s, value %d, cost %d: Lua read %v, want %v", form, v, cost, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestDecodeReply(t *testing.T) {
+	rec := func(allowed byte, f ...int64) string {
+		b := []byte{allowed}
+		for _, v := range f {
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		}
+		return string(b)
+	}
+	ok := rec(1, 5, 4, 0, 1000, 1000, 250) + rec(0, 5, 0, -1, 0, 0, 0)
+	out := make([]algorithms.Decision, 2)
+	if err := decodeReply(ok, out); err != nil {
+		t.Fatal(err)
+	}
+	want := []algorithms.Decision{
+		{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Second, TTL: time.Second, Wait: 250 * time.Millisecond},
+		{Allowed: false, Limit: 5, RetryAfter: algorithms.Never},
+	}
+	for i := range want {
+		if out[i] != want[i] {
+			t.Errorf("decision %d: got %+v, want %+v", i, out[i], want[i])
+		}
+	}
+	bad := map[string]any{
+		"not a string":   []any{int64(1)},
+		"nil":            nil,
+		"short":          ok[:len(ok)-1],
+		"long":           ok + "x",
+		"allowed 2":      rec(2, 5, 4, 0, 1000, 1000, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"retry -2":       rec(1, 5, 4, -2, 1000, 1000, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"negative ttl":   rec(1, 5, 4, 0, 1000, -5, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"zero limit":     rec(1, 0, 4, 0, 1000, 1000, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"negative reset": rec(1, 5, 4, 0, -1, 1000, 0) + rec(0, 5, 0, -1, 0, 0, 0),
+		"negative wait":  rec(1, 5, 4, 0, 1000, 1000, -1) + rec(0, 5, 0, -1, 0, 0, 0),
+	}
+	for name, reply := range bad {
+		if err := decodeReply(reply, out); !errors.Is(err, errReply) {
+			t.Errorf("%s: error %v, want errReply", name, err)
+		}
+	}
+}

@@ -1,0 +1,454 @@
+// Package redisstore is the store.Store on Redis: one Redis, Sentinel, or a
+// Redis Cluster, through go-redis' UniversalClient. Every decision is made
+// by one atomic Lua script (lua/, the Lua twins of the Go math in
+// package algorithms, proven equal to it by a differential test; script.go
+// describes the scripts and their wire protocol), so many floodgate
+// replicas can share one Redis.
+//
+// # Keys
+//
+// A request's state lives at
+//
+//	<prefix><alg>:{<tag>}      e.g. fg:tb:{user:42}
+//
+// where alg is tb, sw, swl2 (the sliding window log) or fw and tag is the request's key, escaped: the
+// bytes '{', '}', '%', '#', space, control and non-ASCII bytes become %XX
+// (uppercase hex), everything else stands for itself; the empty key is "%".
+// Escaping (rather than hashing every key) keeps keys readable in
+// redis-cli. The tag is the whole hash tag, so a user key can neither
+// change which slot its state hashes to nor end the tag early, and two
+// different keys never share a Redis key (escaping is injective and the
+// prefix and algorithm sit outside the braces). An escaped key longer than
+// 128 bytes is replaced by "#" and its SHA-256 in hex, bounding Redis key
+// length; '#' never starts an escaped key, so the two forms never meet.
+// One key's four algorithms share a tag, hence a slot. The server's keys
+// start with 'k' (the Check API) or 'e' (the Envoy API; see the README's
+// key layout), so the Check key user:42 lives at fg:tb:{kuser:42}.
+//
+// A request with a scope (store.Request.Scope: the Check API's limit
+// identity, a policy's name or an inline limit's numbers) adds ':' and the
+// scope escaped the same way after the closing brace:
+//
+//	<prefix><alg>:{<tag>}:<scope>   e.g. fg:sw:{kuser:42}:plogin
+//
+// so every scope of a key shares the key's slot, and a Reset of the key
+// without a scope finds them with one SCAN pattern.
+//
+// # One round trip per Decide
+//
+// All requests of a Decide call whose keys share a slot (on a standalone
+// Redis or Sentinel: all of them) go in one script call, which decides them
+// all or nothing. In a Redis Cluster with several slots, Decide makes one
+// call per slot, pipelined per node, nodes in parallel; when a slot's call
+// denies, the others' charges are refunded by a second call with negative
+// costs. That compensation is not atomic across slots: between the charge
+// and the refund another client may see the charge (and be denied by it),
+// and if the refund itself fails the charge stays until it decays; it
+// never admits more than the limits allow. A refund (negative cost) cannot
+// be taken back exactly, so a batch that spans slots and holds one is
+// first decided without writing (a probe, one more round trip) and only
+// written when nothing is denied; should a concurrent client make the
+// written call deny after all, the refunds in the other slots stay.
+//
+// # Batching
+//
+// Concurrent Decide calls are coalesced: a few sender goroutines
+// (Config.BatchPipelines) each send whatever is queued, up to
+// Config.BatchMaxSize calls, as one pipeline (per node), where the calls
+// of one slot share one script call; while they wait for Redis the next
+// pipeline fills. A lone caller waits for nothing; under load this
+// replaces many round trips and script calls by one. See BenchmarkDecide
+// and bench/RESULTS.md.
+//
+// # Clock and scripts
+//
+// The scripts read Redis' TIME, so replicas with skewed clocks agree;
+// Config.ClientTime uses the now passed to Decide instead. The scripts
+// run as Redis 7 functions (FCALL of a library named by its source's
+// hash, functions.go), loaded on first use and again whenever Redis
+// answers that a function is missing (after a restart, failover or
+// FUNCTION FLUSH), on every master of a cluster. On a Redis without
+// functions (Redis 6) they run by EVALSHA; a NOSCRIPT answer (after a
+// restart, failover or SCRIPT FLUSH) is retried with EVAL, which loads the
+// script. Neither answer reaches the caller.
+package redisstore
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"github.com/floodgate/floodgate/internal/keys"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultPrefix         = "fg:"
+	DefaultTimeout        = 50 * time.Millisecond
+	DefaultBatchMaxSize   = 64
+	DefaultBatchMaxWait   = 0
+	DefaultBatchPipelines = 2
+)
+
+// Config tunes a Store. The zero value is the production default.
+type Config struct {
+	// Prefix starts every key; "" means DefaultPrefix ("fg:"). It must not
+	// contain '{' or '}'.
+	Prefix string
+	// Timeout bounds each Decide, Reset and Ping, including time spent
+	// waiting for a batch; 0 means DefaultTimeout (50ms). A call that runs
+	// out of time returns an error wrapping store.ErrUnavailable.
+	Timeout time.Duration
+	// ClientTime makes decisions at the now passed to Decide. By default
+	// (false) the scripts use Redis' own clock, so replicas with skewed
+	// clocks agree and the now argument is ignored.
+	ClientTime bool
+	// KeepExtra is added to every key's TTL. 0 (the default) keeps state
+	// exactly as long as it matters. Tests that pass a simulated now with
+	// ClientTime set it (say, to an hour) so that Redis, which expires keys
+	// by its own clock, does not drop state the simulated time still needs.
+	KeepExtra time.Duration
+	// BatchMaxSize is the most script calls one pipeline carries; 0 means
+	// DefaultBatchMaxSize (64). 1 disables batching: each Decide sends its
+	// own calls at once.
+	BatchMaxSize int
+	// BatchPipelines is how many pipelines may be in flight at once; 0
+	// means DefaultBatchPipelines (2). While they are, calls queue up for
+	// the next one.
+	BatchPipelines int
+	// BatchMaxWait is how long a script call waits for others to share its
+	// pipeline beyond those already queued; 0 (the default) and negative
+	// values wait for nothing, so a lone caller pays no latency.
+	BatchMaxWait time.Duration
+	// Mode is the ClientConfig.Mode the client was built with: standalone
+	// (the default when empty) or sentinel; a cluster client is always in
+	// cluster mode. It tells a misconfiguration from an outage (see
+	// CheckServer).
+	Mode string
+	// SettleWindow is how long a settlement's idempotency key is
+	// remembered (Settle; its record's TTL); 0 means
+	// store.DefaultSettleWindow.
+	SettleWindow time.Duration
+
+	// evalSHA makes the Store run its scripts by EVALSHA, as on a Redis
+	// without functions (tests of the fallback).
+	evalSHA bool
+}
+
+// Store is a store.Store on Redis. Its methods may be called concurrently.
+type Store struct {
+	client  redis.UniversalClient
+	cluster bool
+	cfg     Config
+	lean    *redis.Script // calls without a sliding window log, by EVALSHA
+	full    *redis.Script // calls with one
+	lib     library       // both, as Redis functions
+	// noFunctions is set for good once Redis refuses functions (Redis 6):
+	// the calls then go by EVALSHA.
+	noFunctions atomic.Bool
+	keepMs      int64
+	batch       *batcher // nil when batching is disabled
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store deciding on client. The caller keeps ownership of
+// client: Close stops the Store's batcher but does not close the client.
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}' (they would move the hash tag)", cfg.Prefix)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.BatchMaxSize == 0 {
+		cfg.BatchMaxSize = DefaultBatchMaxSize
+	}
+	if cfg.BatchPipelines == 0 {
+		cfg.BatchPipelines = DefaultBatchPipelines
+	}
+	if cfg.Timeout < 0 || cfg.KeepExtra < 0 || cfg.BatchMaxSize < 0 || cfg.BatchPipelines < 0 {
+		return nil, errors.New("redisstore: Timeout, KeepExtra, BatchMaxSize and BatchPipelines must not be negative")
+	}
+	_, cluster := client.(*redis.ClusterClient)
+	s := &Store{
+		client:  client,
+		cluster: cluster,
+		cfg:     cfg,
+		lean:    redis.NewScript(leanScript()),
+		full:    redis.NewScript(fullScript()),
+		lib:     newLibrary(),
+		keepMs:  cfg.KeepExtra.Milliseconds(),
+	}
+	s.noFunctions.Store(cfg.evalSHA)
+	if cfg.BatchMaxSize > 1 {
+		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchPipelines, cfg.BatchMaxWait)
+	}
+	return s, nil
+}
+
+// call is one script call: the requests of one slot.
+type call struct {
+	slot int // the keys' cluster slot (0 on a standalone Redis)
+	h    header
+	keys []string
+	buf  []byte // the header, then the requests (see script.go)
+	log  bool   // a request uses the sliding window log
+	idx  []int  // positions in the Decide call's requests
+
+	reply  any
+	err    error
+	done   chan *call // receives the call once reply or err is set (capacity 1)
+	pooled bool       // from callPool: goes back once its Decide is done with it
+}
+
+// callPool recycles the calls of single-slot Decide calls, with their
+// keys, request bytes and channel: a decision on a standalone Redis or
+// Sentinel then allocates little beyond go-redis' command (issue 11).
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan *call, 1), pooled: true} }}
+
+// release returns the pooled calls to callPool. Only calls whose result
+// was received may go back: a call abandoned on a timeout may still be in
+// a pipeline, and its channel may still receive.
+func release(calls []*call) {
+	for _, c := range calls {
+		if !c.pooled {
+			continue
+		}
+		clear(c.keys)
+		c.keys, c.buf, c.idx = c.keys[:0], c.buf[:0], c.idx[:0]
+		c.reply, c.err, c.log = nil, nil, false
+		callPool.Put(c)
+	}
+}
+
+// Decide implements store.Store.
+func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	if len(out) != len(reqs) {
+		return fmt.Errorf("redisstore: decide: %w: %d requests but %d decisions", store.ErrInvalid, len(reqs), len(out))
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: decide: %w", err)
+	}
+	for i := range reqs {
+		if err := reqs[i].Limit.Validate(); err != nil {
+			return fmt.Errorf("redisstore: decide: request %d: %w: %w", i, store.ErrInvalid, err)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	h := header{nowMs: -1, keepMs: s.keepMs, calMs: now.UnixMilli()}
+	if s.cfg.ClientTime {
+		h.nowMs = max(now.UnixMilli(), 0)
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	calls := s.plan(reqs, h, charge)
+	if len(calls) > 1 && hasRefund(reqs) {
+		// Refunds cannot be taken back exactly, so a batch that spans
+		// slots and holds one is probed first: if anything is denied,
+		// nothing is written anywhere.
+		probe := h
+		probe.probe = true
+		probes := s.plan(reqs, probe, charge)
+		if err := s.run(tctx, probes); err != nil {
+			return s.wrap(ctx, "decide", err)
+		}
+		denied, err := s.decodeAll(probes, reqs, out)
+		if err != nil || denied {
+			return err
+		}
+		release(probes)
+	}
+	if err := s.run(tctx, calls); err != nil {
+		return s.wrap(ctx, "decide", err)
+	}
+	denied, err := s.decodeAll(calls, reqs, out)
+	if err != nil {
+		return err
+	}
+	if denied && len(calls) > 1 {
+		s.refund(tctx, reqs, out, calls, h)
+	}
+	release(calls)
+	return nil
+}
+
+// charge is the cost a request is decided with.
+func charge(r *store.Request) int64 { return r.Cost }
+
+// hasRefund reports whether a request gives units back, or charges debt
+// (whose unrecorded part a refund on deny would over-refund): a batch
+// across slots holding one is probed before it is charged.
+func hasRefund(reqs []store.Request) bool {
+	for i := range reqs {
+		if reqs[i].Cost < 0 || reqs[i].Mode&algorithms.Debt != 0 {
+			return true // a debt charge beyond its bound cannot be taken back exactly either
+		}
+	}
+	return false
+}
+
+// decodeAll reads every call's reply into out and reports whether a
+// request with a positive cost was denied.
+func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.Decision) (denied bool, err error) {
+	for _, c := range calls {
+		if err := s.decode(c, out); err != nil {
+			return false, err
+		}
+	}
+	for i := range reqs {
+		if reqs[i].Cost > 0 && !out[i].Allowed {
+			denied = true
+		}
+	}
+	return denied, nil
+}
+
+// plan groups reqs into script calls, one per slot (one in all unless the
+// client is a cluster client), in order of first appearance, with the
+// costs cost returns.
+func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) int64) []*call {
+	if !s.cluster {
+		// One slot: one call, from the pool.
+		c := callPool.Get().(*call)
+		c.slot, c.h = 0, h
+		c.buf = appendHeader(c.buf, h)
+		for i := range reqs {
+			r := &reqs[i]
+			c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, keys.HashTag(r.Key), r.Scope))
+			c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
+			c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
+			c.idx = append(c.idx, i)
+		}
+		return []*call{c}
+	}
+	var calls []*call
+	for i := range reqs {
+		r := &reqs[i]
+		tag := keys.HashTag(r.Key)
+		sl := keys.Slot(tag)
+		var c *call
+		for _, o := range calls {
+			if o.slot == sl {
+				c = o
+				break
+			}
+		}
+		if c == nil {
+			c = &call{slot: sl, h: h, buf: appendHeader(make([]byte, 0, hdrLen+reqLen*len(reqs)), h), done: make(chan *call, 1)}
+			calls = append(calls, c)
+		}
+		c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
+		c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
+		c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
+		c.idx = append(c.idx, i)
+	}
+	return calls
+}
+
+// decode reads c's reply into out at c's positions.
+func (s *Store) decode(c *call, out []algorithms.Decision) error {
+	if len(c.idx) == len(out) && (len(out) == 0 || c.idx[len(out)-1] == len(out)-1) {
+		// The call holds every request, in order (always so off a
+		// cluster): decode in place.
+		if err := decodeReply(c.reply, out); err != nil {
+			return fmt.Errorf("redisstore: decide: %w", err)
+		}
+		return nil
+	}
+	got := make([]algorithms.Decision, len(c.idx))
+	if err := decodeReply(c.reply, got); err != nil {
+		return fmt.Errorf("redisstore: decide: %w", err)
+	}
+	for j, i := range c.idx {
+		out[i] = got[j]
+	}
+	return nil
+}
+
+// refund gives back the charges of the calls that did not deny, after
+// another slot's call denied. Best effort: see the package doc.
+func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorithms.Decision, calls []*call, h header) {
+	var back []store.Request
+	for _, c := range calls {
+		deniedHere := false
+		for _, i := range c.idx {
+			if reqs[i].Cost > 0 && !out[i].Allowed {
+				deniedHere = true
+			}
+		}
+		if deniedHere {
+			continue
+		}
+		for _, i := range c.idx {
+			if r := reqs[i]; r.Cost > 0 && !r.DryRun && out[i].Allowed {
+				back = append(back, r)
+			}
+		}
+	}
+	if len(back) == 0 {
+		return
+	}
+	// The refund's failure leaves an over-count that decays; the deny
+	// stands either way, so it is not reported as a failed decision.
+	_ = s.run(ctx, s.plan(back, h, func(r *store.Request) int64 { return -r.Cost }))
+}
+
+// Close implements store.Store: it stops the batcher, after sending what
+// it holds. It does not close the client, which belongs to the caller.
+func (s *Store) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
+	return nil
+}
+
+// unavailable reports whether err means Redis is unreachable, too slow,
+// or temporarily unable to serve (loading, failing over, closed).
+func unavailable(err error) bool {
+	var ne net.Error
+	var cv *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, redis.ErrClosed), errors.Is(err, errClosed),
+		errors.Is(err, redis.ErrPoolTimeout), // no free connection within PoolTimeout
+		errors.As(err, &ne),
+		// A TLS handshake that fails (an untrusted or wrong certificate, a
+		// plaintext port) leaves Redis as unreachable as a refused dial.
+		errors.As(err, &cv), errors.As(err, &rh), errors.As(err, &ua), errors.As(err, &hn):
+		return true
+	}
+	for _, p := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "BUSY", "NOREPLICAS", "MOVED", "ASK"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// errClosed is returned by calls made after Close.
+var errClosed = errors.New("redisstore: store closed")

@@ -1,0 +1,281 @@
+package redisstore
+
+// The Redis wire protocol of the decision scripts: their Lua sources
+// (lua/, embedded), the ARGV they take and the reply they give.
+//
+// Two scripts, one per shape of call (issue 11: a lean script per shape):
+//
+//	lean  lua/lib.lua + the four counter twins + lua/counter.lua + lua/lean.lua
+//	      calls whose requests all use the token bucket, the sliding
+//	      window, the fixed window or the leaky bucket: no table per request, one GET and
+//	      one SET ... PX per key, a path of its own for one request
+//	full  the same twins + lua/sliding_window_log.lua + lua/batch.lua
+//	      calls that hold a sliding window log (whose ring needs tables)
+//
+// On Redis 7 both run as functions of one library (functions.go): the
+// same files, each driver wrapped as function(KEYS, ARGV); EVALSHA of the
+// joined files is the fallback (Redis 6).
+//
+// Both take the same KEYS and ARGV and give the same reply (lua/lean.lua's
+// header): ARGV[1] is the call's header and its first group of requests,
+// each further ARGV one more group; integers are little-endian int64s
+// (lua/lib.lua; tools that cannot send a NUL byte use the seven-bit form,
+// see BenchmarkEval). The reply is one string of replyLen bytes per
+// request.
+//
+// State layout in Redis, one key per (algorithm, key) (the key names are
+// package keys'):
+//
+//	token_bucket        string  pack(A = tokens × scale, B = last refill, C = scale)
+//	sliding_window      string  pack(A = window start, B = count in it, C = count in the one before)
+//	fixed_window        string  pack(A = window start, B = count, C = 0)
+//	leaky_bucket        string  pack(A = queue end's fraction of a ms × C, B = queue end, C = perMs)
+//	sliding_window_log  string  header(format, head, floor) + a ring of unit times, 6 bytes a unit
+//
+// lua/lib.lua owns pack, the state codec (a header byte, then the values
+// in the fewest bytes each needs, the time field in ms since its
+// STATE_EPOCH_MS); lua/sliding_window_log.lua owns the log's string, which
+// holds at most Requests slots. bench/RESULTS.md has the MEMORY USAGE of
+// each. Every write sets a TTL (the decision's TTL, in ms); a state
+// whose TTL is 0 equals no state and is deleted instead. The states are
+// those the scripts wrote before this protocol (issue 11 changed ARGV and
+// the reply, not what Redis holds), so replicas of both versions can share
+// a Redis during a rolling upgrade.
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+)
+
+var (
+	//go:embed lua/lib.lua
+	luaLib string
+	//go:embed lua/token_bucket.lua
+	luaTokenBucket string
+	//go:embed lua/sliding_window.lua
+	luaSlidingWindow string
+	//go:embed lua/fixed_window.lua
+	luaFixedWindow string
+	//go:embed lua/leaky_bucket.lua
+	luaLeakyBucket string
+	//go:embed lua/counter.lua
+	luaCounter string
+	//go:embed lua/sliding_window_log.lua
+	luaSlidingWindowLog string
+	//go:embed lua/lean.lua
+	luaLean string
+	//go:embed lua/batch.lua
+	luaBatch string
+	//go:embed lua/settle.lua
+	luaSettle string
+)
+
+// settleScript is the source of the settle script (lua/settle.lua): every
+// twin, the log's, and the settle driver. Not in the function library: it
+// is not the hot path.
+func settleScript() string {
+	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog + luaSettle
+}
+
+// leanScript is the source of the script for calls without a sliding
+// window log.
+func leanScript() string {
+	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaLean
+}
+
+// fullScript is the source of the script for calls with a sliding window
+// log (it decides every algorithm).
+func fullScript() string {
+	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog + luaBatch
+}
+
+// Sizes of the wire format (lua/lib.lua).
+const (
+	hdrLen   = 18 // form, now_ms, keep_ms, write
+	reqLen   = 33 // algorithm and flags, requests, period_ms, burst, cost
+	calLen   = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
+	replyLen = 49 // allowed, limit, remaining, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
+)
+
+// maxWireCost bounds the costs sent: every capacity is at most
+// algorithms.MaxScaled, so a cost beyond it decides like any other (a
+// deny with RetryAfter Never, or a refund of the whole capacity), and the
+// bound keeps the script's doubles exact.
+const maxWireCost = 2 * algorithms.MaxScaled
+
+// header is what a script call needs besides its requests.
+type header struct {
+	// nowMs is the time of the decisions in Unix ms; -1 makes the script
+	// use Redis' own clock (TIME).
+	nowMs int64
+	// keepMs is added to every TTL the script writes (Config.KeepExtra).
+	keepMs int64
+	// probe decides without writing anything.
+	probe bool
+	// calMs is floodgate's clock in Unix ms, whatever nowMs says: the
+	// boundaries of calendar limits are computed for it (appendRequest),
+	// and the script picks among them the period of its own now.
+	calMs int64
+}
+
+// appendHeader appends h's bytes (the binary form) to buf.
+func appendHeader(buf []byte, h header) []byte {
+	buf = append(buf, 'b')
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(max(h.nowMs, -1)))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(min(max(h.keepMs, 0), maxWireCost)))
+	if h.probe {
+		return append(buf, 0)
+	}
+	return append(buf, 1)
+}
+
+// appendRequest appends one request's bytes (the binary form) to buf:
+// cost charged against l (valid: Validate), dry deciding without writing.
+// A calendar limit sets flag bit 3, sends its current period's length as
+// period_ms, and appends the five boundaries around calMs (floodgate's
+// clock, Unix ms; lua/lib.lua).
+func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, calMs int64) []byte {
+	return appendRequestMode(buf, l, cost, dry, 0, calMs)
+}
+
+// appendRequestMode is appendRequest in mode m: algorithms.Debt is the
+// request's flag bit 1, algorithms.NoWait its bit 2 (lua/lib.lua).
+func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m algorithms.Mode, calMs int64) []byte {
+	b := byte(l.Algorithm)&7 | byte(m&(algorithms.Debt|algorithms.NoWait))<<3
+	if dry {
+		b |= 1 << 3
+	}
+	periodMs := l.PeriodMs()
+	var bounds algorithms.Bounds
+	if l.Calendar != algorithms.NoCalendar {
+		b |= 64 // flag bit 3
+		bounds = l.Calendar.Bounds(l.Location, calMs)
+		periodMs = bounds[2] - bounds[1]
+	}
+	buf = append(buf, b)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Requests))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(periodMs))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Burst))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(min(max(cost, -maxWireCost), maxWireCost)))
+	if l.Calendar != algorithms.NoCalendar {
+		for _, v := range bounds {
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+		}
+	}
+	return buf
+}
+
+// sevenBit rewrites a binary header and its requests (appendHeader,
+// appendRequest) in the seven-bit form, which holds no NUL byte: every
+// single byte becomes 0x80 + itself, every integer (|v| < 2^55) 8 bytes
+// of 7 bits, low first, every top bit set, the last byte holding the sign
+// in bit 6.
+func sevenBit(bin []byte) []byte {
+	out := append(make([]byte, 0, len(bin)), 's')
+	int7 := func(v int64) {
+		var sign byte
+		m := uint64(v)
+		if v < 0 {
+			sign, m = 0x40, uint64(-v)
+		}
+		for range 7 {
+			out = append(out, 0x80|byte(m&0x7f))
+			m >>= 7
+		}
+		out = append(out, 0x80|sign|byte(m&0x3f))
+	}
+	le := func(i int) int64 { return int64(binary.LittleEndian.Uint64(bin[i:])) }
+	int7(le(1))
+	int7(le(9))
+	out = append(out, 0x80|bin[17])
+	for i := hdrLen; i+reqLen <= len(bin); {
+		out = append(out, 0x80|bin[i])
+		ints := 4
+		if bin[i]&64 != 0 { // a calendar request: its boundaries follow
+			ints += calLen / 8
+		}
+		for f := range ints {
+			int7(le(i + 1 + 8*f))
+		}
+		i += 1 + 8*ints
+	}
+	return out
+}
+
+// errReply is wrapped by decodeReply's errors: the script answered
+// something it never answers.
+var errReply = errors.New("malformed script reply")
+
+// decodeReply reads a script reply (or one call's part of it) into out,
+// one decision per request, in request order. It checks every field and
+// returns an error wrapping errReply instead of panicking on a reply of
+// the wrong shape.
+func decodeReply(reply any, out []algorithms.Decision) error {
+	str, ok := reply.(string)
+	if !ok {
+		return fmt.Errorf("%w: got %T, want a string", errReply, reply)
+	}
+	if len(str) != replyLen*len(out) {
+		return fmt.Errorf("%w: %d bytes for %d requests, want %d", errReply, len(str), len(out), replyLen*len(out))
+	}
+	for i := range out {
+		b := str[i*replyLen : (i+1)*replyLen]
+		allowed := b[0]
+		limit, remaining := le64(b[1:]), le64(b[9:])
+		retryMs, resetMs, ttlMs, waitMs := le64(b[17:]), le64(b[25:]), le64(b[33:]), le64(b[41:])
+		if allowed > 1 || limit <= 0 || remaining < 0 || retryMs < -1 || resetMs < 0 || ttlMs < 0 || waitMs < 0 {
+			return fmt.Errorf("%w: request %d: [%d %d %d %d %d %d %d] out of range", errReply, i, allowed, limit, remaining, retryMs, resetMs, ttlMs, waitMs)
+		}
+		d := algorithms.Decision{
+			Allowed:    allowed == 1,
+			Limit:      limit,
+			Remaining:  remaining,
+			RetryAfter: time.Duration(retryMs) * time.Millisecond,
+			ResetAfter: time.Duration(resetMs) * time.Millisecond,
+			TTL:        time.Duration(ttlMs) * time.Millisecond,
+			Wait:       time.Duration(waitMs) * time.Millisecond,
+		}
+		if retryMs == -1 {
+			d.RetryAfter = algorithms.Never
+		}
+		out[i] = d
+	}
+	return nil
+}
+
+// le64 reads a little-endian int64 from the first 8 bytes of s.
+func le64(s string) int64 {
+	_ = s[7]
+	return int64(uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56)
+}
+
+// BenchmarkEval returns what one decision of l (not a sliding window
+// log) sends to Redis, for tools that time the script on its own
+// (bench/loadtest runs it with redis-benchmark): the script's source, to
+// load and run by its SHA-1 with one key (the state key, e.g.
+// "fg:tb:{kuser:1}"), and its single ARGV: cost charged against l,
+// decided at Redis' TIME, written. The ARGV is in the seven-bit form,
+// which holds no NUL byte, so it can travel on a command line
+// (redis-benchmark cuts arguments at a NUL, even with -x); the store sends
+// the binary form, which the script reads faster, so the tool measures a
+// slightly heavier call than the store makes.
+func BenchmarkEval(l algorithms.Limit, cost int64) (src, argv string) {
+	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false, time.Now().UnixMilli())
+	return leanScript(), string(sevenBit(bin))
+}
+
+// BenchmarkFunction is BenchmarkEval for the way the store runs its
+// scripts on Redis 7: the function library's source (for FUNCTION LOAD),
+// the name of the function that decides counters (for FCALL, with the
+// same key and ARGV) and the ARGV, in the seven-bit form.
+func BenchmarkFunction(l algorithms.Limit, cost int64) (library, function, argv string) {
+	lib := newLibrary()
+	_, argv = BenchmarkEval(l, cost)
+	return lib.src, lib.function(false), argv
+}

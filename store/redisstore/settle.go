@@ -1,0 +1,101 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/keys"
+	"github.com/floodgate/floodgate/store"
+)
+
+// settleLua is the settle script (lua/settle.lua), run by EVALSHA.
+var settleLua = redis.NewScript(settleScript())
+
+// settleReplyLen is the settle script's reply: allowed, limit, remaining,
+// retry_after_ms, reset_after_ms, ttl_ms, debt, unrecorded, duplicate.
+const settleReplyLen = 1 + 7*8 + 1
+
+var _ store.Settler = (*Store)(nil)
+
+// Settle implements store.Settler: one script call charges the delta
+// and sets the settlement's record (keys.RedisSettle, in the state key's
+// hash slot, with a TTL of Config.SettleWindow), so a retry after a reply
+// lost to a timeout finds the record and charges nothing.
+func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) (store.SettleResult, error) {
+	if err := ctx.Err(); err != nil {
+		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w", err)
+	}
+	if err := store.ValidateSettlement(st); err != nil {
+		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w", err)
+	}
+	h := header{nowMs: -1, keepMs: s.keepMs, calMs: now.UnixMilli()}
+	if s.cfg.ClientTime {
+		h.nowMs = max(now.UnixMilli(), 0)
+	}
+	alg := st.Limit.Algorithm
+	tag := keys.HashTag(st.Key)
+	ks := []string{keys.Redis(s.cfg.Prefix, alg, tag, st.Scope), keys.RedisSettle(s.cfg.Prefix, alg, tag, st.Scope, st.IdempotencyKey)}
+	arg := appendRequestMode(appendHeader(nil, h), st.Limit, st.Delta(), false, algorithms.Debt, h.calMs)
+	window := s.cfg.SettleWindow
+	if window <= 0 {
+		window = store.DefaultSettleWindow
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	// The call may outlive the timeout (go-redis reads until its own
+	// ReadTimeout): its answer is then dropped, and the charge, if Redis
+	// ran it, is found by the retry's record.
+	type answer struct {
+		reply any
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		reply, err := settleLua.Run(tctx, s.client, ks, arg, st.Fingerprint(), strconv.FormatInt(window.Milliseconds()+s.keepMs, 10)).Result()
+		done <- answer{reply, err}
+	}()
+	var reply any
+	var err error
+	select {
+	case a := <-done:
+		reply, err = a.reply, a.err
+	case <-tctx.Done():
+		err = tctx.Err()
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "settle conflict") {
+			return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w", store.ErrSettleConflict)
+		}
+		return store.SettleResult{}, s.wrap(ctx, "settle", err)
+	}
+	return decodeSettleReply(reply)
+}
+
+// decodeSettleReply reads the settle script's reply, checking every field.
+func decodeSettleReply(reply any) (store.SettleResult, error) {
+	str, ok := reply.(string)
+	if !ok || len(str) != settleReplyLen {
+		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w: %T of %d bytes", errReply, reply, len(str))
+	}
+	limit, remaining, retryMs, resetMs := le64(str[1:]), le64(str[9:]), le64(str[17:]), le64(str[25:])
+	ttlMs, debt, unrecorded := le64(str[33:]), le64(str[41:]), le64(str[49:])
+	dup := str[57]
+	if str[0] != 1 || limit <= 0 || remaining < 0 || retryMs < 0 || resetMs < 0 || ttlMs < 0 || debt < 0 || unrecorded < 0 || dup > 1 {
+		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w: fields out of range", errReply)
+	}
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	return store.SettleResult{
+		Decision: algorithms.Decision{
+			Allowed: true, Limit: limit, Remaining: remaining,
+			RetryAfter: ms(retryMs), ResetAfter: ms(resetMs), TTL: ms(ttlMs),
+			Debt: debt, Unrecorded: unrecorded,
+		},
+		Duplicate: dup == 1,
+	}, nil
+}
