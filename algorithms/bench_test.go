@@ -29,7 +29,7 @@ func BenchmarkDecide(b *testing.B) {
 			// state with a live window or log.
 			for i := range 1000 * benchKeys {
 				k := i % benchKeys
-				states[k], _ = algorithms.DecideMs(l, states[k], now+int64(i), 1)
+				states[k], _ = algorithms.DecideAt(l, states[k], algorithms.Request{NowMs: now + int64(i), Cost: 1})
 			}
 			now += 1000 * benchKeys
 			allowed := 0
@@ -38,7 +38,7 @@ func BenchmarkDecide(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				k := i % benchKeys
 				var d algorithms.Decision
-				states[k], d = algorithms.DecideMs(l, states[k], now+int64(i), 1)
+				states[k], d = algorithms.DecideAt(l, states[k], algorithms.Request{NowMs: now + int64(i), Cost: 1})
 				if d.Allowed {
 					allowed++
 				}
@@ -68,7 +68,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 				now := epoch.UnixMilli()
 				for i := 0; pb.Next(); i++ {
 					k := i % benchKeys
-					states[k], _ = algorithms.DecideMs(l, states[k], now+int64(i), 1)
+					states[k], _ = algorithms.DecideAt(l, states[k], algorithms.Request{NowMs: now + int64(i), Cost: 1})
 				}
 			})
 		})

@@ -76,7 +76,7 @@ func (c Calendar) MaxLength() time.Duration {
 // the previous period's start (the sliding window's previous count), the
 // current period, and the next period's end (the waits that cross into
 // it); the one after that is there for a Redis clock just past Bounds[2]
-// (DecideCalendar).
+// (decideCalendar).
 type Bounds [5]int64
 
 // Bounds computes the boundaries around nowMs for c in loc (nil means
@@ -192,17 +192,17 @@ func dayStart(y int, m time.Month, d int, loc *time.Location) int64 {
 	return t.UnixMilli() // a skipped date: Bounds steps over it
 }
 
-// Out-of-range decisions (DecideCalendar): a now at or past Bounds[3]
+// Out-of-range decisions (decideCalendar): a now at or past Bounds[3]
 // means the boundaries were computed by a clock more than a whole period
 // behind the one deciding (floodgate's against Redis' TIME); the decision
 // then denies every charge and asks to retry after skewRetryMs.
 const skewRetryMs = 1000
 
-// DecideCalendar is DecideMs for a calendar limit (l.Calendar set) with
+// decideCalendar is the decision for a calendar limit (l.Calendar set) with
 // the boundaries b given rather than computed from nowMs: the Redis store
 // computes them from floodgate's clock and hands them to the script,
-// which decides at Redis' clock. DecideMs calls it with
-// l.Calendar.Bounds(l.Location, nowMs), where now lies in [b[1], b[2]).
+// which decides at Redis' clock (Request.Bounds); otherwise it is called
+// with l.Calendar.Bounds(l.Location, nowMs), where now lies in [b[1], b[2]).
 //
 // The period decided is the one containing now among b: [b[1], b[2]) for
 // a now before b[2] (a now before b[1], a deciding clock behind the one
@@ -221,21 +221,18 @@ const skewRetryMs = 1000
 // window). Any other start, e.g. one written under a fixed period or
 // another time zone, counts as an empty window (the limit changed). A
 // start equal to b[3] while deciding [b[2], b[3]) is out of range too.
-func DecideCalendar(l Limit, s State, b Bounds, nowMs, cost int64) (State, Decision) {
-	return DecideCalendarMode(l, s, b, nowMs, cost, 0)
-}
-
-// DecideCalendarMode is DecideCalendar in mode m: with Debt, a positive
+//
+// In mode m with Debt, a positive
 // cost is charged even when it does not fit, up to 2 × Requests in the
 // period (see Debt), and the debt is not carried past the period's end: a
 // calendar quota is a billing period, whose count starts from 0 at the
 // next boundary (the sliding window's previous period still weighs on the
 // next one as usual). A debt charge that cannot be decided (Redis' clock a
 // period ahead) records nothing and reports it all Unrecorded.
-func DecideCalendarMode(l Limit, s State, b Bounds, nowMs, cost int64, m Mode) (State, Decision) {
+func decideCalendar(l Limit, s State, b Bounds, nowMs, cost int64, m Mode) (State, Decision) {
 	debt := m&Debt != 0 && cost > 0
 	if c := l.Capacity(); cost > c && !debt {
-		_, d := DecideCalendarMode(l, s, b, nowMs, 0, m)
+		_, d := decideCalendar(l, s, b, nowMs, 0, m)
 		d.Allowed, d.RetryAfter = false, Never
 		return s, d
 	} else if cost < -c {
@@ -267,7 +264,7 @@ func DecideCalendarMode(l Limit, s State, b Bounds, nowMs, cost int64, m Mode) (
 			curr, last = s.B, s.C
 		case prev:
 			// The previous period weighs with at most its quota: a debt
-			// does not roll over (DecideCalendarMode).
+			// does not roll over (decideCalendar).
 			last = min(s.B, l.Requests)
 		case end: // the clock went back across the boundary (i == 1 only, above)
 			start, end, next = end, next, after

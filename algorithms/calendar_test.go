@@ -127,20 +127,20 @@ func TestCalendarFixedMonth(t *testing.T) {
 	var s State
 	for range 3 {
 		var d Decision
-		if s, d = DecideMs(l, s, now, 1); !d.Allowed {
+		if s, d = DecideAt(l, s, Request{NowMs: now, Cost: 1}); !d.Allowed {
 			t.Fatalf("denied %+v", d)
 		}
 	}
-	_, d := DecideMs(l, s, now, 1)
+	_, d := DecideAt(l, s, Request{NowMs: now, Cost: 1})
 	if d.Allowed || d.RetryAfter != time.Minute || d.ResetAfter != time.Minute {
 		t.Fatalf("4th in January: %+v, want a deny until Feb 1 in Jakarta, 1m", d)
 	}
-	s2, d := DecideMs(l, s, feb1, 3)
+	s2, d := DecideAt(l, s, Request{NowMs: feb1, Cost: 3})
 	if !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("Feb 1: %+v, want the whole new month", d)
 	}
 	mar1 := time.Date(2027, 3, 1, 0, 0, 0, 0, jakarta).UnixMilli()
-	if _, d = DecideMs(l, s2, feb1, 1); d.RetryAfter != ms(mar1-feb1) || d.RetryAfter != 28*24*time.Hour {
+	if _, d = DecideAt(l, s2, Request{NowMs: feb1, Cost: 1}); d.RetryAfter != ms(mar1-feb1) || d.RetryAfter != 28*24*time.Hour {
 		t.Fatalf("RetryAfter %v, want 28 days (February)", d.RetryAfter)
 	}
 }
@@ -158,20 +158,20 @@ func TestCalendarSlidingDST(t *testing.T) {
 	}{{14, time.March, 23}, {7, time.November, 25}} {
 		start := time.Date(2027, tc.m, tc.day, 0, 0, 0, 0, ny).UnixMilli()
 		var s State
-		s, _ = DecideMs(l, s, start-1, 100) // the whole previous day, spent in its last ms
+		s, _ = DecideAt(l, s, Request{NowMs: start - 1, Cost: 100}) // the whole previous day, spent in its last ms
 		w := tc.hours * 3_600_000
 		// At x ms into the day, prev weighs 100·(w−x)/w: at w/2, 50 fit.
 		half := start + w/2
-		_, d := DecideMs(l, s, half, 0)
+		_, d := DecideAt(l, s, Request{NowMs: half, Cost: 0})
 		if d.Remaining != 50 {
 			t.Errorf("%v: Remaining %d halfway through a %d-hour day, want 50", tc.m, d.Remaining, tc.hours)
 		}
 		// 51 fit once prev·(w−e−x) + 51·w <= 100·w, with e = w/2.
-		_, d = DecideMs(l, s, half, 51)
+		_, d = DecideAt(l, s, Request{NowMs: half, Cost: 51})
 		if over := 100*(w-w/2) + 51*w - 100*w; d.Allowed || d.RetryAfter != ms(ceilDiv(over, 100)) {
 			t.Errorf("%v: %+v, want a deny for %d ms", tc.m, d, ceilDiv(over, 100))
 		}
-		if _, d = DecideMs(l, s, start, 1); d.ResetAfter != ms(w) {
+		if _, d = DecideAt(l, s, Request{NowMs: start, Cost: 1}); d.ResetAfter != ms(w) {
 			t.Errorf("%v: ResetAfter %v at the day's start, want %d h", tc.m, d.ResetAfter, tc.hours)
 		}
 	}
@@ -185,7 +185,7 @@ func TestCalendarSlidingExactAcrossMonths(t *testing.T) {
 	var s State
 	for step := int64(0); step < 200; step++ {
 		now := base + step*step*3_600_000*7/3
-		next, d := DecideMs(l, s, now, 1+step%3)
+		next, d := DecideAt(l, s, Request{NowMs: now, Cost: 1 + step%3})
 		if d.Allowed {
 			s = next
 			continue
@@ -194,10 +194,10 @@ func TestCalendarSlidingExactAcrossMonths(t *testing.T) {
 			t.Fatalf("step %d: deny with RetryAfter %v", step, d.RetryAfter)
 		}
 		w := d.RetryAfter.Milliseconds()
-		if _, d2 := DecideMs(l, s, now+w-1, 1+step%3); d2.Allowed {
+		if _, d2 := DecideAt(l, s, Request{NowMs: now + w - 1, Cost: 1 + step%3}); d2.Allowed {
 			t.Fatalf("step %d at %v: admitted %d ms before RetryAfter %v", step, time.UnixMilli(now).UTC(), 1, d.RetryAfter)
 		}
-		if _, d2 := DecideMs(l, s, now+w, 1+step%3); !d2.Allowed {
+		if _, d2 := DecideAt(l, s, Request{NowMs: now + w, Cost: 1 + step%3}); !d2.Allowed {
 			t.Fatalf("step %d at %v: denied at RetryAfter %v: %+v", step, time.UnixMilli(now).UTC(), d.RetryAfter, d2)
 		}
 	}
@@ -214,11 +214,11 @@ func TestDecideCalendarSkew(t *testing.T) {
 		goNow := time.Date(2027, 10, 30, 23, 59, 59, 990_000_000, berlin).UnixMilli()
 		b := Day.Bounds(berlin, goNow)
 		var s State
-		s, _ = DecideMs(l, s, goNow-5000, 4)
+		s, _ = DecideAt(l, s, Request{NowMs: goNow - 5000, Cost: 4})
 		for _, redisNow := range []int64{b[2], b[2] + 1, b[2] + 3_600_000, b[3] - 1} {
 			for _, cost := range []int64{-2, 0, 1, 3, 5, 6} {
-				gs, gd := DecideMs(l, s, redisNow, cost)
-				rs, rd := DecideCalendar(l, s, b, redisNow, cost)
+				gs, gd := DecideAt(l, s, Request{NowMs: redisNow, Cost: cost})
+				rs, rd := DecideAt(l, s, Request{NowMs: redisNow, Cost: cost, Bounds: b})
 				if gs.A != rs.A || gs.B != rs.B || gs.C != rs.C || gd != rd {
 					t.Errorf("%v at +%d ms cost %d: bounds of Go's now decide %+v %+v, want %+v %+v", alg, redisNow-b[2], cost, rs, rd, gs, gd)
 				}
@@ -226,20 +226,20 @@ func TestDecideCalendarSkew(t *testing.T) {
 		}
 		// Redis behind floodgate: decided at b[1], counts kept in that day.
 		behind := b[1] - 10_000
-		sb, d := DecideCalendar(l, State{}, b, behind, 5)
+		sb, d := DecideAt(l, State{}, Request{NowMs: behind, Cost: 5, Bounds: b})
 		if !d.Allowed || sb.A != b[1] {
 			t.Fatalf("%v behind: %+v %+v", alg, sb, d)
 		}
-		if _, d = DecideMs(l, sb, b[1]+1, 1); d.Allowed {
+		if _, d = DecideAt(l, sb, Request{NowMs: b[1] + 1, Cost: 1}); d.Allowed {
 			t.Errorf("%v: the day spent while Redis was behind admits more: %+v", alg, d)
 		}
 		// A whole period ahead: out of range, nothing admitted, nothing lost.
 		for _, redisNow := range []int64{b[3], b[4] + 86_400_000} {
-			s2, d := DecideCalendar(l, s, b, redisNow, 1)
+			s2, d := DecideAt(l, s, Request{NowMs: redisNow, Cost: 1, Bounds: b})
 			if d.Allowed || d.RetryAfter != time.Second || d.Remaining != 0 || s2.A != s.A || s2.B != s.B {
 				t.Errorf("%v out of range at %d: %+v %+v", alg, redisNow, s2, d)
 			}
-			if s2, d = DecideCalendar(l, s, b, redisNow, -1); !d.Allowed || s2.A != s.A || s2.B != s.B || s2.C != s.C || d.TTL <= 0 {
+			if s2, d = DecideAt(l, s, Request{NowMs: redisNow, Cost: -1, Bounds: b}); !d.Allowed || s2.A != s.A || s2.B != s.B || s2.C != s.C || d.TTL <= 0 {
 				t.Errorf("%v out of range refund: %+v %+v, want the state unchanged and kept", alg, s2, d)
 			}
 		}
@@ -257,12 +257,12 @@ func TestCalendarMigration(t *testing.T) {
 		utc := Limit{Algorithm: alg, Requests: 10, Calendar: Month}
 		cal := Limit{Algorithm: alg, Requests: 10, Calendar: Month, Location: jakarta}
 		for _, from := range []Limit{old, utc} {
-			s, _ := DecideMs(from, State{}, now-1000, 10)
+			s, _ := DecideAt(from, State{}, Request{NowMs: now - 1000, Cost: 10})
 			admitted := int64(0)
 			for i := range 30 {
 				var d Decision
 				var n State
-				if n, d = DecideMs(cal, s, now+int64(i)*1000, 1); d.Allowed {
+				if n, d = DecideAt(cal, s, Request{NowMs: now + int64(i)*1000, Cost: 1}); d.Allowed {
 					s, admitted = n, admitted+1
 				}
 			}
@@ -270,7 +270,7 @@ func TestCalendarMigration(t *testing.T) {
 				t.Errorf("%v from %+v: admitted %d in the new month, want 10", alg, from, admitted)
 			}
 			// And back: the calendar state read by the fixed period.
-			if _, d := DecideMs(old, s, now+60_000, 1); !d.Allowed {
+			if _, d := DecideAt(old, s, Request{NowMs: now + 60_000, Cost: 1}); !d.Allowed {
 				t.Errorf("%v back to 30d: %+v", alg, d)
 			}
 		}
@@ -284,15 +284,15 @@ func TestCalendarClockBack(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
 		l := Limit{Algorithm: alg, Requests: 2, Calendar: Day}
 		midnight := time.Date(2027, 5, 10, 0, 0, 0, 0, time.UTC).UnixMilli()
-		s, _ := DecideMs(l, State{}, midnight+1000, 2)
-		_, d := DecideMs(l, s, midnight-1000, 1)
+		s, _ := DecideAt(l, State{}, Request{NowMs: midnight + 1000, Cost: 2})
+		_, d := DecideAt(l, s, Request{NowMs: midnight - 1000, Cost: 1})
 		if d.Allowed || d.Remaining != 0 {
 			t.Errorf("%v a second back: %+v, want the later day's count kept (deny)", alg, d)
 		}
 		if d.RetryAfter <= time.Second {
 			t.Errorf("%v a second back: RetryAfter %v, want beyond the lag", alg, d.RetryAfter)
 		}
-		if _, d := DecideMs(l, s, midnight-3*86_400_000, 1); !d.Allowed {
+		if _, d := DecideAt(l, s, Request{NowMs: midnight - 3*86_400_000, Cost: 1}); !d.Allowed {
 			t.Errorf("%v three days back: %+v", alg, d)
 		}
 	}
@@ -312,7 +312,7 @@ func BenchmarkDecideCalendar(b *testing.B) {
 		b.Run(l.Algorithm.String()+"/"+l.Calendar.String(), func(b *testing.B) {
 			var s State
 			for i := range b.N {
-				s, _ = DecideMs(l, s, now+int64(i), 1)
+				s, _ = DecideAt(l, s, Request{NowMs: now + int64(i), Cost: 1})
 			}
 		})
 	}
@@ -334,7 +334,7 @@ func TestCalendarNeverOverAdmits(t *testing.T) {
 			for range 3000 {
 				now += rng.Int64N(step)
 				cost := 1 + rng.Int64N(3)
-				next, d := DecideMs(l, s, now, cost)
+				next, d := DecideAt(l, s, Request{NowMs: now, Cost: cost})
 				b := cal.Bounds(ny, now)
 				if d.Allowed {
 					s = next
@@ -345,10 +345,10 @@ func TestCalendarNeverOverAdmits(t *testing.T) {
 					continue
 				}
 				w := d.RetryAfter.Milliseconds()
-				if _, d2 := DecideMs(l, s, now+w-1, cost); d2.Allowed {
+				if _, d2 := DecideAt(l, s, Request{NowMs: now + w - 1, Cost: cost}); d2.Allowed {
 					t.Fatalf("%v %v at %v: admitted 1 ms before RetryAfter %v", alg, cal, time.UnixMilli(now).In(ny), d.RetryAfter)
 				}
-				if _, d2 := DecideMs(l, s, now+w, cost); !d2.Allowed {
+				if _, d2 := DecideAt(l, s, Request{NowMs: now + w, Cost: cost}); !d2.Allowed {
 					t.Fatalf("%v %v at %v: denied at RetryAfter %v", alg, cal, time.UnixMilli(now).In(ny), d.RetryAfter)
 				}
 			}

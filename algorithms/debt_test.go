@@ -35,7 +35,7 @@ func runDebt(t *testing.T, l algorithms.Limit, steps []debtStep) {
 		if st.debt {
 			m = algorithms.Debt
 		}
-		next, d := algorithms.DecideMode(l, s, now, st.cost, m)
+		next, d := algorithms.DecideAt(l, s, algorithms.Request{NowMs: now, Cost: st.cost, Mode: m})
 		if d.Allowed != st.allowed || d.Remaining != st.remaining || d.Debt != st.owed || d.Unrecorded != st.unrecorded || d.RetryAfter != st.retry || d.ResetAfter != st.reset {
 			t.Errorf("%v step %d (cost %d, debt %v): got allowed=%v remaining=%d debt=%d unrecorded=%d retry=%v reset=%v, want allowed=%v remaining=%d debt=%d unrecorded=%d retry=%v reset=%v",
 				l.Algorithm, i, st.cost, st.debt, d.Allowed, d.Remaining, d.Debt, d.Unrecorded, d.RetryAfter, d.ResetAfter,
@@ -204,20 +204,20 @@ func TestDebtRetryIsExact(t *testing.T) {
 				m, cost = algorithms.Debt, rng.Int64N(3*l.Capacity())
 			}
 			var d algorithms.Decision
-			s, d = algorithms.DecideMode(l, s, now, cost, m)
+			s, d = algorithms.DecideAt(l, s, algorithms.Request{NowMs: now, Cost: cost, Mode: m})
 			if d.Debt < 0 || d.Debt > l.Capacity() || d.Unrecorded < 0 || (m == algorithms.Debt && cost > 0 && !d.Allowed) {
 				t.Fatalf("%v step %d: cost %d mode %d: %+v", l.Algorithm, i, cost, m, d)
 			}
 			for _, c := range []int64{1, l.Capacity()} {
-				p := algorithms.EvaluateMs(l, s, now, c)
+				p := algorithms.Peek(l, s, algorithms.Request{NowMs: now, Cost: c})
 				if p.Allowed {
 					continue
 				}
 				w := p.RetryAfter.Milliseconds()
-				if algorithms.EvaluateMs(l, s, now+w-1, c).Allowed || !algorithms.EvaluateMs(l, s, now+w, c).Allowed {
+				if algorithms.Peek(l, s, algorithms.Request{NowMs: now + w - 1, Cost: c}).Allowed || !algorithms.Peek(l, s, algorithms.Request{NowMs: now + w, Cost: c}).Allowed {
 					t.Fatalf("%v step %d: cost %d told to wait %dms, state %+v debt %d", l.Algorithm, i, c, w, s, algorithms.DebtOf(l, s, now))
 				}
-				if r := p.ResetAfter.Milliseconds(); algorithms.EvaluateMs(l, s, now+r, 0).Remaining != l.Capacity() {
+				if r := p.ResetAfter.Milliseconds(); algorithms.Peek(l, s, algorithms.Request{NowMs: now + r, Cost: 0}).Remaining != l.Capacity() {
 					t.Fatalf("%v step %d: not full after ResetAfter %dms", l.Algorithm, i, r)
 				}
 			}
@@ -233,8 +233,8 @@ func TestDebtLogLoweredLimit(t *testing.T) {
 	lo := hi
 	lo.Requests = 4
 	now := epoch.UnixMilli()
-	s, _ := algorithms.DecideMode(hi, algorithms.State{}, now, 8, 0)
-	next, d := algorithms.DecideMode(lo, s, now, 3, algorithms.Debt)
+	s, _ := algorithms.DecideAt(hi, algorithms.State{}, algorithms.Request{NowMs: now, Cost: 8, Mode: 0})
+	next, d := algorithms.DecideAt(lo, s, algorithms.Request{NowMs: now, Cost: 3, Mode: algorithms.Debt})
 	if !d.Allowed || d.Unrecorded != 3 || d.Remaining != 0 || !sameState(next, s) {
 		t.Fatalf("got %+v (state changed: %v), want 3 unrecorded and nothing written", d, !sameState(next, s))
 	}

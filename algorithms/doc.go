@@ -12,9 +12,17 @@
 // reads the clock once, keeps the state, and writes next back. The zero
 // [State] is a key never seen, i.e. a full limit.
 //
+// The whole surface is five calls: [Decide] (a time.Time, the plain
+// decision), [DecideAt] (a [Request]: time in ms, cost, [Mode], calendar
+// [Bounds]), [Apply] (DecideAt in place, for a caller that owns the state),
+// [Peek] (the decision only, nothing written) and [Settle] (charge the
+// difference between actual and reserved usage).
+//
+// The API follows floodgate's releases: v0, no compatibility promise yet.
+//
 // # Units
 //
-// Time is Unix milliseconds ([DecideMs] takes it as an int64, the unit the
+// Time is Unix milliseconds ([Request.NowMs] is an int64, the unit the
 // Lua twins use; [Decide] converts a time.Time). A [Limit] is Requests per
 // Period, Period a whole number of milliseconds. Costs are whole units
 // (usually requests). Every duration in a Decision is a whole number of
@@ -82,7 +90,7 @@
 // read with GETRANGE and written with SETRANGE; store/redisstore/script.go). Decide leaves the
 // ring it was given intact, so an admit copies it (O(Requests)): States
 // are values a caller may keep, fork or read from several goroutines.
-// [ApplyMs] is for a caller that owns the state, such as a store: it
+// [Apply] is for a caller that owns the state, such as a store: it
 // writes only the slots it changes, and [Undo] takes them back. When
 // Requests changes under a key, its ring keeps every live unit: the
 // decision is the one the log of all units would give.
@@ -102,7 +110,7 @@
 // resetting at midnight on the 1st in Asia/Jakarta. [Calendar.Bounds]
 // computes the boundaries from the zone database (months of 28–31 days,
 // days of 23 and 25 hours when daylight saving starts and ends), and
-// [DecideCalendar] decides on given boundaries, so that the Redis store can
+// [DecideAt] decides on given boundaries ([Request.Bounds]), so that the Redis store can
 // compute them from floodgate's clock and let the script pick the period
 // of Redis' clock. W is then the current period's length, W′ the next
 // one's: the fixed window's RetryAfter and ResetAfter end at the local
@@ -115,7 +123,7 @@
 //
 // # Debt
 //
-// [DecideMode] with [Debt] charges usage that already happened (an LLM
+// [DecideAt] in [Debt] mode charges usage that already happened (an LLM
 // call's tokens, known when it ends): a positive cost is recorded even when
 // it does not fit, so the key goes into debt, and later checks are denied
 // until the limit's rate has repaid it, RetryAfter exact as always. A token
@@ -130,13 +138,14 @@
 // record is reported in [Decision.Unrecorded]. The sliding window log holds
 // one slot a unit and at most Requests: it records what its free slots
 // hold and reports the rest. [Settle] is the settlement of a reservation
-// (actual − reserved: debt, or a refund), [DebtOf] what a key owes.
+// (actual − reserved: debt, or a refund); the Debt of any decision in
+// Debt mode is what the key owes after it.
 //
 // # Which to choose
 //
 //   - token_bucket for general APIs: a sustained rate with a burst, often
 //     10–20× the per-second rate, so that clients may be bursty without
-//     exceeding their rate over time (the seeds' partner-API tiers).
+//     exceeding their rate over time (partner-API tiers).
 //   - sliding_window for login, OTP and financial actions: no double burst
 //     at window edges, constant memory, exact RetryAfter.
 //   - sliding_window_log when exactness matters and limits are small (at
@@ -187,4 +196,10 @@
 // Redis key layout and the scripts. A change to the arithmetic here must be
 // made there too, or Redis and the memory store will disagree: the
 // differential test there (TestLuaMatchesGo) runs both side by side.
+//
+// # Embedding
+//
+// A Go service can limit in process with nothing but this package, the way
+// it would use golang.org/x/time/rate: keep a State per key and call Decide
+// under a lock (Example in example_test.go).
 package algorithms

@@ -42,7 +42,7 @@ func fixedWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision)
 }
 
 // fixedDecide decides cost in the window [start, end) holding count, the
-// part a fixed period and a calendar period (DecideCalendar) share; s is
+// part a fixed period and a calendar period (decideCalendar) share; s is
 // the state as stored, returned unchanged by a deny or a peek. carry is
 // the length of the window a debt is carried into (a fixed period's), 0
 // when a debt is not carried (a calendar period starts from 0 at its

@@ -83,7 +83,7 @@ func FuzzDecide(f *testing.F) {
 			cost := int64(int16(binary.LittleEndian.Uint16(b[3:])))
 			now = min(max(now+dt, 0), maxNow-1)
 
-			next, d := algorithms.DecideMs(l, s, now, cost)
+			next, d := algorithms.DecideAt(l, s, algorithms.Request{NowMs: now, Cost: cost})
 			if err := checkDecision(l, cost, d); err != nil {
 				t.Fatalf("%s, step %d (now %d, cost %d): %+v: %v", desc(l), i, now, cost, d, err)
 			}
@@ -92,15 +92,15 @@ func FuzzDecide(f *testing.F) {
 			}
 			if !d.Allowed && d.RetryAfter != algorithms.Never {
 				wait := d.RetryAfter.Milliseconds()
-				if _, e := algorithms.DecideMs(l, s, now+wait, cost); !e.Allowed {
+				if _, e := algorithms.DecideAt(l, s, algorithms.Request{NowMs: now + wait, Cost: cost}); !e.Allowed {
 					t.Fatalf("%s, step %d (now %d, cost %d): retry after %v still denies: %+v", desc(l), i, now, cost, d.RetryAfter, e)
 				}
-				if _, e := algorithms.DecideMs(l, s, now+wait-1, cost); wait > 1 && e.Allowed {
+				if _, e := algorithms.DecideAt(l, s, algorithms.Request{NowMs: now + wait - 1, Cost: cost}); wait > 1 && e.Allowed {
 					t.Fatalf("%s, step %d (now %d, cost %d): retry after %v, but 1ms earlier admits", desc(l), i, now, cost, d.RetryAfter)
 				}
 			}
 			if d.Allowed {
-				if _, e := algorithms.DecideMs(l, next, now, d.Remaining+1); e.Allowed {
+				if _, e := algorithms.DecideAt(l, next, algorithms.Request{NowMs: now, Cost: d.Remaining + 1}); e.Allowed {
 					t.Fatalf("%s, step %d (now %d, cost %d): remaining %d, yet %d more were admitted", desc(l), i, now, cost, d.Remaining, d.Remaining+1)
 				}
 			}

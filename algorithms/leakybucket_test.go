@@ -39,7 +39,7 @@ func runLeaky(t *testing.T, l algorithms.Limit, steps []leakyStep) algorithms.St
 			t.Fatalf("step %d: %v", i, err)
 		}
 		now += st.advance.Milliseconds()
-		next, d := algorithms.DecideMode(l, s, now, st.cost, st.mode)
+		next, d := algorithms.DecideAt(l, s, algorithms.Request{NowMs: now, Cost: st.cost, Mode: st.mode})
 		want := algorithms.Decision{Allowed: st.allowed, Limit: l.Capacity(), Remaining: st.remaining,
 			RetryAfter: st.retry, ResetAfter: st.reset, Wait: st.wait, TTL: st.reset}
 		if d != want {
@@ -104,7 +104,7 @@ func TestLeakyBucketExactStarts(t *testing.T) {
 			now++ // arrivals spread a little; the starts must not care
 		}
 		var d algorithms.Decision
-		s, d = algorithms.DecideMs(l, s, now, 1)
+		s, d = algorithms.DecideAt(l, s, algorithms.Request{NowMs: now, Cost: 1})
 		if !d.Allowed {
 			t.Fatalf("request %d denied: %+v", k, d)
 		}
@@ -179,7 +179,7 @@ func TestLeakyBucketMatchesModel(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				mode = algorithms.NoWait
 			}
-			next, d := algorithms.DecideMode(l, s, now, cost, mode)
+			next, d := algorithms.DecideAt(l, s, algorithms.Request{NowMs: now, Cost: cost, Mode: mode})
 			// The model.
 			nowR := big.NewRat(now, 1)
 			start := nowR

@@ -203,7 +203,7 @@ type Decision struct {
 	// reports the wait a request would get.
 	Wait time.Duration
 	// Debt is how many units the key owes after a decision in Debt mode
-	// (DecideMode): how far its count stands above the limit. Always 0
+	// (Debt mode): how far its count stands above the limit. Always 0
 	// otherwise.
 	Debt int64
 	// Unrecorded is the part of a Debt-mode cost that was not recorded
@@ -219,7 +219,10 @@ type Decision struct {
 const Never time.Duration = -1
 
 // State is the stored state of one key, for every algorithm. The zero value
-// is a key never seen (a full limit).
+// is a key never seen (a full limit). It is owned by whoever stores it (a
+// store, or an embedding service): callers keep it and hand it back, and
+// never read or build its fields; their meaning may change between
+// releases.
 //
 //	token bucket:       A = tokens × scale, B = last refill (Unix ms), C = scale
 //	sliding window:     A = window start (Unix ms), B = count in that window, C = count in the one before
@@ -242,13 +245,7 @@ type State struct {
 // l must be valid (Validate). Time may go backwards: a now before the
 // state's newest time is treated as that time.
 func Decide(l Limit, s State, now time.Time, cost int64) (State, Decision) {
-	return DecideMs(l, s, now.UnixMilli(), cost)
-}
-
-// DecideMs is Decide with now in Unix milliseconds, the unit the Lua twins
-// use.
-func DecideMs(l Limit, s State, nowMs, cost int64) (State, Decision) {
-	return decide(l, s, nowMs, cost, 0)
+	return decide(l, s, now.UnixMilli(), cost, 0)
 }
 
 // ms converts milliseconds to a Duration.

@@ -12,7 +12,7 @@ type Mode uint8
 // repaid at the limit's rate (the bucket refills, a window's count above
 // Requests is carried into the next window, the queue drains), RetryAfter
 // saying exactly when. A calendar period does not carry a debt past its
-// end (DecideCalendarMode).
+// end (decideCalendar).
 //
 // The debt is bounded by the capacity: a key owes at most
 // [Limit.Capacity] units beyond an empty limit, so every integer stays
@@ -36,9 +36,8 @@ const Debt Mode = 2
 // it (they never wait).
 const NoWait Mode = 1 << 2
 
-// DecideMode is DecideMs in mode m (see Mode). DecideMs is DecideMode
-// with 0.
-func DecideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
+// decideMode decides cost in mode m (see Mode).
+func decideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 	if m&Debt == 0 {
 		return decide(l, s, nowMs, cost, m)
 	}
@@ -48,7 +47,7 @@ func DecideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 	case cost <= 0:
 		next, d = decide(l, s, nowMs, cost, m&^Debt)
 	case l.Calendar != NoCalendar:
-		next, d = DecideCalendarMode(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, cost, m)
+		next, d = decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, cost, m)
 	case l.Algorithm == TokenBucket:
 		next, d = tokenBucket(l, s, nowMs, cost, true)
 	case l.Algorithm == SlidingWindow:
@@ -71,11 +70,11 @@ func DecideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 	default:
 		return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
 	}
-	d.Debt = DebtOf(l, next, nowMs)
+	d.Debt = debtOf(l, next, nowMs)
 	return next, d
 }
 
-// decide is DecideMode without Debt.
+// decide is decideMode without Debt.
 func decide(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 	if c := l.Capacity(); cost > c {
 		d := peekOnly(l, s, nowMs, m)
@@ -85,7 +84,7 @@ func decide(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
 		cost = -c
 	}
 	if l.Calendar != NoCalendar { // only the windows, which never wait
-		return DecideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, cost)
+		return decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, cost, 0)
 	}
 	switch l.Algorithm {
 	case TokenBucket:
@@ -107,12 +106,12 @@ func peekOnly(l Limit, s State, nowMs int64, m Mode) Decision {
 	return d
 }
 
-// DebtOf is how many units a key in state s owes at nowMs: how far its
+// debtOf is how many units a key in state s owes at nowMs: how far its
 // count stands above the limit (0 when it does not). The sliding window
 // log never owes.
-func DebtOf(l Limit, s State, nowMs int64) int64 {
+func debtOf(l Limit, s State, nowMs int64) int64 {
 	if l.Calendar != NoCalendar {
-		_, d := DecideCalendarMode(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, 0, Debt)
+		_, d := decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, 0, Debt)
 		return d.Debt
 	}
 	switch l.Algorithm {
@@ -140,40 +139,18 @@ func DebtOf(l Limit, s State, nowMs int64) int64 {
 	return 0
 }
 
-// ApplyMode is ApplyMs with a Mode. In Debt mode it replaces *s with a
-// new State (a sliding window log's ring is copied, not written in
-// place), so u records nothing.
-func ApplyMode(l Limit, s *State, nowMs, cost int64, m Mode, u *Undo) Decision {
-	if plainMode(l, m) {
-		return ApplyMs(l, s, nowMs, cost, u)
-	}
-	next, d := DecideMode(l, *s, nowMs, cost, m)
-	*s = next
-	return d
-}
-
 // Settle charges the difference between the actual usage and what was
 // reserved for it earlier: delta = actual − reserved. A positive delta is
-// charged as debt (DecideMode with Debt), a negative one refunded (never
+// charged as debt (Debt mode), a negative one refunded (never
 // above the capacity), 0 charges nothing. The decision is always allowed;
 // its Debt is what the key owes after it, and its RetryAfter is the wait
 // until a check of cost 1 would pass (0 if one passes now), so a caller
 // knows when the key is usable again.
 func Settle(l Limit, s State, nowMs, delta int64) (State, Decision) {
-	next, d := DecideMode(l, s, nowMs, delta, Debt)
+	next, d := decideMode(l, s, nowMs, delta, Debt)
 	d.Allowed = true
-	d.RetryAfter = EvaluateMs(l, next, nowMs, 1).RetryAfter
+	d.RetryAfter = peekPlain(l, next, nowMs, 1).RetryAfter
 	return next, d
-}
-
-// EvaluateMode is EvaluateMs with a Mode: the decision only, nothing
-// written (a dry run of a debt charge).
-func EvaluateMode(l Limit, s State, nowMs, cost int64, m Mode) Decision {
-	if plainMode(l, m) {
-		return EvaluateMs(l, s, nowMs, cost)
-	}
-	_, d := DecideMode(l, s, nowMs, cost, m)
-	return d
 }
 
 // plainMode reports whether m decides l as no mode would: no Debt, and no

@@ -115,7 +115,7 @@ func play(l algorithms.Limit, trace []op) []event {
 	events := make([]event, len(trace))
 	for i, o := range trace {
 		now += o.dt
-		next, d := algorithms.DecideMs(l, s, now, o.cost)
+		next, d := algorithms.DecideAt(l, s, algorithms.Request{NowMs: now, Cost: o.cost})
 		events[i] = event{at: now, cost: o.cost, before: s, after: next, d: d}
 		s = next
 	}
@@ -277,11 +277,11 @@ func TestPropertyRetryAfterExact(t *testing.T) {
 			}
 			wait := e.d.RetryAfter.Milliseconds()
 			if wait > 1 {
-				if _, d := algorithms.DecideMs(l, e.before, e.at+wait-1, e.cost); d.Allowed {
+				if _, d := algorithms.DecideAt(l, e.before, algorithms.Request{NowMs: e.at + wait - 1, Cost: e.cost}); d.Allowed {
 					t.Fatalf("%s: decision %d (t0+%v, cost %d) said retry after %v, but %v admits it", desc(l), i, rel(e.at), e.cost, e.d.RetryAfter, e.d.RetryAfter-time.Millisecond)
 				}
 			}
-			if _, d := algorithms.DecideMs(l, e.before, e.at+wait, e.cost); !d.Allowed {
+			if _, d := algorithms.DecideAt(l, e.before, algorithms.Request{NowMs: e.at + wait, Cost: e.cost}); !d.Allowed {
 				t.Fatalf("%s: decision %d (t0+%v, cost %d) said retry after %v, but then got %+v", desc(l), i, rel(e.at), e.cost, e.d.RetryAfter, d)
 			}
 		}
@@ -303,11 +303,11 @@ func TestPropertyRemainingExact(t *testing.T) {
 				t.Fatalf("%s: decision %d (t0+%v, cost %d, remaining %d): "+format, append([]any{desc(l), i, rel(e.at), e.cost, rem}, args...)...)
 			}
 			if rem > 0 {
-				if _, d := algorithms.DecideMs(l, e.after, e.at, rem); !d.Allowed {
+				if _, d := algorithms.DecideAt(l, e.after, algorithms.Request{NowMs: e.at, Cost: rem}); !d.Allowed {
 					fail("spending %d at once: got %+v", rem, d)
 				}
 			}
-			if _, d := algorithms.DecideMs(l, e.after, e.at, rem+1); d.Allowed {
+			if _, d := algorithms.DecideAt(l, e.after, algorithms.Request{NowMs: e.at, Cost: rem + 1}); d.Allowed {
 				fail("spending %d at once was allowed", rem+1)
 			}
 			if rem > 25 {
@@ -316,11 +316,11 @@ func TestPropertyRemainingExact(t *testing.T) {
 			s := e.after
 			for k := range rem {
 				var d algorithms.Decision
-				if s, d = algorithms.DecideMs(l, s, e.at, 1); !d.Allowed || d.Remaining != rem-k-1 {
+				if s, d = algorithms.DecideAt(l, s, algorithms.Request{NowMs: e.at, Cost: 1}); !d.Allowed || d.Remaining != rem-k-1 {
 					fail("unit %d of %d: got %+v", k+1, rem, d)
 				}
 			}
-			if _, d := algorithms.DecideMs(l, s, e.at, 1); d.Allowed {
+			if _, d := algorithms.DecideAt(l, s, algorithms.Request{NowMs: e.at, Cost: 1}); d.Allowed {
 				fail("unit %d after spending %d one by one was allowed", rem+1, rem)
 			}
 		}
@@ -341,7 +341,7 @@ func TestPropertyDenyAndPeekKeepState(t *testing.T) {
 			if e.d.Allowed {
 				continue
 			}
-			_, peek := algorithms.DecideMs(l, e.before, e.at, 0)
+			_, peek := algorithms.DecideAt(l, e.before, algorithms.Request{NowMs: e.at, Cost: 0})
 			if peek.Remaining != e.d.Remaining || peek.ResetAfter != e.d.ResetAfter || peek.TTL != e.d.TTL {
 				t.Fatalf("%s: decision %d (t0+%v, cost %d): deny %+v, peek %+v", desc(l), i, rel(e.at), e.cost, e.d, peek)
 			}
@@ -361,11 +361,11 @@ func TestPropertyResetAfter(t *testing.T) {
 				t.Fatalf("%s: decision %d (t0+%v, cost %d, %+v): "+format, append([]any{desc(l), i, rel(e.at), e.cost, e.d}, args...)...)
 			}
 			reset := e.d.ResetAfter.Milliseconds()
-			if _, d := algorithms.DecideMs(l, e.after, e.at+reset, 0); d.Remaining != c {
+			if _, d := algorithms.DecideAt(l, e.after, algorithms.Request{NowMs: e.at + reset, Cost: 0}); d.Remaining != c {
 				fail("a peek after ResetAfter: got %+v, want remaining %d", d, c)
 			}
 			if reset > 0 {
-				if _, d := algorithms.DecideMs(l, e.after, e.at+reset-1, 0); d.Remaining == c {
+				if _, d := algorithms.DecideAt(l, e.after, algorithms.Request{NowMs: e.at + reset - 1, Cost: 0}); d.Remaining == c {
 					fail("a peek 1ms before ResetAfter already shows the full capacity: %+v", d)
 				}
 			}
@@ -376,8 +376,8 @@ func TestPropertyResetAfter(t *testing.T) {
 			for k, o := range randomTrace(r, l, 6, traceOpts{refunds: true}) {
 				now += o.dt
 				var dk, dn algorithms.Decision
-				kept, dk = algorithms.DecideMs(l, kept, now, o.cost)
-				none, dn = algorithms.DecideMs(l, none, now, o.cost)
+				kept, dk = algorithms.DecideAt(l, kept, algorithms.Request{NowMs: now, Cost: o.cost})
+				none, dn = algorithms.DecideAt(l, none, algorithms.Request{NowMs: now, Cost: o.cost})
 				if dk != dn {
 					fail("step %d after the TTL (cost %d): kept state gives %+v, no state gives %+v", k, o.cost, dk, dn)
 				}

@@ -112,8 +112,8 @@ func planSlidingLog(l Limit, s State, now, cost int64) logPlan {
 	return p
 }
 
-// decideSlidingLog is DecideMs for the sliding window log. It never
-// changes s: a write goes to a copy of the ring (O(Requests)); ApplyMs
+// decideSlidingLog is the decision for the sliding window log. It never
+// changes s: a write goes to a copy of the ring (O(Requests)); Apply
 // writes in place instead.
 func decideSlidingLog(l Limit, s State, now, cost int64) (State, Decision) {
 	p := planSlidingLog(l, s, now, cost)

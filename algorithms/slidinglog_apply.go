@@ -1,23 +1,20 @@
 package algorithms
 
-import "time"
-
-// ApplyMs is DecideMs for a caller that owns the state: it decides cost
-// against l for the state *s at nowMs and, when the decision writes (it is
-// allowed and cost is not 0), updates *s in place. A deny or a peek leaves
-// *s as it was.
+// applyPlain is Apply with no mode: it decides cost against l for the
+// state *s at nowMs and, when the decision writes (it is allowed and cost
+// is not 0), updates *s in place. A deny or a peek leaves *s as it was.
 //
-// For the sliding window log, DecideMs copies the ring to leave its input
-// intact (O(Requests)); ApplyMs overwrites only the slots it changes
+// For the sliding window log, DecideAt copies the ring to leave its input
+// intact (O(Requests)); Apply overwrites only the slots it changes
 // (O(cost), and O(log Requests) to decide), so *s must not share its Log
 // with a State anyone else still reads. When the ring must grow, or may
 // shrink, it is rebuilt into a new slice (amortised O(1) a unit) and the
-// old one is left untouched. If u is not nil, it records the slots ApplyMs
+// old one is left untouched. If u is not nil, it records the slots Apply
 // overwrote, so that the caller can revert them (Undo.Revert) and fall
 // back to its own copy of the State's other fields.
 //
 // l must be valid (Validate).
-func ApplyMs(l Limit, s *State, nowMs, cost int64, u *Undo) Decision {
+func applyPlain(l Limit, s *State, nowMs, cost int64, u *Undo) Decision {
 	if l.Algorithm != SlidingWindowLog || cost > l.Capacity() {
 		next, d := decide(l, *s, nowMs, cost, 0)
 		*s = next
@@ -31,10 +28,9 @@ func ApplyMs(l Limit, s *State, nowMs, cost int64, u *Undo) Decision {
 	return p.d
 }
 
-// EvaluateMs decides cost against l for state s at nowMs, like DecideMs,
-// but returns only the decision: nothing is written or copied (for a dry
-// run, or for a request that must not charge).
-func EvaluateMs(l Limit, s State, nowMs, cost int64) Decision {
+// peekPlain is the plain decision of cost against l for state s at nowMs,
+// with nothing written or copied.
+func peekPlain(l Limit, s State, nowMs, cost int64) Decision {
 	if l.Algorithm != SlidingWindowLog || cost > l.Capacity() {
 		_, d := decide(l, s, nowMs, cost, 0)
 		return d
@@ -42,12 +38,7 @@ func EvaluateMs(l Limit, s State, nowMs, cost int64) Decision {
 	return planSlidingLog(l, s, nowMs, max(cost, -l.Capacity())).d
 }
 
-// Evaluate is EvaluateMs with now as a time.Time.
-func Evaluate(l Limit, s State, now time.Time, cost int64) Decision {
-	return EvaluateMs(l, s, now.UnixMilli(), cost)
-}
-
-// Undo records the slots of sliding window log rings that ApplyMs
+// Undo records the slots of sliding window log rings that Apply
 // overwrote in place, so that a caller deciding several requests all or
 // nothing can take an admitted charge back. The zero value is ready; an
 // Undo may be reused after Revert or Reset.

@@ -71,9 +71,9 @@ func TestSlidingLogSameMillisecond(t *testing.T) {
 	}
 }
 
-// TestSlidingLogKeepsInput checks that DecideMs never writes into the ring
+// TestSlidingLogKeepsInput checks that DecideAt never writes into the ring
 // it was given (a caller may keep the old state and decide from it again),
-// while ApplyMs writes into it and Undo takes the write back.
+// while Apply writes into it and Undo takes the write back.
 func TestSlidingLogKeepsInput(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: time.Second}
 	s, _ := algorithms.Decide(l, algorithms.State{}, epoch, 1)
@@ -105,14 +105,14 @@ func TestSlidingLogKeepsInput(t *testing.T) {
 	// In place: the same ring is written, and Undo restores it.
 	in := s
 	var u algorithms.Undo
-	if d := algorithms.ApplyMs(l, &in, t0+5, 3, &u); !d.Allowed {
-		t.Fatalf("ApplyMs: %+v", d)
+	if d := algorithms.Apply(l, &in, algorithms.Request{NowMs: t0 + 5, Cost: 3}, &u); !d.Allowed {
+		t.Fatalf("Apply: %+v", d)
 	}
 	if &in.Log[0] != &s.Log[0] || reflect.DeepEqual(s.Log, before) {
-		t.Fatalf("ApplyMs did not write in place: %v (was %v)", in.Log, before)
+		t.Fatalf("Apply did not write in place: %v (was %v)", in.Log, before)
 	}
 	if got, want := liveUnits(in), liveUnits(b); !reflect.DeepEqual(got, want) {
-		t.Errorf("ApplyMs: got %v, want %v as DecideMs", got, want)
+		t.Errorf("Apply: got %v, want %v as DecideAt", got, want)
 	}
 	u.Revert()
 	if !reflect.DeepEqual(s.Log, before) {
@@ -195,7 +195,7 @@ func refDecide(l algorithms.Limit, log []refEntry, now, cost int64) ([]refEntry,
 
 // TestSlidingLogMatchesReference plays random traces (bursts, refunds, the
 // clock going back, costs above the limit, limits changing under the key)
-// through DecideMs, ApplyMs and EvaluateMs and through refDecide: every
+// through DecideAt, Apply and Peek and through refDecide: every
 // decision must be identical, and the ring never larger than the largest
 // limit used.
 func TestSlidingLogMatchesReference(t *testing.T) {
@@ -237,22 +237,22 @@ func TestSlidingLogMatchesReference(t *testing.T) {
 			cost := randLogCost(r, l.Requests)
 			var want, got algorithms.Decision
 			ref, want = refDecide(l, ref, now, cost)
-			pure, got = algorithms.DecideMs(l, pure, now, cost)
+			pure, got = algorithms.DecideAt(l, pure, algorithms.Request{NowMs: now, Cost: cost})
 			if got != want {
-				t.Fatalf("round %d step %d (%s, now %d, cost %d): DecideMs %+v, reference %+v", round, step, desc(l), now, cost, got, want)
+				t.Fatalf("round %d step %d (%s, now %d, cost %d): DecideAt %+v, reference %+v", round, step, desc(l), now, cost, got, want)
 			}
-			if e := algorithms.EvaluateMs(l, owned, now, cost); e != want {
-				t.Fatalf("round %d step %d (%s, now %d, cost %d): EvaluateMs %+v, reference %+v", round, step, desc(l), now, cost, e, want)
+			if e := algorithms.Peek(l, owned, algorithms.Request{NowMs: now, Cost: cost}); e != want {
+				t.Fatalf("round %d step %d (%s, now %d, cost %d): Peek %+v, reference %+v", round, step, desc(l), now, cost, e, want)
 			}
-			// ApplyMs, sometimes reverted and applied again.
+			// Apply, sometimes reverted and applied again.
 			if r.IntN(8) == 0 {
 				saved := owned
-				algorithms.ApplyMs(l, &owned, now, cost, &u)
+				algorithms.Apply(l, &owned, algorithms.Request{NowMs: now, Cost: cost}, &u)
 				u.Revert()
 				owned = saved
 			}
-			if a := algorithms.ApplyMs(l, &owned, now, cost, &u); a != want {
-				t.Fatalf("round %d step %d (%s, now %d, cost %d): ApplyMs %+v, reference %+v", round, step, desc(l), now, cost, a, want)
+			if a := algorithms.Apply(l, &owned, algorithms.Request{NowMs: now, Cost: cost}, &u); a != want {
+				t.Fatalf("round %d step %d (%s, now %d, cost %d): Apply %+v, reference %+v", round, step, desc(l), now, cost, a, want)
 			}
 			u.Reset()
 			if int64(len(pure.Log)) > largest || int64(len(owned.Log)) > largest {

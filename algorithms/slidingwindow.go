@@ -54,7 +54,7 @@ func slidingWindow(l Limit, s State, now, cost int64, debt bool) (State, Decisio
 // slidingDecide decides cost in the window starting at start, w ms long,
 // whose next window is w2 ms long, with counts curr (this window) and prev
 // (the one before): the part a fixed period (w == w2) and a calendar
-// period (DecideCalendar: a month of 31 days may follow one of 28) share.
+// period (calendar periods: a month of 31 days may follow one of 28) share.
 // s is the state as stored, returned unchanged by a deny or a peek.
 //
 // With e ms of the window elapsed, the estimate is curr + prev × (w − e)/w:

@@ -36,7 +36,7 @@ type Request struct {
 	Cost int64
 	// DryRun decides as if charging Cost but writes nothing (Peek).
 	DryRun bool
-	// Mode changes how the request is decided (algorithms.DecideMode); 0
+	// Mode changes how the request is decided (algorithms.DecideAt); 0
 	// is the plain decision. algorithms.NoWait admits a leaky bucket's
 	// request only if it may start now (Envoy's ShouldRateLimit);
 	// algorithms.Debt charges a positive Cost even when it does not fit

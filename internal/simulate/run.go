@@ -58,9 +58,9 @@ func Run(l algorithms.Limit, t Traffic) (Result, error) {
 		if at < 0 || at%time.Millisecond != 0 || i > 0 && at < t.Arrivals[i-1] {
 			return Result{}, badTraffic("arrival %d at %v is not a whole, non-negative number of milliseconds in order", i, at)
 		}
-		// ApplyMs: the simulation owns its state, so a sliding window log
+		// Apply: the simulation owns its state, so a sliding window log
 		// costs O(1) a request rather than a copy of its ring.
-		d := algorithms.ApplyMs(l, &state, start+at.Milliseconds(), 1, nil)
+		d := algorithms.Apply(l, &state, algorithms.Request{NowMs: start + at.Milliseconds(), Cost: 1}, nil)
 		r.Requests[i] = Request{At: at, Allowed: d.Allowed, Wait: d.Wait}
 		if d.Allowed {
 			r.Admitted++

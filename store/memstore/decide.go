@@ -55,12 +55,12 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 	ref := sh.find(alg, ek, nowMs)
 	st := ref.state()
 	if r.DryRun {
-		*out = algorithms.EvaluateMode(r.Limit, st, nowMs, r.Cost, r.Mode)
+		*out = algorithms.Peek(r.Limit, st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode})
 		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 	} else {
 		// A sliding window log's ring is updated in place: only this
 		// entry holds it, and the shard is locked.
-		*out = algorithms.ApplyMode(r.Limit, &st, nowMs, r.Cost, r.Mode, nil)
+		*out = algorithms.Apply(r.Limit, &st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}, nil)
 		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 		if out.Allowed && r.Cost != 0 {
 			sh.write(alg, ek, ref, st, nowMs, out.TTL)
@@ -145,10 +145,10 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		pe := &pend[p]
 		var d algorithms.Decision
 		if r.DryRun {
-			d = algorithms.EvaluateMode(r.Limit, pe.st, nowMs, r.Cost, r.Mode)
+			d = algorithms.Peek(r.Limit, pe.st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode})
 			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
 		} else {
-			d = algorithms.ApplyMode(r.Limit, &pe.st, nowMs, r.Cost, r.Mode, &undo)
+			d = algorithms.Apply(r.Limit, &pe.st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}, &undo)
 			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
 		}
 		out[i] = d

@@ -56,7 +56,7 @@
 // of one 8-byte slot per admitted unit still needed, at most Requests
 // slots (algorithms.MaxLogRequests, 10,000): at most 80 KB and change.
 // Deciding on it reads O(log Requests) slots and writes the ones it
-// changes, in place (algorithms.ApplyMs); nothing copies the log.
+// changes, in place (algorithms.Apply); nothing copies the log.
 //
 // Config.MaxBytes caps the store's total memory, by its own accounting of
 // each entry (EntryBytes: a fixed overhead, the key and the ring): when a

@@ -13,7 +13,7 @@ import (
 // TestLuaCalendarSkew: floodgate computes a calendar limit's boundaries
 // from its own clock; the script decides at Redis' clock. A Redis 3 ms
 // past the month's end (floodgate 5 ms before it) decides in the new month
-// exactly as floodgate's own DecideMs at that instant would; a Redis
+// exactly as floodgate's own DecideAt at that instant would; a Redis
 // behind decides at the boundaries' start; a Redis a whole period ahead
 // admits nothing and loses nothing.
 func TestLuaCalendarSkew(t *testing.T) {
@@ -41,7 +41,7 @@ func TestLuaCalendarSkew(t *testing.T) {
 		}
 		state := algorithms.State{A: time.Date(2027, 1, 1, 0, 0, 0, 0, jakarta).UnixMilli(), B: 3}
 		// Redis just past the boundary, floodgate just before it.
-		_, want := algorithms.DecideMs(l, state, feb1+3, 1)
+		_, want := algorithms.DecideAt(l, state, algorithms.Request{NowMs: feb1 + 3, Cost: 1})
 		if got := run(feb1+3, feb1-5, 1); got != want || got.Allowed != (alg == algorithms.FixedWindow) {
 			t.Errorf("%v Redis 3 ms into February: got %+v, want %+v (the fixed window allowed, the sliding one weighing January)", alg, got, want)
 		}

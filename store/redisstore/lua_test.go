@@ -49,7 +49,7 @@ type luaReq struct {
 }
 
 // luaModel is the Go reference for the scripts: the store.Store
-// contract built from algorithms.DecideMs. states holds what Redis should
+// contract built from algorithms.DecideAt. states holds what Redis should
 // hold; a key is absent when it was never written or its TTL was 0.
 type luaModel struct {
 	states map[string]algorithms.State
@@ -87,9 +87,9 @@ func (m *luaModel) decide(nowMs int64, reqs []luaReq) []algorithms.Decision {
 			s = m.states[r.key]
 			work[r.key] = s
 		}
-		s2, d := algorithms.DecideMode(r.l, s, nowMs, r.cost, r.mode)
+		s2, d := algorithms.DecideAt(r.l, s, algorithms.Request{NowMs: nowMs, Cost: r.cost, Mode: r.mode})
 		if r.l.Calendar != algorithms.NoCalendar {
-			s2, d = algorithms.DecideCalendarMode(r.l, s, r.l.Calendar.Bounds(r.l.Location, m.calMs), nowMs, r.cost, r.mode)
+			s2, d = algorithms.DecideAt(r.l, s, algorithms.Request{NowMs: nowMs, Cost: r.cost, Mode: r.mode, Bounds: r.l.Calendar.Bounds(r.l.Location, m.calMs)})
 		}
 		if d.Debt > 0 {
 			m.debts++
@@ -354,7 +354,7 @@ func randStep(rng *rand.Rand, w int64) int64 {
 }
 
 // TestLuaMatchesGo is the differential test: seeded random traces run
-// through algorithms.DecideMs (in luaModel) and through the scripts on a
+// through algorithms.DecideAt (in luaModel) and through the scripts on a
 // real redis-server with the same explicit now; every decision must be
 // identical, field by field, a key must exist in Redis exactly when the
 // model holds state for it, and the state in Redis must be the model's,

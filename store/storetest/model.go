@@ -31,7 +31,7 @@ func (m *model) decide(now time.Time, reqs ...store.Request) []algorithms.Decisi
 		if !ok {
 			st = m.states[k]
 		}
-		next, d := algorithms.DecideMode(r.Limit, st, now.UnixMilli(), r.Cost, r.Mode)
+		next, d := algorithms.DecideAt(r.Limit, st, algorithms.Request{NowMs: now.UnixMilli(), Cost: r.Cost, Mode: r.Mode})
 		d.Debt, d.Unrecorded = 0, 0 // Decide does not report them
 		out[i] = d
 		if r.Cost > 0 && !d.Allowed {

@@ -1,0 +1,4 @@
+package algorithms
+
+// DebtOf exposes debtOf to the external tests.
+var DebtOf = debtOf

@@ -1,0 +1,56 @@
+package algorithms
+
+// Request is one decision's inputs besides the limit and the state: when,
+// how much, and how.
+type Request struct {
+	// NowMs is the time of the decision in Unix milliseconds, the unit the
+	// Lua twins use. It may go back: a now before the state's newest time
+	// is treated as that time.
+	NowMs int64
+	// Cost is what the request spends: > 0 spends, 0 only looks, < 0 gives
+	// units back (a refund, never above the capacity).
+	Cost int64
+	// Mode changes how the request is decided (Debt, NoWait); 0 is the
+	// plain decision.
+	Mode Mode
+	// Bounds are a calendar limit's period boundaries around NowMs; the
+	// zero value computes them from the limit's Calendar and Location. A
+	// store that decides at another clock than the one that computed the
+	// boundaries (Redis' TIME) passes them, so both sides agree.
+	Bounds Bounds
+}
+
+// DecideAt is Decide for a Request: the key's new state and the decision.
+// The returned state of a deny, or of cost 0, is equivalent to s and need
+// not be written. l must be valid (Validate).
+func DecideAt(l Limit, s State, r Request) (State, Decision) {
+	if l.Calendar != NoCalendar && r.Bounds != (Bounds{}) {
+		return decideCalendar(l, s, r.Bounds, r.NowMs, r.Cost, r.Mode)
+	}
+	return decideMode(l, s, r.NowMs, r.Cost, r.Mode)
+}
+
+// Apply is DecideAt for a caller that owns the state, such as a store: it
+// changes *s in place. A sliding window log's ring is written in place and
+// the overwritten slots are recorded in u (nil records nothing), so that a
+// caller deciding several requests all or nothing can take an admitted
+// charge back with u.Revert; in Debt mode, or on a calendar limit with
+// Bounds, *s is replaced by a new State and u records nothing.
+func Apply(l Limit, s *State, r Request, u *Undo) Decision {
+	if !plainMode(l, r.Mode) || (l.Calendar != NoCalendar && r.Bounds != (Bounds{})) {
+		next, d := DecideAt(l, *s, r)
+		*s = next
+		return d
+	}
+	return applyPlain(l, s, r.NowMs, r.Cost, u)
+}
+
+// Peek is the decision DecideAt would make, with nothing written or copied:
+// a dry run, or a request that must not charge.
+func Peek(l Limit, s State, r Request) Decision {
+	if !plainMode(l, r.Mode) || (l.Calendar != NoCalendar && r.Bounds != (Bounds{})) {
+		_, d := DecideAt(l, s, r)
+		return d
+	}
+	return peekPlain(l, s, r.NowMs, r.Cost)
+}
