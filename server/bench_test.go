@@ -101,7 +101,7 @@ func BenchmarkHealth(b *testing.B) {
 func BenchmarkShouldRateLimit(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		b.Run(strconv.Itoa(n)+"descriptors", func(b *testing.B) {
-			h := startEnvoy(b, benchEnvoyConfig(n), nil, server.EnvoySettings{})
+			h := startEnvoy(b, benchEnvoyConfig(n), nil, server.Settings{})
 			reqs := benchEnvoyRequests(n)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -133,7 +133,7 @@ func BenchmarkShouldRateLimitHandler(b *testing.B) {
 			}
 			st := memstore.New(memstore.Config{})
 			b.Cleanup(func() { st.Close() })
-			e := server.NewEnvoy(st, server.EnvoySettings{Rules: testkit.StaticRules(cfg), Metrics: observability.NewMetrics(nil)})
+			e := server.NewEnvoy(st, server.Settings{Rules: testkit.StaticRules(cfg), Metrics: observability.NewMetrics(nil)})
 			reqs := benchEnvoyRequests(n)
 			ctx := context.Background()
 			b.ReportAllocs()

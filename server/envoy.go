@@ -10,7 +10,6 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -22,62 +21,12 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// Bounds on an Envoy request, beyond which it is InvalidArgument.
+// Bounds on the counts of an Envoy request that Envoy's route config
+// controls, beyond which it is InvalidArgument (see Settings.MaxDescriptors).
 const (
 	DefaultMaxDescriptors = 64
-	defaultMaxEntries     = 32
+	DefaultMaxEntries     = 32
 )
-
-// EnvoySettings are the Envoy service's optional knobs. The zero value is
-// usable.
-type EnvoySettings struct {
-	// Config supplies the domains and their descriptors. nil means no
-	// config: every domain is unknown, so every request is OK (as
-	// envoyproxy/ratelimit answers an unknown domain).
-	Rules RuleSource
-	// MaxKeyBytes bounds the domain and each entry's key and value. 0 means
-	// DefaultMaxKeyBytes.
-	MaxKeyBytes int
-	// MaxDescriptors bounds the descriptors of a request; 0 means
-	// DefaultMaxDescriptors. MaxEntries bounds each descriptor's entries; 0
-	// means defaultMaxEntries.
-	MaxDescriptors, MaxEntries int
-	// FailureMode applies to limits that do not set one. The zero value
-	// means open.
-	FailureMode rules.FailureMode
-	// Local decides the limits whose failure mode is local while the store
-	// cannot decide (see Settings.Local). nil means a share of its own with
-	// the whole limit (one replica).
-	Local *localshare.Share
-	// ShadowMode, when set, puts every limit in shadow mode: decide and
-	// count, but always answer OK.
-	ShadowMode bool
-	// NoHeaders turns off the rate-limit response headers.
-	NoHeaders bool
-	// DetailedMetricSeries is how many request values per rule the rules
-	// with detailed_metric or value_to_metric may show in the rule label
-	// of the metrics (see Metrics.ObserveDetailedDecision). 0, the
-	// default, shows none: such rules are counted under their name, like
-	// every other rule, so no caller's value (an API key) reaches the
-	// unauthenticated /metrics without the operator's opt-in.
-	DetailedMetricSeries int
-	// NoRefunds refuses every request with a refund (is_negative_hits)
-	// with codes.PermissionDenied. Otherwise refunds need RefundAllowed.
-	NoRefunds bool
-	// Clock reads the time once per request; nil means time.Now.
-	Clock func() time.Time
-	// Logger receives store failures; nil means slog.Default().
-	Logger *slog.Logger
-	// Metrics counts decisions; nil counts nothing.
-	Metrics *observability.Metrics
-	// Tracer starts the spans of rule matching and of the store calls,
-	// children of the call's span when that one is recording. nil traces
-	// nothing.
-	Tracer trace.Tracer
-	// TraceValues puts the descriptors' values into the match span (off by
-	// default: values can be personal data).
-	TraceValues bool
-}
 
 // Envoy serves envoy.service.ratelimit.v3.RateLimitService, so Envoy's
 // rate-limit filter can use floodgate in place of envoyproxy/ratelimit.
@@ -109,13 +58,13 @@ type Envoy struct {
 var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
 
 // NewEnvoy returns the Envoy rate-limit service deciding with st.
-func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
+func NewEnvoy(st store.Store, s Settings) *Envoy {
 	e := &Envoy{
 		store:          st,
 		cfg:            s.Rules,
 		maxKey:         orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
 		maxDescriptors: orDefault(s.MaxDescriptors, DefaultMaxDescriptors),
-		maxEntries:     orDefault(s.MaxEntries, defaultMaxEntries),
+		maxEntries:     orDefault(s.MaxEntries, DefaultMaxEntries),
 		failureMode:    s.FailureMode,
 		local:          localOrDefault(s.Local),
 		shadow:         s.ShadowMode,

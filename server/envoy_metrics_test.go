@@ -78,7 +78,7 @@ func decisionSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // countable after a flood.
 func TestEnvoyDetailedMetricDefault(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := startEnvoy(t, detailedConfig, nil, server.EnvoySettings{Metrics: observability.NewMetrics(reg)})
+	h := startEnvoy(t, detailedConfig, nil, server.Settings{Metrics: observability.NewMetrics(reg)})
 	const n = 10_100
 	flood(t, h, "api_key", n, 64)
 	flood(t, h, "tenant", 100, 16)
@@ -101,14 +101,14 @@ func TestEnvoyDetailedMetricDefault(t *testing.T) {
 	}
 }
 
-// TestEnvoyDetailedMetricOptIn: with EnvoySettings.DetailedMetricSeries
+// TestEnvoyDetailedMetricOptIn: with Settings.DetailedMetricSeries
 // (--detailed-metric-series), detailed_metric and value_to_metric rules
 // show request values, envoyproxy/ratelimit style, for at most that many
 // values per rule; the rest count under the rule's name, so every decision
 // is still counted, and long values are never labels.
 func TestEnvoyDetailedMetricOptIn(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := startEnvoy(t, detailedConfig, nil, server.EnvoySettings{Metrics: observability.NewMetrics(reg), DetailedMetricSeries: 5})
+	h := startEnvoy(t, detailedConfig, nil, server.Settings{Metrics: observability.NewMetrics(reg), DetailedMetricSeries: 5})
 	flood(t, h, "api_key", 300, 24)
 	flood(t, h, "tenant", 300, 24)
 	h.call(t, testkit.Descriptor("api_key", strings.Repeat("k", 4096))) // too long to be a label

@@ -98,7 +98,7 @@ func TestLocalFailureModeAdmitsAShare(t *testing.T) {
 		t.Errorf("inline limit under --failure-mode local: %d of 30 allowed, want 10", allowed)
 	}
 
-	e := startEnvoy(t, localRules, failingStore{mem}, server.EnvoySettings{Local: share, Metrics: metrics})
+	e := startEnvoy(t, localRules, failingStore{mem}, server.Settings{Local: share, Metrics: metrics})
 	for _, key := range []string{"local", "bucket"} {
 		ok := 0
 		for range 30 {

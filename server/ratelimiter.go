@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -26,42 +25,6 @@ const (
 	// about when the store is probed again.
 	degradedRetryAfter = time.Second
 )
-
-// Settings are the RateLimiter's optional knobs. The zero value is usable.
-type Settings struct {
-	// Config supplies named policies; nil means no config file, so every
-	// policy name is unknown.
-	Rules RuleSource
-	// MaxKeyBytes bounds a key's length. 0 means DefaultMaxKeyBytes.
-	MaxKeyBytes int
-	// MaxBatch bounds the checks in one CheckBatch. 0 means defaultMaxBatch.
-	MaxBatch int
-	// FailureMode applies to inline limits and to policies that do not set
-	// one: what to answer when the store cannot decide. The zero value
-	// (rules.FailureDefault) means open.
-	FailureMode rules.FailureMode
-	// Local decides the limits whose failure mode is local while the store
-	// cannot decide: the replica's share of each limit, in its memory. The
-	// server gives both APIs the same one. nil means a share of its own
-	// with the whole limit (one replica).
-	Local *localshare.Share
-	// Clock reads the time, once per request. nil means time.Now.
-	Clock func() time.Time
-	// Logger receives internal errors. nil means slog.Default().
-	Logger *slog.Logger
-	// Metrics counts decisions; nil counts nothing.
-	Metrics *observability.Metrics
-	// API is the api label of its decisions in the metrics and its store
-	// failure logs: which front door asked. "" means observability.APICheck (gRPC); the
-	// HTTP/JSON API's RateLimiter has observability.APIHTTP.
-	API string
-	// Tracer starts the spans of matching and of the store call, children
-	// of the call's span when that one is recording. nil traces nothing.
-	Tracer trace.Tracer
-	// TraceValues puts the checks' keys into the spans (off by default:
-	// keys can be personal data).
-	TraceValues bool
-}
 
 // RuleSource gives the current configuration. *rules.Watcher is one.
 type RuleSource interface {

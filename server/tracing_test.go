@@ -135,7 +135,7 @@ func TestTracingEnvoySpans(t *testing.T) {
 			}
 			st := tc.st()
 			defer st.Close()
-			e := server.NewEnvoy(st, server.EnvoySettings{Rules: testkit.StaticRules(cfg), Tracer: tr.tp.Tracer("test"), TraceValues: tc.values, Clock: func() time.Time { return testkit.T0 }})
+			e := server.NewEnvoy(st, server.Settings{Rules: testkit.StaticRules(cfg), Tracer: tr.tp.Tracer("test"), TraceValues: tc.values, Clock: func() time.Time { return testkit.T0 }})
 			req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs(testkit.Descriptor("user", secretValue))}
 			if _, err := e.ShouldRateLimit(context.Background(), req); err != nil { // no server span: no spans
 				t.Fatal(err)
@@ -181,7 +181,7 @@ func TestTracingEnvoyUnknownDomain(t *testing.T) {
 	tr := newTraced(t, sdktrace.AlwaysSample())
 	st := memstore.New(memstore.Config{})
 	defer st.Close()
-	e := server.NewEnvoy(st, server.EnvoySettings{Tracer: tr.tp.Tracer("test")})
+	e := server.NewEnvoy(st, server.Settings{Tracer: tr.tp.Tracer("test")})
 	ctx, server := tr.tp.Tracer("test").Start(context.Background(), "server")
 	if _, err := e.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "nowhere", Descriptors: descs(testkit.Descriptor("user", "x"))}); err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestTracingUnsampledAllocates(t *testing.T) {
 		t.Fatal("the server span records")
 	}
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs(testkit.Descriptor("user", "bob"))}
-	allocs := func(s server.EnvoySettings, ctx context.Context) float64 {
+	allocs := func(s server.Settings, ctx context.Context) float64 {
 		st := memstore.New(memstore.Config{})
 		defer st.Close()
 		s.Rules = testkit.StaticRules(cfg)
@@ -246,8 +246,8 @@ func TestTracingUnsampledAllocates(t *testing.T) {
 			}
 		})
 	}
-	off := allocs(server.EnvoySettings{}, context.Background())
-	on := allocs(server.EnvoySettings{Tracer: tr.tp.Tracer("test"), TraceValues: true}, unsampled)
+	off := allocs(server.Settings{}, context.Background())
+	on := allocs(server.Settings{Tracer: tr.tp.Tracer("test"), TraceValues: true}, unsampled)
 	if on != off {
 		t.Errorf("an unsampled call allocates %v times, %v with tracing off: want equal", on, off)
 	}

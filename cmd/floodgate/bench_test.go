@@ -53,7 +53,7 @@ func benchServer(t *testing.T, cfgYAML string, s server.GRPCSettings) string {
 	t.Cleanup(func() { st.Close() })
 	srv, _ := server.NewGRPCServer(
 		server.NewRateLimiter(st, server.Settings{Rules: src}),
-		server.NewEnvoy(st, server.EnvoySettings{Rules: src}), s)
+		server.NewEnvoy(st, server.Settings{Rules: src}), s)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -39,8 +39,14 @@ type serveFlags struct {
 	drainTimeout  time.Duration
 	shadowMode    bool
 	headers       bool
-	detailSeries  int
-	gcPercent     int
+
+	quotaMode             bool // Envoy API: see server.Settings
+	dynamicMetadata       bool
+	countDeniedHits       bool
+	shareOverrideCounters bool
+
+	detailSeries int
+	gcPercent    int
 
 	redisURL            string
 	redisMode           string
@@ -96,6 +102,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "Go GC target percentage (GOGC) unless $GOGC is set; higher trades memory for CPU (bound memory with $GOMEMLIMIT)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take before the server stops")
 	fs.BoolVar(&f.shadowMode, "shadow-mode", false, "Envoy API: every limit in shadow mode (decide and count, always answer OK)")
+	fs.BoolVar(&f.quotaMode, "quota-mode", false, "Envoy API: every limit in quota mode (as quota_mode: true; the reference's QUOTA_MODE): over only when a limit not in quota mode is over, or every quota-mode descriptor is")
+	fs.BoolVar(&f.dynamicMetadata, "response-dynamic-metadata", false, "Envoy API: fill the response's dynamic_metadata (domain, descriptors, hits addend, the matched rules' metadata) as the reference's RESPONSE_DYNAMIC_METADATA")
+	fs.BoolVar(&f.countDeniedHits, "count-denied-hits", false, "Envoy API: count the hits of a denied request too, as debt (the reference's default; its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is false here); off, a denied request charges nothing")
+	fs.BoolVar(&f.shareOverrideCounters, "share-override-counters", false, "Envoy API: a descriptor's limit override counts under the matched rule's key, as the reference does (off: each override rate counts apart)")
 	fs.BoolVar(&f.headers, "response-headers", true, "Envoy API: add RateLimit-*, X-RateLimit-* and Retry-After response headers")
 	fs.IntVar(&f.detailSeries, "detailed-metric-series", 0, "Envoy API: per rule with detailed_metric or value_to_metric, how many request values may appear in the metrics' rule label (0: none, the rule's name only; values may be secrets)")
 	fs.BoolVar(&f.envoyRefunds, "envoy-refunds", true, "Envoy API: accept refunds (is_negative_hits); with --auth-token-file only from tokens with the refund or admin role; false refuses them (PermissionDenied)")

@@ -96,23 +96,18 @@ func buildAPIs(f serveFlags, st store.Store, cfg server.RuleSource, failureMode 
 		Logger:      log,
 		Metrics:     metrics,
 		Tracer:      tracer,
-		TraceValues: f.traceValues,
-	}
-	envoy := server.NewEnvoy(st, server.EnvoySettings{
-		Rules:       cfg,
-		MaxKeyBytes: f.maxKeyBytes,
-		FailureMode: failureMode,
-		Local:       local,
-		ShadowMode:  f.shadowMode,
-		NoHeaders:   !f.headers,
-		NoRefunds:   !f.envoyRefunds,
-		Logger:      log,
-		Metrics:     metrics,
-		Tracer:      tracer,
 		TraceValues: f.traceValues, // opt-in: request values in spans
 
-		DetailedMetricSeries: f.detailSeries, // opt-in: request values in metric labels
-	})
+		ShadowMode:            f.shadowMode,
+		QuotaMode:             f.quotaMode,
+		DynamicMetadata:       f.dynamicMetadata,
+		CountDeniedHits:       f.countDeniedHits,
+		ShareOverrideCounters: f.shareOverrideCounters,
+		NoHeaders:             !f.headers,
+		NoRefunds:             !f.envoyRefunds,
+		DetailedMetricSeries:  f.detailSeries, // opt-in: request values in metric labels
+	}
+	envoy := server.NewEnvoy(st, s)
 	return decisionAPIs{settings: s, rateLimiter: server.NewRateLimiter(st, s), envoy: envoy}
 }
 

@@ -352,7 +352,7 @@ func TestRefundPermission(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			st := memstore.New(memstore.Config{})
 			t.Cleanup(func() { st.Close() })
-			envoy := server.NewEnvoy(st, server.EnvoySettings{Rules: testkit.StaticRules(cfg), NoRefunds: mode.noRefunds, Clock: testkit.NewClock(testkit.T0).Now})
+			envoy := server.NewEnvoy(st, server.Settings{Rules: testkit.StaticRules(cfg), NoRefunds: mode.noRefunds, Clock: testkit.NewClock(testkit.T0).Now})
 			rls := rlsv3.NewRateLimitServiceClient(serveAuthWith(t, a, mode.gated, envoy))
 			call := func(token string, refund bool) (*rlsv3.RateLimitResponse, error) {
 				ctx, cancel := withAuth("Bearer " + token)
