@@ -102,14 +102,6 @@ func failedDecision(r store.Request, mode rules.FailureMode) algorithms.Decision
 	return d
 }
 
-// orDefault is v, or def when v is not positive.
-func orDefault(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
 // checkResponse builds the answer to one check. Shadow mode turns a deny
 // into an allow (the deny is still decided and counted in metrics).
 func checkResponse(c check, d algorithms.Decision, degraded bool) *floodgatev1.CheckResponse {

@@ -62,9 +62,9 @@ func NewEnvoy(st store.Store, s Settings) *Envoy {
 	e := &Envoy{
 		store:          st,
 		cfg:            s.Rules,
-		maxKey:         orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
-		maxDescriptors: orDefault(s.MaxDescriptors, DefaultMaxDescriptors),
-		maxEntries:     orDefault(s.MaxEntries, DefaultMaxEntries),
+		maxKey:         positiveOr(s.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxDescriptors: positiveOr(s.MaxDescriptors, DefaultMaxDescriptors),
+		maxEntries:     positiveOr(s.MaxEntries, DefaultMaxEntries),
 		failureMode:    s.FailureMode,
 		local:          localOrDefault(s.Local),
 		shadow:         s.ShadowMode,

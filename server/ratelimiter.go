@@ -57,8 +57,8 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 	r := &RateLimiter{
 		store:       st,
 		cfg:         s.Rules,
-		maxKey:      orDefault(s.MaxKeyBytes, DefaultMaxKeyBytes),
-		maxBatch:    orDefault(s.MaxBatch, defaultMaxBatch),
+		maxKey:      positiveOr(s.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxBatch:    positiveOr(s.MaxBatch, defaultMaxBatch),
 		failureMode: s.FailureMode,
 		local:       localOrDefault(s.Local),
 		clock:       s.Clock,

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/logevery"
 )
 
 // storeFailureLogInterval is the least time between two WARN lines of
@@ -30,11 +32,11 @@ type FailureLog struct {
 	failing atomic.Bool // a failure since the last success
 
 	mu       sync.Mutex
-	lastWarn time.Time // when the last WARN was logged
-	lastInfo time.Time // when the last recovery was logged
-	since    time.Time // when the current failures began
-	unlogged int64     // failures not yet in a line
-	total    int64     // failures since the current failures began
+	warn     logevery.Limiter // the WARN lines
+	info     logevery.Limiter // the recovery lines
+	since    time.Time        // when the current failures began
+	unlogged int64            // failures not yet in a line
+	total    int64            // failures since the current failures began
 }
 
 // NewFailureLog is a FailureLog for the decisions of api (a metrics API
@@ -52,17 +54,17 @@ func (f *FailureLog) Failed(ctx context.Context, now time.Time, err error) {
 	if !f.failing.Load() {
 		f.failing.Store(true)
 		f.since, f.total = now, 1
-		if now.Sub(f.lastWarn) >= f.every {
+		if _, ok := f.warn.Allow(now, f.every); ok {
 			f.log.WarnContext(ctx, "store could not decide; answering by failure modes until it does",
 				"api", f.api, "failed", f.unlogged, "err", err)
-			f.lastWarn, f.unlogged = now, 0
+			f.unlogged = 0
 		}
 		return
 	}
-	if now.Sub(f.lastWarn) >= f.every {
+	if _, ok := f.warn.Allow(now, f.every); ok {
 		f.log.WarnContext(ctx, "store still failing; answering by failure modes",
 			"api", f.api, "failed", f.unlogged, "since", f.since, "err", err)
-		f.lastWarn, f.unlogged = now, 0
+		f.unlogged = 0
 	}
 }
 
@@ -77,9 +79,9 @@ func (f *FailureLog) OK(ctx context.Context, now time.Time) {
 		return
 	}
 	f.failing.Store(false)
-	if now.Sub(f.lastInfo) >= f.every {
+	if _, ok := f.info.Allow(now, f.every); ok {
 		f.log.InfoContext(ctx, "store deciding again",
 			"api", f.api, "failed", f.total, "for", now.Sub(f.since))
-		f.lastInfo, f.unlogged = now, 0
+		f.unlogged = 0
 	}
 }

@@ -31,16 +31,6 @@ type Item struct {
 	Params []Param
 }
 
-// Param returns the value of the parameter key and whether it is there.
-func (it Item) Param(key string) (any, bool) {
-	for _, p := range it.Params {
-		if p.Key == key {
-			return p.Value, true
-		}
-	}
-	return nil, false
-}
-
 // ParseList parses a List field value.
 func ParseList(s string) ([]Item, error) {
 	p := &parser{s: s}

@@ -3,12 +3,13 @@ package tracing
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/floodgate/floodgate/internal/logevery"
 )
 
 // ErrorLogInterval is the least time between two logged export errors;
@@ -22,10 +23,7 @@ type errorLog struct {
 	log   *slog.Logger
 	msg   string
 	clock func() time.Time
-
-	mu         sync.Mutex
-	last       time.Time // when the last line was logged; zero: never
-	suppressed int
+	every logevery.Limiter
 }
 
 func newErrorLog(log *slog.Logger, msg string, clock func() time.Time) *errorLog {
@@ -37,17 +35,9 @@ func newErrorLog(log *slog.Logger, msg string, clock func() time.Time) *errorLog
 
 // report logs err unless a line was logged less than ErrorLogInterval ago.
 func (l *errorLog) report(err error) {
-	now := l.clock()
-	l.mu.Lock()
-	if !l.last.IsZero() && now.Sub(l.last) < ErrorLogInterval {
-		l.suppressed++
-		l.mu.Unlock()
-		return
+	if n, ok := l.every.Allow(l.clock(), ErrorLogInterval); ok {
+		l.log.Warn(l.msg, "err", err, "errors_not_logged", n, "next_log_after", ErrorLogInterval)
 	}
-	suppressed := l.suppressed
-	l.last, l.suppressed = now, 0
-	l.mu.Unlock()
-	l.log.Warn(l.msg, "err", err, "errors_not_logged", suppressed, "next_log_after", ErrorLogInterval)
 }
 
 // loggedExporter is an exporter whose errors are logged by errs and not

@@ -245,13 +245,6 @@ func (s *Service) Drain(ctx context.Context) {
 	}
 }
 
-// Streams returns the number of open streams.
-func (s *Service) Streams() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.streams)
-}
-
 // StreamRateLimitQuotas implements rlqsv3.RateLimitQuotaServiceServer.
 func (s *Service) StreamRateLimitQuotas(srv rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	st := &stream{

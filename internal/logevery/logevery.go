@@ -1,0 +1,35 @@
+// Package logevery keeps a repeated log line to one per interval, counting
+// the lines it held back, so that an outage under load writes a line every
+// few seconds rather than one per failed call. It is the one rate-limited
+// logger of floodgate: tracing export errors, RLQS demand-store failures
+// and the store's failed decisions all go through it.
+package logevery
+
+import (
+	"sync"
+	"time"
+)
+
+// Limiter admits one line per interval. The zero value is ready; a
+// Limiter must not be copied after first use. Its methods may be called
+// concurrently.
+type Limiter struct {
+	mu         sync.Mutex
+	last       time.Time // when the last line was admitted; zero: never
+	suppressed int64
+}
+
+// Allow reports whether a line may be logged at now (the first one always
+// may, then one per every) and, when it may, how many lines it held
+// back since the last admitted one. A line not admitted is counted.
+func (l *Limiter) Allow(now time.Time, every time.Duration) (heldBack int64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < every {
+		l.suppressed++
+		return 0, false
+	}
+	heldBack = l.suppressed
+	l.last, l.suppressed = now, 0
+	return heldBack, true
+}
