@@ -27,7 +27,7 @@ func rawConn(t *testing.T, addr string) *grpc.ClientConn {
 	return conn
 }
 
-// TestNewWithToken (issue 16, item 2): New on an existing connection sends
+// TestNewWithToken: New on an existing connection sends
 // WithToken's token.
 func TestNewWithToken(t *testing.T) {
 	addr := floodgatetest.StartAuth(t, "s3cret")
@@ -66,7 +66,7 @@ func TestNewWithToken(t *testing.T) {
 	}
 }
 
-// TestEmptyToken (issue 16, item 2): an empty token is an error, to New
+// TestEmptyToken: an empty token is an error, to New
 // and to Dial, rather than silently no token. (That New takes no option it
 // cannot apply is a matter of types: TestNewTakesNoDialOptions.)
 func TestEmptyToken(t *testing.T) {
@@ -82,7 +82,7 @@ func TestEmptyToken(t *testing.T) {
 	}
 }
 
-// TestNewTakesNoDialOptions (issue 15): the options only Dial can apply
+// TestNewTakesNoDialOptions: the options only Dial can apply
 // (WithTLS, WithDialOptions) are of a type New does not accept, so passing
 // one to New does not compile instead of failing, or being dropped, at run
 // time; the options both apply (WithToken, WithTimeout) fit both.

@@ -44,7 +44,7 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 2}
 `
 
-// TestNonUTF8BytesAreDecided (issue 10, item 3): a descriptor value or a
+// TestNonUTF8BytesAreDecided: a descriptor value or a
 // key holding a byte that is not UTF-8 used to fail in the server's codec
 // (INTERNAL, uncounted), and Envoy's filter fails open on errors, so one
 // byte skipped every limit. Now such bytes are the value: limited, counted

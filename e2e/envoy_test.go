@@ -277,7 +277,7 @@ func TestEnvoyHitsAddend(t *testing.T) {
 		r := p.send(t, 4, rlsDesc("remote_address", "192.0.2.12"))
 		check("request hits 4 > limit 3", r, "OVER_LIMIT:OVER_LIMIT", 3)
 		// Never: not a retry soon (which would loop the client), but a
-		// day, as for a deny-all rule (issue 16, item 10).
+		// day, as for a deny-all rule.
 		if ra := rlsHeaders(r)["retry-after"]; ra != "86400" {
 			t.Fatalf("a cost that can never pass has Retry-After %q, want 86400", ra)
 		}

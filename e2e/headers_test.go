@@ -16,7 +16,7 @@ import (
 	"github.com/floodgate/floodgate/internal/sfv"
 )
 
-// headerRules are the limits of issue 16's header items (8-10).
+// headerRules are the limits of the header tests.
 const headerRules = `domain: e2e
 descriptors:
   - key: a
@@ -34,7 +34,7 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 5, failure_mode: closed}
 `
 
-// TestEnvoyHeaderSyntax: issue 16 item 10, against the binary. Every
+// TestEnvoyHeaderSyntax: against the binary. Every
 // rate-limit header parses as a Structured Field (names were Go-quoted:
 // raw UTF-8 and \u escapes); a token bucket of 60/min burst 10 says q=10
 // per w=10s (not 60s); a ban says when to come back (it said t=0, reset 0
@@ -101,7 +101,7 @@ func checkStructured(t *testing.T, what string, hs map[string]string) {
 	}
 }
 
-// TestEnvoyHeadersShadow: issue 16 item 8, against the binary. With [a,
+// TestEnvoyHeadersShadow: against the binary. With [a,
 // s (shadow 1/min)] the headers described the shadow limit (r=0, remaining
 // 0) while the enforced one had 2 left.
 func TestEnvoyHeadersShadow(t *testing.T) {
@@ -119,7 +119,7 @@ func TestEnvoyHeadersShadow(t *testing.T) {
 	}
 }
 
-// TestEnvoyHeadersDegraded: issue 16 item 9, against the binary on a Redis
+// TestEnvoyHeadersDegraded: against the binary on a Redis
 // that died. Degraded answers claimed zero quota (x-ratelimit-remaining: 0,
 // r=0;t=0, limit_remaining 0): "none left, retry now".
 func TestEnvoyHeadersDegraded(t *testing.T) {
@@ -161,7 +161,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10}
 `
 
-// TestMetricsDetailedMetric: issue 16 item 5, against the binary. With
+// TestMetricsDetailedMetric: against the binary. With
 // detailed_metric, 11,000 requests with 4 KB values took /metrics from
 // 70 KB to 82 MB, put raw values (API keys) on the unauthenticated
 // /metrics, and counted new rules as _overflow. The config still loads;

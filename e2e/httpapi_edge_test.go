@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// More of the HTTP/JSON API (issue 17): time limits, headers, CORS,
+// More of the HTTP/JSON API: time limits, headers, CORS,
 // metrics, the README's curl commands and the edge worker example.
 
 // TestHTTPAPISlowBody: a body that stops coming is answered 408 within

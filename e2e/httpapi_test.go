@@ -20,7 +20,7 @@ import (
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
-// The HTTP/JSON API (issue 17): floodgate.v1.RateLimiter as POST
+// The HTTP/JSON API: floodgate.v1.RateLimiter as POST
 // /v1/check, /v1/check:batch, /v1/peek and /v1/reset on --http-addr.
 
 // httpAPIRules are the policies of the HTTP API tests.

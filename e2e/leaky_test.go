@@ -13,7 +13,7 @@ import (
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
-// TestLeakyBucketThreeReplicas (issue 14): three floodgate binaries on one
+// TestLeakyBucketThreeReplicas: three floodgate binaries on one
 // Redis, 50 concurrent callers on one key of a leaky bucket at 20/s
 // (caller i asks replica i mod 3): every caller is admitted with a wait,
 // and the starts (the decision's time, on Redis' clock, plus the wait) are

@@ -219,7 +219,7 @@ func TestSecurityTokens(t *testing.T) {
 	}
 }
 
-// TestSecurityRefunds (issue 10 item 4): with --auth-token-file, an Envoy
+// TestSecurityRefunds: with --auth-token-file, an Envoy
 // refund (is_negative_hits) from a token without the refund or admin role
 // is PermissionDenied and gives nothing back, one from a refund token is
 // served; with --envoy-refunds=false every refund is refused.

@@ -264,7 +264,7 @@ func legitCalls(conn *grpc.ClientConn, stop <-chan struct{}) (calls int, firstEr
 	}
 }
 
-// TestTransportSilentStreams (issue 16 item 1): with the default limits,
+// TestTransportSilentStreams: with the default limits,
 // 10,000 calls from one client address that send their headers and never
 // their message add at most 40 MB to the server's resident memory (peak);
 // the calls past the per-client limit are refused at once
@@ -360,7 +360,7 @@ func TestTransportSilentStreams(t *testing.T) {
 	}
 }
 
-// TestTransportHugeMetadata (issue 16 item 1): a call with 4 MB of
+// TestTransportHugeMetadata: a call with 4 MB of
 // metadata is refused (RST_STREAM, GOAWAY or the connection closed), and
 // the server keeps serving.
 func TestTransportHugeMetadata(t *testing.T) {
@@ -412,7 +412,7 @@ func TestTransportHugeMetadata(t *testing.T) {
 	}
 }
 
-// TestTransportAuthBeforeMessage (issue 16 item 1): with
+// TestTransportAuthBeforeMessage: with
 // --auth-token-file, a call without a token is refused when its headers
 // arrive: the client learns Unauthenticated without sending its message,
 // so unauthenticated callers hold nothing while they stay silent.
@@ -431,7 +431,7 @@ func TestTransportAuthBeforeMessage(t *testing.T) {
 	}
 }
 
-// TestAdminPprofOff (issue 16 item 6): /debug/pprof/ is not served unless
+// TestAdminPprofOff: /debug/pprof/ is not served unless
 // --pprof is given.
 func TestAdminPprofOff(t *testing.T) {
 	for _, tc := range []struct {
@@ -458,7 +458,7 @@ func TestAdminPprofOff(t *testing.T) {
 	}
 }
 
-// TestAdminTimeouts (issue 16 item 6): the admin server closes an idle
+// TestAdminTimeouts: the admin server closes an idle
 // keep-alive connection, and one whose request body stops half-way, within
 // its timeouts (10s; the test allows 20s).
 func TestAdminTimeouts(t *testing.T) {

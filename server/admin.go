@@ -19,7 +19,7 @@ type AdminSettings struct {
 	// profiles, traces and goroutine dumps show what the server is doing
 	// and holds, and a CPU profile or trace costs CPU while it runs.
 	Pprof bool
-	// API serves the HTTP/JSON decision API under /v1/ (internal/httpapi);
+	// API serves the HTTP/JSON decision API under /v1/ (server/httpapi);
 	// nil leaves it out.
 	API http.Handler
 	// Config serves GET /debug/config: the live rules as JSON with where
@@ -85,7 +85,7 @@ const (
 	// adminReadTimeout bounds reading a whole request, body included, so a
 	// client that stops half-way through a body cannot hold a connection.
 	// Only the HTTP/JSON API takes bodies, small ones (it bounds its own
-	// requests' time more tightly, see internal/httpapi).
+	// requests' time more tightly, see server/httpapi).
 	adminReadTimeout = 10 * time.Second
 	// adminIdleTimeout closes a keep-alive connection with no request for
 	// this long. Shorter than the usual 15s-60s Prometheus scrape interval,

@@ -8,7 +8,7 @@ import (
 )
 
 // cidrRules: match: cidr networks as a ban list, an allowlist inside it,
-// per-address counters and one shared counter (issue 14, part 5).
+// per-address counters and one shared counter.
 const cidrRules = `domain: edge
 descriptors:
   - key: remote_address

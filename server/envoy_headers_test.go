@@ -13,7 +13,7 @@ import (
 	"github.com/floodgate/floodgate/store/memstore"
 )
 
-// headerConfig holds the limits of the header tests (issue 16 items 8-10).
+// headerConfig holds the limits of the header tests.
 const headerConfig = `domain: edge
 descriptors:
   - key: a
@@ -31,7 +31,7 @@ descriptors:
     rate_limit: {name: "caf\u00e9 \"q\"", unit: minute, requests_per_unit: 5}
 `
 
-// TestEnvoyHeadersShadowNeverShape: issue 16 item 8. With [a (3/7s), s
+// TestEnvoyHeadersShadowNeverShape: With [a (3/7s), s
 // (shadow 1/min)], the headers described the shadow limit (r=0) while the
 // enforced one had 2 left. Shadow limits never shape headers, nor the
 // numbers of a status (from which Envoy can write its own headers).
@@ -71,7 +71,7 @@ func TestEnvoyHeadersShadowNeverShape(t *testing.T) {
 	}
 }
 
-// TestEnvoyHeadersDegraded: issue 16 item 9. A degraded answer claimed zero
+// TestEnvoyHeadersDegraded: a degraded answer claimed zero
 // quota (x-ratelimit-remaining: 0, r=0;t=0, limit_remaining 0), telling
 // clients "none left, retry now". Now it says nothing about the quota.
 func TestEnvoyHeadersDegraded(t *testing.T) {
@@ -100,7 +100,7 @@ func TestEnvoyHeadersDegraded(t *testing.T) {
 	}
 }
 
-// TestEnvoyHeadersMeaning: issue 16 item 10. A token bucket of 60/min
+// TestEnvoyHeadersMeaning: a token bucket of 60/min
 // burst 10 advertised q=10;w=60 (six times too slow); a ban answered t=0,
 // x-ratelimit-reset 0 and no Retry-After (retry now, in a loop).
 func TestEnvoyHeadersMeaning(t *testing.T) {
@@ -129,7 +129,7 @@ func TestEnvoyHeadersMeaning(t *testing.T) {
 	}
 }
 
-// TestEnvoyHeadersStructuredFields: issue 16 item 10. Names were escaped
+// TestEnvoyHeadersStructuredFields: Names were escaped
 // with strconv.Quote, whose output (raw UTF-8, \u escapes) is no
 // Structured Field string. Every header must parse as RFC 9651 says.
 func TestEnvoyHeadersStructuredFields(t *testing.T) {

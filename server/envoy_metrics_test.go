@@ -69,7 +69,7 @@ func decisionSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	return out
 }
 
-// TestEnvoyDetailedMetricDefault: issue 16 item 5. detailed_metric put
+// TestEnvoyDetailedMetricDefault: detailed_metric put
 // every raw descriptor value (API keys) in a label of the unauthenticated
 // /metrics, unbounded: 11,000 requests with 4 KB values took /metrics to
 // 82 MB, and past the 10,000-series cap new rules were counted as

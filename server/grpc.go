@@ -47,7 +47,7 @@ type GRPCSettings struct {
 	// grpc-go's own limits (16 MB of metadata, no deadline).
 	Gate *Gate
 	// Quota, when set, serves Envoy's Rate Limit Quota Service
-	// (internal/rlqs) on the same port; its stream is a streaming method
+	// (server/rlqs) on the same port; its stream is a streaming method
 	// for the Gate (no unary deadline, counted against the stream caps).
 	Quota rlqsv3.RateLimitQuotaServiceServer
 	// TraceUnary and TraceStream, when set, make each call's server span

@@ -36,7 +36,7 @@ const identityPolicies = `policies:
   otp:   {algorithm: sliding_window, requests: 3, period: 1h}
 `
 
-// TestLimitsOnOneKeyNeverShareACount (issue 10, item 1): two limits
+// TestLimitsOnOneKeyNeverShareACount: two limits
 // checked on one key used to overwrite each other's state, so alternating
 // them admitted far more than either allows. Every interleaving below
 // must admit exactly what each limit allows on its own, on both stores,

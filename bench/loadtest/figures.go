@@ -46,7 +46,7 @@ func verdict(met bool) string {
 // printGoals prints the performance issue's goals next to this run's
 // figures.
 func (f *figures) printGoals(out io.Writer) {
-	fmt.Fprintln(out, "### Goals (issue 11), this run")
+	fmt.Fprintln(out, "### Goals, this run")
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| goal | target | measured | |")
 	fmt.Fprintln(out, "|---|---|---|---|")

@@ -20,7 +20,7 @@ import (
 // twoPerMinute is the limit of the keying tests.
 var twoPerMinute = client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute}
 
-// TestInterceptorMissingKeyFallsBack (issue 16, item 4): a call without the
+// TestInterceptorMissingKeyFallsBack: a call without the
 // metadata KeyByMetadata reads, or with an empty first value, is limited by
 // its peer address, not let through unlimited.
 func TestInterceptorMissingKeyFallsBack(t *testing.T) {
@@ -49,7 +49,7 @@ func TestInterceptorMissingKeyFallsBack(t *testing.T) {
 	}
 }
 
-// TestInterceptorMadeUpKeys (issue 16, item 4): made-up API keys from one
+// TestInterceptorMadeUpKeys: made-up API keys from one
 // peer stop at the peer's limit, also in the documented form
 // KeyFirst(KeyByMetadata(...), KeyByPeer).
 func TestInterceptorMadeUpKeys(t *testing.T) {
@@ -70,7 +70,7 @@ func TestInterceptorMadeUpKeys(t *testing.T) {
 	}
 }
 
-// TestKeyByPeerIPv6 (issue 16, item 4): KeyByPeer groups IPv6 peers by
+// TestKeyByPeerIPv6: KeyByPeer groups IPv6 peers by
 // their /64, as the HTTP middleware does, and keys IPv4-mapped peers as
 // IPv4.
 func TestKeyByPeerIPv6(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
 
-// TestInterceptorMissingToken (issue 16, item 2): the same for the gRPC
+// TestInterceptorMissingToken: the same for the gRPC
 // interceptors: Internal, logged once.
 func TestInterceptorMissingToken(t *testing.T) {
 	addr := floodgatetest.StartAuth(t, "s3cret")

@@ -18,7 +18,7 @@ var oldFields = []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Re
 // quotaFields are every field that describes a quota.
 var quotaFields = []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
 
-// TestMiddlewareHeaderScheme: issue 16 item 10. The middleware wrote the
+// TestMiddlewareHeaderScheme: the middleware wrote the
 // old RateLimit-Limit/-Remaining/-Reset fields and a Unix-time
 // X-RateLimit-Reset, while the Envoy API wrote RateLimit/RateLimit-Policy
 // and a delay. Both now write one scheme, parseable as Structured Fields;
@@ -61,7 +61,7 @@ func TestMiddlewareHeaderScheme(t *testing.T) {
 	})
 }
 
-// TestMiddlewareDegradedHeaders: issue 16 item 9. A degraded answer wrote
+// TestMiddlewareDegradedHeaders: a degraded answer wrote
 // X-RateLimit-Remaining: 0 and a reset of now ("none left, retry now").
 // Now it writes X-RateLimit-Degraded and, when denied, Retry-After only.
 func TestMiddlewareDegradedHeaders(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // twoPerMinute is the limit of the keying tests.
 var twoPerMinute = client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute}
 
-// TestMiddlewareForwardedForForms (issue 16, item 3): behind one trusted
+// TestMiddlewareForwardedForForms: behind one trusted
 // proxy, an X-Forwarded-For entry with a port, in brackets, or with a zone
 // keys its address, so changing the port gets no fresh limit; an IPv6
 // entry keeps its /64; an entry that is no address at all falls back to
@@ -50,7 +50,7 @@ func TestMiddlewareForwardedForForms(t *testing.T) {
 	}
 }
 
-// TestMiddlewareMadeUpKeys (issue 16, item 4): by default an API key the
+// TestMiddlewareMadeUpKeys: by default an API key the
 // middleware cannot verify never escapes its address's limit: rotating
 // made-up keys from one address stops at the IP limit.
 func TestMiddlewareMadeUpKeys(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 )
 
-// TestMiddlewareMissingToken (issue 16, item 2): a middleware whose client
+// TestMiddlewareMissingToken: a middleware whose client
 // lacks the token the server requires is not silently unlimited, even in
 // the default FailOpen mode: every request is refused 500, OnError hears
 // each, and the log has it once.

@@ -254,7 +254,7 @@ func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, 
 
 // Authorize authenticates a call to fullMethod (e.g.
 // floodgatev1.RateLimiter_Reset_FullMethodName) that came through another
-// front door than gRPC: the HTTP/JSON API (internal/httpapi) passes its
+// front door than gRPC: the HTTP/JSON API (server/httpapi) passes its
 // request's Authorization header ("Bearer <token>"; "" when absent). The
 // rules and the errors are the gRPC ones: codes.Unauthenticated for a
 // missing or unknown token, codes.PermissionDenied for an admin method

@@ -323,7 +323,7 @@ func TestParseTokenFile(t *testing.T) {
 	}
 }
 
-// TestRefundPermission (issue 10 item 4): with tokens configured, a
+// TestRefundPermission: with tokens configured, a
 // refund (is_negative_hits) needs a token with the refund or admin role;
 // other tokens may still charge. With NoRefunds no token may refund.
 func TestRefundPermission(t *testing.T) {
@@ -395,7 +395,7 @@ func TestRefundPermission(t *testing.T) {
 	}
 }
 
-// TestLeakyGiveBackPermission (issue 14): a Check with a negative cost
+// TestLeakyGiveBackPermission: a Check with a negative cost
 // gives a leaky bucket's slots back, a refund: with tokens configured it
 // needs the refund or admin role, alone or in a batch.
 func TestLeakyGiveBackPermission(t *testing.T) {

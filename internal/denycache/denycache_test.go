@@ -175,7 +175,7 @@ func TestAnswersInWholeMilliseconds(t *testing.T) {
 
 // TestLeakyModesApart: a leaky bucket denies a NoWait request until its
 // queue is empty, a plain one only until a place frees; a cached deny of
-// one mode never answers the other (issue 14).
+// one mode never answers the other.
 func TestLeakyModesApart(t *testing.T) {
 	ctx := context.Background()
 	c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{})

@@ -1,5 +1,5 @@
 // Package heartbeat counts the live floodgate replicas sharing one Redis,
-// for failure_mode: local (see store/localshare): each replica announces
+// for failure_mode: local (see internal/localshare): each replica announces
 // itself every interval and reads how many replicas announced themselves
 // within the last few intervals. The count last read stays when Redis
 // stops answering: it is the count known before the outage.

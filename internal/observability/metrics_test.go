@@ -290,7 +290,7 @@ func TestMetricsNotGatherer(t *testing.T) {
 	}
 }
 
-// TestDecisionSeriesNewRuleCountable: issue 16 item 5. Past a cap of
+// TestDecisionSeriesNewRuleCountable: past a cap of
 // 10,000 label sets, new rules were counted as "_overflow" until restart.
 // Rule names come from the config, which bounds them: every rule keeps a
 // series of its own, however many there were before.

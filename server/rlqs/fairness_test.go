@@ -166,7 +166,7 @@ func simulate(t *testing.T, rateLimit string, events []simEvent, n int, run, fro
 
 // TestFairnessBound measures what all instances together admit in any
 // window of the limit's period against the budget, in simulated time:
-// at most 1.1 × the budget under steady demand (the target of issue 12),
+// at most 1.1 × the budget under steady demand (the fairness target),
 // and the transients after start, a join, a leave and a demand shift,
 // which the docs state (docs/rlqs.md). Run with -v for the figures.
 func TestFairnessBound(t *testing.T) {

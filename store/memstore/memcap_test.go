@@ -38,7 +38,7 @@ func heapAlloc() int64 {
 	return int64(m.HeapAlloc)
 }
 
-// TestFullLogMemory: 64 full sliding window logs (issue 10: they took
+// TestFullLogMemory: 64 full sliding window logs (they once took
 // ~22 MB, each admit copying the whole log) take at most the documented
 // bound each, EntryBytes of a 10,000-slot ring (80 KB and change), on the
 // heap and in the store's own accounting.

@@ -1,6 +1,6 @@
 package redisstore
 
-// Redis 7 functions (issue 11): the decision scripts loaded once as a
+// Redis 7 functions: the decision scripts loaded once as a
 // function library and run by FCALL, so Redis builds their closures at
 // FUNCTION LOAD instead of on every call (bench/RESULTS.md, issue 11,
 // round 3, "Redis functions"). EVALSHA stays the fallback: for good (per

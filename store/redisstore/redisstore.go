@@ -222,7 +222,7 @@ type call struct {
 
 // callPool recycles the calls of single-slot Decide calls, with their
 // keys, request bytes and channel: a decision on a standalone Redis or
-// Sentinel then allocates little beyond go-redis' command (issue 11).
+// Sentinel then allocates little beyond go-redis' command.
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan *call, 1), pooled: true} }}
 
 // release returns the pooled calls to callPool. Only calls whose result

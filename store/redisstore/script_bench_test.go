@@ -38,7 +38,7 @@ func redisCPU(tb testing.TB, c *redis.Client) float64 {
 	return sum
 }
 
-// minimalScript is the reference of issue 11: a fixed window in its
+// minimalScript is the reference: a fixed window in its
 // least Lua, INCRBY and PEXPIRE when new.
 const minimalScript = `local v = redis.call('INCRBY', KEYS[1], ARGV[1])
 if v == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
@@ -47,11 +47,11 @@ return v`
 // BenchmarkScriptRedisCPU times the decision scripts in Redis' own CPU
 // (INFO cpu before and after, over the decisions made), pipelined 16 calls
 // deep over 10,000 keys at Redis' TIME as in production, next to the
-// minimal script of issue 11 in the same run: "minimal" is the reference,
+// minimal script in the same run: "minimal" is the reference,
 // the rest are floodgate's scripts, per algorithm, with 1 or 8 requests a
 // call (8 on distinct keys of one slot, as the batcher merges them), in
 // the binary form the store sends and (token bucket) in the seven-bit form
-// redis-benchmark sends. redis-cpu-us/decision is the figure issue 11
+// redis-benchmark sends. redis-cpu-us/decision is the figure the goal
 // holds: at most 4 µs with one descriptor. The limits are 100 per minute
 // (1,000 for the log), so keys stay in Redis between their visits.
 func BenchmarkScriptRedisCPU(b *testing.B) {

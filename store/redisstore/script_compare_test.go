@@ -50,7 +50,7 @@ const (
 // EVALSHA ("base") against its function library by FCALL ("this"). It
 // reports Redis CPU per decision from INFO cpu, or
 // instructions per decision under callgrind (callgrindEnv). Skipped unless
-// scriptBaseEnv is set; bench/RESULTS.md (issue 11, round 3) has its
+// scriptBaseEnv is set; bench/RESULTS.md (round 3) has its
 // figures.
 func TestScriptCostAgainstBase(t *testing.T) {
 	dir := os.Getenv(scriptBaseEnv)

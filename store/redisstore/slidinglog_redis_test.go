@@ -79,7 +79,7 @@ func evalshaUsecPerCall(tb testing.TB, c *redis.Client) float64 {
 // log (10,000 units, each at its own millisecond) in Redis time, read from
 // INFO commandstats: "admit" is the steady state of a saturated key, the
 // oldest unit leaving as a new one comes in; "deny" asks while nothing has
-// left. redis-us/check is the figure to hold (issue 10: at most 50 µs).
+// left. redis-us/check is the figure to hold (the goal: at most 50 µs).
 // "one-unit" is the reference: the same script on a log that never holds
 // more than one unit, its cost the script's own, whatever the log; on a
 // loaded machine every figure rises with it.

@@ -11,7 +11,7 @@ import (
 )
 
 // testLeakyQueue: concurrent callers on one leaky bucket key at one
-// instant get distinct starts exactly one slot apart (issue 14: 50 callers
+// instant get distinct starts exactly one slot apart (50 callers
 // at 20/s start 50 ms apart); a full queue admits exactly its size; in
 // NoWait mode exactly one caller of an instant is admitted.
 func testLeakyQueue(h *harness) {

@@ -4,7 +4,7 @@
 --
 -- Called by batch.lua, not by Redis directly; batch.lua's header gives the
 -- script's KEYS, ARGV and reply. Unchanged by the move of the scripts to
--- store/redisstore (issue 11): the ring's encoding and its key (swl2) are
+-- store/redisstore: the ring's encoding and its key (swl2) are
 -- the same.
 --
 -- sliding_window_log(requests, period_ms, s, now_ms, cost) -> s2, d
