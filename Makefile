@@ -8,7 +8,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help run build test test-short check-generate generate lint fmt bench loadtest soak charts clean
+.PHONY: help run build test test-short check-generate generate lint fmt bench loadtest redis-cost soak charts clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,6 +52,10 @@ bench: ## run the Go benchmarks (algorithms, stores, matching, handlers)
 loadtest: build ## whole-service load tests (embedded store, a redis-server and a 3-master cluster it starts) -> tables for bench/RESULTS.md and docs/capacity.md
 	bash scripts/ensure-redis.sh
 	$(GO) run ./bench/loadtest -binary $(BIN) $(LOADTEST_ARGS)
+
+redis-cost: ## Redis instructions per decision under callgrind (needs valgrind), each algorithm at 1 and 8 a call, beside a minimal GCRA; then Redis CPU per decision -> bench/RESULTS.md
+	bash scripts/ensure-redis.sh
+	$(GO) run ./bench/rediscost $(REDISCOST_ARGS)
 
 soak: ## bounded soak: 60s of load on a binary with Redis, then no growth in goroutines, heap or open fds
 	bash scripts/ensure-redis.sh

@@ -72,10 +72,13 @@ type unit struct {
 }
 
 // mergeKey groups calls that may share a script call: one slot, one
-// header.
+// wire header. Floodgate's clock (header.calMs) is not part of it: only
+// each calendar request's boundaries depend on it, and they travel in
+// the request, so calls made in different milliseconds still merge.
 type mergeKey struct {
-	slot int
-	h    header
+	slot          int
+	nowMs, keepMs int64
+	probe         bool
 }
 
 // merge packs calls into units: the calls of one mergeKey in one unit,
@@ -85,7 +88,7 @@ func merge(calls []*call) []*unit {
 	var units []*unit
 	byKey := map[mergeKey]*unit{}
 	for _, c := range calls {
-		k := mergeKey{c.slot, c.h}
+		k := mergeKey{c.slot, c.h.nowMs, c.h.keepMs, c.h.probe}
 		u := byKey[k]
 		if u == nil {
 			u = &unit{calls: []*call{c}, keys: c.keys, args: []any{c.buf}, log: c.log}

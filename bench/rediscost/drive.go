@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/redisstore"
+)
+
+// subject is one row of the table: an algorithm decided through the
+// store, or the reference script.
+type subject struct {
+	name   string
+	prefix string // of its keys, so no two subjects share state
+	limit  algorithms.Limit
+	ref    string // the reference library's function; "" for the store
+}
+
+// day is the period of every subject: long enough that one decision's
+// state outlives the whole run (the state stays live, as in a service).
+const day = 24 * time.Hour
+
+func subjects() []subject {
+	lim := func(a algorithms.Algorithm, n int64) algorithms.Limit {
+		return algorithms.Limit{Algorithm: a, Requests: n, Period: day}
+	}
+	return []subject{
+		{name: "reference GCRA (gcra.lua)", prefix: "r", ref: "fgref_gcra"},
+		{name: "token bucket", prefix: "t", limit: lim(algorithms.TokenBucket, 1000)},
+		{name: "sliding window", prefix: "s", limit: lim(algorithms.SlidingWindow, 1000)},
+		{name: "fixed window", prefix: "f", limit: lim(algorithms.FixedWindow, 1000)},
+		{name: "leaky bucket", prefix: "l", limit: lim(algorithms.LeakyBucket, 1000)},
+		{name: "calendar quota (fixed window, a UTC day)", prefix: "c", limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1000, Calendar: algorithms.Day}},
+		{name: "sliding window log", prefix: "g", limit: lim(algorithms.SlidingWindowLog, 100)},
+		{name: "`return 1` (the fixed cost of a call)", prefix: "n", ref: "fgref_noop"},
+	}
+}
+
+// driver sends one subject's decisions: perCall of them a script call,
+// through the store's own code (a lone caller; or perCall concurrent
+// callers whose calls the batcher joins into one FCALL), or to the
+// reference with perCall keys a call.
+type driver struct {
+	srv     *server
+	sub     subject
+	keys    int
+	perCall int
+	st      *redisstore.Store
+	next    int // the next decision's number
+}
+
+func newDriver(srv *server, sub subject, keys, perCall int) (*driver, error) {
+	d := &driver{srv: srv, sub: sub, keys: keys, perCall: perCall}
+	if sub.ref != "" {
+		return d, nil
+	}
+	cfg := redisstore.Config{Timeout: time.Minute, BatchMaxSize: 1}
+	if perCall > 1 {
+		// The batcher sends once perCall calls are queued: each FCALL
+		// then holds perCall groups of one request, as under load.
+		cfg = redisstore.Config{Timeout: time.Minute, BatchMaxSize: perCall, BatchPipelines: 1, BatchMaxWait: time.Minute}
+	}
+	st, err := redisstore.New(d.srv.client, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.st = st
+	return d, nil
+}
+
+func (d *driver) close() {
+	if d.st != nil {
+		_ = d.st.Close()
+	}
+}
+
+// key is the n-th decision's key: the keys in a fixed order that visits
+// every one before repeating (7919 is prime to any key count it is used
+// with here) and keeps neighbours apart.
+func (d *driver) key(n int) string {
+	return d.sub.prefix + strconv.Itoa(n*7919%d.keys)
+}
+
+// run makes n decisions (a multiple of perCall).
+func (d *driver) run(ctx context.Context, n int) error {
+	base := d.next
+	d.next += n
+	if d.sub.ref != "" {
+		return d.runRef(ctx, base, n)
+	}
+	if d.perCall == 1 {
+		out := make([]algorithms.Decision, 1)
+		for i := range n {
+			req := []store.Request{{Key: d.key(base + i), Limit: d.sub.limit, Cost: 1}}
+			if err := d.st.Decide(ctx, time.Now(), req, out); err != nil {
+				return fmt.Errorf("%s: %w", d.sub.name, err)
+			}
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, d.perCall)
+	for g := range d.perCall {
+		wg.Go(func() {
+			out := make([]algorithms.Decision, 1)
+			for i := g; i < n; i += d.perCall {
+				req := []store.Request{{Key: d.key(base + i), Limit: d.sub.limit, Cost: 1}}
+				if err := d.st.Decide(ctx, time.Now(), req, out); err != nil {
+					errs[g] = fmt.Errorf("%s: %w", d.sub.name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runRef makes n decisions of the reference, perCall keys a call, one
+// call at a time (as a lone caller, or the batcher's one pipeline).
+func (d *driver) runRef(ctx context.Context, base, n int) error {
+	T := day.Milliseconds() / 1000
+	args := []any{strconv.FormatInt(T, 10), strconv.FormatInt(T*999, 10)}
+	keys := make([]string, d.perCall)
+	for i := 0; i < n; i += d.perCall {
+		for j := range keys {
+			keys[j] = "ref:{" + d.key(base+i+j) + "}"
+		}
+		if err := d.srv.client.FCall(ctx, d.sub.ref, keys, args...).Err(); err != nil {
+			return fmt.Errorf("%s: %w", d.sub.name, err)
+		}
+	}
+	return nil
+}
+
+// warm gives every key of the subject a state: one decision each, many
+// callers at once, through a batching store (or pipelined FCALLs).
+func warm(ctx context.Context, srv *server, sub subject, keys int) error {
+	if sub.ref != "" {
+		d := &driver{srv: srv, sub: sub, keys: keys, perCall: 1}
+		return d.runRef(ctx, 0, keys)
+	}
+	st, err := redisstore.New(srv.client, redisstore.Config{Timeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	const callers = 32
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	for g := range callers {
+		wg.Go(func() {
+			out := make([]algorithms.Decision, 1)
+			for i := g; i < keys; i += callers {
+				req := []store.Request{{Key: sub.prefix + strconv.Itoa(i), Limit: sub.limit, Cost: 1}}
+				if err := st.Decide(ctx, time.Now(), req, out); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("warming %s: %w", sub.name, err)
+		}
+	}
+	return nil
+}

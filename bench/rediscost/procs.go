@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// server is a redis-server this program started, perhaps under callgrind.
+type server struct {
+	cmd    *exec.Cmd
+	addr   string
+	cgOut  string // the callgrind output file's prefix; "" without callgrind
+	client *redis.Client
+}
+
+// startServer starts redis-server on a free loopback port with no
+// persistence and hz 1 (the cron runs once a second, so its share of a
+// measured phase is negligible); under callgrind when cgDir is set, with
+// instrumentation (so counting) off until a phase turns it on.
+func startServer(ctx context.Context, cgDir string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--hz", "1", "--loglevel", "warning"}
+	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	name := "redis-server"
+	if cgDir != "" {
+		s.cgOut = filepath.Join(cgDir, "cg.out")
+		args = append([]string{"--tool=callgrind", "--instr-atstart=no", "--dump-instr=no", "--callgrind-out-file=" + s.cgOut, "redis-server"}, args...)
+		name = "valgrind"
+	}
+	s.cmd = exec.Command(name, args...)
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	s.client = redis.NewClient(&redis.Options{Addr: s.addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, PoolSize: 64})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := s.client.Ping(ctx).Err(); err == nil {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, errors.New("redis-server did not answer PING within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop ends the server (SIGTERM, then SIGKILL after 10s).
+func (s *server) stop() {
+	_ = s.client.Close()
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// control runs callgrind_control on the server's process.
+func (s *server) control(args ...string) error {
+	out, err := exec.Command("callgrind_control", append(args, strconv.Itoa(s.cmd.Process.Pid))...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("callgrind_control %v: %w: %s", args, err, out)
+	}
+	return nil
+}
+
+// counted runs f with callgrind counting and returns the instructions
+// Redis executed meanwhile: instrumentation on, counters zeroed, f,
+// instrumentation off, a dump, whose totals line is the count.
+func (s *server) counted(f func() error) (int64, error) {
+	if err := s.control("-i", "on"); err != nil {
+		return 0, err
+	}
+	if err := s.control("-z"); err != nil {
+		return 0, err
+	}
+	ferr := f()
+	if err := s.control("-i", "off"); err != nil {
+		return 0, err
+	}
+	before, _ := filepath.Glob(s.cgOut + "*")
+	if err := s.control("-d"); err != nil {
+		return 0, err
+	}
+	if ferr != nil {
+		return 0, ferr
+	}
+	after, _ := filepath.Glob(s.cgOut + "*")
+	seen := map[string]bool{}
+	for _, f := range before {
+		seen[f] = true
+	}
+	for _, f := range after {
+		if !seen[f] {
+			return totals(f)
+		}
+	}
+	return 0, errors.New("callgrind wrote no dump")
+}
+
+// totals reads the instruction count of a callgrind dump.
+func totals(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "totals: "); ok {
+			return strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no totals line", path)
+}
+
+// stats is what INFO says of the server's main thread's CPU and its
+// script calls.
+type stats struct {
+	cpu   float64 // seconds, main thread user + system
+	calls int64   // FCALL calls
+}
+
+func (s *server) stats(ctx context.Context) (stats, error) {
+	info, err := s.client.Info(ctx, "cpu", "commandstats").Result()
+	if err != nil {
+		return stats{}, err
+	}
+	var st stats
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "used_cpu_user_main_thread", "used_cpu_sys_main_thread":
+			f, _ := strconv.ParseFloat(v, 64)
+			st.cpu += f
+		case "cmdstat_fcall":
+			for _, kv := range strings.Split(v, ",") {
+				if n, ok := strings.CutPrefix(kv, "calls="); ok {
+					st.calls, _ = strconv.ParseInt(n, 10, 64)
+				}
+			}
+		}
+	}
+	return st, nil
+}
