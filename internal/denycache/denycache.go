@@ -4,8 +4,9 @@
 // requests only take more. So until T, a request for that key is answered
 // locally, and an attack on a key costs the store nothing.
 //
-// Exactness: only single-unit requests (cost 1, what attack traffic and
-// nearly every check costs) are cached and answered. For them the cached
+// Exactness: only single-unit checks (cost 1, what attack traffic and
+// nearly every check costs; plain or NoWait, never a debt charge) are
+// cached and answered. For them the cached
 // answer is exactly the store's: before T not even one unit fits, so
 // Remaining is 0 throughout, and RetryAfter and ResetAfter move on by the
 // time that passed (a deny changes no state, so the moments they point at
@@ -64,9 +65,10 @@ type shard struct {
 type entry struct {
 	scope string
 	limit algorithms.Limit
-	// mode is the requests' (a leaky bucket's NoWait denies until its
-	// queue is empty, a plain request only until a place frees): a deny
-	// answers only requests of its own mode.
+	// mode is the requests' as cacheMode keys it (a leaky bucket's NoWait
+	// denies until its queue is empty, a plain request only until a place
+	// frees; every other algorithm ignores NoWait): a deny answers only
+	// requests of its own mode.
 	mode  algorithms.Mode
 	at    int64 // when the store denied, in Unix ms as the stores read now
 	until int64 // at + RetryAfter, in Unix ms
@@ -110,12 +112,13 @@ func (c *Cache) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 func (c *Cache) answer(now time.Time, reqs []store.Request, out []algorithms.Decision) bool {
 	for i := range reqs {
 		r := &reqs[i]
-		if r.Cost != 1 || r.Mode != 0 { // a debt charge is never refused
+		m, cacheable := cacheMode(r.Limit, r.Mode)
+		if r.Cost != 1 || !cacheable {
 			return false
 		}
 		s := c.shard(r.Key)
 		s.mu.Lock()
-		e, ok := find(s.m[r.Key], r.Scope, r.Limit, r.Mode)
+		e, ok := find(s.m[r.Key], r.Scope, r.Limit, m)
 		s.mu.Unlock()
 		nowMs := now.UnixMilli()
 		if !ok || nowMs >= e.until {
@@ -144,11 +147,34 @@ func (c *Cache) learn(now time.Time, reqs []store.Request, out []algorithms.Deci
 			// its cached denies would promise too short a wait.
 			c.forget(r.Key)
 		case r.Cost == 1 && !out[i].Allowed && out[i].RetryAfter > 0 && alone(reqs, i):
+			m, cacheable := cacheMode(r.Limit, r.Mode)
+			if !cacheable {
+				continue
+			}
 			at := now.UnixMilli()
 			retryMs := (out[i].RetryAfter + time.Millisecond - 1).Milliseconds() // whole already; never rounded down
-			c.put(r.Key, entry{scope: r.Scope, limit: r.Limit, mode: r.Mode, at: at, until: at + retryMs, d: out[i]})
+			c.put(r.Key, entry{scope: r.Scope, limit: r.Limit, mode: m, at: at, until: at + retryMs, d: out[i]})
 		}
 	}
+}
+
+// cacheMode is the mode under which a request's denies are cached and
+// matched; cacheable is false for a request the cache must never answer.
+// A debt charge (or a mode this cache does not know) is never refused, so
+// never answered. NoWait changes only a leaky bucket's decision: there it
+// denies until the queue is empty where a plain check still queues, so a
+// leaky bucket's denies answer only their own mode. Every other algorithm
+// decides NoWait exactly as a plain check, so the mode is dropped and a
+// deny seen through either API (Check's plain checks, ShouldRateLimit's
+// NoWait ones) answers both.
+func cacheMode(l algorithms.Limit, m algorithms.Mode) (mode algorithms.Mode, cacheable bool) {
+	switch {
+	case m&^algorithms.NoWait != 0:
+		return 0, false
+	case l.Algorithm != algorithms.LeakyBucket:
+		return 0, true
+	}
+	return m, true
 }
 
 // alone reports whether reqs[i]'s key appears only once in the call: a
