@@ -72,6 +72,14 @@ func (c *fakeClient) next(t testing.TB) *rlqsv3.RateLimitQuotaResponse {
 	case r := <-c.out:
 		return r
 	case <-c.end:
+		// A handler sends its last response and then returns: both cases
+		// may be ready at once, and select picks one at random. What
+		// was sent before the end is still the next response.
+		select {
+		case r := <-c.out:
+			return r
+		default:
+		}
 		t.Fatalf("stream ended with %v while waiting for a response", c.err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("no response in 10s")
