@@ -14,7 +14,10 @@
 // Valid messages take protobuf-go's generated fast path unchanged; only a
 // message that path rejects is decoded again by Unmarshal, a reflection
 // decoder that accepts any bytes in strings and is otherwise as strict as
-// protobuf-go about the wire format.
+// protobuf-go about the wire format. Replies go the same way: a reply
+// protobuf-go cannot encode (it echoes a string that is not UTF-8) is
+// encoded by Marshal, byte for byte, so the same bytes that came in go
+// back out.
 package lenientcodec
 
 import (
@@ -37,9 +40,24 @@ var _ encoding.CodecV2 = Codec{}
 // Name is "proto", the codec it stands in for.
 func (Codec) Name() string { return protocodec.Name }
 
-// Marshal is grpc-go's protobuf marshalling.
+// Marshal is grpc-go's protobuf marshalling, with a lenient second try:
+// a message protobuf-go refuses (a string field holding bytes that are not
+// UTF-8, taken in by Unmarshal and echoed back) is encoded again by the
+// package's Marshal, which writes those bytes as they are.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
-	return encoding.GetCodecV2(protocodec.Name).Marshal(v)
+	out, err := encoding.GetCodecV2(protocodec.Name).Marshal(v)
+	if err == nil {
+		return out, nil
+	}
+	m := messageOf(v)
+	if m == nil {
+		return nil, err
+	}
+	b, lerr := Marshal(m)
+	if lerr != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 }
 
 // Unmarshal decodes data into v, which must be a protobuf message. It tries

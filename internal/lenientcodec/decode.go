@@ -17,6 +17,9 @@ const maxDepth = 10000
 // errMalformed is wrapped by every wire-format error.
 var errMalformed = errors.New("lenientcodec: malformed message")
 
+// errTooDeep is Marshal's error for a message nested deeper than maxDepth.
+var errTooDeep = fmt.Errorf("lenientcodec: message nested deeper than %d", maxDepth)
+
 // Unmarshal decodes the protobuf wire format in b into m, which it merges
 // into like proto.Merge. Strings are taken as the bytes they hold, UTF-8 or
 // not; everything else follows protobuf-go: unknown fields are kept, a

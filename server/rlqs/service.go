@@ -262,6 +262,12 @@ func (s *Service) StreamRateLimitQuotas(srv rlqsv3.RateLimitQuotaService_StreamR
 	if err != nil && s.m != nil {
 		s.m.streamErrors.WithLabelValues(status.Code(err).String()).Inc()
 	}
+	if status.Code(err) == codes.Internal {
+		// Not the client's doing (its mistakes end InvalidArgument or
+		// ResourceExhausted): every bucket of that Envoy lost its
+		// assignment, so say why.
+		s.log.Error("quota: stream ended by a server error; its buckets lose their assignments", "domain", trim(st.domain), "buckets", len(st.subs), "err", err)
+	}
 	return err
 }
 
