@@ -44,13 +44,17 @@ func loadRules(ctx context.Context, path string, live *liveRules, metrics *obser
 	}
 	w, err := rules.Watch(ctx, path,
 		func(c *rules.Set) {
-			if err := live.setFile(c); err != nil {
+			retried, err := live.setFile(c)
+			if err != nil {
 				metrics.ObserveConfigReload(err)
 				log.Error("config rejected; the previous config keeps serving (retried when the xDS config changes)", "err", err)
 				return
 			}
 			metrics.ObserveConfigReload(nil)
 			log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()), "policies", len(c.Policies()), "digest", c.Digest())
+			if retried {
+				log.Info("xds config loaded: the xDS response refused earlier applies now", "digest", live.Current().Digest())
+			}
 		},
 		func(err error) {
 			var we *filewatch.WatchError

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +87,11 @@ func (x *xdsFlags) client(apply func([]*rules.Set, string) error, log *slog.Logg
 // liveRules is the rules the APIs see: the --config files' and the xDS
 // management server's, merged. Either source replaces its part, and the
 // merged whole is swapped in at once; a change that would define a domain
-// twice is refused and the previous rules keep serving.
+// twice is refused and the previous rules keep serving. A refused part is
+// kept and tried again whenever the other source changes, in both
+// directions: a domain moving from the files to xDS (xDS adds it while a
+// file still defines it, then the file drops it) applies once the file
+// drops it, without waiting for the management server to resend.
 type liveRules struct {
 	cur atomic.Pointer[rules.Set]
 
@@ -93,38 +99,66 @@ type liveRules struct {
 	file        *rules.Set   // the files' part in force
 	pendingFile *rules.Set   // a files' reload refused for a clash, retried when xDS changes
 	xds         []*rules.Set // the xDS part in force, one per resource
+	pendingXDS  []*rules.Set // an xDS response refused for a clash, retried when the files change
 	changed     func()       // after every swap
 }
 
 // Current returns the merged rules in force. It never blocks.
 func (l *liveRules) Current() *rules.Set { return l.cur.Load() }
 
-// setFile makes c the files' part.
-func (l *liveRules) setFile(c *rules.Set) error {
+// setFile makes c the files' part. An xDS response refused earlier for a
+// clash is then tried again; retried reports whether it now applies.
+func (l *liveRules) setFile(c *rules.Set) (retried bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.swap(c, l.xds); err != nil {
 		l.pendingFile = c
-		return err
+		return false, err
 	}
 	l.file, l.pendingFile = c, nil
-	return nil
+	if p := l.pendingXDS; p != nil && l.swap(c, p) == nil {
+		l.xds, l.pendingXDS = p, nil
+		retried = true
+	}
+	return retried, nil
 }
 
 // setXDS makes parts the xDS part. A files' reload refused earlier for a
-// clash is then tried again; retried reports whether it now applies.
+// clash is then tried again; retried reports whether it now applies. A
+// refusal is an *xdsrules.Refusal whose message, sent to the management
+// server, names the resources and domains but no local file.
 func (l *liveRules) setXDS(parts []*rules.Set) (retried bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.swap(l.file, parts); err != nil {
-		return false, err
+		l.pendingXDS = parts
+		return false, &xdsrules.Refusal{Message: clashes(l.file, parts), Err: err}
 	}
-	l.xds = parts
+	l.xds, l.pendingXDS = parts, nil
 	if p := l.pendingFile; p != nil && l.swap(p, parts) == nil {
 		l.file, l.pendingFile = p, nil
 		retried = true
 	}
 	return retried, nil
+}
+
+// clashes names, for the management server, the domains of the xDS parts
+// that the files define too: the resource and the domain, never a path
+// of this host's.
+func clashes(file *rules.Set, parts []*rules.Set) string {
+	local := file.Domains()
+	var out []string
+	for _, p := range parts {
+		for _, d := range p.Domains() {
+			if slices.Contains(local, d) {
+				out = append(out, fmt.Sprintf("%s: domain %q is defined by this server's local config files too", strings.Join(p.Files(), ", "), d))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return "refused: the resources clash with this server's local config"
+	}
+	return strings.Join(out, "; ")
 }
 
 // swap merges the two parts and makes the result current. l.mu is held.

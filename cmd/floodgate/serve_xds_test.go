@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/xdsrules"
 )
 
 func parsed(t *testing.T, name, domain string, n int) *rules.Set {
@@ -43,8 +45,9 @@ func TestLiveRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(l.setFile(parsed(t, "f.yaml", "f", 1)))
-	_, err := l.setXDS([]*rules.Set{parsed(t, "xds:a", "a", 2)})
+	_, err := l.setFile(parsed(t, "/etc/floodgate/f.yaml", "f", 1))
+	must(err)
+	_, err = l.setXDS([]*rules.Set{parsed(t, "xds:a", "a", 2)})
 	must(err)
 	if limitOf(l, "f") != 1 || limitOf(l, "a") != 11 || swaps != 2 {
 		t.Fatalf("limits %d, %d after %d swaps; want 1, 11, 2", limitOf(l, "f"), limitOf(l, "a"), swaps)
@@ -52,7 +55,7 @@ func TestLiveRules(t *testing.T) {
 
 	// xDS defining the files' domain: refused, the previous rules stay.
 	_, err = l.setXDS([]*rules.Set{parsed(t, "xds:a", "a", 3), parsed(t, "xds:clash", "f", 4)})
-	if err == nil || err.Error() != `xds:clash: duplicate domain "f": already defined by f.yaml` {
+	if err == nil || err.Error() != `xds:clash: duplicate domain "f": already defined by /etc/floodgate/f.yaml` {
 		t.Errorf("xDS clash: err %v", err)
 	}
 	if limitOf(l, "f") != 1 || limitOf(l, "a") != 11 || swaps != 2 {
@@ -61,7 +64,7 @@ func TestLiveRules(t *testing.T) {
 
 	// A files' reload defining an xDS domain: refused, then applied once
 	// the xDS part drops that domain.
-	if err := l.setFile(parsed(t, "f.yaml", "a", 5)); err == nil || !strings.Contains(err.Error(), `duplicate domain "a"`) {
+	if _, err := l.setFile(parsed(t, "f.yaml", "a", 5)); err == nil || !strings.Contains(err.Error(), `duplicate domain "a"`) {
 		t.Errorf("files' clash: err %v", err)
 	}
 	if limitOf(l, "f") != 1 || limitOf(l, "a") != 11 {
@@ -71,6 +74,55 @@ func TestLiveRules(t *testing.T) {
 	must(err)
 	if !retried || limitOf(l, "a") != 11111 || limitOf(l, "f") != 0 || limitOf(l, "b") != 111111 {
 		t.Errorf("after xDS dropped a: retried %v, limits a %d, f %d, b %d", retried, limitOf(l, "a"), limitOf(l, "f"), limitOf(l, "b"))
+	}
+}
+
+// TestLiveRulesDomainMovesToXDS: a domain moving from the files to xDS
+// (xDS adds it while a file still defines it, then the file drops it)
+// applies once the file drops it, without the management server
+// resending; a refusal tells the management server the resource and the
+// domain, never a local path.
+func TestLiveRulesDomainMovesToXDS(t *testing.T) {
+	l := &liveRules{}
+	if _, err := l.setFile(parsed(t, "/etc/floodgate/rules/a.yaml", "a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.setXDS([]*rules.Set{parsed(t, "xds:moved", "a", 2), parsed(t, "xds:b", "b", 3)})
+	if err == nil {
+		t.Fatal("xDS defining the files' domain: accepted")
+	}
+	r, ok := errors.AsType[*xdsrules.Refusal](err)
+	if !ok {
+		t.Fatalf("refusal %T %v, want an *xdsrules.Refusal", err, err)
+	}
+	if want := `xds:moved: domain "a" is defined by this server's local config files too`; r.Message != want {
+		t.Errorf("NACK message %q, want %q", r.Message, want)
+	}
+	if !strings.Contains(err.Error(), "/etc/floodgate/rules/a.yaml") {
+		t.Errorf("local error %q: want the file named in the log", err)
+	}
+	if limitOf(l, "a") != 1 || limitOf(l, "b") != 0 {
+		t.Fatalf("after the refusal: limits a %d, b %d; want 1, 0", limitOf(l, "a"), limitOf(l, "b"))
+	}
+	// Another files' reload that still defines a: the xDS part stays out.
+	retried, err := l.setFile(parsed(t, "/etc/floodgate/rules/a.yaml", "a", 4))
+	if err != nil || retried || limitOf(l, "a") != 1111 || limitOf(l, "b") != 0 {
+		t.Fatalf("reload keeping a: retried %v, err %v, limits a %d, b %d", retried, err, limitOf(l, "a"), limitOf(l, "b"))
+	}
+	// The file drops a: the refused xDS response applies now.
+	retried, err = l.setFile(parsed(t, "/etc/floodgate/rules/a.yaml", "other", 5))
+	if err != nil || !retried {
+		t.Fatalf("file dropped a: retried %v, err %v; want the xDS part retried", retried, err)
+	}
+	if limitOf(l, "a") != 11 || limitOf(l, "b") != 111 || limitOf(l, "other") != 11111 {
+		t.Errorf("after the retry: limits a %d, b %d, other %d; want 11, 111, 11111", limitOf(l, "a"), limitOf(l, "b"), limitOf(l, "other"))
+	}
+	// Applied once: a later files' change does not re-apply a stale part.
+	if _, err := l.setXDS([]*rules.Set{parsed(t, "xds:b", "b", 6)}); err != nil {
+		t.Fatal(err)
+	}
+	if retried, _ := l.setFile(parsed(t, "/etc/floodgate/rules/a.yaml", "other", 7)); retried || limitOf(l, "a") != 0 || limitOf(l, "b") != 111111 {
+		t.Errorf("stale pending part: retried %v, limits a %d, b %d", retried, limitOf(l, "a"), limitOf(l, "b"))
 	}
 }
 

@@ -204,7 +204,7 @@ func (c *Client) answer(resp *discoveryv3.DiscoveryResponse) (req *discoveryv3.D
 	}
 	if err != nil {
 		req.VersionInfo = c.version
-		req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+		req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: nackMessage(err)}
 		if resp.GetVersionInfo() == c.nacked {
 			return req, true // logged already
 		}
@@ -215,6 +215,29 @@ func (c *Client) answer(resp *discoveryv3.DiscoveryResponse) (req *discoveryv3.D
 	c.version, c.nacked = resp.GetVersionInfo(), ""
 	req.VersionInfo = c.version
 	return req, false
+}
+
+// Refusal is an error Apply may return to NACK a response with a message
+// of its own: Message goes to the management server, Err (with local
+// detail, such as the paths of this host's config files) to the log.
+type Refusal struct {
+	Message string
+	Err     error
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+
+// Unwrap returns r.Err.
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// nackMessage is the error_detail text of a NACK for err: a Refusal's
+// Message, else err's text (Convert's errors name only resources and
+// their fields).
+func nackMessage(err error) string {
+	if r, ok := errors.AsType[*Refusal](err); ok {
+		return r.Message
+	}
+	return err.Error()
 }
 
 // TLSConfig is the client TLS config for a management server: caFile

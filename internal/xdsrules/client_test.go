@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -223,5 +225,33 @@ func TestNewOptions(t *testing.T) {
 	}
 	if _, err := TLSConfig("/nonexistent/ca.pem", "", ""); err == nil {
 		t.Error("a missing CA file: no error")
+	}
+}
+
+// TestNACKMessageIsRefusals: a Refusal NACKs with its own message (no
+// local detail goes to the management server); other errors with their
+// text.
+func TestNACKMessageIsRefusals(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"refusal", &Refusal{Message: `xds:a: domain "d" is defined by this server's local config files too`, Err: errors.New("already defined by /etc/floodgate/d.yaml")},
+			`xds:a: domain "d" is defined by this server's local config files too`},
+		{"wrapped refusal", fmt.Errorf("apply: %w", &Refusal{Message: "m", Err: errors.New("/etc/x")}), "m"},
+		{"plain", errors.New("plain"), "plain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Client{opts: Options{Apply: func([]*rules.Set, string) error { return tt.err }, Log: slog.New(slog.DiscardHandler)}}
+			req, _ := c.answer(&discoveryv3.DiscoveryResponse{TypeUrl: TypeURL, VersionInfo: "1", Nonce: "n"})
+			if got := req.GetErrorDetail().GetMessage(); got != tt.want {
+				t.Errorf("NACK message %q, want %q", got, tt.want)
+			}
+			if tt.name != "plain" && !strings.Contains(tt.err.Error(), "/etc/") {
+				t.Errorf("local error %q lost its detail", tt.err)
+			}
+		})
 	}
 }
