@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store/redisstore"
@@ -236,7 +235,7 @@ func newDescriptorReport(d rules.DescriptorExplanation, prefix string) descripto
 		mr := matchReport{RuleView: server.NewRuleView(m.Limit), ReplacedBy: m.ReplacedBy, Decision: decisionOf(m)}
 		if m.StoreKey != "" {
 			mr.StoreKey = strconv.QuoteToASCII(m.StoreKey)
-			mr.RedisKey = keys.Redis(prefix, m.Limit.Rate.Algorithm, keys.HashTag(m.StoreKey), "")
+			mr.RedisKey = redisstore.KeyName(prefix, m.Limit.Rate.Algorithm, m.StoreKey)
 		}
 		dr.Rules = append(dr.Rules, mr)
 	}

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // explainRules' line numbers are asserted below.
@@ -76,7 +76,7 @@ func TestConfigExplainText(t *testing.T) {
 		t.Fatalf("%v: %s", err, errOut)
 	}
 	key, l := storeKey(t, path, rules.Entry{Key: "path", Value: "/login"}, rules.Entry{Key: "user", Value: "bob"})
-	redisKey := keys.Redis("rl:", l.Rate.Algorithm, keys.HashTag(key), "")
+	redisKey := redisstore.KeyName("rl:", l.Rate.Algorithm, key)
 	for _, want := range []string{
 		`descriptor 1: path="/login", user="bob"`,
 		"matches login_per_user at " + path + ":9:21",
@@ -140,7 +140,7 @@ func TestConfigExplainJSON(t *testing.T) {
 	if err != nil || got != key {
 		t.Errorf("store_key %s unquotes to %q (%v), want %q", m.StoreKey, got, err, key)
 	}
-	if want := keys.Redis("fg:", l.Rate.Algorithm, keys.HashTag(key), ""); m.RedisKey != want {
+	if want := redisstore.KeyName("fg:", l.Rate.Algorithm, key); m.RedisKey != want {
 		t.Errorf("redis_key %q, want %q", m.RedisKey, want)
 	}
 	if m.Name != "shop.remote_address" || m.Source.File != path || m.Source.Line != 4 || m.Source.Column != 17 ||

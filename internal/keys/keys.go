@@ -1,6 +1,7 @@
-// Package keys owns every key layout of floodgate: the store keys the APIs
-// build from a request, and how each store turns a store key into its own
-// name for the state.
+// Package keys owns the store keys the APIs build from a request: what a
+// decision API hands the store as store.Request.Key and Scope. How a store
+// names the state of a store key is the store's own business
+// (store/memstore's entry keys, store/redisstore's Redis keys).
 //
 // # Store keys (what an API hands the store)
 //
@@ -16,14 +17,7 @@
 // value is left out and written "|*" (AppendShared). A limit's count is
 // further named by store.Request.Scope (PolicyScope: "p" and the policy's
 // name; InlineScope: "i" and an inline limit's numbers), which the stores
-// keep apart from the key (below).
-//
-// # Store state names
-//
-//	memstore    Entry(key, scope): the map key of one (key, scope)
-//	redisstore  Redis(prefix, algorithm, HashTag(key), scope):
-//	            <prefix><algorithm>:{<tag>}[:<scope>], every scope of a key in
-//	            the key's cluster slot (Slot)
+// keep apart from the key.
 package keys
 
 import (

@@ -1,11 +1,7 @@
 package keys
 
 import (
-	"path"
-	"strings"
 	"testing"
-
-	"github.com/floodgate/floodgate/algorithms"
 )
 
 func TestNamespacesNeverMeet(t *testing.T) {
@@ -77,52 +73,4 @@ func TestAppendField(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { buf = AppendField(buf[:0], "value") }); n != 0 {
 		t.Errorf("AppendField allocates %v times", n)
 	}
-}
-
-// TestSettleKeys: a settlement record's keys never meet a state's: in
-// memory they start apart from every Entry, in Redis they share the state
-// key's hash slot but never match a Reset's scope pattern, and distinct
-// idempotency keys, scopes or algorithms name distinct records.
-func TestSettleKeys(t *testing.T) {
-	ek := Entry("user:1", "p")
-	if r := SettleEntry(1, ek, "id"); strings.HasPrefix(r, "\x00\x01") || r == Entry(r, "") || r == SettleEntry(1, ek, "id2") || r == SettleEntry(2, ek, "id") {
-		t.Errorf("memory record %q collides", r)
-	}
-	// The entry is length-prefixed: moving bytes between it and the
-	// idempotency key makes another record.
-	if SettleEntry(1, "ab", "c") == SettleEntry(1, "a", "bc") {
-		t.Error("entry and idempotency key are not kept apart")
-	}
-	tag := HashTag("user:1")
-	rk := RedisSettle("fg:", algorithms.TokenBucket, tag, "p", "id")
-	if Slot(tag) != Slot(hashTagOf(t, rk)) {
-		t.Errorf("record %q is not in the state's slot", rk)
-	}
-	for _, alg := range []algorithms.Algorithm{algorithms.Unspecified, algorithms.TokenBucket} {
-		pat := RedisScopesPattern("fg:", alg, tag)
-		if ok, _ := path.Match(pat, rk); ok {
-			t.Errorf("Reset's pattern %q matches the record %q", pat, rk)
-		}
-	}
-	seen := map[string]bool{}
-	for _, k := range []string{
-		rk, RedisSettle("fg:", algorithms.TokenBucket, tag, "p", "id2"), RedisSettle("fg:", algorithms.TokenBucket, tag, "q", "id"),
-		RedisSettle("fg:", algorithms.FixedWindow, tag, "p", "id"), RedisSettle("fg:", algorithms.TokenBucket, tag, "", "pid"),
-	} {
-		if seen[k] {
-			t.Errorf("two records share %q", k)
-		}
-		seen[k] = true
-	}
-}
-
-// hashTagOf is the text between the first '{' and the next '}' of a key.
-func hashTagOf(t *testing.T, key string) string {
-	t.Helper()
-	i := strings.IndexByte(key, '{')
-	j := strings.IndexByte(key[i+1:], '}')
-	if i < 0 || j < 0 {
-		t.Fatalf("no hash tag in %q", key)
-	}
-	return key[i+1 : i+1+j]
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -51,7 +50,7 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 	alg := r.Limit.Algorithm
 	sh.mu.Lock()
 	sh.observe(nowMs)
-	ek := keys.Entry(r.Key, r.Scope)
+	ek := entryKey(r.Key, r.Scope)
 	ref := sh.find(alg, ek, nowMs)
 	st := ref.state()
 	if r.DryRun {
@@ -119,7 +118,7 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 	for i := range reqs {
 		r := &reqs[i]
 		alg := r.Limit.Algorithm
-		ek := keys.Entry(r.Key, r.Scope)
+		ek := entryKey(r.Key, r.Scope)
 		p := -1
 		if index != nil {
 			if j, ok := index[pendingKey{alg, ek}]; ok {

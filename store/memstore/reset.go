@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -35,11 +34,11 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 			continue
 		}
 		for _, sc := range scopes {
-			sh.remove(a, keys.Entry(key, sc))
+			sh.remove(a, entryKey(key, sc))
 		}
 		if all {
 			for _, ek := range sh.keys(a) {
-				if k, ok := keys.EntryKeyOf(ek); ok && k == key {
+				if k, ok := entryKeyOf(ek); ok && k == key {
 					sh.remove(a, ek)
 				}
 			}

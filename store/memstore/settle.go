@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -49,8 +48,8 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	}
 	nowMs := now.UnixMilli()
 	alg := st.Limit.Algorithm
-	ek := keys.Entry(st.Key, st.Scope)
-	rk := keys.SettleEntry(byte(alg), ek, st.IdempotencyKey)
+	ek := entryKey(st.Key, st.Scope)
+	rk := settleEntryKey(byte(alg), ek, st.IdempotencyKey)
 	fp := st.Fingerprint()
 
 	sh := &s.shards[s.shardIndex(st.Key)]

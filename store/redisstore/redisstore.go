@@ -79,7 +79,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/floodgate/floodgate/internal/keys"
 	"io"
 	"net"
 	"strings"
@@ -335,7 +334,7 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 		c.buf = appendHeader(c.buf, h)
 		for i := range reqs {
 			r := &reqs[i]
-			c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, keys.HashTag(r.Key), r.Scope))
+			c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, hashTag(r.Key), r.Scope))
 			c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
 			c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 			c.idx = append(c.idx, i)
@@ -345,8 +344,8 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 	var calls []*call
 	for i := range reqs {
 		r := &reqs[i]
-		tag := keys.HashTag(r.Key)
-		sl := keys.Slot(tag)
+		tag := hashTag(r.Key)
+		sl := slot(tag)
 		var c *call
 		for _, o := range calls {
 			if o.slot == sl {
@@ -358,7 +357,7 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 			c = &call{slot: sl, h: h, buf: appendHeader(make([]byte, 0, hdrLen+reqLen*len(reqs)), h), done: make(chan *call, 1)}
 			calls = append(calls, c)
 		}
-		c.keys = append(c.keys, keys.Redis(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
+		c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
 		c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
 		c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 		c.idx = append(c.idx, i)

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"github.com/floodgate/floodgate/internal/keys"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,7 +24,7 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 	if alg != algorithms.Unspecified {
 		algs = []algorithms.Algorithm{alg}
 	}
-	tag := keys.HashTag(key)
+	tag := hashTag(key)
 	all := len(scopes) == 0
 	if all {
 		scopes = []string{""}
@@ -33,7 +32,7 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 	var names []string
 	for _, a := range algs {
 		for _, sc := range scopes {
-			names = append(names, keys.Redis(s.cfg.Prefix, a, tag, sc))
+			names = append(names, stateKey(s.cfg.Prefix, a, tag, sc))
 		}
 	}
 	if err := s.del(ctx, s.client, names); err != nil {
@@ -42,7 +41,7 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 	if !all {
 		return nil
 	}
-	pattern := keys.RedisScopesPattern(s.cfg.Prefix, alg, tag)
+	pattern := scopesPattern(s.cfg.Prefix, alg, tag)
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 			return s.scanDel(ctx, c, pattern)

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"github.com/floodgate/floodgate/internal/keys"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,7 +65,7 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 		args   func(i int) ([]string, []any)
 	}
 	tbKey := func(alg algorithms.Algorithm, i int) string {
-		return keys.Redis(DefaultPrefix, alg, keys.HashTag(fmt.Sprintf("kbench%d", i%10000)), "")
+		return stateKey(DefaultPrefix, alg, hashTag(fmt.Sprintf("kbench%d", i%10000)), "")
 	}
 	jakarta, err := time.LoadLocation("Asia/Jakarta")
 	if err != nil {

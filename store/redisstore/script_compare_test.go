@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"github.com/floodgate/floodgate/internal/keys"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,7 +140,7 @@ func TestScriptCostAgainstBase(t *testing.T) {
 							names := make([]string, per)
 							buf := appendHeader(nil, header{nowMs: -1})
 							for j := range names {
-								names[j] = keys.Redis(DefaultPrefix, alg, keys.HashTag(fmt.Sprintf("kbench%d", (i*per+j)%nkeys)), "")
+								names[j] = stateKey(DefaultPrefix, alg, hashTag(fmt.Sprintf("kbench%d", (i*per+j)%nkeys)), "")
 								buf = appendRequest(buf, l, 1, false, 0)
 							}
 							sc.send(ctx, p, names, buf)

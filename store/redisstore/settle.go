@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -24,7 +23,7 @@ const settleReplyLen = 1 + 7*8 + 1
 var _ store.Settler = (*Store)(nil)
 
 // Settle implements store.Settler: one script call charges the delta
-// and sets the settlement's record (keys.RedisSettle, in the state key's
+// and sets the settlement's record (settleKey, in the state key's
 // hash slot, with a TTL of Config.SettleWindow), so a retry after a reply
 // lost to a timeout finds the record and charges nothing.
 func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) (store.SettleResult, error) {
@@ -39,8 +38,8 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 		h.nowMs = max(now.UnixMilli(), 0)
 	}
 	alg := st.Limit.Algorithm
-	tag := keys.HashTag(st.Key)
-	ks := []string{keys.Redis(s.cfg.Prefix, alg, tag, st.Scope), keys.RedisSettle(s.cfg.Prefix, alg, tag, st.Scope, st.IdempotencyKey)}
+	tag := hashTag(st.Key)
+	ks := []string{stateKey(s.cfg.Prefix, alg, tag, st.Scope), settleKey(s.cfg.Prefix, alg, tag, st.Scope, st.IdempotencyKey)}
 	arg := appendRequestMode(appendHeader(nil, h), st.Limit, st.Delta(), false, algorithms.Debt, h.calMs)
 	window := s.cfg.SettleWindow
 	if window <= 0 {

@@ -1,4 +1,13 @@
-package keys
+package redisstore
+
+// The Redis keys of the store, its one owner:
+//
+//	state       <prefix><algorithm>:{<tag>}[:<scope>]   (stateKey)
+//	settlement  <prefix>settle:{<tag>}/<hash>           (settleKey)
+//
+// where tag is hashTag(store key), so every key of one store key (all its
+// scopes, its settlement records) is in one Redis Cluster slot (slot), and
+// algorithm is tb, sw, swl2, fw or lb.
 
 import (
 	"crypto/sha256"
@@ -24,9 +33,8 @@ var redisAlgName = map[algorithms.Algorithm]string{
 	algorithms.LeakyBucket:      "lb",
 }
 
-// HashTag is the text between the braces of key's Redis keys (see the
-// package doc): key escaped, or "#" and its SHA-256 when that is long.
-func HashTag(key string) string {
+// hashTag is the text between the braces of key's Redis keys (see above): key escaped, or "#" and its SHA-256 when that is long.
+func hashTag(key string) string {
 	if key == "" {
 		return "%" // escape never yields a lone "%"
 	}
@@ -71,22 +79,22 @@ func redisStateKey(prefix string, alg algorithms.Algorithm, tag string) string {
 	return prefix + redisAlgName[alg] + ":{" + tag + "}"
 }
 
-// Redis is the Redis key holding key's state under alg in scope:
+// stateKey is the Redis key holding key's state under alg in scope:
 // redisStateKey, then, unless scope is "", ':' and the scope escaped like a
 // hash tag. The scope comes after the closing brace, so every scope of a
 // key is in the key's Slot, and a tag (which holds no braces) cannot run
 // into it: distinct (key, scope) pairs never share a Redis key.
-func Redis(prefix string, alg algorithms.Algorithm, tag, scope string) string {
+func stateKey(prefix string, alg algorithms.Algorithm, tag, scope string) string {
 	if scope == "" {
 		return redisStateKey(prefix, alg, tag)
 	}
-	return redisStateKey(prefix, alg, tag) + ":" + HashTag(scope)
+	return redisStateKey(prefix, alg, tag) + ":" + hashTag(scope)
 }
 
-// RedisScopesPattern is the SCAN MATCH pattern of key's keys in every
+// scopesPattern is the SCAN MATCH pattern of key's keys in every
 // non-empty scope under alg, or under every algorithm when alg is
 // algorithms.Unspecified.
-func RedisScopesPattern(prefix string, alg algorithms.Algorithm, tag string) string {
+func scopesPattern(prefix string, alg algorithms.Algorithm, tag string) string {
 	if alg == algorithms.Unspecified {
 		return globEscape(prefix) + "*:{" + globEscape(tag) + "}:*"
 	}
@@ -115,9 +123,9 @@ func globEscape(s string) string {
 	return string(b)
 }
 
-// Slot is the Redis Cluster hash Slot of a key whose hash tag is tag
+// slot is the Redis Cluster hash Slot of a key whose hash tag is tag
 // (non-empty, without braces): CRC16-XMODEM(tag) mod 16384.
-func Slot(tag string) int {
+func slot(tag string) int {
 	crc := uint16(0)
 	for i := 0; i < len(tag); i++ {
 		crc ^= uint16(tag[i]) << 8
@@ -132,12 +140,12 @@ func Slot(tag string) int {
 	return int(crc) % 16384
 }
 
-// RedisSettle is the Redis key of a settlement record: in the hash slot
-// of the state key Redis(prefix, alg, tag, scope) (the same {tag}), named
+// settleKey is the Redis key of a settlement record: in the hash slot
+// of the state key stateKey(prefix, alg, tag, scope) (the same {tag}), named
 // by a hash of the algorithm, scope and idempotency key, so its length is
 // bounded and it never matches RedisScopesPattern (a Reset of every scope
 // leaves the records: a retry after a Reset still charges nothing).
-func RedisSettle(prefix string, alg algorithms.Algorithm, tag, scope, idempotencyKey string) string {
+func settleKey(prefix string, alg algorithms.Algorithm, tag, scope, idempotencyKey string) string {
 	h := sha256.New()
 	var n [8]byte
 	n[0] = byte(alg)
@@ -146,4 +154,12 @@ func RedisSettle(prefix string, alg algorithms.Algorithm, tag, scope, idempotenc
 	h.Write([]byte(scope))
 	h.Write([]byte(idempotencyKey))
 	return prefix + "settle:{" + tag + "}/" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// KeyName is the Redis key that holds the state of the store key key under
+// alg, for a store whose Config.Prefix is prefix, in the scope "" (the Envoy
+// API's counts): what `floodgate config explain` shows an operator looking
+// for a rule's key in Redis. The layout may change between releases.
+func KeyName(prefix string, alg algorithms.Algorithm, key string) string {
+	return stateKey(prefix, alg, hashTag(key), "")
 }

@@ -1,11 +1,11 @@
-package keys
+package memstore
 
 import (
 	"encoding/binary"
 	"strings"
 )
 
-// Entry is the map key of key's state in scope: one string per (key,
+// entryKey is the map key of key's state in scope: one string per (key,
 // scope), distinct pairs never equal, and no allocation for the scope ""
 // (the Envoy API's) unless key begins with a zero byte:
 //
@@ -14,7 +14,7 @@ import (
 //	scope s != "":                         0x00 0x01 len(s) (4 bytes) s key
 //
 // The first bytes tell the forms apart, and the length bounds the scope.
-func Entry(key, scope string) string {
+func entryKey(key, scope string) string {
 	if scope == "" {
 		if key == "" || key[0] != 0 {
 			return key
@@ -26,9 +26,9 @@ func Entry(key, scope string) string {
 	return "\x00\x01" + string(n[:]) + scope + key
 }
 
-// EntryKeyOf reports the key of a scoped entry key (the third form of
-// Entry), or false for the other forms.
-func EntryKeyOf(ek string) (string, bool) {
+// entryKeyOf reports the key of a scoped entry key (the third form of
+// entryKey), or false for the other forms.
+func entryKeyOf(ek string) (string, bool) {
 	if len(ek) < 6 || !strings.HasPrefix(ek, "\x00\x01") {
 		return "", false
 	}
@@ -39,11 +39,11 @@ func EntryKeyOf(ek string) (string, bool) {
 	return ek[6+n:], true
 }
 
-// SettleEntry is the memory store's key of a settlement record: the
-// state entry ek (Entry) of algorithm alg and the settlement's
+// settleEntryKey is the memory store's key of a settlement record: the
+// state entry ek (entryKey) of algorithm alg and the settlement's
 // idempotency key, kept apart from every Entry (it starts with "\x00\x02")
 // and from each other whatever bytes they hold (ek is length-prefixed).
-func SettleEntry(alg byte, ek, idempotencyKey string) string {
+func settleEntryKey(alg byte, ek, idempotencyKey string) string {
 	var n [4]byte
 	binary.BigEndian.PutUint32(n[:], uint32(len(ek)))
 	return "\x00\x02" + string(alg) + string(n[:]) + ek + idempotencyKey
