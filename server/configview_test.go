@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/configview"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/server"
 )
@@ -114,7 +115,7 @@ func TestDebugConfig(t *testing.T) {
 	for i, r := range view.Domains[0].Rules {
 		wr := want[i]
 		if r.Name != wr.name || r.Path != wr.path || r.Algorithm != wr.alg || r.FailureMode != wr.failure ||
-			r.Source != (server.SourceView{File: cfgPath, Line: wr.line, Column: wr.col}) {
+			r.Source != (configview.SourceView{File: cfgPath, Line: wr.line, Column: wr.col}) {
 			t.Errorf("rule %d = %+v, want %+v", i, r, wr)
 		}
 	}
@@ -145,13 +146,13 @@ func TestDebugConfig(t *testing.T) {
 	}
 }
 
-func fetchView(t *testing.T, url, token string) server.ConfigView {
+func fetchView(t *testing.T, url, token string) configview.ConfigView {
 	t.Helper()
 	code, h, body := get(t, url, token)
 	if code != http.StatusOK || h.Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d, content type %q: %s", code, h.Get("Content-Type"), body)
 	}
-	var v server.ConfigView
+	var v configview.ConfigView
 	if err := json.Unmarshal(body, &v); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/configview"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store/redisstore"
 )
 
@@ -185,7 +185,7 @@ type entryReport struct {
 // keys. StoreKey is Go-quoted (it may hold any bytes); RedisKey is the
 // Redis store's name for it (printable).
 type matchReport struct {
-	server.RuleView
+	configview.RuleView
 	Decision   string `json:"decision"`
 	StoreKey   string `json:"store_key,omitempty"`
 	RedisKey   string `json:"redis_key,omitempty"`
@@ -193,22 +193,22 @@ type matchReport struct {
 }
 
 type candidateReport struct {
-	Path    string            `json:"path"`
-	Source  server.SourceView `json:"source"`
-	Rules   []string          `json:"rules"`
-	Reasons []string          `json:"reasons"`
+	Path    string                `json:"path"`
+	Source  configview.SourceView `json:"source"`
+	Rules   []string              `json:"rules"`
+	Reasons []string              `json:"reasons"`
 }
 
 // bucketReport is one RLQS bucket id's explanation.
 type bucketReport struct {
-	BucketID map[string]string       `json:"bucket_id"`
-	Action   string                  `json:"action"`
-	Bucket   *server.QuotaBucketView `json:"bucket,omitempty"`
-	Others   []bucketCandidateReport `json:"others,omitempty"`
+	BucketID map[string]string           `json:"bucket_id"`
+	Action   string                      `json:"action"`
+	Bucket   *configview.QuotaBucketView `json:"bucket,omitempty"`
+	Others   []bucketCandidateReport     `json:"others,omitempty"`
 }
 
 type bucketCandidateReport struct {
-	server.QuotaBucketView
+	configview.QuotaBucketView
 	Matches bool     `json:"matches"`
 	Reasons []string `json:"reasons"`
 }
@@ -232,7 +232,7 @@ func newDescriptorReport(d rules.DescriptorExplanation, prefix string) descripto
 		dr.Entries = append(dr.Entries, entryReport{e.Key, e.Value})
 	}
 	for _, m := range d.Matches {
-		mr := matchReport{RuleView: server.NewRuleView(m.Limit), ReplacedBy: m.ReplacedBy, Decision: decisionOf(m)}
+		mr := matchReport{RuleView: configview.NewRuleView(m.Limit), ReplacedBy: m.ReplacedBy, Decision: decisionOf(m)}
 		if m.StoreKey != "" {
 			mr.StoreKey = strconv.QuoteToASCII(m.StoreKey)
 			mr.RedisKey = redisstore.KeyName(prefix, m.Limit.Rate.Algorithm, m.StoreKey)
@@ -240,7 +240,7 @@ func newDescriptorReport(d rules.DescriptorExplanation, prefix string) descripto
 		dr.Rules = append(dr.Rules, mr)
 	}
 	for _, c := range d.Candidates {
-		cr := candidateReport{Path: rules.FormatPath(c.Path), Source: server.NewSourceView(c.Source), Reasons: c.Reasons}
+		cr := candidateReport{Path: rules.FormatPath(c.Path), Source: configview.NewSourceView(c.Source), Reasons: c.Reasons}
 		for _, l := range c.Limits {
 			cr.Rules = append(cr.Rules, l.Name)
 		}
@@ -270,11 +270,11 @@ func decisionOf(m rules.LimitMatch) string {
 func newBucketReport(ex rules.QuotaExplanation) bucketReport {
 	br := bucketReport{BucketID: ex.BucketID, Action: ex.Action.String()}
 	if ex.Bucket != nil {
-		v := server.NewQuotaBucketView(ex.Bucket)
+		v := configview.NewQuotaBucketView(ex.Bucket)
 		br.Bucket = &v
 	}
 	for _, o := range ex.Others {
-		br.Others = append(br.Others, bucketCandidateReport{QuotaBucketView: server.NewQuotaBucketView(o.Bucket), Matches: o.Matches, Reasons: o.Reasons})
+		br.Others = append(br.Others, bucketCandidateReport{QuotaBucketView: configview.NewQuotaBucketView(o.Bucket), Matches: o.Matches, Reasons: o.Reasons})
 	}
 	return br
 }
@@ -339,14 +339,14 @@ func (r explainReport) writeText(w io.Writer) {
 	}
 }
 
-func sourceText(s server.SourceView) string {
+func sourceText(s configview.SourceView) string {
 	if s.XDSResource != "" {
 		return fmt.Sprintf("xds resource %q (version %q)", s.XDSResource, s.Version)
 	}
 	return fmt.Sprintf("%s:%d:%d", s.File, s.Line, s.Column)
 }
 
-func limitText(v server.RuleView) string {
+func limitText(v configview.RuleView) string {
 	switch {
 	case v.Unlimited:
 		return "unlimited"
@@ -359,7 +359,7 @@ func limitText(v server.RuleView) string {
 	return rateText(v.RateView)
 }
 
-func rateText(r server.RateView) string {
+func rateText(r configview.RateView) string {
 	s := fmt.Sprintf("%d per %s, %s", r.Requests, r.Period, r.Algorithm)
 	if r.TimeZone != "" {
 		s = fmt.Sprintf("%d per %s in %s, %s", r.Requests, r.Period, r.TimeZone, r.Algorithm)

@@ -1,0 +1,177 @@
+// Package configview is the JSON view of the rules in force: each rule
+// with where it was defined, and when the rules were loaded. It is the body
+// of the admin endpoint GET /debug/config and of `floodgate config explain
+// --json`, so a rule reads the same in both.
+package configview
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/rules"
+)
+
+// SourceView is where a rule was defined: a file position, or an xDS
+// resource and its version.
+type SourceView struct {
+	File        string `json:"file,omitempty"`
+	Line        int    `json:"line,omitempty"`
+	Column      int    `json:"column,omitempty"`
+	XDSResource string `json:"xds_resource,omitempty"`
+	Version     string `json:"version,omitempty"`
+}
+
+// NewSourceView is the view of s.
+func NewSourceView(s rules.Source) SourceView {
+	return SourceView{File: s.File, Line: s.Line, Column: s.Column, XDSResource: s.XDSResource, Version: s.Version}
+}
+
+// RateView is how a limit counts. Period is a Go duration ("1m0s"), or a
+// calendar period as the config writes it ("calendar_month") with its
+// TimeZone.
+type RateView struct {
+	Algorithm string `json:"algorithm,omitempty"`
+	Requests  int64  `json:"requests"`
+	Period    string `json:"period,omitempty"`
+	TimeZone  string `json:"time_zone,omitempty"`
+	Burst     int64  `json:"burst,omitempty"`
+}
+
+// RuleView is one limit of a domain's descriptors.
+type RuleView struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	// Path is the rule's descriptors, "key=value/key2" (rules.FormatPath).
+	Path   string     `json:"path"`
+	Source SourceView `json:"source"`
+	RateView
+	Unlimited bool `json:"unlimited,omitempty"`
+	DenyAll   bool `json:"deny_all,omitempty"`
+	// FailureMode is "open", "closed", "local" or "default" (the server's
+	// --failure-mode).
+	FailureMode    string   `json:"failure_mode"`
+	ShadowMode     bool     `json:"shadow_mode"`
+	DetailedMetric bool     `json:"detailed_metric,omitempty"`
+	Replaces       []string `json:"replaces,omitempty"`
+}
+
+// NewRuleView is the view of l.
+func NewRuleView(l *rules.Limit) RuleView {
+	v := RuleView{
+		Name: l.Name, ID: l.ID, Path: rules.FormatPath(l.Path()), Source: NewSourceView(l.Source()),
+		Unlimited: l.Unlimited, DenyAll: l.DenyAll,
+		FailureMode: l.FailureMode.String(), ShadowMode: l.ShadowMode, DetailedMetric: l.DetailedMetric,
+		Replaces: l.Replaces,
+	}
+	if !l.Unlimited {
+		v.RateView = newRateView(l.Rate)
+	}
+	return v
+}
+
+func newRateView(r algorithms.Limit) RateView {
+	v := RateView{Algorithm: r.Algorithm.String(), Requests: r.Requests, Period: r.Period.String(), Burst: r.Burst}
+	if r.Calendar != algorithms.NoCalendar {
+		v.Period, v.TimeZone = "calendar_"+r.Calendar.String(), "UTC"
+		if r.Location != nil {
+			v.TimeZone = r.Location.String()
+		}
+	}
+	return v
+}
+
+// QuotaBucketView is one quota_buckets entry.
+type QuotaBucketView struct {
+	Name     string            `json:"name"`
+	ID       string            `json:"id"`
+	BucketID map[string]string `json:"bucket_id"`
+	Action   string            `json:"action"`
+	Source   SourceView        `json:"source"`
+	// Rate is set for the rate_limit action.
+	Rate *RateView `json:"rate,omitempty"`
+}
+
+// NewQuotaBucketView is the view of q.
+func NewQuotaBucketView(q *rules.QuotaBucket) QuotaBucketView {
+	v := QuotaBucketView{Name: q.Name, ID: q.ID, BucketID: q.Keys(), Action: q.Action.String(), Source: NewSourceView(q.Source)}
+	if q.Limit != nil {
+		r := newRateView(q.Limit.Rate)
+		v.Rate = &r
+	}
+	return v
+}
+
+// DomainView is one domain's rules and quota buckets.
+type DomainView struct {
+	Domain         string            `json:"domain"`
+	Rules          []RuleView        `json:"rules"`
+	QuotaBuckets   []QuotaBucketView `json:"quota_buckets,omitempty"`
+	QuotaUnmatched string            `json:"quota_unmatched"`
+}
+
+// PolicyView is one named policy of the Check API.
+type PolicyView struct {
+	Name string `json:"name"`
+	RateView
+	FailureMode string     `json:"failure_mode"`
+	ShadowMode  bool       `json:"shadow_mode"`
+	Source      SourceView `json:"source"`
+}
+
+// ConfigView is the whole of GET /debug/config.
+type ConfigView struct {
+	// Loaded is false when the server runs without rules (no --config).
+	Loaded bool `json:"loaded"`
+	// LoadedAt is when the rules were read and validated (RFC 3339).
+	LoadedAt *time.Time   `json:"loaded_at,omitempty"`
+	Digest   string       `json:"digest,omitempty"`
+	Files    []string     `json:"files"`
+	Domains  []DomainView `json:"domains"`
+	Policies []PolicyView `json:"policies"`
+}
+
+// New is the view of c (nil: no rules). Rules are listed in
+// file order within each domain, domains and policies by name.
+func New(c *rules.Set) ConfigView {
+	v := ConfigView{Files: []string{}, Domains: []DomainView{}, Policies: []PolicyView{}}
+	if c == nil {
+		return v
+	}
+	at := c.LoadedAt()
+	v.Loaded, v.LoadedAt, v.Digest, v.Files = true, &at, c.Digest(), c.Files()
+	byDomain := map[string][]*rules.Limit{}
+	for _, l := range c.Limits() {
+		byDomain[l.Domain] = append(byDomain[l.Domain], l)
+	}
+	for _, d := range c.Domains() {
+		ls := byDomain[d]
+		slices.SortStableFunc(ls, func(a, b *rules.Limit) int { return compareSource(a.Source(), b.Source()) })
+		dv := DomainView{Domain: d, Rules: make([]RuleView, 0, len(ls)), QuotaUnmatched: c.QuotaUnmatched(d).String()}
+		for _, l := range ls {
+			dv.Rules = append(dv.Rules, NewRuleView(l))
+		}
+		for _, q := range c.QuotaBuckets(d) {
+			dv.QuotaBuckets = append(dv.QuotaBuckets, NewQuotaBucketView(q))
+		}
+		v.Domains = append(v.Domains, dv)
+	}
+	for _, p := range c.Policies() {
+		v.Policies = append(v.Policies, PolicyView{
+			Name:        p.Name,
+			RateView:    newRateView(p.Rate),
+			FailureMode: p.FailureMode.String(), ShadowMode: p.ShadowMode,
+			Source: NewSourceView(c.PolicySource(p.Name)),
+		})
+	}
+	return v
+}
+
+// compareSource orders sources by file, line and column, then xDS
+// resource.
+func compareSource(a, b rules.Source) int {
+	return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column),
+		strings.Compare(a.XDSResource, b.XDSResource))
+}
