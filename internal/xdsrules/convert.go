@@ -217,7 +217,7 @@ func (d *doc) rateLimit(indent int, object string, rl *rlconfv3.RateLimitPolicy)
 		d.raw(in, false, path, "unlimited", "true")
 	}
 	if u := rl.GetUnit(); u != rlconfv3.RateLimitUnit_UNKNOWN {
-		d.write(in, path, "unit", strings.ToLower(u.String()))
+		d.write(in, path, "unit", unitName(u))
 	}
 	if n := rl.GetRequestsPerUnit(); n != 0 || !rl.GetUnlimited() {
 		// proto3 cannot tell 0 from unset: 0 denies every request, as in
@@ -234,6 +234,30 @@ func (d *doc) rateLimit(indent int, object string, rl *rlconfv3.RateLimitPolicy)
 			d.writeItem(in+2, true, fmt.Sprintf("%s[%d]", list, i), "name", r.GetName())
 		}
 	}
+}
+
+// Units of the resource type's newer revisions (go-control-plane's
+// ratelimit v0.1.1, envoyproxy/ratelimit's config.proto), which the
+// generated code floodgate builds with does not name; proto3 enums are
+// open, so they arrive as these numbers.
+const (
+	unitMonth rlconfv3.RateLimitUnit = 5
+	unitYear  rlconfv3.RateLimitUnit = 6
+	unitWeek  rlconfv3.RateLimitUnit = 7
+)
+
+// unitName is the config's name of unit u ("second" … "year"); a number
+// no revision defines stays a number, which the parser refuses.
+func unitName(u rlconfv3.RateLimitUnit) string {
+	switch u {
+	case unitWeek:
+		return "week"
+	case unitMonth:
+		return "month"
+	case unitYear:
+		return "year"
+	}
+	return strings.ToLower(u.String())
 }
 
 // atLine finds "line N, column M" in the parser's messages (a duplicate's

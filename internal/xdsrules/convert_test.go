@@ -194,3 +194,38 @@ func TestConvertResourceErrors(t *testing.T) {
 func userOnly(name, domain string) *rlconfv3.RateLimitConfig {
 	return &rlconfv3.RateLimitConfig{Name: name, Domain: domain, Descriptors: []*rlconfv3.RateLimitDescriptor{{Key: "user", RateLimit: perHour(10)}}}
 }
+
+// TestConvertNewerUnits: the units the resource type's newer revisions
+// added (WEEK = 7, MONTH = 5, YEAR = 6) convert to week, month and year;
+// a number no revision defines is refused, naming the field.
+func TestConvertNewerUnits(t *testing.T) {
+	tests := []struct {
+		unit rlconfv3.RateLimitUnit
+		want time.Duration
+	}{
+		{7, 7 * 24 * time.Hour},
+		{5, 30 * 24 * time.Hour},
+		{6, 365 * 24 * time.Hour},
+		{rlconfv3.RateLimitUnit_DAY, 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		rc := &rlconfv3.RateLimitConfig{Name: "rl", Domain: "edge", Descriptors: []*rlconfv3.RateLimitDescriptor{
+			{Key: "user", RateLimit: &rlconfv3.RateLimitPolicy{Unit: tt.unit, RequestsPerUnit: 3}},
+		}}
+		parts, err := Convert([]*anypb.Any{anyOf(t, rc)}, "1", "")
+		if err != nil {
+			t.Errorf("unit %d: %v", tt.unit, err)
+			continue
+		}
+		ls := parts[0].Match("edge", []rules.Entry{{Key: "user", Value: "x"}})
+		if len(ls) != 1 || ls[0].Rate.Period != tt.want || ls[0].Rate.Requests != 3 {
+			t.Errorf("unit %d: limits %+v, want 3 per %v", tt.unit, ls, tt.want)
+		}
+	}
+	rc := &rlconfv3.RateLimitConfig{Name: "rl", Domain: "edge", Descriptors: []*rlconfv3.RateLimitDescriptor{
+		{Key: "user", RateLimit: &rlconfv3.RateLimitPolicy{Unit: 8, RequestsPerUnit: 3}},
+	}}
+	if _, err := Convert([]*anypb.Any{anyOf(t, rc)}, "1", ""); err == nil || !strings.Contains(err.Error(), `descriptors[0].rate_limit.unit: invalid rate limit unit "8"`) {
+		t.Errorf("unit 8: err %v", err)
+	}
+}
