@@ -96,15 +96,29 @@ func unpack(a *anypb.Any) (*rlconfv3.RateLimitConfig, error) {
 	return &rc, nil
 }
 
+// Bounds checked while a resource is converted, before any document is
+// parsed: nesting past maxDepth (the rules' own limit) or a document past
+// maxDocBytes stops the conversion at once, so a deep or huge resource
+// costs memory in proportion to what was written, not to its depth
+// squared.
+const (
+	maxDepth    = 32
+	maxDocBytes = 16 << 20
+)
+
 // ConvertOne converts one resource, named name in errors, to a Config.
 func ConvertOne(name, version string, rc *rlconfv3.RateLimitConfig, defaultAlgorithm string) (*rules.Set, error) {
-	var d doc
-	d.write(0, "", "domain", rc.GetDomain())
-	if defaultAlgorithm != "" {
-		d.write(0, "", "default_algorithm", defaultAlgorithm)
-	}
-	d.descriptors(0, "", rc.GetDescriptors())
 	source := SourcePrefix + name
+	var d doc
+	d.write(0, nil, "domain", rc.GetDomain())
+	if defaultAlgorithm != "" {
+		d.write(0, nil, "default_algorithm", defaultAlgorithm)
+	}
+	d.descriptors(0, 1, nil, rc.GetDescriptors())
+	if d.err != "" {
+		// A bound passed: the document is incomplete, and not parsed.
+		return nil, rules.ErrorList{{File: source, Msg: d.err}}
+	}
 	cfg, err := rules.ParseXDS(source, name, version, []byte(d.b.String()))
 	if err != nil {
 		return nil, d.relabel(source, err)
@@ -117,14 +131,55 @@ func ConvertOne(name, version string, rc *rlconfv3.RateLimitConfig, defaultAlgor
 type doc struct {
 	b     strings.Builder
 	lines []line // lines[i] is line i+1
+	// err, once a bound is passed, names where and which; nothing more
+	// is written.
+	err string
+}
+
+// fail records the first bound passed, at object.
+func (d *doc) fail(object *path, format string, args ...any) {
+	if d.err != "" {
+		return
+	}
+	d.err = fmt.Sprintf(format, args...)
+	if at := object.String(); at != "" {
+		d.err = at + ": " + d.err
+	}
+}
+
+// path is where an object sits in the resource: "descriptors[3]" below
+// its parent; nil is the top. Lines share their object's path, so the
+// memory a line costs does not grow with its depth.
+type path struct {
+	parent *path
+	name   string
+	index  int // -1: not a list item
+}
+
+// child is the path of field name of p (a list item when index >= 0).
+func (p *path) child(name string, index int) *path { return &path{parent: p, name: name, index: index} }
+
+// String is the path as errors name it: "descriptors[0].rate_limit".
+func (p *path) String() string {
+	if p == nil {
+		return ""
+	}
+	s := p.name
+	if p.index >= 0 {
+		s += "[" + strconv.Itoa(p.index) + "]"
+	}
+	return join(p.parent.String(), s)
 }
 
 // line is what one line of the document holds.
 type line struct {
-	object string // the object's path ("descriptors[0].rate_limit"; "" at the top)
-	field  string // the field's path
+	object *path  // the object holding the field
+	key    string // the field's name
 	keyCol int    // 1-based column of the field's key
 }
+
+// field is the path of the field l holds.
+func (l line) field() string { return join(l.object.String(), l.key) }
 
 // join is path + "." + field, or field at the top.
 func join(path, field string) string {
@@ -135,8 +190,15 @@ func join(path, field string) string {
 }
 
 // key starts a line: indent, then "- " when the line opens a list item,
-// then the key. It returns the key's column.
-func (d *doc) key(indent int, item bool, k string) int {
+// then the key. It returns the key's column, or 0 when a bound was
+// passed and nothing is written any more.
+func (d *doc) key(indent int, item bool, object *path, k string) int {
+	if d.b.Len() > maxDocBytes {
+		d.fail(object, "resource too large: its rules pass %d MiB", maxDocBytes>>20)
+	}
+	if d.err != "" {
+		return 0
+	}
 	d.b.WriteString(strings.Repeat(" ", indent))
 	col := indent + 1
 	if item {
@@ -145,93 +207,103 @@ func (d *doc) key(indent int, item bool, k string) int {
 	}
 	d.b.WriteString(k)
 	d.b.WriteString(":")
+	d.lines = append(d.lines, line{object: object, key: k, keyCol: col})
 	return col
 }
 
 // write writes "key: value" (a string, as a JSON string, which YAML reads
 // verbatim).
-func (d *doc) write(indent int, object, k, v string) {
+func (d *doc) write(indent int, object *path, k, v string) {
 	d.writeItem(indent, false, object, k, v)
 }
 
-func (d *doc) writeItem(indent int, item bool, object, k, v string) {
-	col := d.key(indent, item, k)
+func (d *doc) writeItem(indent int, item bool, object *path, k, v string) {
+	if d.key(indent, item, object, k) == 0 {
+		return
+	}
 	q, _ := json.Marshal(v)
 	d.b.WriteString(" ")
 	d.b.Write(q)
 	d.b.WriteString("\n")
-	d.lines = append(d.lines, line{object: object, field: join(object, k), keyCol: col})
 }
 
 // raw writes "key: v" with v written as is (numbers, booleans).
-func (d *doc) raw(indent int, item bool, object, k, v string) {
-	col := d.key(indent, item, k)
+func (d *doc) raw(indent int, object *path, k, v string) {
+	if d.key(indent, false, object, k) == 0 {
+		return
+	}
 	d.b.WriteString(" ")
 	d.b.WriteString(v)
 	d.b.WriteString("\n")
-	d.lines = append(d.lines, line{object: object, field: join(object, k), keyCol: col})
 }
 
 // open writes "key:" opening a nested object or list.
-func (d *doc) open(indent int, object, k string) {
-	col := d.key(indent, false, k)
+func (d *doc) open(indent int, object *path, k string) {
+	if d.key(indent, false, object, k) == 0 {
+		return
+	}
 	d.b.WriteString("\n")
-	d.lines = append(d.lines, line{object: object, field: join(object, k), keyCol: col})
 }
 
-func (d *doc) descriptors(indent int, object string, ds []*rlconfv3.RateLimitDescriptor) {
+// descriptors writes the list ds of object, at depth (1 for the domain's
+// own list).
+func (d *doc) descriptors(indent, depth int, object *path, ds []*rlconfv3.RateLimitDescriptor) {
 	if len(ds) == 0 {
 		return
 	}
-	list := join(object, "descriptors")
+	if depth > maxDepth {
+		d.fail(object, "descriptors nest deeper than %d levels", maxDepth)
+	}
 	d.open(indent, object, "descriptors")
 	for i, desc := range ds {
-		path := fmt.Sprintf("%s[%d]", list, i)
+		if d.err != "" {
+			return
+		}
+		at := object.child("descriptors", i)
 		// The key always comes first: it opens the item, and the parser's
 		// errors about the whole descriptor point at it.
-		d.writeItem(indent+2, true, path, "key", desc.GetKey())
+		d.writeItem(indent+2, true, at, "key", desc.GetKey())
 		in := indent + 4
 		if desc.GetValue() != "" {
-			d.write(in, path, "value", desc.GetValue())
+			d.write(in, at, "value", desc.GetValue())
 		}
 		if rl := desc.GetRateLimit(); rl != nil {
-			d.rateLimit(in, path, rl)
+			d.rateLimit(in, at, rl)
 		}
 		if desc.GetShadowMode() {
-			d.raw(in, false, path, "shadow_mode", "true")
+			d.raw(in, at, "shadow_mode", "true")
 		}
 		if desc.GetDetailedMetric() {
-			d.raw(in, false, path, "detailed_metric", "true")
+			d.raw(in, at, "detailed_metric", "true")
 		}
-		d.descriptors(in, path, desc.GetDescriptors())
+		d.descriptors(in, depth+1, at, desc.GetDescriptors())
 	}
 }
 
-func (d *doc) rateLimit(indent int, object string, rl *rlconfv3.RateLimitPolicy) {
-	path := join(object, "rate_limit")
+func (d *doc) rateLimit(indent int, object *path, rl *rlconfv3.RateLimitPolicy) {
+	at := object.child("rate_limit", -1)
 	d.open(indent, object, "rate_limit")
 	in := indent + 2
 	// The parser points at the whole object by its first field's key;
 	// where tells the two apart by the column.
 	if rl.GetUnlimited() {
-		d.raw(in, false, path, "unlimited", "true")
+		d.raw(in, at, "unlimited", "true")
 	}
 	if u := rl.GetUnit(); u != rlconfv3.RateLimitUnit_UNKNOWN {
-		d.write(in, path, "unit", unitName(u))
+		d.write(in, at, "unit", unitName(u))
 	}
 	if n := rl.GetRequestsPerUnit(); n != 0 || !rl.GetUnlimited() {
 		// proto3 cannot tell 0 from unset: 0 denies every request, as in
 		// a file (and in the reference).
-		d.raw(in, false, path, "requests_per_unit", strconv.FormatUint(uint64(n), 10))
+		d.raw(in, at, "requests_per_unit", strconv.FormatUint(uint64(n), 10))
 	}
 	if rl.GetName() != "" {
-		d.write(in, path, "name", rl.GetName())
+		d.write(in, at, "name", rl.GetName())
 	}
 	if rs := rl.GetReplaces(); len(rs) > 0 {
-		list := join(path, "replaces")
-		d.open(in, path, "replaces")
+		d.open(in, at, "replaces")
 		for i, r := range rs {
-			d.writeItem(in+2, true, fmt.Sprintf("%s[%d]", list, i), "name", r.GetName())
+			d.writeItem(in+2, true, at.child("replaces", i), "name", r.GetName())
 		}
 	}
 }
@@ -295,8 +367,8 @@ func (d *doc) where(ln, col int) string {
 		return ""
 	}
 	l := d.lines[ln-1]
-	if col > l.keyCol || l.object == "" {
-		return l.field
+	if col > l.keyCol || l.object == nil {
+		return l.field()
 	}
-	return l.object
+	return l.object.String()
 }

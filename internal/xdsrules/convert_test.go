@@ -1,6 +1,8 @@
 package xdsrules
 
 import (
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,5 +229,53 @@ func TestConvertNewerUnits(t *testing.T) {
 	}}
 	if _, err := Convert([]*anypb.Any{anyOf(t, rc)}, "1", ""); err == nil || !strings.Contains(err.Error(), `descriptors[0].rate_limit.unit: invalid rate limit unit "8"`) {
 		t.Errorf("unit 8: err %v", err)
+	}
+}
+
+// nested is a resource whose descriptors nest depth levels, one per level.
+func nested(depth int) *rlconfv3.RateLimitConfig {
+	var ds []*rlconfv3.RateLimitDescriptor
+	for i := depth; i > 0; i-- {
+		ds = []*rlconfv3.RateLimitDescriptor{{Key: "k", Value: strconv.Itoa(i), Descriptors: ds}}
+	}
+	ds[0].RateLimit = perHour(1)
+	return &rlconfv3.RateLimitConfig{Name: "deep", Domain: "d", Descriptors: ds}
+}
+
+// TestConvertDeepBounded: nesting is checked while converting, so a
+// resource thousands of levels deep is refused, naming the level, for
+// memory in proportion to the levels converted (not their square); 32
+// levels still convert.
+func TestConvertDeepBounded(t *testing.T) {
+	if _, err := Convert([]*anypb.Any{anyOf(t, nested(32))}, "1", ""); err != nil {
+		t.Fatalf("32 levels: %v", err)
+	}
+	want := "xds:deep: descriptors[0]" + strings.Repeat(".descriptors[0]", 31) + ": descriptors nest deeper than 32 levels"
+	for _, depth := range []int{33, 3000, 4000} {
+		res := []*anypb.Any{anyOf(t, nested(depth))}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := Convert(res, "1", "")
+		runtime.ReadMemStats(&after)
+		if err == nil || err.Error() != want {
+			t.Errorf("%d levels: err %v, want %q", depth, err, want)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+			t.Errorf("%d levels: %d bytes allocated converting, want under 4 MiB", depth, alloc)
+		}
+	}
+}
+
+// TestConvertSizeBounded: a resource whose rules document passes the
+// size bound is refused while converting, before it is parsed.
+func TestConvertSizeBounded(t *testing.T) {
+	rc := &rlconfv3.RateLimitConfig{Name: "big", Domain: "d", Descriptors: []*rlconfv3.RateLimitDescriptor{
+		{Key: "k", Value: strings.Repeat("v", maxDocBytes), RateLimit: perHour(1)},
+		{Key: "after"},
+	}}
+	_, err := ConvertOne("big", "1", rc, "")
+	if err == nil || err.Error() != "xds:big: descriptors[0]: resource too large: its rules pass 16 MiB" {
+		t.Errorf("err %v", err)
 	}
 }
