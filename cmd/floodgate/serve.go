@@ -175,6 +175,11 @@ func (f *serveFlags) transportLimits() (server.TransportLimits, error) {
 // loads the rules, opens the store, builds the APIs, the gRPC server and
 // the admin HTTP server, serves until a signal, then drains.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	ref, args, getenv, err := referenceServe(args, getenv) // refenv.go
+	if err != nil {
+		fmt.Fprintln(stderr, "floodgate serve:", err)
+		return exitCode(2)
+	}
 	f, err := parseServeFlags(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -183,6 +188,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	if ref != nil {
+		ref.log(log)
+	}
+	warnUnknownFloodgateVars(ctx, log)
 	// go-redis logs through one process-wide logger (redis.SetLogger: its
 	// clients have no logger of their own), by default as plain "redis: …"
 	// lines on stderr, which break --log-format json. serve is the only
@@ -233,6 +242,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer pipe.close()
+	if ref != nil && ref.headers != nil {
+		pipe.unary = append(pipe.unary, ref.headers.interceptor(time.Now))
+	}
 	pipe.tracing = tr
 	var health *grpchealth.Server // set once the gRPC server is built
 	local := newLocalFailure(f)

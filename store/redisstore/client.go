@@ -25,7 +25,8 @@ const (
 // FLOODGATE_REDIS_* variables. Zero durations and sizes keep go-redis'
 // defaults.
 type ClientConfig struct {
-	// URL is redis://[user:pass@]host:port[/db], or rediss:// for TLS.
+	// URL is redis://[user:pass@]host:port[/db], or rediss:// for TLS, or
+	// unix://[user:pass@]/path/to/socket (standalone).
 	//   standalone: the server.
 	//   cluster: any nodes, as go-redis' ParseClusterURL reads them:
 	//     redis://host:p1?addr=host:p2&addr=host:p3
@@ -70,10 +71,15 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		}
 		return nil, bad("redis URL %s: %v", redact(cfg.URL), err)
 	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, bad("redis URL %s: scheme must be redis or rediss, got %q", u.Redacted(), u.Scheme)
-	}
-	if u.Host == "" {
+	switch {
+	case u.Scheme == "unix":
+		// A socket path (unix:///run/redis.sock), standalone only.
+		if u.Path == "" || (cfg.Mode != "" && cfg.Mode != ModeStandalone) {
+			return nil, bad("redis URL %s: a unix socket needs a path and mode standalone", u.Redacted())
+		}
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		return nil, bad("redis URL %s: scheme must be redis, rediss or unix, got %q", u.Redacted(), u.Scheme)
+	case u.Host == "":
 		return nil, bad("redis URL %s: no host", u.Redacted())
 	}
 	if (cfg.TLSCAFile != "" || cfg.TLSCertFile != "" || cfg.TLSKeyFile != "") && u.Scheme != "rediss" {

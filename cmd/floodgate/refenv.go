@@ -1,0 +1,371 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The reference environment: a Deployment of envoyproxy/ratelimit
+// configures it only through environment variables and runs its binary,
+// ratelimit, with no arguments. floodgate reads those variables instead of
+// its own flags when serve starts without --config and $RUNTIME_ROOT is
+// set, when serve is given --reference-env, or when the binary is invoked
+// as ratelimit (a link in the image). The translation below turns them
+// into serve flags, with the reference's defaults.
+
+// referenceName is the reference's binary name: invoked under it,
+// floodgate serves from the reference environment.
+const referenceName = "ratelimit"
+
+// referenceEnvFlag asks serve to read the reference environment. It is
+// taken off the arguments before the flags are parsed.
+const referenceEnvFlag = "--reference-env"
+
+// invocationArgs are the arguments run sees: argv without the program
+// name, or, invoked as ratelimit, serve in the reference environment
+// followed by any arguments given.
+func invocationArgs(argv []string) []string {
+	if len(argv) == 0 {
+		return nil
+	}
+	name := strings.TrimSuffix(filepath.Base(argv[0]), ".exe")
+	if name != referenceName {
+		return argv[1:]
+	}
+	return append([]string{"serve", referenceEnvFlag}, argv[1:]...)
+}
+
+// wantsReferenceEnv reports whether serve reads the reference environment
+// and returns args without referenceEnvFlag: asked for, or no --config
+// given (on the command line or as $FLOODGATE_CONFIG) while $RUNTIME_ROOT
+// is set.
+func wantsReferenceEnv(args []string, getenv func(string) string) (bool, []string) {
+	rest := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == referenceEnvFlag })
+	if len(rest) != len(args) {
+		return true, rest
+	}
+	if getenv("RUNTIME_ROOT") == "" || getenv(envName("config")) != "" {
+		return false, args
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "config" {
+			return false, args
+		}
+	}
+	return true, args
+}
+
+// refConfig is the reference environment turned into floodgate's terms.
+type refConfig struct {
+	args    []string          // serve flags, before the command line's own
+	env     map[string]string // OTEL_* variables the tracing reads, when not set
+	notes   []string          // how a setting was read where it is not one flag
+	ignored []string          // reference variables set but not supported, with why
+	headers *refHeaderNames   // the reference's response headers; nil: off
+}
+
+// refHeaderNames are the three response headers the reference adds with
+// LIMIT_RESPONSE_HEADERS_ENABLED.
+type refHeaderNames struct{ limit, remaining, reset string }
+
+// envReader reads the reference's variables with its defaults and parsing
+// (strconv for booleans and numbers, time.ParseDuration for durations; a
+// bad value stops the reference at startup, and floodgate too).
+type envReader struct {
+	getenv func(string) string
+	errs   []string
+}
+
+func (r *envReader) str(name, def string) string {
+	if v := r.getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *envReader) set(name string) bool { return r.getenv(name) != "" }
+
+func (r *envReader) boolean(name string, def bool) bool {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not a boolean", name, v))
+	}
+	return b
+}
+
+func (r *envReader) integer(name string, def int) int {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not an integer", name, v))
+	}
+	return n
+}
+
+func (r *envReader) duration(name string, def time.Duration) time.Duration {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not a duration", name, v))
+	}
+	return d
+}
+
+func (r *envReader) float(name string, def float64) float64 {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not a number", name, v))
+	}
+	return f
+}
+
+// translateReference reads the reference environment. An error names
+// every variable whose value the reference itself would refuse, or that
+// floodgate cannot honour without changing what is decided.
+func translateReference(getenv func(string) string) (refConfig, error) {
+	r := &envReader{getenv: getenv}
+	c := refConfig{env: map[string]string{}}
+	flag := func(name, value string) { c.args = append(c.args, "--"+name+"="+value) }
+
+	// Addresses. The reference's debug port (pprof, the config dump) has
+	// no listener of its own here: both are on the HTTP port.
+	flag("grpc-addr", hostPort(r.str("GRPC_HOST", "0.0.0.0"), r.integer("GRPC_PORT", 8081)))
+	flag("http-addr", hostPort(r.str("HOST", "0.0.0.0"), r.integer("PORT", 8080)))
+	flag("pprof", "true")
+	if r.set("DEBUG_HOST") || r.set("DEBUG_PORT") {
+		c.notes = append(c.notes, "DEBUG_HOST/DEBUG_PORT: pprof (/debug/pprof/) and the config dump (/debug/config) are on the HTTP port")
+	}
+
+	// Logging: logrus' level names.
+	level, err := refLogLevel(r.str("LOG_LEVEL", "WARN"))
+	if err != nil {
+		r.errs = append(r.errs, err.Error())
+	}
+	flag("log-level", level)
+	format := strings.ToLower(r.str("LOG_FORMAT", "text"))
+	if format != "text" && format != "json" {
+		r.errs = append(r.errs, fmt.Sprintf("$LOG_FORMAT=%q: text or json", format))
+	}
+	flag("log-format", format)
+
+	// Where the rules come from.
+	switch ct := r.str("CONFIG_TYPE", "FILE"); strings.ToUpper(ct) {
+	case "FILE":
+		flag("config", refConfigFolder(r))
+	case "GRPC_XDS_SOTW":
+		refXDS(r, flag)
+	default:
+		r.errs = append(r.errs, fmt.Sprintf("$CONFIG_TYPE=%q: FILE or GRPC_XDS_SOTW", ct))
+	}
+	if r.boolean("MERGE_DOMAIN_CONFIG", false) {
+		r.errs = append(r.errs, "$MERGE_DOMAIN_CONFIG=true is not supported: a domain defined in two files is refused")
+	}
+
+	// The store.
+	refStore(r, &c, flag)
+
+	// Answers. The reference counts denied hits and shares a limit
+	// override's counter with its rule.
+	flag("shadow-mode", strconv.FormatBool(r.boolean("SHADOW_MODE", false)))
+	flag("quota-mode", strconv.FormatBool(r.boolean("QUOTA_MODE", false)))
+	flag("response-dynamic-metadata", strconv.FormatBool(r.boolean("RESPONSE_DYNAMIC_METADATA", false)))
+	flag("count-denied-hits", strconv.FormatBool(!r.boolean("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false)))
+	flag("share-override-counters", "true")
+	flag("response-headers", "false") // floodgate's own set; the reference's below
+	if r.boolean("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
+		c.headers = &refHeaderNames{
+			limit:     r.str("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
+			remaining: r.str("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+			reset:     r.str("LIMIT_RESET_HEADER", "RateLimit-Reset"),
+		}
+	}
+
+	// gRPC server TLS.
+	if r.boolean("GRPC_SERVER_USE_TLS", false) {
+		flag("tls-cert", r.str("GRPC_SERVER_TLS_CERT", ""))
+		flag("tls-key", r.str("GRPC_SERVER_TLS_KEY", ""))
+		if ca := r.str("GRPC_CLIENT_TLS_CACERT", ""); ca != "" {
+			flag("tls-client-ca", ca)
+		}
+	}
+
+	refTracing(r, &c)
+	refMetrics(r, &c)
+	c.ignored = append(c.ignored, refUnsupported(r)...)
+	if len(r.errs) > 0 {
+		return c, fmt.Errorf("reference environment: %s", strings.Join(r.errs, "; "))
+	}
+	return c, nil
+}
+
+// hostPort joins a host and a port (an IPv6 host in brackets).
+func hostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// refLogLevel is floodgate's level for one of logrus' (any case): trace
+// and debug log requests, fatal and panic are errors.
+func refLogLevel(v string) (string, error) {
+	switch strings.ToLower(v) {
+	case "trace", "debug":
+		return "debug", nil
+	case "info":
+		return "info", nil
+	case "warn", "warning":
+		return "warn", nil
+	case "error", "fatal", "panic":
+		return "error", nil
+	}
+	return "", fmt.Errorf("$LOG_LEVEL=%q: trace, debug, info, warn, error, fatal or panic", v)
+}
+
+// refConfigFolder is the folder the reference loads its YAML from:
+// $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY. (Watching the
+// root, it loads the files under $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY
+// whose runtime key starts with "$RUNTIME_APPDIRECTORY."; otherwise the
+// folder itself: the same files either way.)
+func refConfigFolder(r *envReader) string {
+	return filepath.Join(r.str("RUNTIME_ROOT", "/srv/runtime_data/current"), r.str("RUNTIME_SUBDIRECTORY", ""), r.str("RUNTIME_APPDIRECTORY", "config"))
+}
+
+// refXDS maps CONFIG_TYPE=GRPC_XDS_SOTW's settings.
+func refXDS(r *envReader, flag func(name, value string)) {
+	flag("config-xds-server", r.str("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"))
+	flag("config-xds-node-id", r.str("CONFIG_GRPC_XDS_NODE_ID", "default"))
+	if r.boolean("CONFIG_GRPC_XDS_SERVER_USE_TLS", false) {
+		flag("config-xds-tls", "true")
+		if v := r.str("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ""); v != "" {
+			flag("config-xds-tls-ca", v)
+		}
+		if v := r.str("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", ""); v != "" {
+			flag("config-xds-tls-cert", v)
+		}
+		if v := r.str("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", ""); v != "" {
+			flag("config-xds-tls-key", v)
+		}
+	}
+	backoff := r.duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", 10*time.Second)
+	if r.set("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL") && !r.set("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL") {
+		backoff = r.duration("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", 3*time.Second)
+	}
+	flag("config-xds-backoff-min", backoff.String())
+	flag("config-xds-backoff-max", r.duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", 60*time.Second).String())
+}
+
+// refTracing maps TRACING_* onto the OpenTelemetry variables the tracing
+// reads; variables the operator set themselves win.
+func refTracing(r *envReader, c *refConfig) {
+	if !r.boolean("TRACING_ENABLED", false) {
+		return
+	}
+	proto := strings.ToLower(r.str("TRACING_EXPORTER_PROTOCOL", "http"))
+	switch proto {
+	case "http":
+		c.env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+		c.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://localhost:4318"
+	case "grpc":
+		c.env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
+		c.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://localhost:4317"
+	default:
+		r.errs = append(r.errs, fmt.Sprintf("$TRACING_EXPORTER_PROTOCOL=%q: http or grpc", proto))
+	}
+	attrs := []string{"service.name=" + r.str("TRACING_SERVICE_NAME", "RateLimit")}
+	if v := r.str("TRACING_SERVICE_NAMESPACE", ""); v != "" {
+		attrs = append(attrs, "service.namespace="+v)
+	}
+	if v := r.str("TRACING_SERVICE_INSTANCE_ID", ""); v != "" {
+		attrs = append(attrs, "service.instance.id="+v)
+	}
+	c.env["OTEL_SERVICE_NAME"] = r.str("TRACING_SERVICE_NAME", "RateLimit")
+	c.env["OTEL_RESOURCE_ATTRIBUTES"] = strings.Join(attrs, ",")
+	c.env["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+	c.env["OTEL_TRACES_SAMPLER_ARG"] = strconv.FormatFloat(r.float("TRACING_SAMPLING_RATE", 1), 'g', -1, 64)
+}
+
+// refMetrics says where the metrics are: Prometheus is floodgate's only
+// exporter, always on, at /metrics of the HTTP port.
+func refMetrics(r *envReader, c *refConfig) {
+	if r.boolean("USE_PROMETHEUS", false) {
+		c.notes = append(c.notes, "USE_PROMETHEUS: Prometheus metrics are at /metrics on the HTTP port (floodgate's names)")
+	}
+}
+
+// getenvWith is getenv with extra's values for the variables it leaves
+// empty.
+func getenvWith(getenv func(string) string, extra map[string]string) func(string) string {
+	return func(name string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return extra[name]
+	}
+}
+
+// log logs the one line that says the reference environment is
+// read, and a warning naming every reference variable that is set but not
+// supported.
+func (c refConfig) log(log *slog.Logger) {
+	// At warn: the reference's default LOG_LEVEL is WARN, and this line
+	// must show whatever the level.
+	log.Warn("configured from envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL, ...); floodgate's flags given on the command line win", "flags", strings.Join(c.args, " "))
+	for _, n := range c.notes {
+		log.Info("reference environment", "mapped", n)
+	}
+	if len(c.ignored) > 0 {
+		log.Warn("reference environment: variables set but not supported, ignored", "variables", strings.Join(c.ignored, "; "))
+	}
+}
+
+// referenceServe decides whether serve reads the reference environment
+// (see wantsReferenceEnv) and, if so, returns the configuration it gives
+// (nil otherwise), the arguments to parse (its flags, then the command
+// line's, which win) and the getenv to parse them with (adding the
+// OpenTelemetry variables its tracing settings give).
+func referenceServe(args []string, getenv func(string) string) (*refConfig, []string, func(string) string, error) {
+	on, rest := wantsReferenceEnv(args, getenv)
+	if !on {
+		return nil, args, getenv, nil
+	}
+	c, err := translateReference(getenv)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return &c, append(slices.Clone(c.args), rest...), getenvWith(getenv, c.env), nil
+}
+
+// warnUnknownFloodgateVars logs a warning naming every FLOODGATE_*
+// variable of the environment that no serve flag reads.
+func warnUnknownFloodgateVars(ctx context.Context, log *slog.Logger) {
+	var probe serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	probe.register(fs)
+	if names := unknownFloodgateVars(environFrom(ctx), fs); len(names) > 0 {
+		log.Warn("unknown environment variables, ignored (no serve flag reads them)", "variables", strings.Join(names, ", "))
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+)
+
+// shouldRateLimitMethod is the Envoy API's decision call.
+const shouldRateLimitMethod = "/" + "envoy.service.ratelimit.v3.RateLimitService" + "/ShouldRateLimit"
+
+// interceptor adds the reference's three response headers to every
+// ShouldRateLimit answer, as it picks them: the descriptor status with a
+// limit and the least remaining, an over-limit one taking precedence over
+// any earlier pick; Limit is its requests_per_unit, Remaining its
+// limit_remaining, Reset the seconds to the end of its unit's
+// epoch-aligned window by now. No status with a limit: no headers.
+// (The reference lets an over-limit quota-mode descriptor not take
+// precedence; the answer does not say which are, so here every over-limit
+// one does.)
+func (h *refHeaderNames) interceptor(now func() time.Time) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if err != nil || info.FullMethod != shouldRateLimitMethod {
+			return resp, err
+		}
+		if r, ok := resp.(*rlsv3.RateLimitResponse); ok {
+			r.ResponseHeadersToAdd = h.headers(r.GetStatuses(), now())
+		}
+		return resp, err
+	}
+}
+
+// headers are the reference's headers for statuses at now.
+func (h *refHeaderNames) headers(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, now time.Time) []*corev3.HeaderValue {
+	var pick *rlsv3.RateLimitResponse_DescriptorStatus
+	least := uint32(math.MaxUint32)
+	for _, s := range statuses {
+		if s.GetCurrentLimit() != nil && s.GetLimitRemaining() < least {
+			pick, least = s, s.GetLimitRemaining()
+		}
+		if s.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			pick, least = s, 0
+		}
+	}
+	if pick == nil || pick.GetCurrentLimit() == nil {
+		return nil
+	}
+	unit := refUnitSeconds(pick.GetCurrentLimit().GetUnit())
+	reset := unit - now.Unix()%unit
+	return []*corev3.HeaderValue{
+		{Key: h.limit, Value: strconv.FormatUint(uint64(pick.GetCurrentLimit().GetRequestsPerUnit()), 10)},
+		{Key: h.remaining, Value: strconv.FormatUint(uint64(pick.GetLimitRemaining()), 10)},
+		{Key: h.reset, Value: strconv.FormatInt(reset, 10)},
+	}
+}
+
+// refUnitSeconds is a unit's length as the reference counts it (a month
+// is 30 days, a year 365); an unknown unit counts as a second.
+func refUnitSeconds(u rlsv3.RateLimitResponse_RateLimit_Unit) int64 {
+	switch u {
+	case rlsv3.RateLimitResponse_RateLimit_MINUTE:
+		return 60
+	case rlsv3.RateLimitResponse_RateLimit_HOUR:
+		return 3600
+	case rlsv3.RateLimitResponse_RateLimit_DAY:
+		return 86400
+	case rlsv3.RateLimitResponse_RateLimit_WEEK:
+		return 7 * 86400
+	case rlsv3.RateLimitResponse_RateLimit_MONTH:
+		return 30 * 86400
+	case rlsv3.RateLimitResponse_RateLimit_YEAR:
+		return 365 * 86400
+	}
+	return 1
+}
+
+// environKey carries the process environment's names (os.Environ) in a
+// context, for the check of FLOODGATE_* variables; tests set their own.
+type environKey struct{}
+
+// withEnviron returns ctx carrying environ ("NAME=value" entries).
+func withEnviron(ctx context.Context, environ []string) context.Context {
+	return context.WithValue(ctx, environKey{}, environ)
+}
+
+// environFrom is the environment ctx carries; without one, none.
+func environFrom(ctx context.Context) []string {
+	env, _ := ctx.Value(environKey{}).([]string)
+	return env
+}
+
+// unknownFloodgateVars names the FLOODGATE_* variables of environ that no
+// flag of fs reads (a typo, or a flag of another command), sorted.
+func unknownFloodgateVars(environ []string, fs *flag.FlagSet) []string {
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { known[envName(f.Name)] = true })
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, envPrefix) && !known[name] && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// processEnviron is the real environment, for main.
+func processEnviron() []string { return os.Environ() }
