@@ -138,25 +138,20 @@ func (l Limit) Validate() error {
 	p := l.PeriodMs()
 	maxWait := MaxWait.Milliseconds()
 	switch l.Algorithm {
-	case TokenBucket:
+	case TokenBucket, LeakyBucket:
+		// The leaky bucket counts in the token bucket's scaled units: a
+		// queue slot is scale units, a millisecond perMs.
+		what := "burst"
+		if l.Algorithm == LeakyBucket {
+			what = "burst (queue size)"
+		}
 		perMs, scale := tokenScale(l.Requests, p)
 		c := l.Capacity()
 		if c > MaxScaled/scale {
-			return bad("burst %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", c, l.Requests, l.Period)
+			return bad("%s %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", what, c, l.Requests, l.Period)
 		}
 		if ceilDiv(c*scale, perMs) > maxWait {
-			return bad("burst %d takes longer than %v to refill at %d requests per %v", c, MaxWait, l.Requests, l.Period)
-		}
-	case LeakyBucket:
-		// The same scaled units as the token bucket: a queue slot is
-		// scale units, a millisecond perMs.
-		perMs, scale := tokenScale(l.Requests, p)
-		c := l.Capacity()
-		if c > MaxScaled/scale {
-			return bad("burst (queue size) %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", c, l.Requests, l.Period)
-		}
-		if ceilDiv(c*scale, perMs) > maxWait {
-			return bad("burst (queue size) %d at %d requests per %v makes a wait longer than %v (burst × period / requests)", c, l.Requests, l.Period, MaxWait)
+			return bad("%s %d at %d requests per %v takes longer than %v to drain or refill (burst × period / requests)", what, c, l.Requests, l.Period, MaxWait)
 		}
 	case SlidingWindowLog:
 		if l.Requests > MaxLogRequests {

@@ -140,7 +140,7 @@ func TestLimitRulesShared(t *testing.T) {
 	for _, tc := range []struct{ fields, want string }{
 		{"algorithm: leaky", `algorithm: unknown algorithm "leaky"`},
 		{"algorithm: fixed_window, burst: 5", "burst applies only to token_bucket and leaky_bucket, not fixed_window"},
-		{"algorithm: leaky_bucket, burst: 1099511627776", "burst (queue size) 1099511627776 at 5 requests per 1s makes a wait longer than"},
+		{"algorithm: leaky_bucket, burst: 1099511627776", "burst (queue size) 1099511627776 at 5 requests per 1s takes longer than"},
 		{"algorithm: token_bucket, burst: 0", "burst must be positive, got 0"},
 		{"algorithm: token_bucket, burst: x", `burst must be an integer, got "x"`},
 		{"failure_mode: maybe", `failure_mode must be open, closed or local, got "maybe"`},
