@@ -374,7 +374,10 @@ func scrapeRunningFloodgate(t *testing.T) exposition {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "floodgate")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/floodgate").CombinedOutput(); err != nil {
+	// deploy/ is a module of its own: build in the product's module.
+	build := exec.Command("go", "build", "-o", bin, "./cmd/floodgate")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building floodgate: %v\n%s", err, out)
 	}
 	rulesPath := filepath.Join(dir, "rules.yaml")

@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/floodgate/floodgate/internal/heartbeat"
-	"github.com/floodgate/floodgate/store/redisstore"
-	"github.com/redis/go-redis/v9"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,12 +15,15 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/floodgate/floodgate/internal/heartbeat"
 	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // These tests act as Envoy's rate-limit filter does: go-control-plane's

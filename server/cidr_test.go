@@ -1,9 +1,9 @@
 package server_test
 
 import (
-	"github.com/floodgate/floodgate/internal/testkit"
 	"testing"
 
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/server"
 )
 

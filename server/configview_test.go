@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/floodgate/floodgate/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/configview"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/server"
 )
 

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"github.com/floodgate/floodgate/internal/keys"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"github.com/floodgate/floodgate/internal/keys"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/zones"
 	"github.com/floodgate/floodgate/store"

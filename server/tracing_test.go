@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"github.com/floodgate/floodgate/internal/testkit"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memstore"

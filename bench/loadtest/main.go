@@ -15,7 +15,7 @@
 // window, a bare EVALSHA and INCR, and the run ends with the goals
 // and the capacity table computed from these figures.
 //
-//	go run ./bench/loadtest [-duration 10s] [-warmup 2s] [-binary bin/floodgate] [-cluster=false]
+//	cd bench && go run ./loadtest [-duration 10s] [-warmup 2s] [-binary ../bin/floodgate] [-cluster=false]
 //
 // Everything listens on 127.0.0.1 only, and every process it starts is
 // stopped when it ends.
@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.DurationVar(&s.duration, "duration", 10*time.Second, "measured time per run")
 	fs.DurationVar(&s.warmup, "warmup", 2*time.Second, "unmeasured warmup per run")
-	fs.StringVar(&s.binary, "binary", "bin/floodgate", "the floodgate binary to test")
+	fs.StringVar(&s.binary, "binary", "../bin/floodgate", "the floodgate binary to test (make build writes bin/floodgate)")
 	fs.IntVar(&s.concurrency, "concurrency", 50, "closed-loop workers")
 	fs.IntVar(&s.keys, "keys", 10_000, "distinct keys")
 	fs.IntVar(&s.benchRequests, "bench-requests", 200_000, "redis-benchmark calls per script-cost row")

@@ -2,7 +2,6 @@ package auth_test
 
 import (
 	"context"
-	"github.com/floodgate/floodgate/internal/testkit"
 	"log/slog"
 	"net"
 	"os"
@@ -25,6 +24,7 @@ import (
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store/memstore"
 )

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"github.com/floodgate/floodgate/internal/testkit"
 	"log/slog"
 	"net"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/internal/testpki"
 )
 

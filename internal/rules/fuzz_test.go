@@ -2,7 +2,6 @@ package rules
 
 import (
 	"errors"
-	"github.com/floodgate/floodgate/internal/keys"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate/floodgate/internal/keys"
 )
 
 // FuzzParse feeds arbitrary bytes to Parse: it must never panic, must fail

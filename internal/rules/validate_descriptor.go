@@ -2,11 +2,12 @@ package rules
 
 import (
 	"fmt"
-	"github.com/floodgate/floodgate/internal/keys"
 	"net/netip"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate/floodgate/internal/keys"
 )
 
 // quotaModeMsg rejects quota_mode: true. In envoyproxy/ratelimit a quota-

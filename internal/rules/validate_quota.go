@@ -1,12 +1,13 @@
 package rules
 
 import (
-	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/keys"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/keys"
 )
 
 // quota checks a file's quota_buckets and quota_unmatched.

@@ -1,0 +1,13 @@
+module github.com/floodgate/floodgate/tools/goimports
+
+go 1.26.0
+
+tool golang.org/x/tools/cmd/goimports
+
+require (
+	golang.org/x/mod v0.41.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/telemetry v0.0.0-20260924152758-ed294f943157 // indirect
+	golang.org/x/tools v0.51.0 // indirect
+)
