@@ -6,6 +6,7 @@ package zones
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,8 +16,11 @@ var ErrUnknown = errors.New("unknown time zone")
 
 // Load resolves an IANA time zone name such as "Asia/Jakarta"; "" and
 // "UTC" are UTC. It refuses "Local" (the server's own zone, which no
-// caller means) and every name the zone database does not hold, with an
-// error wrapping ErrUnknown that names the zone.
+// caller means), every name that is not spelled as an IANA name (see
+// hostDependent: "localtime", "posixrules", "./UTC", "posix/UTC" are
+// files of one host's zone directory, whose meaning differs between
+// hosts) and every name the zone database does not hold, with an error
+// wrapping ErrUnknown that names the zone.
 func Load(name string) (*time.Location, error) {
 	if len(name) > MaxNameLen {
 		return nil, fmt.Errorf("%w: a name of %d bytes (IANA names are at most %d)", ErrUnknown, len(name), MaxNameLen)
@@ -27,11 +31,42 @@ func Load(name string) (*time.Location, error) {
 	case "Local":
 		return nil, fmt.Errorf("%w %q: name an IANA zone such as \"Europe/Berlin\", not the server's local zone", ErrUnknown, name)
 	}
+	if hostDependent(name) {
+		return nil, fmt.Errorf("%w %q: not an IANA zone name but a file of this host's zone directory, whose meaning differs between hosts; name an IANA zone such as \"Europe/Berlin\"", ErrUnknown, name)
+	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q (want an IANA name such as \"Asia/Jakarta\" or \"America/New_York\")", ErrUnknown, name)
 	}
 	return loc, nil
+}
+
+// hostDependent reports whether name is not spelled as an IANA zone
+// name, and so could only resolve to a file of the host's zone directory
+// (or mean a different zone from one host to the next): every IANA name
+// is one or more '/'-separated parts, each starting with an upper-case
+// letter and holding only letters, digits, '_', '+' and '-'
+// ("America/Port-au-Prince", "Etc/GMT+5", "EST5EDT"). That refuses
+// "localtime" (the host's zone), "posixrules", "posix/UTC", "right/UTC"
+// (leap-second variants some hosts install), "./UTC", "Etc/../UTC" and
+// "zone.tab". "Factory" (an IANA placeholder meaning "zone not set",
+// missing from some databases) is refused too.
+func hostDependent(name string) bool {
+	if name == "Factory" {
+		return true
+	}
+	for part := range strings.SplitSeq(name, "/") {
+		if part == "" || part[0] < 'A' || part[0] > 'Z' {
+			return true
+		}
+		for i := 1; i < len(part); i++ {
+			c := part[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '+' || c == '-') {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // MaxNameLen bounds a zone name: the longest IANA name is 32 bytes

@@ -18,6 +18,13 @@ func TestLoad(t *testing.T) {
 	}{
 		{"", "UTC"}, {"UTC", "UTC"}, {"Asia/Jakarta", "Asia/Jakarta"}, {"America/New_York", "America/New_York"},
 		{"Mars/Olympus", ""}, {"Local", ""}, {"America/Argentina/ComodRivadavia", "America/Argentina/ComodRivadavia"}, {"../../../etc/passwd", ""}, {"/etc/localtime", ""}, {"asia/jakarta\x00", ""},
+		// Files of the host's zone directory, whose meaning differs between hosts.
+		{"localtime", ""}, {"posixrules", ""}, {"./UTC", ""}, {"Etc/../UTC", ""}, {"Etc//UTC", ""}, {"Etc/UTC/", ""},
+		{"posix/UTC", ""}, {"right/UTC", ""}, {"posix/Europe/Berlin", ""}, {"zone.tab", ""}, {"tzdata.zi", ""}, {"Factory", ""},
+		{"asia/Jakarta", ""}, {"Asia/jakarta", ""}, {"Asia/Jakarta ", ""}, {"Asia/Ja.karta", ""},
+		// Real IANA names using every character the rule allows.
+		{"Etc/GMT+5", "Etc/GMT+5"}, {"Etc/GMT-14", "Etc/GMT-14"}, {"America/Port-au-Prince", "America/Port-au-Prince"},
+		{"EST5EDT", "EST5EDT"}, {"America/Argentina/Buenos_Aires", "America/Argentina/Buenos_Aires"}, {"Etc/UTC", "Etc/UTC"}, {"GMT0", "GMT0"},
 	} {
 		loc, err := Load(tc.name)
 		switch {
