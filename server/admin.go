@@ -26,11 +26,13 @@ type AdminSettings struct {
 	// each was defined and when they were loaded (see ConfigView). nil
 	// means no rules: /debug/config then says "loaded": false.
 	Rules RuleSource
-	// AdminAuth, when set, guards the admin-only endpoints (/debug/config):
-	// they then need "Authorization: Bearer <token>" with an admin token,
-	// and answer 401 without a known token, 403 with a token that is not an
-	// admin one. The other endpoints stay open (probes and scrapers carry
-	// no token).
+	// AdminAuth, when set, guards the admin-only endpoints, everything
+	// under /debug/ (/debug/config and, with Pprof, /debug/pprof/*, whose
+	// cmdline and goroutine dumps show the command line and what the
+	// server holds): they then need "Authorization: Bearer <token>" with an
+	// admin token, and answer 401 without a known token, 403 with a token
+	// that is not an admin one. /healthz, /readyz and /metrics stay open
+	// (probes and scrapers carry no token); /v1/ has its own token check.
 	AdminAuth AdminAuthorizer
 }
 
@@ -39,7 +41,7 @@ type AdminSettings struct {
 //	/healthz       200 while the process runs (liveness)
 //	/readyz        200 when Ready says so, else 503 with the reason
 //	/metrics       Prometheus metrics, when configured
-//	/debug/pprof/  the Go profiler, when Pprof is set
+//	/debug/pprof/  the Go profiler, when Pprof is set (needs an admin token with AdminAuth)
 //	/v1/           the HTTP/JSON decision API, when API is set
 //	/debug/config  the live rules as JSON (needs an admin token with AdminAuth)
 func NewAdminHandler(s AdminSettings) http.Handler {
@@ -67,13 +69,13 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 	if s.API != nil {
 		mux.Handle("/v1/", s.API)
 	}
-	mux.Handle("GET /debug/config", debugConfig(s.Rules, s.AdminAuth))
+	mux.Handle("GET /debug/config", adminOnly(s.AdminAuth, debugConfig(s.Rules)))
 	if s.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Trace)))
 	}
 	return mux
 }

@@ -25,21 +25,33 @@ type AdminAuthorizer interface {
 	AuthorizeAdmin(ctx context.Context, authorization string) error
 }
 
-// debugConfig serves GET /debug/config, behind authz when it is set.
-func debugConfig(src RuleSource, authz AdminAuthorizer) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if authz != nil {
-			if err := authz.AuthorizeAdmin(r.Context(), r.Header.Get("Authorization")); err != nil {
-				code := http.StatusUnauthorized
-				if status.Code(err) == codes.PermissionDenied {
-					code = http.StatusForbidden
-				} else {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin"`)
-				}
-				http.Error(w, status.Convert(err).Message(), code)
-				return
+// adminOnly serves h behind authz when it is set: a request then needs
+// "Authorization: Bearer <token>" with an admin token, else it answers 401
+// (no known token, with WWW-Authenticate) or 403 (a token that is not an
+// admin one) and h never runs.
+func adminOnly(authz AdminAuthorizer, h http.Handler) http.Handler {
+	if authz == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := authz.AuthorizeAdmin(r.Context(), r.Header.Get("Authorization")); err != nil {
+			code := http.StatusUnauthorized
+			if status.Code(err) == codes.PermissionDenied {
+				code = http.StatusForbidden
+			} else {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin"`)
 			}
+			http.Error(w, status.Convert(err).Message(), code)
+			return
 		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// debugConfig serves GET /debug/config (NewAdminHandler puts it behind
+// adminOnly).
+func debugConfig(src RuleSource) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		var c *rules.Set
 		if src != nil {
 			c = src.Current()

@@ -33,6 +33,10 @@ type ClientConfig struct {
 	//   sentinel: the sentinels, the host plus addr= parameters the same
 	//     way; user and password (and TLS) are the master's.
 	URL string
+	// Password, when set, replaces the URL's password (the user name
+	// stays the URL's), so that the URL, which a command line or a config
+	// may show, need not hold it.
+	Password string
 	// Mode is standalone (the default when empty), cluster or sentinel.
 	Mode string
 	// SentinelMaster is the master's name; required in sentinel mode.
@@ -100,6 +104,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if cfg.PoolSize > 0 {
 			o.PoolSize = cfg.PoolSize
 		}
+		setPassword(&o.Password, cfg)
 		if err := setTLS(o.TLSConfig, cfg); err != nil {
 			return nil, err
 		}
@@ -113,6 +118,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if cfg.PoolSize > 0 {
 			o.PoolSize = cfg.PoolSize
 		}
+		setPassword(&o.Password, cfg)
 		if err := setTLS(o.TLSConfig, cfg); err != nil {
 			return nil, err
 		}
@@ -146,6 +152,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if cfg.PoolSize > 0 {
 			fo.PoolSize = cfg.PoolSize
 		}
+		setPassword(&fo.Password, cfg)
 		if err := setTLS(fo.TLSConfig, cfg); err != nil {
 			return nil, err
 		}
@@ -186,6 +193,13 @@ func setTLS(tc *tls.Config, cfg ClientConfig) error {
 // bad is a NewClient error: it wraps ErrClientConfig.
 func bad(format string, args ...any) error {
 	return fmt.Errorf("redisstore: %w: %s", ErrClientConfig, fmt.Sprintf(format, args...))
+}
+
+// setPassword puts cfg.Password, when set, in place of the URL's.
+func setPassword(pw *string, cfg ClientConfig) {
+	if cfg.Password != "" {
+		*pw = cfg.Password
+	}
 }
 
 func setTimeouts(dial, read, write *time.Duration, cfg ClientConfig) {

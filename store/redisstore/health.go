@@ -74,10 +74,16 @@ func (s *Store) checkServer(ctx context.Context) error {
 	clus := pipe.Info(ctx, "cluster")
 	if _, err := pipe.Exec(ctx); err != nil {
 		var rerr redis.Error
-		if errors.As(err, &rerr) && !s.misconfigured(err) {
+		if errors.As(err, &rerr) && (!s.misconfigured(err) || redis.HasErrorPrefix(err, "NOPERM")) {
 			// INFO refused (ACL, renamed command): nothing to check.
-			return s.client.Ping(ctx).Err()
+			if err := s.client.Ping(ctx).Err(); err != nil {
+				return err
+			}
+			return s.checkScripting(ctx)
 		}
+		return err
+	}
+	if err := s.checkScripting(ctx); err != nil {
 		return err
 	}
 	if infoField(clus.Val(), "cluster_enabled") == "1" {
@@ -86,6 +92,24 @@ func (s *Store) checkServer(ctx context.Context) error {
 	if s.mode() == ModeStandalone && infoField(repl.Val(), "role") == "slave" {
 		master := net.JoinHostPort(infoField(repl.Val(), "master_host"), infoField(repl.Val(), "master_port"))
 		return &misconfigError{fmt.Sprintf("%s is a read-only replica of %s (INFO: role:slave): point --redis-url at the master (%s), or use --redis-mode sentinel", s.addr(), master, master)}
+	}
+	return nil
+}
+
+// checkScripting asks whether Redis lets this client run scripts at all:
+// an EVALSHA of a script no one loaded and an FCALL of a function no
+// library holds, both without keys, answer NOSCRIPT and "Function not
+// found" to a client that may run them, NOPERM to one whose ACL user may
+// not. Either one allowed is enough (the store falls back from FCALL to
+// EVALSHA); both refused is a misconfiguration, since no decision could
+// run. Key permissions (~prefix*) show only when a decision runs.
+func (s *Store) checkScripting(ctx context.Context) error {
+	pipe := s.client.Pipeline()
+	eval := pipe.EvalSha(ctx, "0000000000000000000000000000000000000000", nil)
+	fcall := pipe.FCall(ctx, "floodgate_permission_check", nil)
+	_, _ = pipe.Exec(ctx)
+	if redis.HasErrorPrefix(eval.Err(), "NOPERM") && redis.HasErrorPrefix(fcall.Err(), "NOPERM") {
+		return eval.Err()
 	}
 	return nil
 }
@@ -119,6 +143,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // for a moment during a failover), a cluster client on a server without
 // cluster support.
 func (s *Store) misconfigured(err error) bool {
+	if credentialsRefused(err) {
+		return true
+	}
 	switch s.mode() {
 	case ModeCluster:
 		return strings.Contains(err.Error(), "cluster support disabled")
@@ -135,9 +162,29 @@ func (s *Store) misconfigured(err error) bool {
 	return false
 }
 
+// credentialsRefused reports whether err is Redis refusing the client's
+// credentials or its ACL user's rights: NOAUTH (no password given where
+// one is needed), WRONGPASS (a wrong user or password), NOPERM (a user
+// that may not run a command floodgate needs, or touch its keys). None
+// ends by waiting; each needs the operator.
+func credentialsRefused(err error) bool {
+	for _, p := range []string{"NOAUTH", "WRONGPASS", "NOPERM"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // misconfiguredHint is the fix for an answer misconfigured accepted.
 func (s *Store) misconfiguredHint(err error) string {
 	switch {
+	case redis.HasErrorPrefix(err, "NOAUTH"):
+		return s.addr() + " needs a password: put it in --redis-password-file (or in --redis-url, set by $FLOODGATE_REDIS_URL)"
+	case redis.HasErrorPrefix(err, "WRONGPASS"):
+		return s.addr() + " refused the user name or password: fix the password in --redis-password-file (or --redis-url) and the user in --redis-url"
+	case redis.HasErrorPrefix(err, "NOPERM"):
+		return s.addr() + " refused a command or key to floodgate's Redis user: grant it scripts and the keys under --redis-prefix (ACL SETUSER <user> +@scripting +ping +info ~<prefix>*)"
 	case s.mode() == ModeCluster:
 		return "Redis is not a Redis Cluster: run floodgate with --redis-mode standalone (or sentinel)"
 	case redis.HasErrorPrefix(err, "READONLY"):
