@@ -8,8 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,6 +53,8 @@ type serveFlags struct {
 	gcPercent    int
 
 	redisURL            string
+	redisPasswordFile   string
+	redisPassword       string // read from redisPasswordFile by check
 	redisMode           string
 	redisSentinelMaster string
 	redisPoolSize       int
@@ -113,6 +119,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.pprof, "pprof", false, "serve the Go profiler on the HTTP admin address (/debug/pprof/)")
 
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db] or rediss:// (TLS); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
+	fs.StringVar(&f.redisPasswordFile, "redis-password-file", "", "Redis: a file whose first line is the password, used instead of the one in --redis-url (a command line is visible to other processes and in /debug/pprof/cmdline)")
 	fs.StringVar(&f.redisMode, "redis-mode", "standalone", "Redis: standalone, cluster or sentinel")
 	fs.StringVar(&f.redisSentinelMaster, "redis-sentinel-master", "", "Redis: the master's name (sentinel mode)")
 	fs.IntVar(&f.redisPoolSize, "redis-pool-size", 0, "Redis: connections per node for single calls (0 = go-redis' default, 10 per CPU); pipelines add a pool of at most 10 more")
@@ -206,6 +213,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// SIGHUP reloads the files instead of ending the process (Go's default
+	// for it): caught from here on, acted on once serving (hangups.go).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	tr, flushTraces, err := startTracing(ctx, getenv, log)
 	if err != nil {
@@ -220,7 +232,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			q.ConfigChanged()
 		}
 	}}
-	closeRules, err := loadRules(ctx, f.configPath, live, metrics, log)
+	closeRules, reloadRules, err := loadRules(ctx, f.configPath, live, metrics, log)
 	if err != nil {
 		return err
 	}
@@ -277,6 +289,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		lis.Close()
 		return err
 	}
+	go reloadOnHangup(ctx, hup, append(reloadRules, pipe.reload...), log)
 	return serveUntilSignal(ctx, f, running{
 		grpc:     grpcSrv,
 		lis:      lis,
@@ -324,6 +337,9 @@ func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) 
 	if err := f.local.check(); err != nil {
 		return failureMode, server.TransportLimits{}, err
 	}
+	if err := f.readRedisPassword(); err != nil {
+		return failureMode, server.TransportLimits{}, err
+	}
 	limits, err := f.transportLimits()
 	return failureMode, limits, err
 }
@@ -358,4 +374,25 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+// readRedisPassword reads --redis-password-file's first line into
+// f.redisPassword. The file needs --redis-url, and must hold a password.
+func (f *serveFlags) readRedisPassword() error {
+	if f.redisPasswordFile == "" {
+		return nil
+	}
+	if f.redisURL == "" {
+		return errors.New("--redis-password-file needs --redis-url")
+	}
+	b, err := os.ReadFile(f.redisPasswordFile)
+	if err != nil {
+		return fmt.Errorf("--redis-password-file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f.redisPassword = strings.TrimSuffix(line, "\r")
+	if f.redisPassword == "" {
+		return fmt.Errorf("--redis-password-file %s: the first line is empty", f.redisPasswordFile)
+	}
+	return nil
 }

@@ -42,7 +42,7 @@ func buildAdmin(f serveFlags, st store.Store, s server.Settings, tokens *auth.To
 		Rules:   s.Rules, // nil without --config: /debug/config says so
 	}
 	if tokens != nil {
-		as.AdminAuth = tokens // /debug/config needs an admin token
+		as.AdminAuth = tokens // /debug/config and /debug/pprof/ need an admin token
 	}
 	srv := server.NewAdminServer(server.NewAdminHandler(as))
 	return &adminServer{srv: srv, lis: lis}, nil
@@ -66,6 +66,9 @@ func httpAPI(f serveFlags, st store.Store, s server.Settings, tokens *auth.Token
 	}
 	if tokens != nil {
 		hs.Auth = tokens
+	}
+	if hs.ResetRefused = resetRefusal(f.httpAddr, tokens != nil); hs.ResetRefused != "" {
+		s.Logger.Warn("Reset is refused on the HTTP/JSON API: its port is bound beyond loopback without --auth-token-file", "http_addr", f.httpAddr)
 	}
 	return tr.HTTPHandler(httpapi.New(server.NewRateLimiter(st, s), hs))
 }

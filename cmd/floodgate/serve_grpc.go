@@ -31,6 +31,7 @@ type grpcPipeline struct {
 	gate    *server.Gate
 	tracing *tracing.Tracing // makes each call's server span when on
 	closers []io.Closer      // the TLS and token file watchers
+	reload  []reloadable     // the same, for a SIGHUP
 }
 
 // close stops watching the TLS and token files.
@@ -55,6 +56,7 @@ func buildGRPCPipeline(ctx context.Context, f serveFlags, limits server.Transpor
 			return p, err
 		}
 		p.closers = append(p.closers, certs)
+		p.reload = append(p.reload, reloadable{"tls", certs.Reload})
 		p.opts = append(p.opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	p.opts = append(p.opts, server.GRPCLimitOptions(uint32(min(f.maxConcurrentStreams, 1<<32-1)), f.maxRecvMsgBytes)...)
@@ -66,10 +68,15 @@ func buildGRPCPipeline(ctx context.Context, f serveFlags, limits server.Transpor
 			return p, err
 		}
 		p.closers = append(p.closers, tokens)
+		p.reload = append(p.reload, reloadable{"tokens", tokens.Reload})
 		p.tokens = tokens
 		p.unary = append(p.unary, tokens.UnaryInterceptor())
 		p.stream = append(p.stream, tokens.StreamInterceptor())
 		limits.Auth = tokens
+	}
+	if why := resetRefusal(f.grpcAddr, f.authTokenFile != "" || f.tlsClientCA != ""); why != "" { // mTLS: every peer is known
+		p.unary = append(p.unary, refuseReset(why))
+		log.Warn("Reset is refused on the gRPC port: it is bound beyond loopback without --auth-token-file", "grpc_addr", f.grpcAddr)
 	}
 	p.gate = server.NewGate(limits)
 	return p, nil

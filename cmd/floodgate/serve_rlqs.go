@@ -49,6 +49,7 @@ func openQuota(f serveFlags, cfg rlqs.RuleSource, reg prometheus.Registerer, log
 	if f.redisURL != "" {
 		client, err := redisstore.NewClient(redisstore.ClientConfig{
 			URL:            f.redisURL,
+			Password:       f.redisPassword,
 			Mode:           f.redisMode,
 			SentinelMaster: f.redisSentinelMaster,
 			PoolSize:       min(max(f.redisPoolSize, 0), 4),

@@ -37,10 +37,11 @@ func newMetrics() (*prometheus.Registry, *observability.Metrics) {
 
 // loadRules loads the rules at path into live and watches them until ctx
 // ends or the returned func is called; every accepted reload is counted
-// and logged. Without a path the files add no rules.
-func loadRules(ctx context.Context, path string, live *liveRules, metrics *observability.Metrics, log *slog.Logger) (func(), error) {
+// and logged. Without a path the files add no rules. The returned
+// reloadable (nil without a path) reloads them on a SIGHUP.
+func loadRules(ctx context.Context, path string, live *liveRules, metrics *observability.Metrics, log *slog.Logger) (func(), []reloadable, error) {
 	if path == "" {
-		return func() {}, nil
+		return func() {}, nil, nil
 	}
 	w, err := rules.Watch(ctx, path,
 		func(c *rules.Set) {
@@ -66,9 +67,9 @@ func loadRules(ctx context.Context, path string, live *liveRules, metrics *obser
 			log.Error("config rejected; the previous config keeps serving", "err", err)
 		})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return func() { w.Close() }, nil
+	return func() { w.Close() }, []reloadable{{"rules", w.Reload}}, nil
 }
 
 // running is a built server: the gRPC server and its listener, its health

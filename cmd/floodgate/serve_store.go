@@ -50,6 +50,7 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 	}
 	client, err := redisstore.NewClient(redisstore.ClientConfig{
 		URL:            f.redisURL,
+		Password:       f.redisPassword,
 		Mode:           f.redisMode,
 		SentinelMaster: f.redisSentinelMaster,
 		PoolSize:       f.redisPoolSize,

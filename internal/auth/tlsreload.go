@@ -51,12 +51,20 @@ type tlsState struct {
 // from the files (TLS 1.2+, the certificate, the client CAs), so fields set
 // on the returned one later do not apply. After Close it keeps serving the
 // last certificate loaded.
-func NewTLSConfig(ctx context.Context, certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, io.Closer, error) {
+func NewTLSConfig(ctx context.Context, certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, Reloader, error) {
 	cfg, r, err := newTLSConfig(ctx, certFile, keyFile, clientCAFile, log)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, r, nil
+}
+
+// Reloader is a watcher of files: Reload loads them now, whether or not
+// they changed (for a SIGHUP; a failure keeps what was loaded before and
+// is returned), Close stops watching.
+type Reloader interface {
+	io.Closer
+	Reload() error
 }
 
 // newTLSConfig is NewTLSConfig, returning the reloader behind the config

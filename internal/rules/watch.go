@@ -65,6 +65,12 @@ func reloadError(path string, err error) error {
 // Current returns the config in force. It never blocks.
 func (w *Watcher) Current() *Set { return w.files.Current() }
 
+// Reload loads the config now, whether or not its files changed (for a
+// SIGHUP): a valid one becomes current through onLoad (unless its files
+// are byte-for-byte unchanged), an invalid one is returned and reported
+// through onError, and the previous config keeps serving.
+func (w *Watcher) Reload() error { return w.files.Reload() }
+
 // Close stops watching and waits for the watcher's goroutine to end. It is
 // safe to call more than once.
 func (w *Watcher) Close() error { return w.files.Close() }

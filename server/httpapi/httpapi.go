@@ -109,6 +109,12 @@ type Settings struct {
 	Metrics prometheus.Registerer
 	// Logger receives errors writing answers. nil means slog.Default().
 	Logger *slog.Logger
+	// ResetRefused, when set, turns POST /v1/reset away (403,
+	// PermissionDenied) with this reason, before its body is read: the
+	// API then serves decisions only. The server sets it when the API
+	// listens beyond loopback with no tokens to tell an operator from
+	// anyone else on the network.
+	ResetRefused string
 }
 
 // Handler serves the API. Build one with New.
@@ -122,6 +128,7 @@ type Handler struct {
 	metrics *metrics
 	log     *slog.Logger
 	mux     *http.ServeMux
+	noReset string // Settings.ResetRefused
 }
 
 // New serves rl over HTTP/JSON. rl should be the server.RateLimiter the
@@ -138,6 +145,7 @@ func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 		metrics: newMetrics(s.Metrics),
 		log:     s.Logger,
 		mux:     http.NewServeMux(),
+		noReset: s.ResetRefused,
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
@@ -207,6 +215,10 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, name, method s
 				h.writeStatus(w, name, start, err)
 				return
 			}
+		}
+		if h.noReset != "" && method == floodgatev1.RateLimiter_Reset_FullMethodName {
+			h.writeError(w, name, start, http.StatusForbidden, codes.PermissionDenied, h.noReset)
+			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 		if err != nil {
