@@ -8,6 +8,7 @@ import "github.com/prometheus/client_golang/prometheus"
 //
 //	floodgate_quota_streams                             gauge
 //	floodgate_quota_buckets                             gauge
+//	floodgate_quota_bucket_id_bytes                     gauge
 //	floodgate_quota_reports_total                       counter
 //	floodgate_quota_reported_requests_total{rule,result} counter
 //	floodgate_quota_assignments_total{action}           counter
@@ -16,6 +17,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	streams      prometheus.Gauge
 	buckets      prometheus.Gauge
+	idBytes      prometheus.Gauge
 	reports      prometheus.Counter
 	requests     *prometheus.CounterVec
 	assignments  *prometheus.CounterVec
@@ -36,6 +38,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		buckets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "floodgate_quota_buckets", Help: "Buckets subscribed on open streams (one per stream and bucket id).",
 		}),
+		idBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "floodgate_quota_bucket_id_bytes", Help: "Bytes the subscribed bucket ids hold (with their copies), bounded per stream and in total; a report past a bound ends its stream ResourceExhausted.",
+		}),
 		reports: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "floodgate_quota_reports_total", Help: "Bucket usage reports processed.",
 		}),
@@ -54,6 +59,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "floodgate_quota_demand_errors_total", Help: "Demand aggregations the store could not do (shares then come from the last totals or this replica's view).",
 		}),
 	}
-	reg.MustRegister(m.streams, m.buckets, m.reports, m.requests, m.assignments, m.streamErrors, m.demandErrors)
+	reg.MustRegister(m.streams, m.buckets, m.idBytes, m.reports, m.requests, m.assignments, m.streamErrors, m.demandErrors)
 	return m
 }

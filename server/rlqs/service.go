@@ -53,6 +53,17 @@ const (
 	DefaultAssignmentTTL = 10 * time.Second
 	// DefaultMaxKeyBytes bounds the domain and each bucket id key and value.
 	DefaultMaxKeyBytes = 4096
+	// DefaultMaxBucketIDBytes bounds the keys and values of one bucket id
+	// together; a report past it ends the stream (InvalidArgument).
+	DefaultMaxBucketIDBytes = 8192
+	// DefaultMaxStreamBytes bounds the bucket ids one stream holds, in
+	// bytes (each id counted with its copies and map entries); a report
+	// past it ends the stream (ResourceExhausted).
+	DefaultMaxStreamBytes = 1 << 20
+	// DefaultMaxTotalBytes bounds the bucket ids all streams of the
+	// Service hold together, counted the same way; a report that would
+	// pass it ends its stream (ResourceExhausted).
+	DefaultMaxTotalBytes = 128 << 20
 	// demandTimeout bounds a ForgetDemand at a stream's end.
 	demandTimeout = 2 * time.Second
 )
@@ -72,6 +83,12 @@ type Settings struct {
 	MaxBucketsPerStream int
 	// MaxKeyBytes: see DefaultMaxKeyBytes.
 	MaxKeyBytes int
+	// MaxBucketIDBytes: see DefaultMaxBucketIDBytes.
+	MaxBucketIDBytes int
+	// MaxStreamBytes: see DefaultMaxStreamBytes.
+	MaxStreamBytes int64
+	// MaxTotalBytes: see DefaultMaxTotalBytes.
+	MaxTotalBytes int64
 	// AssignmentTTL: see DefaultAssignmentTTL.
 	AssignmentTTL time.Duration
 	// Shares shape the fair shares; zero fields take DefaultFloor and
@@ -92,7 +109,10 @@ type Service struct {
 	cfg        RuleSource
 	demand     store.DemandStore
 	maxBuckets int
-	maxKey     int
+	lim        limits
+	maxStream  int64 // bytes of bucket ids per stream
+	maxTotal   int64 // bytes of bucket ids in all
+	held       atomic.Int64
 	ttl        time.Duration
 	shares     ShareParams
 	now        func() time.Time
@@ -173,6 +193,15 @@ func New(s Settings) *Service {
 	if s.MaxKeyBytes <= 0 {
 		s.MaxKeyBytes = DefaultMaxKeyBytes
 	}
+	if s.MaxBucketIDBytes <= 0 {
+		s.MaxBucketIDBytes = DefaultMaxBucketIDBytes
+	}
+	if s.MaxStreamBytes <= 0 {
+		s.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	if s.MaxTotalBytes <= 0 {
+		s.MaxTotalBytes = DefaultMaxTotalBytes
+	}
 	if s.AssignmentTTL <= 0 {
 		s.AssignmentTTL = DefaultAssignmentTTL
 	}
@@ -191,7 +220,9 @@ func New(s Settings) *Service {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &Service{
-		cfg: s.Rules, demand: s.Demand, maxBuckets: s.MaxBucketsPerStream, maxKey: s.MaxKeyBytes,
+		cfg: s.Rules, demand: s.Demand, maxBuckets: s.MaxBucketsPerStream,
+		lim:       limits{keyBytes: s.MaxKeyBytes, idBytes: s.MaxBucketIDBytes},
+		maxStream: s.MaxStreamBytes, maxTotal: s.MaxTotalBytes,
 		ttl: s.AssignmentTTL, shares: s.Shares, now: s.Now, log: s.Logger, m: s.Metrics,
 		replica: hex.EncodeToString(b[:]),
 		streams: map[*stream]struct{}{}, groups: map[string]*group{},
@@ -251,8 +282,9 @@ func (s *Service) StreamRateLimitQuotas(srv rlqsv3.RateLimitQuotaService_StreamR
 		s: s, srv: srv, id: s.seq.Add(1),
 		subs:  map[string]*sub{},
 		dirty: map[*sub]bool{},
-		wake:  make(chan struct{}, 1),
-		drain: make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+		drain:  make(chan struct{}),
+		opened: s.now(),
 	}
 	if !s.register(st) {
 		return status.Error(codes.Unavailable, "server shutting down: reconnect to another replica")
@@ -301,6 +333,8 @@ func (s *Service) unregister(st *stream) {
 		s.m.streams.Dec()
 		s.m.buckets.Sub(float64(len(st.subs)))
 	}
+	s.release(st.bytes)
+	st.bytes = 0
 	if s.draining && len(s.streams) == 0 {
 		select {
 		case <-s.drained:
@@ -319,6 +353,31 @@ func (s *Service) unregister(st *stream) {
 			s.log.Warn("quota: could not forget a closed stream's demand; it expires with its TTL", "err", err)
 			break
 		}
+	}
+}
+
+// reserve counts n more bytes of bucket ids held by st, or refuses them
+// when st or the Service would pass its bound.
+func (s *Service) reserve(st *stream, n int64, field string) error {
+	if st.bytes+n > s.maxStream {
+		return status.Errorf(codes.ResourceExhausted, "%s: the stream's bucket ids would hold %d bytes, more than %d: report fewer or shorter bucket ids on a stream", field, st.bytes+n, s.maxStream)
+	}
+	if total := s.held.Add(n); total > s.maxTotal {
+		s.held.Add(-n)
+		return status.Errorf(codes.ResourceExhausted, "%s: the server holds %d bytes of bucket ids from all streams, the most allowed: retry later or on another replica", field, total-n)
+	}
+	st.bytes += n
+	if s.m != nil {
+		s.m.idBytes.Add(float64(n))
+	}
+	return nil
+}
+
+// release stops counting n bytes of bucket ids.
+func (s *Service) release(n int64) {
+	s.held.Add(-n)
+	if s.m != nil {
+		s.m.idBytes.Sub(float64(n))
 	}
 }
 

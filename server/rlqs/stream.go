@@ -38,6 +38,8 @@ type stream struct {
 	wake     chan struct{} // capacity 1: something is dirty, or reconfig
 	reconfig atomic.Bool   // the config changed
 	drain    chan struct{} // closed by Service.Drain
+	opened   time.Time     // when the stream opened
+	bytes    int64         // what its bucket ids hold (Service.reserve)
 }
 
 // sub is one bucket subscribed on a stream.
@@ -50,7 +52,14 @@ type sub struct {
 	rule     string // metric label: q.Name or "unmatched"
 	key      string // the budget's store key; "" unless action is QuotaRateLimit
 	reporter string
+	cost     int64         // bytes its bucket id holds (heldBytes)
 	elapsed  time.Duration // the last report's time_elapsed
+	// covered is the time the last report is taken to cover for its
+	// demand's time to live: its time_elapsed, but no more than the time
+	// since the bucket's previous report on the stream (since the stream
+	// opened, for the first).
+	covered    time.Duration
+	reportedAt time.Time // the last report's arrival; zero before any
 	last     assigned      // the last assignment sent
 	// lastStrategy is the strategy last sent (re-sent when unchanged).
 	lastStrategy *typev3.RateLimitStrategy
@@ -140,8 +149,8 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 	switch d := m.GetDomain(); {
 	case st.domain == "" && d == "":
 		return invalidf("domain", "empty: the first message of a stream must name the domain")
-	case len(d) > s.maxKey:
-		return invalidf("domain", "%d bytes, longer than %d (--max-key-bytes)", len(d), s.maxKey)
+	case len(d) > s.lim.keyBytes:
+		return invalidf("domain", "%d bytes, longer than %d (--max-key-bytes)", len(d), s.lim.keyBytes)
 	case st.domain == "":
 		st.domain = d
 	case d != "" && d != st.domain:
@@ -150,7 +159,7 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 	usages := m.GetBucketQuotaUsages()
 	elapsed := make([]time.Duration, len(usages))
 	for i, u := range usages {
-		d, err := checkUsage(u, i, s.maxKey)
+		d, err := checkUsage(u, i, s.lim)
 		if err != nil {
 			return err
 		}
@@ -168,7 +177,11 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 			if len(st.subs) >= s.maxBuckets {
 				return status.Errorf(codes.ResourceExhausted, "%s.bucket_id: the stream already has %d buckets, the most allowed (--quota-max-buckets-per-stream)", usageField(i), s.maxBuckets)
 			}
-			sb = &sub{st: st, bucket: &rlqsv3.BucketId{Bucket: maps.Clone(b)}, canon: canon,
+			cost := heldBytes(b, canon)
+			if err := s.reserve(st, cost, usageField(i)+".bucket_id"); err != nil {
+				return err
+			}
+			sb = &sub{st: st, bucket: &rlqsv3.BucketId{Bucket: maps.Clone(b)}, canon: canon, cost: cost,
 				reporter: s.replica + "/" + strconv.FormatUint(st.id, 10)}
 			st.subs[canon] = sb
 			if s.m != nil {
@@ -184,8 +197,15 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 		}
 		if d := elapsed[i]; d > 0 {
 			sb.elapsed = d
-			sb.demand.Store(demandOf(float64(allowed)+float64(denied), d))
+			over, since := max(d, minElapsed), now.Sub(st.opened)
+			if !sb.reportedAt.IsZero() {
+				since = now.Sub(sb.reportedAt)
+				over = max(over, since)
+			}
+			sb.covered = min(d, max(since, 0))
+			sb.demand.Store(min(demandOf(float64(allowed)+float64(denied), over), budgetRate(sb)))
 		}
+		sb.reportedAt = now
 		if sb.key != "" {
 			reps = append(reps, store.DemandReport{Key: sb.key, Reporter: sb.reporter, MilliRPS: sb.demand.Load(), TTL: s.demandTTL(sb)})
 			repSubs = append(repSubs, sb)
@@ -199,15 +219,36 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 }
 
 // demandOf is count requests over d in milli-requests per second,
-// bounded so sums cannot overflow.
+// bounded so sums cannot overflow. handle takes d as the report's
+// time_elapsed but at least minElapsed and the time since the bucket's
+// previous report on the stream: a report cannot claim a rate by saying
+// it covers less time than it did.
 func demandOf(count float64, d time.Duration) int64 {
 	v := count * 1000 / d.Seconds()
 	return int64(min(v, 1e15))
 }
 
-// demandTTL is how long a report counts: two reporting intervals, and at
-// least the assignment TTL.
-func (s *Service) demandTTL(sb *sub) time.Duration { return max(2*sb.elapsed, s.ttl) }
+// budgetRate is the most demand a report of sb may claim, in
+// milli-requests per second: its budget's whole rate (one instance cannot
+// use more, and a report claiming more would push every other reporter of
+// the budget to the floor share). Buckets without a budget are bounded
+// by demandOf alone.
+func budgetRate(sb *sub) int64 {
+	if sb.action != rules.QuotaRateLimit || sb.q == nil || sb.q.Limit == nil {
+		return math.MaxInt64
+	}
+	r := sb.q.Limit.Rate
+	if r.Period <= 0 {
+		return 0
+	}
+	return int64(min(float64(r.Requests)*1000/r.Period.Seconds(), 1e15))
+}
+
+// demandTTL is how long a report counts: two of the intervals it covered
+// (see sub.covered), and at least the assignment TTL. A report saying it
+// covers a day on a stream a second old counts for the assignment TTL,
+// not for two days after a crash.
+func (s *Service) demandTTL(sb *sub) time.Duration { return max(2*sb.covered, s.ttl) }
 
 // assignmentTTL is the time to live of sb's assignments: at least the
 // configured TTL, and more than two reporting intervals.
@@ -312,6 +353,8 @@ func (st *stream) abandon(sb *sub) {
 		s.forget(sb.key, sb.reporter)
 	}
 	delete(st.subs, sb.canon)
+	st.bytes -= sb.cost
+	s.release(sb.cost)
 	if s.m != nil {
 		s.m.buckets.Dec()
 	}

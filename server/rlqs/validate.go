@@ -19,7 +19,20 @@ const (
 	// maxElapsed is the longest time_elapsed accepted: Envoy reports
 	// every reporting_interval, seconds to minutes.
 	maxElapsed = 24 * time.Hour
+	// minElapsed is the shortest reporting interval Envoy accepts
+	// (reporting_interval must be over 100ms): a report is never taken
+	// to cover less time, whatever its time_elapsed says.
+	minElapsed = 100 * time.Millisecond
+	// keyOverhead is what one key of a held bucket id costs beyond its
+	// bytes (its map entry), in the per-stream and total byte bounds.
+	keyOverhead = 64
 )
+
+// limits are the bounds checkUsage applies.
+type limits struct {
+	keyBytes int // each key and value
+	idBytes  int // a bucket id's keys and values together
+}
 
 // invalidf is an InvalidArgument status naming field.
 func invalidf(field, format string, args ...any) error {
@@ -30,7 +43,7 @@ func usageField(i int) string { return "bucket_quota_usages[" + strconv.Itoa(i) 
 
 // checkUsage validates one bucket usage report and returns its elapsed
 // time (0 when not given).
-func checkUsage(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, i, maxKeyBytes int) (time.Duration, error) {
+func checkUsage(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, i int, lim limits) (time.Duration, error) {
 	f := usageField(i)
 	if u == nil {
 		return 0, invalidf(f, "empty usage report")
@@ -42,15 +55,20 @@ func checkUsage(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, i, maxKey
 	case len(b) > maxBucketKeys:
 		return 0, invalidf(f+".bucket_id", "%d keys, more than %d", len(b), maxBucketKeys)
 	}
+	n := 0
 	for k, v := range b {
 		switch {
 		case k == "":
 			return 0, invalidf(f+".bucket_id", "an empty key")
-		case len(k) > maxKeyBytes:
-			return 0, invalidf(f+".bucket_id", "key of %d bytes, longer than %d (--max-key-bytes)", len(k), maxKeyBytes)
-		case len(v) > maxKeyBytes:
-			return 0, invalidf(f+".bucket_id", "value of key %q is %d bytes, longer than %d (--max-key-bytes)", trim(k), len(v), maxKeyBytes)
+		case len(k) > lim.keyBytes:
+			return 0, invalidf(f+".bucket_id", "key of %d bytes, longer than %d (--max-key-bytes)", len(k), lim.keyBytes)
+		case len(v) > lim.keyBytes:
+			return 0, invalidf(f+".bucket_id", "value of key %q is %d bytes, longer than %d (--max-key-bytes)", trim(k), len(v), lim.keyBytes)
 		}
+		n += len(k) + len(v)
+	}
+	if n > lim.idBytes {
+		return 0, invalidf(f+".bucket_id", "%d bytes of keys and values, more than %d", n, lim.idBytes)
 	}
 	te := u.GetTimeElapsed()
 	if te == nil {
@@ -67,6 +85,16 @@ func checkUsage(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, i, maxKey
 		return 0, invalidf(f+".time_elapsed", "%v is longer than %v", d, maxElapsed)
 	}
 	return d, nil
+}
+
+// heldBytes is what holding a bucket id costs: its copy, its canonical
+// string, and the map entries.
+func heldBytes(b map[string]string, canon string) int64 {
+	n := len(canon) + keyOverhead*len(b)
+	for k, v := range b {
+		n += len(k) + len(v)
+	}
+	return int64(n)
 }
 
 // trim shortens s for an error message.
