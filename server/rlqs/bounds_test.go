@@ -201,8 +201,8 @@ func TestDemandAgesOut(t *testing.T) {
 	b := map[string]string{"k": "x"}
 	a.in <- report("d", b, 10, 24*time.Hour)
 	a.next(t)
-	if got := rec.last().TTL; got != DefaultAssignmentTTL {
-		t.Errorf("a day claimed on a fresh stream: demand TTL %v, want %v", got, DefaultAssignmentTTL)
+	if got := rec.last().TTL; got != 2*firstCover {
+		t.Errorf("a day claimed on a fresh stream: demand TTL %v, want %v", got, 2*firstCover)
 	}
 	clock.Advance(30 * time.Second)
 	a.in <- report("", b, 10, 24*time.Hour)
@@ -224,5 +224,19 @@ func TestDemandAgesOut(t *testing.T) {
 	a.next(t)
 	if got := rec.last().TTL; got != 2*(5*time.Minute+time.Minute) {
 		t.Errorf("new bucket on a 6m old stream: TTL %v, want 12m", got)
+	}
+	// Reports a day apart cover at most maxCover.
+	clock.Advance(24 * time.Hour)
+	a.in <- report("", b, 1, 24*time.Hour)
+	a.next(t)
+	if got := rec.last().TTL; got != 2*maxCover {
+		t.Errorf("reports a day apart: TTL %v, want %v", got, 2*maxCover)
+	}
+	// A short report on a fresh stream counts for the assignment TTL.
+	c := openFake(t, svc)
+	c.in <- report("d", b, 1, time.Second)
+	c.next(t)
+	if got := rec.last().TTL; got != DefaultAssignmentTTL {
+		t.Errorf("a 1s report: TTL %v, want %v", got, DefaultAssignmentTTL)
 	}
 }

@@ -56,8 +56,9 @@ type sub struct {
 	elapsed  time.Duration // the last report's time_elapsed
 	// covered is the time the last report is taken to cover for its
 	// demand's time to live: its time_elapsed, but no more than the time
-	// since the bucket's previous report on the stream (since the stream
-	// opened, for the first).
+	// since the bucket's previous report on the stream (for the first,
+	// since the stream opened or firstCover, whichever is longer), and
+	// no more than maxCover.
 	covered    time.Duration
 	reportedAt time.Time // the last report's arrival; zero before any
 	last     assigned      // the last assignment sent
@@ -197,12 +198,12 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 		}
 		if d := elapsed[i]; d > 0 {
 			sb.elapsed = d
-			over, since := max(d, minElapsed), now.Sub(st.opened)
+			over, since := max(d, minElapsed), max(now.Sub(st.opened), firstCover)
 			if !sb.reportedAt.IsZero() {
 				since = now.Sub(sb.reportedAt)
 				over = max(over, since)
 			}
-			sb.covered = min(d, max(since, 0))
+			sb.covered = min(d, max(since, 0), maxCover)
 			sb.demand.Store(min(demandOf(float64(allowed)+float64(denied), over), budgetRate(sb)))
 		}
 		sb.reportedAt = now
@@ -244,10 +245,22 @@ func budgetRate(sb *sub) int64 {
 	return int64(min(float64(r.Requests)*1000/r.Period.Seconds(), 1e15))
 }
 
+// Bounds on the time a report is taken to cover for its demand's time
+// to live (sub.covered).
+const (
+	// firstCover: a bucket's first report on a stream may cover this
+	// long even on a fresh stream (an Envoy reconnecting reports the
+	// interval since its last report elsewhere); Envoy's reporting
+	// intervals are seconds to a minute.
+	firstCover = time.Minute
+	// maxCover: no report covers more, whatever the intervals.
+	maxCover = 30 * time.Minute
+)
+
 // demandTTL is how long a report counts: two of the intervals it covered
 // (see sub.covered), and at least the assignment TTL. A report saying it
-// covers a day on a stream a second old counts for the assignment TTL,
-// not for two days after a crash.
+// covers a day on a fresh stream counts for two minutes, not for two
+// days after a crash.
 func (s *Service) demandTTL(sb *sub) time.Duration { return max(2*sb.covered, s.ttl) }
 
 // assignmentTTL is the time to live of sb's assignments: at least the
@@ -398,16 +411,26 @@ func (st *stream) assignment(sb *sub) (assigned, *typev3.RateLimitStrategy) {
 }
 
 // changed reports whether b differs enough from a to send it: another
-// action or rate, or a share 5% or more away. Envoy replaces its local
-// limiter (full again) whenever the strategy changes, so a share that
-// wanders by a request or two is not worth a new strategy: the last one
-// is re-sent instead, which only extends its time to live.
+// action or rate, a smaller share, or a share 5% or more larger. Envoy
+// replaces its local limiter (full again) whenever the strategy changes,
+// so a share that grows by a request or two is not worth a new strategy:
+// the last one is re-sent instead, which only extends its time to live.
+// A share that shrinks is always sent: keeping the last, larger one while
+// another instance's grows would let the shares in force add up to more
+// than the budget. So the share in force is never more than the one
+// computed last, and shares computed on the same totals sum to at most
+// the budget (Share).
 func changed(a, b assigned) bool {
 	if a.action != b.action || a.rate != b.rate || a.closed != b.closed {
 		return true
 	}
-	d := math.Abs(float64(b.share - a.share))
-	return d > 0 && d*20 >= float64(a.share)
+	switch {
+	case b.share < a.share:
+		return true
+	case b.share == a.share:
+		return false
+	}
+	return (b.share-a.share)*20 >= a.share
 }
 
 // flush sends the assignments of the dirty buckets, and queued abandons,
