@@ -134,14 +134,19 @@ func TestXDSConfig(t *testing.T) {
 	if n := m.Count(func(*discoverygrpc.DiscoveryRequest) bool { return true }); n > 20 {
 		t.Errorf("%d NACKs of v3 in a second, want them backing off", n)
 	}
-	// A domain the --config file defines: refused the same way.
+	// A domain the --config file defines: refused the same way, naming
+	// the resource and the domain to the management server, and the
+	// file only in the local log.
 	m.Forget()
 	m.Set(t, "v4", userLimit("rl-xd", "xd", 10), userLimit("rl-clash", "filed", 11))
 	nack = m.Wait(t, 10*time.Second, "NACK of v4", func(r *discoverygrpc.DiscoveryRequest) bool {
-		return strings.Contains(r.GetErrorDetail().GetMessage(), "duplicate domain")
+		return strings.Contains(r.GetErrorDetail().GetMessage(), "local config files")
 	})
-	if msg := nack.GetErrorDetail().GetMessage(); !strings.Contains(msg, `xds:rl-clash: duplicate domain "filed": already defined by `+file) {
+	if msg := nack.GetErrorDetail().GetMessage(); msg != `xds:rl-clash: domain "filed" is defined by this server's local config files too` || strings.Contains(msg, file) {
 		t.Errorf("NACK of v4: error_detail %q", msg)
+	}
+	if !p.logs.Contains(`already defined by ` + file) {
+		t.Errorf("the local log does not name the clashing file\n%s", p.logs)
 	}
 	if a, b := limitIn(t, rls, "xd"), limitIn(t, rls, "filed"); a != 8 || b != 3 {
 		t.Errorf("after the NACK of v4: limits %d and %d, want 8 and 3", a, b)
