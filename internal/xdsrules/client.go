@@ -4,7 +4,8 @@
 // to the same validated rules a YAML file gives (Convert) and handed to
 // the caller, who may still refuse it; the response is then ACKed, or
 // NACKed with the error, and the previous rules keep serving. The stream
-// is reopened with backoff whenever it ends.
+// is go-control-plane's ADS client (pkg/client/sotw/v3), reopened with
+// backoff whenever it ends.
 package xdsrules
 
 import (
@@ -20,10 +21,9 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	sotw "github.com/envoyproxy/go-control-plane/pkg/client/sotw/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -61,13 +61,14 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// Client is a subscription to RateLimitConfig resources over ADS.
+// Client is a subscription to RateLimitConfig resources over ADS, by
+// go-control-plane's state-of-the-world ADS client (pkg/client/sotw/v3):
+// it keeps the stream's nonces and the version last ACKed, which it sends
+// on every ACK, NACK and new stream. This package adds the reconnection
+// backoff, the backoff of repeated NACKs, and Convert and Apply.
 type Client struct {
 	opts Options
 	conn *grpc.ClientConn
-	// version is the last accepted response's version, sent back on
-	// every ACK, NACK and new stream. Owned by Run.
-	version string
 	// nacked is the version last NACKed, and nackWait how long the next
 	// NACK of that same version waits (see stream). Owned by Run.
 	nacked   string
@@ -112,9 +113,14 @@ func New(o Options) (*Client, error) {
 // whenever it fails, and then closes the connection.
 func (c *Client) Run(ctx context.Context) {
 	defer c.conn.Close()
+	// One ADS client for every stream: a new stream starts from the
+	// version last ACKed on any of them. No resource names: a wildcard
+	// subscription to every resource of the type.
+	cc := &watchedConn{cc: c.conn}
+	ads := sotw.NewADSClient(ctx, &corev3.Node{Id: c.opts.NodeID}, TypeURL)
 	wait := c.opts.BackoffMin
 	for {
-		got, err := c.stream(ctx)
+		got, err := c.stream(ctx, ads, cc)
 		if ctx.Err() != nil {
 			return
 		}
@@ -138,33 +144,22 @@ func (c *Client) Run(ctx context.Context) {
 
 // stream runs one ADS stream until it fails; got reports whether the
 // server sent any response on it.
-func (c *Client) stream(ctx context.Context) (got bool, err error) {
+func (c *Client) stream(ctx context.Context, ads sotw.ADSClient, cc *watchedConn) (got bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(c.conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		return false, err
-	}
-	// No resource names: a wildcard subscription to every resource of the
-	// type. The node goes on the first request only, as xDS asks.
-	err = s.Send(&discoveryv3.DiscoveryRequest{
-		Node:        &corev3.Node{Id: c.opts.NodeID},
-		TypeUrl:     TypeURL,
-		VersionInfo: c.version,
-	})
-	if err != nil {
+	defer cancel() // ends the stream, whatever ended the loop
+	cc.ctx = ctx
+	if err := ads.InitConnect(cc); err != nil {
 		return false, err
 	}
 	for {
-		resp, err := s.Recv()
-		if err != nil {
+		if _, err := ads.Fetch(); err != nil {
 			return got, err
 		}
 		if !got {
 			c.opts.Log.Info("xds: connected to the management server", "server", c.opts.Server, "node", c.opts.NodeID)
 		}
 		got = true
-		req, repeat := c.answer(resp)
+		nack, repeat := c.answer(cc.last)
 		if repeat {
 			// A management server may send a NACKed version straight
 			// back (go-control-plane's snapshot cache does: the version
@@ -181,20 +176,23 @@ func (c *Client) stream(ctx context.Context) (got bool, err error) {
 			}
 			c.nackWait = min(c.nackWait*2, c.opts.BackoffMax)
 		}
-		if err := s.Send(req); err != nil {
+		if nack != "" {
+			err = ads.Nack(nack)
+		} else {
+			err = ads.Ack()
+		}
+		if err != nil {
 			return got, err
 		}
 	}
 }
 
-// answer applies one response and returns its ACK or NACK; repeat
-// reports a NACK of the version NACKed last time.
-func (c *Client) answer(resp *discoveryv3.DiscoveryResponse) (req *discoveryv3.DiscoveryRequest, repeat bool) {
-	req = &discoveryv3.DiscoveryRequest{TypeUrl: TypeURL, ResponseNonce: resp.GetNonce()}
+// answer applies one response and returns the NACK's message, or ""
+// to ACK it; repeat reports a NACK of the version NACKed last time.
+func (c *Client) answer(resp *discoveryv3.DiscoveryResponse) (nack string, repeat bool) {
 	var err error
 	if resp.GetTypeUrl() != TypeURL {
 		err = fmt.Errorf("unrequested resource type %q", resp.GetTypeUrl())
-		req.TypeUrl = resp.GetTypeUrl()
 	} else {
 		var parts []*rules.Set
 		parts, err = Convert(resp.GetResources(), resp.GetVersionInfo(), c.opts.DefaultAlgorithm)
@@ -202,19 +200,55 @@ func (c *Client) answer(resp *discoveryv3.DiscoveryResponse) (req *discoveryv3.D
 			err = c.opts.Apply(parts, resp.GetVersionInfo())
 		}
 	}
-	if err != nil {
-		req.VersionInfo = c.version
-		req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: nackMessage(err)}
-		if resp.GetVersionInfo() == c.nacked {
-			return req, true // logged already
-		}
-		c.opts.Log.Error("xds: config rejected (NACK); the previous config keeps serving", "version", resp.GetVersionInfo(), "err", err)
-		c.nacked, c.nackWait = resp.GetVersionInfo(), c.opts.BackoffMin
-		return req, false
+	if err == nil {
+		c.nacked = ""
+		return "", false
 	}
-	c.version, c.nacked = resp.GetVersionInfo(), ""
-	req.VersionInfo = c.version
-	return req, false
+	if resp.GetVersionInfo() == c.nacked {
+		return nackMessage(err), true // logged already
+	}
+	c.opts.Log.Error("xds: config rejected (NACK); the previous config keeps serving", "version", resp.GetVersionInfo(), "err", err)
+	c.nacked, c.nackWait = resp.GetVersionInfo(), c.opts.BackoffMin
+	return nackMessage(err), false
+}
+
+// watchedConn is the connection as the ADS client sees it: its streams
+// run under ctx (the current stream's, so that ending a stream frees it)
+// and the last DiscoveryResponse received is kept in last, for the
+// version and type that the ADS client's Response does not carry. Used by
+// one stream at a time.
+type watchedConn struct {
+	cc   grpc.ClientConnInterface
+	ctx  context.Context
+	last *discoveryv3.DiscoveryResponse
+}
+
+var _ grpc.ClientConnInterface = (*watchedConn)(nil)
+
+func (w *watchedConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return w.cc.Invoke(ctx, method, args, reply, opts...)
+}
+
+func (w *watchedConn) NewStream(_ context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := w.cc.NewStream(w.ctx, desc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &watchedStream{ClientStream: s, w: w}, nil
+}
+
+// watchedStream records what it receives in its watchedConn.
+type watchedStream struct {
+	grpc.ClientStream
+	w *watchedConn
+}
+
+func (s *watchedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if r, ok := m.(*discoveryv3.DiscoveryResponse); ok && err == nil {
+		s.w.last = r
+	}
+	return err
 }
 
 // Refusal is an error Apply may return to NACK a response with a message
