@@ -222,18 +222,19 @@ func TestInterceptorFailureModes(t *testing.T) {
 		mode    client.FailureMode
 		want    codes.Code
 		wantErr codes.Code
+		timeout time.Duration // the interceptor's: long enough for a refused dial on a busy machine
 	}{
-		{"unreachable, open", floodgatetest.DeadAddr(t), client.FailOpen, codes.OK, codes.Unavailable},
-		{"unreachable, closed", floodgatetest.DeadAddr(t), client.FailClosed, codes.Unavailable, codes.Unavailable},
-		{"hanging, open", floodgatetest.StartHanging(t), client.FailOpen, codes.OK, codes.DeadlineExceeded},
-		{"hanging, closed", floodgatetest.StartHanging(t), client.FailClosed, codes.Unavailable, codes.DeadlineExceeded},
+		{"unreachable, open", floodgatetest.DeadAddr(t), client.FailOpen, codes.OK, codes.Unavailable, 5 * time.Second},
+		{"unreachable, closed", floodgatetest.DeadAddr(t), client.FailClosed, codes.Unavailable, codes.Unavailable, 5 * time.Second},
+		{"hanging, open", floodgatetest.StartHanging(t), client.FailOpen, codes.OK, codes.DeadlineExceeded, 30 * time.Millisecond},
+		{"hanging, closed", floodgatetest.StartHanging(t), client.FailClosed, codes.Unavailable, codes.DeadlineExceeded, 30 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log floodgatetest.ErrorLog
 			hc := startProtected(t, floodgatetest.Dial(t, tc.addr, client.WithTimeout(time.Hour)), grpclimit.Config{
 				Limit:       perMinute3,
 				FailureMode: tc.mode,
-				Timeout:     30 * time.Millisecond, // overrides the client's hour
+				Timeout:     tc.timeout, // overrides the client's hour
 				OnError:     func(_ context.Context, _ string, err error) { log.Add(err) },
 			})
 			var hdr metadata.MD

@@ -141,7 +141,7 @@ func TestBenchEachAPI(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			addr := benchServer(t, tc.serverCfg, server.GRPCSettings{})
-			args := append([]string{"bench", "--addr", addr, "--duration", "300ms", "--warmup", "50ms", "--concurrency", "6", "--conns", "2", "--json"}, tc.args...)
+			args := append([]string{"bench", "--addr", addr, "--duration", "1s", "--warmup", "100ms", "--concurrency", "6", "--conns", "2", "--json"}, tc.args...)
 			out, stderr, err := runBenchCmd(t, noEnv, args...)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, stderr)

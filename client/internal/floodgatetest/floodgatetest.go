@@ -198,6 +198,10 @@ func DeadAddr(t testing.TB) string {
 // Dial is client.Dial for a test, closed when the test ends.
 func Dial(t testing.TB, addr string, opts ...client.DialOption) *client.Client {
 	t.Helper()
+	// A generous call timeout first (opts may set another): the default
+	// 100 ms is a production bound, not one a test under -race on a busy
+	// machine can promise.
+	opts = append([]client.DialOption{client.WithTimeout(testTimeout)}, opts...)
 	c, err := client.Dial(addr, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +209,9 @@ func Dial(t testing.TB, addr string, opts ...client.DialOption) *client.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// testTimeout bounds each call of a Dial client unless a test sets its own.
+const testTimeout = 10 * time.Second
 
 // LogCounter is a slog.Handler that counts the records logged to it.
 type LogCounter struct {
