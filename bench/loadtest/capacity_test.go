@@ -47,16 +47,6 @@ func TestParseRedisStats(t *testing.T) {
 	}
 }
 
-func TestParseBenchRate(t *testing.T) {
-	got, err := parseBenchRate("EVALSHA abc: rps=0.0 (overall: nan) avg_msec=nan\rEVALSHA 2c3f 1 k: 66423.12 requests per second, p50=0.503 msec\n")
-	if err != nil || got != 66423.12 {
-		t.Fatalf("got %v, %v", got, err)
-	}
-	if _, err := parseBenchRate("ERR unknown command"); err == nil {
-		t.Fatal("no error for output without a rate")
-	}
-}
-
 func TestSumMetric(t *testing.T) {
 	text := `# HELP floodgate_decisions_total Rate-limit decisions.
 # TYPE floodgate_decisions_total counter

@@ -18,8 +18,6 @@ type figures struct {
 	lone         result       // one worker
 	unbatched    result       // ShouldRateLimit, 1 descriptor, batching off
 
-	scriptRate, scriptCPU float64 // floodgate's script ÷ the minimal script: calls/s, Redis CPU per call
-
 	clusterCeiling   result
 	cluster          [2]result // three masters: ShouldRateLimit with 1 and 3 descriptors
 	clusterHot       result    // three masters, one key, never denied
@@ -60,10 +58,6 @@ func (f *figures) printGoals(out io.Writer) {
 		}
 		fmt.Fprintf(out, "| Redis CPU/decision, %s: Check / 1 / 3 descriptors | ≤ 4 / 4 / 10 µs | %.1f / %.1f / %.1f µs | %s |\n",
 			a.name, c, one, three, verdict(c <= 4 && one <= 4 && three <= 10))
-	}
-	if f.scriptRate > 0 {
-		fmt.Fprintf(out, "| script cost: floodgate's token-bucket script ÷ minimal INCRBY+PEXPIRE script, calls/s at -P 16 | ≥ 0.6× | %.2f× (Redis CPU per call %.1f×) | %s |\n",
-			f.scriptRate, f.scriptCPU, verdict(f.scriptRate >= 0.6))
 	}
 	for j, name := range []string{"Check", "ShouldRateLimit, 1 descriptor", "ShouldRateLimit, 3 descriptors"} {
 		m, r := f.mem[j].FloodgateUs, f.redis[0][j].FloodgateUs

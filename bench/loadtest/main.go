@@ -54,7 +54,6 @@ type settings struct {
 	binary           string
 	concurrency      int
 	keys             int
-	benchRequests    int
 	cluster          bool
 }
 
@@ -99,7 +98,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&s.binary, "binary", "../bin/floodgate", "the floodgate binary to test (make build writes bin/floodgate)")
 	fs.IntVar(&s.concurrency, "concurrency", 50, "closed-loop workers")
 	fs.IntVar(&s.keys, "keys", 10_000, "distinct keys")
-	fs.IntVar(&s.benchRequests, "bench-requests", 200_000, "redis-benchmark calls per script-cost row")
 	fs.BoolVar(&s.cluster, "cluster", true, "also measure a three-master Redis Cluster")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -144,9 +142,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := s.batching(ctx, out, cfgDir, dir, rs, rc, &f); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "### Script cost: redis-benchmark, one decision a call, 50 clients, pipeline 16")
-	fmt.Fprintln(out)
-	f.scriptRate, f.scriptCPU = scriptCost(ctx, out, rs.addr, rc, s.concurrency, s.benchRequests)
 	if s.cluster {
 		if err := s.clusterCheck(ctx, out, cfgDir, dir, &f); err != nil {
 			return err

@@ -49,8 +49,9 @@ func main() {
 	n := flag.Int("n", 2_000, "decisions per measured phase under callgrind (a multiple of 8)")
 	wall := flag.Int("wall", 20_000, "decisions per phase of the wall-clock run; 0 skips it")
 	only := flag.String("only", "", "measure only the subjects whose name contains this")
+	profile := flag.String("profile", "", "keep callgrind's dumps (one a phase, for callgrind_annotate) in this directory")
 	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *keys, *n/8*8, *wall/8*8, *only); err != nil {
+	if err := run(context.Background(), os.Stdout, *keys, *n/8*8, *wall/8*8, *only, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "rediscost:", err)
 		os.Exit(1)
 	}
@@ -65,12 +66,18 @@ type row struct {
 	cpuUs   float64 // Redis CPU per decision, µs; 0 if not measured
 }
 
-func run(ctx context.Context, out io.Writer, keys, n, wall int, only string) error {
-	dir, err := os.MkdirTemp("", "rediscost")
-	if err != nil {
+func run(ctx context.Context, out io.Writer, keys, n, wall int, only, profile string) error {
+	dir := profile
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "rediscost")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
 	var subs []subject
 	for _, s := range subjects() {
 		if strings.Contains(s.name, only) {

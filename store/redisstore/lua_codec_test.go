@@ -14,7 +14,7 @@ import (
 // stored minus STATE_EPOCH_MS) with write_counter and reads it back with
 // load_counter, answering the stored string and the three values read.
 const codecRoundTrip = `
-local epoch = 1767225600000
+local epoch = STATE_EPOCH_MS
 write_counter(KEYS[1], 2, epoch + tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), 60000, 0)
 local a, b, c = load_counter(KEYS[1], 2)
 return {redis.call('GET', KEYS[1]), string.format('%d', a - epoch), string.format('%d', b), string.format('%d', c)}

@@ -133,26 +133,17 @@ func pickScript(reqs []luaReq) luaScript {
 // runScript runs script for reqs at nowMs (negative: Redis' TIME) and
 // decodes the reply; a nil script is the one the store would pick.
 func runScript(ctx context.Context, c redis.Scripter, script luaScript, nowMs int64, reqs []luaReq) ([]algorithms.Decision, error) {
-	return runScriptHeader(ctx, c, script, header{nowMs: nowMs, keepMs: keepMs}, reqs, false)
+	return runScriptHeader(ctx, c, script, header{nowMs: nowMs, keepMs: keepMs}, reqs)
 }
 
 // scriptArgs builds the KEYS and ARGV of a call holding reqs: the header
-// and the first group in ARGV[1], one more ARGV per group; in the
-// seven-bit form if seven.
-func scriptArgs(h header, reqs []luaReq, seven bool) ([]string, []any) {
+// and the first group in ARGV[1], one more ARGV per group.
+func scriptArgs(h header, reqs []luaReq) ([]string, []any) {
 	keys := make([]string, len(reqs))
 	hdr := appendHeader(nil, h)
 	buf := hdr
 	var args []any
-	flush := func() {
-		if seven && len(args) > 0 {
-			// A group after the first: convert it with a header, then drop it.
-			buf = sevenBit(append(append([]byte(nil), hdr...), buf...))[hdrLen:]
-		} else if seven {
-			buf = sevenBit(buf)
-		}
-		args = append(args, buf)
-	}
+	flush := func() { args = append(args, buf) }
 	for i, r := range reqs {
 		keys[i] = r.key
 		if r.group && i > 0 {
@@ -165,11 +156,11 @@ func scriptArgs(h header, reqs []luaReq, seven bool) ([]string, []any) {
 	return keys, args
 }
 
-func runScriptHeader(ctx context.Context, c redis.Scripter, script luaScript, h header, reqs []luaReq, seven bool) ([]algorithms.Decision, error) {
+func runScriptHeader(ctx context.Context, c redis.Scripter, script luaScript, h header, reqs []luaReq) ([]algorithms.Decision, error) {
 	if script == nil {
 		script = pickScript(reqs)
 	}
-	keys, args := scriptArgs(h, reqs, seven)
+	keys, args := scriptArgs(h, reqs)
 	reply, err := script.Run(ctx, c, keys, args...).Result()
 	if err != nil {
 		return nil, err
@@ -377,21 +368,19 @@ func TestLuaMatchesGo(t *testing.T) {
 		full  bool // the full script, else the one the store picks
 		algs  [4]algorithms.Algorithm
 		big   bool // key 3 keeps its algorithm's big limit
-		seven bool // ARGV in the seven-bit form (BenchmarkEval's)
 	}
 	var traces []trace
 	for _, alg := range algorithms.Algorithms {
-		traces = append(traces, trace{alg.String(), false, [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
+		traces = append(traces, trace{alg.String(), false, [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
 	}
 	for _, alg := range algorithms.Algorithms {
 		if alg != algorithms.SlidingWindowLog {
-			traces = append(traces, trace{"full/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
+			traces = append(traces, trace{"full/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
 		}
 	}
 	tb, sw, swl, fw, lb := algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.SlidingWindowLog, algorithms.FixedWindow, algorithms.LeakyBucket
-	traces = append(traces, trace{"mixed", false, [4]algorithms.Algorithm{tb, sw, swl, fw}, false, false})
-	traces = append(traces, trace{"mixed/leaky", false, [4]algorithms.Algorithm{lb, tb, swl, lb}, false, false})
-	traces = append(traces, trace{"mixed/seven-bit", false, [4]algorithms.Algorithm{lb, sw, swl, fw}, false, true})
+	traces = append(traces, trace{"mixed", false, [4]algorithms.Algorithm{tb, sw, swl, fw}, false})
+	traces = append(traces, trace{"mixed/leaky", false, [4]algorithms.Algorithm{lb, tb, swl, lb}, false})
 	modes := []struct {
 		name string
 		set  scriptSet
@@ -405,7 +394,7 @@ func TestLuaMatchesGo(t *testing.T) {
 				if tr.full {
 					script = set.full
 				}
-				diffTrace(t, c, script, set, rand.New(rand.NewPCG(seed, stream)), tr.algs, tr.big, tr.seven)
+				diffTrace(t, c, script, set, rand.New(rand.NewPCG(seed, stream)), tr.algs, tr.big)
 			})
 		}
 	}
@@ -413,7 +402,7 @@ func TestLuaMatchesGo(t *testing.T) {
 
 // diffTrace runs one differential trace on 4 keys of algorithms algs.
 // A nil script is the one set picks for each call.
-func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, rng *rand.Rand, algs [4]algorithms.Algorithm, big, seven bool) {
+func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, rng *rand.Rand, algs [4]algorithms.Algorithm, big bool) {
 	const steps = 5000
 	ctx := context.Background()
 	// Keys 0-2 (and 3 unless big) switch limits now and then; key 3 keeps
@@ -470,7 +459,7 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 		if run == nil {
 			run = set.pick(reqs)
 		}
-		got, err := runScriptHeader(ctx, c, run, header{nowMs: now, keepMs: keepMs, calMs: m.calMs}, reqs, seven)
+		got, err := runScriptHeader(ctx, c, run, header{nowMs: now, keepMs: keepMs, calMs: m.calMs}, reqs)
 		if err != nil {
 			t.Fatalf("step %d (now %d): script: %v", step, now, err)
 		}
@@ -687,7 +676,7 @@ func TestLuaDenyWritesNothing(t *testing.T) {
 
 	// A probe of a batch that fits decides exactly as the real call will,
 	// and writes nothing.
-	probe, err := runScriptHeader(ctx, c, script, header{nowMs: now + 2000, keepMs: keepMs, probe: true}, reqs, false)
+	probe, err := runScriptHeader(ctx, c, script, header{nowMs: now + 2000, keepMs: keepMs, probe: true}, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -748,9 +737,6 @@ func TestLuaErrors(t *testing.T) {
 		{"bad form", false, []string{"e:a"}, []any{join([]byte("x"), hdr[1:], req(l, 1, nil))}, "bad header"},
 		{"bad write flag", false, []string{"e:a"}, []any{join(hdr[:17], []byte{2}, req(l, 1, nil))}, "bad header"},
 		{"negative keep", false, []string{"e:a"}, []any{join(hdr[:9], bytes.Repeat([]byte{0xff}, 8), hdr[17:], req(l, 1, nil))}, "bad header"},
-		{"seven-bit header too short", false, []string{"e:a"}, []any{sevenBit(join(hdr, req(l, 1, nil)))[:10]}, "bad header"},
-		{"seven-bit header byte", false, []string{"e:a"}, []any{join(sevenBit(hdr)[:17], []byte{0x01}, sevenBit(join(hdr, req(l, 1, nil)))[hdrLen:])}, "bad header"},
-		{"seven-bit request byte", false, []string{"e:a"}, []any{join(sevenBit(join(hdr, req(l, 1, nil)))[:hdrLen+5], []byte{0x01}, sevenBit(join(hdr, req(l, 1, nil)))[hdrLen+6:])}, "bad arguments for request 1"},
 		{"short request", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil)[:20])}, "bytes per request"},
 		{"empty group", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil)), ""}, "bytes per request"},
 		{"more requests than keys", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil), req(l, 1, nil))}, "2 requests for 1 keys"},
@@ -760,7 +746,8 @@ func TestLuaErrors(t *testing.T) {
 		{"bad flags", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x80 }))}, "bad arguments for request 1"}, // flag bit 4: no feature (bit 1 is debt)
 		{"negative burst", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[17+7] = 0xff }))}, "bad arguments for request 1"},
 		{"zero period", false, []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
-		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},
+		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil), req(zeroPeriod, 1, nil))}, "bad arguments for request 2"},
+		{"bad request in a group", false, []string{"e:c", "e:d"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},
 		{"log in the lean script", true, []string{"e:a"}, []any{join(hdr, req(swl, 1, nil))}, "bad arguments for request 1"},
 		{"calendar flag without bounds", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 64 }))}, "bytes per request"},
 		{"calendar bounds cut short", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, nil)[:reqLen+20])}, "bytes per request"},
@@ -769,16 +756,6 @@ func TestLuaErrors(t *testing.T) {
 		{"calendar log", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 3 }))}, "bad arguments for request 1"},
 		{"calendar bounds out of order", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, swapBounds))}, "bad arguments for request 1"},
 		{"calendar bounds out of order in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, swapBounds)}, "bad arguments for request 2"},
-		{"seven-bit calendar bound byte", false, []string{"e:a"}, []any{func() []byte {
-			b := sevenBit(join(hdr, req(cal, 1, nil)))
-			b[hdrLen+reqLen+3] = 0x01
-			return b
-		}()}, "bad arguments for request 1"},
-		{"seven-bit calendar bound byte in a group", false, []string{"e:a", "e:b"}, []any{func() []byte {
-			b := sevenBit(join(hdr, req(cal, 1, nil), req(cal, 1, nil)))
-			b[hdrLen+2*reqLen+calLen+20] = 0x02
-			return b
-		}()}, "bad arguments for request 2"},
 		{"two algorithms on one key", false, []string{"e:b", "e:b"}, []any{join(hdr, req(l, 1, nil), req(algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 5, Period: time.Second}, 1, nil))}, "used with two algorithms"},
 	}
 	for _, tc := range tests {
@@ -787,11 +764,19 @@ func TestLuaErrors(t *testing.T) {
 				continue
 			}
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				c.Del(ctx, tc.keys...)
 				err := script.Run(ctx, c, tc.keys, tc.args...).Err()
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("error %v, want one containing %q", err, tc.want)
 				}
-				if n, _ := c.Exists(ctx, tc.keys...).Result(); n != 0 {
+				written := tc.keys
+				if strings.HasSuffix(tc.name, "in a group") && strings.HasSuffix(name, "lean") {
+					// The direct path (every group one request) decides
+					// and writes each group in turn: the group before
+					// the malformed one, a separate call, stands.
+					written = tc.keys[1:]
+				}
+				if n, _ := c.Exists(ctx, written...).Result(); n != 0 {
 					t.Fatalf("a refused call wrote %d keys", n)
 				}
 			})
@@ -825,8 +810,8 @@ func TestLuaErrors(t *testing.T) {
 	}
 }
 
-// TestWireInts: both forms of ARGV (lua/lib.lua) carry every integer the
-// store sends exactly, and the seven-bit form never holds a NUL byte.
+// TestWireInts: ARGV's encoding (lua/lib.lua) carries every integer the
+// store sends exactly.
 func TestWireInts(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartServer(t).Client()
@@ -843,17 +828,13 @@ return {s(now), s(keep), write, alg, flags, s(requests), s(period_ms), s(burst),
 			h := header{nowMs: v - 1, keepMs: v, probe: v%2 == 0}
 			l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: max(v, 1), Period: time.Duration(max(v%(1<<40), 1)) * time.Millisecond, Burst: v}
 			bin := appendRequest(appendHeader(nil, h), l, cost, true, h.calMs)
-			seven := sevenBit(bin)
-			if bytes.IndexByte(seven, 0) >= 0 {
-				t.Fatalf("request %d: a NUL byte in the seven-bit form %x", v, seven)
-			}
 			write := int64(1)
 			if h.probe {
 				write = 0
 			}
 			want := []any{fmt.Sprint(max(h.nowMs, -1)), fmt.Sprint(min(h.keepMs, maxWireCost)), write, int64(1), int64(1),
 				fmt.Sprint(l.Requests), fmt.Sprint(l.PeriodMs()), fmt.Sprint(l.Burst), fmt.Sprint(min(max(cost, -maxWireCost), maxWireCost))}
-			for form, arg := range map[string][]byte{"binary": bin, "seven-bit": seven} {
+			for form, arg := range map[string][]byte{"binary": bin} {
 				got, err := echo.Run(ctx, c, nil, arg).Slice()
 				if err != nil {
 					t.Fatal(err)

@@ -19,9 +19,10 @@ package redisstore
 // Both take the same KEYS and ARGV and give the same reply (lua/lean.lua's
 // header): ARGV[1] is the call's header and its first group of requests,
 // each further ARGV one more group; integers are little-endian int64s
-// (lua/lib.lua; tools that cannot send a NUL byte use the seven-bit form,
-// see BenchmarkEval). The reply is one string of replyLen bytes per
-// request.
+// (lua/lib.lua), the one encoding (a seven-bit form without NUL bytes,
+// once kept for redis-benchmark, read 1.1 µs slower a request and is
+// gone: bench/rediscost drives the store itself). The reply is one string
+// of replyLen bytes per request.
 //
 // State layout in Redis, one key per (algorithm, key) (the key names are
 // package keys'):
@@ -52,9 +53,13 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 )
 
+// luaLib is lua/lib.lua after the wire sizes and flag bits, which this
+// file owns (luaWire), so the Lua reads the same numbers as the Go.
+var luaLib = luaWire() + luaLibFile
+
 var (
 	//go:embed lua/lib.lua
-	luaLib string
+	luaLibFile string
 	//go:embed lua/token_bucket.lua
 	luaTokenBucket string
 	//go:embed lua/sliding_window.lua
@@ -94,13 +99,29 @@ func fullScript() string {
 	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog + luaBatch
 }
 
-// Sizes of the wire format (lua/lib.lua).
+// Sizes of the wire format (lua/lib.lua), defined here only: luaWire
+// hands the request sizes to the Lua.
 const (
 	hdrLen   = 18 // form, now_ms, keep_ms, write
 	reqLen   = 33 // algorithm and flags, requests, period_ms, burst, cost
 	calLen   = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
 	replyLen = 49 // allowed, limit, remaining, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
 )
+
+// The flag bits of a request's first byte (8 * flags + algorithm; lua/lib.lua
+// reads them). Their own numbers, not algorithms.Mode's: appendRequestMode
+// maps each Mode bit to its flag.
+const (
+	flagDry      = 1 // decide as if charging, never write
+	flagDebt     = 2 // algorithms.Debt
+	flagNoWait   = 4 // algorithms.NoWait
+	flagCalendar = 8 // a calendar limit: calLen bytes of boundaries follow
+)
+
+// luaWire is the Lua that defines the wire sizes lua/lib.lua uses.
+func luaWire() string {
+	return fmt.Sprintf("local HDR_LEN, REQ_LEN, CAL_LEN = %d, %d, %d\n", hdrLen, reqLen, calLen)
+}
 
 // maxWireCost bounds the costs sent: every capacity is at most
 // algorithms.MaxScaled, so a cost beyond it decides like any other (a
@@ -143,21 +164,27 @@ func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, calMs i
 	return appendRequestMode(buf, l, cost, dry, 0, calMs)
 }
 
-// appendRequestMode is appendRequest in mode m: algorithms.Debt is the
-// request's flag bit 1, algorithms.NoWait its bit 2 (lua/lib.lua).
+// appendRequestMode is appendRequest in mode m: algorithms.Debt sets
+// flagDebt, algorithms.NoWait flagNoWait (lua/lib.lua).
 func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m algorithms.Mode, calMs int64) []byte {
-	b := byte(l.Algorithm)&7 | byte(m&(algorithms.Debt|algorithms.NoWait))<<3
+	var flags byte
 	if dry {
-		b |= 1 << 3
+		flags |= flagDry
+	}
+	if m&algorithms.Debt != 0 {
+		flags |= flagDebt
+	}
+	if m&algorithms.NoWait != 0 {
+		flags |= flagNoWait
 	}
 	periodMs := l.PeriodMs()
 	var bounds algorithms.Bounds
 	if l.Calendar != algorithms.NoCalendar {
-		b |= 64 // flag bit 3
+		flags |= flagCalendar
 		bounds = l.Calendar.Bounds(l.Location, calMs)
 		periodMs = bounds[2] - bounds[1]
 	}
-	buf = append(buf, b)
+	buf = append(buf, byte(l.Algorithm)&7|flags<<3)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Requests))
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(periodMs))
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Burst))
@@ -168,43 +195,6 @@ func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m a
 		}
 	}
 	return buf
-}
-
-// sevenBit rewrites a binary header and its requests (appendHeader,
-// appendRequest) in the seven-bit form, which holds no NUL byte: every
-// single byte becomes 0x80 + itself, every integer (|v| < 2^55) 8 bytes
-// of 7 bits, low first, every top bit set, the last byte holding the sign
-// in bit 6.
-func sevenBit(bin []byte) []byte {
-	out := append(make([]byte, 0, len(bin)), 's')
-	int7 := func(v int64) {
-		var sign byte
-		m := uint64(v)
-		if v < 0 {
-			sign, m = 0x40, uint64(-v)
-		}
-		for range 7 {
-			out = append(out, 0x80|byte(m&0x7f))
-			m >>= 7
-		}
-		out = append(out, 0x80|sign|byte(m&0x3f))
-	}
-	le := func(i int) int64 { return int64(binary.LittleEndian.Uint64(bin[i:])) }
-	int7(le(1))
-	int7(le(9))
-	out = append(out, 0x80|bin[17])
-	for i := hdrLen; i+reqLen <= len(bin); {
-		out = append(out, 0x80|bin[i])
-		ints := 4
-		if bin[i]&64 != 0 { // a calendar request: its boundaries follow
-			ints += calLen / 8
-		}
-		for f := range ints {
-			int7(le(i + 1 + 8*f))
-		}
-		i += 1 + 8*ints
-	}
-	return out
 }
 
 // errReply is wrapped by decodeReply's errors: the script answered
@@ -253,29 +243,4 @@ func le64(s string) int64 {
 	_ = s[7]
 	return int64(uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56)
-}
-
-// BenchmarkEval returns what one decision of l (not a sliding window
-// log) sends to Redis, for tools that time the script on its own
-// (bench/loadtest runs it with redis-benchmark): the script's source, to
-// load and run by its SHA-1 with one key (the state key, e.g.
-// "fg:tb:{kuser:1}"), and its single ARGV: cost charged against l,
-// decided at Redis' TIME, written. The ARGV is in the seven-bit form,
-// which holds no NUL byte, so it can travel on a command line
-// (redis-benchmark cuts arguments at a NUL, even with -x); the store sends
-// the binary form, which the script reads faster, so the tool measures a
-// slightly heavier call than the store makes.
-func BenchmarkEval(l algorithms.Limit, cost int64) (src, argv string) {
-	bin := appendRequest(appendHeader(nil, header{nowMs: -1}), l, cost, false, time.Now().UnixMilli())
-	return leanScript(), string(sevenBit(bin))
-}
-
-// BenchmarkFunction is BenchmarkEval for the way the store runs its
-// scripts on Redis 7: the function library's source (for FUNCTION LOAD),
-// the name of the function that decides counters (for FCALL, with the
-// same key and ARGV) and the ARGV, in the seven-bit form.
-func BenchmarkFunction(l algorithms.Limit, cost int64) (library, function, argv string) {
-	lib := newLibrary()
-	_, argv = BenchmarkEval(l, cost)
-	return lib.src, lib.function(false), argv
 }

@@ -49,8 +49,7 @@ return v`
 // minimal script in the same run: "minimal" is the reference,
 // the rest are floodgate's scripts, per algorithm, with 1 or 8 requests a
 // call (8 on distinct keys of one slot, as the batcher merges them), in
-// the binary form the store sends and (token bucket) in the seven-bit form
-// redis-benchmark sends. redis-cpu-us/decision is the figure the goal
+// the binary form the store sends. redis-cpu-us/decision is the figure the goal
 // holds: at most 4 µs with one descriptor. The limits are 100 per minute
 // (1,000 for the log), so keys stay in Redis between their visits.
 func BenchmarkScriptRedisCPU(b *testing.B) {
@@ -72,7 +71,7 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	calMs := time.Now().UnixMilli()
-	decide := func(alg algorithms.Algorithm, per int, seven bool) func(i int) ([]string, []any) {
+	decide := func(alg algorithms.Algorithm, per int) func(i int) ([]string, []any) {
 		l := algorithms.Limit{Algorithm: alg, Requests: 100, Period: time.Minute}
 		if alg == algorithms.SlidingWindowLog {
 			l.Requests = 1000
@@ -89,9 +88,6 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 				keys[j] = tbKey(alg, i*per+j)
 				buf = appendRequest(buf, l, 1, false, calMs)
 			}
-			if seven {
-				buf = sevenBit(buf)
-			}
 			return keys, []any{buf}
 		}
 	}
@@ -99,7 +95,6 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 		{"minimal", minimal, 1, func(i int) ([]string, []any) {
 			return []string{fmt.Sprintf("fw:{kbench%d}", i%10000)}, []any{1, 60000}
 		}},
-		{"token_bucket/1/seven-bit", leanLua, 1, decide(algorithms.TokenBucket, 1, true)},
 	}
 	for _, alg := range algorithms.Algorithms {
 		sc := leanLua
@@ -107,10 +102,10 @@ func BenchmarkScriptRedisCPU(b *testing.B) {
 			sc = fullLua
 		}
 		for _, per := range []int{1, 8} {
-			variants = append(variants, variant{fmt.Sprintf("%s/%d", alg, per), sc, per, decide(alg, per, false)})
+			variants = append(variants, variant{fmt.Sprintf("%s/%d", alg, per), sc, per, decide(alg, per)})
 		}
 		if alg == algorithms.FixedWindow || alg == algorithms.SlidingWindow {
-			variants = append(variants, variant{fmt.Sprintf("%s/calendar/1", alg), sc, 1, decide(alg, -1, false)})
+			variants = append(variants, variant{fmt.Sprintf("%s/calendar/1", alg), sc, 1, decide(alg, -1)})
 		}
 	}
 	for _, v := range variants {

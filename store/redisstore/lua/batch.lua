@@ -18,9 +18,6 @@
 --
 -- Like lean.lua, a script's body and a library function's (script.go).
 
-if redis.replicate_commands ~= nil then
-  redis.replicate_commands() -- effects replication, needed for TIME before Redis 5
-end
 
 -- decide mirrors algorithms.DecideMode on a state table: the new state
 -- (s itself when unchanged) and the decision's fields. flags are the
@@ -77,11 +74,11 @@ local function load(key, alg)
 end
 
 local n = #KEYS
-local now, keep, write, read, readb, off = read_header(ARGV[1] or '')
+local now, keep, write, read, readb = read_header(ARGV[1] or '')
 if now == nil or keep < 0 or write < 0 or write > 1 then
   return redis.error_reply('ERR floodgate: bad header')
 end
-local bad = check_groups(ARGV, n, off)
+local bad = check_groups(ARGV, n)
 if bad then
   return bad
 end

@@ -1,6 +1,7 @@
 -- lean.lua: the driver of the counters script, for calls whose requests
--- all use the token bucket, the sliding window or the fixed window (a
--- call with a sliding window log goes to batch.lua's script). It decides
+-- all use the token bucket, the sliding window, the fixed window or the
+-- leaky bucket, calendar quotas included (a call with a sliding window log
+-- goes to batch.lua's script). It decides
 -- N requests in one call, all or nothing per group, and mirrors a
 -- sequence of store.Store Decide calls made of algorithms.DecideMs calls.
 --
@@ -21,62 +22,126 @@
 -- written at the end with its last TTL (SET ... PX), or deleted when that
 -- TTL is 0 (the state equals no state); a denied group writes nothing.
 --
--- One request (the common call) takes a path of its own that needs no
--- table but the reply's; the general path keeps the working states of
--- all the call's keys in one flat table, W_FIELDS numbers a key.
+-- A call whose groups are one request each (the common call) takes a
+-- direct path that decides and writes each in turn and needs no table but
+-- the reply's; the general path keeps the working states of all the
+-- call's keys in one flat table, W_FIELDS numbers a key.
 --
 -- This file is a script's body (EVAL) and, in the function library, the
 -- body of function(KEYS, ARGV) (script.go): it reads KEYS and ARGV only
 -- as those names and passes ARGV on.
 
-if redis.replicate_commands ~= nil then
-  redis.replicate_commands() -- effects replication, needed for TIME before Redis 5
-end
-
 local n = #KEYS
-local hdr = ARGV[1]
-local now, keep, write, read, readb, off = read_header(ARGV[1] or '')
+local now, keep, write, read, readb = read_header(ARGV[1] or '')
 if now == nil or keep < 0 or write < 0 or write > 1 then
   return redis.error_reply('ERR floodgate: bad header')
 end
 if now < 0 then
-  local t = redis.call('TIME') -- sec * 1000 + floor(usec / 1000)
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  -- sec * 1000 + floor(usec / 1000); Lua turns TIME's strings into
+  -- numbers in the arithmetic itself, which costs less than tonumber.
+  local t = redis.call('TIME')
+  local us = t[2]
+  now = t[1] * 1000 + (us - us % 1000) / 1000
 end
 
--- The one-request call.
-if n == 1 and #ARGV == 1 and #hdr > HDR_LEN and #hdr == HDR_LEN + req_len(string.byte(hdr, HDR_LEN + 1), off) then
-  local alg, flags, requests, period_ms, burst, cost = read(hdr, HDR_LEN + 1)
-  local cal = flags ~= nil and flags % 16 >= 8 -- flag bit 3: a calendar limit
-  if cal then
-    flags = flags - 8
-  end
-  if alg == nil or alg < 1 or alg > 5 or alg == 3 or flags > 7 or requests < 1 or period_ms < 1 or burst < 0 or (cal and alg ~= 2 and alg ~= 4) then
-    return redis.error_reply('ERR floodgate: bad arguments for request 1')
-  end
-  local key = KEYS[1]
-  local a, b, c = load_counter(key, alg)
-  if a == nil then
-    return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
-  end
-  local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait
-  if cal then
-    local b0, b1, b2_, b3, b4 = readb(hdr, HDR_LEN + REQ_LEN + 1)
-    if b0 == nil or not (b0 < b1 and b1 < b2_ and b2_ < b3 and b3 < b4) then
-      return redis.error_reply('ERR floodgate: bad arguments for request 1')
+-- The direct path: every group is one request and the call writes (the
+-- common call: a lone Decide of one request, or the batcher's merge of
+-- such calls). Each request is then decided and written on its own, in
+-- order, so a key repeated in a later group sees the earlier one's write,
+-- as separate calls would; no table but the reply's. The lengths are
+-- checked before anything is written, each request's values before its
+-- own write: a malformed request (the store never sends one) is refused,
+-- and the groups before it, separate calls, stand.
+local direct = write == 1 and #ARGV == n
+if direct then
+  for g = 1, n do
+    local len = #ARGV[g]
+    if g == 1 then
+      len = len - HDR_LEN
     end
-    cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_calendar(alg, requests, b0, b1, b2_, b3, b4, a, b, c, now, cost, flags)
-  else
-    cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, flags)
+    if len ~= REQ_LEN and len ~= REQ_LEN + CAL_LEN then
+      direct = false
+      break
+    end
   end
-  if write == 1 and flags % 2 == 0 and allowed == 1 and cost ~= 0 then
-    write_counter(key, alg, a2, b2, c2, ttl, keep)
+end
+if direct then
+  local unpack, pack = struct.unpack, struct.pack
+  local reply
+  if n > 1 then
+    reply = {}
   end
-  return struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
+  for g = 1, n do
+    local blob, pos = ARGV[g], 1
+    if g == 1 then
+      pos = HDR_LEN + 1
+    end
+    local h, requests, period_ms, burst, cost = unpack('<Bi8i8i8i8', blob, pos)
+    local alg = h % 8
+    local flags = (h - alg) / 8
+    local cal = #blob - pos + 1 ~= REQ_LEN
+    if flags < 16 and (flags >= 8) ~= cal then
+      return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request (' .. (REQ_LEN + CAL_LEN) .. ' for a calendar one) in every group')
+    end
+    if flags >= 16 or requests < 1 or period_ms < 1 or burst < 0 or alg == 0 or alg == 3 or alg > 5 then
+      return redis.error_reply('ERR floodgate: bad arguments for request ' .. g)
+    end
+    local key = KEYS[g]
+    local a, b, c = load_counter(key, alg)
+    if a == nil then
+      return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
+    end
+    local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait
+    if cal then
+      local b0, b1, b2_, b3, b4 = unpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
+      if not (b0 < b1 and b1 < b2_ and b2_ < b3 and b3 < b4) or (alg ~= 2 and alg ~= 4) then
+        return redis.error_reply('ERR floodgate: bad arguments for request ' .. g)
+      end
+      cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_calendar(alg, requests, b0, b1, b2_, b3, b4, a, b, c, now, cost, flags - 8)
+    else
+      -- decide_counter written out: the limit's capacity, the debt flag,
+      -- a cost beyond the capacity decided as a look, then the algorithm.
+      cap = requests
+      if burst > 0 and (alg == 1 or alg == 5) then
+        cap = burst
+      end
+      local debt = 0
+      if flags % 4 >= 2 then
+        debt = 1
+      end
+      local never = false
+      if cost > cap and debt ~= 1 then
+        cost, never = 0, true
+      elseif cost < -cap then
+        cost = -cap
+      end
+      wait = 0
+      if alg == 1 then -- ALG_TOKEN_BUCKET
+        allowed, remaining, retry, reset, ttl, a2, b2, c2 = token_bucket(requests, period_ms, burst, a, b, c, now, cost, debt)
+      elseif alg == 2 then -- ALG_SLIDING_WINDOW
+        allowed, remaining, retry, reset, ttl, a2, b2, c2 = sliding_window(requests, period_ms, a, b, c, now, cost, debt)
+      elseif alg == 4 then -- ALG_FIXED_WINDOW
+        allowed, remaining, retry, reset, ttl, a2, b2, c2 = fixed_window(requests, period_ms, a, b, now, cost, debt)
+      else -- ALG_LEAKY_BUCKET; no-wait is flag bit 2
+        allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, flags % 8 >= 4, debt)
+      end
+      if never then
+        allowed, retry, wait = 0, -1, 0
+      end
+    end
+    if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
+      write_counter(key, alg, a2, b2, c2, ttl, keep)
+    end
+    if n == 1 then
+      return pack('<Bi8i8i8i8i8i8', allowed, cap, remaining, retry, reset, ttl, wait)
+    end
+    reply[g] = pack('<Bi8i8i8i8i8i8', allowed, cap, remaining, retry, reset, ttl, wait)
+  end
+  return table.concat(reply)
 end
 
 -- The general path. Check the shape before anything is read.
-local bad = check_groups(ARGV, n, off)
+local bad = check_groups(ARGV, n)
 if bad then
   return bad
 end

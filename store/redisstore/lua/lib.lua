@@ -48,10 +48,10 @@ end
 
 -- ARGV. ARGV[1] starts with the call's header, HDR_LEN bytes:
 --
---   byte 1      the form of every integer of the call: 'b' binary, 's' seven
+--   byte 1      'b' (the form; the only one)
 --   then now_ms (Unix ms; negative means Redis' TIME), keep_ms (added to
 --   every TTL written, >= 0) and write (1 writes, 0 probes: decides,
---   never writes), as the form says.
+--   never writes).
 --
 -- Then come the requests, REQ_LEN bytes each:
 --
@@ -76,28 +76,23 @@ end
 -- the script's now among them). Requests are so of two lengths, REQ_LEN
 -- and REQ_LEN + CAL_LEN; check_groups walks them by their first byte.
 --
--- Binary ('b', what the store sends): struct '<i8i8B' for the header's
+-- Integers are little-endian int64s: struct '<i8i8B' for the header's
 -- fields and '<Bi8i8i8i8' for a request, one struct.unpack a request.
--- Seven ('s', for tools that cut arguments at a NUL byte, such as
--- redis-benchmark): every byte has its top bit set (0x80 + the value for
--- the single bytes) and an integer is 8 bytes of 7 bits, low first, the
--- last holding the sign in bit 6 and the top 6 of 55 magnitude bits; read
--- with string.byte and arithmetic, so more slowly than the binary form.
-local HDR_LEN, REQ_LEN, CAL_LEN = 18, 33, 40
+-- HDR_LEN, REQ_LEN and CAL_LEN are defined by script.go (hdrLen, reqLen,
+-- calLen), which puts them before this file.
 
--- req_len is the length of the request whose first byte is h in the form
--- whose single bytes are offset by off (0 binary, 128 seven-bit).
-local function req_len(h, off)
-  if (h - off) % 128 >= 64 then -- flag bit 3: a calendar request
+-- req_len is the length of the request whose first byte is h.
+local function req_len(h)
+  if h % 128 >= 64 then -- flag bit 3: a calendar request
     return REQ_LEN + CAL_LEN
   end
   return REQ_LEN
 end
 
 -- check_groups is nil when argv (the call's ARGV) holds the header and
--- whole requests in every group (req_len each; off as req_len's), n
--- requests in all; else the error reply.
-local function check_groups(argv, n, off)
+-- whole requests in every group (req_len each), n requests in all; else
+-- the error reply.
+local function check_groups(argv, n)
   local total = 0
   for g = 1, #argv do
     local str = argv[g]
@@ -109,7 +104,7 @@ local function check_groups(argv, n, off)
       return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request (' .. (REQ_LEN + CAL_LEN) .. ' for a calendar one) in every group')
     end
     while pos <= len do
-      pos = pos + req_len(string.byte(str, pos), off)
+      pos = pos + req_len(string.byte(str, pos))
       total = total + 1
     end
     if pos ~= len + 1 then
@@ -130,95 +125,21 @@ local function read_request(str, pos)
   return h % 8, (h - h % 8) / 8, r, p, b, c
 end
 
--- read_request7 decodes the seven-bit request at byte pos of str, as
--- read_request; nil if a byte is out of range. Each integer is
--- (top byte % 64) * 128^7 + ... + (lowest byte - 128), negated if bit 6
--- of its top byte is set; every byte's 128 comes off before it is added,
--- so no partial sum passes 2^53. Written out rather than called per
--- integer: a function call costs more than the arithmetic.
-local function read_request7(str, pos)
-  local h, r1, r2, r3, r4, r5, r6, r7, r8, p1, p2, p3, p4, p5, p6, p7, p8,
-    b1, b2, b3, b4, b5, b6, b7, b8, c1, c2, c3, c4, c5, c6, c7, c8 = string.byte(str, pos, pos + 32)
-  if c8 == nil or h < 128 then
-    return nil
-  end
-  local r = ((((((r8 % 64 * 128 + (r7 - 128)) * 128 + (r6 - 128)) * 128 + (r5 - 128)) * 128 + (r4 - 128)) * 128 + (r3 - 128)) * 128 + (r2 - 128)) * 128 + (r1 - 128)
-  local p = ((((((p8 % 64 * 128 + (p7 - 128)) * 128 + (p6 - 128)) * 128 + (p5 - 128)) * 128 + (p4 - 128)) * 128 + (p3 - 128)) * 128 + (p2 - 128)) * 128 + (p1 - 128)
-  local b = ((((((b8 % 64 * 128 + (b7 - 128)) * 128 + (b6 - 128)) * 128 + (b5 - 128)) * 128 + (b4 - 128)) * 128 + (b3 - 128)) * 128 + (b2 - 128)) * 128 + (b1 - 128)
-  local c = ((((((c8 % 64 * 128 + (c7 - 128)) * 128 + (c6 - 128)) * 128 + (c5 - 128)) * 128 + (c4 - 128)) * 128 + (c3 - 128)) * 128 + (c2 - 128)) * 128 + (c1 - 128)
-  if r8 >= 192 then
-    r = -r
-  end
-  if p8 >= 192 then
-    p = -p
-  end
-  if b8 >= 192 then
-    b = -b
-  end
-  if c8 >= 192 then
-    c = -c
-  end
-  h = h - 128
-  return h % 8, (h - h % 8) / 8, r, p, b, c
-end
-
 -- read_bounds decodes a calendar request's five boundaries at byte pos of
 -- str (binary form).
 local function read_bounds(str, pos)
   return struct.unpack('<i8i8i8i8i8', str, pos)
 end
 
--- int7 decodes one seven-bit integer at byte pos of str (read_request7);
--- nil if a byte is out of range.
-local function int7(str, pos)
-  local v1, v2, v3, v4, v5, v6, v7, v8 = string.byte(str, pos, pos + 7)
-  if v8 == nil or v1 < 128 or v2 < 128 or v3 < 128 or v4 < 128 or v5 < 128 or v6 < 128 or v7 < 128 or v8 < 128 then
-    return nil
-  end
-  local v = ((((((v8 % 64 * 128 + (v7 - 128)) * 128 + (v6 - 128)) * 128 + (v5 - 128)) * 128 + (v4 - 128)) * 128 + (v3 - 128)) * 128 + (v2 - 128)) * 128 + (v1 - 128)
-  if v8 >= 192 then
-    v = -v
-  end
-  return v
-end
-
--- read_bounds7 is read_bounds in the seven-bit form; nil if a byte is out
--- of range.
-local function read_bounds7(str, pos)
-  local b0, b1, b2, b3, b4 = int7(str, pos), int7(str, pos + 8), int7(str, pos + 16), int7(str, pos + 24), int7(str, pos + 32)
-  if b0 == nil or b1 == nil or b2 == nil or b3 == nil or b4 == nil then
-    return nil
-  end
-  return b0, b1, b2, b3, b4
-end
-
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
--- write, the request reader of its form, the calendar boundaries' reader
--- and the offset of its single bytes (req_len); nil if it is malformed.
+-- write, the request reader and the calendar boundaries' reader; nil if
+-- it is malformed.
 local function read_header(str)
-  if #str < HDR_LEN then
+  if #str < HDR_LEN or string.byte(str, 1) ~= 98 then -- 'b'
     return nil
   end
-  local form = string.byte(str, 1)
-  if form == 98 then -- 'b'
-    local now, keep, write = struct.unpack('<i8i8B', str, 2)
-    return now, keep, write, read_request, read_bounds, 0
-  elseif form ~= 115 then -- 's'
-    return nil
-  end
-  local n1, n2, n3, n4, n5, n6, n7, n8, k1, k2, k3, k4, k5, k6, k7, k8, w = string.byte(str, 2, HDR_LEN)
-  if n1 < 128 or k1 < 128 or w < 128 then
-    return nil
-  end
-  local now = ((((((n8 % 64 * 128 + (n7 - 128)) * 128 + (n6 - 128)) * 128 + (n5 - 128)) * 128 + (n4 - 128)) * 128 + (n3 - 128)) * 128 + (n2 - 128)) * 128 + (n1 - 128)
-  if n8 >= 192 then
-    now = -now
-  end
-  local keep = ((((((k8 % 64 * 128 + (k7 - 128)) * 128 + (k6 - 128)) * 128 + (k5 - 128)) * 128 + (k4 - 128)) * 128 + (k3 - 128)) * 128 + (k2 - 128)) * 128 + (k1 - 128)
-  if k8 >= 192 then
-    keep = -keep
-  end
-  return now, keep, w - 128, read_request7, read_bounds7, 128
+  local now, keep, write = struct.unpack('<i8i8B', str, 2)
+  return now, keep, write, read_request, read_bounds
 end
 
 -- The reply is one string: REPLY_FMT per request, in request order:
@@ -273,6 +194,24 @@ local function int_fmt(n)
   return 'i8'
 end
 
+-- STATE_FMT[h * 9 + lb] is the struct format that reads a state whose
+-- header byte is h (len(a) * 8 + len(c)) and whose b takes lb bytes: '<',
+-- then the three items (int_fmt's); PACK_FMT[h * 9 + lb] the one that
+-- writes it, header byte first. Built on first use and kept: in the
+-- function library these tables live as long as the library, so each
+-- format is concatenated once per library load, not once a decision.
+local STATE_FMT, PACK_FMT = {}, {}
+
+-- state_fmt builds and keeps the formats of h and lb; it returns the
+-- reading one.
+local function state_fmt(h, lb)
+  local i = h * 9 + lb
+  local lc = h % 8
+  local items = int_fmt((h - lc) / 8) .. int_fmt(lc) .. int_fmt(lb)
+  STATE_FMT[i], PACK_FMT[i] = '<' .. items, '<B' .. items
+  return STATE_FMT[i]
+end
+
 -- load_counter reads the state at key of a counter algorithm alg (token
 -- bucket, sliding window, fixed window, leaky bucket), times made absolute: a, b, c,
 -- all 0 for no state; nil if it is malformed.
@@ -292,14 +231,12 @@ local function load_counter(key, alg)
   if la > 7 or lb < 0 or lb > 8 then
     return nil
   end
-  -- One struct.unpack; its format is a concatenation of constants, a
-  -- string Redis' Lua already holds after the first call.
-  local a, c, b = struct.unpack('<' .. int_fmt(la) .. int_fmt(lc) .. int_fmt(lb), str, 2)
-  -- The time field is stored relative to STATE_EPOCH_MS (1767225600000).
+  local a, c, b = struct.unpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
+  -- The time field is stored relative to STATE_EPOCH_MS.
   if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
-    return a, b + 1767225600000, c
+    return a, b + STATE_EPOCH_MS, c
   end
-  return a + 1767225600000, b, c
+  return a + STATE_EPOCH_MS, b, c
 end
 
 -- int_len is the fewest bytes of two's complement v needs (0 for 0) and
@@ -336,26 +273,40 @@ local function int_len(v)
 end
 
 -- write_counter writes the state a, b, c of alg to key with a TTL of
--- ttl + keep ms, or deletes it when ttl is 0. The PX is formatted with
--- '%d' here: cheaper than tostring's '%.14g', and far cheaper than
--- handing Redis a number.
+-- ttl + keep ms, or deletes it when ttl is 0. The PX goes to Redis as a
+-- string (a number handed to redis.call is formatted with '%.17g'), made
+-- by the concatenation operator ('%.14g', exact below 10^14) rather than
+-- a call to string.format. (An absolute PXAT, which Redis need not
+-- rewrite for its replicas, measured 1,600 instructions a decision more:
+-- its 13 digits cost more to format and parse.)
 local function write_counter(key, alg, a, b, c, ttl, keep)
   if ttl <= 0 then
     redis.call('DEL', key)
     return
   end
   if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
-    b = b - 1767225600000 -- STATE_EPOCH_MS
+    b = b - STATE_EPOCH_MS
   else
-    a = a - 1767225600000
+    a = a - STATE_EPOCH_MS
   end
-  local la, fa = int_len(a)
-  local lc, fc = int_len(c)
-  local lb, fb = int_len(b)
+  local la = int_len(a)
+  local lc = int_len(c)
+  local lb = int_len(b)
   if la > 7 or lc > 7 or lb > 8 then
     error('floodgate: state value out of range')
   end
-  local v = struct.pack('<B' .. fa .. fc .. fb, la * 8 + lc, a, c, b)
-  redis.call('SET', key, v, 'PX', string.format('%d', ttl + keep))
+  local h = la * 8 + lc
+  local px = ttl + keep
+  if px < 100000000000000 then
+    px = px .. ''
+  else
+    px = string.format('%d', px)
+  end
+  local i = h * 9 + lb
+  local f = PACK_FMT[i]
+  if f == nil then
+    state_fmt(h, lb)
+    f = PACK_FMT[i]
+  end
+  redis.call('SET', key, struct.pack(f, h, a, c, b), 'PX', px)
 end
-

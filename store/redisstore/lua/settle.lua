@@ -29,8 +29,8 @@ if redis.replicate_commands ~= nil then
   redis.replicate_commands()
 end
 
-local now, keep, write, read, readb, off = read_header(ARGV[1] or '')
-if #KEYS ~= 2 or #ARGV ~= 3 or now == nil or keep < 0 or write ~= 1 or #ARGV[1] <= HDR_LEN or #ARGV[1] ~= HDR_LEN + req_len(string.byte(ARGV[1], HDR_LEN + 1), off) then
+local now, keep, write, read, readb = read_header(ARGV[1] or '')
+if #KEYS ~= 2 or #ARGV ~= 3 or now == nil or keep < 0 or write ~= 1 or #ARGV[1] <= HDR_LEN or #ARGV[1] ~= HDR_LEN + req_len(string.byte(ARGV[1], HDR_LEN + 1)) then
   return redis.error_reply('ERR floodgate: bad settle arguments')
 end
 local record_ms = tonumber(ARGV[3])
