@@ -63,7 +63,7 @@ loadtest: build ## whole-service load tests (embedded store, a redis-server and 
 
 redis-cost: ## Redis instructions per decision under callgrind (needs valgrind), each algorithm at 1 and 8 a call, beside a minimal GCRA; then Redis CPU per decision -> bench/RESULTS.md
 	bash scripts/ensure-redis.sh
-	$(GO) run ./bench/rediscost $(REDISCOST_ARGS)
+	cd bench && $(GO) run ./rediscost $(REDISCOST_ARGS)
 
 soak: ## bounded soak: 60s of load on a binary with Redis, then no growth in goroutines, heap or open fds
 	bash scripts/ensure-redis.sh

@@ -364,10 +364,10 @@ func TestLuaMatchesGo(t *testing.T) {
 	c := srv.Client()
 	seed := luaSeed(t)
 	type trace struct {
-		name  string
-		full  bool // the full script, else the one the store picks
-		algs  [4]algorithms.Algorithm
-		big   bool // key 3 keeps its algorithm's big limit
+		name string
+		full bool // the full script, else the one the store picks
+		algs [4]algorithms.Algorithm
+		big  bool // key 3 keeps its algorithm's big limit
 	}
 	var traces []trace
 	for _, alg := range algorithms.Algorithms {

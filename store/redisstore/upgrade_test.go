@@ -1,0 +1,65 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store"
+)
+
+// TestRollingUpgradeState: replicas of the previous version and of this
+// one can share a Redis. For each counter algorithm, this version writes
+// byte for byte the state the previous version wrote for the same
+// decision (the strings below are what it wrote: 10 a minute, cost 3 at
+// 1,780,000,000,123 ms), so an old replica reads a new state; and a state
+// the old version wrote decides here exactly as one this version wrote.
+func TestRollingUpgradeState(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	s, err := New(c, Config{ClientTime: true, KeepExtra: time.Hour, BatchMaxSize: 1, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.UnixMilli(1_780_000_000_123)
+	tests := []struct {
+		alg algorithms.Algorithm
+		key string
+		old string
+	}{
+		{algorithms.TokenBucket, "fg:tb:{up}", "\x1a\x10\xa4\x00p\x17{\xe0i\xf9\x02"},
+		{algorithms.SlidingWindow, "fg:sw:{up}", "(\xc0Ci\xf9\x02\x03"},
+		{algorithms.FixedWindow, "fg:fw:{up}", "(\xc0Ci\xf9\x02\x03"},
+		{algorithms.LeakyBucket, "fg:lb:{up}", "\x01\x01\xcb&j\xf9\x02"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.alg.String(), func(t *testing.T) {
+			l := algorithms.Limit{Algorithm: tc.alg, Requests: 10, Period: time.Minute}
+			decide := func(at time.Time, cost int64) algorithms.Decision {
+				t.Helper()
+				out := make([]algorithms.Decision, 1)
+				if err := s.Decide(ctx, at, []store.Request{{Key: "up", Limit: l, Cost: cost}}, out); err != nil {
+					t.Fatal(err)
+				}
+				return out[0]
+			}
+			c.Del(ctx, tc.key)
+			decide(now, 3)
+			if got, err := c.Get(ctx, tc.key).Result(); err != nil || got != tc.old {
+				t.Fatalf("this version wrote %q (%v), the previous one %q", got, err, tc.old)
+			}
+			later := now.Add(1500 * time.Millisecond)
+			mine := decide(later, 2)
+			if err := c.Set(ctx, tc.key, tc.old, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if theirs := decide(later, 2); theirs != mine {
+				t.Fatalf("after the previous version's state: %+v; after this version's: %+v", theirs, mine)
+			}
+		})
+	}
+}
