@@ -22,9 +22,14 @@ package algorithms
 // past the queue's size, up to twice it; the part beyond is Unrecorded,
 // and later requests are denied until the queue is back within its size.
 //
-// A refund (cost < 0) gives back the last slots: the queue's end moves
-// back, never before now. A peek (cost 0) reports the Wait a request would
-// get. When the clock goes back, the queue's end stays where it was: it is
+// A give-back (cost < 0, a caller that will not use its slots) frees
+// nothing and changes nothing: it cannot say which slots are its own, and
+// the queue's end is the only state. Moving the end back would free the
+// queue's last slots, which may belong to a later caller, while the
+// giver's are often in the middle: the next caller would then start
+// together with the last holder. Keeping the end, every start stays a
+// slot apart whatever the give-backs; the giver's slot passes unused. A
+// peek (cost 0) reports the Wait a request would get. When the clock goes back, the queue's end stays where it was: it is
 // further ahead of now, so waits are longer, never shorter, and starts keep
 // their spacing.
 //
@@ -84,12 +89,7 @@ func decideLeakyBucket(l Limit, s State, now, cost int64, m Mode) (State, Decisi
 		endU += cost * scale
 		endMs, endU = endMs+endU/perMs, endU%perMs
 	case cost < 0:
-		endU += cost * scale
-		q := floorDiv(endU, perMs)
-		endMs, endU = endMs+q, endU-q*perMs
-		if endMs < now || (endMs == now && endU == 0) {
-			endMs, endU = now, 0
-		}
+		// A give-back frees nothing: see the doc comment.
 	default:
 		d.Wait = ms(wait)
 	}
@@ -114,7 +114,7 @@ func decideLeakyBucket(l Limit, s State, now, cost int64, m Mode) (State, Decisi
 		lead++
 	}
 	d.ResetAfter, d.TTL = ms(lead), ms(lead)
-	if !d.Allowed || cost == 0 {
+	if !d.Allowed || cost <= 0 {
 		return s, d
 	}
 	if empty {

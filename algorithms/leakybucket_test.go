@@ -78,15 +78,16 @@ func TestLeakyBucketSteps(t *testing.T) {
 		{advance: 50 * ms, cost: 2, allowed: true, wait: 100 * ms, remaining: 0, reset: 300 * ms},
 		// NoWait: denied while anything is queued, until the queue is empty.
 		{cost: 1, mode: algorithms.NoWait, allowed: false, remaining: 0, retry: 300 * ms, reset: 300 * ms},
-		// A refund gives back the last slots.
-		{cost: -1, allowed: true, remaining: 1, reset: 200 * ms},
-		{cost: 0, allowed: true, wait: 200 * ms, remaining: 1, reset: 200 * ms},
-		// ... never before now: the state is then no state.
-		{cost: -3, allowed: true, remaining: 3, reset: 0},
-		{cost: 1, mode: algorithms.NoWait, allowed: true, remaining: 0, reset: 100 * ms},
+		// A give-back frees nothing (it cannot say which slots are its own).
+		{cost: -1, allowed: true, remaining: 0, reset: 300 * ms},
+		{cost: 0, allowed: true, wait: 300 * ms, remaining: 0, reset: 300 * ms},
+		{cost: -3, allowed: true, remaining: 0, reset: 300 * ms},
+		{advance: 300 * ms, cost: 1, mode: algorithms.NoWait, allowed: true, remaining: 0, reset: 100 * ms},
 		{cost: 1, mode: algorithms.NoWait, allowed: false, remaining: 0, retry: 100 * ms, reset: 100 * ms},
 		// Above the queue's size: never.
 		{cost: 4, allowed: false, remaining: 2, retry: algorithms.Never, reset: 100 * ms},
+		// A give-back to an empty queue leaves it empty.
+		{advance: time.Hour, cost: -2, allowed: true, remaining: 3, reset: 0},
 		{advance: time.Hour, cost: 3, allowed: true, remaining: 0, reset: 300 * ms},
 	})
 }
@@ -212,12 +213,10 @@ func TestLeakyBucketMatchesModel(t *testing.T) {
 				lastStart, lastCost = st, cost
 				end = newEnd
 			case cost < 0:
-				end = newEnd
-				if newEnd.Cmp(nowR) <= 0 {
-					end = nil // emptied: the state is dropped (TTL 0)
-				}
-				if lastStart >= 0 {
-					lastStart = -1 // a refund may free the last slot for another
+				// A give-back frees nothing: the end stays, and so
+				// does the spacing from the last start.
+				if d.Wait != 0 || !d.Allowed || !sameState(next, s) {
+					t.Fatalf("%s: give-back %d: %+v, state %+v -> %+v", where(), cost, d, s, next)
 				}
 			}
 			if !d.Allowed && cost > 0 {
@@ -278,5 +277,27 @@ func TestLeakyBucketValidate(t *testing.T) {
 	ok := algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 1 << 50, Period: time.Millisecond, Burst: 1}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("%+v: %v", ok, err)
+	}
+}
+
+// TestLeakyBucketGiveBackKeepsSpacing: at 10/100s three callers get the
+// starts 0, 10 and 20 s; the middle one gives its slot back (it will not
+// use it). A give-back cannot say which slot it frees, so it frees none:
+// the next caller starts at 30 s, not at 20 s beside the last holder, and
+// every start stays a slot apart whatever the order of the give-backs.
+func TestLeakyBucketGiveBackKeepsSpacing(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 10, Period: 100 * time.Second}
+	s := runLeaky(t, l, []leakyStep{
+		{cost: 1, allowed: true, wait: 0, remaining: 9, reset: 10 * time.Second},
+		{cost: 1, allowed: true, wait: 10 * time.Second, remaining: 8, reset: 20 * time.Second},
+		{cost: 1, allowed: true, wait: 20 * time.Second, remaining: 7, reset: 30 * time.Second},
+		// The middle caller gives back: nothing moves.
+		{advance: time.Second, cost: -1, allowed: true, remaining: 7, reset: 29 * time.Second},
+		{cost: 1, allowed: true, wait: 29 * time.Second, remaining: 6, reset: 39 * time.Second},
+		// A give-back of more than is queued changes nothing either.
+		{cost: -10, allowed: true, remaining: 6, reset: 39 * time.Second},
+	})
+	if s.B != epoch.UnixMilli()+40_000 {
+		t.Fatalf("the queue ends at t0+%dms, want t0+40000ms", s.B-epoch.UnixMilli())
 	}
 }

@@ -8,17 +8,13 @@ import (
 )
 
 // ErrWaitTooLong is wrapped by Wait's error when the slot (or the retry
-// of a full queue) would come after the context's deadline; the slot has
-// then been given back.
+// of a full queue) would come after the context's deadline; the slot then
+// passes unused.
 var ErrWaitTooLong = errors.New("the wait would outlast the context's deadline")
 
 // ErrNeverAdmitted is wrapped by Wait's error when the limit can never
 // admit one request (floodgate's RetryAfter is negative).
 var ErrNeverAdmitted = errors.New("the limit can never admit this request")
-
-// giveBackTimeout bounds the refund that gives an unused slot back when
-// the client has no timeout of its own (WithTimeout).
-const giveBackTimeout = 5 * time.Second
 
 // Wait takes one slot of key's limit, usually a leaky bucket
 // (LeakyBucket), and blocks until the slot starts, like
@@ -27,29 +23,26 @@ const giveBackTimeout = 5 * time.Second
 // instead of denials to retry.
 //
 // It checks once; floodgate answers with the slot's Wait, and Wait sleeps
-// that long. If the slot would start after ctx's deadline it gives the
-// slot back at once and returns an error wrapping ErrWaitTooLong, without
-// sleeping; if ctx ends while it sleeps, it gives the slot back and
-// returns ctx's error. A full queue is a deny with RetryAfter: Wait sleeps
-// that long and checks again (or returns ErrWaitTooLong if the deadline
-// comes first). With the other algorithms Wait waits for RetryAfter the
-// same way, so it works with any limit; only the leaky bucket spaces the
+// that long. If the slot would start after ctx's deadline it returns an
+// error wrapping ErrWaitTooLong at once, without sleeping; if ctx ends
+// while it sleeps, it returns ctx's error. Either way the slot stays
+// taken and passes unused: a give-back (a check of negative cost) could
+// only free the queue's last slot, which may be another caller's, whose
+// start the next caller would then share. A full queue is a deny with
+// RetryAfter: Wait sleeps that long and checks again (or returns
+// ErrWaitTooLong if the deadline comes first). With the other algorithms Wait waits for RetryAfter the same
+// way, so it works with any limit; only the leaky bucket spaces the
 // starts exactly.
 //
-// Giving a slot back is a Check of cost -1 (-n for WaitN; a leaky bucket
-// takes it from the end of its queue); on a floodgate with tokens it needs
-// the refund or admin role, and when it fails the slot simply stays taken
-// (the queue runs one slot later). A degraded answer (Decision.Degraded) that allows
-// returns nil at once: the failure mode said open. Errors from Check are
-// returned as they are.
+// A degraded answer (Decision.Degraded) that allows returns nil at once:
+// the failure mode said open. Errors from Check are returned as they are.
 func (c *Client) Wait(ctx context.Context, key string, limit Limit) error {
 	return c.WaitN(ctx, key, limit, 1)
 }
 
 // WaitN is Wait for n slots at once (a batch of n calls to the partner
 // API, or one call that costs n): it blocks until the first of them
-// starts; the next caller's slot comes n slots later, and a give-back
-// returns all n. n must be at least 1; more than the limit's capacity (a
+// starts; the next caller's slot comes n slots later. n must be at least 1; more than the limit's capacity (a
 // leaky bucket's burst, the queue's size) is refused by floodgate
 // (InvalidArgument), since it could never be admitted.
 func (c *Client) WaitN(ctx context.Context, key string, limit Limit, n int64) error {
@@ -80,11 +73,9 @@ func (c *Client) WaitN(ctx context.Context, key string, limit Limit, n int64) er
 			return nil
 		}
 		if tooLate(ctx, d.Wait) {
-			c.giveBack(ctx, key, limit, n)
 			return fmt.Errorf("floodgate wait: the slot starts in %v: %w", d.Wait, ErrWaitTooLong)
 		}
 		if err := sleep(ctx, d.Wait); err != nil {
-			c.giveBack(ctx, key, limit, n)
 			return fmt.Errorf("floodgate wait: %w", err)
 		}
 		return nil
@@ -107,16 +98,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// giveBack returns the n slots Wait took (a check of cost -n), even when ctx
-// has ended; best effort.
-func (c *Client) giveBack(ctx context.Context, key string, limit Limit, n int64) {
-	ctx = context.WithoutCancel(ctx)
-	if c.timeout <= 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, giveBackTimeout)
-		defer cancel()
-	}
-	_, _ = c.Check(ctx, Request{Key: key, Limit: limit, Cost: -n})
 }

@@ -46,10 +46,11 @@ func TestWaitSleepsForTheSlot(t *testing.T) {
 	}
 }
 
-// TestWaitDeadlineGivesTheSlotBack: a slot after the context's deadline is
-// given back at once, with ErrWaitTooLong and no sleep, as x/time/rate's
-// Wait does.
-func TestWaitDeadlineGivesTheSlotBack(t *testing.T) {
+// TestWaitDeadlineKeepsTheSpacing: a slot after the context's deadline
+// ends Wait at once, with ErrWaitTooLong and no sleep, as x/time/rate's
+// Wait does. The slot passes unused: giving it back would free the
+// queue's last slot, which may be another caller's.
+func TestWaitDeadlineKeepsTheSpacing(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	c := floodgatetest.Dial(t, addr)
 	for range 10 {
@@ -67,36 +68,44 @@ func TestWaitDeadlineGivesTheSlotBack(t *testing.T) {
 	if took := time.Since(start); took > 250*time.Millisecond {
 		t.Errorf("Wait took %v to give up; it must not sleep", took)
 	}
-	if got := peekWait(t, c, "partner"); got != 500*time.Millisecond {
-		t.Errorf("after the give-back the next slot is in %v, want 500ms (the slot returned)", got)
+	if got := peekWait(t, c, "partner"); got != 550*time.Millisecond {
+		t.Errorf("after the deadline the next slot is in %v, want 550ms", got)
 	}
 }
 
-// TestWaitCancelledGivesTheSlotBack: a context cancelled during the sleep
-// ends Wait with its error and the slot goes back.
-func TestWaitCancelledGivesTheSlotBack(t *testing.T) {
+// TestWaitCancelledNeverSharesAStart: callers take the slots 0, 50, 100
+// and 150 ms; the one sleeping for 100 ms is cancelled. The next caller
+// must start at 200 ms, after everyone's slot: freeing the queue's last
+// slot for the cancelled middle one would give it 150 ms, the same start
+// as the last holder.
+func TestWaitCancelledNeverSharesAStart(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	c := floodgatetest.Dial(t, addr)
-	for range 10 {
-		if _, err := c.Check(context.Background(), client.Request{Key: "partner", Limit: leaky20}); err != nil {
-			t.Fatal(err)
+	check := func() time.Duration {
+		t.Helper()
+		d, err := c.Check(context.Background(), client.Request{Key: "partner", Limit: leaky20})
+		if err != nil || !d.Allowed {
+			t.Fatalf("check: %+v %v", d, err)
 		}
+		return d.Wait
 	}
+	check()
+	check()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var err error
 	wg.Go(func() { err = c.Wait(ctx, "partner", leaky20) })
-	time.Sleep(50 * time.Millisecond) // let it take its slot and sleep
-	if got := peekWait(t, c, "partner"); got != 550*time.Millisecond {
-		t.Fatalf("while Wait sleeps the next slot is in %v, want 550ms", got)
+	for peekWait(t, c, "partner") != 150*time.Millisecond {
+		time.Sleep(time.Millisecond) // until Wait holds the 100 ms slot
 	}
+	last := check() // 150 ms
 	cancel()
 	wg.Wait()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait = %v, want context.Canceled", err)
 	}
-	if got := peekWait(t, c, "partner"); got != 500*time.Millisecond {
-		t.Errorf("after the cancel the next slot is in %v, want 500ms (the slot returned)", got)
+	if next := check(); next <= last {
+		t.Errorf("the next caller starts at %v, the last holder at %v: two starts at once", next, last)
 	}
 }
 
@@ -134,7 +143,7 @@ func TestWaitFullQueue(t *testing.T) {
 }
 
 // TestWaitN: n slots at once; the next caller's slot comes n slots later,
-// and a give-back on the deadline returns all n.
+// also after a WaitN that gave up on its deadline.
 func TestWaitN(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	c := floodgatetest.Dial(t, addr)
@@ -150,8 +159,8 @@ func TestWaitN(t *testing.T) {
 	if err := c.WaitN(short, "batch", leaky20, 4); !errors.Is(err, client.ErrWaitTooLong) {
 		t.Fatalf("WaitN(4) past the deadline: %v, want ErrWaitTooLong", err)
 	}
-	if got := peekWait(t, c, "batch"); got != 150*time.Millisecond {
-		t.Errorf("after the give-back the next slot is in %v, want 150ms again", got)
+	if got := peekWait(t, c, "batch"); got != 350*time.Millisecond {
+		t.Errorf("after WaitN(4) gave up the next slot is in %v, want 350ms (its slots pass unused)", got)
 	}
 	if err := c.WaitN(ctx, "batch", leaky20, 0); err == nil {
 		t.Error("WaitN(0) was accepted")

@@ -17,8 +17,8 @@ import (
 const leakyAlg = floodgatev1.Algorithm_ALGORITHM_LEAKY_BUCKET
 
 // TestCheckLeakyWait: a leaky bucket answers with a wait instead of a
-// deny, denies only when its queue is full, gives back slots for a
-// negative cost, and Peek reports the wait a Check would get.
+// deny, denies only when its queue is full, frees nothing for a negative
+// cost (a give-back), and Peek reports the wait a Check would get.
 func TestCheckLeakyWait(t *testing.T) {
 	h := start(t, nil, server.Settings{})
 	ctx := context.Background()
@@ -39,13 +39,14 @@ func TestCheckLeakyWait(t *testing.T) {
 	if r := check(1); r.Allowed || r.Wait.AsDuration() != 0 || r.RetryAfter.AsDuration() != 50*ms {
 		t.Fatalf("full queue: allowed %v wait %v retry %v, want denied, retry 50ms", r.Allowed, r.Wait.AsDuration(), r.RetryAfter.AsDuration())
 	}
-	// Give two slots back: the next check waits 100 ms.
-	if r := check(-2); !r.Allowed {
-		t.Fatalf("refund: %v", r)
+	// A give-back of two slots frees none (they may be a middle caller's):
+	// the queue is still full, so no later start comes beside another.
+	if r := check(-2); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("give-back: %v, want allowed with nothing freed", r)
 	}
 	p, err := h.client.Peek(ctx, &floodgatev1.PeekRequest{Key: "partner", Algorithm: leakyAlg, Source: &floodgatev1.PeekRequest_Limit{Limit: testkit.Inline(20, time.Second, 4).Limit}})
-	if err != nil || !p.Allowed || p.Wait.AsDuration() != 100*ms {
-		t.Fatalf("peek: %v %v, want allowed with wait 100ms", p, err)
+	if err != nil || p.Allowed || p.RetryAfter.AsDuration() != 50*ms {
+		t.Fatalf("peek: %v %v, want the queue still full (retry after 50ms)", p, err)
 	}
 	// The other algorithms never wait.
 	r, err := h.client.Check(ctx, &floodgatev1.CheckRequest{Key: "partner", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: testkit.Inline(20, time.Second, 0)})

@@ -166,7 +166,8 @@ func TestPingCancelled(t *testing.T) {
 }
 
 // TestExpiredKeyIsGone: past its TTL a key is treated as absent and
-// removed when touched; a refund back to full deletes it at once.
+// removed when touched; a refund back to full deletes it at once (but
+// for the leaky bucket, whose give-back frees nothing).
 func TestExpiredKeyIsGone(t *testing.T) {
 	s := New(Config{SweepInterval: -1})
 	defer s.Close()
@@ -183,6 +184,9 @@ func TestExpiredKeyIsGone(t *testing.T) {
 			t.Errorf("%v at the TTL: Remaining %d, Len %d; want 10 and the key gone", alg, got, s.Len())
 		}
 
+		if alg == algorithms.LeakyBucket {
+			continue // a give-back frees none of a queue's slots
+		}
 		decide(t, s, t0, store.Request{Key: "r", Limit: l, Cost: 2})
 		decide(t, s, t0, store.Request{Key: "r", Limit: l, Cost: -2})
 		if s.Len() != 0 {

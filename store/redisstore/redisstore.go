@@ -45,10 +45,12 @@
 // and the refund another client may see the charge (and be denied by it),
 // and if the refund itself fails the charge stays until it decays; it
 // never admits more than the limits allow. A refund (negative cost) cannot
-// be taken back exactly, so a batch that spans slots and holds one is
-// first decided without writing (a probe, one more round trip) and only
-// written when nothing is denied; should a concurrent client make the
-// written call deny after all, the refunds in the other slots stay.
+// be taken back exactly, nor can a leaky bucket's charge (a give-back
+// frees none of its queue's slots), so a batch that spans slots and holds
+// one is first decided without writing (a probe, one more round trip) and
+// only written when nothing is denied; should a concurrent client make
+// the written call deny after all, the refunds in the other slots stay,
+// and so do the leaky buckets' slots (they pass unused).
 //
 // # Batching
 //
@@ -295,13 +297,17 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 // charge is the cost a request is decided with.
 func charge(r *store.Request) int64 { return r.Cost }
 
-// hasRefund reports whether a request gives units back, or charges debt
-// (whose unrecorded part a refund on deny would over-refund): a batch
-// across slots holding one is probed before it is charged.
+// hasRefund reports whether a request gives units back, charges debt
+// (whose unrecorded part a refund on deny would over-refund) or takes a
+// leaky bucket's slots (which no refund frees): a batch across slots
+// holding one is probed before it is charged.
 func hasRefund(reqs []store.Request) bool {
 	for i := range reqs {
 		if reqs[i].Cost < 0 || reqs[i].Mode&algorithms.Debt != 0 {
 			return true // a debt charge beyond its bound cannot be taken back exactly either
+		}
+		if reqs[i].Cost > 0 && reqs[i].Limit.Algorithm == algorithms.LeakyBucket {
+			return true
 		}
 	}
 	return false
@@ -385,7 +391,8 @@ func (s *Store) decode(c *call, out []algorithms.Decision) error {
 	return nil
 }
 
-// refund gives back the charges of the calls that did not deny, after
+// refund gives back the charges of the calls that did not deny (but a
+// leaky bucket's, which no give-back frees; hasRefund probed them), after
 // another slot's call denied. Best effort: see the package doc.
 func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorithms.Decision, calls []*call, h header) {
 	var back []store.Request
@@ -400,7 +407,7 @@ func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorith
 			continue
 		}
 		for _, i := range c.idx {
-			if r := reqs[i]; r.Cost > 0 && !r.DryRun && out[i].Allowed {
+			if r := reqs[i]; r.Cost > 0 && !r.DryRun && out[i].Allowed && r.Limit.Algorithm != algorithms.LeakyBucket {
 				back = append(back, r)
 			}
 		}

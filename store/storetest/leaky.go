@@ -79,14 +79,15 @@ func testLeakyQueue(h *harness) {
 		h.t.Errorf("NoWait, denied: RetryAfter %v, want %v", d.RetryAfter, slot)
 	}
 
-	// A refund gives the last slot back; a peek reports the next wait.
+	// A give-back frees no slot (it may be a middle one): the next start
+	// is still a slot after the last, never beside it.
 	key := h.key("leaky-refund")
 	l.Burst = 100
 	for range 3 {
 		h.decide(now, store.Request{Key: key, Limit: l, Cost: 1})
 	}
 	h.decide(now, store.Request{Key: key, Limit: l, Cost: -1})
-	if got := h.peek(now, l, key); got.Wait != 2*slot || !got.Allowed {
-		h.t.Errorf("after 3 admitted and 1 refunded: peek %+v, want Wait %v", got, 2*slot)
+	if got := h.peek(now, l, key); got.Wait != 3*slot || !got.Allowed {
+		h.t.Errorf("after 3 admitted and 1 given back: peek %+v, want Wait %v", got, 3*slot)
 	}
 }

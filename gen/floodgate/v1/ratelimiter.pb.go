@@ -264,9 +264,11 @@ type CheckRequest struct {
 	Algorithm Algorithm `protobuf:"varint,2,opt,name=algorithm,enum=floodgate.v1.Algorithm" json:"algorithm,omitempty"`
 	// Units to spend; 0 means 1. Must not exceed the limit's capacity (burst
 	// for a token or leaky bucket, requests for the window algorithms), since
-	// such a cost could never pass. Negative only for a leaky bucket: it
-	// gives back the queue's last slots (a caller that will not use its
-	// slot); with tokens configured this needs the refund or admin role.
+	// such a cost could never pass. Negative only for a leaky bucket, a
+	// give-back, which frees nothing: it cannot say which slots are its own,
+	// and freeing the queue's last ones would let the next caller start
+	// together with their holder; with tokens configured it needs the
+	// refund or admin role.
 	Cost int64 `protobuf:"varint,3,opt,name=cost" json:"cost,omitempty"`
 	// Where the limit comes from: inline, or a named policy from the config.
 	//

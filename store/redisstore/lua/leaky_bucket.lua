@@ -9,15 +9,15 @@
 --   a, b, c  the state: the queue's end as b whole ms (Unix) plus a units
 --           of 1/c ms, c = per_ms; 0, 0, 0 for a key never seen
 --   now_ms  Unix time in ms
---   cost    > 0 spends, 0 looks, < 0 refunds (already clamped by
---           decide_counter)
+--   cost    > 0 spends, 0 looks, < 0 gives back, which frees nothing
+--           (already clamped by decide_counter)
 --   nowait  true: admit only what may start now (algorithms.NoWait)
 --   debt    1: take a positive cost's slots even past the queue's size,
 --           up to twice it (algorithms.Debt); unrecorded the rest, owed
 --           the slots past the size after
 --   allowed 1 or 0; remaining, retry, reset, ttl, wait: Go's Decision, in ms
 --   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
---           is 0; 0, 0, 0 when the queue is empty
+--           is 0 or less; 0, 0, 0 when the queue is empty
 
 local function leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, nowait, debt)
   -- tokenScale: per_ms, scale = requests / g, period_ms / g, g the gcd.
@@ -90,15 +90,7 @@ local function leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, nowa
     local q = quo(end_u, per_ms)
     end_ms, end_u = end_ms + q, end_u - q * per_ms
   elseif cost < 0 then
-    end_u = end_u + cost * scale
-    local q = quo(end_u, per_ms)
-    if q * per_ms > end_u then
-      q = q - 1
-    end
-    end_ms, end_u = end_ms + q, end_u - q * per_ms
-    if end_ms < now or (end_ms == now and end_u == 0) then
-      end_ms, end_u = now, 0
-    end
+    -- A give-back frees nothing: it cannot say which slots are its own.
   else
     w = wait
   end
@@ -125,7 +117,7 @@ local function leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, nowa
   if end_u > 0 then
     lead = lead + 1
   end
-  if allowed == 0 or cost == 0 then
+  if allowed == 0 or cost <= 0 then
     return allowed, remaining, retry, lead, lead, a, b, c, w, unrecorded, owed
   end
   if empty then
