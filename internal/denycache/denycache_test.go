@@ -228,3 +228,57 @@ func TestDebtChargeInvalidates(t *testing.T) {
 		t.Fatalf("check after the debt: %+v %v, want denied with 600ms to wait (5 owed + 1)", out[0], err)
 	}
 }
+
+// TestDenyOfARolledBackCallNotCached: a call that charges one key twice
+// with a single unit left is denied on its second request only because of
+// its own first one, and rolled back whole: the key still has its unit, so
+// a single check after it must reach the store and be allowed.
+func TestDenyOfARolledBackCallNotCached(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range algorithms.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{})
+			defer c.Close()
+			lim := algorithms.Limit{Algorithm: alg, Requests: 2, Period: time.Hour}
+			one := []store.Request{{Key: "k", Limit: lim, Cost: 1}}
+			out := make([]algorithms.Decision, 2)
+			if err := c.Decide(ctx, testkit.T0, one, out[:1]); err != nil || !out[0].Allowed {
+				t.Fatalf("first unit: %+v %v", out[0], err)
+			}
+			twice := []store.Request{one[0], one[0]}
+			if err := c.Decide(ctx, testkit.T0, twice, out); err != nil {
+				t.Fatal(err)
+			}
+			if out[1].Allowed {
+				t.Fatalf("the call's second unit allowed with one left: %+v", out)
+			}
+			if err := c.Decide(ctx, testkit.T0, one, out[:1]); err != nil || !out[0].Allowed {
+				t.Fatalf("a single unit after the rolled-back call: %+v %v, want allowed (one unit is left)", out[0], err)
+			}
+		})
+	}
+}
+
+// TestUnitDebtChargeInvalidates is TestDebtChargeInvalidates with a debt
+// charge of one unit: it too passes the denied key and makes its wait
+// longer, so the cached deny must go.
+func TestUnitDebtChargeInvalidates(t *testing.T) {
+	ctx := context.Background()
+	c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{})
+	defer c.Close()
+	lim := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Second}
+	out := make([]algorithms.Decision, 1)
+	check := []store.Request{{Key: "k", Limit: lim, Cost: 1}}
+	if err := c.Decide(ctx, testkit.T0, []store.Request{{Key: "k", Limit: lim, Cost: 10}}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("spend the bucket: %+v %v", out[0], err)
+	}
+	if err := c.Decide(ctx, testkit.T0, check, out); err != nil || out[0].Allowed || out[0].RetryAfter != 100*time.Millisecond || c.Len() != 1 {
+		t.Fatalf("check: %+v %v, cached %d; want a cached deny for 100ms", out[0], err, c.Len())
+	}
+	if err := c.Decide(ctx, testkit.T0, []store.Request{{Key: "k", Limit: lim, Cost: 1, Mode: algorithms.Debt}}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("debt charge of 1: %+v %v, want allowed", out[0], err)
+	}
+	if err := c.Decide(ctx, testkit.T0, check, out); err != nil || out[0].Allowed || out[0].RetryAfter != 200*time.Millisecond {
+		t.Fatalf("check after the debt: %+v %v, want denied with 200ms to wait (1 owed + 1)", out[0], err)
+	}
+}
