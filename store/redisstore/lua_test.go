@@ -58,6 +58,8 @@ type luaModel struct {
 	calMs int64
 	// debts counts the debt charges that left a key owing.
 	debts int
+	// settled tallies the settlements (settleStep).
+	settled settleCounts
 }
 
 // decideGroups runs reqs as the script does: each group (see luaReq.group)
@@ -430,6 +432,11 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 	for step := range steps {
 		now = max(0, now+randStep(rng, stepMs(limitOf[rng.IntN(4)])))
 		m.calMs = now + randSkew(rng)
+		if rng.IntN(10) == 0 { // a settlement (settle.lua): Debt and Unrecorded compared
+			k := rng.IntN(4)
+			settleStep(t, c, m, rng, step, now, keys[k], limitOf[k])
+			continue
+		}
 		n := 1
 		if rng.IntN(10) < 3 {
 			n = 2 + rng.IntN(4)
@@ -497,6 +504,7 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 			}
 		}
 	}
+	checkSettles(t, m, algs)
 	if denials < steps/20 || batches < steps/5 || (algs[0] != algorithms.SlidingWindowLog && m.debts < steps/100) {
 		t.Fatalf("trace too tame: %d denials, %d batches and %d debts in %d steps", denials, batches, m.debts, steps)
 	}
