@@ -21,7 +21,7 @@ type help struct {
 
 func (h help) hasEnv(name string) bool { _, ok := h.envs[name]; return ok }
 
-var helpLine = regexp.MustCompile(`^  --([a-z0-9-]+)  \[\$([A-Z0-9_]+)\]$`)
+var helpLine = regexp.MustCompile(`^  --([a-z0-9-]+)(?: [a-z0-9]+)?  \[\$([A-Z0-9_]+)\]$`)
 var helpDefault = regexp.MustCompile(`\(default (.+)\)$`)
 
 // serveHelp runs the built binary's serve --help and parses it.
@@ -48,7 +48,7 @@ func serveHelp(t *testing.T) help {
 		h.envs[m[2]] = m[1]
 	}
 	if len(h.flags) < 10 || !h.hasEnv("FLOODGATE_GRPC_ADDR") {
-		t.Fatalf("floodgate serve --help lists %d flags; is its format still \"  --name  [$FLOODGATE_NAME]\"?\n%s", len(h.flags), out)
+		t.Fatalf("floodgate serve --help lists %d flags; is its format still \"  --name [TYPE]  [$FLOODGATE_NAME]\"?\n%s", len(h.flags), out)
 	}
 	return h
 }

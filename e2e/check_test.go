@@ -118,16 +118,17 @@ func TestCLIErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"nope"}, 2, `unknown command "nope"`},
-		{[]string{"serve", "--no-such-flag"}, 2, "flag provided but not defined"},
-		{[]string{"serve", "--failure-mode", "maybe"}, 1, "--failure-mode must be open, closed or local"},
-		{[]string{"serve", "--memory-max-keys", "0"}, 1, "--memory-max-keys must be positive"},
-		// Issue 10, item 12: these were quietly replaced by defaults.
-		{[]string{"serve", "--max-key-bytes", "-1"}, 1, "--max-key-bytes must be positive, got -1"},
-		{[]string{"serve", "--max-key-bytes", "0"}, 1, "--max-key-bytes must be positive, got 0"},
-		{[]string{"serve", "--max-recv-msg-bytes", "-5"}, 1, "--max-recv-msg-bytes must be positive"},
-		{[]string{"serve", "--redis-pipelines", "0"}, 1, "--redis-pipelines must be positive"},
-		{[]string{"serve", "--deny-cache-size", "-1"}, 1, "--deny-cache-size must not be negative"},
-		{[]string{"serve", "--drain-timeout", "-1s"}, 1, "--drain-timeout must be positive"},
+		{[]string{"serve", "--no-such-flag"}, 2, "unknown flag --no-such-flag"},
+		{[]string{"serve", "--grpc-adr", "x"}, 2, "did you mean --grpc-addr?"},
+		{[]string{"serve", "--failure-mode", "maybe"}, 2, "--failure-mode must be open, closed or local"},
+		{[]string{"serve", "--memory-max-keys", "0"}, 2, "--memory-max-keys must be positive"},
+		// Out-of-range numbers are refused, never replaced by a default.
+		{[]string{"serve", "--max-key-bytes", "-1"}, 2, "--max-key-bytes must be positive, got -1"},
+		{[]string{"serve", "--max-key-bytes", "0"}, 2, "--max-key-bytes must be positive, got 0"},
+		{[]string{"serve", "--max-recv-msg-bytes", "-5"}, 2, "--max-recv-msg-bytes must be positive"},
+		{[]string{"serve", "--redis-pipelines", "0"}, 2, "--redis-pipelines must be positive"},
+		{[]string{"serve", "--deny-cache-size", "-1"}, 2, "--deny-cache-size must not be negative"},
+		{[]string{"serve", "--drain-timeout", "-1s"}, 2, "--drain-timeout must be positive"},
 	}
 	for _, tt := range tests {
 		_, stderr, code := runCLI(t, tt.args...)
@@ -139,9 +140,9 @@ func TestCLIErrors(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "floodgate ") {
 		t.Errorf("version: got %q exit %d", stdout, code)
 	}
-	_, stderr, code := runCLI(t, "serve", "--help")
-	if code != 0 || !strings.Contains(stderr, "$FLOODGATE_GRPC_ADDR") {
-		t.Errorf("serve --help: exit %d, want the flags with their environment variables:\n%s", code, stderr)
+	helpOut, helpErr, code := runCLI(t, "serve", "--help")
+	if code != 0 || !strings.Contains(helpOut, "$FLOODGATE_GRPC_ADDR") || helpErr != "" {
+		t.Errorf("serve --help: exit %d, stderr %q; want the flags with their environment variables on stdout:\n%s", code, helpErr, helpOut)
 	}
 }
 

@@ -328,7 +328,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--duration", "0"}, "--duration 0 needs --max-requests"},
 		{[]string{"--warmup", "-1s"}, "--warmup must not be negative"},
 		{[]string{"--domain", ""}, "--domain must not be empty"},
-		{[]string{"--concurrency", "many"}, "invalid value \"many\" for flag -concurrency"},
+		{[]string{"--concurrency", "many"}, `--concurrency "many": want an integer`},
 		{[]string{"--tls-ca", "/nonexistent/ca.pem"}, "--tls-ca: open /nonexistent/ca.pem"},
 		{[]string{"extra"}, "unexpected argument \"extra\""},
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -21,23 +19,23 @@ func runConfig(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return exitCode(2)
 	}
 	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, configUsage)
+		return nil
 	case "validate":
 		return runConfigValidate(args[1:], getenv, stdout, stderr)
 	case "explain":
 		return runConfigExplain(args[1:], getenv, stdout, stderr)
 	}
-	fmt.Fprint(stderr, configUsage)
+	fmt.Fprintf(stderr, "floodgate config: unknown subcommand %q\n%s", args[0], configUsage)
 	return exitCode(2)
 }
 
 // runConfigValidate runs `floodgate config validate PATH`.
 func runConfigValidate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("config validate PATH", "Checks a config file or a folder of them offline; exits 1 and prints file:line:column on error.", stderr)
-	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitCode(2)
+	if err := parseCommand(fs, args, getenv, stderr, "config validate", 2); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "Usage: floodgate config validate PATH")

@@ -66,11 +66,8 @@ func runConfigExplain(args []string, getenv func(string) string, stdout, stderr 
 		fmt.Fprintf(stderr, "floodgate config explain: "+format+"\n", a...)
 		return exitCode(2)
 	}
-	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitCode(2)
+	if err := parseCommand(fs, args, getenv, stderr, "config explain", 2); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	// The time zone database, for calendar limits (time_zone:
@@ -66,7 +67,9 @@ Usage:
   floodgate simulate [flags]           draw what an algorithm makes of a traffic pattern (no server)
   floodgate version                    print the version
 
-Run "floodgate COMMAND --help" for a command's flags and environment variables.
+Run "floodgate COMMAND --help" (or "floodgate help COMMAND") for a command's flags
+and environment variables. Exit status: 0 done, 1 a runtime failure, 2 a usage
+error (an unknown flag, a bad value); check and simulate document theirs.
 `
 
 // run is the whole program: it parses args and runs one command until ctx
@@ -93,10 +96,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "floodgate", version)
 	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			// floodgate help serve is floodgate serve --help.
+			return run(ctx, append(slices.Clone(args[1:]), "--help"), getenv, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 	default:
 		fmt.Fprintf(stderr, "floodgate: unknown command %q\n\n%s", args[0], usage)
 		return exitCode(2)
+	}
+	var help *helpRequest
+	if errors.As(err, &help) {
+		help.print(stdout)
+		return nil
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

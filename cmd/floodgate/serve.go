@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -181,7 +180,7 @@ func (f *serveFlags) transportLimits() (server.TransportLimits, error) {
 // runServe runs `floodgate serve` until ctx ends: it checks the flags,
 // loads the rules, opens the store, builds the APIs, the gRPC server and
 // the admin HTTP server, serves until a signal, then drains.
-func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	ref, args, getenv, err := referenceServe(args, getenv) // refenv.go
 	if err != nil {
 		fmt.Fprintln(stderr, "floodgate serve:", err)
@@ -193,8 +192,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
-		return err
+		fmt.Fprintln(stderr, "floodgate serve:", err)
+		return exitCode(2)
 	}
+	defer func() { err = logFatal(log, err) }()
 	if ref != nil {
 		ref.log(log)
 	}
@@ -307,12 +308,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	var f serveFlags
 	fs := newFlagSet("serve [flags]", "Runs the rate-limit server. Without --redis-url it uses the embedded in-memory store.", stderr)
 	f.register(fs)
-	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return f, err
-		}
-		fmt.Fprintln(stderr, "floodgate serve:", err)
-		return f, exitCode(2)
+	if err := parseCommand(fs, args, getenv, stderr, "serve", 2); err != nil {
+		return f, err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "floodgate serve: unexpected argument %q\n", fs.Arg(0))
@@ -359,21 +356,6 @@ func setGCPercent(getenv func(string) string, percent int) {
 	if getenv("GOGC") == "" && percent != 0 {
 		debug.SetGCPercent(percent)
 	}
-}
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level must be debug, info, warn or error, got %q", level)
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
 }
 
 // readRedisPassword reads --redis-password-file's first line into

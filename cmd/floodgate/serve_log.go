@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+// newLogger returns serve's logger: level is debug (request logs on both
+// APIs), info, warn or error; format is text or json. In JSON a duration
+// is written as a string ("10s", "250ms"), as in text, not as integer
+// nanoseconds.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		opts.ReplaceAttr = durationsAsStrings
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// durationsAsStrings is the JSON handler's ReplaceAttr: a time.Duration
+// value becomes its String form.
+func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// logFatal reports the error that ends serve once its logger exists, in
+// the log's own format (a JSON line with --log-format json), and turns it
+// into the exit status: 2 for a bad setting (an error that starts by
+// naming its flag, "--redis-timeout must be positive"), 1 for anything
+// else. nil and an exitCode (already reported) pass through.
+func logFatal(log *slog.Logger, err error) error {
+	var ec exitCode
+	if err == nil || errors.As(err, &ec) {
+		return err
+	}
+	if strings.HasPrefix(err.Error(), "--") {
+		log.Error("invalid setting; floodgate serve --help lists the flags", "err", err)
+		return exitCode(2)
+	}
+	log.Error("floodgate serve stopped", "err", err)
+	return exitCode(1)
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// flagGroup is one heading of a command's --help and the flags under it:
+// those named in names, or starting with one of prefixes.
+type flagGroup struct {
+	title    string
+	names    []string
+	prefixes []string
+}
+
+// flagGroups orders --help: a flag goes under the first group that claims
+// it, and flags no group claims under "Other".
+var flagGroups = []flagGroup{
+	{title: "Listen", names: []string{"grpc-addr", "http-addr", "http-api", "http-cors-origins", "addr", "unary-timeout", "drain-timeout"}, prefixes: []string{"max-concurrent-streams", "max-recv-msg-bytes", "max-header-list-bytes", "max-streams", "max-connections"}},
+	{title: "Auth and TLS", names: []string{"auth-token-file", "token"}, prefixes: []string{"tls", "redis-tls-", "config-xds-tls"}},
+	{title: "Store", names: []string{"failure-mode", "settle-window", "deny-cache-size", "replicas", "replicas-heartbeat"}, prefixes: []string{"redis-", "memory-", "local-"}},
+	{title: "Rules", names: []string{"config", "domain", "descriptor", "bucket"}, prefixes: []string{"config-xds-"}},
+	{title: "Limits and answers", names: []string{"max-key-bytes", "shadow-mode", "quota-mode", "count-denied-hits", "share-override-counters", "envoy-refunds", "key", "limit", "burst", "algorithm", "policy", "time-zone", "cost"}, prefixes: []string{"response-", "quota-"}},
+	{title: "Observability", names: []string{"detailed-metric-series", "trace-values", "pprof", "gc-percent"}, prefixes: []string{"log-"}},
+}
+
+// groupOf is the title of the group flag name belongs to.
+func groupOf(name string) string {
+	for _, g := range flagGroups {
+		for _, n := range g.names {
+			if n == name {
+				return g.title
+			}
+		}
+	}
+	for _, g := range flagGroups {
+		for _, p := range g.prefixes {
+			if strings.HasPrefix(name, p) {
+				return g.title
+			}
+		}
+	}
+	return "Other"
+}
+
+// printUsage writes a command's help: its synopsis, then its flags with
+// their types, defaults and environment variables, in groups when the
+// command has flags of more than one group and at least eight in all.
+func printUsage(w io.Writer, fs *flag.FlagSet, name, synopsis string) {
+	fmt.Fprintf(w, "Usage: floodgate %s\n\n%s\n", name, synopsis)
+	var all []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) { all = append(all, f) })
+	if len(all) == 0 {
+		return
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	byGroup := map[string][]*flag.Flag{}
+	for _, f := range all {
+		byGroup[groupOf(f.Name)] = append(byGroup[groupOf(f.Name)], f)
+	}
+	fmt.Fprintf(w, "\nFlags (each also settable by its environment variable, shown in [ ]; a flag on the command line wins):\n")
+	if len(byGroup) < 2 || len(all) < 8 {
+		for _, f := range all {
+			printFlag(w, f)
+		}
+		return
+	}
+	titles := make([]string, 0, len(flagGroups)+1)
+	for _, g := range flagGroups {
+		titles = append(titles, g.title)
+	}
+	for _, t := range append(titles, "Other") {
+		if len(byGroup[t]) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", t)
+		for _, f := range byGroup[t] {
+			printFlag(w, f)
+		}
+	}
+}
+
+// printFlag writes one flag: --name TYPE [$ENV] (default D), then its usage.
+func printFlag(w io.Writer, f *flag.Flag) {
+	typ, usage := flag.UnquoteUsage(f)
+	head := "  --" + f.Name
+	if typ != "" {
+		head += " " + typ
+	}
+	def := ""
+	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+		def = fmt.Sprintf(" (default %s)", f.DefValue)
+	}
+	fmt.Fprintf(w, "%s  [$%s]\n        %s%s\n", head, envName(f.Name), usage, def)
+}
