@@ -13,10 +13,14 @@ import (
 
 // TestSettleRefundGivesRoomBack: a check reserved the whole limit, the
 // usage came out lower; the settlement's refund is written, so the key
-// has exactly the difference back.
+// has exactly the difference back. (Not the leaky bucket, whose give-back
+// frees no slot: the starts already queued stay where they are.)
 func TestSettleRefundGivesRoomBack(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range algorithms.Algorithms {
+		if alg == algorithms.LeakyBucket {
+			continue
+		}
 		t.Run(alg.String(), func(t *testing.T) {
 			s := memstore.New(memstore.Config{SweepInterval: -1})
 			defer s.Close()
