@@ -13,8 +13,15 @@ import (
 var ErrWaitTooLong = errors.New("the wait would outlast the context's deadline")
 
 // ErrNeverAdmitted is wrapped by Wait's error when the limit can never
-// admit one request (floodgate's RetryAfter is negative).
+// admit the request (floodgate's RetryAfter is negative): its cost is
+// above the capacity that decides, e.g. a replica's local share while the
+// store is down (failure_mode: local).
 var ErrNeverAdmitted = errors.New("the limit can never admit this request")
+
+// zeroRetryAfter is how long Wait sleeps after a deny that says no wait
+// (retry_after 0, which floodgate never sends with a deny): a second, as
+// a Retry-After header is at least 1, so that no Wait asks in a loop.
+const zeroRetryAfter = time.Second
 
 // Wait takes one slot of key's limit, usually a leaky bucket
 // (LeakyBucket), and blocks until the slot starts, like
@@ -29,8 +36,11 @@ var ErrNeverAdmitted = errors.New("the limit can never admit this request")
 // taken and passes unused: a give-back (a check of negative cost) could
 // only free the queue's last slot, which may be another caller's, whose
 // start the next caller would then share. A full queue is a deny with
-// RetryAfter: Wait sleeps that long and checks again (or returns
-// ErrWaitTooLong if the deadline comes first). With the other algorithms Wait waits for RetryAfter the same
+// RetryAfter: Wait sleeps that long (at least a second when RetryAfter is
+// 0) and checks again, or returns ErrWaitTooLong if the deadline comes
+// first, or ErrNeverAdmitted for a negative RetryAfter (a cost no wait
+// lets through, e.g. above a replica's local share while the store is
+// down). With the other algorithms Wait waits for RetryAfter the same
 // way, so it works with any limit; only the leaky bucket spaces the
 // starts exactly.
 //
@@ -58,13 +68,17 @@ func (c *Client) WaitN(ctx context.Context, key string, limit Limit, n int64) er
 			return err
 		}
 		if !d.Allowed {
-			if d.RetryAfter < 0 {
+			retry := d.RetryAfter
+			switch {
+			case retry < 0:
 				return fmt.Errorf("floodgate wait: %w", ErrNeverAdmitted)
+			case retry == 0:
+				retry = zeroRetryAfter
 			}
-			if tooLate(ctx, d.RetryAfter) {
-				return fmt.Errorf("floodgate wait: the queue is full for %v: %w", d.RetryAfter, ErrWaitTooLong)
+			if tooLate(ctx, retry) {
+				return fmt.Errorf("floodgate wait: the queue is full for %v: %w", retry, ErrWaitTooLong)
 			}
-			if err := sleep(ctx, d.RetryAfter); err != nil {
+			if err := sleep(ctx, retry); err != nil {
 				return fmt.Errorf("floodgate wait: %w", err)
 			}
 			continue

@@ -102,6 +102,15 @@ func failedDecision(r store.Request, mode rules.FailureMode) algorithms.Decision
 	return d
 }
 
+// neverRetryAfter is the retry_after of a cost that no wait lets
+// through (algorithms.Never): negative, which the client reads as
+// ErrNeverAdmitted and the HTTP headers as ratelimitheader.NeverSeconds.
+// A cost above the limit's capacity is refused before it is decided
+// (InvalidArgument), so this answers a cost above a replica's local share
+// (failure_mode: local), which the limit admits once the store decides
+// again.
+const neverRetryAfter = -time.Second
+
 // checkResponse builds the answer to one check. Shadow mode turns a deny
 // into an allow (the deny is still decided and counted in metrics).
 func checkResponse(c check, d algorithms.Decision, degraded bool) *floodgatev1.CheckResponse {
@@ -115,7 +124,10 @@ func checkResponse(c check, d algorithms.Decision, degraded bool) *floodgatev1.C
 	b.reset.Seconds, b.reset.Nanos = int64(d.ResetAfter/time.Second), int32(d.ResetAfter%time.Second)
 	resp.ResetAfter = &b.reset
 	if !resp.Allowed {
-		retry := max(d.RetryAfter, 0)
+		retry := d.RetryAfter
+		if retry < 0 {
+			retry = neverRetryAfter
+		}
 		b.retry.Seconds, b.retry.Nanos = int64(retry/time.Second), int32(retry%time.Second)
 	}
 	resp.RetryAfter = &b.retry

@@ -262,12 +262,14 @@ func (p *Policy) Append(dst []Field, s State) []Field {
 
 // AppendDegraded appends the fields of an answer the store could not
 // decide: X-RateLimit-Degraded: true and, when denied (a limit that fails
-// closed), Retry-After of retryAfter (at least a second). Nothing about the
-// quota is known, so nothing about it is written.
+// closed, or a replica's local share), Retry-After of retryAfter (at least
+// a second; NeverSeconds for a negative one, a cost above the local
+// share). Nothing about the quota is known, so nothing about it is
+// written.
 func AppendDegraded(dst []Field, denied bool, retryAfter time.Duration) []Field {
 	dst = append(dst, Field{DegradedName, "true"})
 	if denied {
-		dst = append(dst, Field{RetryAfterName, strconv.FormatInt(max(Seconds(retryAfter), 1), 10)})
+		dst = append(dst, Field{RetryAfterName, strconv.FormatInt(RetryAfterSeconds(Limit{}, retryAfter), 10)})
 	}
 	return dst
 }

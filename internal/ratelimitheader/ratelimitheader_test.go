@@ -1,6 +1,7 @@
 package ratelimitheader_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -149,6 +150,15 @@ func TestAppendDegraded(t *testing.T) {
 	got = fields(ratelimitheader.AppendDegraded(nil, true, 300*time.Millisecond))
 	if len(got) != 2 || got["Retry-After"] != "1" {
 		t.Fatalf("closed: got %v, want X-RateLimit-Degraded and Retry-After: 1", got)
+	}
+	// A cost above a replica's local share: never, as the body says.
+	got = fields(ratelimitheader.AppendDegraded(nil, true, -time.Second))
+	if want := strconv.Itoa(ratelimitheader.NeverSeconds); len(got) != 2 || got["Retry-After"] != want {
+		t.Fatalf("never: got %v, want X-RateLimit-Degraded and Retry-After: %s", got, want)
+	}
+	got = fields(ratelimitheader.AppendDegraded(nil, true, 2500*time.Millisecond))
+	if got["Retry-After"] != "3" {
+		t.Fatalf("2.5s: got %v, want Retry-After: 3", got)
 	}
 }
 

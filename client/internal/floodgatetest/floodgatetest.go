@@ -26,6 +26,7 @@ import (
 	"github.com/floodgate/floodgate/client"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/server"
@@ -146,6 +147,24 @@ func StartDegraded(t testing.TB, r RuleSource) string {
 	t.Helper()
 	s := settings(r, func() time.Time { return T0 })
 	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	addr, stop, err := serveStore(downStore{}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return addr
+}
+
+// StartLocalShare runs a real floodgate whose store is down and whose
+// limits fail to local shares of replicas replicas: each limit's requests
+// (and burst) divided by replicas.
+func StartLocalShare(t testing.TB, r RuleSource, replicas int) string {
+	t.Helper()
+	s := settings(r, func() time.Time { return T0 })
+	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s.FailureMode = rules.FailureLocal
+	s.Local = localshare.New(func() int { return replicas }, memstore.Config{})
+	t.Cleanup(s.Local.Discard)
 	addr, stop, err := serveStore(downStore{}, s)
 	if err != nil {
 		t.Fatal(err)

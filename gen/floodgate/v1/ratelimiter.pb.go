@@ -385,7 +385,10 @@ type CheckResponse struct {
 	Limit int64 `protobuf:"varint,2,opt,name=limit" json:"limit,omitempty"`
 	// Whole units still spendable now, after this check.
 	Remaining int64 `protobuf:"varint,3,opt,name=remaining" json:"remaining,omitempty"`
-	// 0 when allowed; otherwise the exact wait until this cost would pass.
+	// 0 when allowed; otherwise the exact wait until this cost would pass,
+	// or -1s when no wait lets it through: a degraded answer for a cost
+	// above the replica's share of the limit (failure_mode: local), which
+	// the limit admits once the store decides again.
 	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter" json:"retry_after,omitempty"`
 	// How long until the key is back to its full limit.
 	ResetAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter" json:"reset_after,omitempty"`
@@ -710,7 +713,8 @@ type PeekResponse struct {
 	Limit int64 `protobuf:"varint,2,opt,name=limit" json:"limit,omitempty"`
 	// Whole units spendable now.
 	Remaining int64 `protobuf:"varint,3,opt,name=remaining" json:"remaining,omitempty"`
-	// 0 if the cost would pass now; otherwise the wait until it would.
+	// 0 if the cost would pass now; otherwise the wait until it would, or
+	// -1s when no wait lets it through (as CheckResponse.retry_after).
 	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter" json:"retry_after,omitempty"`
 	// How long until the key is back to its full limit.
 	ResetAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter" json:"reset_after,omitempty"`
