@@ -143,11 +143,11 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.unaryTimeout, "unary-timeout", server.DefaultUnaryTimeout, "gRPC: the longest a unary call may take from its headers, the wait for its message included (DeadlineExceeded past it); HTTP/JSON API: the same per request (504)")
 	fs.IntVar(&f.maxStreams, "max-streams", server.DefaultMaxStreams, "gRPC: calls in flight in total; more are refused (ResourceExhausted)")
 	fs.IntVar(&f.maxStreamsPerClient, "max-streams-per-client", server.DefaultMaxStreamsPerClient, "gRPC: calls in flight from one client IP address; more are refused (ResourceExhausted)")
-	fs.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "gRPC: open connections in total; more are closed when accepted")
+	fs.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "gRPC, and apart the HTTP port: open connections in total; more are closed when accepted")
 	f.quota.register(fs)
 	f.xds.register(fs)
 	f.local.register(fs)
-	fs.IntVar(&f.maxConnsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC: open connections from one client IP address; more are closed when accepted")
+	fs.IntVar(&f.maxConnsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC, and apart the HTTP port: open connections from one client IP address; more are closed when accepted")
 }
 
 // transportLimits checks the transport flags: each must be positive.

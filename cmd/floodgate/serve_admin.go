@@ -34,6 +34,10 @@ func buildAdmin(f serveFlags, st store.Store, s server.Settings, tokens *auth.To
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
+	// The gRPC port's connection caps, counted apart: a client that holds
+	// half-sent requests (each up to the read-header timeout) holds at most
+	// --max-connections-per-client of them, all clients --max-connections.
+	lis = server.NewGate(server.TransportLimits{MaxConnections: f.maxConns, MaxConnectionsPerClient: f.maxConnsPerClient}).Listener(lis)
 	as := server.AdminSettings{
 		Ready:   readiness(st, draining),
 		Metrics: metrics.Handler(),
