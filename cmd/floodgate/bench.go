@@ -49,6 +49,7 @@ type benchFlags struct {
 	connectTimeout time.Duration
 	cpuProfile     string
 	reportInterval time.Duration // --api rlqs (bench_rlqs.go)
+	strict         bool
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
@@ -73,6 +74,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.maxRequests, "max-requests", 0, "stop after this many measured requests (0: no cap)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the server config --api rls needs (for --domain, --descriptors, --limit, --algorithm) and exit")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the connections to be ready")
+	fs.BoolVar(&f.strict, "strict", false, "exit 1 when the run did not measure what it claims: with --api rls, when no answer carried a limit (the server has no rule for the bench descriptors; without --strict that is a warning)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile (warmup and measurement) to this file, to check that it is not the bottleneck")
 }
 
@@ -178,6 +180,22 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if res.Requests() > 0 && res.Allowed+res.Denied == 0 {
 		return fmt.Errorf("every request failed (%d errors)", res.ErrorCount())
+	}
+	return f.checkLimited(res, stderr)
+}
+
+// checkLimited warns when an rls run's answers carried no limit: the
+// server matched no rule for the bench descriptors, so every request was
+// "allowed" and the run measured rule lookups, not decisions. Under
+// --strict that ends the command with status 1.
+func (f *benchFlags) checkLimited(res *loadgen.Result, stderr io.Writer) error {
+	if res.Config.API != loadgen.APIRLS || res.Allowed+res.Denied == 0 || res.Limited > 0 {
+		return nil
+	}
+	fmt.Fprintf(stderr, "floodgate bench: warning: none of %d answers carried a limit: the server at %s has no rule for domain %q and the bench descriptors, so every request was allowed unlimited and this measured rule lookups, not decisions; serve the rules of `floodgate bench --api rls --print-config` (with the same --domain, --descriptors and --limit)\n",
+		res.Allowed+res.Denied, f.addr, f.domain)
+	if f.strict {
+		return exitCode(1)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -354,5 +355,52 @@ func TestBenchBadFlags(t *testing.T) {
 	}, "bench")
 	if err == nil || !strings.Contains(stderr, "$FLOODGATE_CONCURRENCY") {
 		t.Fatalf("err = %v, stderr = %q, want the variable named", err, stderr)
+	}
+}
+
+// TestBenchRLSWithoutRules: --api rls against a server without the bench
+// rules answers every request OK with no limit; bench says so (it used to
+// report "100% allowed" as if it had measured decisions), and --strict
+// makes that exit 1. With the rules, or on --api check, no warning.
+func TestBenchRLSWithoutRules(t *testing.T) {
+	rulesOut, _, err := runBenchCmd(t, noEnv, "bench", "--print-config", "--limit", "1000000000/1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := benchServer(t, "", server.GRPCSettings{})
+	withRules := benchServer(t, rulesOut, server.GRPCSettings{})
+	otherDomain := benchServer(t, strings.Replace(rulesOut, `domain: "bench"`, `domain: "other"`, 1), server.GRPCSettings{})
+	for _, tc := range []struct {
+		name     string
+		addr     string
+		args     []string
+		wantWarn bool
+	}{
+		{"no rules", bare, []string{"--api", "rls"}, true},
+		{"no rules, strict", bare, []string{"--api", "rls", "--strict"}, true},
+		{"another domain's rules, strict", otherDomain, []string{"--api", "rls", "--strict"}, true},
+		{"the bench rules, strict", withRules, []string{"--api", "rls", "--strict"}, false},
+		{"check, strict", bare, []string{"--api", "check", "--strict"}, false},
+		{"health, strict", bare, []string{"--api", "health", "--strict"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"bench", "--addr", tc.addr, "--duration", "200ms", "--warmup", "20ms", "--concurrency", "2", "--json"}, tc.args...)
+			out, stderr, err := runBenchCmd(t, noEnv, args...)
+			strict := slices.Contains(tc.args, "--strict")
+			var ec exitCode
+			switch {
+			case tc.wantWarn && strict && (!errors.As(err, &ec) || ec != 1):
+				t.Errorf("err %v, want exit status 1", err)
+			case (!tc.wantWarn || !strict) && err != nil:
+				t.Errorf("err %v, want none", err)
+			}
+			if warned := strings.Contains(stderr, "carried a limit"); warned != tc.wantWarn {
+				t.Errorf("warned %v, want %v: %q", warned, tc.wantWarn, stderr)
+			}
+			if tc.wantWarn && (!strings.Contains(stderr, "--print-config") || !strings.Contains(stderr, `"bench"`)) {
+				t.Errorf("the warning does not name the domain and the fix: %q", stderr)
+			}
+			checkReport(t, decodeReport(t, out)) // the report is written either way
+		})
 	}
 }

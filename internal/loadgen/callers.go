@@ -30,11 +30,11 @@ func builder(cfg *Config) func(grpc.ClientConnInterface) caller {
 		}
 		return func(conn grpc.ClientConnInterface) caller {
 			reply := new(verdict) // CheckResponse.allowed
-			return func(ctx context.Context, key int) (bool, error) {
+			return func(ctx context.Context, key int) (bool, bool, error) {
 				if err := conn.Invoke(ctx, floodgatev1.RateLimiter_Check_FullMethodName, reqs[key], reply, callCodec); err != nil {
-					return false, err
+					return false, false, err
 				}
-				return *reply == 1, nil
+				return *reply == 1, true, nil
 			}
 		}
 	case APIRLS:
@@ -47,23 +47,23 @@ func builder(cfg *Config) func(grpc.ClientConnInterface) caller {
 			reqs[i] = marshalRequest(&rlsv3.RateLimitRequest{Domain: cfg.Domain, Descriptors: ds, HitsAddend: 1})
 		}
 		return func(conn grpc.ClientConnInterface) caller {
-			reply := new(verdict) // RateLimitResponse.overall_code
-			return func(ctx context.Context, key int) (bool, error) {
+			reply := new(rlsVerdict) // RateLimitResponse.overall_code, and whether a status has current_limit
+			return func(ctx context.Context, key int) (bool, bool, error) {
 				if err := conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, reqs[key], reply, callCodec); err != nil {
-					return false, err
+					return false, false, err
 				}
-				return *reply == verdict(rlsv3.RateLimitResponse_OK), nil
+				return reply.code == verdict(rlsv3.RateLimitResponse_OK), reply.limited, nil
 			}
 		}
 	default: // APIHealth
 		req := marshalRequest(&healthpb.HealthCheckRequest{})
 		return func(conn grpc.ClientConnInterface) caller {
 			reply := new(verdict) // HealthCheckResponse.status
-			return func(ctx context.Context, _ int) (bool, error) {
+			return func(ctx context.Context, _ int) (bool, bool, error) {
 				if err := conn.Invoke(ctx, healthpb.Health_Check_FullMethodName, req, reply, callCodec); err != nil {
-					return false, err
+					return false, false, err
 				}
-				return *reply == verdict(healthpb.HealthCheckResponse_SERVING), nil
+				return *reply == verdict(healthpb.HealthCheckResponse_SERVING), false, nil
 			}
 		}
 	}

@@ -49,10 +49,6 @@ func (leanCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	out, ok := v.(*verdict)
-	if !ok {
-		return fmt.Errorf("loadgen: cannot read into %T", v)
-	}
 	var b []byte
 	if len(data) == 1 {
 		b = data[0].ReadOnlyData()
@@ -61,6 +57,17 @@ func (leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		defer buf.Free()
 		b = buf.ReadOnlyData()
 	}
+	switch out := v.(type) {
+	case *verdict:
+		return readVerdict(b, out)
+	case *rlsVerdict:
+		return readRLSVerdict(b, out)
+	}
+	return fmt.Errorf("loadgen: cannot read into %T", v)
+}
+
+// readVerdict reads field 1 of b into out.
+func readVerdict(b []byte, out *verdict) error {
 	*out = 0 // proto3: an absent field 1 is zero
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -83,4 +90,74 @@ func (leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		b = b[m:]
 	}
 	return nil
+}
+
+// rlsVerdict is what a RateLimitResponse says to the generator: its
+// overall_code (field 1), and whether any of its statuses (field 2, a
+// DescriptorStatus) has a current_limit (its field 2): an answer without
+// one matched no rule.
+type rlsVerdict struct {
+	code    verdict
+	limited bool
+}
+
+// readRLSVerdict reads a RateLimitResponse's overall_code and whether a
+// status carries a limit.
+func readRLSVerdict(b []byte, out *rlsVerdict) error {
+	*out = rlsVerdict{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			x, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			out.code = verdict(x)
+			b = b[m:]
+			continue
+		case num == 2 && typ == protowire.BytesType && !out.limited:
+			st, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			limited, err := hasField(st, 2, protowire.BytesType)
+			if err != nil {
+				return err
+			}
+			out.limited = limited
+			b = b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		b = b[m:]
+	}
+	return nil
+}
+
+// hasField reports whether the message b has field num of type typ.
+func hasField(b []byte, num protowire.Number, typ protowire.Type) (bool, error) {
+	for len(b) > 0 {
+		n, t, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			return false, protowire.ParseError(l)
+		}
+		b = b[l:]
+		if n == num && t == typ {
+			return true, nil
+		}
+		m := protowire.ConsumeFieldValue(n, t, b)
+		if m < 0 {
+			return false, protowire.ParseError(m)
+		}
+		b = b[m:]
+	}
+	return false, nil
 }

@@ -36,6 +36,12 @@ type Result struct {
 	// OVER_LIMIT); for health, SERVING (Allowed) or any other serving status
 	// (Denied).
 	Allowed, Denied uint64
+	// Limited counts the decisions whose answer carried a limit: for rls,
+	// a descriptor status with a current_limit (a server with no rule for
+	// the bench descriptors answers OK with none: every request
+	// "allowed", nothing measured but the lookup); for check, every
+	// decision (its limit is inline); for health, none.
+	Limited uint64
 	// Errors counts the failed RPCs by gRPC status code.
 	Errors map[codes.Code]uint64
 	// Latency holds the latency of every measured request, errors included.

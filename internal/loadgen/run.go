@@ -34,14 +34,16 @@ type worker struct {
 	hist     Histogram
 	allowed  uint64
 	denied   uint64
+	limited  uint64
 	errs     [numCodes]uint64
 	done     atomic.Uint64 // answered requests, in any phase
 	measured atomic.Uint64 // answered requests recorded, after recording
 	_        [64]byte      // keep the counters off the next worker's cache line
 }
 
-// caller sends one request for key and says whether it was allowed.
-type caller func(ctx context.Context, key int) (allowed bool, err error)
+// caller sends one request for key and says whether it was allowed, and
+// whether the answer carried a limit (see Result.Limited).
+type caller func(ctx context.Context, key int) (allowed, limited bool, err error)
 
 // Run sends requests as Config says until the duration or MaxRequests is
 // reached, or ctx ends (then the result so far is returned, Interrupted).
@@ -204,6 +206,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Latency.Merge(&w.hist)
 		res.Allowed += w.allowed
 		res.Denied += w.denied
+		res.Limited += w.limited
 		for c, n := range w.errs {
 			if n > 0 {
 				res.Errors[codes.Code(c)] += n
@@ -230,7 +233,7 @@ func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *a
 		}
 		key := pick()
 		t := time.Now()
-		allowed, err := call(ctx, key)
+		allowed, limited, err := call(ctx, key)
 		d := time.Since(t)
 		w.done.Add(1)
 		if p != phaseMeasure || phase.Load() != phaseMeasure {
@@ -248,6 +251,9 @@ func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *a
 			w.allowed++
 		default:
 			w.denied++
+		}
+		if err == nil && limited {
+			w.limited++
 		}
 		w.measured.Add(1)
 	}

@@ -20,9 +20,9 @@ func BenchmarkWorkerLoop(b *testing.B) {
 			var budget atomic.Int64
 			budget.Store(int64(b.N))
 			seen := make([]bool, 10_000)
-			call := func(_ context.Context, key int) (bool, error) {
+			call := func(_ context.Context, key int) (bool, bool, error) {
 				seen[key] = true
-				return key%2 == 0, nil
+				return key%2 == 0, true, nil
 			}
 			pick := keyPicker(Config{Keys: len(seen), Zipf: tc.zipf, Seed: 1}, 0)
 			w := new(worker)
@@ -52,7 +52,7 @@ func TestWorkerLoopDoesNotAllocate(t *testing.T) {
 	var phase atomic.Int32
 	phase.Store(phaseMeasure)
 	var budget atomic.Int64
-	call := func(context.Context, int) (bool, error) { return true, nil }
+	call := func(context.Context, int) (bool, bool, error) { return true, true, nil }
 	pick := keyPicker(Config{Keys: 1000, Zipf: 1.5, Seed: 1}, 0)
 	w := new(worker)
 	allocs := testing.AllocsPerRun(10, func() {
