@@ -77,7 +77,7 @@ func TestLeanCodecReadsTheRLSLimit(t *testing.T) {
 		{"the first status limited", &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
 			Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: limit, LimitRemaining: 9}}}, 1, true},
 		{"the second status limited, over limit", &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT,
-			Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OK}, {Code: rlsv3.RateLimitResponse_OVER_LIMIT, CurrentLimit: limit}},
+			Statuses:             []*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OK}, {Code: rlsv3.RateLimitResponse_OVER_LIMIT, CurrentLimit: limit}},
 			ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "retry-after", Value: "3"}}}, 2, true},
 	}
 	for _, tt := range tests {
