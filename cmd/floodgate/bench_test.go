@@ -384,7 +384,7 @@ func TestBenchRLSWithoutRules(t *testing.T) {
 		{"health, strict", bare, []string{"--api", "health", "--strict"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"bench", "--addr", tc.addr, "--duration", "200ms", "--warmup", "20ms", "--concurrency", "2", "--json"}, tc.args...)
+			args := append([]string{"bench", "--addr", tc.addr, "--duration", "0", "--max-requests", "200", "--warmup", "0s", "--concurrency", "2", "--json"}, tc.args...)
 			out, stderr, err := runBenchCmd(t, noEnv, args...)
 			strict := slices.Contains(tc.args, "--strict")
 			var ec exitCode
