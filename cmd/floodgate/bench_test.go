@@ -161,7 +161,7 @@ func TestBenchEachAPI(t *testing.T) {
 			if !tc.wantDenied && rep.Denied != 0 {
 				t.Fatalf("allowed %d, denied %d: want none denied", rep.Allowed, rep.Denied)
 			}
-			if rep.Target != addr || rep.Concurrency != 6 || rep.Conns != 2 || rep.WarmupSeconds != 0.05 {
+			if rep.Target != addr || rep.Concurrency != 6 || rep.Conns != 2 || rep.WarmupSeconds != 0.1 {
 				t.Fatalf("report settings: %+v", rep)
 			}
 		})
