@@ -11,9 +11,13 @@
 //	Check API        'k' key                                          (Check)
 //	Envoy rule       'e' LimitID(rule id) field(value)...             (AppendEnvoy, AppendField, AppendShared)
 //	Envoy override   'o' field(domain) requests '/' unit field(key) field(value)...   (AppendOverride)
+//	shared override  'O' field(domain) unit field(key) field(value)...   (AppendOverrideUnit)
 //
 // A field is a value length-prefixed ('|', its length in decimal, ':',
-// the bytes), so fields never run together; a share_threshold level's
+// the bytes), so fields never run together; a value longer than
+// MaxLiteralField bytes is written as its digest instead ('#' and the 43
+// base64url characters of its SHA-256), so a store key stays short
+// whatever a client sends, and a digest never reads as a literal field; a share_threshold level's
 // value is left out and written "|*" (AppendShared). A limit's count is
 // further named by store.Request.Scope (PolicyScope: "p" and the policy's
 // name; InlineScope: "i" and an inline limit's numbers), which the stores
@@ -31,7 +35,13 @@ const (
 	checkNS    = 'k'
 	envoyNS    = 'e'
 	overrideNS = 'o'
+	// unitNS heads an override counted per unit, whatever its rate.
+	unitNS = 'O'
 )
+
+// MaxLiteralField is the longest field written as its bytes; a longer one
+// is written as its SHA-256 (AppendField).
+const MaxLiteralField = 256
 
 // Check is the store key of a Check API key.
 func Check(key string) string { return string(checkNS) + key }
@@ -44,8 +54,15 @@ func AppendEnvoy(dst []byte, limitID string) []byte {
 	return append(dst, limitID...)
 }
 
-// AppendField appends s length-prefixed, so fields never run together.
+// AppendField appends s length-prefixed, so fields never run together;
+// when s is longer than MaxLiteralField, '#' and its SHA-256 in base64url
+// instead. Two distinct values share a field only if their SHA-256 do.
 func AppendField(dst []byte, s string) []byte {
+	if len(s) > MaxLiteralField {
+		sum := sha256.Sum256([]byte(s))
+		dst = append(dst, '#')
+		return base64.RawURLEncoding.AppendEncode(dst, sum[:])
+	}
 	dst = append(dst, '|')
 	dst = strconv.AppendInt(dst, int64(len(s)), 10)
 	dst = append(dst, ':')
@@ -65,6 +82,17 @@ func AppendOverride(dst []byte, domain string, requests uint32, unit int32) []by
 	dst = AppendField(dst, domain)
 	dst = strconv.AppendUint(dst, uint64(requests), 10)
 	dst = append(dst, '/')
+	return strconv.AppendInt(dst, int64(unit), 10)
+}
+
+// AppendOverrideUnit appends the head of the store key of an Envoy
+// request's own limit counted per unit (so that a changed rate keeps its
+// count, as envoyproxy/ratelimit counts): the namespace byte, the domain
+// and the override's unit. The descriptor's entries follow, key and value
+// each through AppendField.
+func AppendOverrideUnit(dst []byte, domain string, unit int32) []byte {
+	dst = append(dst, unitNS)
+	dst = AppendField(dst, domain)
 	return strconv.AppendInt(dst, int64(unit), 10)
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/floodgate/floodgate/algorithms"
 )
 
@@ -113,6 +115,18 @@ type Limit struct {
 	DenyAll bool
 	// ShadowMode decides and counts but answers OK.
 	ShadowMode bool
+	// QuotaMode (quota_mode: true on the descriptor, or on one of its
+	// rate_limits) makes the limit a quota for service selection, as in
+	// envoyproxy/ratelimit: a request is over the limit when a limit not
+	// in quota mode is over, or when every quota-mode descriptor of the
+	// request is; a quota-mode descriptor over its limit still answers
+	// OVER_LIMIT in its own status.
+	QuotaMode bool
+	// Metadata is the descriptor's free-form `metadata`, returned to Envoy
+	// in the response's dynamic_metadata when the limit's descriptor
+	// passes (see the server's DynamicMetadata). nil when the descriptor
+	// has none. Shared: never modify.
+	Metadata *structpb.Struct
 	// ChargeAfter (rate_limit `charge: after`) marks a descriptor Envoy
 	// sends once the usage is known (apply_on_stream_done, with the actual
 	// cost in hits_addend): its hits are charged as debt
@@ -140,6 +154,16 @@ type level struct {
 	cidr          bool // match: cidr: value is a network in canonical form (cidr.go)
 	shared        bool // share_threshold: every value matching the wildcard or network shares one counter
 	valueToMetric bool
+}
+
+// ConfiguredName is rate_limit.name as written, or "" when the limit has
+// none (Name then holds a derived name). envoyproxy/ratelimit answers
+// current_limit.name with it.
+func (l *Limit) ConfiguredName() string {
+	if l.explicitName {
+		return l.Name
+	}
+	return ""
 }
 
 // Depth is the number of descriptor entries a request needs to reach l.

@@ -10,14 +10,6 @@ import (
 	"github.com/floodgate/floodgate/internal/keys"
 )
 
-// quotaModeMsg rejects quota_mode: true. In envoyproxy/ratelimit a quota-
-// mode limit only reports that it is exceeded (the request is denied when
-// every quota-mode descriptor is over); floodgate has no quota mode and
-// would enforce the limit instead, so such a file is refused rather than
-// served with another meaning.
-const quotaModeMsg = "quota_mode: true is not supported: floodgate would enforce this limit, " +
-	"where the reference only reports it (shadow_mode: true counts without enforcing)"
-
 // descriptors reads a list of descriptors into parent's children. path is
 // the chain of levels above; depth is 1 for the domain's list. It returns
 // the number of limits read at or below the list.
@@ -87,8 +79,7 @@ type sibling struct {
 
 // level checks a descriptor's key, value and flags: the key is unique
 // among its siblings (firsts), a `match: cidr` value is a network,
-// share_threshold goes with a wildcard or cidr value, quota_mode is
-// refused. It returns the descriptor's node, without limits or children
+// share_threshold goes with a wildcard or cidr value. It returns the descriptor's node, without limits or children
 // yet.
 func (p *parser) level(dd *descriptorDoc, firsts map[sibling]*yaml.Node) (*node, level, bool) {
 	var key, value string
@@ -143,9 +134,6 @@ func (p *parser) level(dd *descriptorDoc, firsts map[sibling]*yaml.Node) (*node,
 		}
 		lv.shared = lv.wildcard || lv.cidr
 	}
-	if isTrue(dd.quotaMode) {
-		p.errorf(dd.quotaMode.at, quotaModeMsg)
-	}
 	return &node{key: key, value: value, src: p.ref(posOf(dd.at))}, lv, true
 }
 
@@ -192,7 +180,8 @@ func (p *parser) limits(n *node, dd *descriptorDoc, path []level, name string) {
 	if dd.notAList {
 		return
 	}
-	nodeShadow, detailed := isTrue(dd.shadowMode), isTrue(dd.detailedMetric)
+	nodeShadow, detailed, nodeQuota := isTrue(dd.shadowMode), isTrue(dd.detailedMetric), isTrue(dd.quotaMode)
+	meta := p.metadata(dd.metadata)
 	if len(dd.rateLimits) == 0 {
 		// As in the reference, both apply to this descriptor's limits only.
 		if nodeShadow {
@@ -200,6 +189,9 @@ func (p *parser) limits(n *node, dd *descriptorDoc, path []level, name string) {
 		}
 		if detailed {
 			p.errorf(dd.detailedMetric.at, "detailed_metric applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)")
+		}
+		if nodeQuota {
+			p.errorf(dd.quotaMode.at, "quota_mode applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)")
 		}
 		return
 	}
@@ -215,6 +207,8 @@ func (p *parser) limits(n *node, dd *descriptorDoc, path []level, name string) {
 		l.Domain = p.domain
 		l.src = p.ref(posOf(rl.at))
 		l.ShadowMode = l.ShadowMode || nodeShadow
+		l.QuotaMode = l.QuotaMode || nodeQuota
+		l.Metadata = meta
 		l.DetailedMetric = detailed
 		l.path = path
 		l.metricValues = metricValues

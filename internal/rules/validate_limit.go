@@ -121,9 +121,7 @@ func (p *parser) rateLimit(rl *rateLimitDoc) *Limit {
 	}
 	p.replacesList(l, rl.replaces)
 	l.ShadowMode = isTrue(rl.shadowMode)
-	if isTrue(rl.quotaMode) {
-		p.errorf(rl.quotaMode.at, quotaModeMsg)
-	}
+	l.QuotaMode = isTrue(rl.quotaMode)
 	l.FailureMode = p.failureMode(rl.failureMode)
 	if isTrue(rl.unlimited) {
 		l.Unlimited = true

@@ -124,6 +124,7 @@ type descriptorDoc struct {
 	valueToMetric  value[bool]
 	shareThreshold value[bool]
 	quotaMode      value[bool]
+	metadata       *yaml.Node    // free-form, returned to Envoy (metadata.go), or nil
 	charge         value[string] // "after": charges its parent's limits as debt (charge.go)
 }
 
@@ -134,7 +135,7 @@ var descriptorKeys = []string{
 }
 
 // descriptor decodes one descriptor, leaving its nested descriptors for
-// the walk. metadata is free-form and ignored.
+// the walk. metadata is free-form (see metadata.go).
 func (d *decoder) descriptor(n *yaml.Node) (descriptorDoc, bool) {
 	f, at, ok := d.fields(n, "a descriptor", descriptorKeys...)
 	if !ok {
@@ -153,6 +154,7 @@ func (d *decoder) descriptor(n *yaml.Node) (descriptorDoc, bool) {
 		valueToMetric:  d.boolean(f["value_to_metric"], "value_to_metric"),
 		shareThreshold: d.boolean(f["share_threshold"], "share_threshold"),
 		quotaMode:      d.boolean(f["quota_mode"], "quota_mode"),
+		metadata:       f["metadata"],
 		charge:         d.str(f["charge"]),
 	}
 	switch {

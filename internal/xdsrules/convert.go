@@ -10,6 +10,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/floodgate/floodgate/internal/rules"
@@ -275,6 +276,15 @@ func (d *doc) descriptors(indent, depth int, object *path, ds []*rlconfv3.RateLi
 		}
 		if desc.GetDetailedMetric() {
 			d.raw(in, at, "detailed_metric", "true")
+		}
+		if desc.GetQuotaMode() {
+			d.raw(in, at, "quota_mode", "true")
+		}
+		if m := desc.GetMetadata(); len(m.GetFields()) > 0 {
+			// JSON is YAML: the parser reads it back into the same Struct.
+			if j, err := protojson.Marshal(m); err == nil {
+				d.raw(in, at, "metadata", string(j))
+			}
 		}
 		d.descriptors(in, depth+1, at, desc.GetDescriptors())
 	}
