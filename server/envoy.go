@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -44,6 +43,10 @@ type Envoy struct {
 	failureMode    rules.FailureMode
 	local          *localshare.Share
 	shadow         bool
+	quotaMode      bool
+	metadata       bool // DynamicMetadata
+	countDenied    bool
+	shareOverrides bool
 	headers        bool
 	detailSeries   int
 	noRefunds      bool
@@ -68,6 +71,10 @@ func NewEnvoy(st store.Store, s Settings) *Envoy {
 		failureMode:    s.FailureMode,
 		local:          localOrDefault(s.Local),
 		shadow:         s.ShadowMode,
+		quotaMode:      s.QuotaMode,
+		metadata:       s.DynamicMetadata,
+		countDenied:    s.CountDeniedHits,
+		shareOverrides: s.ShareOverrideCounters,
 		headers:        !s.NoHeaders,
 		detailSeries:   s.DetailedMetricSeries,
 		noRefunds:      s.NoRefunds,
@@ -88,12 +95,22 @@ type envoyCheck struct {
 	info   *limitInfo // limit's answer parts and metrics series
 	req    store.Request
 	shadow bool
+	// quota: the limit is in quota mode (its own quota_mode or the
+	// server's QuotaMode); see overLimit.
+	quota bool
+	// peek: a check of 0 hits, decided as a dry run of 1 hit (it denies
+	// exactly when the next unit would not fit) and charging nothing.
+	peek bool
 	// fixed answers without the store: unlimited (allowed) or deny-all.
 	fixed    bool
 	decision algorithms.Decision
 	degraded bool
 	local    bool // degraded, and decided by the local share
 }
+
+// enforced reports whether c is decided in the request's store call, all
+// or nothing with the other enforced limits.
+func (c *envoyCheck) enforced() bool { return !c.fixed && !c.shadow }
 
 // envoyInline is how many descriptors, limits and (twice as many)
 // entries a request may have before its working memory grows beyond
@@ -122,7 +139,11 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 		if span != nil {
 			e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, nil)
 		}
-		return okResponse(len(entries)), nil
+		resp := okResponse(len(entries))
+		if e.metadata {
+			resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
+		}
+		return resp, nil
 	}
 
 	planned := e.plan(req, cfg, entries, w.matches[:], w.checks[:0])
@@ -132,13 +153,20 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	if err := e.decide(ctx, planned, w); err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
-	resp := e.answer(planned, len(entries))
+	resp := e.answer(planned, len(entries), w)
+	if e.metadata {
+		resp.DynamicMetadata = dynamicMetadata(req, planned, resp.Statuses)
+	}
 	e.observe(req.GetDomain(), entries, planned)
 	return resp, nil
 }
 
 // validate checks the request's shape and returns its descriptors as
-// config entries, in rows and ents when they fit.
+// config entries, in rows and ents when they fit. What it refuses comes
+// from Envoy's own config (the domain, the counts, the keys, an override's
+// unit); a descriptor value, which a downstream client may choose (a
+// header), is never refused, whatever its size: it is matched whole and
+// counted under its digest when long (keys.AppendField).
 func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents []rules.Entry) ([][]rules.Entry, error) {
 	switch {
 	case req.GetDomain() == "":
@@ -184,8 +212,6 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents
 				return nil, invalidf(entryField(i, j)+".key", "must not be empty")
 			case len(en.GetKey()) > e.maxKey:
 				return nil, invalidf(entryField(i, j)+".key", "%d bytes exceed the limit of %d", len(en.GetKey()), e.maxKey)
-			case len(en.GetValue()) > e.maxKey:
-				return nil, invalidf(entryField(i, j)+".value", "%d bytes exceed the limit of %d", len(en.GetValue()), e.maxKey)
 			}
 			backing = append(backing, rules.Entry{Key: en.GetKey(), Value: en.GetValue()})
 		}
@@ -215,183 +241,124 @@ func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]ru
 	matches = matches[:len(entries)]
 	cfg.MatchRequestInto(matches, req.GetDomain(), entries)
 	lc := e.limitCacheFor(cfg)
-	var kb [128]byte // a key is built here, then copied into its string
 	for i, d := range req.GetDescriptors() {
-		cost := int64(max(req.GetHitsAddend(), 1))
+		dp := descriptorPlan{i: i, domain: req.GetDomain(), entries: entries[i], matched: matches[i]}
+		dp.cost = int64(max(req.GetHitsAddend(), 1))
 		if h := d.GetHitsAddend(); h != nil {
-			cost = int64(min(h.GetValue(), 1<<52))
+			dp.cost = int64(min(h.GetValue(), 1<<52))
 		}
 		if d.GetIsNegativeHits() {
-			cost = -cost
+			dp.cost = -dp.cost
 		}
 		if o := d.GetLimit(); o != nil {
-			checks = append(checks, e.overrideCheck(i, req.GetDomain(), entries[i], o, cost))
+			checks = append(checks, e.overrideCheck(&dp, o))
 			continue
 		}
 		for _, l := range matches[i] {
-			c := envoyCheck{desc: i, limit: l, info: lc.info(l), shadow: e.shadow || l.ShadowMode}
-			switch {
-			case l.Unlimited:
-				c.fixed = true
-				c.decision = algorithms.Decision{Allowed: true}
-			case l.DenyAll:
-				c.fixed = true
-				c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
-			default:
-				// NoWait: Envoy cannot hold a request, so a leaky bucket
-				// admits only what may start now (the README's "Envoy").
-				c.req = store.Request{Key: string(l.AppendKey(kb[:0], entries[i])), Limit: l.Rate, Cost: cost, Mode: algorithms.NoWait}
-				if l.ChargeAfter && cost > 0 {
-					// charge: after: usage that happened (Envoy's
-					// apply_on_stream_done, the actual cost in
-					// hits_addend) is owed, never refused.
-					c.req.Mode = algorithms.Debt
-				}
-			}
-			checks = append(checks, c)
+			checks = append(checks, e.limitCheck(&dp, l, lc.info(l)))
 		}
 	}
 	return checks
 }
 
+// descriptorPlan is what planning one descriptor's checks needs.
+type descriptorPlan struct {
+	i       int // the descriptor's index
+	domain  string
+	entries []rules.Entry
+	matched []*rules.Limit // the config's limits for it
+	cost    int64          // hits: > 0 charges, 0 looks, < 0 refunds
+}
+
+// request is the store request charging dp's cost under key with rate;
+// a cost of 0 is a dry run of 1 (peek).
+func (dp *descriptorPlan) request(key string, rate algorithms.Limit) (r store.Request, peek bool) {
+	r = store.Request{Key: key, Limit: rate, Cost: dp.cost}
+	if dp.cost == 0 {
+		r.Cost, r.DryRun = 1, true
+	}
+	return r, dp.cost == 0
+}
+
+// limitCheck is the check of the configured limit l for dp.
+func (e *Envoy) limitCheck(dp *descriptorPlan, l *rules.Limit, info *limitInfo) envoyCheck {
+	c := envoyCheck{desc: dp.i, limit: l, info: info, shadow: e.shadow || l.ShadowMode, quota: e.quotaMode || l.QuotaMode}
+	switch {
+	case l.Unlimited:
+		c.fixed = true
+		c.decision = algorithms.Decision{Allowed: true}
+	case l.DenyAll:
+		c.fixed = true
+		c.decision = algorithms.Decision{Allowed: dp.cost < 0, RetryAfter: algorithms.Never}
+	default:
+		var kb [128]byte // a key is built here, then copied into its string
+		c.req, c.peek = dp.request(string(l.AppendKey(kb[:0], dp.entries)), l.Rate)
+		// NoWait: Envoy cannot hold a request, so a leaky bucket admits
+		// only what may start now (the README's "Envoy").
+		c.req.Mode = algorithms.NoWait
+		if l.ChargeAfter && c.req.Cost > 0 {
+			// charge: after: usage that happened (Envoy's
+			// apply_on_stream_done, the actual cost in hits_addend) is
+			// owed, never refused.
+			c.req.Mode |= algorithms.Debt
+		}
+	}
+	return c
+}
+
 // overrideCheck is the check for a descriptor carrying its own limit (set
 // in Envoy's route config). It counts in fixed windows, as the reference
-// server does, under a key of its own: the domain, the entries and the
-// override's rate.
-func (e *Envoy) overrideCheck(i int, domain string, entries []rules.Entry, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride, cost int64) envoyCheck {
+// server does. With ShareOverrideCounters it counts where the reference
+// does: under the key of the descriptor's rule when that rule counts in
+// fixed windows of the override's unit (so both see one count), else
+// under a key of the domain, the entries and the unit; without, under a
+// key of its own that names the override's rate too. It is never in
+// quota or shadow mode beyond the server's, has no name and no metadata,
+// as in the reference.
+func (e *Envoy) overrideCheck(dp *descriptorPlan, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) envoyCheck {
 	period, _ := unitPeriod(rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()))
 	l := &rules.Limit{
-		Name:   domain + ".override",
-		Domain: domain,
+		Name:   dp.domain + ".override",
+		Domain: dp.domain,
 		Rate:   algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: int64(o.GetRequestsPerUnit()), Period: period},
 	}
-	c := envoyCheck{desc: i, limit: l, shadow: e.shadow}
+	c := envoyCheck{desc: dp.i, limit: l, shadow: e.shadow, quota: e.quotaMode}
 	if o.GetRequestsPerUnit() == 0 {
 		c.fixed = true
-		c.decision = algorithms.Decision{Allowed: cost <= 0, RetryAfter: algorithms.Never}
+		c.decision = algorithms.Decision{Allowed: dp.cost < 0, RetryAfter: algorithms.Never}
 		l.DenyAll = true
 		c.info = newLimitInfo(l)
 		return c
 	}
 	c.info = newLimitInfo(l) // a request's own limit: nothing to share
-	key := keys.AppendOverride(make([]byte, 0, 64), domain, o.GetRequestsPerUnit(), int32(o.GetUnit()))
-	for _, en := range entries {
-		key = keys.AppendField(key, en.Key)
-		key = keys.AppendField(key, en.Value)
+	var key []byte
+	if rule := sharedRule(dp.matched, period); e.shareOverrides && rule != nil {
+		key = rule.AppendKey(make([]byte, 0, 64), dp.entries)
+	} else {
+		if e.shareOverrides {
+			key = keys.AppendOverrideUnit(make([]byte, 0, 64), dp.domain, int32(o.GetUnit()))
+		} else {
+			key = keys.AppendOverride(make([]byte, 0, 64), dp.domain, o.GetRequestsPerUnit(), int32(o.GetUnit()))
+		}
+		for _, en := range dp.entries {
+			key = keys.AppendField(key, en.Key)
+			key = keys.AppendField(key, en.Value)
+		}
 	}
-	c.req = store.Request{Key: string(key), Limit: l.Rate, Cost: cost}
+	c.req, c.peek = dp.request(string(key), l.Rate)
 	return c
 }
 
-// decide runs the store calls: the enforced limits together, all or
-// nothing, in one call; then the shadow limits, each on its own (a shadow
-// deny must not cancel anything), charged only if the request passed.
-func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) error {
-	now := e.clock()
-	idx := w.idx[:0]
-	reqs := w.reqs[:0]
-	for i := range checks {
-		if !checks[i].fixed && !checks[i].shadow {
-			idx = append(idx, i)
-			reqs = append(reqs, checks[i].req)
+// sharedRule is the first of a descriptor's limits whose counter an
+// override of period shares: a fixed window of that period (the state of
+// a token bucket, a sliding window or a calendar period means something
+// else), or nil.
+func sharedRule(matched []*rules.Limit, period time.Duration) *rules.Limit {
+	for _, l := range matched {
+		if !l.Unlimited && !l.DenyAll && !l.ChargeAfter && l.Rate.Algorithm == algorithms.FixedWindow &&
+			l.Rate.Calendar == algorithms.NoCalendar && l.Rate.Period == period {
+			return l
 		}
-	}
-	allowed := true
-	for i := range checks {
-		if checks[i].fixed && !checks[i].shadow && !checks[i].decision.Allowed {
-			allowed = false
-		}
-	}
-	if len(reqs) > 0 {
-		if !allowed { // a deny-all limit already rejects the request: charge nothing
-			for i := range reqs {
-				reqs[i].DryRun = true
-			}
-		}
-		out := w.out[:]
-		if len(reqs) > len(out) {
-			out = make([]algorithms.Decision, len(reqs))
-		}
-		out = out[:len(reqs)]
-		if err := e.decideOrFail(ctx, now, reqs, out, checks, idx); err != nil {
-			return err
-		}
-		for _, d := range out {
-			allowed = allowed && d.Allowed
-		}
-	}
-	return e.decideShadow(ctx, now, checks, allowed)
-}
-
-// decideShadow decides the shadow limits, each on its own, charged only
-// when the request passed (allowed). Apart from decide, so that decide's
-// stack frame stays small on the way to the store.
-func (e *Envoy) decideShadow(ctx context.Context, now time.Time, checks []envoyCheck, allowed bool) error {
-	for i := range checks {
-		c := &checks[i]
-		if !c.shadow || c.fixed {
-			continue
-		}
-		r := c.req
-		r.DryRun = !allowed
-		var out [1]algorithms.Decision
-		if err := e.decideOrFail(ctx, now, []store.Request{r}, out[:], checks, []int{i}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// envoyWork is the working memory of a small request, allocated as one
-// block: its entries, matches, checks, store requests and decisions.
-type envoyWork struct {
-	rows    [envoyInline][]rules.Entry
-	ents    [2 * envoyInline]rules.Entry
-	matches [envoyInline][]*rules.Limit
-	checks  [envoyInline]envoyCheck
-	reqs    [envoyInline]store.Request
-	out     [envoyInline]algorithms.Decision
-	idx     [envoyInline]int
-}
-
-// decideOrFail asks the store and records the decisions in checks[idx[k]].
-// When the store cannot decide, each limit's failure mode answers.
-func (e *Envoy) decideOrFail(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision, checks []envoyCheck, idx []int) error {
-	sctx, span := e.tracer.start(ctx, spanStore)
-	err := e.store.Decide(sctx, now, reqs, out)
-	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
-			if span != nil {
-				endEnvoyStore(span, checks, idx, reqs[0].DryRun, err, err)
-			}
-			return err
-		}
-		e.failures.Failed(ctx, now, err) // logs transitions and summaries, not each decision
-	} else {
-		e.failures.OK(ctx, now)
-	}
-	if err == nil {
-		for k, i := range idx {
-			checks[i].decision = out[k]
-		}
-	} else {
-		modes := make([]rules.FailureMode, len(idx))
-		for k, i := range idx {
-			c := &checks[i]
-			modes[k] = c.limit.FailureMode
-			if modes[k] == rules.FailureDefault {
-				modes[k] = e.failureMode
-			}
-			c.degraded = true
-			c.local = modes[k] == rules.FailureLocal
-		}
-		failedDecisions(ctx, e.local, now, reqs, modes, out)
-		for k, i := range idx {
-			checks[i].decision = out[k]
-		}
-	}
-	if span != nil {
-		endEnvoyStore(span, checks, idx, reqs[0].DryRun, err, nil)
 	}
 	return nil
 }

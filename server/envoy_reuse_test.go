@@ -52,7 +52,7 @@ func TestEnvoyAnswerFollowsReload(t *testing.T) {
 			t.Errorf("ratelimit-policy %q, want %q", got, policy)
 		}
 	}
-	check(call(), "edge.k", 10, rlsv3.RateLimitResponse_RateLimit_MINUTE, `"edge.k";q=10;w=60`)
+	check(call(), "", 10, rlsv3.RateLimitResponse_RateLimit_MINUTE, `"edge.k";q=10;w=60`)
 
 	src.cfg.Store(testkit.ParseRules(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {name: renamed, unit: hour, requests_per_unit: 20}\n"))
 	check(call(), "renamed", 20, rlsv3.RateLimitResponse_RateLimit_HOUR, `"renamed";q=20;w=3600`)

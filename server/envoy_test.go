@@ -123,11 +123,12 @@ func TestEnvoyHitsAddendAndRefund(t *testing.T) {
 	if err != nil || codesOf(r) != "OK:OK" || r.Statuses[0].LimitRemaining != 0 {
 		t.Fatalf("hits 3: got %v %v, want OK remaining 0", r, err)
 	}
-	// Per-descriptor hits_addend 0 looks without spending.
+	// Per-descriptor hits_addend 0 looks without spending, answering as
+	// one hit would: the next unit does not fit.
 	peek := testkit.Descriptor("remote_address", "192.0.2.10")
 	peek.HitsAddend = wrapperspb.UInt64(0)
-	if r := h.call(t, peek); codesOf(r) != "OK:OK" || r.Statuses[0].LimitRemaining != 0 {
-		t.Fatalf("peek: got %v, want OK remaining 0", r)
+	if r := h.call(t, peek); codesOf(r) != "OVER_LIMIT:OVER_LIMIT" || r.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("peek: got %v, want OVER_LIMIT remaining 0", r)
 	}
 	if got := codesOf(h.call(t, ip)); got != "OVER_LIMIT:OVER_LIMIT" {
 		t.Fatalf("over: got %s", got)
@@ -240,7 +241,7 @@ func TestEnvoyInvalid(t *testing.T) {
 		{"no descriptors", &rlsv3.RateLimitRequest{Domain: "edge"}, "descriptors: must hold at least one descriptor"},
 		{"descriptor without entries", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("a", "b"), {}}}, "descriptors[1].entries: must hold at least one entry"},
 		{"empty key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("", "b")}}, "descriptors[0].entries[0].key: must not be empty"},
-		{"huge value", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("a", long)}}, "descriptors[0].entries[0].value: 5000 bytes exceed the limit of 4096"},
+		{"huge key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor(long, "b")}}, "descriptors[0].entries[0].key: 5000 bytes exceed the limit of 4096"},
 		{"too many descriptors", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: make([]*ratelimitv3.RateLimitDescriptor, 65)}, "descriptors: 65 descriptors exceed the limit of 64"},
 	}
 	for _, tt := range tests {

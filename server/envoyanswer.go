@@ -60,7 +60,7 @@ func okResponse(n int) *rlsv3.RateLimitResponse {
 }
 
 // answer builds the response to n descriptors: the statuses, the overall
-// code and the headers.
+// code (w.over) and the headers.
 //
 // A descriptor's status is its most restrictive enforced limit. Shadow
 // limits never shape a status's numbers or the headers (they show in the
@@ -70,9 +70,29 @@ func okResponse(n int) *rlsv3.RateLimitResponse {
 // gives, but no current_limit, limit_remaining or duration_until_reset:
 // nothing is known about its quota, and a zero would tell the client "none
 // left, retry now".
-func (e *Envoy) answer(checks []envoyCheck, n int) *rlsv3.RateLimitResponse {
+//
+// The numbers are envoyproxy/ratelimit's: an unlimited descriptor has
+// limit_remaining 4294967295; current_limit.name is the rule's name as
+// configured ("" without one); an OVER_LIMIT status has limit_remaining
+// 0; a window with nothing counted yet answers its remaining time as
+// duration_until_reset; a 0-hit check reports what is left now.
+func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimitResponse {
 	blk, sts := newResponse(n)
 	resp := &blk.resp
+	if w.over {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	nowMs := w.batch.now.UnixMilli()
+	for i := range checks {
+		c := &checks[i]
+		if c.peek && c.decision.Allowed {
+			// The look at 1 hit counted it: give it back.
+			c.decision.Remaining = min(c.decision.Remaining+1, c.decision.Limit)
+		}
+		if c.decision.ResetAfter == 0 && !c.fixed && !c.degraded {
+			c.decision.ResetAfter = windowLeft(c.req.Limit, nowMs)
+		}
+	}
 	var bestBuf [envoyInline]int
 	best := bestBuf[:]
 	if n > len(best) {
@@ -85,6 +105,9 @@ func (e *Envoy) answer(checks []envoyCheck, n int) *rlsv3.RateLimitResponse {
 	degraded := false
 	for i := range checks {
 		c := &checks[i]
+		if c.limit.Unlimited && !c.shadow && best[c.desc] < 0 {
+			sts[c.desc].st.LimitRemaining = 1<<32 - 1 // as the reference: nothing is counted
+		}
 		if c.limit.Unlimited || c.shadow {
 			continue
 		}
@@ -101,14 +124,14 @@ func (e *Envoy) answer(checks []envoyCheck, n int) *rlsv3.RateLimitResponse {
 		sb := &sts[d]
 		st := &sb.st
 		c := &checks[b]
+		st.LimitRemaining = 0
 		if !c.decision.Allowed {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		if c.degraded {
 			continue
 		}
-		sb.limit.Name = c.limit.Name
+		sb.limit.Name = c.limit.ConfiguredName()
 		sb.limit.RequestsPerUnit = c.info.perUnit
 		sb.limit.Unit = c.info.unit
 		if c.info.mult != 0 {
@@ -116,7 +139,9 @@ func (e *Envoy) answer(checks []envoyCheck, n int) *rlsv3.RateLimitResponse {
 			sb.limit.UnitMultiplier = &sb.mult
 		}
 		st.CurrentLimit = &sb.limit
-		st.LimitRemaining = uint32(min(max(c.decision.Remaining, 0), 1<<32-1))
+		if c.decision.Allowed {
+			st.LimitRemaining = uint32(min(max(c.decision.Remaining, 0), 1<<32-1))
+		}
 		reset := c.decision.ResetAfter
 		if c.limit.DenyAll {
 			reset = ratelimitheader.NeverSeconds * time.Second
@@ -196,4 +221,21 @@ func waitOf(c *envoyCheck) time.Duration {
 		return 1<<63 - 1
 	}
 	return c.decision.RetryAfter
+}
+
+// windowLeft is how long the window now falls in has left: a fixed or
+// sliding window's (aligned to the Unix epoch), a calendar period's; 0
+// for the buckets and the log, which have no window (a key with nothing
+// counted is full now).
+func windowLeft(l algorithms.Limit, nowMs int64) time.Duration {
+	switch {
+	case l.Calendar != algorithms.NoCalendar:
+		b := l.Calendar.Bounds(l.Location, nowMs)
+		return time.Duration(b[2]-nowMs) * time.Millisecond
+	case l.Algorithm == algorithms.FixedWindow, l.Algorithm == algorithms.SlidingWindow:
+		if w := l.PeriodMs(); w > 0 {
+			return time.Duration(w-nowMs%w) * time.Millisecond
+		}
+	}
+	return 0
 }

@@ -75,8 +75,10 @@
 // metric names of the limits at or below it, only with serve's bounded
 // opt-in --detailed-metric-series), `share_threshold` (only on
 // wildcard values and networks: all values matching the wildcard or
-// network share one counter instead of one each), `quota_mode` (only false: see below) and
-// `metadata` (free-form, ignored).
+// network share one counter instead of one each), `quota_mode` (this
+// node's own limits are quotas for service selection, Limit.QuotaMode; a
+// rate_limit may also set it for itself) and `metadata` (free-form,
+// returned to Envoy in the response's dynamic_metadata, Limit.Metadata).
 //
 // A rate_limit has `unit` and `requests_per_unit`, optionally
 // `unit_multiplier` (a positive integer) and `name`, and `replaces: [{name:
@@ -87,9 +89,7 @@
 //
 // A file that validates does what it says; fields that would do nothing,
 // or something else than they read, are rejected with their position:
-// `quota_mode: true` (the reference then only reports the limit as
-// exceeded; floodgate would enforce it: use shadow_mode to count without
-// enforcing), `shadow_mode` or `detailed_metric` on a node without a
+// `shadow_mode`, `detailed_metric` or `quota_mode` on a node without a
 // rate_limit, `value_to_metric` or `share_threshold` with no rate_limit at
 // or below the node, `requests_per_unit` (or any rate setting) with
 // `unlimited: true`, and `burst` with `requests_per_unit: 0`.

@@ -1,0 +1,264 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/store"
+)
+
+// How a ShouldRateLimit request is decided.
+//
+// Without quota mode, every enforced limit of the request goes to the
+// store in one call, all or nothing: when one is over, none is charged.
+//
+// With quota mode on some limit, the answer follows envoyproxy/ratelimit's
+// rule (overLimit): the request is over when a limit not in quota mode is
+// over, or when every quota-mode descriptor is. A first call looks at
+// every enforced limit without charging; if the request passes, a second
+// call charges, all or nothing, every limit that fitted (a quota-mode
+// descriptor over its quota is not charged, and still answers OVER_LIMIT
+// in its own status). A denied request charges nothing.
+//
+// With CountDeniedHits, a denied request's hits are counted too: every
+// enforced limit is charged its hits as debt (algorithms.Debt), which
+// every algorithm records, so that the key is denied until the debt is
+// repaid; a quota-mode descriptor over its quota in a passing request is
+// charged the same way.
+//
+// Shadow limits are decided last, each on its own, charged only when the
+// request passed.
+
+// envoyBatch is one store call: the checks it decides (their indexes in
+// the request's checks), their store requests and the decisions.
+type envoyBatch struct {
+	now  time.Time
+	idx  []int
+	reqs []store.Request
+	out  []algorithms.Decision
+}
+
+// add puts check i with request r into b.
+func (b *envoyBatch) add(i int, r store.Request) {
+	b.idx = append(b.idx, i)
+	b.reqs = append(b.reqs, r)
+}
+
+// reset empties b, keeping its memory.
+func (b *envoyBatch) reset() {
+	b.idx, b.reqs = b.idx[:0], b.reqs[:0]
+}
+
+// envoyWork is the working memory of a small request, allocated as one
+// block: its entries, matches, checks, store requests and decisions.
+type envoyWork struct {
+	rows    [envoyInline][]rules.Entry
+	ents    [2 * envoyInline]rules.Entry
+	matches [envoyInline][]*rules.Limit
+	checks  [envoyInline]envoyCheck
+	reqs    [envoyInline]store.Request
+	out     [envoyInline]algorithms.Decision
+	idx     [envoyInline]int
+	batch   envoyBatch
+	over    bool // the request's answer is OVER_LIMIT (decide)
+}
+
+// decide runs the store calls of the checks and sets w.over.
+func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) error {
+	b := &w.batch
+	b.now, b.idx, b.reqs, b.out = e.clock(), w.idx[:0], w.reqs[:0], w.out[:0]
+	quota := false
+	for i := range checks {
+		quota = quota || checks[i].quota && !checks[i].shadow
+	}
+	var err error
+	if quota {
+		err = e.decideQuota(ctx, checks, b)
+	} else {
+		err = e.decideAll(ctx, checks, b)
+	}
+	if err != nil {
+		return err
+	}
+	w.over = overLimit(checks)
+	if w.over && e.countDenied {
+		if err := e.chargeDebt(ctx, checks, b, func(c *envoyCheck) bool { return true }); err != nil {
+			return err
+		}
+	}
+	return e.decideShadow(ctx, b.now, checks, !w.over)
+}
+
+// decideAll decides the enforced checks in one call, all or nothing; a
+// deny-all limit makes it a dry run (the request is denied already).
+func (e *Envoy) decideAll(ctx context.Context, checks []envoyCheck, b *envoyBatch) error {
+	dry := false
+	for i := range checks {
+		c := &checks[i]
+		if c.fixed && !c.shadow && !c.decision.Allowed {
+			dry = true
+		}
+	}
+	for i := range checks {
+		if c := &checks[i]; c.enforced() {
+			r := c.req
+			r.DryRun = r.DryRun || dry
+			b.add(i, r)
+		}
+	}
+	return e.run(ctx, checks, b, true)
+}
+
+// decideQuota decides a request with quota-mode limits: a look at every
+// enforced check, then, if the request passes, a charge of those that
+// fitted.
+func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, b *envoyBatch) error {
+	for i := range checks {
+		if c := &checks[i]; c.enforced() {
+			r := c.req
+			r.DryRun = true
+			b.add(i, r)
+		}
+	}
+	if err := e.run(ctx, checks, b, true); err != nil {
+		return err
+	}
+	if overLimit(checks) {
+		return nil
+	}
+	b.reset()
+	for i := range checks {
+		if c := &checks[i]; c.enforced() && !c.peek && c.decision.Allowed {
+			b.add(i, c.req)
+		}
+	}
+	if err := e.run(ctx, checks, b, true); err != nil {
+		return err
+	}
+	if !e.countDenied {
+		return nil
+	}
+	return e.chargeDebt(ctx, checks, b, func(c *envoyCheck) bool { return !c.decision.Allowed })
+}
+
+// chargeDebt charges the hits of the enforced checks that pick selects as
+// debt, keeping their decisions (a debt charge is always allowed).
+func (e *Envoy) chargeDebt(ctx context.Context, checks []envoyCheck, b *envoyBatch, pick func(*envoyCheck) bool) error {
+	b.reset()
+	for i := range checks {
+		if c := &checks[i]; c.enforced() && !c.peek && c.req.Cost > 0 && pick(c) {
+			r := c.req
+			r.Mode |= algorithms.Debt
+			b.add(i, r)
+		}
+	}
+	if len(b.reqs) == 0 {
+		return nil
+	}
+	return e.run(ctx, checks, b, false)
+}
+
+// overLimit is the request's answer, by envoyproxy/ratelimit's rule: over
+// when an enforced limit not in quota mode is over, or when there are
+// quota-mode descriptors and every one of them is over (a descriptor is
+// over its quota when one of its quota-mode limits is). Shadow and
+// unlimited limits never count. checks are in descriptor order.
+func overLimit(checks []envoyCheck) bool {
+	quotaDescs, quotaOver := 0, 0
+	for i := 0; i < len(checks); {
+		d := checks[i].desc
+		isQuota, over := false, false
+		for ; i < len(checks) && checks[i].desc == d; i++ {
+			c := &checks[i]
+			switch {
+			case c.shadow, c.limit.Unlimited: // never over, and no quota descriptor
+			case !c.quota && !c.decision.Allowed:
+				return true
+			case c.quota:
+				isQuota = true
+				over = over || !c.decision.Allowed
+			}
+		}
+		if isQuota {
+			quotaDescs++
+			if over {
+				quotaOver++
+			}
+		}
+	}
+	return quotaDescs > 0 && quotaOver == quotaDescs
+}
+
+// decideShadow decides the shadow limits, each on its own, charged only
+// when the request passed (allowed).
+func (e *Envoy) decideShadow(ctx context.Context, now time.Time, checks []envoyCheck, allowed bool) error {
+	for i := range checks {
+		c := &checks[i]
+		if !c.shadow || c.fixed {
+			continue
+		}
+		r := c.req
+		r.DryRun = r.DryRun || !allowed
+		var idx [1]int
+		var reqs [1]store.Request
+		var out [1]algorithms.Decision
+		b := envoyBatch{now: now, idx: idx[:0], reqs: reqs[:0], out: out[:0]}
+		b.add(i, r)
+		if err := e.run(ctx, checks, &b, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run asks the store for b's decisions and, with record, writes them to
+// the checks. When the store cannot decide, each limit's failure mode
+// answers (and marks the check degraded).
+func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, record bool) error {
+	if len(b.reqs) == 0 {
+		return nil
+	}
+	if cap(b.out) < len(b.reqs) {
+		b.out = make([]algorithms.Decision, len(b.reqs))
+	}
+	b.out = b.out[:len(b.reqs)]
+	sctx, span := e.tracer.start(ctx, spanStore)
+	err := e.store.Decide(sctx, b.now, b.reqs, b.out)
+	switch {
+	case err != nil && (ctx.Err() != nil || errors.Is(err, store.ErrInvalid)):
+		if span != nil {
+			endEnvoyStore(span, checks, b.idx, b.reqs[0].DryRun, err, err)
+		}
+		return err
+	case err != nil:
+		e.failures.Failed(ctx, b.now, err) // logs transitions and summaries, not each decision
+		modes := make([]rules.FailureMode, len(b.idx))
+		for k, i := range b.idx {
+			modes[k] = checks[i].limit.FailureMode
+			if modes[k] == rules.FailureDefault {
+				modes[k] = e.failureMode
+			}
+		}
+		failedDecisions(ctx, e.local, b.now, b.reqs, modes, b.out)
+		if record {
+			for k, i := range b.idx {
+				checks[i].degraded = true
+				checks[i].local = modes[k] == rules.FailureLocal
+			}
+		}
+	default:
+		e.failures.OK(ctx, b.now)
+	}
+	if record {
+		for k, i := range b.idx {
+			checks[i].decision = b.out[k]
+		}
+	}
+	if span != nil {
+		endEnvoyStore(span, checks, b.idx, b.reqs[0].DryRun, err, nil)
+	}
+	return nil
+}
