@@ -64,6 +64,10 @@
 //
 // # Clock and scripts
 //
+// Redis 5.0 or later: the scripts read TIME before they write, which
+// needs effects replication, Redis' default since 5.0. Redis 7.0 or later
+// runs them as functions, the measured path (bench/RESULTS.md).
+//
 // The scripts read Redis' TIME, so replicas with skewed clocks agree;
 // Config.ClientTime uses the now passed to Decide instead. The scripts
 // run as Redis 7 functions (FCALL of a library named by its source's
