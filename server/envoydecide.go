@@ -243,6 +243,13 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 			}
 		}
 		failedDecisions(ctx, e.local, b.now, b.reqs, modes, b.out)
+		for k, i := range b.idx {
+			if checks[i].peek && modes[k] == rules.FailureClosed {
+				// A closed limit denies what would spend; a 0-hit
+				// check spends nothing.
+				b.out[k].Allowed, b.out[k].RetryAfter = true, 0
+			}
+		}
 		if record {
 			for k, i := range b.idx {
 				checks[i].degraded = true
