@@ -728,6 +728,8 @@ func TestLuaErrors(t *testing.T) {
 	}
 	zeroPeriod := l
 	zeroPeriod.Period = 0
+	zeroRequests := l
+	zeroRequests.Requests = 0
 	swl := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Period: time.Second}
 	cal := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Calendar: algorithms.Day}
 	swapBounds := func(b []byte) { // b1 before b0
@@ -754,6 +756,7 @@ func TestLuaErrors(t *testing.T) {
 		{"bad flags", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x80 }))}, "bad arguments for request 1"}, // flag bit 4: no feature (bit 1 is debt)
 		{"negative burst", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[17+7] = 0xff }))}, "bad arguments for request 1"},
 		{"zero period", false, []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
+		{"zero requests", false, []string{"e:a"}, []any{join(hdr, req(zeroRequests, 1, nil))}, "bad arguments for request 1"},
 		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil), req(zeroPeriod, 1, nil))}, "bad arguments for request 2"},
 		{"bad request in a group", false, []string{"e:c", "e:d"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},
 		{"log in the lean script", true, []string{"e:a"}, []any{join(hdr, req(swl, 1, nil))}, "bad arguments for request 1"},
