@@ -11,13 +11,15 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help run build test test-short check-generate generate lint fmt bench loadtest redis-cost soak charts clean
+.PHONY: help run image build test test-short check-generate generate lint fmt bench loadtest redis-cost soak charts clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-run: ## run the server on 127.0.0.1:8081 with the embedded in-memory store (no Redis needed)
-	$(GO) run ./cmd/floodgate serve $(ARGS)
+RULES ?= examples/rules
+
+run: build ## build, then serve gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080 with the embedded store and $(RULES) (no Redis needed); flags: make run ARGS='--log-level debug'; Ctrl-C stops it (exit 0)
+	@trap 'exit 0' INT TERM; $(BIN) serve --config $(RULES) $(ARGS)
 
 build: ## build bin/floodgate (static, no cgo)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/floodgate
@@ -71,6 +73,11 @@ soak: ## bounded soak: 60s of load on a binary with Redis, then no growth in gor
 
 charts: ## redraw the README's algorithm charts in docs/img/ (floodgate simulate; a test fails while they are stale)
 	$(GO) test -count=1 -run '^TestChartsUpToDate$$' ./cmd/floodgate -update
+
+IMAGE ?= ghcr.io/floodgate/floodgate:$(VERSION)
+
+image: ## build the container image $(IMAGE) (docker build; the manifests use ghcr.io/floodgate/floodgate:0.1.0: make image VERSION=0.1.0)
+	docker build -t $(IMAGE) --build-arg VERSION=$(VERSION) .
 
 clean: ## remove build output
 	rm -rf bin

@@ -203,18 +203,19 @@ func TestConfigExplainBadInput(t *testing.T) {
 }
 
 // TestReadmeExplainExample: the README's "Why was this limited?" example
-// is what the command prints for testdata/explain/rules.
+// is what the command prints for the shipped examples/rules, which make run
+// serves.
 func TestReadmeExplainExample(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Chdir(filepath.Join("testdata", "explain"))
-	out, errOut, err := runExplain(t, "--config", "rules/", "--domain", "shop", "--descriptor", "path=/login,user=bob", "--descriptor", "path=/login")
+	t.Chdir(filepath.Join("..", ".."))
+	out, errOut, err := runExplain(t, "--config", "examples/rules", "--domain", "shop", "--descriptor", "path=/login,user=bob", "--descriptor", "path=/login")
 	if err != nil {
 		t.Fatalf("%v: %s", err, errOut)
 	}
-	example := "$ floodgate config explain --config rules/ --domain shop --descriptor path=/login,user=bob --descriptor path=/login\n" + out
+	example := "$ floodgate config explain --config examples/rules --domain shop --descriptor path=/login,user=bob --descriptor path=/login\n" + out
 	if !strings.Contains(string(readme), example) {
 		t.Errorf("README.md lacks the example as the command prints it:\n%s", example)
 	}
