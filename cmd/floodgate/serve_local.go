@@ -83,8 +83,8 @@ func (l *localFailure) startHeartbeat(client redis.UniversalClient, f serveFlags
 }
 
 // onBreaker chains next (the breaker's reporter) with the share: when the
-// circuit opens it logs the share the local limits enforce, when it
-// closes the local counts are discarded.
+// circuit opens it logs the share the local limits enforce; the local
+// counts are kept across its changes until they expire (StoreChanged).
 func (l *localFailure) onBreaker(next func(open bool, cause error), log *slog.Logger) func(open bool, cause error) {
 	return func(open bool, cause error) {
 		if next != nil {

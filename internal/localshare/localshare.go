@@ -9,7 +9,10 @@
 // most the limit per period (at most max(limit, replicas) when the limit
 // is below the count, since every replica admits at least 1). The local
 // counts start empty: what the store admitted before the outage, in the
-// window the outage starts in, is not counted locally.
+// window the outage starts in, is not counted locally. They outlive the
+// outage: when the store decides again they are kept until they expire
+// with their periods, so that the outages of a flapping store within one
+// period spend one share, not a fresh share each.
 package localshare
 
 import (
@@ -78,9 +81,8 @@ func (s *Share) store() *memstore.Store {
 	}
 }
 
-// Discard forgets every local count and frees the memory: the store is
-// back, and the next outage starts from empty counts. It costs an atomic
-// load when there is nothing to discard.
+// Discard forgets every local count and frees the memory, for a server
+// that stops. It costs an atomic load when there is nothing to discard.
 func (s *Share) Discard() {
 	if s.mem.Load() == nil {
 		return
@@ -111,11 +113,17 @@ func Scale(l algorithms.Limit, replicas int) algorithms.Limit {
 	return l
 }
 
-// StoreChanged is for the store breaker's OnChange: when the circuit
-// closes (open false), the store decides again and the local counts are
-// discarded. An opening circuit keeps them: they are the outage's.
+// StoreChanged is for the store breaker's OnChange. The local counts are
+// kept whichever way the circuit goes: a closing circuit (open false)
+// that discarded them would let the next outage in the same period admit
+// a whole share again, and a store that flaps would admit a share per
+// outage. They expire with their periods (the memory store's TTLs); when
+// the circuit closes and none is left, the memory is freed.
 func (s *Share) StoreChanged(open bool, _ error) {
-	if !open {
-		s.Discard()
+	if open {
+		return
+	}
+	if m := s.mem.Load(); m != nil && m.Len() == 0 && s.mem.CompareAndSwap(m, nil) {
+		m.Close()
 	}
 }

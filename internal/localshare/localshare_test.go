@@ -91,7 +91,7 @@ func TestShareDecidesAThird(t *testing.T) {
 		t.Errorf("decision %+v, %v; want the share's capacity 10 as its limit", out[0], err)
 	}
 
-	// Discarded: the counts start again, with the count of now.
+	// The circuit's changes keep the counts; Discard forgets them.
 	if !s.Active() {
 		t.Fatal("not active after local decisions")
 	}
@@ -99,13 +99,49 @@ func TestShareDecidesAThird(t *testing.T) {
 	if got := admitted(t, s, now, "k", l); got != 0 {
 		t.Errorf("admitted %d after the circuit opened again, want 0 (counts kept)", got)
 	}
-	s.StoreChanged(false, nil)
-	if s.Active() {
-		t.Fatal("active after the store came back")
+	s.StoreChanged(false, nil) // a closing one too, until they expire
+	if !s.Active() {
+		t.Fatal("counts dropped when the store came back")
 	}
 	count = 2
+	if got := admitted(t, s, now, "k", l); got != 5 {
+		t.Errorf("admitted %d with 2 replicas after 10 of a share of 15, want 5", got)
+	}
+	s.Discard()
+	if s.Active() {
+		t.Fatal("active after Discard")
+	}
 	if got := admitted(t, s, now, "k", l); got != 15 {
 		t.Errorf("admitted %d after Discard with 2 replicas, want 15", got)
+	}
+}
+
+// TestShareFreedWhenEmpty: when the store comes back and every local
+// count has expired, the memory is freed; with counts left it is kept.
+func TestShareFreedWhenEmpty(t *testing.T) {
+	now := time.Unix(1_700_000_040, 0)
+	s := New(nil, memstore.Config{})
+	defer s.Discard()
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Period: time.Second}
+	out := make([]algorithms.Decision, 1)
+	if err := s.Decide(context.Background(), now, []store.Request{{Key: "k", Limit: l, Cost: 1}}, out); err != nil {
+		t.Fatal(err)
+	}
+	s.StoreChanged(false, nil)
+	if !s.Active() {
+		t.Fatal("a live count was dropped")
+	}
+	// A look after the window's end finds the count expired and removes it.
+	if err := s.Decide(context.Background(), now.Add(2*time.Second), []store.Request{{Key: "k", Limit: l}}, out); err != nil {
+		t.Fatal(err)
+	}
+	s.StoreChanged(true, errors.New("down"))
+	if !s.Active() {
+		t.Fatal("an opening circuit freed the memory")
+	}
+	s.StoreChanged(false, nil)
+	if s.Active() {
+		t.Fatal("the memory was kept with no count left")
 	}
 }
 
@@ -168,5 +204,32 @@ func TestShareConcurrentDiscard(t *testing.T) {
 	}
 	if got := admitted(t, s, time.Unix(1_700_000_000, 0), "fresh", l); got != 100 {
 		t.Errorf("admitted %d after the race, want 100", got)
+	}
+}
+
+// TestShareOutagesShareOnePeriod: a flapping store (the circuit opens and
+// closes again and again within one period) grants no fresh share per
+// outage: the local counts outlive the circuit's closing, until their
+// period ends. 9 a minute on 2 replicas is a share of 4, over however many
+// outages; the next minute admits 4 again.
+func TestShareOutagesShareOnePeriod(t *testing.T) {
+	now := time.Unix(1_700_000_040, 0) // a whole minute
+	s := New(func() int { return 2 }, memstore.Config{})
+	defer s.Discard()
+	for _, alg := range algorithms.Algorithms {
+		l := algorithms.Limit{Algorithm: alg, Requests: 9, Period: time.Minute}
+		key := "k-" + alg.String()
+		total := 0
+		for outage := range 9 {
+			s.StoreChanged(true, errors.New("down"))
+			total += admitted(t, s, now.Add(time.Duration(outage)*time.Second), key, l)
+			s.StoreChanged(false, nil)
+		}
+		if total != 4 {
+			t.Errorf("%v: %d admitted over 9 outages in one minute, want the share, 4", alg, total)
+		}
+		if got := admitted(t, s, now.Add(2*time.Minute), key, l); got != 4 {
+			t.Errorf("%v: %d admitted two minutes on, want a new period's share, 4", alg, got)
+		}
 	}
 }
