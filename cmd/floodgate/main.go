@@ -25,11 +25,6 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
-
-	// The time zone database, for calendar limits (time_zone:
-	// Asia/Jakarta): the binary must resolve zones on a machine without
-	// /usr/share/zoneinfo, such as the deploy image. About 450 KB.
-	_ "time/tzdata"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

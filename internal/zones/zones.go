@@ -1,6 +1,8 @@
 // Package zones resolves the IANA time zone names of calendar limits
 // (algorithms.Limit.Location): once, at config load or request validation,
-// since time.LoadLocation reads and parses the zone database on every call.
+// since reading a zone parses its file on every call. Every zone comes
+// from the database embedded in the binary, never the host's, so that
+// replicas sharing a store agree on every calendar boundary.
 package zones
 
 import (
@@ -34,7 +36,7 @@ func Load(name string) (*time.Location, error) {
 	if hostDependent(name) {
 		return nil, fmt.Errorf("%w %q: not an IANA zone name but a file of this host's zone directory, whose meaning differs between hosts; name an IANA zone such as \"Europe/Berlin\"", ErrUnknown, name)
 	}
-	loc, err := time.LoadLocation(name)
+	loc, err := loadEmbedded(name) // never the host's database: see database
 	if err != nil {
 		return nil, fmt.Errorf("%w %q (want an IANA name such as \"Asia/Jakarta\" or \"America/New_York\")", ErrUnknown, name)
 	}
