@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/observability"
@@ -95,22 +94,6 @@ func TestEnvoyShadowBanChargesEnforced(t *testing.T) {
 		if got := codesOf(r); got != want.codes || r.Statuses[0].GetLimitRemaining() != want.remaining {
 			t.Fatalf("call %d: %s, %d remaining; want %s, %d remaining", i, got, r.Statuses[0].GetLimitRemaining(), want.codes, want.remaining)
 		}
-	}
-}
-
-// TestEnvoyClosedFailurePeekAllowed: with the store down, a closed
-// failure mode denies what would spend, but a descriptor with
-// hits_addend 0 spends nothing: it is allowed.
-func TestEnvoyClosedFailurePeekAllowed(t *testing.T) {
-	yaml := "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5, failure_mode: closed}\n"
-	h := startEnvoy(t, yaml, failingStore{memstore.New(memstore.Config{})}, server.Settings{})
-	peek := testkit.Descriptor("k", "v")
-	peek.HitsAddend = wrapperspb.UInt64(0)
-	if got := codesOf(h.call(t, peek)); got != "OK:OK" {
-		t.Fatalf("a peek with the store down, closed: %s, want OK", got)
-	}
-	if got := codesOf(h.call(t, testkit.Descriptor("k", "v"))); got != "OVER_LIMIT:OVER_LIMIT" {
-		t.Fatalf("a spend with the store down, closed: %s, want OVER_LIMIT", got)
 	}
 }
 
