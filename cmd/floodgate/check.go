@@ -289,37 +289,79 @@ func (f *checkFlags) calendarLimit(l *client.Limit, reqs, per string) error {
 	return nil
 }
 
-// parseRate reads REQUESTS/PERIOD: "10/1m", "5/15m", "100/h" (a bare unit
-// means one of it).
+// parseRate reads REQUESTS/PERIOD: "10/1m", "5/15m", "100/h", "1000/1d",
+// "10/day" (a bare unit means one of it). PERIOD is a Go duration
+// (1m30s) or a count and one unit of ms, s, m, h or d, the units also
+// spelled out (sec, second, min, minute, hour, day, with or without s).
 func parseRate(s string) (int64, time.Duration, error) {
 	reqs, per, ok := strings.Cut(s, "/")
 	if !ok {
-		return 0, 0, fmt.Errorf("want REQUESTS/PERIOD such as 10/1m, got %q", s)
+		return 0, 0, fmt.Errorf("want REQUESTS/PERIOD such as 10/1m or 1000/day, got %q", s)
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(reqs), 10, 64)
 	if err != nil || n <= 0 {
 		return 0, 0, fmt.Errorf("requests must be a positive integer, got %q", reqs)
 	}
-	per = strings.TrimSpace(per)
-	if per != "" && (per[0] < '0' || per[0] > '9') {
-		per = "1" + per
-	}
-	d, err := time.ParseDuration(per)
-	if err != nil || d <= 0 {
-		return 0, 0, fmt.Errorf("period must be a positive duration such as 1m or 15m, got %q", strings.TrimPrefix(per, "1"))
+	d, err := parsePeriod(strings.TrimSpace(per))
+	if err != nil {
+		return 0, 0, err
 	}
 	return n, d, nil
 }
 
+// periodUnits are the units parsePeriod takes beyond Go's durations.
+var periodUnits = map[string]time.Duration{
+	"ms": time.Millisecond, "millisecond": time.Millisecond,
+	"s": time.Second, "sec": time.Second, "second": time.Second,
+	"m": time.Minute, "min": time.Minute, "minute": time.Minute,
+	"h": time.Hour, "hr": time.Hour, "hour": time.Hour,
+	"d": 24 * time.Hour, "day": 24 * time.Hour,
+}
+
+// parsePeriod reads a positive period: a Go duration, or COUNT UNIT with
+// COUNT optional (1) and UNIT one of periodUnits, plural allowed.
+func parsePeriod(per string) (time.Duration, error) {
+	bad := fmt.Errorf("period must be a positive duration such as 1s, 15m, 1h, 1d or day, got %q", per)
+	if d, err := time.ParseDuration(per); err == nil {
+		if d <= 0 {
+			return 0, bad
+		}
+		return d, nil
+	}
+	digits := strings.TrimLeft(per, "0123456789")
+	count := int64(1)
+	if num := per[:len(per)-len(digits)]; num != "" {
+		c, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || c <= 0 {
+			return 0, bad
+		}
+		count = c
+	}
+	unit := strings.TrimSpace(digits)
+	u, ok := periodUnits[unit]
+	if !ok && len(unit) > 2 {
+		u, ok = periodUnits[strings.TrimSuffix(unit, "s")]
+	}
+	if !ok || count > int64(1<<62)/int64(u) {
+		return 0, bad
+	}
+	return time.Duration(count) * u, nil
+}
+
 // describeError is an error for people: the gRPC code and message, or the
-// error itself.
+// error itself. An HTTP/1 server's answer to gRPC's HTTP/2 preface (grpc-go
+// reports "frame too large" or a bad preface) is said to be the HTTP port.
 func describeError(err error) string {
+	msg := err.Error()
 	var gs interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &gs) {
 		st := gs.GRPCStatus()
-		return fmt.Sprintf("%v: %s", st.Code(), st.Message())
+		msg = fmt.Sprintf("%v: %s", st.Code(), st.Message())
 	}
-	return err.Error()
+	if strings.Contains(msg, "frame too large") || strings.Contains(msg, "server preface") {
+		msg += " (this looks like an HTTP/1 port, such as floodgate's --http-addr: --addr takes the gRPC port, --grpc-addr, 127.0.0.1:8081 by default)"
+	}
+	return msg
 }
 
 // checkPrinter prints attempts as an aligned table or as JSON lines.

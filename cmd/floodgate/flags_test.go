@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestHelpOnStdout: every command's --help, -h and "floodgate help CMD"
@@ -224,5 +227,23 @@ func TestNewLoggerRefuses(t *testing.T) {
 	}
 	if _, err := newLogger(nil, "info", "yaml"); err == nil || err.Error() != `--log-format "yaml": want text or json` {
 		t.Errorf("log format: %v", err)
+	}
+}
+
+// TestDescribeErrorHTTPPort: check pointed at an HTTP/1 port says so;
+// other errors are only their code and message.
+func TestDescribeErrorHTTPPort(t *testing.T) {
+	http1 := status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: http2: frame too large"`)
+	if got := describeError(http1); !strings.HasPrefix(got, "Unavailable: connection error") || !strings.Contains(got, "this looks like an HTTP/1 port") {
+		t.Errorf("HTTP port: %q", got)
+	}
+	if got := describeError(errString("dial: server preface timeout")); !strings.Contains(got, "--addr takes the gRPC port") {
+		t.Errorf("plain error: %q", got)
+	}
+	if got := describeError(status.Error(codes.InvalidArgument, "limit.requests must be positive")); got != "InvalidArgument: limit.requests must be positive" {
+		t.Errorf("other error: %q", got)
+	}
+	if got := describeError(errString("boom")); got != "boom" {
+		t.Errorf("plain: %q", got)
 	}
 }
