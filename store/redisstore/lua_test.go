@@ -766,6 +766,7 @@ func TestLuaErrors(t *testing.T) {
 		{"calendar token bucket", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 1 }))}, "bad arguments for request 1"},
 		{"calendar log", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 3 }))}, "bad arguments for request 1"},
 		{"calendar bounds out of order", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, swapBounds))}, "bad arguments for request 1"},
+		{"calendar period ending before it starts", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { copy(b[reqLen+16:reqLen+24], b[reqLen+8:reqLen+16]) }))}, "bad arguments for request 1"},
 		{"calendar bounds out of order in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, swapBounds)}, "bad arguments for request 2"},
 		{"two algorithms on one key", false, []string{"e:b", "e:b"}, []any{join(hdr, req(l, 1, nil), req(algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 5, Period: time.Second}, 1, nil))}, "used with two algorithms"},
 	}
