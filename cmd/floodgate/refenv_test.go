@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -11,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 )
 
 // TestInvocationArgs: invoked as ratelimit (the reference's binary name,
@@ -54,6 +57,7 @@ func TestWantsReferenceEnv(t *testing.T) {
 		{"runtime root, FLOODGATE_CONFIG", nil, map[string]string{"RUNTIME_ROOT": "/srv", "FLOODGATE_CONFIG": "a.yaml"}, false, nil},
 		{"runtime root, --config-xds-server", []string{"--config-xds-server=x:1"}, map[string]string{"RUNTIME_ROOT": "/srv"}, true, []string{"--config-xds-server=x:1"}},
 		{"runtime root, config after --", []string{"--", "--config"}, map[string]string{"RUNTIME_ROOT": "/srv"}, true, []string{"--", "--config"}},
+		{"runtime root, a value spelled config", []string{"--redis-prefix", "config"}, map[string]string{"RUNTIME_ROOT": "/srv"}, true, []string{"--redis-prefix", "config"}},
 		{"asked", []string{"--log-level=debug", referenceEnvFlag}, nil, true, []string{"--log-level=debug"}},
 		{"asked, with --config", []string{referenceEnvFlag, "--config", "b"}, nil, true, []string{"--config", "b"}},
 	}
@@ -116,6 +120,9 @@ func TestReferenceDefaults(t *testing.T) {
 		{"xds", f.xds.server, ""},
 		{"tls", f.tlsCert, ""},
 		{"ignored", len(c.ignored), 0},
+		{"floodgate's own Redis timeout and batching kept", slices.ContainsFunc(c.args, func(a string) bool {
+			return strings.HasPrefix(a, "--redis-timeout") || strings.HasPrefix(a, "--redis-batch-max-wait") || strings.HasPrefix(a, "--redis-prefix")
+		}), false},
 		{"env", len(c.env), 0},
 	}
 	for _, ch := range checks {
@@ -220,6 +227,8 @@ func TestReferenceVariables(t *testing.T) {
 				return f.xds.server == "cp:9" && f.xds.nodeID == "n" && f.xds.tls && f.xds.tlsCA == "/ca" &&
 					f.xds.tlsCert == "/c" && f.xds.tlsKey == "/k" && f.xds.backoffMin == time.Second && f.xds.backoffMax == 5*time.Second
 			}},
+		{"xds backoff over retry interval", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "2s", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "1s"},
+			func(c refConfig, f serveFlags) bool { return f.xds.backoffMin == time.Second }},
 		{"xds retry interval", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "2s"},
 			func(c refConfig, f serveFlags) bool { return f.xds.backoffMin == 2*time.Second }},
 		{"tracing", map[string]string{"TRACING_ENABLED": "true", "TRACING_SERVICE_NAMESPACE": "ns", "TRACING_SERVICE_INSTANCE_ID": "i", "TRACING_SAMPLING_RATE": "0.25"},
@@ -274,7 +283,8 @@ func TestReferenceRefused(t *testing.T) {
 		{map[string]string{"BACKEND_TYPE": "memcache"}, "$BACKEND_TYPE"},
 		{map[string]string{"REDIS_TYPE": "ring"}, "$REDIS_TYPE"},
 		{map[string]string{"REDIS_SOCKET_TYPE": "udp"}, "$REDIS_SOCKET_TYPE"},
-		{map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "s1:26379"}, "$REDIS_URL"},
+		{map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "s1:26379"}, "sentinel needs <master name>"},
+		{map[string]string{"BACKEND_TYPE": "mem"}, "$BACKEND_TYPE"},
 		{map[string]string{"REDIS_TYPE": "cluster", "REDIS_URL": ",a:1"}, "$REDIS_URL"},
 		{map[string]string{"REDIS_SOCKET_TYPE": "tcp"}, "$REDIS_URL"},
 		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379:1"}, "$REDIS_URL"},
@@ -343,6 +353,8 @@ func TestRefHeaders(t *testing.T) {
 		{"first of equals", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 2), st(ok, 5, sec, 2)}, "L=10 R=2 S=43"},
 		{"over wins", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 0), st(over, 5, hour, 0)}, "L=5 R=0 S=3583"},
 		{"first over stays", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(ok, 5, sec, 0)}, "L=10 R=0 S=43"},
+		{"over takes precedence whatever it reports", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 7), st(ok, 5, sec, 2)}, "L=10 R=7 S=43"},
+		{"unknown code is not over", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 1), st(rlsv3.RateLimitResponse_UNKNOWN, 5, sec, 3)}, "L=10 R=1 S=43"},
 		{"last over wins", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(over, 5, sec, 0)}, "L=5 R=0 S=1"},
 	}
 	for _, tc := range tests {
@@ -374,9 +386,59 @@ func TestUnknownFloodgateVars(t *testing.T) {
 		t.Errorf("log %q: want FLOODGATE_REDIS_ULR and FLOODGATE_ZZZ named once, FLOODGATE_REDIS_URL not", got)
 	}
 	buf.Reset()
+	warnUnknownFloodgateVars(withEnviron(context.Background(), []string{"FLOODGATE_TYPO=1"}), log)
+	if !strings.Contains(buf.String(), "FLOODGATE_TYPO") {
+		t.Errorf("a single unknown variable is not named: %q", buf.String())
+	}
+	buf.Reset()
 	warnUnknownFloodgateVars(withEnviron(context.Background(), []string{"FLOODGATE_GRPC_ADDR=:1"}), log)
 	warnUnknownFloodgateVars(context.Background(), log)
 	if buf.Len() != 0 {
 		t.Errorf("known or no variables logged %q", buf.String())
+	}
+}
+
+// TestRefHeadersInterceptor: the headers replace floodgate's own on
+// ShouldRateLimit answers only; an error passes through.
+func TestRefHeadersInterceptor(t *testing.T) {
+	h := refHeaderNames{"L", "R", "S"}
+	ic := h.interceptor(func() time.Time { return time.Unix(60*1000+20, 0) })
+	answer := func() *rlsv3.RateLimitResponse {
+		return &rlsv3.RateLimitResponse{
+			Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: 4,
+				CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 9, Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE}}},
+			ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "X-Own", Value: "1"}},
+		}
+	}
+	call := func(method string, err error) (any, error) {
+		return ic(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) { return answer(), err })
+	}
+	got, err := call(shouldRateLimitMethod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, hv := range got.(*rlsv3.RateLimitResponse).GetResponseHeadersToAdd() {
+		parts = append(parts, hv.Key+"="+hv.Value)
+	}
+	if s := strings.Join(parts, " "); s != "L=9 R=4 S=40" {
+		t.Errorf("ShouldRateLimit headers %q, want L=9 R=4 S=40 in place of floodgate's", s)
+	}
+	got, _ = call("/other.Service/Call", nil)
+	if hs := got.(*rlsv3.RateLimitResponse).GetResponseHeadersToAdd(); len(hs) != 1 || hs[0].Key != "X-Own" {
+		t.Errorf("another method's answer was changed: %v", hs)
+	}
+	want := errors.New("boom")
+	if _, err := call(shouldRateLimitMethod, want); err != want {
+		t.Errorf("error %v, want %v", err, want)
+	}
+}
+
+// TestGetenvWith: the extra values fill only what the environment leaves
+// empty.
+func TestGetenvWith(t *testing.T) {
+	get := getenvWith(mapEnv(map[string]string{"A": "env"}), map[string]string{"A": "extra", "B": "extra"})
+	if get("A") != "env" || get("B") != "extra" || get("C") != "" {
+		t.Errorf("A=%q B=%q C=%q, want env, extra and empty", get("A"), get("B"), get("C"))
 	}
 }
