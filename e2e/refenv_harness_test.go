@@ -190,6 +190,23 @@ type diffStep struct {
 	hits  uint32
 	descs []diffDesc
 	want  string
+	// floodgate, when set, is floodgate's deliberately different answer,
+	// and why says why (docs/envoy.md lists it).
+	floodgate, why string
+}
+
+// but is s where floodgate answers got on purpose, for why.
+func (s diffStep) but(got, why string) diffStep {
+	s.floodgate, s.why = got, why
+	return s
+}
+
+// expected is the answer floodgate must give.
+func (s diffStep) expected() string {
+	if s.floodgate != "" {
+		return s.floodgate
+	}
+	return s.want
 }
 
 // diffCase is a sequence of calls on one server.
