@@ -184,12 +184,13 @@ func TestMiddlewareFailureModes(t *testing.T) {
 		mode    client.FailureMode
 		want    int
 		wantErr codes.Code
+		timeout time.Duration // the middleware's: long enough for a refused dial on a busy machine
 	}{
-		{"unreachable, open", floodgatetest.DeadAddr(t), false, client.FailOpen, 200, codes.Unavailable},
-		{"unreachable, closed", floodgatetest.DeadAddr(t), false, client.FailClosed, 503, codes.Unavailable},
-		{"hanging, open", floodgatetest.StartHanging(t), false, client.FailOpen, 200, codes.DeadlineExceeded},
-		{"hanging, closed", floodgatetest.StartHanging(t), false, client.FailClosed, 503, codes.DeadlineExceeded},
-		{"hanging batch, closed", floodgatetest.StartHanging(t), true, client.FailClosed, 503, codes.DeadlineExceeded},
+		{"unreachable, open", floodgatetest.DeadAddr(t), false, client.FailOpen, 200, codes.Unavailable, 5 * time.Second},
+		{"unreachable, closed", floodgatetest.DeadAddr(t), false, client.FailClosed, 503, codes.Unavailable, 5 * time.Second},
+		{"hanging, open", floodgatetest.StartHanging(t), false, client.FailOpen, 200, codes.DeadlineExceeded, 30 * time.Millisecond},
+		{"hanging, closed", floodgatetest.StartHanging(t), false, client.FailClosed, 503, codes.DeadlineExceeded, 30 * time.Millisecond},
+		{"hanging batch, closed", floodgatetest.StartHanging(t), true, client.FailClosed, 503, codes.DeadlineExceeded, 30 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log floodgatetest.ErrorLog
@@ -197,7 +198,7 @@ func TestMiddlewareFailureModes(t *testing.T) {
 				Limit:       perMinute3,
 				PerIPAndKey: tc.both,
 				FailureMode: tc.mode,
-				Timeout:     30 * time.Millisecond, // overrides the client's hour
+				Timeout:     tc.timeout, // overrides the client's hour
 				OnError:     func(_ *http.Request, err error) { log.Add(err) },
 			})(ok)
 			w := get(h, "192.0.2.1:1", "X-API-Key", "k")
