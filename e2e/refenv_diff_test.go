@@ -250,6 +250,4 @@ func TestReferenceRecord(t *testing.T) {
 			fmt.Printf("\t%q,\n", a)
 		}
 	}
-	return
-
 }
