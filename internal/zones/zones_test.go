@@ -21,7 +21,7 @@ func TestLoad(t *testing.T) {
 		// Files of the host's zone directory, whose meaning differs between hosts.
 		{"localtime", ""}, {"posixrules", ""}, {"./UTC", ""}, {"Etc/../UTC", ""}, {"Etc//UTC", ""}, {"Etc/UTC/", ""},
 		{"posix/UTC", ""}, {"right/UTC", ""}, {"posix/Europe/Berlin", ""}, {"zone.tab", ""}, {"tzdata.zi", ""}, {"Factory", ""},
-		{"asia/Jakarta", ""}, {"Asia/jakarta", ""}, {"Asia/Jakarta ", ""}, {"Asia/Ja.karta", ""},
+		{"asia/Jakarta", ""}, {"Asia/jakarta", ""}, {"Asia/Jakarta ", ""}, {"Asia/Ja.karta", ""}, {"E.ST", ""}, {"Etc/U.TC", ""},
 		// Real IANA names using every character the rule allows.
 		{"Etc/GMT+5", "Etc/GMT+5"}, {"Etc/GMT-14", "Etc/GMT-14"}, {"America/Port-au-Prince", "America/Port-au-Prince"},
 		{"EST5EDT", "EST5EDT"}, {"America/Argentina/Buenos_Aires", "America/Argentina/Buenos_Aires"}, {"Etc/UTC", "Etc/UTC"}, {"GMT0", "GMT0"},
@@ -32,6 +32,23 @@ func TestLoad(t *testing.T) {
 			t.Errorf("Load(%q) = %v, %v; want an error naming the zone", tc.name, loc, err)
 		case tc.want != "" && (err != nil || loc.String() != tc.want):
 			t.Errorf("Load(%q) = %v, %v; want %s", tc.name, loc, err, tc.want)
+		}
+	}
+}
+
+// TestLoadRefusesHostFiles: names not spelled as IANA names are refused
+// for what they are (a file of this host's zone directory), before the
+// zone database is asked, whether or not this host has such a file.
+func TestLoadRefusesHostFiles(t *testing.T) {
+	for _, name := range []string{"localtime", "posixrules", "./UTC", "Etc/../UTC", "Etc//UTC", "Etc/UTC/", "/UTC",
+		"posix/UTC", "right/UTC", "zone.tab", "Factory", "E.ST", "Etc/U.TC", "Asia/Ja.karta", "Asia/Jakarta ", "Etc/GMT*5", "Asia/Jakart\u00e4"} {
+		if _, err := Load(name); err == nil || !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "zone directory") {
+			t.Errorf("Load(%q) = %v; want it refused as a host file", name, err)
+		}
+	}
+	for _, name := range []string{"Mars/Olympus", "Etc/GMT+5", "America/Port-au-Prince", "EST5EDT", "America/Argentina/Buenos_Aires"} {
+		if _, err := Load(name); err != nil && strings.Contains(err.Error(), "zone directory") {
+			t.Errorf("Load(%q) = %v; an IANA-spelled name refused as a host file", name, err)
 		}
 	}
 }

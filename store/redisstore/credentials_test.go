@@ -26,6 +26,7 @@ func TestCredentialsRefused(t *testing.T) {
 	admin := r.Client()
 	for _, cmd := range [][]any{
 		{"ACL", "SETUSER", "pingonly", "on", ">pingpw", "~*", "+ping", "+info"},
+		{"ACL", "SETUSER", "bare", "on", ">barepw", "~*", "+ping"},
 		{"ACL", "SETUSER", "noinfo", "on", ">noinfopw", "~*", "+ping", "+@scripting"},
 		{"ACL", "SETUSER", "fcallonly", "on", ">fcallpw", "~*", "+ping", "+info", "+fcall"},
 		{"CONFIG", "SET", "requirepass", "right-password"},
@@ -47,6 +48,7 @@ func TestCredentialsRefused(t *testing.T) {
 		{"wrong password", opts("", "wrong-password"), []string{"WRONGPASS", "--redis-password-file"}},
 		{"unknown user", opts("nobody", "right-password"), []string{"WRONGPASS", "user name or password"}},
 		{"a user without scripts", opts("pingonly", "pingpw"), []string{"NOPERM", "+@scripting"}},
+		{"a user without INFO or scripts", opts("bare", "barepw"), []string{"NOPERM", "+@scripting"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := redis.NewClient(tc.opt)
@@ -63,7 +65,7 @@ func TestCredentialsRefused(t *testing.T) {
 						t.Errorf("%s: %q does not name %q", op, err, w)
 					}
 				}
-				if strings.Contains(err.Error(), "right-password") || strings.Contains(err.Error(), "pingpw") {
+				if strings.Contains(err.Error(), "right-password") || strings.Contains(err.Error(), "pingpw") || strings.Contains(err.Error(), "barepw") {
 					t.Errorf("%s: %q shows a password", op, err)
 				}
 			}
