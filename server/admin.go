@@ -40,6 +40,7 @@ type AdminSettings struct {
 //
 //	/healthz       200 while the process runs (liveness)
 //	/readyz        200 when Ready says so, else 503 with the reason
+//	/healthcheck   the same as /readyz (envoyproxy/ratelimit's probe path)
 //	/metrics       Prometheus metrics, when configured
 //	/debug/pprof/  the Go profiler, when Pprof is set (needs an admin token with AdminAuth)
 //	/v1/           the HTTP/JSON decision API, when API is set
@@ -50,7 +51,7 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	ready := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if s.Ready != nil {
 			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
@@ -62,7 +63,11 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 			}
 		}
 		_, _ = w.Write([]byte("ok\n"))
-	})
+	}
+	mux.HandleFunc("GET /readyz", ready)
+	// The reference rate-limit service's probe path, so that a Deployment
+	// migrated unchanged keeps its probes.
+	mux.HandleFunc("GET /healthcheck", ready)
 	if s.Metrics != nil {
 		mux.Handle("GET /metrics", s.Metrics)
 	}
