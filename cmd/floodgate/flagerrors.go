@@ -25,7 +25,7 @@ type recordingValue struct {
 
 func (r *recordingValue) Set(s string) error {
 	err := r.Value.Set(s)
-	if err != nil && r.failed.flag == nil {
+	if err != nil { // the flag package stops at the first refused value
 		*r.failed = parseFailure{flag: r.f, value: s, err: err}
 	}
 	return err

@@ -101,6 +101,18 @@ func TestFlagValuesKept(t *testing.T) {
 	}
 }
 
+// TestHelpRequestPrint: printing a help request writes the usage to the
+// writer given and leaves the flag set's own output as it was.
+func TestHelpRequestPrint(t *testing.T) {
+	var own, help strings.Builder
+	fs := newFlagSet("t [flags]", "the synopsis", &own)
+	fs.String("x", "", "an x")
+	(&helpRequest{fs}).print(&help)
+	if !strings.Contains(help.String(), "the synopsis") || own.Len() != 0 || fs.Output() != &own {
+		t.Fatalf("help %q, own output %q, output restored %v", help.String(), own.String(), fs.Output() == &own)
+	}
+}
+
 // TestServeHelpGrouped: serve --help lists its flags under the groups, in
 // order, each flag with its type and default.
 func TestServeHelpGrouped(t *testing.T) {
@@ -145,6 +157,8 @@ func TestNearestFlag(t *testing.T) {
 		{"redis", "redis-url"},
 		{"redis-url-x", "redis-url"},
 		{"limt", "limit"},
+		{"lmt", "limit"},
+		{"redis-url-for-cache", "redis-url"},
 		{"log-levl", "log-level"},
 		{"log-fromat", "log-format"},
 		{"zzzzzzzz", ""},
@@ -153,6 +167,16 @@ func TestNearestFlag(t *testing.T) {
 		if got := nearestFlag(fs, tc.typed); got != tc.want {
 			t.Errorf("nearestFlag(%q) = %q, want %q", tc.typed, got, tc.want)
 		}
+	}
+}
+
+// TestNearestFlagTie: of two flags as near, the first in name order.
+func TestNearestFlagTie(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.String("ab-y", "", "")
+	fs.String("ab-x", "", "")
+	if got := nearestFlag(fs, "ab-z"); got != "ab-x" {
+		t.Errorf("nearestFlag(ab-z) = %q, want ab-x", got)
 	}
 }
 
