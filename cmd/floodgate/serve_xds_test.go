@@ -117,12 +117,19 @@ func TestLiveRulesDomainMovesToXDS(t *testing.T) {
 	if limitOf(l, "a") != 11 || limitOf(l, "b") != 111 || limitOf(l, "other") != 11111 {
 		t.Errorf("after the retry: limits a %d, b %d, other %d; want 11, 111, 11111", limitOf(l, "a"), limitOf(l, "b"), limitOf(l, "other"))
 	}
-	// Applied once: a later files' change does not re-apply a stale part.
+	// Applied once: the next files' reload retries nothing.
+	if retried, err := l.setFile(parsed(t, "/etc/floodgate/rules/a.yaml", "other", 5)); err != nil || retried {
+		t.Errorf("reload after the retry: retried %v, err %v; want nothing retried", retried, err)
+	}
+	// A refused response replaced by an accepted one is not pending.
+	if _, err := l.setXDS([]*rules.Set{parsed(t, "xds:again", "other", 8)}); err == nil {
+		t.Fatal("xDS defining the files' domain other: accepted")
+	}
 	if _, err := l.setXDS([]*rules.Set{parsed(t, "xds:b", "b", 6)}); err != nil {
 		t.Fatal(err)
 	}
-	if retried, _ := l.setFile(parsed(t, "/etc/floodgate/rules/a.yaml", "other", 7)); retried || limitOf(l, "a") != 0 || limitOf(l, "b") != 111111 {
-		t.Errorf("stale pending part: retried %v, limits a %d, b %d", retried, limitOf(l, "a"), limitOf(l, "b"))
+	if retried, _ := l.setFile(parsed(t, "/etc/floodgate/rules/a.yaml", "zzz", 7)); retried || limitOf(l, "a") != 0 || limitOf(l, "b") != 111111 || limitOf(l, "other") != 0 {
+		t.Errorf("stale pending part: retried %v, limits a %d, b %d, other %d", retried, limitOf(l, "a"), limitOf(l, "b"), limitOf(l, "other"))
 	}
 }
 

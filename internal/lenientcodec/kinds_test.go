@@ -12,7 +12,8 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
-// allKinds is a proto3 message with a field of every scalar kind, packed
+// allKinds is a proto3 message with a field of every scalar kind (enums
+// with negative numbers too), packed
 // and unpacked repeated fields, maps keyed by every key kind, and nested
 // messages.
 func allKinds(t *testing.T) protoreflect.MessageDescriptor {
@@ -49,12 +50,17 @@ func allKinds(t *testing.T) protoreflect.MessageDescriptor {
 		f("m_u64", 204, descriptorpb.FieldDescriptorProto_TYPE_MESSAGE, rep, ".k.All.MU64Entry"),
 		f("m_str", 205, descriptorpb.FieldDescriptorProto_TYPE_MESSAGE, rep, ".k.All.MStrEntry"),
 		f("m_s64", 206, descriptorpb.FieldDescriptorProto_TYPE_MESSAGE, rep, ".k.All.MS64Entry"),
+		f("e", 207, descriptorpb.FieldDescriptorProto_TYPE_ENUM, opt, ".k.E"),
+		f("es", 208, descriptorpb.FieldDescriptorProto_TYPE_ENUM, rep, ".k.E"),
 	)
 	entry := func(name string, key descriptorpb.FieldDescriptorProto_Type, val descriptorpb.FieldDescriptorProto_Type, valType string) *descriptorpb.DescriptorProto {
 		return &descriptorpb.DescriptorProto{Name: proto.String(name), Options: &descriptorpb.MessageOptions{MapEntry: proto.Bool(true)},
 			Field: []*fd{f("key", 1, key, opt, ""), f("value", 2, val, opt, valType)}}
 	}
 	file := &descriptorpb.FileDescriptorProto{Name: proto.String("k.proto"), Package: proto.String("k"), Syntax: proto.String("proto3"),
+		EnumType: []*descriptorpb.EnumDescriptorProto{{Name: proto.String("E"), Value: []*descriptorpb.EnumValueDescriptorProto{
+			{Name: proto.String("E_ZERO"), Number: proto.Int32(0)}, {Name: proto.String("E_NEG"), Number: proto.Int32(-3)},
+		}}},
 		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("All"), Field: fields, NestedType: []*descriptorpb.DescriptorProto{
 			entry("MIntEntry", descriptorpb.FieldDescriptorProto_TYPE_INT32, descriptorpb.FieldDescriptorProto_TYPE_STRING, ""),
 			entry("MBoolEntry", descriptorpb.FieldDescriptorProto_TYPE_BOOL, descriptorpb.FieldDescriptorProto_TYPE_SINT64, ""),
@@ -88,6 +94,8 @@ func fill(m protoreflect.Message, depth int) {
 			return []protoreflect.Value{protoreflect.ValueOfFloat64(-2.5), protoreflect.ValueOfFloat64(1e300)}
 		case protoreflect.BoolKind:
 			return []protoreflect.Value{protoreflect.ValueOfBool(true), protoreflect.ValueOfBool(false)}
+		case protoreflect.EnumKind:
+			return []protoreflect.Value{protoreflect.ValueOfEnum(-3), protoreflect.ValueOfEnum(5)}
 		case protoreflect.StringKind:
 			return []protoreflect.Value{protoreflect.ValueOfString("héllo"), protoreflect.ValueOfString("b")}
 		case protoreflect.BytesKind:

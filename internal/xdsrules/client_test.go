@@ -255,3 +255,36 @@ func TestNACKMessageIsRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestNACKRepeatAfterAccept: a NACK repeats (and waits) only for the
+// version NACKed last with no version accepted since.
+func TestNACKRepeatAfterAccept(t *testing.T) {
+	refuse := true
+	c := &Client{opts: Options{Log: slog.New(slog.DiscardHandler), Apply: func([]*rules.Set, string) error {
+		if refuse {
+			return errors.New("no")
+		}
+		return nil
+	}}}
+	resp := func(v string) *discoveryv3.DiscoveryResponse {
+		return &discoveryv3.DiscoveryResponse{TypeUrl: TypeURL, VersionInfo: v}
+	}
+	steps := []struct {
+		refuse     bool
+		version    string
+		nack       bool
+		wantRepeat bool
+	}{
+		{true, "1", true, false},
+		{true, "1", true, true},
+		{false, "2", false, false},
+		{true, "1", true, false}, // accepted since: a new NACK, logged, no wait
+	}
+	for i, s := range steps {
+		refuse = s.refuse
+		nack, repeat := c.answer(resp(s.version))
+		if (nack != "") != s.nack || repeat != s.wantRepeat {
+			t.Errorf("step %d: nack %q, repeat %v; want nack %v, repeat %v", i, nack, repeat, s.nack, s.wantRepeat)
+		}
+	}
+}

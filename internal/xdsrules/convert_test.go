@@ -279,3 +279,37 @@ func TestConvertSizeBounded(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestConvertStopsAtBound: once a bound is passed nothing more is
+// written or walked: a resource 4,000 levels deep costs what one 40 deep
+// does, and the document ends at the line that passed the size bound.
+func TestConvertStopsAtBound(t *testing.T) {
+	deep, shallow := nested(4000), nested(40)
+	allocs := func(rc *rlconfv3.RateLimitConfig) float64 {
+		return testing.AllocsPerRun(5, func() { _, _ = ConvertOne("deep", "1", rc, "") })
+	}
+	if a, b := allocs(deep), allocs(shallow); a > b+100 {
+		t.Errorf("4000 levels: %v allocations, 40 levels: %v; want about the same", a, b)
+	}
+	var d doc
+	d.write(0, nil, "domain", "d")
+	d.descriptors(0, 1, nil, []*rlconfv3.RateLimitDescriptor{
+		{Key: "k", Value: strings.Repeat("v", maxDocBytes), RateLimit: perHour(1)},
+		{Key: "after"},
+	})
+	if len(d.lines) != 4 || d.err == "" { // domain, descriptors, key, value
+		t.Errorf("%d lines after the size bound (err %q), want 4", len(d.lines), d.err)
+	}
+}
+
+// TestWhereTopLevel: an error at a top-level key names the field.
+func TestWhereTopLevel(t *testing.T) {
+	var d doc
+	d.write(0, nil, "domain", "d")
+	if got := d.where(1, 1); got != "domain" {
+		t.Errorf("where(1, 1) = %q, want domain", got)
+	}
+	if got := d.where(2, 1); got != "" {
+		t.Errorf("where past the end = %q", got)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memstore"
@@ -72,7 +73,9 @@ func TestStreamBytesBounded(t *testing.T) {
 	cfg := testkit.StaticRules(testkit.ParseRules(t, "domain: d\nquota_unmatched: abandon\nquota_buckets:\n  - bucket_id: {k: \"*\"}\n    rate_limit: {unit: minute, requests_per_unit: 100}\n"))
 	svc := New(Settings{Rules: cfg, Demand: memstore.NewDemand(), MaxStreamBytes: 10_000, Metrics: m})
 	a := openFake(t, svc)
-	id := func(i int) map[string]string { return map[string]string{"k": strings.Repeat("x", 1000) + string(rune('a'+i))} }
+	id := func(i int) map[string]string {
+		return map[string]string{"k": strings.Repeat("x", 1000) + string(rune('a'+i))}
+	}
 	cost := heldBytes(id(0), canonical(id(0)))
 	fits := int(10_000 / cost)
 	for i := range fits {
@@ -238,5 +241,70 @@ func TestDemandAgesOut(t *testing.T) {
 	c.next(t)
 	if got := rec.last().TTL; got != DefaultAssignmentTTL {
 		t.Errorf("a 1s report: TTL %v, want %v", got, DefaultAssignmentTTL)
+	}
+}
+
+// TestHeldBytes: a held bucket id costs its canonical string, its keys
+// and values again (the copy), and keyOverhead a key.
+func TestHeldBytes(t *testing.T) {
+	tests := []struct {
+		b    map[string]string
+		want int64
+	}{
+		{map[string]string{"k": "abc"}, int64(len("1:k3:abc")) + 4 + keyOverhead},
+		{map[string]string{"a": "", "bb": "c"}, int64(len("1:a0:2:bb1:c")) + 4 + 2*keyOverhead},
+	}
+	for _, tt := range tests {
+		if got := heldBytes(tt.b, canonical(tt.b)); got != tt.want {
+			t.Errorf("heldBytes(%v) = %d, want %d", tt.b, got, tt.want)
+		}
+	}
+}
+
+// TestNewDefaults: zero Settings take the documented bounds.
+func TestNewDefaults(t *testing.T) {
+	s := New(Settings{})
+	if s.lim != (limits{keyBytes: DefaultMaxKeyBytes, idBytes: DefaultMaxBucketIDBytes}) || s.maxStream != DefaultMaxStreamBytes || s.maxTotal != DefaultMaxTotalBytes {
+		t.Errorf("bounds %+v, %d, %d", s.lim, s.maxStream, s.maxTotal)
+	}
+}
+
+// TestReportCoversAtLeastMinElapsed: with a budget too large to bound it,
+// a report's demand is its requests over at least 100ms.
+func TestReportCoversAtLeastMinElapsed(t *testing.T) {
+	cfg := testkit.StaticRules(testkit.ParseRules(t, "domain: d\nquota_buckets:\n  - bucket_id: {k: \"*\"}\n    rate_limit: {unit: second, requests_per_unit: 1000000}\n"))
+	rec := &recordingDemand{DemandStore: memstore.NewDemand()}
+	a := openFake(t, New(Settings{Rules: cfg, Demand: rec}))
+	a.in <- report("d", map[string]string{"k": "x"}, 1, time.Nanosecond)
+	a.next(t)
+	if got := rec.last().MilliRPS; got != 10_000 {
+		t.Errorf("1 request in 1ns counts %d milli-rps, want 10,000 (1 in 100ms)", got)
+	}
+}
+
+// TestChanged: a shrinking share is always sent, a growing one from 5%.
+func TestChanged(t *testing.T) {
+	base := assigned{action: rules.QuotaRateLimit, share: 100}
+	with := func(share int64) assigned { a := base; a.share = share; return a }
+	tests := []struct {
+		name string
+		b    assigned
+		want bool
+	}{
+		{"same", with(100), false},
+		{"one less", with(99), true},
+		{"much less", with(10), true},
+		{"4% more", with(104), false},
+		{"5% more", with(105), true},
+		{"another action", assigned{action: rules.QuotaAllowAll, share: 100}, true},
+		{"closed", assigned{action: rules.QuotaRateLimit, share: 100, closed: true}, true},
+	}
+	for _, tt := range tests {
+		if got := changed(base, tt.b); got != tt.want {
+			t.Errorf("%s: changed = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if !changed(assigned{action: rules.QuotaRateLimit}, assigned{action: rules.QuotaRateLimit, share: 1}) {
+		t.Error("0 to 1: not changed")
 	}
 }

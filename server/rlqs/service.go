@@ -280,8 +280,8 @@ func (s *Service) Drain(ctx context.Context) {
 func (s *Service) StreamRateLimitQuotas(srv rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	st := &stream{
 		s: s, srv: srv, id: s.seq.Add(1),
-		subs:  map[string]*sub{},
-		dirty: map[*sub]bool{},
+		subs:   map[string]*sub{},
+		dirty:  map[*sub]bool{},
 		wake:   make(chan struct{}, 1),
 		drain:  make(chan struct{}),
 		opened: s.now(),

@@ -61,7 +61,7 @@ type sub struct {
 	// no more than maxCover.
 	covered    time.Duration
 	reportedAt time.Time // the last report's arrival; zero before any
-	last     assigned      // the last assignment sent
+	last       assigned  // the last assignment sent
 	// lastStrategy is the strategy last sent (re-sent when unchanged).
 	lastStrategy *typev3.RateLimitStrategy
 	sent         bool
@@ -235,7 +235,7 @@ func demandOf(count float64, d time.Duration) int64 {
 // the budget to the floor share). Buckets without a budget are bounded
 // by demandOf alone.
 func budgetRate(sb *sub) int64 {
-	if sb.action != rules.QuotaRateLimit || sb.q == nil || sb.q.Limit == nil {
+	if sb.q == nil || sb.q.Limit == nil { // only rate_limit entries have a Limit
 		return math.MaxInt64
 	}
 	r := sb.q.Limit.Rate
