@@ -142,4 +142,3 @@ func decisionResults(t *testing.T, reg *prometheus.Registry) map[string]float64 
 	}
 	return out
 }
-

@@ -35,7 +35,7 @@ func TestShareMoveResend(t *testing.T) {
 		{212, 2544}, // 21.2/s: 6% more, sent
 		{199, 2388}, // 19.9/s: 6% less, sent
 		{201, 2388}, // 20.1/s: 2412 is 1% more, re-sent
-		} {
+	} {
 		if got := report(step.allowed); got != step.want {
 			t.Fatalf("report %d (%d in 10s): %d a minute, want %d", i, step.allowed, got, step.want)
 		}
