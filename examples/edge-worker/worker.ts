@@ -1,10 +1,10 @@
 // A Cloudflare-style Worker that rate-limits an origin with floodgate's
-// HTTP/JSON API, using nothing but fetch: the seeds' Worker, whose
+// HTTP/JSON API, using nothing but fetch: the Worker, whose
 // sliding window ran over Upstash's HTTP API (MGET, then INCR and EXPIRE:
 // three round trips and a race), asks floodgate one question per request
 // instead, and floodgate decides atomically.
 //
-// Per route, the seeds' rule for an unreachable limiter: sensitive routes
+// Per route, the rule for an unreachable limiter: sensitive routes
 // (login, OTP) fail closed with a clear 503, the rest fail open.
 
 /** The Worker's bindings (wrangler.toml [vars] and secrets). */
@@ -71,7 +71,7 @@ export interface Answer {
 }
 
 export const ROUTES: readonly Route[] = [
-  // The seeds' login limit: 5 per 15 minutes, sliding window, fail closed.
+  // The login limit: 5 per 15 minutes, sliding window, fail closed.
   {
     prefix: "/login",
     name: "login",
@@ -84,7 +84,7 @@ export const ROUTES: readonly Route[] = [
     failClosed: true,
     limit: { algorithm: "ALGORITHM_SLIDING_WINDOW", limit: { requests: 3, period: "300s" } },
   },
-  // The seeds' API limit: 100 per minute per API key, with a burst, fail open.
+  // The API limit: 100 per minute per API key, with a burst, fail open.
   {
     prefix: "/api/",
     name: "api",
@@ -175,7 +175,7 @@ export async function handle(request: Request, env: Env): Promise<Response> {
   try {
     answer = await askFloodgate(env, { key, ...route.limit });
   } catch (err) {
-    // Decide now what happens when the limiter is down (the seeds: the
+    // Decide now what happens when the limiter is down (the
     // decision teams panic over at 2 a.m.).
     console.error(`[rate-limit] ${route.name}: floodgate unavailable, failing ${route.failClosed ? "closed" : "open"}:`, String(err));
     if (route.failClosed) {

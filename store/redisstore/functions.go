@@ -2,8 +2,8 @@ package redisstore
 
 // Redis 7 functions: the decision scripts loaded once as a
 // function library and run by FCALL, so Redis builds their closures at
-// FUNCTION LOAD instead of on every call (bench/RESULTS.md, issue 11,
-// round 3, "Redis functions"). EVALSHA stays the fallback: for good (per
+// FUNCTION LOAD instead of on every call (bench/history/14-scripts-round-3-2026-11-30.md,
+// "Redis functions"). EVALSHA stays the fallback: for good (per
 // Store) once Redis does not know FUNCTION or FCALL (Redis 6, a renamed
 // command) or refuses FUNCTION LOAD (an ACL).
 

@@ -3,7 +3,7 @@ package redisstore
 // The Redis wire protocol of the decision scripts: their Lua sources
 // (lua/, embedded), the ARGV they take and the reply they give.
 //
-// Two scripts, one per shape of call (issue 11: a lean script per shape):
+// Two scripts, one per shape of call (a lean script per shape):
 //
 //	lean  lua/lib.lua + the four counter twins + lua/counter.lua + lua/lean.lua
 //	      calls whose requests all use the token bucket, the sliding
@@ -39,7 +39,7 @@ package redisstore
 // holds at most Requests slots. bench/RESULTS.md has the MEMORY USAGE of
 // each. Every write sets a TTL (the decision's TTL, in ms); a state
 // whose TTL is 0 equals no state and is deleted instead. The states are
-// those the scripts wrote before this protocol (issue 11 changed ARGV and
+// those the scripts wrote before this protocol (the protocol changed ARGV and
 // the reply, not what Redis holds), so replicas of both versions can share
 // a Redis during a rolling upgrade.
 

@@ -21,8 +21,8 @@
 -- a closure per call; a table costs far more), and in the hot paths the
 -- VM's operators rather than calls: a Lua function call costs about 300
 -- instructions of Redis, a C function (math.floor, string.len) 250 and
--- an operator (%, #) 10-20 (callgrind, bench/RESULTS.md, issue 11, round
--- 3).
+-- an operator (%, #) 10-20 (callgrind,
+-- bench/history/14-scripts-round-3-2026-11-30.md).
 
 local ALG_TOKEN_BUCKET, ALG_SLIDING_WINDOW, ALG_SLIDING_WINDOW_LOG, ALG_FIXED_WINDOW, ALG_LEAKY_BUCKET = 1, 2, 3, 4, 5
 
