@@ -202,11 +202,11 @@ func TestConfigExplainBadInput(t *testing.T) {
 	}
 }
 
-// TestReadmeExplainExample: the README's "Why was this limited?" example
-// is what the command prints for the shipped examples/rules, which make run
+// TestReadmeExplainExample: the "Why was this limited?" example of
+// docs/operations.md is what the command prints for the shipped examples/rules, which make run
 // serves.
 func TestReadmeExplainExample(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestReadmeExplainExample(t *testing.T) {
 	}
 	example := "$ floodgate config explain --config examples/rules --domain shop --descriptor path=/login,user=bob --descriptor path=/login\n" + out
 	if !strings.Contains(string(readme), example) {
-		t.Errorf("README.md lacks the example as the command prints it:\n%s", example)
+		t.Errorf("docs/operations.md lacks the example as the command prints it:\n%s", example)
 	}
 }
 
