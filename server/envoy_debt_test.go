@@ -11,7 +11,7 @@ import (
 	"github.com/floodgate/floodgate/server"
 )
 
-// llmRules is the README's LLM example: a tenant's tokens per minute and
+// llmRules is the LLM example of docs/check-api.md: a tenant's tokens per minute and
 // per day. The request path sends [tenant] (hits_addend: the estimate, 1
 // here); the stream-done call sends [tenant, usage=actual] with the actual
 // tokens, charged after the fact to the tenant's counters.
