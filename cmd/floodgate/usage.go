@@ -86,6 +86,9 @@ func printUsage(w io.Writer, fs *flag.FlagSet, name, synopsis string) {
 // printFlag writes one flag: --name TYPE [$ENV] (default D), then its usage.
 func printFlag(w io.Writer, f *flag.Flag) {
 	typ, usage := flag.UnquoteUsage(f)
+	if n, ok := f.Value.(interface{ typeName() string }); ok {
+		typ = n.typeName()
+	}
 	head := "  --" + f.Name
 	if typ != "" {
 		head += " " + typ
