@@ -258,7 +258,9 @@ func TestEnvoyHitsAddend(t *testing.T) {
 
 		peek := rlsDesc("remote_address", "192.0.2.10")
 		peek.HitsAddend = wrapperspb.UInt64(0)
-		check("descriptor hits_addend 0 peeks, even with request hits 3", p.send(t, 3, peek), "OK:OK", 0)
+		// A 0-hit check answers as a 1-hit check would, charging nothing:
+		// the next unit does not fit.
+		check("descriptor hits_addend 0 peeks, even with request hits 3", p.send(t, 3, peek), "OVER_LIMIT:OVER_LIMIT", 0)
 		check("over", p.call(t, ip), "OVER_LIMIT:OVER_LIMIT", 0)
 
 		refund := rlsDesc("remote_address", "192.0.2.10")
@@ -275,7 +277,7 @@ func TestEnvoyHitsAddend(t *testing.T) {
 		other.HitsAddend = wrapperspb.UInt64(1)
 		check("descriptor hits 1 with request hits 3", p.send(t, 3, other), "OK:OK", 2)
 		r := p.send(t, 4, rlsDesc("remote_address", "192.0.2.12"))
-		check("request hits 4 > limit 3", r, "OVER_LIMIT:OVER_LIMIT", 3)
+		check("request hits 4 > limit 3", r, "OVER_LIMIT:OVER_LIMIT", 0) // an OVER_LIMIT status reports 0 left, as the reference does
 		// Never: not a retry soon (which would loop the client), but a
 		// day, as for a deny-all rule.
 		if ra := rlsHeaders(r)["retry-after"]; ra != "86400" {

@@ -66,7 +66,7 @@ func TestFailureLocalShareNeverFits(t *testing.T) {
 		checks.Add(1)
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	fc, err := client.Dial(p.GRPCAddr, client.WithDialOptions(grpc.WithChainUnaryInterceptor(count)))
+	fc, err := client.Dial(p.GRPCAddr, client.WithTimeout(10*time.Second), client.WithDialOptions(grpc.WithChainUnaryInterceptor(count)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,18 +33,19 @@ func TestRedisCredentialsStartup(t *testing.T) {
 		name string
 		args []string
 		want []string
+		code int // 1: Redis refused the credentials (run time); 2: a bad setting
 	}{
-		{"no password", []string{"--redis-url", url}, []string{"NOAUTH", "needs a password", "--redis-password-file"}},
-		{"wrong password in the file", []string{"--redis-url", url, "--redis-password-file", wrong}, []string{"WRONGPASS", "--redis-password-file"}},
-		{"wrong password in the URL", []string{"--redis-url", "redis://:nope@" + r.Addr()}, []string{"WRONGPASS"}},
-		{"an empty file", []string{"--redis-url", url, "--redis-password-file", empty}, []string{"--redis-password-file", "empty"}},
-		{"a file without Redis", []string{"--redis-password-file", right}, []string{"--redis-password-file needs --redis-url"}},
+		{"no password", []string{"--redis-url", url}, []string{"NOAUTH", "needs a password", "--redis-password-file"}, 1},
+		{"wrong password in the file", []string{"--redis-url", url, "--redis-password-file", wrong}, []string{"WRONGPASS", "--redis-password-file"}, 1},
+		{"wrong password in the URL", []string{"--redis-url", "redis://:nope@" + r.Addr()}, []string{"WRONGPASS"}, 1},
+		{"an empty file", []string{"--redis-url", url, "--redis-password-file", empty}, []string{"--redis-password-file", "empty"}, 2},
+		{"a file without Redis", []string{"--redis-password-file", right}, []string{"--redis-password-file needs --redis-url"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)
 			_, stderr, code := runCLI(t, args...)
-			if code != 1 {
-				t.Errorf("exit code %d, want 1\n%s", code, stderr)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d\n%s", code, tc.code, stderr)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(stderr, w) {
