@@ -117,7 +117,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.traceValues, "trace-values", false, "tracing (on when $OTEL_EXPORTER_OTLP_ENDPOINT or $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; see the README): put keys and descriptor values into spans (they can be personal data)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve the Go profiler on the HTTP admin address (/debug/pprof/)")
 
-	fs.StringVar(&f.redisURL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db] or rediss:// (TLS); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
+	fs.StringVar(&f.redisURL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db], rediss:// (TLS), unix:///path/to/redis.sock or a bare host:port (as redis://host:port); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
 	fs.StringVar(&f.redisPasswordFile, "redis-password-file", "", "Redis: a file whose first line is the password, used instead of the one in --redis-url (a command line is visible to other processes and in /debug/pprof/cmdline)")
 	fs.StringVar(&f.redisMode, "redis-mode", "standalone", "Redis: standalone, cluster or sentinel")
 	fs.StringVar(&f.redisSentinelMaster, "redis-sentinel-master", "", "Redis: the master's name (sentinel mode)")

@@ -48,8 +48,12 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 	if f.settleWindow < time.Millisecond {
 		return nil, "", fmt.Errorf("--settle-window must be at least 1ms, got %v", f.settleWindow)
 	}
+	redisURL, err := redisURLOf(f.redisURL)
+	if err != nil {
+		return nil, "", err
+	}
 	client, err := redisstore.NewClient(redisstore.ClientConfig{
-		URL:            f.redisURL,
+		URL:            redisURL,
 		Password:       f.redisPassword,
 		Mode:           f.redisMode,
 		SentinelMaster: f.redisSentinelMaster,
