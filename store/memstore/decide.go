@@ -15,7 +15,8 @@ import (
 // Decide decides reqs together; see store.Store. It returns an error
 // wrapping the context's error when ctx is already done, one wrapping
 // store.ErrInvalid for a mismatched out or an invalid limit, and one
-// wrapping store.ErrUnavailable after Close.
+// wrapping store.ErrUnavailable after Close or when the requests need new
+// entries a full shard has no room for (then nothing is written).
 func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: decide: %w", err)
@@ -36,16 +37,14 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	case 0:
 		return nil
 	case 1:
-		s.decideOne(nowMs, &reqs[0], &out[0])
-		return nil
+		return s.decideOne(nowMs, &reqs[0], &out[0])
 	}
-	s.decideMany(nowMs, reqs, out)
-	return nil
+	return s.decideMany(nowMs, reqs, out)
 }
 
 // decideOne is Decide for a single request, without the bookkeeping a
 // batch needs.
-func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decision) {
+func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decision) error {
 	sh := &s.shards[s.shardIndex(r.Key)]
 	alg := r.Limit.Algorithm
 	sh.mu.Lock()
@@ -58,21 +57,36 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 	} else {
 		// A sliding window log's ring is updated in place: only this
-		// entry holds it, and the shard is locked.
-		*out = algorithms.Apply(r.Limit, &st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}, nil)
+		// entry holds it, and the shard is locked; undo takes the
+		// charge back if the shard has no room for the entry.
+		var undo *algorithms.Undo
+		if alg == algorithms.SlidingWindowLog {
+			undo = new(algorithms.Undo)
+		}
+		*out = algorithms.Apply(r.Limit, &st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}, undo)
 		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 		if out.Allowed && r.Cost != 0 {
+			entries, bytes := growth(alg, ek, ref, st, out.TTL)
+			if err := s.full(sh.room(nowMs, entries, bytes)); err != nil {
+				if undo != nil {
+					undo.Revert()
+				}
+				sh.mu.Unlock()
+				*out = algorithms.Decision{}
+				return fmt.Errorf("memstore: decide: %w", err)
+			}
 			sh.write(alg, ek, ref, st, nowMs, out.TTL)
-			sh.trim(nowMs)
 		}
 	}
 	sh.mu.Unlock()
+	return nil
 }
 
 // pending is one (algorithm, key) of a batch: where its entry is and its
 // tentative state.
 type pending struct {
 	sh    *shard
+	si    uint32 // sh's index in Store.shards
 	alg   algorithms.Algorithm
 	key   string
 	ref   ref
@@ -87,7 +101,7 @@ const smallBatch = 8
 // decideMany is Decide for two or more requests: lock every shard
 // involved in ascending order, decide on tentative states, commit only if
 // nothing with a positive cost was denied.
-func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.Decision) {
+func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.Decision) error {
 	var idxBuf [smallBatch]uint32
 	idx := idxBuf[:0]
 	for i := range reqs {
@@ -135,7 +149,7 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		if p < 0 {
 			sh := &s.shards[idx[i]]
 			ref := sh.find(alg, ek, nowMs)
-			pend = append(pend, pending{sh: sh, alg: alg, key: ek, ref: ref, st: ref.state()})
+			pend = append(pend, pending{sh: sh, si: idx[i], alg: alg, key: ek, ref: ref, st: ref.state()})
 			p = len(pend) - 1
 			if index != nil {
 				index[pendingKey{alg, ek}] = p
@@ -160,11 +174,27 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 	}
 	if denied {
 		undo.Revert()
-		return
+		return nil
 	}
-	// Update entries that exist before inserting new ones: an insert may
-	// evict, and must not evict an entry another pending still points to
-	// before that pending is written.
+	// Every shard must have room for all its new entries and bytes before
+	// anything is written: a batch that does not fit is refused whole.
+	for _, i := range locks {
+		entries, bytes := 0, int64(0)
+		for j := range pend {
+			if pe := &pend[j]; pe.dirty && pe.si == i {
+				e, b := growth(pe.alg, pe.key, pe.ref, pe.st, pe.ttl)
+				entries, bytes = entries+e, bytes+b
+			}
+		}
+		if err := s.full(s.shards[i].room(nowMs, entries, bytes)); err != nil {
+			undo.Revert()
+			clear(out)
+			return fmt.Errorf("memstore: decide: %w", err)
+		}
+	}
+	// Update entries that exist before inserting new ones: an insert
+	// sweeps a few expired entries, never one a pending points to (those
+	// were live at nowMs), but updating first keeps that obvious.
 	for pass := 0; pass < 2; pass++ {
 		for j := range pend {
 			pe := &pend[j]
@@ -173,11 +203,7 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 			}
 		}
 	}
-	// Only now may the memory cap evict: no pending points at an entry
-	// any more.
-	for _, i := range locks {
-		s.shards[i].trim(nowMs)
-	}
+	return nil
 }
 
 type pendingKey struct {

@@ -6,8 +6,8 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 )
 
-// The memory cap: what each entry is accounted, and the bookkeeping that
-// keeps a shard within its share of Config.MaxBytes.
+// The memory cap: what each entry is accounted, and the bookkeeping of a
+// shard's share of Config.MaxBytes (shard.room enforces it).
 
 // Accounted sizes of an entry, besides its key: the map slot and the
 // entry struct, with allocator rounding (TestEntryBytes checks them
@@ -38,11 +38,12 @@ func allocBytes(n int64) int64 {
 	return (n + step - 1) / step * step
 }
 
-// Bytes is the memory of the stored entries as the store accounts it
-// (EntryBytes), including expired entries not yet removed.
+// Bytes is the memory of the stored entries, states and settlement
+// records, as the store accounts it (EntryBytes), including expired
+// entries not yet removed.
 func (s *Store) Bytes() int64 {
 	var total int64
-	s.eachShard(func(sh *shard) { total += sh.bytes })
+	s.eachShard(func(sh *shard) { total += sh.bytes + sh.recBytes })
 	return total
 }
 
@@ -68,12 +69,4 @@ func (sh *shard) dropCounter(t map[string]*counter, key string) {
 	delete(t, key)
 	sh.n--
 	sh.bytes -= EntryBytes(algorithms.TokenBucket, key, 0)
-}
-
-// trim evicts entries, the way the key cap does, until the shard is within
-// its memory cap.
-func (sh *shard) trim(nowMs int64) {
-	for sh.bytes > sh.maxBytes && sh.n > 0 {
-		sh.evict(nowMs)
-	}
 }

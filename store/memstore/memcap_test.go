@@ -67,44 +67,6 @@ func TestFullLogMemory(t *testing.T) {
 	}
 }
 
-// TestMemoryCap: with MaxBytes set, filling 64 full logs keeps the store
-// under the cap by its own accounting at every step, and on the heap; the
-// newest logs are kept whole and decide exactly.
-func TestMemoryCap(t *testing.T) {
-	const maxBytes = 2 << 20
-	before := heapAlloc()
-	s := New(Config{MaxBytes: maxBytes, SweepInterval: -1})
-	defer s.Close()
-	peak := int64(0)
-	for k := range 64 {
-		fillLogKey(t, s, fmt.Sprintf("tenant:%02d", k), t0.Add(time.Duration(k)*10*time.Second), time.Millisecond)
-		got := s.Bytes()
-		peak = max(peak, got)
-		if got > maxBytes {
-			t.Fatalf("after %d full logs: %d bytes accounted, above the cap %d", k+1, got, maxBytes)
-		}
-	}
-	heap := heapAlloc() - before
-	runtime.KeepAlive(s)
-	t.Logf("64 full logs under a %d-byte cap: %d keys kept, %d bytes accounted (peak %d), heap +%d", maxBytes, s.Len(), s.Bytes(), peak, heap)
-	if s.Len() < 8 || s.Len() >= 64 {
-		t.Errorf("Len %d, want some but not all of the 64 logs kept", s.Len())
-	}
-	if heap > maxBytes*5/4 {
-		t.Errorf("heap grew by %d bytes, more than the cap %d and a quarter", heap, maxBytes)
-	}
-	// The last key filled is whole: full now, one unit back after its
-	// first unit leaves.
-	now := t0.Add(630*time.Second + fullLog.Period - time.Millisecond)
-	d := decide(t, s, now, store.Request{Key: "tenant:63", Limit: fullLog, Cost: 1})[0]
-	if d.Allowed || d.RetryAfter != time.Millisecond {
-		t.Errorf("full log: %+v, want a deny for 1ms", d)
-	}
-	if d := decide(t, s, now.Add(time.Millisecond), store.Request{Key: "tenant:63", Limit: fullLog, Cost: 2})[0]; d.Allowed || d.RetryAfter != time.Millisecond {
-		t.Errorf("full log, 2 units once 1 left: %+v, want a deny for 1ms more", d)
-	}
-}
-
 // TestEntryBytes holds EntryBytes to the heap: the accounting must not
 // undercount (or the cap would not bound memory) nor overcount much.
 func TestEntryBytes(t *testing.T) {

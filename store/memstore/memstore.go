@@ -37,16 +37,21 @@
 //
 // # The key cap
 //
-// Config.MaxKeys bounds the number of entries (a key used under two
+// Config.MaxKeys bounds the number of states (a key used under two
 // algorithms counts twice); the store never holds more. It is divided
 // exactly among the shards (each gets MaxKeys/Shards, the first
 // MaxKeys%Shards one more), so a shard may refuse to grow while others
-// have room: the cap is a bound, not a target. When an insert finds its
-// shard full, the store samples a few entries of the shard, drops those that
-// have expired, and if none had, evicts the sampled entry with the nearest
-// expiry. That entry's limit is the one closest to being full again, so
-// forgetting it early admits the fewest requests the limit would have
-// denied. Eviction is still a loss of state: size MaxKeys so it stays rare.
+// have room: the cap is a bound, not a target. A live state is never
+// evicted: the store does not know an entry's limit, so it cannot tell
+// which states still deny, and forgetting one would let its key through.
+// When a write needs a new state in a full shard, the shard's expired
+// entries are swept, and if there is still no room the call is refused,
+// before anything is written, with an error wrapping store.ErrUnavailable
+// ("memory store full: --memory-max-keys N"): the rule's failure mode
+// answers for new keys, while the keys held keep deciding exactly. A
+// batch that needs more new states than its shards have room for is
+// refused whole. Settlement records are counted apart (settle.go) and
+// evict only each other.
 //
 // # Memory
 //
@@ -58,10 +63,12 @@
 // Deciding on it reads O(log Requests) slots and writes the ones it
 // changes, in place (algorithms.Apply); nothing copies the log.
 //
-// Config.MaxBytes caps the store's total memory, by its own accounting of
-// each entry (EntryBytes: a fixed overhead, the key and the ring): when a
-// write takes a shard past its share, the shard evicts the same way as
-// for the key cap until it is under again. Both caps hold at once.
+// Config.MaxBytes caps the memory of the states, by the store's own
+// accounting of each entry (EntryBytes: a fixed overhead, the key and the
+// ring): a write that would take a shard past its share (a new state or a
+// log's ring that grows) is refused like a new state in a full shard,
+// never made room for by evicting. Settlement records have a byte cap of
+// the same size of their own. Both caps hold at once.
 package memstore
 
 import (
@@ -104,19 +111,26 @@ const (
 type Config struct {
 	// SettleWindow is how long a settlement's idempotency key is
 	// remembered (Settle); 0 means store.DefaultSettleWindow. Its records
-	// count against MaxKeys and MaxBytes like states.
+	// are capped apart from the states, at MaxKeys records and MaxBytes
+	// bytes of their own; a full store evicts records (the nearest expiry
+	// first) only to make room for other records.
 	SettleWindow time.Duration
-	// MaxKeys caps the number of stored entries (one per key and
+	// MaxKeys caps the number of stored states (one per key and
 	// algorithm); the server's --memory-max-keys. 0 or negative means
-	// DefaultMaxKeys (1,000,000).
+	// DefaultMaxKeys (1,000,000). A live state is never evicted: once
+	// expired states are swept, a call that needs a new state in a full
+	// shard is refused with an error wrapping store.ErrUnavailable that
+	// names the cap, and keys already held keep deciding.
 	MaxKeys int
 	// Shards is the number of independently locked shards, rounded up to a
 	// power of two and capped at MaxShards. 0 or negative means
 	// DefaultShards (256). It is lowered to the largest power of two not
 	// above MaxKeys, so that every shard holds at least one key.
 	Shards int
-	// MaxBytes caps the memory of the stored entries, as EntryBytes
-	// accounts it; the server's --memory-max-bytes. 0 or negative means
+	// MaxBytes caps the memory of the stored states, as EntryBytes
+	// accounts it; the server's --memory-max-bytes. A write past it is
+	// refused like a new state past MaxKeys, never made room for by
+	// evicting a live state. 0 or negative means
 	// DefaultMaxBytes (256 MiB); below MinMaxBytes means MinMaxBytes. It
 	// is divided among the shards like MaxKeys, and Shards is lowered so
 	// that each gets at least 512 KiB.
@@ -124,17 +138,18 @@ type Config struct {
 	// SweepInterval is how often a background goroutine removes expired
 	// entries. 0 means DefaultSweepInterval (10s); negative runs no
 	// sweeper (expired entries are then removed only when touched, by the
-	// sweep on each insert, by eviction and by Sweep).
+	// sweep on each insert, when a full shard needs room and by Sweep).
 	SweepInterval time.Duration
 }
 
 // Store is the in-memory store.Store. Create it with New; it is safe for
 // concurrent use. Close stops its background sweeper.
 type Store struct {
-	shards []shard
-	mask   uint64
-	seed   maphash.Seed
-	settle time.Duration // Config.SettleWindow
+	shards  []shard
+	maxKeys int // Config.MaxKeys once defaulted
+	mask    uint64
+	seed    maphash.Seed
+	settle  time.Duration // Config.SettleWindow
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -169,12 +184,13 @@ func New(cfg Config) *Store {
 		n /= 2
 	}
 	s := &Store{
-		shards: make([]shard, n),
-		mask:   uint64(n - 1),
-		seed:   maphash.MakeSeed(),
-		settle: cmp.Or(cfg.SettleWindow, store.DefaultSettleWindow),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		shards:  make([]shard, n),
+		maxKeys: maxKeys,
+		mask:    uint64(n - 1),
+		seed:    maphash.MakeSeed(),
+		settle:  cmp.Or(cfg.SettleWindow, store.DefaultSettleWindow),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	for i := range s.shards {
 		s.shards[i].max = maxKeys / n
@@ -196,6 +212,18 @@ func New(cfg Config) *Store {
 		close(s.done)
 	}
 	return s
+}
+
+// full is the error for room's answer, nil for roomOK: the store
+// refuses a write rather than forget a live state, and says which cap.
+func (s *Store) full(why int) error {
+	switch why {
+	case fullKeys:
+		return fmt.Errorf("%w: memory store full: --memory-max-keys %d", store.ErrUnavailable, s.maxKeys)
+	case fullBytes:
+		return fmt.Errorf("%w: memory store full: --memory-max-bytes %d", store.ErrUnavailable, s.MaxBytes())
+	}
+	return nil
 }
 
 var errClosed = fmt.Errorf("memstore: %w: store is closed", store.ErrUnavailable)
@@ -224,11 +252,12 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Len is the number of stored entries (a key under two algorithms counts
-// twice), including expired entries not yet removed.
+// Len is the number of stored entries, states and settlement records (a
+// key under two algorithms counts twice), including expired entries not
+// yet removed.
 func (s *Store) Len() int {
 	total := 0
-	s.eachShard(func(sh *shard) { total += sh.n })
+	s.eachShard(func(sh *shard) { total += sh.n + sh.nRec })
 	return total
 }
 

@@ -246,8 +246,8 @@ func TestBackgroundSweeper(t *testing.T) {
 	}
 }
 
-// TestKeyCap: the store never holds more than MaxKeys entries, and every
-// call still decides.
+// TestKeyCap: the store never holds more than MaxKeys entries; a call
+// that needs a new entry in a full shard is refused with ErrUnavailable.
 func TestKeyCap(t *testing.T) {
 	const maxKeys = 64
 	s := New(Config{MaxKeys: maxKeys, Shards: 4, SweepInterval: -1})
@@ -260,8 +260,13 @@ func TestKeyCap(t *testing.T) {
 		if i%3 == 0 {
 			reqs = append(reqs, store.Request{Key: fmt.Sprint("j", i), Limit: l, Cost: 1})
 		}
-		for _, d := range decide(t, s, now, reqs...) {
-			if !d.Allowed {
+		out := make([]algorithms.Decision, len(reqs))
+		err := s.Decide(context.Background(), now, reqs, out)
+		if err != nil && !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		for _, d := range out {
+			if err == nil && !d.Allowed {
 				t.Fatalf("request %d denied on a fresh key", i)
 			}
 		}
@@ -272,35 +277,6 @@ func TestKeyCap(t *testing.T) {
 	}
 	if n := s.Len(); n < maxKeys-len(s.shards) {
 		t.Errorf("Len %d at the end, want the cap (%d) nearly used", n, maxKeys)
-	}
-}
-
-// TestEvictNearestExpiry: a full shard evicts the entry that would be full
-// again soonest, and keeps the others' state.
-func TestEvictNearestExpiry(t *testing.T) {
-	s := New(Config{MaxKeys: evictSample, Shards: 1, SweepInterval: -1})
-	defer s.Close()
-	// 1 token per second: a key that spent c tokens is full again in c s.
-	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 60, Period: time.Minute}
-	costs := []int64{5, 9, 7, 2, 8, 6, 4, 3} // key 3 is the nearest to full
-	for i, c := range costs {
-		decide(t, s, t0, store.Request{Key: fmt.Sprint("k", i), Limit: l, Cost: c})
-	}
-	decide(t, s, t0, store.Request{Key: "new", Limit: l, Cost: 1})
-	if n := s.Len(); n != evictSample {
-		t.Fatalf("Len %d, want %d", n, evictSample)
-	}
-	for i, c := range costs {
-		want := 60 - c
-		if i == 3 {
-			want = 60 // evicted
-		}
-		if got := remaining(t, s, t0, l, fmt.Sprint("k", i)); got != want {
-			t.Errorf("key %d: Remaining %d, want %d", i, got, want)
-		}
-	}
-	if got := remaining(t, s, t0, l, "new"); got != 59 {
-		t.Errorf("new key: Remaining %d, want 59", got)
 	}
 }
 

@@ -12,11 +12,13 @@ import (
 
 // A settlement record remembers an idempotency key (Settle) until exp:
 // fp is the settlement's numbers (store.Settlement.Fingerprint). Records
-// live in the shard of their key, beside its states, and count against
-// the shard's key and byte caps like a state: a caller sending millions
-// of distinct idempotency keys evicts (the oldest expiry first, as for
-// states) rather than growing the memory. An evicted record lets a late
-// retry charge again; a record is evicted only when the store is full.
+// live in the shard of their key, beside its states, and are counted
+// apart from them: a shard holds at most its share of MaxKeys records and
+// of MaxBytes record bytes besides its states. A caller sending millions
+// of distinct idempotency keys evicts other records (the nearest expiry
+// first), never a state, rather than growing the memory. An evicted
+// record lets a late retry charge again; a record is evicted only when
+// the records are full.
 type settleRecord struct {
 	fp  string
 	exp int64
@@ -68,12 +70,15 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	}
 	next, d := algorithms.Settle(st.Limit, state, nowMs, delta)
 	if delta != 0 {
+		entries, bytes := growth(alg, ek, ref, next, d.TTL)
+		if err := s.full(sh.room(nowMs, entries, bytes)); err != nil {
+			return store.SettleResult{}, fmt.Errorf("memstore: settle: %w", err)
+		}
 		sh.write(alg, ek, ref, next, nowMs, d.TTL)
 	}
 	if !dup {
 		sh.putRecord(rk, fp, nowMs+s.settle.Milliseconds(), nowMs)
 	}
-	sh.trim(nowMs)
 	return store.SettleResult{Decision: d, Duplicate: dup}, nil
 }
 
@@ -82,17 +87,14 @@ func (sh *shard) putRecord(rk, fp string, exp, nowMs int64) {
 	if _, ok := sh.settles[rk]; ok {
 		sh.dropRecord(rk)
 	}
-	sh.sweep(nowMs, insertSweepSample)
-	if sh.n >= sh.max {
-		sh.evict(nowMs)
-	}
+	sh.evictRecord(nowMs, recordBytes(rk, fp))
 	if sh.settles == nil {
 		sh.settles = make(map[string]*settleRecord)
 	}
 	rk = strings.Clone(rk)
 	sh.settles[rk] = &settleRecord{fp: fp, exp: exp}
-	sh.n++
-	sh.bytes += recordBytes(rk, fp)
+	sh.nRec++
+	sh.recBytes += recordBytes(rk, fp)
 }
 
 // dropRecord forgets a settlement record.
@@ -102,6 +104,6 @@ func (sh *shard) dropRecord(rk string) {
 		return
 	}
 	delete(sh.settles, rk)
-	sh.n--
-	sh.bytes -= recordBytes(rk, r.fp)
+	sh.nRec--
+	sh.recBytes -= recordBytes(rk, r.fp)
 }

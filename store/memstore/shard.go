@@ -17,11 +17,14 @@ type shard struct {
 	counters [4]map[string]*counter
 	logs     map[string]*logEntry
 	settles  map[string]*settleRecord // settlement records (settle.go)
-	n        int                      // entries in all tables
-	max      int                      // cap on n
-	bytes    int64                    // EntryBytes of all entries
-	maxBytes int64                    // cap on bytes
+	n        int                      // states in counters and logs
+	nRec     int                      // records in settles
+	max      int                      // cap on n, and apart on nRec
+	bytes    int64                    // EntryBytes of all states
+	recBytes int64                    // recordBytes of all records
+	maxBytes int64                    // cap on bytes, and apart on recBytes
 	latest   int64                    // newest now seen, Unix ms; written under mu
+	soonest  int64                    // no state expires before it (room)
 	_        [64]byte                 // keep neighbouring shards off one cache line
 }
 
@@ -109,8 +112,20 @@ func (sh *shard) lookup(alg algorithms.Algorithm, key string) ref {
 	return ref{c: sh.counters[tableIndex(alg)][key]}
 }
 
+// growth is the states and bytes writing st for key (found earlier as r)
+// with ttl adds to its shard.
+func growth(alg algorithms.Algorithm, key string, r ref, st algorithms.State, ttl time.Duration) (int, int64) {
+	switch {
+	case ttl <= 0 || r.c != nil:
+		return 0, 0
+	case r.l != nil:
+		return 0, EntryBytes(alg, key, cap(st.Log)) - EntryBytes(alg, key, cap(r.l.ring))
+	}
+	return 1, EntryBytes(alg, key, cap(st.Log))
+}
+
 // write stores st for key (found earlier as r) with a TTL from nowMs; a
-// TTL of 0 deletes the entry.
+// TTL of 0 deletes the entry. The caller has made room (shard.room).
 func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithms.State, nowMs int64, ttl time.Duration) {
 	if ttl <= 0 {
 		if r.exists() {
@@ -119,6 +134,7 @@ func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithm
 		return
 	}
 	exp := nowMs + ttl.Milliseconds()
+	sh.soonest = min(sh.soonest, exp)
 	switch {
 	case r.c != nil:
 		r.c.a, r.c.b, r.c.c, r.c.exp = st.A, st.B, st.C, exp
@@ -129,9 +145,6 @@ func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithm
 		return
 	}
 	sh.sweep(nowMs, insertSweepSample)
-	if sh.n >= sh.max {
-		sh.evict(nowMs)
-	}
 	key = strings.Clone(key) // never keep the caller's backing array alive
 	if alg == algorithms.SlidingWindowLog {
 		if sh.logs == nil {

@@ -1,13 +1,14 @@
 package memstore
 
 import (
+	"math"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
 )
 
 // Expiry: the background sweeper, Sweep, the sweep on each insert and
-// eviction from a full shard.
+// room in a full shard (states refused, records evicted).
 
 // Samples taken from a shard: on every insert to sweep a little, and when a
 // full shard must make room.
@@ -62,26 +63,76 @@ func (sh *shard) sweep(nowMs int64, limit int) int {
 	return removed
 }
 
-// evict makes room for one entry in a full shard: it samples entries,
-// drops the expired ones, and if there were none, evicts the sampled entry
-// with the nearest expiry.
-func (sh *shard) evict(nowMs int64) {
-	if sh.sweep(nowMs, evictSample) > 0 && sh.n < sh.max {
-		return
+// Room for new entries: states are never evicted (the store does not know
+// which still deny), so a write that does not fit in its shard once the
+// expired entries are gone is refused; settlement records, counted apart,
+// make room only by evicting other records.
+
+// Why a shard has no room.
+const (
+	roomOK = iota
+	fullKeys
+	fullBytes
+)
+
+// room reports whether the shard can take entries more states and bytes
+// more state bytes, sweeping every expired entry first when it cannot.
+func (sh *shard) room(nowMs int64, entries int, bytes int64) int {
+	if entries <= 0 && bytes <= 0 {
+		return roomOK
 	}
-	var (
-		victimKey string
-		victimAlg algorithms.Algorithm
-		victimExp int64
-		found     bool
-	)
-	sh.sample(evictSample, func(alg algorithms.Algorithm, key string, exp int64) {
-		if !found || exp < victimExp {
-			victimKey, victimAlg, victimExp, found = key, alg, exp, true
+	fits := func() int {
+		switch {
+		case sh.n+entries > sh.max:
+			return fullKeys
+		case sh.bytes+bytes > sh.maxBytes:
+			return fullBytes
+		}
+		return roomOK
+	}
+	if fits() == roomOK || nowMs < sh.soonest {
+		return fits()
+	}
+	// Sweep the whole shard, and remember when its next state expires:
+	// until then a full shard refuses without sweeping again.
+	sh.sweep(nowMs, -1)
+	sh.soonest = math.MaxInt64
+	sh.sample(-1, func(alg algorithms.Algorithm, _ string, exp int64) {
+		if alg != recordAlg {
+			sh.soonest = min(sh.soonest, exp)
 		}
 	})
-	if found {
-		sh.remove(victimAlg, victimKey)
+	return fits()
+}
+
+// evictRecord makes room for one settlement record of b bytes: it drops
+// expired records, then evicts the sampled records with the nearest
+// expiry until the records are within the shard's caps. It never touches
+// a state.
+func (sh *shard) evictRecord(nowMs int64, b int64) {
+	for len(sh.settles) > 0 && (sh.nRec >= sh.max || sh.recBytes+b > sh.maxBytes) {
+		var (
+			victim string
+			exp    int64
+			found  bool
+			seen   int
+		)
+		for k, r := range sh.settles { // a random sample
+			if seen >= evictSample {
+				break
+			}
+			seen++
+			if r.exp <= nowMs {
+				sh.dropRecord(k)
+				continue
+			}
+			if !found || r.exp < exp {
+				victim, exp, found = k, r.exp, true
+			}
+		}
+		if found && (sh.nRec >= sh.max || sh.recBytes+b > sh.maxBytes) {
+			sh.dropRecord(victim)
+		}
 	}
 }
 
