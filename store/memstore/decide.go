@@ -57,20 +57,14 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 	} else {
 		// A sliding window log's ring is updated in place: only this
-		// entry holds it, and the shard is locked; undo takes the
-		// charge back if the shard has no room for the entry.
-		var undo *algorithms.Undo
-		if alg == algorithms.SlidingWindowLog {
-			undo = new(algorithms.Undo)
-		}
-		*out = algorithms.Apply(r.Limit, &st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}, undo)
+		// entry holds it, and the shard is locked. A write the shard
+		// has no room for never changed a ring in place: it is a new
+		// entry, or a ring that grew, which Apply builds as a copy.
+		*out = algorithms.Apply(r.Limit, &st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}, nil)
 		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 		if out.Allowed && r.Cost != 0 {
 			entries, bytes := growth(alg, ek, ref, st, out.TTL)
 			if err := s.full(sh.room(nowMs, entries, bytes)); err != nil {
-				if undo != nil {
-					undo.Revert()
-				}
 				sh.mu.Unlock()
 				*out = algorithms.Decision{}
 				return fmt.Errorf("memstore: decide: %w", err)

@@ -185,10 +185,13 @@ func TestCapFullRefusesNewKey(t *testing.T) {
 	for i := range 4 {
 		decide(t, s, t0, store.Request{Key: fmt.Sprint("k", i), Limit: l, Cost: int64(10 * (i + 1))})
 	}
-	out := make([]algorithms.Decision, 3)
+	out := []algorithms.Decision{{Allowed: true}, {Allowed: true}, {}}
 	err := s.Decide(ctx, t0, []store.Request{{Key: "new", Limit: l, Cost: 1}}, out[:1])
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "memory store full: --memory-max-keys 4") {
 		t.Fatalf("new key into a full store: %v, want ErrUnavailable naming --memory-max-keys 4", err)
+	}
+	if out[0].Allowed {
+		t.Errorf("refused call left a decision that reads allowed: %+v", out[0])
 	}
 	err = s.Decide(ctx, t0, []store.Request{{Key: "k0", Limit: l, Cost: 1}, {Key: "new", Limit: l, Cost: 1}}, out[:2])
 	if !errors.Is(err, store.ErrUnavailable) {
@@ -267,10 +270,145 @@ func TestByteCapRefusesNewLog(t *testing.T) {
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), fmt.Sprint("memory store full: --memory-max-bytes ", MinMaxBytes)) {
 		t.Fatalf("after %d full logs: %v, want ErrUnavailable naming --memory-max-bytes", kept, err)
 	}
+	// Counters with long keys: refused at the byte share, never past it.
+	c := New(Config{MaxKeys: 1 << 20, MaxBytes: MinMaxBytes, Shards: 1, SweepInterval: -1})
+	defer c.Close()
+	long := strings.Repeat("k", 4000)
+	tb := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Hour}
+	refused := false
+	for i := range 1000 {
+		err := c.Decide(ctx, t0, []store.Request{{Key: fmt.Sprint(long, i), Limit: tb, Cost: 1}}, make([]algorithms.Decision, 1))
+		if errors.Is(err, store.ErrUnavailable) {
+			refused = true
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if sh := &c.shards[0]; sh.bytes > sh.maxBytes {
+			t.Fatalf("counter %d: %d bytes, share %d", i, sh.bytes, sh.maxBytes)
+		}
+	}
+	if !refused {
+		t.Errorf("4 MB of counter keys into a 1 MiB store: none refused")
+	}
 	for k := range kept {
 		d := decide(t, s, t0.Add(fullLog.Period/2), store.Request{Key: fmt.Sprintf("tenant:%02d", k), Limit: fullLog, Cost: 1})[0]
 		if d.Allowed {
 			t.Fatalf("full log %d allowed: the byte cap forgot it", k)
 		}
+	}
+}
+
+// TestCapFullRoomAfterExpiry: a full shard that refused a new key makes
+// room once any of its states expires: one that was there when it was
+// refused, or one written since.
+func TestCapFullRoomAfterExpiry(t *testing.T) {
+	ctx := context.Background()
+	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 60, Period: time.Minute}
+	try := func(s *Store, at time.Time, key string) error {
+		return s.Decide(ctx, at, []store.Request{{Key: key, Limit: l, Cost: 1}}, make([]algorithms.Decision, 1))
+	}
+	s := New(Config{MaxKeys: 2, Shards: 1, SweepInterval: -1})
+	defer s.Close()
+	decide(t, s, t0, store.Request{Key: "short", Limit: l, Cost: 1}) // full again in 1s
+	decide(t, s, t0, store.Request{Key: "long", Limit: l, Cost: 50})
+	if err := try(s, t0, "new"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("new key into a full shard: %v, want ErrUnavailable", err)
+	}
+	if err := try(s, t0.Add(2*time.Second), "new"); err != nil {
+		t.Fatalf("new key once short expired: %v", err)
+	}
+	// Now full with long (50 s) and new (1 s): forget new, write a
+	// state that expires in 1 s, and refuse at +3 s (none expired).
+	if err := s.Reset(ctx, algorithms.TokenBucket, "new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := try(s, t0.Add(3*time.Second), "brief"); err != nil {
+		t.Fatal(err)
+	}
+	if err := try(s, t0.Add(3*time.Second), "third"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("third key: %v, want ErrUnavailable", err)
+	}
+	if err := try(s, t0.Add(5*time.Second), "third"); err != nil {
+		t.Fatalf("third key once brief expired: %v", err)
+	}
+}
+
+// TestCapRecordsEvictNearest: records beyond their share evict the one
+// that expires first, so the newest settlements stay duplicates; records
+// count in Len and their bytes stay within their share.
+func TestCapRecordsEvictNearest(t *testing.T) {
+	ctx := context.Background()
+	s := New(Config{MaxKeys: 4, Shards: 1, SweepInterval: -1})
+	defer s.Close()
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1000, Period: time.Hour}
+	set := func(i int) store.Settlement {
+		return store.Settlement{Key: "k", Limit: l, Actual: 1, IdempotencyKey: fmt.Sprint("idem-", i)}
+	}
+	for i := range 10 {
+		if _, err := s.Settle(ctx, t0.Add(time.Duration(i)*time.Second), set(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, recs := s.Len(), s.records(); n != 5 || recs != 4 {
+		t.Fatalf("Len %d with %d records, want 5 (1 state, 4 records)", n, recs)
+	}
+	for i := 9; i >= 6; i-- {
+		r, err := s.Settle(ctx, t0.Add(10*time.Second), set(i))
+		if err != nil || !r.Duplicate {
+			t.Errorf("retry of settlement %d: %+v, %v, want a duplicate (the newest are kept)", i, r, err)
+		}
+	}
+	b := New(Config{MaxKeys: 1 << 20, Shards: 1, MaxBytes: MinMaxBytes, SweepInterval: -1})
+	defer b.Close()
+	long := strings.Repeat("x", store.MaxIdempotencyKeyLen-10)
+	for i := range 8000 {
+		st := store.Settlement{Key: "k", Limit: l, IdempotencyKey: fmt.Sprint(long, i)}
+		if _, err := b.Settle(ctx, t0, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Expired records are all dropped, not only the one making room, and
+	// then no live record is evicted.
+	w := New(Config{MaxKeys: 4, Shards: 1, SettleWindow: time.Minute, SweepInterval: -1})
+	defer w.Close()
+	for i, at := range []time.Duration{0, 0, 90 * time.Second, 90 * time.Second, 2 * time.Minute} {
+		if _, err := w.Settle(ctx, t0.Add(at), set(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.records(); n != 3 {
+		t.Errorf("%d records after two expired and one came to four, want 3", n)
+	}
+	sh := &b.shards[0]
+	if sh.recBytes > sh.maxBytes || sh.recBytes < sh.maxBytes/2 {
+		t.Errorf("records take %d bytes, want within their share %d and near it", sh.recBytes, sh.maxBytes)
+	}
+}
+
+// TestCapRefusedLogUndone: a sliding window log charged in place (its old
+// units left, their slots reused) is taken back when the shard has no
+// room for the new key its call also needs, single or batched.
+func TestCapRefusedLogUndone(t *testing.T) {
+	ctx := context.Background()
+	ll := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 4, Period: time.Minute}
+	tl := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 4, Period: time.Hour}
+	s := New(Config{MaxKeys: 2, Shards: 1, SweepInterval: -1})
+	defer s.Close()
+	decide(t, s, t0, store.Request{Key: "log", Limit: ll, Cost: 2})
+	decide(t, s, t0.Add(30*time.Second), store.Request{Key: "log", Limit: ll, Cost: 2})
+	decide(t, s, t0, store.Request{Key: "other", Limit: tl, Cost: 1})
+	at := t0.Add(61 * time.Second)
+	if err := s.Decide(ctx, at, []store.Request{{Key: "log", Limit: ll, Cost: 2}, {Key: "new", Limit: tl, Cost: 1}}, make([]algorithms.Decision, 2)); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("batch with a new key: %v, want ErrUnavailable", err)
+	}
+	if d := decide(t, s, at, store.Request{Key: "log", Limit: ll})[0]; d.Remaining != 2 {
+		t.Errorf("log after a refused batch: remaining %d, want 2", d.Remaining)
+	}
+	// A single new log into the full shard: refused, nothing kept.
+	if err := s.Decide(ctx, at, []store.Request{{Key: "log2", Limit: ll, Cost: 2}}, make([]algorithms.Decision, 1)); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("new log: %v, want ErrUnavailable", err)
+	}
+	if d := decide(t, s, at, store.Request{Key: "log2", Limit: ll})[0]; d.Remaining != 4 {
+		t.Errorf("new log after refusal: remaining %d, want 4", d.Remaining)
 	}
 }
