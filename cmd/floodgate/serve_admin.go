@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -48,7 +50,14 @@ func buildAdmin(f serveFlags, st store.Store, s server.Settings, tokens *auth.To
 	if tokens != nil {
 		as.AdminAuth = tokens // /debug/config and /debug/pprof/ need an admin token
 	}
-	srv := server.NewAdminServer(server.NewAdminHandler(as))
+	log, clock := s.Logger, s.Clock
+	if log == nil {
+		log = slog.Default()
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	srv := server.NewAdminServer(server.LogHTTP(log, clock, server.NewAdminHandler(as)))
 	return &adminServer{srv: srv, lis: lis}, nil
 }
 
