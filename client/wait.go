@@ -65,6 +65,11 @@ func (c *Client) WaitN(ctx context.Context, key string, limit Limit, n int64) er
 		}
 		d, err := c.Check(ctx, Request{Key: key, Limit: limit, Cost: n})
 		if err != nil {
+			// A caller that cancels while the check is in flight gets its
+			// context's error, as from the sleep, not gRPC's status.
+			if cerr := ctx.Err(); cerr != nil {
+				return fmt.Errorf("floodgate wait: %w", cerr)
+			}
 			return err
 		}
 		if !d.Allowed {
