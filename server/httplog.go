@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/httpstatus"
 )
 
 // LogHTTP logs each request h serves at debug level, like the gRPC calls:
@@ -27,12 +29,9 @@ type httpLogger struct {
 
 func (l *httpLogger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := l.now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpstatus.Recorder{ResponseWriter: w}
 	l.next.ServeHTTP(sw, r)
-	status := sw.status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := sw.Code()
 	l.log.LogAttrs(r.Context(), slog.LevelDebug, "finished HTTP call",
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
@@ -40,27 +39,3 @@ func (l *httpLogger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.String("duration", l.now().Sub(start).String()),
 		slog.String("remote", r.RemoteAddr))
 }
-
-// statusWriter records the status a handler answers with; Unwrap lets
-// http.ResponseController reach the connection's Flush and deadlines.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap is the ResponseWriter underneath.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

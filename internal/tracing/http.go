@@ -9,6 +9,8 @@ import (
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/floodgate/floodgate/internal/httpstatus"
 )
 
 // HTTPHandler wraps next, the HTTP/JSON API, so that each sampled request
@@ -37,7 +39,7 @@ func (t *Tracing) HTTPHandler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &httpstatus.Recorder{ResponseWriter: w}
 		r = r.WithContext(ctx)
 		next.ServeHTTP(rec, r)
 		// A ServeMux records the pattern that matched on the request
@@ -46,7 +48,7 @@ func (t *Tracing) HTTPHandler(next http.Handler) http.Handler {
 			span.SetName(r.Method + " " + route)
 			span.SetAttributes(attribute.String("http.route", route))
 		}
-		code := rec.code()
+		code := rec.Code()
 		span.SetAttributes(attribute.Int("http.response.status_code", code))
 		if code >= 500 {
 			span.SetStatus(otelcodes.Error, http.StatusText(code))
@@ -75,34 +77,3 @@ func (h httpHeaders) values(key string) []string {
 }
 
 func (h httpHeaders) carrier() propagation.TextMapCarrier { return propagation.HeaderCarrier(h) }
-
-// statusRecorder remembers the status code a handler wrote.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusRecorder) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the writer underneath.
-func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// code is the status written, 200 if the handler wrote nothing.
-func (w *statusRecorder) code() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
-}

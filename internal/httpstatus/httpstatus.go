@@ -1,0 +1,41 @@
+// Package httpstatus records the status code an HTTP handler answers with,
+// for the middlewares that report it (the debug request log, the tracing
+// span).
+package httpstatus
+
+import "net/http"
+
+// Recorder is an http.ResponseWriter that remembers the first status
+// written. Unwrap lets http.ResponseController reach the writer underneath
+// (its Flush and deadlines).
+type Recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader records code, then writes it.
+func (w *Recorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write records 200 if no status was written, then writes b.
+func (w *Recorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap is the ResponseWriter underneath.
+func (w *Recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Code is the status written, 200 if the handler wrote nothing.
+func (w *Recorder) Code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
