@@ -24,7 +24,7 @@ type oneDecision struct {
 // decide asks the store, reading the clock once. reqs is a buffer of
 // len(checks) for the store requests. When the store cannot
 // decide, each check's failure mode answers (degraded): open allows, closed
-// denies, local decides with the replica's share (failedDecisions). A
+// denies, local decides with the replica's share (decideFailed). A
 // request whose own context ended gets that error.
 func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.Request, out []algorithms.Decision) (degraded bool, err error) {
 	reqs = reqs[:len(checks)]
@@ -53,7 +53,7 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 	for i, c := range checks {
 		modes[i] = c.failureMode
 	}
-	failedDecisions(ctx, r.local, now, reqs, modes, out)
+	r.decideFailed(ctx, failedBatch{now: now, reqs: reqs, modes: modes, out: out})
 	r.observe(checks, out, true)
 	if span != nil {
 		endCheckStore(span, checks, out, true, err)

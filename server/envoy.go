@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/keys"
-	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
@@ -34,14 +32,10 @@ const (
 // one descriptor is over its limit, no other descriptor is charged.
 type Envoy struct {
 	rlsv3.UnimplementedRateLimitServiceServer
+	decider
 
-	store          store.Store
-	cfg            RuleSource
-	maxKey         int
 	maxDescriptors int
 	maxEntries     int
-	failureMode    rules.FailureMode
-	local          *localshare.Share
 	shadow         bool
 	quotaMode      bool
 	metadata       bool // DynamicMetadata
@@ -50,11 +44,6 @@ type Envoy struct {
 	headers        bool
 	detailSeries   int
 	noRefunds      bool
-	clock          func() time.Time
-	log            *slog.Logger
-	metrics        *observability.Metrics
-	failures       *observability.FailureLog
-	tracer         spanTracer
 	limits         atomic.Pointer[limitCache] // of the config last served
 }
 
@@ -63,13 +52,9 @@ var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
 // NewEnvoy returns the Envoy rate-limit service deciding with st.
 func NewEnvoy(st store.Store, s Settings) *Envoy {
 	e := &Envoy{
-		store:          st,
-		cfg:            s.Rules,
-		maxKey:         positiveOr(s.MaxKeyBytes, DefaultMaxKeyBytes),
+		decider:        newDecider(st, s, observability.APIEnvoy),
 		maxDescriptors: positiveOr(s.MaxDescriptors, DefaultMaxDescriptors),
 		maxEntries:     positiveOr(s.MaxEntries, DefaultMaxEntries),
-		failureMode:    s.FailureMode,
-		local:          localOrDefault(s.Local),
 		shadow:         s.ShadowMode,
 		quotaMode:      s.QuotaMode,
 		metadata:       s.DynamicMetadata,
@@ -78,13 +63,7 @@ func NewEnvoy(st store.Store, s Settings) *Envoy {
 		headers:        !s.NoHeaders,
 		detailSeries:   s.DetailedMetricSeries,
 		noRefunds:      s.NoRefunds,
-		clock:          s.Clock,
-		log:            s.Logger,
-		metrics:        s.Metrics,
-		tracer:         spanTracer{tracer: s.Tracer, values: s.TraceValues},
 	}
-	e.failureMode, e.clock, e.log = defaults(e.failureMode, e.clock, e.log)
-	e.failures = observability.NewFailureLog(e.log, observability.APIEnvoy)
 	return e
 }
 
@@ -146,7 +125,7 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 		return resp, nil
 	}
 
-	planned := e.plan(req, cfg, entries, w.matches[:], w.checks[:0])
+	planned := e.plan(req, cfg, entries, w)
 	if span != nil {
 		e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, planned)
 	}
@@ -231,10 +210,10 @@ func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) 
 	return rules.UnitPeriod(u.String())
 }
 
-// plan turns the request into the limits to decide.
-// matches is a buffer for the matched limits, checks one to append the
-// checks to.
-func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, matches [][]*rules.Limit, checks []envoyCheck) []envoyCheck {
+// plan turns the request into the limits to decide, matching into
+// w.matches and appending the checks to w.checks when they fit.
+func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, w *envoyWork) []envoyCheck {
+	matches, checks := w.matches[:], w.checks[:0]
 	if len(entries) > len(matches) {
 		matches = make([][]*rules.Limit, len(entries))
 	}

@@ -242,7 +242,7 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 				modes[k] = e.failureMode
 			}
 		}
-		failedDecisions(ctx, e.local, b.now, b.reqs, modes, b.out)
+		e.decideFailed(ctx, failedBatch{now: b.now, reqs: b.reqs, modes: modes, out: b.out})
 		for k, i := range b.idx {
 			if checks[i].peek && modes[k] == rules.FailureClosed {
 				// A closed limit denies what would spend; a 0-hit

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -10,7 +9,6 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/keys"
-	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/zones"
@@ -35,59 +33,25 @@ type RuleSource interface {
 type RateLimiter struct {
 	floodgatev1.UnimplementedRateLimiterServer
 
-	store       store.Store
-	cfg         RuleSource
-	maxKey      int
-	maxBatch    int
-	failureMode rules.FailureMode
-	local       *localshare.Share
-	clock       func() time.Time
-	log         *slog.Logger
-	metrics     *observability.Metrics
-	api         string
-	failures    *observability.FailureLog
-	tracer      spanTracer
-	zones       zones.Cache // the time zones of inline calendar limits
+	decider
+	maxBatch int
+	api      string
+	zones    zones.Cache // the time zones of inline calendar limits
 }
 
 var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
 
 // NewRateLimiter returns the Check API served from st.
 func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
-	r := &RateLimiter{
-		store:       st,
-		cfg:         s.Rules,
-		maxKey:      positiveOr(s.MaxKeyBytes, DefaultMaxKeyBytes),
-		maxBatch:    positiveOr(s.MaxBatch, defaultMaxBatch),
-		failureMode: s.FailureMode,
-		local:       localOrDefault(s.Local),
-		clock:       s.Clock,
-		log:         s.Logger,
-		metrics:     s.Metrics,
-		api:         s.API,
-		tracer:      spanTracer{tracer: s.Tracer, values: s.TraceValues},
+	api := s.API
+	if api == "" {
+		api = observability.APICheck
 	}
-	if r.api == "" {
-		r.api = observability.APICheck
+	return &RateLimiter{
+		decider:  newDecider(st, s, api),
+		maxBatch: positiveOr(s.MaxBatch, defaultMaxBatch),
+		api:      api,
 	}
-	r.failureMode, r.clock, r.log = defaults(r.failureMode, r.clock, r.log)
-	r.failures = observability.NewFailureLog(r.log, r.api)
-	return r
-}
-
-// defaults fills the zero settings both APIs share: the failure mode
-// (open), the clock (time.Now) and the logger (slog.Default).
-func defaults(mode rules.FailureMode, clock func() time.Time, log *slog.Logger) (rules.FailureMode, func() time.Time, *slog.Logger) {
-	if mode == rules.FailureDefault {
-		mode = rules.FailureOpen
-	}
-	if clock == nil {
-		clock = time.Now
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	return mode, clock, log
 }
 
 // Check implements floodgate.v1.RateLimiter/Check.

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/localshare"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
+)
+
+// decider is what both decision APIs hold from their Settings: the store
+// and the rules, the key bound, what answers when the store cannot, and
+// the observers.
+type decider struct {
+	store       store.Store
+	cfg         RuleSource
+	maxKey      int
+	failureMode rules.FailureMode
+	local       *localshare.Share
+	clock       func() time.Time
+	log         *slog.Logger
+	metrics     *observability.Metrics
+	failures    *observability.FailureLog // named api in its records
+	tracer      spanTracer
+}
+
+// newDecider is the decider of s deciding with st, the zero settings
+// filled: the key bound (DefaultMaxKeyBytes), the failure mode (open),
+// the local share (the whole limit, one replica), the clock (time.Now)
+// and the logger (slog.Default).
+func newDecider(st store.Store, s Settings, api string) decider {
+	d := decider{
+		store:       st,
+		cfg:         s.Rules,
+		maxKey:      positiveOr(s.MaxKeyBytes, DefaultMaxKeyBytes),
+		failureMode: s.FailureMode,
+		local:       s.Local,
+		clock:       s.Clock,
+		log:         s.Logger,
+		metrics:     s.Metrics,
+		tracer:      spanTracer{tracer: s.Tracer, values: s.TraceValues},
+	}
+	if d.failureMode == rules.FailureDefault {
+		d.failureMode = rules.FailureOpen
+	}
+	if d.local == nil {
+		d.local = localshare.New(nil, memstore.Config{})
+	}
+	if d.clock == nil {
+		d.clock = time.Now
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	d.failures = observability.NewFailureLog(d.log, api)
+	return d
+}
+
+// failedBatch is a batch the store could not decide: the requests, each
+// one's failure mode (never rules.FailureDefault) and where its answer
+// goes, all of one length.
+type failedBatch struct {
+	now   time.Time
+	reqs  []store.Request
+	modes []rules.FailureMode
+	out   []algorithms.Decision
+}
+
+// decideFailed answers b, each request by its failure mode: open allows,
+// closed denies what would spend, and local decides in the replica's
+// memory against the replica's share of the limit (see localshare). The
+// local requests are decided together, all or nothing with the others:
+// when an open or closed answer denies, the local ones are looked at, not
+// charged. When the local share cannot decide either, they answer closed.
+func (d *decider) decideFailed(ctx context.Context, b failedBatch) {
+	var idx []int
+	allowed := true
+	for i, r := range b.reqs {
+		if b.modes[i] == rules.FailureLocal {
+			idx = append(idx, i)
+			continue
+		}
+		b.out[i] = failedDecision(r, b.modes[i])
+		allowed = allowed && b.out[i].Allowed
+	}
+	if len(idx) == 0 {
+		return
+	}
+	sub := make([]store.Request, len(idx))
+	for k, i := range idx {
+		sub[k] = b.reqs[i]
+		sub[k].DryRun = sub[k].DryRun || !allowed
+	}
+	got := make([]algorithms.Decision, len(idx))
+	if err := d.local.Decide(ctx, b.now, sub, got); err != nil {
+		for _, i := range idx {
+			b.out[i] = failedDecision(b.reqs[i], rules.FailureClosed)
+		}
+		return
+	}
+	for k, i := range idx {
+		b.out[i] = got[k]
+	}
+}
