@@ -8,6 +8,7 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memstore"
@@ -37,7 +38,7 @@ func newDecider(st store.Store, s Settings, api string) decider {
 	d := decider{
 		store:       st,
 		cfg:         s.Rules,
-		maxKey:      positiveOr(s.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxKey:      positive.Or(s.MaxKeyBytes, DefaultMaxKeyBytes),
 		failureMode: s.FailureMode,
 		local:       s.Local,
 		clock:       s.Clock,

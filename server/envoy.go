@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
 )
@@ -53,8 +54,8 @@ var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
 func NewEnvoy(st store.Store, s Settings) *Envoy {
 	e := &Envoy{
 		decider:        newDecider(st, s, observability.APIEnvoy),
-		maxDescriptors: positiveOr(s.MaxDescriptors, DefaultMaxDescriptors),
-		maxEntries:     positiveOr(s.MaxEntries, DefaultMaxEntries),
+		maxDescriptors: positive.Or(s.MaxDescriptors, DefaultMaxDescriptors),
+		maxEntries:     positive.Or(s.MaxEntries, DefaultMaxEntries),
 		shadow:         s.ShadowMode,
 		quotaMode:      s.QuotaMode,
 		metadata:       s.DynamicMetadata,

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/positive"
 )
 
 // Defaults of TransportLimits. Together they bound what one client address
@@ -102,21 +103,13 @@ type Gate struct {
 
 // NewGate returns a gate enforcing l.
 func NewGate(l TransportLimits) *Gate {
-	l.MaxHeaderListBytes = positiveOr(l.MaxHeaderListBytes, DefaultMaxHeaderListBytes)
-	l.UnaryTimeout = positiveOr(l.UnaryTimeout, DefaultUnaryTimeout)
-	l.MaxStreams = positiveOr(l.MaxStreams, DefaultMaxStreams)
-	l.MaxStreamsPerClient = positiveOr(l.MaxStreamsPerClient, DefaultMaxStreamsPerClient)
-	l.MaxConnections = positiveOr(l.MaxConnections, DefaultMaxConnections)
-	l.MaxConnectionsPerClient = positiveOr(l.MaxConnectionsPerClient, DefaultMaxConnectionsPerClient)
+	l.MaxHeaderListBytes = positive.Or(l.MaxHeaderListBytes, DefaultMaxHeaderListBytes)
+	l.UnaryTimeout = positive.Or(l.UnaryTimeout, DefaultUnaryTimeout)
+	l.MaxStreams = positive.Or(l.MaxStreams, DefaultMaxStreams)
+	l.MaxStreamsPerClient = positive.Or(l.MaxStreamsPerClient, DefaultMaxStreamsPerClient)
+	l.MaxConnections = positive.Or(l.MaxConnections, DefaultMaxConnections)
+	l.MaxConnectionsPerClient = positive.Or(l.MaxConnectionsPerClient, DefaultMaxConnectionsPerClient)
 	return &Gate{limits: l, perClient: map[netip.Addr]int{}, connsPer: map[netip.Addr]int{}}
-}
-
-// positiveOr is v, or def when v is not positive.
-func positiveOr[T int | uint32 | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 // Limits returns the limits in force, defaults filled in.

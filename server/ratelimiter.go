@@ -10,6 +10,7 @@ import (
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/zones"
 	"github.com/floodgate/floodgate/store"
@@ -49,7 +50,7 @@ func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
 	}
 	return &RateLimiter{
 		decider:  newDecider(st, s, api),
-		maxBatch: positiveOr(s.MaxBatch, defaultMaxBatch),
+		maxBatch: positive.Or(s.MaxBatch, defaultMaxBatch),
 		api:      api,
 	}
 }

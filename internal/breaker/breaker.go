@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -100,15 +101,9 @@ var _ store.Store = (*Breaker)(nil)
 
 // New wraps next.
 func New(next store.Store, cfg Config) *Breaker {
-	if cfg.Threshold <= 0 {
-		cfg.Threshold = DefaultThreshold
-	}
-	if cfg.ProbeInterval <= 0 {
-		cfg.ProbeInterval = DefaultProbeInterval
-	}
-	if cfg.ProbeTimeout <= 0 {
-		cfg.ProbeTimeout = DefaultProbeTimeout
-	}
+	cfg.Threshold = positive.Or(cfg.Threshold, DefaultThreshold)
+	cfg.ProbeInterval = positive.Or(cfg.ProbeInterval, DefaultProbeInterval)
+	cfg.ProbeTimeout = positive.Or(cfg.ProbeTimeout, DefaultProbeTimeout)
 	if cfg.CheckInterval == 0 {
 		cfg.CheckInterval = DefaultCheckInterval
 	}

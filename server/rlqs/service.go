@@ -38,6 +38,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
 )
@@ -187,24 +188,6 @@ func moved(a, b store.DemandTotal) bool {
 
 // New returns a Service.
 func New(s Settings) *Service {
-	if s.MaxBucketsPerStream <= 0 {
-		s.MaxBucketsPerStream = DefaultMaxBucketsPerStream
-	}
-	if s.MaxKeyBytes <= 0 {
-		s.MaxKeyBytes = DefaultMaxKeyBytes
-	}
-	if s.MaxBucketIDBytes <= 0 {
-		s.MaxBucketIDBytes = DefaultMaxBucketIDBytes
-	}
-	if s.MaxStreamBytes <= 0 {
-		s.MaxStreamBytes = DefaultMaxStreamBytes
-	}
-	if s.MaxTotalBytes <= 0 {
-		s.MaxTotalBytes = DefaultMaxTotalBytes
-	}
-	if s.AssignmentTTL <= 0 {
-		s.AssignmentTTL = DefaultAssignmentTTL
-	}
 	if s.Shares.Floor <= 0 || s.Shares.Floor >= 1 {
 		s.Shares.Floor = DefaultFloor
 	}
@@ -220,10 +203,17 @@ func New(s Settings) *Service {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &Service{
-		cfg: s.Rules, demand: s.Demand, maxBuckets: s.MaxBucketsPerStream,
-		lim:       limits{keyBytes: s.MaxKeyBytes, idBytes: s.MaxBucketIDBytes},
-		maxStream: s.MaxStreamBytes, maxTotal: s.MaxTotalBytes,
-		ttl: s.AssignmentTTL, shares: s.Shares, now: s.Now, log: s.Logger, m: s.Metrics,
+		cfg:        s.Rules,
+		demand:     s.Demand,
+		maxBuckets: positive.Or(s.MaxBucketsPerStream, DefaultMaxBucketsPerStream),
+		lim: limits{
+			keyBytes: positive.Or(s.MaxKeyBytes, DefaultMaxKeyBytes),
+			idBytes:  positive.Or(s.MaxBucketIDBytes, DefaultMaxBucketIDBytes),
+		},
+		maxStream: positive.Or(s.MaxStreamBytes, DefaultMaxStreamBytes),
+		maxTotal:  positive.Or(s.MaxTotalBytes, DefaultMaxTotalBytes),
+		ttl:       positive.Or(s.AssignmentTTL, DefaultAssignmentTTL),
+		shares:    s.Shares, now: s.Now, log: s.Logger, m: s.Metrics,
 		replica: hex.EncodeToString(b[:]),
 		streams: map[*stream]struct{}{}, groups: map[string]*group{},
 	}
