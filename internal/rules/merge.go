@@ -38,28 +38,13 @@ func Merge(parts ...*Set) (*Set, error) {
 		if p.loadedAt.After(c.loadedAt) {
 			c.loadedAt = p.loadedAt // the newest part's: when this combination came to be
 		}
-		for _, d := range slices.Sorted(maps.Keys(p.domains)) {
-			if first := domainFrom[d]; first != nil {
-				errs = append(errs, &Error{File: sourceNames(p), Msg: fmt.Sprintf("duplicate domain %q: already defined by %s", d, sourceNames(first))})
-				continue
-			}
-			domainFrom[d] = p
-			c.domains[d] = p.domains[d]
-			if q, ok := p.quota[d]; ok {
-				c.quota[d] = q
-			}
-		}
-		for _, name := range slices.Sorted(maps.Keys(p.policies)) {
-			if first := policyFrom[name]; first != nil {
-				errs = append(errs, &Error{File: sourceNames(p), Msg: fmt.Sprintf("duplicate policy %q: already defined by %s", name, sourceNames(first))})
-				continue
-			}
-			policyFrom[name] = p
-			c.policies[name] = p.policies[name]
-			if at, ok := p.policyAt[name]; ok {
-				c.policyAt[name] = at
-			}
-		}
+		domains, de := claim(domainFrom, p, "domain", slices.Sorted(maps.Keys(p.domains)))
+		policies, pe := claim(policyFrom, p, "policy", slices.Sorted(maps.Keys(p.policies)))
+		errs = append(append(errs, de...), pe...)
+		adopt(c.domains, p.domains, domains)
+		adopt(c.quota, p.quota, domains)
+		adopt(c.policies, p.policies, policies)
+		adopt(c.policyAt, p.policyAt, policies)
 		c.limits = append(c.limits, p.limits...)
 	}
 	if len(errs) > 0 {
@@ -76,4 +61,31 @@ func sourceNames(c *Set) string {
 		return "(no files)"
 	}
 	return strings.Join(c.files, ", ")
+}
+
+// claim gives part p the names (of a kind: domain, policy) no earlier
+// part holds, recording p as their owner, and returns them; each name an
+// earlier part holds is an error naming both sources.
+func claim(owner map[string]*Set, p *Set, kind string, names []string) ([]string, ErrorList) {
+	var errs ErrorList
+	var got []string
+	for _, name := range names {
+		if first := owner[name]; first != nil {
+			errs = append(errs, &Error{File: sourceNames(p), Msg: fmt.Sprintf("duplicate %s %q: already defined by %s", kind, name, sourceNames(first))})
+			continue
+		}
+		owner[name] = p
+		got = append(got, name)
+	}
+	return got, errs
+}
+
+// adopt copies the entries of src named by names into dst; a name src
+// lacks is skipped.
+func adopt[V any](dst, src map[string]V, names []string) {
+	for _, name := range names {
+		if v, ok := src[name]; ok {
+			dst[name] = v
+		}
+	}
 }
