@@ -196,72 +196,62 @@ func decodeScalar(b []byte, k protoreflect.Kind, typ protowire.Type) (protorefle
 }
 
 // scalar is decodeScalar with the wire format's negative length for an
-// error.
+// error: the value is read by its wire type, then taken as kind k.
 func scalar(b []byte, k protoreflect.Kind, typ protowire.Type) (protoreflect.Value, int) {
+	if typ != wireTypeOf(k) {
+		return protoreflect.Value{}, -1 // callers check this first
+	}
+	var v uint64
+	n := -1
 	switch typ {
 	case protowire.VarintType:
-		v, n := protowire.ConsumeVarint(b)
-		if n < 0 {
-			return protoreflect.Value{}, n
-		}
-		switch k {
-		case protoreflect.BoolKind:
-			return protoreflect.ValueOfBool(v != 0), n
-		case protoreflect.EnumKind:
-			return protoreflect.ValueOfEnum(protoreflect.EnumNumber(int32(v))), n
-		case protoreflect.Int32Kind:
-			return protoreflect.ValueOfInt32(int32(v)), n
-		case protoreflect.Sint32Kind:
-			return protoreflect.ValueOfInt32(int32(protowire.DecodeZigZag(v & math.MaxUint32))), n
-		case protoreflect.Uint32Kind:
-			return protoreflect.ValueOfUint32(uint32(v)), n
-		case protoreflect.Int64Kind:
-			return protoreflect.ValueOfInt64(int64(v)), n
-		case protoreflect.Sint64Kind:
-			return protoreflect.ValueOfInt64(protowire.DecodeZigZag(v)), n
-		case protoreflect.Uint64Kind:
-			return protoreflect.ValueOfUint64(v), n
-		}
+		v, n = protowire.ConsumeVarint(b)
 	case protowire.Fixed32Type:
-		v, n := protowire.ConsumeFixed32(b)
-		if n < 0 {
-			return protoreflect.Value{}, n
-		}
-		switch k {
-		case protoreflect.Fixed32Kind:
-			return protoreflect.ValueOfUint32(v), n
-		case protoreflect.Sfixed32Kind:
-			return protoreflect.ValueOfInt32(int32(v)), n
-		case protoreflect.FloatKind:
-			return protoreflect.ValueOfFloat32(math.Float32frombits(v)), n
-		}
+		var u uint32
+		u, n = protowire.ConsumeFixed32(b)
+		v = uint64(u)
 	case protowire.Fixed64Type:
-		v, n := protowire.ConsumeFixed64(b)
-		if n < 0 {
-			return protoreflect.Value{}, n
-		}
-		switch k {
-		case protoreflect.Fixed64Kind:
-			return protoreflect.ValueOfUint64(v), n
-		case protoreflect.Sfixed64Kind:
-			return protoreflect.ValueOfInt64(int64(v)), n
-		case protoreflect.DoubleKind:
-			return protoreflect.ValueOfFloat64(math.Float64frombits(v)), n
-		}
+		v, n = protowire.ConsumeFixed64(b)
 	case protowire.BytesType:
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return protoreflect.Value{}, n
+		raw, m := protowire.ConsumeBytes(b)
+		switch {
+		case m < 0:
+			return protoreflect.Value{}, m
+		case k == protoreflect.StringKind:
+			return protoreflect.ValueOfString(string(raw)), m
 		}
-		switch k {
-		case protoreflect.StringKind:
-			return protoreflect.ValueOfString(string(v)), n
-		case protoreflect.BytesKind:
-			return protoreflect.ValueOfBytes(append([]byte{}, v...)), n
-		}
+		return protoreflect.ValueOfBytes(append([]byte{}, raw...)), m
 	}
-	// Unreachable: callers check typ against wireTypeOf(k) first.
-	return protoreflect.Value{}, -1
+	if n < 0 {
+		return protoreflect.Value{}, n
+	}
+	return number(k, v), n
+}
+
+// number is the value of the numeric kind k sent as the wire bits v (a
+// varint, or a fixed32 or fixed64 widened to 64 bits).
+func number(k protoreflect.Kind, v uint64) protoreflect.Value {
+	switch k {
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(v != 0)
+	case protoreflect.EnumKind:
+		return protoreflect.ValueOfEnum(protoreflect.EnumNumber(int32(v)))
+	case protoreflect.Int32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(int32(v))
+	case protoreflect.Sint32Kind:
+		return protoreflect.ValueOfInt32(int32(protowire.DecodeZigZag(v & math.MaxUint32)))
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(uint32(v))
+	case protoreflect.Int64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(int64(v))
+	case protoreflect.Sint64Kind:
+		return protoreflect.ValueOfInt64(protowire.DecodeZigZag(v))
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(math.Float32frombits(uint32(v)))
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(math.Float64frombits(v))
+	}
+	return protoreflect.ValueOfUint64(v) // Uint64Kind, Fixed64Kind
 }
 
 // wireTypeOf is the wire type a value of kind k is sent with, unpacked.
