@@ -11,34 +11,9 @@ import (
 )
 
 // httpStatus is the HTTP status of a gRPC code: the mapping grpc-gateway
-// and Google's APIs use (google.rpc.Code's documentation).
-func httpStatus(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.Canceled:
-		return 499 // client closed request
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError // Unknown, Internal, DataLoss
-}
+// and Google's APIs use (google.rpc.Code's documentation); 500 for a code
+// out of its range.
+func httpStatus(c codes.Code) int { return codeOf(c).status }
 
 // apiError is the body of an error answer.
 type apiError struct {
@@ -58,35 +33,45 @@ func errorBody(c codes.Code, msg string) []byte {
 	return append(b, '\n')
 }
 
-// codeNames are google.rpc.Code's names, e.g. "INVALID_ARGUMENT".
-var codeNames = [...]string{
-	codes.OK:                 "OK",
-	codes.Canceled:           "CANCELLED",
-	codes.Unknown:            "UNKNOWN",
-	codes.InvalidArgument:    "INVALID_ARGUMENT",
-	codes.DeadlineExceeded:   "DEADLINE_EXCEEDED",
-	codes.NotFound:           "NOT_FOUND",
-	codes.AlreadyExists:      "ALREADY_EXISTS",
-	codes.PermissionDenied:   "PERMISSION_DENIED",
-	codes.ResourceExhausted:  "RESOURCE_EXHAUSTED",
-	codes.FailedPrecondition: "FAILED_PRECONDITION",
-	codes.Aborted:            "ABORTED",
-	codes.OutOfRange:         "OUT_OF_RANGE",
-	codes.Unimplemented:      "UNIMPLEMENTED",
-	codes.Internal:           "INTERNAL",
-	codes.Unavailable:        "UNAVAILABLE",
-	codes.DataLoss:           "DATA_LOSS",
-	codes.Unauthenticated:    "UNAUTHENTICATED",
+// codeInfo is what an HTTP answer says of a gRPC code.
+type codeInfo struct {
+	name   string // google.rpc.Code's, e.g. "INVALID_ARGUMENT"
+	status int    // the HTTP status
+}
+
+// codeTable holds each gRPC code's name and HTTP status.
+var codeTable = [...]codeInfo{
+	codes.OK:                 {"OK", http.StatusOK},
+	codes.Canceled:           {"CANCELLED", 499}, // client closed request
+	codes.Unknown:            {"UNKNOWN", http.StatusInternalServerError},
+	codes.InvalidArgument:    {"INVALID_ARGUMENT", http.StatusBadRequest},
+	codes.DeadlineExceeded:   {"DEADLINE_EXCEEDED", http.StatusGatewayTimeout},
+	codes.NotFound:           {"NOT_FOUND", http.StatusNotFound},
+	codes.AlreadyExists:      {"ALREADY_EXISTS", http.StatusConflict},
+	codes.PermissionDenied:   {"PERMISSION_DENIED", http.StatusForbidden},
+	codes.ResourceExhausted:  {"RESOURCE_EXHAUSTED", http.StatusTooManyRequests},
+	codes.FailedPrecondition: {"FAILED_PRECONDITION", http.StatusBadRequest},
+	codes.Aborted:            {"ABORTED", http.StatusConflict},
+	codes.OutOfRange:         {"OUT_OF_RANGE", http.StatusBadRequest},
+	codes.Unimplemented:      {"UNIMPLEMENTED", http.StatusNotImplemented},
+	codes.Internal:           {"INTERNAL", http.StatusInternalServerError},
+	codes.Unavailable:        {"UNAVAILABLE", http.StatusServiceUnavailable},
+	codes.DataLoss:           {"DATA_LOSS", http.StatusInternalServerError},
+	codes.Unauthenticated:    {"UNAUTHENTICATED", http.StatusUnauthorized},
+}
+
+// codeOf is c's entry of codeTable; UNKNOWN (500) for a code out of its
+// range.
+func codeOf(c codes.Code) codeInfo {
+	if int(c) < len(codeTable) {
+		return codeTable[c]
+	}
+	return codeTable[codes.Unknown]
 }
 
 // codeName is c's name as google.rpc.Code spells it; UNKNOWN for a code
 // out of its range.
-func codeName(c codes.Code) string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return "UNKNOWN"
-}
+func codeName(c codes.Code) string { return codeOf(c).name }
 
 // decodeMessage explains a body that is not the JSON of req: protojson's
 // error (which names an unknown field, or where the syntax broke) without

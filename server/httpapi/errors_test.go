@@ -31,6 +31,8 @@ func TestCodes(t *testing.T) {
 		{codes.Unavailable, "UNAVAILABLE", 503},
 		{codes.DataLoss, "DATA_LOSS", 500},
 		{codes.Unauthenticated, "UNAUTHENTICATED", 401},
+		{codes.Code(17), "UNKNOWN", 500}, // out of google.rpc.Code's range
+		{codes.Code(1 << 31), "UNKNOWN", 500},
 	} {
 		if got := codeName(tc.code); got != tc.name {
 			t.Errorf("codeName(%v) = %q, want %q", tc.code, got, tc.name)
