@@ -6,6 +6,8 @@
 // Being over a limit is a decision, never an error. An error from a Store
 // means it could not decide (Redis unreachable, the context ended); the
 // server then applies the limit's failure mode.
+//
+// The API follows floodgate's releases: v0, no compatibility promise yet.
 package store
 
 import (

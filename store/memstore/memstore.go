@@ -69,6 +69,8 @@
 // log's ring that grows) is refused like a new state in a full shard,
 // never made room for by evicting. Settlement records have a byte cap of
 // the same size of their own. Both caps hold at once.
+//
+// The API follows floodgate's releases: v0, no compatibility promise yet.
 package memstore
 
 import (

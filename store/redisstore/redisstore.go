@@ -11,8 +11,9 @@
 //
 //	<prefix><alg>:{<tag>}      e.g. fg:tb:{user:42}
 //
-// where alg is tb, sw, swl2 (the sliding window log) or fw and tag is the request's key, escaped: the
-// bytes '{', '}', '%', '#', space, control and non-ASCII bytes become %XX
+// where alg is tb, sw, swl2 (the sliding window log), fw or lb and tag is
+// the request's key, escaped: the bytes '{', '}', '%', '#', space,
+// control and non-ASCII bytes become %XX
 // (uppercase hex), everything else stands for itself; the empty key is "%".
 // Escaping (rather than hashing every key) keeps keys readable in
 // redis-cli. The tag is the whole hash tag, so a user key can neither
@@ -21,7 +22,7 @@
 // prefix and algorithm sit outside the braces). An escaped key longer than
 // 128 bytes is replaced by "#" and its SHA-256 in hex, bounding Redis key
 // length; '#' never starts an escaped key, so the two forms never meet.
-// One key's four algorithms share a tag, hence a slot. The server's keys
+// One key's five algorithms share a tag, hence a slot. The server's keys
 // start with 'k' (the Check API) or 'e' (the Envoy API; see the README's
 // key layout), so the Check key user:42 lives at fg:tb:{kuser:42}.
 //
@@ -77,6 +78,8 @@
 // functions (Redis 6) they run by EVALSHA; a NOSCRIPT answer (after a
 // restart, failover or SCRIPT FLUSH) is retried with EVAL, which loads the
 // script. Neither answer reaches the caller.
+//
+// The API follows floodgate's releases: v0, no compatibility promise yet.
 package redisstore
 
 import (

@@ -34,6 +34,8 @@
 //
 // It does not pin how DryRun requests mixed with charging requests in one
 // call interact; it uses DryRun only on single-request calls.
+//
+// The API follows floodgate's releases: v0, no compatibility promise yet.
 package storetest
 
 import (
