@@ -9,48 +9,105 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
 // TestRedisURLForms: --redis-url takes a URL or a bare host:port (read as
-// redis://host:port); a value of no form names the flag, the value
-// (without a password) and the forms wanted.
+// redis://host:port); a value of no form, or one the Redis client's own
+// parser refuses for --redis-mode, is an error that starts with the flag
+// (or $FLOODGATE_REDIS_URL when the environment gave it), names the value
+// without its password and says the forms wanted.
 func TestRedisURLForms(t *testing.T) {
 	tests := []struct {
-		in, want, wantErr string
+		in, mode, want, wantErr string
 	}{
-		{"127.0.0.1:6379", "redis://127.0.0.1:6379", ""},
-		{"localhost:6380", "redis://localhost:6380", ""},
-		{"[::1]:6379", "redis://[::1]:6379", ""},
-		{"redis.internal:7000", "redis://redis.internal:7000", ""},
-		{"redis://127.0.0.1:6379/2", "redis://127.0.0.1:6379/2", ""},
-		{"rediss://u:p@h:1", "rediss://u:p@h:1", ""},
-		{"unix:///run/redis.sock", "unix:///run/redis.sock", ""},
-		{"", "", ""},
-		{"localhost", "", `--redis-url "localhost": want redis://`},
-		{"127.0.0.1:", "", `--redis-url "127.0.0.1:"`},
-		{":6379", "", `--redis-url ":6379"`},
-		{"127.0.0.1:port", "", "host:port"},
-		{"127.0.0.1:99999", "", "unix:///path/to/redis.sock"},
-		{"127.0.0.1:0", "", `--redis-url "127.0.0.1:0"`},
-		{"/run/redis.sock", "", `--redis-url "/run/redis.sock"`},
-		{"user:s3cret@127.0.0.1:6379", "", "xxxxx@127.0.0.1:6379"},
-		{"s3cret@127.0.0.1:6379", "", "xxxxx@127.0.0.1:6379"},
-		{"run/redis:6379", "", `--redis-url "run/redis:6379"`},
+		{"127.0.0.1:6379", "", "redis://127.0.0.1:6379", ""},
+		{"localhost:6380", "", "redis://localhost:6380", ""},
+		{"[::1]:6379", "", "redis://[::1]:6379", ""},
+		{"redis.internal:7000", "", "redis://redis.internal:7000", ""},
+		{"redis://127.0.0.1:6379/2", "", "redis://127.0.0.1:6379/2", ""},
+		{"rediss://u:p@h:1", "", "rediss://u:p@h:1", ""},
+		{"unix:///run/redis.sock", "", "unix:///run/redis.sock", ""},
+		{"", "", "", ""},
+		{"127.0.0.1:7000", "cluster", "redis://127.0.0.1:7000", ""},
+		{"redis://a:1?addr=b:2&addr=c:3", "cluster", "redis://a:1?addr=b:2&addr=c:3", ""},
+		{"redis://s1:26379?addr=s2:26379", "sentinel", "redis://s1:26379?addr=s2:26379", ""},
+		{"localhost", "", "", `--redis-url "localhost": not a URL, nor a host:port; want redis://`},
+		{"127.0.0.1:", "", "", `--redis-url "127.0.0.1:": `},
+		{":6379", "", "", `--redis-url ":6379": `},
+		{"127.0.0.1:port", "", "", "host:port"},
+		{"127.0.0.1:99999", "", "", "unix:///path/to/redis.sock"},
+		{"127.0.0.1:0", "", "", `--redis-url "127.0.0.1:0": `},
+		{"/run/redis.sock", "", "", `--redis-url "/run/redis.sock": `},
+		{"user:s3cret@127.0.0.1:6379", "", "", `--redis-url "user:xxxxx@127.0.0.1:6379": `},
+		{"s3cret@127.0.0.1:6379", "", "", `--redis-url "xxxxx@127.0.0.1:6379": `},
+		{"run/redis:6379", "", "", `--redis-url "run/redis:6379": `},
+		// What the Redis client's own parser refuses.
+		{"redis://u:s3cret@127.0.0.1:6379/abc", "", "", `--redis-url "redis://u:xxxxx@127.0.0.1:6379/abc": redis: invalid database number: "abc"; want redis://`},
+		{"redis://127.0.0.1:6379/0/1", "", "", `--redis-url "redis://127.0.0.1:6379/0/1": redis: invalid URL path`},
+		{"http://127.0.0.1:6379", "", "", `--redis-url "http://127.0.0.1:6379": redis: invalid URL scheme: http; want`},
+		{"redis://127.0.0.1:6379?dial_timeout=soon", "", "", `--redis-url "redis://127.0.0.1:6379?dial_timeout=soon": redis: invalid dial_timeout duration`},
+		{"redis://127.0.0.1:6379?colour=blue", "", "", `"redis://127.0.0.1:6379?colour=blue": redis: unexpected option: colour`},
+		{"redis://127.0.0.1:6379?colour=blue", "cluster", "", `"redis://127.0.0.1:6379?colour=blue": redis: unexpected option: colour`},
+		{"redis://127.0.0.1:6379?addr=b:2&colour=blue", "sentinel", "", "redis: unexpected option: colour"},
+		{"redis://:s3cret@[::1", "", "", `--redis-url "redis://:xxxxx@[::1": missing ']' in host; want`},
+		{"redis://u:s3cret@h:port", "", "", `--redis-url "redis://u:xxxxx@h:port": invalid port ":port" after host; want`},
+		{"redis:///0", "", "", `--redis-url "redis:///0": no host; want`},
+		{"redis://u:s3cret@/0", "", "", `--redis-url "redis://u:xxxxx@/0": no host`},
 	}
 	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := redisURLOf(tc.in)
+		t.Run(tc.in+" "+tc.mode, func(t *testing.T) {
+			args := []string{"--redis-url", tc.in}
+			if tc.mode != "" {
+				args = append(args, "--redis-mode", tc.mode)
+			}
+			var stderr strings.Builder
+			f, err := parseServeFlags(args, func(string) string { return "" }, &stderr)
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "s3cret") {
-					t.Fatalf("redisURLOf(%q) = %q, %v; want an error containing %q and no password", tc.in, got, err, tc.wantErr)
+				msg := stderr.String()
+				if err == nil || !strings.HasPrefix(msg, "floodgate serve: --redis-url ") || !strings.Contains(msg, tc.wantErr) || strings.Contains(msg, "s3cret") {
+					t.Fatalf("parseServeFlags(%q) = %q, %v, printing %q; want an error starting with --redis-url, containing %q and no password", args, f.redisURL, err, msg, tc.wantErr)
 				}
 				return
 			}
-			if err != nil || got != tc.want {
-				t.Fatalf("redisURLOf(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			if err != nil || f.redisURL != tc.want {
+				t.Fatalf("parseServeFlags(%q) = %q, %v (%s); want %q", args, f.redisURL, err, stderr.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestRedisURLFromEnvironment: a bad $FLOODGATE_REDIS_URL is named as the
+// variable, not the flag, with its password masked; the flag, when given
+// too, wins and is the one named.
+func TestRedisURLFromEnvironment(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "FLOODGATE_REDIS_URL" {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		args      []string
+		env, want string
+	}{
+		{nil, "redis://u:s3cret@h:6379/x", `floodgate serve: $FLOODGATE_REDIS_URL "redis://u:xxxxx@h:6379/x": redis: invalid database number: "x"; want redis://`},
+		{nil, "s3cret@h:6379", `floodgate serve: $FLOODGATE_REDIS_URL "xxxxx@h:6379": not a URL, nor a host:port; want`},
+		{[]string{"--redis-url", "h:port"}, "redis://h:6379", `floodgate serve: --redis-url "h:port": `},
+	} {
+		var stderr strings.Builder
+		f, err := parseServeFlags(tc.args, env(tc.env), &stderr)
+		if err == nil || !strings.HasPrefix(stderr.String(), tc.want) || strings.Contains(stderr.String(), "s3cret") {
+			t.Errorf("args %q, $FLOODGATE_REDIS_URL=%q: %q, %v, printing %q; want it to start %q, no password", tc.args, tc.env, f.redisURL, err, stderr.String(), tc.want)
+		}
+	}
+	f, err := parseServeFlags(nil, env("127.0.0.1:6379"), io.Discard)
+	if err != nil || f.redisURL != "redis://127.0.0.1:6379" {
+		t.Errorf("$FLOODGATE_REDIS_URL=127.0.0.1:6379: %q, %v; want redis://127.0.0.1:6379", f.redisURL, err)
 	}
 }
 
@@ -67,12 +124,19 @@ func TestServeRedisURLReal(t *testing.T) {
 	}{
 		{srv.Addr(), ""},
 		{"unix://" + sock, ""},
-		{"localhost", "--redis-url"},
+		{"localhost", "--redis-url"}, // serveFlags not from parseServeFlags
 	} {
 		t.Run(tc.url, func(t *testing.T) {
-			f, err := parseServeFlags([]string{"--redis-url", tc.url, "--redis-timeout", "2s"}, func(string) string { return "" }, io.Discard)
+			args := []string{"--redis-timeout", "2s"}
+			if tc.wantErr == "" {
+				args = append(args, "--redis-url", tc.url)
+			}
+			f, err := parseServeFlags(args, func(string) string { return "" }, io.Discard)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.wantErr != "" {
+				f.redisURL = tc.url
 			}
 			st, _, err := buildStore(context.Background(), f, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil, nil)
 			if tc.wantErr != "" {
@@ -90,6 +154,12 @@ func TestServeRedisURLReal(t *testing.T) {
 			if err := st.Ping(ctx); err != nil {
 				t.Fatalf("ping over %s: %v", tc.url, err)
 			}
+			// The quota service's own client takes the same URL.
+			_, quotaClient, err := openQuota(f, nil, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatalf("openQuota: %v", err)
+			}
+			quotaClient.Close()
 		})
 	}
 }

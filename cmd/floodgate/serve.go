@@ -315,6 +315,10 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		fmt.Fprintf(stderr, "floodgate serve: unexpected argument %q\n", fs.Arg(0))
 		return f, exitCode(2)
 	}
+	if err := f.resolveRedisURL(fs, getenv); err != nil { // redisurl.go
+		fmt.Fprintf(stderr, "floodgate serve: %v\n", err)
+		return f, exitCode(2)
+	}
 	return f, nil
 }
 

@@ -48,9 +48,9 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 	if f.settleWindow < time.Millisecond {
 		return nil, "", fmt.Errorf("--settle-window must be at least 1ms, got %v", f.settleWindow)
 	}
-	redisURL, err := redisURLOf(f.redisURL)
+	redisURL, err := redisURLOf(f.redisURL) // parseServeFlags did it; serveFlags built otherwise may not have
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("--redis-url %q: %w; %s", redactURL(f.redisURL), err, redisURLForms)
 	}
 	client, err := redisstore.NewClient(redisstore.ClientConfig{
 		URL:            redisURL,
