@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/floodgate/floodgate/internal/docblocks"
 )
 
 // grpcurl builds the pinned grpcurl (tools/grpcurl/go.mod) once.
@@ -28,11 +30,15 @@ type errorString string
 
 func (e errorString) Error() string { return string(e) }
 
-// readmeBlocks returns the ```sh blocks of the README section that starts
+// readmeBlocks returns the shell blocks of the README section that starts
 // with heading.
-func readmeBlocks(t *testing.T, heading string) []string {
+func readmeBlocks(t *testing.T, heading string) []docblocks.Block {
 	t.Helper()
 	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := docblocks.Extract("README.md", string(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,70 +47,73 @@ func readmeBlocks(t *testing.T, heading string) []string {
 	if i < 0 {
 		t.Fatalf("README has no %q section", heading)
 	}
-	text = text[i+len(heading)+2:]
-	if j := strings.Index(text, "\n## "); j >= 0 {
-		text = text[:j]
+	first := strings.Count(text[:i], "\n") + 2 // the heading's line
+	last := first + strings.Count(text[i+1:], "\n")
+	if j := strings.Index(text[i+1:], "\n## "); j >= 0 {
+		last = first + strings.Count(text[i+1:i+1+j], "\n")
 	}
-	var blocks []string
-	for {
-		s := strings.Index(text, "```sh\n")
-		if s < 0 {
-			return blocks
+	var in []docblocks.Block
+	for _, b := range blocks {
+		if b.Line > first && b.Line < last {
+			in = append(in, b)
 		}
-		text = text[s+6:]
-		e := strings.Index(text, "```")
-		blocks = append(blocks, text[:e])
-		text = text[e+3:]
 	}
+	return in
 }
 
-// TestReadmeTryIt runs the README's "Try it" commands, as written, against
-// the binary: grpcurl (the pinned version), floodgate check, curl.
+// TestReadmeTryIt runs the README's "Try it" blocks in order, as written,
+// against a server started as `make run` starts it: the first decision
+// with curl, then bin/floodgate check on the same count, then grpcurl (the
+// pinned version), and checks what each answers beyond the output shown.
 func TestReadmeTryIt(t *testing.T) {
-	gc, err := grpcurl()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is needed to run the README's commands: apt-get install curl")
 	}
 	blocks := readmeBlocks(t, "## Try it")
-	if len(blocks) != 2 {
-		t.Fatalf("README's Try it section has %d sh blocks, want 2 (the Check, then the rest)", len(blocks))
+	if len(blocks) != 5 {
+		t.Fatalf("README's Try it section has %d shell blocks, want 5 (make run, curl, floodgate check, grpcurl, the rest)", len(blocks))
 	}
-	p := startServe(t)
-	run := func(script string) string {
-		t.Helper()
-		script = strings.ReplaceAll(script, "127.0.0.1:8081", p.GRPCAddr)
-		script = strings.ReplaceAll(script, "127.0.0.1:8080", p.HTTPAddr)
-		script = strings.ReplaceAll(script, "go run ./cmd/floodgate check", binary+" check --addr "+p.GRPCAddr)
-		cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
-		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(gc)+string(os.PathListSeparator)+os.Getenv("PATH"))
-		out, err := cmd.CombinedOutput()
+	if strings.TrimSpace(blocks[0].Body) != "make run" || blocks[0].NotRun == "" {
+		t.Fatalf("Try it starts with %q (marked %q), want make run, marked as the server the test starts", blocks[0].Body, blocks[0].NotRun)
+	}
+	if !strings.HasPrefix(blocks[1].Body, "$ curl ") || !strings.Contains(blocks[1].Body, "127.0.0.1:8080/v1/check") {
+		t.Fatalf("Try it's first decision is not curl on the HTTP door:\n%s", blocks[1].Body)
+	}
+	if !strings.HasPrefix(blocks[2].Body, "$ bin/floodgate check ") {
+		t.Fatalf("Try it's second block is not bin/floodgate check:\n%s", blocks[2].Body)
+	}
+	if !strings.HasPrefix(blocks[3].Body, "$ grpcurl ") {
+		t.Fatalf("Try it's third block is not grpcurl:\n%s", blocks[3].Body)
+	}
+	h := newDocHarness(t, false)
+	var outs []string
+	for _, b := range blocks[1:] {
+		if b.NotRun != "" {
+			t.Fatalf("%s is marked not run (%s): Try it runs as written", b, b.NotRun)
+		}
+		o, err := h.runBlock(b)
 		if err != nil {
-			t.Fatalf("README commands failed: %v\n%s\n--- output:\n%s", err, script, out)
+			t.Fatalf("%s: %v", b, err)
 		}
-		return string(out)
+		outs = append(outs, o...)
 	}
-	// The Check, four times: remaining 2, 1, 0, then denied with a wait.
-	for i, want := range []string{`"remaining": "2"`, `"remaining": "1"`, `"allowed": true`, `"retryAfter": "`} {
-		out := run(blocks[0])
-		if !strings.Contains(out, want) {
-			t.Fatalf("call %d: output lacks %s:\n%s", i+1, want, out)
-		}
-		if i == 3 && strings.Contains(out, `"allowed"`) {
-			t.Fatalf("call 4 was allowed:\n%s", out)
-		}
+	if len(outs) != 5 {
+		t.Fatalf("Try it ran %d commands' blocks, want 5 (curl, check, grpcurl Check, grpcurl list, the rest)", len(outs))
 	}
-	out := run(blocks[1])
-	for _, want := range []string{
-		"floodgate.v1.RateLimiter", "envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
-		`"results"`, // CheckBatch
-		"ok",        // /healthz
-		`floodgate_decisions_total{`,
+	for i, want := range [][]string{
+		{`"allowed":true`, `"remaining":"2"`},                                 // curl: the first of 3
+		{"1  yes      1", "2  yes      0", "3  no       0", "2 of 3 allowed"}, // the same count over gRPC
+		{`"retryAfter": "`}, // grpcurl's Check: denied
+		{"floodgate.v1.RateLimiter", "envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"},
+		{`"results"`, `"allowed": true`, "ok", `floodgate_decisions_total{`}, // CheckBatch, Peek, /healthz, /metrics
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("README commands' output lacks %q:\n%s", want, out)
+		for _, w := range want {
+			if !strings.Contains(outs[i], w) {
+				t.Errorf("Try it, command block %d: output lacks %q:\n%s", i+1, w, outs[i])
+			}
 		}
+	}
+	if strings.Contains(outs[2], `"allowed"`) {
+		t.Errorf("grpcurl's Check after the three was allowed:\n%s", outs[2])
 	}
 }
