@@ -19,6 +19,7 @@ func TestHelpOnStdout(t *testing.T) {
 		{"simulate", "--help"}, {"config", "validate", "--help"},
 		{"config", "explain", "--help"}, {"config", "--help"}, {"config", "help"},
 		{"help", "config", "explain"}, {"help"}, {"--help"},
+		{"version", "--help"}, {"version", "-h"}, {"help", "version"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCLI(args, nil)
@@ -270,4 +271,42 @@ func TestDescribeErrorHTTPPort(t *testing.T) {
 	if got := describeError(errString("boom")); got != "boom" {
 		t.Errorf("plain: %q", got)
 	}
+}
+
+// TestHelpForEveryCommand: every command the top-level usage lists answers
+// --help on stdout with exit 0 and a usage that names it, so a command
+// added to the list without its help fails here.
+func TestHelpForEveryCommand(t *testing.T) {
+	var cmds []string
+	for _, l := range strings.Split(usage, "\n") {
+		synopsis, _, _ := strings.Cut(strings.TrimSpace(l), "  ") // the description follows two blanks
+		f := strings.Fields(synopsis)
+		if len(f) < 2 || f[0] != "floodgate" {
+			continue
+		}
+		var cmd []string
+		for _, w := range f[1:] {
+			if strings.HasPrefix(w, "[") || w != strings.ToLower(w) { // [flags], PATH
+				break
+			}
+			cmd = append(cmd, w)
+		}
+		cmds = append(cmds, strings.Join(cmd, " "))
+	}
+	if len(cmds) < 8 {
+		t.Fatalf("found %d commands in the usage (%q), want every one", len(cmds), cmds)
+	}
+	for _, c := range cmds {
+		t.Run(c, func(t *testing.T) {
+			code, stdout, stderr := runCLI(append(strings.Fields(c), "--help"), nil)
+			if code != 0 || stderr != "" || !strings.Contains(firstLines(stdout, 3), "floodgate "+c) || !strings.HasPrefix(stdout, "Usage:") {
+				t.Fatalf("floodgate %s --help: exit %d, stderr %q, stdout %q; want exit 0 and a usage naming the command", c, code, stderr, firstLines(stdout, 3))
+			}
+		})
+	}
+}
+
+func firstLines(s string, n int) string {
+	l := strings.SplitN(s, "\n", n+1)
+	return strings.Join(l[:min(n, len(l))], "\n")
 }

@@ -89,6 +89,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "config":
 		err = runConfig(args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
+		if len(args) > 1 && slices.Contains([]string{"-h", "-help", "--help"}, args[1]) {
+			fmt.Fprint(stdout, "Usage: floodgate version\n\nPrints the version of this floodgate binary (git describe at build time, or dev).\n")
+			return nil
+		}
 		fmt.Fprintln(stdout, "floodgate", version)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && args[0] == "help" {

@@ -22,11 +22,11 @@ const redisURLForms = "want redis://[user:pass@]host:port[/db], rediss:// (TLS),
 // Its errors start with where the value came from: --redis-url, or
 // $FLOODGATE_REDIS_URL when the environment gave it.
 func (f *serveFlags) resolveRedisURL(fs *flag.FlagSet, getenv func(string) string) error {
-	source := "--redis-url"
+	shown := fmt.Sprintf("--redis-url %q", redactURL(f.redisURL))
 	onCommandLine := false
 	fs.Visit(func(fl *flag.Flag) { onCommandLine = onCommandLine || fl.Name == "redis-url" })
 	if !onCommandLine && getenv(envName("redis-url")) != "" {
-		source = "$" + envName("redis-url")
+		shown = fmt.Sprintf("$%s=%q", envName("redis-url"), redactURL(f.redisURL)) // as parseFlags names variables
 	}
 	u, err := redisURLOf(f.redisURL)
 	if err == nil && u != "" {
@@ -37,7 +37,7 @@ func (f *serveFlags) resolveRedisURL(fs *flag.FlagSet, getenv func(string) strin
 		if p := passwordOf(f.redisURL); p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}
-		return fmt.Errorf("%s %q: %s; %s", source, redactURL(f.redisURL), msg, redisURLForms)
+		return fmt.Errorf("%s: %s; %s", shown, msg, redisURLForms)
 	}
 	f.redisURL = u
 	return nil

@@ -95,8 +95,8 @@ func TestRedisURLFromEnvironment(t *testing.T) {
 		args      []string
 		env, want string
 	}{
-		{nil, "redis://u:s3cret@h:6379/x", `floodgate serve: $FLOODGATE_REDIS_URL "redis://u:xxxxx@h:6379/x": redis: invalid database number: "x"; want redis://`},
-		{nil, "s3cret@h:6379", `floodgate serve: $FLOODGATE_REDIS_URL "xxxxx@h:6379": not a URL, nor a host:port; want`},
+		{nil, "redis://u:s3cret@h:6379/x", `floodgate serve: $FLOODGATE_REDIS_URL="redis://u:xxxxx@h:6379/x": redis: invalid database number: "x"; want redis://`},
+		{nil, "s3cret@h:6379", `floodgate serve: $FLOODGATE_REDIS_URL="xxxxx@h:6379": not a URL, nor a host:port; want`},
 		{[]string{"--redis-url", "h:port"}, "redis://h:6379", `floodgate serve: --redis-url "h:port": `},
 	} {
 		var stderr strings.Builder
