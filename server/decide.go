@@ -38,13 +38,13 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 		r.failures.OK(ctx, now)
 		r.observe(checks, out, false)
 		if span != nil {
-			endCheckStore(span, checks, out, false, nil)
+			endCheckStore(span, checks, out, storeOutcome{})
 		}
 		return false, nil
 	}
 	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
 		if span != nil {
-			endCheckStore(span, checks, nil, false, err)
+			endCheckStore(span, checks, nil, storeOutcome{err: err})
 		}
 		return false, err
 	}
@@ -56,7 +56,7 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 	r.decideFailed(ctx, failedBatch{now: now, reqs: reqs, modes: modes, out: out})
 	r.observe(checks, out, true)
 	if span != nil {
-		endCheckStore(span, checks, out, true, err)
+		endCheckStore(span, checks, out, storeOutcome{err: err, answered: true})
 	}
 	return true, nil
 }
@@ -72,7 +72,7 @@ func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degrade
 			continue
 		}
 		res := result(out[i].Allowed, c.shadow, degraded, c.failureMode == rules.FailureLocal)
-		r.metrics.ObserveDecision(r.api, "", c.rule, c.req.Limit.Algorithm, res, observability.NearLimit(out[i]))
+		r.metrics.ObserveDecision(observability.Labels{API: r.api, Rule: c.rule, Algorithm: c.req.Limit.Algorithm, Result: res}, observability.NearLimit(out[i]))
 	}
 }
 

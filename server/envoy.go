@@ -356,14 +356,17 @@ func (e *Envoy) observe(domain string, entries [][]rules.Entry, checks []envoyCh
 		if c.req.Cost <= 0 && !c.fixed {
 			continue
 		}
-		res := result(c.decision.Allowed, c.shadow, c.degraded, c.local)
+		l := observability.Labels{
+			API: observability.APIEnvoy, Domain: domain, Rule: c.limit.Name, Algorithm: c.limit.Rate.Algorithm,
+			Result: result(c.decision.Allowed, c.shadow, c.degraded, c.local),
+		}
 		if e.detailSeries > 0 {
 			if d := c.limit.MetricName(entries[c.desc]); d != c.limit.Name {
-				e.metrics.ObserveDetailedDecision(observability.APIEnvoy, domain, c.limit.Name, d, e.detailSeries, c.limit.Rate.Algorithm, res, observability.NearLimit(c.decision))
+				e.metrics.ObserveDetailedDecision(l, d, e.detailSeries, observability.NearLimit(c.decision))
 				continue
 			}
 		}
-		e.metrics.ObserveRule(&c.info.series, observability.APIEnvoy, domain, c.limit.Name, c.limit.Rate.Algorithm, res, observability.NearLimit(c.decision))
+		e.metrics.ObserveRule(&c.info.series, l, observability.NearLimit(c.decision))
 	}
 }
 

@@ -230,7 +230,7 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 	switch {
 	case err != nil && (ctx.Err() != nil || errors.Is(err, store.ErrInvalid)):
 		if span != nil {
-			endEnvoyStore(span, checks, b.idx, b.reqs[0].DryRun, err, err)
+			endEnvoyStore(span, checks, b, storeOutcome{err: err})
 		}
 		return err
 	case err != nil:
@@ -265,7 +265,7 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 		}
 	}
 	if span != nil {
-		endEnvoyStore(span, checks, b.idx, b.reqs[0].DryRun, err, nil)
+		endEnvoyStore(span, checks, b, storeOutcome{err: err, answered: true})
 	}
 	return nil
 }

@@ -136,22 +136,40 @@ func TestLocalFailureModeAdmitsAShare(t *testing.T) {
 // TestLocalAllOrNothing: in a batch, a closed limit's deny keeps the local
 // ones from being charged, as a store's deny would.
 func TestLocalAllOrNothing(t *testing.T) {
-	cfg := testkit.ParseRules(t, localRules)
-	share := threeReplicas()
-	t.Cleanup(share.Discard)
-	h := start(t, failingStore{memstore.New(memstore.Config{})}, server.Settings{Rules: testkit.StaticRules(cfg), Local: share})
-	batch := &floodgatev1.CheckBatchRequest{Checks: []*floodgatev1.CheckRequest{
-		{Key: "k", Source: &floodgatev1.CheckRequest_Policy{Policy: "local"}},
-		{Key: "k", Source: &floodgatev1.CheckRequest_Policy{Policy: "closed"}},
-	}}
-	for range 5 {
-		r, err := h.client.CheckBatch(context.Background(), batch)
-		if err != nil || r.Allowed || !r.Results[0].Allowed || r.Results[1].Allowed {
-			t.Fatalf("batch %v, %v; want denied by closed, local would fit", r, err)
-		}
-	}
-	if got := checkLocal(t, h.client, "local", "k", 30); got != 10 {
-		t.Errorf("%d of 30 allowed after 5 denied batches, want 10 (nothing charged)", got)
+	cfg := testkit.ParseRules(t, localRules+"  open: {requests: 30, period: 1m, failure_mode: open}\n")
+	for _, tc := range []struct {
+		name     string
+		policies []string // the batch's, on one key; "local" first
+		allowed  []bool   // each result's
+	}{
+		{"closed denies", []string{"local", "closed"}, []bool{true, false}},
+		// One closed deny anywhere in the batch keeps the local limits
+		// from being charged, even when an open limit after it allows.
+		{"open after the deny", []string{"local", "closed", "open"}, []bool{true, false, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			share := threeReplicas()
+			t.Cleanup(share.Discard)
+			h := start(t, failingStore{memstore.New(memstore.Config{})}, server.Settings{Rules: testkit.StaticRules(cfg), Local: share})
+			batch := &floodgatev1.CheckBatchRequest{}
+			for _, p := range tc.policies {
+				batch.Checks = append(batch.Checks, &floodgatev1.CheckRequest{Key: "k", Source: &floodgatev1.CheckRequest_Policy{Policy: p}})
+			}
+			for range 5 {
+				r, err := h.client.CheckBatch(context.Background(), batch)
+				if err != nil || r.Allowed {
+					t.Fatalf("batch %v, %v; want denied by closed", r, err)
+				}
+				for i, want := range tc.allowed {
+					if r.Results[i].Allowed != want {
+						t.Fatalf("batch %v: result %d (%s) allowed %v, want %v (local would fit)", r, i, tc.policies[i], r.Results[i].Allowed, want)
+					}
+				}
+			}
+			if got := checkLocal(t, h.client, "local", "k", 30); got != 10 {
+				t.Errorf("%d of 30 allowed after 5 denied batches, want 10 (nothing charged)", got)
+			}
+		})
 	}
 }
 

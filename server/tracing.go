@@ -80,10 +80,21 @@ func (t spanTracer) endCheckMatch(span trace.Span, checks []check, keys []string
 	end(span, err)
 }
 
-// endCheckStore ends the store span of the Check API. The store failed
-// with storeErr, if not nil: then, when degraded, the failure modes
-// answered out, else the call fails (out is nil).
-func endCheckStore(span trace.Span, checks []check, out []algorithms.Decision, degraded bool, storeErr error) {
+// storeOutcome is how a store call ended, for its span: err is the
+// store's error (nil when it decided); answered says the failure modes
+// answered all the same (degraded), so the call does not fail with err.
+type storeOutcome struct {
+	err      error
+	answered bool
+}
+
+// failed reports whether the call fails with the store's error.
+func (o storeOutcome) failed() bool { return o.err != nil && !o.answered }
+
+// endCheckStore ends the store span of the Check API: out holds the
+// decisions, unless the call failed (o.failed, out nil).
+func endCheckStore(span trace.Span, checks []check, out []algorithms.Decision, o storeOutcome) {
+	degraded, storeErr := o.err != nil && o.answered, o.err
 	rs, algs := make([]string, len(checks)), make([]string, len(checks))
 	allowed, dry := true, false
 	for i, c := range checks {
@@ -134,9 +145,14 @@ func (t spanTracer) endEnvoyMatch(span trace.Span, domain string, entries [][]ru
 	span.End()
 }
 
-// endEnvoyStore ends the store span of the checks idx of ShouldRateLimit;
-// their decisions are set unless err.
-func endEnvoyStore(span trace.Span, checks []envoyCheck, idx []int, dryRun bool, storeErr, err error) {
+// endEnvoyStore ends the store span of batch b of ShouldRateLimit; the
+// decisions of its checks are set unless the call failed (o.failed).
+func endEnvoyStore(span trace.Span, checks []envoyCheck, b *envoyBatch, o storeOutcome) {
+	idx, dryRun, storeErr := b.idx, b.reqs[0].DryRun, o.err
+	var err error
+	if o.failed() {
+		err = o.err
+	}
 	rs, algs := make([]string, len(idx)), make([]string, len(idx))
 	allowed, degraded, shadow := true, false, false
 	for k, i := range idx {

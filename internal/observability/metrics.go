@@ -101,7 +101,7 @@ var (
 type Metrics struct {
 	decisions *prometheus.CounterVec
 	nearLimit *prometheus.CounterVec
-	series    sync.Map // decisionKey -> *decisionSeries
+	series    sync.Map // Labels -> *decisionSeries
 
 	details     sync.Map // detailKey -> struct{}: detailed labels admitted
 	detailsFull sync.Map // ruleKey -> struct{}: rules with no room for more
@@ -123,11 +123,14 @@ type Metrics struct {
 	gatherer prometheus.Gatherer
 }
 
-// decisionKey is the label set of one decisions series.
-type decisionKey struct {
-	api, domain, rule string
-	alg               algorithms.Algorithm
-	result            string
+// Labels are the labels of one decision's series: the front door (API,
+// an API constant), the config domain, the rule or policy name, the
+// algorithm, and the Result (a Result constant; other values count as
+// "other").
+type Labels struct {
+	API, Domain, Rule string
+	Algorithm         algorithms.Algorithm
+	Result            string
 }
 
 // ruleKey names a rule; detailKey one of its detailed labels.
@@ -136,7 +139,7 @@ type (
 	detailKey struct{ domain, rule, detail string }
 )
 
-// decisionSeries are the pre-resolved counters of one decisionKey.
+// decisionSeries are the pre-resolved counters of one label set.
 type decisionSeries struct {
 	decisions prometheus.Counter
 	nearLimit prometheus.Counter // nil unless the result is allowed
@@ -218,17 +221,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// ObserveDecision counts one decision of the limit named rule in domain.
-// api is APICheck, APIHTTP or APIEnvoy; result is one of the Result constants (any
-// other value is counted as "other"); nearLimit (see NearLimit) also counts
-// floodgate_near_limit_total, and only with ResultAllowed.
+// ObserveDecision counts one decision under l. nearLimit (see NearLimit)
+// also counts floodgate_near_limit_total, and only with ResultAllowed.
 //
-// domain and rule must come from the config (a policy's or rule's name, a
+// l.Domain and l.Rule must come from the config (a policy's or rule's name, a
 // descriptor's key=value as written in the config), never from a caller's
 // key, so the label values stay bounded. Once a label set has been seen,
 // a call costs one sync.Map lookup and an atomic add, and allocates nothing.
-func (m *Metrics) ObserveDecision(api, domain, rule string, alg algorithms.Algorithm, result string, nearLimit bool) {
-	s := m.seriesFor(decisionKey{api: api, domain: domain, rule: rule, alg: alg, result: result})
+func (m *Metrics) ObserveDecision(l Labels, nearLimit bool) {
+	s := m.seriesFor(l)
 	s.decisions.Inc()
 	if nearLimit && s.nearLimit != nil {
 		s.nearLimit.Inc()
@@ -236,7 +237,7 @@ func (m *Metrics) ObserveDecision(api, domain, rule string, alg algorithms.Algor
 }
 
 // seriesFor returns k's counters, resolving them on first use.
-func (m *Metrics) seriesFor(k decisionKey) *decisionSeries {
+func (m *Metrics) seriesFor(k Labels) *decisionSeries {
 	if s, ok := m.series.Load(k); ok {
 		return s.(*decisionSeries)
 	}
@@ -245,16 +246,16 @@ func (m *Metrics) seriesFor(k decisionKey) *decisionSeries {
 
 // newSeries resolves the counters of a label set not seen yet (the slow
 // path, once per label set).
-func (m *Metrics) newSeries(k decisionKey) *decisionSeries {
-	switch k.result {
+func (m *Metrics) newSeries(k Labels) *decisionSeries {
+	switch k.Result {
 	case ResultAllowed, ResultDenied, ResultShadowDenied, ResultDegraded, ResultLocal:
 	default:
-		k.result = resultOther
+		k.Result = resultOther
 	}
-	alg := k.alg.String()
-	s := &decisionSeries{decisions: m.decisions.WithLabelValues(k.api, k.domain, k.rule, alg, k.result)}
-	if k.result == ResultAllowed {
-		s.nearLimit = m.nearLimit.WithLabelValues(k.api, k.domain, k.rule, alg)
+	alg := k.Algorithm.String()
+	s := &decisionSeries{decisions: m.decisions.WithLabelValues(k.API, k.Domain, k.Rule, alg, k.Result)}
+	if k.Result == ResultAllowed {
+		s.nearLimit = m.nearLimit.WithLabelValues(k.API, k.Domain, k.Rule, alg)
 	}
 	v, _ := m.series.LoadOrStore(k, s)
 	return v.(*decisionSeries)
@@ -287,16 +288,16 @@ func resultIndex(result string) int {
 }
 
 // ObserveRule counts a decision as ObserveDecision does, through rs, which
-// must always be given the same api, domain, rule and alg.
-func (m *Metrics) ObserveRule(rs *RuleSeries, api, domain, rule string, alg algorithms.Algorithm, result string, nearLimit bool) {
-	i := resultIndex(result)
+// must always be given the same labels but the Result.
+func (m *Metrics) ObserveRule(rs *RuleSeries, l Labels, nearLimit bool) {
+	i := resultIndex(l.Result)
 	if i < 0 {
-		m.ObserveDecision(api, domain, rule, alg, result, nearLimit)
+		m.ObserveDecision(l, nearLimit)
 		return
 	}
 	s := rs.byResult[i].Load()
 	if s == nil {
-		s = m.seriesFor(decisionKey{api: api, domain: domain, rule: rule, alg: alg, result: result})
+		s = m.seriesFor(l)
 		rs.byResult[i].Store(s)
 	}
 	s.decisions.Inc()
@@ -306,19 +307,19 @@ func (m *Metrics) ObserveRule(rs *RuleSeries, api, domain, rule string, alg algo
 }
 
 // ObserveDetailedDecision counts a decision as ObserveDecision does, under
-// detail instead of rule: a label that holds a request's values (the
+// detail instead of l.Rule: a label that holds a request's values (the
 // detailed name of an envoyproxy/ratelimit rule with detailed_metric or
 // value_to_metric, see config.Limit.MetricName). Such labels are unbounded
 // and may hold secrets (API keys), so callers use this only when the
-// operator opted in, and it bounds them: rule gets at most maxPerRule
+// operator opted in, and it bounds them: a rule gets at most maxPerRule
 // detailed labels (the first ones seen, kept until restart), all rules
 // together MaxDetailedSeries, and none is longer than MaxDetailBytes.
-// Every other decision is counted under rule, so none goes uncounted.
-func (m *Metrics) ObserveDetailedDecision(api, domain, rule, detail string, maxPerRule int, alg algorithms.Algorithm, result string, nearLimit bool) {
-	if detail != rule && m.admitDetail(domain, rule, detail, maxPerRule) {
-		rule = detail
+// Every other decision is counted under l.Rule, so none goes uncounted.
+func (m *Metrics) ObserveDetailedDecision(l Labels, detail string, maxPerRule int, nearLimit bool) {
+	if detail != l.Rule && m.admitDetail(l.Domain, l.Rule, detail, maxPerRule) {
+		l.Rule = detail
 	}
-	m.ObserveDecision(api, domain, rule, alg, result, nearLimit)
+	m.ObserveDecision(l, nearLimit)
 }
 
 // admitDetail reports whether detail may be a label of rule, admitting it

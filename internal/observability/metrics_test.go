@@ -97,13 +97,13 @@ func TestMetricsScrape(t *testing.T) {
 	m.SetBuildInfo("v1.2.3")
 
 	for range 3 {
-		m.ObserveDecision(observability.APICheck, "", "login", algorithms.SlidingWindow, observability.ResultAllowed, false)
+		m.ObserveDecision(observability.Labels{API: observability.APICheck, Domain: "", Rule: "login", Algorithm: algorithms.SlidingWindow, Result: observability.ResultAllowed}, false)
 	}
-	m.ObserveDecision(observability.APICheck, "", "login", algorithms.SlidingWindow, observability.ResultAllowed, true)
-	m.ObserveDecision(observability.APICheck, "", "login", algorithms.SlidingWindow, observability.ResultDenied, true) // near ignored on deny
-	m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, observability.ResultShadowDenied, false)
-	m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, observability.ResultDegraded, false)
-	m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, "bogus", false)
+	m.ObserveDecision(observability.Labels{API: observability.APICheck, Domain: "", Rule: "login", Algorithm: algorithms.SlidingWindow, Result: observability.ResultAllowed}, true)
+	m.ObserveDecision(observability.Labels{API: observability.APICheck, Domain: "", Rule: "login", Algorithm: algorithms.SlidingWindow, Result: observability.ResultDenied}, true) // near ignored on deny
+	m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "edge", Rule: "remote_address", Algorithm: algorithms.TokenBucket, Result: observability.ResultShadowDenied}, false)
+	m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "edge", Rule: "remote_address", Algorithm: algorithms.TokenBucket, Result: observability.ResultDegraded}, false)
+	m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "edge", Rule: "remote_address", Algorithm: algorithms.TokenBucket, Result: "bogus"}, false)
 	m.ObserveDenyCacheHits(4)
 	m.ObserveConfigReload(nil)
 	m.ObserveConfigReload(nil)
@@ -299,9 +299,9 @@ func TestDecisionSeriesNewRuleCountable(t *testing.T) {
 	m := observability.NewMetrics(reg)
 	const n = observability.MaxDetailedSeries + 50
 	for i := range n {
-		m.ObserveDecision(observability.APIEnvoy, "d", fmt.Sprintf("rule%d", i), algorithms.FixedWindow, observability.ResultAllowed, false)
+		m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: fmt.Sprintf("rule%d", i), Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, false)
 	}
-	m.ObserveDecision(observability.APIEnvoy, "d", "rule0", algorithms.FixedWindow, observability.ResultAllowed, false)
+	m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: "rule0", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, false)
 	fm := scrape(t, m.Handler())
 	if got := len(fm["floodgate_decisions_total"].GetMetric()); got != n {
 		t.Fatalf("got %d series, want %d", got, n)
@@ -326,12 +326,12 @@ func TestDetailedSeriesBounded(t *testing.T) {
 	for r := range rules {
 		for v := range perRule + 2 {
 			rule := fmt.Sprintf("r%d", r)
-			m.ObserveDetailedDecision(observability.APIEnvoy, "d", rule, fmt.Sprintf("%s_v%d", rule, v), perRule, algorithms.FixedWindow, observability.ResultAllowed, false)
+			m.ObserveDetailedDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: rule, Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, fmt.Sprintf("%s_v%d", rule, v), perRule, false)
 		}
 	}
-	m.ObserveDetailedDecision(observability.APIEnvoy, "d", "r0", "r0_v0", perRule, algorithms.FixedWindow, observability.ResultAllowed, false) // admitted before
-	m.ObserveDetailedDecision(observability.APIEnvoy, "d", "r1", "r1_"+strings.Repeat("x", observability.MaxDetailBytes), 100, algorithms.FixedWindow, observability.ResultAllowed, false)
-	m.ObserveDecision(observability.APIEnvoy, "d", "plain", algorithms.FixedWindow, observability.ResultAllowed, false)
+	m.ObserveDetailedDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: "r0", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, "r0_v0", perRule, false) // admitted before
+	m.ObserveDetailedDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: "r1", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, "r1_"+strings.Repeat("x", observability.MaxDetailBytes), 100, false)
+	m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: "plain", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, false)
 	fm := scrape(t, m.Handler())
 	details, total := 0, 0.0
 	for _, s := range fm["floodgate_decisions_total"].GetMetric() {
@@ -383,9 +383,9 @@ func TestNearLimit(t *testing.T) {
 // allocation.
 func TestObserveDecisionNoAlloc(t *testing.T) {
 	m := observability.NewMetrics(nil)
-	m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, observability.ResultAllowed, true)
+	m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "edge", Rule: "remote_address", Algorithm: algorithms.TokenBucket, Result: observability.ResultAllowed}, true)
 	allocs := testing.AllocsPerRun(1000, func() {
-		m.ObserveDecision(observability.APIEnvoy, "edge", "remote_address", algorithms.TokenBucket, observability.ResultAllowed, true)
+		m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "edge", Rule: "remote_address", Algorithm: algorithms.TokenBucket, Result: observability.ResultAllowed}, true)
 	})
 	if allocs != 0 {
 		t.Fatalf("got %v allocations per warm ObserveDecision, want 0", allocs)
@@ -401,14 +401,14 @@ func BenchmarkObserveDecision(b *testing.B) {
 	rules := make([]string, n)
 	for i := range rules {
 		rules[i] = fmt.Sprintf("rule_%02d", i)
-		m.ObserveDecision(observability.APIEnvoy, "edge", rules[i], algorithms.SlidingWindow, observability.ResultAllowed, false)
+		m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "edge", Rule: rules[i], Algorithm: algorithms.SlidingWindow, Result: observability.ResultAllowed}, false)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			m.ObserveDecision(observability.APIEnvoy, "edge", rules[i%n], algorithms.SlidingWindow, observability.ResultAllowed, i%8 == 0)
+			m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "edge", Rule: rules[i%n], Algorithm: algorithms.SlidingWindow, Result: observability.ResultAllowed}, i%8 == 0)
 			i++
 		}
 	})
