@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	_ "embed" // demand.lua
 	"errors"
 	"fmt"
 	"strings"
@@ -13,19 +12,14 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-//go:embed demand.lua
-var demandLua string
-
-//go:embed forget.lua
-var forgetLua string
-
 // Demand is a store.DemandStore on Redis, so that every floodgate replica
 // sees the demand reported to all of them. Each budget is one hash,
 //
 //	<prefix>qd:{<key>}   "r:<reporter>" = "milliRPS:expiresAtMs",
 //	                     "#n", "#sum", "#min", "#max" = running totals
 //
-// updated by one atomic script (demand.lua) per report, and expiring with
+// updated by one atomic script (lua/demand.lua, a function of the store's
+// library) per report, and expiring with
 // its last live report. A report costs O(1) but for one scan of the
 // budget's reporters when the earliest report expires (about once per
 // TTL). Expiry uses the caller's clock: replicas' clocks must agree to
@@ -34,8 +28,7 @@ type Demand struct {
 	client  redis.UniversalClient
 	prefix  string
 	timeout time.Duration
-	script  *redis.Script
-	forget  *redis.Script
+	lib     library
 }
 
 var _ store.DemandStore = (*Demand)(nil)
@@ -56,7 +49,7 @@ func NewDemand(client redis.UniversalClient, prefix string, timeout time.Duratio
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &Demand{client: client, prefix: prefix, timeout: timeout, script: redis.NewScript(demandLua), forget: redis.NewScript(forgetLua)}, nil
+	return &Demand{client: client, prefix: prefix, timeout: timeout, lib: newLibrary()}, nil
 }
 
 // demandKey is the hash of one budget; key is its hash tag.
@@ -90,24 +83,20 @@ func (d *Demand) ReportDemand(ctx context.Context, now time.Time, reports []stor
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	nowMs := now.UnixMilli()
-	run := func(sha bool) ([]*redis.Cmd, error) {
+	run := func() ([]*redis.Cmd, error) {
 		pipe := d.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(reports))
 		for i, r := range reports {
-			k := []string{keys[i]}
-			args := []any{r.Reporter, max(r.MilliRPS, 0), nowMs, max(r.TTL.Milliseconds(), 1)}
-			if sha {
-				cmds[i] = d.script.EvalSha(ctx, pipe, k, args...)
-			} else {
-				cmds[i] = d.script.Eval(ctx, pipe, k, args...)
-			}
+			cmds[i] = pipe.FCall(ctx, d.lib.demand, []string{keys[i]}, r.Reporter, max(r.MilliRPS, 0), nowMs, max(r.TTL.Milliseconds(), 1))
 		}
 		_, err := pipe.Exec(ctx)
-		return cmds, err
+		return cmds, fcallErr(err)
 	}
-	cmds, err := run(true)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmds, err = run(false) // EVAL loads the script for the next calls
+	cmds, err := run()
+	if functionMissing(err) {
+		if err = d.lib.loadOn(ctx, d.client); err == nil {
+			cmds, err = run()
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: report demand: %w: %w", store.ErrUnavailable, err)
@@ -130,7 +119,7 @@ func (d *Demand) ForgetDemand(ctx context.Context, key, reporter string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	if err := d.forget.Run(ctx, d.client, []string{k}, reporter).Err(); err != nil {
+	if _, err := d.lib.fcall(ctx, d.client, d.lib.forget, []string{k}, reporter); err != nil {
 		return fmt.Errorf("redisstore: forget demand: %w: %w", store.ErrUnavailable, err)
 	}
 	return nil

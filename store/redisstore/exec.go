@@ -3,8 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // run executes calls, through the batcher when there is one, and returns
@@ -28,12 +26,12 @@ func (s *Store) run(ctx context.Context, calls []*call) error {
 	return nil
 }
 
-// exec sends calls to Redis, as Redis functions (functions.go) or by
-// EVALSHA, and hands each call to its done channel. Calls of one slot
+// exec sends calls to Redis, as Redis functions (functions.go), and
+// hands each call to its done channel. Calls of one slot
 // with the same header travel in one script call, each as a group of its
-// own (see lua/lean.lua): Redis then runs one script for many decisions.
-// A missing function or script is loaded and the call retried, so it
-// never reaches the caller.
+// own (see lua/decide.lua): Redis then runs one script for many decisions.
+// A missing function is loaded and the call retried, so it never reaches
+// the caller.
 func (s *Store) exec(ctx context.Context, calls []*call) {
 	defer func() {
 		for _, c := range calls {
@@ -42,25 +40,16 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	}()
 	if len(calls) == 1 {
 		c := calls[0]
-		c.reply, c.err = s.run1(ctx, c.log, c.keys, c.buf)
+		c.reply, c.err = s.fcall(ctx, s.lib.decide, c.keys, c.buf)
 		return
 	}
 	units := merge(calls)
 	if len(units) == 1 {
 		u := units[0]
-		u.split(s.run1(ctx, u.log, u.keys, u.args...))
+		u.split(s.fcall(ctx, s.lib.decide, u.keys, u.args...))
 		return
 	}
 	s.runPipeline(ctx, units)
-}
-
-// scriptFor is the script for a call with (log) or without a sliding
-// window log.
-func (s *Store) scriptFor(log bool) *redis.Script {
-	if log {
-		return s.full
-	}
-	return s.lean
 }
 
 // unit is one script call carrying one or more calls, each a group.
@@ -68,7 +57,6 @@ type unit struct {
 	calls []*call
 	keys  []string
 	args  []any // the first call's buf (with the header), then the others' requests
-	log   bool
 }
 
 // mergeKey groups calls that may share a script call: one slot, one
@@ -91,7 +79,7 @@ func merge(calls []*call) []*unit {
 		k := mergeKey{c.slot, c.h.nowMs, c.h.keepMs, c.h.probe}
 		u := byKey[k]
 		if u == nil {
-			u = &unit{calls: []*call{c}, keys: c.keys, args: []any{c.buf}, log: c.log}
+			u = &unit{calls: []*call{c}, keys: c.keys, args: []any{c.buf}}
 			byKey[k] = u
 			units = append(units, u)
 			continue
@@ -99,10 +87,14 @@ func merge(calls []*call) []*unit {
 		if len(u.calls) == 1 { // copy before appending: c.keys belongs to the call
 			u.keys = append(make([]string, 0, 4*len(u.keys)), u.keys...)
 		}
+		if c.buf[hdrLen-1] != hdrDirect && u.calls[0].buf[hdrLen-1] == hdrDirect {
+			// Not every group of u is one counter request: the first
+			// call's header (u's) says so.
+			u.calls[0].buf[hdrLen-1] = hdrWrite
+		}
 		u.calls = append(u.calls, c)
 		u.keys = append(u.keys, c.keys...)
 		u.args = append(u.args, c.buf[hdrLen:])
-		u.log = u.log || c.log
 	}
 	return units
 }

@@ -1,68 +1,65 @@
 package redisstore
 
-// Redis 7 functions: the decision scripts loaded once as a
-// function library and run by FCALL, so Redis builds their closures at
-// FUNCTION LOAD instead of on every call (bench/history/14-scripts-round-3-2026-11-30.md,
-// "Redis functions"). EVALSHA stays the fallback: for good (per
-// Store) once Redis does not know FUNCTION or FCALL (Redis 6, a renamed
-// command) or refuses FUNCTION LOAD (an ACL).
+// The scripts as one Redis function library, loaded once and run by
+// FCALL: Redis builds their closures at FUNCTION LOAD instead of on every
+// call, which measured fewer instructions a decision than EVALSHA of the
+// same Lua (bench/RESULTS.md). FCALL is the one way the store runs them,
+// so it needs Redis 7.0 or later.
 
 import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// library is the decision scripts as one Redis function library: the
-// files of both scripts (script.go), lua/lib.lua and the twins once, each
-// driver (lua/lean.lua, lua/batch.lua) the body of a function taking KEYS
-// and ARGV. The library is named by the hash of its source, so replicas
-// of different versions each find their own on a shared Redis. The
-// functions have no flags: they write (no no-writes), must not run on a
-// stale replica (no allow-stale), and Redis refuses them when it is out
-// of memory (no allow-oom), as it refuses their writes by EVALSHA.
+// library is the scripts as one Redis function library: lua/lib.lua and
+// the twins once, then the drivers (lua/decide.lua, lua/settle.lua,
+// lua/demand.lua, lua/forget.lua), each a function taking KEYS and ARGV. The library is named by the hash of
+// its source, so replicas of different versions each find their own on
+// a shared Redis. The functions have no flags: they write (no
+// no-writes), must not run on a stale replica (no allow-stale), and
+// Redis refuses them when it is out of memory (no allow-oom).
 type library struct {
-	name string // floodgate_<the first 12 hex digits of the SHA-1 of the source>
-	src  string // FUNCTION LOAD's argument
-	lean string // the function of the lean script
-	full string // the function of the full script
+	name   string // floodgate_<the first 12 hex digits of the SHA-1 of the source>
+	src    string // FUNCTION LOAD's argument
+	decide string // the function of lua/decide.lua
+	settle string // the function of lua/settle.lua
+	demand string // the function of lua/demand.lua
+	forget string // the function of lua/forget.lua
 }
+
+// libraryFunctions are the local functions of the library's Lua that
+// Redis gets as <name>_<function>.
+var libraryFunctions = []string{"decide", "settle", "demand", "forget"}
 
 // newLibrary is the library of this tree's scripts.
 func newLibrary() library {
-	common := luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog
-	return buildLibrary(common, luaLean, luaBatch)
+	return buildLibrary(luaSource())
 }
 
-// buildLibrary is the library of the shared Lua common and the drivers
-// lean and full. Its name hashes the whole source, the wrapper included,
-// with the name left out.
-func buildLibrary(common, lean, full string) library {
-	sum := sha1.Sum([]byte(librarySource("", common, lean, full)))
+// buildLibrary is the library of the Lua src, which defines the local
+// functions libraryFunctions. Its name hashes the whole source, the
+// registrations included, with the name left out.
+func buildLibrary(src string) library {
+	sum := sha1.Sum([]byte(librarySource("", src)))
 	name := "floodgate_" + hex.EncodeToString(sum[:])[:12]
-	return library{name: name, src: librarySource(name, common, lean, full), lean: name + "_lean", full: name + "_full"}
+	return library{name: name, src: librarySource(name, src),
+		decide: name + "_decide", settle: name + "_settle", demand: name + "_demand", forget: name + "_forget"}
 }
 
-// librarySource wraps common and the drivers into the library name: the
-// drivers read KEYS and ARGV, which a function gets as arguments.
-func librarySource(name, common, lean, full string) string {
-	register := func(fn, body string) string {
-		return "\nredis.register_function{function_name = '" + fn + "', callback = function(KEYS, ARGV)\n" + body + "\nend}\n"
+// librarySource is src as the library name, its functions registered.
+func librarySource(name, src string) string {
+	var b strings.Builder
+	b.WriteString("#!lua name=" + name + "\n" + src + "\n")
+	for _, fn := range libraryFunctions {
+		b.WriteString("redis.register_function('" + name + "_" + fn + "', " + fn + ")\n")
 	}
-	return "#!lua name=" + name + "\n" + common + register(name+"_lean", lean) + register(name+"_full", full)
-}
-
-// function is the name of the function for a call with (log) or without
-// a sliding window log.
-func (l *library) function(log bool) string {
-	if log {
-		return l.full
-	}
-	return l.lean
+	return b.String()
 }
 
 // load loads the library on c; a library of that name already there is
@@ -82,117 +79,86 @@ func functionMissing(err error) bool {
 	return redis.HasErrorPrefix(err, "Function not found") // HasErrorPrefix drops "ERR "
 }
 
-// functionsRefused reports whether err means this Redis will not run
-// functions for us: it does not know the command (Redis 6, a renamed
-// command) or the ACL forbids it.
-func functionsRefused(err error) bool {
-	return redis.HasErrorPrefix(err, "unknown command") || redis.HasErrorPrefix(err, "NOPERM")
-}
-
-// loadLibrary loads s's library on Redis: on every master of a cluster
-// (a call goes to its slot's master, which may be any of them).
-func (s *Store) loadLibrary(ctx context.Context) error {
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return s.lib.load(ctx, c)
+// loadOn loads the library on client's Redis: on every master of a
+// cluster (a call goes to its slot's master, which may be any of them).
+// The error is the load's own (READONLY from a replica, a timeout, a
+// Redis without functions), which says more than a missing function.
+func (l *library) loadOn(ctx context.Context, client redis.UniversalClient) error {
+	var err error
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return l.load(ctx, c)
 		})
+	} else {
+		err = l.load(ctx, client)
 	}
-	return s.lib.load(ctx, s.client)
+	if err != nil {
+		return fmt.Errorf("loading the function library %s: %w", l.name, fcallErr(err))
+	}
+	return nil
 }
 
-// recoverFunctions handles the error of an FCALL and reports whether the
-// call should be made again: after loading the library when Redis lacked
-// it, or by EVALSHA once s has switched to it for good (Redis refused
-// FCALL or FUNCTION LOAD). Otherwise it returns the error the call ends
-// with: err, or the load's own (READONLY from a replica, a timeout), which
-// says more than a missing function; the next call tries again.
-func (s *Store) recoverFunctions(ctx context.Context, err error) (retry bool, _ error) {
-	switch {
-	case functionsRefused(err):
-		s.noFunctions.Store(true)
-		return true, nil
-	case !functionMissing(err):
-		return false, err
+// fcall runs the library's function fn on client with keys and args,
+// loading the library first when Redis lacks it.
+func (l *library) fcall(ctx context.Context, client redis.UniversalClient, fn string, keys []string, args ...any) (any, error) {
+	reply, err := client.FCall(ctx, fn, keys, args...).Result()
+	if !functionMissing(err) {
+		return reply, fcallErr(err)
 	}
-	if lerr := s.loadLibrary(ctx); lerr != nil {
-		if functionsRefused(lerr) {
-			s.noFunctions.Store(true)
-			return true, nil
-		}
-		return false, fmt.Errorf("loading the function library %s: %w", s.lib.name, lerr)
+	if err := l.loadOn(ctx, client); err != nil {
+		return nil, err
 	}
-	return true, nil
+	reply, err = client.FCall(ctx, fn, keys, args...).Result()
+	return reply, fcallErr(err)
 }
 
-// run1 runs one script call (log: with a sliding window log) with keys
-// and args, as a function unless s uses EVALSHA.
-func (s *Store) run1(ctx context.Context, log bool, keys []string, args ...any) (any, error) {
-	if !s.noFunctions.Load() {
-		reply, err := s.client.FCall(ctx, s.lib.function(log), keys, args...).Result()
-		if err == nil {
-			return reply, nil
-		}
-		if retry, err := s.recoverFunctions(ctx, err); !retry {
-			return nil, err
-		}
-		if !s.noFunctions.Load() {
-			return s.client.FCall(ctx, s.lib.function(log), keys, args...).Result()
-		}
+// fcallErr is err, an FCALL's; on a Redis without functions (before
+// 7.0, or the command renamed away) a misconfiguration that says so.
+func fcallErr(err error) error {
+	if redis.HasErrorPrefix(err, "unknown command") {
+		return &misconfigError{msg: "the scripts run as Redis functions (FCALL), which need Redis 7.0 or later (Redis answered " + strconv.Quote(err.Error()) + ")"}
 	}
-	return s.scriptFor(log).Run(ctx, s.client, keys, args...).Result()
+	return err
 }
 
-// runPipeline runs the units' script calls in one pipeline (go-redis
-// splits it per cluster node and runs the nodes in parallel), as
-// functions unless s uses EVALSHA. The calls Redis answered with a
-// missing function or NOSCRIPT are retried in a second pipeline, once:
-// after loading the library, or by EVAL (which loads the script).
+// fcall runs the function fn of s's library with keys and args.
+func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any) (any, error) {
+	return s.lib.fcall(ctx, s.client, fn, keys, args...)
+}
+
+// runPipeline runs the units' decide calls in one pipeline (go-redis
+// splits it per cluster node and runs the nodes in parallel). The calls
+// Redis answered with a missing function are retried in a second
+// pipeline, once, after loading the library.
 func (s *Store) runPipeline(ctx context.Context, units []*unit) {
-	fn := !s.noFunctions.Load()
 	cmds := make([]*redis.Cmd, len(units))
 	pipe := s.client.Pipeline()
 	for i, u := range units {
-		if fn {
-			cmds[i] = pipe.FCall(ctx, s.lib.function(u.log), u.keys, u.args...)
-		} else {
-			cmds[i] = s.scriptFor(u.log).EvalSha(ctx, pipe, u.keys, u.args...)
-		}
+		cmds[i] = pipe.FCall(ctx, s.lib.decide, u.keys, u.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are per command
 	var retry []int
-	var failed error // an FCALL error that asks for recovery
 	for i, u := range units {
-		err := cmds[i].Err()
-		switch {
-		case fn && (functionMissing(err) || functionsRefused(err)):
-			failed = err
-		case !fn && redis.HasErrorPrefix(err, "NOSCRIPT"):
-		default:
-			u.split(cmds[i].Result())
+		if functionMissing(cmds[i].Err()) {
+			retry = append(retry, i)
 			continue
 		}
-		retry = append(retry, i)
+		reply, err := cmds[i].Result()
+		u.split(reply, fcallErr(err))
 	}
 	if len(retry) == 0 {
 		return
 	}
-	if failed != nil {
-		if ok, err := s.recoverFunctions(ctx, failed); !ok {
-			for _, i := range retry {
-				units[i].split(nil, err)
-			}
-			return
+	if err := s.lib.loadOn(ctx, s.client); err != nil {
+		for _, i := range retry {
+			units[i].split(nil, err)
 		}
+		return
 	}
-	fn = !s.noFunctions.Load()
 	pipe = s.client.Pipeline()
 	for _, i := range retry {
 		u := units[i]
-		if fn {
-			cmds[i] = pipe.FCall(ctx, s.lib.function(u.log), u.keys, u.args...)
-		} else {
-			cmds[i] = s.scriptFor(u.log).Eval(ctx, pipe, u.keys, u.args...)
-		}
+		cmds[i] = pipe.FCall(ctx, s.lib.decide, u.keys, u.args...)
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, i := range retry {

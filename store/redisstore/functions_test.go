@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -15,51 +16,30 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// luaScript runs a decision script with keys and args: *redis.Script (by
-// EVALSHA) or fnScript (by FCALL).
-type luaScript interface {
-	Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd
-}
-
-// fnScript is one function of a library, run as the store runs it: FCALL,
-// after loading the library if Redis lacks it.
-type fnScript struct {
+// luaScript is one function of the library, run as the store runs it:
+// FCALL, after loading the library if Redis lacks it.
+type luaScript struct {
 	lib  *library
 	name string
 }
 
-// Run implements luaScript; c must also be a redis.Cmdable.
-func (f fnScript) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	cc := c.(redis.Cmdable)
-	cmd := cc.FCall(ctx, f.name, keys, args...)
+// Run runs the function with keys and args on c.
+func (f luaScript) Run(ctx context.Context, c redis.Cmdable, keys []string, args ...any) *redis.Cmd {
+	cmd := c.FCall(ctx, f.name, keys, args...)
 	if functionMissing(cmd.Err()) {
-		if err := f.lib.load(ctx, cc); err != nil {
+		if err := f.lib.load(ctx, c); err != nil {
 			cmd.SetErr(fmt.Errorf("load: %w", err))
 			return cmd
 		}
-		cmd = cc.FCall(ctx, f.name, keys, args...)
+		cmd = c.FCall(ctx, f.name, keys, args...)
 	}
 	return cmd
 }
 
-// scriptSet is the lean and the full script, run one way.
-type scriptSet struct{ lean, full luaScript }
-
-// pick is the script the store runs reqs with: the full one when a
-// request uses the sliding window log.
-func (s scriptSet) pick(reqs []luaReq) luaScript {
-	for _, r := range reqs {
-		if r.l.Algorithm == algorithms.SlidingWindowLog {
-			return s.full
-		}
-	}
-	return s.lean
-}
-
 var (
-	testLib     = newLibrary()
-	evalScripts = scriptSet{leanLua, fullLua}
-	fnScripts   = scriptSet{fnScript{&testLib, testLib.lean}, fnScript{&testLib, testLib.full}}
+	testLib   = newLibrary()
+	decideLua = luaScript{&testLib, testLib.decide}
+	settleLua = luaScript{&testLib, testLib.settle}
 )
 
 // libraries lists the names of the function libraries Redis holds.
@@ -110,8 +90,7 @@ func decideN(t *testing.T, s *Store, step string, keys []string, want int64) {
 // TestFunctionFlush: the store loads its library on first use, and again
 // after FUNCTION FLUSH, alone, batched, and in a cluster (a pipeline of
 // calls to several masters, one flushed or all), without an error
-// reaching the caller; it never falls back to EVALSHA on a Redis that has
-// functions.
+// reaching the caller.
 func TestFunctionFlush(t *testing.T) {
 	srv := redistest.StartServer(t)
 	cl := redistest.StartCluster(t, 3, 0)
@@ -167,9 +146,6 @@ func TestFunctionFlush(t *testing.T) {
 				decideN(t, s, step, keys, want)
 				check(step)
 			}
-			if s.noFunctions.Load() {
-				t.Fatal("the store fell back to EVALSHA")
-			}
 		})
 	}
 }
@@ -180,8 +156,7 @@ func TestFunctionFlush(t *testing.T) {
 func TestLibraryVersions(t *testing.T) {
 	srv := redistest.StartServer(t)
 	admin := srv.Client()
-	common := luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaCounter + luaSlidingWindowLog
-	other := buildLibrary(common+"\n-- another version\n", luaLean, luaBatch)
+	other := buildLibrary(luaSource() + "\n-- another version\n")
 	if other.name == testLib.name || !strings.HasPrefix(other.name, "floodgate_") || len(other.name) != len("floodgate_")+12 {
 		t.Fatalf("names %q and %q: want two floodgate_<12 hex>", testLib.name, other.name)
 	}
@@ -205,42 +180,54 @@ func TestLibraryVersions(t *testing.T) {
 	}
 }
 
-// TestEvalFallback: on a Redis that does not know FCALL or FUNCTION (as
-// Redis 6; here renamed away) the store switches to EVALSHA for good and
-// decides; the forced fallback (Config.evalSHA) never loads the library.
-func TestEvalFallback(t *testing.T) {
-	ctx := context.Background()
-	t.Run("no functions on the server", func(t *testing.T) {
-		srv := redistest.StartServer(t, "--rename-command", "FCALL", "", "--rename-command", "FUNCTION", "")
-		for _, batch := range []int{1, 0} {
-			s, err := New(srv.Client(), Config{BatchMaxSize: batch, Timeout: 5 * time.Second, BatchMaxWait: time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			keys := []string{fmt.Sprintf("old-%d-a", batch), fmt.Sprintf("old-%d-b", batch), fmt.Sprintf("old-%d-c", batch)}
-			decideN(t, s, "first", keys, 99)
-			if !s.noFunctions.Load() {
-				t.Fatal("the store did not fall back to EVALSHA")
-			}
-			decideN(t, s, "second", keys, 98)
-			s.Close()
-		}
-	})
-	t.Run("forced", func(t *testing.T) {
-		srv := redistest.StartServer(t)
-		admin := srv.Client()
-		s, err := New(srv.Client(), Config{evalSHA: true, Timeout: 5 * time.Second})
+// TestNoFunctions: on a Redis that does not know FCALL or FUNCTION (as
+// Redis 6; here renamed away) Decide and Settle fail with an error that
+// says Redis 7.0 is needed, alone and batched.
+func TestNoFunctions(t *testing.T) {
+	srv := redistest.StartServer(t, "--rename-command", "FCALL", "", "--rename-command", "FUNCTION", "")
+	for _, batch := range []int{1, 0} {
+		s, err := New(srv.Client(), Config{BatchMaxSize: batch, Timeout: 5 * time.Second, BatchMaxWait: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
-		decideN(t, s, "first", []string{"forced-a", "forced-b"}, 99)
-		if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 100, Period: time.Minute}
+		out := make([]algorithms.Decision, 1)
+		err = s.Decide(context.Background(), time.Now(), []store.Request{{Key: "old", Limit: l, Cost: 1}}, out)
+		if err == nil || !errors.Is(err, store.ErrMisconfigured) || !strings.Contains(err.Error(), "Redis 7.0") {
+			t.Errorf("batch %d: Decide error %v, want a misconfiguration naming Redis 7.0", batch, err)
+		}
+		_, err = s.Settle(context.Background(), time.Now(), store.Settlement{Key: "old", Limit: l, Reserved: 1, Actual: 2, IdempotencyKey: "i"})
+		if err == nil || !errors.Is(err, store.ErrMisconfigured) || !strings.Contains(err.Error(), "Redis 7.0") {
+			t.Errorf("batch %d: Settle error %v, want a misconfiguration naming Redis 7.0", batch, err)
+		}
+		if err := s.Ping(context.Background()); !errors.Is(err, store.ErrMisconfigured) || !strings.Contains(err.Error(), "Redis 7.0") {
+			t.Errorf("batch %d: Ping error %v, want a misconfiguration naming Redis 7.0", batch, err)
+		}
+		s.Close()
+	}
+}
+
+// TestSettleAfterFlush: Settle loads the library when Redis lacks it
+// (first use, FUNCTION FLUSH), like Decide.
+func TestSettleAfterFlush(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ctx := context.Background()
+	s, err := New(srv.Client(), Config{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 100, Period: time.Minute}
+	for i, id := range []string{"first", "after flush"} {
+		if err := srv.Client().FunctionFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		decideN(t, s, "after SCRIPT FLUSH", []string{"forced-a", "forced-b"}, 98)
-		if got := libraries(t, admin); len(got) != 0 {
-			t.Fatalf("libraries %v, want none", got)
+		res, err := s.Settle(ctx, time.Now(), store.Settlement{Key: "settle-flush", Limit: l, Reserved: 1, Actual: 3, IdempotencyKey: id})
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
 		}
-	})
+		if want := int64(100 - 2*(i+1)); res.Decision.Remaining != want {
+			t.Fatalf("%s: remaining %d, want %d", id, res.Decision.Remaining, want)
+		}
+	}
 }

@@ -96,20 +96,16 @@ func (s *Store) checkServer(ctx context.Context) error {
 	return nil
 }
 
-// checkScripting asks whether Redis lets this client run scripts at all:
-// an EVALSHA of a script no one loaded and an FCALL of a function no
-// library holds, both without keys, answer NOSCRIPT and "Function not
-// found" to a client that may run them, NOPERM to one whose ACL user may
-// not. Either one allowed is enough (the store falls back from FCALL to
-// EVALSHA); both refused is a misconfiguration, since no decision could
-// run. Key permissions (~prefix*) show only when a decision runs.
+// checkScripting asks whether Redis lets this client run the store's
+// functions at all: an FCALL of a function no library holds, without
+// keys, answers "Function not found" to a client that may run it, NOPERM
+// to one whose ACL user may not (a misconfiguration: no decision could
+// run), "unknown command" on a Redis older than 7.0. Key permissions
+// (~prefix*) show only when a decision runs.
 func (s *Store) checkScripting(ctx context.Context) error {
-	pipe := s.client.Pipeline()
-	eval := pipe.EvalSha(ctx, "0000000000000000000000000000000000000000", nil)
-	fcall := pipe.FCall(ctx, "floodgate_permission_check", nil)
-	_, _ = pipe.Exec(ctx)
-	if redis.HasErrorPrefix(eval.Err(), "NOPERM") && redis.HasErrorPrefix(fcall.Err(), "NOPERM") {
-		return eval.Err()
+	err := s.client.FCall(ctx, "floodgate_permission_check", nil).Err()
+	if redis.HasErrorPrefix(err, "NOPERM") || redis.HasErrorPrefix(err, "unknown command") {
+		return fcallErr(err)
 	}
 	return nil
 }

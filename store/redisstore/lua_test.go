@@ -120,29 +120,40 @@ func (m *luaModel) decide(nowMs int64, reqs []luaReq) []algorithms.Decision {
 	return out
 }
 
-// The two scripts (script.go).
-var (
-	leanLua = redis.NewScript(leanScript())
-	fullLua = redis.NewScript(fullScript())
+// luaPath is the path of lua/decide.lua a test call takes.
+type luaPath int
+
+const (
+	// pathStore is the store's: the direct path when every group is one
+	// request of a counter algorithm and the call writes (markDirect),
+	// else the general one.
+	pathStore luaPath = iota
+	// pathGeneral is the general path, whatever the call holds (as for
+	// a call that also holds a sliding window log, or groups of several
+	// requests).
+	pathGeneral
 )
 
-// pickScript is the script the store runs reqs with by EVALSHA: the
-// full one when a request uses the sliding window log.
-func pickScript(reqs []luaReq) luaScript {
-	return evalScripts.pick(reqs)
-}
-
-// runScript runs script for reqs at nowMs (negative: Redis' TIME) and
-// decodes the reply; a nil script is the one the store would pick.
-func runScript(ctx context.Context, c redis.Scripter, script luaScript, nowMs int64, reqs []luaReq) ([]algorithms.Decision, error) {
-	return runScriptHeader(ctx, c, script, header{nowMs: nowMs, keepMs: keepMs}, reqs)
+// runScript runs the decide function on path for reqs at nowMs
+// (negative: Redis' TIME) and decodes the reply.
+func runScript(ctx context.Context, c redis.Cmdable, path luaPath, nowMs int64, reqs []luaReq) ([]algorithms.Decision, error) {
+	return runScriptHeader(ctx, c, path, header{nowMs: nowMs, keepMs: keepMs}, reqs)
 }
 
 // scriptArgs builds the KEYS and ARGV of a call holding reqs: the header
 // and the first group in ARGV[1], one more ARGV per group.
-func scriptArgs(h header, reqs []luaReq) ([]string, []any) {
+func scriptArgs(h header, path luaPath, reqs []luaReq) ([]string, []any) {
 	keys := make([]string, len(reqs))
 	hdr := appendHeader(nil, h)
+	if path == pathStore && !h.probe {
+		direct := true
+		for i, r := range reqs {
+			direct = direct && (i == 0 || r.group) && r.l.Algorithm != algorithms.SlidingWindowLog
+		}
+		if direct {
+			hdr[hdrLen-1] = hdrDirect
+		}
+	}
 	buf := hdr
 	var args []any
 	flush := func() { args = append(args, buf) }
@@ -158,12 +169,9 @@ func scriptArgs(h header, reqs []luaReq) ([]string, []any) {
 	return keys, args
 }
 
-func runScriptHeader(ctx context.Context, c redis.Scripter, script luaScript, h header, reqs []luaReq) ([]algorithms.Decision, error) {
-	if script == nil {
-		script = pickScript(reqs)
-	}
-	keys, args := scriptArgs(h, reqs)
-	reply, err := script.Run(ctx, c, keys, args...).Result()
+func runScriptHeader(ctx context.Context, c redis.Cmdable, path luaPath, h header, reqs []luaReq) ([]algorithms.Decision, error) {
+	keys, args := scriptArgs(h, path, reqs)
+	reply, err := decideLua.Run(ctx, c, keys, args...).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -353,23 +361,21 @@ func randStep(rng *rand.Rand, w int64) int64 {
 // model holds state for it, and the state in Redis must be the model's,
 // field by field (the log's ring slot for slot).
 //
-// Each algorithm runs through the script the store picks for it (lean for
-// the counters, full for the log); the counters run through the full
-// script too (the store sends them there when a call also holds a log),
-// and "mixed" gives each key its own algorithm, so that one trace's calls
-// go to either script and groups mix algorithms.
-//
-// Every trace runs twice: by EVALSHA ("eval/", the fallback on a Redis
-// without functions) and by FCALL of the library ("fcall/", the default).
+// Each algorithm runs through the path the store takes (the direct one
+// for calls whose groups are one counter request each, else the general
+// one); the counters run through the general path alone too ("general/":
+// the store sends them there when a call also holds a log or a group of
+// several requests), and "mixed" gives each key its own algorithm, so
+// that one trace's calls take either path and groups mix algorithms.
 func TestLuaMatchesGo(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
 	seed := luaSeed(t)
 	type trace struct {
-		name string
-		full bool // the full script, else the one the store picks
-		algs [4]algorithms.Algorithm
-		big  bool // key 3 keeps its algorithm's big limit
+		name    string
+		general bool // the general path always, else the store's
+		algs    [4]algorithms.Algorithm
+		big     bool // key 3 keeps its algorithm's big limit
 	}
 	var traces []trace
 	for _, alg := range algorithms.Algorithms {
@@ -377,34 +383,26 @@ func TestLuaMatchesGo(t *testing.T) {
 	}
 	for _, alg := range algorithms.Algorithms {
 		if alg != algorithms.SlidingWindowLog {
-			traces = append(traces, trace{"full/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
+			traces = append(traces, trace{"general/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
 		}
 	}
 	tb, sw, swl, fw, lb := algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.SlidingWindowLog, algorithms.FixedWindow, algorithms.LeakyBucket
 	traces = append(traces, trace{"mixed", false, [4]algorithms.Algorithm{tb, sw, swl, fw}, false})
 	traces = append(traces, trace{"mixed/leaky", false, [4]algorithms.Algorithm{lb, tb, swl, lb}, false})
-	modes := []struct {
-		name string
-		set  scriptSet
-	}{{"eval", evalScripts}, {"fcall", fnScripts}}
-	for mi, mode := range modes {
-		set := mode.set
-		for ti, tr := range traces {
-			stream := uint64(mi*len(traces) + ti) // keys of their own: they hold a random number
-			t.Run(mode.name+"/"+tr.name, func(t *testing.T) {
-				var script luaScript // nil: the set's pick
-				if tr.full {
-					script = set.full
-				}
-				diffTrace(t, c, script, set, rand.New(rand.NewPCG(seed, stream)), tr.algs, tr.big)
-			})
-		}
+	for ti, tr := range traces {
+		stream := uint64(ti) // keys of their own: they hold a random number
+		t.Run(tr.name, func(t *testing.T) {
+			path := pathStore
+			if tr.general {
+				path = pathGeneral
+			}
+			diffTrace(t, c, path, rand.New(rand.NewPCG(seed, stream)), tr.algs, tr.big)
+		})
 	}
 }
 
 // diffTrace runs one differential trace on 4 keys of algorithms algs.
-// A nil script is the one set picks for each call.
-func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, rng *rand.Rand, algs [4]algorithms.Algorithm, big bool) {
+func diffTrace(t *testing.T, c *redis.Client, path luaPath, rng *rand.Rand, algs [4]algorithms.Algorithm, big bool) {
 	const steps = 5000
 	ctx := context.Background()
 	// Keys 0-2 (and 3 unless big) switch limits now and then; key 3 keeps
@@ -462,11 +460,7 @@ func diffTrace(t *testing.T, c *redis.Client, script luaScript, set scriptSet, r
 				t.Logf("step %d now %d: %s %+v cost %d dry %v mode %d group %v -> %+v", step, now, r.key, r.l, r.cost, r.dry, r.mode, r.group, want[i])
 			}
 		}
-		run := script
-		if run == nil {
-			run = set.pick(reqs)
-		}
-		got, err := runScriptHeader(ctx, c, run, header{nowMs: now, keepMs: keepMs, calMs: m.calMs}, reqs)
+		got, err := runScriptHeader(ctx, c, path, header{nowMs: now, keepMs: keepMs, calMs: m.calMs}, reqs)
 		if err != nil {
 			t.Fatalf("step %d (now %d): script: %v", step, now, err)
 		}
@@ -549,7 +543,7 @@ func decodeCounterState(t *testing.T, alg algorithms.Algorithm, v string) algori
 func TestLuaServerTime(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartServer(t).Client()
-	script := fullLua
+	script := pathStore
 	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: time.Hour}
 	before, err := c.Time(ctx).Result()
 	if err != nil {
@@ -626,7 +620,7 @@ func redisLogState(t *testing.T, c *redis.Client, key string) algorithms.State {
 func TestLuaDenyWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartServer(t).Client()
-	var script luaScript // the store's pick: the full script, as the batch holds a log
+	script := pathStore // the general path, as the batch holds a log
 	now := int64(1_700_000_000_000)
 	var reqs []luaReq
 	for _, alg := range algorithms.Algorithms {
@@ -736,76 +730,56 @@ func TestLuaErrors(t *testing.T) {
 		copy(b[reqLen:reqLen+8], b[reqLen+8:reqLen+16])
 	}
 	tests := []struct {
-		name     string
-		leanOnly bool
-		keys     []string
-		args     []any
-		want     string
+		name string
+		keys []string
+		args []any
+		want string
 	}{
-		{"no ARGV", false, []string{"e:a"}, nil, "bad header"},
-		{"short header", false, []string{"e:a"}, []any{hdr[:10]}, "bad header"},
-		{"bad form", false, []string{"e:a"}, []any{join([]byte("x"), hdr[1:], req(l, 1, nil))}, "bad header"},
-		{"bad write flag", false, []string{"e:a"}, []any{join(hdr[:17], []byte{2}, req(l, 1, nil))}, "bad header"},
-		{"negative keep", false, []string{"e:a"}, []any{join(hdr[:9], bytes.Repeat([]byte{0xff}, 8), hdr[17:], req(l, 1, nil))}, "bad header"},
-		{"short request", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil)[:20])}, "bytes per request"},
-		{"empty group", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil)), ""}, "bytes per request"},
-		{"more requests than keys", false, []string{"e:a"}, []any{join(hdr, req(l, 1, nil), req(l, 1, nil))}, "2 requests for 1 keys"},
-		{"fewer requests than keys", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil))}, "1 requests for 2 keys"},
-		{"bad algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 6 }))}, "bad arguments for request 1"},
-		{"no algorithm", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 0 }))}, "bad arguments for request 1"},
-		{"bad flags", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x80 }))}, "bad arguments for request 1"}, // flag bit 4: no feature (bit 1 is debt)
-		{"negative burst", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[17+7] = 0xff }))}, "bad arguments for request 1"},
-		{"zero period", false, []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
-		{"zero requests", false, []string{"e:a"}, []any{join(hdr, req(zeroRequests, 1, nil))}, "bad arguments for request 1"},
-		{"second request bad", false, []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil), req(zeroPeriod, 1, nil))}, "bad arguments for request 2"},
-		{"bad request in a group", false, []string{"e:c", "e:d"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},
-		{"log in the lean script", true, []string{"e:a"}, []any{join(hdr, req(swl, 1, nil))}, "bad arguments for request 1"},
-		{"calendar flag without bounds", false, []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 64 }))}, "bytes per request"},
-		{"calendar bounds cut short", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, nil)[:reqLen+20])}, "bytes per request"},
-		{"calendar bounds cut short in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, nil)[:reqLen+39]}, "bytes per request"},
-		{"calendar token bucket", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 1 }))}, "bad arguments for request 1"},
-		{"calendar log", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 3 }))}, "bad arguments for request 1"},
-		{"calendar bounds out of order", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, swapBounds))}, "bad arguments for request 1"},
-		{"calendar period ending before it starts", false, []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { copy(b[reqLen+16:reqLen+24], b[reqLen+8:reqLen+16]) }))}, "bad arguments for request 1"},
-		{"calendar bounds out of order in a group", false, []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, swapBounds)}, "bad arguments for request 2"},
-		{"two algorithms on one key", false, []string{"e:b", "e:b"}, []any{join(hdr, req(l, 1, nil), req(algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 5, Period: time.Second}, 1, nil))}, "used with two algorithms"},
+		{"no ARGV", []string{"e:a"}, nil, "bad header"},
+		{"short header", []string{"e:a"}, []any{hdr[:10]}, "bad header"},
+		{"bad form", []string{"e:a"}, []any{join([]byte("x"), hdr[1:], req(l, 1, nil))}, "bad header"},
+		{"bad write flag", []string{"e:a"}, []any{join(hdr[:17], []byte{3}, req(l, 1, nil))}, "bad header"},
+		{"negative keep", []string{"e:a"}, []any{join(hdr[:9], bytes.Repeat([]byte{0xff}, 8), hdr[17:], req(l, 1, nil))}, "bad header"},
+		{"short request", []string{"e:a"}, []any{join(hdr, req(l, 1, nil)[:20])}, "bytes per request"},
+		{"empty group", []string{"e:a"}, []any{join(hdr, req(l, 1, nil)), ""}, "bytes per request"},
+		{"more requests than keys", []string{"e:a"}, []any{join(hdr, req(l, 1, nil), req(l, 1, nil))}, "2 requests for 1 keys"},
+		{"fewer requests than keys", []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil))}, "1 requests for 2 keys"},
+		{"bad algorithm", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 6 }))}, "bad arguments for request 1"},
+		{"no algorithm", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 0 }))}, "bad arguments for request 1"},
+		{"bad flags", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x80 }))}, "bad arguments for request 1"}, // flag bit 4: no feature (bit 1 is debt)
+		{"negative burst", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[17+7] = 0xff }))}, "bad arguments for request 1"},
+		{"zero period", []string{"e:a"}, []any{join(hdr, req(zeroPeriod, 1, nil))}, "bad arguments for request 1"},
+		{"zero requests", []string{"e:a"}, []any{join(hdr, req(zeroRequests, 1, nil))}, "bad arguments for request 1"},
+		{"second request bad", []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil), req(zeroPeriod, 1, nil))}, "bad arguments for request 2"},
+		{"bad request in a group", []string{"e:c", "e:d"}, []any{join(hdr, req(l, 1, nil)), req(zeroPeriod, 1, nil)}, "bad arguments for request 2"},
+		{"calendar flag without bounds", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 64 }))}, "bytes per request"},
+		{"calendar bounds cut short", []string{"e:a"}, []any{join(hdr, req(cal, 1, nil)[:reqLen+20])}, "bytes per request"},
+		{"calendar bounds cut short in a group", []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, nil)[:reqLen+39]}, "bytes per request"},
+		{"calendar token bucket", []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 1 }))}, "bad arguments for request 1"},
+		{"calendar log", []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { b[0] = 64 | 3 }))}, "bad arguments for request 1"},
+		{"calendar bounds out of order", []string{"e:a"}, []any{join(hdr, req(cal, 1, swapBounds))}, "bad arguments for request 1"},
+		{"calendar period ending before it starts", []string{"e:a"}, []any{join(hdr, req(cal, 1, func(b []byte) { copy(b[reqLen+16:reqLen+24], b[reqLen+8:reqLen+16]) }))}, "bad arguments for request 1"},
+		{"calendar bounds out of order in a group", []string{"e:a", "e:b"}, []any{join(hdr, req(cal, 1, nil)), req(cal, 1, swapBounds)}, "bad arguments for request 2"},
+		{"two algorithms on one key", []string{"e:b", "e:b"}, []any{join(hdr, req(l, 1, nil), req(algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 5, Period: time.Second}, 1, nil))}, "used with two algorithms"},
 	}
-	// The cases whose first group the lean script's direct path decides
-	// and writes before it meets the malformed second one.
-	directFirst := map[string]bool{"bad request in a group": true, "calendar bounds out of order in a group": true}
 	for _, tc := range tests {
-		for name, script := range map[string]luaScript{"lean": leanLua, "full": fullLua, "fcall/lean": fnScripts.lean, "fcall/full": fnScripts.full} {
-			if tc.leanOnly && !strings.HasSuffix(name, "lean") {
-				continue
+		t.Run(tc.name, func(t *testing.T) {
+			c.Del(ctx, tc.keys...)
+			err := decideLua.Run(ctx, c, tc.keys, tc.args...).Err()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
-			t.Run(name+"/"+tc.name, func(t *testing.T) {
-				c.Del(ctx, tc.keys...)
-				err := script.Run(ctx, c, tc.keys, tc.args...).Err()
-				if err == nil || !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("error %v, want one containing %q", err, tc.want)
-				}
-				written := tc.keys
-				if directFirst[tc.name] && strings.HasSuffix(name, "lean") {
-					// The direct path (every group one request) decides
-					// and writes each group in turn: the group before
-					// the malformed one, a separate call, stands.
-					written = tc.keys[1:]
-					if n, _ := c.Exists(ctx, tc.keys[0]).Result(); n != 1 {
-						t.Fatal("the direct path did not write the group before the malformed one")
-					}
-				}
-				if n, _ := c.Exists(ctx, written...).Result(); n != 0 {
-					t.Fatalf("a refused call wrote %d keys", n)
-				}
-			})
-		}
+			if n, _ := c.Exists(ctx, tc.keys...).Result(); n != 0 {
+				t.Fatalf("a refused call wrote %d keys", n)
+			}
+		})
 	}
 	// A key holding something else is refused, not misread, by both
 	// scripts, alone or in a batch.
 	if err := c.Set(ctx, "e:corrupt", "\xff", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, script := range []luaScript{leanLua, fullLua, fnScripts.lean, fnScripts.full} {
+	for _, script := range []luaPath{pathStore, pathGeneral} {
 		for _, reqs := range [][]luaReq{
 			{{key: "e:corrupt", l: l, cost: 1}},
 			{{key: "e:fine", l: l, cost: 1}, {key: "e:corrupt", l: l, cost: 1}},
@@ -821,7 +795,7 @@ func TestLuaErrors(t *testing.T) {
 		if err := c.Set(ctx, "e:corrupt", v, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		_, err := runScript(ctx, c, nil, 1, []luaReq{{key: "e:corrupt", l: swl, cost: 1}})
+		_, err := runScript(ctx, c, pathStore, 1, []luaReq{{key: "e:corrupt", l: swl, cost: 1}})
 		if err == nil || !strings.Contains(err.Error(), "malformed state") {
 			t.Fatalf("corrupt log %q: %v, want malformed state", v, err)
 		}
@@ -836,8 +810,8 @@ func TestWireInts(t *testing.T) {
 	// A script that decodes the header and request in ARGV[1] with
 	// lib.lua and returns their fields.
 	echo := redis.NewScript(luaLib + `
-local now, keep, write, read = read_header(ARGV[1])
-local alg, flags, requests, period_ms, burst, cost = read(ARGV[1], HDR_LEN + 1)
+local now, keep, write = read_header(ARGV[1])
+local alg, flags, requests, period_ms, burst, cost = read_request(ARGV[1], HDR_LEN + 1)
 local function s(v) return string.format('%.0f', v) end
 return {s(now), s(keep), write, alg, flags, s(requests), s(period_ms), s(burst), s(cost)}`)
 	vals := []int64{0, 1, 127, 128, 255, 256, 1000, 1 << 31, 1<<50 - 1, algorithms.MaxScaled, 1<<53 - 1, 1 << 53}

@@ -15,7 +15,7 @@ import (
 	"github.com/floodgate/floodgate/store/redisstore"
 )
 
-// scriptCalls is how many EVALSHA and EVAL calls Redis has run.
+// scriptCalls is how many FCALLs Redis has run.
 func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 	t.Helper()
 	info, err := srv.Client().Info(context.Background(), "commandstats").Result()
@@ -24,7 +24,7 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 	}
 	var n int64
 	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+		if !strings.HasPrefix(line, "cmdstat_fcall:") {
 			continue
 		}
 		for _, f := range strings.Split(strings.SplitN(strings.TrimSpace(line), ":", 2)[1], ",") {

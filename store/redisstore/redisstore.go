@@ -65,19 +65,15 @@
 //
 // # Clock and scripts
 //
-// Redis 5.0 or later: the scripts read TIME before they write, which
-// needs effects replication, Redis' default since 5.0. Redis 7.0 or later
-// runs them as functions, the measured path (bench/RESULTS.md).
-//
-// The scripts read Redis' TIME, so replicas with skewed clocks agree;
-// Config.ClientTime uses the now passed to Decide instead. The scripts
-// run as Redis 7 functions (FCALL of a library named by its source's
-// hash, functions.go), loaded on first use and again whenever Redis
-// answers that a function is missing (after a restart, failover or
-// FUNCTION FLUSH), on every master of a cluster. On a Redis without
-// functions (Redis 6) they run by EVALSHA; a NOSCRIPT answer (after a
-// restart, failover or SCRIPT FLUSH) is retried with EVAL, which loads the
-// script. Neither answer reaches the caller.
+// Redis 7.0 or later: the scripts run as Redis functions, FCALL of a
+// library named by its source's hash (functions.go), the one way they
+// run (FCALL measured fewer instructions a decision than EVALSHA of the
+// same Lua: bench/RESULTS.md). The library is loaded on first use and
+// again whenever Redis answers that a function is missing (after a
+// restart, failover or FUNCTION FLUSH), on every master of a cluster;
+// that answer never reaches the caller. The scripts read Redis' TIME, so
+// replicas with skewed clocks agree; Config.ClientTime uses the now
+// passed to Decide instead.
 //
 // The API follows floodgate's releases: v0, no compatibility promise yet.
 package redisstore
@@ -92,7 +88,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -149,10 +144,6 @@ type Config struct {
 	// remembered (Settle; its record's TTL); 0 means
 	// store.DefaultSettleWindow.
 	SettleWindow time.Duration
-
-	// evalSHA makes the Store run its scripts by EVALSHA, as on a Redis
-	// without functions (tests of the fallback).
-	evalSHA bool
 }
 
 // Store is a store.Store on Redis. Its methods may be called concurrently.
@@ -160,14 +151,9 @@ type Store struct {
 	client  redis.UniversalClient
 	cluster bool
 	cfg     Config
-	lean    *redis.Script // calls without a sliding window log, by EVALSHA
-	full    *redis.Script // calls with one
-	lib     library       // both, as Redis functions
-	// noFunctions is set for good once Redis refuses functions (Redis 6):
-	// the calls then go by EVALSHA.
-	noFunctions atomic.Bool
-	keepMs      int64
-	batch       *batcher // nil when batching is disabled
+	lib     library // the scripts, as Redis functions
+	keepMs  int64
+	batch   *batcher // nil when batching is disabled
 }
 
 var _ store.Store = (*Store)(nil)
@@ -201,12 +187,9 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		client:  client,
 		cluster: cluster,
 		cfg:     cfg,
-		lean:    redis.NewScript(leanScript()),
-		full:    redis.NewScript(fullScript()),
 		lib:     newLibrary(),
 		keepMs:  cfg.KeepExtra.Milliseconds(),
 	}
-	s.noFunctions.Store(cfg.evalSHA)
 	if cfg.BatchMaxSize > 1 {
 		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchPipelines, cfg.BatchMaxWait)
 	}
@@ -219,7 +202,6 @@ type call struct {
 	h    header
 	keys []string
 	buf  []byte // the header, then the requests (see script.go)
-	log  bool   // a request uses the sliding window log
 	idx  []int  // positions in the Decide call's requests
 
 	reply  any
@@ -243,7 +225,7 @@ func release(calls []*call) {
 		}
 		clear(c.keys)
 		c.keys, c.buf, c.idx = c.keys[:0], c.buf[:0], c.idx[:0]
-		c.reply, c.err, c.log = nil, nil, false
+		c.reply, c.err = nil, nil
 		callPool.Put(c)
 	}
 }
@@ -349,9 +331,9 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 			r := &reqs[i]
 			c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, hashTag(r.Key), r.Scope))
 			c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
-			c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 			c.idx = append(c.idx, i)
 		}
+		markDirect(c, reqs)
 		return []*call{c}
 	}
 	var calls []*call
@@ -372,8 +354,10 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 		}
 		c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
 		c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
-		c.log = c.log || r.Limit.Algorithm == algorithms.SlidingWindowLog
 		c.idx = append(c.idx, i)
+	}
+	for _, c := range calls {
+		markDirect(c, reqs)
 	}
 	return calls
 }

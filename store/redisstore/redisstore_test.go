@@ -77,8 +77,9 @@ func limit(alg algorithms.Algorithm, requests int64) algorithms.Limit {
 }
 
 // TestRestartAndScriptFlush: after SCRIPT FLUSH or a Redis restart, the
-// next Decide succeeds (EVALSHA's NOSCRIPT falls back to EVAL), alone,
-// batched and concurrent.
+// next Decide succeeds (a restarted Redis without persistence has lost
+// the function library, which the store loads again), alone, batched and
+// concurrent.
 func TestRestartAndScriptFlush(t *testing.T) {
 	srv := redistest.StartServer(t)
 	ctx := context.Background()

@@ -3,26 +3,16 @@ package redisstore
 // The Redis wire protocol of the decision scripts: their Lua sources
 // (lua/, embedded), the ARGV they take and the reply they give.
 //
-// Two scripts, one per shape of call (a lean script per shape):
+// The sources, joined in luaSource's order, make one Redis function
+// library (functions.go): lua/lib.lua, the algorithms' twins,
+// lua/counter.lua, lua/sliding_window_log.lua, then the drivers
+// lua/decide.lua (every Decide call), lua/settle.lua (Settle) and, for
+// Demand, lua/demand.lua and lua/forget.lua.
 //
-//	lean  lua/lib.lua + the four counter twins + lua/counter.lua + lua/lean.lua
-//	      calls whose requests all use the token bucket, the sliding
-//	      window, the fixed window or the leaky bucket: no table per request, one GET and
-//	      one SET ... PX per key, a path of its own for one request
-//	full  the same twins + lua/sliding_window_log.lua + lua/batch.lua
-//	      calls that hold a sliding window log (whose ring needs tables)
-//
-// On Redis 7 both run as functions of one library (functions.go): the
-// same files, each driver wrapped as function(KEYS, ARGV); EVALSHA of the
-// joined files is the fallback (Redis 6).
-//
-// Both take the same KEYS and ARGV and give the same reply (lua/lean.lua's
-// header): ARGV[1] is the call's header and its first group of requests,
-// each further ARGV one more group; integers are little-endian int64s
-// (lua/lib.lua), the one encoding (a seven-bit form without NUL bytes,
-// once kept for redis-benchmark, read 1.1 µs slower a request and is
-// gone: bench/rediscost drives the store itself). The reply is one string
-// of replyLen bytes per request.
+// decide takes KEYS and ARGV as lua/decide.lua's header says: ARGV[1] is
+// the call's header and its first group of requests, each further ARGV
+// one more group; integers are little-endian int64s (lua/lib.lua). The
+// reply is one string of replyLen bytes per request.
 //
 // State layout in Redis, one key per (algorithm, key) (the key names are
 // package keys'):
@@ -51,6 +41,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store"
 )
 
 // luaLib is lua/lib.lua after the wire sizes and flag bits, which this
@@ -72,31 +63,20 @@ var (
 	luaCounter string
 	//go:embed lua/sliding_window_log.lua
 	luaSlidingWindowLog string
-	//go:embed lua/lean.lua
-	luaLean string
-	//go:embed lua/batch.lua
-	luaBatch string
+	//go:embed lua/decide.lua
+	luaDecide string
+	//go:embed lua/demand.lua
+	luaDemand string
+	//go:embed lua/forget.lua
+	luaForget string
 	//go:embed lua/settle.lua
 	luaSettle string
 )
 
-// settleScript is the source of the settle script (lua/settle.lua): every
-// twin, the log's, and the settle driver. Not in the function library: it
-// is not the hot path.
-func settleScript() string {
-	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog + luaSettle
-}
-
-// leanScript is the source of the script for calls without a sliding
-// window log.
-func leanScript() string {
-	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaLean
-}
-
-// fullScript is the source of the script for calls with a sliding window
-// log (it decides every algorithm).
-func fullScript() string {
-	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog + luaBatch
+// luaSource is the Lua of the function library: every file, the wire
+// sizes first.
+func luaSource() string {
+	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog + luaDecide + luaSettle + luaDemand + luaForget
 }
 
 // Sizes of the wire format (lua/lib.lua), defined here only: luaWire
@@ -150,9 +130,25 @@ func appendHeader(buf []byte, h header) []byte {
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(max(h.nowMs, -1)))
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(min(max(h.keepMs, 0), maxWireCost)))
 	if h.probe {
-		return append(buf, 0)
+		return append(buf, hdrProbe)
 	}
-	return append(buf, 1)
+	return append(buf, hdrWrite)
+}
+
+// The header's last byte, write (lua/lib.lua).
+const (
+	hdrProbe  = 0 // decide, write nothing
+	hdrWrite  = 1 // decide and write
+	hdrDirect = 2 // hdrWrite, and every group is one request of a counter algorithm (lua/decide.lua's direct path)
+)
+
+// markDirect sets c's header to hdrDirect when c writes and holds one
+// request (of reqs, the Decide call's), of a counter algorithm (not the
+// sliding window log).
+func markDirect(c *call, reqs []store.Request) {
+	if len(c.idx) == 1 && reqs[c.idx[0]].Limit.Algorithm != algorithms.SlidingWindowLog && c.buf[hdrLen-1] == hdrWrite {
+		c.buf[hdrLen-1] = hdrDirect
+	}
 }
 
 // appendRequest appends one request's bytes (the binary form) to buf:

@@ -7,14 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/store"
 )
-
-// settleLua is the settle script (lua/settle.lua), run by EVALSHA.
-var settleLua = redis.NewScript(settleScript())
 
 // settleReplyLen is the settle script's reply: allowed, limit, remaining,
 // retry_after_ms, reset_after_ms, ttl_ms, debt, unrecorded, duplicate.
@@ -22,7 +17,7 @@ const settleReplyLen = 1 + 7*8 + 1
 
 var _ store.Settler = (*Store)(nil)
 
-// Settle implements store.Settler: one script call charges the delta
+// Settle implements store.Settler: one call of the library's settle function charges the delta
 // and sets the settlement's record (settleKey, in the state key's
 // hash slot, with a TTL of Config.SettleWindow), so a retry after a reply
 // lost to a timeout finds the record and charges nothing.
@@ -56,7 +51,7 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	}
 	done := make(chan answer, 1)
 	go func() {
-		reply, err := settleLua.Run(tctx, s.client, ks, arg, st.Fingerprint(), strconv.FormatInt(window.Milliseconds()+s.keepMs, 10)).Result()
+		reply, err := s.fcall(tctx, s.lib.settle, ks, arg, st.Fingerprint(), strconv.FormatInt(window.Milliseconds()+s.keepMs, 10))
 		done <- answer{reply, err}
 	}()
 	var reply any

@@ -16,13 +16,13 @@ import (
 // fullLogLimit is the largest sliding window log: MaxLogRequests per hour.
 var fullLogLimit = algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: algorithms.MaxLogRequests, Period: time.Hour}
 
-// fillLog admits l.Requests units into key through the full script, one
+// fillLog admits l.Requests units into key through the decide function, one
 // every stepMs from startMs (so every unit has its own timestamp, the worst
 // case for a per-millisecond log), and returns the time of the last.
-func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l algorithms.Limit, startMs, stepMs int64) int64 {
+func fillLog(tb testing.TB, c *redis.Client, key string, l algorithms.Limit, startMs, stepMs int64) int64 {
 	tb.Helper()
 	ctx := context.Background()
-	if err := script.Load(ctx, c).Err(); err != nil {
+	if err := testLib.load(ctx, c); err != nil {
 		tb.Fatal(err)
 	}
 	const chunk = 10
@@ -32,7 +32,7 @@ func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l
 		var cmds []*redis.Cmd
 		for i := 0; i < chunk && done < l.Requests; i++ {
 			arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false, now)
-			cmds = append(cmds, script.EvalSha(ctx, p, []string{key}, arg))
+			cmds = append(cmds, p.FCall(ctx, testLib.decide, []string{key}, arg))
 			now += stepMs
 			done++
 		}
@@ -49,19 +49,19 @@ func fillLog(tb testing.TB, c *redis.Client, script *redis.Script, key string, l
 	return now - stepMs
 }
 
-// evalshaUsecPerCall reads usec_per_call of EVALSHA from INFO commandstats:
+// fcallUsecPerCall reads usec_per_call of FCALL from INFO commandstats:
 // the Redis time of one script call, the script's own commands included.
-func evalshaUsecPerCall(tb testing.TB, c *redis.Client) float64 {
+func fcallUsecPerCall(tb testing.TB, c *redis.Client) float64 {
 	tb.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+		if !strings.HasPrefix(line, "cmdstat_fcall:") {
 			continue
 		}
-		for _, f := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_evalsha:")), ",") {
+		for _, f := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_fcall:")), ",") {
 			if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
 				us, err := strconv.ParseFloat(v, 64)
 				if err != nil {
@@ -71,7 +71,7 @@ func evalshaUsecPerCall(tb testing.TB, c *redis.Client) float64 {
 			}
 		}
 	}
-	tb.Fatalf("no cmdstat_evalsha in INFO commandstats:\n%s", info)
+	tb.Fatalf("no cmdstat_fcall in INFO commandstats:\n%s", info)
 	return 0
 }
 
@@ -87,7 +87,6 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 	srv := redistest.StartServer(b)
 	c := srv.Client()
 	ctx := context.Background()
-	script := fullLua
 	l := fullLogLimit
 	start := int64(1_800_000_000_000)
 	// One unit every W/10,000: in "admit", the oldest leaves as one comes.
@@ -99,11 +98,11 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 			last := start
 			if mode == "one-unit" {
 				l.Period = time.Millisecond
-				if err := script.Load(ctx, c).Err(); err != nil {
+				if err := testLib.load(ctx, c); err != nil {
 					b.Fatal(err)
 				}
 			} else {
-				last = fillLog(b, c, script, key, l, start, step)
+				last = fillLog(b, c, key, l, start, step)
 			}
 			if err := c.ConfigResetStat(ctx).Err(); err != nil {
 				b.Fatal(err)
@@ -119,7 +118,7 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				now += by
 				arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false, now)
-				reply, err := script.EvalSha(ctx, c, []string{key}, arg).Result()
+				reply, err := c.FCall(ctx, testLib.decide, []string{key}, arg).Result()
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -129,7 +128,7 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(evalshaUsecPerCall(b, c), "redis-us/check")
+			b.ReportMetric(fcallUsecPerCall(b, c), "redis-us/check")
 		})
 	}
 }
@@ -148,10 +147,9 @@ func TestSlidingLogRedisMemory(t *testing.T) {
 	}
 	srv := redistest.StartServer(t)
 	c := srv.Client()
-	script := fullLua
 	const key = "memtest:full"
-	last := fillLog(t, c, script, key, fullLogLimit, 1_800_000_000_000, 1)
-	got, err := runScript(context.Background(), c, script, last, []luaReq{{key: key, l: fullLogLimit, cost: 1}})
+	last := fillLog(t, c, key, fullLogLimit, 1_800_000_000_000, 1)
+	got, err := runScript(context.Background(), c, pathStore, last, []luaReq{{key: key, l: fullLogLimit, cost: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,8 +50,9 @@ end
 --
 --   byte 1      'b' (the form; the only one)
 --   then now_ms (Unix ms; negative means Redis' TIME), keep_ms (added to
---   every TTL written, >= 0) and write (1 writes, 0 probes: decides,
---   never writes).
+--   every TTL written, >= 0) and write (0 probes: decides, never writes;
+--   1 writes; 2 writes, and every group is one counter request:
+--   decide.lua's direct path).
 --
 -- Then come the requests, REQ_LEN bytes each:
 --
@@ -132,14 +133,13 @@ local function read_bounds(str, pos)
 end
 
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
--- write, the request reader and the calendar boundaries' reader; nil if
--- it is malformed.
+-- write; nil if it is malformed.
 local function read_header(str)
   if #str < HDR_LEN or string.byte(str, 1) ~= 98 then -- 'b'
     return nil
   end
   local now, keep, write = struct.unpack('<i8i8B', str, 2)
-  return now, keep, write, read_request, read_bounds
+  return now, keep, write
 end
 
 -- The reply is one string: REPLY_FMT per request, in request order:

@@ -2,7 +2,7 @@
 -- planSlidingLog and applySlidingLog in algorithms/slidinglog.go line by
 -- line.
 --
--- Called by batch.lua, not by Redis directly; batch.lua's header gives the
+-- Called by decide.lua, not by Redis directly; decide.lua's header gives the
 -- script's KEYS, ARGV and reply. Unchanged by the move of the scripts to
 -- store/redisstore: the ring's encoding and its key (swl2) are
 -- the same.
@@ -37,9 +37,9 @@
 -- decision reads O(log n) of them, and a key in steady use, whose oldest
 -- live unit is near the low mark, one or two blocks), and what a
 -- decision writes is kept as runs {from, k, v} (k slots from index from
--- on, wrapping, set to v) that batch.lua writes with SETRANGE. A state is
+-- on, wrapping, set to v) that decide.lua writes with SETRANGE. A state is
 -- never changed: a decision returns a new one sharing the old runs, so
--- batch.lua can drop a denied group's changes. When the ring must grow or
+-- decide.lua can drop a denied group's changes. When the ring must grow or
 -- shrink it is rebuilt as a string (base) and written whole with SET.
 --
 -- s = {key = the Redis key its slots are read from (nil if base is set or

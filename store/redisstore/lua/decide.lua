@@ -1,0 +1,237 @@
+-- decide.lua: the decision driver, the library's function for every
+-- Decide call. It decides N requests in one call, all or nothing per
+-- group, and mirrors a sequence of store.Store Decide calls made of
+-- algorithms.DecideMode calls.
+--
+-- KEYS[i]  the state key of request i. All keys must hash to one slot; a
+--          key may repeat (it then sees the earlier requests' charges).
+--          A counter's key holds lib.lua's state string, a sliding window
+--          log's the ring of sliding_window_log.lua.
+-- ARGV[g]  group g: the requests of one Decide call, REQ_LEN bytes each
+--          (lib.lua), in KEYS order; ARGV[1] starts with the call's
+--          HDR_LEN-byte header. Each group is decided all or nothing on
+--          its own, after the groups before it, as if it were a separate
+--          call: the Redis store so puts concurrent Decide calls of one
+--          slot in one script call.
+--
+-- Reply: one string, REPLY_FMT (lib.lua) per request, in request order.
+--
+-- A group's changes are kept if no request of it with a positive cost
+-- was denied, else dropped. If write is 1 or 2, each state kept changed is
+-- written with its last TTL, or deleted when that TTL is 0 (the state
+-- equals no state); a denied group writes nothing.
+--
+-- Two paths decide alike. The direct one takes the common call, which
+-- the header's write byte 2 marks: every group one request of a counter
+-- algorithm (no sliding window log), and the call writes (a lone Decide
+-- of one request, or the batcher's merge of such calls); each request is decided and written in turn, so a key
+-- repeated in a later group sees the earlier one's write, as separate
+-- calls would, and no table is made but the reply's. The general one
+-- keeps a working state per key in tables and writes at the end.
+--
+-- The requests come from the store's own Go code, which validated every
+-- limit (algorithms.Limit.Validate), built the bytes and marked the
+-- direct calls: the direct path trusts them. What Redis holds is
+-- checked: a malformed state is refused.
+
+-- decide mirrors algorithms.DecideMode on a state table: the new state
+-- (s itself when unchanged) and the decision's fields. flags are the
+-- request's flags (bit 1: debt, bit 2: no-wait); b0..b4 are a calendar
+-- limit's boundaries (lib.lua), b0 nil for others.
+local function decide_state(alg, requests, period_ms, burst, s, now, cost, flags, b0, b1, b2, b3, b4)
+  if alg ~= ALG_SLIDING_WINDOW_LOG then
+    local cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait
+    if b0 ~= nil then
+      cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_calendar(alg, requests, b0, b1, b2, b3, b4, s.a, s.b, s.c, now, cost, flags)
+    else
+      cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_counter(alg, requests, period_ms, burst, s.a, s.b, s.c, now, cost, flags)
+    end
+    local s2 = s
+    if allowed == 1 and cost ~= 0 then
+      s2 = {a = sa, b = sb, c = sc}
+    end
+    return s2, allowed, cap, remaining, retry, reset, ttl, wait
+  end
+  if flags % 4 >= 2 and cost > 0 then -- debt (flag bit 1)
+    -- The log records what its free slots hold, never owes.
+    local _, d0 = sliding_window_log(requests, period_ms, s, now, 0)
+    if d0.remaining < cost then
+      cost = d0.remaining
+    end
+  end
+  local never = false
+  if cost > requests then
+    cost, never = 0, true
+  elseif cost < -requests then
+    cost = -requests
+  end
+  local s2, d = sliding_window_log(requests, period_ms, s, now, cost)
+  if never then
+    return s, 0, d.limit, d.remaining, -1, d.reset, d.ttl, 0
+  end
+  return s2, d.allowed, d.limit, d.remaining, d.retry, d.reset, d.ttl, 0
+end
+
+-- load reads key's state for alg; nil and a message if it is malformed.
+local function load(key, alg)
+  if alg == ALG_SLIDING_WINDOW_LOG then
+    local s = log_load(key)
+    if s == nil then
+      return nil, 'malformed state'
+    end
+    return s
+  end
+  local a, b, c = load_counter(key, alg)
+  if a == nil then
+    return nil, 'malformed state'
+  end
+  return {a = a, b = b, c = c}
+end
+
+-- decide_general is the general path (decide's header already read:
+-- now, keep, write).
+local function decide_general(KEYS, ARGV, now, keep, write)
+  local n = #KEYS
+  local bad = check_groups(ARGV, n)
+  if bad then
+    return bad
+  end
+  local read, readb = read_request, read_bounds
+  local work, order, reply = {}, {}, {}
+  local r = 0
+  for g = 1, #ARGV do
+    local blob = ARGV[g]
+    local pos, len = 1, #blob
+    if g == 1 then
+      pos = HDR_LEN + 1
+    end
+    local denied = false
+    local group = {} -- the keys this group touched
+    while pos <= len do
+      r = r + 1
+      local alg, flags, requests, period_ms, burst, cost = read(blob, pos)
+      local cal, b0, b1, b2, b3, b4 = flags ~= nil and flags % 16 >= 8, nil, 0, 0, 0, 0
+      if cal then -- flag bit 3: a calendar limit, its boundaries follow
+        flags = flags - 8
+        b0, b1, b2, b3, b4 = readb(blob, pos + REQ_LEN)
+        pos = pos + CAL_LEN
+      end
+      pos = pos + REQ_LEN
+      if alg == nil or alg < 1 or alg > 5 or flags > 7 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
+        return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
+      end
+      local key = KEYS[r]
+      local w = work[key]
+      if w == nil then
+        local s, err = load(key, alg)
+        if s == nil then
+          return redis.error_reply('ERR floodgate: ' .. err .. ' at key ' .. key)
+        end
+        w = {alg = alg, state = s, changed = false, ttl = 0, kstate = s, kchanged = false, kttl = 0}
+        work[key] = w
+        order[#order + 1] = key
+      elseif w.alg ~= alg then
+        return redis.error_reply('ERR floodgate: key ' .. key .. ' used with two algorithms')
+      end
+      if w.group ~= g then
+        w.group = g
+        group[#group + 1] = key
+      end
+      local s2, allowed, cap, remaining, retry, reset, ttl, wait = decide_state(alg, requests, period_ms, burst, w.state, now, cost, flags, b0, b1, b2, b3, b4)
+      if cost > 0 and allowed == 0 then
+        denied = true
+      end
+      if flags % 2 == 0 and allowed == 1 and cost ~= 0 then
+        w.state, w.changed, w.ttl = s2, true, ttl
+      end
+      reply[r] = struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
+    end
+    -- The group ends: keep its changes unless it was denied.
+    for _, key in ipairs(group) do
+      local w = work[key]
+      if denied then
+        w.state, w.changed, w.ttl = w.kstate, w.kchanged, w.kttl
+      else
+        if w.changed and w.ttl <= 0 then
+          -- Kept with a TTL of 0: the state is deleted, so the groups after
+          -- see no state, as separate Decide calls would.
+          if w.alg == ALG_SLIDING_WINDOW_LOG then
+            w.state = log_empty()
+          else
+            w.state = {a = 0, b = 0, c = 0}
+          end
+        end
+        w.kstate, w.kchanged, w.kttl = w.state, w.changed, w.ttl
+      end
+    end
+  end
+
+  if write >= 1 then
+    for _, key in ipairs(order) do
+      local w = work[key]
+      if w.kchanged then
+        local s = w.kstate
+        if w.kttl <= 0 then
+          redis.call('DEL', key)
+        elseif w.alg == ALG_SLIDING_WINDOW_LOG then
+          log_write(key, s, w.kttl + keep)
+        else
+          write_counter(key, w.alg, s.a, s.b, s.c, w.kttl, keep)
+        end
+      end
+    end
+  end
+  return table.concat(reply)
+end
+
+local function decide(KEYS, ARGV)
+  local n = #KEYS
+  local now, keep, write = read_header(ARGV[1] or '')
+  if now == nil or keep < 0 or write < 0 or write > 2 then
+    return redis.error_reply('ERR floodgate: bad header')
+  end
+  if now < 0 then
+    -- sec * 1000 + floor(usec / 1000); Lua turns TIME's strings into
+    -- numbers in the arithmetic itself, which costs less than tonumber.
+    local t = redis.call('TIME')
+    local us = t[2]
+    now = t[1] * 1000 + (us - us % 1000) / 1000
+  end
+  if write ~= 2 then
+    return decide_general(KEYS, ARGV, now, keep, write)
+  end
+  local unpack, pack = struct.unpack, struct.pack
+  local reply
+  if n > 1 then
+    reply = {}
+  end
+  for g = 1, n do
+    local blob, pos = ARGV[g], 1
+    if g == 1 then
+      pos = HDR_LEN + 1
+    end
+    local h, requests, period_ms, burst, cost = unpack('<Bi8i8i8i8', blob, pos)
+    local alg = h % 8
+    local flags = (h - alg) / 8
+    local key = KEYS[g]
+    local a, b, c = load_counter(key, alg)
+    if a == nil then
+      return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
+    end
+    local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait
+    if flags >= 8 then -- flag bit 3: a calendar limit, its boundaries follow
+      local b0, b1, b2_, b3, b4 = unpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
+      cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_calendar(alg, requests, b0, b1, b2_, b3, b4, a, b, c, now, cost, flags - 8)
+    else
+      cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, flags)
+    end
+    if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
+      write_counter(key, alg, a2, b2, c2, ttl, keep)
+    end
+    if n == 1 then
+      return pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
+    end
+    reply[g] = pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
+  end
+  return table.concat(reply)
+end
