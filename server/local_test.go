@@ -1,12 +1,17 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -173,6 +178,21 @@ func TestLocalAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestLocalFullAnswersClosed: when the replica's own memory cannot take
+// another key either, a local limit answers as a closed one: denied.
+func TestLocalFullAnswersClosed(t *testing.T) {
+	cfg := testkit.ParseRules(t, localRules)
+	share := localshare.New(nil, memstore.Config{Shards: 1, MaxKeys: 1})
+	t.Cleanup(share.Discard)
+	h := start(t, failingStore{memstore.New(memstore.Config{})}, server.Settings{Rules: testkit.StaticRules(cfg), Local: share})
+	if got := checkLocal(t, h.client, "local", "first", 1); got != 1 {
+		t.Fatalf("the first key: %d of 1 allowed, want 1 (the local share decides)", got)
+	}
+	if got := checkLocal(t, h.client, "local", "second", 3); got != 0 {
+		t.Errorf("a key the full local memory cannot take: %d of 3 allowed, want 0 (closed)", got)
+	}
+}
+
 // switchStore is a memory store that fails, Ping included, while down.
 type switchStore struct {
 	store.Store
@@ -267,5 +287,44 @@ func TestLocalShareNeverFitsSaysNever(t *testing.T) {
 	r, err = h.client.Check(ctx, &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Cost: 1, Source: src})
 	if err != nil || r.Allowed || r.RetryAfter.AsDuration() <= 0 {
 		t.Errorf("cost 1 of a spent share: %v %v, want denied with a positive retry_after", r, err)
+	}
+}
+
+// TestFailureLogNamesAPI: the warning that the store could not decide
+// names the front door that asked: check (or the API set in Settings,
+// http for the HTTP/JSON API) and envoy.
+func TestFailureLogNamesAPI(t *testing.T) {
+	cfg := testkit.ParseRules(t, localRules)
+	check := &floodgatev1.CheckRequest{Key: "k", Source: &floodgatev1.CheckRequest_Policy{Policy: "closed"}}
+	envoy := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "local", Value: "v"}}},
+	}}
+	for _, tc := range []struct {
+		api  string // Settings.API
+		want string
+		call func(server.Settings) error
+	}{
+		{"", observability.APICheck, func(s server.Settings) error {
+			_, err := server.NewRateLimiter(failingStore{}, s).Check(context.Background(), check)
+			return err
+		}},
+		{observability.APIHTTP, observability.APIHTTP, func(s server.Settings) error {
+			_, err := server.NewRateLimiter(failingStore{}, s).Check(context.Background(), check)
+			return err
+		}},
+		{"", observability.APIEnvoy, func(s server.Settings) error {
+			_, err := server.NewEnvoy(failingStore{}, s).ShouldRateLimit(context.Background(), envoy)
+			return err
+		}},
+	} {
+		var buf bytes.Buffer
+		s := server.Settings{Rules: testkit.StaticRules(cfg), API: tc.api, Clock: testkit.NewClock(testkit.T0).Now,
+			Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+		if err := tc.call(s); err != nil {
+			t.Fatalf("%s: %v", tc.want, err)
+		}
+		if want := `"api":"` + tc.want + `"`; !strings.Contains(buf.String(), want) {
+			t.Errorf("log %q lacks %s", buf.String(), want)
+		}
 	}
 }
