@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -401,6 +402,50 @@ func TestBenchRLSWithoutRules(t *testing.T) {
 				t.Errorf("the warning does not name the domain and the fix: %q", stderr)
 			}
 			checkReport(t, decodeReport(t, out)) // the report is written either way
+		})
+	}
+}
+
+// TestCheckLimited pins where the no-limit warning starts: an rls run
+// warns only when not one answer carried a limit (a single limited answer
+// means the server matched a rule, at least for some requests), never for
+// the other APIs or a run without decisions; --strict turns the warning
+// into status 1.
+func TestCheckLimited(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		api              loadgen.API
+		allowed, denied  uint64
+		limited          uint64
+		strict, wantWarn bool
+	}{
+		{"rls, none limited", loadgen.APIRLS, 9, 0, 0, false, true},
+		{"rls, none limited, strict", loadgen.APIRLS, 9, 0, 0, true, true},
+		{"rls, denied only, none limited", loadgen.APIRLS, 0, 3, 0, true, true},
+		{"rls, one limited", loadgen.APIRLS, 9, 0, 1, true, false},
+		{"rls, two limited", loadgen.APIRLS, 1, 1, 2, true, false},
+		{"rls, no decisions", loadgen.APIRLS, 0, 0, 0, true, false},
+		{"check, none limited", loadgen.APICheck, 9, 0, 0, true, false},
+		{"health", loadgen.APIHealth, 9, 0, 0, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &benchFlags{addr: "127.0.0.1:1", domain: "bench", strict: tc.strict}
+			res := &loadgen.Result{Config: loadgen.Config{API: tc.api}, Allowed: tc.allowed, Denied: tc.denied, Limited: tc.limited}
+			var stderr bytes.Buffer
+			err := f.checkLimited(res, &stderr)
+			if warned := strings.Contains(stderr.String(), "none of "); warned != tc.wantWarn {
+				t.Errorf("warned %v, want %v: %q", warned, tc.wantWarn, stderr.String())
+			}
+			var ec exitCode
+			switch {
+			case tc.wantWarn && tc.strict && (!errors.As(err, &ec) || ec != 1):
+				t.Errorf("err %v, want exit status 1", err)
+			case (!tc.wantWarn || !tc.strict) && err != nil:
+				t.Errorf("err %v, want none", err)
+			}
+			if tc.wantWarn && !strings.Contains(stderr.String(), fmt.Sprintf("none of %d answers", tc.allowed+tc.denied)) {
+				t.Errorf("the warning does not count the answers: %q", stderr.String())
+			}
 		})
 	}
 }
