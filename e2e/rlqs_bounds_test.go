@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/floodgate/floodgate/internal/lenientcodec"
+)
+
+// rlqsUsage is one report of bucket id, allowed requests over elapsed.
+func rlqsUsage(domain string, id map[string]string, allowed uint64, elapsed time.Duration) *rlqsv3.RateLimitQuotaUsageReports {
+	return &rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+		BucketId: &rlqsv3.BucketId{Bucket: id}, NumRequestsAllowed: allowed, TimeElapsed: durationpb.New(elapsed),
+	}}}
+}
+
+// endOf sends msgs on a new stream, reads until it ends and returns how.
+func endOf(t *testing.T, p *proc, msgs func(send func(*rlqsv3.RateLimitQuotaUsageReports) error)) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := rlqsv3.NewRateLimitQuotaServiceClient(p.Conn(t)).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go msgs(s.Send) // a send fails once the server has ended the stream
+	for {
+		if _, err := s.Recv(); err != nil {
+			return err
+		}
+	}
+}
+
+// TestRLQSBucketIDBytesBounded: the binary bounds what one RLQS stream can
+// make it hold. A bucket id of 32 keys of 4 KiB with values of 4 KiB
+// (256 KiB, which 80 reports used to turn into +42 MiB of heap) is refused
+// naming the 8 KiB bound; ids just under that bound end their stream
+// ResourceExhausted once it would hold more than 1 MiB; the peak RSS stays
+// within a few MiB of what the ids' bytes are; other streams are served.
+func TestRLQSBucketIDBytesBounded(t *testing.T) {
+	p := startServe(t, "--config", rlqsConfigFile(t))
+	before := peakRSS(t, p.cmd.Process.Pid)
+
+	huge := map[string]string{"tier": "free"}
+	for i := len(huge); i < 32; i++ {
+		huge[fmt.Sprintf("%04d", i)+strings.Repeat("k", 4092)] = strings.Repeat("v", 4096)
+	}
+	err := endOf(t, p, func(send func(*rlqsv3.RateLimitQuotaUsageReports) error) {
+		for i := range 80 {
+			huge["tier"] = fmt.Sprint("free", i)
+			if send(rlqsUsage("edge", huge, 1, time.Second)) != nil {
+				return
+			}
+		}
+	})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "bucket_quota_usages[0].bucket_id: ") || !strings.Contains(err.Error(), "bytes of keys and values, more than 8192") {
+		t.Errorf("a 256 KiB bucket id: stream ended %v, want InvalidArgument naming the 8192-byte bound", err)
+	}
+
+	// 2 values of 4,000 bytes: under 8 KiB an id; 200 of them would be
+	// over 1.5 MiB.
+	sent := 0
+	err = endOf(t, p, func(send func(*rlqsv3.RateLimitQuotaUsageReports) error) {
+		for i := range 200 {
+			id := map[string]string{"tier": "free", "api_key": fmt.Sprintf("%04d", i) + strings.Repeat("a", 3996), "x": strings.Repeat("x", 4000)}
+			if send(rlqsUsage("edge", id, 1, time.Second)) != nil {
+				return
+			}
+			sent++
+		}
+	})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "more than 1048576: report fewer or shorter bucket ids on a stream") {
+		t.Errorf("200 bucket ids of 8 KiB on one stream: ended %v, want ResourceExhausted naming the 1 MiB bound", err)
+	}
+	if grew := peakRSS(t, p.cmd.Process.Pid) - before; grew > 48<<10 {
+		t.Errorf("peak RSS grew %d MiB, want under 48 MiB", grew>>10)
+	}
+
+	e := newEnvoy(t, p, "edge")
+	e.report("api_key=k,tier=free", 1, 0, time.Second)
+	e.share("api_key=k,tier=free", 100)
+}
+
+// TestRLQSFakeReportCannotStarve: beside an honest instance reporting 60
+// requests a minute, one report of {allowed: 1, time_elapsed: 1ns} (which
+// used to count as 10^9 a second and push the honest one down to the
+// floor share, 5 of 100) claims at most the budget's rate: the honest
+// instance keeps a fair part of the budget.
+func TestRLQSFakeReportCannotStarve(t *testing.T) {
+	const bucket = "api_key=k1,tier=free"
+	p := startServe(t, "--config", rlqsConfigFile(t))
+	honest, fake := newEnvoy(t, p, "edge"), newEnvoy(t, p, "edge")
+	honest.report(bucket, 60, 0, time.Minute)
+	honest.share(bucket, 100)
+	fake.report(bucket, 1, 0, time.Nanosecond)
+	fake.waitFor(bucket, "an assignment", func(*rlqsv3.RateLimitQuotaResponse_BucketAction) bool { return true })
+	honest.report(bucket, 60, 0, time.Minute)
+	a := honest.waitFor(bucket, "a share after the fake report", func(a *rlqsv3.RateLimitQuotaResponse_BucketAction) bool {
+		honest.mu.Lock()
+		defer honest.mu.Unlock()
+		return honest.count[bucket] >= 2
+	})
+	s := shareOf(a)
+	t.Logf("the honest instance's share beside a 1ns report: %d of 100", s)
+	if s < 30 {
+		t.Errorf("the honest instance's share beside a 1ns report: %d of 100, want at least 30 (its demand is 60 a minute, the fake's at most 100)", s)
+	}
+}
+
+// TestRLQSNonUTF8BucketIDEchoed: over a real stream to the binary, a
+// bucket id whose keys and values are not UTF-8 (Envoy copies header
+// bytes into them) gets its assignment with the same bytes echoed, and
+// the stream stays open for the next report.
+func TestRLQSNonUTF8BucketIDEchoed(t *testing.T) {
+	p := startServe(t, "--config", rlqsConfigFile(t))
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(lenientcodec.Codec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	domain := "edge"
+	for i, key := range []string{"\xff\xfe", "plain", "\xc3"} {
+		id := map[string]string{"tier": "free", "api_key": key, "\x80": "v\xfa"}
+		if err := s.Send(rlqsUsage(domain, id, 1, time.Second)); err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+		domain = ""
+		r, err := s.Recv()
+		if err != nil {
+			t.Fatalf("report %d (api_key %q): stream ended %v", i, key, err)
+		}
+		a := r.GetBucketAction()[0]
+		if b := a.GetBucketId().GetBucket(); len(b) != 3 || b["api_key"] != key || b["\x80"] != "v\xfa" || b["tier"] != "free" {
+			t.Errorf("report %d: echoed %q, want %q", i, b, id)
+		}
+		if shareOf(a) != 100 {
+			t.Errorf("report %d: %v, want the free tier's assignment, 100", i, a)
+		}
+	}
+}
