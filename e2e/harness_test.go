@@ -162,10 +162,10 @@ func (p *proc) Stop() error {
 	}
 }
 
-// Conn dials the process' gRPC port.
-func (p *proc) Conn(t testing.TB) *grpc.ClientConn {
+// Conn dials the process' gRPC port with opts added.
+func (p *proc) Conn(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(p.GRPCAddr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,19 +10,10 @@ import (
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate/floodgate/internal/lenientcodec"
 )
-
-// rlqsUsage is one report of bucket id, allowed requests over elapsed.
-func rlqsUsage(domain string, id map[string]string, allowed uint64, elapsed time.Duration) *rlqsv3.RateLimitQuotaUsageReports {
-	return &rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
-		BucketId: &rlqsv3.BucketId{Bucket: id}, NumRequestsAllowed: allowed, TimeElapsed: durationpb.New(elapsed),
-	}}}
-}
 
 // endOf sends msgs on a new stream, reads until it ends and returns how.
 func endOf(t *testing.T, p *proc, msgs func(send func(*rlqsv3.RateLimitQuotaUsageReports) error)) error {
@@ -58,7 +49,7 @@ func TestRLQSBucketIDBytesBounded(t *testing.T) {
 	err := endOf(t, p, func(send func(*rlqsv3.RateLimitQuotaUsageReports) error) {
 		for i := range 80 {
 			huge["tier"] = fmt.Sprint("free", i)
-			if send(rlqsUsage("edge", huge, 1, time.Second)) != nil {
+			if send(usageReport("edge", huge, 1, 0, time.Second)) != nil {
 				return
 			}
 		}
@@ -73,7 +64,7 @@ func TestRLQSBucketIDBytesBounded(t *testing.T) {
 	err = endOf(t, p, func(send func(*rlqsv3.RateLimitQuotaUsageReports) error) {
 		for i := range 200 {
 			id := map[string]string{"tier": "free", "api_key": fmt.Sprintf("%04d", i) + strings.Repeat("a", 3996), "x": strings.Repeat("x", 4000)}
-			if send(rlqsUsage("edge", id, 1, time.Second)) != nil {
+			if send(usageReport("edge", id, 1, 0, time.Second)) != nil {
 				return
 			}
 			sent++
@@ -123,35 +114,23 @@ func TestRLQSFakeReportCannotStarve(t *testing.T) {
 // the stream stays open for the next report.
 func TestRLQSNonUTF8BucketIDEchoed(t *testing.T) {
 	p := startServe(t, "--config", rlqsConfigFile(t))
-	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(lenientcodec.Codec{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	domain := "edge"
+	e := newEnvoyOn(t, p.Conn(t, grpc.WithDefaultCallOptions(grpc.ForceCodecV2(lenientcodec.Codec{}))), "edge")
 	for i, key := range []string{"\xff\xfe", "plain", "\xc3"} {
 		id := map[string]string{"tier": "free", "api_key": key, "\x80": "v\xfa"}
-		if err := s.Send(rlqsUsage(domain, id, 1, time.Second)); err != nil {
-			t.Fatalf("report %d: %v", i, err)
-		}
-		domain = ""
-		r, err := s.Recv()
-		if err != nil {
-			t.Fatalf("report %d (api_key %q): stream ended %v", i, key, err)
-		}
-		a := r.GetBucketAction()[0]
+		e.send(id, 1, 0, time.Second)
+		a := e.waitFor(bucketKey(id), "an assignment", func(*rlqsv3.RateLimitQuotaResponse_BucketAction) bool { return true })
 		if b := a.GetBucketId().GetBucket(); len(b) != 3 || b["api_key"] != key || b["\x80"] != "v\xfa" || b["tier"] != "free" {
 			t.Errorf("report %d: echoed %q, want %q", i, b, id)
 		}
 		if shareOf(a) != 100 {
 			t.Errorf("report %d: %v, want the free tier's assignment, 100", i, a)
 		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.ended:
+		t.Errorf("the stream ended: %v", e.end)
+	default:
 	}
 }

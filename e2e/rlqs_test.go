@@ -15,6 +15,7 @@ import (
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -50,8 +51,14 @@ type envoyInstance struct {
 
 func newEnvoy(t *testing.T, p *proc, domain string) *envoyInstance {
 	t.Helper()
+	return newEnvoyOn(t, p.Conn(t), domain)
+}
+
+// newEnvoyOn is newEnvoy over conn.
+func newEnvoyOn(t *testing.T, conn grpc.ClientConnInterface, domain string) *envoyInstance {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := rlqsv3.NewRateLimitQuotaServiceClient(p.Conn(t)).StreamRateLimitQuotas(ctx)
+	s, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -102,14 +109,23 @@ func (e *envoyInstance) report(bucket string, allowed, denied uint64, elapsed ti
 		k, v, _ := strings.Cut(kv, "=")
 		id[k] = v
 	}
-	msg := &rlqsv3.RateLimitQuotaUsageReports{Domain: e.domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
-		BucketId: &rlqsv3.BucketId{Bucket: id}, TimeElapsed: durationpb.New(elapsed),
-		NumRequestsAllowed: allowed, NumRequestsDenied: denied,
-	}}}
-	e.domain = ""
-	if err := e.stream.Send(msg); err != nil {
+	e.send(id, allowed, denied, elapsed)
+}
+
+// send sends one usage report of the bucket id.
+func (e *envoyInstance) send(id map[string]string, allowed, denied uint64, elapsed time.Duration) {
+	e.t.Helper()
+	if err := e.stream.Send(usageReport(e.domain, id, allowed, denied, elapsed)); err != nil {
 		e.t.Fatalf("Send: %v", err)
 	}
+	e.domain = ""
+}
+
+// usageReport is one report of bucket id's usage over elapsed.
+func usageReport(domain string, id map[string]string, allowed, denied uint64, elapsed time.Duration) *rlqsv3.RateLimitQuotaUsageReports {
+	u := &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqsv3.BucketId{Bucket: id}, TimeElapsed: durationpb.New(elapsed)}
+	u.NumRequestsAllowed, u.NumRequestsDenied = allowed, denied
+	return &rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{u}}
 }
 
 // waitFor waits until the latest action on bucket satisfies ok, and
