@@ -284,3 +284,37 @@ func TestBreakerCheckCountsHungPings(t *testing.T) {
 		t.Fatal("Open() = false after OnChange(true)")
 	}
 }
+
+// deadlines is a store whose pings report how long their context had.
+type deadlines struct {
+	store.Store
+	left chan time.Duration
+}
+
+func (d *deadlines) Ping(ctx context.Context) error {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(time.Hour)
+	}
+	select {
+	case d.left <- time.Until(dl):
+	default:
+	}
+	return nil
+}
+
+// TestBreakerDefaultProbeTimeout: a zero ProbeTimeout bounds each ping by
+// DefaultProbeTimeout.
+func TestBreakerDefaultProbeTimeout(t *testing.T) {
+	d := &deadlines{Store: memstore.New(memstore.Config{}), left: make(chan time.Duration, 1)}
+	b := breaker.New(d, breaker.Config{CheckInterval: time.Millisecond})
+	defer b.Close()
+	select {
+	case left := <-d.left:
+		if left > breaker.DefaultProbeTimeout || left <= breaker.DefaultProbeTimeout/2 {
+			t.Errorf("a check ping had %v, want about DefaultProbeTimeout (%v)", left, breaker.DefaultProbeTimeout)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no check ping in 10s")
+	}
+}
