@@ -66,30 +66,45 @@ func (leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return fmt.Errorf("loadgen: cannot read into %T", v)
 }
 
+// fieldReader walks the fields of a message, as far as its caller asks.
+type fieldReader struct {
+	b   []byte // what is left to read
+	err error  // why the walk stopped early; nil at the end of b
+}
+
+// next is the next field: its number, wire type and value (a varint's
+// bytes, or a length-prefixed value with its prefix); ok is false at the
+// end, or on malformed bytes (then err says why).
+func (r *fieldReader) next() (num protowire.Number, typ protowire.Type, v []byte, ok bool) {
+	if len(r.b) == 0 || r.err != nil {
+		return 0, 0, nil, false
+	}
+	num, typ, n := protowire.ConsumeTag(r.b)
+	if n < 0 {
+		r.err = protowire.ParseError(n)
+		return 0, 0, nil, false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, r.b[n:])
+	if m < 0 {
+		r.err = protowire.ParseError(m)
+		return 0, 0, nil, false
+	}
+	v, r.b = r.b[n:n+m], r.b[n+m:]
+	return num, typ, v, true
+}
+
 // readVerdict reads field 1 of b into out.
 func readVerdict(b []byte, out *verdict) error {
 	*out = 0 // proto3: an absent field 1 is zero
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
+	r := fieldReader{b: b}
+	for num, typ, v, ok := r.next(); ok; num, typ, v, ok = r.next() {
 		if num == 1 && typ == protowire.VarintType {
-			x, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
+			x, _ := protowire.ConsumeVarint(v) // next checked it
 			*out = verdict(x)
 			return nil
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
-		b = b[m:]
 	}
-	return nil
+	return r.err
 }
 
 // rlsVerdict is what a RateLimitResponse says to the generator: its
@@ -105,59 +120,31 @@ type rlsVerdict struct {
 // status carries a limit.
 func readRLSVerdict(b []byte, out *rlsVerdict) error {
 	*out = rlsVerdict{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
+	r := fieldReader{b: b}
+	for num, typ, v, ok := r.next(); ok; num, typ, v, ok = r.next() {
 		switch {
 		case num == 1 && typ == protowire.VarintType:
-			x, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
+			x, _ := protowire.ConsumeVarint(v) // next checked it
 			out.code = verdict(x)
-			b = b[m:]
-			continue
 		case num == 2 && typ == protowire.BytesType && !out.limited:
-			st, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
+			st, _ := protowire.ConsumeBytes(v) // next checked it
 			limited, err := hasField(st, 2, protowire.BytesType)
 			if err != nil {
 				return err
 			}
 			out.limited = limited
-			b = b[m:]
-			continue
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
-		b = b[m:]
 	}
-	return nil
+	return r.err
 }
 
 // hasField reports whether the message b has field num of type typ.
 func hasField(b []byte, num protowire.Number, typ protowire.Type) (bool, error) {
-	for len(b) > 0 {
-		n, t, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return false, protowire.ParseError(l)
-		}
-		b = b[l:]
+	r := fieldReader{b: b}
+	for n, t, _, ok := r.next(); ok; n, t, _, ok = r.next() {
 		if n == num && t == typ {
 			return true, nil
 		}
-		m := protowire.ConsumeFieldValue(n, t, b)
-		if m < 0 {
-			return false, protowire.ParseError(m)
-		}
-		b = b[m:]
 	}
-	return false, nil
+	return false, r.err
 }
