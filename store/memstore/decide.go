@@ -63,13 +63,14 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 		*out = algorithms.Apply(r.Limit, &st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}, nil)
 		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 		if out.Allowed && r.Cost != 0 {
-			entries, bytes := growth(alg, ek, ref, st, out.TTL)
+			u := update{alg: alg, key: ek, ref: ref, st: st, ttl: out.TTL}
+			entries, bytes := u.growth()
 			if err := s.full(sh.room(nowMs, entries, bytes)); err != nil {
 				sh.mu.Unlock()
 				*out = algorithms.Decision{}
 				return fmt.Errorf("memstore: decide: %w", err)
 			}
-			sh.write(alg, ek, ref, st, nowMs, out.TTL)
+			sh.write(&u, nowMs)
 		}
 	}
 	sh.mu.Unlock()
@@ -79,13 +80,9 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 // pending is one (algorithm, key) of a batch: where its entry is and its
 // tentative state.
 type pending struct {
+	update
 	sh    *shard
 	si    uint32 // sh's index in Store.shards
-	alg   algorithms.Algorithm
-	key   string
-	ref   ref
-	st    algorithms.State
-	ttl   time.Duration
 	dirty bool
 }
 
@@ -143,7 +140,7 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		if p < 0 {
 			sh := &s.shards[idx[i]]
 			ref := sh.find(alg, ek, nowMs)
-			pend = append(pend, pending{sh: sh, si: idx[i], alg: alg, key: ek, ref: ref, st: ref.state()})
+			pend = append(pend, pending{sh: sh, si: idx[i], update: update{alg: alg, key: ek, ref: ref, st: ref.state()}})
 			p = len(pend) - 1
 			if index != nil {
 				index[pendingKey{alg, ek}] = p
@@ -176,7 +173,7 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		entries, bytes := 0, int64(0)
 		for j := range pend {
 			if pe := &pend[j]; pe.dirty && pe.si == i {
-				e, b := growth(pe.alg, pe.key, pe.ref, pe.st, pe.ttl)
+				e, b := pe.growth()
 				entries, bytes = entries+e, bytes+b
 			}
 		}
@@ -193,7 +190,7 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		for j := range pend {
 			pe := &pend[j]
 			if pe.dirty && pe.ref.exists() == (pass == 0) {
-				pe.sh.write(pe.alg, pe.key, pe.ref, pe.st, nowMs, pe.ttl)
+				pe.sh.write(&pe.update, nowMs)
 			}
 		}
 	}

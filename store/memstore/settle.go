@@ -70,11 +70,12 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	}
 	next, d := algorithms.Settle(st.Limit, state, nowMs, delta)
 	if delta != 0 {
-		entries, bytes := growth(alg, ek, ref, next, d.TTL)
+		u := update{alg: alg, key: ek, ref: ref, st: next, ttl: d.TTL}
+		entries, bytes := u.growth()
 		if err := s.full(sh.room(nowMs, entries, bytes)); err != nil {
 			return store.SettleResult{}, fmt.Errorf("memstore: settle: %w", err)
 		}
-		sh.write(alg, ek, ref, next, nowMs, d.TTL)
+		sh.write(&u, nowMs)
 	}
 	if !dup {
 		sh.putRecord(rk, fp, nowMs+s.settle.Milliseconds(), nowMs)

@@ -112,21 +112,31 @@ func (sh *shard) lookup(alg algorithms.Algorithm, key string) ref {
 	return ref{c: sh.counters[tableIndex(alg)][key]}
 }
 
-// growth is the states and bytes writing st for key (found earlier as r)
-// with ttl adds to its shard.
-func growth(alg algorithms.Algorithm, key string, r ref, st algorithms.State, ttl time.Duration) (int, int64) {
-	switch {
-	case ttl <= 0 || r.c != nil:
-		return 0, 0
-	case r.l != nil:
-		return 0, EntryBytes(alg, key, cap(st.Log)) - EntryBytes(alg, key, cap(r.l.ring))
-	}
-	return 1, EntryBytes(alg, key, cap(st.Log))
+// update is a state to store: st for (alg, key), whose entry was found
+// earlier as ref, kept for ttl (0 deletes the entry).
+type update struct {
+	alg algorithms.Algorithm
+	key string
+	ref ref
+	st  algorithms.State
+	ttl time.Duration
 }
 
-// write stores st for key (found earlier as r) with a TTL from nowMs; a
-// TTL of 0 deletes the entry. The caller has made room (shard.room).
-func (sh *shard) write(alg algorithms.Algorithm, key string, r ref, st algorithms.State, nowMs int64, ttl time.Duration) {
+// growth is the states and bytes writing u adds to its shard.
+func (u *update) growth() (int, int64) {
+	switch {
+	case u.ttl <= 0 || u.ref.c != nil:
+		return 0, 0
+	case u.ref.l != nil:
+		return 0, EntryBytes(u.alg, u.key, cap(u.st.Log)) - EntryBytes(u.alg, u.key, cap(u.ref.l.ring))
+	}
+	return 1, EntryBytes(u.alg, u.key, cap(u.st.Log))
+}
+
+// write stores u with its TTL counted from nowMs. The caller has made
+// room (shard.room).
+func (sh *shard) write(u *update, nowMs int64) {
+	alg, key, r, st, ttl := u.alg, u.key, u.ref, u.st, u.ttl
 	if ttl <= 0 {
 		if r.exists() {
 			sh.remove(alg, key)
