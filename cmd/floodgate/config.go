@@ -34,6 +34,7 @@ func runConfig(args []string, getenv func(string) string, stdout, stderr io.Writ
 // runConfigValidate runs `floodgate config validate PATH`.
 func runConfigValidate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("config validate PATH", "Checks a config file or a folder of them offline; exits 1 and prints file:line:column on error.", stderr)
+	merge := fs.Bool("merge-domains", false, "several files may define one domain, as serve's --merge-domains")
 	if err := parseCommand(fs, args, getenv, stderr, "config validate", 2); err != nil {
 		return err
 	}
@@ -41,7 +42,7 @@ func runConfigValidate(args []string, getenv func(string) string, stdout, stderr
 		fmt.Fprintln(stderr, "Usage: floodgate config validate PATH")
 		return exitCode(2)
 	}
-	cfg, err := rules.Load(fs.Arg(0))
+	cfg, err := rules.LoadOptions(fs.Arg(0), rules.Options{MergeDomains: *merge})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(1)

@@ -49,6 +49,11 @@ var refCorpus = []refCorpusRow{
 	{name: "empty_key", origin: "test/config/empty_key.yaml", ref: refuse},
 	{name: "merge_part", origin: "test/config/merge_domain_key1.yaml", ref: accept},
 	{name: "merge_parts_unmerged", origin: "test/config/merge_domain_key1.yaml with merge_domain_key2.yaml (MERGE_DOMAIN_CONFIG off)", ref: refuse},
+	{name: "merge_parts_merged", origin: "test/config/merge_domain_key1.yaml with merge_domain_key2.yaml (MERGE_DOMAIN_CONFIG=true)", ref: accept},
+	{name: "duplicate_domain_files_merged", origin: "test/config/duplicate_domain.yaml with basic_config.yaml (MERGE_DOMAIN_CONFIG=true)", ref: accept},
+	{name: "merge_conflict_merged", origin: "edge case: one top-level key in two files (MERGE_DOMAIN_CONFIG=true)", ref: refuse},
+	{name: "merge_nested_conflict_merged", origin: "edge case: one top-level key in two files, other keys below (MERGE_DOMAIN_CONFIG=true)", ref: refuse},
+	{name: "merge_wildcards_merged", origin: "edge case: two wildcards of one key in two files (MERGE_DOMAIN_CONFIG=true)", ref: accept},
 	{name: "metadata", origin: "test/config/metadata.yaml", ref: accept},
 	{name: "misspelled_rate_limit", origin: "test/config/misspelled_key.yaml", ref: refuse},
 	{name: "misspelled_rpu", origin: "test/config/misspelled_key2.yaml", ref: refuse},
@@ -151,7 +156,11 @@ func TestReferenceCorpusVerdicts(t *testing.T) {
 				}
 			}
 			var stdout, stderr bytes.Buffer
-			err := run(t.Context(), []string{"config", "validate", path}, mapEnv(nil), &stdout, &stderr)
+			args := []string{"config", "validate", path}
+			if strings.HasSuffix(row.name, "_merged") { // the reference's loader with MERGE_DOMAIN_CONFIG=true
+				args = []string{"config", "validate", "--merge-domains", path}
+			}
+			err := run(t.Context(), args, mapEnv(nil), &stdout, &stderr)
 			got := accept
 			if err != nil {
 				got = refuse

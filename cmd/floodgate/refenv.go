@@ -175,16 +175,18 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	flag("log-format", format)
 
 	// Where the rules come from.
+	merge := r.boolean("MERGE_DOMAIN_CONFIG", false)
 	switch ct := r.str("CONFIG_TYPE", "FILE"); strings.ToUpper(ct) {
 	case "FILE":
 		flag("config", refConfigFolder(r))
+		flag("merge-domains", strconv.FormatBool(merge))
 	case "GRPC_XDS_SOTW":
 		refXDS(r, flag)
+		if merge {
+			r.errs = append(r.errs, "$MERGE_DOMAIN_CONFIG=true with $CONFIG_TYPE=GRPC_XDS_SOTW is not supported: xDS resources defining one domain are refused (merging applies to config files)")
+		}
 	default:
 		r.errs = append(r.errs, fmt.Sprintf("$CONFIG_TYPE=%q: FILE or GRPC_XDS_SOTW", ct))
-	}
-	if r.boolean("MERGE_DOMAIN_CONFIG", false) {
-		r.errs = append(r.errs, "$MERGE_DOMAIN_CONFIG=true is not supported: a domain defined in two files is refused")
 	}
 
 	// The store.

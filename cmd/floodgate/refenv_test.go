@@ -215,6 +215,10 @@ func TestReferenceVariables(t *testing.T) {
 			}},
 		{"grpc tls files without tls", map[string]string{"GRPC_SERVER_TLS_CERT": "/c"},
 			func(c refConfig, f serveFlags) bool { return f.tlsCert == "" }},
+		{"merge domains", map[string]string{"MERGE_DOMAIN_CONFIG": "true"},
+			func(c refConfig, f serveFlags) bool { return f.mergeDomains }},
+		{"domains unmerged", map[string]string{"MERGE_DOMAIN_CONFIG": "false"},
+			func(c refConfig, f serveFlags) bool { return !f.mergeDomains && f.configPath != "" }},
 		{"xds", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"},
 			func(c refConfig, f serveFlags) bool {
 				return f.configPath == "" && f.xds.server == "localhost:18000" && f.xds.nodeID == "default" &&
@@ -279,7 +283,8 @@ func TestReferenceRefused(t *testing.T) {
 		{map[string]string{"LOG_LEVEL": "loud"}, "$LOG_LEVEL"},
 		{map[string]string{"LOG_FORMAT": "xml"}, "$LOG_FORMAT"},
 		{map[string]string{"CONFIG_TYPE": "HTTP"}, "$CONFIG_TYPE"},
-		{map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, "$MERGE_DOMAIN_CONFIG"},
+		{map[string]string{"MERGE_DOMAIN_CONFIG": "true", "CONFIG_TYPE": "GRPC_XDS_SOTW"}, "$MERGE_DOMAIN_CONFIG=true with $CONFIG_TYPE=GRPC_XDS_SOTW"},
+		{map[string]string{"MERGE_DOMAIN_CONFIG": "yes"}, "$MERGE_DOMAIN_CONFIG"},
 		{map[string]string{"BACKEND_TYPE": "memcache"}, "$BACKEND_TYPE"},
 		{map[string]string{"REDIS_TYPE": "ring"}, "$REDIS_TYPE"},
 		{map[string]string{"REDIS_SOCKET_TYPE": "udp"}, "$REDIS_SOCKET_TYPE"},

@@ -32,6 +32,7 @@ type serveFlags struct {
 	grpcAddr      string
 	httpAddr      string
 	configPath    string
+	mergeDomains  bool
 	memoryMaxKeys int
 	memoryMaxMem  int64
 	settleWindow  time.Duration
@@ -97,6 +98,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.httpAPI, "http-api", true, "serve the HTTP/JSON API (POST /v1/check, /v1/check:batch, /v1/peek, /v1/reset, /v1/settle) on --http-addr, with the gRPC side's tokens, --max-recv-msg-bytes and --unary-timeout")
 	fs.StringVar(&f.httpCORSOrigins, "http-cors-origins", "", "HTTP/JSON API: comma-separated origins browsers may call it from (\"*\": any); empty: CORS off")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
+	fs.BoolVar(&f.mergeDomains, "merge-domains", false, "--config: several files may define one domain, each adding its top-level descriptors (one defined twice is refused), as the reference's MERGE_DOMAIN_CONFIG")
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store, and failure_mode local's memory on Redis: most keys kept at once (a live key is never evicted: when full, a new key is refused and its failure mode answers)")
 	byteSizeVar(fs, &f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store (and failure_mode local's memory): most memory its keys take, by its own accounting (refuses like --memory-max-keys; at least 1MiB; a size in bytes, such as 256MiB, 1GiB or 64MB)")
 	fs.DurationVar(&f.settleWindow, "settle-window", store.DefaultSettleWindow, "Settle: how long a settlement's idempotency_key is remembered, so a retry within it charges nothing again (a record per settlement: in Redis a key with this TTL; in the embedded store an entry capped apart from the counters, at --memory-max-keys/--memory-max-bytes of its own)")
@@ -233,7 +235,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			q.ConfigChanged()
 		}
 	}}
-	closeRules, reloadRules, err := loadRules(ctx, f.configPath, live, metrics, log)
+	closeRules, reloadRules, err := loadRules(ctx, &f, live, metrics, log)
 	if err != nil {
 		return err
 	}

@@ -39,11 +39,12 @@ func newMetrics() (*prometheus.Registry, *observability.Metrics) {
 // ends or the returned func is called; every accepted reload is counted
 // and logged. Without a path the files add no rules. The returned
 // reloadable (nil without a path) reloads them on a SIGHUP.
-func loadRules(ctx context.Context, path string, live *liveRules, metrics *observability.Metrics, log *slog.Logger) (func(), []reloadable, error) {
+func loadRules(ctx context.Context, f *serveFlags, live *liveRules, metrics *observability.Metrics, log *slog.Logger) (func(), []reloadable, error) {
+	path := f.configPath
 	if path == "" {
 		return func() {}, nil, nil
 	}
-	w, err := rules.Watch(ctx, path,
+	w, err := rules.WatchOptions(ctx, path, rules.Options{MergeDomains: f.mergeDomains},
 		func(c *rules.Set) {
 			retried, err := live.setFile(c)
 			if err != nil {

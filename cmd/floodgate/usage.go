@@ -22,7 +22,7 @@ var flagGroups = []flagGroup{
 	{title: "Listen", names: []string{"grpc-addr", "http-addr", "http-api", "http-cors-origins", "addr", "unary-timeout", "drain-timeout"}, prefixes: []string{"max-concurrent-streams", "max-recv-msg-bytes", "max-header-list-bytes", "max-streams", "max-connections"}},
 	{title: "Auth and TLS", names: []string{"auth-token-file", "token"}, prefixes: []string{"tls", "redis-tls-", "config-xds-tls"}},
 	{title: "Store", names: []string{"failure-mode", "settle-window", "deny-cache-size", "replicas", "replicas-heartbeat"}, prefixes: []string{"redis-", "memory-", "local-"}},
-	{title: "Rules", names: []string{"config", "domain", "descriptor", "bucket"}, prefixes: []string{"config-xds-"}},
+	{title: "Rules", names: []string{"config", "merge-domains", "domain", "descriptor", "bucket"}, prefixes: []string{"config-xds-"}},
 	{title: "Limits and answers", names: []string{"max-key-bytes", "shadow-mode", "quota-mode", "count-denied-hits", "share-override-counters", "envoy-refunds", "key", "limit", "burst", "algorithm", "policy", "time-zone", "cost"}, prefixes: []string{"response-", "quota-"}},
 	{title: "Observability", names: []string{"detailed-metric-series", "trace-values", "pprof", "gc-percent"}, prefixes: []string{"log-"}},
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,7 +21,23 @@ import (
 // An invalid configuration yields an ErrorList (wrapping ErrInvalid) whose
 // lines read "file:line:column: message"; an unreadable path yields the
 // os error.
-func Load(path string) (*Set, error) {
+func Load(path string) (*Set, error) { return LoadOptions(path, Options{}) }
+
+// Options change how config files are read. The zero value is Load's.
+type Options struct {
+	// MergeDomains lets several files define one domain, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does: each later file
+	// (in name order) adds its top-level descriptors to the domain. A
+	// top-level descriptor whose key and value another file of the
+	// domain already defines is an error, whatever is nested below it
+	// (trees are not merged deeper). A replaces entry may name a limit
+	// of any file of the domain; quota_buckets and quota_unmatched stay
+	// in one file of a domain.
+	MergeDomains bool
+}
+
+// LoadOptions is Load with options.
+func LoadOptions(path string, o Options) (*Set, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -39,7 +56,7 @@ func Load(path string) (*Set, error) {
 		}
 		srcs = append(srcs, source{name: f, data: data})
 	}
-	return build(srcs)
+	return build(srcs, o)
 }
 
 // listDir lists the config files of a folder, sorted by name.
@@ -81,7 +98,7 @@ func isConfigName(name string) bool {
 
 // Parse parses one file's bytes; name is used in error messages.
 func Parse(name string, data []byte) (*Set, error) {
-	return build([]source{{name: name, data: data}})
+	return build([]source{{name: name, data: data}}, Options{})
 }
 
 type source struct {
@@ -89,13 +106,15 @@ type source struct {
 	data []byte
 }
 
-// build parses every source and merges them: a domain or a policy defined
-// twice is an error.
-func build(srcs []source) (*Set, error) {
+// build parses every source and merges them: a policy defined twice is an
+// error, and so is a domain unless o.MergeDomains (then see mergeFile).
+func build(srcs []source, o Options) (*Set, error) {
 	c := &Set{domains: map[string]*node{}, policies: map[string]Policy{}, quota: map[string]*domainQuota{}, policyAt: map[string]Source{}}
 	var errs ErrorList
 	domainAt := map[string]string{}
 	policyAt := map[string]string{}
+	named := map[string]map[string]bool{} // explicit limit names by domain
+	var unresolved []unresolvedRef        // replaces entries left to the domain (o.MergeDomains)
 	h := sha256.New()
 	for _, s := range srcs {
 		c.files = append(c.files, s.name)
@@ -107,14 +126,17 @@ func build(srcs []source) (*Set, error) {
 		h.Write(n[:])
 		h.Write(s.data)
 
-		fc, ferrs := parseFile(s.name, s.data)
+		fc, ferrs := parseFile(s.name, s.data, o)
 		errs = append(errs, ferrs...)
 		if fc == nil {
 			continue
 		}
 		where := func(p pos) string { return fmt.Sprintf("%s:%d:%d", s.name, p.line, p.col) }
 		if fc.hasDomain && fc.domain != "" {
-			if first, dup := domainAt[fc.domain]; dup {
+			if _, dup := domainAt[fc.domain]; dup && o.MergeDomains {
+				errs = append(errs, mergeFile(c, fc)...)
+				c.limits = append(c.limits, fc.limits...)
+			} else if first, dup := domainAt[fc.domain]; dup {
 				errs = append(errs, &Error{File: s.name, Line: fc.domainPos.line, Column: fc.domainPos.col,
 					Msg: fmt.Sprintf("duplicate domain %q: already defined at %s", fc.domain, first)})
 			} else {
@@ -122,7 +144,10 @@ func build(srcs []source) (*Set, error) {
 				c.domains[fc.domain] = fc.root
 				c.quota[fc.domain] = fc.quota
 				c.limits = append(c.limits, fc.limits...)
+				named[fc.domain] = map[string]bool{}
 			}
+			maps.Copy(named[fc.domain], fc.named)
+			unresolved = append(unresolved, fc.unresolved...)
 		}
 		for _, pa := range fc.policies {
 			if first, dup := policyAt[pa.p.Name]; dup {
@@ -135,6 +160,7 @@ func build(srcs []source) (*Set, error) {
 			c.policyAt[pa.p.Name] = Source{File: s.name, Line: pa.pos.line, Column: pa.pos.col}
 		}
 	}
+	errs = append(errs, stillUnresolved(unresolved, named)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}

@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"fmt"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -17,6 +19,11 @@ type fileConfig struct {
 	limits    []*Limit
 	policies  []policyAt
 	quota     *domainQuota // quota_buckets and quota_unmatched (quota.go)
+	// With Options.MergeDomains, named holds the file's explicit limit
+	// names and unresolved the replaces entries naming none of them: the
+	// other files of the domain may define them (see mergeFile).
+	named      map[string]bool
+	unresolved []unresolvedRef
 }
 
 type policyAt struct {
@@ -38,6 +45,9 @@ type parser struct {
 	// zones resolves each time_zone name of the file once, however many
 	// rules name it (and rules of one zone share its *time.Location).
 	zones zones.Cache
+	// merge defers the replaces entries naming no limit of the file to
+	// the domain's merge (Options.MergeDomains).
+	merge bool
 }
 
 type replaceRef struct {
@@ -46,8 +56,8 @@ type replaceRef struct {
 }
 
 // parseFile parses and validates one file. Its errors come in file order.
-func parseFile(name string, data []byte) (*fileConfig, ErrorList) {
-	p := &parser{decoder: decoder{file: name, active: map[*yaml.Node]bool{}}, named: map[string]bool{}, origin: &origin{file: name}}
+func parseFile(name string, data []byte, o Options) (*fileConfig, ErrorList) {
+	p := &parser{decoder: decoder{file: name, active: map[*yaml.Node]bool{}}, named: map[string]bool{}, origin: &origin{file: name}, merge: o.MergeDomains}
 	fc := p.parse(data)
 	if len(p.errs) > 0 {
 		p.sortErrors()
@@ -102,13 +112,21 @@ func (p *parser) parse(data []byte) *fileConfig {
 		fc.quota = p.quota(fd)
 	}
 	for _, r := range p.replaces {
-		if !p.named[r.name] {
-			p.errorf(r.at, "replaces names %q, but no limit in domain %q has that name", r.name, fc.domain)
+		if p.named[r.name] {
+			continue
 		}
+		if p.merge {
+			at := posOf(r.at)
+			fc.unresolved = append(fc.unresolved, unresolvedRef{domain: fc.domain, name: r.name,
+				err: &Error{File: p.file, Line: at.line, Column: at.col, Msg: unresolvedReplaces(r.name, fc.domain)}})
+			continue
+		}
+		p.errorf(r.at, "%s", unresolvedReplaces(r.name, fc.domain))
 	}
 	if len(p.errs) > 0 {
 		return nil
 	}
+	fc.named = p.named
 	fc.limits = collectLimits(fc.root, nil)
 	return fc
 }
@@ -119,4 +137,10 @@ func collectLimits(n *node, out []*Limit) []*Limit {
 		out = collectLimits(c, out)
 	}
 	return out
+}
+
+// unresolvedReplaces is the error of a replaces entry naming no limit of
+// its domain.
+func unresolvedReplaces(name, domain string) string {
+	return fmt.Sprintf("replaces names %q, but no limit in domain %q has that name", name, domain)
 }

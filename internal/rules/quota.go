@@ -111,6 +111,7 @@ func (q *QuotaBucket) moreSpecific(r *QuotaBucket) bool {
 type domainQuota struct {
 	buckets   []*QuotaBucket
 	unmatched QuotaAction
+	given     bool // the file wrote quota_buckets or quota_unmatched
 }
 
 // MatchQuota returns the quota_buckets entry of domain that governs a

@@ -12,7 +12,7 @@ import (
 
 // quota checks a file's quota_buckets and quota_unmatched.
 func (p *parser) quota(fd *fileDoc) *domainQuota {
-	dq := &domainQuota{unmatched: DefaultQuotaUnmatched}
+	dq := &domainQuota{unmatched: DefaultQuotaUnmatched, given: fd.quotaBucketsAt != nil || fd.quotaUnmatched.given()}
 	if v := fd.quotaUnmatched; v.ok {
 		if a, ok := p.quotaAction(v, "quota_unmatched", QuotaAllowAll, QuotaDenyAll, QuotaAbandon); ok {
 			dq.unmatched = a

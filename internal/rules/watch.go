@@ -32,13 +32,18 @@ type Watcher struct {
 // may be nil, and are called from one goroutine at a time. A reload whose
 // files are byte-for-byte unchanged (Set.Digest) is not reported.
 func Watch(ctx context.Context, path string, onLoad func(*Set), onError func(error)) (*Watcher, error) {
+	return WatchOptions(ctx, path, Options{}, onLoad, onError)
+}
+
+// WatchOptions is Watch loading with LoadOptions(path, o).
+func WatchOptions(ctx context.Context, path string, o Options, onLoad func(*Set), onError func(error)) (*Watcher, error) {
 	if onError == nil {
 		onError = func(error) {}
 	}
 	files, err := filewatch.Watch(ctx, filewatch.Options[Set]{
 		Paths:     []string{path},
 		Match:     isConfigName,
-		Load:      func() (*Set, error) { return Load(path) },
+		Load:      func() (*Set, error) { return LoadOptions(path, o) },
 		Unchanged: func(cur, next *Set) bool { return cur.Digest() == next.Digest() },
 		OnLoad:    onLoad,
 		OnError:   func(err error) { onError(reloadError(path, err)) },
