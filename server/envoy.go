@@ -130,10 +130,12 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	if span != nil {
 		e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, planned)
 	}
+	w.descs = len(entries)
 	if err := e.decide(ctx, planned, w); err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
 	resp := e.answer(planned, len(entries), w)
+	markQuota(ctx, planned, len(entries))
 	if e.metadata {
 		resp.DynamicMetadata = dynamicMetadata(req, planned, resp.Statuses)
 	}

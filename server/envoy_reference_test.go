@@ -52,6 +52,10 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: tokens
     rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: ghost
+    quota_mode: true
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
 `
 
 // refStatus is one expected descriptor status; remaining -1 skips it.

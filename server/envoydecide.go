@@ -64,6 +64,7 @@ type envoyWork struct {
 	idx     [envoyInline]int
 	batch   envoyBatch
 	over    bool // the request's answer is OVER_LIMIT (decide)
+	descs   int  // the request's descriptors
 }
 
 // decide runs the store calls of the checks and sets w.over.
@@ -76,14 +77,14 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) e
 	}
 	var err error
 	if quota {
-		err = e.decideQuota(ctx, checks, b)
+		err = e.decideQuota(ctx, checks, w)
 	} else {
 		err = e.decideAll(ctx, checks, b)
 	}
 	if err != nil {
 		return err
 	}
-	w.over = overLimit(checks)
+	w.over = overLimit(checks, w.descs, e.quotaMode)
 	if w.over && e.countDenied {
 		if err := e.chargeDebt(ctx, checks, b, func(c *envoyCheck) bool { return true }); err != nil {
 			return err
@@ -115,7 +116,8 @@ func (e *Envoy) decideAll(ctx context.Context, checks []envoyCheck, b *envoyBatc
 // decideQuota decides a request with quota-mode limits: a look at every
 // enforced check, then, if the request passes, a charge of those that
 // fitted.
-func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, b *envoyBatch) error {
+func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, w *envoyWork) error {
+	b := &w.batch
 	for i := range checks {
 		if c := &checks[i]; c.enforced() {
 			r := c.req
@@ -126,7 +128,7 @@ func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, b *envoyBa
 	if err := e.run(ctx, checks, b, true); err != nil {
 		return err
 	}
-	if overLimit(checks) {
+	if overLimit(checks, w.descs, e.quotaMode) {
 		return nil
 	}
 	b.reset()
@@ -164,17 +166,24 @@ func (e *Envoy) chargeDebt(ctx context.Context, checks []envoyCheck, b *envoyBat
 // overLimit is the request's answer, by envoyproxy/ratelimit's rule: over
 // when an enforced limit not in quota mode is over, or when there are
 // quota-mode descriptors and every one of them is over (a descriptor is
-// over its quota when one of its quota-mode limits is). Shadow and
-// unlimited limits never count. checks are in descriptor order.
-func overLimit(checks []envoyCheck) bool {
-	quotaDescs, quotaOver := 0, 0
+// over its quota when one of its quota-mode limits is). A shadow limit is
+// never over, and a shadow quota-mode one is a quota that passed (its
+// status is OK); unlimited limits never count. With the server's quota
+// mode (global), each of the request's descs descriptors that no limit
+// applies to is a quota that passed too, as in the reference. checks are
+// in descriptor order.
+func overLimit(checks []envoyCheck, descs int, global bool) bool {
+	quotaDescs, quotaOver, checked := 0, 0, 0
 	for i := 0; i < len(checks); {
 		d := checks[i].desc
+		checked++
 		isQuota, over := false, false
 		for ; i < len(checks) && checks[i].desc == d; i++ {
 			c := &checks[i]
 			switch {
-			case c.shadow, c.limit.Unlimited: // never over, and no quota descriptor
+			case c.limit.Unlimited: // no quota descriptor
+			case c.shadow:
+				isQuota = isQuota || c.quota
 			case !c.quota && !c.decision.Allowed:
 				return true
 			case c.quota:
@@ -188,6 +197,9 @@ func overLimit(checks []envoyCheck) bool {
 				quotaOver++
 			}
 		}
+	}
+	if global {
+		quotaDescs += descs - checked
 	}
 	return quotaDescs > 0 && quotaOver == quotaDescs
 }

@@ -13,6 +13,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+
+	"github.com/floodgate/floodgate/server"
 )
 
 // shouldRateLimitMethod is the Envoy API's decision call.
@@ -23,32 +25,36 @@ const shouldRateLimitMethod = "/" + "envoy.service.ratelimit.v3.RateLimitService
 // limit and the least remaining, an over-limit one taking precedence over
 // any earlier pick; Limit is its requests_per_unit, Remaining its
 // limit_remaining, Reset the seconds to the end of its unit's
-// epoch-aligned window by now. No status with a limit: no headers.
-// (The reference lets an over-limit quota-mode descriptor not take
-// precedence; the answer does not say which are, so here every over-limit
-// one does.)
+// epoch-aligned window by now. An over-limit status of a quota-mode
+// descriptor (server.QuotaMarks) takes no precedence. No status with a
+// limit: no headers.
 func (h *refHeaderNames) interceptor(now func() time.Time) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if info.FullMethod != shouldRateLimitMethod {
+			return handler(ctx, req)
+		}
+		ctx, marks := server.WithQuotaMarks(ctx)
 		resp, err := handler(ctx, req)
-		if err != nil || info.FullMethod != shouldRateLimitMethod {
+		if err != nil {
 			return resp, err
 		}
 		if r, ok := resp.(*rlsv3.RateLimitResponse); ok {
-			r.ResponseHeadersToAdd = h.headers(r.GetStatuses(), now())
+			r.ResponseHeadersToAdd = h.headers(r.GetStatuses(), marks.Quota, now())
 		}
 		return resp, err
 	}
 }
 
-// headers are the reference's headers for statuses at now.
-func (h *refHeaderNames) headers(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, now time.Time) []*corev3.HeaderValue {
+// headers are the reference's headers for statuses at now; quota[i]
+// marks status i as a quota-mode descriptor's (nil: none is).
+func (h *refHeaderNames) headers(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, quota []bool, now time.Time) []*corev3.HeaderValue {
 	var pick *rlsv3.RateLimitResponse_DescriptorStatus
 	least := uint32(math.MaxUint32)
-	for _, s := range statuses {
+	for i, s := range statuses {
 		if s.GetCurrentLimit() != nil && s.GetLimitRemaining() < least {
 			pick, least = s, s.GetLimitRemaining()
 		}
-		if s.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+		if s.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT && (i >= len(quota) || !quota[i]) {
 			pick, least = s, 0
 		}
 	}

@@ -349,22 +349,27 @@ func TestRefHeaders(t *testing.T) {
 		name     string
 		statuses []*rlsv3.RateLimitResponse_DescriptorStatus
 		want     string
+		quota    []bool // quota-mode descriptors
 	}{
-		{"none", nil, ""},
-		{"no limit", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 0, sec, 0)}, ""},
-		{"unlimited", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 0, sec, 4294967295)}, ""},
-		{"one", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 7)}, "L=10 R=7 S=43"},
-		{"least remaining", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 7), st(ok, 5, sec, 2), st(ok, 100, hour, 3)}, "L=5 R=2 S=1"},
-		{"first of equals", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 2), st(ok, 5, sec, 2)}, "L=10 R=2 S=43"},
-		{"over wins", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 0), st(over, 5, hour, 0)}, "L=5 R=0 S=3583"},
-		{"first over stays", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(ok, 5, sec, 0)}, "L=10 R=0 S=43"},
-		{"over takes precedence whatever it reports", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 7), st(ok, 5, sec, 2)}, "L=10 R=7 S=43"},
-		{"unknown code is not over", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 1), st(rlsv3.RateLimitResponse_UNKNOWN, 5, sec, 3)}, "L=10 R=1 S=43"},
-		{"last over wins", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(over, 5, sec, 0)}, "L=5 R=0 S=1"},
+		{"none", nil, "", nil},
+		{"no limit", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 0, sec, 0)}, "", nil},
+		{"unlimited", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 0, sec, 4294967295)}, "", nil},
+		{"one", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 7)}, "L=10 R=7 S=43", nil},
+		{"least remaining", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 7), st(ok, 5, sec, 2), st(ok, 100, hour, 3)}, "L=5 R=2 S=1", nil},
+		{"first of equals", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 2), st(ok, 5, sec, 2)}, "L=10 R=2 S=43", nil},
+		{"over wins", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 0), st(over, 5, hour, 0)}, "L=5 R=0 S=3583", nil},
+		{"first over stays", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(ok, 5, sec, 0)}, "L=10 R=0 S=43", nil},
+		{"over takes precedence whatever it reports", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 7), st(ok, 5, sec, 2)}, "L=10 R=7 S=43", nil},
+		{"unknown code is not over", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 1), st(rlsv3.RateLimitResponse_UNKNOWN, 5, sec, 3)}, "L=10 R=1 S=43", nil},
+		{"last over wins", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(over, 5, sec, 0)}, "L=5 R=0 S=1", nil},
+		{"an over quota takes no precedence", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(over, 5, sec, 0)}, "L=10 R=0 S=43", []bool{true, true}},
+		{"an over quota is still least", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 3), st(over, 5, sec, 0)}, "L=5 R=0 S=1", []bool{false, true}},
+		{"a normal over beats a quota", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 0), st(over, 5, sec, 7), st(over, 7, hour, 0)}, "L=5 R=7 S=1", []bool{false, false, true}},
+		{"marks shorter than the statuses", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(over, 5, sec, 0)}, "L=5 R=0 S=1", []bool{true}},
 	}
 	for _, tc := range tests {
 		var parts []string
-		for _, hv := range h.headers(tc.statuses, now) {
+		for _, hv := range h.headers(tc.statuses, tc.quota, now) {
 			parts = append(parts, hv.Key+"="+hv.Value)
 		}
 		if got := strings.Join(parts, " "); got != tc.want {
