@@ -3,8 +3,13 @@ package e2e
 import (
 	"flag"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
@@ -17,9 +22,30 @@ import (
 // answers, in the table's form, instead of checking floodgate.
 var recordAt = flag.String("diff.record", "", "run TestReferenceDifferential's table (or -diff.table's) against this address and print the answers")
 
-// recordTable is the table -diff.record runs: diff (diffCases, on
-// diffRules) or migration (migrationCases, on migrationFiles).
-var recordTable = flag.String("diff.table", "diff", "the table -diff.record runs: diff or migration")
+// recordTable is the table -diff.record runs: one of diffTables by name,
+// or migration (migrationCases, on the reference's example folder).
+var recordTable = flag.String("diff.table", "diff", "the table -diff.record (or -diff.write) takes: diff, meta, quota or migration")
+
+// writeAt, when set, is a folder to write a table's config files into,
+// laid out as the reference's runtime (DIR/ratelimit/config/), and its
+// reference variables to print, to start the reference on.
+var writeAt = flag.String("diff.write", "", "write -diff.table's config folder under this RUNTIME_ROOT and print its variables")
+
+// diffTable is a table of sequences with the rules and reference
+// variables (beyond the runtime folder and ports) it runs on.
+type diffTable struct {
+	name  string
+	files map[string]string
+	env   map[string]string
+	cases []diffCase
+}
+
+// diffTables are the differential tables.
+var diffTables = []diffTable{
+	{"diff", map[string]string{"diff.yaml": diffRules}, referenceDiffEnv, diffCases},
+	{"meta", map[string]string{"meta.yaml": metaRules}, metaEnv, metaCases},
+	{"quota", map[string]string{"quota.yaml": quotaRules}, quotaEnv, quotaCases},
+}
 
 // diffRules are the limits of the differential test, in the reference's
 // own format. Hours and days: a sequence never straddles a window.
@@ -194,8 +220,8 @@ var diffCases = []diffCase{
 
 // TestReferenceDifferential: the binary, started only with the
 // reference's environment variables (RUNTIME_ROOT and the rest) on the
-// embedded store and on Redis, answers every sequence of diffCases as
-// the reference answered it.
+// embedded store and on Redis, answers every sequence of every table in
+// diffTables as the reference answered it.
 func TestReferenceDifferential(t *testing.T) {
 	backends := []struct {
 		name string
@@ -210,41 +236,73 @@ func TestReferenceDifferential(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			extra := b.env(t)
-			for k, v := range referenceDiffEnv {
-				extra[k] = v
-			}
-			p := startAsReference(t, referenceEnv(t, map[string]string{"diff.yaml": diffRules}, extra))
-			waitOutHourEdge()
-			got := runDiff(t, rlsClient(t, p.GRPCAddr), diffCases)
-			for i, c := range diffCases {
-				for j, s := range c.steps {
-					if got[i][j] != s.expected() {
-						t.Errorf("%s, call %d %s:\n got  %s\n want %s\n (the reference: %s)", c.name, j+1, describe(c.request(s)), got[i][j], s.expected(), s.want)
-					}
-				}
+			for _, tb := range diffTables {
+				t.Run(tb.name, func(t *testing.T) {
+					extra := b.env(t)
+					maps.Copy(extra, tb.env)
+					p := startAsReference(t, referenceEnv(t, tb.files, extra))
+					waitOutHourEdge()
+					checkDiff(t, runDiff(t, rlsClient(t, p.GRPCAddr), tb.cases), tb.cases)
+				})
 			}
 		})
 	}
 }
 
-// TestReferenceRecord is a tool, not a test: with -diff.record ADDR it
-// runs a table (-diff.table: diff, the default, or migration) against
-// another Envoy rate-limit service, the reference started with
-// referenceDiffEnv and diffRules (or migrationEnv and migrationFiles),
-// and prints its answers in the table's form, to write down as the
-// expected values. Without -diff.record it is skipped.
+// checkDiff compares the answers got (by case and step) with the table.
+func checkDiff(t *testing.T, got [][]string, cases []diffCase) {
+	t.Helper()
+	for i, c := range cases {
+		for j, s := range c.steps {
+			if got[i][j] != s.expected() {
+				t.Errorf("%s, call %d %s:\n got  %s\n want %s\n (the reference: %s)", c.name, j+1, describe(c.request(s)), got[i][j], s.expected(), s.want)
+			}
+		}
+	}
+}
+
+// TestReferenceRecord is a tool, not a test. With -diff.write DIR it
+// writes a table's config folder (-diff.table: diff, the default, meta,
+// quota or migration) under DIR as the reference's runtime and prints
+// the table's reference variables; with -diff.record ADDR it runs the
+// table against another Envoy rate-limit service, the reference started
+// on that folder with those variables, and prints its answers in the
+// table's form, to write down as the expected values. Without either it
+// is skipped.
 func TestReferenceRecord(t *testing.T) {
-	if *recordAt == "" {
+	if *recordAt == "" && *writeAt == "" {
 		t.Skip("a tool: run with -diff.record ADDR to print another server's answers")
 	}
-	cases := diffCases
-	if *recordTable == "migration" {
-		cases = migrationCases
+	var tb diffTable
+	for _, c := range diffTables {
+		if c.name == *recordTable {
+			tb = c
+		}
 	}
-	waitOutHourEdge()
-	got := runDiff(t, rlsClient(t, *recordAt), cases)
-	for i, c := range cases {
+	if *recordTable == "migration" {
+		tb = diffTable{"migration", readFolder(t, migrationFolder), migrationEnv("REDIS"), migrationCases}
+	}
+	if tb.name == "" {
+		t.Fatalf("no table %q", *recordTable)
+	}
+	if *writeAt != "" {
+		dir := filepath.Join(*writeAt, "ratelimit", "config")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, text := range tb.files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(tb.env)) {
+			fmt.Printf("%s=%s\n", k, tb.env[k])
+		}
+		return
+	}
+	waitOutEdge(time.Minute) // and so the hour's and day's
+	got := runDiff(t, rlsClient(t, *recordAt), tb.cases)
+	for i, c := range tb.cases {
 		fmt.Printf("%q:\n", c.name)
 		for _, a := range got[i] {
 			fmt.Printf("\t%q,\n", a)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -157,8 +158,7 @@ func answerString(r *rlsv3.RateLimitResponse) string {
 		fmt.Fprintf(&b, " ; %s=%s", h.GetKey(), v)
 	}
 	if m := r.GetDynamicMetadata(); m != nil {
-		js, _ := protojson.MarshalOptions{}.Marshal(m)
-		b.WriteString(" ; meta=" + string(js))
+		b.WriteString(" ; meta=" + canonicalJSON(m))
 	}
 	return b.String()
 }
@@ -258,8 +258,12 @@ func runDiff(t *testing.T, rls rlsv3.RateLimitServiceClient, cases []diffCase) [
 
 // waitOutHourEdge waits when the hour (and so the day) turns within the
 // next few seconds, so that no sequence straddles a window.
-func waitOutHourEdge() {
-	if left := time.Hour - time.Duration(time.Now().UnixNano())%time.Hour; left < 20*time.Second {
+func waitOutHourEdge() { waitOutEdge(time.Hour) }
+
+// waitOutEdge waits when a window of period turns within the next few
+// seconds (and past the turn), so that no sequence straddles a window.
+func waitOutEdge(period time.Duration) {
+	if left := period - time.Duration(time.Now().UnixNano())%period; left < 20*time.Second {
 		time.Sleep(left + time.Second)
 	}
 }
@@ -286,4 +290,38 @@ func describe(r *rlsv3.RateLimitRequest) string {
 		parts = append(parts, "["+s+"]")
 	}
 	return fmt.Sprintf("%s hits_addend=%d %s", r.GetDomain(), r.GetHitsAddend(), strings.Join(parts, " "))
+}
+
+// canonicalJSON is a message as JSON with sorted keys and no spaces
+// (protojson varies its spacing on purpose), runs of spaces inside
+// strings made one (a limit override's text form, in the reference's
+// metadata, varies the same way).
+func canonicalJSON(m proto.Message) string {
+	js, err := protojson.Marshal(m)
+	if err != nil {
+		return "unmarshalable: " + err.Error()
+	}
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		return "invalid JSON: " + err.Error()
+	}
+	out, _ := json.Marshal(squeezeSpaces(v))
+	return string(out)
+}
+
+// squeezeSpaces makes every run of spaces in v's strings one space.
+func squeezeSpaces(v any) any {
+	switch x := v.(type) {
+	case string:
+		return strings.Join(strings.Fields(x), " ")
+	case []any:
+		for i := range x {
+			x[i] = squeezeSpaces(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = squeezeSpaces(x[k])
+		}
+	}
+	return v
 }

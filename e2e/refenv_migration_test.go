@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,55 +13,35 @@ import (
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
-// migrationFiles are an example config folder like the reference's
-// (examples/ratelimit/config: one file with a leading document marker,
-// one with nesting, replaces, a ban, shadow mode, unlimited and
-// detailed_metric), in its format.
-var migrationFiles = map[string]string{
-	"config.yaml": `---
-domain: db_qps
-descriptors:
-  - key: table
-    value: orders
-    rate_limit: {unit: second, requests_per_unit: 400}
-  - key: table
-    value: default
-    rate_limit: {unit: second, requests_per_unit: 400}
-`,
-	"example.yaml": `domain: edge
-descriptors:
-  - key: category
-    value: billing
-    rate_limit:
-      replaces: [{name: per_user}]
-      unit: hour
-      requests_per_unit: 4
-  - key: app
-    rate_limit: {unit: hour, requests_per_unit: 2}
-    descriptors:
-      - key: user
-        rate_limit: {unit: hour, requests_per_unit: 3}
-      - key: user
-        value: alice
-        rate_limit: {name: per_user, unit: hour, requests_per_unit: 1}
-      - key: user
-        value: mallory
-        rate_limit: {name: ban, unit: hour, requests_per_unit: 0}
-      - key: region
-        value: test
-        shadow_mode: true
-        rate_limit: {unit: hour, requests_per_unit: 1}
-      - key: internal
-        rate_limit: {unlimited: true}
-  - key: tenant
-    detailed_metric: true
-    rate_limit: {unit: hour, requests_per_unit: 2}
-`,
+// migrationFolder is the reference's example config folder
+// (examples/ratelimit/config, copied unchanged): a file with a leading
+// document marker, nesting, replaces (one naming a limit of no rule), a
+// ban, shadow mode, unlimited, detailed_metric, and two quota-mode rules
+// with metadata for quota-based service selection.
+const migrationFolder = "testdata/refexample"
+
+// readFolder reads every file of dir into a name -> content map.
+func readFolder(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = string(b)
+	}
+	return files
 }
 
 // migrationEnv is a Kubernetes Deployment's environment for the
 // reference (its docker-compose example's, plus response headers and the
-// pool size), on a Redis at redisAddr; LOG_FORMAT json and free ports for
+// pool size, and the dynamic metadata quota-based service selection
+// reads), on a Redis at redisAddr; LOG_FORMAT json and free ports for
 // the test.
 func migrationEnv(redisAddr string) map[string]string {
 	return map[string]string{
@@ -75,6 +56,7 @@ func migrationEnv(redisAddr string) map[string]string {
 		"CONFIG_TYPE":                    "FILE",
 		"CONFIG_GRPC_XDS_NODE_ID":        "test-node-id",
 		"LIMIT_RESPONSE_HEADERS_ENABLED": "true",
+		"RESPONSE_DYNAMIC_METADATA":      "true",
 		"DEBUG_PORT":                     "6070",
 	}
 }
@@ -82,19 +64,41 @@ func migrationEnv(redisAddr string) map[string]string {
 // migrationCases are calls on the example folder, with the reference's
 // answers (see answerString; the limits here have no names).
 var migrationCases = []diffCase{
-	{name: "rows", domain: "db_qps", steps: []diffStep{
-		step(1, "OK | OK 400/second rem=399 ; RateLimit-Limit=400 ; RateLimit-Remaining=399 ; RateLimit-Reset=*", d("table", "orders")),
+	{name: "database", domain: "mongo_cps", steps: []diffStep{
+		step(1, "OK | OK 500/second rem=499 ; RateLimit-Limit=500 ; RateLimit-Remaining=499 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"database=users\"]}],\"domain\":\"mongo_cps\",\"hitsAddend\":1}", d("database", "users")),
 	}},
-	{name: "per user", domain: "edge", steps: []diffStep{
-		step(1, "OK | OK 3/hour rem=2 ; RateLimit-Limit=3 ; RateLimit-Remaining=2 ; RateLimit-Reset=*", d("app", "web", "user", "bob")),
-		step(2, "OK | OK 3/hour rem=0 ; RateLimit-Limit=3 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("app", "web", "user", "bob")),
-		step(1, "OVER | OVER 3/hour rem=0 ; RateLimit-Limit=3 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("app", "web", "user", "bob")),
+	{name: "nested exact", domain: "rl", steps: []diffStep{
+		step(1, "OK | OK 1/minute rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"source_cluster=proxy\",\"destination_cluster=mock\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("source_cluster", "proxy", "destination_cluster", "mock")),
+		step(1, "OVER | OVER 1/minute rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"source_cluster=proxy\",\"destination_cluster=mock\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("source_cluster", "proxy", "destination_cluster", "mock")),
 	}},
-	{name: "replaces", domain: "edge", steps: []diffStep{
-		step(1, "OK | OK 4/hour rem=3 | OK rem=0 ; RateLimit-Limit=4 ; RateLimit-Remaining=3 ; RateLimit-Reset=*", d("category", "billing"), d("app", "web", "user", "alice")),
+	{name: "key only and nested", domain: "rl", steps: []diffStep{
+		step(1, "OK | OK 2/minute rem=1 | OK 3/minute rem=2 ; RateLimit-Limit=2 ; RateLimit-Remaining=1 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"foo=f1\"]},{\"entries\":[\"foo=f1\",\"bar=b1\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("foo", "f1"), d("foo", "f1", "bar", "b1")),
+		step(2, "OK | OK 3/minute rem=0 ; RateLimit-Limit=3 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"foo=f1\",\"bar=b1\"]}],\"domain\":\"rl\",\"hitsAddend\":2}", d("foo", "f1", "bar", "b1")),
+		step(1, "OK | OK 2/minute rem=0 ; RateLimit-Limit=2 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"foo=f1\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("foo", "f1")),
 	}},
-	{name: "top level only", domain: "edge", steps: []diffStep{
-		step(1, "OK | OK 2/hour rem=1 ; RateLimit-Limit=2 ; RateLimit-Remaining=1 ; RateLimit-Reset=*", d("app", "web")),
+	{name: "replaces", domain: "rl", steps: []diffStep{
+		step(1, "OK | OK 4/minute rem=3 | OK rem=0 | OK rem=0 ; RateLimit-Limit=4 ; RateLimit-Remaining=3 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"category=account\"]},{\"entries\":[\"foo=f2\",\"bar=bkthomps\"]},{\"entries\":[\"source_cluster=proxy\",\"destination_cluster=fake\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("category", "account"), d("foo", "f2", "bar", "bkthomps"), d("source_cluster", "proxy", "destination_cluster", "fake")),
+		step(1, "OK | OK 1/minute \"bkthomps\" rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"foo=f2\",\"bar=bkthomps\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("foo", "f2", "bar", "bkthomps")),
+		step(1, "OVER | OVER 1/minute \"bkthomps\" rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"foo=f2\",\"bar=bkthomps\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("foo", "f2", "bar", "bkthomps")),
+	}},
+	{name: "ban and its replacement", domain: "rl", steps: []diffStep{
+		step(1, "OVER | OVER 0/minute \"banned_limit\" rem=0 ; RateLimit-Limit=0 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"foo=f3\",\"bar=banned\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("foo", "f3", "bar", "banned")),
+		step(1, "OK | OK 2/minute rem=1 | OK rem=0 ; RateLimit-Limit=2 ; RateLimit-Remaining=1 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"source_cluster=proxy\",\"destination_cluster=override\"]},{\"entries\":[\"foo=f3\",\"bar=banned\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("source_cluster", "proxy", "destination_cluster", "override"), d("foo", "f3", "bar", "banned")),
+	}},
+	{name: "unlimited", domain: "rl", steps: []diffStep{
+		step(1, "OK | OK rem=4294967295 ; meta={\"descriptors\":[{\"entries\":[\"foo=f4\",\"bay=x\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("foo", "f4", "bay", "x")),
+		step(1, "OK | OK rem=4294967295 ; meta={\"descriptors\":[{\"entries\":[\"qux=x\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("qux", "x")),
+	}},
+	{name: "quota-based service selection", domain: "rl", steps: []diffStep{
+		step(1, "OK | OK 1/minute rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"service=service_1\"]}],\"domain\":\"rl\",\"hitsAddend\":1,\"metadata\":{\"service_with_quota\":{\"name\":\"service_1\"}}}", d("service", "service_1")),
+		step(1, "OVER | OVER 1/minute rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"service=service_1\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("service", "service_1")),
+		step(1, "OK | OVER 1/minute rem=0 | OK 2/minute rem=1 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"service=service_1\"]},{\"entries\":[\"service=service_2\"]}],\"domain\":\"rl\",\"hitsAddend\":1,\"metadata\":{\"service_with_quota\":{\"name\":\"service_2\"}}}", d("service", "service_1"), d("service", "service_2")),
+		step(1, "OK | OVER 1/minute rem=0 | OK 2/minute rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"service=service_1\"]},{\"entries\":[\"service=service_2\"]}],\"domain\":\"rl\",\"hitsAddend\":1,\"metadata\":{\"service_with_quota\":{\"name\":\"service_2\"}}}", d("service", "service_1"), d("service", "service_2")),
+		step(1, "OVER | OVER 1/minute rem=0 | OVER 2/minute rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"service=service_1\"]},{\"entries\":[\"service=service_2\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("service", "service_1"), d("service", "service_2")),
+	}},
+	{name: "quota beside a normal limit", domain: "rl", steps: []diffStep{
+		step(1, "OVER | OVER 2/minute rem=0 | OK 2/minute rem=1 ; RateLimit-Limit=2 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"service=service_2\"]},{\"entries\":[\"unspec=u1\"]}],\"domain\":\"rl\",\"hitsAddend\":1}", d("service", "service_2"), d("unspec", "u1")),
+		step(2, "OVER | OVER 2/minute rem=0 ; RateLimit-Limit=2 ; RateLimit-Remaining=0 ; RateLimit-Reset=* ; meta={\"descriptors\":[{\"entries\":[\"unspec=u1\"]}],\"domain\":\"rl\",\"hitsAddend\":2}", d("unspec", "u1")),
 	}},
 }
 
@@ -105,7 +109,7 @@ var migrationCases = []diffCase{
 // answers with the reference's three headers.
 func TestReferenceMigration(t *testing.T) {
 	r := redistest.StartServer(t)
-	p := startAsReference(t, referenceEnv(t, migrationFiles, migrationEnv(r.Addr())))
+	p := startAsReference(t, referenceEnv(t, readFolder(t, migrationFolder), migrationEnv(r.Addr())))
 
 	if !p.logs.Contains("configured from envoyproxy/ratelimit's environment variables") {
 		t.Errorf("no line says the reference environment is read:\n%s", p.logs)
@@ -125,13 +129,12 @@ func TestReferenceMigration(t *testing.T) {
 		t.Errorf("serving on store %q, want redis-standalone", store)
 	}
 
-	waitOutHourEdge()
+	waitOutEdge(time.Minute)
 	got := runDiff(t, rlsClient(t, p.GRPCAddr), migrationCases)
 	for i, c := range migrationCases {
 		for j, s := range c.steps {
-			// The limit's name is the differential test's business.
-			if got := limitName.ReplaceAllString(got[i][j], ""); got != s.want {
-				t.Errorf("%s, call %d %s:\n got  %s\n want %s (the reference)", c.name, j+1, describe(c.request(s)), got, s.want)
+			if got[i][j] != s.expected() {
+				t.Errorf("%s, call %d %s:\n got  %s\n want %s\n (the reference: %s)", c.name, j+1, describe(c.request(s)), got[i][j], s.expected(), s.want)
 			}
 		}
 	}
@@ -142,9 +145,6 @@ func TestReferenceMigration(t *testing.T) {
 		t.Errorf("Redis at REDIS_URL holds %d keys (%v): the decisions were not made there", keys, err)
 	}
 }
-
-// limitName is a limit's name in an answerString.
-var limitName = regexp.MustCompile(` "(?:[^"\\]|\\.)*"`)
 
 // logField is the field of the first JSON log line with message msg.
 func logField(t *testing.T, p *proc, msg, field string) string {
