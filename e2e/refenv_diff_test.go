@@ -24,7 +24,7 @@ var recordAt = flag.String("diff.record", "", "run TestReferenceDifferential's t
 
 // recordTable is the table -diff.record runs: one of diffTables by name,
 // or migration (migrationCases, on the reference's example folder).
-var recordTable = flag.String("diff.table", "diff", "the table -diff.record (or -diff.write) takes: diff, meta, quota or migration")
+var recordTable = flag.String("diff.table", "diff", "the table -diff.record (or -diff.write) takes: diff, meta, quota, merge or migration")
 
 // writeAt, when set, is a folder to write a table's config files into,
 // laid out as the reference's runtime (DIR/ratelimit/config/), and its
@@ -45,6 +45,7 @@ var diffTables = []diffTable{
 	{"diff", map[string]string{"diff.yaml": diffRules}, referenceDiffEnv, diffCases},
 	{"meta", map[string]string{"meta.yaml": metaRules}, metaEnv, metaCases},
 	{"quota", map[string]string{"quota.yaml": quotaRules}, quotaEnv, quotaCases},
+	{"merge", mergeFiles, mergeEnv, mergeCases},
 }
 
 // diffRules are the limits of the differential test, in the reference's
@@ -263,7 +264,7 @@ func checkDiff(t *testing.T, got [][]string, cases []diffCase) {
 
 // TestReferenceRecord is a tool, not a test. With -diff.write DIR it
 // writes a table's config folder (-diff.table: diff, the default, meta,
-// quota or migration) under DIR as the reference's runtime and prints
+// quota, merge or migration) under DIR as the reference's runtime and prints
 // the table's reference variables; with -diff.record ADDR it runs the
 // table against another Envoy rate-limit service, the reference started
 // on that folder with those variables, and prints its answers in the

@@ -3,10 +3,10 @@ package e2e
 import typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 // The differential tables of quota mode (per rule, and the global
-// QUOTA_MODE) and of the response's dynamic metadata, each on rules and
-// reference variables of its own. The expected answers were recorded from
-// the reference on its own Redis (TestReferenceRecord with -diff.table
-// meta or quota).
+// QUOTA_MODE), of the response's dynamic metadata and of merged domains
+// (MERGE_DOMAIN_CONFIG), each on rules and reference variables of its
+// own. The expected answers were recorded from the reference on its own
+// Redis (TestReferenceRecord with -diff.table meta, quota or merge).
 
 // metaRules are quota-mode limits (key only: each value counts apart, so
 // every sequence has counters of its own) and limits with metadata.
@@ -162,5 +162,50 @@ var quotaCases = []diffCase{
 	{name: "no rule is no quota", domain: "quota", steps: []diffStep{
 		step(1, "OK | OK rem=0 | OK 1/hour rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("nosuch", "x"), d("tier", "q6")),
 		step(1, "OK | OK rem=0 | OVER 1/hour rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("nosuch", "x"), d("tier", "q6")),
+	}},
+}
+
+// mergeFiles are one domain in two files, merged by MERGE_DOMAIN_CONFIG
+// (each adds its top-level descriptors; a replaces names a limit of the
+// other file; a wildcard of one key in each: the reference tries the
+// files' wildcards in no fixed order, so these two match apart).
+var mergeFiles = map[string]string{
+	"a.yaml": `domain: merged
+descriptors:
+  - key: k1
+    rate_limit: {unit: hour, requests_per_unit: 2, name: one}
+  - key: p
+    value: "ab*"
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`,
+	"b.yaml": `domain: merged
+descriptors:
+  - key: k2
+    rate_limit: {unit: hour, requests_per_unit: 1, replaces: [{name: one}]}
+  - key: p
+    value: "x*"
+    rate_limit: {unit: hour, requests_per_unit: 3}
+`,
+}
+
+var mergeEnv = map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "MERGE_DOMAIN_CONFIG": "true"}
+
+// mergeCases: both files' rules apply.
+var mergeCases = []diffCase{
+	{name: "the first file's", domain: "merged", steps: []diffStep{
+		step(1, "OK | OK 2/hour \"one\" rem=1 ; RateLimit-Limit=2 ; RateLimit-Remaining=1 ; RateLimit-Reset=*", d("k1", "x")),
+		step(2, "OVER | OVER 2/hour \"one\" rem=0 ; RateLimit-Limit=2 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("k1", "x")),
+	}},
+	{name: "the second file's", domain: "merged", steps: []diffStep{
+		step(1, "OK | OK 1/hour rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("k2", "y")),
+		step(1, "OVER | OVER 1/hour rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("k2", "y")),
+	}},
+	{name: "replaces across files", domain: "merged", steps: []diffStep{
+		step(1, "OK | OK rem=0 | OK 1/hour rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("k1", "z"), d("k2", "z")),
+	}},
+	{name: "wildcards of both files", domain: "merged", steps: []diffStep{
+		step(1, "OK | OK 1/hour rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("p", "abc")),
+		step(1, "OVER | OVER 1/hour rem=0 ; RateLimit-Limit=1 ; RateLimit-Remaining=0 ; RateLimit-Reset=*", d("p", "abc")),
+		step(1, "OK | OK 3/hour rem=2 ; RateLimit-Limit=3 ; RateLimit-Remaining=2 ; RateLimit-Reset=*", d("p", "xyz")),
 	}},
 }
