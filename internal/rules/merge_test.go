@@ -65,6 +65,23 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// TestMergeKeepsQuota: a part's quota buckets and quota_unmatched come
+// along with its domain.
+func TestMergeKeepsQuota(t *testing.T) {
+	a := mergePart(t, "a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	q := mergePart(t, "xds:q", "domain: q\nquota_unmatched: deny_all\nquota_buckets:\n  - bucket_id: {name: x}\n    blanket_rule: allow_all\n")
+	m, err := Merge(a, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.QuotaBuckets("q")); got != 1 {
+		t.Errorf("domain q: %d quota buckets, want 1", got)
+	}
+	if got, want := m.QuotaUnmatched("q"), q.QuotaUnmatched("q"); got != want || got == DefaultQuotaUnmatched {
+		t.Errorf("domain q: quota_unmatched %v, want the part's %v", got, want)
+	}
+}
+
 // TestMergeKeepsSources: /debug/config and explain read where each policy
 // was written and when the rules were loaded, from the merged Set too.
 func TestMergeKeepsSources(t *testing.T) {
