@@ -81,22 +81,23 @@ func (h *Handler) headerLimit(req limitFields, limit int64) ratelimitheader.Limi
 	if name := req.GetPolicy(); name != "" {
 		if h.cfg != nil {
 			if p, ok := h.cfg.Current().Policy(name); ok {
-				return quota(name, p.Rate.Algorithm, p.Rate.Requests, p.Rate.Period, p.Rate.Burst)
+				return quota(name, p.Rate)
 			}
 		}
 		return ratelimitheader.Limit{Name: name, Quota: limit}
 	}
 	l := req.GetLimit()
-	return quota(InlineName, algorithms.Algorithm(req.GetAlgorithm()), l.GetRequests(), l.GetPeriod().AsDuration(), l.GetBurst())
+	return quota(InlineName, algorithms.Limit{Algorithm: algorithms.Algorithm(req.GetAlgorithm()), Requests: l.GetRequests(), Period: l.GetPeriod().AsDuration(), Burst: l.GetBurst()})
 }
 
-func quota(name string, alg algorithms.Algorithm, requests int64, period time.Duration, burst int64) ratelimitheader.Limit {
-	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+// quota is the header policy of rate l under name.
+func quota(name string, l algorithms.Limit) ratelimitheader.Limit {
+	if l.Algorithm == algorithms.TokenBucket || l.Algorithm == algorithms.LeakyBucket {
 		// A leaky bucket's queue holds burst and drains like a bucket
 		// refills: the same policy.
-		return ratelimitheader.TokenBucket(name, requests, period, burst)
+		return ratelimitheader.TokenBucket(name, l.Requests, l.Period, l.Burst)
 	}
-	return ratelimitheader.Window(name, requests, period)
+	return ratelimitheader.Window(name, l.Requests, l.Period)
 }
 
 // writeHeaders sets the rate-limit headers of a decision (the one place

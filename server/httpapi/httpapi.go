@@ -176,13 +176,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // notFound answers paths that are no route (404) and routes asked with
 // another method than POST (405), as JSON errors.
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	rep := reply{h: h, w: w, route: "other", start: time.Now()}
 	switch r.URL.Path {
 	case PathCheck, PathCheckBatch, PathPeek, PathReset, PathSettle:
 		w.Header().Set("Allow", http.MethodPost)
-		h.writeError(w, "other", time.Now(), http.StatusMethodNotAllowed, codes.Unimplemented, r.Method+" "+r.URL.Path+": use POST")
+		rep.fail(http.StatusMethodNotAllowed, codes.Unimplemented, r.Method+" "+r.URL.Path+": use POST")
 		return
 	}
-	h.writeError(w, "other", time.Now(), http.StatusNotFound, codes.NotFound, "no such route "+r.URL.Path+" (POST "+PathCheck+", "+PathCheckBatch+", "+PathPeek+", "+PathReset+" or "+PathSettle+")")
+	rep.fail(http.StatusNotFound, codes.NotFound, "no such route "+r.URL.Path+" (POST "+PathCheck+", "+PathCheckBatch+", "+PathPeek+", "+PathReset+" or "+PathSettle+")")
 }
 
 // message is a request message type: a pointer to a generated struct.
@@ -198,6 +199,7 @@ type headersFunc[Req, Resp any] func(http.Header, Req, Resp)
 func route[T any, Req message[T], Resp proto.Message](h *Handler, name, method string, call func(context.Context, Req) (Resp, error), headers headersFunc[Req, Resp]) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		rep := reply{h: h, w: w, route: name, start: start}
 		deadline := start.Add(h.timeout)
 		// The time bound covers reading the body, like the gRPC side's
 		// unary timeout covers waiting for the message.
@@ -206,48 +208,48 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, name, method s
 		defer cancel()
 
 		if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-			h.writeError(w, name, start, http.StatusUnsupportedMediaType, codes.InvalidArgument, "Content-Type must be application/json, got "+quoteOrNone(ct))
+			rep.fail(http.StatusUnsupportedMediaType, codes.InvalidArgument, "Content-Type must be application/json, got "+quoteOrNone(ct))
 			return
 		}
 		if h.auth != nil {
 			var err error
 			if ctx, err = h.auth.Authorize(ctx, method, r.Header.Get("Authorization")); err != nil {
-				h.writeStatus(w, name, start, err)
+				rep.status(err)
 				return
 			}
 		}
 		if h.noReset != "" && method == floodgatev1.RateLimiter_Reset_FullMethodName {
-			h.writeError(w, name, start, http.StatusForbidden, codes.PermissionDenied, h.noReset)
+			rep.fail(http.StatusForbidden, codes.PermissionDenied, h.noReset)
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
-				h.writeError(w, name, start, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds the limit of "+itoa(tooBig.Limit)+" bytes")
+				rep.fail(http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds the limit of "+itoa(tooBig.Limit)+" bytes")
 				return
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				h.writeError(w, name, start, http.StatusRequestTimeout, codes.DeadlineExceeded, "the request body did not arrive within "+h.timeout.String())
+				rep.fail(http.StatusRequestTimeout, codes.DeadlineExceeded, "the request body did not arrive within "+h.timeout.String())
 				return
 			}
-			h.writeError(w, name, start, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
+			rep.fail(http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
 			return
 		}
 		req := Req(new(T))
 		if err := unmarshal.Unmarshal(body, req); err != nil {
-			h.writeError(w, name, start, http.StatusBadRequest, codes.InvalidArgument, decodeMessage(req, err))
+			rep.fail(http.StatusBadRequest, codes.InvalidArgument, decodeMessage(req, err))
 			return
 		}
 		resp, err := call(ctx, req)
 		if err != nil {
-			h.writeStatus(w, name, start, err)
+			rep.status(err)
 			return
 		}
 		out, err := marshal.Marshal(resp)
 		if err != nil {
 			h.log.ErrorContext(ctx, "http api: encoding an answer", "route", name, "err", err)
-			h.writeError(w, name, start, http.StatusInternalServerError, codes.Internal, "internal error")
+			rep.fail(http.StatusInternalServerError, codes.Internal, "internal error")
 			return
 		}
 		// protojson varies its spacing on purpose; answers are compact.
@@ -259,7 +261,7 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, name, method s
 		if headers != nil {
 			headers(w.Header(), req, resp)
 		}
-		h.write(w, name, start, http.StatusOK, append(out, '\n'))
+		rep.send(http.StatusOK, append(out, '\n'))
 	})
 }
 
@@ -276,27 +278,35 @@ func isJSON(ct string) bool {
 	return err == nil && mt == "application/json"
 }
 
-// writeStatus answers a gRPC status error.
-func (h *Handler) writeStatus(w http.ResponseWriter, name string, start time.Time, err error) {
+// reply answers one request of route, which started at start.
+type reply struct {
+	h     *Handler
+	w     http.ResponseWriter
+	route string
+	start time.Time
+}
+
+// status answers a gRPC status error.
+func (a reply) status(err error) {
 	st := status.Convert(err)
 	if st.Code() == codes.Unauthenticated {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate"`)
+		a.w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate"`)
 	}
-	h.writeError(w, name, start, httpStatus(st.Code()), st.Code(), st.Message())
+	a.fail(httpStatus(st.Code()), st.Code(), st.Message())
 }
 
-// writeError answers {"code": ..., "message": ...} with httpCode.
-func (h *Handler) writeError(w http.ResponseWriter, name string, start time.Time, httpCode int, code codes.Code, msg string) {
-	h.write(w, name, start, httpCode, errorBody(code, msg))
+// fail answers {"code": ..., "message": ...} with httpCode.
+func (a reply) fail(httpCode int, code codes.Code, msg string) {
+	a.send(httpCode, errorBody(code, msg))
 }
 
-// write sends an answer and records it in the metrics.
-func (h *Handler) write(w http.ResponseWriter, name string, start time.Time, httpCode int, body []byte) {
-	hd := w.Header()
+// send sends an answer and records it in the metrics.
+func (a reply) send(httpCode int, body []byte) {
+	hd := a.w.Header()
 	hd.Set("Content-Type", "application/json")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(httpCode)
-	_, _ = w.Write(body)
-	h.metrics.observe(name, httpCode, time.Since(start))
+	a.w.WriteHeader(httpCode)
+	_, _ = a.w.Write(body)
+	a.h.metrics.observe(a.route, httpCode, time.Since(a.start))
 }
