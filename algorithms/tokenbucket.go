@@ -8,6 +8,13 @@ func tokenScale(requests, periodMs int64) (perMs, scale int64) {
 	return requests / g, periodMs / g
 }
 
+// Scale is the token and leaky buckets' rate in lowest terms: perMs
+// scaled units a millisecond, scale units a token (or a queue slot). A
+// store that decides elsewhere (redisstore's Lua) takes them from here.
+func (l Limit) Scale() (perMs, scale int64) {
+	return tokenScale(l.Requests, l.PeriodMs())
+}
+
 // tokensAt is the scaled tokens of s refilled up to now (below zero when
 // the key is in debt).
 func tokensAt(l Limit, s State, now int64) int64 {

@@ -106,3 +106,24 @@ func TestTokenBucketClockBackTTL(t *testing.T) {
 		t.Errorf("spend 20 at t0-5s: got reset_after=%v ttl=%v, want 7s and 7s", d.ResetAfter, d.TTL)
 	}
 }
+
+// TestLimitScale: the buckets' rate in lowest terms, as a store that
+// decides elsewhere receives it.
+func TestLimitScale(t *testing.T) {
+	for _, tc := range []struct {
+		requests     int64
+		period       time.Duration
+		perMs, scale int64
+	}{
+		{10, time.Second, 1, 100},
+		{1000, 24 * time.Hour, 1, 86_400},
+		{3, 2 * time.Millisecond, 3, 2},
+		{6, 4 * time.Millisecond, 3, 2},
+		{7, time.Minute, 7, 60_000},
+	} {
+		l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: tc.requests, Period: tc.period}
+		if perMs, scale := l.Scale(); perMs != tc.perMs || scale != tc.scale {
+			t.Errorf("%d per %v: Scale %d, %d; want %d, %d", tc.requests, tc.period, perMs, scale, tc.perMs, tc.scale)
+		}
+	}
+}

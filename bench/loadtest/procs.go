@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/floodgate/floodgate/bench/internal/benchproc"
 )
 
 // proc is a process the load test started: floodgate or a redis-server.
@@ -28,20 +29,7 @@ type proc struct {
 	addr     string // redis-server
 }
 
-func (p *proc) stop() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
+func (p *proc) stop() { benchproc.Stop(p.cmd) }
 
 // cpu is the CPU time (user + system) the process has used so far, from
 // /proc/<pid>/stat (fields 14 and 15, in USER_HZ ticks: 100 a second on
@@ -106,21 +94,12 @@ func sumMetric(text, name, label string) float64 {
 	return sum
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 func startFloodgate(ctx context.Context, binary, dir string, args ...string) (*proc, error) {
-	addr, err := freeAddr()
+	addr, err := benchproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	httpAddr, err := freeAddr()
+	httpAddr, err := benchproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -161,28 +140,11 @@ func startFloodgate(ctx context.Context, binary, dir string, args ...string) (*p
 // startRedis starts a redis-server on a free loopback port, without
 // persistence, with extra args (e.g. cluster mode), its files in dir.
 func startRedis(ctx context.Context, dir string, extra ...string) (*proc, error) {
-	addr, err := freeAddr()
+	cmd, addr, err := benchproc.StartRedis(ctx, nil, 10*time.Second, append([]string{"--dir", dir}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	_, port, _ := net.SplitHostPort(addr)
-	args := append([]string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir}, extra...)
-	cmd := exec.Command("redis-server", args...)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start redis-server (make loadtest installs it): %w", err)
-	}
-	p := &proc{cmd: cmd, addr: addr}
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if err := c.Ping(ctx).Err(); err == nil {
-			return p, nil
-		} else if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("redis-server did not start: %w", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return &proc{cmd: cmd, addr: addr}, nil
 }
 
 // cluster is a Redis Cluster of masters only, started by startCluster.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/bench/internal/benchproc"
 )
 
 // server is a redis-server this program started, perhaps under callgrind.
@@ -29,57 +30,25 @@ type server struct {
 // measured phase is negligible); under callgrind when cgDir is set, with
 // instrumentation (so counting) off until a phase turns it on.
 func startServer(ctx context.Context, cgDir string) (*server, error) {
-	port, err := freePort()
+	s := &server{}
+	var prefix []string
+	if cgDir != "" {
+		s.cgOut = filepath.Join(cgDir, "cg.out")
+		prefix = []string{"valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-instr=no", "--callgrind-out-file=" + s.cgOut}
+	}
+	cmd, addr, err := benchproc.StartRedis(ctx, prefix, 60*time.Second, "--hz", "1", "--loglevel", "warning")
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--hz", "1", "--loglevel", "warning"}
-	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	name := "redis-server"
-	if cgDir != "" {
-		s.cgOut = filepath.Join(cgDir, "cg.out")
-		args = append([]string{"--tool=callgrind", "--instr-atstart=no", "--dump-instr=no", "--callgrind-out-file=" + s.cgOut, "redis-server"}, args...)
-		name = "valgrind"
-	}
-	s.cmd = exec.Command(name, args...)
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
+	s.cmd, s.addr = cmd, addr
 	s.client = redis.NewClient(&redis.Options{Addr: s.addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, PoolSize: 64})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if err := s.client.Ping(ctx).Err(); err == nil {
-			return s, nil
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, errors.New("redis-server did not answer PING within 60s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return s, nil
 }
 
-// stop ends the server (SIGTERM, then SIGKILL after 10s).
+// stop ends the server.
 func (s *server) stop() {
 	_ = s.client.Close()
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	benchproc.Stop(s.cmd)
 }
 
 // control runs callgrind_control on the server's process.

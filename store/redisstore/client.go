@@ -101,28 +101,18 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, bad("redis URL %s: %v", u.Redacted(), scrub(err, u))
 		}
-		if cfg.PoolSize > 0 {
-			o.PoolSize = cfg.PoolSize
-		}
-		setPassword(&o.Password, cfg)
-		if err := setTLS(o.TLSConfig, cfg); err != nil {
+		if err := (overrides{&o.PoolSize, &o.Password, o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout}).apply(cfg); err != nil {
 			return nil, err
 		}
-		setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, cfg)
 		return redis.NewClient(o), nil
 	case ModeCluster:
 		o, err := redis.ParseClusterURL(cfg.URL)
 		if err != nil {
 			return nil, bad("redis cluster URL %s: %v", u.Redacted(), scrub(err, u))
 		}
-		if cfg.PoolSize > 0 {
-			o.PoolSize = cfg.PoolSize
-		}
-		setPassword(&o.Password, cfg)
-		if err := setTLS(o.TLSConfig, cfg); err != nil {
+		if err := (overrides{&o.PoolSize, &o.Password, o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout}).apply(cfg); err != nil {
 			return nil, err
 		}
-		setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, cfg)
 		return redis.NewClusterClient(o), nil
 	case ModeSentinel:
 		if cfg.SentinelMaster == "" {
@@ -149,14 +139,9 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 			ReadTimeout:   o.ReadTimeout,
 			WriteTimeout:  o.WriteTimeout,
 		}
-		if cfg.PoolSize > 0 {
-			fo.PoolSize = cfg.PoolSize
-		}
-		setPassword(&fo.Password, cfg)
-		if err := setTLS(fo.TLSConfig, cfg); err != nil {
+		if err := (overrides{&fo.PoolSize, &fo.Password, fo.TLSConfig, &fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout}).apply(cfg); err != nil {
 			return nil, err
 		}
-		setTimeouts(&fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout, cfg)
 		return redis.NewFailoverClient(fo), nil
 	default:
 		return nil, bad("redis mode %q: want standalone, cluster or sentinel", mode)
@@ -195,23 +180,36 @@ func bad(format string, args ...any) error {
 	return fmt.Errorf("redisstore: %w: %s", ErrClientConfig, fmt.Sprintf(format, args...))
 }
 
-// setPassword puts cfg.Password, when set, in place of the URL's.
-func setPassword(pw *string, cfg ClientConfig) {
-	if cfg.Password != "" {
-		*pw = cfg.Password
-	}
+// overrides points at the fields of a go-redis options value (a client,
+// cluster or failover one) that ClientConfig overrides when set.
+type overrides struct {
+	poolSize          *int
+	password          *string
+	tls               *tls.Config // nil without TLS (redis://)
+	dial, read, write *time.Duration
 }
 
-func setTimeouts(dial, read, write *time.Duration, cfg ClientConfig) {
-	if cfg.DialTimeout > 0 {
-		*dial = cfg.DialTimeout
+// apply sets o's fields from cfg where cfg sets them: the pool size, the
+// password in place of the URL's, the TLS files (setTLS), the timeouts.
+func (o overrides) apply(cfg ClientConfig) error {
+	if cfg.PoolSize > 0 {
+		*o.poolSize = cfg.PoolSize
 	}
-	if cfg.ReadTimeout > 0 {
-		*read = cfg.ReadTimeout
+	if cfg.Password != "" {
+		*o.password = cfg.Password
 	}
-	if cfg.WriteTimeout > 0 {
-		*write = cfg.WriteTimeout
+	if err := setTLS(o.tls, cfg); err != nil {
+		return err
 	}
+	for _, t := range []struct {
+		dst *time.Duration
+		v   time.Duration
+	}{{o.dial, cfg.DialTimeout}, {o.read, cfg.ReadTimeout}, {o.write, cfg.WriteTimeout}} {
+		if t.v > 0 {
+			*t.dst = t.v
+		}
+	}
+	return nil
 }
 
 // userinfo matches the credentials of a URL that url.Parse rejected.

@@ -818,13 +818,15 @@ return {s(now), s(keep), write, alg, flags, s(requests), s(period_ms), s(burst),
 	for _, v := range vals {
 		for _, cost := range []int64{v, -v, 1 << 62, -1 << 62} {
 			h := header{nowMs: v - 1, keepMs: v, probe: v%2 == 0}
-			l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: max(v, 1), Period: time.Duration(max(v%(1<<40), 1)) * time.Millisecond, Burst: v}
+			// A sliding window: its numbers travel as they are (a
+			// bucket's are reduced to lowest terms first).
+			l := algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: max(v, 1), Period: time.Duration(max(v%(1<<40), 1)) * time.Millisecond, Burst: v}
 			bin := appendRequest(appendHeader(nil, h), l, cost, true, h.calMs)
 			write := int64(1)
 			if h.probe {
 				write = 0
 			}
-			want := []any{fmt.Sprint(max(h.nowMs, -1)), fmt.Sprint(min(h.keepMs, maxWireCost)), write, int64(1), int64(1),
+			want := []any{fmt.Sprint(max(h.nowMs, -1)), fmt.Sprint(min(h.keepMs, maxWireCost)), write, int64(2), int64(1),
 				fmt.Sprint(l.Requests), fmt.Sprint(l.PeriodMs()), fmt.Sprint(l.Burst), fmt.Sprint(min(max(cost, -maxWireCost), maxWireCost))}
 			for form, arg := range map[string][]byte{"binary": bin} {
 				got, err := echo.Run(ctx, c, nil, arg).Slice()

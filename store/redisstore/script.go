@@ -180,10 +180,18 @@ func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m a
 		bounds = l.Calendar.Bounds(l.Location, calMs)
 		periodMs = bounds[2] - bounds[1]
 	}
+	// The limit's numbers (lua/lib.lua): the buckets' rate in lowest terms
+	// and capacity, so the script computes no gcd; the others' requests
+	// and period.
+	x, y, z := l.Requests, periodMs, l.Burst
+	if l.Algorithm == algorithms.TokenBucket || l.Algorithm == algorithms.LeakyBucket {
+		x, y = l.Scale()
+		z = l.Capacity()
+	}
 	buf = append(buf, byte(l.Algorithm)&7|flags<<3)
-	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Requests))
-	buf = binary.LittleEndian.AppendUint64(buf, uint64(periodMs))
-	buf = binary.LittleEndian.AppendUint64(buf, uint64(l.Burst))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(x))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(y))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(z))
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(min(max(cost, -maxWireCost), maxWireCost)))
 	if l.Calendar != algorithms.NoCalendar {
 		for _, v := range bounds {

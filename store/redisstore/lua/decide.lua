@@ -40,12 +40,7 @@
 -- limit's boundaries (lib.lua), b0 nil for others.
 local function decide_state(alg, requests, period_ms, burst, s, now, cost, flags, b0, b1, b2, b3, b4)
   if alg ~= ALG_SLIDING_WINDOW_LOG then
-    local cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait
-    if b0 ~= nil then
-      cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_calendar(alg, requests, b0, b1, b2, b3, b4, s.a, s.b, s.c, now, cost, flags)
-    else
-      cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_counter(alg, requests, period_ms, burst, s.a, s.b, s.c, now, cost, flags)
-    end
+    local cap, allowed, remaining, retry, reset, ttl, sa, sb, sc, wait = decide_counter(alg, requests, period_ms, burst, s.a, s.b, s.c, now, cost, flags, b0, b1, b2, b3, b4)
     local s2 = s
     if allowed == 1 and cost ~= 0 then
       s2 = {a = sa, b = sb, c = sc}
@@ -92,11 +87,7 @@ end
 -- now, keep, write).
 local function decide_general(KEYS, ARGV, now, keep, write)
   local n = #KEYS
-  local bad = check_groups(ARGV, n)
-  if bad then
-    return bad
-  end
-  local read, readb = read_request, read_bounds
+  local shape = 'ERR floodgate: want ' .. REQ_LEN .. ' bytes per request (' .. (REQ_LEN + CAL_LEN) .. ' for a calendar one) in every group'
   local work, order, reply = {}, {}, {}
   local r = 0
   for g = 1, #ARGV do
@@ -105,19 +96,27 @@ local function decide_general(KEYS, ARGV, now, keep, write)
     if g == 1 then
       pos = HDR_LEN + 1
     end
+    if pos > len then
+      return redis.error_reply(shape)
+    end
     local denied = false
     local group = {} -- the keys this group touched
     while pos <= len do
       r = r + 1
-      local alg, flags, requests, period_ms, burst, cost = read(blob, pos)
-      local cal, b0, b1, b2, b3, b4 = flags ~= nil and flags % 16 >= 8, nil, 0, 0, 0, 0
+      local step = req_len(string.byte(blob, pos))
+      if pos + step - 1 > len then
+        return redis.error_reply(shape)
+      elseif r > n then
+        return redis.error_reply('ERR floodgate: ' .. r .. ' requests for ' .. n .. ' keys')
+      end
+      local alg, flags, requests, period_ms, burst, cost = read_request(blob, pos)
+      local cal, b0, b1, b2, b3, b4 = flags % 16 >= 8, nil, 0, 0, 0, 0
       if cal then -- flag bit 3: a calendar limit, its boundaries follow
         flags = flags - 8
-        b0, b1, b2, b3, b4 = readb(blob, pos + REQ_LEN)
-        pos = pos + CAL_LEN
+        b0, b1, b2, b3, b4 = read_bounds(blob, pos + REQ_LEN)
       end
-      pos = pos + REQ_LEN
-      if alg == nil or alg < 1 or alg > 5 or flags > 7 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or b0 == nil or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
+      pos = pos + step
+      if alg < 1 or alg > 5 or flags > 7 or requests < 1 or period_ms < 1 or burst < 0 or (cal and ((alg ~= 2 and alg ~= 4) or not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4))) then
         return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
       end
       local key = KEYS[r]
@@ -165,6 +164,9 @@ local function decide_general(KEYS, ARGV, now, keep, write)
       end
     end
   end
+  if r ~= n then
+    return redis.error_reply('ERR floodgate: ' .. r .. ' requests for ' .. n .. ' keys')
+  end
 
   if write >= 1 then
     for _, key in ipairs(order) do
@@ -210,7 +212,7 @@ local function decide(KEYS, ARGV)
     if g == 1 then
       pos = HDR_LEN + 1
     end
-    local h, requests, period_ms, burst, cost = unpack('<Bi8i8i8i8', blob, pos)
+    local h, x, y, z, cost = unpack('<Bi8i8i8i8', blob, pos)
     local alg = h % 8
     local flags = (h - alg) / 8
     local key = KEYS[g]
@@ -218,15 +220,14 @@ local function decide(KEYS, ARGV)
     if a == nil then
       return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
     end
-    local cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait
+    local b0, b1, b2, b3, b4
     if flags >= 8 then -- flag bit 3: a calendar limit, its boundaries follow
-      local b0, b1, b2_, b3, b4 = unpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
-      cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_calendar(alg, requests, b0, b1, b2_, b3, b4, a, b, c, now, cost, flags - 8)
-    else
-      cap, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, flags)
+      flags = flags - 8
+      b0, b1, b2, b3, b4 = unpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
     end
+    local cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
     if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
-      write_counter(key, alg, a2, b2, c2, ttl, keep)
+      write_counter(key, alg, a2, b2_, c2, ttl, keep)
     end
     if n == 1 then
       return pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)

@@ -67,17 +67,7 @@ end
 
 local function fixed_window(requests, period_ms, a, b, now, cost, debt)
   local w = period_ms
-  -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
-  -- quo (now >= 0; a's remainder is only compared with 0).
-  local r = now % w
-  if r < 0 then
-    r = r + w
-  end
-  local start = now - r
-  local ra = a % w
-  if ra < 0 then
-    ra = ra + w
-  end
+  local start, ra = window_of(now, a, w)
   local count = 0
   if ra ~= 0 then
     -- a window of another period: the limit changed

@@ -2,10 +2,11 @@
 -- refusing), mirroring decideLeakyBucket in algorithms/leakybucket.go line
 -- by line.
 --
--- leaky_bucket(requests, period_ms, burst, a, b, c, now_ms, cost, nowait, debt)
+-- leaky_bucket(per_ms, scale, capacity, a, b, c, now_ms, cost, nowait, debt)
 --     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
---   requests, period_ms, burst  the limit (burst, the queue's size, 0
---           means requests)
+--   per_ms, scale, capacity  the limit: its rate in lowest terms
+--           (algorithms.Limit.Scale, computed by the store) and the
+--           queue's size (Capacity)
 --   a, b, c  the state: the queue's end as b whole ms (Unix) plus a units
 --           of 1/c ms, c = per_ms; 0, 0, 0 for a key never seen
 --   now_ms  Unix time in ms
@@ -19,21 +20,7 @@
 --   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
 --           is 0 or less; 0, 0, 0 when the queue is empty
 
-local function leaky_bucket(requests, period_ms, burst, a, b, c, now, cost, nowait, debt)
-  -- tokenScale: per_ms, scale = requests / g, period_ms / g, g the gcd.
-  local g, y = requests, period_ms
-  while y ~= 0 do
-    local r = g % y
-    if r < 0 then
-      r = r + y
-    end
-    g, y = y, r
-  end
-  local per_ms, scale = requests / g, period_ms / g -- exact: g divides both
-  local capacity = requests
-  if burst > 0 then
-    capacity = burst
-  end
+local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, nowait, debt)
   local full = capacity * scale
   local full_ms = quo(full, per_ms) -- full / perMs in Go
 

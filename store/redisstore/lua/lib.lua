@@ -46,6 +46,21 @@ local function quo(a, b)
   return (a - r) / b
 end
 
+-- window_of is the start of the window of w ms that holds now (quo(now,
+-- w) * w; now >= 0) and a's remainder modulo w (0: a is a window start),
+-- quo's steps written out.
+local function window_of(now, a, w)
+  local r = now % w
+  if r < 0 then
+    r = r + w
+  end
+  local ra = a % w
+  if ra < 0 then
+    ra = ra + w
+  end
+  return now - r, ra
+end
+
 -- ARGV. ARGV[1] starts with the call's header, HDR_LEN bytes:
 --
 --   byte 1      'b' (the form; the only one)
@@ -65,9 +80,11 @@ end
 --               only what may start now: algorithms.NoWait); bit 3 (8): a
 --               calendar limit, CAL_LEN more bytes follow the request.
 --               The drivers reject any other bit.
---   then requests per period (> 0), period_ms (> 0; a calendar limit's
---   is its current period's length, and unused), burst (token bucket
---   capacity, 0 means requests; >= 0) and cost (> 0 spends, 0 looks, < 0
+--   then the limit's three numbers x, y, z: for a token or leaky bucket
+--   per_ms and scale (its rate in lowest terms, algorithms.Limit.Scale)
+--   and its capacity; for the others requests per period (> 0),
+--   period_ms (> 0; a calendar limit's is its current period's length,
+--   and unused) and burst (unused); then cost (> 0 spends, 0 looks, < 0
 --   refunds).
 --
 -- A calendar request (sliding_window or fixed_window only) is followed by
@@ -75,7 +92,7 @@ end
 -- that floodgate computed from its own clock in the limit's time zone
 -- (algorithms.Bounds; counter.lua's decide_calendar picks the period of
 -- the script's now among them). Requests are so of two lengths, REQ_LEN
--- and REQ_LEN + CAL_LEN; check_groups walks them by their first byte.
+-- and REQ_LEN + CAL_LEN; req_len tells them by their first byte.
 --
 -- Integers are little-endian int64s: struct '<i8i8B' for the header's
 -- fields and '<Bi8i8i8i8' for a request, one struct.unpack a request.
@@ -90,36 +107,8 @@ local function req_len(h)
   return REQ_LEN
 end
 
--- check_groups is nil when argv (the call's ARGV) holds the header and
--- whole requests in every group (req_len each), n requests in all; else
--- the error reply.
-local function check_groups(argv, n)
-  local total = 0
-  for g = 1, #argv do
-    local str = argv[g]
-    local pos, len = 1, #str
-    if g == 1 then
-      pos = HDR_LEN + 1
-    end
-    if pos > len then
-      return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request (' .. (REQ_LEN + CAL_LEN) .. ' for a calendar one) in every group')
-    end
-    while pos <= len do
-      pos = pos + req_len(string.byte(str, pos))
-      total = total + 1
-    end
-    if pos ~= len + 1 then
-      return redis.error_reply('ERR floodgate: want ' .. REQ_LEN .. ' bytes per request (' .. (REQ_LEN + CAL_LEN) .. ' for a calendar one) in every group')
-    end
-  end
-  if total ~= n then
-    return redis.error_reply('ERR floodgate: ' .. total .. ' requests for ' .. n .. ' keys')
-  end
-  return nil
-end
-
 -- read_request decodes the binary request at byte pos of str: algorithm,
--- flags, requests, period_ms, burst, cost. str holds REQ_LEN bytes from
+-- flags, the limit's numbers x, y, z, cost. str holds REQ_LEN bytes from
 -- pos (the drivers check the lengths first).
 local function read_request(str, pos)
   local h, r, p, b, c = struct.unpack('<Bi8i8i8i8', str, pos)

@@ -91,13 +91,8 @@ local function settle(KEYS, ARGV)
       return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
     end
     local allowed, a2, b2_, c2, retry1, _
-    if b0 ~= nil then
-      cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, _, unrecorded, owed = decide_calendar(alg, requests, b0, b1, b2, b3, b4, a, b, c, now, cost, 2)
-      _, _, _, retry1 = decide_calendar(alg, requests, b0, b1, b2, b3, b4, a2, b2_, c2, now, 1, 0)
-    else
-      cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, _, unrecorded, owed = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, 2)
-      _, _, _, retry1 = decide_counter(alg, requests, period_ms, burst, a2, b2_, c2, now, 1, 0)
-    end
+    cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, _, unrecorded, owed = decide_counter(alg, requests, period_ms, burst, a, b, c, now, cost, 2, b0, b1, b2, b3, b4)
+    _, _, _, retry1 = decide_counter(alg, requests, period_ms, burst, a2, b2_, c2, now, 1, 0, b0, b1, b2, b3, b4)
     retry = retry1
     if cost ~= 0 then
       write_counter(key, alg, a2, b2_, c2, ttl, keep)

@@ -110,12 +110,7 @@ local function sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev
   end
   local remaining = 0 -- max(0, quo(limit - weighted, w))
   if limit > weighted then
-    local x = limit - weighted
-    local rx = x % w
-    if rx < 0 then
-      rx = rx + w
-    end
-    remaining = (x - rx) / w
+    remaining = quo(limit - weighted, w)
   end
   if curr > requests and carry then -- in debt: empty a window later
     reset = at - now + 3 * w - e
@@ -145,17 +140,7 @@ end
 
 local function sliding_window(requests, period_ms, a, b, c, now, cost, debt)
   local w = period_ms
-  -- quo(now, w) * w and a - quo(a, w) * w, written out as in lib.lua's
-  -- quo (now >= 0; a's remainder is only compared with 0).
-  local r = now % w
-  if r < 0 then
-    r = r + w
-  end
-  local start = now - r
-  local ra = a % w
-  if ra < 0 then
-    ra = ra + w
-  end
+  local start, ra = window_of(now, a, w)
   local curr, prev = 0, 0
   if ra ~= 0 then
     -- a window of another period: the limit changed

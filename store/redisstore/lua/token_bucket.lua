@@ -1,9 +1,10 @@
 -- token_bucket.lua: the token bucket, mirroring tokenBucket, refill and
 -- tokenScale in algorithms/tokenbucket.go line by line.
 --
--- token_bucket(requests, period_ms, burst, a, b, c, now_ms, cost, debt)
+-- token_bucket(per_ms, scale, capacity, a, b, c, now_ms, cost, debt)
 --     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
---   requests, period_ms, burst  the limit (burst 0 means requests)
+--   per_ms, scale, capacity  the limit: tokenScale's rate in lowest terms
+--           (algorithms.Limit.Scale, computed by the store) and Capacity
 --   a, b, c  the state: tokens * scale, last refill (Unix ms), scale;
 --           0, 0, 0 for a key never seen
 --   now_ms  Unix time in ms
@@ -21,23 +22,9 @@
 -- every table, closure and upvalue is an allocation per script call,
 -- which cost more than the decision's arithmetic.
 
-local function token_bucket(requests, period_ms, burst, a, b, c, now, cost, debt)
-  -- tokenScale: per_ms, scale = requests / g, period_ms / g, g the gcd.
+local function token_bucket(per_ms, scale, capacity, a, b, c, now, cost, debt)
   -- Every quo of a numerator that cannot be negative is written out
   -- (lib.lua's quo: remainder, fixed when negative, exact division).
-  local g, y = requests, period_ms
-  while y ~= 0 do
-    local r = g % y
-    if r < 0 then
-      r = r + y
-    end
-    g, y = y, r
-  end
-  local per_ms, scale = requests / g, period_ms / g -- exact: g divides both
-  local capacity = requests
-  if burst > 0 then
-    capacity = burst
-  end
   local full = capacity * scale
 
   local tokens, last = a, b
@@ -53,17 +40,11 @@ local function token_bucket(requests, period_ms, burst, a, b, c, now, cost, debt
     tokens = tokens * scale
   end
   if now > last then
+    -- Full once the ms since last reach ceil(need / per_ms), that is once
+    -- their refill reaches need: exact in doubles, since rounding keeps
+    -- the order of a product and an integer below 2^53.
     local need = full - tokens
-    local up = 0 -- ceil(need / per_ms): the ms to fill the bucket
-    if need > 0 then
-      local x = need + per_ms - 1
-      local r = x % per_ms
-      if r < 0 then
-        r = r + per_ms
-      end
-      up = (x - r) / per_ms
-    end
-    if need <= 0 or now - last >= up then
+    if (now - last) * per_ms >= need then
       tokens = full
     else
       tokens = tokens + (now - last) * per_ms
