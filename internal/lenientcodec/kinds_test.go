@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -168,5 +169,38 @@ func TestMarshalEveryKind(t *testing.T) {
 	back := dynamicpb.NewMessage(m.Descriptor())
 	if err := Unmarshal(got, back); err != nil || !proto.Equal(back, m) {
 		t.Errorf("round trip: %v, equal %v", err, proto.Equal(back, m))
+	}
+}
+
+// TestUnmarshalWideVarints: varints wider than their kind (a 32-bit
+// field sent with bits above 32, a bool of 2) decode as protobuf-go
+// decodes them, packed too.
+func TestUnmarshalWideVarints(t *testing.T) {
+	desc := allKinds(t)
+	fields := desc.Fields()
+	wide := []uint64{0x1_0000_0002, 0xffff_ffff_ffff_fffe, 2, 0x8000_0001}
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.IsMap() || fd.Message() != nil || wireTypeOf(fd.Kind()) != protowire.VarintType {
+			continue
+		}
+		for _, v := range wide {
+			var b []byte
+			if fd.IsList() { // packed
+				b = protowire.AppendTag(b, fd.Number(), protowire.BytesType)
+				b = protowire.AppendBytes(b, protowire.AppendVarint(protowire.AppendVarint(nil, v), v))
+			} else {
+				b = protowire.AppendTag(b, fd.Number(), protowire.VarintType)
+				b = protowire.AppendVarint(b, v)
+			}
+			want := dynamicpb.NewMessage(desc)
+			if err := proto.Unmarshal(b, want); err != nil {
+				t.Fatalf("%s %#x: protobuf-go: %v", fd.Name(), v, err)
+			}
+			got := dynamicpb.NewMessage(desc)
+			if err := Unmarshal(b, got); err != nil || !proto.Equal(got, want) {
+				t.Errorf("%s %#x: got %v (%v), want %v", fd.Name(), v, got, err, want)
+			}
+		}
 	}
 }
