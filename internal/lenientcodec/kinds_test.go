@@ -204,3 +204,22 @@ func TestUnmarshalWideVarints(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmarshalCopiesBytes: a bytes field owns its value; the caller may
+// reuse the buffer it decoded from (gRPC recycles its buffers).
+func TestUnmarshalCopiesBytes(t *testing.T) {
+	desc := allKinds(t)
+	fd := desc.Fields().ByName("sTYPE_BYTES")
+	b := protowire.AppendTag(nil, fd.Number(), protowire.BytesType)
+	b = protowire.AppendBytes(b, []byte("abc"))
+	m := dynamicpb.NewMessage(desc)
+	if err := Unmarshal(b, m); err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = 'z'
+	}
+	if got := m.Get(fd).Bytes(); string(got) != "abc" {
+		t.Errorf("after the buffer was reused: %q, want %q", got, "abc")
+	}
+}
