@@ -50,9 +50,15 @@ func TestLeanCodecReadsTheVerdict(t *testing.T) {
 			}
 		}
 	}
-	var v verdict
-	if err := (leanCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0x08})}, &v); err == nil {
-		t.Error("a truncated reply decoded without error")
+	for _, bad := range [][]byte{{0x08}, {0x80}, {0x12, 0x05, 0x08}} { // a value, a tag, a length cut short
+		var v verdict
+		if err := (leanCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(bad)}, &v); err == nil {
+			t.Errorf("a truncated reply %x decoded without error", bad)
+		}
+		var rv rlsVerdict
+		if err := (leanCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(bad)}, &rv); err == nil {
+			t.Errorf("a truncated RLS reply %x decoded without error", bad)
+		}
 	}
 	if _, err := (leanCodec{}).Marshal(&floodgatev1.CheckRequest{}); err == nil {
 		t.Error("a message that was not marshaled before the run was accepted")
@@ -76,6 +82,8 @@ func TestLeanCodecReadsTheRLSLimit(t *testing.T) {
 		{"no statuses", &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, 1, false},
 		{"the first status limited", &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
 			Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: limit, LimitRemaining: 9}}}, 1, true},
+		{"the first of two statuses limited", &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
+			Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: limit}, {Code: rlsv3.RateLimitResponse_OK}}}, 1, true},
 		{"the second status limited, over limit", &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT,
 			Statuses:             []*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OK}, {Code: rlsv3.RateLimitResponse_OVER_LIMIT, CurrentLimit: limit}},
 			ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "retry-after", Value: "3"}}}, 2, true},

@@ -412,3 +412,24 @@ func TestCapRefusedLogUndone(t *testing.T) {
 		t.Errorf("new log after refusal: remaining %d, want 4", d.Remaining)
 	}
 }
+
+// TestCapFullStillGivesBack: a full store still answers a call that
+// writes no new state (a give-back on a key it does not hold), alone and
+// batched with a held key.
+func TestCapFullStillGivesBack(t *testing.T) {
+	ctx := context.Background()
+	s := New(Config{MaxKeys: 1, Shards: 1, SweepInterval: -1})
+	defer s.Close()
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: time.Minute}
+	decide(t, s, t0, store.Request{Key: "held", Limit: l, Cost: 3})
+	out := make([]algorithms.Decision, 2)
+	if err := s.Decide(ctx, t0, []store.Request{{Key: "new", Limit: l, Cost: -1}}, out[:1]); err != nil || !out[0].Allowed {
+		t.Fatalf("give-back on a key the full store does not hold: %+v, %v; want allowed", out[0], err)
+	}
+	if err := s.Decide(ctx, t0, []store.Request{{Key: "held", Limit: l, Cost: 1}, {Key: "new", Limit: l, Cost: -1}}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("batch of a held key and a give-back: %+v, %v; want allowed", out, err)
+	}
+	if d := decide(t, s, t0, store.Request{Key: "held", Limit: l})[0]; d.Remaining != 6 {
+		t.Errorf("held key: remaining %d, want 6", d.Remaining)
+	}
+}
