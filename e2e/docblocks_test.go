@@ -72,37 +72,50 @@ func docServer(t *testing.T) []string {
 // serveWrapper is `floodgate` on the blocks' PATH (and their bin/floodgate).
 // Every command is the real binary, except that `floodgate serve` listens
 // on free loopback ports whatever the block says (it may name ports that
-// the blocks' server or another test holds), and runs until it logs that
-// it serves; then it gets SIGTERM and must exit 0. A block that runs serve
-// thus shows that its command line starts a server and stops cleanly.
+// the blocks' server or another test holds) and runs until it logs that it
+// serves; then one Check over its HTTP port must be allowed by the store
+// (not answered by a failure mode: with --redis-url, Redis answered), and
+// after SIGTERM it must exit 0. A block that runs serve thus shows that its
+// command line starts a server that decides, and stops cleanly.
 const serveWrapper = `#!/usr/bin/env bash
 real=%q
 [ "$1" = serve ] || exec "$real" "$@"
-args=()
+args=() tokens=
 while [ $# -gt 0 ]; do
   case "$1" in
     --grpc-addr|--http-addr) args+=("$1" 127.0.0.1:0); shift; shift || true;;
     --grpc-addr=*|--http-addr=*) args+=("${1%%%%=*}=127.0.0.1:0"); shift;;
+    --auth-token-file) tokens=$2; args+=("$1"); shift;;
+    --auth-token-file=*) tokens=${1#*=}; args+=("$1"); shift;;
     *) args+=("$1"); shift;;
   esac
 done
 log=$(mktemp)
+fail() { cat "$log" >&2; rm -f "$log"; echo "floodgate serve: $1" >&2; exit "${2:-1}"; }
 env -u FLOODGATE_ADDR FLOODGATE_GRPC_ADDR=127.0.0.1:0 FLOODGATE_HTTP_ADDR=127.0.0.1:0 "$real" "${args[@]}" 2>"$log" &
 pid=$!
 for _ in $(seq 300); do
   if grep -qE '"msg":"serving"|msg=serving' "$log"; then
+    http=$(grep -oE '"http":"[^"]*"|http=[^ ]+' "$log" | head -1 | sed -E 's/^"http":"//; s/^http=//; s/"$//')
+    auth=()
+    [ -z "$tokens" ] || auth=(-H "Authorization: Bearer $(grep -v '^[[:space:]]*#' "$tokens" | awk 'NF { print $1; exit }')")
+    answer=$(curl -s "${auth[@]}" -H 'Content-Type: application/json' \
+      -d '{"key":"doc-test","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":10,"period":"60s"}}' "http://$http/v1/check")
+    case "$answer" in
+      *'"allowed":true'*'"degraded":false'*) ;;
+      *) kill -KILL "$pid"; fail "a Check on $http answered $answer; want it allowed by the store (degraded false)";;
+    esac
     kill -TERM "$pid"; wait "$pid"; rc=$?
-    [ "$rc" -eq 0 ] || { cat "$log" >&2; echo "floodgate serve exited $rc after SIGTERM" >&2; }
-    rm -f "$log"; exit "$rc"
+    [ "$rc" -eq 0 ] || fail "exited $rc after SIGTERM" "$rc"
+    rm -f "$log"; exit 0
   fi
   if ! kill -0 "$pid" 2>/dev/null; then
-    wait "$pid"; rc=$?; cat "$log" >&2; rm -f "$log"
-    echo "floodgate serve exited $rc before serving" >&2; exit $(( rc == 0 ? 1 : rc ))
+    wait "$pid"; rc=$?
+    fail "exited $rc before serving" $(( rc == 0 ? 1 : rc ))
   fi
   sleep 0.1
 done
-kill -KILL "$pid"; cat "$log" >&2; rm -f "$log"
-echo "floodgate serve did not serve within 30s" >&2; exit 1
+kill -KILL "$pid"; fail "did not serve within 30s"
 `
 
 // docHarness is what the blocks of one file run in.

@@ -22,25 +22,25 @@ const redisURLForms = "want redis://[user:pass@]host:port[/db], rediss:// (TLS),
 // Its errors start with where the value came from: --redis-url, or
 // $FLOODGATE_REDIS_URL when the environment gave it.
 func (f *serveFlags) resolveRedisURL(fs *flag.FlagSet, getenv func(string) string) error {
+	u, err := redisURLOf(f.redisURL)
+	if err == nil && u != "" {
+		err = parseRedisURL(u, f.redisMode)
+	}
+	if err == nil {
+		f.redisURL = u
+		return nil
+	}
 	shown := fmt.Sprintf("--redis-url %q", redactURL(f.redisURL))
 	onCommandLine := false
 	fs.Visit(func(fl *flag.Flag) { onCommandLine = onCommandLine || fl.Name == "redis-url" })
 	if !onCommandLine && getenv(envName("redis-url")) != "" {
 		shown = fmt.Sprintf("$%s=%q", envName("redis-url"), redactURL(f.redisURL)) // as parseFlags names variables
 	}
-	u, err := redisURLOf(f.redisURL)
-	if err == nil && u != "" {
-		err = parseRedisURL(u, f.redisMode)
+	msg := fmt.Sprintf("%s: %s; %s", shown, err, redisURLForms)
+	if p := passwordOf(f.redisURL); p != "" {
+		msg = strings.ReplaceAll(msg, p, "xxxxx") // wherever else the value or the parser repeats it
 	}
-	if err != nil {
-		msg := err.Error()
-		if p := passwordOf(f.redisURL); p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-		return fmt.Errorf("%s: %s; %s", shown, msg, redisURLForms)
-	}
-	f.redisURL = u
-	return nil
+	return errors.New(msg)
 }
 
 // redisURLOf is the URL --redis-url's value s stands for: a URL as it is
@@ -62,9 +62,8 @@ func redisURLOf(s string) (string, error) {
 
 // parseRedisURL reads the URL s as the Redis client will for mode: go-redis'
 // ParseURL (standalone, and sentinel once its addr= parameters, the other
-// sentinels, are set aside) or ParseClusterURL. A unix:// socket and a mode
-// of no known name are left to the store, which says what is wrong with
-// them.
+// sentinels, are set aside) or ParseClusterURL. A unix:// socket is left
+// to the store, which says what is wrong with it.
 func parseRedisURL(s, mode string) error {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -88,7 +87,7 @@ func parseRedisURL(s, mode string) error {
 		q.Del("addr")
 		u.RawQuery = q.Encode()
 		_, err = redis.ParseURL(u.String())
-	case "", "standalone":
+	default: // standalone; a mode of no known name is refused by the store
 		_, err = redis.ParseURL(s)
 	}
 	return err

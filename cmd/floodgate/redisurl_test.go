@@ -55,6 +55,10 @@ func TestRedisURLForms(t *testing.T) {
 		{"redis://:s3cret@[::1", "", "", `--redis-url "redis://:xxxxx@[::1": missing ']' in host; want`},
 		{"redis://u:s3cret@h:port", "", "", `--redis-url "redis://u:xxxxx@h:port": invalid port ":port" after host; want`},
 		{"redis:///0", "", "", `--redis-url "redis:///0": no host; want`},
+		// A password that the parser's message repeats, or that holds an @.
+		{"redis://u:s3cret@h:6379/s3cret", "", "", `--redis-url "redis://u:xxxxx@h:6379/xxxxx": redis: invalid database number: "xxxxx"`},
+		{"redis://s3cret@h:6379/s3cret", "", "", `--redis-url "redis://xxxxx@h:6379/xxxxx": redis: invalid database number: "xxxxx"`},
+		{"redis://u:pa@s3cret@h:port", "", "", `--redis-url "redis://u:xxxxx@h:port": invalid port`},
 		{"redis://u:s3cret@/0", "", "", `--redis-url "redis://u:xxxxx@/0": no host`},
 	}
 	for _, tc := range tests {

@@ -138,7 +138,7 @@ type Step struct {
 }
 
 // Steps splits a console block's body into its commands. Text before the
-// first "$ " line is an error, as is a block with no command.
+// first "$ " line is an error (an empty block too).
 func Steps(body string) ([]Step, error) {
 	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
 	var steps []Step
@@ -157,9 +157,6 @@ func Steps(body string) ([]Step, error) {
 			s.Command += "\n" + strings.TrimPrefix(lines[i], "> ")
 		}
 		steps = append(steps, s)
-	}
-	if len(steps) == 0 {
-		return nil, fmt.Errorf("console block has no \"$ \" command")
 	}
 	return steps, nil
 }

@@ -32,6 +32,8 @@ func TestExtract(t *testing.T) {
 		"",
 		"````shell",
 		"echo '```'",
+		"```",
+		"````x",
 		"````",
 		"```",
 		"a picture",
@@ -39,6 +41,11 @@ func TestExtract(t *testing.T) {
 		"~~~sh",
 		"true",
 		"~~~",
+		"   ```SH",
+		"   if true; then",
+		"     echo",
+		"   fi",
+		"   ```",
 	}, "\n")
 	got, err := Extract("x.md", doc)
 	if err != nil {
@@ -48,8 +55,9 @@ func TestExtract(t *testing.T) {
 		{File: "x.md", Line: 3, Lang: "sh", Body: "floodgate version\n"},
 		{File: "x.md", Line: 13, Lang: "bash", Body: "docker run floodgate\n", NotRun: "needs docker"},
 		{File: "x.md", Line: 19, Lang: "console", Body: "$ floodgate version\ndev\n"},
-		{File: "x.md", Line: 24, Lang: "shell", Body: "echo '```'\n"},
-		{File: "x.md", Line: 30, Lang: "sh", Body: "true\n"},
+		{File: "x.md", Line: 24, Lang: "shell", Body: "echo '```'\n```\n````x\n"},
+		{File: "x.md", Line: 32, Lang: "sh", Body: "true\n"},
+		{File: "x.md", Line: 35, Lang: "sh", Body: "if true; then\n  echo\nfi\n"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d blocks, want %d: %+v", len(got), len(want), got)
@@ -62,8 +70,8 @@ func TestExtract(t *testing.T) {
 	if s := got[1].String(); s != "x.md:13" {
 		t.Errorf("String() = %q", s)
 	}
-	if got[0].Console() || !got[2].Console() {
-		t.Errorf("Console(): sh %v, console %v", got[0].Console(), got[2].Console())
+	if got[0].Console() || got[1].Console() || got[3].Console() || !got[2].Console() {
+		t.Errorf("Console(): sh %v, bash %v, shell %v, console %v", got[0].Console(), got[1].Console(), got[3].Console(), got[2].Console())
 	}
 }
 
@@ -90,12 +98,12 @@ func TestExtractRefuses(t *testing.T) {
 }
 
 func TestSteps(t *testing.T) {
-	got, err := Steps("$ floodgate check \\\n>   --key a\nrow 1\n\nrow 2\n$ true\n")
+	got, err := Steps("$ floodgate check \\\n>   --key a\nrow 1\n\n$2 of 3\n$ true\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Step{
-		{Line: 1, Command: "floodgate check \\\n  --key a", Want: "row 1\n\nrow 2\n"},
+		{Line: 1, Command: "floodgate check \\\n  --key a", Want: "row 1\n\n$2 of 3\n"},
 		{Line: 6, Command: "true", Want: ""},
 	}
 	if len(got) != len(want) {
@@ -136,6 +144,8 @@ func TestMatch(t *testing.T) {
 		{"a duration more", "a 1s", "a 1s 1s", false},
 		{"a duration for a word", "after 1s", "after one", false},
 		{"nothing shown, nothing printed", "", "\n", true},
+		{"durations too long to parse", "x 9999999999999h", "x 9999999999998h", false},
+		{"durations too long to parse, equal", "x 9999999999999h", "x 9999999999999h", true},
 		{"nothing shown, something printed", "", "x\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
