@@ -50,7 +50,7 @@ var shellLangs = map[string]bool{"sh": true, "bash": true, "shell": true, "conso
 var otherLangs = map[string]bool{
 	"": true, "text": true, "json": true, "yaml": true, "yml": true, "go": true, "proto": true,
 	"typescript": true, "ts": true, "javascript": true, "js": true, "lua": true, "promql": true,
-	"dockerfile": true, "toml": true, "ini": true, "diff": true,
+	"dockerfile": true, "toml": true, "ini": true, "diff": true, "markdown": true, "md": true,
 }
 
 var (
