@@ -424,3 +424,37 @@ func BenchmarkObserveDecision(b *testing.B) {
 		}
 	}
 }
+
+// TestObserveRuleByResult: a RuleSeries counts each result under its own
+// series, and a label that is not a Result constant counts as "other".
+func TestObserveRuleByResult(t *testing.T) {
+	m := observability.NewMetrics(nil)
+	var rs observability.RuleSeries
+	l := observability.Labels{API: observability.APIEnvoy, Domain: "edge", Rule: "r", Algorithm: algorithms.FixedWindow}
+	for _, res := range []string{observability.ResultAllowed, observability.ResultDenied, observability.ResultDenied, observability.ResultLocal, "bogus"} {
+		l.Result = res
+		m.ObserveRule(&rs, l, false)
+	}
+	fm := scrape(t, m.Handler())
+	for res, want := range map[string]float64{"allowed": 1, "denied": 2, "local": 1, "other": 1} {
+		if got, ok := sample(fm, "floodgate_decisions_total", labels("rule", "r", "result", res)); !ok || got != want {
+			t.Errorf("result %s: got %v (present %v), want %v", res, got, ok, want)
+		}
+	}
+}
+
+// TestDetailedSeriesPerDomain: the per-rule bound on detailed labels
+// counts a rule of each domain apart.
+func TestDetailedSeriesPerDomain(t *testing.T) {
+	m := observability.NewMetrics(nil)
+	for _, domain := range []string{"a", "b"} {
+		l := observability.Labels{API: observability.APIEnvoy, Domain: domain, Rule: "r", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}
+		m.ObserveDetailedDecision(l, "r_"+domain, 1, false)
+	}
+	fm := scrape(t, m.Handler())
+	for _, domain := range []string{"a", "b"} {
+		if got, ok := sample(fm, "floodgate_decisions_total", labels("domain", domain, "rule", "r_"+domain)); !ok || got != 1 {
+			t.Errorf("domain %s: detailed label counted %v (present %v), want 1", domain, got, ok)
+		}
+	}
+}
