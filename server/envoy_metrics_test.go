@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/server"
@@ -45,26 +48,42 @@ func flood(t *testing.T, h *envoyHarness, key string, n, valueBytes int) {
 	}
 }
 
-// decisionSeries returns the rule labels of floodgate_decisions_total with
-// their counts.
-func decisionSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+// series is one series of floodgate_decisions_total: its labels and count.
+type series struct {
+	labels map[string]string
+	n      float64
+}
+
+// decisionSamples returns the series of floodgate_decisions_total in reg.
+func decisionSamples(t *testing.T, reg *prometheus.Registry) []series {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
+	var out []series
 	for _, f := range fams {
 		if f.GetName() != "floodgate_decisions_total" {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			s := series{labels: map[string]string{}, n: m.GetCounter().GetValue()}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "rule" {
-					out[l.GetValue()] += m.GetCounter().GetValue()
-				}
+				s.labels[l.GetName()] = l.GetValue()
 			}
+			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// decisionSeries returns the rule labels of floodgate_decisions_total with
+// their counts.
+func decisionSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, s := range decisionSamples(t, reg) {
+		out[s.labels["rule"]] += s.n
 	}
 	return out
 }
@@ -140,4 +159,33 @@ func TestEnvoyDetailedMetricOptIn(t *testing.T) {
 	if total != 602 {
 		t.Errorf("%v decisions counted, want 602", total)
 	}
+}
+
+// TestDecisionLabels: a decision is counted under the api, domain, rule,
+// algorithm and result it had, on both APIs.
+func TestDecisionLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := startEnvoy(t, detailedConfig, nil, server.Settings{Metrics: observability.NewMetrics(reg)})
+	h.call(t, testkit.Descriptor("later", "x"))
+	hasSeries(t, reg, map[string]string{"api": "envoy", "domain": "edge", "rule": "edge.later", "algorithm": "fixed_window", "result": "allowed"})
+
+	reg = prometheus.NewRegistry()
+	c := start(t, nil, server.Settings{Metrics: observability.NewMetrics(reg)})
+	if _, err := c.client.Check(context.Background(), &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW,
+		Source: &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: 10, Period: durationpb.New(time.Minute)}}}); err != nil {
+		t.Fatal(err)
+	}
+	hasSeries(t, reg, map[string]string{"api": "check", "domain": "", "rule": "inline", "algorithm": "sliding_window", "result": "allowed"})
+}
+
+// hasSeries fails t unless reg holds floodgate_decisions_total with
+// exactly labels, counted once.
+func hasSeries(t *testing.T, reg *prometheus.Registry, labels map[string]string) {
+	t.Helper()
+	for _, s := range decisionSamples(t, reg) {
+		if fmt.Sprint(s.labels) == fmt.Sprint(labels) && s.n == 1 {
+			return
+		}
+	}
+	t.Errorf("no floodgate_decisions_total %v = 1 in %v", labels, decisionSeries(t, reg))
 }

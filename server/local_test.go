@@ -117,21 +117,8 @@ func TestLocalFailureModeAdmitsAShare(t *testing.T) {
 	}
 
 	results := map[string]float64{}
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != "floodgate_decisions_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" {
-					results[l.GetValue()] += m.GetCounter().GetValue()
-				}
-			}
-		}
+	for _, s := range decisionSamples(t, reg) {
+		results[s.labels["result"]] += s.n
 	}
 	if results[observability.ResultLocal] != 60+1+60 || len(results) != 1 {
 		t.Errorf("decisions by result %v, want only %q: 121", results, observability.ResultLocal)
