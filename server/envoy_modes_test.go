@@ -1,0 +1,77 @@
+package server_test
+
+import (
+	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memstore"
+)
+
+// TestEnvoyChargeAfterLeakyBucketNoWait: a charge-after descriptor on a
+// leaky bucket is charged as debt and still decided without waiting
+// (Envoy cannot hold a request): once anything is queued, nothing may
+// start now, so it answers 0 remaining, as the next request-path call
+// (denied) shows.
+func TestEnvoyChargeAfterLeakyBucketNoWait(t *testing.T) {
+	const yaml = `domain: edge
+descriptors:
+  - key: job
+    rate_limit: {algorithm: leaky_bucket, unit: minute, requests_per_unit: 5}
+    descriptors:
+      - key: usage
+        value: actual
+        charge: after
+`
+	h := startEnvoy(t, yaml, nil, server.Settings{})
+	r := h.call(t, testkit.Descriptor("job", "a", "usage", "actual"))
+	if got := codesOf(r); got != "OK:OK" {
+		t.Fatalf("charge after: %s, want OK", got)
+	}
+	if rem := r.Statuses[0].LimitRemaining; rem != 0 {
+		t.Errorf("charge after on a queued leaky bucket: %d remaining, want 0 (nothing may start now)", rem)
+	}
+	if got := codesOf(h.call(t, testkit.Descriptor("job", "a"))); got != "OVER_LIMIT:OVER_LIMIT" {
+		t.Errorf("request path behind the queued charge: %s, want OVER_LIMIT (it would have to wait)", got)
+	}
+}
+
+// TestEnvoyShadowZeroHitCheck: a 0-hit check of a shadow limit charges
+// nothing, whether the request passes or is denied by another limit.
+func TestEnvoyShadowZeroHitCheck(t *testing.T) {
+	rec := &keyRecorder{Store: memstore.New(memstore.Config{}), seen: map[int64]store.Request{}}
+	h := startEnvoy(t, shadowRules, rec, server.Settings{})
+	for range 5 {
+		if got := codesOf(h.call(t, d("trial", "z", 0))); got != "OK:OK" {
+			t.Fatalf("0-hit shadow check: %s", got)
+		}
+	}
+	if got := rec.remaining(t, 3); got != 3 {
+		t.Fatalf("after five 0-hit checks the shadow limit of 3 has %d left, want 3", got)
+	}
+	for range 3 { // spend the enforced limit of 2, then be denied by it
+		h.call(t, testkit.Descriptor("enforced", "z"), d("trial", "z", 0))
+	}
+	if got := rec.remaining(t, 3); got != 3 {
+		t.Fatalf("after 0-hit checks beside an enforced limit the shadow limit has %d left, want 3", got)
+	}
+}
+
+// TestEnvoyShareOverrideOtherUnit: an override shares its rule's counter
+// only when the rule counts in fixed windows of the override's own unit;
+// an override of another unit counts under a key of its unit.
+func TestEnvoyShareOverrideOtherUnit(t *testing.T) {
+	hour := func(n uint32) *ratelimitv3.RateLimitDescriptor {
+		return withOverride(d("named", "u", -1), n, typev3.RateLimitUnit_HOUR)
+	}
+	runSteps(t, server.Settings{ShareOverrideCounters: true}, []refStep{
+		{"rule, 1 of 2 a minute", dl{d("named", "u", -1)}, 0, ok, []refStatus{{ok, 1, "per_minute", left}}},
+		{"override 5 an hour: not the minute's count", dl{hour(5)}, 0, ok, []refStatus{{ok, 4, "", -1}}},
+		{"rule: its own count", dl{d("named", "u", -1)}, 0, ok, []refStatus{{ok, 0, "per_minute", left}}},
+		{"override 5 an hour again", dl{hour(5)}, 0, ok, []refStatus{{ok, 3, "", -1}}},
+	})
+}
