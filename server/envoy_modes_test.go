@@ -75,3 +75,21 @@ func TestEnvoyShareOverrideOtherUnit(t *testing.T) {
 		{"override 5 an hour again", dl{hour(5)}, 0, ok, []refStatus{{ok, 3, "", -1}}},
 	})
 }
+
+// TestEnvoyZeroHitCheckHeaders: a 0-hit check reports what is left now:
+// after a denied check the headers say none is left (the look's one hit
+// is given back only when it fitted), after an allowed one they say all
+// that is left, never more than the limit.
+func TestEnvoyZeroHitCheckHeaders(t *testing.T) {
+	h := startEnvoy(t, headerConfig, nil, server.Settings{})
+	for i, want := range []string{"3", "3", "2", "1", "0", "0"} {
+		hits := 0
+		if i == 2 || i == 3 || i == 4 {
+			hits = 1
+		}
+		r := h.call(t, d("a", "peek", hits))
+		if got := headerMap(r)["x-ratelimit-remaining"]; got != want {
+			t.Errorf("call %d (%d hits): x-ratelimit-remaining %q, want %q (all: %v)", i, hits, got, want, headerMap(r))
+		}
+	}
+}
