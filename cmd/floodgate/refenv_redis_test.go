@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,36 @@ func TestReferenceRedisUnixSocket(t *testing.T) {
 		st.Close()
 		if (err == nil) != tc.wantOK {
 			t.Errorf("auth %q over %s: ping %v, want ok=%v", tc.auth, f.redisURL, err, tc.wantOK)
+		}
+	}
+}
+
+// TestPerSecondRedisStore: --redis-persecond-url opens a second Redis
+// (pinged with the main one) and needs --redis-url; a bad URL names its
+// flag.
+func TestPerSecondRedisStore(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	main, sec := redistest.StartServer(t), redistest.StartServer(t)
+	_, f := parseRef(t, map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": main.Addr(),
+		"REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": sec.Addr(), "REDIS_TIMEOUT": "2s"})
+	st, _, err := buildStore(context.Background(), f, quiet, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Ping(context.Background()); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+	st.Close()
+	for _, tc := range []struct {
+		f    serveFlags
+		want string
+	}{
+		{serveFlags{redisPerSecond: redisTarget{url: "redis://" + sec.Addr()}}, "--redis-persecond-url needs --redis-url"},
+		{serveFlags{redisURL: "redis://" + main.Addr(), redisMode: "standalone", redisTimeout: time.Second, redisDialTimeout: time.Second, settleWindow: time.Hour,
+			redisPerSecond: redisTarget{url: "redis://a b", mode: "standalone"}}, "--redis-persecond-url"},
+	} {
+		if _, _, err := buildStore(context.Background(), tc.f, quiet, nil, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error naming %s", tc.f.redisPerSecond, err, tc.want)
 		}
 	}
 }

@@ -39,6 +39,9 @@ func refStore(r *envReader, c *refConfig, flag func(name, value string)) {
 		flag("redis-sentinel-master", master)
 	}
 	flag("redis-pool-size", strconv.Itoa(r.integer("REDIS_POOL_SIZE", 10)))
+	if r.boolean("REDIS_PERSECOND", false) {
+		refPerSecond(r, flag)
+	}
 	for _, m := range []struct{ env, flag string }{
 		{"REDIS_TLS_CACERT", "redis-tls-ca"},
 		{"REDIS_TLS_CLIENT_CERT", "redis-tls-cert"},
@@ -68,6 +71,24 @@ func refStore(r *envReader, c *refConfig, flag func(name, value string)) {
 	default:
 		flag("deny-cache-size", strconv.Itoa(max(1, n/refDenyCacheEntryBytes)))
 	}
+}
+
+// refPerSecond maps REDIS_PERSECOND_* (with REDIS_PERSECOND=true): the
+// per-second limits' own Redis, read with the reference's defaults.
+func refPerSecond(r *envReader, flag func(name, value string)) {
+	u, mode, master, err := refRedisURL(
+		r.str("REDIS_PERSECOND_SOCKET_TYPE", "unix"), r.str("REDIS_PERSECOND_TYPE", "SINGLE"),
+		r.str("REDIS_PERSECOND_URL", "/var/run/nutcracker/ratelimitpersecond.sock"), r.str("REDIS_PERSECOND_AUTH", ""), r.boolean("REDIS_PERSECOND_TLS", false))
+	if err != nil {
+		r.errs = append(r.errs, strings.ReplaceAll(err.Error(), "$REDIS_", "$REDIS_PERSECOND_"))
+		return
+	}
+	flag("redis-persecond-url", u)
+	flag("redis-persecond-mode", mode)
+	if master != "" {
+		flag("redis-persecond-sentinel-master", master)
+	}
+	flag("redis-persecond-pool-size", strconv.Itoa(r.integer("REDIS_PERSECOND_POOL_SIZE", 10)))
 }
 
 // refRedisURL is floodgate's --redis-url, --redis-mode and
@@ -189,19 +210,12 @@ var refUnsupportedVars = []refVariable{
 	{name: "REDIS_STARTUP_INITIAL_INTERVAL", why: "the server starts without Redis and answers by failure modes until it answers"},
 	{name: "REDIS_STARTUP_MAX_INTERVAL", why: "the server starts without Redis and answers by failure modes until it answers"},
 	{name: "REDIS_STARTUP_MAX_ELAPSED_TIME", why: "the server starts without Redis and answers by failure modes until it answers"},
-	{name: "REDIS_PERSECOND", why: "no second Redis: per-second limits are counted on REDIS_URL with the others", onTrue: true},
-	{name: "REDIS_PERSECOND_SOCKET_TYPE", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_TYPE", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_URL", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_POOL_SIZE", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_AUTH", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_TLS", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_SENTINEL_AUTH", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_PIPELINE_WINDOW", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_PIPELINE_LIMIT", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_TIMEOUT", why: "no second Redis"},
-	{name: "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", why: "no second Redis"},
+	{name: "REDIS_PERSECOND_SENTINEL_AUTH", why: "sentinels are reached without a password"},
+	{name: "REDIS_PERSECOND_PIPELINE_WINDOW", why: "the per-second Redis batches as the main one (REDIS_PIPELINE_WINDOW)"},
+	{name: "REDIS_PERSECOND_PIPELINE_LIMIT", why: "no effect in the reference either"},
+	{name: "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", why: "cluster pipelines always run one per node, in parallel"},
+	{name: "REDIS_PERSECOND_TIMEOUT", why: "the per-second Redis has the main one's timeout (REDIS_TIMEOUT)"},
+	{name: "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", why: "calls wait for a connection, within --redis-timeout"},
 	{name: "MEMCACHE_HOST_PORT", why: "no memcached backend"},
 	{name: "MEMCACHE_MAX_IDLE_CONNS", why: "no memcached backend"},
 	{name: "MEMCACHE_SRV", why: "no memcached backend"},

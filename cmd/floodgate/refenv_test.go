@@ -215,6 +215,23 @@ func TestReferenceVariables(t *testing.T) {
 			}},
 		{"grpc tls files without tls", map[string]string{"GRPC_SERVER_TLS_CERT": "/c"},
 			func(c refConfig, f serveFlags) bool { return f.tlsCert == "" }},
+		{"per-second redis", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp",
+			"REDIS_PERSECOND_URL": "r2:6380", "REDIS_PERSECOND_AUTH": "pw", "REDIS_PERSECOND_TLS": "true", "REDIS_PERSECOND_POOL_SIZE": "3"},
+			func(c refConfig, f serveFlags) bool {
+				return f.redisURL == "redis://r:6379" && f.redisPerSecond == redisTarget{url: "rediss://:pw@r2:6380", mode: "standalone", poolSize: 3}
+			}},
+		{"per-second redis defaults", map[string]string{"REDIS_PERSECOND": "true"},
+			func(c refConfig, f serveFlags) bool {
+				return f.redisPerSecond == redisTarget{url: "unix:///var/run/nutcracker/ratelimitpersecond.sock", mode: "standalone", poolSize: 10}
+			}},
+		{"per-second sentinel", map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_TYPE": "sentinel", "REDIS_PERSECOND_URL": "m2,s1:26379"},
+			func(c refConfig, f serveFlags) bool {
+				return f.redisPerSecond == redisTarget{url: "redis://s1:26379", mode: "sentinel", master: "m2", poolSize: 10}
+			}},
+		{"per-second redis off", map[string]string{"REDIS_PERSECOND": "false", "REDIS_PERSECOND_URL": "r2:6380"},
+			func(c refConfig, f serveFlags) bool { return f.redisPerSecond.url == "" && len(c.ignored) == 0 }},
+		{"per-second redis, memory backend", map[string]string{"BACKEND_TYPE": "memory", "REDIS_PERSECOND": "true"},
+			func(c refConfig, f serveFlags) bool { return f.redisPerSecond.url == "" }},
 		{"merge domains", map[string]string{"MERGE_DOMAIN_CONFIG": "true"},
 			func(c refConfig, f serveFlags) bool { return f.mergeDomains }},
 		{"domains unmerged", map[string]string{"MERGE_DOMAIN_CONFIG": "false"},
@@ -286,6 +303,9 @@ func TestReferenceRefused(t *testing.T) {
 		{map[string]string{"MERGE_DOMAIN_CONFIG": "true", "CONFIG_TYPE": "GRPC_XDS_SOTW"}, "$MERGE_DOMAIN_CONFIG=true with $CONFIG_TYPE=GRPC_XDS_SOTW"},
 		{map[string]string{"MERGE_DOMAIN_CONFIG": "yes"}, "$MERGE_DOMAIN_CONFIG"},
 		{map[string]string{"BACKEND_TYPE": "memcache"}, "$BACKEND_TYPE"},
+		{map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_TYPE": "ring"}, "$REDIS_PERSECOND_TYPE"},
+		{map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "r2"}, "$REDIS_PERSECOND_URL"},
+		{map[string]string{"REDIS_PERSECOND": "yes"}, "$REDIS_PERSECOND"},
 		{map[string]string{"REDIS_TYPE": "ring"}, "$REDIS_TYPE"},
 		{map[string]string{"REDIS_SOCKET_TYPE": "udp"}, "$REDIS_SOCKET_TYPE"},
 		{map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "s1:26379"}, "sentinel needs <master name>"},
@@ -310,7 +330,7 @@ func TestReferenceRefused(t *testing.T) {
 // (USE_STATSD=false) is not.
 func TestReferenceIgnoredNamed(t *testing.T) {
 	c, err := translateReference(mapEnv(map[string]string{
-		"USE_STATSD": "false", "STATSD_HOST": "statsd", "REDIS_PERSECOND": "true", "REDIS_PERSECOND_URL": "r2:6379",
+		"USE_STATSD": "false", "STATSD_HOST": "statsd", "REDIS_PERSECOND": "true", "REDIS_PERSECOND_TIMEOUT": "1s",
 		"GRPC_UDS": "/s", "DISABLE_STATS": "false", "NEAR_LIMIT_RATIO": "0.9", "USE_DOG_STATSD": "maybe",
 	}))
 	if err != nil {
@@ -324,7 +344,7 @@ func TestReferenceIgnoredNamed(t *testing.T) {
 		}
 		names = append(names, name)
 	}
-	want := []string{"GRPC_UDS", "STATSD_HOST", "USE_DOG_STATSD", "NEAR_LIMIT_RATIO", "REDIS_PERSECOND", "REDIS_PERSECOND_URL"}
+	want := []string{"GRPC_UDS", "STATSD_HOST", "USE_DOG_STATSD", "NEAR_LIMIT_RATIO", "REDIS_PERSECOND_TIMEOUT"}
 	slices.Sort(names)
 	slices.Sort(want)
 	if !slices.Equal(names, want) {

@@ -58,16 +58,19 @@ type serveFlags struct {
 	redisMode           string
 	redisSentinelMaster string
 	redisPoolSize       int
-	redisTimeout        time.Duration
-	redisDialTimeout    time.Duration
-	redisPrefix         string
-	redisBatchMaxSize   int
-	redisBatchMaxWait   time.Duration
-	redisPipelines      int
-	redisTLSCA          string
-	redisTLSCert        string
-	redisTLSKey         string
-	denyCacheSize       int
+	// redisPerSecond is the Redis of the per-second limits (its URL,
+	// mode, sentinel master and pool size); empty URL: the main one.
+	redisPerSecond    redisTarget
+	redisTimeout      time.Duration
+	redisDialTimeout  time.Duration
+	redisPrefix       string
+	redisBatchMaxSize int
+	redisBatchMaxWait time.Duration
+	redisPipelines    int
+	redisTLSCA        string
+	redisTLSCert      string
+	redisTLSKey       string
+	denyCacheSize     int
 
 	tlsCert              string
 	tlsKey               string
@@ -124,6 +127,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.redisMode, "redis-mode", "standalone", "Redis: standalone, cluster or sentinel")
 	fs.StringVar(&f.redisSentinelMaster, "redis-sentinel-master", "", "Redis: the master's name (sentinel mode)")
 	fs.IntVar(&f.redisPoolSize, "redis-pool-size", 0, "Redis: connections per node for single calls (0 = go-redis' default, 10 per CPU); pipelines add a pool of at most 10 more")
+	fs.StringVar(&f.redisPerSecond.url, "redis-persecond-url", "", "Redis: a second Redis for the limits of a one-second period (the reference's REDIS_PERSECOND_URL), in --redis-url's forms; the others stay on --redis-url. A request with limits on both is all or nothing (docs/envoy.md); TLS files, timeouts and prefix are --redis-url's")
+	fs.StringVar(&f.redisPerSecond.mode, "redis-persecond-mode", "standalone", "Redis: --redis-persecond-url's mode: standalone, cluster or sentinel")
+	fs.StringVar(&f.redisPerSecond.master, "redis-persecond-sentinel-master", "", "Redis: --redis-persecond-url's master name (sentinel mode)")
+	fs.IntVar(&f.redisPerSecond.poolSize, "redis-persecond-pool-size", 0, "Redis: --redis-persecond-url's connections per node (0 = go-redis' default)")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", redisstore.DefaultTimeout, "Redis: the longest a decision waits for Redis before its failure mode answers")
 	fs.DurationVar(&f.redisDialTimeout, "redis-dial-timeout", time.Second, "Redis: connection timeout")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "Redis: prefix of every key floodgate writes")

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memstore"
 	"github.com/floodgate/floodgate/store/redisstore"
+	"github.com/floodgate/floodgate/store/splitstore"
 )
 
 // buildStore opens the store the flags ask for: the embedded memory store,
@@ -29,6 +32,9 @@ import (
 // failure_mode local; the embedded store never fails, so there local is
 // the store itself.
 func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observability.Metrics, onBreaker func(open bool, cause error), local *localFailure) (store.Store, string, error) {
+	if f.redisURL == "" && f.redisPerSecond.url != "" {
+		return nil, "", errors.New("--redis-persecond-url needs --redis-url (the Redis of the other limits)")
+	}
 	if f.redisURL == "" {
 		if f.memoryMaxKeys <= 0 {
 			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
@@ -48,16 +54,63 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 	if f.settleWindow < time.Millisecond {
 		return nil, "", fmt.Errorf("--settle-window must be at least 1ms, got %v", f.settleWindow)
 	}
-	redisURL, err := redisURLOf(f.redisURL) // parseServeFlags did it; serveFlags built otherwise may not have
+	rs, client, err := openRedis(ctx, f, redisTarget{flag: "redis-url", url: f.redisURL, mode: f.redisMode, master: f.redisSentinelMaster, poolSize: f.redisPoolSize}, log)
 	if err != nil {
-		return nil, "", fmt.Errorf("--redis-url %q: %w; %s", redactURL(f.redisURL), err, redisURLForms)
+		return nil, "", err
+	}
+	var beat io.Closer = nopCloser{}
+	if local != nil {
+		beat = local.startHeartbeat(client, f, log)
+		onBreaker = local.onBreaker(onBreaker, log)
+	}
+	var decider store.Store = closeBoth{rs, client, beat}
+	if f.redisPerSecond.url != "" {
+		t := f.redisPerSecond
+		t.flag = "redis-persecond-url"
+		rs2, client2, err := openRedis(ctx, f, t, log)
+		if err != nil {
+			decider.Close()
+			if !strings.HasPrefix(err.Error(), "--"+t.flag) {
+				err = fmt.Errorf("--%s: %w", t.flag, err)
+			}
+			return nil, "", err
+		}
+		decider = splitstore.New(decider, closeBoth{rs2, client2, nopCloser{}})
+		log.Info("per-second limits on their own Redis", "redis", redactURL(f.redisPerSecond.url), "mode", f.redisPerSecond.mode)
+	}
+	var st store.Store = breaker.New(observability.InstrumentStore(decider, m, "redis"), breaker.Config{OnChange: onBreaker})
+	if f.denyCacheSize > 0 {
+		st = denycache.New(st, denycache.Config{MaxEntries: f.denyCacheSize, OnHit: m.ObserveDenyCacheHits})
+	}
+	return st, "redis-" + f.redisMode, nil
+}
+
+// redisTarget is one Redis to open: its URL (any of --redis-url's forms),
+// mode, sentinel master and pool size.
+type redisTarget struct {
+	flag              string // the URL's flag, for errors
+	url, mode, master string
+	poolSize          int
+}
+
+// openRedis opens the Redis store of t with the other --redis-* flags of
+// f and checks it: one that answers but cannot decide in its mode is an
+// error; one that does not answer yet is logged.
+func openRedis(ctx context.Context, f serveFlags, t redisTarget, log *slog.Logger) (*redisstore.Store, redis.UniversalClient, error) {
+	redisURL, err := redisURLOf(t.url) // parseServeFlags did it; serveFlags built otherwise may not have
+	if err != nil {
+		return nil, nil, fmt.Errorf("--%s %q: %w; %s", t.flag, redactURL(t.url), err, redisURLForms)
+	}
+	password := ""
+	if t.url == f.redisURL {
+		password = f.redisPassword // --redis-password-file is the main Redis'
 	}
 	client, err := redisstore.NewClient(redisstore.ClientConfig{
 		URL:            redisURL,
-		Password:       f.redisPassword,
-		Mode:           f.redisMode,
-		SentinelMaster: f.redisSentinelMaster,
-		PoolSize:       f.redisPoolSize,
+		Password:       password,
+		Mode:           t.mode,
+		SentinelMaster: t.master,
+		PoolSize:       t.poolSize,
 		TLSCAFile:      f.redisTLSCA,
 		TLSCertFile:    f.redisTLSCert,
 		TLSKeyFile:     f.redisTLSKey,
@@ -66,7 +119,7 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 		WriteTimeout:   f.redisTimeout,
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	rs, err := redisstore.New(client, redisstore.Config{
 		Prefix:         f.redisPrefix,
@@ -74,12 +127,12 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 		BatchMaxSize:   f.redisBatchMaxSize,
 		BatchMaxWait:   f.redisBatchMaxWait,
 		BatchPipelines: f.redisPipelines,
-		Mode:           f.redisMode,
+		Mode:           t.mode,
 		SettleWindow:   f.settleWindow,
 	})
 	if err != nil {
 		client.Close()
-		return nil, "", err
+		return nil, nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, f.redisDialTimeout+time.Second)
 	err = rs.CheckServer(cctx)
@@ -88,20 +141,11 @@ func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observab
 	case errors.Is(err, store.ErrMisconfigured):
 		rs.Close()
 		client.Close()
-		return nil, "", err
+		return nil, nil, err
 	case err != nil:
-		log.Warn("Redis does not answer yet: answering by failure modes until it does", "err", err)
+		log.Warn("Redis does not answer yet: answering by failure modes until it does", "redis", redactURL(t.url), "err", err)
 	}
-	var beat io.Closer = nopCloser{}
-	if local != nil {
-		beat = local.startHeartbeat(client, f, log)
-		onBreaker = local.onBreaker(onBreaker, log)
-	}
-	var st store.Store = breaker.New(observability.InstrumentStore(closeBoth{rs, client, beat}, m, "redis"), breaker.Config{OnChange: onBreaker})
-	if f.denyCacheSize > 0 {
-		st = denycache.New(st, denycache.Config{MaxEntries: f.denyCacheSize, OnHit: m.ObserveDenyCacheHits})
-	}
-	return st, "redis-" + f.redisMode, nil
+	return rs, client, nil
 }
 
 // closeBoth closes the replica heartbeat (leaving the replica set), the

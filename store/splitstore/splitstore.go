@@ -1,0 +1,193 @@
+// Package splitstore decides the requests of one call on two stores: the
+// per-second limits on one (envoyproxy/ratelimit's REDIS_PERSECOND_*
+// Redis) and the others on the main one.
+//
+// Each store is all or nothing by itself. Across the two, a call that has
+// requests on both is decided in three steps:
+//
+//  1. the main store's requests are looked at (a dry run): when one is
+//     denied, the per-second requests are looked at too and nothing is
+//     charged anywhere;
+//  2. the per-second requests are decided and charged, all or nothing:
+//     when one is denied, nothing is charged there, and the main store's
+//     decisions are those of step 1 (nothing charged there either);
+//  3. the main store's requests are decided and charged: when one is now
+//     denied (another call took the room between steps 1 and 2), nothing
+//     is charged there and the per-second charges of step 2 are given
+//     back, each by a refund of its cost.
+//
+// So a denied call charges nothing on either store, with one exception:
+// the give-back of step 3 restores a fixed window's, a sliding window's,
+// a token bucket's and a sliding-window log's count (within the same
+// window; a token bucket never above its capacity), but a leaky bucket's
+// give-back frees no slot (algorithms.DecideAt), and a give-back that
+// fails (the per-second store went away) leaves the charge. Both happen
+// only when the main store changed between its look and its charge. A
+// call with requests on one store only is that store's own single call.
+package splitstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Store routes each request to PerSecond when its limit's period is one
+// second, else to Main.
+type Store struct {
+	main, perSecond store.Store
+}
+
+// New returns a Store deciding per-second limits on perSecond and the
+// others on main. Close closes both.
+func New(main, perSecond store.Store) *Store {
+	return &Store{main: main, perSecond: perSecond}
+}
+
+// PerSecond reports whether l is decided on the per-second store: a
+// period of exactly one second, as the reference's unit: second.
+func PerSecond(l algorithms.Limit) bool { return l.Period == time.Second }
+
+// side is the requests of a call that go to one store, with their
+// indexes in the call.
+type side struct {
+	st   store.Store
+	idx  []int
+	reqs []store.Request
+	out  []algorithms.Decision
+}
+
+func (s *side) add(i int, r store.Request) {
+	s.idx = append(s.idx, i)
+	s.reqs = append(s.reqs, r)
+}
+
+// decide decides the side's requests, as dry runs when dry, and reports
+// whether one with a positive cost was denied.
+func (s *side) decide(ctx context.Context, now time.Time, dry bool) (denied bool, err error) {
+	reqs := s.reqs
+	if dry {
+		reqs = make([]store.Request, len(s.reqs))
+		for i, r := range s.reqs {
+			r.DryRun = true
+			reqs[i] = r
+		}
+	}
+	if s.out == nil {
+		s.out = make([]algorithms.Decision, len(reqs))
+	}
+	if err := s.st.Decide(ctx, now, reqs, s.out); err != nil {
+		return false, err
+	}
+	for i, r := range reqs {
+		if r.Cost > 0 && !s.out[i].Allowed {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// giveBack refunds what the side's last decide charged.
+func (s *side) giveBack(ctx context.Context, now time.Time) error {
+	var back []store.Request
+	for i, r := range s.reqs {
+		if r.Cost > 0 && !r.DryRun && s.out[i].Allowed {
+			back = append(back, store.Request{Key: r.Key, Scope: r.Scope, Limit: r.Limit, Cost: -r.Cost})
+		}
+	}
+	if len(back) == 0 {
+		return nil
+	}
+	return s.st.Decide(ctx, now, back, make([]algorithms.Decision, len(back)))
+}
+
+// Decide decides reqs as the package comment says.
+func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	if len(out) != len(reqs) {
+		return fmt.Errorf("%w: %d decisions for %d requests", store.ErrInvalid, len(out), len(reqs))
+	}
+	main, sec := side{st: s.main}, side{st: s.perSecond}
+	for i, r := range reqs {
+		if PerSecond(r.Limit) {
+			sec.add(i, r)
+		} else {
+			main.add(i, r)
+		}
+	}
+	switch {
+	case len(sec.reqs) == 0:
+		return s.main.Decide(ctx, now, reqs, out)
+	case len(main.reqs) == 0:
+		return s.perSecond.Decide(ctx, now, reqs, out)
+	}
+	err := s.decideBoth(ctx, now, &main, &sec)
+	if err != nil {
+		return err
+	}
+	for _, sd := range []*side{&main, &sec} {
+		for k, i := range sd.idx {
+			out[i] = sd.out[k]
+		}
+	}
+	return nil
+}
+
+// decideBoth runs the three steps on a call with requests on both stores.
+func (s *Store) decideBoth(ctx context.Context, now time.Time, main, sec *side) error {
+	denied, err := main.decide(ctx, now, true)
+	if err != nil {
+		return err
+	}
+	if denied {
+		_, err := sec.decide(ctx, now, true)
+		return err
+	}
+	if denied, err = sec.decide(ctx, now, false); err != nil || denied {
+		return err // denied: main's decisions are its look's
+	}
+	denied, err = main.decide(ctx, now, false)
+	if err != nil || denied {
+		// Raced: give the per-second charges back. A failed give-back
+		// leaves them (a denied call still answers its decisions).
+		if gbErr := sec.giveBack(ctx, now); gbErr != nil && err != nil {
+			return errors.Join(err, fmt.Errorf("giving back the per-second charges: %w", gbErr))
+		}
+	}
+	return err
+}
+
+// Reset forgets key on both stores.
+func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
+	return errors.Join(s.main.Reset(ctx, alg, key, scopes...), s.perSecond.Reset(ctx, alg, key, scopes...))
+}
+
+// Ping reports whether both stores can decide.
+func (s *Store) Ping(ctx context.Context) error {
+	return errors.Join(s.main.Ping(ctx), s.perSecond.Ping(ctx))
+}
+
+// Close closes both stores.
+func (s *Store) Close() error { return errors.Join(s.main.Close(), s.perSecond.Close()) }
+
+// Settle settles on the store the settlement's limit goes to. It fails
+// when that store cannot settle.
+func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) (store.SettleResult, error) {
+	target := s.main
+	if PerSecond(st.Limit) {
+		target = s.perSecond
+	}
+	settler, ok := target.(store.Settler)
+	if !ok {
+		return store.SettleResult{}, fmt.Errorf("%w: the store of this limit cannot settle", store.ErrInvalid)
+	}
+	return settler.Settle(ctx, now, st)
+}
+
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Settler = (*Store)(nil)
+)
