@@ -27,28 +27,38 @@ func TestSettleTimeoutThenRetry(t *testing.T) {
 	s := newStore(t, c, cfg)
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute}
 	set := store.Settlement{Key: "llm:tenant-a", Limit: l, Reserved: 0, Actual: 4, IdempotencyKey: "req-1"}
+	// settle retries on a timeout, as a client does with the same
+	// idempotency key (the 100ms timeout can pass on a loaded machine).
+	settle := func(set store.Settlement) (store.SettleResult, error) {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			r, err := s.Settle(ctx, t0, set)
+			if !errors.Is(err, store.ErrUnavailable) || time.Now().After(deadline) {
+				return r, err
+			}
+		}
+	}
 	// Load the script first, so the paused call is the charge itself.
-	if _, err := s.Settle(ctx, t0, store.Settlement{Key: "warm", Limit: l, Actual: 1, IdempotencyKey: "w"}); err != nil {
+	if _, err := settle(store.Settlement{Key: "warm", Limit: l, Actual: 1, IdempotencyKey: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // not one of the store's connections
 	defer admin.Close()
-	if err := admin.Do(ctx, "CLIENT", "PAUSE", "400", "ALL").Err(); err != nil {
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "1000", "ALL").Err(); err != nil {
 		t.Fatalf("CLIENT PAUSE: %v", err)
 	}
 	_, err := s.Settle(ctx, t0, set)
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("first settle during the pause: got %v, want a timeout (ErrUnavailable)", err)
 	}
-	time.Sleep(500 * time.Millisecond) // the pause ends; the call runs
-	r, err := s.Settle(ctx, t0, set)
+	time.Sleep(1100 * time.Millisecond) // the pause ends; the call runs
+	r, err := settle(set)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	if !r.Duplicate || r.Decision.Remaining != 6 {
 		t.Fatalf("retry: got duplicate %v remaining %d, want a duplicate with 6 remaining (charged once)", r.Duplicate, r.Decision.Remaining)
 	}
-	out := decide(t, s, t0, store.Request{Key: set.Key, Limit: l})
+	out := decide(t, newStore(t, c, testConfig()), t0, store.Request{Key: set.Key, Limit: l}) // a store with testConfig's 5s timeout
 	if out[0].Remaining != 6 {
 		t.Fatalf("after the retry: remaining %d, want 6", out[0].Remaining)
 	}
