@@ -371,12 +371,30 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("redistest: redis-cli %s: %v\n%s\n%s", strings.Join(args, " "), err, out, c.state())
 	}
 	if err := c.waitOK(ctx); err != nil {
-		t.Fatalf("redistest: %v", err)
+		t.Fatalf("redistest: %v\n%s", err, c.state())
 	}
 	return c
+}
+
+// state is what each node knows of the cluster (CLUSTER NODES) and the
+// end of its log, for a join that never completes.
+func (c *Cluster) state() string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		nodes, err := cl.ClusterNodes(ctx).Result()
+		cancel()
+		_ = cl.Close()
+		fmt.Fprintf(&b, "node %s (bus port %d): CLUSTER NODES %v\n%s", n.Addr(), n.busPort, err, nodes)
+		log, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))
+		lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+		fmt.Fprintf(&b, "its log's last lines:\n%s\n", strings.Join(lines[max(0, len(lines)-15):], "\n"))
+	}
+	return b.String()
 }
 
 // waitOK polls every node until it reports cluster_state:ok and knows
