@@ -9,6 +9,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -192,12 +193,24 @@ func TestTracingEnvoyUnknownDomain(t *testing.T) {
 }
 
 func TestTracingCheckSpans(t *testing.T) {
-	for _, values := range []bool{false, true} {
-		t.Run(map[bool]string{false: "default", true: "values opted in"}[values], func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		values   bool
+		down     bool // the store cannot decide: failing open
+		degraded string
+	}{
+		{name: "default", degraded: "false"},
+		{name: "values opted in", values: true, degraded: "false"},
+		{name: "store down, failing open", down: true, degraded: "true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			tr := newTraced(t, sdktrace.AlwaysSample())
-			st := memstore.New(memstore.Config{})
+			var st store.Store = memstore.New(memstore.Config{})
 			defer st.Close()
-			r := server.NewRateLimiter(st, server.Settings{Tracer: tr.tp.Tracer("test"), TraceValues: values, Clock: func() time.Time { return testkit.T0 }})
+			if tc.down {
+				st = failingStore{st}
+			}
+			r := server.NewRateLimiter(st, server.Settings{Tracer: tr.tp.Tracer("test"), TraceValues: tc.values, Clock: func() time.Time { return testkit.T0 }})
 			ctx, server := tr.tp.Tracer("test").Start(context.Background(), "server")
 			resp, err := r.Check(ctx, &floodgatev1.CheckRequest{
 				Key: secretValue, Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET,
@@ -211,10 +224,16 @@ func TestTracingCheckSpans(t *testing.T) {
 			wantAttrs(t, spans["floodgate.match"], map[string]string{"floodgate.rules": "inline", "floodgate.algorithms": "token_bucket", "floodgate.batch_size": "1"})
 			wantAttrs(t, spans["floodgate.store"], map[string]string{
 				"floodgate.rules": "inline", "floodgate.algorithms": "token_bucket", "floodgate.batch_size": "1",
-				"floodgate.decision": "allowed", "floodgate.degraded": "false", "floodgate.dry_run": "false",
+				"floodgate.decision": "allowed", "floodgate.degraded": tc.degraded, "floodgate.dry_run": "false",
 			})
-			if got := mentions(spans, secretValue); got != values {
-				t.Errorf("a span mentions the key: %v, want %v (the opt-in)", got, values)
+			if got := mentions(spans, secretValue); got != tc.values {
+				t.Errorf("a span mentions the key: %v, want %v (the opt-in)", got, tc.values)
+			}
+			if hasError := len(spans["floodgate.store"].Events) > 0; hasError != tc.down {
+				t.Errorf("store span events %v: want the store error recorded only when degraded", spans["floodgate.store"].Events)
+			}
+			if code := spans["floodgate.store"].Status.Code; code == codes.Error {
+				t.Errorf("store span status %v: a call the failure mode answered is no error", spans["floodgate.store"].Status)
 			}
 		})
 	}
