@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -220,5 +221,44 @@ func TestSettleRefundNeedsRole(t *testing.T) {
 	}
 	if code, got := settle("refundtok", 8, 0, "c"); code != 200 || !strings.Contains(got, `"remaining":"10"`) {
 		t.Fatalf("a refund with the refund role: %d %s, want 200, remaining 10", code, got)
+	}
+}
+
+// TestRequestMetrics: each answer is counted under its route and HTTP
+// status, a path that is no route under "other".
+func TestRequestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{})
+	srv := serve(t, rl, httpapi.Settings{Metrics: reg})
+	postJSON(t, srv, httpapi.PathCheck, "", `{"key":"k","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":5,"period":"60s"}}`)
+	postJSON(t, srv, httpapi.PathCheck, "", `{"key":""}`)
+	postJSON(t, srv, "/v1/nope", "", `{}`)
+	got := map[string]float64{}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "floodgate_http_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var route, code string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "route":
+					route = l.GetValue()
+				case "code":
+					code = l.GetValue()
+				}
+			}
+			if v := m.GetCounter().GetValue(); v > 0 {
+				got[route+" "+code] = v
+			}
+		}
+	}
+	want := map[string]float64{"check 200": 1, "check 400": 1, "other 404": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("requests by route and code %v, want %v", got, want)
 	}
 }
