@@ -28,6 +28,18 @@ func TestEnvoyQuotaPassers(t *testing.T) {
 			{"s1 alone: OVER_LIMIT", dl{d("service", "s1", -1)}, 0, over, []refStatus{{over, 0, "", left}}},
 		})
 	})
+	t.Run("a shadow limit out of quota mode is no quota", func(t *testing.T) {
+		runSteps(t, server.Settings{}, []refStep{
+			{"fill s1", dl{d("service", "s1", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
+			{"s1 over beside a plain shadow limit: OVER_LIMIT", dl{d("trial", "t", -1), d("service", "s1", -1)}, 0, over, []refStatus{{ok, -1, "", -1}, {over, 0, "", left}}},
+		})
+	})
+	t.Run("one of a descriptor's quota limits over", func(t *testing.T) {
+		runSteps(t, server.Settings{}, []refStep{
+			{"both fit", dl{d("tiers", "x", -1)}, 0, ok, []refStatus{{ok, 0, "", -1}}},
+			{"the first over, the second fits: over its quota", dl{d("tiers", "x", -1)}, 0, over, []refStatus{{over, 0, "", -1}}},
+		})
+	})
 	t.Run("global, no rule", func(t *testing.T) {
 		runSteps(t, server.Settings{QuotaMode: true}, []refStep{
 			{"fill regular", dl{d("regular", "n", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
@@ -74,6 +86,28 @@ func TestEnvoyQuotaMarks(t *testing.T) {
 		}
 		if _, err := e.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: dl{d("service", "s2", -1)}}); err != nil {
 			t.Fatalf("without marks: %v", err)
+		}
+	}
+}
+
+// TestEnvoyQuotaRoundTrips: only a request with an enforced quota-mode
+// limit pays quota mode's look before the charge; a shadow quota-mode
+// limit is decided on its own, as any shadow limit.
+func TestEnvoyQuotaRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		what  string
+		descs dl
+		calls int64
+	}{
+		{"a regular limit", dl{d("regular", "rt", -1)}, 1},
+		{"a regular limit and a shadow quota", dl{d("regular", "rt2", -1), d("ghost", "rt2", -1)}, 2},
+		{"a regular limit and a quota", dl{d("regular", "rt3", -1), d("service", "s1", -1)}, 2},
+	} {
+		cc := &callCounter{Store: memstore.New(memstore.Config{})}
+		h := startEnvoy(t, referenceRules, cc, server.Settings{})
+		h.call(t, tc.descs...)
+		if got := cc.calls.Load(); got != tc.calls {
+			t.Errorf("%s: %d store calls, want %d", tc.what, got, tc.calls)
 		}
 	}
 }

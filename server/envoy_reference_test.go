@@ -56,6 +56,13 @@ descriptors:
     quota_mode: true
     shadow_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: tiers
+    rate_limits:
+      - {quota_mode: true, unit: minute, requests_per_unit: 1}
+      - {quota_mode: true, unit: minute, requests_per_unit: 5}
 `
 
 // refStatus is one expected descriptor status; remaining -1 skips it.
