@@ -306,3 +306,33 @@ func needsRedis(blocks []docblocks.Block) bool {
 	}
 	return false
 }
+
+// TestDocHarnessRefuses: the harness fails what a wrong doc block does, and
+// passes what a right one does: a serve that stops before serving, or
+// serves without its store answering; a failing command in the middle of a
+// block or of a pipe; a console command printing other than shown.
+func TestDocHarnessRefuses(t *testing.T) {
+	h := newDocHarness(t, false)
+	for _, tc := range []struct {
+		name, lang, body string
+		ok               bool
+	}{
+		{"serve with a bad flag", "sh", "floodgate serve --redis-uri redis://127.0.0.1:6379/0\n", false},
+		{"serve with a missing config", "sh", "floodgate serve --config no-such-rules\n", false},
+		{"serve whose Redis does not answer", "sh", "floodgate serve --redis-url 127.0.0.1:1 --redis-dial-timeout 100ms\n", false},
+		{"a failing command mid-block", "sh", "false\ntrue\n", false},
+		{"a failing command mid-pipe", "sh", "false | true\n", false},
+		{"a console command failing", "console", "$ false\n", false},
+		{"a console output not shown", "console", "$ echo allowed\ndenied\n", false},
+		{"serve on the doc's ports", "sh", "floodgate serve --config examples/rules --grpc-addr :8081 --http-addr=127.0.0.1:8080\n", true},
+		{"check on the default address", "sh", "floodgate check --key harness --limit 1/1m --algorithm token_bucket\n", true},
+		{"a console output shown", "console", "$ echo allowed in 1.5s\nallowed in 1.5s\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := h.runBlock(docblocks.Block{File: "harness", Line: 1, Lang: tc.lang, Body: tc.body})
+			if (err == nil) != tc.ok {
+				t.Fatalf("runBlock(%q) = %v, want ok=%v", tc.body, err, tc.ok)
+			}
+		})
+	}
+}
