@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,6 +314,11 @@ func needsRedis(blocks []docblocks.Block) bool {
 // block or of a pipe; a console command printing other than shown.
 func TestDocHarnessRefuses(t *testing.T) {
 	h := newDocHarness(t, false)
+	held, err := net.Listen("tcp", "127.0.0.1:0") // a port a block names that is not free
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
 	for _, tc := range []struct {
 		name, lang, body string
 		ok               bool
@@ -324,7 +330,7 @@ func TestDocHarnessRefuses(t *testing.T) {
 		{"a failing command mid-pipe", "sh", "false | true\n", false},
 		{"a console command failing", "console", "$ false\n", false},
 		{"a console output not shown", "console", "$ echo allowed\ndenied\n", false},
-		{"serve on the doc's ports", "sh", "floodgate serve --config examples/rules --grpc-addr :8081 --http-addr=127.0.0.1:8080\n", true},
+		{"serve on ports the doc names", "sh", "floodgate serve --config examples/rules --grpc-addr " + held.Addr().String() + " --http-addr=" + held.Addr().String() + "\n", true},
 		{"check on the default address", "sh", "floodgate check --key harness --limit 1/1m --algorithm token_bucket\n", true},
 		{"a console output shown", "console", "$ echo allowed in 1.5s\nallowed in 1.5s\n", true},
 	} {
