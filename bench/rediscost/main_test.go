@@ -59,3 +59,15 @@ func TestTotals(t *testing.T) {
 		t.Fatal("no error for a dump without a totals line")
 	}
 }
+
+// TestCronIn reads serverCron's inclusive count from callgrind_annotate's
+// output, and 0 when the cron did not run.
+func TestCronIn(t *testing.T) {
+	out := "--------\n42,778,577 ( 0.00%)  ???:aeMain [/usr/bin/redis-server]\n 1,158,784 ( 0.00%)  ???:serverCron [/usr/bin/redis-server]\n    75,058 ( 0.00%)  ???:beforeSleep [/usr/bin/redis-server]\n"
+	if got := cronIn(out); got != 1_158_784 {
+		t.Fatalf("cronIn = %d, want 1158784", got)
+	}
+	if got := cronIn("42 ( 0.00%)  ???:aeMain [x]\n"); got != 0 {
+		t.Fatalf("no cron: cronIn = %d, want 0", got)
+	}
+}
