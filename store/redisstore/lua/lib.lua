@@ -47,18 +47,15 @@ local function quo(a, b)
 end
 
 -- window_of is the start of the window of w ms that holds now (quo(now,
--- w) * w; now >= 0) and a's remainder modulo w (0: a is a window start),
--- quo's steps written out.
+-- w) * w; now >= 0, quo's steps written out) and a % w, which is 0
+-- exactly when a is a window start (Lua's % answers the remainder or
+-- the remainder - w, never 0 for a remainder that is not).
 local function window_of(now, a, w)
   local r = now % w
   if r < 0 then
     r = r + w
   end
-  local ra = a % w
-  if ra < 0 then
-    ra = ra + w
-  end
-  return now - r, ra
+  return now - r, a % w
 end
 
 -- ARGV. ARGV[1] starts with the call's header, HDR_LEN bytes:
