@@ -194,4 +194,12 @@ func TestMergeDomainsQuotaFromLaterFile(t *testing.T) {
 	if a := c.QuotaUnmatched("d"); a != QuotaDenyAll {
 		t.Errorf("unmatched bucket gets %v, want deny_all from b.yaml", a)
 	}
+	// And from the first file, a later one having none.
+	dir = writeFolder(t, map[string]string{"a.yaml": mdK1 + "quota_unmatched: deny_all\n", "b.yaml": mdK2})
+	if c, err = LoadOptions(dir, Options{MergeDomains: true}); err != nil {
+		t.Fatal(err)
+	}
+	if a := c.QuotaUnmatched("d"); a != QuotaDenyAll {
+		t.Errorf("unmatched bucket gets %v, want deny_all from a.yaml", a)
+	}
 }

@@ -78,6 +78,16 @@ func TestRouting(t *testing.T) {
 	if got := left(t, main, "k", perMin); got != 1 {
 		t.Errorf("denied by the per-second store, the main store has %d left, want 1", got)
 	}
+	// Shorter and longer periods than a second stay on the main store.
+	for _, p := range []time.Duration{500 * time.Millisecond, 2 * time.Second} {
+		l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 2, Period: p}
+		if err := s.Decide(context.Background(), testkit.T0, []store.Request{{Key: "p", Scope: p.String(), Limit: l, Cost: 1}}, make([]algorithms.Decision, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if left(t, main, "p", l) != 1 || left(t, sec, "p", l) != 2 {
+			t.Errorf("a limit of %v was not counted on the main store", p)
+		}
+	}
 	// One side only: that store alone.
 	out := make([]algorithms.Decision, 1)
 	if err := s.Decide(context.Background(), testkit.T0, []store.Request{{Key: "only", Scope: "1s", Limit: perSec, Cost: 1}}, out); err != nil || !out[0].Allowed {
@@ -190,8 +200,11 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s: Ping says both are up", tc.name)
 		}
 	}
-	if err := s.Decide(context.Background(), testkit.T0, []store.Request{{Key: "k", Limit: perSec, Cost: 1}}, nil); !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("mismatched out: %v", err)
+	both := []store.Request{{Key: "k", Limit: perSec, Cost: 1}, {Key: "k", Limit: perMin, Cost: 1}}
+	for _, n := range []int{0, 1, 3} {
+		if err := s.Decide(context.Background(), testkit.T0, both, make([]algorithms.Decision, n)); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%d decisions for 2 requests: %v", n, err)
+		}
 	}
 }
 
@@ -228,5 +241,59 @@ func TestSettleAndReset(t *testing.T) {
 	}
 	if _, err := splitstore.New(failing{}, failing{}).Settle(context.Background(), testkit.T0, store.Settlement{Key: "k", Limit: perMin, Actual: 1, IdempotencyKey: "c"}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("settle on a store that cannot: %v", err)
+	}
+}
+
+// refundFails is a store whose refunds fail.
+type refundFails struct{ store.Store }
+
+func (r refundFails) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
+	if len(reqs) > 0 && reqs[0].Cost < 0 {
+		return errDown
+	}
+	return r.Store.Decide(ctx, now, reqs, out)
+}
+
+// TestGiveBackDetails: the give-back refunds only what was charged (a
+// per-second dry run in the call is not refunded), and a give-back that
+// fails leaves the charge but still answers the call's decisions.
+func TestGiveBackDetails(t *testing.T) {
+	sec := memstore.New(memstore.Config{})
+	main := &racer{Store: memstore.New(memstore.Config{}), take: store.Request{Key: "k", Scope: "1m0s", Limit: perMin, Cost: 2}}
+	s := splitstore.New(main, sec)
+	defer s.Close()
+	// The peeked key has one counted.
+	if err := sec.Decide(context.Background(), testkit.T0, []store.Request{{Key: "peeked", Scope: "1s", Limit: perSec, Cost: 1}}, make([]algorithms.Decision, 1)); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]algorithms.Decision, 3)
+	reqs := []store.Request{
+		{Key: "k", Scope: "1s", Limit: perSec, Cost: 1},
+		{Key: "peeked", Scope: "1s", Limit: perSec, Cost: 1, DryRun: true},
+		{Key: "k", Scope: "1m0s", Limit: perMin, Cost: 1},
+	}
+	if err := s.Decide(context.Background(), testkit.T0, reqs, out); err != nil || out[2].Allowed {
+		t.Fatalf("raced call: %v %+v", err, out)
+	}
+	if got := left(t, sec, "peeked", perSec); got != 1 {
+		t.Errorf("the dry run's key has %d left after the give-back, want 1 (nothing to give back)", got)
+	}
+	if got := left(t, sec, "k", perSec); got != 2 {
+		t.Errorf("the charged key has %d left after the give-back, want 2", got)
+	}
+
+	sec2 := memstore.New(memstore.Config{})
+	main2 := &racer{Store: memstore.New(memstore.Config{}), take: store.Request{Key: "k", Scope: "1m0s", Limit: perMin, Cost: 2}}
+	s2 := splitstore.New(main2, refundFails{sec2})
+	defer s2.Close()
+	out = make([]algorithms.Decision, 2)
+	if err := s2.Decide(context.Background(), testkit.T0, []store.Request{reqs[0], reqs[2]}, out); err != nil {
+		t.Fatalf("a failed give-back made the denied call an error: %v", err)
+	}
+	if out[1].Allowed {
+		t.Errorf("raced call allowed: %+v", out)
+	}
+	if got := left(t, sec2, "k", perSec); got != 1 {
+		t.Errorf("after a failed give-back the per-second key has %d left, want 1 (the charge stays)", got)
 	}
 }
