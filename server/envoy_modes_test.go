@@ -93,3 +93,20 @@ func TestEnvoyZeroHitCheckHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvoyDeniedRequestRefund: a refund (is_negative_hits) in a denied
+// request is not applied, with denied hits counted too: the request is
+// all or nothing, and only its positive hits are counted as debt.
+func TestEnvoyDeniedRequestRefund(t *testing.T) {
+	refund := func(n int) *ratelimitv3.RateLimitDescriptor {
+		desc := d("tokens", "t", n)
+		desc.IsNegativeHits = true
+		return desc
+	}
+	runSteps(t, server.Settings{CountDeniedHits: true}, []refStep{
+		{"spend 5 of 10 tokens", dl{d("tokens", "t", 5)}, 0, ok, []refStatus{{ok, 5, "", -1}}},
+		{"spend regular", dl{d("regular", "r", -1)}, 0, ok, []refStatus{{ok, 0, "", -1}}},
+		{"denied by regular, with a refund of 3", dl{d("regular", "r", -1), refund(3)}, 0, over, []refStatus{{over, 0, "", -1}, {ok, -1, "", -1}}},
+		{"tokens: the refund was not applied", dl{d("tokens", "t", 0)}, 0, ok, []refStatus{{ok, 5, "", -1}}},
+	})
+}
