@@ -110,3 +110,20 @@ func TestEnvoyDeniedRequestRefund(t *testing.T) {
 		{"tokens: the refund was not applied", dl{d("tokens", "t", 0)}, 0, ok, []refStatus{{ok, 5, "", -1}}},
 	})
 }
+
+// TestEnvoyOverrideQuotaAndShadow: with the server's quota mode a limit
+// override is a quota like every limit (over beside a fitting quota: OK),
+// and under the server's shadow mode an unlimited descriptor shows no
+// numbers either (shadow limits never shape them).
+func TestEnvoyOverrideQuotaAndShadow(t *testing.T) {
+	o := func() *ratelimitv3.RateLimitDescriptor {
+		return withOverride(d("nothing", "q", -1), 1, typev3.RateLimitUnit_MINUTE)
+	}
+	runSteps(t, server.Settings{QuotaMode: true}, []refStep{
+		{"override fits", dl{o()}, 0, ok, []refStatus{{ok, 0, "", left}}},
+		{"override over beside a fitting quota: OK", dl{o(), d("regular", "q", -1)}, 0, ok, []refStatus{{over, 0, "", left}, {ok, 0, "", left}}},
+	})
+	runSteps(t, server.Settings{ShadowMode: true}, []refStep{
+		{"unlimited under global shadow", dl{d("free", "x", -1)}, 0, ok, []refStatus{{ok, 0, "", 0}}},
+	})
+}
