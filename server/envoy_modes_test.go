@@ -127,3 +127,43 @@ func TestEnvoyOverrideQuotaAndShadow(t *testing.T) {
 		{"unlimited under global shadow", dl{d("free", "x", -1)}, 0, ok, []refStatus{{ok, 0, "", 0}}},
 	})
 }
+
+// TestEnvoyShareOverrideCalendar: a calendar day is no fixed window of a
+// day: an override of unit day does not share its count.
+func TestEnvoyShareOverrideCalendar(t *testing.T) {
+	const yaml = "domain: edge\ndescriptors:\n  - key: cal\n    rate_limit: {algorithm: fixed_window, period: calendar_day, requests_per_unit: 2}\n"
+	h := startEnvoy(t, yaml, nil, server.Settings{ShareOverrideCounters: true})
+	if r := h.call(t, d("cal", "x", -1)); r.Statuses[0].LimitRemaining != 1 {
+		t.Fatalf("calendar rule: remaining %d, want 1", r.Statuses[0].LimitRemaining)
+	}
+	r := h.call(t, withOverride(d("cal", "x", -1), 5, typev3.RateLimitUnit_DAY))
+	if codesOf(r) != "OK:OK" || r.Statuses[0].LimitRemaining != 4 {
+		t.Fatalf("override of a day beside a calendar day: %s remaining %d, want OK 4", codesOf(r), r.Statuses[0].LimitRemaining)
+	}
+}
+
+// TestEnvoyShareOverrideChargeAfter: an override on a charge-after
+// descriptor does not share the counter its charge goes to: the request
+// path's count is not spent by it.
+func TestEnvoyShareOverrideChargeAfter(t *testing.T) {
+	const yaml = `domain: edge
+descriptors:
+  - key: job
+    rate_limit: {unit: minute, requests_per_unit: 5}
+    descriptors:
+      - key: usage
+        value: actual
+        charge: after
+`
+	h := startEnvoy(t, yaml, nil, server.Settings{ShareOverrideCounters: true})
+	if r := h.call(t, d("job", "a", -1)); r.Statuses[0].LimitRemaining != 4 {
+		t.Fatalf("request path: remaining %d, want 4", r.Statuses[0].LimitRemaining)
+	}
+	done := withOverride(testkit.Descriptor("job", "a", "usage", "actual"), 10, typev3.RateLimitUnit_MINUTE)
+	if r := h.call(t, done); codesOf(r) != "OK:OK" {
+		t.Fatalf("override on the charge-after descriptor: %s", codesOf(r))
+	}
+	if r := h.call(t, d("job", "a", -1)); r.Statuses[0].LimitRemaining != 3 {
+		t.Errorf("request path after the override: remaining %d, want 3 (the override counted apart)", r.Statuses[0].LimitRemaining)
+	}
+}
