@@ -26,21 +26,12 @@ func refStore(r *envReader, c *refConfig, flag func(name, value string)) {
 		r.errs = append(r.errs, fmt.Sprintf("$BACKEND_TYPE=%q: only redis is supported (or memory, the embedded store)", bt))
 		return
 	}
-	u, mode, master, err := refRedisURL(
-		r.str("REDIS_SOCKET_TYPE", "unix"), r.str("REDIS_TYPE", "SINGLE"),
-		r.str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock"), r.str("REDIS_AUTH", ""), r.boolean("REDIS_TLS", false))
-	if err != nil {
-		r.errs = append(r.errs, err.Error())
+	if !refRedis(r, flag, refRedisTarget{env: "REDIS", flag: "redis", socket: "/var/run/nutcracker/ratelimit.sock"}) {
 		return
 	}
-	flag("redis-url", u)
-	flag("redis-mode", mode)
-	if master != "" {
-		flag("redis-sentinel-master", master)
-	}
-	flag("redis-pool-size", strconv.Itoa(r.integer("REDIS_POOL_SIZE", 10)))
 	if r.boolean("REDIS_PERSECOND", false) {
-		refPerSecond(r, flag)
+		// The per-second limits' own Redis, read with the reference's defaults.
+		refRedis(r, flag, refRedisTarget{env: "REDIS_PERSECOND", flag: "redis-persecond", socket: "/var/run/nutcracker/ratelimitpersecond.sock"})
 	}
 	for _, m := range []struct{ env, flag string }{
 		{"REDIS_TLS_CACERT", "redis-tls-ca"},
@@ -73,22 +64,31 @@ func refStore(r *envReader, c *refConfig, flag func(name, value string)) {
 	}
 }
 
-// refPerSecond maps REDIS_PERSECOND_* (with REDIS_PERSECOND=true): the
-// per-second limits' own Redis, read with the reference's defaults.
-func refPerSecond(r *envReader, flag func(name, value string)) {
+// refRedisTarget is one Redis of the reference's environment: the prefix
+// of its variables (REDIS, or REDIS_PERSECOND for the per-second limits'
+// Redis), the prefix of floodgate's flags for it, and the reference's
+// default socket.
+type refRedisTarget struct{ env, flag, socket string }
+
+// refRedis maps t's SOCKET_TYPE, TYPE, URL, AUTH, TLS and POOL_SIZE to
+// floodgate's flags, with the reference's defaults. It reports false when
+// the settings are refused (the reason is in r.errs).
+func refRedis(r *envReader, flag func(name, value string), t refRedisTarget) bool {
+	env := func(name string) string { return t.env + "_" + name }
 	u, mode, master, err := refRedisURL(
-		r.str("REDIS_PERSECOND_SOCKET_TYPE", "unix"), r.str("REDIS_PERSECOND_TYPE", "SINGLE"),
-		r.str("REDIS_PERSECOND_URL", "/var/run/nutcracker/ratelimitpersecond.sock"), r.str("REDIS_PERSECOND_AUTH", ""), r.boolean("REDIS_PERSECOND_TLS", false))
+		r.str(env("SOCKET_TYPE"), "unix"), r.str(env("TYPE"), "SINGLE"),
+		r.str(env("URL"), t.socket), r.str(env("AUTH"), ""), r.boolean(env("TLS"), false))
 	if err != nil {
-		r.errs = append(r.errs, strings.ReplaceAll(err.Error(), "$REDIS_", "$REDIS_PERSECOND_"))
-		return
+		r.errs = append(r.errs, strings.ReplaceAll(err.Error(), "$REDIS_", "$"+t.env+"_"))
+		return false
 	}
-	flag("redis-persecond-url", u)
-	flag("redis-persecond-mode", mode)
+	flag(t.flag+"-url", u)
+	flag(t.flag+"-mode", mode)
 	if master != "" {
-		flag("redis-persecond-sentinel-master", master)
+		flag(t.flag+"-sentinel-master", master)
 	}
-	flag("redis-persecond-pool-size", strconv.Itoa(r.integer("REDIS_PERSECOND_POOL_SIZE", 10)))
+	flag(t.flag+"-pool-size", strconv.Itoa(r.integer(env("POOL_SIZE"), 10)))
+	return true
 }
 
 // refRedisURL is floodgate's --redis-url, --redis-mode and
