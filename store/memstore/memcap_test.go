@@ -79,8 +79,10 @@ func TestEntryBytes(t *testing.T) {
 		{algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 100, Period: time.Minute}, 20_000, false},
 		{fullLog, 32, true},
 	} {
-		before := heapAlloc()
+		// The store's own fixed structures (its shard, the shard's empty
+		// maps) are not entries: measure from after New.
 		s := New(Config{MaxBytes: 1 << 40, Shards: 1, SweepInterval: -1})
+		before := heapAlloc()
 		for k := range tc.keys {
 			key := fmt.Sprintf("user:%08d", k)
 			if tc.fill {
@@ -94,8 +96,11 @@ func TestEntryBytes(t *testing.T) {
 		runtime.KeepAlive(s)
 		s.Close()
 		t.Logf("%s, %d keys: heap %.1f bytes a key, accounted %.1f", tc.l.Algorithm, tc.keys, float64(heap)/float64(tc.keys), float64(acct)/float64(tc.keys))
-		// 4 KiB of slack for what the runtime itself allocates meanwhile.
-		if heap > acct+4<<10 || acct > 2*heap {
+		// 16 KiB of slack for what the runtime itself allocates meanwhile
+		// (a -race run on a loaded machine once showed 6 KB more heap than
+		// the same run usually does): under 0.6% of the 32 full logs, a
+		// third of a byte a key for the 50,000 counters.
+		if heap > acct+16<<10 || acct > 2*heap {
 			t.Errorf("%s: heap %d bytes, accounted %d: want heap <= accounted <= 2 × heap", tc.l.Algorithm, heap, acct)
 		}
 	}
