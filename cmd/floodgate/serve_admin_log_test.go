@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"flag"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -24,18 +21,7 @@ func TestAdminLogsHTTPAtDebug(t *testing.T) {
 		want  bool
 	}{{slog.LevelDebug, true}, {slog.LevelInfo, false}} {
 		t.Run(tc.level.String(), func(t *testing.T) {
-			var f serveFlags
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			f.register(fs)
-			if err := parseFlags(fs, []string{"--http-addr", "127.0.0.1:0"}, func(string) string { return "" }); err != nil {
-				t.Fatal(err)
-			}
-			st, _, err := buildStore(context.Background(), f, slog.Default(), nil, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			f, st := adminTestStore(t)
 			var out bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: tc.level}))
 			reg, metrics := newMetrics()

@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store"
 )
 
 // TestAdminDebugConfigWiring: serve's admin server has /debug/config on
@@ -44,18 +45,7 @@ func TestAdminDebugConfigWiring(t *testing.T) {
 		{"no tokens", nil, map[string]int{"": 200}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var f serveFlags
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			f.register(fs)
-			if err := parseFlags(fs, []string{"--http-addr", "127.0.0.1:0"}, func(string) string { return "" }); err != nil {
-				t.Fatal(err)
-			}
-			st, _, err := buildStore(context.Background(), f, slog.Default(), nil, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			f, st := adminTestStore(t)
 			reg, metrics := newMetrics()
 			var draining atomic.Bool
 			admin, err := buildAdmin(f, st, server.Settings{Rules: policies{cfg}}, tc.tokens, nil, reg, metrics, &draining)
@@ -93,4 +83,24 @@ func debugContainsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// adminTestStore parses serve's flags with only an HTTP address on a free
+// loopback port and builds their store (the embedded one), closed when t
+// ends.
+func adminTestStore(t *testing.T) (serveFlags, store.Store) {
+	t.Helper()
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.register(fs)
+	if err := parseFlags(fs, []string{"--http-addr", "127.0.0.1:0"}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := buildStore(context.Background(), f, slog.Default(), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return f, st
 }
