@@ -14,6 +14,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 
+	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/server"
 )
 
@@ -70,22 +71,12 @@ func (h *refHeaderNames) headers(statuses []*rlsv3.RateLimitResponse_DescriptorS
 	}
 }
 
-// refUnitSeconds is a unit's length as the reference counts it (a month
-// is 30 days, a year 365); an unknown unit counts as a second.
+// refUnitSeconds is a unit's length in seconds as the reference counts
+// it (a month is 30 days, a year 365: rules.UnitPeriod's table); an
+// unknown unit counts as a second.
 func refUnitSeconds(u rlsv3.RateLimitResponse_RateLimit_Unit) int64 {
-	switch u {
-	case rlsv3.RateLimitResponse_RateLimit_MINUTE:
-		return 60
-	case rlsv3.RateLimitResponse_RateLimit_HOUR:
-		return 3600
-	case rlsv3.RateLimitResponse_RateLimit_DAY:
-		return 86400
-	case rlsv3.RateLimitResponse_RateLimit_WEEK:
-		return 7 * 86400
-	case rlsv3.RateLimitResponse_RateLimit_MONTH:
-		return 30 * 86400
-	case rlsv3.RateLimitResponse_RateLimit_YEAR:
-		return 365 * 86400
+	if p, ok := rules.UnitPeriod(u.String()); ok {
+		return int64(p / time.Second)
 	}
 	return 1
 }
