@@ -126,7 +126,8 @@ type luaPath int
 const (
 	// pathStore is the store's: the direct path when every group is one
 	// request of a counter algorithm and the call writes (markDirect),
-	// else the general one.
+	// the log's (decide_log) when every group is one sliding window log
+	// request, else the general one.
 	pathStore luaPath = iota
 	// pathGeneral is the general path, whatever the call holds (as for
 	// a call that also holds a sliding window log, or groups of several
@@ -146,12 +147,17 @@ func scriptArgs(h header, path luaPath, reqs []luaReq) ([]string, []any) {
 	keys := make([]string, len(reqs))
 	hdr := appendHeader(nil, h)
 	if path == pathStore && !h.probe {
-		direct := true
+		direct, logs := true, true
 		for i, r := range reqs {
-			direct = direct && (i == 0 || r.group) && r.l.Algorithm != algorithms.SlidingWindowLog
+			one := i == 0 || r.group
+			direct = direct && one && r.l.Algorithm != algorithms.SlidingWindowLog
+			logs = logs && one && r.l.Algorithm == algorithms.SlidingWindowLog
 		}
 		if direct {
 			hdr[hdrLen-1] = hdrDirect
+		}
+		if logs {
+			hdr[hdrLen-1] = hdrLog
 		}
 	}
 	buf := hdr
@@ -361,11 +367,11 @@ func randStep(rng *rand.Rand, w int64) int64 {
 // model holds state for it, and the state in Redis must be the model's,
 // field by field (the log's ring slot for slot).
 //
-// Each algorithm runs through the path the store takes (the direct one
-// for calls whose groups are one counter request each, else the general
-// one); the counters run through the general path alone too ("general/":
-// the store sends them there when a call also holds a log or a group of
-// several requests), and "mixed" gives each key its own algorithm, so
+// Each algorithm runs through the path the store takes (a direct one
+// for calls whose groups are one counter request each, or one log request
+// each, else the general one) and through the general path alone too
+// ("general/": the store sends them there when a call mixes them or holds
+// a group of several requests), and "mixed" gives each key its own algorithm, so
 // that one trace's calls take either path and groups mix algorithms.
 func TestLuaMatchesGo(t *testing.T) {
 	srv := redistest.StartServer(t)
@@ -382,9 +388,7 @@ func TestLuaMatchesGo(t *testing.T) {
 		traces = append(traces, trace{alg.String(), false, [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
 	}
 	for _, alg := range algorithms.Algorithms {
-		if alg != algorithms.SlidingWindowLog {
-			traces = append(traces, trace{"general/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
-		}
+		traces = append(traces, trace{"general/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
 	}
 	tb, sw, swl, fw, lb := algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.SlidingWindowLog, algorithms.FixedWindow, algorithms.LeakyBucket
 	traces = append(traces, trace{"mixed", false, [4]algorithms.Algorithm{tb, sw, swl, fw}, false})
@@ -738,7 +742,7 @@ func TestLuaErrors(t *testing.T) {
 		{"no ARGV", []string{"e:a"}, nil, "bad header"},
 		{"short header", []string{"e:a"}, []any{hdr[:10]}, "bad header"},
 		{"bad form", []string{"e:a"}, []any{join([]byte("x"), hdr[1:], req(l, 1, nil))}, "bad header"},
-		{"bad write flag", []string{"e:a"}, []any{join(hdr[:17], []byte{3}, req(l, 1, nil))}, "bad header"},
+		{"bad write flag", []string{"e:a"}, []any{join(hdr[:17], []byte{hdrLog + 1}, req(l, 1, nil))}, "bad header"},
 		{"negative keep", []string{"e:a"}, []any{join(hdr[:9], bytes.Repeat([]byte{0xff}, 8), hdr[17:], req(l, 1, nil))}, "bad header"},
 		{"short request", []string{"e:a"}, []any{join(hdr, req(l, 1, nil)[:20])}, "bytes per request"},
 		{"empty group", []string{"e:a"}, []any{join(hdr, req(l, 1, nil)), ""}, "bytes per request"},

@@ -11,10 +11,11 @@ import (
 )
 
 // TestMergeMarksDirect: a call of one counter request that writes is
-// marked for the script's direct path (the header's write byte), and a
-// merged script call keeps the mark only when every call in it has it:
-// a call of two requests, a sliding window log or a probe takes the
-// general path, and merged probes stay probes.
+// marked for the script's direct path (the header's write byte), one of
+// a sliding window log request for the log's, and a merged script call
+// keeps the mark only when every call in it has the same: a call of two
+// requests, a mix or a probe takes the general path, and merged probes
+// stay probes.
 func TestMergeMarksDirect(t *testing.T) {
 	s, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Config{BatchMaxSize: 1})
 	if err != nil {
@@ -26,6 +27,7 @@ func TestMergeMarksDirect(t *testing.T) {
 	one := []store.Request{{Key: "a", Limit: tb, Cost: 1}}
 	two := []store.Request{{Key: "a", Limit: tb, Cost: 1}, {Key: "a", Limit: tb, Cost: 1, Scope: "s"}}
 	logged := []store.Request{{Key: "a", Limit: log, Cost: 1}}
+	twoLogs := []store.Request{{Key: "a", Limit: log, Cost: 1}, {Key: "b", Limit: log, Cost: 1}}
 	write := header{nowMs: -1}
 	probe := header{nowMs: -1, probe: true}
 	mk := func(reqs []store.Request, h header) *call { return s.plan(reqs, h, charge)[0] }
@@ -36,7 +38,13 @@ func TestMergeMarksDirect(t *testing.T) {
 	}{
 		{"one request", []*call{mk(one, write)}, hdrDirect},
 		{"two requests", []*call{mk(two, write)}, hdrWrite},
-		{"a log", []*call{mk(logged, write)}, hdrWrite},
+		{"a log", []*call{mk(logged, write)}, hdrLog},
+		{"two logs", []*call{mk(twoLogs, write)}, hdrWrite},
+		{"a log probe", []*call{mk(logged, probe)}, hdrProbe},
+		{"merged logs", []*call{mk(logged, write), mk(logged, write), mk(logged, write)}, hdrLog},
+		{"merged, a log then a counter", []*call{mk(logged, write), mk(one, write)}, hdrWrite},
+		{"merged, logs then two logs", []*call{mk(logged, write), mk(logged, write), mk(twoLogs, write)}, hdrWrite},
+		{"merged, a log, a counter, a log", []*call{mk(logged, write), mk(one, write), mk(logged, write)}, hdrWrite},
 		{"a probe", []*call{mk(one, probe)}, hdrProbe},
 		{"merged, all direct", []*call{mk(one, write), mk(one, write), mk(one, write)}, hdrDirect},
 		{"merged, the second of two requests", []*call{mk(one, write), mk(two, write)}, hdrWrite},

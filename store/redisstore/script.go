@@ -140,13 +140,19 @@ const (
 	hdrProbe  = 0 // decide, write nothing
 	hdrWrite  = 1 // decide and write
 	hdrDirect = 2 // hdrWrite, and every group is one request of a counter algorithm (lua/decide.lua's direct path)
+	hdrLog    = 3 // hdrWrite, and every group is one sliding window log request (lua/decide.lua's decide_log)
 )
 
 // markDirect sets c's header to hdrDirect when c writes and holds one
-// request (of reqs, the Decide call's), of a counter algorithm (not the
-// sliding window log).
+// request (of reqs, the Decide call's) of a counter algorithm, to hdrLog
+// when that request is a sliding window log's.
 func markDirect(c *call, reqs []store.Request) {
-	if len(c.idx) == 1 && reqs[c.idx[0]].Limit.Algorithm != algorithms.SlidingWindowLog && c.buf[hdrLen-1] == hdrWrite {
+	if len(c.idx) != 1 || c.buf[hdrLen-1] != hdrWrite {
+		return
+	}
+	if reqs[c.idx[0]].Limit.Algorithm == algorithms.SlidingWindowLog {
+		c.buf[hdrLen-1] = hdrLog
+	} else {
 		c.buf[hdrLen-1] = hdrDirect
 	}
 }

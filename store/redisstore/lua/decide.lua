@@ -26,8 +26,10 @@
 -- algorithm (no sliding window log), and the call writes (a lone Decide
 -- of one request, or the batcher's merge of such calls); each request is decided and written in turn, so a key
 -- repeated in a later group sees the earlier one's write, as separate
--- calls would, and no table is made but the reply's. The general one
--- keeps a working state per key in tables and writes at the end.
+-- calls would, and no table is made but the reply's. The log's direct
+-- path (decide_log, write byte 3) does the same for calls whose every
+-- group is one sliding window log request. The general one keeps a
+-- working state per key in tables and writes at the end.
 --
 -- The requests come from the store's own Go code, which validated every
 -- limit (algorithms.Limit.Validate), built the bytes and marked the
@@ -186,10 +188,56 @@ local function decide_general(KEYS, ARGV, now, keep, write)
   return table.concat(reply)
 end
 
+-- decide_log is the log's direct path (decide's header already read:
+-- now, keep), for the call the header's write byte 3 marks: every group
+-- one sliding window log request, and the call writes. Like the direct
+-- path of the counters, it decides and writes each request in turn and
+-- trusts the requests; log_decide_whole takes the common one without a
+-- table, and what it leaves (a ring larger than log_load reads whole, a
+-- debt, a look or a refund, a cost above the limit) takes the general
+-- path's steps: decide_state, then log_write.
+local function decide_log(KEYS, ARGV, now, keep)
+  local n = #KEYS
+  local reply
+  if n > 1 then
+    reply = {}
+  end
+  for g = 1, n do
+    local pos = 1
+    if g == 1 then
+      pos = HDR_LEN + 1
+    end
+    local h, requests, period_ms, _, cost = struct.unpack('<Bi8i8i8i8', ARGV[g], pos)
+    local flags = (h - h % 8) / 8
+    local key = KEYS[g]
+    local str = redis.call('GETRANGE', key, '0', LOG_WHOLE_LAST)
+    local r
+    if cost > 0 and cost <= requests and flags % 4 < 2 then -- no debt (flag bit 1)
+      r = log_decide_whole(key, str, requests, period_ms, cost, flags % 2 == 1, now, keep)
+    end
+    if r == nil then
+      local s = log_parse(key, str)
+      if s == nil then
+        return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
+      end
+      local s2, allowed, cap, remaining, retry, reset, ttl, wait = decide_state(ALG_SLIDING_WINDOW_LOG, requests, period_ms, 0, s, now, cost, flags)
+      if flags % 2 == 0 and allowed == 1 and cost ~= 0 then
+        log_put(key, s2, ttl, keep)
+      end
+      r = struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
+    end
+    if n == 1 then
+      return r
+    end
+    reply[g] = r
+  end
+  return table.concat(reply)
+end
+
 local function decide(KEYS, ARGV)
   local n = #KEYS
   local now, keep, write = read_header(ARGV[1] or '')
-  if now == nil or keep < 0 or write < 0 or write > 2 then
+  if now == nil or keep < 0 or write < 0 or write > 3 then
     return redis.error_reply('ERR floodgate: bad header')
   end
   if now < 0 then
@@ -199,6 +247,7 @@ local function decide(KEYS, ARGV)
     local us = t[2]
     now = t[1] * 1000 + (us - us % 1000) / 1000
   end
+  if write == 3 then return decide_log(KEYS, ARGV, now, keep) end
   if write ~= 2 then
     return decide_general(KEYS, ARGV, now, keep, write)
   end

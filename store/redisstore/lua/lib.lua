@@ -64,7 +64,8 @@ end
 --   then now_ms (Unix ms; negative means Redis' TIME), keep_ms (added to
 --   every TTL written, >= 0) and write (0 probes: decides, never writes;
 --   1 writes; 2 writes, and every group is one counter request:
---   decide.lua's direct path).
+--   decide.lua's direct path; 3 writes, and every group is one sliding
+--   window log request: decide.lua's decide_log).
 --
 -- Then come the requests, REQ_LEN bytes each:
 --

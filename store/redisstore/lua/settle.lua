@@ -79,11 +79,7 @@ local function settle(KEYS, ARGV)
     local _, d1 = sliding_window_log(requests, period_ms, s2, now, 1)
     retry = d1.retry
     if cost ~= 0 then
-      if ttl <= 0 then
-        redis.call('DEL', key)
-      else
-        log_write(key, s2, ttl + keep)
-      end
+      log_put(key, s2, ttl, keep)
     end
   else
     local a, b, c = load_counter(key, alg)

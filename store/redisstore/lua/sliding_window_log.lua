@@ -189,8 +189,13 @@ end
 -- (two redis.call a decision instead of four to six); a larger ring is
 -- read and written by the slot, as it was.
 local LOG_WHOLE = 64
-local function log_load(key)
-  local h = redis.call('GETRANGE', key, 0, LOG_HDR + LOG_WHOLE * LOG_SLOT - 1)
+-- LOG_WHOLE_LAST is the last byte log_load reads, as a string made once
+-- per library load: a number handed to redis.call is formatted on every
+-- call.
+local LOG_WHOLE_LAST = (LOG_HDR + LOG_WHOLE * LOG_SLOT - 1) .. ''
+
+-- log_parse is log_load on h, the GETRANGE of key it made.
+local function log_parse(key, h)
   if h == '' then
     return log_empty()
   end
@@ -205,6 +210,10 @@ local function log_load(key)
     return {n = n, head = head, low = low, floor = floor + STATE_EPOCH_MS, runs = {}, base = string.sub(h, LOG_HDR + 1)}
   end
   return {key = key, n = n, head = head, low = low, floor = floor + STATE_EPOCH_MS, runs = {}, cache = {}}
+end
+
+local function log_load(key)
+  return log_parse(key, redis.call('GETRANGE', key, '0', LOG_WHOLE_LAST))
 end
 
 -- log_write writes s to key with a TTL of px ms.
@@ -224,6 +233,51 @@ local function log_write(key, s, px)
   redis.call('PEXPIRE', key, itoa(px))
 end
 
+-- log_put writes s to key with a TTL of ttl + keep ms, or deletes key
+-- when ttl is 0 (the state then equals no state).
+local function log_put(key, s, ttl, keep)
+  if ttl <= 0 then
+    redis.call('DEL', key)
+  else
+    log_write(key, s, ttl + keep)
+  end
+end
+
+-- log_first_live is the index of the first live slot (above cut) of a
+-- ring of n slots, n if none: slots ascend from the head, and the first
+-- lo are at or below the floor. It gallops from lo, then bisects;
+-- slot(x, y, n, i) reads the ring's i-th oldest slot (log_slot_of's
+-- and log_at's forms).
+local function log_first_live(slot, x, y, n, lo, cut)
+  local hi, step = n, 1
+  while lo < n do
+    local probe = lo + step - 1
+    if probe > n - 1 then
+      probe = n - 1
+    end
+    if slot(x, y, n, probe) > cut then
+      hi = probe
+      break
+    end
+    lo, step = probe + 1, step * 2
+  end
+  while lo < hi do
+    local mid = lo + hi
+    mid = (mid - mid % 2) / 2
+    if slot(x, y, n, mid) > cut then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  return lo
+end
+
+-- log_slot_of is log_slot in log_first_live's form.
+local function log_slot_of(s, _, _, i)
+  return log_slot(s, i)
+end
+
 local function sliding_window_log(requests, period_ms, s, now, cost)
   local w = period_ms
   local n = s.n
@@ -235,25 +289,7 @@ local function sliding_window_log(requests, period_ms, s, now, cost)
     end
   end
   cut = math.max(cut, at - w)
-  -- The first live slot: slots ascend from the head, and the first s.low
-  -- are at or below the floor. Gallop from there, then bisect.
-  local lo, hi, step = math.max(0, math.min(s.low, n)), n, 1
-  while lo < n do
-    local probe = math.min(lo + step - 1, n - 1)
-    if log_slot(s, probe) > cut then
-      hi = probe
-      break
-    end
-    lo, step = probe + 1, step * 2
-  end
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if log_slot(s, mid) > cut then
-      hi = mid
-    else
-      lo = mid + 1
-    end
-  end
+  local lo = log_first_live(log_slot_of, s, nil, n, math.max(0, math.min(s.low, n)), cut)
   local d = new_decision(requests)
   local live0 = n - lo
   local live = live0
@@ -303,4 +339,124 @@ local function sliding_window_log(requests, period_ms, s, now, cost)
   local s2 = log_with_run(s, head, k, LOG_EMPTY)
   s2.head, s2.floor, s2.low = head, cut, n - live
   return s2, d
+end
+
+-- LOG_EMPTY_SLOT is an empty slot packed: struct.pack('<i6',
+-- LOG_EMPTY_REL), written out (struct is no global at library load).
+local LOG_EMPTY_SLOT = '\0\0\0\0\0\128'
+
+-- log_at is the i-th oldest slot of the whole ring str (log_load's
+-- GETRANGE) of n slots from head, in log_first_live's form.
+local function log_at(str, head, n, i)
+  local p = head + i
+  if p >= n then
+    p = p - n
+  end
+  local rel = struct.unpack('<i6', str, LOG_HDR + p * LOG_SLOT + 1)
+  if rel == LOG_EMPTY_REL then
+    return LOG_EMPTY
+  end
+  return rel + STATE_EPOCH_MS
+end
+
+-- log_decide_whole is sliding_window_log and log_write for the common
+-- request, straight on the string and without a table: it decides a cost
+-- of 1..requests (no debt) on str, the GETRANGE of log_load, when str
+-- holds no state or a whole ring, writes the new ring to key with a TTL
+-- of its ttl + keep ms unless dry, and returns the reply (REPLY_FMT). It
+-- returns nil, and decides and writes nothing, when str is a larger ring
+-- or malformed: the caller then takes the general way (log_parse).
+--
+-- The steps and names are sliding_window_log's (s.n, s.head, s.low and
+-- s.floor are n, head, low and floor), and the string written is
+-- log_write's of the state sliding_window_log returns, byte for byte.
+local function log_decide_whole(key, str, requests, w, cost, dry, now, keep)
+  local n, head, low, floor = 0, 0, 0, 0
+  local at, cut, top = now, LOG_EMPTY, LOG_EMPTY
+  if str ~= '' then
+    local len = #str
+    if len < LOG_HDR then
+      return nil
+    end
+    local format
+    format, n, head, low, floor = struct.unpack('<BI4I4I4i6', str)
+    if format ~= 1 or n < 1 or head >= n or low > n or len ~= LOG_HDR + n * LOG_SLOT then
+      return nil
+    end
+    cut = floor + STATE_EPOCH_MS
+    top = log_at(str, head, n, n - 1)
+    if top > cut and top > at then
+      at = top -- the clock went back: decide at the newest unit
+    end
+  end
+  if at - w > cut then
+    cut = at - w
+  end
+  local lo = log_first_live(log_at, str, head, n, low, cut)
+  local live0 = n - lo
+  if live0 + cost > requests then
+    -- Denied: the need-th oldest live unit must leave. Nothing is written.
+    local retry = log_at(str, head, n, n - requests + cost - 1) + w - now
+    local reset, remaining = 0, requests - live0
+    if live0 > 0 then
+      reset = top + w - now
+    end
+    if remaining < 0 then -- a ring kept from a larger limit
+      remaining = 0
+    end
+    return struct.pack(REPLY_FMT, 0, requests, remaining, retry, reset, reset, 0)
+  end
+  local after = live0 + cost
+  local reset = at + w - now -- > 0: at >= now and w >= 1, so never a delete
+  if not dry then
+    local rel = at - STATE_EPOCH_MS
+    if rel <= LOG_EMPTY_REL or rel >= LOG_MAX_REL then
+      error('floodgate: time out of range for the sliding window log')
+    end
+    local v = struct.pack('<i6', rel)
+    if cost > 1 then
+      v = string.rep(v, cost)
+    end
+    local target = 2 * after
+    if target < LOG_MIN_SLOTS then
+      target = LOG_MIN_SLOTS
+    end
+    if target > requests then
+      target = requests
+    end
+    local body
+    if live0 == 0 or n - live0 < cost or n > 2 * target then
+      -- log_resize: the live units, oldest first, after the empty slots.
+      local kept = ''
+      if live0 > 0 then
+        local p = head + lo
+        if p >= n then
+          p = p - n
+        end
+        if p + live0 <= n then
+          kept = string.sub(str, LOG_HDR + p * LOG_SLOT + 1, LOG_HDR + (p + live0) * LOG_SLOT)
+        else
+          kept = string.sub(str, LOG_HDR + p * LOG_SLOT + 1) .. string.sub(str, LOG_HDR + 1, LOG_HDR + (p + live0 - n) * LOG_SLOT)
+        end
+      end
+      n, head, low, floor = target, 0, target - after, at - w
+      body = string.rep(LOG_EMPTY_SLOT, low) .. kept .. v
+    else
+      -- The cost oldest slots, from the head, are dead: they take at.
+      local first = n - head
+      if cost <= first then
+        body = string.sub(str, LOG_HDR + 1, LOG_HDR + head * LOG_SLOT) .. v .. string.sub(str, LOG_HDR + (head + cost) * LOG_SLOT + 1)
+      else
+        local wrap = (cost - first) * LOG_SLOT
+        body = string.sub(v, 1, wrap) .. string.sub(str, LOG_HDR + wrap + 1, LOG_HDR + head * LOG_SLOT) .. string.sub(v, wrap + 1)
+      end
+      head = head + cost
+      if head >= n then
+        head = head - n
+      end
+      low, floor = n - after, cut
+    end
+    redis.call('SET', key, struct.pack('<BI4I4I4i6', 1, n, head, low, floor - STATE_EPOCH_MS) .. body, 'PX', itoa(reset + keep))
+  end
+  return struct.pack(REPLY_FMT, 1, requests, requests - after, 0, reset, reset, 0)
 end
