@@ -79,32 +79,27 @@ type failedBatch struct {
 // when an open or closed answer denies, the local ones are looked at, not
 // charged. When the local share cannot decide either, they answer closed.
 func (d *decider) decideFailed(ctx context.Context, b failedBatch) {
-	var idx []int
+	var local store.Batch
 	allowed := true
 	for i, r := range b.reqs {
 		if b.modes[i] == rules.FailureLocal {
-			idx = append(idx, i)
+			local.Add(i, r)
 			continue
 		}
 		b.out[i] = failedDecision(r, b.modes[i])
 		allowed = allowed && b.out[i].Allowed
 	}
-	if len(idx) == 0 {
+	if len(local.Reqs) == 0 {
 		return
 	}
-	sub := make([]store.Request, len(idx))
-	for k, i := range idx {
-		sub[k] = b.reqs[i]
-		sub[k].DryRun = sub[k].DryRun || !allowed
+	for k := range local.Reqs {
+		local.Reqs[k].DryRun = local.Reqs[k].DryRun || !allowed
 	}
-	got := make([]algorithms.Decision, len(idx))
-	if err := d.local.Decide(ctx, b.now, sub, got); err != nil {
-		for _, i := range idx {
+	if err := d.local.Decide(ctx, b.now, local.Reqs, local.Sized()); err != nil {
+		for _, i := range local.Idx {
 			b.out[i] = failedDecision(b.reqs[i], rules.FailureClosed)
 		}
 		return
 	}
-	for k, i := range idx {
-		b.out[i] = got[k]
-	}
+	local.Scatter(b.out)
 }

@@ -32,24 +32,12 @@ import (
 // Shadow limits are decided last, each on its own, charged only when the
 // request passed.
 
-// envoyBatch is one store call: the checks it decides (their indexes in
-// the request's checks), their store requests and the decisions.
+// envoyBatch is one store call at now: the checks it decides (their
+// indexes in the request's checks), their store requests and the
+// decisions.
 type envoyBatch struct {
-	now  time.Time
-	idx  []int
-	reqs []store.Request
-	out  []algorithms.Decision
-}
-
-// add puts check i with request r into b.
-func (b *envoyBatch) add(i int, r store.Request) {
-	b.idx = append(b.idx, i)
-	b.reqs = append(b.reqs, r)
-}
-
-// reset empties b, keeping its memory.
-func (b *envoyBatch) reset() {
-	b.idx, b.reqs = b.idx[:0], b.reqs[:0]
+	now time.Time
+	store.Batch
 }
 
 // envoyWork is the working memory of a small request, allocated as one
@@ -70,7 +58,7 @@ type envoyWork struct {
 // decide runs the store calls of the checks and sets w.over.
 func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) error {
 	b := &w.batch
-	b.now, b.idx, b.reqs, b.out = e.clock(), w.idx[:0], w.reqs[:0], w.out[:0]
+	b.now, b.Idx, b.Reqs, b.Out = e.clock(), w.idx[:0], w.reqs[:0], w.out[:0]
 	quota := false
 	for i := range checks {
 		quota = quota || checks[i].quota && !checks[i].shadow
@@ -107,7 +95,7 @@ func (e *Envoy) decideAll(ctx context.Context, checks []envoyCheck, b *envoyBatc
 		if c := &checks[i]; c.enforced() {
 			r := c.req
 			r.DryRun = r.DryRun || dry
-			b.add(i, r)
+			b.Add(i, r)
 		}
 	}
 	return e.run(ctx, checks, b, true)
@@ -122,7 +110,7 @@ func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, w *envoyWo
 		if c := &checks[i]; c.enforced() {
 			r := c.req
 			r.DryRun = true
-			b.add(i, r)
+			b.Add(i, r)
 		}
 	}
 	if err := e.run(ctx, checks, b, true); err != nil {
@@ -131,10 +119,10 @@ func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, w *envoyWo
 	if overLimit(checks, w.descs, e.quotaMode) {
 		return nil
 	}
-	b.reset()
+	b.Reset()
 	for i := range checks {
 		if c := &checks[i]; c.enforced() && !c.peek && c.decision.Allowed {
-			b.add(i, c.req)
+			b.Add(i, c.req)
 		}
 	}
 	if err := e.run(ctx, checks, b, true); err != nil {
@@ -149,15 +137,15 @@ func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, w *envoyWo
 // chargeDebt charges the hits of the enforced checks that pick selects as
 // debt, keeping their decisions (a debt charge is always allowed).
 func (e *Envoy) chargeDebt(ctx context.Context, checks []envoyCheck, b *envoyBatch, pick func(*envoyCheck) bool) error {
-	b.reset()
+	b.Reset()
 	for i := range checks {
 		if c := &checks[i]; c.enforced() && !c.peek && c.req.Cost > 0 && pick(c) {
 			r := c.req
 			r.Mode |= algorithms.Debt
-			b.add(i, r)
+			b.Add(i, r)
 		}
 	}
-	if len(b.reqs) == 0 {
+	if len(b.Reqs) == 0 {
 		return nil
 	}
 	return e.run(ctx, checks, b, false)
@@ -217,8 +205,8 @@ func (e *Envoy) decideShadow(ctx context.Context, now time.Time, checks []envoyC
 		var idx [1]int
 		var reqs [1]store.Request
 		var out [1]algorithms.Decision
-		b := envoyBatch{now: now, idx: idx[:0], reqs: reqs[:0], out: out[:0]}
-		b.add(i, r)
+		b := envoyBatch{now: now, Batch: store.Batch{Idx: idx[:0], Reqs: reqs[:0], Out: out[:0]}}
+		b.Add(i, r)
 		if err := e.run(ctx, checks, &b, true); err != nil {
 			return err
 		}
@@ -230,15 +218,11 @@ func (e *Envoy) decideShadow(ctx context.Context, now time.Time, checks []envoyC
 // the checks. When the store cannot decide, each limit's failure mode
 // answers (and marks the check degraded).
 func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, record bool) error {
-	if len(b.reqs) == 0 {
+	if len(b.Reqs) == 0 {
 		return nil
 	}
-	if cap(b.out) < len(b.reqs) {
-		b.out = make([]algorithms.Decision, len(b.reqs))
-	}
-	b.out = b.out[:len(b.reqs)]
 	sctx, span := e.tracer.start(ctx, spanStore)
-	err := e.store.Decide(sctx, b.now, b.reqs, b.out)
+	err := e.store.Decide(sctx, b.now, b.Reqs, b.Sized())
 	switch {
 	case err != nil && (ctx.Err() != nil || errors.Is(err, store.ErrInvalid)):
 		if span != nil {
@@ -247,23 +231,23 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 		return err
 	case err != nil:
 		e.failures.Failed(ctx, b.now, err) // logs transitions and summaries, not each decision
-		modes := make([]rules.FailureMode, len(b.idx))
-		for k, i := range b.idx {
+		modes := make([]rules.FailureMode, len(b.Idx))
+		for k, i := range b.Idx {
 			modes[k] = checks[i].limit.FailureMode
 			if modes[k] == rules.FailureDefault {
 				modes[k] = e.failureMode
 			}
 		}
-		e.decideFailed(ctx, failedBatch{now: b.now, reqs: b.reqs, modes: modes, out: b.out})
-		for k, i := range b.idx {
+		e.decideFailed(ctx, failedBatch{now: b.now, reqs: b.Reqs, modes: modes, out: b.Out})
+		for k, i := range b.Idx {
 			if checks[i].peek && modes[k] == rules.FailureClosed {
 				// A closed limit denies what would spend; a 0-hit
 				// check spends nothing.
-				b.out[k].Allowed, b.out[k].RetryAfter = true, 0
+				b.Out[k].Allowed, b.Out[k].RetryAfter = true, 0
 			}
 		}
 		if record {
-			for k, i := range b.idx {
+			for k, i := range b.Idx {
 				checks[i].degraded = true
 				checks[i].local = modes[k] == rules.FailureLocal
 			}
@@ -272,8 +256,8 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 		e.failures.OK(ctx, b.now)
 	}
 	if record {
-		for k, i := range b.idx {
-			checks[i].decision = b.out[k]
+		for k, i := range b.Idx {
+			checks[i].decision = b.Out[k]
 		}
 	}
 	if span != nil {

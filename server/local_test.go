@@ -180,6 +180,25 @@ func TestLocalFullAnswersClosed(t *testing.T) {
 	}
 }
 
+// TestLocalPeekChargesNothing: with the store down, a Peek of a local
+// limit looks at the replica's share without spending it, even when it
+// would fit (the share is then still whole for Checks).
+func TestLocalPeekChargesNothing(t *testing.T) {
+	cfg := testkit.ParseRules(t, localRules)
+	share := threeReplicas()
+	t.Cleanup(share.Discard)
+	h := start(t, failingStore{memstore.New(memstore.Config{})}, server.Settings{Rules: testkit.StaticRules(cfg), Local: share})
+	for i := range 5 {
+		r, err := h.client.Peek(context.Background(), &floodgatev1.PeekRequest{Key: "k", Cost: 3, Source: &floodgatev1.PeekRequest_Policy{Policy: "local"}})
+		if err != nil || !r.Allowed || !r.Degraded || r.Remaining != 10 {
+			t.Fatalf("peek %d of 3: %v, %v; want allowed and degraded with the share of 10 remaining", i, r, err)
+		}
+	}
+	if got := checkLocal(t, h.client, "local", "k", 30); got != 10 {
+		t.Errorf("%d of 30 allowed after 5 peeks, want 10 (nothing charged)", got)
+	}
+}
+
 // switchStore is a memory store that fails, Ping included, while down.
 type switchStore struct {
 	store.Store

@@ -148,7 +148,7 @@ func (t spanTracer) endEnvoyMatch(span trace.Span, domain string, entries [][]ru
 // endEnvoyStore ends the store span of batch b of ShouldRateLimit; the
 // decisions of its checks are set unless the call failed (o.failed).
 func endEnvoyStore(span trace.Span, checks []envoyCheck, b *envoyBatch, o storeOutcome) {
-	idx, dryRun, storeErr := b.idx, b.reqs[0].DryRun, o.err
+	idx, dryRun, storeErr := b.Idx, b.Reqs[0].DryRun, o.err
 	var err error
 	if o.failed() {
 		err = o.err

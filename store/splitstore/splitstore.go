@@ -55,36 +55,27 @@ func PerSecond(l algorithms.Limit) bool { return l.Period == time.Second }
 // side is the requests of a call that go to one store, with their
 // indexes in the call.
 type side struct {
-	st   store.Store
-	idx  []int
-	reqs []store.Request
-	out  []algorithms.Decision
-}
-
-func (s *side) add(i int, r store.Request) {
-	s.idx = append(s.idx, i)
-	s.reqs = append(s.reqs, r)
+	st store.Store
+	store.Batch
 }
 
 // decide decides the side's requests, as dry runs when dry, and reports
 // whether one with a positive cost was denied.
 func (s *side) decide(ctx context.Context, now time.Time, dry bool) (denied bool, err error) {
-	reqs := s.reqs
+	reqs := s.Reqs
 	if dry {
-		reqs = make([]store.Request, len(s.reqs))
-		for i, r := range s.reqs {
+		reqs = make([]store.Request, len(s.Reqs))
+		for i, r := range s.Reqs {
 			r.DryRun = true
 			reqs[i] = r
 		}
 	}
-	if s.out == nil {
-		s.out = make([]algorithms.Decision, len(reqs))
-	}
-	if err := s.st.Decide(ctx, now, reqs, s.out); err != nil {
+	out := s.Sized()
+	if err := s.st.Decide(ctx, now, reqs, out); err != nil {
 		return false, err
 	}
 	for i, r := range reqs {
-		if r.Cost > 0 && !s.out[i].Allowed {
+		if r.Cost > 0 && !out[i].Allowed {
 			return true, nil
 		}
 	}
@@ -94,8 +85,8 @@ func (s *side) decide(ctx context.Context, now time.Time, dry bool) (denied bool
 // giveBack refunds what the side's last decide charged.
 func (s *side) giveBack(ctx context.Context, now time.Time) error {
 	var back []store.Request
-	for i, r := range s.reqs {
-		if r.Cost > 0 && !r.DryRun && s.out[i].Allowed {
+	for i, r := range s.Reqs {
+		if r.Cost > 0 && !r.DryRun && s.Out[i].Allowed {
 			back = append(back, store.Request{Key: r.Key, Scope: r.Scope, Limit: r.Limit, Cost: -r.Cost})
 		}
 	}
@@ -113,26 +104,23 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	main, sec := side{st: s.main}, side{st: s.perSecond}
 	for i, r := range reqs {
 		if PerSecond(r.Limit) {
-			sec.add(i, r)
+			sec.Add(i, r)
 		} else {
-			main.add(i, r)
+			main.Add(i, r)
 		}
 	}
 	switch {
-	case len(sec.reqs) == 0:
+	case len(sec.Reqs) == 0:
 		return s.main.Decide(ctx, now, reqs, out)
-	case len(main.reqs) == 0:
+	case len(main.Reqs) == 0:
 		return s.perSecond.Decide(ctx, now, reqs, out)
 	}
 	err := s.decideBoth(ctx, now, &main, &sec)
 	if err != nil {
 		return err
 	}
-	for _, sd := range []*side{&main, &sec} {
-		for k, i := range sd.idx {
-			out[i] = sd.out[k]
-		}
-	}
+	main.Scatter(out)
+	sec.Scatter(out)
 	return nil
 }
 
