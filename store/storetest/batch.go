@@ -17,15 +17,14 @@ func testAllOrNothing(h *harness) {
 		m := newModel()
 		now := epoch.Add(10 * time.Millisecond)
 		spend := store.Request{Key: c, Limit: l, Cost: l.Capacity()}
-		h.checkAgainst("exhaust c", h.decide(now, spend), m.decide(now, spend))
+		h.decideBoth(m, now, "exhaust c", spend)
 
 		batch := []store.Request{
 			{Key: a, Limit: l, Cost: 1},
 			{Key: b, Limit: l, Cost: 2},
 			{Key: c, Limit: l, Cost: 1},
 		}
-		got := h.decide(now, batch...)
-		h.checkAgainst(fmt.Sprintf("%v denied batch", alg), got, m.decide(now, batch...))
+		got := h.decideBoth(m, now, fmt.Sprintf("%v denied batch", alg), batch...)
 		if !got[0].Allowed || !got[1].Allowed || got[2].Allowed {
 			h.t.Errorf("%v batch outcomes %v %v %v, want true true false", alg, got[0].Allowed, got[1].Allowed, got[2].Allowed)
 		}
@@ -38,8 +37,7 @@ func testAllOrNothing(h *harness) {
 		h.expectRemaining(now, l, c, 0, "denied request of a denied batch")
 
 		// The same batch without the exhausted key is charged in full.
-		ok := h.decide(now, batch[:2]...)
-		h.checkAgainst(fmt.Sprintf("%v admitted batch", alg), ok, m.decide(now, batch[:2]...))
+		h.decideBoth(m, now, fmt.Sprintf("%v admitted batch", alg), batch[:2]...)
 		h.expectRemaining(now, l, a, l.Capacity()-1, "admitted batch")
 		h.expectRemaining(now, l, b, l.Capacity()-2, "admitted batch")
 	}
@@ -55,16 +53,14 @@ func testRepeatedKey(h *harness) {
 		c := l.Capacity()
 
 		over := []store.Request{{Key: key, Limit: l, Cost: c/2 + 1}, {Key: key, Limit: l, Cost: c/2 + 1}}
-		got := h.decide(now, over...)
-		h.checkAgainst(fmt.Sprintf("%v over-capacity repeat", alg), got, m.decide(now, over...))
+		got := h.decideBoth(m, now, fmt.Sprintf("%v over-capacity repeat", alg), over...)
 		if !got[0].Allowed || got[1].Allowed {
 			h.t.Errorf("%v repeat of %d+%d with capacity %d: allowed %v %v, want true false", alg, c/2+1, c/2+1, c, got[0].Allowed, got[1].Allowed)
 		}
 		h.expectFull(now, l, key, "after a denied repeat")
 
 		fit := []store.Request{{Key: key, Limit: l, Cost: 2}, {Key: key, Limit: l, Cost: 2}}
-		got = h.decide(now, fit...)
-		h.checkAgainst(fmt.Sprintf("%v fitting repeat", alg), got, m.decide(now, fit...))
+		got = h.decideBoth(m, now, fmt.Sprintf("%v fitting repeat", alg), fit...)
 		if got[1].Remaining != c-4 {
 			h.t.Errorf("%v second of a repeated pair: Remaining %d, want %d", alg, got[1].Remaining, c-4)
 		}

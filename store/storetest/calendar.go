@@ -35,10 +35,7 @@ func testCalendar(h *harness) {
 		feb1 := time.Date(2027, 2, 1, 0, 0, 0, 0, jakarta)
 		step := func(what string, now time.Time, cost int64) algorithms.Decision {
 			h.t.Helper()
-			req := store.Request{Key: key, Limit: l, Cost: cost}
-			got := h.decide(now, req)
-			h.checkAgainst(fmt.Sprintf("%v %s", alg, what), got, m.decide(now, req))
-			return got[0]
+			return h.decideBoth(m, now, fmt.Sprintf("%v %s", alg, what), store.Request{Key: key, Limit: l, Cost: cost})[0]
 		}
 		now := feb1.Add(-time.Minute)
 		for i := range 3 {
@@ -79,7 +76,7 @@ func testCalendar(h *harness) {
 			for i := range 120 {
 				now = now.Add(time.Duration(rng.Int64N(int64(tc.step))).Truncate(time.Millisecond))
 				req := store.Request{Key: key, Limit: l, Cost: rng.Int64N(l.Requests+3) - 1}
-				h.checkAgainst(fmt.Sprintf("%s %v step %d at %v", tc.name, alg, i, now), h.decide(now, req), m.decide(now, req))
+				h.decideBoth(m, now, fmt.Sprintf("%s %v step %d at %v", tc.name, alg, i, now), req)
 			}
 		}
 	}
@@ -92,13 +89,12 @@ func testCalendar(h *harness) {
 		m := newModel()
 		now := time.Date(2027, 3, 17, 9, 0, 0, 0, jakarta)
 		old := store.Request{Key: key, Limit: algorithms.Limit{Algorithm: alg, Requests: 5, Period: 30 * 24 * time.Hour}, Cost: 5}
-		h.checkAgainst("30d", h.decide(now, old), m.decide(now, old))
+		h.decideBoth(m, now, "30d", old)
 		cal := store.Request{Key: key, Limit: algorithms.Limit{Algorithm: alg, Requests: 5, Calendar: algorithms.Month, Location: jakarta}, Cost: 1}
 		admitted := 0
 		for i := range 8 {
 			now = now.Add(time.Second)
-			got := h.decide(now, cal)
-			h.checkAgainst(fmt.Sprintf("%v calendar month, call %d", alg, i), got, m.decide(now, cal))
+			got := h.decideBoth(m, now, fmt.Sprintf("%v calendar month, call %d", alg, i), cal)
 			if got[0].Allowed {
 				admitted++
 			}

@@ -47,10 +47,7 @@ func testPeekAndRefund(h *harness) {
 		c := l.Capacity()
 		run := func(what string, cost int64) algorithms.Decision {
 			h.t.Helper()
-			req := store.Request{Key: key, Limit: l, Cost: cost}
-			got := h.decide(now, req)
-			h.checkAgainst(fmt.Sprintf("%v %s", alg, what), got, m.decide(now, req))
-			return got[0]
+			return h.decideBoth(m, now, fmt.Sprintf("%v %s", alg, what), store.Request{Key: key, Limit: l, Cost: cost})[0]
 		}
 		run("spend 3", 3)
 		for i := range 5 {

@@ -50,6 +50,16 @@ func (h *harness) expectRemaining(now time.Time, l algorithms.Limit, key string,
 	}
 }
 
+// decideBoth decides reqs at now on the store and on the model m, fails
+// where the two differ (what names the step) and returns the store's
+// decisions.
+func (h *harness) decideBoth(m *model, now time.Time, what string, reqs ...store.Request) []algorithms.Decision {
+	h.t.Helper()
+	got := h.decide(now, reqs...)
+	h.checkAgainst(what, got, m.decide(now, reqs...))
+	return got
+}
+
 // checkAgainst compares a store's decisions with the model's, on the fields
 // a caller sees (TTL is the store's business).
 func (h *harness) checkAgainst(what string, got, want []algorithms.Decision) {

@@ -21,10 +21,7 @@ func testSequence(h *harness) {
 		now := epoch.Add(137 * time.Millisecond)
 		step := func(what string, cost int64) algorithms.Decision {
 			h.t.Helper()
-			req := store.Request{Key: key, Limit: l, Cost: cost}
-			got := h.decide(now, req)
-			h.checkAgainst(fmt.Sprintf("%v %s", alg, what), got, m.decide(now, req))
-			return got[0]
+			return h.decideBoth(m, now, fmt.Sprintf("%v %s", alg, what), store.Request{Key: key, Limit: l, Cost: cost})[0]
 		}
 
 		if d := step("fresh peek", 0); !d.Allowed || d.Remaining != l.Capacity() || d.ResetAfter != 0 {
@@ -87,9 +84,7 @@ func testRandomTrace(h *harness) {
 			if n == 1 && rng.IntN(5) == 0 {
 				reqs[0].DryRun = true
 			}
-			want := m.decide(now, reqs...)
-			got := h.decide(now, reqs...)
-			h.checkAgainst(fmt.Sprintf("%v step %d at +%v %+v", alg, step, now.Sub(epoch), reqs), got, want)
+			h.decideBoth(m, now, fmt.Sprintf("%v step %d at +%v %+v", alg, step, now.Sub(epoch), reqs), reqs...)
 			if h.t.Failed() {
 				return
 			}

@@ -58,7 +58,7 @@ func testSettle(h *harness) {
 		now := epoch.Add(100 * time.Millisecond)
 		c := l.Capacity()
 		// Reserve 2, use 2 + capacity: a debt (the log fills up instead).
-		h.checkAgainst("reserve", h.decide(now, store.Request{Key: key, Limit: l, Cost: 2}), m.decide(now, store.Request{Key: key, Limit: l, Cost: 2}))
+		h.decideBoth(m, now, "reserve", store.Request{Key: key, Limit: l, Cost: 2})
 		s := store.Settlement{Key: key, Limit: l, Reserved: 2, Actual: 2 + c, IdempotencyKey: "call-1"}
 		want := m.settle(now, l, key, s.Delta())
 		h.checkSettle("settle", h.settle(now, s), want, false)
@@ -69,8 +69,7 @@ func testSettle(h *harness) {
 		now = now.Add(30 * time.Millisecond)
 		h.checkSettle("retry", h.settle(now, s), m.settle(now, l, key, 0), true)
 		// A check is denied until the debt is repaid, exactly.
-		d := h.decide(now, store.Request{Key: key, Limit: l, Cost: 1})
-		h.checkAgainst("check in debt", d, m.decide(now, store.Request{Key: key, Limit: l, Cost: 1}))
+		d := h.decideBoth(m, now, "check in debt", store.Request{Key: key, Limit: l, Cost: 1})
 		if d[0].Allowed {
 			h.t.Errorf("%v: a check passed in debt", alg)
 		}
@@ -94,12 +93,11 @@ func testSettle(h *harness) {
 		// A dry run of a debt charge past the capacity: allowed, nothing
 		// written.
 		dry := store.Request{Key: key, Limit: l, Cost: c + 5, Mode: algorithms.Debt, DryRun: true}
-		h.checkAgainst("dry debt charge", h.decide(later, dry), m.decide(later, dry))
+		h.decideBoth(m, later, "dry debt charge", dry)
 		h.expectFull(later, l, key, "after a dry debt charge")
 		// Decide in Debt mode (Envoy's after-the-fact descriptors).
-		dd := h.decide(later, store.Request{Key: key, Limit: l, Cost: c + 3, Mode: algorithms.Debt})
-		h.checkAgainst("debt charge", dd, m.decide(later, store.Request{Key: key, Limit: l, Cost: c + 3, Mode: algorithms.Debt}))
-		h.checkAgainst("check after", h.decide(later, store.Request{Key: key, Limit: l, Cost: 1}), m.decide(later, store.Request{Key: key, Limit: l, Cost: 1}))
+		h.decideBoth(m, later, "debt charge", store.Request{Key: key, Limit: l, Cost: c + 3, Mode: algorithms.Debt})
+		h.decideBoth(m, later, "check after", store.Request{Key: key, Limit: l, Cost: 1})
 		// Bad settlements are refused, naming the problem.
 		for _, bad := range []store.Settlement{
 			{Key: key, Limit: l, Actual: 1},

@@ -30,8 +30,7 @@ func testWindowEdge(h *harness) {
 		call := func(what string, now time.Time, want bool) {
 			h.t.Helper()
 			req := store.Request{Key: key, Limit: l, Cost: 1}
-			got := h.decide(now, req)
-			h.checkAgainst(fmt.Sprintf("%v %s", tc.alg, what), got, m.decide(now, req))
+			got := h.decideBoth(m, now, fmt.Sprintf("%v %s", tc.alg, what), req)
 			if got[0].Allowed != want {
 				h.t.Errorf("%v %s (edge%+v): allowed %v, want %v", tc.alg, what, now.Sub(edge), got[0].Allowed, want)
 			}
