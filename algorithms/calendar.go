@@ -199,10 +199,10 @@ func dayStart(y int, m time.Month, d int, loc *time.Location) int64 {
 const skewRetryMs = 1000
 
 // decideCalendar is the decision for a calendar limit (l.Calendar set) with
-// the boundaries b given rather than computed from nowMs: the Redis store
+// the boundaries b given rather than computed from a.now: the Redis store
 // computes them from floodgate's clock and hands them to the script,
 // which decides at Redis' clock (Request.Bounds); otherwise it is called
-// with l.Calendar.Bounds(l.Location, nowMs), where now lies in [b[1], b[2]).
+// with l.Calendar.Bounds(l.Location, a.now), where a.now lies in [b[1], b[2]).
 //
 // The period decided is the one containing now among b: [b[1], b[2]) for
 // a now before b[2] (a now before b[1], a deciding clock behind the one
@@ -222,22 +222,23 @@ const skewRetryMs = 1000
 // another time zone, counts as an empty window (the limit changed). A
 // start equal to b[3] while deciding [b[2], b[3]) is out of range too.
 //
-// In mode m with Debt, a positive
+// In Debt mode (a.mode), a positive
 // cost is charged even when it does not fit, up to 2 × Requests in the
 // period (see Debt), and the debt is not carried past the period's end: a
 // calendar quota is a billing period, whose count starts from 0 at the
 // next boundary (the sliding window's previous period still weighs on the
 // next one as usual). A debt charge that cannot be decided (Redis' clock a
 // period ahead) records nothing and reports it all Unrecorded.
-func decideCalendar(l Limit, s State, b Bounds, nowMs, cost int64, m Mode) (State, Decision) {
-	debt := m&Debt != 0 && cost > 0
-	if c := l.Capacity(); cost > c && !debt {
-		_, d := decideCalendar(l, s, b, nowMs, 0, m)
+func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
+	debt := a.debt() && a.cost > 0
+	if c := l.Capacity(); a.cost > c && !debt {
+		_, d := decideCalendar(l, s, b, ask{now: a.now, mode: a.mode})
 		d.Allowed, d.RetryAfter = false, Never
 		return s, d
-	} else if cost < -c {
-		cost = -c
+	} else if a.cost < -c {
+		a.cost = -c
 	}
+	nowMs, cost := a.now, a.cost
 	i := 1
 	if nowMs >= b[2] {
 		i = 2
@@ -270,7 +271,7 @@ func decideCalendar(l Limit, s State, b Bounds, nowMs, cost int64, m Mode) (Stat
 			start, end, next = end, next, after
 			curr, last = s.B, s.C
 		}
-		return slidingDecide(l, s, start, end-start, next-end, false, curr, last, nowMs, cost, m&Debt != 0)
+		return slidingDecide(l, s, slidingSpan{start: start, w: end - start, w2: next - end, curr: curr, prev: last}, a)
 	}
 	count := int64(0)
 	switch s.A {
@@ -280,7 +281,7 @@ func decideCalendar(l Limit, s State, b Bounds, nowMs, cost int64, m Mode) (Stat
 		start, end = end, next
 		count = s.B
 	}
-	return fixedDecide(l, start, end, 0, count, s, nowMs, cost, m&Debt != 0)
+	return fixedDecide(l, s, fixedSpan{start: start, end: end, count: count}, a)
 }
 
 // validateCalendar is Validate for a limit with a Calendar or a Location.

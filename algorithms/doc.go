@@ -192,10 +192,15 @@
 // # Lua twins
 //
 // store/redisstore/lua/*.lua mirror the Go functions line by line and
-// are embedded in the binary; store/redisstore/script.go describes the
-// Redis key layout and the scripts. A change to the arithmetic here must be
-// made there too, or Redis and the memory store will disagree: the
-// differential test there (TestLuaMatchesGo) runs both side by side.
+// are embedded in the binary. Where a Go function takes its inputs grouped
+// in a small struct (the moment, cost and mode; the window decided and
+// its counts), its Lua twin takes the same fields as positional arguments
+// in the struct's order, the mode as its debt and nowait flags: a Lua
+// table would cost an allocation a call, a Go struct passed by value
+// costs none. store/redisstore/script.go describes the Redis key layout
+// and the scripts. A change to the arithmetic here must be made there too,
+// or Redis and the memory store will disagree: the differential test
+// there (TestLuaMatchesGo) runs both side by side.
 //
 // # Embedding
 //

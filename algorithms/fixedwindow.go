@@ -33,22 +33,31 @@ func fixedCount(l Limit, s State, now int64) (count, start int64) {
 //
 // Mirrored by store/redisstore/lua/fixed_window.lua.
 //
-// fixedWindow decides cost; with debt, a positive cost is charged even
-// when it does not fit, up to 2 × Requests in the window (Debt).
-func fixedWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision) {
+// fixedWindow decides a.cost at a.now; in Debt mode, a positive cost is
+// charged even when it does not fit, up to 2 × Requests in the window
+// (Debt).
+func fixedWindow(l Limit, s State, a ask) (State, Decision) {
 	w := l.PeriodMs()
-	count, start := fixedCount(l, s, now)
-	return fixedDecide(l, start, start+w, w, count, s, now, cost, debt)
+	count, start := fixedCount(l, s, a.now)
+	return fixedDecide(l, s, fixedSpan{start: start, end: start + w, carry: w, count: count}, a)
 }
 
-// fixedDecide decides cost in the window [start, end) holding count, the
-// part a fixed period and a calendar period (decideCalendar) share; s is
-// the state as stored, returned unchanged by a deny or a peek. carry is
-// the length of the window a debt is carried into (a fixed period's), 0
-// when a debt is not carried (a calendar period starts from 0 at its
-// boundary: a quota's period, like a bill's, does not roll over).
-func fixedDecide(l Limit, start, end, carry, count int64, s State, now, cost int64, debt bool) (State, Decision) {
-	stop := end - now
+// fixedSpan is the window a fixed-window decision is made in: [start,
+// end), holding count. carry is the length of the window a debt is
+// carried into (a fixed period's), 0 when a debt is not carried (a
+// calendar period starts from 0 at its boundary: a quota's period, like a
+// bill's, does not roll over).
+type fixedSpan struct {
+	start, end, carry, count int64
+}
+
+// fixedDecide decides a.cost at a.now in the window w, the part a fixed
+// period and a calendar period (decideCalendar) share; s is the state as
+// stored, returned unchanged by a deny or a peek.
+func fixedDecide(l Limit, s State, w fixedSpan, a ask) (State, Decision) {
+	start, carry, count := w.start, w.carry, w.count
+	now, cost, debt := a.now, a.cost, a.debt()
+	stop := w.end - now
 	d := Decision{Allowed: true, Limit: l.Requests}
 	switch {
 	case debt && cost > 0:

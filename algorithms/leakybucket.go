@@ -34,7 +34,8 @@ package algorithms
 // their spacing.
 //
 // Mirrored by store/redisstore/lua/leaky_bucket.lua.
-func decideLeakyBucket(l Limit, s State, now, cost int64, m Mode) (State, Decision) {
+func decideLeakyBucket(l Limit, s State, a ask) (State, Decision) {
+	now, cost, m := a.now, a.cost, a.mode
 	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
 	capacity := l.Capacity()
 	full := capacity * scale // the queue's length in units

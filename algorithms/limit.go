@@ -240,7 +240,7 @@ type State struct {
 // l must be valid (Validate). Time may go backwards: a now before the
 // state's newest time is treated as that time.
 func Decide(l Limit, s State, now time.Time, cost int64) (State, Decision) {
-	return decide(l, s, now.UnixMilli(), cost, 0)
+	return decide(l, s, ask{now: now.UnixMilli(), cost: cost})
 }
 
 // ms converts milliseconds to a Duration.

@@ -36,73 +36,76 @@ const Debt Mode = 2
 // it (they never wait).
 const NoWait Mode = 1 << 2
 
-// decideMode decides cost in mode m (see Mode).
-func decideMode(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
-	if m&Debt == 0 {
-		return decide(l, s, nowMs, cost, m)
+// decideMode decides a.cost at a.now in mode a.mode (see Mode).
+func decideMode(l Limit, s State, a ask) (State, Decision) {
+	if !a.debt() {
+		return decide(l, s, a)
 	}
 	var next State
 	var d Decision
 	switch {
-	case cost <= 0:
-		next, d = decide(l, s, nowMs, cost, m&^Debt)
+	case a.cost <= 0:
+		a.mode &^= Debt
+		next, d = decide(l, s, a)
 	case l.Calendar != NoCalendar:
-		next, d = decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, cost, m)
+		next, d = decideCalendar(l, s, l.Calendar.Bounds(l.Location, a.now), a)
 	case l.Algorithm == TokenBucket:
-		next, d = tokenBucket(l, s, nowMs, cost, true)
+		next, d = tokenBucket(l, s, a)
 	case l.Algorithm == SlidingWindow:
-		next, d = slidingWindow(l, s, nowMs, cost, true)
+		next, d = slidingWindow(l, s, a)
 	case l.Algorithm == FixedWindow:
-		next, d = fixedWindow(l, s, nowMs, cost, true)
+		next, d = fixedWindow(l, s, a)
 	case l.Algorithm == LeakyBucket:
-		next, d = decideLeakyBucket(l, s, nowMs, cost, m)
+		next, d = decideLeakyBucket(l, s, a)
 	case l.Algorithm == SlidingWindowLog:
 		// Record what the free slots hold; the rest is unrecorded.
 		// (A lowered limit may leave more live units than Requests.)
-		p := planSlidingLog(l, s, nowMs, 0)
-		k := max(0, min(cost, l.Requests-p.live))
+		p := planSlidingLog(l, s, a.now, 0)
+		k := max(0, min(a.cost, l.Requests-p.live))
 		next, d = s, p.d
 		if k > 0 {
-			next, d = decideSlidingLog(l, s, nowMs, k)
+			next, d = decideSlidingLog(l, s, a.now, k)
 		}
-		d.Unrecorded = cost - k
+		d.Unrecorded = a.cost - k
 		return next, d
 	default:
 		return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
 	}
-	d.Debt = debtOf(l, next, nowMs)
+	d.Debt = debtOf(l, next, a.now)
 	return next, d
 }
 
-// decide is decideMode without Debt.
-func decide(l Limit, s State, nowMs, cost int64, m Mode) (State, Decision) {
-	if c := l.Capacity(); cost > c {
-		d := peekOnly(l, s, nowMs, m)
+// decide is decideMode without Debt: a.mode holds no Debt.
+func decide(l Limit, s State, a ask) (State, Decision) {
+	if c := l.Capacity(); a.cost > c {
+		d := peekOnly(l, s, a)
 		d.Allowed, d.RetryAfter, d.Wait = false, Never, 0
 		return s, d
-	} else if cost < -c {
-		cost = -c
+	} else if a.cost < -c {
+		a.cost = -c
 	}
 	if l.Calendar != NoCalendar { // only the windows, which never wait
-		return decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, cost, 0)
+		return decideCalendar(l, s, l.Calendar.Bounds(l.Location, a.now), a)
 	}
 	switch l.Algorithm {
 	case TokenBucket:
-		return tokenBucket(l, s, nowMs, cost, false)
+		return tokenBucket(l, s, a)
 	case SlidingWindow:
-		return slidingWindow(l, s, nowMs, cost, false)
+		return slidingWindow(l, s, a)
 	case SlidingWindowLog:
-		return decideSlidingLog(l, s, nowMs, cost)
+		return decideSlidingLog(l, s, a.now, a.cost)
 	case FixedWindow:
-		return fixedWindow(l, s, nowMs, cost, false)
+		return fixedWindow(l, s, a)
 	case LeakyBucket:
-		return decideLeakyBucket(l, s, nowMs, cost, m)
+		return decideLeakyBucket(l, s, a)
 	}
 	return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
 }
 
-func peekOnly(l Limit, s State, nowMs int64, m Mode) Decision {
-	_, d := decide(l, s, nowMs, 0, m)
+// peekOnly is the decision of a cost of 0 at a.now in mode a.mode.
+func peekOnly(l Limit, s State, a ask) Decision {
+	a.cost = 0
+	_, d := decide(l, s, a)
 	return d
 }
 
@@ -111,12 +114,12 @@ func peekOnly(l Limit, s State, nowMs int64, m Mode) Decision {
 // log never owes.
 func debtOf(l Limit, s State, nowMs int64) int64 {
 	if l.Calendar != NoCalendar {
-		_, d := decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), nowMs, 0, Debt)
+		_, d := decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), ask{now: nowMs, mode: Debt})
 		return d.Debt
 	}
 	switch l.Algorithm {
 	case LeakyBucket:
-		_, d := decideLeakyBucket(l, s, nowMs, 0, Debt)
+		_, d := decideLeakyBucket(l, s, ask{now: nowMs, mode: Debt})
 		return d.Debt
 	case TokenBucket:
 		t := tokensAt(l, s, nowMs)
@@ -147,7 +150,7 @@ func debtOf(l Limit, s State, nowMs int64) int64 {
 // until a check of cost 1 would pass (0 if one passes now), so a caller
 // knows when the key is usable again.
 func Settle(l Limit, s State, nowMs, delta int64) (State, Decision) {
-	next, d := decideMode(l, s, nowMs, delta, Debt)
+	next, d := decideMode(l, s, ask{now: nowMs, cost: delta, mode: Debt})
 	d.Allowed = true
 	d.RetryAfter = peekPlain(l, next, nowMs, 1).RetryAfter
 	return next, d

@@ -20,14 +20,31 @@ type Request struct {
 	Bounds Bounds
 }
 
+// ask is a Request without its Bounds: the moment, the cost and the mode
+// that the algorithms' internals take. Three words, so it is passed in
+// registers, where a Request (with its five Bounds) would be copied
+// through memory on every call.
+type ask struct {
+	now  int64 // Unix ms
+	cost int64
+	mode Mode
+}
+
+// ask is r without its Bounds. (A pointer receiver: a value one would copy
+// the whole Request first.)
+func (r *Request) ask() ask { return ask{now: r.NowMs, cost: r.Cost, mode: r.Mode} }
+
+// debt reports whether a is decided in Debt mode.
+func (a ask) debt() bool { return a.mode&Debt != 0 }
+
 // DecideAt is Decide for a Request: the key's new state and the decision.
 // The returned state of a deny, or of cost 0, is equivalent to s and need
 // not be written. l must be valid (Validate).
 func DecideAt(l Limit, s State, r Request) (State, Decision) {
 	if l.Calendar != NoCalendar && r.Bounds != (Bounds{}) {
-		return decideCalendar(l, s, r.Bounds, r.NowMs, r.Cost, r.Mode)
+		return decideCalendar(l, s, r.Bounds, r.ask())
 	}
-	return decideMode(l, s, r.NowMs, r.Cost, r.Mode)
+	return decideMode(l, s, r.ask())
 }
 
 // Apply is DecideAt for a caller that owns the state, such as a store: it
@@ -42,7 +59,7 @@ func Apply(l Limit, s *State, r Request, u *Undo) Decision {
 		*s = next
 		return d
 	}
-	return applyPlain(l, s, r.NowMs, r.Cost, u)
+	return applyPlain(l, s, r.ask(), u)
 }
 
 // Peek is the decision DecideAt would make, with nothing written or copied:

@@ -1,7 +1,7 @@
 package algorithms
 
-// applyPlain is Apply with no mode: it decides cost against l for the
-// state *s at nowMs and, when the decision writes (it is allowed and cost
+// applyPlain is Apply with no mode (a.mode is plain: plainMode): it
+// decides a.cost against l for the state *s at a.now and, when the decision writes (it is allowed and cost
 // is not 0), updates *s in place. A deny or a peek leaves *s as it was.
 //
 // For the sliding window log, DecideAt copies the ring to leave its input
@@ -14,16 +14,15 @@ package algorithms
 // back to its own copy of the State's other fields.
 //
 // l must be valid (Validate).
-func applyPlain(l Limit, s *State, nowMs, cost int64, u *Undo) Decision {
-	if l.Algorithm != SlidingWindowLog || cost > l.Capacity() {
-		next, d := decide(l, *s, nowMs, cost, 0)
+func applyPlain(l Limit, s *State, a ask, u *Undo) Decision {
+	if l.Algorithm != SlidingWindowLog || a.cost > l.Capacity() {
+		next, d := decide(l, *s, ask{now: a.now, cost: a.cost})
 		*s = next
 		return d
 	}
-	cost = max(cost, -l.Capacity())
-	p := planSlidingLog(l, *s, nowMs, cost)
+	p := planSlidingLog(l, *s, a.now, max(a.cost, -l.Capacity()))
 	if p.writes {
-		applySlidingLog(l, s, p, cost, u)
+		applySlidingLog(l, s, p, u)
 	}
 	return p.d
 }
@@ -32,7 +31,7 @@ func applyPlain(l Limit, s *State, nowMs, cost int64, u *Undo) Decision {
 // with nothing written or copied.
 func peekPlain(l Limit, s State, nowMs, cost int64) Decision {
 	if l.Algorithm != SlidingWindowLog || cost > l.Capacity() {
-		_, d := decide(l, s, nowMs, cost, 0)
+		_, d := decide(l, s, ask{now: nowMs, cost: cost})
 		return d
 	}
 	return planSlidingLog(l, s, nowMs, max(cost, -l.Capacity())).d

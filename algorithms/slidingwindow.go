@@ -43,19 +43,29 @@ func slidingCounts(l Limit, s State, now int64) (curr, prev, start int64) {
 //
 // Mirrored by store/redisstore/lua/sliding_window.lua.
 //
-// slidingWindow decides cost; with debt, a positive cost is charged even
-// when it does not fit, up to an estimate of 2 × Requests (Debt).
-func slidingWindow(l Limit, s State, now, cost int64, debt bool) (State, Decision) {
+// slidingWindow decides a.cost at a.now; in Debt mode, a positive cost is
+// charged even when it does not fit, up to an estimate of 2 × Requests
+// (Debt).
+func slidingWindow(l Limit, s State, a ask) (State, Decision) {
 	w := l.PeriodMs()
-	curr, prev, start := slidingCounts(l, s, now)
-	return slidingDecide(l, s, start, w, w, true, curr, prev, now, cost, debt)
+	curr, prev, start := slidingCounts(l, s, a.now)
+	return slidingDecide(l, s, slidingSpan{start: start, w: w, w2: w, carry: true, curr: curr, prev: prev}, a)
 }
 
-// slidingDecide decides cost in the window starting at start, w ms long,
-// whose next window is w2 ms long, with counts curr (this window) and prev
-// (the one before): the part a fixed period (w == w2) and a calendar
-// period (calendar periods: a month of 31 days may follow one of 28) share.
-// s is the state as stored, returned unchanged by a deny or a peek.
+// slidingSpan is the window a sliding-window decision is made in: it
+// starts at start, is w ms long and is followed by one of w2 ms, with the
+// counts curr (this window) and prev (the one before). carry is described
+// at slidingDecide.
+type slidingSpan struct {
+	start, w, w2 int64
+	carry        bool
+	curr, prev   int64
+}
+
+// slidingDecide decides a.cost at a.now in the window p: the part a fixed
+// period (p.w == p.w2) and a calendar period (calendar periods: a month
+// of 31 days may follow one of 28) share. s is the state as stored,
+// returned unchanged by a deny or a peek.
 //
 // With e ms of the window elapsed, the estimate is curr + prev × (w − e)/w:
 // the previous window weighs by the fraction of the current one still to
@@ -71,7 +81,9 @@ func slidingWindow(l Limit, s State, now, cost int64, debt bool) (State, Decisio
 // next window as its previous one (a calendar period: a quota's period
 // does not roll over, the sliding estimate lets the debt decay through the
 // next period).
-func slidingDecide(l Limit, s State, start, w, w2 int64, carry bool, curr, prev, now, cost int64, debt bool) (State, Decision) {
+func slidingDecide(l Limit, s State, p slidingSpan, a ask) (State, Decision) {
+	start, w, w2, carry, curr, prev := p.start, p.w, p.w2, p.carry, p.curr, p.prev
+	now, cost, debt := a.now, a.cost, a.debt()
 	at := max(now, start) // the moment decided, >= now
 	e := at - start       // elapsed in the current window
 	limit := l.Requests * w
@@ -86,9 +98,10 @@ func slidingDecide(l Limit, s State, start, w, w2 int64, carry bool, curr, prev,
 		d.Unrecorded = cost - k
 	case cost > 0 && weighted+cost*w > limit:
 		d.Allowed = false
-		wait := slidingWait(curr, prev, cost, w, w2, e, l.Requests)
+		pt := slidingPoint{curr: curr, prev: prev, w: w, e: e}
+		wait := slidingWait(pt, w2, cost, l.Requests)
 		if carry {
-			wait = slidingCarryWait(curr, prev, cost, w, e, l.Requests)
+			wait = slidingCarryWait(pt, cost, l.Requests)
 		}
 		d.RetryAfter = ms(at - now + wait)
 	case cost > 0:
@@ -128,10 +141,18 @@ func slidingDecide(l Limit, s State, start, w, w2 int64, carry bool, curr, prev,
 	return State{A: start, B: curr, C: prev}, d
 }
 
-// slidingWait is the smallest wait in ms after which cost fits, for counts
-// curr and prev at e ms into a window of w ms followed by one of w2 ms,
-// when a debt is not carried (a calendar period).
-func slidingWait(curr, prev, cost, w, w2, e, requests int64) int64 {
+// slidingPoint is where a sliding-window decision stands: the counts
+// curr (this window) and prev (the one before) at e ms into a window of w
+// ms. Four words, so it is passed and kept in registers.
+type slidingPoint struct {
+	curr, prev, w, e int64
+}
+
+// slidingWait is the smallest wait in ms after which cost fits, from p
+// into a window followed by one of w2 ms, when a debt is not carried (a
+// calendar period).
+func slidingWait(p slidingPoint, w2, cost, requests int64) int64 {
+	curr, prev, w, e := p.curr, p.prev, p.w, p.e
 	if prev > 0 {
 		// Within this window: curr·w + prev·(w−e−d) + cost·w <= requests·w.
 		over := curr*w + prev*(w-e) + cost*w - requests*w
@@ -151,9 +172,10 @@ func slidingWait(curr, prev, cost, w, w2, e, requests int64) int64 {
 }
 
 // slidingCarryWait is the smallest wait in ms after which cost (<= r)
-// fits, for counts curr and prev at e ms into a window of w ms of a fixed
-// period, r = Requests, a debt carried as slidingCounts does.
-func slidingCarryWait(curr, prev, cost, w, e, r int64) int64 {
+// fits, from p in a window of a fixed period, r = Requests, a debt
+// carried as slidingCounts does.
+func slidingCarryWait(p slidingPoint, cost, r int64) int64 {
+	curr, prev, w, e := p.curr, p.prev, p.w, p.e
 	limit := r * w
 	if prev > 0 {
 		// Within this window: curr·w + prev·(w−e−d) + cost·w <= limit.

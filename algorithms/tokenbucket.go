@@ -15,18 +15,23 @@ func (l Limit) Scale() (perMs, scale int64) {
 	return tokenScale(l.Requests, l.PeriodMs())
 }
 
+// rate is a limit's rate as tokenScale reduces it: perMs scaled units
+// gained a millisecond, scale units a token.
+type rate struct{ perMs, scale int64 }
+
 // tokensAt is the scaled tokens of s refilled up to now (below zero when
 // the key is in debt).
 func tokensAt(l Limit, s State, now int64) int64 {
 	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
-	tokens, _ := refill(l, s, now, perMs, scale)
+	tokens, _ := refill(l, s, now, rate{perMs, scale})
 	return tokens
 }
 
 // refill is the scaled tokens of s refilled up to now, and the time they
-// stand at (now, or the last refill if the clock went back); perMs and
-// scale are tokenScale's for l.
-func refill(l Limit, s State, now, perMs, scale int64) (tokens, last int64) {
+// stand at (now, or the last refill if the clock went back); r is
+// tokenScale's for l.
+func refill(l Limit, s State, now int64, r rate) (tokens, last int64) {
+	perMs, scale := r.perMs, r.scale
 	capacity := l.Capacity()
 	full := capacity * scale
 	tokens, last = s.A, s.B
@@ -53,13 +58,14 @@ func refill(l Limit, s State, now, perMs, scale int64) (tokens, last int64) {
 //
 // Mirrored by store/redisstore/lua/token_bucket.lua.
 //
-// tokenBucket decides cost; with debt, a positive cost is charged even
-// when it does not fit, down to -capacity tokens (Debt).
-func tokenBucket(l Limit, s State, now, cost int64, debt bool) (State, Decision) {
+// tokenBucket decides a.cost at a.now; in Debt mode, a positive cost is
+// charged even when it does not fit, down to -capacity tokens (Debt).
+func tokenBucket(l Limit, s State, a ask) (State, Decision) {
+	now, cost, debt := a.now, a.cost, a.debt()
 	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
 	capacity := l.Capacity()
 	full := capacity * scale
-	tokens, last := refill(l, s, now, perMs, scale)
+	tokens, last := refill(l, s, now, rate{perMs, scale})
 	// When the clock went back, the bucket stands at last; every wait is
 	// measured from now, so it includes the lag.
 	lag := last - now
