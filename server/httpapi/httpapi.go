@@ -156,11 +156,11 @@ func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-	h.mux.Handle("POST "+PathCheck, route(h, "check", floodgatev1.RateLimiter_Check_FullMethodName, rl.Check, checkHeaders(h)))
-	h.mux.Handle("POST "+PathCheckBatch, route(h, "check_batch", floodgatev1.RateLimiter_CheckBatch_FullMethodName, rl.CheckBatch, batchHeaders(h)))
-	h.mux.Handle("POST "+PathPeek, route(h, "peek", floodgatev1.RateLimiter_Peek_FullMethodName, rl.Peek, peekHeaders(h)))
-	h.mux.Handle("POST "+PathReset, route(h, "reset", floodgatev1.RateLimiter_Reset_FullMethodName, rl.Reset, nil))
-	h.mux.Handle("POST "+PathSettle, route(h, "settle", floodgatev1.RateLimiter_Settle_FullMethodName, rl.Settle, nil))
+	h.mux.Handle("POST "+PathCheck, route(h, rpc{"check", floodgatev1.RateLimiter_Check_FullMethodName}, rl.Check, checkHeaders(h)))
+	h.mux.Handle("POST "+PathCheckBatch, route(h, rpc{"check_batch", floodgatev1.RateLimiter_CheckBatch_FullMethodName}, rl.CheckBatch, batchHeaders(h)))
+	h.mux.Handle("POST "+PathPeek, route(h, rpc{"peek", floodgatev1.RateLimiter_Peek_FullMethodName}, rl.Peek, peekHeaders(h)))
+	h.mux.Handle("POST "+PathReset, route(h, rpc{"reset", floodgatev1.RateLimiter_Reset_FullMethodName}, rl.Reset, nil))
+	h.mux.Handle("POST "+PathSettle, route(h, rpc{"settle", floodgatev1.RateLimiter_Settle_FullMethodName}, rl.Settle, nil))
 	h.mux.HandleFunc("/", h.notFound)
 	return h
 }
@@ -195,8 +195,13 @@ type message[T any] interface {
 // headersFunc writes the rate-limit headers of an answer.
 type headersFunc[Req, Resp any] func(http.Header, Req, Resp)
 
+// rpc names the RPC a route serves: name labels it in metrics and logs,
+// method is its gRPC full method name, the one authorization checks.
+type rpc struct{ name, method string }
+
 // route serves one RPC: authenticate, read, decode, call, answer.
-func route[T any, Req message[T], Resp proto.Message](h *Handler, name, method string, call func(context.Context, Req) (Resp, error), headers headersFunc[Req, Resp]) http.Handler {
+func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call func(context.Context, Req) (Resp, error), headers headersFunc[Req, Resp]) http.Handler {
+	name, method := m.name, m.method
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rep := reply{h: h, w: w, route: name, start: start}

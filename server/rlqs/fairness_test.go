@@ -212,9 +212,9 @@ func TestFairnessBound(t *testing.T) {
 	}
 }
 
-func ExampleShare() {
+func ExampleShareParams_Share() {
 	p := ShareParams{Floor: DefaultFloor, Cap: DefaultCap}
 	// 100 a minute; two instances at 10 and 30 requests a second.
-	fmt.Println(Share(100, time.Minute, totals(2, 40_000), 10_000, p), Share(100, time.Minute, totals(2, 40_000), 30_000, p))
+	fmt.Println(p.Share(100, time.Minute, totals(2, 40_000), 10_000), p.Share(100, time.Minute, totals(2, 40_000), 30_000))
 	// Output: 27 72
 }

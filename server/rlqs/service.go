@@ -8,8 +8,8 @@
 // matched against the domain's quota_buckets (internal/rules); a
 // rate_limit entry gives every distinct bucket id its own global budget,
 // shared by every Envoy instance that reports that id in proportion to its
-// recent demand (Share), with a floor and a cap. Demand is aggregated
-// across floodgate replicas by a store.DemandStore (Redis when
+// recent demand (ShareParams.Share), with a floor and a cap. Demand is
+// aggregated across floodgate replicas by a store.DemandStore (Redis when
 // configured). Each report is answered with the current assignment of
 // every bucket it names (re-sending an unchanged strategy extends its
 // time to live); when a report moves a budget's totals by 5% or more, the

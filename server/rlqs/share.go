@@ -25,7 +25,7 @@ const (
 	DefaultCap = 2.0
 )
 
-// ShareParams shape Share.
+// ShareParams shape the shares a budget is split into (ShareParams.Share).
 type ShareParams struct {
 	// Floor in [0, 1): see DefaultFloor. Cap >= 1: see DefaultCap.
 	Floor, Cap float64
@@ -43,7 +43,7 @@ type ShareParams struct {
 // a request through and be measured). Summed over reporters whose reports
 // agree, the shares never exceed the budget (but for that minimum of 1).
 // When no reporter demands anything, the budget is split evenly.
-func Share(budget int64, period time.Duration, total store.DemandTotal, own int64, p ShareParams) int64 {
+func (p ShareParams) Share(budget int64, period time.Duration, total store.DemandTotal, own int64) int64 {
 	if budget <= 0 {
 		return 0
 	}

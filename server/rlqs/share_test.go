@@ -35,7 +35,7 @@ func TestShare(t *testing.T) {
 		{"zero budget", 0, time.Minute, totals(1, 1000), 1000, 0},
 		{"own above total (stale total) is clamped", 100, time.Minute, totals(2, 1000), 5000, 95},
 	} {
-		if got := Share(tc.budget, tc.period, tc.total, tc.own, p); got != tc.want {
+		if got := p.Share(tc.budget, tc.period, tc.total, tc.own); got != tc.want {
 			t.Errorf("%s: Share = %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -54,7 +54,7 @@ func TestShareSumsWithinBudget(t *testing.T) {
 			}
 			var sum int64
 			for _, d := range ds {
-				sum += Share(budget, time.Hour, totals(int64(len(ds)), total), d, p)
+				sum += p.Share(budget, time.Hour, totals(int64(len(ds)), total), d)
 			}
 			if sum > budget+int64(len(ds)) || (budget >= 100 && sum > budget) {
 				t.Errorf("budget %d, demands %v: shares sum to %d", budget, ds, sum)

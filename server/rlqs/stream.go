@@ -406,7 +406,7 @@ func (st *stream) assignment(sb *sub) (assigned, *typev3.RateLimitStrategy) {
 	if total.Reporters == 0 {
 		total = store.DemandTotal{Reporters: 1, MilliRPS: sb.demand.Load()}
 	}
-	share := Share(l.Rate.Requests, l.Rate.Period, total, sb.demand.Load(), s.shares)
+	share := s.shares.Share(l.Rate.Requests, l.Rate.Period, total, sb.demand.Load())
 	return assigned{action: sb.action, rate: l.Rate, share: share}, Strategy(l.Rate, share)
 }
 
@@ -419,7 +419,7 @@ func (st *stream) assignment(sb *sub) (assigned, *typev3.RateLimitStrategy) {
 // another instance's grows would let the shares in force add up to more
 // than the budget. So the share in force is never more than the one
 // computed last, and shares computed on the same totals sum to at most
-// the budget (Share).
+// the budget (ShareParams.Share).
 func changed(a, b assigned) bool {
 	if a.action != b.action || a.rate != b.rate || a.closed != b.closed {
 		return true
