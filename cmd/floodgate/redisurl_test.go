@@ -142,7 +142,7 @@ func TestServeRedisURLReal(t *testing.T) {
 			if tc.wantErr != "" {
 				f.redisURL = tc.url
 			}
-			st, _, err := buildStore(context.Background(), f, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil, nil)
+			st, _, err := serveEnv{f: &f, log: slog.New(slog.NewTextHandler(io.Discard, nil))}.buildStore(context.Background(), nil, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("buildStore: %v, want an error containing %q", err, tc.wantErr)

@@ -26,7 +26,7 @@ func TestReferenceRedisUnixSocket(t *testing.T) {
 		wantOK bool
 	}{{"s3cret", true}, {"default:s3cret", true}, {"wrong", false}} {
 		_, f := parseRef(t, map[string]string{"REDIS_URL": sock, "REDIS_AUTH": tc.auth, "REDIS_TIMEOUT": "2s"})
-		st, _, err := buildStore(context.Background(), f, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil, nil)
+		st, _, err := serveEnv{f: &f, log: slog.New(slog.NewTextHandler(io.Discard, nil))}.buildStore(context.Background(), nil, nil)
 		if err != nil {
 			if tc.wantOK {
 				t.Fatalf("auth %q: buildStore: %v", tc.auth, err)
@@ -51,7 +51,7 @@ func TestPerSecondRedisStore(t *testing.T) {
 	main, sec := redistest.StartServer(t), redistest.StartServer(t)
 	_, f := parseRef(t, map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": main.Addr(),
 		"REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": sec.Addr(), "REDIS_TIMEOUT": "2s"})
-	st, _, err := buildStore(context.Background(), f, quiet, nil, nil, nil)
+	st, _, err := serveEnv{f: &f, log: quiet}.buildStore(context.Background(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestPerSecondRedisStore(t *testing.T) {
 		{serveFlags{redisURL: "redis://" + main.Addr(), redisMode: "standalone", redisTimeout: time.Second, redisDialTimeout: time.Second, settleWindow: time.Hour,
 			redisPerSecond: redisTarget{url: "redis://a b", mode: "standalone"}}, "--redis-persecond-url"},
 	} {
-		if _, _, err := buildStore(context.Background(), tc.f, quiet, nil, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := (serveEnv{f: &tc.f, log: quiet}).buildStore(context.Background(), nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.f.redisPerSecond, err, tc.want)
 		}
 	}

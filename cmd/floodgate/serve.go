@@ -236,18 +236,19 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer flushTraces() // after the gRPC server drained: its calls' spans are ended
 
 	reg, metrics := newMetrics()
+	env := serveEnv{f: &f, failureMode: failureMode, log: log, reg: reg, metrics: metrics}
 	var quotaSvc atomic.Pointer[rlqs.Service] // told of reloads once built
 	live := &liveRules{changed: func() {
 		if q := quotaSvc.Load(); q != nil {
 			q.ConfigChanged()
 		}
 	}}
-	closeRules, reloadRules, err := loadRules(ctx, &f, live, metrics, log)
+	closeRules, reloadRules, err := env.loadRules(ctx, live)
 	if err != nil {
 		return err
 	}
 	defer closeRules()
-	stopXDS, err := startXDS(ctx, &f.xds, live, metrics, log) // serve_xds.go
+	stopXDS, err := env.startXDS(ctx, live) // serve_xds.go
 	if err != nil {
 		return err
 	}
@@ -259,7 +260,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	// The gRPC pipeline exists before the store so that the store's
 	// breaker can report its health.
-	pipe, err := buildGRPCPipeline(ctx, f, limits, metrics, log)
+	pipe, err := env.buildGRPCPipeline(ctx, limits)
 	if err != nil {
 		return err
 	}
@@ -271,20 +272,20 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	var health *grpchealth.Server // set once the gRPC server is built
 	local := newLocalFailure(f)
 	defer local.share.Discard()
-	st, backend, err := buildStore(ctx, f, log, metrics, breakerReporter(metrics, log, &health), local)
+	st, backend, err := env.buildStore(ctx, breakerReporter(metrics, log, &health), local)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	apis := buildAPIs(f, st, cfg, failureMode, local.share, log, metrics, tr.Tracer())
+	apis := env.buildAPIs(st, cfg, local.share, tr.Tracer())
 	quota, quotaCloser, err := openQuota(f, cfg, reg, log)
 	if err != nil {
 		return err
 	}
 	defer quotaCloser.Close()
 	quotaSvc.Store(quota)
-	grpcSrv, hs := buildGRPC(f, pipe, apis, quota, log)
+	grpcSrv, hs := env.buildGRPC(pipe, apis, quota)
 	health = hs
 	metrics.InitializeGRPC(grpcSrv)
 
@@ -294,7 +295,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	lis = pipe.gate.Listener(lis)
 	var draining atomic.Bool // set on SIGTERM: /readyz turns not ready
-	admin, err := buildAdmin(f, st, apis.settings, pipe.tokens, pipe.tracing, reg, metrics, &draining)
+	admin, err := env.buildAdmin(st, apis.settings, pipe, &draining)
 	if err != nil {
 		lis.Close()
 		return err

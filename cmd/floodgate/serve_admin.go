@@ -9,11 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/tracing"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/server/httpapi"
 	"github.com/floodgate/floodgate/store"
@@ -26,9 +22,12 @@ type adminServer struct {
 }
 
 // buildAdmin listens on --http-addr and builds the admin HTTP server
-// (health, readiness, metrics, pprof, the HTTP/JSON API, /debug/config);
+// (health, readiness, metrics, pprof, the HTTP/JSON API, /debug/config)
+// on st, with the RateLimiter's settings s and the gRPC pipeline p's
+// tokens and tracing; /readyz turns not ready once draining is set. It is
 // nil when --http-addr is empty.
-func buildAdmin(f serveFlags, st store.Store, s server.Settings, tokens *auth.TokenAuth, tr *tracing.Tracing, reg prometheus.Registerer, metrics *observability.Metrics, draining *atomic.Bool) (*adminServer, error) {
+func (e serveEnv) buildAdmin(st store.Store, s server.Settings, p grpcPipeline, draining *atomic.Bool) (*adminServer, error) {
+	f, tokens := e.f, p.tokens
 	if f.httpAddr == "" {
 		return nil, nil
 	}
@@ -42,9 +41,9 @@ func buildAdmin(f serveFlags, st store.Store, s server.Settings, tokens *auth.To
 	lis = server.NewGate(server.TransportLimits{MaxConnections: f.maxConns, MaxConnectionsPerClient: f.maxConnsPerClient}).Listener(lis)
 	as := server.AdminSettings{
 		Ready:   readiness(st, draining),
-		Metrics: metrics.Handler(),
+		Metrics: e.metrics.Handler(),
 		Pprof:   f.pprof,
-		API:     httpAPI(f, st, s, tokens, tr, reg),
+		API:     e.httpAPI(st, s, p),
 		Rules:   s.Rules, // nil without --config: /debug/config says so
 	}
 	if tokens != nil {
@@ -63,8 +62,10 @@ func buildAdmin(f serveFlags, st store.Store, s server.Settings, tokens *auth.To
 
 // httpAPI is the HTTP/JSON API (nil with --http-api=false): a
 // RateLimiter like the gRPC one, on the same store and config, whose
-// decisions the metrics count under api="http", traced like gRPC calls.
-func httpAPI(f serveFlags, st store.Store, s server.Settings, tokens *auth.TokenAuth, tr *tracing.Tracing, reg prometheus.Registerer) http.Handler {
+// decisions the metrics count under api="http", traced like gRPC calls
+// (p's tracing), its callers checked with p's tokens.
+func (e serveEnv) httpAPI(st store.Store, s server.Settings, p grpcPipeline) http.Handler {
+	f, tokens, tr, reg := e.f, p.tokens, p.tracing, e.reg
 	if !f.httpAPI {
 		return nil
 	}

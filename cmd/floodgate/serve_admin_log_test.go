@@ -26,7 +26,7 @@ func TestAdminLogsHTTPAtDebug(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: tc.level}))
 			reg, metrics := newMetrics()
 			var draining atomic.Bool
-			admin, err := buildAdmin(f, st, server.Settings{Logger: log}, nil, nil, reg, metrics, &draining)
+			admin, err := serveEnv{f: &f, reg: reg, metrics: metrics}.buildAdmin(st, server.Settings{Logger: log}, grpcPipeline{}, &draining)
 			if err != nil {
 				t.Fatal(err)
 			}

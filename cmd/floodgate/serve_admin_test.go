@@ -48,7 +48,7 @@ func TestAdminDebugConfigWiring(t *testing.T) {
 			f, st := adminTestStore(t)
 			reg, metrics := newMetrics()
 			var draining atomic.Bool
-			admin, err := buildAdmin(f, st, server.Settings{Rules: policies{cfg}}, tc.tokens, nil, reg, metrics, &draining)
+			admin, err := serveEnv{f: &f, reg: reg, metrics: metrics}.buildAdmin(st, server.Settings{Rules: policies{cfg}}, grpcPipeline{tokens: tc.tokens}, &draining)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func adminTestStore(t *testing.T) (serveFlags, store.Store) {
 	if err := parseFlags(fs, []string{"--http-addr", "127.0.0.1:0"}, func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := buildStore(context.Background(), f, slog.Default(), nil, nil, nil)
+	st, _, err := serveEnv{f: &f, log: slog.Default()}.buildStore(context.Background(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

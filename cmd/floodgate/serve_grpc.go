@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/localshare"
-	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/tracing"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/server/rlqs"
@@ -42,9 +39,10 @@ func (p grpcPipeline) close() {
 }
 
 // buildGRPCPipeline loads the TLS certificate and the tokens the flags
-// name, watching their files until ctx ends or the pipeline is closed, and
+// name, with the transport limits limits, watching their files until ctx ends or the pipeline is closed, and
 // builds the pipeline; the Gate checks the tokens too.
-func buildGRPCPipeline(ctx context.Context, f serveFlags, limits server.TransportLimits, metrics *observability.Metrics, log *slog.Logger) (p grpcPipeline, err error) {
+func (e serveEnv) buildGRPCPipeline(ctx context.Context, limits server.TransportLimits) (p grpcPipeline, err error) {
+	f, metrics, log := e.f, e.metrics, e.log
 	defer func() {
 		if err != nil {
 			p.close()
@@ -94,14 +92,15 @@ type decisionAPIs struct {
 // on st, with the rules of cfg (nil: inline limits only) and one local
 // share for failure_mode local; tracer (nil: tracing off) starts their
 // spans.
-func buildAPIs(f serveFlags, st store.Store, cfg server.RuleSource, failureMode rules.FailureMode, local *localshare.Share, log *slog.Logger, metrics *observability.Metrics, tracer trace.Tracer) decisionAPIs {
+func (e serveEnv) buildAPIs(st store.Store, cfg server.RuleSource, local *localshare.Share, tracer trace.Tracer) decisionAPIs {
+	f := e.f
 	s := server.Settings{
 		Rules:       cfg,
 		MaxKeyBytes: f.maxKeyBytes,
-		FailureMode: failureMode,
+		FailureMode: e.failureMode,
 		Local:       local,
-		Logger:      log,
-		Metrics:     metrics,
+		Logger:      e.log,
+		Metrics:     e.metrics,
 		Tracer:      tracer,
 		TraceValues: f.traceValues, // opt-in: request values in spans
 
@@ -120,11 +119,11 @@ func buildAPIs(f serveFlags, st store.Store, cfg server.RuleSource, failureMode 
 
 // buildGRPC builds the gRPC server of the APIs and the quota service
 // behind p, and its health service.
-func buildGRPC(f serveFlags, p grpcPipeline, apis decisionAPIs, quota *rlqs.Service, log *slog.Logger) (*grpc.Server, *grpchealth.Server) {
+func (e serveEnv) buildGRPC(p grpcPipeline, apis decisionAPIs, quota *rlqs.Service) (*grpc.Server, *grpchealth.Server) {
 	traceUnary, traceStream := p.tracing.ServerInterceptors()
 	return server.NewGRPCServer(apis.rateLimiter, apis.envoy, server.GRPCSettings{
-		Logger:             log,
-		MaxRecvMsgBytes:    f.maxRecvMsgBytes,
+		Logger:             e.log,
+		MaxRecvMsgBytes:    e.f.maxRecvMsgBytes,
 		ServerOptions:      p.opts,
 		UnaryInterceptors:  p.unary,
 		StreamInterceptors: p.stream,

@@ -65,12 +65,12 @@ func TestHTTPResetRefusedBeyondLoopback(t *testing.T) {
 		wantReset int
 	}{{"0.0.0.0:8080", http.StatusForbidden}, {":8080", http.StatusForbidden}, {"127.0.0.1:8080", http.StatusOK}} {
 		f := serveFlagsFor(t, "--http-addr", tc.addr)
-		st, _, err := buildStore(context.Background(), f, slog.Default(), nil, nil, nil)
+		st, _, err := serveEnv{f: &f, log: slog.Default()}.buildStore(context.Background(), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		reg, _ := newMetrics()
-		srv := httptest.NewServer(httpAPI(f, st, server.Settings{Logger: slog.New(slog.DiscardHandler)}, nil, nil, reg))
+		srv := httptest.NewServer(serveEnv{f: &f, reg: reg}.httpAPI(st, server.Settings{Logger: slog.New(slog.DiscardHandler)}, grpcPipeline{}))
 		post := func(path, body string) (int, string) {
 			resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
 			if err != nil {
@@ -120,7 +120,7 @@ func TestGRPCResetRefusedBeyondLoopback(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, metrics := newMetrics()
-		p, err := buildGRPCPipeline(context.Background(), f, limits, metrics, slog.New(slog.DiscardHandler))
+		p, err := serveEnv{f: &f, metrics: metrics, log: slog.New(slog.DiscardHandler)}.buildGRPCPipeline(context.Background(), limits)
 		if err != nil {
 			t.Fatal(err)
 		}

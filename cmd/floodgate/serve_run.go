@@ -35,11 +35,12 @@ func newMetrics() (*prometheus.Registry, *observability.Metrics) {
 	return reg, metrics
 }
 
-// loadRules loads the rules at path into live and watches them until ctx
+// loadRules loads the rules at --config into live and watches them until ctx
 // ends or the returned func is called; every accepted reload is counted
 // and logged. Without a path the files add no rules. The returned
 // reloadable (nil without a path) reloads them on a SIGHUP.
-func loadRules(ctx context.Context, f *serveFlags, live *liveRules, metrics *observability.Metrics, log *slog.Logger) (func(), []reloadable, error) {
+func (e serveEnv) loadRules(ctx context.Context, live *liveRules) (func(), []reloadable, error) {
+	f, metrics, log := e.f, e.metrics, e.log
 	path := f.configPath
 	if path == "" {
 		return func() {}, nil, nil

@@ -31,7 +31,8 @@ import (
 // (nil: none) gets the replica heartbeat and hears the breaker, for
 // failure_mode local; the embedded store never fails, so there local is
 // the store itself.
-func buildStore(ctx context.Context, f serveFlags, log *slog.Logger, m *observability.Metrics, onBreaker func(open bool, cause error), local *localFailure) (store.Store, string, error) {
+func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, cause error), local *localFailure) (store.Store, string, error) {
+	f, log, m := *e.f, e.log, e.metrics
 	if f.redisURL == "" && f.redisPerSecond.url != "" {
 		return nil, "", errors.New("--redis-persecond-url needs --redis-url (the Redis of the other limits)")
 	}

@@ -39,7 +39,7 @@ func TestMemoryMaxBytes(t *testing.T) {
 			if f.memoryMaxMem != tc.want && tc.wantErr == "" {
 				t.Errorf("memory-max-bytes %d, want %d", f.memoryMaxMem, tc.want)
 			}
-			s, _, err := buildStore(context.Background(), f, slog.Default(), nil, nil, nil)
+			s, _, err := serveEnv{f: &f, log: slog.Default()}.buildStore(context.Background(), nil, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("buildStore: %v, want an error containing %q", err, tc.wantErr)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/xdsrules"
 )
@@ -174,10 +173,11 @@ func (l *liveRules) swap(file *rules.Set, xds []*rules.Set) error {
 	return nil
 }
 
-// startXDS starts the xDS client of f, if any, feeding live until ctx
-// ends; the returned func waits for it to stop. Serving does not wait for
+// startXDS starts the xDS client of the --xds-* flags, if any, feeding
+// live until ctx ends; the returned func waits for it to stop. Serving does not wait for
 // the management server: until it answers, its domains are unknown.
-func startXDS(ctx context.Context, x *xdsFlags, live *liveRules, metrics *observability.Metrics, log *slog.Logger) (func(), error) {
+func (e serveEnv) startXDS(ctx context.Context, live *liveRules) (func(), error) {
+	x, metrics, log := &e.f.xds, e.metrics, e.log
 	apply := func(parts []*rules.Set, version string) error {
 		retried, err := live.setXDS(parts)
 		metrics.ObserveConfigReload(err)
