@@ -1,31 +1,104 @@
 package redisstore
 
 import (
-	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/redistest"
 )
 
-// TestDirectPathProbeWritesNothing: a probe (the header's write 0) whose
-// groups are one request each decides like the real call but writes
-// nothing: the store never marks a probe direct, and a probe marked so
-// is refused rather than written.
-func TestDirectPathProbeWritesNothing(t *testing.T) {
-	ctx := context.Background()
-	c := redistest.StartServer(t).Client()
-	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 5, Period: time.Minute}
-	reqs := []luaReq{{key: "probe:a", l: l, cost: 2}, {key: "probe:b", l: l, cost: 1, group: true}}
-	got, err := runScriptHeader(ctx, c, pathStore, header{nowMs: 1_780_000_000_000, keepMs: keepMs, probe: true}, reqs)
-	if err != nil {
-		t.Fatal(err)
+// TestDirectReplyMalformed: a direct reply of the wrong shape, or whose
+// allowed bit disagrees with the decision floodgate computes from the
+// same state, is an error wrapping errReply for every call of the
+// script call, never a panic or a decision.
+func TestDirectReplyMalformed(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute}
+	h := header{nowMs: -1, keepMs: keepMs}
+	req := appendRequestMode(appendHeader(nil, h), l, 1, false, 0, 0)
+	req[hdrLen-1] = hdrDirect
+	state := upgradeTB // 7 of 10 left at the reply's time
+	ok := "1780000000,123456;" + string(rune(32+len(state))) + state
+	tests := []struct {
+		name  string
+		reply any
+		calls int
+		want  string // in the error; "" for none
+	}{
+		{"well formed", ok, 1, ""},
+		{"two calls", "1780000000,123456;" + string(rune(32+len(state))) + state + "\x20", 2, ""},
+		{"not a string", int64(1), 1, "want a string"},
+		{"no time", "\x20", 1, "without its time"},
+		{"the header's time asked for, none given", ";\x20", 1, "without Redis' time"},
+		{"time not a number", "x,1;\x20", 1, "time"},
+		{"microseconds out of range", "1,1000000;\x20", 1, "time"},
+		{"no comma", "1;\x20", 1, "time"},
+		{"no request", "1,1;", 1, "ends early"},
+		{"one request for two calls", "1,1;\x20", 2, "ends early"},
+		{"a byte above 63", "1,1;\x40", 1, "request byte"},
+		{"a state longer than the reply", "1,1;\x25ab", 1, "request byte"},
+		{"bytes after the last", ok + "x", 1, "after the last request"},
+		{"denied where it fits", "1780000000,123456;\x00", 1, "the script allowed=false"},
+		{"a malformed state", "1780000000,123456;\x21\xff", 1, "malformed state"},
 	}
-	if !got[0].Allowed || got[0].Remaining != 3 || !got[1].Allowed || got[1].Remaining != 4 {
-		t.Fatalf("probe decided %+v, want both allowed with 3 and 4 left", got)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := make([]*call, tc.calls)
+			for i := range calls {
+				calls[i] = &call{h: h, buf: req, idx: []int{0}}
+			}
+			splitDirect(tc.reply, calls)
+			var err error
+			for _, c := range calls {
+				if c.err != nil {
+					err = c.err
+					break
+				}
+				part := c.reply.(string)
+				allowed, st, tail, perr := nextDirect(part)
+				if perr == nil && tail != "" {
+					t.Fatalf("a part with %d bytes after it", len(tail))
+				}
+				if perr == nil {
+					_, perr = decideDirect(l, c.buf[hdrLen:], c.nowMs, allowed, st)
+				}
+				if perr != nil {
+					err = perr
+					break
+				}
+			}
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("err = %v, want none", err)
+				}
+				return
+			}
+			if !errors.Is(err, errReply) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want errReply saying %q", err, tc.want)
+			}
+			for i, c := range calls {
+				if c.err == nil && c.direct && strings.Contains(tc.want, "ends early") {
+					t.Errorf("call %d got a part of a reply that failed", i)
+				}
+			}
+		})
 	}
-	if n, err := c.Exists(ctx, "probe:a", "probe:b").Result(); err != nil || n != 0 {
-		t.Fatalf("a probe wrote %d keys (%v)", n, err)
+}
+
+// upgradeTB is the token bucket state TestRollingUpgradeState pins: 10
+// a minute, 3 spent at 1,780,000,000,123 ms.
+const upgradeTB = "\x1a\x10\xa4\x00p\x17{\xe0i\xf9\x02"
+
+// TestDecodeCounterTokenBucket: decodeCounter reads the state lib.lua
+// writes for a token bucket (its time in B) as the Go math's own.
+func TestDecodeCounterTokenBucket(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute}
+	want, _ := algorithms.DecideAt(l, algorithms.State{}, algorithms.Request{NowMs: 1_780_000_000_123, Cost: 3})
+	if got, err := decodeCounter(l.Algorithm, upgradeTB); err != nil || got.A != want.A || got.B != want.B || got.C != want.C {
+		t.Errorf("read %+v, %v; want %+v", got, err, want)
+	}
+	if s, err := decodeCounter(l.Algorithm, ""); err != nil || s.A != 0 || s.B != 0 || s.C != 0 {
+		t.Errorf("no state read as %+v, %v; want the zero State", s, err)
 	}
 }

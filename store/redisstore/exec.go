@@ -41,6 +41,9 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	if len(calls) == 1 {
 		c := calls[0]
 		c.reply, c.err = s.fcall(ctx, s.lib.decide, c.keys, c.buf)
+		if c.err == nil && c.buf[hdrLen-1] == hdrDirect {
+			splitDirect(c.reply, calls)
+		}
 		return
 	}
 	units := merge(calls)
@@ -102,6 +105,10 @@ func merge(calls []*call) []*unit {
 
 // split hands each call of u its part of the unit's reply.
 func (u *unit) split(reply any, err error) {
+	if err == nil && u.calls[0].buf[hdrLen-1] == hdrDirect {
+		splitDirect(reply, u.calls)
+		return
+	}
 	if len(u.calls) == 1 {
 		u.calls[0].reply, u.calls[0].err = reply, err
 		return
@@ -119,5 +126,38 @@ func (u *unit) split(reply any, err error) {
 		n := replyLen * len(c.keys)
 		c.reply = str[off : off+n]
 		off += n
+	}
+}
+
+// splitDirect hands each of calls, a direct script call's groups of one
+// request each, its part of the direct reply (direct.go): the request's
+// byte and state, with the reply's time. A malformed reply fails every
+// call.
+func splitDirect(reply any, calls []*call) {
+	str, ok := reply.(string)
+	var err error
+	var now int64
+	if !ok {
+		err = fmt.Errorf("%w: got %T, want a string", errReply, reply)
+	} else {
+		now, str, err = directNow(str, calls[0].h.nowMs)
+	}
+	for _, c := range calls {
+		if err != nil {
+			break
+		}
+		var tail string
+		if _, _, tail, err = nextDirect(str); err == nil {
+			c.reply, c.direct, c.nowMs = str[:len(str)-len(tail)], true, now
+			str = tail
+		}
+	}
+	if err == nil && str != "" {
+		err = fmt.Errorf("%w: %d bytes after the last request", errReply, len(str))
+	}
+	if err != nil {
+		for _, c := range calls {
+			c.reply, c.direct, c.err = nil, false, err
+		}
 	}
 }

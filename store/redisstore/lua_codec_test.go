@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
@@ -63,6 +64,11 @@ func TestStateCodecLengths(t *testing.T) {
 				if got := res[1+i].(string); got != strconv.FormatInt(want, 10) {
 					t.Errorf("%v: field %d read back as %s", abc, i, got)
 				}
+			}
+			// The Go reader of the direct reply's states reads it alike.
+			want := algorithms.State{A: abc[0] + stateEpochMs, B: abc[1], C: abc[2]}
+			if got, err := decodeCounter(algorithms.SlidingWindow, stored); err != nil || got.A != want.A || got.B != want.B || got.C != want.C {
+				t.Errorf("%v: decodeCounter read %+v, %v; want %+v", abc, got, err, want)
 			}
 		}
 	}

@@ -206,6 +206,8 @@ type call struct {
 
 	reply  any
 	err    error
+	direct bool       // reply is this call's part of a direct reply (direct.go)
+	nowMs  int64      // the direct reply's time: the decisions' now
 	done   chan *call // receives the call once reply or err is set (capacity 1)
 	pooled bool       // from callPool: goes back once its Decide is done with it
 }
@@ -225,7 +227,7 @@ func release(calls []*call) {
 		}
 		clear(c.keys)
 		c.keys, c.buf, c.idx = c.keys[:0], c.buf[:0], c.idx[:0]
-		c.reply, c.err = nil, nil
+		c.reply, c.err, c.direct, c.nowMs = nil, nil, false, 0
 		callPool.Put(c)
 	}
 }
@@ -306,7 +308,7 @@ func hasRefund(reqs []store.Request) bool {
 // request with a positive cost was denied.
 func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.Decision) (denied bool, err error) {
 	for _, c := range calls {
-		if err := s.decode(c, out); err != nil {
+		if err := s.decode(c, reqs, out); err != nil {
 			return false, err
 		}
 	}
@@ -362,8 +364,24 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 	return calls
 }
 
-// decode reads c's reply into out at c's positions.
-func (s *Store) decode(c *call, out []algorithms.Decision) error {
+// decode reads c's reply into out at c's positions (reqs the Decide
+// call's requests).
+func (s *Store) decode(c *call, reqs []store.Request, out []algorithms.Decision) error {
+	if c.direct {
+		part, _ := c.reply.(string)
+		allowed, state, tail, err := nextDirect(part)
+		if err == nil && tail != "" {
+			err = fmt.Errorf("%w: %d bytes after the request's part", errReply, len(tail))
+		}
+		if err == nil {
+			i := c.idx[0]
+			out[i], err = decideDirect(reqs[i].Limit, c.buf[hdrLen:], c.nowMs, allowed, state)
+		}
+		if err != nil {
+			return fmt.Errorf("redisstore: decide: %w", err)
+		}
+		return nil
+	}
 	if len(c.idx) == len(out) && (len(out) == 0 || c.idx[len(out)-1] == len(out)-1) {
 		// The call holds every request, in order (always so off a
 		// cluster): decode in place.

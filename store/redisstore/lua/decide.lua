@@ -14,7 +14,9 @@
 --          call: the Redis store so puts concurrent Decide calls of one
 --          slot in one script call.
 --
--- Reply: one string, REPLY_FMT (lib.lua) per request, in request order.
+-- Reply: one string; the general path's holds REPLY_FMT (lib.lua) per
+-- request, in request order, the direct path's what each request read
+-- and whether it was allowed (lib.lua's direct reply).
 --
 -- A group's changes are kept if no request of it with a positive cost
 -- was denied, else dropped. If write is 1 or 2, each state kept changed is
@@ -240,10 +242,11 @@ local function decide(KEYS, ARGV)
   if now == nil or keep < 0 or write < 0 or write > 3 then
     return redis.error_reply('ERR floodgate: bad header')
   end
+  local t
   if now < 0 then
     -- sec * 1000 + floor(usec / 1000); Lua turns TIME's strings into
     -- numbers in the arithmetic itself, which costs less than tonumber.
-    local t = redis.call('TIME')
+    t = redis.call('TIME')
     local us = t[2]
     now = t[1] * 1000 + (us - us % 1000) / 1000
   end
@@ -251,10 +254,14 @@ local function decide(KEYS, ARGV)
   if write ~= 2 then
     return decide_general(KEYS, ARGV, now, keep, write)
   end
-  local unpack, pack = struct.unpack, struct.pack
+  local prefix = ';' -- the direct reply's (lib.lua)
+  if t then
+    prefix = t[1] .. ',' .. t[2] .. ';'
+  end
+  local unpack = struct.unpack
   local reply
   if n > 1 then
-    reply = {}
+    reply = {prefix}
   end
   for g = 1, n do
     local blob, pos = ARGV[g], 1
@@ -265,7 +272,7 @@ local function decide(KEYS, ARGV)
     local alg = h % 8
     local flags = (h - alg) / 8
     local key = KEYS[g]
-    local a, b, c = load_counter(key, alg)
+    local a, b, c, str = load_counter(key, alg)
     if a == nil then
       return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
     end
@@ -274,14 +281,20 @@ local function decide(KEYS, ARGV)
       flags = flags - 8
       b0, b1, b2, b3, b4 = unpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
     end
-    local cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
+    local allowed, ttl, a2, b2_, c2, _
+    if alg == 1 and flags < 2 then -- a token bucket, no flag but dry run
+      allowed, ttl, a2, b2_, c2 = token_bucket_charge(x, y, z, a, b, c, now, cost)
+    else
+      _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
+    end
     if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
       write_counter(key, alg, a2, b2_, c2, ttl, keep)
     end
     if n == 1 then
-      return pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
+      return prefix .. tag(allowed, #str) .. str
     end
-    reply[g] = pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
+    reply[2 * g] = tag(allowed, #str)
+    reply[2 * g + 1] = str
   end
   return table.concat(reply)
 end

@@ -129,11 +129,39 @@ local function read_header(str)
   return now, keep, write
 end
 
--- The reply is one string: REPLY_FMT per request, in request order:
+-- The general path's reply is one string: REPLY_FMT per request, in request order:
 -- allowed (0 or 1), limit, remaining, retry_after_ms (-1: never),
 -- reset_after_ms, ttl_ms, wait_ms (the leaky bucket's wait; 0 for the
 -- others). Decoded by redisstore's decodeReply.
 local REPLY_FMT = '<Bi8i8i8i8i8i8'
+
+-- The direct path's reply (decide.lua) is one string too: the time of
+-- the decisions, then per request what it read and what it decided:
+--
+--   prefix   TIME's seconds, ',', its microseconds, ';' when the script
+--            read Redis' clock; ';' alone when the header gave now
+--   then per request, in request order:
+--     byte   32 * allowed + the length of the state read (0..24)
+--     state  the state string as read (lib.lua's codec), none for no
+--            state
+--
+-- Floodgate computes each decision's fields from what the script read,
+-- with the same math (algorithms.DecideAt): packing seven fields a
+-- request cost the script more than its decision (redisstore's
+-- decideDirect, which also refuses an allowed bit it would not give).
+-- TAG[i] is the one-byte string of i (0..63), made on first use.
+local TAG = {}
+
+-- tag is the byte of a request of the direct reply.
+local function tag(allowed, len)
+  local i = allowed * 32 + len
+  local t = TAG[i]
+  if t == nil then
+    t = string.char(i)
+    TAG[i] = t
+  end
+  return t
+end
 
 -- State codec for the one-string states (token bucket, sliding window,
 -- fixed window): three signed integers a, b, c (Go's State.A, B, C) packed
@@ -200,12 +228,13 @@ local function state_fmt(h, lb)
 end
 
 -- load_counter reads the state at key of a counter algorithm alg (token
--- bucket, sliding window, fixed window, leaky bucket), times made absolute: a, b, c,
--- all 0 for no state; nil if it is malformed.
+-- bucket, sliding window, fixed window, leaky bucket), times made
+-- absolute: a, b, c, all 0 for no state, and the string read ('' for no
+-- state); nil if it is malformed.
 local function load_counter(key, alg)
   local str = redis.call('GET', key)
   if str == false then
-    return 0, 0, 0
+    return 0, 0, 0, ''
   end
   local len = #str
   if len < 1 then
@@ -221,9 +250,9 @@ local function load_counter(key, alg)
   local a, c, b = struct.unpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
   -- The time field is stored relative to STATE_EPOCH_MS.
   if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
-    return a, b + STATE_EPOCH_MS, c
+    return a, b + STATE_EPOCH_MS, c, str
   end
-  return a + STATE_EPOCH_MS, b, c
+  return a + STATE_EPOCH_MS, b, c, str
 end
 
 -- int_len is the fewest bytes of two's complement v needs (0 for 0) and
@@ -259,13 +288,65 @@ local function int_len(v)
   return 9, 'i0' -- out of range: write_counter fails
 end
 
+-- PX_STR[px] is the decimal string of px, a PX px_string rounded: kept
+-- for the library's life, like STATE_FMT, so a TTL's string is
+-- formatted once per library load rather than once a decision (the
+-- '%.14g' sprintf behind the concatenation operator costs ~2,500
+-- instructions; a number handed to redis.call is formatted too). At
+-- most 1,024 strings per step below, about 8,000 in all.
+local PX_STR = {}
+
+-- px_string is the PX string of a write whose state must live px ms
+-- (> 0): px rounded up to a multiple of a step of at most 1/64 of it (1
+-- ms below 1,024 ms, then 16 ms below 2^14, 256 below 2^18, and so on
+-- by 16s), so a key lives at most 1/64 longer than its state matters,
+-- which changes no decision (past its TTL a state decides like no
+-- state), and the rounded values are few enough to keep. Beyond 2^38
+-- ms (8.7 years) it formats px as it is.
+local function px_string(px)
+  local step
+  if px < 262144 then -- 2^18
+    if px < 1024 then
+      step = 1
+    elseif px < 16384 then
+      step = 16
+    else
+      step = 256
+    end
+  elseif px < 67108864 then -- 2^26
+    if px < 4194304 then
+      step = 4096
+    else
+      step = 65536
+    end
+  elseif px < 17179869184 then -- 2^34
+    if px < 1073741824 then
+      step = 1048576
+    else
+      step = 16777216
+    end
+  elseif px < 274877906944 then -- 2^38
+    step = 268435456
+  else
+    return string.format('%d', px)
+  end
+  local r = px % step
+  if r > 0 then
+    px = px + step - r
+  end
+  local s = PX_STR[px]
+  if s == nil then
+    s = px .. '' -- '%.14g': exact below 10^14
+    PX_STR[px] = s
+  end
+  return s
+end
+
 -- write_counter writes the state a, b, c of alg to key with a TTL of
--- ttl + keep ms, or deletes it when ttl is 0. The PX goes to Redis as a
--- string (a number handed to redis.call is formatted with '%.17g'), made
--- by the concatenation operator ('%.14g', exact below 10^14) rather than
--- a call to string.format. (An absolute PXAT, which Redis need not
--- rewrite for its replicas, measured 1,600 instructions a decision more:
--- its 13 digits cost more to format and parse.)
+-- ttl + keep ms (px_string's rounding up), or deletes it when ttl is 0.
+-- (An absolute PXAT, which Redis need not rewrite for its replicas,
+-- measured 1,600 instructions a decision more: its 13 digits cost more
+-- to format and parse.)
 local function write_counter(key, alg, a, b, c, ttl, keep)
   if ttl <= 0 then
     redis.call('DEL', key)
@@ -283,17 +364,11 @@ local function write_counter(key, alg, a, b, c, ttl, keep)
     error('floodgate: state value out of range')
   end
   local h = la * 8 + lc
-  local px = ttl + keep
-  if px < 100000000000000 then
-    px = px .. ''
-  else
-    px = string.format('%d', px)
-  end
   local i = h * 9 + lb
   local f = PACK_FMT[i]
   if f == nil then
     state_fmt(h, lb)
     f = PACK_FMT[i]
   end
-  redis.call('SET', key, struct.pack(f, h, a, c, b), 'PX', px)
+  redis.call('SET', key, struct.pack(f, h, a, c, b), 'PX', px_string(ttl + keep))
 end

@@ -98,3 +98,54 @@ local function token_bucket(per_ms, scale, capacity, a, b, c, now, cost, debt)
   end
   return allowed, remaining, retry, reset, ttl, tokens, last, scale, unrecorded, owed
 end
+
+-- token_bucket_charge is token_bucket for decide.lua's direct path, whose
+-- reply tells only whether a request was admitted (floodgate computes
+-- the decision's other fields from the state the script read:
+-- redisstore's decideDirect): the same steps, less the reporting, and
+-- with decide_counter's clamping of the cost, for a request without debt.
+-- It returns allowed, the ttl and the new state a2, b2, c2 (only allowed
+-- on a deny, which writes nothing).
+local function token_bucket_charge(per_ms, scale, capacity, a, b, c, now, cost)
+  local full = capacity * scale
+  local tokens, last = a, b
+  if c == 0 then -- never seen: a full bucket
+    tokens, last = full, now
+  elseif c ~= scale then -- the limit changed: keep the whole tokens (and debt)
+    tokens = quo(a, c)
+    if tokens > capacity then
+      tokens = capacity
+    elseif tokens < -capacity then
+      tokens = -capacity
+    end
+    tokens = tokens * scale
+  end
+  if now > last then
+    if (now - last) * per_ms >= full - tokens then
+      tokens = full
+    else
+      tokens = tokens + (now - last) * per_ms
+    end
+    last = now
+  end
+  if tokens > full then
+    tokens = full
+  end
+  if cost > 0 then
+    if tokens < cost * scale then -- so also a cost above the capacity
+      return 0
+    end
+  elseif cost < -capacity then
+    cost = -capacity
+  end
+  tokens = tokens - cost * scale
+  if tokens > full then
+    tokens = full
+  end
+  local x = full - tokens + per_ms - 1 -- >= 0: tokens <= full
+  local r = x % per_ms
+  if r < 0 then
+    r = r + per_ms
+  end
+  return 1, last - now + (x - r) / per_ms, tokens, last, scale
+end

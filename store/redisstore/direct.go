@@ -1,0 +1,131 @@
+package redisstore
+
+// The direct path's reply (lua/lib.lua): the script decides and writes,
+// and answers only what it read (each key's state string) and whether it
+// allowed each request; floodgate computes the decision's fields from
+// the same inputs with the same math (algorithms.DecideAt). Packing seven
+// fields a request cost Redis more than the decision itself.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/floodgate/floodgate/algorithms"
+)
+
+// stateEpochMs is lua/lib.lua's STATE_EPOCH_MS: a counter state's time
+// field is stored relative to it. TestStateCodecLengths checks that the
+// two agree.
+const stateEpochMs = 1767225600000
+
+// directNow reads the prefix of a direct reply: the decisions' time in
+// Unix ms (Redis' TIME, or hdrNow when the header gave it) and the rest
+// of the reply.
+func directNow(reply string, hdrNow int64) (nowMs int64, rest string, err error) {
+	head, rest, ok := strings.Cut(reply, ";")
+	if !ok {
+		return 0, "", fmt.Errorf("%w: a direct reply without its time", errReply)
+	}
+	if head == "" {
+		if hdrNow < 0 {
+			return 0, "", fmt.Errorf("%w: a direct reply without Redis' time", errReply)
+		}
+		return hdrNow, rest, nil
+	}
+	secs, usecs, ok := strings.Cut(head, ",")
+	sec, err1 := strconv.ParseInt(secs, 10, 64)
+	usec, err2 := strconv.ParseInt(usecs, 10, 64)
+	if !ok || err1 != nil || err2 != nil || sec < 0 || usec < 0 || usec >= 1e6 {
+		return 0, "", fmt.Errorf("%w: a direct reply's time %q", errReply, head)
+	}
+	return sec*1000 + usec/1000, rest, nil
+}
+
+// nextDirect reads one request's part of a direct reply: whether the
+// script allowed it, the state it read ("" for none), and what follows.
+func nextDirect(rest string) (allowed bool, state, tail string, err error) {
+	if rest == "" {
+		return false, "", "", fmt.Errorf("%w: a direct reply ends early", errReply)
+	}
+	tag := rest[0]
+	n := int(tag & 31)
+	if tag >= 64 || 1+n > len(rest) {
+		return false, "", "", fmt.Errorf("%w: a direct reply's request byte %d", errReply, tag)
+	}
+	return tag&32 != 0, rest[1 : 1+n], rest[1+n:], nil
+}
+
+// decodeCounter reads a counter algorithm's state string (lua/lib.lua's
+// codec, read as load_counter reads it): A, B, C with the time field made
+// absolute; the zero State for "".
+func decodeCounter(alg algorithms.Algorithm, s string) (algorithms.State, error) {
+	if s == "" {
+		return algorithms.State{}, nil
+	}
+	h := int(s[0])
+	la, lc := h/8, h%8
+	lb := len(s) - 1 - la - lc
+	if la > 7 || lb < 0 || lb > 8 {
+		return algorithms.State{}, fmt.Errorf("%w: a malformed state of %d bytes", errReply, len(s))
+	}
+	a := leInt(s[1 : 1+la])
+	c := leInt(s[1+la : 1+la+lc])
+	b := leInt(s[1+la+lc:])
+	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+		b += stateEpochMs
+	} else {
+		a += stateEpochMs
+	}
+	return algorithms.State{A: a, B: b, C: c}, nil
+}
+
+// leInt reads a little-endian two's complement integer of len(s) bytes
+// (0..8; 0 for none).
+func leInt(s string) int64 {
+	var u uint64
+	for i := len(s) - 1; i >= 0; i-- {
+		u = u<<8 | uint64(s[i])
+	}
+	if n := len(s); n > 0 && n < 8 && s[n-1]&0x80 != 0 {
+		u |= ^uint64(0) << (8 * n) // sign-extend
+	}
+	return int64(u)
+}
+
+// decideDirect is the decision of one direct request: req its bytes as
+// sent (appendRequestMode's, against l), decided at nowMs on the state the
+// script read. allowed is the script's answer: a decision that disagrees
+// is an error, never an answer, since the script wrote by its own.
+func decideDirect(l algorithms.Limit, req []byte, nowMs int64, allowed bool, state string) (algorithms.Decision, error) {
+	if len(req) < reqLen {
+		return algorithms.Decision{}, fmt.Errorf("%w: a request of %d bytes", errReply, len(req))
+	}
+	flags := req[0] >> 3
+	r := algorithms.Request{NowMs: nowMs, Cost: int64(binary.LittleEndian.Uint64(req[25:]))}
+	if flags&flagDebt != 0 {
+		r.Mode |= algorithms.Debt
+	}
+	if flags&flagNoWait != 0 {
+		r.Mode |= algorithms.NoWait
+	}
+	if flags&flagCalendar != 0 {
+		if len(req) < reqLen+calLen {
+			return algorithms.Decision{}, fmt.Errorf("%w: a calendar request of %d bytes", errReply, len(req))
+		}
+		for i := range r.Bounds {
+			r.Bounds[i] = int64(binary.LittleEndian.Uint64(req[reqLen+8*i:]))
+		}
+	}
+	s, err := decodeCounter(l.Algorithm, state)
+	if err != nil {
+		return algorithms.Decision{}, err
+	}
+	_, d := algorithms.DecideAt(l, s, r)
+	if d.Allowed != allowed {
+		return algorithms.Decision{}, fmt.Errorf("%w: the script allowed=%v, the same decision here %v", errReply, allowed, d.Allowed)
+	}
+	d.Debt, d.Unrecorded = 0, 0 // Settle reports them (store.Store)
+	return d, nil
+}
