@@ -49,7 +49,7 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context, limits server.Transport
 		}
 	}()
 	if f.tlsCert != "" {
-		tlsCfg, certs, err := auth.NewTLSConfig(ctx, f.tlsCert, f.tlsKey, f.tlsClientCA, log)
+		tlsCfg, certs, err := auth.NewTLSConfig(ctx, auth.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, ClientCA: f.tlsClientCA}, log)
 		if err != nil {
 			return p, err
 		}

@@ -135,11 +135,14 @@ func NewTokenAuth(ctx context.Context, tokenFile string, opts ...TokenAuthOption
 	if o.log == nil {
 		o.log = slog.Default()
 	}
-	files, err := watchFiles(ctx, "auth tokens", []string{tokenFile}, o.log,
-		func(contents [][]byte) (*tokenSet, error) { return parseTokens(tokenFile, contents[0]) },
-		func(ts *tokenSet) []any {
+	files, err := fileSet[tokenSet]{
+		name:  "auth tokens",
+		paths: []string{tokenFile},
+		parse: func(contents [][]byte) (*tokenSet, error) { return parseTokens(tokenFile, contents[0]) },
+		describe: func(ts *tokenSet) []any {
 			return []any{"file", tokenFile, "tokens", len(ts.digests), "admin_tokens", ts.admins}
-		})
+		},
+	}.watch(ctx, o.log)
 	if err != nil {
 		return nil, err
 	}

@@ -10,17 +10,26 @@ import (
 	"github.com/floodgate/floodgate/internal/filewatch"
 )
 
-// watchFiles keeps a value parsed from the contents of paths current, the
-// way internal/filewatch keeps every file-backed setting (the rules too):
-// a change is live about filewatch.DebounceQuiet after it is written (or
-// at the next filewatch.DefaultPoll where the filesystem sends no events),
-// concurrent readers of Current never wait, and the Watcher runs until ctx
-// ends or it is closed. name ("tls certificate", "auth tokens") begins its
-// log messages; describe gives a loaded value's log attributes, never a
-// secret. A value that fails to load is logged, once while the files stay
-// the same, and the previous one keeps serving.
-func watchFiles[T any](ctx context.Context, name string, paths []string, log *slog.Logger,
-	parse func(contents [][]byte) (*T, error), describe func(*T) []any) (*filewatch.Watcher[T], error) {
+// fileSet is a value parsed from the contents of files: name ("tls
+// certificate", "auth tokens") begins its log messages, parse makes the
+// value from the contents of paths (in their order), and describe gives a
+// loaded value's log attributes, never a secret.
+type fileSet[T any] struct {
+	name     string
+	paths    []string
+	parse    func(contents [][]byte) (*T, error)
+	describe func(*T) []any
+}
+
+// watch keeps the value of fs current, the way internal/filewatch keeps
+// every file-backed setting (the rules too): a change is live about
+// filewatch.DebounceQuiet after it is written (or at the next
+// filewatch.DefaultPoll where the filesystem sends no events), concurrent
+// readers of Current never wait, and the Watcher runs until ctx ends or it
+// is closed. A value that fails to load is logged on log, once while the
+// files stay the same, and the previous one keeps serving.
+func (fs fileSet[T]) watch(ctx context.Context, log *slog.Logger) (*filewatch.Watcher[T], error) {
+	name, paths, parse, describe := fs.name, fs.paths, fs.parse, fs.describe
 	loaded := false
 	return filewatch.Watch(ctx, filewatch.Options[T]{
 		Paths: paths,

@@ -34,11 +34,18 @@ type tlsState struct {
 	cfg  *tls.Config // served to handshakes; never modified after load
 }
 
+// TLSFiles are the PEM files of a TLS server: its certificate and key,
+// and the CAs its clients' certificates must be signed by ("": no client
+// certificate asked for).
+type TLSFiles struct {
+	Cert, Key, ClientCA string
+}
+
 // NewTLSConfig returns a TLS 1.2+ server config for the gRPC port whose
-// certificate comes from certFile and keyFile (PEM), reloaded when they
+// certificate comes from files.Cert and files.Key, reloaded when they
 // change (by internal/filewatch, rename-based rotation and Kubernetes
 // Secret updates included) until ctx ends or the returned io.Closer is
-// closed. When clientCAFile is not empty, clients must present a
+// closed. When files.ClientCA is not empty, clients must present a
 // certificate signed by one of the CAs in it (mTLS,
 // tls.RequireAndVerifyClientCert); that file is reloaded the same way.
 //
@@ -51,8 +58,8 @@ type tlsState struct {
 // from the files (TLS 1.2+, the certificate, the client CAs), so fields set
 // on the returned one later do not apply. After Close it keeps serving the
 // last certificate loaded.
-func NewTLSConfig(ctx context.Context, certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, Reloader, error) {
-	cfg, r, err := newTLSConfig(ctx, certFile, keyFile, clientCAFile, log)
+func NewTLSConfig(ctx context.Context, files TLSFiles, log *slog.Logger) (*tls.Config, Reloader, error) {
+	cfg, r, err := newTLSConfig(ctx, files, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -69,7 +76,8 @@ type Reloader interface {
 
 // newTLSConfig is NewTLSConfig, returning the reloader behind the config
 // (which tests inspect).
-func newTLSConfig(ctx context.Context, certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, *certReloader, error) {
+func newTLSConfig(ctx context.Context, tf TLSFiles, log *slog.Logger) (*tls.Config, *certReloader, error) {
+	certFile, keyFile, clientCAFile := tf.Cert, tf.Key, tf.ClientCA
 	if certFile == "" || keyFile == "" {
 		return nil, nil, errors.New("tls: both a certificate and a key file are needed")
 	}
@@ -81,7 +89,7 @@ func newTLSConfig(ctx context.Context, certFile, keyFile, clientCAFile string, l
 	if mTLS {
 		paths = append(paths, clientCAFile)
 	}
-	files, err := watchFiles(ctx, "tls certificate", paths, log, parseTLS, func(st *tlsState) []any {
+	files, err := fileSet[tlsState]{name: "tls certificate", paths: paths, parse: parseTLS, describe: func(st *tlsState) []any {
 		leaf := st.cert.Leaf
 		attrs := []any{"cert", certFile, "subject", leaf.Subject.String(), "serial", leaf.SerialNumber.String(),
 			"not_after", leaf.NotAfter.UTC().Format(time.RFC3339)}
@@ -89,7 +97,7 @@ func newTLSConfig(ctx context.Context, certFile, keyFile, clientCAFile string, l
 			attrs = append(attrs, "client_ca", clientCAFile)
 		}
 		return attrs
-	})
+	}}.watch(ctx, log)
 	if err != nil {
 		return nil, nil, err
 	}

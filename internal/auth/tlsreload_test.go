@@ -138,7 +138,7 @@ func tlsFiles(t testing.TB, ca *testpki.CA, clientCA []byte) (certFile, keyFile,
 func TestTLSServes(t *testing.T) {
 	ca := newTestCA(t, "server CA")
 	certFile, keyFile, _, serial := tlsFiles(t, ca, nil)
-	cfg, r, err := auth.NewTLSConfigWithReloader(t.Context(), certFile, keyFile, "", slog.New(slog.DiscardHandler))
+	cfg, r, err := auth.NewTLSConfigWithReloader(t.Context(), auth.TLSFiles{Cert: certFile, Key: keyFile}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestMutualTLS(t *testing.T) {
 	clientCA := newTestCA(t, "client CA")
 	otherCA := newTestCA(t, "other CA")
 	certFile, keyFile, caFile, _ := tlsFiles(t, serverCA, clientCA.PEM)
-	cfg, r, err := auth.NewTLSConfigWithReloader(t.Context(), certFile, keyFile, caFile, slog.New(slog.DiscardHandler))
+	cfg, r, err := auth.NewTLSConfigWithReloader(t.Context(), auth.TLSFiles{Cert: certFile, Key: keyFile, ClientCA: caFile}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestTLSRotation(t *testing.T) {
 	nextClientCA := newTestCA(t, "next client CA")
 	certFile, keyFile, caFile, serial1 := tlsFiles(t, ca, clientCA.PEM)
 	logs := &lockedBuffer{}
-	cfg, closer, err := auth.NewTLSConfig(t.Context(), certFile, keyFile, caFile, slog.New(slog.NewTextHandler(logs, nil)))
+	cfg, closer, err := auth.NewTLSConfig(t.Context(), auth.TLSFiles{Cert: certFile, Key: keyFile, ClientCA: caFile}, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestTLSBadFileKeepsServing(t *testing.T) {
 	ca := newTestCA(t, "server CA")
 	certFile, keyFile, _, serial1 := tlsFiles(t, ca, nil)
 	logs := &lockedBuffer{}
-	cfg, r, err := auth.NewTLSConfigWithReloader(t.Context(), certFile, keyFile, "", slog.New(slog.NewTextHandler(logs, nil)))
+	cfg, r, err := auth.NewTLSConfigWithReloader(t.Context(), auth.TLSFiles{Cert: certFile, Key: keyFile}, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestNewTLSConfigErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := auth.NewTLSConfig(t.Context(), tc.cert, tc.key, tc.clientCA, nil)
+			_, _, err := auth.NewTLSConfig(t.Context(), auth.TLSFiles{Cert: tc.cert, Key: tc.key, ClientCA: tc.clientCA}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
