@@ -58,11 +58,12 @@ func template(t testing.TB, name string) *x509.Certificate {
 	}
 }
 
-// sign makes tmpl a certificate of key, signed by parent with parentKey,
-// and returns its DER encoding.
-func sign(t testing.TB, tmpl, parent *x509.Certificate, key, parentKey *ecdsa.PrivateKey) []byte {
+// sign makes tmpl a certificate of key, signed by issuer (its certificate
+// and key; a CA being made signs itself without its PEM), and
+// returns its DER encoding.
+func sign(t testing.TB, tmpl *x509.Certificate, key *ecdsa.PrivateKey, issuer *CA) []byte {
 	t.Helper()
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer.Cert, &key.PublicKey, issuer.key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func NewCA(t testing.TB, name string) *CA {
 	tmpl.IsCA = true
 	tmpl.BasicConstraintsValid = true
 	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
-	der := sign(t, tmpl, tmpl, key, key)
+	der := sign(t, tmpl, key, &CA{Cert: tmpl, key: key}) // self-signed
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func (ca *CA) Issue(t testing.TB, name string, server bool) (certPEM, keyPEM []b
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 		tmpl.DNSNames = []string{"localhost"}
 	}
-	der := sign(t, tmpl, ca.Cert, key, ca.key)
+	der := sign(t, tmpl, key, ca)
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
