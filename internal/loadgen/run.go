@@ -94,7 +94,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		w := &workers[i]
 		call := newCaller(cfg.Conns[i%len(cfg.Conns)])
 		pick := keyPicker(cfg, uint64(i))
-		wg.Go(func() { w.run(callCtx, call, pick, &phase, budget, begun) })
+		wg.Go(func() { w.run(callCtx, call, pick, control{phase: &phase, budget: budget, begun: begun}) })
 	}
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
@@ -216,9 +216,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// run is one worker's closed loop: send, wait for the answer, record it if
-// the whole exchange happened while measuring, repeat.
-func (w *worker) run(ctx context.Context, call caller, pick func() int, phase *atomic.Int32, budget *atomic.Int64, begun <-chan struct{}) {
+// control is what every worker of a run follows: the run's phase, the
+// requests left to send while measuring (nil: no MaxRequests), and begun,
+// closed when phaseStarting ends.
+type control struct {
+	phase  *atomic.Int32
+	budget *atomic.Int64
+	begun  <-chan struct{}
+}
+
+// run is one worker's closed loop: send a request for the key pick
+// chooses through call, wait for the answer, record it if the whole
+// exchange happened while measuring, repeat until ctl says to stop.
+func (w *worker) run(ctx context.Context, call caller, pick func() int, ctl control) {
+	phase, budget, begun := ctl.phase, ctl.budget, ctl.begun
 	for {
 		p := phase.Load()
 		if p == phaseStopped {

@@ -28,7 +28,7 @@ func BenchmarkWorkerLoop(b *testing.B) {
 			w := new(worker)
 			b.ReportAllocs()
 			b.ResetTimer()
-			w.run(context.Background(), call, pick, &phase, &budget, nil)
+			w.run(context.Background(), call, pick, control{phase: &phase, budget: &budget})
 			b.StopTimer()
 			if got := w.allowed + w.denied; got != uint64(b.N) || w.hist.Count() != uint64(b.N) {
 				b.Fatalf("recorded %d decisions, %d latencies; want %d", got, w.hist.Count(), b.N)
@@ -57,7 +57,7 @@ func TestWorkerLoopDoesNotAllocate(t *testing.T) {
 	w := new(worker)
 	allocs := testing.AllocsPerRun(10, func() {
 		budget.Store(1000)
-		w.run(context.Background(), call, pick, &phase, &budget, nil)
+		w.run(context.Background(), call, pick, control{phase: &phase, budget: &budget})
 	})
 	if allocs != 0 {
 		t.Fatalf("1000 requests through the worker loop allocate %v times", allocs)
