@@ -75,9 +75,10 @@ type refRedisTarget struct{ env, flag, socket string }
 // the settings are refused (the reason is in r.errs).
 func refRedis(r *envReader, flag func(name, value string), t refRedisTarget) bool {
 	env := func(name string) string { return t.env + "_" + name }
-	u, mode, master, err := refRedisURL(
-		r.str(env("SOCKET_TYPE"), "unix"), r.str(env("TYPE"), "SINGLE"),
-		r.str(env("URL"), t.socket), r.str(env("AUTH"), ""), r.boolean(env("TLS"), false))
+	u, mode, master, err := refRedisEnv{
+		socketType: r.str(env("SOCKET_TYPE"), "unix"), redisType: r.str(env("TYPE"), "SINGLE"),
+		addr: r.str(env("URL"), t.socket), auth: r.str(env("AUTH"), ""), tls: r.boolean(env("TLS"), false),
+	}.flags()
 	if err != nil {
 		r.errs = append(r.errs, strings.ReplaceAll(err.Error(), "$REDIS_", "$"+t.env+"_"))
 		return false
@@ -91,15 +92,22 @@ func refRedis(r *envReader, flag func(name, value string), t refRedisTarget) boo
 	return true
 }
 
-// refRedisURL is floodgate's --redis-url, --redis-mode and
-// --redis-sentinel-master for the reference's REDIS_* settings:
+// refRedisEnv is one Redis's settings in the reference's environment:
+// REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_URL (addr), REDIS_AUTH ("password"
+// or "user:password") and REDIS_TLS.
+type refRedisEnv struct {
+	socketType, redisType, addr, auth string
+	tls                               bool
+}
+
+// flags are floodgate's --redis-url, --redis-mode and
+// --redis-sentinel-master for e, by REDIS_TYPE:
 //
 //	SINGLE    host:port, or a socket path with REDIS_SOCKET_TYPE=unix
 //	CLUSTER   host:port,host:port,...
 //	SENTINEL  master,sentinel:port,sentinel:port,...
-//
-// auth is "password" or "user:password".
-func refRedisURL(socketType, redisType, addr, auth string, tls bool) (u, mode, master string, err error) {
+func (e refRedisEnv) flags() (u, mode, master string, err error) {
+	socketType, redisType, addr, auth, tls := e.socketType, e.redisType, e.addr, e.auth, e.tls
 	scheme := "redis"
 	if tls {
 		scheme = "rediss"
