@@ -1,12 +1,15 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/redistest"
 )
 
 // TestDirectReplyMalformed: a direct reply of the wrong shape, or whose
@@ -100,5 +103,27 @@ func TestDecodeCounterTokenBucket(t *testing.T) {
 	}
 	if s, err := decodeCounter(l.Algorithm, ""); err != nil || s.A != 0 || s.B != 0 || s.C != 0 {
 		t.Errorf("no state read as %+v, %v; want the zero State", s, err)
+	}
+}
+
+// TestDirectManyGroups: a direct call of more groups than one MGET may
+// take (Lua's unpack fails past 8,000 values) still decides every one,
+// and a repeated key sees the earlier request's charge.
+func TestDirectManyGroups(t *testing.T) {
+	c := redistest.StartServer(t).Client()
+	ctx := context.Background()
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 2, Period: time.Hour}
+	var reqs []luaReq
+	for i := range 8200 {
+		reqs = append(reqs, luaReq{key: "fg:fw:{many}:" + strconv.Itoa(i%4100), l: l, cost: 1, group: true})
+	}
+	out, err := runScript(ctx, c, pathStore, 1_780_000_000_000, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range out {
+		if want := int64(1 - i/4100); !d.Allowed || d.Remaining != want {
+			t.Fatalf("request %d: allowed %v, remaining %d; want allowed, remaining %d", i, d.Allowed, d.Remaining, want)
+		}
 	}
 }

@@ -100,6 +100,11 @@ func merge(calls []*call) []*unit {
 		u.keys = append(u.keys, c.keys...)
 		u.args = append(u.args, c.buf[hdrLen:])
 	}
+	for _, u := range units {
+		if len(u.calls) > 1 && u.calls[0].buf[hdrLen-1] == hdrDirect {
+			markRepeats(u.keys, u.args)
+		}
+	}
 	return units
 }
 

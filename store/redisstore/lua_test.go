@@ -172,6 +172,9 @@ func scriptArgs(h header, path luaPath, reqs []luaReq) ([]string, []any) {
 		buf = appendRequestMode(buf, r.l, r.cost, r.dry, r.mode, h.calMs)
 	}
 	flush()
+	if hdr[hdrLen-1] == hdrDirect {
+		markRepeats(keys, args) // as merge does
+	}
 	return keys, args
 }
 

@@ -92,10 +92,11 @@ const (
 // reads them). Their own numbers, not algorithms.Mode's: appendRequestMode
 // maps each Mode bit to its flag.
 const (
-	flagDry      = 1 // decide as if charging, never write
-	flagDebt     = 2 // algorithms.Debt
-	flagNoWait   = 4 // algorithms.NoWait
-	flagCalendar = 8 // a calendar limit: calLen bytes of boundaries follow
+	flagDry      = 1  // decide as if charging, never write
+	flagDebt     = 2  // algorithms.Debt
+	flagNoWait   = 4  // algorithms.NoWait
+	flagCalendar = 8  // a calendar limit: calLen bytes of boundaries follow
+	flagRepeat   = 16 // direct path only: an earlier request of the call has the same key (markRepeats)
 )
 
 // luaWire is the Lua that defines the wire sizes lua/lib.lua uses.
@@ -154,6 +155,21 @@ func markDirect(c *call, reqs []store.Request) {
 		c.buf[hdrLen-1] = hdrLog
 	} else {
 		c.buf[hdrLen-1] = hdrDirect
+	}
+}
+
+// markRepeats sets flagRepeat on each request of a direct script call
+// (keys and args as sent: one request a group, the first group after the
+// header) whose key an earlier request holds: the script reads every key
+// with one MGET, and such a request must see the earlier one's write.
+func markRepeats(keys []string, args []any) {
+	for i := 1; i < len(keys); i++ {
+		for j := range i {
+			if keys[j] == keys[i] {
+				args[i].([]byte)[0] |= flagRepeat << 3
+				break
+			}
+		}
 	}
 }
 

@@ -76,7 +76,10 @@ end
 --               cost is charged even when it does not fit, bounded; see
 --               counter.lua); bit 2 (4): no-wait (a leaky bucket admits
 --               only what may start now: algorithms.NoWait); bit 3 (8): a
---               calendar limit, CAL_LEN more bytes follow the request.
+--               calendar limit, CAL_LEN more bytes follow the request;
+--               bit 4 (16), on decide.lua's direct path only: the key
+--               is an earlier request's of the call (so it is read
+--               after that one's write, not from the call's MGET).
 --               The drivers reject any other bit.
 --   then the limit's three numbers x, y, z: for a token or leaky bucket
 --   per_ms and scale (its rate in lowest terms, algorithms.Limit.Scale)
@@ -227,12 +230,11 @@ local function state_fmt(h, lb)
   return STATE_FMT[i]
 end
 
--- load_counter reads the state at key of a counter algorithm alg (token
--- bucket, sliding window, fixed window, leaky bucket), times made
--- absolute: a, b, c, all 0 for no state, and the string read ('' for no
--- state); nil if it is malformed.
-local function load_counter(key, alg)
-  local str = redis.call('GET', key)
+-- decode_counter reads str, the state of a counter algorithm alg (token
+-- bucket, sliding window, fixed window, leaky bucket) as GET answered it
+-- (false for no key), times made absolute: a, b, c, all 0 for no state,
+-- and the string read ('' for no state); nil if it is malformed.
+local function decode_counter(str, alg)
   if str == false then
     return 0, 0, 0, ''
   end
@@ -253,6 +255,11 @@ local function load_counter(key, alg)
     return a, b + STATE_EPOCH_MS, c, str
   end
   return a + STATE_EPOCH_MS, b, c, str
+end
+
+-- load_counter reads the state at key of alg: decode_counter of its GET.
+local function load_counter(key, alg)
+  return decode_counter(redis.call('GET', key), alg)
 end
 
 -- int_len is the fewest bytes of two's complement v needs (0 for 0) and
