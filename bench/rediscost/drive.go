@@ -130,7 +130,7 @@ func (d *driver) run(ctx context.Context, n int) error {
 // call at a time (as a lone caller, or the batcher's one pipeline).
 func (d *driver) runRef(ctx context.Context, base, n int) error {
 	T := day.Milliseconds() / 1000
-	args := []any{strconv.FormatInt(T, 10), strconv.FormatInt(T*999, 10)}
+	args := []any{strconv.FormatInt(T, 10), strconv.FormatInt(T*999, 10), strconv.FormatInt(T*1000, 10)} // burst 1000: tau = 999 T
 	keys := make([]string, d.perCall)
 	for i := 0; i < n; i += d.perCall {
 		for j := range keys {

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/bench/internal/benchproc"
 )
 
 // TestTargetOf: each row's target follows the token bucket's at the same
@@ -69,5 +76,54 @@ func TestCronIn(t *testing.T) {
 	}
 	if got := cronIn("42 ( 0.00%)  ???:aeMain [x]\n"); got != 0 {
 		t.Fatalf("no cron: cronIn = %d, want 0", got)
+	}
+}
+
+// TestReferenceGCRA: the reference is an exact GCRA: of a burst of 3
+// (T 10 s, tau 20 s) three calls at once are admitted and the fourth is
+// not, one call of four keys admits each once, and a state that is not
+// an 8-byte integer is refused. Skipped without redis-server, but in CI.
+func TestReferenceGCRA(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no redis-server on PATH (make test installs it)")
+		}
+		t.Skip("no redis-server")
+	}
+	ctx := context.Background()
+	cmd, addr, err := benchproc.StartRedis(ctx, nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	if err := c.FunctionLoad(ctx, gcraLua).Err(); err != nil {
+		t.Fatal(err)
+	}
+	call := func(keys ...string) string {
+		t.Helper()
+		got, err := c.FCall(ctx, "fgref_gcra", keys, "10000", "20000", "30000").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	var got string
+	for range 4 {
+		got += call("{k}a")
+	}
+	if got != "1110" {
+		t.Errorf("four calls on one key of burst 3: %q, want 1110", got)
+	}
+	if got := call("{k}b", "{k}c", "{k}d", "{k}e"); got != "1111" {
+		t.Errorf("one call of four keys: %q, want 1111", got)
+	}
+	if ttl := c.PTTL(ctx, "{k}a").Val(); ttl <= 20*time.Second || ttl > 30*time.Second {
+		t.Errorf("PTTL %v, want tau + T (30s) at most, more than tau", ttl)
+	}
+	c.Set(ctx, "{k}bad", "12345", 0)
+	if err := c.FCall(ctx, "fgref_gcra", []string{"{k}bad"}, "10000", "20000", "30000").Err(); err == nil || !strings.Contains(err.Error(), "malformed state") {
+		t.Errorf("a decimal state: %v, want a malformed state error", err)
 	}
 }
