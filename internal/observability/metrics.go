@@ -67,14 +67,20 @@ const (
 	MaxDetailBytes = 256
 )
 
-// Buckets of the latency histograms, in seconds: from 100µs (a memory or
-// local Redis call) to a few seconds, dense around the default Redis
-// timeout (tens of ms).
+// Buckets of the store's histograms: its latency in seconds, from 100µs
+// (a memory or local Redis call) to a second, dense around the default
+// Redis timeout (tens of ms); and its batch sizes.
 var (
 	storeDurationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
-	grpcDurationBuckets  = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
 	batchSizeBuckets     = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
 )
+
+// RequestDurationBuckets returns the buckets of the request latency
+// histograms (gRPC's grpc_server_handling_seconds and the HTTP/JSON API's
+// floodgate_http_request_duration_seconds), in seconds: from 100µs to 5s.
+func RequestDurationBuckets() []float64 {
+	return []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+}
 
 // Metrics are floodgate's Prometheus metrics, registered on an injected
 // registry (never the global default one):
@@ -85,6 +91,8 @@ var (
 //	floodgate_store_errors_total{backend,op}                     counter
 //	floodgate_store_batch_size{backend}                          histogram
 //	floodgate_deny_cache_hits_total                              counter
+//	floodgate_settlements_total{api,algorithm,result}            counter
+//	floodgate_settle_unrecorded_units_total{api,algorithm}       counter
 //	floodgate_config_reloads_total{result}                       counter
 //	floodgate_breaker_state                                      gauge
 //	floodgate_build_info{version}                                gauge
@@ -151,73 +159,51 @@ type decisionSeries struct {
 // alone. Like prometheus.MustRegister, it panics when reg already holds
 // metrics of the same names: call it once, at startup.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		nDetails: map[ruleKey]int{},
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_decisions_total",
-			Help: "Rate-limit decisions by front door (api), config domain, rule or policy name, algorithm and result (allowed, denied, shadow_denied, degraded, local).",
-		}, []string{"api", "domain", "rule", "algorithm", "result"}),
-		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_near_limit_total",
-			Help: "Allowed decisions that left at most 20% of the limit remaining (soft-limit warnings).",
-		}, []string{"api", "domain", "rule", "algorithm"}),
-		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "floodgate_store_duration_seconds",
-			Help:    "Latency of store calls by backend and op (decide, reset, ping), errors included.",
-			Buckets: storeDurationBuckets,
-		}, []string{"backend", "op"}),
-		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_store_errors_total",
-			Help: "Store calls that could not decide (backend down or slow, context ended), by backend and op.",
-		}, []string{"backend", "op"}),
-		storeBatch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "floodgate_store_batch_size",
-			Help:    "Requests per store Decide call (descriptors of one Envoy request, checks of one CheckBatch).",
-			Buckets: batchSizeBuckets,
-		}, []string{"backend"}),
-		denyCacheHits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "floodgate_deny_cache_hits_total",
-			Help: "Requests answered denied from the local deny cache, without the store.",
-		}),
-		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_config_reloads_total",
-			Help: "Config loads by result: success, or error (the previous config kept serving).",
-		}, []string{"result"}),
-		breakerState: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "floodgate_breaker_state",
-			Help: "Store circuit breaker: 0 closed (store healthy), 1 open (store known down; failure modes answer).",
-		}),
-		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "floodgate_build_info",
-			Help: "Always 1; the version label says which floodgate is running.",
-		}, []string{"version"}),
-		settle: newSettleMetrics(),
-		grpc: grpcprom.NewServerMetrics(
-			grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(grpcDurationBuckets)),
-		),
-	}
-	// Both results exist from the start, so an alert on errors has a zero
-	// to compare against.
-	m.configReloads.WithLabelValues("success")
-	m.configReloads.WithLabelValues("error")
-
-	collectors := []prometheus.Collector{
-		m.decisions, m.nearLimit, m.storeDuration, m.storeErrors, m.storeBatch,
-		m.denyCacheHits, m.configReloads, m.breakerState, m.buildInfo, m.grpc,
-	}
-	collectors = append(collectors, m.settle.collectors()...)
+	m := &Metrics{nDetails: map[ruleKey]int{}}
 	if reg == nil {
-		r := prometheus.NewRegistry()
-		reg = r
+		reg = prometheus.NewRegistry()
 	}
-	reg.MustRegister(collectors...)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
 	} else {
 		own := prometheus.NewRegistry()
-		own.MustRegister(collectors...)
-		m.gatherer = own
+		reg, m.gatherer = registerBoth{reg, own}, own
 	}
+	d := DeclareOn(reg)
+	m.decisions = d.CounterVec("floodgate_decisions_total",
+		"Rate-limit decisions by front door (api), config domain, rule or policy name, algorithm and result (allowed, denied, shadow_denied, degraded, local).",
+		"api", "domain", "rule", "algorithm", "result")
+	m.nearLimit = d.CounterVec("floodgate_near_limit_total",
+		"Allowed decisions that left at most 20% of the limit remaining (soft-limit warnings).",
+		"api", "domain", "rule", "algorithm")
+	m.storeDuration = d.HistogramVec("floodgate_store_duration_seconds",
+		"Latency of store calls by backend and op (decide, reset, ping), errors included.",
+		storeDurationBuckets, "backend", "op")
+	m.storeErrors = d.CounterVec("floodgate_store_errors_total",
+		"Store calls that could not decide (backend down or slow, context ended), by backend and op.",
+		"backend", "op")
+	m.storeBatch = d.HistogramVec("floodgate_store_batch_size",
+		"Requests per store Decide call (descriptors of one Envoy request, checks of one CheckBatch).",
+		batchSizeBuckets, "backend")
+	m.denyCacheHits = d.Counter("floodgate_deny_cache_hits_total",
+		"Requests answered denied from the local deny cache, without the store.")
+	m.configReloads = d.CounterVec("floodgate_config_reloads_total",
+		"Config loads by result: success, or error (the previous config kept serving).",
+		"result")
+	m.breakerState = d.Gauge("floodgate_breaker_state",
+		"Store circuit breaker: 0 closed (store healthy), 1 open (store known down; failure modes answer).")
+	m.buildInfo = d.GaugeVec("floodgate_build_info",
+		"Always 1; the version label says which floodgate is running.",
+		"version")
+	m.settle = newSettleMetrics(d)
+	m.grpc = grpcprom.NewServerMetrics(
+		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(RequestDurationBuckets())),
+	)
+	reg.MustRegister(m.grpc)
+	// Both results exist from the start, so an alert on errors has a zero
+	// to compare against.
+	m.configReloads.WithLabelValues("success")
+	m.configReloads.WithLabelValues("error")
 	return m
 }
 

@@ -22,21 +22,15 @@ type settleMetrics struct {
 	unrecorded  *prometheus.CounterVec
 }
 
-func newSettleMetrics() settleMetrics {
+func newSettleMetrics(d Declarer) settleMetrics {
 	return settleMetrics{
-		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_settlements_total",
-			Help: "Settlements of usage known afterwards by front door (api), algorithm and result (debt, refund, even, duplicate, conflict, degraded).",
-		}, []string{"api", "algorithm", "result"}),
-		unrecorded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_settle_unrecorded_units_total",
-			Help: "Units of settled usage not recorded because the key's debt reached its bound (one capacity), by front door and algorithm.",
-		}, []string{"api", "algorithm"}),
+		settlements: d.CounterVec("floodgate_settlements_total",
+			"Settlements of usage known afterwards by front door (api), algorithm and result (debt, refund, even, duplicate, conflict, degraded).",
+			"api", "algorithm", "result"),
+		unrecorded: d.CounterVec("floodgate_settle_unrecorded_units_total",
+			"Units of settled usage not recorded because the key's debt reached its bound (one capacity), by front door and algorithm.",
+			"api", "algorithm"),
 	}
-}
-
-func (s settleMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.settlements, s.unrecorded}
 }
 
 // ObserveSettle counts one settlement of api (APICheck or APIHTTP) on a

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate/floodgate/internal/observability"
 )
 
 // metrics count the API's requests apart from gRPC's grpc_server_*:
@@ -20,26 +22,21 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 }
 
-// durationBuckets are the gRPC side's, from 100µs to 5s, in seconds.
-var durationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
-
 // newMetrics registers the metrics on reg; nil records nothing.
 func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		return nil
 	}
+	d := observability.DeclareOn(reg)
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_http_requests_total",
-			Help: "HTTP/JSON API requests by route (check, check_batch, peek, reset, other) and HTTP status code. A denial is a 200.",
-		}, []string{"route", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "floodgate_http_request_duration_seconds",
-			Help:    "HTTP/JSON API request latency by route, from the handler's start to the answer written, errors included.",
-			Buckets: durationBuckets,
-		}, []string{"route"}),
+		requests: d.CounterVec("floodgate_http_requests_total",
+			"HTTP/JSON API requests by route (check, check_batch, peek, reset, other) and HTTP status code. A denial is a 200.",
+			"route", "code"),
+		// The gRPC side's buckets, so the two APIs' latencies compare.
+		duration: d.HistogramVec("floodgate_http_request_duration_seconds",
+			"HTTP/JSON API request latency by route, from the handler's start to the answer written, errors included.",
+			observability.RequestDurationBuckets(), "route"),
 	}
-	reg.MustRegister(m.requests, m.duration)
 	for _, r := range []string{"check", "check_batch", "peek", "reset"} {
 		m.requests.WithLabelValues(r, "200")
 		m.duration.WithLabelValues(r)

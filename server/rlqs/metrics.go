@@ -1,6 +1,10 @@
 package rlqs
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate/floodgate/internal/observability"
+)
 
 // Metrics are the Rate Limit Quota Service's metrics. Their labels are
 // bounded by the config (a quota bucket entry's name, or "unmatched") and
@@ -31,34 +35,21 @@ const unmatchedRule = "unmatched"
 // NewMetrics registers the metrics on reg. Like prometheus.MustRegister,
 // it panics when reg already holds them.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		streams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "floodgate_quota_streams", Help: "Open Rate Limit Quota Service streams.",
-		}),
-		buckets: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "floodgate_quota_buckets", Help: "Buckets subscribed on open streams (one per stream and bucket id).",
-		}),
-		idBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "floodgate_quota_bucket_id_bytes", Help: "Bytes the subscribed bucket ids hold (with their copies), bounded per stream and in total; a report past a bound ends its stream ResourceExhausted.",
-		}),
-		reports: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "floodgate_quota_reports_total", Help: "Bucket usage reports processed.",
-		}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_quota_reported_requests_total",
-			Help: "Requests Envoy reported as allowed or denied, by quota bucket entry (rule) and result.",
-		}, []string{"rule", "result"}),
-		assignments: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_quota_assignments_total",
-			Help: "Bucket actions sent, by action: rate_limit, allow_all, deny_all, abandon.",
-		}, []string{"action"}),
-		streamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_quota_stream_errors_total", Help: "Streams ended by an error, by gRPC code.",
-		}, []string{"code"}),
-		demandErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "floodgate_quota_demand_errors_total", Help: "Demand aggregations the store could not do (shares then come from the last totals or this replica's view).",
-		}),
+	d := observability.DeclareOn(reg)
+	return &Metrics{
+		streams: d.Gauge("floodgate_quota_streams", "Open Rate Limit Quota Service streams."),
+		buckets: d.Gauge("floodgate_quota_buckets", "Buckets subscribed on open streams (one per stream and bucket id)."),
+		idBytes: d.Gauge("floodgate_quota_bucket_id_bytes",
+			"Bytes the subscribed bucket ids hold (with their copies), bounded per stream and in total; a report past a bound ends its stream ResourceExhausted."),
+		reports: d.Counter("floodgate_quota_reports_total", "Bucket usage reports processed."),
+		requests: d.CounterVec("floodgate_quota_reported_requests_total",
+			"Requests Envoy reported as allowed or denied, by quota bucket entry (rule) and result.",
+			"rule", "result"),
+		assignments: d.CounterVec("floodgate_quota_assignments_total",
+			"Bucket actions sent, by action: rate_limit, allow_all, deny_all, abandon.",
+			"action"),
+		streamErrors: d.CounterVec("floodgate_quota_stream_errors_total", "Streams ended by an error, by gRPC code.", "code"),
+		demandErrors: d.Counter("floodgate_quota_demand_errors_total",
+			"Demand aggregations the store could not do (shares then come from the last totals or this replica's view)."),
 	}
-	reg.MustRegister(m.streams, m.buckets, m.idBytes, m.reports, m.requests, m.assignments, m.streamErrors, m.demandErrors)
-	return m
 }
