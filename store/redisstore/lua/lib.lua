@@ -262,12 +262,12 @@ local function load_counter(key, alg)
   return decode_counter(redis.call('GET', key), alg)
 end
 
--- int_len is the fewest bytes of two's complement v needs (0 for 0) and
--- the struct item of that many bytes (int_fmt's), from comparisons
--- rather than a loop: n bytes hold -2^(8n-1) .. 2^(8n-1) - 1.
+-- int_len is the fewest bytes of two's complement v needs (0 for 0),
+-- from comparisons rather than a loop: n bytes hold -2^(8n-1) ..
+-- 2^(8n-1) - 1; 9 when v is out of range.
 local function int_len(v)
   if v == 0 then
-    return 0, 'i0'
+    return 0
   end
   if v < 0 then
     v = -v - 1 -- the same length as v
@@ -275,24 +275,24 @@ local function int_len(v)
   if v < 2147483648 then -- 2^31
     if v < 32768 then -- 2^15
       if v < 128 then
-        return 1, 'i1'
+        return 1
       end
-      return 2, 'i2'
+      return 2
     elseif v < 8388608 then -- 2^23
-      return 3, 'i3'
+      return 3
     end
-    return 4, 'i4'
+    return 4
   elseif v < 140737488355328 then -- 2^47
     if v < 549755813888 then -- 2^39
-      return 5, 'i5'
+      return 5
     end
-    return 6, 'i6'
+    return 6
   elseif v < 36028797018963968 then -- 2^55
-    return 7, 'i7'
+    return 7
   elseif v < 9223372036854775808 then -- 2^63
-    return 8, 'i8'
+    return 8
   end
-  return 9, 'i0' -- out of range: write_counter fails
+  return 9 -- out of range: write_counter fails
 end
 
 -- PX_STR[px] is the decimal string of px, a PX px_string rounded: kept
@@ -365,8 +365,8 @@ local function write_counter(key, alg, a, b, c, ttl, keep)
     a = a - STATE_EPOCH_MS
   end
   local la = int_len(a)
-  local lc = int_len(c)
   local lb = int_len(b)
+  local lc = int_len(c)
   if la > 7 or lc > 7 or lb > 8 then
     error('floodgate: state value out of range')
   end
