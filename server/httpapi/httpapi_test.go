@@ -233,6 +233,9 @@ func TestRequestMetrics(t *testing.T) {
 	postJSON(t, srv, httpapi.PathCheck, "", `{"key":"k","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":5,"period":"60s"}}`)
 	postJSON(t, srv, httpapi.PathCheck, "", `{"key":""}`)
 	postJSON(t, srv, "/v1/nope", "", `{}`)
+	for _, path := range []string{httpapi.PathCheckBatch, httpapi.PathPeek, httpapi.PathReset, httpapi.PathSettle} {
+		postJSON(t, srv, path, "", `{"key":""}`)
+	}
 	got := map[string]float64{}
 	fams, err := reg.Gather()
 	if err != nil {
@@ -257,8 +260,26 @@ func TestRequestMetrics(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]float64{"check 200": 1, "check 400": 1, "other 404": 1}
+	want := map[string]float64{"check 200": 1, "check 400": 1, "other 404": 1,
+		"check_batch 400": 1, "peek 400": 1, "reset 400": 1, "settle 400": 1}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("requests by route and code %v, want %v", got, want)
+	}
+}
+
+// TestResetRefused: with ResetRefused set, a reset is turned away (403,
+// the reason in the message), and only a reset: a check and a peek of the
+// same key are answered.
+func TestResetRefused(t *testing.T) {
+	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{})
+	srv := serve(t, rl, httpapi.Settings{ResetRefused: "reset is refused on this port"})
+	body := `{"key":"k","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":5,"period":"60s"}}`
+	if resp, got := postJSON(t, srv, httpapi.PathReset, "", body); resp.StatusCode != http.StatusForbidden || !strings.Contains(got, "reset is refused on this port") {
+		t.Errorf("reset: %d %s, want 403 with the reason", resp.StatusCode, got)
+	}
+	for _, path := range []string{httpapi.PathCheck, httpapi.PathPeek} {
+		if resp, got := postJSON(t, srv, path, "", body); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d %s, want 200", path, resp.StatusCode, got)
+		}
 	}
 }
