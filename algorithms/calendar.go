@@ -271,7 +271,7 @@ func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
 			start, end, next = end, next, after
 			curr, last = s.B, s.C
 		}
-		return slidingDecide(l, s, slidingSpan{start: start, w: end - start, w2: next - end, curr: curr, prev: last}, a)
+		return slidingDecide(s, slidingSpan{start: start, w: end - start, w2: next - end}, slidingTally{requests: l.Requests, curr: curr, prev: last}, a)
 	}
 	count := int64(0)
 	switch s.A {

@@ -49,23 +49,29 @@ func slidingCounts(l Limit, s State, now int64) (curr, prev, start int64) {
 func slidingWindow(l Limit, s State, a ask) (State, Decision) {
 	w := l.PeriodMs()
 	curr, prev, start := slidingCounts(l, s, a.now)
-	return slidingDecide(l, s, slidingSpan{start: start, w: w, w2: w, carry: true, curr: curr, prev: prev}, a)
+	return slidingDecide(s, slidingSpan{start: start, w: w, w2: w, carry: true}, slidingTally{requests: l.Requests, curr: curr, prev: prev}, a)
 }
 
 // slidingSpan is the window a sliding-window decision is made in: it
-// starts at start, is w ms long and is followed by one of w2 ms, with the
-// counts curr (this window) and prev (the one before). carry is described
-// at slidingDecide.
+// starts at start, is w ms long and is followed by one of w2 ms. carry is
+// described at slidingDecide.
 type slidingSpan struct {
 	start, w, w2 int64
 	carry        bool
-	curr, prev   int64
 }
 
-// slidingDecide decides a.cost at a.now in the window p: the part a fixed
-// period (p.w == p.w2) and a calendar period (calendar periods: a month
-// of 31 days may follow one of 28) share. s is the state as stored,
-// returned unchanged by a deny or a peek.
+// slidingTally is what a sliding-window decision counts: the counts curr
+// (this window) and prev (the one before), against the limit's Requests.
+// (Apart from slidingSpan, so that each is at most four words, the most
+// the compiler keeps in registers.)
+type slidingTally struct {
+	requests, curr, prev int64
+}
+
+// slidingDecide decides a.cost at a.now in the window p with the counts
+// c: the part a fixed period (p.w == p.w2) and a calendar period
+// (calendar periods: a month of 31 days may follow one of 28) share. s is
+// the state as stored, returned unchanged by a deny or a peek.
 //
 // With e ms of the window elapsed, the estimate is curr + prev × (w − e)/w:
 // the previous window weighs by the fraction of the current one still to
@@ -81,15 +87,16 @@ type slidingSpan struct {
 // next window as its previous one (a calendar period: a quota's period
 // does not roll over, the sliding estimate lets the debt decay through the
 // next period).
-func slidingDecide(l Limit, s State, p slidingSpan, a ask) (State, Decision) {
-	start, w, w2, carry, curr, prev := p.start, p.w, p.w2, p.carry, p.curr, p.prev
+func slidingDecide(s State, p slidingSpan, c slidingTally, a ask) (State, Decision) {
+	start, w, w2, carry := p.start, p.w, p.w2, p.carry
+	requests, curr, prev := c.requests, c.curr, c.prev
 	now, cost, debt := a.now, a.cost, a.debt()
 	at := max(now, start) // the moment decided, >= now
 	e := at - start       // elapsed in the current window
-	limit := l.Requests * w
+	limit := requests * w
 	weighted := curr*w + prev*(w-e)
 
-	d := Decision{Allowed: true, Limit: l.Requests}
+	d := Decision{Allowed: true, Limit: requests}
 	switch {
 	case debt && cost > 0:
 		k := max(0, min(cost, (2*limit-weighted)/w))
@@ -99,9 +106,9 @@ func slidingDecide(l Limit, s State, p slidingSpan, a ask) (State, Decision) {
 	case cost > 0 && weighted+cost*w > limit:
 		d.Allowed = false
 		pt := slidingPoint{curr: curr, prev: prev, w: w, e: e}
-		wait := slidingWait(pt, w2, cost, l.Requests)
+		wait := slidingWait(pt, w2, cost, requests)
 		if carry {
-			wait = slidingCarryWait(pt, cost, l.Requests)
+			wait = slidingCarryWait(pt, cost, requests)
 		}
 		d.RetryAfter = ms(at - now + wait)
 	case cost > 0:
@@ -118,7 +125,7 @@ func slidingDecide(l Limit, s State, p slidingSpan, a ask) (State, Decision) {
 	switch {
 	case curr > 0 && carry:
 		// Empty once the count's last carried window has decayed.
-		d.ResetAfter = ms(at - now + (ceilDiv(curr, l.Requests)+1)*w - e)
+		d.ResetAfter = ms(at - now + (ceilDiv(curr, requests)+1)*w - e)
 	case curr > 0:
 		d.ResetAfter = ms(at - now + w - e + w2)
 	case prev > 0:
@@ -133,7 +140,7 @@ func slidingDecide(l Limit, s State, p slidingSpan, a ask) (State, Decision) {
 	if over := weighted - limit; debt && over > 0 {
 		// At most one capacity, also when the clock went back within
 		// the window (the previous window weighs more then).
-		d.Debt = min(ceilDiv(over, w), l.Requests)
+		d.Debt = min(ceilDiv(over, w), requests)
 	}
 	if !d.Allowed || cost == 0 {
 		return s, d
