@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,7 +16,6 @@ import (
 
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/internal/durfmt"
-	"github.com/floodgate/floodgate/internal/zones"
 )
 
 // Exit statuses of `floodgate check`.
@@ -50,27 +46,15 @@ Exit status: 0 when every attempt got an answer, allowed or denied; 1 on
 an error (unreachable, invalid request, unknown policy); 2 on bad flags;
 3 with --fail-on-deny when some attempt was denied.`
 
-// checkFlags are the settings of `floodgate check`.
+// checkFlags are the settings of `floodgate check`: the flags it shares
+// with settle, and the attempts.
 type checkFlags struct {
-	addr       string
-	key        string
-	limit      string
-	algorithm  string
-	burst      int64
-	timeZone   string
-	policy     string
+	callFlags
 	cost       int64
 	repeat     int
 	interval   time.Duration
 	json       bool
 	failOnDeny bool
-	timeout    time.Duration
-	token      string
-	tls        bool
-	tlsCA      string
-	tlsName    string
-	tlsCert    string
-	tlsKey     string
 }
 
 func (f *checkFlags) register(fs *flag.FlagSet) {
@@ -81,30 +65,6 @@ func (f *checkFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.interval, "interval", 0, "pause between attempts")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per attempt instead of a table")
 	fs.BoolVar(&f.failOnDeny, "fail-on-deny", false, "exit 3 if any attempt was denied (for scripts)")
-}
-
-// registerTarget registers the flags that name a key and its limit,
-// shared by check and settle (keyUsage and limitUsage say what for).
-func (f *checkFlags) registerTarget(fs *flag.FlagSet, keyUsage, limitUsage string) {
-	fs.StringVar(&f.key, "key", "", keyUsage)
-	fs.StringVar(&f.limit, "limit", "", limitUsage)
-	fs.StringVar(&f.timeZone, "time-zone", "", "IANA time zone of a calendar --limit, e.g. Asia/Jakarta (default UTC)")
-	fs.StringVar(&f.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket (default token_bucket with --limit; a policy's own with --policy)")
-	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity, or leaky bucket queue size; 0 means the limit's requests")
-	fs.StringVar(&f.policy, "policy", "", "a policy name from the server's config, instead of --limit")
-}
-
-// registerConn registers the flags of the connection to floodgate,
-// shared by check and settle.
-func (f *checkFlags) registerConn(fs *flag.FlagSet, timeoutUsage, tokenUsage string) {
-	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "floodgate's gRPC address")
-	fs.DurationVar(&f.timeout, "timeout", time.Second, timeoutUsage)
-	fs.StringVar(&f.token, "token", "", tokenUsage)
-	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the server against the system roots (or --tls-ca)")
-	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of CA certificates to verify the server; implies --tls")
-	fs.StringVar(&f.tlsName, "tls-server-name", "", "server name to verify instead of --addr's host; implies --tls")
-	fs.StringVar(&f.tlsCert, "tls-client-cert", "", "PEM client certificate for mTLS (with --tls-client-key); implies --tls")
-	fs.StringVar(&f.tlsKey, "tls-client-key", "", "PEM client key for mTLS; implies --tls")
 }
 
 // checkRow is one attempt, as printed with --json.
@@ -128,7 +88,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	if err := parseCommand(fs, args, getenv, stderr, "check", checkExitUsage); err != nil {
 		return err
 	}
-	limit, opts, err := f.resolve(fs)
+	limit, opts, err := f.resolve(fs, f.attempts)
 	if err != nil {
 		fmt.Fprintln(stderr, "floodgate check:", err)
 		return exitCode(checkExitUsage)
@@ -178,114 +138,14 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
-// resolve checks the flags and turns them into a limit and dial options.
-func (f *checkFlags) resolve(fs *flag.FlagSet) (client.Limit, []client.DialOption, error) {
-	var l client.Limit
+// attempts checks the flags of the attempts.
+func (f *checkFlags) attempts() error {
 	switch {
-	case fs.NArg() > 0:
-		return l, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case f.key == "":
-		return l, nil, errors.New("--key is required")
 	case f.repeat < 1:
-		return l, nil, fmt.Errorf("--repeat must be at least 1, got %d", f.repeat)
+		return fmt.Errorf("--repeat must be at least 1, got %d", f.repeat)
 	case f.cost < 1:
-		return l, nil, fmt.Errorf("--cost must be at least 1, got %d", f.cost)
-	case (f.limit == "") == (f.policy == ""):
-		return l, nil, errors.New("give exactly one of --limit and --policy")
-	case f.policy != "" && f.burst != 0:
-		return l, nil, errors.New("--burst applies to --limit, not --policy")
-	case f.policy != "" && f.timeZone != "":
-		return l, nil, errors.New("--time-zone applies to a calendar --limit, not --policy")
+		return fmt.Errorf("--cost must be at least 1, got %d", f.cost)
 	}
-	if f.algorithm != "" {
-		alg, err := client.ParseAlgorithm(f.algorithm)
-		if err != nil {
-			return l, nil, fmt.Errorf("--algorithm: %w", err)
-		}
-		l.Algorithm = alg
-	}
-	if f.policy != "" {
-		l.Policy = f.policy
-	} else {
-		if reqs, per, ok := strings.Cut(f.limit, "/"); ok && strings.HasPrefix(strings.TrimSpace(per), "calendar_") {
-			if err := f.calendarLimit(&l, reqs, strings.TrimSpace(per)); err != nil {
-				return l, nil, err
-			}
-		} else {
-			requests, period, err := parseRate(f.limit)
-			if err != nil {
-				return l, nil, fmt.Errorf("--limit: %w", err)
-			}
-			if f.timeZone != "" {
-				return l, nil, errors.New("--time-zone applies to a calendar --limit such as 10000/calendar_month")
-			}
-			l.Requests, l.Period, l.Burst = requests, period, f.burst
-		}
-		if l.Algorithm == client.AnyAlgorithm {
-			l.Algorithm = client.TokenBucket
-		}
-	}
-
-	opts := []client.DialOption{client.WithTimeout(f.timeout)}
-	if f.token != "" {
-		opts = append(opts, client.WithToken(f.token))
-	}
-	if f.tls || f.tlsCA != "" || f.tlsName != "" || f.tlsCert != "" || f.tlsKey != "" {
-		cfg, err := f.tlsConfig()
-		if err != nil {
-			return l, nil, err
-		}
-		opts = append(opts, client.WithTLS(cfg))
-	}
-	return l, opts, nil
-}
-
-func (f *checkFlags) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.tlsName}
-	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca: no PEM certificates in %s", f.tlsCA)
-		}
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("--tls-client-cert and --tls-client-key go together")
-	}
-	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-client-cert: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
-}
-
-// calendarLimit fills l from a calendar --limit REQUESTS/calendar_PERIOD
-// and --time-zone; the algorithm defaults to the fixed window.
-func (f *checkFlags) calendarLimit(l *client.Limit, reqs, per string) error {
-	n, err := strconv.ParseInt(strings.TrimSpace(reqs), 10, 64)
-	if err != nil || n <= 0 {
-		return fmt.Errorf("--limit: requests must be a positive integer, got %q", reqs)
-	}
-	cal, err := client.ParseCalendar(per)
-	if err != nil {
-		return fmt.Errorf("--limit: %w", err)
-	}
-	if f.burst != 0 {
-		return errors.New("--burst applies to a token bucket, not a calendar --limit")
-	}
-	if _, err := zones.Load(f.timeZone); err != nil {
-		return fmt.Errorf("--time-zone: %w", err)
-	}
-	if l.Algorithm == client.AnyAlgorithm {
-		l.Algorithm = client.FixedWindow
-	}
-	l.Requests, l.Calendar, l.TimeZone = n, cal, f.timeZone
 	return nil
 }
 

@@ -210,6 +210,28 @@ func TestCheckTokenNeedsTLS(t *testing.T) {
 	}
 }
 
+// TestCheckBadFlags: bad flags exit 2 with the first problem named, the
+// key first, then the attempts, then the limit.
+func TestCheckBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--key", "k", "--limit", "1/s", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--limit", "1/s", "--repeat", "0"}, "--key is required"},
+		{[]string{"--key", "k", "--limit", "1/s", "--repeat", "0"}, "--repeat must be at least 1, got 0"},
+		{[]string{"--key", "k", "--limit", "1/s", "--cost", "0"}, "--cost must be at least 1, got 0"},
+		{[]string{"--key", "k", "--repeat", "0"}, "--repeat must be at least 1"},
+		{[]string{"--key", "k", "--cost", "-1"}, "--cost must be at least 1, got -1"},
+		{[]string{"--key", "k"}, "give exactly one of --limit and --policy"},
+	} {
+		code, stdout, stderr := runCLI(append([]string{"check"}, tc.args...), nil)
+		if code != checkExitUsage || stdout != "" || !strings.HasPrefix(stderr, "floodgate check: "+tc.want) {
+			t.Errorf("check %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+}
+
 func TestParseRate(t *testing.T) {
 	for _, tc := range []struct {
 		in       string

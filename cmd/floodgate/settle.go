@@ -29,13 +29,14 @@ and printed, to retry with. Exit status: 0 when answered; 1 on an error
 (unreachable, invalid request, the key reused with other numbers); 2 on
 bad flags.`
 
-// settleFlags are the settings of `floodgate settle`: check's connection
-// and limit flags, and the settlement.
+// settleFlags are the settings of `floodgate settle`: the flags it shares
+// with check, and the settlement.
 type settleFlags struct {
-	checkFlags
+	callFlags
 	reserved       int64
 	actual         int64
 	idempotencyKey string
+	json           bool
 }
 
 func (f *settleFlags) register(fs *flag.FlagSet) {
@@ -62,13 +63,12 @@ type settleRow struct {
 
 func runSettle(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f settleFlags
-	f.repeat, f.cost = 1, 1 // check's resolve reads them
 	fs := newFlagSet("settle [flags]", settleSynopsis, stderr)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "settle", checkExitUsage); err != nil {
 		return err
 	}
-	limit, opts, err := f.resolve(fs)
+	limit, opts, err := f.resolve(fs, nil)
 	if err == nil {
 		err = f.validate(flagGiven(fs, "actual") || getenv(envName("actual")) != "")
 	}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/internal/zones"
+)
+
+// callFlags are the flags check and settle share: the key and its limit,
+// and the connection to floodgate.
+type callFlags struct {
+	addr      string
+	key       string
+	limit     string
+	algorithm string
+	burst     int64
+	timeZone  string
+	policy    string
+	timeout   time.Duration
+	token     string
+	tls       bool
+	tlsCA     string
+	tlsName   string
+	tlsCert   string
+	tlsKey    string
+}
+
+// registerTarget registers the flags that name a key and its limit,
+// shared by check and settle (keyUsage and limitUsage say what for).
+func (f *callFlags) registerTarget(fs *flag.FlagSet, keyUsage, limitUsage string) {
+	fs.StringVar(&f.key, "key", "", keyUsage)
+	fs.StringVar(&f.limit, "limit", "", limitUsage)
+	fs.StringVar(&f.timeZone, "time-zone", "", "IANA time zone of a calendar --limit, e.g. Asia/Jakarta (default UTC)")
+	fs.StringVar(&f.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket (default token_bucket with --limit; a policy's own with --policy)")
+	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity, or leaky bucket queue size; 0 means the limit's requests")
+	fs.StringVar(&f.policy, "policy", "", "a policy name from the server's config, instead of --limit")
+}
+
+// registerConn registers the flags of the connection to floodgate,
+// shared by check and settle.
+func (f *callFlags) registerConn(fs *flag.FlagSet, timeoutUsage, tokenUsage string) {
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "floodgate's gRPC address")
+	fs.DurationVar(&f.timeout, "timeout", time.Second, timeoutUsage)
+	fs.StringVar(&f.token, "token", "", tokenUsage)
+	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the server against the system roots (or --tls-ca)")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of CA certificates to verify the server; implies --tls")
+	fs.StringVar(&f.tlsName, "tls-server-name", "", "server name to verify instead of --addr's host; implies --tls")
+	fs.StringVar(&f.tlsCert, "tls-client-cert", "", "PEM client certificate for mTLS (with --tls-client-key); implies --tls")
+	fs.StringVar(&f.tlsKey, "tls-client-key", "", "PEM client key for mTLS; implies --tls")
+}
+
+// resolve checks the flags and turns them into a limit and dial options;
+// more, when not nil, checks the command's own flags, after --key.
+func (f *callFlags) resolve(fs *flag.FlagSet, more func() error) (client.Limit, []client.DialOption, error) {
+	var l client.Limit
+	switch {
+	case fs.NArg() > 0:
+		return l, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case f.key == "":
+		return l, nil, errors.New("--key is required")
+	}
+	if more != nil {
+		if err := more(); err != nil {
+			return l, nil, err
+		}
+	}
+	switch {
+	case (f.limit == "") == (f.policy == ""):
+		return l, nil, errors.New("give exactly one of --limit and --policy")
+	case f.policy != "" && f.burst != 0:
+		return l, nil, errors.New("--burst applies to --limit, not --policy")
+	case f.policy != "" && f.timeZone != "":
+		return l, nil, errors.New("--time-zone applies to a calendar --limit, not --policy")
+	}
+	if f.algorithm != "" {
+		alg, err := client.ParseAlgorithm(f.algorithm)
+		if err != nil {
+			return l, nil, fmt.Errorf("--algorithm: %w", err)
+		}
+		l.Algorithm = alg
+	}
+	if f.policy != "" {
+		l.Policy = f.policy
+	} else {
+		if reqs, per, ok := strings.Cut(f.limit, "/"); ok && strings.HasPrefix(strings.TrimSpace(per), "calendar_") {
+			if err := f.calendarLimit(&l, reqs, strings.TrimSpace(per)); err != nil {
+				return l, nil, err
+			}
+		} else {
+			requests, period, err := parseRate(f.limit)
+			if err != nil {
+				return l, nil, fmt.Errorf("--limit: %w", err)
+			}
+			if f.timeZone != "" {
+				return l, nil, errors.New("--time-zone applies to a calendar --limit such as 10000/calendar_month")
+			}
+			l.Requests, l.Period, l.Burst = requests, period, f.burst
+		}
+		if l.Algorithm == client.AnyAlgorithm {
+			l.Algorithm = client.TokenBucket
+		}
+	}
+
+	opts := []client.DialOption{client.WithTimeout(f.timeout)}
+	if f.token != "" {
+		opts = append(opts, client.WithToken(f.token))
+	}
+	if f.tls || f.tlsCA != "" || f.tlsName != "" || f.tlsCert != "" || f.tlsKey != "" {
+		cfg, err := f.tlsConfig()
+		if err != nil {
+			return l, nil, err
+		}
+		opts = append(opts, client.WithTLS(cfg))
+	}
+	return l, opts, nil
+}
+
+func (f *callFlags) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.tlsName}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: no PEM certificates in %s", f.tlsCA)
+		}
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, errors.New("--tls-client-cert and --tls-client-key go together")
+	}
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-cert: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// calendarLimit fills l from a calendar --limit REQUESTS/calendar_PERIOD
+// and --time-zone; the algorithm defaults to the fixed window.
+func (f *callFlags) calendarLimit(l *client.Limit, reqs, per string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(reqs), 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("--limit: requests must be a positive integer, got %q", reqs)
+	}
+	cal, err := client.ParseCalendar(per)
+	if err != nil {
+		return fmt.Errorf("--limit: %w", err)
+	}
+	if f.burst != 0 {
+		return errors.New("--burst applies to a token bucket, not a calendar --limit")
+	}
+	if _, err := zones.Load(f.timeZone); err != nil {
+		return fmt.Errorf("--time-zone: %w", err)
+	}
+	if l.Algorithm == client.AnyAlgorithm {
+		l.Algorithm = client.FixedWindow
+	}
+	l.Requests, l.Calendar, l.TimeZone = n, cal, f.timeZone
+	return nil
+}
