@@ -1,0 +1,147 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/redistest"
+)
+
+// TestLuaLogDirectRing: the log's direct path (calls of single sliding
+// window log requests, write byte 3) decides and writes as Go does
+// where its ring arithmetic is tight: small limits whose rings fill,
+// wrap and resize often, costs of up to 4 units against rings of 7 to 10
+// slots (a run of slots that wraps past the ring's end), rings kept from
+// a larger limit, dry runs, and calls of several groups, a key repeated
+// among them. Every decision and, after each call, every ring (slot for
+// slot, head and floor included) must be Go's; the trace must take the
+// wrapping and resizing branches often.
+func TestLuaLogDirectRing(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	ms := time.Millisecond
+	limits := []algorithms.Limit{
+		{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: 100 * ms},
+		{Algorithm: algorithms.SlidingWindowLog, Requests: 7, Period: 70 * ms}, // below LOG_MIN_SLOTS
+		{Algorithm: algorithms.SlidingWindowLog, Requests: 9, Period: 40 * ms},
+	}
+	keys := []string{"logdirect:a", "logdirect:b", "logdirect:c"}
+	limitOf := []algorithms.Limit{limits[0], limits[1], limits[2]}
+	m := &luaModel{states: map[string]algorithms.State{}}
+	rng := rand.New(rand.NewPCG(7, 11))
+	now := int64(1_780_000_000_000)
+	var wraps, resizes, denials int
+	for step := range 4000 {
+		now += rng.Int64N(25)
+		m.calMs = now
+		n := 1 + rng.IntN(3)
+		reqs := make([]luaReq, n)
+		for i := range reqs {
+			k := rng.IntN(len(keys))
+			if rng.IntN(50) == 0 {
+				limitOf[k] = limits[rng.IntN(len(limits))]
+			}
+			reqs[i] = luaReq{key: keys[k], l: limitOf[k], cost: 1 + rng.Int64N(4), dry: rng.IntN(15) == 0, group: true}
+		}
+		before := map[string]algorithms.State{}
+		for _, k := range keys {
+			before[k] = m.states[k]
+		}
+		want := m.decideGroups(now, reqs)
+		got, err := runScriptHeader(ctx, c, pathStore, header{nowMs: now, keepMs: keepMs, calMs: now}, reqs)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		for i := range reqs {
+			if got[i] != want[i] {
+				t.Fatalf("step %d, request %d of %d (%s, %+v, cost %d, dry %v):\n got (lua) %+v\nwant (go)  %+v", step, i, n, reqs[i].key, reqs[i].l, reqs[i].cost, reqs[i].dry, got[i], want[i])
+			}
+			if !want[i].Allowed {
+				denials++
+			}
+		}
+		for _, k := range keys {
+			st, held := m.states[k]
+			if _, err := c.Get(ctx, k).Result(); (err == nil) != held {
+				t.Fatalf("step %d: key %s in Redis: %v, in Go: %v", step, k, err, held)
+			}
+			if !held {
+				continue
+			}
+			if inRedis := redisLogState(t, c, k); !reflect.DeepEqual(inRedis, st) {
+				t.Fatalf("step %d: key %s: ring in Redis\n%+v\nin Go\n%+v", step, k, inRedis, st)
+			}
+			if b := before[k]; len(b.Log) > 0 && len(st.Log) == len(b.Log) && st.A < b.A {
+				wraps++ // the head passed the ring's end
+			} else if len(st.Log) != len(b.Log) {
+				resizes++
+			}
+		}
+	}
+	if wraps < 300 || resizes < 300 || denials < 300 {
+		t.Fatalf("trace too tame: %d wraps, %d resizes, %d denials", wraps, resizes, denials)
+	}
+	t.Logf("%d wraps, %d resizes, %d denials", wraps, resizes, denials)
+}
+
+// commandCalls is how many times Redis has run each command since its
+// last CONFIG RESETSTAT, from INFO commandstats.
+func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for _, m := range regexp.MustCompile(`cmdstat_(\w+):calls=(\d+)`).FindAllStringSubmatch(info, -1) {
+		calls[m[1]], _ = strconv.ParseInt(m[2], 10, 64)
+	}
+	return calls
+}
+
+// TestLuaLogDirectCommands: a decision on a ring that log_load reads
+// whole, up to its largest (64 slots), costs Redis one GETRANGE and one
+// SET; a larger ring is read and written by the slot.
+func TestLuaLogDirectCommands(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	now := int64(1_780_000_000_000)
+	for _, tc := range []struct {
+		requests int64
+		slots    int
+		whole    bool
+	}{{64, 64, true}, {100, 78, false}} {
+		l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: tc.requests, Period: time.Hour}
+		key := "logcmds:" + strconv.FormatInt(tc.requests, 10)
+		for i := range int64(39) {
+			if _, err := runScript(ctx, c, pathStore, now+i, []luaReq{{key: key, l: l, cost: 1}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := len(redisLogState(t, c, key).Log); n != tc.slots {
+			t.Fatalf("%d requests: a ring of %d slots, want %d", tc.requests, n, tc.slots)
+		}
+		if err := c.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := runScript(ctx, c, pathStore, now+100, []luaReq{{key: key, l: l, cost: 1}})
+		if err != nil || !got[0].Allowed || got[0].Remaining != tc.requests-40 {
+			t.Fatalf("%d requests: %+v, %v; want allowed, %d remaining", tc.requests, got, err, tc.requests-40)
+		}
+		calls := commandCalls(t, c)
+		whole := calls["getrange"] == 1 && calls["set"] == 1 && calls["setrange"] == 0
+		if whole != tc.whole {
+			t.Fatalf("%d requests, %d slots: commands %v; read and written whole: %v, want %v", tc.requests, tc.slots, calls, whole, tc.whole)
+		}
+	}
+}
