@@ -90,13 +90,11 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	limit, opts, err := f.resolve(fs, f.attempts)
 	if err != nil {
-		fmt.Fprintln(stderr, "floodgate check:", err)
-		return exitCode(checkExitUsage)
+		return failed(stderr, "check", checkExitUsage, err)
 	}
 	c, err := client.Dial(f.addr, opts...)
 	if err != nil {
-		fmt.Fprintln(stderr, "floodgate check:", err)
-		return exitCode(checkExitError)
+		return failed(stderr, "check", checkExitError, err)
 	}
 	defer c.Close()
 

@@ -54,8 +54,7 @@ func parseCommand(fs *flag.FlagSet, args []string, getenv func(string) string, s
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		fmt.Fprintf(stderr, "floodgate %s: %v\n", name, err)
-		return exitCode(usage)
+		return failed(stderr, name, usage, err)
 	}
 	return nil
 }

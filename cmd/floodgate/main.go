@@ -50,6 +50,13 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
+// failed is how a command reports that it failed: err on stderr as the
+// command's ("floodgate check: ..."), and code as the exit status.
+func failed(stderr io.Writer, command string, code int, err error) error {
+	fmt.Fprintf(stderr, "floodgate %s: %v\n", command, err)
+	return exitCode(code)
+}
+
 const usage = `floodgate: a gRPC rate-limit decision service
 
 Usage:

@@ -192,8 +192,7 @@ func (f *serveFlags) transportLimits() (server.TransportLimits, error) {
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	ref, args, getenv, err := referenceServe(args, getenv) // refenv.go
 	if err != nil {
-		fmt.Fprintln(stderr, "floodgate serve:", err)
-		return exitCode(2)
+		return failed(stderr, "serve", 2, err)
 	}
 	f, err := parseServeFlags(args, getenv, stderr)
 	if err != nil {
@@ -201,8 +200,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
-		fmt.Fprintln(stderr, "floodgate serve:", err)
-		return exitCode(2)
+		return failed(stderr, "serve", 2, err)
 	}
 	defer func() { err = logFatal(log, err) }()
 	if ref != nil {
@@ -322,12 +320,10 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return f, err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "floodgate serve: unexpected argument %q\n", fs.Arg(0))
-		return f, exitCode(2)
+		return f, failed(stderr, "serve", 2, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	if err := f.resolveRedisURL(fs, getenv); err != nil { // redisurl.go
-		fmt.Fprintf(stderr, "floodgate serve: %v\n", err)
-		return f, exitCode(2)
+		return f, failed(stderr, "serve", 2, err)
 	}
 	return f, nil
 }

@@ -60,3 +60,12 @@ func TestMemoryMaxBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestServeUnexpectedArgument: an argument serve does not take is a usage
+// error (exit 2) naming it, before anything starts.
+func TestServeUnexpectedArgument(t *testing.T) {
+	code, stdout, stderr := runCLI([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "", "extra"}, nil)
+	if code != 2 || stdout != "" || stderr != "floodgate serve: unexpected argument \"extra\"\n" {
+		t.Fatalf("got exit %d, stdout %q, stderr %q; want exit 2 naming the argument", code, stdout, stderr)
+	}
+}

@@ -73,13 +73,11 @@ func runSettle(ctx context.Context, args []string, getenv func(string) string, s
 		err = f.validate(flagGiven(fs, "actual") || getenv(envName("actual")) != "")
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "floodgate settle:", err)
-		return exitCode(checkExitUsage)
+		return failed(stderr, "settle", checkExitUsage, err)
 	}
 	c, err := client.Dial(f.addr, opts...)
 	if err != nil {
-		fmt.Fprintln(stderr, "floodgate settle:", err)
-		return exitCode(checkExitError)
+		return failed(stderr, "settle", checkExitError, err)
 	}
 	defer c.Close()
 	s, err := c.Settle(ctx, f.key, limit, f.reserved, f.actual, f.idempotencyKey)

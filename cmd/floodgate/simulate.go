@@ -81,13 +81,11 @@ func runSimulate(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "floodgate simulate: unexpected argument %q\n", fs.Arg(0))
-		return exitCode(simulateExitUsage)
+		return failed(stderr, "simulate", simulateExitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	res, title, err := f.run()
 	if err != nil {
-		fmt.Fprintln(stderr, "floodgate simulate:", err)
-		return exitCode(simulateExitUsage)
+		return failed(stderr, "simulate", simulateExitUsage, err)
 	}
 	if err := simulate.WriteText(stdout, res, title); err != nil {
 		return err
