@@ -67,3 +67,27 @@ func TestSharesWithinBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestSettingsSharesShapeTheShare: the service splits a budget with the
+// ShareParams of its Settings, zero fields taking the defaults. One
+// reporter at 1/3 of a request a second, of a budget of 600 a minute:
+// the default floor (10%) and cap (2 × its demand, 40 a minute) give it
+// the floor, 60; a floor of half the budget gives it 300.
+func TestSettingsSharesShapeTheShare(t *testing.T) {
+	for _, tc := range []struct {
+		shares ShareParams
+		want   uint64
+	}{
+		{ShareParams{}, 60},
+		{ShareParams{Floor: 0.5, Cap: 1}, 300},
+	} {
+		clock := testkit.NewClock(time.Unix(1_700_000_000, 0))
+		cfg := testkit.StaticRules(testkit.ParseRules(t, "domain: d\nquota_buckets:\n  - bucket_id: {k: \"*\"}\n    rate_limit: {unit: minute, requests_per_unit: 600}\n"))
+		svc := New(Settings{Rules: cfg, Demand: memstore.NewDemand(), Now: clock.Now, Shares: tc.shares})
+		a := openFake(t, svc)
+		a.in <- report("d", map[string]string{"k": "x"}, 10, 30*time.Second)
+		if got := perMinute(t, only(t, a.next(t))); got != tc.want {
+			t.Errorf("Shares %+v: a share of %d a minute, want %d", tc.shares, got, tc.want)
+		}
+	}
+}
