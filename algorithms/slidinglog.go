@@ -20,7 +20,7 @@ import "math"
 // one slot; an admit of cost c overwrites the c oldest slots, which are
 // gone. A ring holds at most Requests slots (Requests ≤ MaxLogRequests);
 // it starts small and is rebuilt, keeping only its live units, when it is
-// too small for an admit or four times larger than it needs (resizeLog).
+// too small for an admit or four times larger than it needs (logPlan.resize).
 
 // EmptySlot marks a slot of a sliding window log's ring that holds no
 // unit: below every time.
@@ -42,7 +42,6 @@ func logSlot(ring []int64, head, i int64) int64 {
 // anything is written.
 type logPlan struct {
 	d      Decision
-	cost   int64 // the cost decided
 	at     int64 // the time decided at: now, or the newest unit if later
 	cut    int64 // units at or below cut are gone
 	live   int64 // live units before the decision
@@ -84,7 +83,7 @@ func planSlidingLog(l Limit, s State, now, cost int64) logPlan {
 			lo = mid + 1
 		}
 	}
-	p := logPlan{d: Decision{Allowed: true, Limit: l.Requests}, cost: cost, at: at, cut: cut, live: n - lo}
+	p := logPlan{d: Decision{Allowed: true, Limit: l.Requests}, at: at, cut: cut, live: n - lo}
 	live := p.live
 	newest := top // the newest live unit after the decision, if live > 0
 	switch {
@@ -123,16 +122,16 @@ func decideSlidingLog(l Limit, s State, now, cost int64) (State, Decision) {
 	}
 	next := s
 	next.Log = append([]int64(nil), s.Log...)
-	applySlidingLog(l, &next, p, nil)
+	p.apply(l, &next, cost, nil)
 	return next, p.d
 }
 
-// applySlidingLog writes the decision p (made by planSlidingLog for
-// p.cost) into *s: O(p.cost) slots, or a rebuilt ring of O(live units) slots when
+// apply writes the decision p (made by planSlidingLog for cost) into
+// *s: O(cost) slots, or a rebuilt ring of O(live units) slots when
 // the ring must grow or may shrink. It records the slots it overwrites in
 // u, if not nil.
-func applySlidingLog(l Limit, s *State, p logPlan, u *Undo) {
-	n, cost := int64(len(s.Log)), p.cost
+func (p logPlan) apply(l Limit, s *State, cost int64, u *Undo) {
+	n := int64(len(s.Log))
 	switch {
 	case cost > 0:
 		after := p.live + cost
@@ -140,7 +139,7 @@ func applySlidingLog(l Limit, s *State, p logPlan, u *Undo) {
 		// In place only when some unit is live: then at is at or after
 		// the newest slot and above the floor, so the ring stays sorted.
 		if p.live == 0 || n-p.live < cost || n > 2*target {
-			*s = resizeLog(*s, p, target, l.PeriodMs())
+			*s = p.resize(*s, target, cost, l.PeriodMs())
 			return
 		}
 		u.save(s.Log, s.A, cost)
@@ -160,11 +159,10 @@ func applySlidingLog(l Limit, s *State, p logPlan, u *Undo) {
 	}
 }
 
-// resizeLog returns a new ring of size slots holding the live units of s
-// (as p found them) followed by p.cost units at p.at, empty slots first.
+// resize returns a new ring of size slots holding the live units of s
+// (as p found them) followed by cost units at p.at, empty slots first.
 // Its floor is at − W (w = W): every slot it keeps is above it.
-func resizeLog(s State, p logPlan, size, w int64) State {
-	cost := p.cost
+func (p logPlan) resize(s State, size, cost, w int64) State {
 	ring := make([]int64, size)
 	empty := size - p.live - cost
 	for i := range empty {

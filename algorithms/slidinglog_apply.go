@@ -20,9 +20,10 @@ func applyPlain(l Limit, s *State, a ask, u *Undo) Decision {
 		*s = next
 		return d
 	}
-	p := planSlidingLog(l, *s, a.now, max(a.cost, -l.Capacity()))
+	cost := max(a.cost, -l.Capacity())
+	p := planSlidingLog(l, *s, a.now, cost)
 	if p.writes {
-		applySlidingLog(l, s, p, u)
+		p.apply(l, s, cost, u)
 	}
 	return p.d
 }
