@@ -2,5 +2,5 @@
 // roles (TokenAuth, as gRPC interceptors, a Gate tap and for the HTTP/JSON
 // API) and the gRPC port's TLS config with mTLS (NewTLSConfig). Both
 // files are reloaded when they change, by internal/filewatch (see
-// watchFiles), until their context ends or they are closed.
+// fileSet.watch), until their context ends or they are closed.
 package auth

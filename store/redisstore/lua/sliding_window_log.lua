@@ -1,5 +1,5 @@
 -- sliding_window_log.lua: the exact sliding window, mirroring
--- planSlidingLog and applySlidingLog in algorithms/slidinglog.go line by
+-- planSlidingLog and logPlan.apply in algorithms/slidinglog.go line by
 -- line.
 --
 -- Called by decide.lua, not by Redis directly; decide.lua's header gives the
@@ -156,7 +156,7 @@ local function log_bytes(s)
   return str
 end
 
--- log_resize is Go's resizeLog: a new ring of size slots holding the live
+-- log_resize is Go's logPlan.resize: a new ring of size slots holding the live
 -- units of s followed by cost units at at, empty slots first, its floor
 -- at - w. Built with string operations, not a loop over the slots.
 local function log_resize(s, live, size, cost, at, w)
@@ -321,7 +321,7 @@ local function sliding_window_log(requests, period_ms, s, now, cost)
   if not writes then
     return s, d
   end
-  -- applySlidingLog
+  -- logPlan.apply
   if cost > 0 then
     local after = live0 + cost
     local target = math.min(requests, math.max(LOG_MIN_SLOTS, 2 * after))
