@@ -145,3 +145,50 @@ func TestLuaLogDirectCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestLuaLogDirectTTL: the log's direct path writes each ring with its
+// own TTL (the decision's ttl plus keep) though it keeps the PX strings
+// it formats: of two rings written in one call, periods 1 ms apart, the
+// second expires at least 1 ms after the first, and each no sooner than
+// its TTL after the call began and no later than its TTL from now.
+func TestLuaLogDirectTTL(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	period := 60_000 * time.Millisecond
+	a := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: period}
+	b := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: period + time.Millisecond}
+	reqs := []luaReq{{key: "logttl:a", l: a, cost: 1}, {key: "logttl:b", l: b, cost: 1, group: true}}
+	// The library loaded first, so the call below runs at once.
+	if _, err := runScript(ctx, c, pathStore, 1_780_000_000_000, []luaReq{{key: "logttl:load", l: a}}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Time(ctx).Result() // Redis' clock, which its expiry times count in
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runScript(ctx, c, pathStore, 1_780_000_000_000, reqs); err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]int64{}
+	for _, r := range reqs {
+		exp, err := c.PExpireTime(ctx, r.key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl, err := c.PTTL(ctx, r.key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := time.Duration(r.l.PeriodMs()+keepMs) * time.Millisecond; ttl > want || ttl < want-time.Minute {
+			t.Fatalf("%s: PTTL %v, want at most %v", r.key, ttl, want)
+		}
+		if want := before.UnixMilli() + r.l.PeriodMs() + keepMs; exp.Milliseconds() < want {
+			t.Fatalf("%s: expires at %d ms, before the TTL from the call's start (%d)", r.key, exp.Milliseconds(), want)
+		}
+		at[r.key] = exp.Milliseconds()
+	}
+	if d := at["logttl:b"] - at["logttl:a"]; d < 1 {
+		t.Fatalf("the ring of the longer period expires %d ms after the other, want at least 1", d)
+	}
+}
