@@ -35,18 +35,6 @@ func TestCount(t *testing.T) {
 	}
 }
 
-func TestParseRedisStats(t *testing.T) {
-	info := "# CPU\r\nused_cpu_sys:1.50\r\nused_cpu_user:2.25\r\nused_cpu_sys_children:9.0\r\nused_cpu_sys_main_thread:1.25\r\nused_cpu_user_main_thread:2.00\r\n" +
-		"# Commandstats\r\ncmdstat_evalsha:calls=10,usec=200,usec_per_call=20.00,rejected_calls=0,failed_calls=0\r\ncmdstat_eval:calls=2,usec=50,usec_per_call=25.00\r\ncmdstat_incr:calls=7,usec=7,usec_per_call=1.00\r\ncmdstat_fcall:calls=5,usec=50,usec_per_call=10.00\r\n"
-	s := parseRedisStats(info)
-	if s.cpu != 3.75 || s.cpuMain != 3.25 || !s.hasMain || s.scripts != 17 || s.cmds["incr"] != (cmdStat{calls: 7, usec: 7}) {
-		t.Fatalf("parsed %+v", s)
-	}
-	if s := parseRedisStats("used_cpu_sys:1\r\nused_cpu_user:1\r\n"); s.hasMain {
-		t.Fatalf("main thread figures reported where INFO has none: %+v", s)
-	}
-}
-
 func TestSumMetric(t *testing.T) {
 	text := `# HELP floodgate_decisions_total Rate-limit decisions.
 # TYPE floodgate_decisions_total counter

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/floodgate/floodgate/bench/internal/benchproc"
 	"github.com/floodgate/floodgate/internal/loadgen"
 )
 
@@ -107,7 +108,7 @@ type snapshot struct {
 	fgCPU    time.Duration
 	fgOK     bool
 	degraded float64
-	redis    []redisStats
+	redis    []benchproc.RedisStats
 }
 
 func (t target) snapshot(ctx context.Context) (snapshot, error) {
@@ -118,7 +119,7 @@ func (t target) snapshot(ctx context.Context) (snapshot, error) {
 		return s, err
 	}
 	for _, c := range t.redis {
-		st, err := readRedisStats(ctx, c)
+		st, err := benchproc.ReadRedisStats(ctx, c)
 		if err != nil {
 			return s, err
 		}
@@ -173,18 +174,18 @@ func (s settings) measureReport(ctx context.Context, t target, cfg loadgen.Confi
 }
 
 // redisDelta sums the nodes' deltas into per-decision figures.
-func redisDelta(begin, end []redisStats, decisions, seconds float64) *redisUse {
+func redisDelta(begin, end []benchproc.RedisStats, decisions, seconds float64) *redisUse {
 	u := &redisUse{}
 	var cpu, main, busiest float64
 	var calls int64
 	hasMain := true
 	for i := range begin {
-		d := end[i].cpu - begin[i].cpu
+		d := end[i].CPU - begin[i].CPU
 		cpu += d
 		busiest = max(busiest, d)
-		main += end[i].cpuMain - begin[i].cpuMain
-		hasMain = hasMain && end[i].hasMain
-		calls += end[i].scripts - begin[i].scripts
+		main += end[i].CPUMain - begin[i].CPUMain
+		hasMain = hasMain && end[i].HasMain
+		calls += end[i].Scripts - begin[i].Scripts
 	}
 	u.CPUUs = cpu * 1e6 / decisions
 	u.MainUs = -1

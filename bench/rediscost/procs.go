@@ -155,27 +155,9 @@ type stats struct {
 }
 
 func (s *server) stats(ctx context.Context) (stats, error) {
-	info, err := s.client.Info(ctx, "cpu", "commandstats").Result()
+	st, err := benchproc.ReadRedisStats(ctx, s.client)
 	if err != nil {
 		return stats{}, err
 	}
-	var st stats
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "used_cpu_user_main_thread", "used_cpu_sys_main_thread":
-			f, _ := strconv.ParseFloat(v, 64)
-			st.cpu += f
-		case "cmdstat_fcall":
-			for _, kv := range strings.Split(v, ",") {
-				if n, ok := strings.CutPrefix(kv, "calls="); ok {
-					st.calls, _ = strconv.ParseInt(n, 10, 64)
-				}
-			}
-		}
-	}
-	return st, nil
+	return stats{cpu: st.CPUMain, calls: st.Cmds["fcall"].Calls}, nil
 }
