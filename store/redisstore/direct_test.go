@@ -44,6 +44,7 @@ func TestDirectReplyMalformed(t *testing.T) {
 		{"bytes after the last", ok + "x", 1, "after the last request"},
 		{"denied where it fits", "1780000000,123456;\x00", 1, "the script allowed=false"},
 		{"a malformed state", "1780000000,123456;\x21\xff", 1, "malformed state"},
+		{"a state whose last value takes 10 bytes", "1780000000,123456;\x2b\x00" + strings.Repeat("\x01", 10), 1, "malformed state"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,6 +53,9 @@ func TestDirectReplyMalformed(t *testing.T) {
 				calls[i] = &call{h: h, buf: req, idx: []int{0}}
 			}
 			splitDirect(tc.reply, calls)
+			if c := calls[0]; c.direct && strings.HasPrefix(tc.reply.(string), "1780000000,123456;") && c.nowMs != 1_780_000_000_123 {
+				t.Errorf("now %d ms, want 1780000000123 (TIME's seconds and microseconds)", c.nowMs)
+			}
 			var err error
 			for _, c := range calls {
 				if c.err != nil {

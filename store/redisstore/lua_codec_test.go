@@ -73,3 +73,57 @@ func TestStateCodecLengths(t *testing.T) {
 		}
 	}
 }
+
+// pxSteps are the steps px_string rounds some values to: the first above
+// each bound.
+var pxSteps = map[int64]int64{1025: 16, 16385: 256, 262145: 4096, 1<<22 + 1: 65536, 1<<26 + 1: 1 << 20, 1<<30 + 3: 1 << 24, 1<<33 + 1: 1 << 24, 1<<34 + 1: 1 << 28}
+
+// TestPXString: a PX is never below the TTL asked for, at most 1/64
+// above it, and exact below 1,024 ms and beyond 2^38 ms; and the
+// rounded values are few (px_string keeps each one's string).
+func TestPXString(t *testing.T) {
+	c := redistest.StartServer(t).Client()
+	ctx := context.Background()
+	script := redis.NewScript(luaLib + `
+local out = {}
+for i = 1, #ARGV do
+  out[i] = px_string(tonumber(ARGV[i]))
+end
+return out
+`)
+	var px []any
+	for _, v := range []int64{1, 2, 1023, 1024, 1025, 1039, 16383, 16384, 16385, 262143, 262144, 262145,
+		1<<22 - 1, 1 << 22, 1<<22 + 1, 1<<26 - 1, 1<<26 + 1, 1<<30 + 3, 1<<33 + 1, 1<<34 - 1, 1<<34 + 1, 1<<38 - 1, 1 << 38, 1<<38 + 1, 1<<40 + 7, 99_999_999_999_999} {
+		px = append(px, v)
+	}
+	// A range 64 steps of 4,096 ms wide, to count the distinct values.
+	first := len(px)
+	for v := int64(3_000_000); v < 3_000_000+4096*64; v += 1000 {
+		px = append(px, v)
+	}
+	res, err := script.Run(ctx, c, []string{}, px...).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinct := map[string]bool{}
+	for i, s := range res {
+		want := px[i].(int64)
+		got, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || got < want || got > want+want/64 {
+			t.Errorf("px_string(%d) = %q, want in [%d, %d]", want, s, want, want+want/64)
+		}
+		if (want < 1024 || want >= 1<<38) && got != want {
+			t.Errorf("px_string(%d) = %d, want it exact", want, got)
+		}
+		if step, ok := pxSteps[want]; ok && got != (want+step-1)/step*step {
+			t.Errorf("px_string(%d) = %d, want it rounded up to a multiple of %d", want, got, step)
+		}
+		if i >= first {
+			distinct[s] = true
+		}
+	}
+	// 263 values 1,000 ms apart, where the step is 4,096 ms.
+	if len(distinct) > 65 {
+		t.Errorf("%d distinct PX strings over 64 steps of 4,096 ms, want at most 65", len(distinct))
+	}
+}

@@ -64,3 +64,46 @@ func TestMergeMarksDirect(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeMarksRepeats: in a merged direct script call, each request
+// whose key an earlier one holds carries flagRepeat (so the script reads
+// it after that one's write rather than from its MGET), from the second
+// call on; other requests, and calls that do not merge direct, carry
+// none.
+func TestMergeMarksRepeats(t *testing.T) {
+	s, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Config{BatchMaxSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute}
+	mk := func(key string) *call {
+		return s.plan([]store.Request{{Key: key, Limit: tb, Cost: 1}}, header{nowMs: -1}, charge)[0]
+	}
+	two := s.plan([]store.Request{{Key: "a", Limit: tb, Cost: 1}, {Key: "b", Limit: tb, Cost: 1}}, header{nowMs: -1}, charge)[0]
+	tests := []struct {
+		name  string
+		calls []*call
+		want  []bool // flagRepeat on each group's request
+	}{
+		{"two of one key", []*call{mk("a"), mk("a")}, []bool{false, true}},
+		{"three keys, the first again last", []*call{mk("a"), mk("b"), mk("c"), mk("a")}, []bool{false, false, false, true}},
+		{"all different", []*call{mk("a"), mk("b")}, []bool{false, false}},
+		{"one key three times", []*call{mk("a"), mk("a"), mk("a")}, []bool{false, true, true}},
+		{"not direct: the general path marks nothing", []*call{mk("a"), two, mk("a")}, []bool{false, false, false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := merge(tc.calls)[0]
+			for i, want := range tc.want {
+				req := u.args[i].([]byte)
+				if i == 0 {
+					req = req[hdrLen:]
+				}
+				if got := req[0]&(flagRepeat<<3) != 0; got != want {
+					t.Errorf("group %d: flagRepeat %v, want %v", i, got, want)
+				}
+			}
+		})
+	}
+}
