@@ -18,9 +18,9 @@ const maxParams = 4
 // maxParams parameters, each with the reason. An entry that no longer
 // takes more fails the test too, so the list only shrinks.
 var allowed = map[string]string{
-	// The Redis store's request codec and its script calls, being
-	// rewritten beside the Lua: each takes the values it writes in wire
-	// order.
+	// The Redis store's request codec and its script calls: each takes
+	// the values it writes or reads in their wire order, as its Lua twin
+	// does.
 	"store/redisstore.appendRequest":     "the codec writes its fields in wire order",
 	"store/redisstore.appendRequestMode": "the codec writes its fields in wire order",
 	"store/redisstore.settleKey":         "the key layout's parts, in the key's order",
