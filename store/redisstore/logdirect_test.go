@@ -147,17 +147,18 @@ func TestLuaLogDirectCommands(t *testing.T) {
 }
 
 // TestLuaLogDirectTTL: the log's direct path writes each ring with its
-// own TTL (the decision's ttl plus keep) though it keeps the PX strings
-// it formats: of two rings written in one call, periods 1 ms apart, the
-// second expires at least 1 ms after the first, and each no sooner than
-// its TTL after the call began and no later than its TTL from now.
+// own TTL (the decision's ttl plus keep, which px_string rounds up by at
+// most 1/64) though the PX strings are kept: of two rings written in one
+// call, periods a minute apart, the second expires about a minute after
+// the first, and each no sooner than its TTL after the call began and no
+// later than its rounded TTL from now.
 func TestLuaLogDirectTTL(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
 	ctx := context.Background()
-	period := 60_000 * time.Millisecond
+	period := time.Minute
 	a := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: period}
-	b := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: period + time.Millisecond}
+	b := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: 2 * period}
 	reqs := []luaReq{{key: "logttl:a", l: a, cost: 1}, {key: "logttl:b", l: b, cost: 1, group: true}}
 	// The library loaded first, so the call below runs at once.
 	if _, err := runScript(ctx, c, pathStore, 1_780_000_000_000, []luaReq{{key: "logttl:load", l: a}}); err != nil {
@@ -180,15 +181,44 @@ func TestLuaLogDirectTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := time.Duration(r.l.PeriodMs()+keepMs) * time.Millisecond; ttl > want || ttl < want-time.Minute {
-			t.Fatalf("%s: PTTL %v, want at most %v", r.key, ttl, want)
+		want := time.Duration(r.l.PeriodMs()+keepMs) * time.Millisecond
+		if ttl > want+want/64 || ttl < want-time.Minute {
+			t.Fatalf("%s: PTTL %v, want at most %v (%v rounded up by 1/64)", r.key, ttl, want+want/64, want)
 		}
 		if want := before.UnixMilli() + r.l.PeriodMs() + keepMs; exp.Milliseconds() < want {
 			t.Fatalf("%s: expires at %d ms, before the TTL from the call's start (%d)", r.key, exp.Milliseconds(), want)
 		}
 		at[r.key] = exp.Milliseconds()
 	}
-	if d := at["logttl:b"] - at["logttl:a"]; d < 1 {
-		t.Fatalf("the ring of the longer period expires %d ms after the other, want at least 1", d)
+	if d := at["logttl:b"] - at["logttl:a"]; d < 60_000-(2*60_000+keepMs)/64 || d > 60_000+(2*60_000+keepMs)/64 {
+		t.Fatalf("the ring of the period a minute longer expires %d ms after the other, want about 60000", d)
+	}
+}
+
+// TestLuaLogUpdateInPlaceTTL: a ring too large to be read whole is
+// updated in place (SETRANGE, then PEXPIRE), and its TTL is the
+// decision's ttl plus keep as for a whole write.
+func TestLuaLogUpdateInPlaceTTL(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 500, Period: time.Minute}
+	key := "logttl:big"
+	for i := range 200 {
+		if _, err := runScript(ctx, c, pathStore, 1_780_000_000_000+int64(i), []luaReq{{key: key, l: l, cost: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := commandCalls(t, c)
+	if _, err := runScript(ctx, c, pathStore, 1_780_000_000_500, []luaReq{{key: key, l: l, cost: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if calls := commandCalls(t, c); calls["pexpire"] != before["pexpire"]+1 {
+		t.Fatalf("commands %v after %v: want one PEXPIRE (an update in place)", calls, before)
+	}
+	ttl, err := c.PTTL(ctx, key).Result()
+	want := time.Duration(l.PeriodMs()+keepMs) * time.Millisecond
+	if err != nil || ttl > want+want/64 || ttl < want-time.Minute {
+		t.Fatalf("PTTL %v, %v; want at most %v (%v rounded up by 1/64)", ttl, err, want+want/64, want)
 	}
 }

@@ -47,11 +47,6 @@
 --      slots, cache = slots read from key, by index}: Go's State with
 --      A = head, B = floor, C = low
 
--- itoa formats an integer exactly, for redis.call arguments.
-local function itoa(v)
-  return string.format('%d', v)
-end
-
 -- new_decision is Go's Decision{Allowed: true, Limit: limit}, durations in
 -- ms: retry (RetryAfter; -1 is Never), reset (ResetAfter), ttl (TTL).
 local function new_decision(limit)
@@ -216,10 +211,10 @@ local function log_load(key)
   return log_parse(key, redis.call('GETRANGE', key, '0', LOG_WHOLE_LAST))
 end
 
--- log_write writes s to key with a TTL of px ms.
+-- log_write writes s to key with a TTL of px ms (px_string's rounding up).
 local function log_write(key, s, px)
   if s.base ~= nil then
-    redis.call('SET', key, log_header(s) .. log_bytes(s), 'PX', itoa(px))
+    redis.call('SET', key, log_header(s) .. log_bytes(s), 'PX', px_string(px))
     return
   end
   for _, run in ipairs(s.runs) do
@@ -230,7 +225,7 @@ local function log_write(key, s, px)
     end
   end
   redis.call('SETRANGE', key, 0, log_header(s))
-  redis.call('PEXPIRE', key, itoa(px))
+  redis.call('PEXPIRE', key, px_string(px))
 end
 
 -- log_put writes s to key with a TTL of ttl + keep ms, or deletes key
@@ -359,25 +354,6 @@ local function log_at(str, head, n, i)
   return rel + STATE_EPOCH_MS
 end
 
--- LOG_PX[px] is itoa(px), kept for the library's life, so a TTL's
--- string is formatted once per library load rather than once a decision
--- (~2,000 instructions; in steady use a limit's TTL is its period plus
--- keep, one value); log_px keeps at most LOG_PX_MAX of them, then
--- formats each time.
-local LOG_PX, LOG_PX_MAX, log_px_kept = {}, 256, 0
-
--- log_px is the PX argument of a TTL of px ms.
-local function log_px(px)
-  local str = LOG_PX[px]
-  if str == nil then
-    str = itoa(px)
-    if log_px_kept < LOG_PX_MAX then
-      LOG_PX[px], log_px_kept = str, log_px_kept + 1
-    end
-  end
-  return str
-end
-
 -- log_decide_whole is sliding_window_log and log_write for the common
 -- request, straight on the string and without a table: it decides a cost
 -- of 1..requests (no debt) on str, the GETRANGE of log_load, when str
@@ -480,7 +456,7 @@ local function log_decide_whole(key, str, requests, w, cost, dry, now, keep)
       end
       low, floor = n - after, cut
     end
-    redis.call('SET', key, struct.pack('<BI4I4I4i6', 1, n, head, low, floor - STATE_EPOCH_MS) .. body, 'PX', log_px(reset + keep))
+    redis.call('SET', key, struct.pack('<BI4I4I4i6', 1, n, head, low, floor - STATE_EPOCH_MS) .. body, 'PX', px_string(reset + keep))
   end
   return struct.pack(REPLY_FMT, 1, requests, requests - after, 0, reset, reset, 0)
 end
