@@ -298,8 +298,13 @@ local function decide(KEYS, ARGV)
       b0, b1, b2, b3, b4 = sunpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
     end
     local allowed, ttl, a2, b2_, c2, _
-    if alg == 1 and flags < 2 then -- a token bucket, no flag but dry run
-      allowed, ttl, a2, b2_, c2 = token_bucket_charge(x, y, z, a, b, c, now, cost)
+    if alg == 1 then -- a token bucket: its charge alone (the flags that apply: dry run, debt)
+      local debt = 0
+      if flags % 4 >= 2 then
+        debt = 1
+      end
+      allowed, ttl, a2, b2_ = token_bucket_charge(x, y, z, a, b, c, now, cost, debt)
+      c2 = y
     else
       _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
     end

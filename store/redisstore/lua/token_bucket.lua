@@ -1,6 +1,10 @@
 -- token_bucket.lua: the token bucket, mirroring tokenBucket, refill and
--- tokenScale in algorithms/tokenbucket.go line by line.
+-- tokenScale in algorithms/tokenbucket.go: token_bucket_charge takes
+-- their steps up to the new state and its ttl, token_bucket adds what
+-- the decision reports.
 --
+-- token_bucket_charge(per_ms, scale, capacity, a, b, c, now_ms, cost, debt)
+--     -> allowed, ttl, tokens, last, unrecorded
 -- token_bucket(per_ms, scale, capacity, a, b, c, now_ms, cost, debt)
 --     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
 --   per_ms, scale, capacity  the limit: tokenScale's rate in lowest terms
@@ -8,21 +12,29 @@
 --   a, b, c  the state: tokens * scale, last refill (Unix ms), scale;
 --           0, 0, 0 for a key never seen
 --   now_ms  Unix time in ms
---   cost    > 0 spends, 0 looks, < 0 refunds (already clamped by
---           decide_counter)
+--   cost    > 0 spends, 0 looks, < 0 refunds (a refund beyond the
+--           capacity is clamped; a cost above it is denied unless a debt)
 --   debt    1 charges a positive cost even when it does not fit, down to
 --           -capacity tokens (algorithms.Debt); nil or 0 otherwise
+--   tokens, last  the bucket after the decision (tokens * scale): the new
+--           state's a and b, its c being scale; on a deny the refilled
+--           bucket, which is not written
 --   unrecorded, owed  Decision.Unrecorded, and the debt (DebtOf) after
 --   allowed 1 or 0; remaining, retry, reset, ttl: Go's Decision, in ms
 --   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
 --           is 0
+--
+-- decide.lua's direct path calls token_bucket_charge alone: its reply
+-- tells only whether a request was admitted, and floodgate computes the
+-- decision's other fields from the state the script read (redisstore's
+-- decideDirect).
 --
 -- Multiple results rather than tables, and gcd, ceil_div and math.min
 -- written out:
 -- every table, closure and upvalue is an allocation per script call,
 -- which cost more than the decision's arithmetic.
 
-local function token_bucket(per_ms, scale, capacity, a, b, c, now, cost, debt)
+local function token_bucket_charge(per_ms, scale, capacity, a, b, c, now, cost, debt)
   -- Every quo of a numerator that cannot be negative is written out
   -- (lib.lua's quo: remainder, fixed when negative, exact division).
   local full = capacity * scale
@@ -43,8 +55,7 @@ local function token_bucket(per_ms, scale, capacity, a, b, c, now, cost, debt)
     -- Full once the ms since last reach ceil(need / per_ms), that is once
     -- their refill reaches need: exact in doubles, since rounding keeps
     -- the order of a product and an integer below 2^53.
-    local need = full - tokens
-    if (now - last) * per_ms >= need then
+    if (now - last) * per_ms >= full - tokens then
       tokens = full
     else
       tokens = tokens + (now - last) * per_ms
@@ -54,11 +65,8 @@ local function token_bucket(per_ms, scale, capacity, a, b, c, now, cost, debt)
   if tokens > full then
     tokens = full
   end
-  -- When the clock went back, the bucket stands at last; every wait is
-  -- measured from now, so it includes the lag.
-  local lag = last - now
 
-  local allowed, retry, reset, unrecorded = 1, 0, 0, 0
+  local allowed, unrecorded = 1, 0
   if debt == 1 and cost > 0 then
     -- Whole units down to -capacity tokens (tokens >= -full holds).
     local k = quo(tokens + full, scale)
@@ -67,24 +75,34 @@ local function token_bucket(per_ms, scale, capacity, a, b, c, now, cost, debt)
     end
     tokens = tokens - k * scale
     unrecorded = cost - k
-  elseif cost > 0 and tokens < cost * scale then
+  elseif cost > 0 and tokens < cost * scale then -- so also a cost above the capacity
     allowed = 0
-    retry = lag + quo(cost * scale - tokens + per_ms - 1, per_ms)
-  elseif cost > 0 then
-    tokens = tokens - cost * scale
-  elseif cost < 0 then
+  elseif cost ~= 0 then
+    if cost < -capacity then
+      cost = -capacity
+    end
     tokens = tokens - cost * scale
     if tokens > full then
       tokens = full
     end
   end
+  -- When the clock went back, the bucket stands at last; every wait is
+  -- measured from now, so it includes the lag (last - now).
   local x = full - tokens + per_ms - 1 -- >= 0: tokens <= full
   local r = x % per_ms
   if r < 0 then
     r = r + per_ms
   end
-  local ttl = lag + (x - r) / per_ms
-  if tokens < full then
+  return allowed, last - now + (x - r) / per_ms, tokens, last, unrecorded
+end
+
+local function token_bucket(per_ms, scale, capacity, a, b, c, now, cost, debt)
+  local allowed, ttl, tokens, last, unrecorded = token_bucket_charge(per_ms, scale, capacity, a, b, c, now, cost, debt)
+  local retry, reset = 0, 0
+  if allowed == 0 then
+    retry = last - now + quo(cost * scale - tokens + per_ms - 1, per_ms)
+  end
+  if tokens < capacity * scale then
     reset = ttl
   end
   local remaining, owed = 0, 0 -- max(0, quo(tokens, scale)); ceil(-tokens / scale)
@@ -97,55 +115,4 @@ local function token_bucket(per_ms, scale, capacity, a, b, c, now, cost, debt)
     return allowed, remaining, retry, reset, ttl, a, b, c, unrecorded, owed
   end
   return allowed, remaining, retry, reset, ttl, tokens, last, scale, unrecorded, owed
-end
-
--- token_bucket_charge is token_bucket for decide.lua's direct path, whose
--- reply tells only whether a request was admitted (floodgate computes
--- the decision's other fields from the state the script read:
--- redisstore's decideDirect): the same steps, less the reporting, and
--- with decide_counter's clamping of the cost, for a request without debt.
--- It returns allowed, the ttl and the new state a2, b2, c2 (only allowed
--- on a deny, which writes nothing).
-local function token_bucket_charge(per_ms, scale, capacity, a, b, c, now, cost)
-  local full = capacity * scale
-  local tokens, last = a, b
-  if c == 0 then -- never seen: a full bucket
-    tokens, last = full, now
-  elseif c ~= scale then -- the limit changed: keep the whole tokens (and debt)
-    tokens = quo(a, c)
-    if tokens > capacity then
-      tokens = capacity
-    elseif tokens < -capacity then
-      tokens = -capacity
-    end
-    tokens = tokens * scale
-  end
-  if now > last then
-    if (now - last) * per_ms >= full - tokens then
-      tokens = full
-    else
-      tokens = tokens + (now - last) * per_ms
-    end
-    last = now
-  end
-  if tokens > full then
-    tokens = full
-  end
-  if cost > 0 then
-    if tokens < cost * scale then -- so also a cost above the capacity
-      return 0
-    end
-  elseif cost < -capacity then
-    cost = -capacity
-  end
-  tokens = tokens - cost * scale
-  if tokens > full then
-    tokens = full
-  end
-  local x = full - tokens + per_ms - 1 -- >= 0: tokens <= full
-  local r = x % per_ms
-  if r < 0 then
-    r = r + per_ms
-  end
-  return 1, last - now + (x - r) / per_ms, tokens, last, scale
 end
