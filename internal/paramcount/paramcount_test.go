@@ -26,7 +26,6 @@ var allowed = map[string]string{
 	"store/redisstore.settleKey":         "the key layout's parts, in the key's order",
 	"store/redisstore.library.fcall":     "go-redis' FCall(ctx, fn, keys, args...) plus the client",
 	"store/redisstore.Store.refund":      "the failure path after a deny: a call's parallel slices",
-	"store/redisstore.decideDirect":      "the request's bytes and the script's reply fields, as decoded",
 	// The conformance suite's helpers run only in tests.
 	"store/storetest.harness.expectRemaining": "a test helper of the conformance suite",
 }

@@ -94,11 +94,16 @@ func leInt(s string) int64 {
 	return int64(u)
 }
 
-// decideDirect is the decision of one direct request: req its bytes as
-// sent (appendRequestMode's, against l), decided at nowMs on the state the
-// script read. allowed is the script's answer: a decision that disagrees
-// is an error, never an answer, since the script wrote by its own.
-func decideDirect(l algorithms.Limit, req []byte, nowMs int64, allowed bool, state string) (algorithms.Decision, error) {
+// decideDirect is the decision of c, a direct call of one request against
+// l, from its part of the reply (splitDirect): its bytes as sent
+// (appendRequestMode's), decided at the reply's now on the state the
+// script read. The script's allowed bit must agree: a decision that
+// disagrees is an error, never an answer, since the script wrote by its
+// own.
+func (c *call) decideDirect(l algorithms.Limit) (algorithms.Decision, error) {
+	req := c.buf[hdrLen:]
+	state, _ := c.reply.(string)
+	nowMs, allowed := c.nowMs, c.allowed
 	if len(req) < reqLen {
 		return algorithms.Decision{}, fmt.Errorf("%w: a request of %d bytes", errReply, len(req))
 	}

@@ -62,15 +62,7 @@ func TestDirectReplyMalformed(t *testing.T) {
 					err = c.err
 					break
 				}
-				part := c.reply.(string)
-				allowed, st, tail, perr := nextDirect(part)
-				if perr == nil && tail != "" {
-					t.Fatalf("a part with %d bytes after it", len(tail))
-				}
-				if perr == nil {
-					_, perr = decideDirect(l, c.buf[hdrLen:], c.nowMs, allowed, st)
-				}
-				if perr != nil {
+				if _, perr := c.decideDirect(l); perr != nil {
 					err = perr
 					break
 				}

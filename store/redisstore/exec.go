@@ -135,8 +135,8 @@ func (u *unit) split(reply any, err error) {
 }
 
 // splitDirect hands each of calls, a direct script call's groups of one
-// request each, its part of the direct reply (direct.go): the request's
-// byte and state, with the reply's time. A malformed reply fails every
+// request each, its part of the direct reply (direct.go): the state read
+// as its reply, the allowed bit and the reply's time. A malformed reply fails every
 // call.
 func splitDirect(reply any, calls []*call) {
 	str, ok := reply.(string)
@@ -151,10 +151,10 @@ func splitDirect(reply any, calls []*call) {
 		if err != nil {
 			break
 		}
-		var tail string
-		if _, _, tail, err = nextDirect(str); err == nil {
-			c.reply, c.direct, c.nowMs = str[:len(str)-len(tail)], true, now
-			str = tail
+		var allowed bool
+		var state string
+		if allowed, state, str, err = nextDirect(str); err == nil {
+			c.reply, c.direct, c.allowed, c.nowMs = state, true, allowed, now
 		}
 	}
 	if err == nil && str != "" {

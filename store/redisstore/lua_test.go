@@ -210,12 +210,8 @@ func decodeDirectTest(reply any, h header, args []any, reqs []luaReq, out []algo
 		if c.err != nil {
 			return c.err
 		}
-		part, _ := c.reply.(string)
-		allowed, state, _, err := nextDirect(part)
-		if err != nil {
-			return err
-		}
-		if out[i], err = decideDirect(reqs[i].l, c.buf[hdrLen:], c.nowMs, allowed, state); err != nil {
+		var err error
+		if out[i], err = c.decideDirect(reqs[i].l); err != nil {
 			return err
 		}
 	}

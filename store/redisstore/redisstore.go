@@ -204,12 +204,13 @@ type call struct {
 	buf  []byte // the header, then the requests (see script.go)
 	idx  []int  // positions in the Decide call's requests
 
-	reply  any
-	err    error
-	direct bool       // reply is this call's part of a direct reply (direct.go)
-	nowMs  int64      // the direct reply's time: the decisions' now
-	done   chan *call // receives the call once reply or err is set (capacity 1)
-	pooled bool       // from callPool: goes back once its Decide is done with it
+	reply   any
+	err     error
+	direct  bool       // reply is the state its request read, from a direct reply (direct.go)
+	allowed bool       // the direct reply's answer to the request
+	nowMs   int64      // the direct reply's time: the decisions' now
+	done    chan *call // receives the call once reply or err is set (capacity 1)
+	pooled  bool       // from callPool: goes back once its Decide is done with it
 }
 
 // callPool recycles the calls of single-slot Decide calls, with their
@@ -227,7 +228,7 @@ func release(calls []*call) {
 		}
 		clear(c.keys)
 		c.keys, c.buf, c.idx = c.keys[:0], c.buf[:0], c.idx[:0]
-		c.reply, c.err, c.direct, c.nowMs = nil, nil, false, 0
+		c.reply, c.err, c.direct, c.allowed, c.nowMs = nil, nil, false, false, 0
 		callPool.Put(c)
 	}
 }
@@ -368,16 +369,9 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 // call's requests).
 func (s *Store) decode(c *call, reqs []store.Request, out []algorithms.Decision) error {
 	if c.direct {
-		part, _ := c.reply.(string)
-		allowed, state, tail, err := nextDirect(part)
-		if err == nil && tail != "" {
-			err = fmt.Errorf("%w: %d bytes after the request's part", errReply, len(tail))
-		}
-		if err == nil {
-			i := c.idx[0]
-			out[i], err = decideDirect(reqs[i].Limit, c.buf[hdrLen:], c.nowMs, allowed, state)
-		}
-		if err != nil {
+		i := c.idx[0]
+		var err error
+		if out[i], err = c.decideDirect(reqs[i].Limit); err != nil {
 			return fmt.Errorf("redisstore: decide: %w", err)
 		}
 		return nil
