@@ -74,7 +74,7 @@ func TestLimitsOnOneKeyNeverShareACount(t *testing.T) {
 				return admitted
 			}
 
-			// The first case: FIXED_WINDOW 3/60s alternated with
+			// The first case: FIXED_WINDOW 3/60s alternated with
 			// FIXED_WINDOW 1000/7s admitted 10 of 10.
 			small := &floodgatev1.CheckRequest{Key: "a", Algorithm: fw, Source: testkit.Inline(3, time.Minute, 0)}
 			big := &floodgatev1.CheckRequest{Key: "a", Algorithm: fw, Source: testkit.Inline(1000, 7*time.Second, 0)}

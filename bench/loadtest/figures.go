@@ -41,7 +41,7 @@ func verdict(met bool) string {
 	return "**missed**"
 }
 
-// printGoals prints the performance issue's goals next to this run's
+// printGoals prints the performance goals next to this run's
 // figures.
 func (f *figures) printGoals(out io.Writer) {
 	fmt.Fprintln(out, "### Goals, this run")

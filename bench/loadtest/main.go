@@ -12,7 +12,7 @@
 // the generator's, and Redis' (INFO cpu, summed over the masters), with
 // the script calls per decision (INFO commandstats). redis-benchmark then
 // compares floodgate's script for one decision with a minimal Lua fixed
-// window, a bare EVALSHA and INCR, and the run ends with the goals
+// window, a bare EVALSHA and INCR, and the run ends with the performance goals
 // and the capacity table computed from these figures.
 //
 //	cd bench && go run ./loadtest [-duration 10s] [-warmup 2s] [-binary ../bin/floodgate] [-cluster=false]

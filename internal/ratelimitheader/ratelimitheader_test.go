@@ -34,7 +34,7 @@ func TestAppend(t *testing.T) {
 			},
 		},
 		{
-			// Issue 16 item 10: 60/min burst 10 is 10 per 10s, not 10 per 60s.
+			// 60/min burst 10 is 10 per 10s, not 10 per 60s.
 			"token bucket: the burst over its refill time",
 			ratelimitheader.TokenBucket("tb", 60, time.Minute, 10),
 			ratelimitheader.State{Remaining: 9, ResetAfter: time.Second},
@@ -71,7 +71,7 @@ func TestAppend(t *testing.T) {
 			map[string]string{"Retry-After": "1"},
 		},
 		{
-			// Issue 16 item 10: a ban answered t=0 and no Retry-After.
+			// A ban answered t=0 and no Retry-After.
 			"deny all",
 			ratelimitheader.DenyAll("ban", time.Second),
 			ratelimitheader.State{Denied: true, RetryAfter: -1, Remaining: 5},

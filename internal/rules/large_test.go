@@ -43,7 +43,7 @@ const aliasesPerNode = 9_001
 func TestLoadLargeBanList(t *testing.T) {
 	n := 200_000
 	if testing.Short() || raceOn {
-		n = 80_000 // what the issue saw refused; 200,000 in a normal run
+		n = 80_000 // what was once refused; 200,000 in a normal run
 	}
 	refs := maxAliased / aliasesPerNode // 11: 99,011 nodes
 	path := filepath.Join(t.TempDir(), "ban.yaml")

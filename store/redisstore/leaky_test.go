@@ -13,7 +13,7 @@ import (
 	"github.com/floodgate/floodgate/store/redisstore"
 )
 
-// Issue 14's test: 3 replicas (3 stores, each with its own client) on one
+// 3 replicas (3 stores, each with its own client) on one
 // Redis, 50 concurrent callers on one leaky bucket key at 20/s: the starts
 // granted are exactly 50 ms apart.
 const (
