@@ -66,8 +66,8 @@
 // [SlidingWindow]: the sliding-window counter. Windows are aligned to
 // ⌊now/W⌋; with curr counted in the current window, prev in the one before
 // and e = now mod W, the estimate is curr + prev·(W − e)/W, and a cost is
-// allowed iff estimate + cost ≤ Requests (stricter than the seed articles,
-// which let a fractional estimate overshoot). RetryAfter is the smallest
+// allowed iff estimate + cost ≤ Requests (strictly: a fractional estimate
+// never lets the count overshoot). RetryAfter is the smallest
 // wait after which that holds: while prev decays inside this window, or
 // after the roll into the next one, where curr becomes prev and decays in
 // turn — not "until the window ends". It stops the double burst at a window

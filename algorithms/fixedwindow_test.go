@@ -8,7 +8,7 @@ import (
 )
 
 // TestFixedWindowEdgeBurst documents why fixed_window is burst-prone: the
-// seeds' window-edge attack (ten requests just before a window edge, ten
+// window-edge attack (ten requests just before a window edge, ten
 // just after) gets all twenty through within 20ms against a limit of 10 per
 // 2s. TestSlidingWindowEdgeAttack denies the second ten.
 func TestFixedWindowEdgeBurst(t *testing.T) {

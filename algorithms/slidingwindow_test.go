@@ -36,7 +36,7 @@ func join(parts ...[]step) []step {
 	return out
 }
 
-// TestSlidingWindowEdgeAttack is the seeds' window-edge attack: ten
+// TestSlidingWindowEdgeAttack is the window-edge attack: ten
 // requests just before a window edge and ten just after. The previous
 // window still weighs 9.95 requests 10ms into the next one, so the second
 // ten are denied (fixed_window lets them all through; see

@@ -50,7 +50,7 @@ func Example() {
 	// allowed=false remaining=0 retry_after=20s
 }
 
-// A named policy from the server's config: the seeds' login rule, 5 per
+// A named policy from the server's config: a login rule, 5 per
 // 15 minutes in a sliding window, failing closed.
 func ExamplePolicy() {
 	cfg, err := rules.Parse("policies.yaml", []byte(`

@@ -593,7 +593,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// edgeRules: the seeds' login limit, 10 per 2s, in a sliding window and in
+// edgeRules: a login limit, 10 per 2s, in a sliding window and in
 // the reference's fixed window.
 const edgeRules = `domain: e2e
 descriptors:
@@ -609,7 +609,7 @@ descriptors:
         rate_limit: {algorithm: fixed_window, period: 2s, requests_per_unit: 10}
 `
 
-// TestEnvoyWindowEdge is the real-clock smoke test of the seeds'
+// TestEnvoyWindowEdge is the real-clock smoke test of the
 // window-edge attack through the binary: ten requests before a 2s window
 // edge of the wall clock (the binary's windows are aligned to Unix time)
 // and ten after. The fixed window (the reference server's only algorithm)

@@ -196,7 +196,7 @@ func TestEnvoyHeaders(t *testing.T) {
 	}
 }
 
-// TestEnvoyWindowEdge is the seeds' window-edge attack: with a sliding
+// TestEnvoyWindowEdge is the window-edge attack: with a sliding
 // window of 10 per 2s, ten requests just before a window edge and ten just
 // after: the second ten are denied.
 func TestEnvoyWindowEdge(t *testing.T) {

@@ -47,7 +47,7 @@ type policies struct{ cfg *rules.Set }
 func (p policies) Current() *rules.Set { return p.cfg }
 
 // startCheckServer runs a real floodgate (embedded store, clock stopped at
-// checkEpoch, the seeds' policies) on a free loopback port.
+// checkEpoch, the test config's policies) on a free loopback port.
 func startCheckServer(t *testing.T, st store.Store) string {
 	t.Helper()
 	cfg, err := rules.Parse("policies.yaml", []byte(`policies:

@@ -47,7 +47,7 @@ const (
 
 // nearLimitPercent is the near-limit threshold: an allowed decision is near
 // the limit when what remains is at most this percentage of the limit
-// (remaining ≤ 20% of limit). It is the seeds' "soft limit" warning: the
+// (remaining ≤ 20% of limit). It is the "soft limit" warning: the
 // caller is still served but about to be limited.
 const nearLimitPercent = 20
 

@@ -244,7 +244,7 @@ var policyKeys = []string{
 	"requests_per_second", "requests_per_min", "requests_per_hour",
 }
 
-// shorthands are the seeds' tier fields: requests per fixed period.
+// shorthands are the tier fields: requests per fixed period.
 var shorthands = [...]struct {
 	key    string
 	period time.Duration

@@ -30,7 +30,7 @@ func mustJoin(t *testing.T, period time.Duration, segs ...func() (Segment, error
 	return tr
 }
 
-// TestEdgeAttack: the seeds' window-edge attack (the limit just before a
+// TestEdgeAttack: the window-edge attack (the limit just before a
 // window edge and again just after) gets twice the limit through within
 // EdgeGap on a fixed window, and only the limit on every other algorithm;
 // a leaky bucket queues them all and lets one start within EdgeGap, the
@@ -41,7 +41,7 @@ func TestEdgeAttack(t *testing.T) {
 		period   time.Duration
 	}{
 		{10, time.Minute},
-		{10, 2 * time.Second}, // the seed: "2x limit dalam jendela 2 detik"
+		{10, 2 * time.Second}, // twice the limit within a 2 s window
 		{5, 15 * time.Minute},
 		{1, 2 * time.Millisecond}, // the smallest window with an edge attack: EdgeGap is 1ms
 	} {

@@ -112,7 +112,7 @@ func EdgeGap(period time.Duration) time.Duration {
 	return max(time.Millisecond, (period / 60).Truncate(time.Millisecond))
 }
 
-// Edge is the window-edge attack from the seed articles: a client sends
+// Edge is the window-edge attack: a client sends
 // the limit's full Requests EdgeGap(period) before the window edge at
 // edge, and Requests again at the edge, hoping for twice the limit within
 // a moment. edge must be a positive multiple of l's period, and the

@@ -8,7 +8,7 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// testWindowEdge is the seeds' window-edge attack on a simulated clock,
+// testWindowEdge is the window-edge attack on a simulated clock,
 // 10 per 2s: ten requests in the 300ms before a window edge and ten in the
 // 150ms after it. The sliding window denies the second ten (its estimate
 // still counts the first ten); the fixed window, the reference server's
