@@ -21,7 +21,7 @@ package redisstore
 //
 //	token_bucket        string  pack(A = tokens × scale, B = last refill, C = scale)
 //	sliding_window      string  pack(A = window start, B = count in it, C = count in the one before)
-//	fixed_window        string  pack(A = window start, B = count, C = 0)
+//	fixed_window        string  pack(A = window start, B = count, C = the key's expiry, ms after A; 0: unknown)
 //	leaky_bucket        string  pack(A = queue end's fraction of a ms × C, B = queue end, C = perMs)
 //	sliding_window_log  string  header(format, head, floor) + a ring of unit times, 6 bytes a unit
 //

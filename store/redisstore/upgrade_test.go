@@ -14,8 +14,11 @@ import (
 // one can share a Redis. For each counter algorithm, this version writes
 // byte for byte the state the previous version wrote for the same
 // decision (the strings below are what it wrote: 10 a minute, cost 3 at
-// 1,780,000,000,123 ms), so an old replica reads a new state; and a state
-// the old version wrote decides here exactly as one this version wrote.
+// 1,780,000,000,123 ms), so an old replica reads a new state; the fixed
+// window's adds its key's expiry in C, which no version's fixed window
+// reads, so an old replica reads the same window and count. And a state
+// the old version wrote decides here exactly as one this version wrote
+// (TestFixedWindowExpiry: its TTL is then set, not kept).
 func TestRollingUpgradeState(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.StartServer(t)
@@ -49,7 +52,13 @@ func TestRollingUpgradeState(t *testing.T) {
 			}
 			c.Del(ctx, tc.key)
 			decide(now, 3)
-			if got, err := c.Get(ctx, tc.key).Result(); err != nil || got != tc.old {
+			got, err := c.Get(ctx, tc.key).Result()
+			if tc.alg == algorithms.FixedWindow && err == nil {
+				mine, theirs := decodeCounterState(t, tc.alg, got), decodeCounterState(t, tc.alg, tc.old)
+				if mine.A != theirs.A || mine.B != theirs.B || theirs.C != 0 || mine.C != 60_000+time.Hour.Milliseconds() {
+					t.Fatalf("this version wrote %q (%+v), the previous one %q (%+v): want its window and count, and C the key's expiry (the window's end plus KeepExtra, ms after its start)", got, mine, tc.old, theirs)
+				}
+			} else if err != nil || got != tc.old {
 				t.Fatalf("this version wrote %q (%v), the previous one %q", got, err, tc.old)
 			}
 			later := now.Add(1500 * time.Millisecond)

@@ -130,7 +130,7 @@ local function decide_general(KEYS, ARGV, now, keep, write)
         if s == nil then
           return redis.error_reply('ERR floodgate: ' .. err .. ' at key ' .. key)
         end
-        w = {alg = alg, state = s, changed = false, ttl = 0, kstate = s, kchanged = false, kttl = 0}
+        w = {alg = alg, state = s, changed = false, ttl = 0, kstate = s, kchanged = false, kttl = 0, read = s}
         work[key] = w
         order[#order + 1] = key
       elseif w.alg ~= alg then
@@ -181,6 +181,9 @@ local function decide_general(KEYS, ARGV, now, keep, write)
           redis.call('DEL', key)
         elseif w.alg == ALG_SLIDING_WINDOW_LOG then
           log_write(key, s, w.kttl + keep)
+        elseif w.alg == ALG_FIXED_WINDOW then -- c holds the key's expiry
+          local c2, keepttl = fixed_expiry(w.read.a, w.read.c, s.a, now, w.kttl, keep)
+          write_counter(key, w.alg, s.a, s.b, c2, w.kttl, keep, keepttl)
         else
           write_counter(key, w.alg, s.a, s.b, s.c, w.kttl, keep)
         end
@@ -309,7 +312,11 @@ local function decide(KEYS, ARGV)
       _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
     end
     if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
-      write_counter(key, alg, a2, b2_, c2, ttl, keep)
+      local keepttl = false
+      if alg == 4 then -- ALG_FIXED_WINDOW: c holds the key's expiry
+        c2, keepttl = fixed_expiry(a, c, a2, now, ttl, keep)
+      end
+      write_counter(key, alg, a2, b2_, c2, ttl, keep, keepttl)
     end
     if n == 1 then
       return prefix .. tag(allowed, #str) .. str
