@@ -360,13 +360,26 @@ local function write_counter(key, alg, a, b, c, ttl, keep, keepttl)
     redis.call('DEL', key)
     return
   end
+  -- The time field takes 5 bytes from 2026-01-26 to 2043 (2^31 to
+  -- 2^39 ms after STATE_EPOCH_MS): known without int_len's call.
+  local la, lb
   if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
     b = b - STATE_EPOCH_MS
+    la = int_len(a)
+    if b >= 2147483648 and b < 549755813888 then
+      lb = 5
+    else
+      lb = int_len(b)
+    end
   else
     a = a - STATE_EPOCH_MS
+    if a >= 2147483648 and a < 549755813888 then
+      la = 5
+    else
+      la = int_len(a)
+    end
+    lb = int_len(b)
   end
-  local la = int_len(a)
-  local lb = int_len(b)
   local lc = int_len(c)
   if la > 7 or lc > 7 or lb > 8 then
     error('floodgate: state value out of range')
