@@ -182,7 +182,9 @@ end
 -- instead of 6: a token bucket of 100 per hour then packs into 12 bytes,
 -- and Redis 7.0 keeps a value of up to 12 bytes in the same allocation as
 -- its object header, so its key costs 88 bytes of MEMORY USAGE (104 at 13
--- bytes).
+-- bytes). A fixed window's c is its key's expiry (fixed_window.lua's
+-- fixed_expiry), 2 to 4 bytes for periods of a second to a day, 5 for a
+-- calendar month: a monthly quota of more than 127 counts packs into 13.
 local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 
 -- int_fmt is the struct item of an n-byte integer, n in 0..8 ('i0'
