@@ -58,7 +58,10 @@ func TestFixedWindowExpiry(t *testing.T) {
 			rest.Cost = req.Cost - half.Cost
 			decide(t, half, rest)
 		case "settle":
-			st := store.Settlement{Key: req.Key, Limit: req.Limit, Reserved: 0, Actual: req.Cost, IdempotencyKey: req.Key + time.Now().String()}
+			st := store.Settlement{Key: req.Key, Limit: req.Limit, Actual: req.Cost, IdempotencyKey: req.Key + time.Now().String()}
+			if req.Cost < 0 { // a refund: less used than reserved
+				st.Reserved, st.Actual = -req.Cost, 0
+			}
 			if _, err := s.Settle(ctx, time.Now(), st); err != nil {
 				t.Fatal(err)
 			}
@@ -125,6 +128,33 @@ func TestFixedWindowExpiry(t *testing.T) {
 				covers(t, hour, st, exp)
 				if st.A == start && st.B != 4 { // else the hour turned
 					t.Fatalf("state %+v: want the stored count 3, plus 1", st)
+				}
+			})
+
+			t.Run("a count crossing a byte", func(t *testing.T) {
+				big := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1000, Period: time.Hour}
+				now := time.Now().UnixMilli()
+				start := now - now%hourMs
+				if start+hourMs-now < 10_000 {
+					t.Skip("the hour turns in less than 10 s")
+				}
+				// 127 counted, the key's expiry recorded and real: the
+				// window's end. The state's length changes with the count's
+				// bytes (127 and 128), and the writes keep the TTL either way.
+				exp0 := start + hourMs
+				putState(t, c, stateKey(key("byte")), start, 127, exp0-start, time.Duration(exp0-now)*time.Millisecond)
+				st0, real0 := stateAndExpiry(t, c, stateKey(key("byte")))
+				// 128 (a byte longer), 126, 300, 100 (a byte shorter, and a
+				// value of 300's high byte left behind would read 356), 101.
+				want := st0.B
+				for i, cost := range []int64{1, -2, 174, -200, 1} {
+					req := store.Request{Key: key("byte"), Limit: big, Cost: cost}
+					st, exp := write(t, path, req)
+					covers(t, big, st, exp)
+					want += cost
+					if st.A != start || st.B != want || exp != real0 || st.A+st.C != exp0 {
+						t.Fatalf("write %d (cost %d): state %+v, Redis expires the key at %d; want count %d, the expiry %d kept (Redis: %d)", i, cost, st, exp, want, exp0, real0)
+					}
 				}
 			})
 

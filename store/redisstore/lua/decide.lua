@@ -71,7 +71,8 @@ local function decide_state(alg, requests, period_ms, burst, s, now, cost, flags
   return s2, d.allowed, d.limit, d.remaining, d.retry, d.reset, d.ttl, 0
 end
 
--- load reads key's state for alg; nil and a message if it is malformed.
+-- load reads key's state for alg (a counter's with len, the length of
+-- the value read: 0 for none); nil and a message if it is malformed.
 local function load(key, alg)
   if alg == ALG_SLIDING_WINDOW_LOG then
     local s = log_load(key)
@@ -80,11 +81,11 @@ local function load(key, alg)
     end
     return s
   end
-  local a, b, c = load_counter(key, alg)
+  local a, b, c, str = load_counter(key, alg)
   if a == nil then
     return nil, 'malformed state'
   end
-  return {a = a, b = b, c = c}
+  return {a = a, b = b, c = c, len = #str}
 end
 
 -- decide_general is the general path (decide's header already read:
@@ -183,7 +184,11 @@ local function decide_general(KEYS, ARGV, now, keep, write)
           log_write(key, s, w.kttl + keep)
         elseif w.alg == ALG_FIXED_WINDOW then -- c holds the key's expiry
           local c2, keepttl = fixed_expiry(w.read.a, w.read.c, s.a, now, w.kttl, keep)
-          write_counter(key, w.alg, s.a, s.b, c2, w.kttl, keep, keepttl)
+          local kept = nil
+          if keepttl then
+            kept = w.read.len
+          end
+          write_counter(key, w.alg, s.a, s.b, c2, w.kttl, keep, kept)
         else
           write_counter(key, w.alg, s.a, s.b, s.c, w.kttl, keep)
         end
@@ -312,11 +317,15 @@ local function decide(KEYS, ARGV)
       _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
     end
     if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
-      local keepttl = false
+      local kept = nil
       if alg == 4 then -- ALG_FIXED_WINDOW: c holds the key's expiry
+        local keepttl
         c2, keepttl = fixed_expiry(a, c, a2, now, ttl, keep)
+        if keepttl then
+          kept = #str
+        end
       end
-      write_counter(key, alg, a2, b2_, c2, ttl, keep, keepttl)
+      write_counter(key, alg, a2, b2_, c2, ttl, keep, kept)
     end
     if n == 1 then
       return prefix .. tag(allowed, #str) .. str

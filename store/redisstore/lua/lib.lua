@@ -352,12 +352,18 @@ local function px_string(px)
 end
 
 -- write_counter writes the state a, b, c of alg to key with a TTL of
--- ttl + keep ms (px_string's rounding up), or deletes it when ttl is 0;
--- keepttl keeps the key's TTL instead (fixed_window.lua's fixed_expiry).
+-- ttl + keep ms (px_string's rounding up), or deletes it when ttl is 0.
+-- kept, when not nil, is the length of the value the key holds, whose
+-- TTL the write keeps (fixed_window.lua's fixed_expiry): a value of that
+-- length is written over it in place (SETRANGE, which Redis answers with
+-- a number rather than the status SET's reply becomes in Lua, a table:
+-- 1,500 instructions less), another with SET ... KEEPTTL (SETRANGE would
+-- leave a longer value's last bytes, and grow a shorter one with spare
+-- room).
 -- (An absolute PXAT, which Redis need not rewrite for its replicas,
 -- measured 1,600 instructions a decision more: its 13 digits cost more
 -- to format and parse.)
-local function write_counter(key, alg, a, b, c, ttl, keep, keepttl)
+local function write_counter(key, alg, a, b, c, ttl, keep, kept)
   if ttl <= 0 then
     redis.call('DEL', key)
     return
@@ -393,8 +399,13 @@ local function write_counter(key, alg, a, b, c, ttl, keep, keepttl)
     state_fmt(h, lb)
     f = PACK_FMT[i]
   end
-  if keepttl then
-    redis.call('SET', key, struct.pack(f, h, a, c, b), 'KEEPTTL')
+  if kept then
+    local v = struct.pack(f, h, a, c, b)
+    if #v == kept then
+      redis.call('SETRANGE', key, '0', v)
+    else
+      redis.call('SET', key, v, 'KEEPTTL')
+    end
   else
     redis.call('SET', key, struct.pack(f, h, a, c, b), 'PX', px_string(ttl + keep))
   end
