@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -268,7 +269,10 @@ func (s *Server) launch() error {
 			return fmt.Errorf("redis-server on %s exited during start: %s", addr, s.logTail())
 		default:
 		}
-		if ping(addr) == nil {
+		// Answered by this process, not by another that holds the port:
+		// two servers starting at once may be handed the same free port,
+		// and the loser exits only after the winner answers.
+		if answeredBy(addr, cmd.Process.Pid) == nil {
 			s.cmd, s.exited = cmd, exited
 			return nil
 		}
@@ -293,23 +297,33 @@ func (s *Server) logTail() string {
 	return strings.TrimSpace(string(b))
 }
 
-// ping sends an inline PING and wants +PONG.
-func ping(addr string) error {
+// answeredBy checks that the server at addr is the process pid: an
+// inline INFO server, whose process_id must be pid.
+func answeredBy(addr string, pid int) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if !strings.HasPrefix(head, "$") || err != nil || n < 0 || n > 1<<20 {
+		return fmt.Errorf("INFO server answered %q", strings.TrimSpace(head))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	if !strings.Contains(string(body), "\r\nprocess_id:"+strconv.Itoa(pid)+"\r\n") {
+		return fmt.Errorf("%s is answered by another process than %d", addr, pid)
 	}
 	return nil
 }

@@ -183,11 +183,8 @@ local function decide_general(KEYS, ARGV, now, keep, write)
         elseif w.alg == ALG_SLIDING_WINDOW_LOG then
           log_write(key, s, w.kttl + keep)
         elseif w.alg == ALG_FIXED_WINDOW then -- c holds the key's expiry
-          local c2, keepttl = fixed_expiry(w.read.a, w.read.c, s.a, now, w.kttl, keep)
-          local kept = nil
-          if keepttl then
-            kept = w.read.len
-          end
+          local r = w.read
+          local c2, kept = fixed_expiry(r.a, r.c, r.len, s.a, now, w.kttl, keep)
           write_counter(key, w.alg, s.a, s.b, c2, w.kttl, keep, kept)
         else
           write_counter(key, w.alg, s.a, s.b, s.c, w.kttl, keep)
@@ -319,11 +316,7 @@ local function decide(KEYS, ARGV)
     if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
       local kept = nil
       if alg == 4 then -- ALG_FIXED_WINDOW: c holds the key's expiry
-        local keepttl
-        c2, keepttl = fixed_expiry(a, c, a2, now, ttl, keep)
-        if keepttl then
-          kept = #str
-        end
+        c2, kept = fixed_expiry(a, c, #str, a2, now, ttl, keep)
       end
       write_counter(key, alg, a2, b2_, c2, ttl, keep, kept)
     end

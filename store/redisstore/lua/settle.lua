@@ -93,11 +93,7 @@ local function settle(KEYS, ARGV)
     if cost ~= 0 then
       local kept = nil
       if alg == ALG_FIXED_WINDOW then -- c holds the key's expiry
-        local keepttl
-        c2, keepttl = fixed_expiry(a, c, a2, now, ttl, keep)
-        if keepttl then
-          kept = #str
-        end
+        c2, kept = fixed_expiry(a, c, #str, a2, now, ttl, keep)
       end
       write_counter(key, alg, a2, b2_, c2, ttl, keep, kept)
     end
