@@ -426,6 +426,7 @@ func TestLuaMatchesGo(t *testing.T) {
 	for ti, tr := range traces {
 		stream := uint64(ti) // keys of their own: they hold a random number
 		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel() // each trace its own keys and model
 			path := pathStore
 			if tr.general {
 				path = pathGeneral
