@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -281,6 +282,60 @@ func TestMemoryUsage(t *testing.T) {
 	t.Logf("MEMORY USAGE of a token bucket key (fg:tb:{user:12345}, 100/min): %d bytes", n)
 	if n > 100 {
 		t.Errorf("MEMORY USAGE %d bytes, want at most 100", n)
+	}
+}
+
+// TestFixedWindowMemory pins what a fixed window's key holds now that its
+// state records the key's expiry: at most 12 bytes (Redis 7.0 keeps such a
+// value in its object's allocation: the token bucket's 100 bytes of
+// MEMORY USAGE or less) for periods of a second to a day at full count,
+// and a calendar month past 127 counts at 13 (the documented exception).
+func TestFixedWindowMemory(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	s := newStore(t, c, redisstore.Config{Timeout: 5 * time.Second})
+	defer s.Close()
+	fw := func(n int64, p time.Duration) algorithms.Limit {
+		return algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: n, Period: p}
+	}
+	month := func(n int64) algorithms.Limit {
+		return algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: n, Calendar: algorithms.Month}
+	}
+	for i, tc := range []struct {
+		name  string
+		limit algorithms.Limit
+		bytes int // the value's length at full count
+	}{
+		{"10 a second", fw(10, time.Second), 9},
+		{"1000 a minute", fw(1000, time.Minute), 11},
+		{"10000 an hour", fw(10000, time.Hour), 11},
+		{"32767 a day", fw(32767, 24*time.Hour), 12},
+		{"127 a calendar month", month(127), 12},
+		{"1000 a calendar month", month(1000), 13},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "user:" + strconv.Itoa(12340+i) // as long as TestMemoryUsage's: the key's length counts too
+			// Full count: the window's count at its widest. (A window that
+			// turns between the two calls only makes the count smaller.)
+			decide(t, s, time.Now(), store.Request{Key: key, Limit: tc.limit, Cost: tc.limit.Requests})
+			rk := redisstore.StateKey(algorithms.FixedWindow, key)
+			v, err := c.Get(ctx, rk).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := c.MemoryUsage(ctx, rk).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: a %d-byte value, MEMORY USAGE %d bytes", rk, len(v), n)
+			if len(v) != tc.bytes {
+				t.Errorf("the value is %d bytes, want %d", len(v), tc.bytes)
+			}
+			if tc.bytes <= 12 && n > 100 {
+				t.Errorf("MEMORY USAGE %d bytes, want at most 100", n)
+			}
+		})
 	}
 }
 
