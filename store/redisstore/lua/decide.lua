@@ -303,13 +303,27 @@ local function decide(KEYS, ARGV)
       b0, b1, b2, b3, b4 = sunpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
     end
     local allowed, ttl, a2, b2_, c2, _
+    local debt = 0
+    if flags % 4 >= 2 then
+      debt = 1
+    end
     if alg == 1 then -- a token bucket: its charge alone (the flags that apply: dry run, debt)
-      local debt = 0
-      if flags % 4 >= 2 then
-        debt = 1
-      end
       allowed, ttl, a2, b2_ = token_bucket_charge(x, y, z, a, b, c, now, cost, debt)
       c2 = y
+    elseif debt == 0 and cost > 0 and cost <= (alg == 5 and z or x) then
+      -- A charge within the capacity (x for the windows, z for the leaky
+      -- bucket) and no debt: decide_counter would hand it on unchanged,
+      -- so it goes to its algorithm at once (a call of 15 arguments and
+      -- 12 results costs Redis about 2,900 instructions).
+      if b0 ~= nil then -- a calendar limit (a window's)
+        allowed, _, _, _, ttl, a2, b2_, c2 = calendar(alg, x, b0, b1, b2, b3, b4, a, b, c, now, cost, 0)
+      elseif alg == 4 then
+        allowed, _, _, _, ttl, a2, b2_, c2 = fixed_window(x, y, a, b, now, cost, 0)
+      elseif alg == 2 then
+        allowed, _, _, _, ttl, a2, b2_, c2 = sliding_window(x, y, a, b, c, now, cost, 0)
+      else -- ALG_LEAKY_BUCKET; no-wait is flag bit 2
+        allowed, _, _, _, ttl, a2, b2_, c2 = leaky_bucket(x, y, z, a, b, c, now, cost, flags % 8 >= 4, 0)
+      end
     else
       _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
     end
