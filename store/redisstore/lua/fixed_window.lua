@@ -19,9 +19,9 @@
 --   len the length of its value) and the one written (start a2, TTL
 --   ttl + keep ms from now), fixed_expiry is the c to write and, when the
 --   write keeps the TTL, len (lib.lua's write_counter's kept; else nil).
---   The expiry is a
---   property of the key, not of the limit, so it stays right when the
---   limit changes; a calendar quota's state is a fixed window's.
+--   The expiry is a property of the key, not of the limit, so it stays
+--   right when the limit changes; a calendar quota's state is a fixed
+--   window's.
 --
 -- fixed_decide(requests, start, stop, carry, count, a, b, now_ms, cost,
 -- debt) decides in the window [start, stop) holding count (a, b the state

@@ -357,9 +357,9 @@ end
 -- TTL the write keeps (fixed_window.lua's fixed_expiry): a value of that
 -- length is written over it in place (SETRANGE, which Redis answers with
 -- a number rather than the status SET's reply becomes in Lua, a table:
--- 1,500 instructions less), another with SET ... KEEPTTL (SETRANGE would
--- leave a longer value's last bytes, and grow a shorter one with spare
--- room).
+-- 1,500 instructions less), one of another length with SET ... KEEPTTL
+-- (SETRANGE over a longer stored value would leave its last bytes, and
+-- over a shorter one grow the string with spare room).
 -- (An absolute PXAT, which Redis need not rewrite for its replicas,
 -- measured 1,600 instructions a decision more: its 13 digits cost more
 -- to format and parse.)
