@@ -182,12 +182,9 @@ local function decide_general(KEYS, ARGV, now, keep, write)
           redis.call('DEL', key)
         elseif w.alg == ALG_SLIDING_WINDOW_LOG then
           log_write(key, s, w.kttl + keep)
-        elseif w.alg == ALG_FIXED_WINDOW then -- c holds the key's expiry
-          local r = w.read
-          local c2, kept = fixed_expiry(r.a, r.c, r.len, s.a, now, w.kttl, keep)
-          write_counter(key, w.alg, s.a, s.b, c2, w.kttl, keep, kept)
         else
-          write_counter(key, w.alg, s.a, s.b, s.c, w.kttl, keep)
+          local r = w.read
+          write_counter(key, w.alg, s.a, s.b, s.c, w.kttl, keep, now, r.a, r.c, r.len)
         end
       end
     end
@@ -328,11 +325,7 @@ local function decide(KEYS, ARGV)
       _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
     end
     if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
-      local kept = nil
-      if alg == 4 then -- ALG_FIXED_WINDOW: c holds the key's expiry
-        c2, kept = fixed_expiry(a, c, #str, a2, now, ttl, keep)
-      end
-      write_counter(key, alg, a2, b2_, c2, ttl, keep, kept)
+      write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str)
     end
     if n == 1 then
       return prefix .. tag(allowed, #str) .. str

@@ -5,23 +5,9 @@
 --     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
 --   a, b    the state: window start (Unix ms, a multiple of period_ms),
 --           count; 0, 0 for a key never seen (c is not the algorithm's:
---           see fixed_expiry; the results' c2 is 0)
+--           lib.lua's write_counter keeps the key's expiry there; the
+--           results' c2 is 0)
 --   the rest as token_bucket.lua
---
--- fixed_expiry(a, c, len, a2, now_ms, ttl, keep) -> c2, kept
---   The state's c, which no version's fixed window reads, holds the key's
---   expiry, ms after a: Redis keeps the key at least until a + c (0:
---   unknown, as in a state of an earlier version, which wrote 0). A
---   window's state needs its key until the window's end, the same for
---   every write in it, so a write whose key already lives that long keeps
---   its TTL (SET ... KEEPTTL, which costs Redis about 6,500 instructions
---   less than SET ... PX). Given the state read (a, c; 0, 0 for none;
---   len the length of its value) and the one written (start a2, TTL
---   ttl + keep ms from now), fixed_expiry is the c to write and, when the
---   write keeps the TTL, len (lib.lua's write_counter's kept; else nil).
---   The expiry is a property of the key, not of the limit, so it stays
---   right when the limit changes; a calendar quota's state is a fixed
---   window's.
 --
 -- fixed_decide(requests, start, stop, carry, count, a, b, now_ms, cost,
 -- debt) decides in the window [start, stop) holding count (a, b the state
@@ -79,14 +65,6 @@ local function fixed_decide(requests, start, stop, carry, count, a, b, now, cost
     return allowed, remaining, retry, reset, ttl, a, b, 0, unrecorded, owed
   end
   return allowed, remaining, retry, reset, ttl, start, count, 0, unrecorded, owed
-end
-
-local function fixed_expiry(a, c, len, a2, now, ttl, keep)
-  local need = now + ttl + keep
-  if c > 0 and a + c >= need then
-    return a + c - a2, len
-  end
-  return need - a2, nil
 end
 
 local function fixed_window(requests, period_ms, a, b, now, cost, debt)

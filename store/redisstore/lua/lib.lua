@@ -182,8 +182,7 @@ end
 -- instead of 6: a token bucket of 100 per hour then packs into 12 bytes,
 -- and Redis 7.0 keeps a value of up to 12 bytes in the same allocation as
 -- its object header, so its key costs 88 bytes of MEMORY USAGE (104 at 13
--- bytes). A fixed window's c is its key's expiry (fixed_window.lua's
--- fixed_expiry), 2 to 4 bytes for periods of a second to a day, 5 for a
+-- bytes). A fixed window's c is its key's expiry (write_counter), 2 to 4 bytes for periods of a second to a day, 5 for a
 -- calendar month: a monthly quota of more than 127 counts packs into 13.
 local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 
@@ -353,20 +352,39 @@ end
 
 -- write_counter writes the state a, b, c of alg to key with a TTL of
 -- ttl + keep ms (px_string's rounding up), or deletes it when ttl is 0.
--- kept, when not nil, is the length of the value the key holds, whose
--- TTL the write keeps (fixed_window.lua's fixed_expiry): a value of that
--- length is written over it in place (SETRANGE, which Redis answers with
--- a number rather than the status SET's reply becomes in Lua, a table:
--- 1,500 instructions less), one of another length with SET ... KEEPTTL
--- (SETRANGE over a longer stored value would leave its last bytes, and
--- over a shorter one grow the string with spare room).
+-- ra, rc and rlen are the state the key held when read (its a and c, and
+-- the length of its value; 0, 0, 0 for none).
+--
+-- A fixed window's c, which no version's fixed window reads, is its key's
+-- expiry, ms after a: Redis keeps the key at least until a + c (0:
+-- unknown, as in a state of an earlier version, which wrote 0). A
+-- window's state needs its key until the window's end, the same for every
+-- write in it, so a write whose key already lives that long keeps its TTL
+-- instead of setting it again (SET ... PX costs Redis about 6,500
+-- instructions more): a value of the stored length is written over it in
+-- place (SETRANGE, which Redis answers with a number rather than the
+-- status SET's reply becomes in Lua, a table: 1,500 instructions less),
+-- one of another length with SET ... KEEPTTL (SETRANGE over a longer
+-- stored value would leave its last bytes, and over a shorter one grow
+-- the string with spare room). The expiry is a property of the key, not
+-- of the limit, so it stays right when the limit changes; a calendar
+-- quota's state is a fixed window's.
 -- (An absolute PXAT, which Redis need not rewrite for its replicas,
 -- measured 1,600 instructions a decision more: its 13 digits cost more
 -- to format and parse.)
-local function write_counter(key, alg, a, b, c, ttl, keep, kept)
+local function write_counter(key, alg, a, b, c, ttl, keep, now, ra, rc, rlen)
   if ttl <= 0 then
     redis.call('DEL', key)
     return
+  end
+  local kept = false
+  if alg == 4 then -- ALG_FIXED_WINDOW: c is the key's expiry
+    local need = now + ttl + keep
+    if rc > 0 and ra + rc >= need then
+      c, kept = ra + rc - a, true
+    else
+      c = need - a
+    end
   end
   -- The time field takes 5 bytes from 2026-01-26 to 2043 (2^31 to
   -- 2^39 ms after STATE_EPOCH_MS): known without int_len's call.
@@ -401,7 +419,7 @@ local function write_counter(key, alg, a, b, c, ttl, keep, kept)
   end
   if kept then
     local v = struct.pack(f, h, a, c, b)
-    if #v == kept then
+    if #v == rlen then
       redis.call('SETRANGE', key, '0', v)
     else
       redis.call('SET', key, v, 'KEEPTTL')

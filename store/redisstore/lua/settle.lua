@@ -91,11 +91,7 @@ local function settle(KEYS, ARGV)
     _, _, _, retry1 = decide_counter(alg, requests, period_ms, burst, a2, b2_, c2, now, 1, 0, b0, b1, b2, b3, b4)
     retry = retry1
     if cost ~= 0 then
-      local kept = nil
-      if alg == ALG_FIXED_WINDOW then -- c holds the key's expiry
-        c2, kept = fixed_expiry(a, c, #str, a2, now, ttl, keep)
-      end
-      write_counter(key, alg, a2, b2_, c2, ttl, keep, kept)
+      write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str)
     end
   end
   if dup == 0 then
