@@ -530,7 +530,7 @@ func diffTrace(t *testing.T, c *redis.Client, path luaPath, rng *rand.Rand, algs
 			}
 			if algs[i] == algorithms.FixedWindow {
 				// C is not the algorithm's: it holds the key's expiry, ms
-				// after A (lua/fixed_window.lua's fixed_expiry; the
+				// after A (lua/lib.lua's write_counter; the
 				// simulated clock jumps while Redis' does not, so
 				// TestFixedWindowExpiry checks it against Redis).
 				if inRedis.C <= 0 {
