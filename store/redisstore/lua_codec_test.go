@@ -4,11 +4,13 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store"
 )
 
 // codecRoundTrip writes a, b, c as a sliding window state (whose a is
@@ -125,5 +127,99 @@ return out
 	// 263 values 1,000 ms apart, where the step is 4,096 ms.
 	if len(distinct) > 65 {
 		t.Errorf("%d distinct PX strings over 64 steps of 4,096 ms, want at most 65", len(distinct))
+	}
+}
+
+// TestStateStaysMinimal: every write packs each field in the fewest
+// bytes it needs, also when it rewrites a state whose c it keeps (whose
+// length write_counter takes from the header read rather than from
+// int_len) or changes (a limit of another rate, a window that rolled, a
+// fixed window's new expiry), on each path that writes a counter: a lone
+// Decide, the general path (two requests of one key) and a settlement.
+func TestStateStaysMinimal(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	s, err := New(c, Config{ClientTime: true, Timeout: 5 * time.Second, BatchMaxSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.UnixMilli(1_780_000_000_000)
+	lim := func(a algorithms.Algorithm, n int64, p time.Duration) algorithms.Limit {
+		return algorithms.Limit{Algorithm: a, Requests: n, Period: p}
+	}
+	type step struct {
+		at    time.Duration // after t0
+		limit algorithms.Limit
+		cost  int64
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"token bucket, then another rate", []step{
+			{0, lim(algorithms.TokenBucket, 100, time.Minute), 1},
+			{time.Second, lim(algorithms.TokenBucket, 100, time.Minute), 3},
+			{2 * time.Second, lim(algorithms.TokenBucket, 7, time.Second), 2},
+			{3 * time.Second, lim(algorithms.TokenBucket, 7, time.Second), 1},
+		}},
+		{"leaky bucket, then another rate", []step{
+			{0, lim(algorithms.LeakyBucket, 100, time.Minute), 1},
+			{time.Second, lim(algorithms.LeakyBucket, 100, time.Minute), 2},
+			{2 * time.Second, lim(algorithms.LeakyBucket, 7, time.Second), 2},
+			{3 * time.Second, lim(algorithms.LeakyBucket, 7, time.Second), 1},
+		}},
+		{"sliding window, rolling", []step{
+			{0, lim(algorithms.SlidingWindow, 300, time.Second), 2},
+			{100 * time.Millisecond, lim(algorithms.SlidingWindow, 300, time.Second), 200},
+			{1100 * time.Millisecond, lim(algorithms.SlidingWindow, 300, time.Second), 2},
+			{1200 * time.Millisecond, lim(algorithms.SlidingWindow, 300, time.Second), 2},
+		}},
+		{"fixed window, a new window", []step{
+			{0, lim(algorithms.FixedWindow, 300, time.Second), 2},
+			{100 * time.Millisecond, lim(algorithms.FixedWindow, 300, time.Second), 200},
+			{1100 * time.Millisecond, lim(algorithms.FixedWindow, 300, time.Second), 2},
+			{1200 * time.Millisecond, lim(algorithms.FixedWindow, 300, time.Minute), 2},
+		}},
+	} {
+		for _, path := range []string{"lone", "general", "settle"} {
+			t.Run(tc.name+"/"+path, func(t *testing.T) {
+				key := "min:" + tc.name + ":" + path
+				for i, st := range tc.steps {
+					now := t0.Add(st.at)
+					switch path {
+					case "lone":
+						if err := s.Decide(ctx, now, []store.Request{{Key: key, Limit: st.limit, Cost: st.cost}}, make([]algorithms.Decision, 1)); err != nil {
+							t.Fatal(err)
+						}
+					case "general":
+						half := store.Request{Key: key, Limit: st.limit, Cost: st.cost / 2}
+						rest := store.Request{Key: key, Limit: st.limit, Cost: st.cost - st.cost/2}
+						if err := s.Decide(ctx, now, []store.Request{half, rest}, make([]algorithms.Decision, 2)); err != nil {
+							t.Fatal(err)
+						}
+					case "settle":
+						if _, err := s.Settle(ctx, now, store.Settlement{Key: key, Limit: st.limit, Actual: st.cost, IdempotencyKey: key + strconv.Itoa(i)}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					v, err := c.Get(ctx, KeyName(DefaultPrefix, st.limit.Algorithm, key)).Result()
+					if err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					la, lc := int(v[0]>>3), int(v[0]&7)
+					lb := len(v) - 1 - la - lc
+					if la > 7 || lb < 0 || lb > 8 {
+						t.Fatalf("step %d: state %q: bad lengths", i, v)
+					}
+					a, cv, b := leInt(v[1:1+la]), leInt(v[1+la:1+la+lc]), leInt(v[1+la+lc:])
+					if la != minLen(a) || lc != minLen(cv) || lb != minLen(b) {
+						t.Errorf("step %d: state %q packs a=%d, c=%d, b=%d in %d, %d, %d bytes; want %d, %d, %d",
+							i, v, a, cv, b, la, lc, lb, minLen(a), minLen(cv), minLen(b))
+					}
+				}
+			})
+		}
 	}
 }

@@ -81,11 +81,11 @@ local function load(key, alg)
     end
     return s
   end
-  local a, b, c, str = load_counter(key, alg)
+  local a, b, c, str, h = load_counter(key, alg)
   if a == nil then
     return nil, 'malformed state'
   end
-  return {a = a, b = b, c = c, len = #str}
+  return {a = a, b = b, c = c, len = #str, h = h}
 end
 
 -- decide_general is the general path (decide's header already read:
@@ -184,7 +184,7 @@ local function decide_general(KEYS, ARGV, now, keep, write)
           log_write(key, s, w.kttl + keep)
         else
           local r = w.read
-          write_counter(key, w.alg, s.a, s.b, s.c, w.kttl, keep, now, r.a, r.c, r.len)
+          write_counter(key, w.alg, s.a, s.b, s.c, w.kttl, keep, now, r.a, r.c, r.len, r.h)
         end
       end
     end
@@ -289,8 +289,8 @@ local function decide(KEYS, ARGV)
     else
       str = redis.call('GET', key)
     end
-    local a, b, c
-    a, b, c, str = decode_counter(str, alg)
+    local a, b, c, rh
+    a, b, c, str, rh = decode_counter(str, alg)
     if a == nil then
       return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
     end
@@ -325,12 +325,14 @@ local function decide(KEYS, ARGV)
       _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
     end
     if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
-      write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str)
+      write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str, rh)
     end
+    -- tag's table read here: its call only for a byte not yet made.
+    local t = TAG[allowed * 32 + #str] or tag(allowed, #str)
     if n == 1 then
-      return prefix .. tag(allowed, #str) .. str
+      return prefix .. t .. str
     end
-    reply[2 * g] = tag(allowed, #str)
+    reply[2 * g] = t
     reply[2 * g + 1] = str
   end
   return table.concat(reply)

@@ -234,10 +234,11 @@ end
 -- decode_counter reads str, the state of a counter algorithm alg (token
 -- bucket, sliding window, fixed window, leaky bucket) as GET answered it
 -- (false for no key), times made absolute: a, b, c, all 0 for no state,
--- and the string read ('' for no state); nil if it is malformed.
+-- the string read ('' for no state) and its header byte (0 for no
+-- state), which write_counter takes back; nil if it is malformed.
 local function decode_counter(str, alg)
   if str == false then
-    return 0, 0, 0, ''
+    return 0, 0, 0, '', 0
   end
   local len = #str
   if len < 1 then
@@ -253,9 +254,9 @@ local function decode_counter(str, alg)
   local a, c, b = struct.unpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
   -- The time field is stored relative to STATE_EPOCH_MS.
   if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
-    return a, b + STATE_EPOCH_MS, c, str
+    return a, b + STATE_EPOCH_MS, c, str, h
   end
-  return a + STATE_EPOCH_MS, b, c, str
+  return a + STATE_EPOCH_MS, b, c, str, h
 end
 
 -- load_counter reads the state at key of alg: decode_counter of its GET.
@@ -352,8 +353,11 @@ end
 
 -- write_counter writes the state a, b, c of alg to key with a TTL of
 -- ttl + keep ms (px_string's rounding up), or deletes it when ttl is 0.
--- ra, rc and rlen are the state the key held when read (its a and c, and
--- the length of its value; 0, 0, 0 for none).
+-- ra, rc, rlen and rh are the state the key held when read (its a and c,
+-- the length of its value and its header byte; 0, 0, 0, 0 for none): a
+-- c written as read takes the bytes it was read in, known from rh
+-- without int_len's call (a token bucket's scale, a leaky bucket's
+-- rate and a fixed window's expiry rarely change).
 --
 -- A fixed window's c, which no version's fixed window reads, is its key's
 -- expiry, ms after a: Redis keeps the key at least until a + c (0:
@@ -372,7 +376,7 @@ end
 -- (An absolute PXAT, which Redis need not rewrite for its replicas,
 -- measured 1,600 instructions a decision more: its 13 digits cost more
 -- to format and parse.)
-local function write_counter(key, alg, a, b, c, ttl, keep, now, ra, rc, rlen)
+local function write_counter(key, alg, a, b, c, ttl, keep, now, ra, rc, rlen, rh)
   if ttl <= 0 then
     redis.call('DEL', key)
     return
@@ -406,7 +410,12 @@ local function write_counter(key, alg, a, b, c, ttl, keep, now, ra, rc, rlen)
     end
     lb = int_len(b)
   end
-  local lc = int_len(c)
+  local lc
+  if c == rc then
+    lc = rh % 8
+  else
+    lc = int_len(c)
+  end
   if la > 7 or lc > 7 or lb > 8 then
     error('floodgate: state value out of range')
   end

@@ -82,7 +82,7 @@ local function settle(KEYS, ARGV)
       log_put(key, s2, ttl, keep)
     end
   else
-    local a, b, c, str = load_counter(key, alg)
+    local a, b, c, str, rh = load_counter(key, alg)
     if a == nil then
       return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
     end
@@ -91,7 +91,7 @@ local function settle(KEYS, ARGV)
     _, _, _, retry1 = decide_counter(alg, requests, period_ms, burst, a2, b2_, c2, now, 1, 0, b0, b1, b2, b3, b4)
     retry = retry1
     if cost ~= 0 then
-      write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str)
+      write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str, rh)
     end
   end
   if dup == 0 then
