@@ -58,21 +58,25 @@ func nextDirect(rest string) (allowed bool, state, tail string, err error) {
 }
 
 // decodeCounter reads a counter algorithm's state string (lua/lib.lua's
-// codec, read as load_counter reads it): A, B, C with the time field made
-// absolute; the zero State for "".
+// codec, either form, read as load_counter reads it): A, B, C with the
+// time field made absolute; the zero State for "".
 func decodeCounter(alg algorithms.Algorithm, s string) (algorithms.State, error) {
 	if s == "" {
 		return algorithms.State{}, nil
 	}
 	h := int(s[0])
 	la, lc := h/8, h%8
-	lb := len(s) - 1 - la - lc
-	if la > 7 || lb < 0 || lb > 8 {
+	off, le := 1, 0 // where a starts; the length of the second form's e
+	if la > 7 && len(s) > 1 { // the second form (lib.lua); bit 7 stays malformed (la > 7 below)
+		la, off, le = la-8, 2, int(s[1])
+	}
+	lb := len(s) - off - la - lc - le
+	if la > 7 || le > 7 || lb < 0 || lb > 8 {
 		return algorithms.State{}, fmt.Errorf("%w: a malformed state of %d bytes", errReply, len(s))
 	}
-	a := leInt(s[1 : 1+la])
-	c := leInt(s[1+la : 1+la+lc])
-	b := leInt(s[1+la+lc:])
+	a := leInt(s[off : off+la])
+	c := leInt(s[off+la : off+la+lc])
+	b := leInt(s[off+la+lc+le:])
 	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
 		b += stateEpochMs
 	} else {

@@ -30,7 +30,10 @@ package redisstore
 // STATE_EPOCH_MS); lua/sliding_window_log.lua owns the log's string, which
 // holds at most Requests slots. bench/RESULTS.md has the MEMORY USAGE of
 // each. Every write sets a TTL (the decision's TTL, in ms); a state
-// whose TTL is 0 equals no state and is deleted instead. The states are
+// whose TTL is 0 equals no state and is deleted instead. The codec has a
+// second form with a fourth field, the key's expiry, which this version
+// reads (a rolling upgrade to a version that writes it needs every
+// replica to read it first) and never writes. The states are
 // those the scripts wrote before this protocol (the protocol changed ARGV and
 // the reply, not what Redis holds), so replicas of both versions can share
 // a Redis during a rolling upgrade.

@@ -144,7 +144,7 @@ local REPLY_FMT = '<Bi8i8i8i8i8i8'
 --   prefix   TIME's seconds, ',', its microseconds, ';' when the script
 --            read Redis' clock; ';' alone when the header gave now
 --   then per request, in request order:
---     byte   32 * allowed + the length of the state read (0..24)
+--     byte   32 * allowed + the length of the state read (0..31)
 --     state  the state string as read (lib.lua's codec), none for no
 --            state
 --
@@ -184,6 +184,23 @@ end
 -- its object header, so its key costs 88 bytes of MEMORY USAGE (104 at 13
 -- bytes). A fixed window's c is its key's expiry (write_counter), 2 to 4 bytes for periods of a second to a day, 5 for a
 -- calendar month: a monthly quota of more than 127 counts packs into 13.
+--
+-- A second form adds a fourth field, e, for the key's own expiry:
+--
+--   byte 1     64 + len(a) * 8 + len(c)
+--   byte 2     len(e), 0..7 bytes
+--   a, c       as in the first form
+--   e          len(e) bytes: Redis keeps the key at least until the time
+--              field + e ms (0: not known)
+--   b          the remaining 0..8 bytes
+--
+-- This version reads it and writes the first form: a state must be
+-- readable by every replica of a rolling upgrade, so a version that
+-- writes the second form (a bucket could then keep its key's TTL while
+-- the expiry covers it, as the fixed window does) can follow only a
+-- version that reads it. The decisions ignore e; a write over such a
+-- state is a first-form state with its TTL set. A fixed window's c is
+-- its key's expiry in both forms.
 local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 
 -- int_fmt is the struct item of an n-byte integer, n in 0..8 ('i0'
@@ -231,6 +248,36 @@ local function state_fmt(h, lb)
   return STATE_FMT[i]
 end
 
+-- SECOND_FMT[(h * 8 + le) * 9 + lb] is the struct format that reads a
+-- second-form state (h its header byte less 64, le and lb the lengths of
+-- e and b) from its byte 3: '<', then the four items. Kept like
+-- STATE_FMT.
+local SECOND_FMT = {}
+
+-- decode_second reads a second-form state str of len bytes whose first
+-- byte is h (64..255): a, c, b; nil if it is malformed.
+local function decode_second(str, h, len)
+  if h >= 128 or len < 2 then
+    return nil
+  end
+  h = h - 64
+  local lc = h % 8
+  local la = (h - lc) / 8
+  local le = string.byte(str, 2)
+  local lb = len - 2 - la - lc - le
+  if le > 7 or lb < 0 or lb > 8 then
+    return nil
+  end
+  local i = (h * 8 + le) * 9 + lb
+  local f = SECOND_FMT[i]
+  if f == nil then
+    f = '<' .. int_fmt(la) .. int_fmt(lc) .. int_fmt(le) .. int_fmt(lb)
+    SECOND_FMT[i] = f
+  end
+  local a, c, _, b = struct.unpack(f, str, 3)
+  return a, c, b
+end
+
 -- decode_counter reads str, the state of a counter algorithm alg (token
 -- bucket, sliding window, fixed window, leaky bucket) as GET answered it
 -- (false for no key), times made absolute: a, b, c, all 0 for no state,
@@ -247,11 +294,19 @@ local function decode_counter(str, alg)
   local h = string.byte(str, 1)
   local lc = h % 8
   local la = (h - lc) / 8
-  local lb = len - 1 - la - lc
-  if la > 7 or lb < 0 or lb > 8 then
-    return nil
+  local a, c, b
+  if la <= 7 then
+    local lb = len - 1 - la - lc
+    if lb < 0 or lb > 8 then
+      return nil
+    end
+    a, c, b = struct.unpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
+  else -- the second form
+    a, c, b = decode_second(str, h, len)
+    if a == nil then
+      return nil
+    end
   end
-  local a, c, b = struct.unpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
   -- The time field is stored relative to STATE_EPOCH_MS.
   if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
     return a, b + STATE_EPOCH_MS, c, str, h
