@@ -50,8 +50,15 @@ func main() {
 	wall := flag.Int("wall", 20_000, "decisions per phase of the wall-clock run; 0 skips it")
 	only := flag.String("only", "", "measure only the subjects whose name contains this")
 	profile := flag.String("profile", "", "keep callgrind's dumps (one a phase, for callgrind_annotate) in this directory")
+	prims := flag.Bool("primitives", false, "measure the pieces a script is made of (Redis commands from Lua, struct, string functions, a Lua call) instead of the decisions")
 	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *keys, *n/8*8, *wall/8*8, *only, *profile); err != nil {
+	var err error
+	if *prims {
+		err = runPrimitives(context.Background(), os.Stdout)
+	} else {
+		err = run(context.Background(), os.Stdout, *keys, *n/8*8, *wall/8*8, *only, *profile)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "rediscost:", err)
 		os.Exit(1)
 	}

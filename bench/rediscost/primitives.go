@@ -1,0 +1,100 @@
+package main
+
+// The cost of the pieces a decision script is made of: Redis commands
+// called from Lua, the struct library, string functions, a Lua call, a
+// table read. Each is measured as a loop run once and 2,001 times in one
+// EVAL under callgrind; the difference over 2,000 is the cost of one
+// iteration (the loop's own step, about 20 instructions, included).
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+)
+
+// primitive is one measured piece: setup runs once before the loop,
+// body once an iteration, against keys (whose values setupKeys gives).
+type primitive struct {
+	name, setup, body string
+	keys              bool // the body touches KEYS[1], a live 19-byte string with a TTL
+}
+
+// primitives are the pieces measured by -primitives, in the order printed.
+func primitives() []primitive {
+	return []primitive{
+		{name: "an empty loop step", setup: "", body: ""},
+		{name: "a Lua call of 3 arguments and 3 results", setup: "local function f(x, y, z) return x, y, z end", body: "local a, b, c = f(1, 2, 3)"},
+		{name: "a Lua call of 9 arguments and 5 results", setup: "local function f(a, b, c, d, e, g, h, k, l) return a, b, c, d, e end", body: "local a, b, c, d, e = f(1, 2, 3, 4, 5, 6, 7, 8, 9)"},
+		{name: "ten arithmetic operators (+, -, *, /, %)", setup: "local x, y = 12345, 678", body: "local v = (x * y + x - y) % 7 + x / y - (x - y) * 3 + y"},
+		{name: "a table read", setup: "local T = {} T[300] = 'x'", body: "local v = T[300]"},
+		{name: "string.byte, one byte", setup: "local s = 'abcdefghijklm' local sb = string.byte", body: "local h = sb(s, 1)"},
+		{name: "string.byte, 13 bytes", setup: "local s = 'abcdefghijklm' local sb = string.byte", body: "local a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13 = sb(s, 1, -1)"},
+		{name: "string.char, 13 bytes", setup: "local sc = string.char", body: "local v = sc(35, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)"},
+		{name: "struct.unpack, 3 integers (a state)", setup: "local s = 'abcdefghijklm' local su = struct.unpack", body: "local a, b, c = su('<i4i3i5', s, 2)"},
+		{name: "struct.unpack, a byte and 4 int64s (a request)", setup: "local s = string.rep('a', 33) local su = struct.unpack", body: "local h, a, b, c, d = su('<Bi8i8i8i8', s, 1)"},
+		{name: "struct.pack, a byte and 3 integers (a state)", setup: "local sp = struct.pack", body: "local v = sp('<Bi4i3i5', 35, 86313600, 86400, 12345678901)"},
+		{name: "struct.unpack, one double (gcra.lua's state)", setup: "local s = struct.pack('<d', 1e12) local su = struct.unpack", body: "local t = su('<d', s)"},
+		{name: "three strings joined (..)", setup: "local a, b = 'x', 'yy'", body: "local v = a .. b .. a"},
+		{name: "a number made a string (i .. '')", setup: "", body: "local v = i .. ''"},
+		{name: "redis.call GET", body: "local v = redis.call('GET', KEYS[1])", keys: true},
+		{name: "redis.call SET key v PX ms", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('SET', KEYS[1], v, 'PX', '86528000')", keys: true},
+		{name: "redis.call SET key v KEEPTTL", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('SET', KEYS[1], v, 'KEEPTTL')", keys: true},
+		{name: "redis.call SETRANGE key 0 v (same length, in place)", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('SETRANGE', KEYS[1], '0', v)", keys: true},
+		{name: "redis.call PEXPIRE key ms", body: "redis.call('PEXPIRE', KEYS[1], '86528000')", keys: true},
+	}
+}
+
+// measurePrimitives prints each primitive's instructions an iteration,
+// on a server under callgrind.
+func measurePrimitives(ctx context.Context, out io.Writer, srv *server) error {
+	const key = "prim:{x}"
+	const loops = 2000
+	fmt.Fprintln(out, "| piece | instructions |")
+	fmt.Fprintln(out, "|---|---:|")
+	for _, p := range primitives() {
+		src := "local n = tonumber(ARGV[1]) " + p.setup + " for i = 1, n do " + p.body + " end return 1"
+		var keys []string
+		if p.keys {
+			keys = []string{key}
+		}
+		run := func(n int) (int64, error) {
+			// A fresh live value each run: SETRANGE turns the stored
+			// string into a raw one on its first call, and every later
+			// call writes in place.
+			if err := srv.client.Set(ctx, key, "c\x03\x80\n%\x05\x80Q\x01\x00\x18\x15\xd1f\xef\xbc\x06\x00\x00", 0).Err(); err != nil {
+				return 0, err
+			}
+			if err := srv.client.PExpire(ctx, key, 86_400_000_000).Err(); err != nil {
+				return 0, err
+			}
+			return srv.counted(func() error { return srv.client.Eval(ctx, src, keys, n).Err() })
+		}
+		one, err := run(1)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		many, err := run(loops + 1)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		fmt.Fprintf(out, "| %s | %.0f |\n", p.name, float64(many-one)/loops)
+	}
+	return nil
+}
+
+// runPrimitives starts a server under callgrind and measures the
+// primitives on it.
+func runPrimitives(ctx context.Context, out io.Writer) error {
+	dir, err := os.MkdirTemp("", "rediscost")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := startServer(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	return measurePrimitives(ctx, out, srv)
+}
