@@ -66,7 +66,7 @@ func decodeCounter(alg algorithms.Algorithm, s string) (algorithms.State, error)
 	}
 	h := int(s[0])
 	la, lc := h/8, h%8
-	off, le := 1, 0 // where a starts; the length of the second form's e
+	off, le := 1, 0           // where a starts; the length of the second form's e
 	if la > 7 && len(s) > 1 { // the second form (lib.lua); bit 7 stays malformed (la > 7 below)
 		la, off, le = la-8, 2, int(s[1])
 	}
