@@ -66,8 +66,10 @@ func decodeCounter(alg algorithms.Algorithm, s string) (algorithms.State, error)
 	}
 	h := int(s[0])
 	la, lc := h/8, h%8
-	off, le := 1, 0           // where a starts; the length of the second form's e
-	if la > 7 && len(s) > 1 { // the second form (lib.lua); bit 7 stays malformed (la > 7 below)
+	// off is where a starts, le the length of the second form's e. A
+	// header with bit 7 set stays malformed: its la is still above 7.
+	off, le := 1, 0
+	if la > 7 && len(s) > 1 { // the second form (lib.lua)
 		la, off, le = la-8, 2, int(s[1])
 	}
 	lb := len(s) - off - la - lc - le
