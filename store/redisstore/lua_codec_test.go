@@ -137,18 +137,9 @@ return out
 // fixed window's new expiry), on each path that writes a counter: a lone
 // Decide, the general path (two requests of one key) and a settlement.
 func TestStateStaysMinimal(t *testing.T) {
-	srv := redistest.StartServer(t)
-	c := srv.Client()
+	c, s := clientTimeStore(t)
 	ctx := context.Background()
-	s, err := New(c, Config{ClientTime: true, Timeout: 5 * time.Second, BatchMaxSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	t0 := time.UnixMilli(1_780_000_000_000)
-	lim := func(a algorithms.Algorithm, n int64, p time.Duration) algorithms.Limit {
-		return algorithms.Limit{Algorithm: a, Requests: n, Period: p}
-	}
 	type step struct {
 		at    time.Duration // after t0
 		limit algorithms.Limit
@@ -159,28 +150,28 @@ func TestStateStaysMinimal(t *testing.T) {
 		steps []step
 	}{
 		{"token bucket, then another rate", []step{
-			{0, lim(algorithms.TokenBucket, 100, time.Minute), 1},
-			{time.Second, lim(algorithms.TokenBucket, 100, time.Minute), 3},
-			{2 * time.Second, lim(algorithms.TokenBucket, 7, time.Second), 2},
-			{3 * time.Second, lim(algorithms.TokenBucket, 7, time.Second), 1},
+			{0, periodLimit(algorithms.TokenBucket, 100, time.Minute), 1},
+			{time.Second, periodLimit(algorithms.TokenBucket, 100, time.Minute), 3},
+			{2 * time.Second, periodLimit(algorithms.TokenBucket, 7, time.Second), 2},
+			{3 * time.Second, periodLimit(algorithms.TokenBucket, 7, time.Second), 1},
 		}},
 		{"leaky bucket, then another rate", []step{
-			{0, lim(algorithms.LeakyBucket, 100, time.Minute), 1},
-			{time.Second, lim(algorithms.LeakyBucket, 100, time.Minute), 2},
-			{2 * time.Second, lim(algorithms.LeakyBucket, 7, time.Second), 2},
-			{3 * time.Second, lim(algorithms.LeakyBucket, 7, time.Second), 1},
+			{0, periodLimit(algorithms.LeakyBucket, 100, time.Minute), 1},
+			{time.Second, periodLimit(algorithms.LeakyBucket, 100, time.Minute), 2},
+			{2 * time.Second, periodLimit(algorithms.LeakyBucket, 7, time.Second), 2},
+			{3 * time.Second, periodLimit(algorithms.LeakyBucket, 7, time.Second), 1},
 		}},
 		{"sliding window, rolling", []step{
-			{0, lim(algorithms.SlidingWindow, 300, time.Second), 2},
-			{100 * time.Millisecond, lim(algorithms.SlidingWindow, 300, time.Second), 200},
-			{1100 * time.Millisecond, lim(algorithms.SlidingWindow, 300, time.Second), 2},
-			{1200 * time.Millisecond, lim(algorithms.SlidingWindow, 300, time.Second), 2},
+			{0, periodLimit(algorithms.SlidingWindow, 300, time.Second), 2},
+			{100 * time.Millisecond, periodLimit(algorithms.SlidingWindow, 300, time.Second), 200},
+			{1100 * time.Millisecond, periodLimit(algorithms.SlidingWindow, 300, time.Second), 2},
+			{1200 * time.Millisecond, periodLimit(algorithms.SlidingWindow, 300, time.Second), 2},
 		}},
 		{"fixed window, a new window", []step{
-			{0, lim(algorithms.FixedWindow, 300, time.Second), 2},
-			{100 * time.Millisecond, lim(algorithms.FixedWindow, 300, time.Second), 200},
-			{1100 * time.Millisecond, lim(algorithms.FixedWindow, 300, time.Second), 2},
-			{1200 * time.Millisecond, lim(algorithms.FixedWindow, 300, time.Minute), 2},
+			{0, periodLimit(algorithms.FixedWindow, 300, time.Second), 2},
+			{100 * time.Millisecond, periodLimit(algorithms.FixedWindow, 300, time.Second), 200},
+			{1100 * time.Millisecond, periodLimit(algorithms.FixedWindow, 300, time.Second), 2},
+			{1200 * time.Millisecond, periodLimit(algorithms.FixedWindow, 300, time.Minute), 2},
 		}},
 	} {
 		for _, path := range []string{"lone", "general", "settle"} {

@@ -7,10 +7,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/store"
 )
+
+// clientTimeStore starts a Redis and a Store on it that decides at the
+// now passed to Decide (ClientTime) and sends each call alone; it stops
+// both when the test ends.
+func clientTimeStore(t *testing.T) (*redis.Client, *Store) {
+	t.Helper()
+	c := redistest.StartServer(t).Client()
+	s, err := New(c, Config{ClientTime: true, Timeout: 5 * time.Second, BatchMaxSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return c, s
+}
+
+// periodLimit is a limit of n requests a period p.
+func periodLimit(a algorithms.Algorithm, n int64, p time.Duration) algorithms.Limit {
+	return algorithms.Limit{Algorithm: a, Requests: n, Period: p}
+}
 
 // leBytes is v as n little-endian two's complement bytes.
 func leBytes(v int64, n int) string {
@@ -72,23 +93,14 @@ func TestDecodeCounterForms(t *testing.T) {
 // value and TTL as over the first form; and a second form that does not
 // add up is refused as malformed, not misread.
 func TestSecondStateForm(t *testing.T) {
-	srv := redistest.StartServer(t)
-	c := srv.Client()
+	c, s := clientTimeStore(t)
 	ctx := context.Background()
-	s, err := New(c, Config{ClientTime: true, Timeout: 5 * time.Second, BatchMaxSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	t0 := time.UnixMilli(1_780_000_000_000)
-	lim := func(a algorithms.Algorithm, n int64, p time.Duration) algorithms.Limit {
-		return algorithms.Limit{Algorithm: a, Requests: n, Period: p}
-	}
 	for _, l := range []algorithms.Limit{
-		lim(algorithms.TokenBucket, 100, time.Minute),
-		lim(algorithms.SlidingWindow, 10, time.Second),
-		lim(algorithms.FixedWindow, 10, time.Minute),
-		lim(algorithms.LeakyBucket, 100, time.Minute),
+		periodLimit(algorithms.TokenBucket, 100, time.Minute),
+		periodLimit(algorithms.SlidingWindow, 10, time.Second),
+		periodLimit(algorithms.FixedWindow, 10, time.Minute),
+		periodLimit(algorithms.LeakyBucket, 100, time.Minute),
 		{Algorithm: algorithms.FixedWindow, Requests: 1000, Calendar: algorithms.Day},
 	} {
 		name := l.Algorithm.String()
@@ -176,7 +188,7 @@ func TestSecondStateForm(t *testing.T) {
 	}
 
 	// Second forms that do not add up, on each path.
-	l := lim(algorithms.TokenBucket, 100, time.Minute)
+	l := periodLimit(algorithms.TokenBucket, 100, time.Minute)
 	good := secondForm(string([]byte{2*8 + 3})+leBytes(500, 2)+leBytes(600, 3)+leBytes(1<<33, 5), 1000, 2)
 	for _, bad := range []string{
 		"\x80" + good[1:], // bit 7 of the header
