@@ -24,7 +24,10 @@ func TestLeakyBucketThreeReplicas(t *testing.T) {
 	r := redistest.StartServer(t)
 	var clients []floodgatev1.RateLimiterClient
 	for range 3 {
-		p := startServe(t, "--redis-url", "redis://"+r.Addr())
+		// A generous --redis-timeout: 50 callers at once on a loaded
+		// machine can keep a call past the default, and its failure mode
+		// would answer it (degraded) instead of the bucket.
+		p := startServe(t, "--redis-url", "redis://"+r.Addr(), "--redis-timeout", "2s")
 		clients = append(clients, floodgatev1.NewRateLimiterClient(p.Conn(t)))
 	}
 	req := &floodgatev1.CheckRequest{
