@@ -14,10 +14,10 @@ import (
 )
 
 // primitive is one measured piece: setup runs once before the loop,
-// body once an iteration, against keys (whose values setupKeys gives).
+// body once an iteration.
 type primitive struct {
 	name, setup, body string
-	keys              bool // the body touches KEYS[1], a live 19-byte string with a TTL
+	keys              bool // the body touches KEYS[1], a live 19-byte string with a TTL (measurePrimitives writes it before each run)
 }
 
 // primitives are the pieces measured by -primitives, in the order printed.
