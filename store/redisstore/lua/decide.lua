@@ -327,7 +327,6 @@ local function decide(KEYS, ARGV)
     if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
       write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str, rh)
     end
-    -- tag's table read here: its call only for a byte not yet made.
     local t = TAG[allowed * 32 + #str] or tag(allowed, #str)
     if n == 1 then
       return prefix .. t .. str

@@ -152,17 +152,16 @@ local REPLY_FMT = '<Bi8i8i8i8i8i8'
 -- with the same math (algorithms.DecideAt): packing seven fields a
 -- request cost the script more than its decision (redisstore's
 -- decideDirect, which also refuses an allowed bit it would not give).
--- TAG[i] is the one-byte string of i (0..63), made on first use.
+-- TAG[i] is the one-byte string of i (0..63), made on first use: the
+-- byte of a request of the direct reply is TAG[32 * allowed + len] or
+-- tag(allowed, len), so that only its first use pays for a call.
 local TAG = {}
 
--- tag is the byte of a request of the direct reply.
+-- tag makes and keeps the byte of a request of the direct reply.
 local function tag(allowed, len)
   local i = allowed * 32 + len
-  local t = TAG[i]
-  if t == nil then
-    t = string.char(i)
-    TAG[i] = t
-  end
+  local t = string.char(i)
+  TAG[i] = t
   return t
 end
 
