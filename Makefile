@@ -25,7 +25,7 @@ build: ## build bin/floodgate (static, no cgo)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/floodgate
 
 test: ## run every test (installs and starts the Redis it needs), race detector on
-	bash scripts/ensure-redis.sh
+	bash scripts/ensure-test-deps.sh
 	$(MAKE) --no-print-directory lint check-generate
 	$(GO) test -race -count=1 -timeout 15m $(PKG)
 	@set -e; for m in $(SUBMODULES); do echo "cd $$m && go test ./..."; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
@@ -56,19 +56,19 @@ fmt: ## gofmt the tree and group imports (standard library, others, github.com/f
 	bash scripts/check-imports.sh -w $$(git ls-files '*.go' | grep -v '^gen/')
 
 bench: ## run the Go benchmarks (algorithms, stores, matching, handlers)
-	bash scripts/ensure-redis.sh
+	bash scripts/ensure-test-deps.sh
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./algorithms/ ./store/... ./server/...
 
 loadtest: build ## whole-service load tests (embedded store, a redis-server and a 3-master cluster it starts) -> tables for bench/RESULTS.md and docs/capacity.md
-	bash scripts/ensure-redis.sh
+	bash scripts/ensure-test-deps.sh
 	cd bench && $(GO) run ./loadtest -binary ../$(BIN) $(LOADTEST_ARGS)
 
 redis-cost: ## Redis instructions per decision under callgrind (needs valgrind), each algorithm at 1 and 8 a call, beside a minimal GCRA; then Redis CPU per decision -> bench/RESULTS.md
-	bash scripts/ensure-redis.sh
+	bash scripts/ensure-test-deps.sh
 	cd bench && $(GO) run ./rediscost $(REDISCOST_ARGS)
 
 soak: ## bounded soak: 60s of load on a binary with Redis, then no growth in goroutines, heap or open fds
-	bash scripts/ensure-redis.sh
+	bash scripts/ensure-test-deps.sh
 	FLOODGATE_SOAK=60s $(GO) test -run TestSoak -count=1 -v ./e2e/
 
 charts: ## redraw the README's algorithm charts in docs/img/ (floodgate simulate; a test fails while they are stale)

@@ -167,15 +167,15 @@ func TestHTTPAPIOff(t *testing.T) {
 // node_modules is missing, then `npx tsc -p .`; a type error fails the
 // test) and runs its tests (`node --test dist/worker.test.js`) against this
 // floodgate binary. Without Node.js 18 or later and npm it is skipped,
-// unless CI is set: CI must run it (scripts/ensure-redis.sh installs nodejs
+// unless CI is set: CI must run it (scripts/ensure-test-deps.sh installs nodejs
 // and npm). A failed install fails it either way.
 func TestEdgeWorkerExample(t *testing.T) {
 	node, major, npm, npx, err := findNode()
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set and %v: install Node.js 18 or later and npm (scripts/ensure-redis.sh installs nodejs and npm)", err)
+			t.Fatalf("CI is set and %v: install Node.js 18 or later and npm (scripts/ensure-test-deps.sh installs nodejs and npm)", err)
 		}
-		t.Skipf("skipping the edge worker example's test: %v (install Node.js 18 or later and npm, or run scripts/ensure-redis.sh)", err)
+		t.Skipf("skipping the edge worker example's test: %v (install Node.js 18 or later and npm, or run scripts/ensure-test-deps.sh)", err)
 	}
 	dir, err := filepath.Abs("../examples/edge-worker")
 	if err != nil {

@@ -10,7 +10,7 @@
 // never uses it (make test runs without it). Otherwise, without
 // redis-server and redis-cli on PATH the test is skipped, or fails when the
 // environment variable CI is "true", so that CI never passes by skipping.
-// scripts/ensure-redis.sh installs them.
+// scripts/ensure-test-deps.sh installs them.
 package redistest
 
 import (
@@ -59,7 +59,7 @@ func Require(t testing.TB) {
 	if len(missing) == 0 {
 		return
 	}
-	msg := fmt.Sprintf("%s not on PATH; run scripts/ensure-redis.sh (apt-get install redis-server redis-tools)", strings.Join(missing, " and "))
+	msg := fmt.Sprintf("%s not on PATH; run scripts/ensure-test-deps.sh (apt-get install redis-server redis-tools)", strings.Join(missing, " and "))
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg)
 	}

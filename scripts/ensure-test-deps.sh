@@ -1,5 +1,5 @@
 #!/bin/sh
-# ensure-redis.sh: make redis-server, redis-cli (and curl, which the
+# ensure-test-deps.sh: make redis-server, redis-cli (and curl, which the
 # README's commands use and e2e/readme_test.go runs, and node and npm,
 # which install, compile and run examples/edge-worker's TypeScript in
 # e2e/httpapi_edge_test.go) available for the tests.
@@ -17,7 +17,7 @@ if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>
 	exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-	echo "ensure-redis: redis-server/redis-cli missing and no apt-get; install Redis yourself" >&2
+	echo "ensure-test-deps: redis-server/redis-cli missing and no apt-get; install Redis yourself" >&2
 	exit 0
 fi
 
@@ -26,7 +26,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	if command -v sudo >/dev/null 2>&1; then
 		SUDO="sudo -n"
 	else
-		echo "ensure-redis: not root and no sudo; install redis-server and redis-tools yourself" >&2
+		echo "ensure-test-deps: not root and no sudo; install redis-server and redis-tools yourself" >&2
 		exit 0
 	fi
 fi
@@ -35,7 +35,7 @@ PKGS="redis-server redis-tools curl nodejs"
 if ! command -v npm >/dev/null 2>&1; then
 	PKGS="$PKGS npm"
 fi
-echo "ensure-redis: installing $PKGS with apt-get" >&2
+echo "ensure-test-deps: installing $PKGS with apt-get" >&2
 # policy-rc.d exit 101 keeps dpkg from starting the redis-server service.
 POLICY=/usr/sbin/policy-rc.d
 ADDED_POLICY=
