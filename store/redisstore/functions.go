@@ -31,6 +31,7 @@ type library struct {
 	settle string // the function of lua/settle.lua
 	demand string // the function of lua/demand.lua
 	forget string // the function of lua/forget.lua
+	probe  string // answers "OK" without touching a key: the health probe's FCALL
 }
 
 // libraryFunctions are the local functions of the library's Lua that
@@ -49,7 +50,8 @@ func buildLibrary(src string) library {
 	sum := sha1.Sum([]byte(librarySource("", src)))
 	name := "floodgate_" + hex.EncodeToString(sum[:])[:12]
 	return library{name: name, src: librarySource(name, src),
-		decide: name + "_decide", settle: name + "_settle", demand: name + "_demand", forget: name + "_forget"}
+		decide: name + "_decide", settle: name + "_settle", demand: name + "_demand", forget: name + "_forget",
+		probe: name + "_probe"}
 }
 
 // librarySource is src as the library name, its functions registered.
@@ -59,6 +61,9 @@ func librarySource(name, src string) string {
 	for _, fn := range libraryFunctions {
 		b.WriteString("redis.register_function('" + name + "_" + fn + "', " + fn + ")\n")
 	}
+	// The probe writes nothing and may answer on a replica, so Ping's
+	// FCALL runs wherever PING would.
+	b.WriteString("redis.register_function{function_name='" + name + "_probe', callback=function() return 'OK' end, flags={'no-writes', 'allow-stale'}}\n")
 	return b.String()
 }
 

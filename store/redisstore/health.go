@@ -97,15 +97,21 @@ func (s *Store) checkServer(ctx context.Context) error {
 }
 
 // checkScripting asks whether Redis lets this client run the store's
-// functions at all: an FCALL of a function no library holds, without
-// keys, answers "Function not found" to a client that may run it, NOPERM
-// to one whose ACL user may not (a misconfiguration: no decision could
-// run), "unknown command" on a Redis older than 7.0. Key permissions
+// functions at all: an FCALL of the library's probe, which touches no key
+// and answers "OK" (loading the library first if Redis lacks it). A
+// client whose ACL user may not run it gets NOPERM (a misconfiguration:
+// no decision could run), a Redis older than 7.0 "unknown command". The
+// probe answers no error, so a health check every few hundred ms leaves
+// Redis' error counters (INFO errorstats) alone. Key permissions
 // (~prefix*) show only when a decision runs.
 func (s *Store) checkScripting(ctx context.Context) error {
-	err := s.client.FCall(ctx, "floodgate_permission_check", nil).Err()
-	if redis.HasErrorPrefix(err, "NOPERM") || redis.HasErrorPrefix(err, "unknown command") {
-		return fcallErr(err)
+	_, err := s.fcall(ctx, s.lib.probe, nil)
+	if redis.HasErrorPrefix(err, "NOPERM") {
+		return err
+	}
+	var me *misconfigError
+	if errors.As(err, &me) {
+		return err
 	}
 	return nil
 }

@@ -105,3 +105,57 @@ func TestCheckServerFits(t *testing.T) {
 		t.Errorf("Decide on a replica in sentinel mode: %v, want unavailable, not misconfigured", err)
 	}
 }
+
+// TestPingAnswersNoError: the health probe leaves Redis' error counters
+// alone, so a dashboard's error rate does not climb with every probe.
+// Only the first Ping may meet a missing function (it then loads the
+// library); the probes after it answer no error at all. (The client does
+// not name itself on connect: Redis 7.0 answers CLIENT SETINFO with an
+// error, once a connection, which is not the probe's.)
+func TestPingAnswersNoError(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DisableIdentity: true})
+	defer client.Close()
+	for _, mode := range []string{redisstore.ModeStandalone, redisstore.ModeSentinel} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			cfg := testConfig()
+			cfg.Mode = mode
+			s := newStore(t, client, cfg)
+			defer s.Close()
+			if err := s.Ping(ctx); err != nil {
+				t.Fatalf("Ping: %v", err)
+			}
+			before := errorCount(t, client)
+			for range 20 {
+				if err := s.Ping(ctx); err != nil {
+					t.Fatalf("Ping: %v", err)
+				}
+			}
+			if got := errorCount(t, client); got != before {
+				t.Errorf("20 Pings: Redis counted %d error replies, want 0", got-before)
+			}
+		})
+	}
+}
+
+// errorCount is the error replies Redis has answered (INFO stats'
+// total_error_replies).
+func errorCount(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatalf("INFO stats: %v", err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "total_error_replies:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatalf("total_error_replies %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("INFO stats has no total_error_replies")
+	return 0
+}
