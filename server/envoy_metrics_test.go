@@ -189,3 +189,30 @@ func hasSeries(t *testing.T, reg *prometheus.Registry, labels map[string]string)
 	}
 	t.Errorf("no floodgate_decisions_total %v = 1 in %v", labels, decisionSeries(t, reg))
 }
+
+// TestEnvoyDetailedMetricNotUTF8: a descriptor value that is not UTF-8
+// (Envoy copies header bytes into values) on detailed_metric and
+// value_to_metric rules is decided and counted like any other, under a
+// label with the bad bytes replaced, and the requests after it are too.
+func TestEnvoyDetailedMetricNotUTF8(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := startEnvoy(t, detailedConfig, nil, server.Settings{Metrics: observability.NewMetrics(reg), DetailedMetricSeries: 5})
+	for _, key := range []string{"api_key", "tenant"} {
+		for range 3 {
+			for _, v := range []string{"a\xffb", "ok"} {
+				resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
+					Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor(key, v)}})
+				if err != nil {
+					t.Fatalf("%s=%q: %v", key, v, err)
+				}
+				if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+					t.Fatalf("%s=%q: %v", key, v, resp.GetOverallCode())
+				}
+			}
+		}
+	}
+	got := decisionSeries(t, reg)
+	if got["edge.api_key_a\uFFFDb"] != 3 || got["edge.tenant_a\uFFFDb"] != 3 || got["edge.api_key_ok"] != 3 || got["edge.tenant_ok"] != 3 {
+		t.Errorf("series: %v", got)
+	}
+}

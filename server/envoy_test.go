@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/floodgate/floodgate/internal/lenientcodec"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/server"
@@ -50,7 +51,8 @@ func startEnvoy(t testing.TB, yaml string, st store.Store, s server.Settings) *e
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(lenientcodec.Codec{}))) // sends what Envoy may: values that are not UTF-8
 	if err != nil {
 		t.Fatal(err)
 	}

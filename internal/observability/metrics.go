@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -233,18 +235,31 @@ func (m *Metrics) seriesFor(k Labels) *decisionSeries {
 // newSeries resolves the counters of a label set not seen yet (the slow
 // path, once per label set).
 func (m *Metrics) newSeries(k Labels) *decisionSeries {
-	switch k.Result {
+	l := k
+	switch l.Result {
 	case ResultAllowed, ResultDenied, ResultShadowDenied, ResultDegraded, ResultLocal:
 	default:
-		k.Result = resultOther
+		l.Result = resultOther
 	}
-	alg := k.Algorithm.String()
-	s := &decisionSeries{decisions: m.decisions.WithLabelValues(k.API, k.Domain, k.Rule, alg, k.Result)}
-	if k.Result == ResultAllowed {
-		s.nearLimit = m.nearLimit.WithLabelValues(k.API, k.Domain, k.Rule, alg)
+	api, domain, rule, alg := labelValue(l.API), labelValue(l.Domain), labelValue(l.Rule), l.Algorithm.String()
+	s := &decisionSeries{decisions: m.decisions.WithLabelValues(api, domain, rule, alg, l.Result)}
+	if l.Result == ResultAllowed {
+		s.nearLimit = m.nearLimit.WithLabelValues(api, domain, rule, alg)
 	}
 	v, _ := m.series.LoadOrStore(k, s)
 	return v.(*decisionSeries)
+}
+
+// labelValue is v as a Prometheus label value, which must be UTF-8 (the
+// client library panics on anything else): each run of bytes that is not
+// UTF-8 becomes U+FFFD. A rule's or domain's name can hold a request's
+// bytes (a detailed label, a descriptor value Envoy copied from a header),
+// so every label of a decision is made here.
+func labelValue(v string) string {
+	if utf8.ValidString(v) {
+		return v
+	}
+	return strings.ToValidUTF8(v, "\uFFFD")
 }
 
 // RuleSeries caches the decisions series of one label set but the result
@@ -301,7 +316,12 @@ func (m *Metrics) ObserveRule(rs *RuleSeries, l Labels, nearLimit bool) {
 // detailed labels (the first ones seen, kept until restart), all rules
 // together MaxDetailedSeries, and none is longer than MaxDetailBytes.
 // Every other decision is counted under l.Rule, so none goes uncounted.
+//
+// A detail that is not UTF-8 is admitted as its label shows it (see
+// labelValue), so two values that differ only in their bad bytes share
+// one detailed label.
 func (m *Metrics) ObserveDetailedDecision(l Labels, detail string, maxPerRule int, nearLimit bool) {
+	detail = labelValue(detail)
 	if detail != l.Rule && m.admitDetail(l.Domain, l.Rule, detail, maxPerRule) {
 		l.Rule = detail
 	}

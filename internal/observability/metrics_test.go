@@ -458,3 +458,28 @@ func TestDetailedSeriesPerDomain(t *testing.T) {
 		}
 	}
 }
+
+// TestLabelsNotUTF8: label values that are not UTF-8 (a domain, rule or
+// detail holding a request's bytes) are counted under the value with each
+// bad run replaced by U+FFFD, never a panic, and values that differ only
+// in their bad bytes share one detailed label.
+func TestLabelsNotUTF8(t *testing.T) {
+	m := observability.NewMetrics(nil)
+	l := observability.Labels{API: observability.APIEnvoy, Domain: "d\xfe", Rule: "r\xff", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}
+	m.ObserveDecision(l, true)
+	m.ObserveDecision(l, false)
+	l.Domain, l.Rule = "d", "r"
+	for _, detail := range []string{"r_\xff", "r_\xfe", "r_ok"} {
+		m.ObserveDetailedDecision(l, detail, 2, false)
+	}
+	m.ObserveDetailedDecision(l, "r_ok2", 2, false) // no room: under the rule
+	fm := scrape(t, m.Handler())
+	for _, c := range []struct {
+		domain, rule string
+		want         float64
+	}{{"d\uFFFD", "r\uFFFD", 2}, {"d", "r_\uFFFD", 2}, {"d", "r_ok", 1}, {"d", "r", 1}} {
+		if got, ok := sample(fm, "floodgate_decisions_total", labels("domain", c.domain, "rule", c.rule)); !ok || got != c.want {
+			t.Errorf("domain %q rule %q: got %v (present %v), want %v", c.domain, c.rule, got, ok, c.want)
+		}
+	}
+}
