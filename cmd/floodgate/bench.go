@@ -5,13 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime/pprof"
 	"time"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
@@ -52,7 +52,7 @@ type benchFlags struct {
 	strict         bool
 }
 
-func (f *benchFlags) register(fs *flag.FlagSet) {
+func (f *benchFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "gRPC address of the floodgate server")
 	fs.StringVar(&f.api, "api", "check", "what to send: check (floodgate.v1 Check), rls (Envoy ShouldRateLimit; see --print-config), health (grpc.health.v1: the server's bare gRPC ceiling) or rlqs (Envoy RLQS streams: --concurrency instances × --keys buckets; see --print-config)")
 	fs.DurationVar(&f.reportInterval, "report-interval", 0, "rlqs: each instance reports every interval, as Envoy does (0: its next report as soon as the last was answered)")

@@ -2,10 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // byteUnits are the units a byte size may carry, matched without regard
@@ -53,13 +54,13 @@ func parseByteSize(s string, lo, hi int64) (int64, error) {
 	return n * mult, nil
 }
 
-// byteSize is a flag.Value for a byte-size flag whose variable is an int,
+// byteSize is a pflag.Value for a byte-size flag whose variable is an int,
 // int64 or uint.
 type byteSize[T int | int64 | uint] struct{ p *T }
 
 // byteSizeVar defines a byte-size flag: like fs.Int64Var and its kin, but
 // its value may carry a unit (see parseByteSize).
-func byteSizeVar[T int | int64 | uint](fs *flag.FlagSet, p *T, name string, value T, usage string) {
+func byteSizeVar[T int | int64 | uint](fs *pflag.FlagSet, p *T, name string, value T, usage string) {
 	*p = value
 	fs.Var(byteSize[T]{p}, name, usage)
 }
@@ -71,8 +72,8 @@ func (b byteSize[T]) String() string {
 	return strconv.FormatInt(int64(*b.p), 10)
 }
 
-// typeName is the flag's type in --help: a size, such as 256MiB.
-func (byteSize[T]) typeName() string { return "size" }
+// Type is the flag's type in --help: a size, such as 256MiB.
+func (byteSize[T]) Type() string { return "size" }
 
 func (b byteSize[T]) Set(s string) error {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)

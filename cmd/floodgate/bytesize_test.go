@@ -1,11 +1,12 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/store/memstore"
 )
@@ -87,7 +88,7 @@ func TestByteSizeFlags(t *testing.T) {
 // them in --help as plain numbers of bytes, and show their type as a size.
 func TestByteSizeDefaults(t *testing.T) {
 	var f serveFlags
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f.register(fs)
 	if got, want := fs.Lookup("memory-max-bytes").DefValue, strconv.FormatInt(memstore.DefaultMaxBytes, 10); got != want {

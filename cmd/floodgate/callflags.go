@@ -4,12 +4,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/internal/zones"
@@ -36,7 +37,7 @@ type callFlags struct {
 
 // registerTarget registers the flags that name a key and its limit,
 // shared by check and settle (keyUsage and limitUsage say what for).
-func (f *callFlags) registerTarget(fs *flag.FlagSet, keyUsage, limitUsage string) {
+func (f *callFlags) registerTarget(fs *pflag.FlagSet, keyUsage, limitUsage string) {
 	fs.StringVar(&f.key, "key", "", keyUsage)
 	fs.StringVar(&f.limit, "limit", "", limitUsage)
 	fs.StringVar(&f.timeZone, "time-zone", "", "IANA time zone of a calendar --limit, e.g. Asia/Jakarta (default UTC)")
@@ -47,7 +48,7 @@ func (f *callFlags) registerTarget(fs *flag.FlagSet, keyUsage, limitUsage string
 
 // registerConn registers the flags of the connection to floodgate,
 // shared by check and settle.
-func (f *callFlags) registerConn(fs *flag.FlagSet, timeoutUsage, tokenUsage string) {
+func (f *callFlags) registerConn(fs *pflag.FlagSet, timeoutUsage, tokenUsage string) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "floodgate's gRPC address")
 	fs.DurationVar(&f.timeout, "timeout", time.Second, timeoutUsage)
 	fs.StringVar(&f.token, "token", "", tokenUsage)
@@ -60,7 +61,7 @@ func (f *callFlags) registerConn(fs *flag.FlagSet, timeoutUsage, tokenUsage stri
 
 // resolve checks the flags and turns them into a limit and dial options;
 // more, when not nil, checks the command's own flags, after --key.
-func (f *callFlags) resolve(fs *flag.FlagSet, more func() error) (client.Limit, []client.DialOption, error) {
+func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit, []client.DialOption, error) {
 	var l client.Limit
 	switch {
 	case fs.NArg() > 0:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/client"
@@ -57,7 +57,7 @@ type checkFlags struct {
 	failOnDeny bool
 }
 
-func (f *checkFlags) register(fs *flag.FlagSet) {
+func (f *checkFlags) register(fs *pflag.FlagSet) {
 	f.registerTarget(fs, "the key to check, e.g. user:42 (required)", "inline limit REQUESTS/PERIOD, e.g. 10/1m or 10000/calendar_month (this or --policy)")
 	f.registerConn(fs, "bound on each call", "bearer token sent as authorization metadata (needs TLS unless --addr is loopback)")
 	fs.Int64Var(&f.cost, "cost", 1, "units each attempt spends")

@@ -3,13 +3,14 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/configview"
@@ -36,23 +37,17 @@ flags, a malformed descriptor or an unknown domain.`
 type explainFlags struct {
 	config      string
 	domain      string
-	descriptors listFlag
-	buckets     listFlag
+	descriptors []string
+	buckets     []string
 	json        bool
 	redisPrefix string
 }
 
-// listFlag is a flag that may be given more than once.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, " ") }
-func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
-
-func (f *explainFlags) register(fs *flag.FlagSet) {
+func (f *explainFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "config file or folder (required)")
 	fs.StringVar(&f.domain, "domain", "", "the request's domain (required)")
-	fs.Var(&f.descriptors, "descriptor", "a descriptor as KEY=VALUE[,KEY=VALUE...]; repeat for a request of several")
-	fs.Var(&f.buckets, "bucket", "an RLQS bucket id as KEY=VALUE[,KEY=VALUE...], matched against quota_buckets; repeatable")
+	fs.StringArrayVar(&f.descriptors, "descriptor", nil, "a descriptor as KEY=VALUE[,KEY=VALUE...]; repeat for a request of several")
+	fs.StringArrayVar(&f.buckets, "bucket", nil, "an RLQS bucket id as KEY=VALUE[,KEY=VALUE...], matched against quota_buckets; repeatable")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "the server's --redis-prefix, for the Redis key names")
 }

@@ -2,10 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // envPrefix prefixes every flag's environment variable: --redis-url is
@@ -23,20 +24,20 @@ func envName(name string) string {
 // parseFlags silences the flag package's own messages while it parses:
 // its errors become one-line messages, and --help a helpRequest that run
 // prints on stdout.
-func newFlagSet(name, synopsis string, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func newFlagSet(name, synopsis string, out io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() { printUsage(fs.Output(), fs, name, synopsis) }
 	return fs
 }
 
 // helpRequest is the error parseFlags returns for -h, --help or -help: it
-// is flag.ErrHelp (errors.Is), and run prints its usage on stdout and
+// is pflag.ErrHelp (errors.Is), and run prints its usage on stdout and
 // exits 0.
-type helpRequest struct{ fs *flag.FlagSet }
+type helpRequest struct{ fs *pflag.FlagSet }
 
-func (h *helpRequest) Error() string { return flag.ErrHelp.Error() }
-func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
+func (h *helpRequest) Error() string { return pflag.ErrHelp.Error() }
+func (h *helpRequest) Unwrap() error { return pflag.ErrHelp }
 
 // print writes the command's usage to w.
 func (h *helpRequest) print(w io.Writer) {
@@ -49,9 +50,9 @@ func (h *helpRequest) print(w io.Writer) {
 // parseCommand is parseFlags for the command name ("check"): -h and
 // --help return a helpRequest; any other error is printed to stderr as
 // "floodgate name: err" and returns exitCode(usage).
-func parseCommand(fs *flag.FlagSet, args []string, getenv func(string) string, stderr io.Writer, name string, usage int) error {
+func parseCommand(fs *pflag.FlagSet, args []string, getenv func(string) string, stderr io.Writer, name string, usage int) error {
 	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
 		return failed(stderr, name, usage, err)
@@ -60,34 +61,57 @@ func parseCommand(fs *flag.FlagSet, args []string, getenv func(string) string, s
 }
 
 // parseFlags parses args, then fills every flag not given on the command
-// line from its environment variable. Command-line flags win. Its errors
-// are one line each: an unknown flag with the nearest known one and a
-// pointer to --help; a bad value with the flag or variable, the value and
-// the form wanted.
-func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+// line from its environment variable. Command-line flags win; a single
+// dash works as two (-config is --config), as Go's flag package allows.
+// Its errors are one line each: an unknown flag with the nearest known one
+// and a pointer to --help; a bad value with the flag or variable, the
+// value and the form wanted.
+func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) error {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
-	failed, restore := describeValues(fs)
-	err := fs.Parse(args)
-	restore()
+	err := fs.Parse(doubleDashes(fs, args))
 	fs.SetOutput(out)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return &helpRequest{fs}
 		}
-		return explainParseError(fs, failed, err)
+		return explainParseError(fs, err)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
 			return
 		}
 		if v := getenv(envName(f.Name)); v != "" {
 			if e := f.Value.Set(v); e != nil {
-				err = fmt.Errorf("$%s=%q: %s", envName(f.Name), v, wantedForm(f, e))
+				err = fmt.Errorf("$%s=%q: %s", envName(f.Name), v, wantedForm(f, v, e))
 			}
 		}
 	})
 	return err
+}
+
+// doubleDashes rewrites each flag written with one dash (-config) as with
+// two, leaving alone -h, the values of flags that take one, and everything
+// after "--".
+func doubleDashes(fs *pflag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) > 1 && a[0] == '-' && a[1] != '-' && a != "-h" {
+			a = "-" + a
+		}
+		out = append(out, a)
+		name, hasValue := strings.CutPrefix(a, "--")
+		if !hasValue || strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil && f.NoOptDefVal == "" && i+1 < len(args) {
+			i++
+			out = append(out, args[i])
+		}
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 )
 
 // redisURLForms is what --redis-url's errors say it takes.
@@ -21,7 +21,7 @@ const redisURLForms = "want redis://[user:pass@]host:port[/db], rediss:// (TLS),
 // --redis-mode, so that a bad value stops serve before anything starts.
 // Its errors start with where the value came from: --redis-url, or
 // $FLOODGATE_REDIS_URL when the environment gave it.
-func (f *serveFlags) resolveRedisURL(fs *flag.FlagSet, getenv func(string) string) error {
+func (f *serveFlags) resolveRedisURL(fs *pflag.FlagSet, getenv func(string) string) error {
 	u, err := redisURLOf(f.redisURL)
 	if err == nil && u != "" {
 		err = parseRedisURL(u, f.redisMode)
@@ -32,7 +32,7 @@ func (f *serveFlags) resolveRedisURL(fs *flag.FlagSet, getenv func(string) strin
 	}
 	shown := fmt.Sprintf("--redis-url %q", redactURL(f.redisURL))
 	onCommandLine := false
-	fs.Visit(func(fl *flag.Flag) { onCommandLine = onCommandLine || fl.Name == "redis-url" })
+	fs.Visit(func(fl *pflag.Flag) { onCommandLine = onCommandLine || fl.Name == "redis-url" })
 	if !onCommandLine && getenv(envName("redis-url")) != "" {
 		shown = fmt.Sprintf("$%s=%q", envName("redis-url"), redactURL(f.redisURL)) // as parseFlags names variables
 	}

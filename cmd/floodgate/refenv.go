@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // The reference environment: a Deployment of envoyproxy/ratelimit
@@ -365,7 +366,7 @@ func referenceServe(args []string, getenv func(string) string) (*refConfig, []st
 // variable of the environment that no serve flag reads.
 func warnUnknownFloodgateVars(ctx context.Context, log *slog.Logger) {
 	var probe serveFlags
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	probe.register(fs)
 	if names := unknownFloodgateVars(environFrom(ctx), fs); len(names) > 0 {
 		log.Warn("unknown environment variables, ignored (no serve flag reads them)", "variables", strings.Join(names, ", "))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"math"
 	"os"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
 	"github.com/floodgate/floodgate/internal/rules"
@@ -98,9 +98,9 @@ func environFrom(ctx context.Context) []string {
 
 // unknownFloodgateVars names the FLOODGATE_* variables of environ that no
 // flag of fs reads (a typo, or a flag of another command), sorted.
-func unknownFloodgateVars(environ []string, fs *flag.FlagSet) []string {
+func unknownFloodgateVars(environ []string, fs *pflag.FlagSet) []string {
 	known := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { known[envName(f.Name)] = true })
+	fs.VisitAll(func(f *pflag.Flag) { known[envName(f.Name)] = true })
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")

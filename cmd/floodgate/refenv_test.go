@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"log/slog"
 	"slices"
@@ -14,6 +13,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 )
 
@@ -81,7 +81,7 @@ func parseRef(t *testing.T, env map[string]string) (refConfig, serveFlags) {
 		t.Fatalf("translateReference: %v", err)
 	}
 	var f serveFlags
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f.register(fs)
 	if err := parseFlags(fs, c.args, mapEnv(nil)); err != nil {

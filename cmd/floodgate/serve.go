@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 	grpchealth "google.golang.org/grpc/health"
 
 	"github.com/floodgate/floodgate/internal/denycache"
@@ -95,7 +95,7 @@ type serveFlags struct {
 	xds   xdsFlags   // rules from an xDS management server (serve_xds.go)
 }
 
-func (f *serveFlags) register(fs *flag.FlagSet) {
+func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address (floodgate.v1.RateLimiter, Envoy's ratelimit.v3, health, reflection)")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (/healthz, /readyz, /metrics, the HTTP/JSON API under /v1/, /debug/pprof with --pprof); empty disables")
 	fs.BoolVar(&f.httpAPI, "http-api", true, "serve the HTTP/JSON API (POST /v1/check, /v1/check:batch, /v1/peek, /v1/reset, /v1/settle) on --http-addr, with the gRPC side's tokens, --max-recv-msg-bytes and --unary-timeout")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/auth"
@@ -99,7 +100,7 @@ func debugContainsAll(s string, parts ...string) bool {
 func adminTestStore(t *testing.T) (serveFlags, store.Store) {
 	t.Helper()
 	var f serveFlags
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f.register(fs)
 	if err := parseFlags(fs, []string{"--http-addr", "127.0.0.1:0"}, func(string) string { return "" }); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/internal/heartbeat"
 	"github.com/floodgate/floodgate/internal/localshare"
@@ -21,7 +21,7 @@ type localFlags struct {
 	heartbeat time.Duration // --replicas-heartbeat
 }
 
-func (f *localFlags) register(fs *flag.FlagSet) {
+func (f *localFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.replicas, "replicas", 0, "failure_mode local: the replica count whose share of each limit a replica enforces in memory while Redis is down (0: the live replicas counted by their heartbeats in Redis before the outage)")
 	fs.DurationVar(&f.heartbeat, "replicas-heartbeat", heartbeat.DefaultInterval, "Redis: how often a replica announces itself in <prefix>replicas, for failure_mode local's replica count (a replica stays counted three intervals)")
 }

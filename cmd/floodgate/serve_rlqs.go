@@ -2,13 +2,13 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/server/rlqs"
 	"github.com/floodgate/floodgate/store"
@@ -22,7 +22,7 @@ type quotaFlags struct {
 	ttl        time.Duration
 }
 
-func (q *quotaFlags) register(fs *flag.FlagSet) {
+func (q *quotaFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&q.maxBuckets, "quota-max-buckets-per-stream", rlqs.DefaultMaxBucketsPerStream, "Envoy RLQS: most buckets one stream may report; past it the stream ends (ResourceExhausted)")
 	fs.DurationVar(&q.ttl, "quota-assignment-ttl", rlqs.DefaultAssignmentTTL, "Envoy RLQS: least assignment_time_to_live of an assignment (raised to twice a bucket's reporting interval plus 1s)")
 }

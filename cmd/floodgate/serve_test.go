@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/store/memstore"
 )
@@ -30,7 +31,7 @@ func TestMemoryMaxBytes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var f serveFlags
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			f.register(fs)
 			if err := parseFlags(fs, tc.args, func(k string) string { return tc.env[k] }); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -31,7 +32,7 @@ type xdsFlags struct {
 	algorithm  string
 }
 
-func (x *xdsFlags) register(fs *flag.FlagSet) {
+func (x *xdsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&x.server, "config-xds-server", "", "xDS: management server HOST:PORT to take rules from (RateLimitConfig resources over ADS, state of the world), beside --config; empty: off (docs/xds.md)")
 	fs.StringVar(&x.nodeID, "config-xds-node-id", "", "xDS: this server's node id (default: the host name)")
 	fs.BoolVar(&x.tls, "config-xds-tls", false, "xDS: connect with TLS, verified by the system roots (implied by --config-xds-tls-ca)")

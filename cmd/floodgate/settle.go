@@ -5,10 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/internal/durfmt"
@@ -39,7 +40,7 @@ type settleFlags struct {
 	json           bool
 }
 
-func (f *settleFlags) register(fs *flag.FlagSet) {
+func (f *settleFlags) register(fs *pflag.FlagSet) {
 	f.registerTarget(fs, "the key to settle, e.g. tenant:42 (required)", "inline limit REQUESTS/PERIOD, e.g. 1000/1m, as the reserving check's (this or --policy)")
 	f.registerConn(fs, "bound on the call", "bearer token sent as authorization metadata (needs TLS unless --addr is loopback; a refund needs the refund role)")
 	fs.Int64Var(&f.reserved, "reserved", 0, "units the earlier check charged for this work (0: nothing reserved)")
@@ -133,8 +134,8 @@ func (f *settleFlags) validate(actualGiven bool) error {
 
 // flagGiven reports whether the flag name was set on the command line
 // (parseFlags sets environment values without marking them).
-func flagGiven(fs *flag.FlagSet, name string) bool {
+func flagGiven(fs *pflag.FlagSet, name string) bool {
 	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	fs.Visit(func(f *pflag.Flag) { given = given || f.Name == name })
 	return given
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/simulate"
@@ -61,7 +62,7 @@ type simulateFlags struct {
 	svg       string
 }
 
-func (f *simulateFlags) register(fs *flag.FlagSet) {
+func (f *simulateFlags) register(fs *pflag.FlagSet) {
 	names := make([]string, len(algorithms.Algorithms))
 	for i, a := range algorithms.Algorithms {
 		names[i] = a.String()

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // flagGroup is one heading of a command's --help and the flags under it:
@@ -49,15 +50,15 @@ func groupOf(name string) string {
 // printUsage writes a command's help: its synopsis, then its flags with
 // their types, defaults and environment variables, in groups when the
 // command has flags of more than one group and at least eight in all.
-func printUsage(w io.Writer, fs *flag.FlagSet, name, synopsis string) {
+func printUsage(w io.Writer, fs *pflag.FlagSet, name, synopsis string) {
 	fmt.Fprintf(w, "Usage: floodgate %s\n\n%s\n", name, synopsis)
-	var all []*flag.Flag
-	fs.VisitAll(func(f *flag.Flag) { all = append(all, f) })
+	var all []*pflag.Flag
+	fs.VisitAll(func(f *pflag.Flag) { all = append(all, f) })
 	if len(all) == 0 {
 		return
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
-	byGroup := map[string][]*flag.Flag{}
+	byGroup := map[string][]*pflag.Flag{}
 	for _, f := range all {
 		byGroup[groupOf(f.Name)] = append(byGroup[groupOf(f.Name)], f)
 	}
@@ -84,17 +85,17 @@ func printUsage(w io.Writer, fs *flag.FlagSet, name, synopsis string) {
 }
 
 // printFlag writes one flag: --name TYPE [$ENV] (default D), then its usage.
-func printFlag(w io.Writer, f *flag.Flag) {
-	typ, usage := flag.UnquoteUsage(f)
-	if n, ok := f.Value.(interface{ typeName() string }); ok {
-		typ = n.typeName()
+func printFlag(w io.Writer, f *pflag.Flag) {
+	typ, usage := pflag.UnquoteUsage(f)
+	if typ == "stringArray" { // repeatable; its usage says so
+		typ = "string"
 	}
 	head := "  --" + f.Name
 	if typ != "" {
 		head += " " + typ
 	}
 	def := ""
-	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" && f.DefValue != "[]" {
 		def = fmt.Sprintf(" (default %s)", f.DefValue)
 	}
 	fmt.Fprintf(w, "%s  [$%s]\n        %s%s\n", head, envName(f.Name), usage, def)
