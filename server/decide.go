@@ -37,6 +37,7 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 	if err == nil {
 		r.failures.OK(ctx, now)
 		r.observe(checks, out, false)
+		r.track(now, checks, out)
 		if span != nil {
 			endCheckStore(span, checks, out, storeOutcome{})
 		}

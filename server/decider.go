@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/limited"
 	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/positive"
@@ -26,6 +27,7 @@ type decider struct {
 	clock       func() time.Time
 	log         *slog.Logger
 	metrics     *observability.Metrics
+	limited     *limited.Tracker
 	failures    *observability.FailureLog // named api in its records
 	tracer      spanTracer
 }
@@ -44,6 +46,7 @@ func newDecider(st store.Store, s Settings, api string) decider {
 		clock:       s.Clock,
 		log:         s.Logger,
 		metrics:     s.Metrics,
+		limited:     s.Limited,
 		tracer:      spanTracer{tracer: s.Tracer, values: s.TraceValues},
 	}
 	if d.failureMode == rules.FailureDefault {

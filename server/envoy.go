@@ -140,6 +140,7 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 		resp.DynamicMetadata = dynamicMetadata(req, planned, resp.Statuses)
 	}
 	e.observe(req.GetDomain(), entries, planned)
+	e.track(w.batch.now, entries, planned)
 	return resp, nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/floodgate/floodgate/internal/limited"
 	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -42,6 +43,10 @@ type Settings struct {
 	Logger *slog.Logger
 	// Metrics counts decisions; nil counts nothing.
 	Metrics *observability.Metrics
+	// Limited counts each rule's denied keys (GET /debug/limited); nil
+	// counts nothing. Decisions the store could not make (degraded) and
+	// looks (cost 0) are not counted.
+	Limited *limited.Tracker
 	// Tracer starts the spans of matching and of the store calls, children
 	// of the call's span when that one is recording. nil traces nothing.
 	Tracer trace.Tracer

@@ -46,6 +46,15 @@ const MaxLiteralField = 256
 // Check is the store key of a Check API key.
 func Check(key string) string { return string(checkNS) + key }
 
+// CheckKey is the caller's key of a Check API store key (Check's
+// inverse); "" for another API's key.
+func CheckKey(storeKey string) string {
+	if len(storeKey) == 0 || storeKey[0] != checkNS {
+		return ""
+	}
+	return storeKey[1:]
+}
+
 // AppendEnvoy appends the head of an Envoy rule's store key to dst: the
 // namespace byte and the rule's LimitID. The descriptor's values follow,
 // each through AppendField or AppendShared.

@@ -2,6 +2,9 @@ package keys
 
 import (
 	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 func TestNamespacesNeverMeet(t *testing.T) {
@@ -72,5 +75,31 @@ func TestAppendField(t *testing.T) {
 	buf := make([]byte, 0, 64)
 	if n := testing.AllocsPerRun(100, func() { buf = AppendField(buf[:0], "value") }); n != 0 {
 		t.Errorf("AppendField allocates %v times", n)
+	}
+}
+
+func TestCheckKey(t *testing.T) {
+	for _, tt := range []struct{ store, want string }{
+		{Check("alice"), "alice"},
+		{Check(""), ""},
+		{Check("k\xff"), "k\xff"},
+		{string(AppendEnvoy(nil, "shop")), ""},
+		{"", ""},
+	} {
+		if got := CheckKey(tt.store); got != tt.want {
+			t.Errorf("CheckKey(%q) = %q, want %q", tt.store, got, tt.want)
+		}
+	}
+}
+
+func TestIsInlineScope(t *testing.T) {
+	inline := InlineScope(algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute})
+	for _, tt := range []struct {
+		scope string
+		want  bool
+	}{{inline, true}, {PolicyScope("inline"), false}, {PolicyScope("i"), false}, {"", false}} {
+		if got := IsInlineScope(tt.scope); got != tt.want {
+			t.Errorf("IsInlineScope(%q) = %v, want %v", tt.scope, got, tt.want)
+		}
 	}
 }

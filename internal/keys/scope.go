@@ -12,6 +12,10 @@ import (
 // two policies on one key (login and otp on a user) never share one.
 func PolicyScope(name string) string { return "p" + name }
 
+// IsInlineScope reports whether scope is an InlineScope (not a
+// PolicyScope).
+func IsInlineScope(scope string) bool { return len(scope) > 0 && scope[0] == 'i' }
+
 // InlineScope is the store scope of an inline limit's count: its numbers
 // (the algorithm is in the store key already), so that two inline limits
 // on one key never share a count, whatever order callers interleave them.
