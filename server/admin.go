@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/limited"
+	"github.com/floodgate/floodgate/server/adminui"
 )
 
 // AdminSettings configure the HTTP admin endpoints. The zero value serves
@@ -26,14 +29,26 @@ type AdminSettings struct {
 	// each was defined and when they were loaded (see ConfigView). nil
 	// means no rules: /debug/config then says "loaded": false.
 	Rules RuleSource
-	// AdminAuth, when set, guards the admin-only endpoints, everything
-	// under /debug/ (/debug/config and, with Pprof, /debug/pprof/*, whose
+	// AdminAuth, when set, guards the admin-only endpoints, the page at /
+	// and everything under /debug/ (/debug/config, /debug/limited,
+	// /debug/explain and, with Pprof, /debug/pprof/*, whose
 	// cmdline and goroutine dumps show the command line and what the
 	// server holds): they then need "Authorization: Bearer <token>" with an
 	// admin token, and answer 401 without a known token, 403 with a token
 	// that is not an admin one. /healthz, /readyz and /metrics stay open
 	// (probes and scrapers carry no token); /v1/ has its own token check.
 	AdminAuth AdminAuthorizer
+	// Limited serves GET /debug/limited, the heaviest denied keys of each
+	// rule (admin-only like /debug/config); nil answers 404 there.
+	Limited *limited.Tracker
+	// Explain serves GET /debug/explain (admin-only): why a request to
+	// ?domain= with ?descriptor=KEY=VALUE[,KEY=VALUE...] is limited, as
+	// `floodgate config explain --json` says it, against the live rules.
+	// nil leaves it out.
+	Explain http.Handler
+	// Clock reads the time of /debug/limited's reports; nil means
+	// time.Now.
+	Clock func() time.Time
 }
 
 // NewAdminHandler serves the operational endpoints:
@@ -45,8 +60,15 @@ type AdminSettings struct {
 //	/debug/pprof/  the Go profiler, when Pprof is set (needs an admin token with AdminAuth)
 //	/v1/           the HTTP/JSON decision API, when API is set
 //	/debug/config  the live rules as JSON (needs an admin token with AdminAuth)
+//	/debug/limited the heaviest denied keys of each rule as JSON (admin-only)
+//	/debug/explain why a descriptor is limited, when Explain is set (admin-only)
+//	/              the page of the three above (package adminui; admin-only)
 func NewAdminHandler(s AdminSettings) http.Handler {
 	mux := http.NewServeMux()
+	clock := s.Clock
+	if clock == nil {
+		clock = time.Now
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -75,6 +97,13 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 		mux.Handle("/v1/", s.API)
 	}
 	mux.Handle("GET /debug/config", adminOnly(s.AdminAuth, debugConfig(s.Rules)))
+	mux.Handle("GET /debug/limited", adminOnly(s.AdminAuth, debugLimited(s.Limited, clock)))
+	if s.Explain != nil {
+		mux.Handle("GET /debug/explain", adminOnly(s.AdminAuth, s.Explain))
+	}
+	page := adminOnly(s.AdminAuth, adminui.Handler())
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /ui/", page)
 	if s.Pprof {
 		mux.Handle("/debug/pprof/", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Index)))
 		mux.Handle("/debug/pprof/cmdline", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Cmdline)))

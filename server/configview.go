@@ -26,20 +26,27 @@ type AdminAuthorizer interface {
 }
 
 // adminOnly serves h behind authz when it is set: a request then needs
-// "Authorization: Bearer <token>" with an admin token, else it answers 401
-// (no known token, with WWW-Authenticate) or 403 (a token that is not an
-// admin one) and h never runs.
+// "Authorization: Bearer <token>" with an admin token (or HTTP Basic auth
+// with the token as the password, any user name, which is how a browser
+// opening the page at / sends it), else it answers 401 (no known token,
+// with WWW-Authenticate challenges for both) or 403 (a token that is not
+// an admin one) and h never runs.
 func adminOnly(authz AdminAuthorizer, h http.Handler) http.Handler {
 	if authz == nil {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := authz.AuthorizeAdmin(r.Context(), r.Header.Get("Authorization")); err != nil {
+		authorization := r.Header.Get("Authorization")
+		if _, password, ok := r.BasicAuth(); ok {
+			authorization = "Bearer " + password
+		}
+		if err := authz.AuthorizeAdmin(r.Context(), authorization); err != nil {
 			code := http.StatusUnauthorized
 			if status.Code(err) == codes.PermissionDenied {
 				code = http.StatusForbidden
 			} else {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin"`)
+				w.Header().Add("WWW-Authenticate", `Bearer realm="floodgate admin"`)
+				w.Header().Add("WWW-Authenticate", `Basic realm="floodgate admin", charset="UTF-8"`)
 			}
 			http.Error(w, status.Convert(err).Message(), code)
 			return

@@ -93,6 +93,8 @@ type serveFlags struct {
 	local localFlags // failure_mode local (serve_local.go)
 	quota quotaFlags // Envoy RLQS (serve_rlqs.go)
 	xds   xdsFlags   // rules from an xDS management server (serve_xds.go)
+
+	limited limitedFlags // heaviest denied keys (serve_limited.go)
 }
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
@@ -156,6 +158,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	f.quota.register(fs)
 	f.xds.register(fs)
 	f.local.register(fs)
+	f.limited.register(fs)
 	fs.IntVar(&f.maxConnsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC, and apart the HTTP port: open connections from one client IP address; more are closed when accepted")
 }
 
@@ -235,6 +238,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	reg, metrics := newMetrics()
 	env := serveEnv{f: &f, failureMode: failureMode, log: log, reg: reg, metrics: metrics}
+	if env.limited, err = f.limited.tracker(reg); err != nil {
+		return err
+	}
 	var quotaSvc atomic.Pointer[rlqs.Service] // told of reloads once built
 	live := &liveRules{changed: func() {
 		if q := quotaSvc.Load(); q != nil {
@@ -342,6 +348,9 @@ func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) 
 		return failureMode, server.TransportLimits{}, err
 	}
 	if err := f.local.check(); err != nil {
+		return failureMode, server.TransportLimits{}, err
+	}
+	if err := f.limited.check(); err != nil {
 		return failureMode, server.TransportLimits{}, err
 	}
 	if err := f.readRedisPassword(); err != nil {

@@ -45,9 +45,12 @@ func (e serveEnv) buildAdmin(st store.Store, s server.Settings, p grpcPipeline, 
 		Pprof:   f.pprof,
 		API:     e.httpAPI(st, s, p),
 		Rules:   s.Rules, // nil without --config: /debug/config says so
+		Limited: s.Limited,
+		Explain: explainHandler(s.Rules, f.redisPrefix),
+		Clock:   s.Clock,
 	}
 	if tokens != nil {
-		as.AdminAuth = tokens // /debug/config and /debug/pprof/ need an admin token
+		as.AdminAuth = tokens // the page, /debug/config, /debug/limited, /debug/explain and /debug/pprof/ need an admin token
 	}
 	log, clock := s.Logger, s.Clock
 	if log == nil {

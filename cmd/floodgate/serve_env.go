@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/floodgate/floodgate/internal/limited"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 )
@@ -17,4 +18,5 @@ type serveEnv struct {
 	log         *slog.Logger
 	reg         prometheus.Registerer
 	metrics     *observability.Metrics
+	limited     *limited.Tracker // nil: tracking off
 }

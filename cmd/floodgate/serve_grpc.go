@@ -101,6 +101,7 @@ func (e serveEnv) buildAPIs(st store.Store, cfg server.RuleSource, local *locals
 		Local:       local,
 		Logger:      e.log,
 		Metrics:     e.metrics,
+		Limited:     e.limited,
 		Tracer:      tracer,
 		TraceValues: f.traceValues, // opt-in: request values in spans
 

@@ -25,7 +25,7 @@ var flagGroups = []flagGroup{
 	{title: "Store", names: []string{"failure-mode", "settle-window", "deny-cache-size", "replicas", "replicas-heartbeat"}, prefixes: []string{"redis-", "memory-", "local-"}},
 	{title: "Rules", names: []string{"config", "merge-domains", "domain", "descriptor", "bucket"}, prefixes: []string{"config-xds-"}},
 	{title: "Limits and answers", names: []string{"max-key-bytes", "shadow-mode", "quota-mode", "count-denied-hits", "share-override-counters", "envoy-refunds", "key", "limit", "burst", "algorithm", "policy", "time-zone", "cost"}, prefixes: []string{"response-", "quota-"}},
-	{title: "Observability", names: []string{"detailed-metric-series", "trace-values", "pprof", "gc-percent"}, prefixes: []string{"log-"}},
+	{title: "Observability", names: []string{"detailed-metric-series", "trace-values", "pprof", "gc-percent"}, prefixes: []string{"log-", "limited-"}},
 }
 
 // groupOf is the title of the group flag name belongs to.
