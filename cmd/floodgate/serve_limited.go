@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/internal/limited"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -25,7 +25,7 @@ type limitedFlags struct {
 	metricsKeys int    // --limited-metrics-keys
 }
 
-func (f *limitedFlags) register(fs *flag.FlagSet) {
+func (f *limitedFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.keys, "limited-keys", limited.DefaultKeys, fmt.Sprintf("heaviest denied keys: counters per rule, for /debug/limited, the admin page and `floodgate top` (0 turns tracking off; at most %d; memory: docs/operations.md)", limited.MaxKeys))
 	fs.IntVar(&f.rules, "limited-rules", limited.DefaultRules, "heaviest denied keys: rules (Envoy rules, policies, inline limit rates) tracked at once")
 	fs.StringVar(&f.saltFile, "limited-hash-salt-file", "", "heaviest denied keys: a file whose bytes salt a keyed hash (HMAC-SHA256) that every view shows instead of the key; the key itself is not kept")
