@@ -72,20 +72,20 @@ func TestDebtTokenBucket(t *testing.T) {
 	})
 }
 
-// TestDebtFixedWindow: 10 a second. A count of 15 leaves 5 owed, carried
-// into the next window, which then admits 5.
+// TestDebtFixedWindow: 10 a second. A count of 15 leaves 5 owed until the
+// window ends; the next window starts afresh and admits 10.
 func TestDebtFixedWindow(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: time.Second}
 	runDebt(t, l, []debtStep{
-		{advance: 200 * time.Millisecond, cost: 15, debt: true, allowed: true, owed: 5, reset: 1800 * time.Millisecond},
-		{cost: 6, allowed: false, retry: 1800 * time.Millisecond, reset: 1800 * time.Millisecond},
-		{cost: 5, allowed: false, retry: 800 * time.Millisecond, reset: 1800 * time.Millisecond},
-		{advance: 800 * time.Millisecond, cost: 0, debt: true, allowed: true, remaining: 5, reset: time.Second},
-		{cost: 5, allowed: true, reset: time.Second},
+		{advance: 200 * time.Millisecond, cost: 15, debt: true, allowed: true, owed: 5, reset: 800 * time.Millisecond},
+		{cost: 6, allowed: false, retry: 800 * time.Millisecond, reset: 800 * time.Millisecond},
+		{cost: 5, allowed: false, retry: 800 * time.Millisecond, reset: 800 * time.Millisecond},
+		{advance: 800 * time.Millisecond, cost: 0, debt: true, allowed: true, remaining: 10},
+		{cost: 10, allowed: true, reset: time.Second},
 		// 20 at most in a window: a debt of one capacity.
-		{cost: 50, debt: true, allowed: true, owed: 10, unrecorded: 40, reset: 2 * time.Second},
-		{cost: 1, allowed: false, retry: 2 * time.Second, reset: 2 * time.Second},
-		{advance: 2 * time.Second, cost: 10, allowed: true, reset: time.Second},
+		{cost: 50, debt: true, allowed: true, owed: 10, unrecorded: 40, reset: time.Second},
+		{cost: 1, allowed: false, retry: time.Second, reset: time.Second},
+		{advance: time.Second, cost: 10, allowed: true, reset: time.Second},
 	})
 }
 

@@ -96,8 +96,8 @@
 // decision is the one the log of all units would give.
 //
 // [FixedWindow]: windows aligned to ⌊now/W⌋ each admit Requests; allowed iff
-// count + cost ≤ Requests; RetryAfter = until the window ends (a window
-// later for a key in debt, see Debt). Burst-prone:
+// count + cost ≤ Requests; RetryAfter = until the window ends (a debt,
+// see Debt, ends with it too: every window starts afresh). Burst-prone:
 // Requests just before a window edge and Requests just after all pass, twice
 // the limit within milliseconds. State: A = window start (Unix ms), B = count; two
 // integers.
@@ -127,11 +127,12 @@
 // call's tokens, known when it ends): a positive cost is recorded even when
 // it does not fit, so the key goes into debt, and later checks are denied
 // until the limit's rate has repaid it, RetryAfter exact as always. A token
-// bucket's tokens go below zero; a window's count goes past Requests, and
-// the part above Requests is carried into the next window (Requests repaid
-// a window: a fixed window at Requests + d starts the next one at d; the
-// sliding window carries it the same way, the window before keeping at
-// most Requests). A key owes at most one capacity beyond empty: a token
+// bucket's tokens go below zero; a window's count goes past Requests. A
+// fixed window's debt ends with its window: the next window starts
+// afresh, as a calendar period does (a window means what it says). The
+// sliding window carries the part above Requests into the next window
+// (Requests repaid a window: at Requests + d it starts the next one at
+// d, the window before keeping at most Requests). A key owes at most one capacity beyond empty: a token
 // bucket holds at least −Burst tokens, a window at most 2 × Requests (also
 // when the limit was lowered under a key), which keeps every integer below
 // 3 × [MaxScaled] and every wait below 3 × [MaxWait]; what a charge cannot

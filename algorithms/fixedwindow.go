@@ -1,8 +1,8 @@
 package algorithms
 
 // fixedCount is the count of the window now falls in and its start. A
-// count above Requests (a debt) is carried into the windows after it,
-// Requests repaid a window.
+// window starts afresh at its boundary: a count above Requests (a debt)
+// is not carried into the windows after it.
 func fixedCount(l Limit, s State, now int64) (count, start int64) {
 	w := l.PeriodMs()
 	start = now - now%w
@@ -12,10 +12,6 @@ func fixedCount(l Limit, s State, now int64) (count, start int64) {
 		count = s.B
 	case s.A > start: // the clock went back: stay in the stored window
 		start, count = s.A, s.B
-	case s.B > l.Requests: // a debt: Requests repaid each window since
-		if j := (start - s.A) / w; j < ceilDiv(s.B, l.Requests) {
-			count = max(0, s.B-j*l.Requests)
-		}
 	}
 	// At most 2 × Requests (a debt of one capacity), also when the
 	// limit was lowered.
@@ -35,18 +31,20 @@ func fixedCount(l Limit, s State, now int64) (count, start int64) {
 //
 // fixedWindow decides a.cost at a.now; in Debt mode, a positive cost is
 // charged even when it does not fit, up to 2 × Requests in the window
-// (Debt).
+// (Debt), and the debt ends with the window: the next one starts afresh,
+// as a calendar period does.
 func fixedWindow(l Limit, s State, a ask) (State, Decision) {
 	w := l.PeriodMs()
 	count, start := fixedCount(l, s, a.now)
-	return fixedDecide(l, s, fixedSpan{start: start, end: start + w, carry: w, count: count}, a)
+	return fixedDecide(l, s, fixedSpan{start: start, end: start + w, count: count}, a)
 }
 
 // fixedSpan is the window a fixed-window decision is made in: [start,
 // end), holding count. carry is the length of the window a debt is
-// carried into (a fixed period's), 0 when a debt is not carried (a
-// calendar period starts from 0 at its boundary: a quota's period, like a
-// bill's, does not roll over).
+// carried into, 0 when a debt is not carried; no window carries one today
+// (a fixed window and a calendar period start from 0 at their boundary:
+// a window means what it says, and a quota's period, like a bill's, does
+// not roll over).
 type fixedSpan struct {
 	start, end, carry, count int64
 }

@@ -9,10 +9,10 @@ type Mode uint8
 // is recorded, never refused. The key goes into debt: a token bucket's
 // tokens go below zero, a window's count past Requests, a leaky bucket's
 // queue past its size, and later checks are denied until the debt is
-// repaid at the limit's rate (the bucket refills, a window's count above
-// Requests is carried into the next window, the queue drains), RetryAfter
-// saying exactly when. A calendar period does not carry a debt past its
-// end (decideCalendar).
+// repaid at the limit's rate (the bucket refills, a sliding window's
+// count above Requests is carried into the next window, the queue
+// drains), RetryAfter saying exactly when. A fixed window and a calendar
+// period do not carry a debt past their end: each window starts afresh.
 //
 // The debt is bounded by the capacity: a key owes at most
 // [Limit.Capacity] units beyond an empty limit, so every integer stays

@@ -13,7 +13,8 @@
 -- debt) decides in the window [start, stop) holding count (a, b the state
 -- as stored), the part a fixed period and a calendar period (counter.lua's
 -- decide_calendar) share; carry is the length of the window a debt is
--- carried into, 0 for a calendar period (its debt does not roll over).
+-- carried into, 0 when it is not (no window carries one: a fixed window
+-- and a calendar period start afresh at their boundary).
 
 local function fixed_decide(requests, start, stop, carry, count, a, b, now, cost, debt)
   stop = stop - now
@@ -77,14 +78,9 @@ local function fixed_window(requests, period_ms, a, b, now, cost, debt)
     count = b
   elseif a > start then -- the clock went back: stay in the stored window
     start, count = a, b
-  elseif b > requests then -- a debt: requests repaid each window since
-    local j = quo(start - a, w)
-    if j < quo(b + requests - 1, requests) then
-      count = b - j * requests
-    end
-  end
+  end -- an older window: this one starts afresh (a debt is not carried)
   if count > 2 * requests then -- a debt of one capacity at most
     count = 2 * requests
   end
-  return fixed_decide(requests, start, start + w, w, count, a, b, now, cost, debt)
+  return fixed_decide(requests, start, start + w, 0, count, a, b, now, cost, debt)
 end
