@@ -184,7 +184,16 @@ type Limit struct {
 	Calendar Calendar `protobuf:"varint,4,opt,name=calendar,enum=floodgate.v1.Calendar" json:"calendar,omitempty"`
 	// The IANA time zone of `calendar`, e.g. "Asia/Jakarta"; empty means
 	// UTC. Only a calendar limit takes one.
-	TimeZone      string `protobuf:"bytes,5,opt,name=time_zone,json=timeZone" json:"time_zone,omitempty"`
+	TimeZone string `protobuf:"bytes,5,opt,name=time_zone,json=timeZone" json:"time_zone,omitempty"`
+	// The warning threshold (a soft limit) as a count of units: an allowed
+	// check after which at least this many units of the capacity (burst
+	// for a token or leaky bucket, requests for the window algorithms) are
+	// used answers `warning`. 0 means none; at most the capacity. Give
+	// this or `warn_at_percent`, not both.
+	WarnAt int64 `protobuf:"varint,6,opt,name=warn_at,json=warnAt" json:"warn_at,omitempty"`
+	// The warning threshold as a whole percentage of the capacity, 1 to
+	// 100 (80 warns once 80% is used); 0 means none.
+	WarnAtPercent int32 `protobuf:"varint,7,opt,name=warn_at_percent,json=warnAtPercent" json:"warn_at_percent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -252,6 +261,20 @@ func (x *Limit) GetTimeZone() string {
 		return x.TimeZone
 	}
 	return ""
+}
+
+func (x *Limit) GetWarnAt() int64 {
+	if x != nil {
+		return x.WarnAt
+	}
+	return 0
+}
+
+func (x *Limit) GetWarnAtPercent() int32 {
+	if x != nil {
+		return x.WarnAtPercent
+	}
+	return 0
 }
 
 // CheckRequest asks whether `key` may spend `cost` now.
@@ -404,7 +427,15 @@ type CheckResponse struct {
 	// Leaky bucket: how long the admitted request must wait before it starts
 	// (its slot in the queue); 0 when it may start now, when denied, and for
 	// every other algorithm.
-	Wait          *durationpb.Duration `protobuf:"bytes,7,opt,name=wait" json:"wait,omitempty"`
+	Wait *durationpb.Duration `protobuf:"bytes,7,opt,name=wait" json:"wait,omitempty"`
+	// The check was allowed and the key's usage has reached the limit's
+	// warning threshold (`warn_at`): the soft limit, a sign to slow down
+	// before checks are denied. Never set on a denied or degraded answer;
+	// set on an answer that shadow mode turned into an allow.
+	Warning bool `protobuf:"varint,8,opt,name=warning" json:"warning,omitempty"`
+	// The limit's warning threshold in units of `limit` (a percentage
+	// resolved against the capacity); 0 when the limit has none.
+	WarnAt        int64 `protobuf:"varint,9,opt,name=warn_at,json=warnAt" json:"warn_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -486,6 +517,20 @@ func (x *CheckResponse) GetWait() *durationpb.Duration {
 		return x.Wait
 	}
 	return nil
+}
+
+func (x *CheckResponse) GetWarning() bool {
+	if x != nil {
+		return x.Warning
+	}
+	return false
+}
+
+func (x *CheckResponse) GetWarnAt() int64 {
+	if x != nil {
+		return x.WarnAt
+	}
+	return 0
 }
 
 // CheckBatchRequest holds checks decided together.
@@ -724,7 +769,11 @@ type PeekResponse struct {
 	Degraded bool `protobuf:"varint,6,opt,name=degraded" json:"degraded,omitempty"`
 	// Leaky bucket: the wait a Check with this cost would get now; 0 for
 	// every other algorithm.
-	Wait          *durationpb.Duration `protobuf:"bytes,7,opt,name=wait" json:"wait,omitempty"`
+	Wait *durationpb.Duration `protobuf:"bytes,7,opt,name=wait" json:"wait,omitempty"`
+	// A Check with this cost would answer `warning` (see CheckResponse).
+	Warning bool `protobuf:"varint,8,opt,name=warning" json:"warning,omitempty"`
+	// The limit's warning threshold in units; 0 when it has none.
+	WarnAt        int64 `protobuf:"varint,9,opt,name=warn_at,json=warnAt" json:"warn_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -806,6 +855,20 @@ func (x *PeekResponse) GetWait() *durationpb.Duration {
 		return x.Wait
 	}
 	return nil
+}
+
+func (x *PeekResponse) GetWarning() bool {
+	if x != nil {
+		return x.Warning
+	}
+	return false
+}
+
+func (x *PeekResponse) GetWarnAt() int64 {
+	if x != nil {
+		return x.WarnAt
+	}
+	return 0
 }
 
 // ResetRequest names the key to forget.
@@ -1235,20 +1298,22 @@ var File_floodgate_v1_ratelimiter_proto protoreflect.FileDescriptor
 
 const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\n" +
-	"\x1efloodgate/v1/ratelimiter.proto\x12\ffloodgate.v1\x1a\x1egoogle/protobuf/duration.proto\"\xbd\x01\n" +
+	"\x1efloodgate/v1/ratelimiter.proto\x12\ffloodgate.v1\x1a\x1egoogle/protobuf/duration.proto\"\xfe\x01\n" +
 	"\x05Limit\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x121\n" +
 	"\x06period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
 	"\x05burst\x18\x03 \x01(\x03R\x05burst\x122\n" +
 	"\bcalendar\x18\x04 \x01(\x0e2\x16.floodgate.v1.CalendarR\bcalendar\x12\x1b\n" +
-	"\ttime_zone\x18\x05 \x01(\tR\btimeZone\"\xbc\x01\n" +
+	"\ttime_zone\x18\x05 \x01(\tR\btimeZone\x12\x17\n" +
+	"\awarn_at\x18\x06 \x01(\x03R\x06warnAt\x12&\n" +
+	"\x0fwarn_at_percent\x18\a \x01(\x05R\rwarnAtPercent\"\xbc\x01\n" +
 	"\fCheckRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x17.floodgate.v1.AlgorithmR\talgorithm\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12+\n" +
 	"\x05limit\x18\x04 \x01(\v2\x13.floodgate.v1.LimitH\x00R\x05limit\x12\x18\n" +
 	"\x06policy\x18\x05 \x01(\tH\x00R\x06policyB\b\n" +
-	"\x06source\"\xa0\x02\n" +
+	"\x06source\"\xd3\x02\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1258,7 +1323,9 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12\x1a\n" +
 	"\bdegraded\x18\x06 \x01(\bR\bdegraded\x12-\n" +
-	"\x04wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\x04wait\"G\n" +
+	"\x04wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x18\n" +
+	"\awarning\x18\b \x01(\bR\awarning\x12\x17\n" +
+	"\awarn_at\x18\t \x01(\x03R\x06warnAt\"G\n" +
 	"\x11CheckBatchRequest\x122\n" +
 	"\x06checks\x18\x01 \x03(\v2\x1a.floodgate.v1.CheckRequestR\x06checks\"e\n" +
 	"\x12CheckBatchResponse\x12\x18\n" +
@@ -1270,7 +1337,7 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12+\n" +
 	"\x05limit\x18\x04 \x01(\v2\x13.floodgate.v1.LimitH\x00R\x05limit\x12\x18\n" +
 	"\x06policy\x18\x05 \x01(\tH\x00R\x06policyB\b\n" +
-	"\x06source\"\x9f\x02\n" +
+	"\x06source\"\xd2\x02\n" +
 	"\fPeekResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1280,7 +1347,9 @@ const file_floodgate_v1_ratelimiter_proto_rawDesc = "" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12\x1a\n" +
 	"\bdegraded\x18\x06 \x01(\bR\bdegraded\x12-\n" +
-	"\x04wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\xa8\x01\n" +
+	"\x04wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x18\n" +
+	"\awarning\x18\b \x01(\bR\awarning\x12\x17\n" +
+	"\awarn_at\x18\t \x01(\x03R\x06warnAt\"\xa8\x01\n" +
 	"\fResetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x17.floodgate.v1.AlgorithmR\talgorithm\x12+\n" +
