@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/softlimit"
 )
 
 // FailureMode says what a limit does when the store cannot decide.
@@ -135,6 +136,9 @@ type Limit struct {
 	ChargeAfter bool
 	// FailureMode applies when the store cannot decide.
 	FailureMode FailureMode
+	// Warn is the warning threshold (warn_at): an allowed decision at or
+	// above it says so to the client. Zero when none.
+	Warn softlimit.Threshold
 	// DetailedMetric asks for per-value metrics (see MetricName).
 	DetailedMetric bool
 	// Replaces names the limits this one replaces within one request.
@@ -208,6 +212,8 @@ type Policy struct {
 	Rate        algorithms.Limit
 	FailureMode FailureMode
 	ShadowMode  bool
+	// Warn is the warning threshold (warn_at); zero when none.
+	Warn softlimit.Threshold
 }
 
 // Entry is one descriptor entry of a request.

@@ -148,10 +148,18 @@ func (p *parser) rateLimit(rl *rateLimitDoc) *Limit {
 			p.errorf(rl.burst.at, "burst does not apply when requests_per_unit is 0 (every matching request is denied)")
 			return nil
 		}
+		if rl.warnAt.given() {
+			p.errorf(rl.warnAt.at, "warn_at does not apply when requests_per_unit is 0 (every matching request is denied)")
+			return nil
+		}
 		l.DenyAll = true
 		return l
 	}
 	if !p.wholeRate(rl.at, "", l.Rate) {
+		return nil
+	}
+	var ok bool
+	if l.Warn, ok = p.warnAt(rl.warnAt, "", l.Rate); !ok {
 		return nil
 	}
 	return l
@@ -165,7 +173,7 @@ func (p *parser) unlimited(rl *rateLimitDoc) {
 	}{
 		{"unit", rl.unit.at}, {"unit_multiplier", rl.unitMultiplier.at}, {"period", rl.period.at},
 		{"requests_per_unit", rl.requestsPerUnit.at}, {"algorithm", rl.algorithm.at}, {"burst", rl.burst.at}, {"time_zone", rl.timeZone.at},
-		{"failure_mode", rl.failureMode.at}, {"shadow_mode", rl.shadowMode.at},
+		{"failure_mode", rl.failureMode.at}, {"shadow_mode", rl.shadowMode.at}, {"warn_at", rl.warnAt.at},
 	} {
 		switch {
 		case f.at == nil:
@@ -301,8 +309,10 @@ func (p *parser) policy(name string, pd *policyDoc) (Policy, bool) {
 		FailureMode: p.failureMode(pd.failureMode),
 		ShadowMode:  isTrue(pd.shadowMode),
 	}
-	if pd.bad || len(p.errs) > errsBefore {
+	if pd.bad || len(p.errs) > errsBefore || !p.wholeRate(pd.at, what, pol.Rate) {
 		return Policy{}, false
 	}
-	return pol, p.wholeRate(pd.at, what, pol.Rate)
+	var ok bool
+	pol.Warn, ok = p.warnAt(pd.warnAt, what, pol.Rate)
+	return pol, ok
 }

@@ -90,6 +90,9 @@ func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
 			if len(l.Replaces) > 0 {
 				p.errorf(qd.rateLimit.at, "replaces does not apply to a quota bucket (each reported bucket has one budget)")
 			}
+			if !l.Warn.IsZero() {
+				p.errorf(qd.rateLimit.warnAt.at, "warn_at does not apply to a quota bucket (Envoy enforces its share itself and answers no warning)")
+			}
 			if l.Rate.Calendar != algorithms.NoCalendar {
 				p.errorf(qd.rateLimit.period.at, "a calendar period does not apply to a quota bucket (Envoy enforces its share in fixed time units)")
 			}

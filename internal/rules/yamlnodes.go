@@ -74,6 +74,7 @@ type limitDoc struct {
 	burst       value[int64]
 	failureMode value[string]
 	shadowMode  value[bool]
+	warnAt      value[string] // warn_at, as written (validate_warn.go)
 }
 
 func (d *decoder) limitDoc(f map[string]*yaml.Node) limitDoc {
@@ -83,6 +84,7 @@ func (d *decoder) limitDoc(f map[string]*yaml.Node) limitDoc {
 		burst:       d.integer(f["burst"], "burst"),
 		failureMode: d.str(f["failure_mode"]),
 		shadowMode:  d.boolean(f["shadow_mode"], "shadow_mode"),
+		warnAt:      d.str(f["warn_at"]),
 	}
 	ld.period, ld.calendar = d.period(f["period"])
 	return ld
@@ -197,6 +199,7 @@ type replaceDoc struct {
 var rateLimitKeys = []string{
 	"unit", "unit_multiplier", "requests_per_unit", "unlimited", "name", "replaces",
 	"algorithm", "burst", "period", "time_zone", "failure_mode", "shadow_mode", "quota_mode",
+	"warn_at",
 }
 
 // rateLimit decodes one rate_limit object; nil when it is not a mapping.
@@ -241,7 +244,7 @@ type policyDoc struct {
 
 var policyKeys = []string{
 	"algorithm", "requests", "period", "time_zone", "burst", "failure_mode", "shadow_mode",
-	"requests_per_second", "requests_per_min", "requests_per_hour",
+	"requests_per_second", "requests_per_min", "requests_per_hour", "warn_at",
 }
 
 // shorthands are the tier fields: requests per fixed period.
