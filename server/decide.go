@@ -73,7 +73,7 @@ func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degrade
 			continue
 		}
 		res := result(out[i].Allowed, c.shadow, degraded, c.failureMode == rules.FailureLocal)
-		r.metrics.ObserveDecision(observability.Labels{API: r.api, Rule: c.rule, Algorithm: c.req.Limit.Algorithm, Result: res}, observability.NearLimit(out[i]))
+		r.metrics.ObserveDecision(observability.Labels{API: r.api, Rule: c.rule, Algorithm: c.req.Limit.Algorithm, Result: res}, observability.NearLimit(out[i], c.warnAt))
 	}
 }
 
@@ -122,6 +122,8 @@ func checkResponse(c check, d algorithms.Decision, degraded bool) *floodgatev1.C
 	resp.Limit = d.Limit
 	resp.Remaining = d.Remaining
 	resp.Degraded = degraded
+	resp.WarnAt = c.warnAt
+	resp.Warning = warned(resp.Allowed, d, degraded, c.warnAt)
 	b.reset.Seconds, b.reset.Nanos = int64(d.ResetAfter/time.Second), int32(d.ResetAfter%time.Second)
 	resp.ResetAfter = &b.reset
 	if !resp.Allowed {

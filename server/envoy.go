@@ -365,11 +365,11 @@ func (e *Envoy) observe(domain string, entries [][]rules.Entry, checks []envoyCh
 		}
 		if e.detailSeries > 0 {
 			if d := c.limit.MetricName(entries[c.desc]); d != c.limit.Name {
-				e.metrics.ObserveDetailedDecision(l, d, e.detailSeries, observability.NearLimit(c.decision))
+				e.metrics.ObserveDetailedDecision(l, d, e.detailSeries, observability.NearLimit(c.decision, c.info.warnAt))
 				continue
 			}
 		}
-		e.metrics.ObserveRule(&c.info.series, l, observability.NearLimit(c.decision))
+		e.metrics.ObserveRule(&c.info.series, l, observability.NearLimit(c.decision, c.info.warnAt))
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -14,8 +15,9 @@ import (
 )
 
 // maxHeaderFields bounds the header fields of one answer: the six of
-// ratelimitheader.Policy.Append and X-RateLimit-Degraded.
-const maxHeaderFields = 7
+// ratelimitheader.Policy.Append, X-RateLimit-Degraded and
+// RateLimit-Warning.
+const maxHeaderFields = 8
 
 // responseBlock is a response with room for the pointers to its headers
 // and to the statuses of a small request, allocated as one block. (The
@@ -174,6 +176,9 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 		over := resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT
 		fs = ratelimitheader.AppendDegraded(fs, over && !retryAfter, degradedRetryAfter)
 	}
+	if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+		fs = ratelimitheader.AppendWarning(fs, envoyWarnings(checks)...)
+	}
 	if len(fs) == 0 {
 		return resp
 	}
@@ -192,13 +197,17 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 // headerLimit is l as a quota policy for the headers (see
 // internal/ratelimitheader for how a token bucket maps to q and w).
 func headerLimit(l *rules.Limit) ratelimitheader.Limit {
+	var h ratelimitheader.Limit
 	switch {
 	case l.DenyAll:
 		return ratelimitheader.DenyAll(l.Name, l.Rate.Period)
 	case l.Rate.Algorithm == algorithms.TokenBucket, l.Rate.Algorithm == algorithms.LeakyBucket: // a queue drains as a bucket refills
-		return ratelimitheader.TokenBucket(l.Name, l.Rate.Requests, l.Rate.Period, l.Rate.Burst)
+		h = ratelimitheader.TokenBucket(l.Name, l.Rate.Requests, l.Rate.Period, l.Rate.Burst)
+	default:
+		h = ratelimitheader.Window(l.Name, l.Rate.Requests, l.Rate.Period)
 	}
-	return ratelimitheader.Window(l.Name, l.Rate.Requests, l.Rate.Period)
+	h.WarnAt = l.Warn.At(l.Rate.Capacity())
+	return h
 }
 
 // moreRestrictive orders checks for the headers and per-descriptor status:
@@ -238,4 +247,22 @@ func windowLeft(l algorithms.Limit, nowMs int64) time.Duration {
 		}
 	}
 	return 0
+}
+
+// envoyWarnings are the RateLimit-Warning members of the limits whose
+// answers warn (see warned), in request order, each limit once. Shadow
+// limits warn too: they show nowhere else in the answer, and a warning is
+// how a limit being tried out tells its clients without refusing them.
+func envoyWarnings(checks []envoyCheck) []string {
+	var members []string
+	for i := range checks {
+		c := &checks[i]
+		if c.fixed || !warned(c.decision.Allowed || c.shadow, c.decision, c.degraded, c.info.warnAt) {
+			continue
+		}
+		if m := c.info.header.WarningMember(); !slices.Contains(members, m) {
+			members = append(members, m)
+		}
+	}
+	return members
 }

@@ -21,11 +21,13 @@ type limitInfo struct {
 	unit    rlsv3.RateLimitResponse_RateLimit_Unit
 	mult    uint32
 	series  observability.RuleSeries
+	warnAt  int64 // the warning threshold in units; 0 for none
 }
 
 // newLimitInfo builds l's limitInfo.
 func newLimitInfo(l *rules.Limit) *limitInfo {
 	info := &limitInfo{header: ratelimitheader.Prepare(headerLimit(l))}
+	info.warnAt = info.header.Limit().WarnAt
 	info.perUnit, info.unit, info.mult = currentLimitOf(l)
 	return info
 }

@@ -69,7 +69,11 @@ func (r *RateLimiter) Check(ctx context.Context, req *floodgatev1.CheckRequest) 
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
-	return checkResponse(c, b.out[0], degraded), nil
+	resp := checkResponse(c, b.out[0], degraded)
+	if resp.Warning {
+		sendWarning(ctx, []check{c}, []*floodgatev1.CheckResponse{resp})
+	}
+	return resp, nil
 }
 
 // CheckBatch implements floodgate.v1.RateLimiter/CheckBatch: all or nothing.
@@ -114,6 +118,13 @@ func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatc
 			resp.Allowed = false
 		}
 	}
+	if !resp.Allowed {
+		// Nothing was charged: no check of a denied batch warns.
+		for _, res := range resp.Results {
+			res.Warning = false
+		}
+	}
+	sendWarning(ctx, checks, resp.Results)
 	return resp, nil
 }
 
@@ -143,6 +154,8 @@ func (r *RateLimiter) Peek(ctx context.Context, req *floodgatev1.PeekRequest) (*
 		ResetAfter: durationpb.New(out[0].ResetAfter),
 		Degraded:   cr.Degraded,
 		Wait:       cr.Wait, // the dry run's: the wait this Check would get
+		Warning:    cr.Warning,
+		WarnAt:     cr.WarnAt,
 	}, nil
 }
 

@@ -23,6 +23,7 @@ type check struct {
 	failureMode rules.FailureMode
 	shadow      bool
 	rule        string // the metrics label: the policy's name, or "inline"
+	warnAt      int64  // the warning threshold in units; 0 for none (softlimit.go)
 }
 
 // checkFields are the fields CheckRequest and PeekRequest share.
@@ -85,6 +86,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		c.req.Scope = keys.PolicyScope(p.Name)
 		c.shadow = p.ShadowMode
 		c.rule = p.Name
+		c.warnAt = p.Warn.At(p.Rate.Capacity())
 		if p.FailureMode != rules.FailureDefault {
 			c.failureMode = p.FailureMode
 		}
@@ -94,6 +96,9 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		}
 		l, err := inlineLimit(alg, req.GetLimit(), &r.zones)
 		if err != nil {
+			return check{}, err
+		}
+		if c.warnAt, err = inlineWarnAt(req.GetLimit(), l); err != nil {
 			return check{}, err
 		}
 		c.req.Limit = l

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/softlimit"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -47,15 +48,21 @@ const (
 	resultOther = "other"
 )
 
-// nearLimitPercent is the near-limit threshold: an allowed decision is near
-// the limit when what remains is at most this percentage of the limit
-// (remaining ≤ 20% of limit). It is the "soft limit" warning: the
-// caller is still served but about to be limited.
+// nearLimitPercent is the near-limit threshold of a limit without a
+// warning threshold of its own: an allowed decision is near the limit
+// when what remains is at most this percentage of the limit (remaining ≤
+// 20% of limit, the usage at or above 80%).
 const nearLimitPercent = 20
 
-// NearLimit reports whether d is an allowed decision near its limit (see
-// nearLimitPercent).
-func NearLimit(d algorithms.Decision) bool {
+// NearLimit reports whether d is an allowed decision near its limit:
+// with a warning threshold (warnAt units, see internal/softlimit), when
+// its usage reached it, exactly when the answer carries the warning;
+// without one (warnAt 0), when what remains is at most nearLimitPercent
+// of the limit.
+func NearLimit(d algorithms.Decision, warnAt int64) bool {
+	if warnAt > 0 {
+		return d.Allowed && softlimit.Reached(d.Limit, d.Remaining, warnAt)
+	}
 	return d.Allowed && d.Limit > 0 && d.Remaining*100 <= d.Limit*nearLimitPercent
 }
 

@@ -360,21 +360,30 @@ func TestDetailedSeriesBounded(t *testing.T) {
 
 func TestNearLimit(t *testing.T) {
 	tests := []struct {
-		d    algorithms.Decision
-		want bool
+		d      algorithms.Decision
+		warnAt int64
+		want   bool
 	}{
-		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 21}, false},
-		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 20}, true},
-		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 0}, true},
-		{algorithms.Decision{Allowed: true, Limit: 5, Remaining: 1}, true},
-		{algorithms.Decision{Allowed: true, Limit: 5, Remaining: 2}, false},
-		{algorithms.Decision{Allowed: true, Limit: 1, Remaining: 0}, true},
-		{algorithms.Decision{Allowed: false, Limit: 100, Remaining: 0}, false},
-		{algorithms.Decision{Allowed: true, Limit: 0, Remaining: 0}, false},
+		// Without a warning threshold: remaining at most 20% of the limit.
+		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 21}, 0, false},
+		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 20}, 0, true},
+		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 0}, 0, true},
+		{algorithms.Decision{Allowed: true, Limit: 5, Remaining: 1}, 0, true},
+		{algorithms.Decision{Allowed: true, Limit: 5, Remaining: 2}, 0, false},
+		{algorithms.Decision{Allowed: true, Limit: 1, Remaining: 0}, 0, true},
+		{algorithms.Decision{Allowed: false, Limit: 100, Remaining: 0}, 0, false},
+		{algorithms.Decision{Allowed: true, Limit: 0, Remaining: 0}, 0, false},
+		// With one: the usage (limit − remaining) reached it, exactly
+		// when the answer warns.
+		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 51}, 50, false},
+		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 50}, 50, true},
+		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 49}, 50, true},
+		{algorithms.Decision{Allowed: true, Limit: 100, Remaining: 10}, 95, false},
+		{algorithms.Decision{Allowed: false, Limit: 100, Remaining: 0}, 50, false},
 	}
 	for _, tc := range tests {
-		if got := observability.NearLimit(tc.d); got != tc.want {
-			t.Errorf("NearLimit(limit %d remaining %d allowed %v): got %v, want %v", tc.d.Limit, tc.d.Remaining, tc.d.Allowed, got, tc.want)
+		if got := observability.NearLimit(tc.d, tc.warnAt); got != tc.want {
+			t.Errorf("NearLimit(limit %d remaining %d allowed %v, warnAt %d): got %v, want %v", tc.d.Limit, tc.d.Remaining, tc.d.Allowed, tc.warnAt, got, tc.want)
 		}
 	}
 }

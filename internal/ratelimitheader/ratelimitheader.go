@@ -8,6 +8,7 @@
 //	X-RateLimit-Remaining: 7
 //	X-RateLimit-Reset: 3                    delta seconds, as in draft-03 (not a Unix time)
 //	Retry-After: 1                          on a denied request only
+//	RateLimit-Warning: "name";at=8          on an allowed request past the soft limit
 //
 // RateLimit-Policy and RateLimit are Structured Field Lists (RFC 9651)
 // with one member: the policy name as a String, with Integer parameters.
@@ -37,6 +38,17 @@
 // never pass (its cost is above the limit's capacity) gets Retry-After
 // NeverSeconds too.
 //
+// # The soft limit
+//
+// A limit may carry a warning threshold (its soft limit): the units used
+// at which an allowed request is told to slow down before requests are
+// denied. An allowed request that leaves at least that many units of q
+// used gets RateLimit-Warning, a Structured Field List (RFC 9651) of the
+// limits past their threshold: each the policy name as a String, as in
+// RateLimit, with the Integer parameter at, the threshold in units of q.
+// A denied request never carries it, nor a degraded one (nothing is known
+// of the usage). A client sees the usage itself in RateLimit: q − r.
+//
 // When the store could not decide (a degraded answer, see AppendDegraded),
 // nothing is known about the quota: only X-RateLimit-Degraded and, on a
 // denial, Retry-After are written, never a made-up zero.
@@ -59,6 +71,7 @@ const (
 	XResetName     = "X-RateLimit-Reset"
 	RetryAfterName = "Retry-After"
 	DegradedName   = "X-RateLimit-Degraded"
+	WarningName    = "RateLimit-Warning"
 )
 
 // NeverSeconds is the wait advertised for a request that no wait will let
@@ -78,6 +91,10 @@ type Limit struct {
 	Window time.Duration
 	// DenyAll marks a rule that denies every request (Quota is then 0).
 	DenyAll bool
+	// WarnAt is the warning threshold in units of Quota: a request that
+	// leaves at least this many used gets RateLimit-Warning (State.Warning
+	// says it did). 0 means none.
+	WarnAt int64
 }
 
 // Window is the policy of a window algorithm (fixed window, sliding
@@ -128,6 +145,10 @@ type State struct {
 	// RetryAfter is the wait until the request would pass when Denied;
 	// negative means never (algorithms.Never).
 	RetryAfter time.Duration
+	// Warning says the allowed request reached the limit's warning
+	// threshold (Limit.WarnAt): RateLimit-Warning is written. Ignored
+	// when Denied or when the limit has no threshold.
+	Warning bool
 }
 
 // MoreRestrictive reports whether the headers of an answer that covers
@@ -174,13 +195,15 @@ func (f Field) LowerName() string {
 		return "retry-after"
 	case DegradedName:
 		return "x-ratelimit-degraded"
+	case WarningName:
+		return "ratelimit-warning"
 	}
 	return strings.ToLower(f.Name)
 }
 
 // Append appends to dst the fields describing s under l: RateLimit-Policy
-// (when l.Window is known), RateLimit, the X-RateLimit-* fields and, when
-// s.Denied, Retry-After. A caller that writes the fields of one limit
+// (when l.Window is known), RateLimit, the X-RateLimit-* fields, when
+// s.Denied, Retry-After, and when s.Warning, RateLimit-Warning. A caller that writes the fields of one limit
 // often should Prepare it once and use Policy.Append.
 func Append(dst []Field, l Limit, s State) []Field {
 	p := Prepare(l)
@@ -196,6 +219,7 @@ type Policy struct {
 	policy string // RateLimit-Policy; "" when the window is unknown
 	xlimit string // X-RateLimit-Limit
 	head   string // RateLimit up to its r value: `"name";r=`
+	warn   string // the member of RateLimit-Warning: `"name";at=800`; "" for none
 }
 
 // Prepare builds the request-independent header values of l.
@@ -206,6 +230,9 @@ func Prepare(l Limit) Policy {
 		q = "0"
 	}
 	p := Policy{limit: l, xlimit: q, head: name + ";r="}
+	if l.WarnAt > 0 && !l.DenyAll {
+		p.warn = WarningMember(l.Name, l.WarnAt)
+	}
 	if l.Window > 0 {
 		w := strconv.FormatInt(max(Seconds(l.Window), 1), 10)
 		p.policy = name + ";q=" + q + ";w=" + w
@@ -216,6 +243,27 @@ func Prepare(l Limit) Policy {
 
 // Limit is the limit p was prepared from.
 func (p *Policy) Limit() Limit { return p.limit }
+
+// WarningMember is p's member of RateLimit-Warning, `"name";at=800`, or ""
+// when the limit has no warning threshold. An answer covering several
+// limits lists the members of those past their threshold, joined by ", "
+// (AppendWarning).
+func (p *Policy) WarningMember() string { return p.warn }
+
+// WarningMember is the member of RateLimit-Warning naming the policy name
+// with the warning threshold at: `"name";at=800`.
+func WarningMember(name string, at int64) string {
+	return String(name) + ";at=" + strconv.FormatInt(at, 10)
+}
+
+// AppendWarning appends RateLimit-Warning listing members (each a
+// Policy.WarningMember); nothing when there are none.
+func AppendWarning(dst []Field, members ...string) []Field {
+	if len(members) == 0 {
+		return dst
+	}
+	return append(dst, Field{WarningName, strings.Join(members, ", ")})
+}
 
 // Append appends to dst the fields describing s under p's limit, as the
 // package's Append does. The values that depend on s share one string, so
@@ -256,6 +304,8 @@ func (p *Policy) Append(dst []Field, s State) []Field {
 	)
 	if s.Denied {
 		dst = append(dst, Field{RetryAfterName, v[tEnd:]})
+	} else if s.Warning && p.warn != "" {
+		dst = append(dst, Field{WarningName, p.warn})
 	}
 	return dst
 }

@@ -42,7 +42,7 @@ func newCORS(origins []string) *cors {
 var exposed = strings.Join([]string{
 	ratelimitheader.PolicyName, ratelimitheader.RateLimitName,
 	ratelimitheader.XLimitName, ratelimitheader.XRemainingName, ratelimitheader.XResetName,
-	ratelimitheader.RetryAfterName, ratelimitheader.DegradedName,
+	ratelimitheader.RetryAfterName, ratelimitheader.DegradedName, ratelimitheader.WarningName,
 }, ", ")
 
 // handle writes the CORS headers of an allowed origin, and answers a

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -18,6 +19,8 @@ type answer struct {
 	allowed, degraded      bool
 	remaining              int64
 	retryAfter, resetAfter time.Duration
+	warning                bool  // past the warning threshold (RateLimit-Warning)
+	warnAt                 int64 // the threshold in units; 0 for none
 }
 
 func answerOf(r *floodgatev1.CheckResponse) answer {
@@ -27,6 +30,8 @@ func answerOf(r *floodgatev1.CheckResponse) answer {
 		remaining:  r.GetRemaining(),
 		retryAfter: r.GetRetryAfter().AsDuration(),
 		resetAfter: r.GetResetAfter().AsDuration(),
+		warning:    r.GetWarning(),
+		warnAt:     r.GetWarnAt(),
 	}
 }
 
@@ -51,6 +56,8 @@ func peekHeaders(h *Handler) headersFunc[*floodgatev1.PeekRequest, *floodgatev1.
 			remaining:  resp.GetRemaining(),
 			retryAfter: resp.GetRetryAfter().AsDuration(),
 			resetAfter: resp.GetResetAfter().AsDuration(),
+			warning:    resp.GetWarning(),
+			warnAt:     resp.GetWarnAt(),
 		})
 	}
 }
@@ -70,8 +77,28 @@ func batchHeaders(h *Handler) headersFunc[*floodgatev1.CheckBatchRequest, *flood
 				best = i
 			}
 		}
-		writeHeaders(hd, h.headerLimit(checks[best], results[best].GetLimit()), answerOf(results[best]))
+		a := answerOf(results[best])
+		a.warning = false // every warning is listed below, not only the headline's
+		writeHeaders(hd, h.headerLimit(checks[best], results[best].GetLimit()), a)
+		var members []string
+		for i, r := range results {
+			if r.GetWarning() {
+				members = append(members, ratelimitheader.WarningMember(policyName(checks[i]), r.GetWarnAt()))
+			}
+		}
+		if len(members) > 0 && resp.GetAllowed() {
+			hd.Set(ratelimitheader.WarningName, strings.Join(members, ", "))
+		}
 	}
+}
+
+// policyName is the name the headers give the limit of req: its policy's,
+// or InlineName.
+func policyName(req limitFields) string {
+	if name := req.GetPolicy(); name != "" {
+		return name
+	}
+	return InlineName
 }
 
 // headerLimit is the quota the headers of a decision under req describe:
@@ -104,6 +131,7 @@ func quota(name string, l algorithms.Limit) ratelimitheader.Limit {
 // that formats them is internal/ratelimitheader). A degraded answer knows
 // nothing of the quota: X-RateLimit-Degraded, and Retry-After on a deny.
 func writeHeaders(hd http.Header, l ratelimitheader.Limit, a answer) {
+	l.WarnAt = a.warnAt
 	ratelimitheader.SetHTTP(hd, l, a.state(), a.degraded)
 }
 
@@ -114,5 +142,6 @@ func (a answer) state() ratelimitheader.State {
 		ResetAfter: a.resetAfter,
 		Denied:     !a.allowed,
 		RetryAfter: a.retryAfter,
+		Warning:    a.warning,
 	}
 }
