@@ -22,8 +22,8 @@ type AdminSettings struct {
 	// profiles, traces and goroutine dumps show what the server is doing
 	// and holds, and a CPU profile or trace costs CPU while it runs.
 	Pprof bool
-	// API serves the HTTP/JSON decision API under /v1/ (server/httpapi);
-	// nil leaves it out.
+	// API serves the HTTP/JSON decision API under /v1/ and Envoy's API as
+	// JSON at /json (server/httpapi); nil leaves them out.
 	API http.Handler
 	// Config serves GET /debug/config: the live rules as JSON with where
 	// each was defined and when they were loaded (see ConfigView). nil
@@ -59,6 +59,7 @@ type AdminSettings struct {
 //	/metrics       Prometheus metrics, when configured
 //	/debug/pprof/  the Go profiler, when Pprof is set (needs an admin token with AdminAuth)
 //	/v1/           the HTTP/JSON decision API, when API is set
+//	/json          Envoy's rate-limit API as JSON, when API is set
 //	/debug/config  the live rules as JSON (needs an admin token with AdminAuth)
 //	/debug/limited the heaviest denied keys of each rule as JSON (admin-only)
 //	/debug/explain why a descriptor is limited, when Explain is set (admin-only)
@@ -95,6 +96,7 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 	}
 	if s.API != nil {
 		mux.Handle("/v1/", s.API)
+		mux.Handle("/json", s.API)
 	}
 	mux.Handle("GET /debug/config", adminOnly(s.AdminAuth, debugConfig(s.Rules)))
 	mux.Handle("GET /debug/limited", adminOnly(s.AdminAuth, debugLimited(s.Limited, clock)))

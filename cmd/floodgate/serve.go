@@ -88,6 +88,7 @@ type serveFlags struct {
 	pprof                bool
 	httpAPI              bool
 	httpCORSOrigins      string
+	httpDenyStatus       int
 	traceValues          bool
 
 	local localFlags // failure_mode local (serve_local.go)
@@ -100,7 +101,8 @@ type serveFlags struct {
 func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address (floodgate.v1.RateLimiter, Envoy's ratelimit.v3, health, reflection)")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (/healthz, /readyz, /metrics, the HTTP/JSON API under /v1/, /debug/pprof with --pprof); empty disables")
-	fs.BoolVar(&f.httpAPI, "http-api", true, "serve the HTTP/JSON API (POST /v1/check, /v1/check:batch, /v1/peek, /v1/reset, /v1/settle) on --http-addr, with the gRPC side's tokens, --max-recv-msg-bytes and --unary-timeout")
+	fs.BoolVar(&f.httpAPI, "http-api", true, "serve the HTTP/JSON API (POST /v1/check, /v1/check:batch, /v1/peek, /v1/reset, /v1/settle, and Envoy's API as JSON at /json) on --http-addr, with the gRPC side's tokens, --max-recv-msg-bytes and --unary-timeout")
+	fs.IntVar(&f.httpDenyStatus, "http-deny-status", 200, "HTTP/JSON API: the status of a denied /v1/check or /v1/check:batch, 200 (\"allowed\": false says it) or 429; a request may ask with ?deny_status=")
 	fs.StringVar(&f.httpCORSOrigins, "http-cors-origins", "", "HTTP/JSON API: comma-separated origins browsers may call it from (\"*\": any); empty: CORS off")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	fs.BoolVar(&f.mergeDomains, "merge-domains", false, "--config: several files may define one domain, each adding its top-level descriptors (one defined twice is refused), as the reference's MERGE_DOMAIN_CONFIG")
@@ -299,7 +301,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	lis = pipe.gate.Listener(lis)
 	var draining atomic.Bool // set on SIGTERM: /readyz turns not ready
-	admin, err := env.buildAdmin(st, apis.settings, pipe, &draining)
+	admin, err := env.buildAdmin(st, apis, pipe, &draining)
 	if err != nil {
 		lis.Close()
 		return err
@@ -330,6 +332,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	}
 	if err := f.resolveRedisURL(fs, getenv); err != nil { // redisurl.go
 		return f, failed(stderr, "serve", 2, err)
+	}
+	if f.httpDenyStatus != 200 && f.httpDenyStatus != 429 {
+		return f, failed(stderr, "serve", 2, fmt.Errorf("--http-deny-status must be 200 or 429, got %d", f.httpDenyStatus))
 	}
 	return f, nil
 }

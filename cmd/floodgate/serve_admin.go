@@ -23,11 +23,11 @@ type adminServer struct {
 
 // buildAdmin listens on --http-addr and builds the admin HTTP server
 // (health, readiness, metrics, pprof, the HTTP/JSON API, /debug/config)
-// on st, with the RateLimiter's settings s and the gRPC pipeline p's
-// tokens and tracing; /readyz turns not ready once draining is set. It is
+// on st, with the decision APIs' settings and Envoy service and the gRPC
+// pipeline p's tokens and tracing; /readyz turns not ready once draining is set. It is
 // nil when --http-addr is empty.
-func (e serveEnv) buildAdmin(st store.Store, s server.Settings, p grpcPipeline, draining *atomic.Bool) (*adminServer, error) {
-	f, tokens := e.f, p.tokens
+func (e serveEnv) buildAdmin(st store.Store, apis decisionAPIs, p grpcPipeline, draining *atomic.Bool) (*adminServer, error) {
+	f, tokens, s := e.f, p.tokens, apis.settings
 	if f.httpAddr == "" {
 		return nil, nil
 	}
@@ -43,7 +43,7 @@ func (e serveEnv) buildAdmin(st store.Store, s server.Settings, p grpcPipeline, 
 		Ready:   readiness(st, draining),
 		Metrics: e.metrics.Handler(),
 		Pprof:   f.pprof,
-		API:     e.httpAPI(st, s, p),
+		API:     e.httpAPI(st, apis, p),
 		Rules:   s.Rules, // nil without --config: /debug/config says so
 		Limited: s.Limited,
 		Explain: explainHandler(s.Rules, f.redisPrefix),
@@ -65,10 +65,11 @@ func (e serveEnv) buildAdmin(st store.Store, s server.Settings, p grpcPipeline, 
 
 // httpAPI is the HTTP/JSON API (nil with --http-api=false): a
 // RateLimiter like the gRPC one, on the same store and config, whose
-// decisions the metrics count under api="http", traced like gRPC calls
-// (p's tracing), its callers checked with p's tokens.
-func (e serveEnv) httpAPI(st store.Store, s server.Settings, p grpcPipeline) http.Handler {
-	f, tokens, tr, reg := e.f, p.tokens, p.tracing, e.reg
+// decisions the metrics count under api="http", and at /json the gRPC
+// side's Envoy service itself, traced like gRPC calls (p's tracing), its
+// callers checked with p's tokens.
+func (e serveEnv) httpAPI(st store.Store, apis decisionAPIs, p grpcPipeline) http.Handler {
+	f, tokens, tr, reg, s := e.f, p.tokens, p.tracing, e.reg, apis.settings
 	if !f.httpAPI {
 		return nil
 	}
@@ -80,6 +81,8 @@ func (e serveEnv) httpAPI(st store.Store, s server.Settings, p grpcPipeline) htt
 		AllowedOrigins: strings.Split(f.httpCORSOrigins, ","),
 		Metrics:        reg,
 		Logger:         s.Logger,
+		Envoy:          apis.envoy,
+		DenyStatus:     f.httpDenyStatus,
 	}
 	if tokens != nil {
 		hs.Auth = tokens

@@ -26,7 +26,7 @@ func TestAdminLogsHTTPAtDebug(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: tc.level}))
 			reg, metrics := newMetrics()
 			var draining atomic.Bool
-			admin, err := serveEnv{f: &f, reg: reg, metrics: metrics}.buildAdmin(st, server.Settings{Logger: log}, grpcPipeline{}, &draining)
+			admin, err := serveEnv{f: &f, reg: reg, metrics: metrics}.buildAdmin(st, decisionAPIs{settings: server.Settings{Logger: log}}, grpcPipeline{}, &draining)
 			if err != nil {
 				t.Fatal(err)
 			}

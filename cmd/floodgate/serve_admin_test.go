@@ -42,7 +42,7 @@ func TestAdminDebugConfigWiring(t *testing.T) {
 			f, st := adminTestStore(t)
 			reg, metrics := newMetrics()
 			var draining atomic.Bool
-			admin, err := serveEnv{f: &f, reg: reg, metrics: metrics}.buildAdmin(st, server.Settings{Rules: policies{cfg}}, grpcPipeline{tokens: tc.tokens}, &draining)
+			admin, err := serveEnv{f: &f, reg: reg, metrics: metrics}.buildAdmin(st, decisionAPIs{settings: server.Settings{Rules: policies{cfg}}}, grpcPipeline{tokens: tc.tokens}, &draining)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +147,7 @@ func TestAdminServesTheEnvsMetricsAndTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	var draining atomic.Bool
-	admin, err := env.buildAdmin(st, server.Settings{}, grpcPipeline{tokens: tokens}, &draining)
+	admin, err := env.buildAdmin(st, decisionAPIs{}, grpcPipeline{tokens: tokens}, &draining)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestHTTPResetRefusedBeyondLoopback(t *testing.T) {
 			t.Fatal(err)
 		}
 		reg, _ := newMetrics()
-		srv := httptest.NewServer(serveEnv{f: &f, reg: reg}.httpAPI(st, server.Settings{Logger: slog.New(slog.DiscardHandler)}, grpcPipeline{}))
+		srv := httptest.NewServer(serveEnv{f: &f, reg: reg}.httpAPI(st, decisionAPIs{settings: server.Settings{Logger: slog.New(slog.DiscardHandler)}}, grpcPipeline{}))
 		post := func(path, body string) (int, string) {
 			resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
 			if err != nil {

@@ -73,3 +73,8 @@ func (c *cors) handle(w http.ResponseWriter, r *http.Request) bool {
 	w.WriteHeader(http.StatusNoContent)
 	return true
 }
+
+// allows reports whether origin may call the API.
+func (c *cors) allows(origin string) bool {
+	return c != nil && origin != "" && (c.any || slices.Contains(c.origins, origin))
+}

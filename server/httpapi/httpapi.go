@@ -6,31 +6,38 @@
 //	POST /v1/check:batch  CheckBatchRequest  -> CheckBatchResponse
 //	POST /v1/peek         PeekRequest        -> PeekResponse
 //	POST /v1/reset        ResetRequest       -> ResetResponse (admin token)
+//	POST /v1/settle       SettleRequest      -> SettleResponse
+//	POST /json            Envoy's RateLimitRequest -> RateLimitResponse (Settings.Envoy)
 //
 // Bodies are the protobuf JSON mapping of the same messages (protojson),
-// exactly what `grpcurl -d` takes; answers are what `grpcurl
-// -emit-defaults` prints: every field, so a denial reads "allowed": false.
-// The verb after the colon follows Google's custom-method convention
-// (AIP-136), as grpc-gateway would spell it.
+// exactly what `grpcurl -d` takes, with the spellings people type besides
+// (see lenient.go: token_bucket for ALGORITHM_TOKEN_BUCKET, "1m" for
+// "60s"); answers are what `grpcurl -emit-defaults` prints: every field,
+// so a denial reads "allowed": false. The verb after the colon follows
+// Google's custom-method convention (AIP-136), as grpc-gateway would
+// spell it.
 //
-// A hand-written mapping, not grpc-gateway: four routes, one message each,
-// need no generator, and the handlers call the very RateLimiter the gRPC
-// server serves (in process: same validation, same messages, same store).
+// A hand-written mapping, not grpc-gateway: a few routes, one message
+// each, need no generator, and the handlers call the very RateLimiter the
+// gRPC server serves (in process: same validation, same messages, same
+// store).
 //
 // Each request, in order:
 //
-//   - must be POST with Content-Type application/json (415 otherwise: a
-//     browser cannot send that cross-origin without a CORS preflight,
-//     which is refused unless origins are configured);
+//   - must be POST, with Content-Type application/json when it comes from
+//     a web page (it carries an Origin header that CORS does not allow):
+//     a browser cannot send that cross-origin without a CORS preflight,
+//     which is refused unless origins are configured. Requests without
+//     Origin (curl, scripts, servers) may send any Content-Type or none;
 //   - is authenticated from its Authorization: Bearer header before its
 //     body is read, with the gRPC server's tokens and rules (Settings.Auth);
 //   - has a body of at most Settings.MaxBodyBytes (413 past it), read and
 //     decided within Settings.Timeout (504 past it);
 //   - is decoded strictly: malformed JSON or an unknown field is a 400
 //     whose message names it.
-//
+
 // Being over the limit is a decision, not an error: 200 with "allowed":
-// false, and the RateLimit, RateLimit-Policy, X-RateLimit-* and
+// false (or 429, with Settings.DenyStatus or ?deny_status=429), and the RateLimit, RateLimit-Policy, X-RateLimit-* and
 // Retry-After headers describing it (internal/ratelimitheader), so a
 // worker can pass them to its own client. Errors are a JSON object
 // {"code": "INVALID_ARGUMENT", "message": "key: must not be empty"} with
@@ -109,6 +116,13 @@ type Settings struct {
 	Metrics prometheus.Registerer
 	// Logger receives errors writing answers. nil means slog.Default().
 	Logger *slog.Logger
+	// Envoy, when set, serves POST /json: Envoy's rate-limit API as JSON
+	// (PathEnvoyJSON).
+	Envoy EnvoyService
+	// DenyStatus is the HTTP status of a denied check or batch: 200 (the
+	// answer's "allowed": false says it) or 429 (Too Many Requests). A
+	// request chooses its own with ?deny_status=. 0 means 200.
+	DenyStatus int
 	// ResetRefused, when set, turns POST /v1/reset away (403,
 	// PermissionDenied) with this reason, before its body is read: the
 	// API then serves decisions only. The server sets it when the API
@@ -129,6 +143,7 @@ type Handler struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	noReset string // Settings.ResetRefused
+	deny    int    // Settings.DenyStatus
 }
 
 // New serves rl over HTTP/JSON. rl should be the server.RateLimiter the
@@ -156,11 +171,17 @@ func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	if h.deny = s.DenyStatus; h.deny != http.StatusTooManyRequests {
+		h.deny = http.StatusOK
+	}
 	h.mux.Handle("POST "+PathCheck, route(h, rpc{"check", floodgatev1.RateLimiter_Check_FullMethodName}, rl.Check, checkHeaders(h)))
 	h.mux.Handle("POST "+PathCheckBatch, route(h, rpc{"check_batch", floodgatev1.RateLimiter_CheckBatch_FullMethodName}, rl.CheckBatch, batchHeaders(h)))
 	h.mux.Handle("POST "+PathPeek, route(h, rpc{"peek", floodgatev1.RateLimiter_Peek_FullMethodName}, rl.Peek, peekHeaders(h)))
 	h.mux.Handle("POST "+PathReset, route(h, rpc{"reset", floodgatev1.RateLimiter_Reset_FullMethodName}, rl.Reset, nil))
 	h.mux.Handle("POST "+PathSettle, route(h, rpc{"settle", floodgatev1.RateLimiter_Settle_FullMethodName}, rl.Settle, nil))
+	if s.Envoy != nil {
+		h.mux.Handle("POST "+PathEnvoyJSON, envoyJSON(h, s.Envoy))
+	}
 	h.mux.HandleFunc("/", h.notFound)
 	return h
 }
@@ -178,7 +199,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 	rep := reply{h: h, w: w, route: "other", start: time.Now()}
 	switch r.URL.Path {
-	case PathCheck, PathCheckBatch, PathPeek, PathReset, PathSettle:
+	case PathCheck, PathCheckBatch, PathPeek, PathReset, PathSettle, PathEnvoyJSON:
 		w.Header().Set("Allow", http.MethodPost)
 		rep.fail(http.StatusMethodNotAllowed, codes.Unimplemented, r.Method+" "+r.URL.Path+": use POST")
 		return
@@ -212,37 +233,12 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call fu
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
 
-		if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-			rep.fail(http.StatusUnsupportedMediaType, codes.InvalidArgument, "Content-Type must be application/json, got "+quoteOrNone(ct))
-			return
-		}
-		if h.auth != nil {
-			var err error
-			if ctx, err = h.auth.Authorize(ctx, method, r.Header.Get("Authorization")); err != nil {
-				rep.status(err)
-				return
-			}
-		}
-		if h.noReset != "" && method == floodgatev1.RateLimiter_Reset_FullMethodName {
-			rep.fail(http.StatusForbidden, codes.PermissionDenied, h.noReset)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				rep.fail(http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds the limit of "+itoa(tooBig.Limit)+" bytes")
-				return
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				rep.fail(http.StatusRequestTimeout, codes.DeadlineExceeded, "the request body did not arrive within "+h.timeout.String())
-				return
-			}
-			rep.fail(http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
+		ctx, body, denyStatus, ok := h.open(ctx, w, r, rep, method)
+		if !ok {
 			return
 		}
 		req := Req(new(T))
-		if err := unmarshal.Unmarshal(body, req); err != nil {
+		if err := unmarshal.Unmarshal(lenient(body, req.ProtoReflect().Descriptor()), req); err != nil {
 			rep.fail(http.StatusBadRequest, codes.InvalidArgument, decodeMessage(req, err))
 			return
 		}
@@ -266,8 +262,53 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call fu
 		if headers != nil {
 			headers(w.Header(), req, resp)
 		}
-		rep.send(http.StatusOK, append(out, '\n'))
+		code := http.StatusOK
+		if denied(resp) {
+			code = denyStatus
+		}
+		rep.send(code, append(out, '\n'))
 	})
+}
+
+// open checks r before its body is read (its Content-Type, its
+// ?deny_status=, its token for method) and reads the body, within ctx's
+// deadline and the body limit. When ok is false it has answered.
+func (h *Handler) open(ctx context.Context, w http.ResponseWriter, r *http.Request, rep reply, method string) (_ context.Context, body []byte, denyStatus int, ok bool) {
+	if !h.typeAccepted(r) {
+		rep.fail(http.StatusUnsupportedMediaType, codes.InvalidArgument, "Content-Type must be application/json from a web page (Origin "+quoteOrNone(r.Header.Get("Origin"))+"), got "+quoteOrNone(r.Header.Get("Content-Type")))
+		return ctx, nil, 0, false
+	}
+	denyStatus, err := h.denyStatus(r)
+	if err != nil {
+		rep.fail(http.StatusBadRequest, codes.InvalidArgument, err.Error())
+		return ctx, nil, 0, false
+	}
+	if h.auth != nil {
+		var err error
+		if ctx, err = h.auth.Authorize(ctx, method, r.Header.Get("Authorization")); err != nil {
+			rep.status(err)
+			return ctx, nil, 0, false
+		}
+	}
+	if h.noReset != "" && method == floodgatev1.RateLimiter_Reset_FullMethodName {
+		rep.fail(http.StatusForbidden, codes.PermissionDenied, h.noReset)
+		return ctx, nil, 0, false
+	}
+	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			rep.fail(http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds the limit of "+itoa(tooBig.Limit)+" bytes")
+			return ctx, nil, 0, false
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			rep.fail(http.StatusRequestTimeout, codes.DeadlineExceeded, "the request body did not arrive within "+h.timeout.String())
+			return ctx, nil, 0, false
+		}
+		rep.fail(http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
+		return ctx, nil, 0, false
+	}
+	return ctx, body, denyStatus, true
 }
 
 // unmarshal is strict: an unknown field is an error naming it.
@@ -276,6 +317,51 @@ var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
 // marshal writes every field, defaults included, like `grpcurl
 // -emit-defaults`: a denial says "allowed": false.
 var marshal = protojson.MarshalOptions{EmitUnpopulated: true}
+
+// denied reports whether resp is a check's or a batch's denial. A peek
+// only tells what a check would answer, and is always a 200.
+func denied(resp proto.Message) bool {
+	switch r := resp.(type) {
+	case *floodgatev1.CheckResponse:
+		return !r.GetAllowed()
+	case *floodgatev1.CheckBatchResponse:
+		return !r.GetAllowed()
+	}
+	return false
+}
+
+// typeAccepted reports whether r's Content-Type may be decoded as JSON:
+// application/json always; any other type, or none, when r carries no
+// Origin header or an allowed one. Browsers send Origin with every POST,
+// and a page may send text/plain or a form to another origin without
+// asking, so from a page that is not allowed only application/json (which
+// needs a preflight) is read. Scripts, curl and servers send no Origin.
+func (h *Handler) typeAccepted(r *http.Request) bool {
+	if isJSON(r.Header.Get("Content-Type")) {
+		return true
+	}
+	origin := r.Header.Get("Origin")
+	return origin == "" || h.cors.allows(origin)
+}
+
+// DenyStatusParam is the query parameter that chooses the HTTP status of a
+// denied check for one request: ?deny_status=429, or 200 (the default
+// unless Settings.DenyStatus says otherwise).
+const DenyStatusParam = "deny_status"
+
+// denyStatus is the HTTP status a denied check of r answers with.
+func (h *Handler) denyStatus(r *http.Request) (int, error) {
+	v := r.URL.Query().Get(DenyStatusParam)
+	switch v {
+	case "":
+		return h.deny, nil
+	case "200":
+		return http.StatusOK, nil
+	case "429":
+		return http.StatusTooManyRequests, nil
+	}
+	return 0, errors.New(DenyStatusParam + ": want 200 or 429, got " + quoteOrNone(v))
+}
 
 // isJSON reports whether ct is application/json (parameters allowed).
 func isJSON(ct string) bool {

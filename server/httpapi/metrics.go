@@ -14,8 +14,8 @@ import (
 //	floodgate_http_requests_total{route,code}          counter
 //	floodgate_http_request_duration_seconds{route}     histogram
 //
-// route is check, check_batch, peek, reset or other (no route); code is
-// the HTTP status. Both are bounded. The decisions themselves are counted
+// route is check, check_batch, peek, reset, settle, json or other (no
+// route); code is the HTTP status. Both are bounded. The decisions themselves are counted
 // in floodgate_decisions_total{api="http"} by the RateLimiter.
 type metrics struct {
 	requests *prometheus.CounterVec
@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	d := observability.DeclareOn(reg)
 	m := &metrics{
 		requests: d.CounterVec("floodgate_http_requests_total",
-			"HTTP/JSON API requests by route (check, check_batch, peek, reset, other) and HTTP status code. A denial is a 200.",
+			"HTTP/JSON API requests by route (check, check_batch, peek, reset, settle, json, other) and HTTP status code. A denial is a 200 unless a 429 is asked for; /json answers 429.",
 			"route", "code"),
 		// The gRPC side's buckets, so the two APIs' latencies compare.
 		duration: d.HistogramVec("floodgate_http_request_duration_seconds",
