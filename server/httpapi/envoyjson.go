@@ -37,7 +37,7 @@ func envoyJSON(h *Handler, svc EnvoyService) http.Handler {
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
 
-		ctx, body, _, ok := h.open(ctx, w, r, rep, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName)
+		ctx, body, _, ok := h.open(ctx, r, rep, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName)
 		if !ok {
 			return
 		}

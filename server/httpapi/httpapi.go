@@ -233,7 +233,7 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call fu
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
 
-		ctx, body, denyStatus, ok := h.open(ctx, w, r, rep, method)
+		ctx, body, denyStatus, ok := h.open(ctx, r, rep, method)
 		if !ok {
 			return
 		}
@@ -273,7 +273,7 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call fu
 // open checks r before its body is read (its Content-Type, its
 // ?deny_status=, its token for method) and reads the body, within ctx's
 // deadline and the body limit. When ok is false it has answered.
-func (h *Handler) open(ctx context.Context, w http.ResponseWriter, r *http.Request, rep reply, method string) (_ context.Context, body []byte, denyStatus int, ok bool) {
+func (h *Handler) open(ctx context.Context, r *http.Request, rep reply, method string) (_ context.Context, body []byte, denyStatus int, ok bool) {
 	if !h.typeAccepted(r) {
 		rep.fail(http.StatusUnsupportedMediaType, codes.InvalidArgument, "Content-Type must be application/json from a web page (Origin "+quoteOrNone(r.Header.Get("Origin"))+"), got "+quoteOrNone(r.Header.Get("Content-Type")))
 		return ctx, nil, 0, false
@@ -294,7 +294,7 @@ func (h *Handler) open(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		rep.fail(http.StatusForbidden, codes.PermissionDenied, h.noReset)
 		return ctx, nil, 0, false
 	}
-	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	body, err = io.ReadAll(http.MaxBytesReader(rep.w, r.Body, h.maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
