@@ -336,13 +336,26 @@ func getenvWith(getenv func(string) string, extra map[string]string) func(string
 func (c refConfig) log(log *slog.Logger) {
 	// At warn: the reference's default LOG_LEVEL is WARN, and this line
 	// must show whatever the level.
-	log.Warn("configured from envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL, ...); floodgate's flags given on the command line win", "flags", strings.Join(c.args, " "))
+	log.Warn("configured from envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL, ...); floodgate's flags given on the command line win", "flags", strings.Join(redactedArgs(c.args), " "))
 	for _, n := range c.notes {
 		log.Info("reference environment", "mapped", n)
 	}
 	if len(c.ignored) > 0 {
 		log.Warn("reference environment: variables set but not supported, ignored", "variables", strings.Join(c.ignored, "; "))
 	}
+}
+
+// redactedArgs are args (--name=value) as they may be shown: every URL
+// flag's password masked (redactURL). REDIS_AUTH, REDIS_PERSECOND_AUTH
+// and a REDIS_URL with a password end up in such URLs.
+func redactedArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if name, value, ok := strings.Cut(a, "="); ok && strings.HasSuffix(name, "-url") {
+			out[i] = name + "=" + redactURL(value)
+		}
+	}
+	return out
 }
 
 // referenceServe decides whether serve reads the reference environment
