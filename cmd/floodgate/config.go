@@ -8,8 +8,8 @@ import (
 )
 
 const configUsage = `Usage:
-  floodgate config validate PATH
-  floodgate config explain --config PATH --domain D --descriptor k=v[,k=v...] [--descriptor ...] [--bucket k=v[,k=v...]] [--json]
+  floodgate config validate [--merge-domains] PATH
+  floodgate config explain --config PATH [--merge-domains] --domain D --descriptor k=v[,k=v...] [--descriptor ...] [--bucket k=v[,k=v...]] [--json]
 `
 
 // runConfig runs `floodgate config validate|explain`.
@@ -34,7 +34,8 @@ func runConfig(args []string, getenv func(string) string, stdout, stderr io.Writ
 // runConfigValidate runs `floodgate config validate PATH`.
 func runConfigValidate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("config validate PATH", "Checks a config file or a folder of them offline; exits 1 and prints file:line:column on error.", stderr)
-	merge := fs.Bool("merge-domains", false, "several files may define one domain, as serve's --merge-domains")
+	var load ruleFlags
+	load.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "config validate", 2); err != nil {
 		return err
 	}
@@ -42,7 +43,7 @@ func runConfigValidate(args []string, getenv func(string) string, stdout, stderr
 		fmt.Fprintln(stderr, "Usage: floodgate config validate PATH")
 		return exitCode(2)
 	}
-	cfg, err := rules.LoadOptions(fs.Arg(0), rules.Options{MergeDomains: *merge})
+	cfg, err := rules.LoadOptions(fs.Arg(0), load.options())
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(1)

@@ -41,6 +41,7 @@ type explainFlags struct {
 	buckets     []string
 	json        bool
 	redisPrefix string
+	load        ruleFlags
 }
 
 func (f *explainFlags) register(fs *pflag.FlagSet) {
@@ -50,6 +51,7 @@ func (f *explainFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.buckets, "bucket", nil, "an RLQS bucket id as KEY=VALUE[,KEY=VALUE...], matched against quota_buckets; repeatable")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "the server's --redis-prefix, for the Redis key names")
+	f.load.register(fs)
 }
 
 // runConfigExplain runs `floodgate config explain`.
@@ -101,7 +103,7 @@ func runConfigExplain(args []string, getenv func(string) string, stdout, stderr 
 		}
 		buckets = append(buckets, id)
 	}
-	cfg, err := rules.Load(f.config)
+	cfg, err := rules.LoadOptions(f.config, f.load.options())
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(1)

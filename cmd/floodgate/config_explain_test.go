@@ -300,3 +300,53 @@ descriptors:
 		t.Errorf("store keys %q, want two equal ones (one counter)", storeKeys)
 	}
 }
+
+// TestRuleCommandsMergeDomains: every command that reads rules takes the
+// rule-loading flags alike: a folder whose two files define one domain
+// loads in config validate and config explain with --merge-domains or
+// $FLOODGATE_MERGE_DOMAINS, and neither loads it without.
+func TestRuleCommandsMergeDomains(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"a.yaml": "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
+		"b.yaml": "domain: shop\ndescriptors:\n  - key: path\n    rate_limit: {unit: minute, requests_per_unit: 7}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commands := map[string][]string{
+		"validate": {"config", "validate", dir},
+		"explain":  {"config", "explain", "--config", dir, "--domain", "shop", "--descriptor", "path=/x"},
+	}
+	for name, args := range commands {
+		for _, how := range []string{"flag", "env", "neither"} {
+			t.Run(name+" "+how, func(t *testing.T) {
+				env := map[string]string{}
+				a := append([]string{}, args[:2]...)
+				switch how {
+				case "flag":
+					a = append(a, "--merge-domains")
+				case "env":
+					env["FLOODGATE_MERGE_DOMAINS"] = "true"
+				}
+				a = append(a, args[2:]...)
+				var out, errOut bytes.Buffer
+				err := run(context.Background(), a, func(k string) string { return env[k] }, &out, &errOut)
+				if how == "neither" {
+					var ec exitCode
+					if !errors.As(err, &ec) || ec != 1 || !strings.Contains(errOut.String(), "shop") {
+						t.Errorf("without merging: %v %q, want exit 1 naming the domain defined twice", err, errOut.String())
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("%v: %s", err, errOut.String())
+				}
+				if name == "explain" && !strings.Contains(out.String(), "b.yaml") {
+					t.Errorf("explain does not name the rule of b.yaml:\n%s", out.String())
+				}
+			})
+		}
+	}
+}

@@ -233,9 +233,9 @@ func TestReferenceVariables(t *testing.T) {
 		{"per-second redis, memory backend", map[string]string{"BACKEND_TYPE": "memory", "REDIS_PERSECOND": "true"},
 			func(c refConfig, f serveFlags) bool { return f.redisPerSecond.url == "" }},
 		{"merge domains", map[string]string{"MERGE_DOMAIN_CONFIG": "true"},
-			func(c refConfig, f serveFlags) bool { return f.mergeDomains }},
+			func(c refConfig, f serveFlags) bool { return f.ruleLoad.mergeDomains }},
 		{"domains unmerged", map[string]string{"MERGE_DOMAIN_CONFIG": "false"},
-			func(c refConfig, f serveFlags) bool { return !f.mergeDomains && f.configPath != "" }},
+			func(c refConfig, f serveFlags) bool { return !f.ruleLoad.mergeDomains && f.configPath != "" }},
 		{"xds", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"},
 			func(c refConfig, f serveFlags) bool {
 				return f.configPath == "" && f.xds.server == "localhost:18000" && f.xds.nodeID == "default" &&

@@ -32,7 +32,7 @@ type serveFlags struct {
 	grpcAddr      string
 	httpAddr      string
 	configPath    string
-	mergeDomains  bool
+	ruleLoad      ruleFlags // how --config is loaded
 	memoryMaxKeys int
 	memoryMaxMem  int64
 	settleWindow  time.Duration
@@ -105,7 +105,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.httpDenyStatus, "http-deny-status", 200, "HTTP/JSON API: the status of a denied /v1/check or /v1/check:batch, 200 (\"allowed\": false says it) or 429; a request may ask with ?deny_status=")
 	fs.StringVar(&f.httpCORSOrigins, "http-cors-origins", "", "HTTP/JSON API: comma-separated origins browsers may call it from (\"*\": any); empty: CORS off")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
-	fs.BoolVar(&f.mergeDomains, "merge-domains", false, "--config: several files may define one domain, each adding its top-level descriptors (one defined twice is refused), as the reference's MERGE_DOMAIN_CONFIG")
+	f.ruleLoad.register(fs)
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store, and failure_mode local's memory on Redis: most keys kept at once (a live key is never evicted: when full, a new key is refused and its failure mode answers)")
 	byteSizeVar(fs, &f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store (and failure_mode local's memory): most memory its keys take, by its own accounting (refuses like --memory-max-keys; at least 1MiB; a size in bytes, such as 256MiB, 1GiB or 64MB)")
 	fs.DurationVar(&f.settleWindow, "settle-window", store.DefaultSettleWindow, "Settle: how long a settlement's idempotency_key is remembered, so a retry within it charges nothing again (a record per settlement: in Redis a key with this TTL; in the embedded store an entry capped apart from the counters, at --memory-max-keys/--memory-max-bytes of its own)")
