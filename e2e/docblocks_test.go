@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/docblocks"
+	"github.com/floodgate/floodgate/e2e/docblocks"
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 

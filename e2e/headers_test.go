@@ -13,7 +13,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/floodgate/floodgate/internal/redistest"
-	"github.com/floodgate/floodgate/internal/sfv"
+	"github.com/floodgate/floodgate/internal/testkit/sfv"
 )
 
 // headerRules are the limits of the header tests.

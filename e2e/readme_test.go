@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/docblocks"
+	"github.com/floodgate/floodgate/e2e/docblocks"
 )
 
 // grpcurl builds the pinned grpcurl (tools/grpcurl/go.mod) once.

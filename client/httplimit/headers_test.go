@@ -8,7 +8,7 @@ import (
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/httplimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
-	"github.com/floodgate/floodgate/internal/sfv"
+	"github.com/floodgate/floodgate/internal/testkit/sfv"
 )
 
 // oldFields are the fields of the superseded draft the middleware wrote

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/internal/ratelimitheader"
-	"github.com/floodgate/floodgate/internal/sfv"
+	"github.com/floodgate/floodgate/internal/testkit/sfv"
 )
 
 func fields(fs []ratelimitheader.Field) map[string]string {

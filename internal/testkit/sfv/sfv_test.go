@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/sfv"
+	"github.com/floodgate/floodgate/internal/testkit/sfv"
 )
 
 func TestParseList(t *testing.T) {
