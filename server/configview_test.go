@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -61,13 +60,12 @@ func TestDebugConfig(t *testing.T) {
 	if err := os.WriteFile(tokPath, []byte("admintoken admin\nusertoken\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := rules.Watch(ctx, cfgPath, nil, nil)
+	w := &swapConfig{}
+	watcher, err := rules.Watch(t.Context(), cfgPath, rules.Options{}, func(c *rules.Set) { w.cfg.Store(c) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer watcher.Close()
 	tokens, err := auth.NewTokenAuth(t.Context(), tokPath)
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/floodgate/floodgate/internal/testkit/sfv"
 	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/internal/testkit/sfv"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store/memstore"
 )

@@ -25,7 +25,7 @@ const (
 	degradedRetryAfter = time.Second
 )
 
-// RuleSource gives the current configuration. *rules.Watcher is one.
+// RuleSource gives the current configuration.
 type RuleSource interface {
 	Current() *rules.Set
 }

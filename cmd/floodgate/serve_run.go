@@ -45,7 +45,7 @@ func (e serveEnv) loadRules(ctx context.Context, live *liveRules) (func(), []rel
 	if path == "" {
 		return func() {}, nil, nil
 	}
-	w, err := rules.WatchOptions(ctx, path, f.ruleLoad.options(),
+	w, err := rules.Watch(ctx, path, f.ruleLoad.options(),
 		func(c *rules.Set) {
 			retried, err := live.setFile(c)
 			if err != nil {

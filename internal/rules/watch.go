@@ -24,19 +24,14 @@ type Watcher struct {
 	files *filewatch.Watcher[Set]
 }
 
-// Watch loads path (see Load) and then reloads it whenever its files
-// change, until ctx ends or Close is called. It fails when the first load
+// Watch loads path (see LoadOptions) and then reloads it whenever its
+// files change, until ctx ends or Close is called. It fails when the first load
 // fails. onLoad is called with every config that becomes current, the first
 // one included (before Watch returns), and onError with every rejected
 // reload (and *filewatch.WatchError when file events are unavailable); both
 // may be nil, and are called from one goroutine at a time. A reload whose
 // files are byte-for-byte unchanged (Set.Digest) is not reported.
-func Watch(ctx context.Context, path string, onLoad func(*Set), onError func(error)) (*Watcher, error) {
-	return WatchOptions(ctx, path, Options{}, onLoad, onError)
-}
-
-// WatchOptions is Watch loading with LoadOptions(path, o).
-func WatchOptions(ctx context.Context, path string, o Options, onLoad func(*Set), onError func(error)) (*Watcher, error) {
+func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onError func(error)) (*Watcher, error) {
 	if onError == nil {
 		onError = func(error) {}
 	}
@@ -66,9 +61,6 @@ func reloadError(path string, err error) error {
 	}
 	return fmt.Errorf("reload of %s rejected, keeping the previous config: %w", path, err)
 }
-
-// Current returns the config in force. It never blocks.
-func (w *Watcher) Current() *Set { return w.files.Current() }
 
 // Reload loads the config now, whether or not its files changed (for a
 // SIGHUP): a valid one becomes current through onLoad (unless its files

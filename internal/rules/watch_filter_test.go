@@ -52,7 +52,7 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 			}
 			logFile := filepath.Join(dir, "floodgate.log")
 			ev := newEvents()
-			w, err := Watch(t.Context(), target, ev.onLoad, func(err error) {
+			w, err := watch(t.Context(), target, ev.onLoad, func(err error) {
 				appendFile(t, logFile, "level=ERROR msg="+err.Error()) // the log lives beside the config
 				ev.onError(err)
 			})
@@ -115,7 +115,7 @@ func TestWatchSymlinkedFile(t *testing.T) {
 				target = link
 			}
 			ev := newEvents()
-			w, err := Watch(t.Context(), target, ev.onLoad, ev.onError)
+			w, err := watch(t.Context(), target, ev.onLoad, ev.onError)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -83,20 +83,20 @@ func TestWatchFile(t *testing.T) {
 	path := filepath.Join(dir, "rules.yaml")
 	writeFiles(t, dir, map[string]string{"rules.yaml": rules(1)})
 	ev := newEvents()
-	w, err := Watch(t.Context(), path, ev.onLoad, ev.onError)
+	w, err := watch(t.Context(), path, ev.onLoad, ev.onError)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	select {
 	case c := <-ev.loads:
-		if c != w.Current() {
+		if c != current(w) {
 			t.Error("the first onLoad is not Current()")
 		}
 	default:
 		t.Fatal("Watch returned before calling onLoad with the first config")
 	}
-	if got := requestsOf(t, w.Current()); got != 1 {
+	if got := requestsOf(t, current(w)); got != 1 {
 		t.Fatalf("requests = %d, want 1", got)
 	}
 
@@ -105,8 +105,8 @@ func TestWatchFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := ev.load(t)
-	if got := requestsOf(t, c); got != 2 || w.Current() != c {
-		t.Fatalf("after the write: requests = %d (current is the new config: %v)", got, w.Current() == c)
+	if got := requestsOf(t, c); got != 2 || current(w) != c {
+		t.Fatalf("after the write: requests = %d (current is the new config: %v)", got, current(w) == c)
 	}
 
 	// An invalid change: reported, the previous config keeps serving.
@@ -118,7 +118,7 @@ func TestWatchFile(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Line != 4 || ce.Column != 24 {
 		t.Errorf("error = %v, want one at 4:24", err)
 	}
-	if w.Current() != c {
+	if current(w) != c {
 		t.Fatal("an invalid change replaced the config")
 	}
 
@@ -127,7 +127,7 @@ func TestWatchFile(t *testing.T) {
 	if got := requestsOf(t, ev.load(t)); got != 4 {
 		t.Fatalf("after the rename: requests = %d, want 4", got)
 	}
-	if got := requestsOf(t, w.Current()); got != 4 {
+	if got := requestsOf(t, current(w)); got != 4 {
 		t.Fatalf("Current: requests = %d, want 4", got)
 	}
 }
@@ -137,7 +137,7 @@ func TestWatchKubernetesSwap(t *testing.T) {
 	dir := t.TempDir()
 	kubeMount(t, dir, "..2026_01_01_00_00_00.000000001", map[string]string{"rules.yaml": rules(1)})
 	ev := newEvents()
-	w, err := Watch(t.Context(), dir, ev.onLoad, ev.onError)
+	w, err := watch(t.Context(), dir, ev.onLoad, ev.onError)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestWatchKubernetesSwap(t *testing.T) {
 	}
 	// Watching a single file of the mount works the same way.
 	ev2 := newEvents()
-	w2, err := Watch(t.Context(), filepath.Join(dir, "rules.yaml"), ev2.onLoad, ev2.onError)
+	w2, err := watch(t.Context(), filepath.Join(dir, "rules.yaml"), ev2.onLoad, ev2.onError)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestWatchFolderNewFile(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"a.yaml": rules(1)})
 	ev := newEvents()
-	w, err := Watch(t.Context(), dir, ev.onLoad, ev.onError)
+	w, err := watch(t.Context(), dir, ev.onLoad, ev.onError)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestWatchFolderNewFile(t *testing.T) {
 	if err := ev.err(t); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("error = %v, want ErrInvalid", err)
 	}
-	if got := requestsOf(t, w.Current()); got != 1 {
+	if got := requestsOf(t, current(w)); got != 1 {
 		t.Fatalf("requests = %d, want 1 (the old config)", got)
 	}
 }
@@ -197,12 +197,12 @@ func TestWatchInitialError(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"a.yaml": "domain: ''\n"})
-	w, err := Watch(t.Context(), dir, nil, nil)
+	w, err := watch(t.Context(), dir, nil, nil)
 	if err == nil || w != nil || !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Watch = %v, %v; want nil, an ErrInvalid", w, err)
 	}
-	if _, err := Watch(t.Context(), filepath.Join(dir, "missing"), nil, nil); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("Watch(missing) = %v, want ErrNotExist", err)
+	if _, err := watch(t.Context(), filepath.Join(dir, "missing"), nil, nil); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("watch(missing) = %v, want ErrNotExist", err)
 	}
 }
 
@@ -212,7 +212,7 @@ func TestWatchStops(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"a.yaml": rules(1)})
 	ctx, cancel := context.WithCancel(t.Context())
 	ev := newEvents()
-	w, err := Watch(ctx, dir, ev.onLoad, ev.onError)
+	w, err := watch(ctx, dir, ev.onLoad, ev.onError)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestWatchStops(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(rules(2)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if w.Current() == nil || requestsOf(t, w.Current()) != 1 {
+	if current(w) == nil || requestsOf(t, current(w)) != 1 {
 		t.Error("Current changed after the watcher stopped")
 	}
 	select {

@@ -75,18 +75,6 @@ func Run(l algorithms.Limit, t Traffic) (Result, error) {
 	return r, nil
 }
 
-// AdmittedBetween counts the admitted requests that start at times in
-// [from, to).
-func (r Result) AdmittedBetween(from, to time.Duration) int {
-	n := 0
-	for _, q := range r.Requests {
-		if q.Allowed && q.Start() >= from && q.Start() < to {
-			n++
-		}
-	}
-	return n
-}
-
 // Step is one step of [Result.Trailing]: from At until the next step, Count
 // requests were admitted in the trailing period.
 type Step struct {

@@ -24,7 +24,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 )
 
@@ -79,15 +78,6 @@ func New(exp sdktrace.SpanExporter, cfg Config, log *slog.Logger) *Tracing {
 
 // On reports whether spans are recorded and exported.
 func (t *Tracing) On() bool { return t != nil && t.provider != nil }
-
-// TracerProvider is the provider of the process' spans, a no-op one when
-// tracing is off.
-func (t *Tracing) TracerProvider() trace.TracerProvider {
-	if !t.On() {
-		return tracenoop.NewTracerProvider()
-	}
-	return t.provider
-}
 
 // Tracer is the tracer of floodgate's own spans, nil when tracing is off
 // (so that callers skip even the span lookup).
