@@ -16,8 +16,8 @@ import (
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/sfv"
 	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/internal/testkit/sfv"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store/memstore"
 )
