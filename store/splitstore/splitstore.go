@@ -3,27 +3,40 @@
 // Redis) and the others on the main one.
 //
 // Each store is all or nothing by itself. Across the two, a call that has
-// requests on both is decided in three steps:
+// requests on both is decided in four steps:
 //
 //  1. the main store's requests are looked at (a dry run): when one is
 //     denied, the per-second requests are looked at too and nothing is
 //     charged anywhere;
-//  2. the per-second requests are decided and charged, all or nothing:
+//  2. the per-second requests are decided and charged, all or nothing,
+//     but for their refunds (a negative cost), which are only looked at:
 //     when one is denied, nothing is charged there, and the main store's
 //     decisions are those of step 1 (nothing charged there either);
-//  3. the main store's requests are decided and charged: when one is now
-//     denied (another call took the room between steps 1 and 2), nothing
-//     is charged there and the per-second charges of step 2 are given
-//     back, each by a refund of its cost.
+//  3. the main store's requests are decided and charged, refunds
+//     included: when one is now denied (another call took the room
+//     between steps 1 and 2), nothing is charged there and the per-second
+//     charges of step 2 are given back, each by a refund of its cost;
+//  4. the call passed: the per-second refunds are made.
 //
-// So a denied call charges nothing on either store, with one exception:
-// the give-back of step 3 restores a fixed window's, a sliding window's,
-// a token bucket's and a sliding-window log's count (within the same
-// window; a token bucket never above its capacity), but a leaky bucket's
-// give-back frees no slot (algorithms.DecideAt), and a give-back that
-// fails (the per-second store went away) leaves the charge. Both happen
-// only when the main store changed between its look and its charge. A
-// call with requests on one store only is that store's own single call.
+// So a denied call charges and refunds nothing on either store, with one
+// exception: the give-back of step 3 restores a fixed window's, a sliding
+// window's, a token bucket's and a sliding-window log's count (within the
+// same window; a token bucket never above its capacity), but a leaky
+// bucket's give-back frees no slot (algorithms.DecideAt), and a give-back
+// that fails (the per-second store went away) leaves the charge. Both
+// happen only when the main store changed between its look and its
+// charge. A per-second refund is made after the call's charges, so a
+// charge after it on the same key in one call does not see it (it may be
+// denied where a single store would admit it, never the other way), and a
+// refund whose store fails in step 4 is not made. A call with requests on
+// one store only is that store's own single call.
+//
+// Failure is judged per store: when one store cannot decide and the other
+// can, Decide returns a *store.PartialError naming the failed store's
+// requests, with the other store's decisions as looks (nothing charged
+// anywhere), so that only the failed store's limits take their failure
+// mode. Ping reports both stores, for readiness; the health of each is
+// its own (cmd/floodgate puts a circuit breaker on each).
 package splitstore
 
 import (
@@ -59,14 +72,15 @@ type side struct {
 	store.Batch
 }
 
-// decide decides the side's requests, as dry runs when dry, and reports
+// decide decides the side's requests, as dry runs when dry; with
+// holdRefunds, its refunds (a negative cost) are dry runs too. It reports
 // whether one with a positive cost was denied.
-func (s *side) decide(ctx context.Context, now time.Time, dry bool) (denied bool, err error) {
+func (s *side) decide(ctx context.Context, now time.Time, dry, holdRefunds bool) (denied bool, err error) {
 	reqs := s.Reqs
-	if dry {
+	if dry || holdRefunds && s.refunds() {
 		reqs = make([]store.Request, len(s.Reqs))
 		for i, r := range s.Reqs {
-			r.DryRun = true
+			r.DryRun = r.DryRun || dry || r.Cost < 0
 			reqs[i] = r
 		}
 	}
@@ -82,6 +96,17 @@ func (s *side) decide(ctx context.Context, now time.Time, dry bool) (denied bool
 	return false, nil
 }
 
+// refunds reports whether the side has a refund to make (a negative
+// cost, not a dry run).
+func (s *side) refunds() bool {
+	for _, r := range s.Reqs {
+		if r.Cost < 0 && !r.DryRun {
+			return true
+		}
+	}
+	return false
+}
+
 // giveBack refunds what the side's last decide charged.
 func (s *side) giveBack(ctx context.Context, now time.Time) error {
 	var back []store.Request
@@ -94,6 +119,31 @@ func (s *side) giveBack(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	return s.st.Decide(ctx, now, back, make([]algorithms.Decision, len(back)))
+}
+
+// refund makes the side's refunds that its last decide held back, and
+// answers them with their decisions. When the store fails, the refunds
+// are not made and keep the decisions of their look.
+func (s *side) refund(ctx context.Context, now time.Time) {
+	var b store.Batch
+	for k, r := range s.Reqs {
+		if r.Cost < 0 && !r.DryRun {
+			b.Add(k, r)
+		}
+	}
+	if len(b.Reqs) == 0 {
+		return
+	}
+	if err := s.st.Decide(ctx, now, b.Reqs, b.Sized()); err != nil {
+		return
+	}
+	b.Scatter(s.Out)
+}
+
+// partial is the error of a call whose failed side could not decide
+// while the other answered looks.
+func partial(failed *side, err error) error {
+	return &store.PartialError{Failed: append([]int(nil), failed.Idx...), Err: err}
 }
 
 // Decide decides reqs as the package comment says.
@@ -116,36 +166,58 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 		return s.perSecond.Decide(ctx, now, reqs, out)
 	}
 	err := s.decideBoth(ctx, now, &main, &sec)
-	if err != nil {
+	var pe *store.PartialError
+	if err != nil && !errors.As(err, &pe) {
 		return err
 	}
-	main.Scatter(out)
-	sec.Scatter(out)
-	return nil
-}
-
-// decideBoth runs the three steps on a call with requests on both stores.
-func (s *Store) decideBoth(ctx context.Context, now time.Time, main, sec *side) error {
-	denied, err := main.decide(ctx, now, true)
-	if err != nil {
-		return err
-	}
-	if denied {
-		_, err := sec.decide(ctx, now, true)
-		return err
-	}
-	if denied, err = sec.decide(ctx, now, false); err != nil || denied {
-		return err // denied: main's decisions are its look's
-	}
-	denied, err = main.decide(ctx, now, false)
-	if err != nil || denied {
-		// Raced: give the per-second charges back. A failed give-back
-		// leaves them (a denied call still answers its decisions).
-		if gbErr := sec.giveBack(ctx, now); gbErr != nil && err != nil {
-			return errors.Join(err, fmt.Errorf("giving back the per-second charges: %w", gbErr))
+	for _, sd := range []*side{&main, &sec} {
+		if pe == nil || sd.Idx[0] != pe.Failed[0] {
+			sd.Scatter(out)
 		}
 	}
 	return err
+}
+
+// decideBoth runs the four steps on a call with requests on both stores.
+// A *store.PartialError names the side that failed; the other side's
+// Out then holds looks.
+func (s *Store) decideBoth(ctx context.Context, now time.Time, main, sec *side) error {
+	denied, err := main.decide(ctx, now, true, false)
+	if err != nil {
+		if _, secErr := sec.decide(ctx, now, true, false); secErr != nil {
+			return errors.Join(err, secErr)
+		}
+		return partial(main, err)
+	}
+	if denied {
+		if _, err := sec.decide(ctx, now, true, false); err != nil {
+			return partial(sec, err)
+		}
+		return nil
+	}
+	if denied, err = sec.decide(ctx, now, false, true); err != nil {
+		return partial(sec, err)
+	}
+	if denied {
+		return nil // main's decisions are its look's
+	}
+	denied, err = main.decide(ctx, now, false, false)
+	if err != nil || denied {
+		// Raced, or main failed: give the per-second charges back. A
+		// failed give-back leaves them: a denied call still answers its
+		// decisions, and a failed one is not partial (the caller must not
+		// charge the per-second side again).
+		gbErr := sec.giveBack(ctx, now)
+		switch {
+		case err != nil && gbErr != nil:
+			return errors.Join(err, fmt.Errorf("giving back the per-second charges: %w", gbErr))
+		case err != nil:
+			return partial(main, err)
+		}
+		return nil
+	}
+	sec.refund(ctx, now)
+	return nil
 }
 
 // Reset forgets key on both stores.

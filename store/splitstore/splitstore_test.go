@@ -3,6 +3,7 @@ package splitstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -295,5 +296,86 @@ func TestGiveBackDetails(t *testing.T) {
 	}
 	if got := left(t, sec2, "k", perSec); got != 1 {
 		t.Errorf("after a failed give-back the per-second key has %d left, want 1 (the charge stays)", got)
+	}
+}
+
+// TestDeniedCallRefundsNothing: a call that refunds on the per-second
+// store and charges the main store, denied by the main store's charge
+// after its look passed (a race), changes nothing: its refund is not
+// made, as a single store's all-or-nothing call would not make it. A call
+// that passes makes its refund.
+func TestDeniedCallRefundsNothing(t *testing.T) {
+	sec := memstore.New(memstore.Config{})
+	main := &racer{Store: memstore.New(memstore.Config{}), take: store.Request{Key: "k", Scope: "1m0s", Limit: perMin, Cost: 2}}
+	s := splitstore.New(main, sec)
+	defer s.Close()
+	if err := sec.Decide(context.Background(), testkit.T0, []store.Request{{Key: "k", Scope: "1s", Limit: perSec, Cost: 2}}, make([]algorithms.Decision, 1)); err != nil {
+		t.Fatal(err)
+	}
+	reqs := []store.Request{{Key: "k", Scope: "1s", Limit: perSec, Cost: -1}, {Key: "k", Scope: "1m0s", Limit: perMin, Cost: 1}}
+	out := make([]algorithms.Decision, 2)
+	if err := s.Decide(context.Background(), testkit.T0, reqs, out); err != nil {
+		t.Fatal(err)
+	}
+	if out[1].Allowed {
+		t.Fatalf("the raced main store allowed: %+v", out)
+	}
+	if got := left(t, sec, "k", perSec); got != 0 {
+		t.Errorf("after a denied call the per-second key has %d left, want 0 (its refund not made)", got)
+	}
+	// Without the race the call passes and the refund is made.
+	reqs[1].Key = "other"
+	if err := s.Decide(context.Background(), testkit.T0, reqs, out); err != nil || !out[1].Allowed || !out[0].Allowed {
+		t.Fatalf("call: %v %+v", err, out)
+	}
+	if got := left(t, sec, "k", perSec); got != 1 || out[0].Remaining != 1 {
+		t.Errorf("after a passing call the per-second key has %d left (answered %d), want 1", got, out[0].Remaining)
+	}
+}
+
+// TestPartialFailure: when one store cannot decide and the other can, the
+// call's error is a *store.PartialError naming the failed store's
+// requests; the other store's decisions are looks, and nothing is charged
+// on either store.
+func TestPartialFailure(t *testing.T) {
+	reqs := []store.Request{
+		{Key: "k", Scope: "1s", Limit: perSec, Cost: 1},
+		{Key: "k", Scope: "1m0s", Limit: perMin, Cost: 1},
+		{Key: "j", Scope: "1s", Limit: perSec, Cost: 1},
+	}
+	for _, tc := range []struct {
+		name      string
+		main, sec func(store.Store) store.Store
+		failed    []int
+		healthy   []int
+	}{
+		{"main down", func(store.Store) store.Store { return failing{} }, func(s store.Store) store.Store { return s }, []int{1}, []int{0, 2}},
+		{"per-second down", func(s store.Store) store.Store { return s }, func(store.Store) store.Store { return failing{} }, []int{0, 2}, []int{1}},
+		{"main fails on its charge", func(s store.Store) store.Store { return &failAfterLook{Store: s} }, func(s store.Store) store.Store { return s }, []int{1}, []int{0, 2}},
+		{"per-second fails on its charge", func(s store.Store) store.Store { return s }, func(s store.Store) store.Store { return &failAfterLook{Store: s} }, []int{0, 2}, []int{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mainMem, secMem := memstore.New(memstore.Config{}), memstore.New(memstore.Config{})
+			s := splitstore.New(tc.main(mainMem), tc.sec(secMem))
+			out := make([]algorithms.Decision, len(reqs))
+			err := s.Decide(context.Background(), testkit.T0, reqs, out)
+			pe := store.AsPartial(err)
+			if pe == nil || !errors.Is(err, errDown) {
+				t.Fatalf("error %v, want a partial error wrapping the failed store's", err)
+			}
+			if fmt.Sprint(pe.Failed) != fmt.Sprint(tc.failed) {
+				t.Errorf("failed %v, want %v", pe.Failed, tc.failed)
+			}
+			for _, i := range tc.healthy {
+				if !out[i].Allowed || out[i].Remaining != 1 || out[i].Limit != 2 {
+					t.Errorf("request %d: %+v, want a look that allows with 1 left", i, out[i])
+				}
+			}
+			for _, k := range []string{"k", "j"} {
+				if left(t, mainMem, k, perMin) != 2 || left(t, secMem, k, perSec) != 2 {
+					t.Errorf("key %s was charged", k)
+				}
+			}
+		})
 	}
 }
