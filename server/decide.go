@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -22,10 +21,10 @@ type oneDecision struct {
 }
 
 // decide asks the store, reading the clock once. reqs is a buffer of
-// len(checks) for the store requests. When the store cannot
-// decide, each check's failure mode answers (degraded): open allows, closed
-// denies, local decides with the replica's share (decideFailed). A
-// request whose own context ended gets that error.
+// len(checks) for the store requests. When the store cannot decide some
+// checks, their failure modes answer (degraded, see storeDecide): open
+// allows, closed denies, local decides with the replica's share
+// (decideFailed). A request whose own context ended gets that error.
 func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.Request, out []algorithms.Decision) (degraded bool, err error) {
 	reqs = reqs[:len(checks)]
 	for i := range checks {
@@ -33,37 +32,26 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 	}
 	now := r.clock()
 	sctx, span := r.tracer.start(ctx, spanStore)
-	err = r.store.Decide(sctx, now, reqs, out)
-	if err == nil {
-		r.failures.OK(ctx, now)
-		r.observe(checks, out, false)
-		r.track(now, checks, out)
-		if span != nil {
-			endCheckStore(span, checks, out, storeOutcome{})
-		}
-		return false, nil
-	}
-	if ctx.Err() != nil || errors.Is(err, store.ErrInvalid) {
+	a, err := r.storeDecide(sctx, failedBatch{now: now, reqs: reqs, out: out}, func(k int) rules.FailureMode { return checks[k].failureMode })
+	if err != nil {
 		if span != nil {
 			endCheckStore(span, checks, nil, storeOutcome{err: err})
 		}
 		return false, err
 	}
-	r.failures.Failed(ctx, now, err) // logs transitions and summaries, not each decision
-	modes := make([]rules.FailureMode, len(checks))
-	for i, c := range checks {
-		modes[i] = c.failureMode
+	r.observe(checks, out, a.degraded)
+	if !a.any() {
+		r.track(now, checks, out)
 	}
-	r.decideFailed(ctx, failedBatch{now: now, reqs: reqs, modes: modes, out: out})
-	r.observe(checks, out, true)
 	if span != nil {
-		endCheckStore(span, checks, out, storeOutcome{err: err, answered: true})
+		endCheckStore(span, checks, out, storeOutcome{err: a.err, answered: true})
 	}
-	return true, nil
+	return a.any(), nil
 }
 
-// observe counts decisions in the metrics. Peeks count nothing.
-func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degraded bool) {
+// observe counts decisions in the metrics; degraded[i] (nil: none) says
+// check i took its failure mode. Peeks count nothing.
+func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degraded []bool) {
 	if r.metrics == nil {
 		return
 	}
@@ -72,7 +60,7 @@ func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degrade
 		if c.req.DryRun || c.req.Cost <= 0 {
 			continue
 		}
-		res := result(out[i].Allowed, c.shadow, degraded, c.failureMode == rules.FailureLocal)
+		res := result(out[i].Allowed, c.shadow, degraded != nil && degraded[i], c.failureMode == rules.FailureLocal)
 		r.metrics.ObserveDecision(observability.Labels{API: r.api, Rule: c.rule, Algorithm: c.req.Limit.Algorithm, Result: res}, observability.NearLimit(out[i], c.warnAt))
 	}
 }

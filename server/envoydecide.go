@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -222,38 +221,34 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 		return nil
 	}
 	sctx, span := e.tracer.start(ctx, spanStore)
-	err := e.store.Decide(sctx, b.now, b.Reqs, b.Sized())
-	switch {
-	case err != nil && (ctx.Err() != nil || errors.Is(err, store.ErrInvalid)):
+	mode := func(k int) rules.FailureMode {
+		if m := checks[b.Idx[k]].limit.FailureMode; m != rules.FailureDefault {
+			return m
+		}
+		return e.failureMode
+	}
+	a, err := e.storeDecide(sctx, failedBatch{now: b.now, reqs: b.Reqs, out: b.Sized()}, mode)
+	if err != nil {
 		if span != nil {
 			endEnvoyStore(span, checks, b, storeOutcome{err: err})
 		}
 		return err
-	case err != nil:
-		e.failures.Failed(ctx, b.now, err) // logs transitions and summaries, not each decision
-		modes := make([]rules.FailureMode, len(b.Idx))
+	}
+	if a.any() {
 		for k, i := range b.Idx {
-			modes[k] = checks[i].limit.FailureMode
-			if modes[k] == rules.FailureDefault {
-				modes[k] = e.failureMode
+			if !a.degraded[k] {
+				continue
 			}
-		}
-		e.decideFailed(ctx, failedBatch{now: b.now, reqs: b.Reqs, modes: modes, out: b.Out})
-		for k, i := range b.Idx {
-			if checks[i].peek && modes[k] == rules.FailureClosed {
+			if checks[i].peek && mode(k) == rules.FailureClosed {
 				// A closed limit denies what would spend; a 0-hit
 				// check spends nothing.
 				b.Out[k].Allowed, b.Out[k].RetryAfter = true, 0
 			}
-		}
-		if record {
-			for k, i := range b.Idx {
+			if record {
 				checks[i].degraded = true
-				checks[i].local = modes[k] == rules.FailureLocal
+				checks[i].local = mode(k) == rules.FailureLocal
 			}
 		}
-	default:
-		e.failures.OK(ctx, b.now)
 	}
 	if record {
 		for k, i := range b.Idx {
@@ -261,7 +256,7 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 		}
 	}
 	if span != nil {
-		endEnvoyStore(span, checks, b, storeOutcome{err: err, answered: true})
+		endEnvoyStore(span, checks, b, storeOutcome{err: a.err, answered: true})
 	}
 	return nil
 }
