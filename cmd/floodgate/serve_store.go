@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +26,8 @@ import (
 
 // buildStore opens the store the flags ask for: the embedded memory store,
 // or Redis behind the metrics decorator, a circuit breaker and the local
-// deny cache. A Redis that answers but cannot decide in --redis-mode (a
+// deny cache; with a per-second Redis, each Redis has its metrics
+// decorator and breaker, and the split store judges failure per Redis. A Redis that answers but cannot decide in --redis-mode (a
 // cluster node, a replica) is an error; one that does not answer yet is
 // logged, and the failure modes answer until it does. On Redis, local
 // (nil: none) gets the replica heartbeat and hears the breaker, for
@@ -64,22 +66,29 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		beat = local.startHeartbeat(client, f, log)
 		onBreaker = local.onBreaker(onBreaker, log)
 	}
-	var decider store.Store = closeBoth{rs, client, beat}
-	if f.redisPerSecond.url != "" {
+	var main store.Store = closeBoth{rs, client, beat}
+	if f.redisPerSecond.url == "" {
+		main = breaker.New(observability.InstrumentStore(main, m, "redis"), breaker.Config{OnChange: onBreaker})
+	} else {
 		t := f.redisPerSecond
 		t.flag = "redis-persecond-url"
 		rs2, client2, err := openRedis(ctx, f, t, log)
 		if err != nil {
-			decider.Close()
+			main.Close()
 			if !strings.HasPrefix(err.Error(), "--"+t.flag) {
 				err = fmt.Errorf("--%s: %w", t.flag, err)
 			}
 			return nil, "", err
 		}
-		decider = splitstore.New(decider, closeBoth{rs2, client2, nopCloser{}})
+		// Each Redis has its own breaker: an outage of one turns only
+		// its own limits to their failure modes (splitstore).
+		h := &sidesHealth{report: onBreaker}
+		main = splitstore.New(
+			breaker.New(observability.InstrumentStore(main, m, "redis"), breaker.Config{OnChange: h.side(0, "the main Redis (--redis-url)")}),
+			breaker.New(observability.InstrumentStore(closeBoth{rs2, client2, nopCloser{}}, m, "redis-persecond"), breaker.Config{OnChange: h.side(1, "the per-second Redis (--redis-persecond-url)")}))
 		log.Info("per-second limits on their own Redis", "redis", redactURL(f.redisPerSecond.url), "mode", f.redisPerSecond.mode)
 	}
-	var st store.Store = breaker.New(observability.InstrumentStore(decider, m, "redis"), breaker.Config{OnChange: onBreaker})
+	st := main
 	if f.denyCacheSize > 0 {
 		st = denycache.New(st, denycache.Config{MaxEntries: f.denyCacheSize, OnHit: m.ObserveDenyCacheHits})
 	}
@@ -147,6 +156,35 @@ func openRedis(ctx context.Context, f serveFlags, t redisTarget, log *slog.Logge
 		log.Warn("Redis does not answer yet: answering by failure modes until it does", "redis", redactURL(t.url), "err", err)
 	}
 	return rs, client, nil
+}
+
+// sidesHealth joins the breakers of the two Redis of a split store into
+// one report: the store is down (report's open) while either is, with
+// the cause naming which. Each breaker still decides for its own limits.
+type sidesHealth struct {
+	report func(open bool, cause error) // nil: none
+	mu     sync.Mutex
+	open   [2]bool // guarded by mu
+}
+
+// side is the OnChange of breaker i, named name in causes.
+func (h *sidesHealth) side(i int, name string) func(open bool, cause error) {
+	return func(open bool, cause error) {
+		h.mu.Lock()
+		defer h.mu.Unlock() // the breakers deliver one at a time each; this orders the two
+		was := h.open[0] || h.open[1]
+		h.open[i] = open
+		now := h.open[0] || h.open[1]
+		if h.report == nil {
+			return
+		}
+		switch {
+		case open:
+			h.report(true, fmt.Errorf("%s: %w", name, cause))
+		case was && !now:
+			h.report(false, nil)
+		}
+	}
 }
 
 // closeBoth closes the replica heartbeat (leaving the replica set), the
