@@ -8,6 +8,7 @@
 //	floodgate config explain    say which rule a descriptor matches, and its store key
 //	floodgate bench             load-test a server (closed loop; decisions/s, latency)
 //	floodgate simulate          run a traffic pattern through an algorithm on a virtual clock (text or --svg)
+//	floodgate top               the heaviest denied keys of each rule, from one or more running replicas
 //	floodgate version           print the version (also --version)
 //	floodgate help              print the usage (also -h, --help)
 //
@@ -68,6 +69,7 @@ Usage:
   floodgate config explain [flags]     why a request is limited: the rule each descriptor matches
   floodgate bench [flags]              load-test a server (closed loop; decisions/s, latency)
   floodgate simulate [flags]           draw what an algorithm makes of a traffic pattern (no server)
+  floodgate top [flags]                who is being limited: the heaviest denied keys of each rule (--watch)
   floodgate version                    print the version
 
 Run "floodgate COMMAND --help" (or "floodgate help COMMAND") for a command's flags
@@ -96,6 +98,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runSimulate(args[1:], getenv, stdout, stderr)
 	case "config":
 		err = runConfig(args[1:], getenv, stdout, stderr)
+	case "top":
+		err = runTop(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		if len(args) > 1 && slices.Contains([]string{"-h", "-help", "--help"}, args[1]) {
 			fmt.Fprint(stdout, "Usage: floodgate version\n\nPrints the version of this floodgate binary (git describe at build time, or dev).\n")
