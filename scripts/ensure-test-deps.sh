@@ -2,18 +2,20 @@
 # ensure-test-deps.sh: make redis-server, redis-cli (and curl, which the
 # README's commands use and e2e/readme_test.go runs, and node and npm,
 # which install, compile and run examples/edge-worker's TypeScript in
-# e2e/httpapi_edge_test.go) available for the tests.
+# e2e/httpapi_edge_test.go, and chromium, which loads the admin page in
+# e2e/limited_test.go) available for the tests.
 #
 # When one is missing from PATH and apt-get is available, installs the
 # redis-server, redis-tools, curl and nodejs packages, and npm when npm is
 # missing (Debian's nodejs only suggests it; a Node.js that brings its own
-# npm keeps it) (quietly; with sudo when not root).
+# npm keeps it), and chromium when missing (quietly; with sudo when not
+# root).
 # Otherwise it does nothing and exits 0: the tests then skip, or fail when
 # CI=true. It never starts the system Redis service: tests start their own
 # redis-server processes on free loopback ports.
 set -eu
 
-if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v curl >/dev/null 2>&1 && command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v curl >/dev/null 2>&1 && command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1; then
 	exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -34,6 +36,9 @@ fi
 PKGS="redis-server redis-tools curl nodejs"
 if ! command -v npm >/dev/null 2>&1; then
 	PKGS="$PKGS npm"
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+	PKGS="$PKGS chromium"
 fi
 echo "ensure-test-deps: installing $PKGS with apt-get" >&2
 # policy-rc.d exit 101 keeps dpkg from starting the redis-server service.

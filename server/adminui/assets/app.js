@@ -170,7 +170,7 @@ async function refreshConfig() {
     }
     meta.textContent = "loaded " + c.loaded_at + " from " + (c.files.join(", ") || "xDS");
     const wrap = el("div", "scroll");
-    const t = el("table");
+    const t = el("table", "config");
     const head = el("tr");
     ["rule", "limit", "defined at", "failure mode"].forEach((h) => head.appendChild(el("th", "", h)));
     t.appendChild(head);
