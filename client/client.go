@@ -196,9 +196,9 @@ type Decision struct {
 	// Remaining is how many units can still be spent now.
 	Remaining int64
 	// RetryAfter is 0 when allowed; otherwise the exact wait until the cost
-	// would pass, or negative when no wait lets it through (a cost above a
-	// replica's local share while floodgate's store is down; Wait returns
-	// ErrNeverAdmitted).
+	// would pass (a cost above a replica's local share while floodgate's
+	// store is down: until the limit's period ends), or negative when no
+	// wait lets it through (Wait returns ErrNeverAdmitted).
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to its full limit.
 	ResetAfter time.Duration

@@ -14,8 +14,9 @@ var ErrWaitTooLong = errors.New("the wait would outlast the context's deadline")
 
 // ErrNeverAdmitted is wrapped by Wait's error when the limit can never
 // admit the request (floodgate's RetryAfter is negative): its cost is
-// above the capacity that decides, e.g. a replica's local share while the
-// store is down (failure_mode: local).
+// above the capacity that decides. (A cost above a replica's local share,
+// failure_mode: local, is answered with the wait until the limit's period
+// ends instead: the limit admits it once the store decides again.)
 var ErrNeverAdmitted = errors.New("the limit can never admit this request")
 
 // zeroRetryAfter is how long Wait sleeps after a deny that says no wait
@@ -39,8 +40,7 @@ const zeroRetryAfter = time.Second
 // RetryAfter: Wait sleeps that long (at least a second when RetryAfter is
 // 0) and checks again, or returns ErrWaitTooLong if the deadline comes
 // first, or ErrNeverAdmitted for a negative RetryAfter (a cost no wait
-// lets through, e.g. above a replica's local share while the store is
-// down). With the other algorithms Wait waits for RetryAfter the same
+// lets through). With the other algorithms Wait waits for RetryAfter the same
 // way, so it works with any limit; only the leaky bucket spaces the
 // starts exactly.
 //

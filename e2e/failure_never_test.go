@@ -15,17 +15,16 @@ import (
 
 	"github.com/floodgate/floodgate/client"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
-	"github.com/floodgate/floodgate/internal/ratelimitheader"
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
 // TestFailureLocalShareNeverFits: Redis down, --replicas 2,
 // --failure-mode local, a token bucket of 10 a minute (a share of 5): a
 // Check of cost 6 fits the limit but never the share. gRPC answers a
-// degraded deny with a negative retry_after (never); the HTTP/JSON door
-// says the same in its body and its Retry-After header (NeverSeconds,
-// not 1 beside a body of 0s); client.WaitN of 6 ends with
-// ErrNeverAdmitted after one Check instead of thousands.
+// degraded deny with a retry_after of the time left in the minute, whole
+// seconds, never negative; the HTTP/JSON door says the same in its body
+// and its Retry-After header; client.WaitN of 6 with a shorter deadline
+// ends with ErrWaitTooLong after one Check instead of spinning.
 func TestFailureLocalShareNeverFits(t *testing.T) {
 	r := redistest.StartServer(t)
 	p := startServe(t, "--redis-url", "redis://"+r.Addr(), "--redis-timeout", "200ms", "--replicas", "2", "--failure-mode", "local")
@@ -39,8 +38,9 @@ func TestFailureLocalShareNeverFits(t *testing.T) {
 		resp, err = c.Check(context.Background(), check)
 		return err == nil && resp.Degraded
 	})
-	if resp.Allowed || resp.Limit != 5 || resp.RetryAfter.AsDuration() >= 0 {
-		t.Errorf("gRPC, cost 6 of a share of 5: %v, want denied, limit 5, a negative retry_after", resp)
+	inMinute := func(d time.Duration) bool { return d >= time.Second && d <= time.Minute && d%time.Second == 0 }
+	if resp.Allowed || resp.Limit != 5 || !inMinute(resp.RetryAfter.AsDuration()) {
+		t.Errorf("gRPC, cost 6 of a share of 5: %v, want denied, limit 5, a retry_after of whole seconds within the minute", resp)
 	}
 
 	a := postWith(t, p, "/v1/check", `{"key": "k", "algorithm": "ALGORITHM_TOKEN_BUCKET", "cost": 6, "limit": {"requests": 10, "period": "60s"}}`,
@@ -54,11 +54,11 @@ func TestFailureLocalShareNeverFits(t *testing.T) {
 		t.Fatalf("HTTP answer %d %s: %v", a.status, a.body, err)
 	}
 	retry, err := time.ParseDuration(body.RetryAfter)
-	if a.status != http.StatusOK || body.Allowed || !body.Degraded || err != nil || retry >= 0 {
-		t.Errorf("HTTP, cost 6: %d %s, want a degraded deny with a negative retryAfter", a.status, a.body)
+	if a.status != http.StatusOK || body.Allowed || !body.Degraded || err != nil || !inMinute(retry) {
+		t.Errorf("HTTP, cost 6: %d %s, want a degraded deny with a retryAfter within the minute", a.status, a.body)
 	}
-	if got, want := a.header.Get("Retry-After"), strconv.Itoa(ratelimitheader.NeverSeconds); got != want {
-		t.Errorf("HTTP, cost 6: Retry-After %q beside a body of %s, want %s (never)", got, body.RetryAfter, want)
+	if got, want := a.header.Get("Retry-After"), strconv.Itoa(int(retry/time.Second)); got != want {
+		t.Errorf("HTTP, cost 6: Retry-After %q beside a body of %s, want %s", got, body.RetryAfter, want)
 	}
 
 	var checks atomic.Int64
@@ -71,11 +71,11 @@ func TestFailureLocalShareNeverFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	err = fc.WaitN(ctx, "k", client.Limit{Algorithm: client.TokenBucket, Requests: 10, Period: time.Minute}, 6)
-	if !errors.Is(err, client.ErrNeverAdmitted) || checks.Load() != 1 {
-		t.Errorf("WaitN(6): %v after %d Checks in %v, want ErrNeverAdmitted after 1", err, checks.Load(), time.Since(start))
+	if !errors.Is(err, client.ErrWaitTooLong) || checks.Load() != 1 {
+		t.Errorf("WaitN(6): %v after %d Checks in %v, want ErrWaitTooLong after 1", err, checks.Load(), time.Since(start))
 	}
 }

@@ -95,9 +95,9 @@ func failedDecision(r store.Request, mode rules.FailureMode) algorithms.Decision
 // through (algorithms.Never): negative, which the client reads as
 // ErrNeverAdmitted and the HTTP headers as ratelimitheader.NeverSeconds.
 // A cost above the limit's capacity is refused before it is decided
-// (InvalidArgument), so this answers a cost above a replica's local share
-// (failure_mode: local), which the limit admits once the store decides
-// again.
+// (InvalidArgument), and one above a replica's local share is answered
+// with the wait until its period ends (localshare), so this is a guard: a
+// negative wait never leaves as anything but this one value.
 const neverRetryAfter = -time.Second
 
 // checkResponse builds the answer to one check. Shadow mode turns a deny

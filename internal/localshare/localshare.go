@@ -50,7 +50,9 @@ func (s *Share) Replicas() int { return max(s.replicas(), 1) }
 
 // Decide decides reqs together in the replica's memory, each against its
 // limit's share (Scale); see store.Store. out[i].Limit is then the share's
-// capacity. An error means nothing was decided: a share that is not a
+// capacity. A cost above the share's capacity (which the limit itself
+// admits) is denied with the wait until its period ends (overShareWait),
+// never a negative one. An error means nothing was decided: a share that is not a
 // valid limit (store.ErrInvalid; a token bucket too fine-grained once
 // divided), a context that ended, or a Discard racing the call
 // (store.ErrUnavailable).
@@ -64,7 +66,32 @@ func (s *Share) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	if err := s.store().Decide(ctx, now, scaled, out); err != nil {
 		return fmt.Errorf("local share: %w", err)
 	}
+	for i := range out {
+		if !out[i].Allowed && out[i].RetryAfter < 0 {
+			out[i].RetryAfter = overShareWait(scaled[i].Limit, out[i], now)
+		}
+	}
 	return nil
+}
+
+// overShareWait is the retry_after of a cost above the share's capacity:
+// the share never admits it, the whole limit does once the store decides
+// again, so the caller is told to come back when the limit's period ends
+// (a calendar period's end; otherwise the period aligned to the Unix
+// epoch, as the windows are), or when the share is whole again if that
+// is later. It is rounded up to a whole second, at least one, so that a
+// body in seconds and a Retry-After header say the same.
+func overShareWait(l algorithms.Limit, d algorithms.Decision, now time.Time) time.Duration {
+	nowMs := now.UnixMilli()
+	var left time.Duration
+	if l.Calendar != algorithms.NoCalendar {
+		b := l.Calendar.Bounds(l.Location, nowMs)
+		left = time.Duration(b[2]-nowMs) * time.Millisecond
+	} else if p := l.PeriodMs(); p > 0 {
+		left = time.Duration(p-nowMs%p) * time.Millisecond
+	}
+	left = max(left, d.ResetAfter, time.Second)
+	return (left + time.Second - 1).Truncate(time.Second)
 }
 
 // store is the local memory store, created on first use.

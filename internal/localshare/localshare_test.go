@@ -233,3 +233,41 @@ func TestShareOutagesShareOnePeriod(t *testing.T) {
 		}
 	}
 }
+
+// TestOverShareWait: two replicas, a cost of 6 on limits of 10 (a share of
+// 5) fits the limit and never the share. The deny says when the limit's
+// period ends, in whole seconds, never a negative wait; a cost that fits
+// is admitted.
+func TestOverShareWait(t *testing.T) {
+	t0 := time.Date(2000, 1, 1, 0, 0, 20, 300e6, time.UTC) // 20.3 s into a minute
+	jakarta, err := time.LoadLocation("Asia/Jakarta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		limit algorithms.Limit
+		want  time.Duration
+	}{
+		{"token bucket: the period's end", algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute}, 40 * time.Second},
+		{"fixed window: the window's end", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: time.Minute}, 40 * time.Second},
+		{"sliding window of an hour", algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 10, Period: time.Hour}, time.Hour - 20*time.Second},
+		{"leaky bucket", algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 10, Period: time.Second, Burst: 10}, time.Second},
+		{"calendar day in Jakarta (UTC+7)", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Calendar: algorithms.Day, Location: jakarta}, 17*time.Hour - 20*time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(func() int { return 2 }, memstore.Config{})
+			defer s.Discard()
+			out := make([]algorithms.Decision, 1)
+			if err := s.Decide(context.Background(), t0, []store.Request{{Key: "k", Limit: tc.limit, Cost: 6}}, out); err != nil {
+				t.Fatal(err)
+			}
+			if out[0].Allowed || out[0].RetryAfter != tc.want {
+				t.Errorf("cost 6 of a share of 5: allowed %v, retry_after %v; want denied, %v", out[0].Allowed, out[0].RetryAfter, tc.want)
+			}
+			if err := s.Decide(context.Background(), t0, []store.Request{{Key: "k", Limit: tc.limit, Cost: 5}}, out); err != nil || !out[0].Allowed {
+				t.Errorf("cost 5 of a share of 5: %+v %v, want allowed", out[0], err)
+			}
+		})
+	}
+}

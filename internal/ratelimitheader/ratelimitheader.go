@@ -313,8 +313,8 @@ func (p *Policy) Append(dst []Field, s State) []Field {
 // AppendDegraded appends the fields of an answer the store could not
 // decide: X-RateLimit-Degraded: true and, when denied (a limit that fails
 // closed, or a replica's local share), Retry-After of retryAfter (at least
-// a second; NeverSeconds for a negative one, a cost above the local
-// share). Nothing about the quota is known, so nothing about it is
+// a second; NeverSeconds for a negative one, which no path answers
+// today: a cost above the local share waits for its period's end). Nothing about the quota is known, so nothing about it is
 // written.
 func AppendDegraded(dst []Field, denied bool, retryAfter time.Duration) []Field {
 	dst = append(dst, Field{DegradedName, "true"})
