@@ -1,11 +1,17 @@
 package server_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/server"
 )
 
@@ -41,5 +47,32 @@ func TestEnvoyDynamicMetadataSkipsUnlimitedAndMergesDeep(t *testing.T) {
 	got, _ := protojson.Marshal(r.DynamicMetadata.GetFields()["metadata"])
 	if !jsonEqual(t, got, []byte(`{"m":{"x":1,"y":2}}`)) {
 		t.Errorf("metadata %s, want {\"m\":{\"x\":1,\"y\":2}}", got)
+	}
+}
+
+// TestEnvoyDynamicMetadataNotUTF8: a domain and descriptor values that
+// are not UTF-8 (Envoy copies header bytes into them) reach the dynamic
+// metadata with each bad run replaced by U+FFFD, so that a strict proto3
+// parser reads the response.
+func TestEnvoyDynamicMetadataNotUTF8(t *testing.T) {
+	h := startEnvoy(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n", nil, server.Settings{DynamicMetadata: true})
+	for _, domain := range []string{"edge", "ed\xffge"} {
+		r, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: domain,
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("k", "v\xfe\xff"), testkit.Descriptor("k\xc3", "v")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := proto.Marshal(r); err != nil {
+			t.Fatalf("domain %q: a strict proto3 encoder refuses the response: %v", domain, err)
+		}
+		md := r.GetDynamicMetadata().GetFields()
+		if got := md["domain"].GetStringValue(); got != strings.ToValidUTF8(domain, "\uFFFD") {
+			t.Errorf("domain %q", got)
+		}
+		descs := md["descriptors"].GetListValue().GetValues()
+		if len(descs) != 2 || descs[0].GetStructValue().GetFields()["entries"].GetListValue().GetValues()[0].GetStringValue() != "k=v\uFFFD" ||
+			descs[1].GetStructValue().GetFields()["entries"].GetListValue().GetValues()[0].GetStringValue() != "k\uFFFD=v" {
+			t.Errorf("descriptors %v", descs)
+		}
 	}
 }

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate/floodgate/internal/lenientcodec"
@@ -41,12 +44,15 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestNonUTF8BucketIDEchoed: over gRPC with the server's codec, a bucket
-// id that is not UTF-8 (Envoy copies header bytes into it) gets its
-// assignment, its bytes echoed unchanged, and the stream stays open for
-// the next report.
-func TestNonUTF8BucketIDEchoed(t *testing.T) {
-	svc, _ := newTestService(t, testQuota, memstore.NewDemand())
+// TestNonUTF8BucketIDDropped: over gRPC with the server's codec, a report
+// with bucket ids that are not UTF-8 (Envoy copies header bytes into them)
+// gets assignments for its other buckets only, in a response a strict
+// proto3 parser reads; the dropped ids are counted, and the stream stays
+// open for the next report.
+func TestNonUTF8BucketIDDropped(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	svc := New(Settings{Rules: testkit.StaticRules(testkit.ParseRules(t, testQuota)), Demand: memstore.NewDemand(), Metrics: m})
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer(grpc.ForceServerCodecV2(lenientcodec.Codec{}))
 	rlqsv3.RegisterRateLimitQuotaServiceServer(gs, svc)
@@ -66,24 +72,31 @@ func TestNonUTF8BucketIDEchoed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, id := range []string{"\xff\xfe", "ok", "\xc3"} {
-		err := s.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "d", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
-			BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"k": id, "\x80": "v"}}, NumRequestsAllowed: 1, TimeElapsed: durationpb.New(time.Second),
-		}}})
+	usage := func(id map[string]string) *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage {
+		return &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqsv3.BucketId{Bucket: id}, NumRequestsAllowed: 1, TimeElapsed: durationpb.New(time.Second)}
+	}
+	for i, good := range []string{"ok", "ok2"} {
+		err := s.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "d", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
+			usage(map[string]string{"k": "\xff\xfe"}), usage(map[string]string{"k": good}), usage(map[string]string{"k": "v", "\x80": "v"}), usage(map[string]string{"k": "\xc3"}),
+		}})
 		if err != nil {
 			t.Fatalf("report %d: %v", i, err)
 		}
 		r, err := s.Recv()
 		if err != nil {
-			t.Fatalf("report %d (%q): stream ended %v", i, id, err)
+			t.Fatalf("report %d: stream ended %v", i, err)
 		}
-		b := r.GetBucketAction()[0].GetBucketId().GetBucket()
-		if len(b) != 2 || b["k"] != id || b["\x80"] != "v" {
-			t.Errorf("report %d: echoed %q, want k=%q and \\x80=v", i, b, id)
+		if _, err := proto.Marshal(r); err != nil {
+			t.Errorf("report %d: a strict proto3 encoder refuses the response: %v", i, err)
 		}
-		if r.GetBucketAction()[0].GetQuotaAssignmentAction() == nil {
-			t.Errorf("report %d: %v, want an assignment", i, r)
+		if len(r.GetBucketAction()) != 1 || r.GetBucketAction()[0].GetBucketId().GetBucket()["k"] != good || r.GetBucketAction()[0].GetQuotaAssignmentAction() == nil {
+			t.Errorf("report %d: %v, want one assignment, for k=%s", i, r, good)
 		}
+	}
+	var c dto.Metric
+	_ = m.refusedIDs.Write(&c)
+	if got := c.GetCounter().GetValue(); got != 6 {
+		t.Errorf("floodgate_quota_refused_bucket_ids_total %v, want 6", got)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 //	floodgate_quota_assignments_total{action}           counter
 //	floodgate_quota_stream_errors_total{code}           counter
 //	floodgate_quota_demand_errors_total                 counter
+//	floodgate_quota_refused_bucket_ids_total            counter
 type Metrics struct {
 	streams      prometheus.Gauge
 	buckets      prometheus.Gauge
@@ -27,6 +28,7 @@ type Metrics struct {
 	assignments  *prometheus.CounterVec
 	streamErrors *prometheus.CounterVec
 	demandErrors prometheus.Counter
+	refusedIDs   prometheus.Counter
 }
 
 // unmatchedRule is the rule label of buckets no quota_buckets entry matches.
@@ -51,5 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		streamErrors: d.CounterVec("floodgate_quota_stream_errors_total", "Streams ended by an error, by gRPC code.", "code"),
 		demandErrors: d.Counter("floodgate_quota_demand_errors_total",
 			"Demand aggregations the store could not do (shares then come from the last totals or this replica's view)."),
+		refusedIDs: d.Counter("floodgate_quota_refused_bucket_ids_total",
+			"Bucket usage reports dropped because their bucket id is not UTF-8 (no assignment is sent for such a bucket; the stream goes on)."),
 	}
 }

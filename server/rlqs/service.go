@@ -122,7 +122,8 @@ type Service struct {
 	replica    string // this process' part of reporter names
 	seq        atomic.Uint64
 
-	failures failureLog
+	failures   failureLog
+	refusedIDs refusedLog
 
 	mu       sync.Mutex
 	streams  map[*stream]struct{}

@@ -172,6 +172,13 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 	var repSubs []*sub
 	for i, u := range usages {
 		b := u.GetBucketId().GetBucket()
+		if !validID(b) {
+			s.refusedIDs.refused(s.log, now, st.domain, usageField(i)+".bucket_id")
+			if s.m != nil {
+				s.m.refusedIDs.Inc()
+			}
+			continue
+		}
 		canon := canonical(b)
 		sb := st.subs[canon]
 		if sb == nil {
