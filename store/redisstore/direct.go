@@ -44,18 +44,30 @@ func directNow(reply string, hdrNow int64) (nowMs int64, rest string, err error)
 }
 
 // nextDirect reads one request's part of a direct reply: whether the
-// script allowed it, the state it read ("" for none), and what follows.
-func nextDirect(rest string) (allowed bool, state, tail string, err error) {
+// script allowed it, whether its key held a malformed state (lib.lua's
+// BAD_TAG: it decided nothing), the state it read ("" for none), and what
+// follows.
+func nextDirect(rest string) (allowed, bad bool, state, tail string, err error) {
 	if rest == "" {
-		return false, "", "", fmt.Errorf("%w: a direct reply ends early", errReply)
+		return false, false, "", "", fmt.Errorf("%w: a direct reply ends early", errReply)
 	}
 	tag := rest[0]
+	if tag == badTag {
+		return false, true, "", rest[1:], nil
+	}
 	n := int(tag & 31)
 	if tag >= 64 || 1+n > len(rest) {
-		return false, "", "", fmt.Errorf("%w: a direct reply's request byte %d", errReply, tag)
+		return false, false, "", "", fmt.Errorf("%w: a direct reply's request byte %d", errReply, tag)
 	}
-	return tag&32 != 0, rest[1 : 1+n], rest[1+n:], nil
+	return tag&32 != 0, false, rest[1 : 1+n], rest[1+n:], nil
 }
+
+// badTag is lib.lua's BAD_TAG.
+const badTag = 64
+
+// late is lib.lua's LATE, a decide call's whole reply when Redis started
+// it after its deadline.
+const late = "!"
 
 // decodeCounter reads a counter algorithm's state string (lua/lib.lua's
 // codec, either form, read as load_counter reads it): A, B, C with the

@@ -39,7 +39,7 @@ func TestDirectReplyMalformed(t *testing.T) {
 		{"no comma", "1;\x20", 1, "time"},
 		{"no request", "1,1;", 1, "ends early"},
 		{"one request for two calls", "1,1;\x20", 2, "ends early"},
-		{"a byte above 63", "1,1;\x40", 1, "request byte"},
+		{"a byte above 64", "1,1;\x41", 1, "request byte"},
 		{"a state longer than the reply", "1,1;\x25ab", 1, "request byte"},
 		{"bytes after the last", ok + "x", 1, "after the last request"},
 		{"denied where it fits", "1780000000,123456;\x00", 1, "the script allowed=false"},
@@ -121,5 +121,24 @@ func TestDirectManyGroups(t *testing.T) {
 		if want := int64(1 - i/4100); !d.Allowed || d.Remaining != want {
 			t.Fatalf("request %d: allowed %v, remaining %d; want allowed, remaining %d", i, d.Allowed, d.Remaining, want)
 		}
+	}
+}
+
+// TestDirectReplyBadState: a request whose key held a malformed state
+// fails alone, named by its key's hash; the call beside it is decided.
+func TestDirectReplyBadState(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 5, Period: time.Second}
+	h := header{nowMs: -1}
+	req := appendRequestMode(appendHeader(nil, h), l, 1, false, 0, 0)
+	calls := []*call{
+		{h: h, buf: req, idx: []int{0}, keys: []string{"fg:tb:{bad}"}},
+		{h: h, buf: req, idx: []int{0}, keys: []string{"fg:tb:{good}"}},
+	}
+	splitDirect("1780000000,123456;\x40\x20", calls)
+	if !isStateError(calls[0].err) || !strings.Contains(calls[0].err.Error(), keyHash("fg:tb:{bad}")) || strings.Contains(calls[0].err.Error(), "bad}") {
+		t.Errorf("the malformed state's call: err %v, want a stateError naming %s and not the key", calls[0].err, keyHash("fg:tb:{bad}"))
+	}
+	if calls[1].err != nil || !calls[1].direct || !calls[1].allowed {
+		t.Errorf("the call beside it: err %v, direct %v, allowed %v; want decided and allowed", calls[1].err, calls[1].direct, calls[1].allowed)
 	}
 }

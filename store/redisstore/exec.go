@@ -16,7 +16,7 @@ func (s *Store) run(ctx context.Context, calls []*call) error {
 	for _, c := range calls {
 		select {
 		case <-c.done:
-			if c.err != nil {
+			if c.err != nil && !isStateError(c.err) {
 				return c.err
 			}
 		case <-ctx.Done():
@@ -41,7 +41,11 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	if len(calls) == 1 {
 		c := calls[0]
 		c.reply, c.err = s.fcall(ctx, s.lib.decide, c.keys, c.buf)
-		if c.err == nil && c.buf[hdrLen-1] == hdrDirect {
+		switch {
+		case c.err != nil:
+		case c.reply == late:
+			c.reply, c.err = nil, errLate
+		case c.buf[hdrLen-1] == hdrDirect:
 			splitDirect(c.reply, calls)
 		}
 		return
@@ -110,6 +114,9 @@ func merge(calls []*call) []*unit {
 
 // split hands each call of u its part of the unit's reply.
 func (u *unit) split(reply any, err error) {
+	if err == nil && reply == late {
+		err = errLate
+	}
 	if err == nil && u.calls[0].buf[hdrLen-1] == hdrDirect {
 		splitDirect(reply, u.calls)
 		return
@@ -142,18 +149,28 @@ func splitDirect(reply any, calls []*call) {
 	str, ok := reply.(string)
 	var err error
 	var now int64
-	if !ok {
+	switch {
+	case !ok:
 		err = fmt.Errorf("%w: got %T, want a string", errReply, reply)
-	} else {
+	case str == late:
+		err = errLate
+	default:
 		now, str, err = directNow(str, calls[0].h.nowMs)
 	}
 	for _, c := range calls {
 		if err != nil {
 			break
 		}
-		var allowed bool
+		var allowed, bad bool
 		var state string
-		if allowed, state, str, err = nextDirect(str); err == nil {
+		if allowed, bad, state, str, err = nextDirect(str); err == nil {
+			if bad {
+				c.err = &stateError{}
+				if len(c.keys) > 0 {
+					c.err.(*stateError).key = c.keys[0]
+				}
+				continue
+			}
 			c.reply, c.direct, c.allowed, c.nowMs = state, true, allowed, now
 		}
 	}

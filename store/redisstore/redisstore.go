@@ -63,6 +63,14 @@
 // replaces many round trips and script calls by one. See BenchmarkDecide
 // and bench/RESULTS.md.
 //
+// # Deadlines and malformed states
+//
+// Each script call carries when its caller gives up, in Redis' clock; a
+// call that Redis starts later (queued behind a stall) writes nothing, so
+// an answer the failure mode gave is never counted (deadline.go). A key
+// holding a value that is no state of this store fails the decisions on
+// it alone, never those sharing its script call (badstate.go).
+//
 // # Clock and scripts
 //
 // Redis 7.0 or later: the scripts run as Redis functions, FCALL of a
@@ -153,7 +161,8 @@ type Store struct {
 	cfg     Config
 	lib     library // the scripts, as Redis functions
 	keepMs  int64
-	batch   *batcher // nil when batching is disabled
+	batch   *batcher   // nil when batching is disabled
+	clock   redisClock // Redis' clock against this host's (deadline.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -255,6 +264,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	h.deadlineMs = s.deadlineMs(tctx)
 	calls := s.plan(reqs, h, charge)
 	if len(calls) > 1 && hasRefund(reqs) {
 		// Refunds cannot be taken back exactly, so a batch that spans
@@ -266,7 +276,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 		if err := s.run(tctx, probes); err != nil {
 			return s.wrap(ctx, "decide", err)
 		}
-		denied, err := s.decodeAll(probes, reqs, out)
+		denied, _, err := s.decodeAll(probes, reqs, out)
 		if err != nil || denied {
 			return err
 		}
@@ -275,12 +285,12 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	if err := s.run(tctx, calls); err != nil {
 		return s.wrap(ctx, "decide", err)
 	}
-	denied, err := s.decodeAll(calls, reqs, out)
+	denied, decided, err := s.decodeAll(calls, reqs, out)
+	if (denied || err != nil) && len(calls) > 1 {
+		s.refund(tctx, reqs, out, decided, h)
+	}
 	if err != nil {
 		return err
-	}
-	if denied && len(calls) > 1 {
-		s.refund(tctx, reqs, out, calls, h)
 	}
 	release(calls)
 	return nil
@@ -305,20 +315,34 @@ func hasRefund(reqs []store.Request) bool {
 	return false
 }
 
-// decodeAll reads every call's reply into out and reports whether a
-// request with a positive cost was denied.
-func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.Decision) (denied bool, err error) {
-	for _, c := range calls {
-		if err := s.decode(c, reqs, out); err != nil {
-			return false, err
+// decodeAll reads every call's reply into out. It reports whether a
+// request with a positive cost was denied, the calls decoded (all of
+// them unless a call failed: a malformed state fails its own call and
+// leaves the others decided, whose charges the caller then refunds),
+// and the first call's error.
+func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.Decision) (denied bool, decided []*call, err error) {
+	decided = calls
+	for i, c := range calls {
+		if cerr := s.decode(c, reqs, out); cerr != nil {
+			if err == nil {
+				err = cerr
+				decided = append([]*call(nil), calls[:i]...)
+			}
+			continue
 		}
+		if err != nil {
+			decided = append(decided, c)
+		}
+	}
+	if err != nil {
+		return false, decided, err
 	}
 	for i := range reqs {
 		if reqs[i].Cost > 0 && !out[i].Allowed {
 			denied = true
 		}
 	}
-	return denied, nil
+	return denied, decided, nil
 }
 
 // plan groups reqs into script calls, one per slot (one in all unless the
@@ -368,11 +392,26 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 // decode reads c's reply into out at c's positions (reqs the Decide
 // call's requests).
 func (s *Store) decode(c *call, reqs []store.Request, out []algorithms.Decision) error {
+	if c.err != nil { // a malformed state (run returns every other error)
+		return fmt.Errorf("redisstore: decide: %w", c.err)
+	}
+	if err := s.decodeCall(c, reqs, out); err != nil {
+		var se *stateError
+		if errors.As(err, &se) && se.index < len(c.keys) {
+			se.key = c.keys[se.index]
+		}
+		return fmt.Errorf("redisstore: decide: %w", err)
+	}
+	return nil
+}
+
+// decodeCall is decode of a call that Redis answered.
+func (s *Store) decodeCall(c *call, reqs []store.Request, out []algorithms.Decision) error {
 	if c.direct {
 		i := c.idx[0]
 		var err error
 		if out[i], err = c.decideDirect(reqs[i].Limit); err != nil {
-			return fmt.Errorf("redisstore: decide: %w", err)
+			return err
 		}
 		return nil
 	}
@@ -380,13 +419,13 @@ func (s *Store) decode(c *call, reqs []store.Request, out []algorithms.Decision)
 		// The call holds every request, in order (always so off a
 		// cluster): decode in place.
 		if err := decodeReply(c.reply, out); err != nil {
-			return fmt.Errorf("redisstore: decide: %w", err)
+			return err
 		}
 		return nil
 	}
 	got := make([]algorithms.Decision, len(c.idx))
 	if err := decodeReply(c.reply, got); err != nil {
-		return fmt.Errorf("redisstore: decide: %w", err)
+		return err
 	}
 	for j, i := range c.idx {
 		out[i] = got[j]

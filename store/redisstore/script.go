@@ -43,6 +43,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -87,7 +88,7 @@ func luaSource() string {
 // Sizes of the wire format (lua/lib.lua), defined here only: luaWire
 // hands the request sizes to the Lua.
 const (
-	hdrLen   = 18 // form, now_ms, keep_ms, write
+	hdrLen   = 26 // form, now_ms, keep_ms, deadline_ms, write
 	reqLen   = 33 // algorithm and flags, requests, period_ms, burst, cost
 	calLen   = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
 	replyLen = 49 // allowed, limit, remaining, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
@@ -104,10 +105,17 @@ const (
 	flagRepeat   = 16 // direct path only: an earlier request of the call has the same key (markRepeats)
 )
 
-// luaWire is the Lua that defines the wire sizes lua/lib.lua uses.
+// luaWire is the Lua that defines the wire sizes lua/lib.lua uses, and
+// BAD_REPLY, a failed request's part of the general reply (replyBad,
+// then zeros).
 func luaWire() string {
-	return fmt.Sprintf("local HDR_LEN, REQ_LEN, CAL_LEN = %d, %d, %d\n", hdrLen, reqLen, calLen)
+	return fmt.Sprintf("local HDR_LEN, REQ_LEN, CAL_LEN = %d, %d, %d\nlocal BAD_REPLY = '\\%d%s'\n",
+		hdrLen, reqLen, calLen, replyBad, strings.Repeat("\\0", replyLen-1))
 }
+
+// replyBad is the allowed byte of a request whose key holds a malformed
+// state (lua/lib.lua's BAD_REPLY): it and its group decided nothing.
+const replyBad = 2
 
 // maxWireCost bounds the costs sent: every capacity is at most
 // algorithms.MaxScaled, so a cost beyond it decides like any other (a
@@ -128,6 +136,10 @@ type header struct {
 	// boundaries of calendar limits are computed for it (appendRequest),
 	// and the script picks among them the period of its own now.
 	calMs int64
+	// deadlineMs is when the caller gives up, in Unix ms by Redis' clock
+	// (deadline.go); a decide call Redis starts later writes nothing and
+	// answers LATE. 0: none.
+	deadlineMs int64
 }
 
 // appendHeader appends h's bytes (the binary form) to buf.
@@ -135,6 +147,7 @@ func appendHeader(buf []byte, h header) []byte {
 	buf = append(buf, 'b')
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(max(h.nowMs, -1)))
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(min(max(h.keepMs, 0), maxWireCost)))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(max(h.deadlineMs, 0)))
 	if h.probe {
 		return append(buf, hdrProbe)
 	}
@@ -247,6 +260,9 @@ func decodeReply(reply any, out []algorithms.Decision) error {
 	for i := range out {
 		b := str[i*replyLen : (i+1)*replyLen]
 		allowed := b[0]
+		if allowed == replyBad {
+			return &stateError{index: i}
+		}
 		limit, remaining := le64(b[1:]), le64(b[9:])
 		retryMs, resetMs, ttlMs, waitMs := le64(b[17:]), le64(b[25:]), le64(b[33:]), le64(b[41:])
 		if allowed > 1 || limit <= 0 || remaining < 0 || retryMs < -1 || resetMs < 0 || ttlMs < 0 || waitMs < 0 {

@@ -36,7 +36,10 @@
 -- The requests come from the store's own Go code, which validated every
 -- limit (algorithms.Limit.Validate), built the bytes and marked the
 -- direct calls: the direct path trusts them. What Redis holds is
--- checked: a malformed state is refused.
+-- checked: a malformed state fails its own group alone (lib.lua's
+-- BAD_REPLY and BAD_TAG), which writes nothing; the other groups are
+-- decided. A call Redis starts at or after the header's deadline
+-- decides nothing and answers LATE (lib.lua).
 
 -- decide mirrors algorithms.DecideMode on a state table: the new state
 -- (s itself when unchanged) and the decision's fields. flags are the
@@ -104,7 +107,7 @@ local function decide_general(KEYS, ARGV, now, keep, write)
     if pos > len then
       return redis.error_reply(shape)
     end
-    local denied = false
+    local denied, bad = false, false
     local group = {} -- the keys this group touched
     while pos <= len do
       r = r + 1
@@ -127,16 +130,19 @@ local function decide_general(KEYS, ARGV, now, keep, write)
       local key = KEYS[r]
       local w = work[key]
       if w == nil then
-        local s, err = load(key, alg)
-        if s == nil then
-          return redis.error_reply('ERR floodgate: ' .. err .. ' at key ' .. key)
+        local s = load(key, alg)
+        if s ~= nil then
+          w = {alg = alg, state = s, changed = false, ttl = 0, kstate = s, kchanged = false, kttl = 0, read = s}
+          work[key] = w
+          order[#order + 1] = key
         end
-        w = {alg = alg, state = s, changed = false, ttl = 0, kstate = s, kchanged = false, kttl = 0, read = s}
-        work[key] = w
-        order[#order + 1] = key
       elseif w.alg ~= alg then
         return redis.error_reply('ERR floodgate: key ' .. key .. ' used with two algorithms')
       end
+      if w == nil then -- a malformed state: the group fails (BAD_REPLY)
+        bad = true
+        reply[r] = BAD_REPLY
+      else
       if w.group ~= g then
         w.group = g
         group[#group + 1] = key
@@ -149,11 +155,12 @@ local function decide_general(KEYS, ARGV, now, keep, write)
         w.state, w.changed, w.ttl = s2, true, ttl
       end
       reply[r] = struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
+      end
     end
-    -- The group ends: keep its changes unless it was denied.
+    -- The group ends: keep its changes unless it was denied or failed.
     for _, key in ipairs(group) do
       local w = work[key]
-      if denied then
+      if denied or bad then
         w.state, w.changed, w.ttl = w.kstate, w.kchanged, w.kttl
       else
         if w.changed and w.ttl <= 0 then
@@ -222,13 +229,14 @@ local function decide_log(KEYS, ARGV, now, keep)
     if r == nil then
       local s = log_parse(key, str)
       if s == nil then
-        return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
+        r = BAD_REPLY
+      else
+        local s2, allowed, cap, remaining, retry, reset, ttl, wait = decide_state(ALG_SLIDING_WINDOW_LOG, requests, period_ms, 0, s, now, cost, flags)
+        if flags % 2 == 0 and allowed == 1 and cost ~= 0 then
+          log_put(key, s2, ttl, keep)
+        end
+        r = struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
       end
-      local s2, allowed, cap, remaining, retry, reset, ttl, wait = decide_state(ALG_SLIDING_WINDOW_LOG, requests, period_ms, 0, s, now, cost, flags)
-      if flags % 2 == 0 and allowed == 1 and cost ~= 0 then
-        log_put(key, s2, ttl, keep)
-      end
-      r = struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
     end
     if n == 1 then
       return r
@@ -240,17 +248,25 @@ end
 
 local function decide(KEYS, ARGV)
   local n = #KEYS
-  local now, keep, write = read_header(ARGV[1] or '')
+  local now, keep, write, deadline = read_header(ARGV[1] or '')
   if now == nil or keep < 0 or write < 0 or write > 3 then
     return redis.error_reply('ERR floodgate: bad header')
   end
   local t
-  if now < 0 then
+  if now < 0 or deadline > 0 then
     -- sec * 1000 + floor(usec / 1000); Lua turns TIME's strings into
     -- numbers in the arithmetic itself, which costs less than tonumber.
     t = redis.call('TIME')
     local us = t[2]
-    now = t[1] * 1000 + (us - us % 1000) / 1000
+    local clock = t[1] * 1000 + (us - us % 1000) / 1000
+    if deadline > 0 and clock >= deadline then
+      return LATE
+    end
+    if now < 0 then
+      now = clock
+    else
+      t = nil -- the header's now decides; the direct reply says so
+    end
   end
   if write == 3 then return decide_log(KEYS, ARGV, now, keep) end
   if write ~= 2 then
@@ -292,47 +308,51 @@ local function decide(KEYS, ARGV)
     local a, b, c, rh
     a, b, c, str, rh = decode_counter(str, alg)
     if a == nil then
-      return redis.error_reply('ERR floodgate: malformed state at key ' .. key)
-    end
-    local b0, b1, b2, b3, b4
-    if flags >= 8 then -- flag bit 3: a calendar limit, its boundaries follow
-      flags = flags - 8
-      b0, b1, b2, b3, b4 = sunpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
-    end
-    local allowed, ttl, a2, b2_, c2, _
-    local debt = 0
-    if flags % 4 >= 2 then
-      debt = 1
-    end
-    if alg == 1 then -- a token bucket: its charge alone (the flags that apply: dry run, debt)
-      allowed, ttl, a2, b2_ = token_bucket_charge(x, y, z, a, b, c, now, cost, debt)
-      c2 = y
-    elseif debt == 0 and cost > 0 and cost <= (alg == 5 and z or x) then
-      -- A charge within the capacity (x for the windows, z for the leaky
-      -- bucket) and no debt: decide_counter would hand it on unchanged,
-      -- so it goes to its algorithm at once (a call of 15 arguments and
-      -- 12 results costs Redis about 2,900 instructions).
-      if b0 ~= nil then -- a calendar limit (a window's)
-        allowed, _, _, _, ttl, a2, b2_, c2 = calendar(alg, x, b0, b1, b2, b3, b4, a, b, c, now, cost, 0)
-      elseif alg == 4 then
-        allowed, _, _, _, ttl, a2, b2_, c2 = fixed_window(x, y, a, b, now, cost, 0)
-      elseif alg == 2 then
-        allowed, _, _, _, ttl, a2, b2_, c2 = sliding_window(x, y, a, b, c, now, cost, 0)
-      else -- ALG_LEAKY_BUCKET; no-wait is flag bit 2
-        allowed, _, _, _, ttl, a2, b2_, c2 = leaky_bucket(x, y, z, a, b, c, now, cost, flags % 8 >= 4, 0)
+      if n == 1 then
+        return prefix .. BAD_TAG
       end
+      reply[2 * g], reply[2 * g + 1] = BAD_TAG, ''
     else
-      _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
+      local b0, b1, b2, b3, b4
+      if flags >= 8 then -- flag bit 3: a calendar limit, its boundaries follow
+        flags = flags - 8
+        b0, b1, b2, b3, b4 = sunpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
+      end
+      local allowed, ttl, a2, b2_, c2, _
+      local debt = 0
+      if flags % 4 >= 2 then
+        debt = 1
+      end
+      if alg == 1 then -- a token bucket: its charge alone (the flags that apply: dry run, debt)
+        allowed, ttl, a2, b2_ = token_bucket_charge(x, y, z, a, b, c, now, cost, debt)
+        c2 = y
+      elseif debt == 0 and cost > 0 and cost <= (alg == 5 and z or x) then
+        -- A charge within the capacity (x for the windows, z for the leaky
+        -- bucket) and no debt: decide_counter would hand it on unchanged,
+        -- so it goes to its algorithm at once (a call of 15 arguments and
+        -- 12 results costs Redis about 2,900 instructions).
+        if b0 ~= nil then -- a calendar limit (a window's)
+          allowed, _, _, _, ttl, a2, b2_, c2 = calendar(alg, x, b0, b1, b2, b3, b4, a, b, c, now, cost, 0)
+        elseif alg == 4 then
+          allowed, _, _, _, ttl, a2, b2_, c2 = fixed_window(x, y, a, b, now, cost, 0)
+        elseif alg == 2 then
+          allowed, _, _, _, ttl, a2, b2_, c2 = sliding_window(x, y, a, b, c, now, cost, 0)
+        else -- ALG_LEAKY_BUCKET; no-wait is flag bit 2
+          allowed, _, _, _, ttl, a2, b2_, c2 = leaky_bucket(x, y, z, a, b, c, now, cost, flags % 8 >= 4, 0)
+        end
+      else
+        _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
+      end
+      if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
+        write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str, rh)
+      end
+      local t = TAG[allowed * 32 + #str] or tag(allowed, #str)
+      if n == 1 then
+        return prefix .. t .. str
+      end
+      reply[2 * g] = t
+      reply[2 * g + 1] = str
     end
-    if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
-      write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str, rh)
-    end
-    local t = TAG[allowed * 32 + #str] or tag(allowed, #str)
-    if n == 1 then
-      return prefix .. t .. str
-    end
-    reply[2 * g] = t
-    reply[2 * g + 1] = str
   end
   return table.concat(reply)
 end

@@ -62,7 +62,11 @@ end
 --
 --   byte 1      'b' (the form; the only one)
 --   then now_ms (Unix ms; negative means Redis' TIME), keep_ms (added to
---   every TTL written, >= 0) and write (0 probes: decides, never writes;
+--   every TTL written, >= 0), deadline_ms (Unix ms by Redis' TIME; a
+--   decide call that starts at or after it decides and writes nothing and
+--   answers LATE: its caller has given up and answered by its failure
+--   mode, so a charge now would count a degraded answer; 0: none) and
+--   write (0 probes: decides, never writes;
 --   1 writes; 2 writes, and every group is one counter request:
 --   decide.lua's direct path; 3 writes, and every group is one sliding
 --   window log request: decide.lua's decide_log).
@@ -123,14 +127,26 @@ local function read_bounds(str, pos)
 end
 
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
--- write; nil if it is malformed.
+-- write, deadline_ms; nil if it is malformed.
 local function read_header(str)
   if #str < HDR_LEN or string.byte(str, 1) ~= 98 then -- 'b'
     return nil
   end
-  local now, keep, write = struct.unpack('<i8i8B', str, 2)
-  return now, keep, write
+  local now, keep, deadline, write = struct.unpack('<i8i8i8B', str, 2)
+  return now, keep, write, deadline
 end
+
+-- LATE is the whole reply of a decide call refused for its deadline.
+local LATE = '!'
+
+-- A request whose key holds a state no script writes (a value set by
+-- hand, another program's key) fails alone: its group decides and
+-- writes nothing, and its reply says so, while the other groups of the
+-- call are decided as usual (a group whose request failed writes
+-- nothing, as a denied one). BAD_REPLY (defined by script.go, REPLY_FMT
+-- with allowed 2 and the rest 0) is each such request's part of the
+-- general reply; BAD_TAG its byte in the direct reply.
+local BAD_TAG = '\64'
 
 -- The general path's reply is one string: REPLY_FMT per request, in request order:
 -- allowed (0 or 1), limit, remaining, retry_after_ms (-1: never),

@@ -1,0 +1,36 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+)
+
+// stateError is a request whose key holds a value no script of this
+// store writes (set by hand, or by another program under the prefix):
+// that request's group decided and wrote nothing, the other requests
+// batched with it were decided as usual. It names the key by its
+// SHA-256 only, since a key holds a caller's own value.
+type stateError struct {
+	index int    // the request's place in its call
+	key   string // the Redis key, once known
+}
+
+func (e *stateError) Error() string {
+	return "redisstore: a malformed state at the Redis key " + keyHash(e.key) + " (a value no script of this store writes): its decisions fail until the key expires or is deleted"
+}
+
+// keyHash names a Redis key in logs without its bytes: "sha256:" and the
+// first 16 hex digits of its SHA-256 (redis-cli --scan piped through
+// sha256sum finds it).
+func keyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:8])
+}
+
+// isStateError reports whether err is a malformed state's failure, which
+// fails its own request and group only.
+func isStateError(err error) bool {
+	var se *stateError
+	return errors.As(err, &se)
+}

@@ -1,0 +1,130 @@
+package redisstore
+
+// A decision's deadline, checked by Redis itself. A caller that waited
+// Config.Timeout for Redis has answered by its limit's failure mode; a
+// script queued before that (in a socket buffer, behind a stalled Redis)
+// still runs when Redis wakes. Had it charged, a degraded answer would
+// be counted. So each decide call carries when its caller gives up, in
+// Redis' clock, and a call Redis starts later decides and writes nothing
+// (lua/decide.lua answers LATE). A call Redis runs in time but whose
+// reply arrives after the caller gave up still counts: that window is one
+// network trip, not a stall.
+//
+// Redis' clock is the host's clock plus an offset measured with TIME (at
+// the midpoint of the round trip; on a cluster, the master whose clock is
+// furthest ahead), measured in the background when a decision finds it
+// unknown or older than clockRefresh. Until it is known, calls carry no
+// deadline. The deadline sent is the caller's less a guard of that round
+// trip and 2 ms (the offset's error in whole ms): a script Redis starts
+// once the caller has given up always finds it passed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/store"
+)
+
+// clockRefresh is how old the measured offset may get before a decision
+// has it measured again.
+const clockRefresh = time.Minute
+
+// errLate is a decide call Redis started after its deadline: it decided
+// and wrote nothing.
+var errLate = fmt.Errorf("redisstore: Redis ran the decision after its caller's deadline and wrote nothing: %w", store.ErrUnavailable)
+
+// redisClock is the measured offset of Redis' clock from this host's.
+type redisClock struct {
+	offsetMs atomic.Int64 // Redis' TIME minus this host's clock
+	guardMs  atomic.Int64 // the deadline's guard: 2 + the measurement's round trip
+	atMs     atomic.Int64 // when offsetMs was measured, Unix ms here; 0: never
+	busy     atomic.Bool  // a measurement is under way
+}
+
+// deadlineMs is when ctx ends, in Unix ms by Redis' clock; 0 when ctx has
+// no deadline or the offset is not yet known. It starts a measurement
+// when the offset is unknown or old.
+func (s *Store) deadlineMs(ctx context.Context) int64 {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	at := s.clock.atMs.Load()
+	if at == 0 || time.Now().UnixMilli()-at > clockRefresh.Milliseconds() {
+		s.measureClock()
+	}
+	if at == 0 {
+		return 0
+	}
+	return dl.UnixMilli() + s.clock.offsetMs.Load() - s.clock.guardMs.Load()
+}
+
+// measureClock measures the offset in the background, unless a
+// measurement is under way. A failed one leaves the offset as it was.
+func (s *Store) measureClock() {
+	if !s.clock.busy.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.clock.busy.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.Timeout, time.Second))
+		defer cancel()
+		if off, rtt, err := s.clockOffset(ctx); err == nil {
+			s.clock.offsetMs.Store(off)
+			s.clock.guardMs.Store(2 + rtt)
+			s.clock.atMs.Store(time.Now().UnixMilli())
+		}
+	}()
+}
+
+// clockOffset is Redis' clock minus this host's and the round trip that
+// measured it, in ms: on a cluster the largest offset of its masters' and
+// the longest trip.
+func (s *Store) clockOffset(ctx context.Context) (offset, rtt int64, err error) {
+	cc, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return timeOffset(ctx, s.client)
+	}
+	var off, trip atomic.Int64
+	var seen atomic.Bool
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		o, r, err := timeOffset(ctx, c)
+		if err != nil {
+			return err
+		}
+		for cur := trip.Load(); r > cur && !trip.CompareAndSwap(cur, r); cur = trip.Load() {
+		}
+		for {
+			cur := off.Load()
+			if seen.Load() && cur >= o {
+				return nil
+			}
+			if off.CompareAndSwap(cur, o) {
+				seen.Store(true)
+				return nil
+			}
+		}
+	})
+	if err == nil && !seen.Load() {
+		err = errors.New("redisstore: no cluster master answered TIME")
+	}
+	return off.Load(), trip.Load(), err
+}
+
+// timeOffset is c's TIME minus the midpoint of the round trip, and the
+// round trip rounded up, in ms.
+func timeOffset(ctx context.Context, c redis.Cmdable) (offset, rtt int64, err error) {
+	before := time.Now()
+	t, err := c.Time(ctx).Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	trip := time.Since(before)
+	mid := before.Add(trip / 2)
+	return t.UnixMilli() - mid.UnixMilli(), (trip + time.Millisecond - 1).Milliseconds(), nil
+}
