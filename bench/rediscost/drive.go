@@ -18,8 +18,15 @@ type subject struct {
 	name   string
 	prefix string // of its keys, so no two subjects share state
 	limit  algorithms.Limit
-	ref    string // the reference library's function; "" for the store
+	ref    string // the reference library's function, or refIncr; "" for the store
+	// perCalls are the decisions a call it is measured at; nil: 8 and 1.
+	perCalls []int
 }
+
+// refIncr is the subject of envoyproxy/ratelimit's pattern: per key an
+// INCRBY and an EXPIRE, pipelined, perCall keys a pipeline (a request of
+// perCall descriptors, or requests sharing a pipeline), no script.
+const refIncr = "INCRBY+EXPIRE"
 
 // day is the period of every subject: long enough that one decision's
 // state outlives the whole run (the state stays live, as in a service).
@@ -31,6 +38,7 @@ func subjects() []subject {
 	}
 	return []subject{
 		{name: "reference GCRA (gcra.lua)", prefix: "r", ref: "fgref_gcra"},
+		{name: "reference pattern: INCRBY + EXPIRE a key, pipelined", prefix: "i", ref: refIncr, perCalls: []int{8, 3, 1}},
 		{name: "token bucket", prefix: "t", limit: lim(algorithms.TokenBucket, 1000)},
 		{name: "sliding window", prefix: "s", limit: lim(algorithms.SlidingWindow, 1000)},
 		{name: "fixed window", prefix: "f", limit: lim(algorithms.FixedWindow, 1000)},
@@ -129,6 +137,9 @@ func (d *driver) run(ctx context.Context, n int) error {
 // runRef makes n decisions of the reference, perCall keys a call, one
 // call at a time (as a lone caller, or the batcher's one pipeline).
 func (d *driver) runRef(ctx context.Context, base, n int) error {
+	if d.sub.ref == refIncr {
+		return d.runIncr(ctx, base, n)
+	}
 	T := day.Milliseconds() / 1000
 	args := []any{strconv.FormatInt(T, 10), strconv.FormatInt(T*999, 10), strconv.FormatInt(T*1000, 10)} // burst 1000: tau = 999 T
 	keys := make([]string, d.perCall)
@@ -137,6 +148,24 @@ func (d *driver) runRef(ctx context.Context, base, n int) error {
 			keys[j] = "ref:{" + d.key(base+i+j) + "}"
 		}
 		if err := d.srv.client.FCall(ctx, d.sub.ref, keys, args...).Err(); err != nil {
+			return fmt.Errorf("%s: %w", d.sub.name, err)
+		}
+	}
+	return nil
+}
+
+// runIncr makes n decisions of the INCRBY + EXPIRE pattern, perCall
+// keys a pipeline, one pipeline at a time.
+func (d *driver) runIncr(ctx context.Context, base, n int) error {
+	ttl := day / time.Second
+	for i := 0; i < n; i += d.perCall {
+		pipe := d.srv.client.Pipeline()
+		for j := range d.perCall {
+			key := "incr:" + d.key(base+i+j)
+			pipe.IncrBy(ctx, key, 1)
+			pipe.Expire(ctx, key, ttl*time.Second)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("%s: %w", d.sub.name, err)
 		}
 	}

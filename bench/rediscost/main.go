@@ -6,7 +6,9 @@
 // own code (redisstore.Store.Decide: 1 a call from a lone caller, and 8 a
 // call from 8 callers whose calls the batcher joins into one FCALL) and
 // prints the instructions Redis executed per decision, beside a minimal
-// exact GCRA script (gcra.lua) and `return 1`, measured in the same run.
+// exact GCRA script (gcra.lua), envoyproxy/ratelimit's pattern (INCRBY +
+// EXPIRE a key, pipelined: 1, 3 and 8 keys a pipeline) and `return 1`,
+// measured in the same run.
 // A second, short wall-clock run on a plain redis-server gives the Redis
 // CPU per decision (INFO cpu, main thread), which moves ±30% between runs
 // where instructions move < 1%.
@@ -34,12 +36,13 @@ import (
 //go:embed gcra.lua
 var gcraLua string
 
-// Targets of instructions per decision: the token bucket's, and every
-// other algorithm's as a multiple of the token bucket's at the same
-// decisions a call (the sliding window log's own).
+// Targets of instructions per decision, each a multiple of another row's
+// at the same decisions a call: the token bucket's of the minimal GCRA's,
+// the fixed window's (at 8 a call) of the INCRBY + EXPIRE pattern's, every
+// other algorithm's of the token bucket's (the sliding window log's own).
 const (
-	targetTB8       = 30_000
-	targetTB1       = 55_000
+	targetTB        = 1.2
+	targetFixed     = 1.2
 	targetOthers    = 1.3
 	targetSlidingLg = 2.0
 )
@@ -112,7 +115,11 @@ func run(ctx context.Context, out io.Writer, keys, n, wall int, only, profile st
 		if err := warm(ctx, cg, s, keys); err != nil {
 			return err
 		}
-		for _, pc := range perCalls {
+		pcs := perCalls
+		if s.perCalls != nil {
+			pcs = s.perCalls
+		}
+		for _, pc := range pcs {
 			r, err := measure(ctx, cg, s, keys, pc, n)
 			if err != nil {
 				return err
@@ -214,21 +221,26 @@ func printTable(out io.Writer, rows []*row, keys, n, wall int) {
 	fmt.Fprintln(out, "| subject | decisions a call | instructions / decision | ÷ reference | target | met | FCALLs | Redis CPU µs / decision |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---|---|---:|---:|")
 	ref := map[int]float64{}
-	tb := map[int]float64{}
+	b := map[int]bases{}
 	for _, r := range rows {
-		if r.sub.ref == "fgref_gcra" {
+		x := b[r.perCall]
+		switch {
+		case r.sub.ref == "fgref_gcra":
 			ref[r.perCall] = r.instr
+			x.gcra = r.instr
+		case r.sub.ref == refIncr:
+			x.incr = r.instr
+		case r.sub.ref == "" && r.sub.limit.Algorithm == algorithms.TokenBucket:
+			x.tb = r.instr
 		}
-		if r.sub.ref == "" && r.sub.limit.Algorithm == algorithms.TokenBucket {
-			tb[r.perCall] = r.instr
-		}
+		b[r.perCall] = x
 	}
 	for _, r := range rows {
 		ratio := "–"
 		if ref[r.perCall] > 0 {
 			ratio = fmt.Sprintf("%.2f", r.instr/ref[r.perCall])
 		}
-		target, met := targetOf(r, tb[r.perCall])
+		target, met := targetOf(r, b[r.perCall])
 		cpu := "–"
 		if r.cpuUs > 0 {
 			cpu = fmt.Sprintf("%.1f", r.cpuUs)
@@ -237,27 +249,35 @@ func printTable(out io.Writer, rows []*row, keys, n, wall int) {
 	}
 }
 
+// bases are the rows the targets are multiples of, at one number of
+// decisions a call (0: not measured).
+type bases struct{ gcra, incr, tb float64 }
+
 // targetOf is the row's target and whether the row meets it.
-func targetOf(r *row, tb float64) (string, string) {
+func targetOf(r *row, b bases) (string, string) {
 	yes := func(ok bool) string {
 		if ok {
 			return "yes"
 		}
 		return "**no**"
 	}
+	of := func(k, base float64, what string) (string, string) {
+		if base == 0 {
+			return "(no " + what + " row)", "–"
+		}
+		return fmt.Sprintf("≤ %.0f (%.1f× %s)", k*base, k, what), yes(r.instr <= k*base)
+	}
 	switch {
 	case r.sub.ref != "":
 		return "–", "–"
-	case r.sub.limit.Algorithm == algorithms.TokenBucket && r.perCall == 8:
-		return "≤ 30,000", yes(r.instr <= targetTB8)
-	case r.sub.limit.Algorithm == algorithms.TokenBucket && r.perCall == 1:
-		return "≤ 55,000", yes(r.instr <= targetTB1)
-	case tb == 0:
-		return "(no token bucket row)", "–"
+	case r.sub.limit.Algorithm == algorithms.TokenBucket:
+		return of(targetTB, b.gcra, "GCRA")
+	case r.sub.limit.Algorithm == algorithms.FixedWindow && r.sub.limit.Calendar == algorithms.NoCalendar && r.perCall == 8:
+		return of(targetFixed, b.incr, "INCRBY + EXPIRE")
 	case r.sub.limit.Algorithm == algorithms.SlidingWindowLog:
-		return fmt.Sprintf("≤ %.0f (2× token bucket)", targetSlidingLg*tb), yes(r.instr <= targetSlidingLg*tb)
+		return of(targetSlidingLg, b.tb, "token bucket")
 	}
-	return fmt.Sprintf("≤ %.0f (1.3× token bucket)", targetOthers*tb), yes(r.instr <= targetOthers*tb)
+	return of(targetOthers, b.tb, "token bucket")
 }
 
 func cpuModel() string {

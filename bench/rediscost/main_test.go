@@ -24,23 +24,27 @@ func TestTargetOf(t *testing.T) {
 		sub     subject
 		perCall int
 		instr   float64
-		tb      float64
+		b       bases
 		met     string
 	}{
-		{"token bucket at 8, at the bound", lim(algorithms.TokenBucket), 8, 30_000, 30_000, "yes"},
-		{"token bucket at 8, above", lim(algorithms.TokenBucket), 8, 30_001, 30_001, "**no**"},
-		{"token bucket at 1, at the bound", lim(algorithms.TokenBucket), 1, 55_000, 55_000, "yes"},
-		{"token bucket at 1, above", lim(algorithms.TokenBucket), 1, 55_001, 55_001, "**no**"},
-		{"sliding window within 1.3x", lim(algorithms.SlidingWindow), 8, 39_000, 30_000, "yes"},
-		{"sliding window beyond 1.3x", lim(algorithms.SlidingWindow), 8, 39_001, 30_000, "**no**"},
-		{"log within 2x", lim(algorithms.SlidingWindowLog), 8, 60_000, 30_000, "yes"},
-		{"log beyond 2x", lim(algorithms.SlidingWindowLog), 8, 60_001, 30_000, "**no**"},
-		{"the reference has none", subject{ref: "fgref_gcra"}, 8, 1, 30_000, "–"},
-		{"no token bucket row", lim(algorithms.FixedWindow), 8, 1, 0, "–"},
+		{"token bucket at 8, at the bound", lim(algorithms.TokenBucket), 8, 30_000, bases{gcra: 25_000}, "yes"},
+		{"token bucket at 8, above", lim(algorithms.TokenBucket), 8, 30_001, bases{gcra: 25_000}, "**no**"},
+		{"token bucket at 1, at the bound", lim(algorithms.TokenBucket), 1, 60_000, bases{gcra: 50_000}, "yes"},
+		{"token bucket at 1, above", lim(algorithms.TokenBucket), 1, 60_001, bases{gcra: 50_000}, "**no**"},
+		{"fixed window at 8 within 1.2x the pattern", lim(algorithms.FixedWindow), 8, 12_000, bases{incr: 10_000, tb: 1}, "yes"},
+		{"fixed window at 8 beyond 1.2x the pattern", lim(algorithms.FixedWindow), 8, 12_001, bases{incr: 10_000, tb: 1e9}, "**no**"},
+		{"fixed window at 1 follows the token bucket", lim(algorithms.FixedWindow), 1, 39_000, bases{incr: 1, tb: 30_000}, "yes"},
+		{"sliding window within 1.3x", lim(algorithms.SlidingWindow), 8, 39_000, bases{tb: 30_000}, "yes"},
+		{"sliding window beyond 1.3x", lim(algorithms.SlidingWindow), 8, 39_001, bases{tb: 30_000}, "**no**"},
+		{"log within 2x", lim(algorithms.SlidingWindowLog), 8, 60_000, bases{tb: 30_000}, "yes"},
+		{"log beyond 2x", lim(algorithms.SlidingWindowLog), 8, 60_001, bases{tb: 30_000}, "**no**"},
+		{"the reference has none", subject{ref: "fgref_gcra"}, 8, 1, bases{tb: 30_000}, "–"},
+		{"the pattern has none", subject{ref: refIncr}, 8, 1, bases{tb: 30_000}, "–"},
+		{"no token bucket row", lim(algorithms.SlidingWindow), 8, 1, bases{}, "–"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, met := targetOf(&row{sub: tc.sub, perCall: tc.perCall, instr: tc.instr}, tc.tb); met != tc.met {
+			if _, met := targetOf(&row{sub: tc.sub, perCall: tc.perCall, instr: tc.instr}, tc.b); met != tc.met {
 				t.Fatalf("met %q, want %q", met, tc.met)
 			}
 		})
