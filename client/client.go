@@ -104,6 +104,15 @@ type Limit struct {
 	// TimeZone is Calendar's IANA time zone, e.g. "Asia/Jakarta"; ""
 	// means UTC.
 	TimeZone string
+	// WarnAt is the warning threshold (the soft limit) in units: a check
+	// that leaves at least this many of the capacity (Burst for a bucket,
+	// Requests for a window) used answers Decision.Warning. 0 means none;
+	// at most the capacity. Set WarnAt or WarnAtPercent, not both; a
+	// policy carries its own (warn_at in the server's config).
+	WarnAt int64
+	// WarnAtPercent is the warning threshold as a whole percentage of the
+	// capacity, 1 to 100; 0 means none.
+	WarnAtPercent int32
 	// Policy names a policy in the server's config, e.g. "free".
 	Policy string
 }
@@ -154,12 +163,13 @@ var errBothSources = status.Error(codes.InvalidArgument, "limit sets both a poli
 func (l Limit) source() (floodgatev1.Algorithm, *floodgatev1.Limit, string, error) {
 	alg := floodgatev1.Algorithm(l.Algorithm)
 	if l.Policy != "" {
-		if l.Requests != 0 || l.Period != 0 || l.Burst != 0 || l.Calendar != NoCalendar || l.TimeZone != "" {
+		if l.Requests != 0 || l.Period != 0 || l.Burst != 0 || l.Calendar != NoCalendar || l.TimeZone != "" || l.WarnAt != 0 || l.WarnAtPercent != 0 {
 			return 0, nil, "", errBothSources
 		}
 		return alg, nil, l.Policy, nil
 	}
-	inline := &floodgatev1.Limit{Requests: l.Requests, Burst: l.Burst, Calendar: floodgatev1.Calendar(l.Calendar), TimeZone: l.TimeZone}
+	inline := &floodgatev1.Limit{Requests: l.Requests, Burst: l.Burst, Calendar: floodgatev1.Calendar(l.Calendar), TimeZone: l.TimeZone,
+		WarnAt: l.WarnAt, WarnAtPercent: l.WarnAtPercent}
 	if l.Period != 0 || l.Calendar == NoCalendar {
 		inline.Period = durationpb.New(l.Period)
 	}
@@ -210,6 +220,14 @@ type Decision struct {
 	// failure mode answered: allowed (open; Redis may or may not have
 	// counted it) or denied (closed; not counted).
 	Degraded bool
+	// Warning says the check was allowed and the key's usage (Limit −
+	// Remaining) has reached the limit's warning threshold, WarnAt: the
+	// soft limit, a sign to slow down before checks are denied. Never set
+	// on a denied or degraded decision. For Peek: a Check would warn.
+	Warning bool
+	// WarnAt is the limit's warning threshold in units of Limit; 0 when
+	// the limit has none.
+	WarnAt int64
 }
 
 // decisionFields are the fields CheckResponse and PeekResponse share.
@@ -221,6 +239,8 @@ type decisionFields interface {
 	GetResetAfter() *durationpb.Duration
 	GetDegraded() bool
 	GetWait() *durationpb.Duration
+	GetWarning() bool
+	GetWarnAt() int64
 }
 
 func decisionOf(r decisionFields) Decision {
@@ -232,6 +252,8 @@ func decisionOf(r decisionFields) Decision {
 		ResetAfter: r.GetResetAfter().AsDuration(),
 		Wait:       r.GetWait().AsDuration(),
 		Degraded:   r.GetDegraded(),
+		Warning:    r.GetWarning(),
+		WarnAt:     r.GetWarnAt(),
 	}
 }
 

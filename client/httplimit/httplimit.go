@@ -102,6 +102,12 @@ type Config struct {
 //	X-RateLimit-Remaining: 42
 //	X-RateLimit-Reset: 23                  (seconds, as in draft-03)
 //	Retry-After: 23                        (on 429 only)
+//	RateLimit-Warning: "apikey";at=48      (past the soft limit; allowed only)
+//
+// RateLimit-Warning lists the limits whose warning threshold (the
+// soft limit: client.Limit.WarnAt, or a server-side policy's warn_at)
+// the request reached, each with the threshold in units of q: the
+// caller is still served, and should slow down before it is not.
 //
 // The policy is named "apikey" or "ip" after the limit the headers
 // describe, or after the server-side policy when the limit is one (whose
@@ -138,7 +144,7 @@ func Middleware(c *client.Client, cfg Config) func(http.Handler) http.Handler {
 	misconf := verdict.NewMisconfigLog(cfg.Logger)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d, nl, err := decideHTTP(r.Context(), c, &cfg, r)
+			d, nl, warned, err := decideHTTP(r.Context(), c, &cfg, r)
 			if err != nil {
 				if r.Context().Err() != nil {
 					return // the client went away; nobody reads an answer
@@ -163,6 +169,9 @@ func Middleware(c *client.Client, cfg Config) func(http.Handler) http.Handler {
 			misconf.OK()
 			pol := headerLimit(nl, d)
 			writeHeaders(w.Header(), pol, d)
+			if d.Allowed && !d.Degraded && len(warned) > 0 {
+				w.Header().Set(ratelimitheader.WarningName, strings.Join(warned, ", "))
+			}
 			if !d.Allowed {
 				retry := strconv.FormatInt(ratelimitheader.RetryAfterSeconds(pol, d.RetryAfter), 10)
 				writeJSON(w, http.StatusTooManyRequests, `{"error":"rate_limited","retry_after_seconds":`+retry+`}`)
@@ -174,8 +183,9 @@ func Middleware(c *client.Client, cfg Config) func(http.Handler) http.Handler {
 }
 
 // decideHTTP asks floodgate about one request and returns the decision the
-// headers describe.
-func decideHTTP(ctx context.Context, c *client.Client, cfg *Config, r *http.Request) (client.Decision, namedLimit, error) {
+// headers describe, and the RateLimit-Warning members of the limits whose
+// decisions warn (Decision.Warning).
+func decideHTTP(ctx context.Context, c *client.Client, cfg *Config, r *http.Request) (client.Decision, namedLimit, []string, error) {
 	ipKey := cfg.KeyPrefix + "ip:" + clientIP(r, cfg.TrustedProxyHops, cfg.IPv6Prefix)
 	apiKey := strings.TrimSpace(r.Header.Get(cfg.APIKeyHeader))
 	verified := false
@@ -189,10 +199,10 @@ func decideHTTP(ctx context.Context, c *client.Client, cfg *Config, r *http.Requ
 	switch {
 	case apiKey == "":
 		d, err := c.Check(ctx, client.Request{Key: ipKey, Limit: cfg.IPLimit})
-		return d, byIP, err
+		return d, byIP, warnings([]namedLimit{byIP}, d), err
 	case verified && !cfg.PerIPAndKey:
 		d, err := c.Check(ctx, client.Request{Key: cfg.KeyPrefix + "apikey:" + keying.Hash(apiKey), Limit: cfg.Limit})
-		return d, byKey, err
+		return d, byKey, warnings([]namedLimit{byKey}, d), err
 	}
 	// The key first: when both limits say the same, the headers name the
 	// limit the caller chose by sending a key.
@@ -200,16 +210,38 @@ func decideHTTP(ctx context.Context, c *client.Client, cfg *Config, r *http.Requ
 		client.Request{Key: cfg.KeyPrefix + "apikey:" + keying.Hash(apiKey), Limit: cfg.Limit},
 		client.Request{Key: ipKey, Limit: cfg.IPLimit})
 	if err != nil {
-		return client.Decision{}, namedLimit{}, err
+		return client.Decision{}, namedLimit{}, nil, err
 	}
 	d, i := verdict.Combined(b)
-	return d, [2]namedLimit{byKey, byIP}[i], nil
+	nls := []namedLimit{byKey, byIP}
+	return d, nls[i], warnings(nls, b.Decisions...), nil
+}
+
+// warnings are the RateLimit-Warning members of the decisions ds (of the
+// limits nls) that warn.
+func warnings(nls []namedLimit, ds ...client.Decision) []string {
+	var out []string
+	for i, d := range ds {
+		if d.Warning {
+			out = append(out, ratelimitheader.WarningMember(nls[i].headerName(), d.WarnAt))
+		}
+	}
+	return out
 }
 
 // namedLimit is a limit with the name its headers give it.
 type namedLimit struct {
 	name  string
 	limit client.Limit
+}
+
+// headerName is the policy name nl's headers give it: a server-side
+// policy's own name, else "ip" or "apikey".
+func (nl namedLimit) headerName() string {
+	if nl.limit.Policy != "" {
+		return nl.limit.Policy
+	}
+	return nl.name
 }
 
 // writeHeaders writes the rate-limit fields of d under pol (see

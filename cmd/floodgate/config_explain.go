@@ -20,7 +20,8 @@ import (
 
 const explainSynopsis = `Says why a request is limited, offline: for each descriptor of a request to
 DOMAIN, the rule it matches (its path, file:line:column, name, algorithm and
-limit, failure and shadow mode) and the store key it counts under, with the
+limit, warning threshold, failure and shadow mode) and the store key it
+counts under, with the
 Redis key under --redis-prefix; for a descriptor that matches nothing, the
 nearest rules and why each did not match. --bucket does the same for an
 RLQS bucket id against the domain's quota_buckets.
@@ -299,6 +300,9 @@ func (r explainReport) writeText(w io.Writer) {
 			fmt.Fprintf(w, "  matches %s at %s\n", m.Name, sourceText(m.Source))
 			fmt.Fprintf(w, "    path:         %s\n", m.Path)
 			fmt.Fprintf(w, "    limit:        %s\n", limitText(m.RuleView))
+			if m.WarnAt != "" {
+				fmt.Fprintf(w, "    warning at:   %s\n", warnText(m.RateView))
+			}
 			fmt.Fprintf(w, "    failure mode: %s\n", failureText(m.FailureMode))
 			fmt.Fprintf(w, "    shadow mode:  %v\n", m.ShadowMode)
 			fmt.Fprintf(w, "    decision:     %s\n", m.Decision)
@@ -362,6 +366,12 @@ func rateText(r configview.RateView) string {
 		s += fmt.Sprintf(", burst %d", r.Burst)
 	}
 	return s
+}
+
+// warnText says where a limit's soft limit starts: `800 used
+// (warn_at: 80%): an allowed answer from there carries RateLimit-Warning`.
+func warnText(r configview.RateView) string {
+	return fmt.Sprintf("%d used (warn_at: %s): an allowed answer from there carries RateLimit-Warning", r.WarnAtUnits, r.WarnAt)
 }
 
 func failureText(m string) string {

@@ -350,3 +350,25 @@ func TestRuleCommandsMergeDomains(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainWarning: a rule's warning threshold shows in the text (in
+// units, as written) and in the JSON; a rule without one shows none.
+func TestExplainWarning(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "api.yaml")
+	yaml := "domain: api\ndescriptors:\n  - key: partner\n    rate_limit: {unit: minute, requests_per_unit: 1000, warn_at: 80%}\n  - key: ip\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runExplain(t, "--config", path, "--domain", "api", "--descriptor", "partner=p1")
+	if err != nil || !strings.Contains(out, "    warning at:   800 used (warn_at: 80%): an allowed answer from there carries RateLimit-Warning\n") {
+		t.Fatalf("text: %v\n%s", err, out)
+	}
+	out, _, err = runExplain(t, "--config", path, "--domain", "api", "--descriptor", "ip=1")
+	if err != nil || strings.Contains(out, "warning at") {
+		t.Fatalf("a rule without warn_at: %v\n%s", err, out)
+	}
+	out, _, err = runExplain(t, "--config", path, "--domain", "api", "--descriptor", "partner=p1", "--json")
+	if err != nil || !strings.Contains(out, `"warn_at": "80%",`) || !strings.Contains(out, `"warn_at_units": 800,`) {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+}

@@ -38,6 +38,11 @@ type RateView struct {
 	Period    string `json:"period,omitempty"`
 	TimeZone  string `json:"time_zone,omitempty"`
 	Burst     int64  `json:"burst,omitempty"`
+	// WarnAt is the warning threshold (warn_at) as written, "800" or
+	// "80%"; WarnAtUnits is it in units of the capacity. Both empty when
+	// the limit has none.
+	WarnAt      string `json:"warn_at,omitempty"`
+	WarnAtUnits int64  `json:"warn_at_units,omitempty"`
 }
 
 // RuleView is one limit of a domain's descriptors.
@@ -68,6 +73,7 @@ func NewRuleView(l *rules.Limit) RuleView {
 	}
 	if !l.Unlimited {
 		v.RateView = newRateView(l.Rate)
+		v.WarnAt, v.WarnAtUnits = l.Warn.String(), l.Warn.At(l.Rate.Capacity())
 	}
 	return v
 }
@@ -159,12 +165,14 @@ func New(c *rules.Set) ConfigView {
 		v.Domains = append(v.Domains, dv)
 	}
 	for _, p := range c.Policies() {
-		v.Policies = append(v.Policies, PolicyView{
+		pv := PolicyView{
 			Name:        p.Name,
 			RateView:    newRateView(p.Rate),
 			FailureMode: p.FailureMode.String(), ShadowMode: p.ShadowMode,
 			Source: NewSourceView(c.PolicySource(p.Name)),
-		})
+		}
+		pv.WarnAt, pv.WarnAtUnits = p.Warn.String(), p.Warn.At(p.Rate.Capacity())
+		v.Policies = append(v.Policies, pv)
 	}
 	return v
 }
