@@ -164,7 +164,7 @@ func TestHTTPAPIOff(t *testing.T) {
 
 // TestEdgeWorkerExample type-checks and compiles examples/edge-worker
 // (TypeScript, with the tsc that its package-lock.json pins: `npm ci` when
-// node_modules is missing, then `npx tsc -p .`; a type error fails the
+// node_modules is missing or older than the lockfile, then `npx tsc -p .`; a type error fails the
 // test) and runs its tests (`node --test dist/worker.test.js`) against this
 // floodgate binary. Without Node.js 18 or later and npm it is skipped,
 // unless CI is set: CI must run it (scripts/ensure-test-deps.sh installs nodejs
@@ -196,10 +196,9 @@ func TestEdgeWorkerExample(t *testing.T) {
 		return out
 	}
 
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "typescript", "package.json")); err != nil {
-		// The lockfile's typescript and @types/node, from the npm registry.
-		run(npm, nil, "ci", "--no-audit", "--no-fund")
-	}
+	// The lockfile's typescript, @types/node and wrangler, from the npm
+	// registry, and @floodgate/client from clients/js.
+	npmCI(ctx, t, npm, dir)
 	// A stale dist/ must not stand in for a failed compile.
 	if err := os.RemoveAll(filepath.Join(dir, "dist")); err != nil {
 		t.Fatal(err)

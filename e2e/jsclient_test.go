@@ -25,7 +25,7 @@ func TestJSClient(t *testing.T) {
 	node, _, npm, _, err := findNode()
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set and %v: install Node.js 18 or later and npm (scripts/ensure-redis.sh installs nodejs and npm)", err)
+			t.Fatalf("CI is set and %v: install Node.js 18 or later and npm (scripts/ensure-test-deps.sh installs nodejs and npm)", err)
 		}
 		t.Skipf("skipping the JavaScript package's tests: %v", err)
 	}

@@ -164,7 +164,8 @@ export class Floodgate {
       });
     } catch (err) {
       const timedOut = err?.name === "TimeoutError" || err?.name === "AbortError";
-      throw new FloodgateError(timedOut ? `floodgate did not answer within ${timeoutMs} ms` : `floodgate unreachable: ${err?.message ?? err}`, {
+      const why = [err?.message ?? String(err), err?.cause?.code ?? err?.cause?.message].filter(Boolean).join(": ");
+      throw new FloodgateError(timedOut ? `floodgate did not answer within ${timeoutMs} ms` : `floodgate unreachable: ${why}`, {
         code: timedOut ? "DEADLINE_EXCEEDED" : "UNAVAILABLE",
         cause: err,
       });

@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 import { Floodgate, FloodgateError, durationMs } from "../src/index.js";
 import { URL_, uniqueKey, blackHole, deadURL } from "./helpers.js";
 
-const fg = new Floodgate({ url: URL_ });
+// Far above a decision's time, on a busy test machine too.
+const fg = new Floodgate({ url: URL_, timeoutMs: 10_000 });
 
 test("check: numbers as numbers, durations in ms, headers to copy, until a denial", async () => {
   const key = uniqueKey("check");

@@ -24,7 +24,7 @@ function appWith(options) {
 test("keyed by API key and IP: requests until a 429, headers on every answer", async () => {
   const prefix = uniqueKey("express") + ":";
   const app = appWith({
-    floodgate: { url: URL_ },
+    floodgate: { url: URL_, timeoutMs: 10_000 },
     keyPrefix: prefix,
     limit: { algorithm: "token_bucket", limit: { requests: 3, period: "1m" } },
     ipLimit: { algorithm: "token_bucket", limit: { requests: 100, period: "1m" } },
@@ -56,7 +56,7 @@ test("keyed by API key and IP: requests until a 429, headers on every answer", a
 test("a verified key alone limits; a rejected key counts as none", async () => {
   const prefix = uniqueKey("verify") + ":";
   const app = appWith({
-    floodgate: new Floodgate({ url: URL_ }),
+    floodgate: new Floodgate({ url: URL_, timeoutMs: 10_000 }),
     keyPrefix: prefix,
     verifyApiKey: async (_req, key) => key === "good",
     limit: { algorithm: "fixed_window", limit: { requests: 5, period: "1h" } },
@@ -93,7 +93,7 @@ test("floodgate unreachable: fail open lets requests through, fail closed answer
 });
 
 test("a misconfiguration (unknown policy) is a 500 even when failing open", async () => {
-  const { base, close } = await listen(appWith({ floodgate: { url: URL_ }, limit: { policy: "no-such-policy" } }));
+  const { base, close } = await listen(appWith({ floodgate: { url: URL_, timeoutMs: 10_000 }, limit: { policy: "no-such-policy" } }));
   try {
     const r = await fetch(base);
     assert.equal(r.status, 500);
