@@ -88,6 +88,7 @@ type serveFlags struct {
 	pprof                bool
 	httpAPI              bool
 	httpCORSOrigins      string
+	httpAllowedHosts     string
 	httpDenyStatus       int
 	traceValues          bool
 
@@ -104,6 +105,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.httpAPI, "http-api", true, "serve the HTTP/JSON API (POST /v1/check, /v1/check:batch, /v1/peek, /v1/reset, /v1/settle, and Envoy's API as JSON at /json) on --http-addr, with the gRPC side's tokens, --max-recv-msg-bytes and --unary-timeout")
 	fs.IntVar(&f.httpDenyStatus, "http-deny-status", 200, "HTTP/JSON API: the status of a denied /v1/check or /v1/check:batch, 200 (\"allowed\": false says it) or 429; a request may ask with ?deny_status=")
 	fs.StringVar(&f.httpCORSOrigins, "http-cors-origins", "", "HTTP/JSON API: comma-separated origins browsers may call it from (\"*\": any); empty: CORS off")
+	fs.StringVar(&f.httpAllowedHosts, "http-allowed-hosts", "", "HTTP port: comma-separated host names (\"*\": any) its Host header may carry, besides localhost and IP addresses, for everything but probes, /metrics and decisions (Reset, Settle, /debug/, the admin page): a guard against DNS rebinding")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	f.ruleLoad.register(fs)
 	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store, and failure_mode local's memory on Redis: most keys kept at once (a live key is never evicted: when full, a new key is refused and its failure mode answers)")

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/hostcheck"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/server/httpapi"
@@ -59,8 +60,23 @@ func (e serveEnv) buildAdmin(st store.Store, apis decisionAPIs, p grpcPipeline, 
 	if clock == nil {
 		clock = time.Now
 	}
-	srv := server.NewAdminServer(server.LogHTTP(log, clock, server.NewAdminHandler(as)))
+	h := hostcheck.Guard(server.NewAdminHandler(as), strings.Split(f.httpAllowedHosts, ","), openToAnyHost, "--http-allowed-hosts")
+	srv := server.NewAdminServer(server.LogHTTP(log, clock, h))
 	return &adminServer{srv: srv, lis: lis}, nil
+}
+
+// openToAnyHost reports whether r may name the HTTP port by any Host
+// (hostcheck): probes, /metrics and decisions, which callers reach by
+// service names and a DNS-rebinding page gains nothing from. Everything
+// else (Reset, Settle, /debug/, the admin page) needs a Host that names
+// the server without a rebindable name.
+func openToAnyHost(r *http.Request) bool {
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/healthcheck", "/metrics",
+		httpapi.PathCheck, httpapi.PathCheckBatch, httpapi.PathPeek, httpapi.PathEnvoyJSON:
+		return true
+	}
+	return false
 }
 
 // httpAPI is the HTTP/JSON API (nil with --http-api=false): a
