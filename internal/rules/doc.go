@@ -203,6 +203,15 @@
 //	time_zone: Asia/Jakarta   #   the local calendar period of an IANA zone (default UTC)
 //	failure_mode: closed      # open | closed | local (any case): what to answer when the store is down
 //	shadow_mode: true         # this limit only (the node's shadow_mode covers all of them)
+//	warn_at: 80%              # the soft limit: units used (800) or a whole percentage of the
+//	                          # capacity (80%) from which an allowed answer carries a warning
+//
+// warn_at is at most the capacity (burst for a bucket, else the requests
+// per period) and positive; a percentage is whole, 1% to 100%, rounded up
+// to units. An allowed answer that leaves at least that many units used
+// (limit − remaining) warns: RateLimit-Warning on the Envoy API and the
+// HTTP door, CheckResponse.warning on the Check API. It does not apply to
+// an unlimited rule, to requests_per_unit: 0 or to a quota bucket.
 //
 // On a descriptor without a rate_limit of its own:
 //
@@ -255,7 +264,7 @@
 // default_algorithm, else token_bucket: policies serve our own API, with
 // no compatibility to keep; fixed_window for a calendar period), `burst`
 // (token_bucket and leaky_bucket only), `time_zone` (a calendar period's),
-// `failure_mode` and `shadow_mode`. A policy's period may be a calendar
+// `failure_mode`, `shadow_mode` and `warn_at` (as a rate_limit's). A policy's period may be a calendar
 // period: `{requests: 10000, period: calendar_month, time_zone: Asia/Jakarta}`.
 //
 // # Limits and names
