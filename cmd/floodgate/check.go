@@ -30,10 +30,14 @@ const (
 
 const checkSynopsis = `Asks a running floodgate whether KEY may spend COST now, REPEAT times in a
 row, and prints one row per attempt (or one JSON object per line with --json).
+With --domain it asks Envoy's API instead (ShouldRateLimit, the limits of the
+server's rules) and prints each answer's overall code and every descriptor's
+status (or the response as JSON, one per line).
 
   floodgate check --key user:1 --limit 10/1m --algorithm sliding_window --repeat 12
   floodgate check --key login:alice --policy login --json
   floodgate check --key partner --limit 10/1s --algorithm leaky_bucket --repeat 5
+  floodgate check --domain shop --descriptor path=/login,user=alice --descriptor remote_address=10.0.0.1 --repeat 3
 
 --limit is REQUESTS/PERIOD with a Go duration or a bare unit: 10/1m, 5/15m,
 100/h; or a calendar period, 10000/calendar_month (also calendar_day,
@@ -44,7 +48,7 @@ when its queue (--burst) is full.
 
 Exit status: 0 when every attempt got an answer, allowed or denied; 1 on
 an error (unreachable, invalid request, unknown policy); 2 on bad flags;
-3 with --fail-on-deny when some attempt was denied.`
+3 with --fail-on-deny when some attempt was denied (OVER_LIMIT with --domain).`
 
 // checkFlags are the settings of `floodgate check`: the flags it shares
 // with settle, and the attempts.
@@ -55,16 +59,18 @@ type checkFlags struct {
 	interval   time.Duration
 	json       bool
 	failOnDeny bool
+	envoy      envoyFlags
 }
 
 func (f *checkFlags) register(fs *pflag.FlagSet) {
-	f.registerTarget(fs, "the key to check, e.g. user:42 (required)", "inline limit REQUESTS/PERIOD, e.g. 10/1m or 10000/calendar_month (this or --policy)")
+	f.registerTarget(fs, "the key to check, e.g. user:42 (required, unless --domain asks Envoy's API)", "inline limit REQUESTS/PERIOD, e.g. 10/1m or 10000/calendar_month (this or --policy)")
 	f.registerConn(fs, "bound on each call", "bearer token sent as authorization metadata (needs TLS unless --addr is loopback)")
 	fs.Int64Var(&f.cost, "cost", 1, "units each attempt spends")
 	fs.IntVar(&f.repeat, "repeat", 1, "how many attempts to make")
 	fs.DurationVar(&f.interval, "interval", 0, "pause between attempts")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per attempt instead of a table")
 	fs.BoolVar(&f.failOnDeny, "fail-on-deny", false, "exit 3 if any attempt was denied (for scripts)")
+	f.envoy.register(fs)
 }
 
 // checkRow is one attempt, as printed with --json.
@@ -87,6 +93,13 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "check", checkExitUsage); err != nil {
 		return err
+	}
+	if f.envoy.domain != "" {
+		req, err := f.envoyRequest(fs)
+		if err != nil {
+			return failed(stderr, "check", checkExitUsage, err)
+		}
+		return runCheckEnvoy(ctx, &f, req, stdout, stderr)
 	}
 	limit, opts, err := f.resolve(fs, f.attempts)
 	if err != nil {
@@ -143,6 +156,8 @@ func (f *checkFlags) attempts() error {
 		return fmt.Errorf("--repeat must be at least 1, got %d", f.repeat)
 	case f.cost < 1:
 		return fmt.Errorf("--cost must be at least 1, got %d", f.cost)
+	case f.envoy.domain == "" && (len(f.envoy.descriptors) > 0 || f.envoy.hits != 1):
+		return errors.New("--descriptor and --hits go with --domain (Envoy's API)")
 	}
 	return nil
 }

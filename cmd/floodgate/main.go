@@ -2,7 +2,7 @@
 // (dispatched in run):
 //
 //	floodgate serve             run the server (embedded store unless --redis-url is set)
-//	floodgate check             ask a running floodgate about a key (a table or --json)
+//	floodgate check             ask a running floodgate about a key, or Envoy's API about descriptors
 //	floodgate settle            charge usage known afterwards (debt or refund, once per key)
 //	floodgate config validate   check config files offline (exit 1 on error)
 //	floodgate config explain    say which rule a descriptor matches, and its store key
@@ -63,7 +63,7 @@ const usage = `floodgate: a gRPC rate-limit decision service
 
 Usage:
   floodgate serve [flags]              run the server
-  floodgate check [flags]              ask a running floodgate about a key (a table or --json)
+  floodgate check [flags]              ask a running floodgate about a key, or Envoy's API about descriptors
   floodgate settle [flags]             charge usage known afterwards (debt or refund, once per --idempotency-key)
   floodgate config validate PATH       check a config file or folder (exit 1 on error)
   floodgate config explain [flags]     why a request is limited: the rule each descriptor matches

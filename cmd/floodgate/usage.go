@@ -20,11 +20,12 @@ type flagGroup struct {
 // flagGroups orders --help: a flag goes under the first group that claims
 // it, and flags no group claims under "Other".
 var flagGroups = []flagGroup{
-	{title: "Listen", names: []string{"grpc-addr", "http-addr", "http-api", "http-cors-origins", "http-allowed-hosts", "http-deny-status", "addr", "unary-timeout", "drain-timeout"}, prefixes: []string{"max-concurrent-streams", "max-recv-msg-bytes", "max-header-list-bytes", "max-streams", "max-connections"}},
+	{title: "Listen", names: []string{"grpc-addr", "http-addr", "http-api", "http-cors-origins", "http-allowed-hosts", "http-deny-status", "unary-timeout", "drain-timeout"}, prefixes: []string{"max-concurrent-streams", "max-recv-msg-bytes", "max-header-list-bytes", "max-streams", "max-connections"}},
+	{title: "Server to ask", names: []string{"addr", "timeout"}},
 	{title: "Auth and TLS", names: []string{"auth-token-file", "token"}, prefixes: []string{"tls", "redis-tls-", "config-xds-tls"}},
 	{title: "Store", names: []string{"failure-mode", "settle-window", "deny-cache-size", "replicas", "replicas-heartbeat"}, prefixes: []string{"redis-", "memory-", "local-"}},
 	{title: "Rules", names: []string{"config", "merge-domains", "domain", "descriptor", "bucket"}, prefixes: []string{"config-xds-"}},
-	{title: "Limits and answers", names: []string{"max-key-bytes", "shadow-mode", "quota-mode", "count-denied-hits", "share-override-counters", "envoy-refunds", "key", "limit", "burst", "algorithm", "policy", "time-zone", "cost"}, prefixes: []string{"response-", "quota-"}},
+	{title: "Limits and answers", names: []string{"max-key-bytes", "shadow-mode", "quota-mode", "count-denied-hits", "share-override-counters", "envoy-refunds", "key", "limit", "burst", "algorithm", "policy", "time-zone", "cost", "hits"}, prefixes: []string{"response-", "quota-"}},
 	{title: "Observability", names: []string{"detailed-metric-series", "trace-values", "pprof", "gc-percent"}, prefixes: []string{"log-", "limited-"}},
 }
 
