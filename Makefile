@@ -63,7 +63,7 @@ loadtest: build ## whole-service load tests (embedded store, a redis-server and 
 	bash scripts/ensure-test-deps.sh
 	cd bench && $(GO) run ./loadtest -binary ../$(BIN) $(LOADTEST_ARGS)
 
-redis-cost: ## Redis instructions per decision under callgrind (needs valgrind), each algorithm at 1 and 8 a call, beside a minimal GCRA; then Redis CPU per decision -> bench/RESULTS.md
+redis-cost: ## Redis instructions per decision under callgrind (needs valgrind), each algorithm at 1 and 8 a call, beside a minimal GCRA and the INCRBY + EXPIRE pattern; then Redis CPU per decision -> bench/RESULTS.md
 	bash scripts/ensure-test-deps.sh
 	cd bench && $(GO) run ./rediscost $(REDISCOST_ARGS)
 

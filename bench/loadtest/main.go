@@ -16,6 +16,7 @@
 // and the capacity table computed from these figures.
 //
 //	cd bench && go run ./loadtest [-duration 10s] [-warmup 2s] [-binary ../bin/floodgate] [-cluster=false]
+//	cd bench && go run ./loadtest -reference PATH [-rounds 2]   (side by side with envoyproxy/ratelimit)
 //
 // Everything listens on 127.0.0.1 only, and every process it starts is
 // stopped when it ends.
@@ -99,8 +100,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&s.concurrency, "concurrency", 50, "closed-loop workers")
 	fs.IntVar(&s.keys, "keys", 10_000, "distinct keys")
 	fs.BoolVar(&s.cluster, "cluster", true, "also measure a three-master Redis Cluster")
+	reference := fs.String("reference", "", "an envoyproxy/ratelimit binary: run only the side-by-side mode, it and floodgate alternating on one redis-server")
+	rounds := fs.Int("rounds", 2, "rounds of the side-by-side mode")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *reference != "" {
+		if *rounds < 1 {
+			return fmt.Errorf("-rounds %d: want at least 1", *rounds)
+		}
+		fmt.Fprintf(out, "Machine: %d CPUs, %s/%s, %s; %s; load average %s at the start.\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.Version(), loadAvg())
+		if err := s.sideBySide(ctx, out, *reference, *rounds); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Load average at the end: %s.\n", loadAvg())
+		return nil
 	}
 	dir, err := os.MkdirTemp("", "floodgate-loadtest-")
 	if err != nil {

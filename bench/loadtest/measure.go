@@ -48,6 +48,9 @@ type redisUse struct {
 	MainUs float64
 	// CallsPerDecision is EVALSHA + EVAL calls per decision.
 	CallsPerDecision float64
+	// CommandsPerDecision is every command Redis ran (a script call
+	// counting once, a command a script made too) per decision.
+	CommandsPerDecision float64
 	// BusiestShare is the busiest node's share of the CPU (1 with one node).
 	BusiestShare float64
 	// Cores is the CPU used over the measured time: 1.0 is one core busy.
@@ -186,7 +189,11 @@ func redisDelta(begin, end []benchproc.RedisStats, decisions, seconds float64) *
 		main += end[i].CPUMain - begin[i].CPUMain
 		hasMain = hasMain && end[i].HasMain
 		calls += end[i].Scripts - begin[i].Scripts
+		for name, c := range end[i].Cmds {
+			u.CommandsPerDecision += float64(c.Calls - begin[i].Cmds[name].Calls)
+		}
 	}
+	u.CommandsPerDecision /= decisions
 	u.CPUUs = cpu * 1e6 / decisions
 	u.MainUs = -1
 	if hasMain {

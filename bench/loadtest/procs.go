@@ -62,6 +62,9 @@ func (p *proc) cpu() (time.Duration, bool) {
 // mode (Redis slow or down, the breaker open) so far: the sum of
 // floodgate_decisions_total{result="degraded"} on its /metrics.
 func (p *proc) degraded(ctx context.Context) (float64, error) {
+	if p.httpAddr == "" { // not floodgate: the side-by-side mode's reference
+		return 0, nil
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.httpAddr+"/metrics", nil)
 	if err != nil {
 		return 0, err
