@@ -385,7 +385,7 @@ func scrapeRunningFloodgate(t *testing.T) exposition {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
-		"--log-format", "json", "--config", rulesPath)
+		"--log-format", "json", "--config", rulesPath, "--limited-metrics-keys", "3")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
