@@ -17,7 +17,7 @@ func BenchmarkDecide(b *testing.B) {
 		benchKeys = 50 // with 1ms a decision: 20 requests/s per key
 		requests  = 10 // per second: half of what each key asks
 	)
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		b.Run(alg.String(), func(b *testing.B) {
 			l := algorithms.Limit{Algorithm: alg, Requests: requests, Period: time.Second}
 			if err := l.Validate(); err != nil {
@@ -59,7 +59,7 @@ func BenchmarkDecide(b *testing.B) {
 // scale with GOMAXPROCS.
 func BenchmarkDecideParallel(b *testing.B) {
 	const benchKeys = 50
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		b.Run(alg.String(), func(b *testing.B) {
 			l := algorithms.Limit{Algorithm: alg, Requests: 10, Period: time.Second}
 			b.ReportAllocs()

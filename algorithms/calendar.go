@@ -284,27 +284,24 @@ func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
 	return fixedDecide(l, s, fixedSpan{start: start, end: end, count: count}, a)
 }
 
-// validateCalendar is Validate for a limit with a Calendar or a Location.
-func (l Limit) validateCalendar(bad func(string, ...any) error) error {
+// validateCalendar is Validate for a limit with a Calendar or a
+// Location, for l's row r, which takes a calendar.
+func (l Limit) validateCalendar(r *row, bad func(field, format string, args ...any) error) error {
 	switch {
 	case l.Calendar == NoCalendar:
-		return bad("time_zone %v applies only to a calendar period (day, week, month, year)", l.Location)
+		return bad("time_zone", "%v applies only to a calendar period (day, week, month, year)", l.Location)
 	case !l.Calendar.Valid():
-		return bad("calendar %v is not one of day, week, month, year", l.Calendar)
-	case l.Algorithm != FixedWindow && l.Algorithm != SlidingWindow:
-		return bad("a calendar period applies only to fixed_window and sliding_window, not %v", l.Algorithm)
+		return bad("calendar", "%v is not one of day, week, month, year", l.Calendar)
 	case l.Period != 0:
-		return bad("period must be unset with a calendar period (the %s is the window), got %v", l.Calendar, l.Period)
+		return bad("period", "must be unset with a calendar period (the %s is the window), got %v", l.Calendar, l.Period)
 	case l.Requests <= 0:
-		return bad("requests must be positive, got %d", l.Requests)
-	case l.Burst < 0:
-		return bad("burst must not be negative, got %d", l.Burst)
-	case l.Requests > MaxScaled:
-		return bad("requests %d exceeds 2^50", l.Requests)
+		return bad("requests", "must be positive, got %d", l.Requests)
 	}
-	// The sliding window keeps its sums multiplied by the period's length.
-	if p := l.Calendar.MaxLength().Milliseconds(); l.Algorithm == SlidingWindow && l.Requests > MaxScaled/p {
-		return bad("requests %d per calendar %s exceeds %d for the sliding window (requests × the longest %s in ms must be at most 2^50; use fixed_window)", l.Requests, l.Calendar, MaxScaled/p, l.Calendar)
+	if err := l.validateBurst(bad); err != nil {
+		return err
 	}
-	return nil
+	if l.Requests > MaxScaled {
+		return bad("requests", "%d exceeds 2^50", l.Requests)
+	}
+	return r.validate(l)
 }

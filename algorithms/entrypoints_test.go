@@ -19,7 +19,7 @@ import (
 func TestEntryPointsAgree(t *testing.T) {
 	r := testRand(t)
 	var limits []algorithms.Limit
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for range 3 {
 			limits = append(limits, randomLimit(r, alg))
 		}

@@ -34,7 +34,7 @@ func FuzzDecide(f *testing.F) {
 	}
 	burst := trace(step(0, 0, 3), step(0, 0, 1), step(0, 0, 1), step(20, 10, 1), step(1, 0, 0), step(-1, 10, 2), step(0, 0, -2), step(0, 0, 99))
 	edge := trace(step(1990, 0, 1), step(0, 0, 9), step(20, 0, 1), step(190, 0, 1), step(-1000, 0, 0), step(1, 20, 5))
-	for alg := range uint8(len(algorithms.Algorithms)) {
+	for alg := range uint8(len(algorithms.All())) {
 		f.Add(alg, int64(3), int64(60_000), int64(0), int64(0), burst)
 		f.Add(alg, int64(10), int64(2000), int64(20), int64(1990), edge)
 		f.Add(alg, int64(7), int64(1000), int64(1), int64(-5), trace(step(-300, 2, 7), step(3, 3, 8), step(0, 0, -32768)))
@@ -45,10 +45,13 @@ func FuzzDecide(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, alg uint8, requests, periodMs, burst, start int64, raw []byte) {
 		l := algorithms.Limit{
-			Algorithm: algorithms.Algorithms[int(alg)%len(algorithms.Algorithms)],
+			Algorithm: algorithms.All()[int(alg)%len(algorithms.All())],
 			Requests:  requests,
 			Period:    time.Duration(periodMs) * time.Millisecond,
 			Burst:     burst,
+		}
+		if l.Algorithm.Facts().Burst == "" {
+			l.Burst = 0 // a window takes no burst
 		}
 		// alg's bits 4-6 pick a calendar period (in a zone with daylight
 		// saving) for the window algorithms.
@@ -64,7 +67,9 @@ func FuzzDecide(f *testing.F) {
 			l.Requests = 1 + abs(requests)%10_000
 			if l.Calendar == algorithms.NoCalendar {
 				l.Period = time.Duration(1+abs(periodMs)%86_400_000) * time.Millisecond
-				l.Burst = abs(burst) % 100_000
+				if l.Algorithm.Facts().Burst != "" {
+					l.Burst = abs(burst) % 100_000
+				}
 			}
 			if l.Validate() != nil {
 				return

@@ -6,55 +6,6 @@ import (
 	"time"
 )
 
-// Algorithm names a counting algorithm. The numbers match floodgate.v1's
-// Algorithm enum, so a value converts directly.
-type Algorithm int32
-
-// The algorithms. The zero value is not an algorithm.
-const (
-	Unspecified      Algorithm = 0
-	TokenBucket      Algorithm = 1
-	SlidingWindow    Algorithm = 2
-	SlidingWindowLog Algorithm = 3
-	FixedWindow      Algorithm = 4
-	LeakyBucket      Algorithm = 5
-)
-
-// Algorithms lists every algorithm, in enum order.
-var Algorithms = []Algorithm{TokenBucket, SlidingWindow, SlidingWindowLog, FixedWindow, LeakyBucket}
-
-var algorithmNames = map[Algorithm]string{
-	TokenBucket:      "token_bucket",
-	SlidingWindow:    "sliding_window",
-	SlidingWindowLog: "sliding_window_log",
-	FixedWindow:      "fixed_window",
-	LeakyBucket:      "leaky_bucket",
-}
-
-// String returns the config-file name of a, e.g. "token_bucket".
-func (a Algorithm) String() string {
-	if n, ok := algorithmNames[a]; ok {
-		return n
-	}
-	return fmt.Sprintf("algorithm(%d)", int32(a))
-}
-
-// Valid reports whether a is one of the algorithms.
-func (a Algorithm) Valid() bool {
-	_, ok := algorithmNames[a]
-	return ok
-}
-
-// ParseAlgorithm reads a config-file name such as "sliding_window".
-func ParseAlgorithm(name string) (Algorithm, error) {
-	for a, n := range algorithmNames {
-		if n == name {
-			return a, nil
-		}
-	}
-	return Unspecified, fmt.Errorf("unknown algorithm %q (want token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket)", name)
-}
-
 // Bounds on limits. All arithmetic is done in integers (milliseconds and
 // scaled token counts) and the Lua twins run on doubles, which hold integers
 // exactly only below 2^53; these bounds keep every intermediate value below
@@ -80,6 +31,44 @@ const (
 // ErrInvalidLimit is wrapped by every error Validate returns.
 var ErrInvalidLimit = errors.New("invalid limit")
 
+// LimitError is the error Validate returns: what is wrong with a Limit,
+// and in which field. It wraps ErrInvalidLimit.
+type LimitError struct {
+	// Field is the field at fault as a config file names it ("requests",
+	// "period", "burst", "calendar", "time_zone", "algorithm"), or "" for
+	// the limit as a whole.
+	Field string
+	// Reason says what is wrong with Field, e.g. "must be positive, got
+	// 0"; the whole message when Field is "".
+	Reason string
+	// Only, when not empty, are the algorithms that take Field, which the
+	// limit's Algorithm does not; Reason is then empty.
+	Only []Algorithm
+	// Algorithm is the limit's algorithm.
+	Algorithm Algorithm
+}
+
+// Error says what is wrong, the field first: "invalid limit: burst
+// applies only to token_bucket and leaky_bucket, not fixed_window".
+func (e *LimitError) Error() string {
+	return ErrInvalidLimit.Error() + ": " + e.Message(Algorithm.String)
+}
+
+// Message is Error without its "invalid limit: " prefix, the algorithms
+// of Only spelled by name.
+func (e *LimitError) Message(name func(Algorithm) string) string {
+	switch {
+	case len(e.Only) > 0:
+		return fmt.Sprintf("%s applies only to %s, not %v", e.Field, Names(e.Only, "and", name), e.Algorithm)
+	case e.Field == "":
+		return e.Reason
+	}
+	return e.Field + " " + e.Reason
+}
+
+// Unwrap returns ErrInvalidLimit.
+func (e *LimitError) Unwrap() error { return ErrInvalidLimit }
+
 // Limit is a rate: Requests per Period, counted by Algorithm.
 type Limit struct {
 	// Algorithm counts the requests. Required.
@@ -102,11 +91,14 @@ type Limit struct {
 	Location *time.Location
 }
 
-// Capacity is the most a single request may cost: the burst for a token
-// or leaky bucket, Requests otherwise. A larger cost can never be admitted.
+// Capacity is the most a single request may cost: the burst for an
+// algorithm that takes one (Facts.Burst) when it is set, Requests
+// otherwise. A larger cost can never be admitted.
 func (l Limit) Capacity() int64 {
-	if (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) && l.Burst > 0 {
-		return l.Burst
+	if l.Burst > 0 {
+		if r := rowOf(l.Algorithm); r != nil && r.Burst != "" {
+			return l.Burst
+		}
 	}
 	return l.Requests
 }
@@ -114,66 +106,77 @@ func (l Limit) Capacity() int64 {
 // PeriodMs is the period in milliseconds.
 func (l Limit) PeriodMs() int64 { return l.Period.Milliseconds() }
 
-// Validate reports what is wrong with l, naming the field. The error wraps
-// ErrInvalidLimit.
+// Validate reports what is wrong with l, naming the field: a
+// *LimitError, which wraps ErrInvalidLimit. It is the one check of a
+// limit, whether it comes from a config file, a request or a program.
+// A field the algorithm does not take (a burst, a calendar period) is
+// reported first, with LimitError.Only set, so that a config file can
+// point at it while the rest of the limit is still being read.
 func (l Limit) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidLimit, fmt.Sprintf(format, args...))
-	}
-	if l.Calendar != NoCalendar || l.Location != nil {
-		return l.validateCalendar(bad)
+	r := rowOf(l.Algorithm)
+	bad := func(field, format string, args ...any) error {
+		return &LimitError{Field: field, Reason: fmt.Sprintf(format, args...), Algorithm: l.Algorithm}
 	}
 	switch {
-	case !l.Algorithm.Valid():
-		return bad("algorithm %v is not one of token_bucket, sliding_window, sliding_window_log, fixed_window, leaky_bucket", l.Algorithm)
+	case r == nil:
+		return bad("algorithm", "%v is not one of %s", l.Algorithm, Names(All(), "or", Algorithm.String))
+	case l.Burst > 0 && r.Burst == "":
+		return &LimitError{Field: "burst", Only: Which(func(f Facts) bool { return f.Burst != "" }), Algorithm: l.Algorithm}
+	case l.Calendar.Valid() && !r.Window:
+		return &LimitError{Field: "calendar", Only: Which(func(f Facts) bool { return f.Window }), Algorithm: l.Algorithm}
+	case l.Calendar != NoCalendar || l.Location != nil:
+		return l.validateCalendar(r, bad)
 	case l.Requests <= 0:
-		return bad("requests must be positive, got %d", l.Requests)
+		return bad("requests", "must be positive, got %d", l.Requests)
 	case l.Period <= 0:
-		return bad("period must be positive, got %v", l.Period)
+		return bad("period", "must be positive, got %v", l.Period)
 	case l.Period%time.Millisecond != 0:
-		return bad("period must be a whole number of milliseconds, got %v", l.Period)
-	case l.Burst < 0:
-		return bad("burst must not be negative, got %d", l.Burst)
+		return bad("period", "must be a whole number of milliseconds, got %v", l.Period)
 	}
-	p := l.PeriodMs()
-	maxWait := MaxWait.Milliseconds()
-	switch l.Algorithm {
-	case TokenBucket, LeakyBucket:
-		// The leaky bucket counts in the token bucket's scaled units: a
-		// queue slot is scale units, a millisecond perMs.
-		what := "burst"
-		if l.Algorithm == LeakyBucket {
-			what = "burst (queue size)"
-		}
-		perMs, scale := tokenScale(l.Requests, p)
-		c := l.Capacity()
-		if c > MaxScaled/scale {
-			return bad("%s %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", what, c, l.Requests, l.Period)
-		}
-		if ceilDiv(c*scale, perMs) > maxWait {
-			return bad("%s %d at %d requests per %v takes longer than %v to drain or refill (burst × period / requests)", what, c, l.Requests, l.Period, MaxWait)
-		}
-	case SlidingWindowLog:
-		if l.Requests > MaxLogRequests {
-			return bad("requests %d exceeds the sliding_window_log cap of %d (its memory grows with requests; use sliding_window)", l.Requests, MaxLogRequests)
-		}
-	case SlidingWindow:
-		if p > maxWait/2 {
-			return bad("period %v exceeds %v, half of MaxWait (a sliding window's requests weigh on the next window)", l.Period, MaxWait/2)
-		}
+	if err := l.validateBurst(bad); err != nil {
+		return err
 	}
-	if p > maxWait {
-		return bad("period %v exceeds MaxWait, %v", l.Period, MaxWait)
+	if err := r.validate(l); err != nil {
+		return err
 	}
-	// Only the sliding window multiplies requests by the period (its sums
-	// are kept scaled by the window length); the others count requests.
-	if l.Algorithm == SlidingWindow && l.Requests > MaxScaled/p {
-		return bad("requests × period_ms = %d × %d exceeds 2^50", l.Requests, p)
-	}
-	if l.Requests > MaxScaled {
-		return bad("requests %d exceeds 2^50", l.Requests)
+	switch {
+	case l.PeriodMs() > MaxWait.Milliseconds():
+		return bad("period", "%v exceeds MaxWait, %v", l.Period, MaxWait)
+	case l.Requests > MaxScaled:
+		return bad("requests", "%d exceeds 2^50", l.Requests)
 	}
 	return nil
+}
+
+// validateBurst is Validate's check of l.Burst's sign.
+func (l Limit) validateBurst(bad func(field, format string, args ...any) error) error {
+	if l.Burst < 0 {
+		return bad("burst", "must not be negative, got %d", l.Burst)
+	}
+	return nil
+}
+
+// invalid is a *LimitError about l as a whole (Field "").
+func invalid(l Limit, format string, args ...any) error {
+	return &LimitError{Reason: fmt.Sprintf(format, args...), Algorithm: l.Algorithm}
+}
+
+// validateBucket is Validate's check of a bucket's numbers: the token
+// bucket's, and the leaky bucket's, which counts in the token bucket's
+// scaled units (a queue slot is scale units, a millisecond perMs). what
+// names the burst in the message.
+func validateBucket(what string) func(Limit) error {
+	return func(l Limit) error {
+		perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+		c := l.Capacity()
+		if c > MaxScaled/scale {
+			return invalid(l, "%s %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", what, c, l.Requests, l.Period)
+		}
+		if ceilDiv(c*scale, perMs) > MaxWait.Milliseconds() {
+			return invalid(l, "%s %d at %d requests per %v takes longer than %v to drain or refill (burst × period / requests)", what, c, l.Requests, l.Period, MaxWait)
+		}
+		return nil
+	}
 }
 
 // Decision is the answer to one check.

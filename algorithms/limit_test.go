@@ -122,7 +122,7 @@ func TestDecideAtTheBounds(t *testing.T) {
 // TestDecideOverCapacity: a cost above the capacity is a deny with
 // RetryAfter Never, reports what a peek reports, and charges nothing.
 func TestDecideOverCapacity(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Second}
 		s, _ := algorithms.Decide(l, algorithms.State{}, epoch, 2)
 		_, peek := algorithms.Decide(l, s, epoch, 0)
@@ -141,7 +141,7 @@ func TestDecideOverCapacity(t *testing.T) {
 }
 
 func TestAlgorithmNames(t *testing.T) {
-	for _, a := range algorithms.Algorithms {
+	for _, a := range algorithms.All() {
 		if !a.Valid() {
 			t.Errorf("%v: Valid() = false", a)
 		}

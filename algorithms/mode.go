@@ -41,6 +41,10 @@ func decideMode(l Limit, s State, a ask) (State, Decision) {
 	if !a.debt() {
 		return decide(l, s, a)
 	}
+	r := rowOf(l.Algorithm)
+	if r == nil {
+		return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
+	}
 	var next State
 	var d Decision
 	switch {
@@ -49,27 +53,8 @@ func decideMode(l Limit, s State, a ask) (State, Decision) {
 		next, d = decide(l, s, a)
 	case l.Calendar != NoCalendar:
 		next, d = decideCalendar(l, s, l.Calendar.Bounds(l.Location, a.now), a)
-	case l.Algorithm == TokenBucket:
-		next, d = tokenBucket(l, s, a)
-	case l.Algorithm == SlidingWindow:
-		next, d = slidingWindow(l, s, a)
-	case l.Algorithm == FixedWindow:
-		next, d = fixedWindow(l, s, a)
-	case l.Algorithm == LeakyBucket:
-		next, d = decideLeakyBucket(l, s, a)
-	case l.Algorithm == SlidingWindowLog:
-		// Record what the free slots hold; the rest is unrecorded.
-		// (A lowered limit may leave more live units than Requests.)
-		p := planSlidingLog(l, s, a.now, 0)
-		k := max(0, min(a.cost, l.Requests-p.live))
-		next, d = s, p.d
-		if k > 0 {
-			next, d = decideSlidingLog(l, s, a.now, k)
-		}
-		d.Unrecorded = a.cost - k
-		return next, d
 	default:
-		return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
+		next, d = r.decide(l, s, a)
 	}
 	d.Debt = debtOf(l, next, a.now)
 	return next, d
@@ -87,17 +72,8 @@ func decide(l Limit, s State, a ask) (State, Decision) {
 	if l.Calendar != NoCalendar { // only the windows, which never wait
 		return decideCalendar(l, s, l.Calendar.Bounds(l.Location, a.now), a)
 	}
-	switch l.Algorithm {
-	case TokenBucket:
-		return tokenBucket(l, s, a)
-	case SlidingWindow:
-		return slidingWindow(l, s, a)
-	case SlidingWindowLog:
-		return decideSlidingLog(l, s, a.now, a.cost)
-	case FixedWindow:
-		return fixedWindow(l, s, a)
-	case LeakyBucket:
-		return decideLeakyBucket(l, s, a)
+	if r := rowOf(l.Algorithm); r != nil {
+		return r.decide(l, s, a)
 	}
 	return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
 }
@@ -110,34 +86,14 @@ func peekOnly(l Limit, s State, a ask) Decision {
 }
 
 // debtOf is how many units a key in state s owes at nowMs: how far its
-// count stands above the limit (0 when it does not). The sliding window
-// log never owes.
+// count stands above the limit (0 when it does not).
 func debtOf(l Limit, s State, nowMs int64) int64 {
 	if l.Calendar != NoCalendar {
 		_, d := decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), ask{now: nowMs, mode: Debt})
 		return d.Debt
 	}
-	switch l.Algorithm {
-	case LeakyBucket:
-		_, d := decideLeakyBucket(l, s, ask{now: nowMs, mode: Debt})
-		return d.Debt
-	case TokenBucket:
-		t := tokensAt(l, s, nowMs)
-		if t >= 0 {
-			return 0
-		}
-		_, scale := tokenScale(l.Requests, l.PeriodMs())
-		return ceilDiv(-t, scale)
-	case SlidingWindow:
-		w := l.PeriodMs()
-		curr, prev, start := slidingCounts(l, s, nowMs)
-		e := max(nowMs, start) - start
-		if over := curr*w + prev*(w-e) - l.Requests*w; over > 0 {
-			return min(ceilDiv(over, w), l.Requests)
-		}
-	case FixedWindow:
-		count, _ := fixedCount(l, s, nowMs)
-		return max(0, count-l.Requests)
+	if r := rowOf(l.Algorithm); r != nil {
+		return r.debt(l, s, nowMs)
 	}
 	return 0
 }
@@ -157,7 +113,14 @@ func Settle(l Limit, s State, nowMs, delta int64) (State, Decision) {
 }
 
 // plainMode reports whether m decides l as no mode would: no Debt, and no
-// NoWait on a leaky bucket (the only algorithm that waits).
+// NoWait on an algorithm that waits (Facts.Waits).
 func plainMode(l Limit, m Mode) bool {
-	return m&Debt == 0 && (m&NoWait == 0 || l.Algorithm != LeakyBucket)
+	if m&Debt != 0 {
+		return false
+	}
+	if m&NoWait == 0 {
+		return true
+	}
+	r := rowOf(l.Algorithm)
+	return r == nil || !r.Waits
 }

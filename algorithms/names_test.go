@@ -31,13 +31,13 @@ func TestAlgorithmNamesAgree(t *testing.T) {
 		n, _ := strconv.Atoi(nums[i])
 		lua[names[i]] = int32(n)
 	}
-	if len(lua) != len(algorithms.Algorithms) {
-		t.Errorf("lib.lua names %d algorithms, the Go code %d", len(lua), len(algorithms.Algorithms))
+	if len(lua) != len(algorithms.All()) {
+		t.Errorf("lib.lua names %d algorithms, the Go code %d", len(lua), len(algorithms.All()))
 	}
-	if n := len(floodgatev1.Algorithm_name) - 1; n != len(algorithms.Algorithms) {
-		t.Errorf("the proto names %d algorithms, the Go code %d", n, len(algorithms.Algorithms))
+	if n := len(floodgatev1.Algorithm_name) - 1; n != len(algorithms.All()) {
+		t.Errorf("the proto names %d algorithms, the Go code %d", n, len(algorithms.All()))
 	}
-	for _, a := range algorithms.Algorithms {
+	for _, a := range algorithms.All() {
 		name := a.String()
 		upper := strings.ToUpper(name)
 		if v, ok := floodgatev1.Algorithm_value["ALGORITHM_"+upper]; !ok || v != int32(a) {

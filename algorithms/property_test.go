@@ -126,7 +126,7 @@ func play(l algorithms.Limit, trace []op) []event {
 // and calls check on each played trace.
 func forEachTrace(t *testing.T, rounds, steps int, o traceOpts, check func(t *testing.T, l algorithms.Limit, events []event)) {
 	r := testRand(t)
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(alg.String(), func(t *testing.T) {
 			for round := 0; round < rounds && !t.Failed(); round++ {
 				l := randomLimit(r, alg)

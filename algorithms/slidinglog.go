@@ -189,3 +189,33 @@ func fillSlots(ring []int64, from, k, v int64) {
 		ring[i] = v
 	}
 }
+
+// slidingLog is the sliding window log's decision of a.cost at a.now. In
+// Debt mode it records what its free slots hold and reports the rest as
+// unrecorded: it never owes (a lowered limit may leave more live units
+// than Requests).
+func slidingLog(l Limit, s State, a ask) (State, Decision) {
+	if !a.debt() || a.cost <= 0 {
+		return decideSlidingLog(l, s, a.now, a.cost)
+	}
+	p := planSlidingLog(l, s, a.now, 0)
+	k := max(0, min(a.cost, l.Requests-p.live))
+	next, d := s, p.d
+	if k > 0 {
+		next, d = decideSlidingLog(l, s, a.now, k)
+	}
+	d.Unrecorded = a.cost - k
+	return next, d
+}
+
+// noDebt is the debt of a sliding window log: none, ever.
+func noDebt(Limit, State, int64) int64 { return 0 }
+
+// validateSlidingLog is Validate's check of a sliding window log's
+// numbers: its memory grows with Requests.
+func validateSlidingLog(l Limit) error {
+	if l.Requests > MaxLogRequests {
+		return invalid(l, "requests %d exceeds the sliding_window_log cap of %d (its memory grows with requests; use sliding_window)", l.Requests, MaxLogRequests)
+	}
+	return nil
+}

@@ -204,3 +204,35 @@ func slidingCarryWait(p slidingPoint, cost, r int64) int64 {
 	}
 	return w - e + (i-1)*w + e2
 }
+
+// slidingWindowDebt is how many units a window in state s owes at now:
+// how far its estimate stands above Requests, at most Requests.
+func slidingWindowDebt(l Limit, s State, now int64) int64 {
+	w := l.PeriodMs()
+	curr, prev, start := slidingCounts(l, s, now)
+	e := max(now, start) - start
+	if over := curr*w + prev*(w-e) - l.Requests*w; over > 0 {
+		return min(ceilDiv(over, w), l.Requests)
+	}
+	return 0
+}
+
+// validateSlidingWindow is Validate's check of a sliding window's
+// numbers: it keeps its sums multiplied by the window's length, and its
+// requests weigh on the next window, so a wait can be two periods.
+func validateSlidingWindow(l Limit) error {
+	if l.Calendar != NoCalendar {
+		if p := l.Calendar.MaxLength().Milliseconds(); l.Requests > MaxScaled/p {
+			return invalid(l, "requests %d per calendar %s exceeds %d for the sliding window (requests × the longest %s in ms must be at most 2^50; use fixed_window)", l.Requests, l.Calendar, MaxScaled/p, l.Calendar)
+		}
+		return nil
+	}
+	p := l.PeriodMs()
+	if p > MaxWait.Milliseconds()/2 {
+		return invalid(l, "period %v exceeds %v, half of MaxWait (a sliding window's requests weigh on the next window)", l.Period, MaxWait/2)
+	}
+	if l.Requests > MaxScaled/p {
+		return invalid(l, "requests × period_ms = %d × %d exceeds 2^50", l.Requests, p)
+	}
+	return nil
+}

@@ -95,3 +95,14 @@ func tokenBucket(l Limit, s State, a ask) (State, Decision) {
 	}
 	return State{A: tokens, B: last, C: scale}, d
 }
+
+// tokenBucketDebt is how many tokens a bucket in state s owes at now:
+// its whole tokens below zero, rounded up.
+func tokenBucketDebt(l Limit, s State, now int64) int64 {
+	t := tokensAt(l, s, now)
+	if t >= 0 {
+		return 0
+	}
+	_, scale := tokenScale(l.Requests, l.PeriodMs())
+	return ceilDiv(-t, scale)
+}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 )
 
@@ -30,55 +31,36 @@ func serviceConfig() string {
 	return `{"methodConfig":[{"name":[{"service":"` + floodgatev1.RateLimiter_ServiceDesc.ServiceName + `"}],"waitForReady":false}]}`
 }
 
-// Algorithm chooses how a limit counts. The values match floodgate.v1's
-// Algorithm enum.
+// Algorithm chooses how a limit counts. The values are
+// algorithms.Algorithm's, which match floodgate.v1's Algorithm enum.
 type Algorithm int32
 
 // The algorithms. AnyAlgorithm (the zero value) leaves the choice to the
 // named policy in Check and Peek, and means every algorithm in Reset.
 const (
 	AnyAlgorithm     Algorithm = 0
-	TokenBucket      Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET)
-	SlidingWindow    Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW)
-	SlidingWindowLog Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW_LOG)
-	FixedWindow      Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW)
+	TokenBucket      Algorithm = Algorithm(algorithms.TokenBucket)
+	SlidingWindow    Algorithm = Algorithm(algorithms.SlidingWindow)
+	SlidingWindowLog Algorithm = Algorithm(algorithms.SlidingWindowLog)
+	FixedWindow      Algorithm = Algorithm(algorithms.FixedWindow)
 	// LeakyBucket shapes instead of refusing: an admitted check gets a
 	// Wait until its slot (see Client.Wait).
-	LeakyBucket Algorithm = Algorithm(floodgatev1.Algorithm_ALGORITHM_LEAKY_BUCKET)
+	LeakyBucket Algorithm = Algorithm(algorithms.LeakyBucket)
 )
 
-var algorithmNames = []struct {
-	a    Algorithm
-	name string
-}{
-	{TokenBucket, "token_bucket"},
-	{SlidingWindow, "sliding_window"},
-	{SlidingWindowLog, "sliding_window_log"},
-	{FixedWindow, "fixed_window"},
-	{LeakyBucket, "leaky_bucket"},
-}
-
-// String is the config-file name of a, e.g. "sliding_window".
+// String is the config-file name of a, e.g. "sliding_window"; "any" for
+// AnyAlgorithm.
 func (a Algorithm) String() string {
-	for _, n := range algorithmNames {
-		if n.a == a {
-			return n.name
-		}
-	}
 	if a == AnyAlgorithm {
 		return "any"
 	}
-	return fmt.Sprintf("algorithm(%d)", int32(a))
+	return algorithms.Algorithm(a).String()
 }
 
 // ParseAlgorithm reads a config-file name such as "token_bucket".
 func ParseAlgorithm(name string) (Algorithm, error) {
-	for _, n := range algorithmNames {
-		if n.name == name {
-			return n.a, nil
-		}
-	}
-	return AnyAlgorithm, fmt.Errorf("unknown algorithm %q (want token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket)", name)
+	a, err := algorithms.ParseAlgorithm(name)
+	return Algorithm(a), err
 }
 
 // Limit says which limit a check spends against: either inline (Algorithm,

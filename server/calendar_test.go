@@ -35,7 +35,7 @@ func TestCheckCalendarInvalid(t *testing.T) {
 		{"unknown zone", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, month, "Mars/Olympus")}, `limit.time_zone: unknown time zone "Mars/Olympus"`},
 		{"local zone", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, month, "Local")}, `limit.time_zone: unknown time zone "Local"`},
 		{"path as zone", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, month, "../../../etc/passwd")}, "limit.time_zone: unknown time zone"},
-		{"token bucket", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: calendarLimit(10, month, "")}, "limit.calendar: applies only to ALGORITHM_FIXED_WINDOW and ALGORITHM_SLIDING_WINDOW, not token_bucket"},
+		{"token bucket", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: calendarLimit(10, month, "")}, "limit.calendar: applies only to ALGORITHM_SLIDING_WINDOW and ALGORITHM_FIXED_WINDOW, not token_bucket"},
 		{"sliding log", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW_LOG, Source: calendarLimit(10, month, "")}, "limit.calendar: applies only to"},
 		{"unknown calendar", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, 9, "")}, "limit.calendar: unknown value 9"},
 		{"negative calendar", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, -1, "")}, "limit.calendar: unknown value -1"},

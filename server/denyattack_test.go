@@ -99,7 +99,7 @@ func TestDenyAttackCheckAPI(t *testing.T) {
 // API, whose requests are all NoWait: the rule small_key 10/second, 10
 // values attacked by 20 callers.
 func TestDenyAttackShouldRateLimit(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(alg.String(), func(t *testing.T) {
 			inner := &callCounter{Store: memstore.New(memstore.Config{})}
 			var hits atomic.Int64

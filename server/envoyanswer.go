@@ -195,17 +195,12 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 }
 
 // headerLimit is l as a quota policy for the headers (see
-// internal/ratelimitheader for how a token bucket maps to q and w).
+// internal/ratelimitheader for how a bucket maps to q and w).
 func headerLimit(l *rules.Limit) ratelimitheader.Limit {
-	var h ratelimitheader.Limit
-	switch {
-	case l.DenyAll:
+	if l.DenyAll {
 		return ratelimitheader.DenyAll(l.Name, l.Rate.Period)
-	case l.Rate.Algorithm == algorithms.TokenBucket, l.Rate.Algorithm == algorithms.LeakyBucket: // a queue drains as a bucket refills
-		h = ratelimitheader.TokenBucket(l.Name, l.Rate.Requests, l.Rate.Period, l.Rate.Burst)
-	default:
-		h = ratelimitheader.Window(l.Name, l.Rate.Requests, l.Rate.Period)
 	}
+	h := ratelimitheader.Of(l.Name, l.Rate)
 	h.WarnAt = l.Warn.At(l.Rate.Capacity())
 	return h
 }
@@ -232,16 +227,16 @@ func waitOf(c *envoyCheck) time.Duration {
 	return c.decision.RetryAfter
 }
 
-// windowLeft is how long the window now falls in has left: a fixed or
-// sliding window's (aligned to the Unix epoch), a calendar period's; 0
-// for the buckets and the log, which have no window (a key with nothing
-// counted is full now).
+// windowLeft is how long the window now falls in has left, for an
+// algorithm that counts in windows (algorithms.Facts.Window: aligned to
+// the Unix epoch, or a calendar period); 0 for the others, which have no
+// window (a key with nothing counted is full now).
 func windowLeft(l algorithms.Limit, nowMs int64) time.Duration {
 	switch {
 	case l.Calendar != algorithms.NoCalendar:
 		b := l.Calendar.Bounds(l.Location, nowMs)
 		return time.Duration(b[2]-nowMs) * time.Millisecond
-	case l.Algorithm == algorithms.FixedWindow, l.Algorithm == algorithms.SlidingWindow:
+	case l.Algorithm.Facts().Window:
 		if w := l.PeriodMs(); w > 0 {
 			return time.Duration(w-nowMs%w) * time.Millisecond
 		}

@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -92,7 +92,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		}
 	case req.GetLimit() != nil:
 		if alg == algorithms.Unspecified {
-			return check{}, invalidf("algorithm", "required with an inline limit (ALGORITHM_TOKEN_BUCKET, ALGORITHM_SLIDING_WINDOW, ALGORITHM_SLIDING_WINDOW_LOG, ALGORITHM_FIXED_WINDOW or ALGORITHM_LEAKY_BUCKET)")
+			return check{}, invalidf("algorithm", "required with an inline limit (%s)", algorithms.Names(algorithms.All(), "or", wireName))
 		}
 		l, err := inlineLimit(alg, req.GetLimit(), &r.zones)
 		if err != nil {
@@ -107,16 +107,15 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 	default:
 		return check{}, invalidf("limit", "one of limit or policy is required")
 	}
-	if cost < 0 && c.req.Limit.Algorithm != algorithms.LeakyBucket {
-		return check{}, invalidf("cost", "must not be negative, got %d (only a leaky bucket's slots can be given back)", cost)
+	facts := c.req.Limit.Algorithm.Facts()
+	if cost < 0 && !facts.GiveBack {
+		givers := algorithms.Names(algorithms.Which(func(f algorithms.Facts) bool { return f.GiveBack }), "or", algorithms.Algorithm.String)
+		return check{}, invalidf("cost", "must not be negative, got %d (only %s can give units back)", cost, givers)
 	}
 	if capacity := c.req.Limit.Capacity(); cost > capacity {
-		what := "requests"
-		switch c.req.Limit.Algorithm {
-		case algorithms.TokenBucket:
-			what = "burst"
-		case algorithms.LeakyBucket:
-			what = "burst, the queue's size"
+		what := facts.Burst
+		if what == "" {
+			what = "requests"
 		}
 		return check{}, invalidf("cost", "%d exceeds the limit's capacity of %d (%s), so it could never be allowed", cost, capacity, what)
 	}
@@ -160,61 +159,60 @@ func (r *RateLimiter) policy(name string) (rules.Policy, error) {
 	return rules.Policy{}, &fieldError{field: "policy", msg: "unknown policy " + quote(name), kind: errNotFound}
 }
 
-// inlineLimit converts and validates an inline limit, naming the field;
-// tz resolves a calendar limit's time zone.
+// inlineLimit converts an inline limit and validates it (Limit.Validate),
+// naming the field; tz resolves a calendar limit's time zone. The checks
+// here are of the message's own shape: a period that is required or
+// must be unset, a time zone without a calendar, an enum value out of
+// range.
 func inlineLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit, tz *zones.Cache) (algorithms.Limit, error) {
-	if pl.GetRequests() <= 0 {
-		return algorithms.Limit{}, invalidf("limit.requests", "must be positive, got %d", pl.GetRequests())
-	}
+	l := algorithms.Limit{Algorithm: alg, Requests: pl.GetRequests(), Burst: pl.GetBurst()}
 	if pl.GetCalendar() != floodgatev1.Calendar_CALENDAR_UNSPECIFIED || pl.GetTimeZone() != "" {
-		return calendarLimit(alg, pl, tz)
-	}
-	if pl.GetPeriod() == nil {
+		l.Calendar = algorithms.Calendar(pl.GetCalendar())
+		switch {
+		case pl.GetCalendar() == floodgatev1.Calendar_CALENDAR_UNSPECIFIED:
+			return algorithms.Limit{}, invalidf("limit.time_zone", "applies only to a calendar limit (set limit.calendar)")
+		case pl.GetCalendar() < 0 || !l.Calendar.Valid():
+			return algorithms.Limit{}, invalidf("limit.calendar", "unknown value %d", int32(pl.GetCalendar()))
+		case pl.GetPeriod() != nil && alg.Facts().Window:
+			return algorithms.Limit{}, invalidf("limit.period", "must be unset with limit.calendar (the calendar %s is the window)", l.Calendar)
+		}
+	} else if p := pl.GetPeriod(); p != nil {
+		if err := p.CheckValid(); err != nil {
+			return algorithms.Limit{}, invalidf("limit.period", "%v", err)
+		}
+		l.Period = p.AsDuration()
+	} else if l.Requests > 0 { // else Validate says what is wrong with requests first
 		return algorithms.Limit{}, invalidf("limit.period", "required, e.g. \"60s\"")
 	}
-	if err := pl.GetPeriod().CheckValid(); err != nil {
-		return algorithms.Limit{}, invalidf("limit.period", "%v", err)
-	}
-	period := pl.GetPeriod().AsDuration()
-	switch {
-	case period <= 0:
-		return algorithms.Limit{}, invalidf("limit.period", "must be positive, got %v", period)
-	case period%time.Millisecond != 0:
-		return algorithms.Limit{}, invalidf("limit.period", "must be a whole number of milliseconds, got %v", period)
-	case pl.GetBurst() < 0:
-		return algorithms.Limit{}, invalidf("limit.burst", "must not be negative, got %d", pl.GetBurst())
-	case pl.GetBurst() > 0 && alg != algorithms.TokenBucket && alg != algorithms.LeakyBucket:
-		return algorithms.Limit{}, invalidf("limit.burst", "applies only to ALGORITHM_TOKEN_BUCKET and ALGORITHM_LEAKY_BUCKET, not %v", alg)
-	}
-	l := algorithms.Limit{Algorithm: alg, Requests: pl.GetRequests(), Period: period, Burst: pl.GetBurst()}
 	if err := l.Validate(); err != nil {
-		return algorithms.Limit{}, invalidf("limit", "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
+		return algorithms.Limit{}, limitError(err)
+	}
+	if l.Calendar != algorithms.NoCalendar {
+		loc, err := tz.Load(pl.GetTimeZone())
+		if err != nil {
+			return algorithms.Limit{}, invalidf("limit.time_zone", "%v", err)
+		}
+		l.Location = loc
 	}
 	return l, nil
 }
 
-// calendarLimit is inlineLimit for a limit with a calendar or a time zone.
-func calendarLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit, tz *zones.Cache) (algorithms.Limit, error) {
-	cal := algorithms.Calendar(pl.GetCalendar())
-	switch {
-	case pl.GetCalendar() == floodgatev1.Calendar_CALENDAR_UNSPECIFIED:
-		return algorithms.Limit{}, invalidf("limit.time_zone", "applies only to a calendar limit (set limit.calendar)")
-	case pl.GetCalendar() < 0 || !cal.Valid():
-		return algorithms.Limit{}, invalidf("limit.calendar", "unknown value %d", int32(pl.GetCalendar()))
-	case alg != algorithms.FixedWindow && alg != algorithms.SlidingWindow:
-		return algorithms.Limit{}, invalidf("limit.calendar", "applies only to ALGORITHM_FIXED_WINDOW and ALGORITHM_SLIDING_WINDOW, not %v", alg)
-	case pl.GetPeriod() != nil:
-		return algorithms.Limit{}, invalidf("limit.period", "must be unset with limit.calendar (the calendar %s is the window)", cal)
-	case pl.GetBurst() != 0:
-		return algorithms.Limit{}, invalidf("limit.burst", "applies only to ALGORITHM_TOKEN_BUCKET, not %v", alg)
+// limitError is a Limit.Validate error as the API says it: the field
+// under limit, the algorithms named as the proto enum names them.
+func limitError(err error) error {
+	var le *algorithms.LimitError
+	if !errors.As(err, &le) {
+		return invalidf("limit", "%v", err)
 	}
-	loc, err := tz.Load(pl.GetTimeZone())
-	if err != nil {
-		return algorithms.Limit{}, invalidf("limit.time_zone", "%v", err)
+	field := "limit"
+	if le.Field != "" {
+		field += "." + le.Field
 	}
-	l := algorithms.Limit{Algorithm: alg, Requests: pl.GetRequests(), Calendar: cal, Location: loc}
-	if err := l.Validate(); err != nil {
-		return algorithms.Limit{}, invalidf("limit", "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
+	if le.Field != "" && len(le.Only) == 0 {
+		return invalidf(field, "%s", le.Reason)
 	}
-	return l, nil
+	return invalidf(field, "%s", strings.TrimPrefix(le.Message(wireName), le.Field+" "))
 }
+
+// wireName is a's proto enum name, e.g. ALGORITHM_TOKEN_BUCKET.
+func wireName(a algorithms.Algorithm) string { return a.Facts().Wire }

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/internal/keying"
 	"github.com/floodgate/floodgate/client/internal/verdict"
@@ -258,10 +259,8 @@ func headerLimit(nl namedLimit, d client.Decision) ratelimitheader.Limit {
 	switch l := nl.limit; {
 	case l.Policy != "":
 		return ratelimitheader.Limit{Name: l.Policy, Quota: d.Limit}
-	case l.Algorithm == client.TokenBucket, l.Algorithm == client.LeakyBucket: // a queue drains as a bucket refills
-		return ratelimitheader.TokenBucket(nl.name, l.Requests, l.Period, l.Burst)
 	default:
-		return ratelimitheader.Window(nl.name, l.Requests, l.Period)
+		return ratelimitheader.Of(nl.name, algorithms.Limit{Algorithm: algorithms.Algorithm(l.Algorithm), Requests: l.Requests, Period: l.Period, Burst: l.Burst})
 	}
 }
 

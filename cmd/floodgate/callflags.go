@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/internal/zones"
 )
@@ -41,8 +42,8 @@ func (f *callFlags) registerTarget(fs *pflag.FlagSet, keyUsage, limitUsage strin
 	fs.StringVar(&f.key, "key", "", keyUsage)
 	fs.StringVar(&f.limit, "limit", "", limitUsage)
 	fs.StringVar(&f.timeZone, "time-zone", "", "IANA time zone of a calendar --limit, e.g. Asia/Jakarta (default UTC)")
-	fs.StringVar(&f.algorithm, "algorithm", "", "token_bucket, sliding_window, sliding_window_log, fixed_window or leaky_bucket (default token_bucket with --limit; a policy's own with --policy)")
-	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity, or leaky bucket queue size; 0 means the limit's requests")
+	fs.StringVar(&f.algorithm, "algorithm", "", algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+" (default token_bucket with --limit; a policy's own with --policy)")
+	fs.Int64Var(&f.burst, "burst", 0, burstUsage())
 	fs.StringVar(&f.policy, "policy", "", "a policy name from the server's config, instead of --limit")
 }
 
@@ -162,7 +163,7 @@ func (f *callFlags) calendarLimit(l *client.Limit, reqs, per string) error {
 		return fmt.Errorf("--limit: %w", err)
 	}
 	if f.burst != 0 {
-		return errors.New("--burst applies to a token bucket, not a calendar --limit")
+		return errors.New("--burst does not apply to a calendar --limit")
 	}
 	if _, err := zones.Load(f.timeZone); err != nil {
 		return fmt.Errorf("--time-zone: %w", err)
@@ -172,4 +173,11 @@ func (f *callFlags) calendarLimit(l *client.Limit, reqs, per string) error {
 	}
 	l.Requests, l.Calendar, l.TimeZone = n, cal, f.timeZone
 	return nil
+}
+
+// burstUsage is the --burst flag's help, naming the algorithms that take
+// one (algorithms.Facts.Burst).
+func burstUsage() string {
+	takers := algorithms.Which(func(f algorithms.Facts) bool { return f.Burst != "" })
+	return "capacity of a " + algorithms.Names(takers, "or", algorithms.Algorithm.String) + " (the queue's size of one that waits); 0 means the limit's requests"
 }

@@ -63,13 +63,13 @@ type simulateFlags struct {
 }
 
 func (f *simulateFlags) register(fs *pflag.FlagSet) {
-	names := make([]string, len(algorithms.Algorithms))
-	for i, a := range algorithms.Algorithms {
+	names := make([]string, len(algorithms.All()))
+	for i, a := range algorithms.All() {
 		names[i] = a.String()
 	}
 	fs.StringVar(&f.algorithm, "algorithm", algorithms.TokenBucket.String(), "one of "+strings.Join(names, ", "))
 	fs.StringVar(&f.limit, "limit", "", "REQUESTS/PERIOD, e.g. 10/1m, as for check (required)")
-	fs.Int64Var(&f.burst, "burst", 0, "token bucket capacity, or leaky bucket queue size; 0 means the limit's requests")
+	fs.Int64Var(&f.burst, "burst", 0, burstUsage())
 	fs.StringVar(&f.traffic, "traffic", "", "the traffic pattern, e.g. 'steady:2/s for 60s, burst:10 at 55s' or edge (required; see above)")
 	fs.StringVar(&f.svg, "svg", "", "also write the chart to this SVG file")
 }
@@ -120,8 +120,8 @@ func (f *simulateFlags) run() (simulate.Result, string, error) {
 	if err != nil {
 		return none, "", fmt.Errorf("--limit: %w", err)
 	}
-	if f.burst != 0 && alg != algorithms.TokenBucket && alg != algorithms.LeakyBucket {
-		return none, "", fmt.Errorf("--burst applies to token_bucket and leaky_bucket, not %s", alg)
+	if takers := algorithms.Which(func(f algorithms.Facts) bool { return f.Burst != "" }); f.burst != 0 && alg.Facts().Burst == "" {
+		return none, "", fmt.Errorf("--burst applies to %s, not %s", algorithms.Names(takers, "and", algorithms.Algorithm.String), alg)
 	}
 	limit := algorithms.Limit{Algorithm: alg, Requests: requests, Period: period, Burst: f.burst}
 	if err := limit.Validate(); err != nil {

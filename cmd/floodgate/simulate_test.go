@@ -169,7 +169,7 @@ const (
 
 // TestChartsUpToDate redraws the README's charts in memory and fails if a
 // checked-in one differs; `make charts` (this test with -update) rewrites
-// them. A new algorithm in algorithms.Algorithms gets its chart here and
+// them. A new algorithm in algorithms.All() gets its chart here and
 // must be shown in the README.
 func TestChartsUpToDate(t *testing.T) {
 	root := filepath.Join("..", "..")
@@ -177,7 +177,7 @@ func TestChartsUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range algorithms.Algorithms {
+	for _, a := range algorithms.All() {
 		f := simulateFlags{algorithm: a.String(), limit: chartLimit, traffic: chartTraffic}
 		res, title, err := f.run()
 		if err != nil {
@@ -234,7 +234,7 @@ func FuzzSimulate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, spec string, requests, periodMs int64, alg uint8) {
 		l := algorithms.Limit{
-			Algorithm: algorithms.Algorithms[int(alg)%len(algorithms.Algorithms)],
+			Algorithm: algorithms.All()[int(alg)%len(algorithms.All())],
 			Requests:  requests,
 			Period:    time.Duration(periodMs) * time.Millisecond,
 		}

@@ -70,7 +70,7 @@ func modeName(m algorithms.Mode) string {
 // decision, in both the Check API's mode and the Envoy API's.
 func TestAttackCostsTheStoreAlmostNothing(t *testing.T) {
 	const keys, callers, each = 10, 10, 2000
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, m := range attackModes {
 			t.Run(alg.String()+"/"+modeName(m), func(t *testing.T) {
 				inner := newLedger()
@@ -123,7 +123,7 @@ func TestAttackCostsTheStoreAlmostNothing(t *testing.T) {
 // and every answer equals a cacheless store's.
 func TestEveryCoveredDenyAnswered(t *testing.T) {
 	const keys, perMs, ms = 10, 3, 2500
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, m := range attackModes {
 			t.Run(alg.String()+"/"+modeName(m), func(t *testing.T) {
 				ctx := context.Background()
@@ -170,7 +170,7 @@ func TestEveryCoveredDenyAnswered(t *testing.T) {
 // not answer a NoWait check, whose wait runs until the queue is empty;
 // and a debt charge is never answered from the cache.
 func TestWhichModesACachedDenyAnswers(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, learn := range attackModes {
 			for _, ask := range []algorithms.Mode{0, algorithms.NoWait, algorithms.Debt, algorithms.Debt | algorithms.NoWait} {
 				t.Run(fmt.Sprintf("%v/%s/%d", alg, modeName(learn), ask), func(t *testing.T) {

@@ -35,7 +35,7 @@ func (c *counting) Decide(ctx context.Context, now time.Time, reqs []store.Reque
 
 func TestDeniesAnsweredFromMemory(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(alg.String(), func(t *testing.T) {
 			inner := &counting{Store: memstore.New(memstore.Config{})}
 			var hits atomic.Int64
@@ -143,7 +143,7 @@ func TestBounded(t *testing.T) {
 // to the nanosecond.
 func TestAnswersInWholeMilliseconds(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(alg.String(), func(t *testing.T) {
 			var hits atomic.Int64
 			c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{OnHit: func(n int) { hits.Add(int64(n)) }})
@@ -235,7 +235,7 @@ func TestDebtChargeInvalidates(t *testing.T) {
 // a single check after it must reach the store and be allowed.
 func TestDenyOfARolledBackCallNotCached(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(alg.String(), func(t *testing.T) {
 			c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{})
 			defer c.Close()

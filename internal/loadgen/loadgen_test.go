@@ -378,7 +378,7 @@ func TestParseAPI(t *testing.T) {
 }
 
 func TestRLSConfigParses(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		y := loadgen.RLSConfig("bench", 3, limit(alg, 10, time.Minute))
 		cfg, err := rules.Parse("bench.yaml", []byte(y))
 		if err != nil {

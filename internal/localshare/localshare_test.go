@@ -79,7 +79,7 @@ func TestShareDecidesAThird(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	count := 3
 	s := New(func() int { return count }, memstore.Config{})
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := algorithms.Limit{Algorithm: alg, Requests: 30, Period: time.Minute}
 		if got := admitted(t, s, now, "k", l); got != 10 {
 			t.Errorf("%v: admitted %d of 30 with 3 replicas, want 10", alg, got)
@@ -216,7 +216,7 @@ func TestShareOutagesShareOnePeriod(t *testing.T) {
 	now := time.Unix(1_700_000_040, 0) // a whole minute
 	s := New(func() int { return 2 }, memstore.Config{})
 	defer s.Discard()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := algorithms.Limit{Algorithm: alg, Requests: 9, Period: time.Minute}
 		key := "k-" + alg.String()
 		total := 0

@@ -59,6 +59,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/floodgate/floodgate/algorithms"
 )
 
 // The header names, as net/http canonicalises them; Field.LowerName gives
@@ -95,6 +97,15 @@ type Limit struct {
 	// leaves at least this many used gets RateLimit-Warning (State.Warning
 	// says it did). 0 means none.
 	WarnAt int64
+}
+
+// Of is the policy of limit l under name: a bucket's (algorithms.Facts
+// Bucket: a queue drains as a bucket refills) or a window's.
+func Of(name string, l algorithms.Limit) Limit {
+	if l.Algorithm.Facts().Bucket {
+		return TokenBucket(name, l.Requests, l.Period, l.Burst)
+	}
+	return Window(name, l.Requests, l.Period)
 }
 
 // Window is the policy of a window algorithm (fixed window, sliding

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,8 +19,9 @@ import (
 // rate_limit gives them, and returns the rate to enforce: requests per
 // period (read by the caller from its own spelling), counted with the
 // limit's algorithm, else the file's default_algorithm, else fallback. A
-// burst must be positive and goes with the token or leaky bucket only. The rate as
-// a whole is checked by wholeRate once the limit has no other error.
+// burst must be positive; a burst or a calendar period the algorithm does
+// not take is reported at its field (Limit.Validate). The rate as a whole
+// is checked by wholeRate once the limit has no other error.
 func (p *parser) rate(ld *limitDoc, fallback algorithms.Algorithm, requests int64, period time.Duration) algorithms.Limit {
 	r := algorithms.Limit{Algorithm: fallback, Requests: requests, Period: period}
 	if p.defaultAlg.Valid() {
@@ -37,13 +39,20 @@ func (p *parser) rate(ld *limitDoc, fallback algorithms.Algorithm, requests int6
 	}
 	p.calendar(ld, &r)
 	if v := ld.burst; v.ok {
-		switch {
-		case v.v <= 0:
+		if v.v <= 0 {
 			p.errorf(v.at, "burst must be positive, got %d", v.v)
-		case r.Algorithm.Valid() && r.Algorithm != algorithms.TokenBucket && r.Algorithm != algorithms.LeakyBucket:
-			p.errorf(v.at, "burst applies only to token_bucket and leaky_bucket, not %v", r.Algorithm)
-		default:
+		} else {
 			r.Burst = v.v
+		}
+	}
+	// A field the algorithm does not take is reported where it is
+	// written; the rest of Validate waits for wholeRate.
+	var le *algorithms.LimitError
+	if errors.As(r.Validate(), &le) && len(le.Only) > 0 {
+		if le.Field == "calendar" {
+			p.errorf(ld.calendar.at, "period calendar_%s applies only to %s, not %v", r.Calendar, algorithms.Names(le.Only, "and", algorithms.Algorithm.String), r.Algorithm)
+		} else {
+			p.errorf(ld.burst.at, "%s", le.Message(algorithms.Algorithm.String))
 		}
 	}
 	return r
@@ -58,9 +67,6 @@ func (p *parser) calendar(ld *limitDoc, r *algorithms.Limit) {
 			// A policy's default, the token bucket, takes no calendar:
 			// count calendar quotas with the fixed window unless told.
 			r.Algorithm = algorithms.FixedWindow
-		}
-		if r.Algorithm.Valid() && r.Algorithm != algorithms.FixedWindow && r.Algorithm != algorithms.SlidingWindow {
-			p.errorf(ld.calendar.at, "period calendar_%s applies only to fixed_window and sliding_window, not %v", r.Calendar, r.Algorithm)
 		}
 	}
 	tz := ld.timeZone

@@ -45,7 +45,7 @@ func TestEdgeAttack(t *testing.T) {
 		{5, 15 * time.Minute},
 		{1, 2 * time.Millisecond}, // the smallest window with an edge attack: EdgeGap is 1ms
 	} {
-		for _, a := range algorithms.Algorithms {
+		for _, a := range algorithms.All() {
 			l := limitOf(a, tc.requests, tc.period)
 			edge := 3 * tc.period
 			tr := mustJoin(t, tc.period, func() (Segment, error) { return Edge(l, edge) })
@@ -149,7 +149,7 @@ func TestRunCounts(t *testing.T) {
 		traffic: []func() (Segment, error){burst(10, 59*time.Second), steady(20, time.Minute, time.Minute, time.Minute)},
 		want:    map[algorithms.Algorithm]int{tb: 19, sw: 19, swl: 10, fw: 20, lb: 19},
 	}} {
-		for _, a := range algorithms.Algorithms {
+		for _, a := range algorithms.All() {
 			l := limitOf(a, 10, time.Minute)
 			if a == algorithms.TokenBucket {
 				l.Burst = tc.burst

@@ -108,23 +108,13 @@ func (h *Handler) headerLimit(req limitFields, limit int64) ratelimitheader.Limi
 	if name := req.GetPolicy(); name != "" {
 		if h.cfg != nil {
 			if p, ok := h.cfg.Current().Policy(name); ok {
-				return quota(name, p.Rate)
+				return ratelimitheader.Of(name, p.Rate)
 			}
 		}
 		return ratelimitheader.Limit{Name: name, Quota: limit}
 	}
 	l := req.GetLimit()
-	return quota(InlineName, algorithms.Limit{Algorithm: algorithms.Algorithm(req.GetAlgorithm()), Requests: l.GetRequests(), Period: l.GetPeriod().AsDuration(), Burst: l.GetBurst()})
-}
-
-// quota is the header policy of rate l under name.
-func quota(name string, l algorithms.Limit) ratelimitheader.Limit {
-	if l.Algorithm == algorithms.TokenBucket || l.Algorithm == algorithms.LeakyBucket {
-		// A leaky bucket's queue holds burst and drains like a bucket
-		// refills: the same policy.
-		return ratelimitheader.TokenBucket(name, l.Requests, l.Period, l.Burst)
-	}
-	return ratelimitheader.Window(name, l.Requests, l.Period)
+	return ratelimitheader.Of(InlineName, algorithms.Limit{Algorithm: algorithms.Algorithm(req.GetAlgorithm()), Requests: l.GetRequests(), Period: l.GetPeriod().AsDuration(), Burst: l.GetBurst()})
 }
 
 // writeHeaders sets the rate-limit headers of a decision (the one place

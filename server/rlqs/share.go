@@ -77,8 +77,9 @@ var timeUnits = map[time.Duration]typev3.RateLimitUnit{
 // rate.Period at one instance:
 //
 //   - share 0: blanket_rule DENY_ALL;
-//   - a token_bucket rate: token_bucket with tokens_per_fill share every
-//     period and max_tokens the burst scaled by share / requests;
+//   - a bucket's rate (algorithms.Facts.Bucket, not one that waits):
+//     token_bucket with tokens_per_fill share every period and max_tokens
+//     the burst scaled by share / requests;
 //   - a period of a second, minute, hour or day: requests_per_time_unit;
 //   - any other period: token_bucket with max_tokens = tokens_per_fill =
 //     share and fill_interval the period.
@@ -86,9 +87,13 @@ func Strategy(rate algorithms.Limit, share int64) *typev3.RateLimitStrategy {
 	if share <= 0 {
 		return Blanket(typev3.RateLimitStrategy_DENY_ALL)
 	}
-	if rate.Algorithm == algorithms.TokenBucket || timeUnits[rate.Period] == typev3.RateLimitUnit_UNKNOWN {
+	// A bucket hands its burst out with the share; one that waits (a
+	// queue) cannot queue at Envoy, where it spaces its starts: no burst.
+	f := rate.Algorithm.Facts()
+	bucket := f.Bucket && !f.Waits
+	if bucket || timeUnits[rate.Period] == typev3.RateLimitUnit_UNKNOWN {
 		burst := share
-		if rate.Algorithm == algorithms.TokenBucket && rate.Burst > 0 && rate.Requests > 0 {
+		if bucket && rate.Burst > 0 && rate.Requests > 0 {
 			burst = max(1, int64(float64(rate.Burst)*float64(share)/float64(rate.Requests)))
 		}
 		return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{TokenBucket: &typev3.TokenBucket{

@@ -89,7 +89,7 @@ func runDecide(b *testing.B, s *Store, keys []string, l algorithms.Limit, batch 
 // three-request batches, all at a fixed now.
 func BenchmarkDecide(b *testing.B) {
 	for _, n := range []int{10_000, 1_000_000} {
-		algs := algorithms.Algorithms
+		algs := algorithms.All()
 		if n > 10_000 {
 			algs = algs[:1]
 		}

@@ -18,10 +18,10 @@ const (
 )
 
 // EntryBytes is the memory the store accounts for key under alg with a
-// ring of ringSlots slots (its capacity; 0 for all but the sliding window
+// ring of ringSlots slots (its capacity; 0 for an algorithm without a
 // log): what Config.MaxBytes caps.
 func EntryBytes(alg algorithms.Algorithm, key string, ringSlots int) int64 {
-	if alg == algorithms.SlidingWindowLog {
+	if isLog(alg) {
 		return logOverhead + int64(len(key)) + allocBytes(8*int64(ringSlots))
 	}
 	return counterOverhead + int64(len(key))
@@ -57,16 +57,16 @@ func (s *Store) MaxBytes() int64 {
 	return total
 }
 
-// dropLog deletes the log entry e of key.
-func (sh *shard) dropLog(key string, e *logEntry) {
-	delete(sh.logs, key)
+// dropLog deletes the log entry e of key from the log table t.
+func (sh *shard) dropLog(t map[string]*logEntry, key string, e *logEntry) {
+	delete(t, key)
 	sh.n--
-	sh.bytes -= EntryBytes(algorithms.SlidingWindowLog, key, cap(e.ring))
+	sh.bytes -= logOverhead + int64(len(key)) + allocBytes(8*int64(cap(e.ring)))
 }
 
 // dropCounter deletes key from the counter table t.
 func (sh *shard) dropCounter(t map[string]*counter, key string) {
 	delete(t, key)
 	sh.n--
-	sh.bytes -= EntryBytes(algorithms.TokenBucket, key, 0)
+	sh.bytes -= counterOverhead + int64(len(key))
 }

@@ -171,7 +171,7 @@ func TestPingCancelled(t *testing.T) {
 func TestExpiredKeyIsGone(t *testing.T) {
 	s := New(Config{SweepInterval: -1})
 	defer s.Close()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := algorithms.Limit{Algorithm: alg, Requests: 10, Period: time.Second}
 		d := decide(t, s, t0, store.Request{Key: "k", Limit: l, Cost: 3})[0]
 		if s.Len() != 1 {
@@ -254,7 +254,7 @@ func TestKeyCap(t *testing.T) {
 	defer s.Close()
 	now := t0
 	for i := range 2000 {
-		alg := algorithms.Algorithms[i%len(algorithms.Algorithms)]
+		alg := algorithms.All()[i%len(algorithms.All())]
 		l := algorithms.Limit{Algorithm: alg, Requests: 100, Period: time.Minute}
 		reqs := []store.Request{{Key: fmt.Sprint("k", i), Limit: l, Cost: 1}}
 		if i%3 == 0 {
@@ -322,7 +322,7 @@ func TestBatchContentionExact(t *testing.T) {
 			k2 = k
 		}
 	}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := algorithms.Limit{Algorithm: alg, Requests: 100, Period: time.Hour}
 		var admitted, next atomic.Int64
 		var wg sync.WaitGroup
@@ -471,7 +471,7 @@ func bytesPerKey(t testing.TB, l algorithms.Limit, n int) float64 {
 // algorithm and holds the token bucket to 150 bytes a key.
 func TestBytesPerKey(t *testing.T) {
 	const n = 100_000
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := algorithms.Limit{Algorithm: alg, Requests: 100, Period: time.Minute}
 		got := bytesPerKey(t, l, n)
 		t.Logf("%v: %.1f bytes per key over %d keys", alg, got, n)

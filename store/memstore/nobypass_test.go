@@ -116,7 +116,7 @@ func TestCapRandomCallsNeverFreeSpentKey(t *testing.T) {
 				if now.Sub(start) >= spent.Period {
 					break
 				}
-				alg := algorithms.Algorithms[rng.IntN(len(algorithms.Algorithms))]
+				alg := algorithms.All()[rng.IntN(len(algorithms.All()))]
 				l := algorithms.Limit{Algorithm: alg, Requests: 1 + int64(rng.IntN(50)), Period: time.Duration(1+rng.IntN(3)) * time.Second}
 				if rng.IntN(2) == 0 {
 					l.Period = 50 * 365 * 24 * time.Hour // as long as every algorithm takes

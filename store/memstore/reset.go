@@ -29,7 +29,7 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 	if all {
 		scopes = []string{""}
 	}
-	for _, a := range algorithms.Algorithms {
+	for _, a := range algorithms.All() {
 		if alg != algorithms.Unspecified && alg != a {
 			continue
 		}
@@ -50,13 +50,13 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 // keys lists the entry keys stored under alg.
 func (sh *shard) keys(alg algorithms.Algorithm) []string {
 	var out []string
-	if alg == algorithms.SlidingWindowLog {
-		for k := range sh.logs {
+	if isLog(alg) {
+		for k := range sh.logTable(alg) {
 			out = append(out, k)
 		}
 		return out
 	}
-	for k := range sh.counters[tableIndex(alg)] {
+	for k := range sh.counterTable(alg) {
 		out = append(out, k)
 	}
 	return out

@@ -17,7 +17,7 @@ import (
 // frees no slot: the starts already queued stay where they are.)
 func TestSettleRefundGivesRoomBack(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		if alg == algorithms.LeakyBucket {
 			continue
 		}

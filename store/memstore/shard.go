@@ -12,10 +12,12 @@ import (
 // shard holds the entries of the keys that hash to it.
 type shard struct {
 	mu sync.Mutex
-	// counters holds token bucket, sliding window, fixed window and leaky
-	// bucket state, indexed by tableIndex; logs holds sliding window logs.
-	counters [4]map[string]*counter
-	logs     map[string]*logEntry
+	// counters and logs hold the states, one table an algorithm, indexed
+	// by its algorithms.Algorithm value: counters for the algorithms whose
+	// state is three integers, logs for those with a log
+	// (algorithms.Facts.Log).
+	counters []map[string]*counter
+	logs     []map[string]*logEntry
 	settles  map[string]*settleRecord // settlement records (settle.go)
 	n        int                      // states in counters and logs
 	nRec     int                      // records in settles
@@ -28,14 +30,15 @@ type shard struct {
 	_        [64]byte                 // keep neighbouring shards off one cache line
 }
 
-// counter is the state of a token bucket, sliding window or fixed window
-// key (algorithms.State's A, B, C) and its expiry in Unix ms.
+// counter is the state of a key whose algorithm keeps three integers
+// (algorithms.State's A, B, C) and its expiry in Unix ms.
 type counter struct {
 	a, b, c, exp int64
 }
 
-// logEntry is the state of a sliding window log key (algorithms.State's
-// A, B, C and Log: head, floor, low mark, ring) and its expiry in Unix ms.
+// logEntry is the state of a key whose algorithm keeps a log
+// (algorithms.State's A, B, C and Log: head, floor, low mark, ring) and
+// its expiry in Unix ms.
 type logEntry struct {
 	exp, head, floor, low int64
 	ring                  []int64
@@ -73,17 +76,34 @@ func (r ref) state() algorithms.State {
 	return algorithms.State{}
 }
 
-// tableIndex maps a counting algorithm to its index in shard.counters.
-func tableIndex(alg algorithms.Algorithm) int {
-	switch alg {
-	case algorithms.TokenBucket:
-		return 0
-	case algorithms.SlidingWindow:
-		return 1
-	case algorithms.LeakyBucket:
-		return 3
+// isLog reports whether alg's state is a log (algorithms.Facts.Log).
+func isLog(alg algorithms.Algorithm) bool { return alg.Facts().Log }
+
+// counterTable is alg's table in sh.counters; nil when it has none yet.
+func (sh *shard) counterTable(alg algorithms.Algorithm) map[string]*counter {
+	if uint(alg) < uint(len(sh.counters)) {
+		return sh.counters[alg]
 	}
-	return 2 // algorithms.FixedWindow
+	return nil
+}
+
+// logTable is alg's table in sh.logs; nil when it has none yet.
+func (sh *shard) logTable(alg algorithms.Algorithm) map[string]*logEntry {
+	if uint(alg) < uint(len(sh.logs)) {
+		return sh.logs[alg]
+	}
+	return nil
+}
+
+// grown is tables grown to hold index i.
+func grown[T any](tables []map[string]T, i algorithms.Algorithm) []map[string]T {
+	for int(i) >= len(tables) {
+		tables = append(tables, nil)
+	}
+	if tables[i] == nil {
+		tables[i] = make(map[string]T)
+	}
+	return tables
 }
 
 // observe records nowMs as seen, for the background sweeper's clock.
@@ -106,10 +126,10 @@ func (sh *shard) find(alg algorithms.Algorithm, key string, nowMs int64) ref {
 
 // lookup returns alg's entry for key, expired or not.
 func (sh *shard) lookup(alg algorithms.Algorithm, key string) ref {
-	if alg == algorithms.SlidingWindowLog {
-		return ref{l: sh.logs[key]}
+	if isLog(alg) {
+		return ref{l: sh.logTable(alg)[key]}
 	}
-	return ref{c: sh.counters[tableIndex(alg)][key]}
+	return ref{c: sh.counterTable(alg)[key]}
 }
 
 // update is a state to store: st for (alg, key), whose entry was found
@@ -156,17 +176,12 @@ func (sh *shard) write(u *update, nowMs int64) {
 	}
 	sh.sweep(nowMs, insertSweepSample)
 	key = strings.Clone(key) // never keep the caller's backing array alive
-	if alg == algorithms.SlidingWindowLog {
-		if sh.logs == nil {
-			sh.logs = make(map[string]*logEntry)
-		}
-		sh.logs[key] = &logEntry{exp: exp, head: st.A, floor: st.B, low: st.C, ring: st.Log}
+	if isLog(alg) {
+		sh.logs = grown(sh.logs, alg)
+		sh.logs[alg][key] = &logEntry{exp: exp, head: st.A, floor: st.B, low: st.C, ring: st.Log}
 	} else {
-		i := tableIndex(alg)
-		if sh.counters[i] == nil {
-			sh.counters[i] = make(map[string]*counter)
-		}
-		sh.counters[i][key] = &counter{a: st.A, b: st.B, c: st.C, exp: exp}
+		sh.counters = grown(sh.counters, alg)
+		sh.counters[alg][key] = &counter{a: st.A, b: st.B, c: st.C, exp: exp}
 	}
 	sh.n++
 	sh.bytes += EntryBytes(alg, key, cap(st.Log))
@@ -178,17 +193,15 @@ func (sh *shard) remove(alg algorithms.Algorithm, key string) {
 		sh.dropRecord(key)
 		return
 	}
-	if alg == algorithms.SlidingWindowLog {
-		if e, ok := sh.logs[key]; ok {
-			sh.dropLog(key, e)
+	if isLog(alg) {
+		t := sh.logTable(alg)
+		if e, ok := t[key]; ok {
+			sh.dropLog(t, key, e)
 		}
 		return
 	}
-	t := sh.counters[tableIndex(alg)]
+	t := sh.counterTable(alg)
 	if _, ok := t[key]; ok {
 		sh.dropCounter(t, key)
 	}
 }
-
-// counterAlgorithms is the algorithm of each shard.counters table.
-var counterAlgorithms = [4]algorithms.Algorithm{algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.FixedWindow, algorithms.LeakyBucket}

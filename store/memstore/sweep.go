@@ -148,18 +148,20 @@ func (sh *shard) sample(limit int, f func(alg algorithms.Algorithm, key string, 
 				break
 			}
 			seen++
-			f(counterAlgorithms[i], k, e.exp)
+			f(algorithms.Algorithm(i), k, e.exp)
+		}
+	}
+	for i, t := range sh.logs {
+		seen := 0
+		for k, e := range t {
+			if limit >= 0 && seen >= limit {
+				break
+			}
+			seen++
+			f(algorithms.Algorithm(i), k, e.exp)
 		}
 	}
 	seen := 0
-	for k, e := range sh.logs {
-		if limit >= 0 && seen >= limit {
-			break
-		}
-		seen++
-		f(algorithms.SlidingWindowLog, k, e.exp)
-	}
-	seen = 0
 	for k, e := range sh.settles {
 		if limit >= 0 && seen >= limit {
 			break

@@ -414,10 +414,10 @@ func TestLuaMatchesGo(t *testing.T) {
 		big     bool // key 3 keeps its algorithm's big limit
 	}
 	var traces []trace
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		traces = append(traces, trace{alg.String(), false, [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
 	}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		traces = append(traces, trace{"general/" + alg.String(), true, [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
 	}
 	tb, sw, swl, fw, lb := algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.SlidingWindowLog, algorithms.FixedWindow, algorithms.LeakyBucket
@@ -668,7 +668,7 @@ func TestLuaDenyWritesNothing(t *testing.T) {
 	script := pathStore // the general path, as the batch holds a log
 	now := int64(1_700_000_000_000)
 	var reqs []luaReq
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Minute}
 		reqs = append(reqs, luaReq{key: "deny:" + alg.String(), l: l, cost: 2})
 	}

@@ -20,7 +20,7 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 	if alg != algorithms.Unspecified && !alg.Valid() {
 		return fmt.Errorf("redisstore: reset: %w: algorithm %v", store.ErrInvalid, alg)
 	}
-	algs := algorithms.Algorithms
+	algs := algorithms.All()
 	if alg != algorithms.Unspecified {
 		algs = []algorithms.Algorithm{alg}
 	}

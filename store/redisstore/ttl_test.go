@@ -61,7 +61,7 @@ func TestKeyTTL(t *testing.T) {
 					ttl   time.Duration // the TTL set then
 				}
 				var keys []*keyed
-				for _, alg := range algorithms.Algorithms {
+				for _, alg := range algorithms.All() {
 					key := "ttl-" + name + "-" + alg.String()
 					keys = append(keys, &keyed{
 						req:   store.Request{Key: key, Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Period: time.Hour}},

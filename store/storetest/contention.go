@@ -23,7 +23,7 @@ func testContention(h *harness) {
 		goroutines = 64
 	)
 	var ls []algorithms.Limit
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		ls = append(ls, algorithms.Limit{Algorithm: alg, Requests: limit, Period: time.Hour})
 	}
 	jakarta := h.zone("Asia/Jakarta")

@@ -16,7 +16,7 @@ func testReset(h *harness) {
 	ctx := context.Background()
 	now := epoch.Add(time.Second)
 	key := h.key("reset")
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		h.decide(now, store.Request{Key: key, Limit: limitFor(alg), Cost: 2})
 	}
 	if err := h.s.Reset(ctx, algorithms.TokenBucket, key); err != nil {
@@ -32,7 +32,7 @@ func testReset(h *harness) {
 	if err := h.s.Reset(ctx, algorithms.Unspecified, key); err != nil {
 		h.t.Fatalf("Reset(unspecified): %v", err)
 	}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		h.expectFull(now, limitFor(alg), key, "after resetting every algorithm")
 	}
 	if err := h.s.Reset(ctx, algorithms.SlidingWindow, h.key("never-seen")); err != nil {

@@ -121,7 +121,7 @@ func limitFor(alg algorithms.Algorithm) algorithms.Limit {
 // limits yields every algorithm with the suite's limit for it (limitFor).
 func limits() iter.Seq2[algorithms.Algorithm, algorithms.Limit] {
 	return func(yield func(algorithms.Algorithm, algorithms.Limit) bool) {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			if !yield(alg, limitFor(alg)) {
 				return
 			}

@@ -1,0 +1,185 @@
+package algorithms
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Algorithm names a counting algorithm. The numbers are floodgate.v1's
+// Algorithm enum values, so a value converts directly.
+type Algorithm int32
+
+// The algorithms. The zero value is not an algorithm.
+const (
+	Unspecified      Algorithm = 0
+	TokenBucket      Algorithm = 1
+	SlidingWindow    Algorithm = 2
+	SlidingWindowLog Algorithm = 3
+	FixedWindow      Algorithm = 4
+	LeakyBucket      Algorithm = 5
+)
+
+// Facts are what floodgate knows of an algorithm besides its math: one
+// row of the table that the stores, the server, the rules, the client,
+// the command line's help and the Lua constants all read, so that none
+// of them names an algorithm to decide what it takes or how it answers.
+type Facts struct {
+	// Name is the config-file name, e.g. "token_bucket". The proto enum
+	// value is Wire.
+	Name string
+	// Wire is the proto enum value's name, e.g. "ALGORITHM_TOKEN_BUCKET".
+	Wire string
+	// Redis is the short name of its state in Redis keys and in the Lua
+	// scripts, e.g. "tb".
+	Redis string
+	// Burst is what Limit.Burst means for it, e.g. "burst" or "queue
+	// size"; "" when it takes none (Limit.Burst must then be 0). A limit
+	// that takes a burst has it as its capacity (Limit.Capacity).
+	Burst string
+	// Window reports whether it counts in windows: of Period, aligned to
+	// the Unix epoch, or of a calendar period (Limit.Calendar), which
+	// only such an algorithm takes.
+	Window bool
+	// GiveBack reports whether a check may give units back (a negative
+	// cost): a caller that will not use what it was admitted.
+	GiveBack bool
+	// Waits reports whether it admits with a Wait (Decision.Wait) rather
+	// than denying; NoWait makes it deny instead.
+	Waits bool
+	// Log reports whether its State is a log (State.Log and three
+	// integers) rather than three integers alone.
+	Log bool
+	// Bucket reports whether its rate reads as a bucket's in rate-limit
+	// headers (a refill rate and a burst) rather than a window's
+	// (Requests per Period).
+	Bucket bool
+}
+
+// row is one algorithm: its facts and its math.
+type row struct {
+	Facts
+	// decide is the decision without a calendar: in Debt mode a positive
+	// cost is recorded even when it does not fit, within the debt bound
+	// (Debt).
+	decide func(l Limit, s State, a ask) (State, Decision)
+	// debt is how many units a key in state s owes at now (debtOf).
+	debt func(l Limit, s State, now int64) int64
+	// validate checks the bounds l's numbers must keep for it (Validate
+	// has checked the fields every algorithm shares).
+	validate func(l Limit) error
+}
+
+// table holds every algorithm, indexed by its Algorithm value. A value
+// without a row (its Name "") is no algorithm: Valid is false, Validate
+// refuses it, and nothing decides it. It is filled once, by init (its
+// functions read it), and never changed.
+var table []row
+
+func init() {
+	table = []row{
+		TokenBucket: {
+			Facts:  Facts{Name: "token_bucket", Redis: "tb", Burst: "burst", Bucket: true},
+			decide: tokenBucket, debt: tokenBucketDebt, validate: validateBucket("burst"),
+		},
+		SlidingWindow: {
+			Facts:  Facts{Name: "sliding_window", Redis: "sw", Window: true},
+			decide: slidingWindow, debt: slidingWindowDebt, validate: validateSlidingWindow,
+		},
+		SlidingWindowLog: {
+			Facts:  Facts{Name: "sliding_window_log", Redis: "swl2", Log: true},
+			decide: slidingLog, debt: noDebt, validate: validateSlidingLog,
+		},
+		FixedWindow: {
+			Facts:  Facts{Name: "fixed_window", Redis: "fw", Window: true},
+			decide: fixedWindow, debt: fixedWindowDebt, validate: validateWindow,
+		},
+		LeakyBucket: {
+			Facts:  Facts{Name: "leaky_bucket", Redis: "lb", Burst: "burst, the queue's size", GiveBack: true, Waits: true, Bucket: true},
+			decide: decideLeakyBucket, debt: leakyBucketDebt, validate: validateBucket("burst (queue size)"),
+		},
+	}
+	for i := range table {
+		if table[i].Name != "" {
+			table[i].Wire = "ALGORITHM_" + strings.ToUpper(table[i].Name)
+		}
+	}
+}
+
+// rowOf is a's row, nil when a is no algorithm.
+func rowOf(a Algorithm) *row {
+	if a <= 0 || int(a) >= len(table) || table[a].Name == "" {
+		return nil
+	}
+	return &table[a]
+}
+
+// All lists every algorithm, in enum order.
+func All() []Algorithm {
+	var out []Algorithm
+	for a := range table {
+		if rowOf(Algorithm(a)) != nil {
+			out = append(out, Algorithm(a))
+		}
+	}
+	return out
+}
+
+// Facts are a's facts; the zero Facts when a is no algorithm.
+func (a Algorithm) Facts() Facts {
+	if r := rowOf(a); r != nil {
+		return r.Facts
+	}
+	return Facts{}
+}
+
+// String returns the config-file name of a, e.g. "token_bucket".
+func (a Algorithm) String() string {
+	if r := rowOf(a); r != nil {
+		return r.Name
+	}
+	return fmt.Sprintf("algorithm(%d)", int32(a))
+}
+
+// Valid reports whether a is one of the algorithms.
+func (a Algorithm) Valid() bool { return rowOf(a) != nil }
+
+// ParseAlgorithm reads a config-file name such as "sliding_window".
+func ParseAlgorithm(name string) (Algorithm, error) {
+	for _, a := range All() {
+		if table[a].Name == name {
+			return a, nil
+		}
+	}
+	return Unspecified, fmt.Errorf("unknown algorithm %q (want %s)", name, Names(All(), "or", Algorithm.String))
+}
+
+// Names lists algs as a sentence, "a, b and c" with and as the last
+// joining word, each spelled by name (Algorithm.String for config names,
+// or a Facts field): what a message or a help text says.
+func Names(algs []Algorithm, and string, name func(Algorithm) string) string {
+	var b strings.Builder
+	for i, a := range algs {
+		switch {
+		case i == 0:
+		case i == len(algs)-1:
+			b.WriteString(" " + and + " ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(name(a))
+	}
+	return b.String()
+}
+
+// Which lists the algorithms whose facts have has, in enum order:
+// Which(func(f Facts) bool { return f.Burst != "" }) are those that
+// take a burst.
+func Which(has func(Facts) bool) []Algorithm {
+	var out []Algorithm
+	for _, a := range All() {
+		if has(a.Facts()) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
