@@ -1,11 +1,13 @@
 package algorithms_test
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
@@ -43,6 +45,9 @@ func TestAlgorithmNamesAgree(t *testing.T) {
 		if v, ok := floodgatev1.Algorithm_value["ALGORITHM_"+upper]; !ok || v != int32(a) {
 			t.Errorf("%s: proto ALGORITHM_%s = %d (present %v), want %d", name, upper, v, ok, a)
 		}
+		if got, want := a.Facts().Wire, floodgatev1.Algorithm(a).String(); got != want {
+			t.Errorf("%s: Facts().Wire = %q, the proto names it %q", name, got, want)
+		}
 		if got := client.Algorithm(a).String(); got != name {
 			t.Errorf("%s: the client names %d %q", name, a, got)
 		}
@@ -54,6 +59,45 @@ func TestAlgorithmNamesAgree(t *testing.T) {
 		}
 		if v, ok := lua["ALG_"+upper]; !ok || v != int32(a) {
 			t.Errorf("%s: lib.lua ALG_%s = %d (present %v), want %d", name, upper, v, ok, a)
+		}
+	}
+}
+
+// TestEveryWireValueHasARow: every value of the proto enum but
+// ALGORITHM_UNSPECIFIED is an algorithm of the table, with a Redis name of
+// its own, so a value added to the proto without its row fails here
+// rather than being decided as another algorithm.
+func TestEveryWireValueHasARow(t *testing.T) {
+	redis := map[string]algorithms.Algorithm{}
+	for v, name := range floodgatev1.Algorithm_name {
+		a := algorithms.Algorithm(v)
+		if v == 0 {
+			if a.Valid() {
+				t.Errorf("%s is an algorithm", name)
+			}
+			continue
+		}
+		f := a.Facts()
+		if !a.Valid() || f.Name == "" {
+			t.Errorf("%s (%d) has no row in the table", name, v)
+			continue
+		}
+		if f.Redis == "" {
+			t.Errorf("%s: no Redis name", name)
+		} else if other, dup := redis[f.Redis]; dup {
+			t.Errorf("%s and %v share the Redis name %q", name, other, f.Redis)
+		}
+		redis[f.Redis] = a
+		if err := (algorithms.Limit{Algorithm: a, Requests: 1, Period: time.Second}).Validate(); err != nil {
+			t.Errorf("%s: 1 per second is invalid: %v", name, err)
+		}
+	}
+	for _, a := range []algorithms.Algorithm{-1, 0, algorithms.Algorithm(len(floodgatev1.Algorithm_name))} {
+		if a.Valid() || a.Facts() != (algorithms.Facts{}) {
+			t.Errorf("%d: Valid or has facts, and is no algorithm", a)
+		}
+		if err := (algorithms.Limit{Algorithm: a, Requests: 1, Period: time.Second}).Validate(); !errors.Is(err, algorithms.ErrInvalidLimit) {
+			t.Errorf("%d: Validate = %v, want ErrInvalidLimit", a, err)
 		}
 	}
 }

@@ -28,7 +28,7 @@ func (h *harness) zone(name string) *time.Location {
 // month, every decision matching the model.
 func testCalendar(h *harness) {
 	jakarta := h.zone("Asia/Jakarta")
-	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow} {
+	for _, alg := range windowed() {
 		l := algorithms.Limit{Algorithm: alg, Requests: 3, Calendar: algorithms.Month, Location: jakarta}
 		key := h.key("month-end-" + alg.String())
 		m := newModel()
@@ -67,7 +67,7 @@ func testCalendar(h *harness) {
 		{"leap-february", algorithms.Limit{Requests: 9, Calendar: algorithms.Month}, time.Date(2028, 2, 20, 0, 0, 0, 0, time.UTC), 40 * time.Hour},
 		{"year-end", algorithms.Limit{Requests: 9, Calendar: algorithms.Year, Location: jakarta}, time.Date(2026, 12, 25, 0, 0, 0, 0, jakarta), 90 * time.Hour},
 	} {
-		for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow} {
+		for _, alg := range windowed() {
 			l := tc.l
 			l.Algorithm = alg
 			key := h.key("trace-" + tc.name + "-" + alg.String())
@@ -84,7 +84,7 @@ func testCalendar(h *harness) {
 	// A rule migrating from a fixed 30-day period to the calendar month on
 	// the same key and scope: the old count does not carry, the month
 	// admits its quota and not one more.
-	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow} {
+	for _, alg := range windowed() {
 		key := h.key("migrate-" + alg.String())
 		m := newModel()
 		now := time.Date(2027, 3, 17, 9, 0, 0, 0, jakarta)

@@ -27,7 +27,7 @@ func testContention(h *harness) {
 		ls = append(ls, algorithms.Limit{Algorithm: alg, Requests: limit, Period: time.Hour})
 	}
 	jakarta := h.zone("Asia/Jakarta")
-	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow} {
+	for _, alg := range windowed() {
 		ls = append(ls, algorithms.Limit{Algorithm: alg, Requests: limit, Calendar: algorithms.Month, Location: jakarta})
 	}
 	for _, l := range ls {

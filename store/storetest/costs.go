@@ -61,7 +61,7 @@ func testPeekAndRefund(h *harness) {
 		if d, want := run("refund 100", -100), refunded(l, c-3, 100); !d.Allowed || d.Remaining != want {
 			h.t.Errorf("%v refund far above capacity: %s, want Remaining %d (at most the capacity)", alg, fmtDecision(d), want)
 		}
-		if l.Algorithm == algorithms.LeakyBucket {
+		if l.Algorithm.Facts().Waits {
 			continue // nothing was freed: the rest of the queue is in use
 		}
 		if d := run("spend all", c); !d.Allowed || d.Remaining != 0 {
@@ -74,10 +74,11 @@ func testPeekAndRefund(h *harness) {
 }
 
 // refunded is Remaining after a refund of n with left remaining: at most
-// the capacity; a leaky bucket's give-back frees nothing (it cannot say
-// which of the queue's slots are its own, see algorithms.Decide).
+// the capacity; a queue's give-back (an algorithm that waits) frees
+// nothing (it cannot say which of the queue's slots are its own, see
+// algorithms.Decide).
 func refunded(l algorithms.Limit, left, n int64) int64 {
-	if l.Algorithm == algorithms.LeakyBucket {
+	if l.Algorithm.Facts().Waits {
 		return left
 	}
 	return min(left+n, l.Capacity())

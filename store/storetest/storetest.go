@@ -104,18 +104,24 @@ func uniquePrefix(t *testing.T) string {
 	return t.Name() + "/" + hex.EncodeToString(b[:]) + "/"
 }
 
-// limitFor is the small limit the suite uses for alg: 5 per second for the
-// windows; 4 per second with a burst of 6 for the token bucket, so Burst
-// and Requests differ.
+// limitFor is the small limit the suite uses for alg: 5 per second for
+// an algorithm without a burst; 4 per second with a burst of 6 for one
+// with, so Burst and Requests differ; 3 per second with a burst of 4 for
+// one that waits (a slot of 333.33 ms, so starts are rounded).
 func limitFor(alg algorithms.Algorithm) algorithms.Limit {
-	switch alg {
-	case algorithms.TokenBucket:
-		return algorithms.Limit{Algorithm: alg, Requests: 4, Period: time.Second, Burst: 6}
-	case algorithms.LeakyBucket:
-		// 3/s: a slot of 333.33 ms, so starts are rounded.
+	switch f := alg.Facts(); {
+	case f.Waits:
 		return algorithms.Limit{Algorithm: alg, Requests: 3, Period: time.Second, Burst: 4}
+	case f.Burst != "":
+		return algorithms.Limit{Algorithm: alg, Requests: 4, Period: time.Second, Burst: 6}
 	}
 	return algorithms.Limit{Algorithm: alg, Requests: 5, Period: time.Second}
+}
+
+// windowed lists the algorithms that count in windows, which take a
+// calendar period (algorithms.Facts.Window).
+func windowed() []algorithms.Algorithm {
+	return algorithms.Which(func(f algorithms.Facts) bool { return f.Window })
 }
 
 // limits yields every algorithm with the suite's limit for it (limitFor).

@@ -1,0 +1,31 @@
+package algorithms
+
+import "testing"
+
+// TestRowsAreWhole: every row has its math, so no algorithm of the table
+// is decided, validated or charged a debt by another's code.
+func TestRowsAreWhole(t *testing.T) {
+	for _, a := range All() {
+		r := rowOf(a)
+		if r.decide == nil || r.debt == nil || r.validate == nil {
+			t.Errorf("%v: a row without its decide, debt or validate", a)
+		}
+	}
+	if len(All()) == 0 {
+		t.Fatal("the table is empty")
+	}
+}
+
+// TestNoRowDecidesNothing: a value without a row decides nothing: a deny
+// that never passes, the state given back as it was.
+func TestNoRowDecidesNothing(t *testing.T) {
+	l := Limit{Algorithm: Algorithm(len(table)), Requests: 5, Period: 1000}
+	s := State{A: 1, B: 2, C: 3}
+	next, d := decide(l, s, ask{now: 10, cost: 1})
+	if d.Allowed || d.RetryAfter != Never || next.A != s.A || next.B != s.B || next.C != s.C {
+		t.Errorf("got %+v, %+v; want a deny with RetryAfter Never and the state unchanged", next, d)
+	}
+	if next, d = decideMode(l, s, ask{now: 10, cost: 1, mode: Debt}); d.Allowed || next.A != s.A || next.B != s.B || next.C != s.C {
+		t.Errorf("debt: got %+v, %+v; want a deny and the state unchanged", next, d)
+	}
+}
