@@ -350,7 +350,7 @@ func limitText(v configview.RuleView) string {
 		return "unlimited"
 	case v.DenyAll:
 		return fmt.Sprintf("0 per %s (deny all)", v.Period)
-	case v.Algorithm == algorithms.LeakyBucket.String():
+	case waits(v.Algorithm):
 		// Envoy cannot hold a request: the no-wait mode (README, "Leaky bucket").
 		return rateText(v.RateView) + " (through Envoy: admits only what may start now, no queue)"
 	}
@@ -379,4 +379,11 @@ func failureText(m string) string {
 		return "default (the server's --failure-mode)"
 	}
 	return m
+}
+
+// waits reports whether the algorithm named name admits with a wait
+// (algorithms.Facts.Waits).
+func waits(name string) bool {
+	a, err := algorithms.ParseAlgorithm(name)
+	return err == nil && a.Facts().Waits
 }

@@ -161,9 +161,10 @@ func (c *Cache) learn(now time.Time, reqs []store.Request, out []algorithms.Deci
 // cacheMode is the mode under which a request's denies are cached and
 // matched; cacheable is false for a request the cache must never answer.
 // A debt charge (or a mode this cache does not know) is never refused, so
-// never answered. NoWait changes only a leaky bucket's decision: there it
-// denies until the queue is empty where a plain check still queues, so a
-// leaky bucket's denies answer only their own mode. Every other algorithm
+// never answered. NoWait changes only the decision of an algorithm that
+// waits (algorithms.Facts.Waits): there it denies until the queue is
+// empty where a plain check still queues, so its denies answer only their
+// own mode. Every other algorithm
 // decides NoWait exactly as a plain check, so the mode is dropped and a
 // deny seen through either API (Check's plain checks, ShouldRateLimit's
 // NoWait ones) answers both.
@@ -171,7 +172,7 @@ func cacheMode(l algorithms.Limit, m algorithms.Mode) (mode algorithms.Mode, cac
 	switch {
 	case m&^algorithms.NoWait != 0:
 		return 0, false
-	case l.Algorithm != algorithms.LeakyBucket:
+	case !l.Algorithm.Facts().Waits:
 		return 0, true
 	}
 	return m, true

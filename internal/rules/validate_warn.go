@@ -39,7 +39,7 @@ func (p *parser) warnAt(v value[string], what string, r algorithms.Limit) (softl
 
 // capacityName says which setting gives r's capacity.
 func capacityName(r algorithms.Limit) string {
-	if r.Burst > 0 && (r.Algorithm == algorithms.TokenBucket || r.Algorithm == algorithms.LeakyBucket) {
+	if r.Burst > 0 && r.Algorithm.Facts().Burst != "" {
 		return "its burst"
 	}
 	return "its requests per period"

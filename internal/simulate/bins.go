@@ -52,10 +52,10 @@ func (r Result) Bins(most int) (width time.Duration, bins []Bin) {
 }
 
 // limitNote names the bound of a limit for a reader: "limit 10", or
-// "limit 10, burst 30" for a token bucket whose burst differs ("queue 30"
-// for a leaky bucket).
+// "limit 10, burst 30" for a bucket whose burst differs ("queue 30" for
+// one that waits).
 func limitNote(l algorithms.Limit) string {
-	if c := l.Capacity(); c != l.Requests && l.Algorithm == algorithms.LeakyBucket {
+	if c := l.Capacity(); c != l.Requests && l.Algorithm.Facts().Waits {
 		return fmt.Sprintf("limit %d, queue %d", l.Requests, c)
 	} else if c != l.Requests {
 		return fmt.Sprintf("limit %d, burst %d", l.Requests, c)
