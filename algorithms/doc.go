@@ -16,7 +16,10 @@
 // decision), [DecideAt] (a [Request]: time in ms, cost, [Mode], calendar
 // [Bounds]), [Apply] (DecideAt in place, for a caller that owns the state),
 // [Peek] (the decision only, nothing written) and [Settle] (charge the
-// difference between actual and reserved usage).
+// difference between actual and reserved usage). [Limit.Validate] is the
+// one check of a limit; [Algorithm.Facts] tells what an algorithm takes
+// and how it answers, from the one table every layer of floodgate reads
+// (table.go).
 //
 // The API follows floodgate's releases: v0, no compatibility promise yet.
 //
