@@ -49,13 +49,13 @@ func ParseCalendar(name string) (Calendar, error) {
 	return NoCalendar, fmt.Errorf("unknown calendar period %q (want day, week, month or year)", name)
 }
 
-// MaxLength is the longest period of c: a day of 25 hours (the day a
+// maxLength is the longest period of c: a day of 25 hours (the day a
 // daylight-saving clock goes back), a week and a 31-day month with such a
 // day, a leap year with one. Validate bounds requests × MaxLength for the
 // sliding window with it (as requests × period for a fixed period); the
 // 8× headroom between MaxScaled and 2^53 covers the odd historical
 // period up to twice as long (a zone that moved across the date line).
-func (c Calendar) MaxLength() time.Duration {
+func (c Calendar) maxLength() time.Duration {
 	switch c {
 	case Day:
 		return 25 * time.Hour

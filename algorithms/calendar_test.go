@@ -328,7 +328,7 @@ func TestCalendarNeverOverAdmits(t *testing.T) {
 		for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
 			l := Limit{Algorithm: alg, Requests: 7, Calendar: cal, Location: ny}
 			now := time.Date(2027, 10, 25, 0, 0, 0, 0, ny).UnixMilli()
-			step := int64(cal.MaxLength().Milliseconds() / 40)
+			step := int64(cal.maxLength().Milliseconds() / 40)
 			var s State
 			admitted := map[int64]int64{} // by period start
 			for range 3000 {

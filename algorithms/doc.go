@@ -138,7 +138,7 @@
 // d, the window before keeping at most Requests). A key owes at most one capacity beyond empty: a token
 // bucket holds at least −Burst tokens, a window at most 2 × Requests (also
 // when the limit was lowered under a key), which keeps every integer below
-// 3 × [MaxScaled] and every wait below 3 × [MaxWait]; what a charge cannot
+// 3 × [MaxScaled] and every wait below 3 × the longest wait (2^42 ms); what a charge cannot
 // record is reported in [Decision.Unrecorded]. The sliding window log holds
 // one slot a unit and at most Requests: it records what its free slots
 // hold and reports the rest. [Settle] is the settlement of a reservation
@@ -175,7 +175,7 @@
 // intermediate value below that with room to spare: Requests × W, and for
 // the token bucket Burst × scale, must be at most [MaxScaled] (2^50); the
 // sliding window log holds at most [MaxLogRequests]; and no wait may exceed
-// [MaxWait] (about 139 years: a period, two for the sliding window, or an
+// the longest wait (2^42 ms) (about 139 years: a period, two for the sliding window, or an
 // empty bucket's refill), so that every Duration fits a time.Duration even
 // after the clock went back by as much again. now must be a Unix time in
 // [0, 2^53) ms.

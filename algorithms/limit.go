@@ -19,13 +19,13 @@ const (
 	// grows with the number of admitted units in a window: one slot a unit,
 	// at most Requests slots (80 KB in Go, 60 KB in Redis at this cap).
 	MaxLogRequests = 10_000
-	// MaxWait bounds the longest wait a limit can produce: its period (two
+	// maxWait bounds the longest wait a limit can produce: its period (two
 	// periods for the sliding window, whose requests weigh on the next
 	// window) or, for the token bucket, the time to refill an empty bucket.
 	// About 139 years (2^42 ms), it keeps every Duration in a Decision
 	// inside time.Duration's 292 years, even after the clock went back by
 	// as much again.
-	MaxWait = (1 << 42) * time.Millisecond
+	maxWait = (1 << 42) * time.Millisecond
 )
 
 // ErrInvalidLimit is wrapped by every error Validate returns.
@@ -140,8 +140,8 @@ func (l Limit) Validate() error {
 		return err
 	}
 	switch {
-	case l.PeriodMs() > MaxWait.Milliseconds():
-		return bad("period", "%v exceeds MaxWait, %v", l.Period, MaxWait)
+	case l.PeriodMs() > maxWait.Milliseconds():
+		return bad("period", "%v exceeds the longest wait, %v", l.Period, maxWait)
 	case l.Requests > MaxScaled:
 		return bad("requests", "%d exceeds 2^50", l.Requests)
 	}
@@ -172,8 +172,8 @@ func validateBucket(what string) func(Limit) error {
 		if c > MaxScaled/scale {
 			return invalid(l, "%s %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", what, c, l.Requests, l.Period)
 		}
-		if ceilDiv(c*scale, perMs) > MaxWait.Milliseconds() {
-			return invalid(l, "%s %d at %d requests per %v takes longer than %v to drain or refill (burst × period / requests)", what, c, l.Requests, l.Period, MaxWait)
+		if ceilDiv(c*scale, perMs) > maxWait.Milliseconds() {
+			return invalid(l, "%s %d at %d requests per %v takes longer than %v to drain or refill (burst × period / requests)", what, c, l.Requests, l.Period, maxWait)
 		}
 		return nil
 	}

@@ -16,7 +16,7 @@ type Mode uint8
 //
 // The debt is bounded by the capacity: a key owes at most
 // [Limit.Capacity] units beyond an empty limit, so every integer stays
-// below [MaxScaled]·3 and every wait below 3·[MaxWait]. The part of a cost
+// below [MaxScaled]·3 and every wait below 3 × the longest wait. The part of a cost
 // beyond that bound is not recorded and is reported in
 // [Decision.Unrecorded]. The sliding window log keeps one slot per unit
 // and never more than Requests: it records what fits in its free slots,

@@ -222,14 +222,14 @@ func slidingWindowDebt(l Limit, s State, now int64) int64 {
 // requests weigh on the next window, so a wait can be two periods.
 func validateSlidingWindow(l Limit) error {
 	if l.Calendar != NoCalendar {
-		if p := l.Calendar.MaxLength().Milliseconds(); l.Requests > MaxScaled/p {
+		if p := l.Calendar.maxLength().Milliseconds(); l.Requests > MaxScaled/p {
 			return invalid(l, "requests %d per calendar %s exceeds %d for the sliding window (requests × the longest %s in ms must be at most 2^50; use fixed_window)", l.Requests, l.Calendar, MaxScaled/p, l.Calendar)
 		}
 		return nil
 	}
 	p := l.PeriodMs()
-	if p > MaxWait.Milliseconds()/2 {
-		return invalid(l, "period %v exceeds %v, half of MaxWait (a sliding window's requests weigh on the next window)", l.Period, MaxWait/2)
+	if p > maxWait.Milliseconds()/2 {
+		return invalid(l, "period %v exceeds %v, half the longest wait (a sliding window's requests weigh on the next window)", l.Period, maxWait/2)
 	}
 	if l.Requests > MaxScaled/p {
 		return invalid(l, "requests × period_ms = %d × %d exceeds 2^50", l.Requests, p)
