@@ -52,6 +52,11 @@ const (
 	MDReset      = "ratelimit-reset"
 	MDRetryAfter = "retry-after"
 	MDDegraded   = "ratelimit-degraded"
+	// MDWarning is on an allowed call past the limit's warning threshold
+	// (the soft limit: client.Limit.WarnAt, or a policy's warn_at), as
+	// the HTTP header RateLimit-Warning: `"name";at=800`, name being the
+	// policy's, or "call" for an inline limit.
+	MDWarning = "ratelimit-warning"
 )
 
 // KeyFunc names the rate-limit key of a gRPC call, or "" when it has none
@@ -284,6 +289,13 @@ func (l *callLimiter) decide(ctx context.Context, fullMethod string) (metadata.M
 		md.Set(MDDegraded, "true")
 	}
 	if d.Allowed {
+		if d.Warning && !d.Degraded {
+			name := l.cfg.Limit.Policy
+			if name == "" {
+				name = "call"
+			}
+			md.Set(MDWarning, ratelimitheader.WarningMember(name, d.WarnAt))
+		}
 		return md, nil
 	}
 	md.Set(MDRetryAfter, strconv.FormatInt(ratelimitheader.Seconds(d.RetryAfter), 10))

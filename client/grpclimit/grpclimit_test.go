@@ -294,3 +294,28 @@ func TestInterceptorDegraded(t *testing.T) {
 func errCodeOK(got, want codes.Code) bool {
 	return got == want || (want == codes.Unavailable && got == codes.DeadlineExceeded)
 }
+
+// TestInterceptorWarning: an allowed call past the limit's warning
+// threshold carries ratelimit-warning; below it and on a denial none.
+func TestInterceptorWarning(t *testing.T) {
+	addr, _ := floodgatetest.Start(t, nil)
+	hc := startProtected(t, floodgatetest.Dial(t, addr), grpclimit.Config{
+		Limit: client.Limit{Algorithm: client.FixedWindow, Requests: 3, Period: time.Minute, WarnAt: 2},
+		Key:   grpclimit.KeyByMethod,
+	})
+	for i, want := range []string{"", `"call";at=2`, `"call";at=2`} {
+		var hdr metadata.MD
+		if _, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&hdr)); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		if got := mdString(hdr, grpclimit.MDWarning); got != want {
+			t.Fatalf("call %d: ratelimit-warning %q, want %q", i+1, got, want)
+		}
+	}
+	var hdr, trl metadata.MD
+	_, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&hdr), grpc.Trailer(&trl))
+	wantRetryInfo(t, err, time.Minute)
+	if mdString(hdr, grpclimit.MDWarning) != "" || mdString(trl, grpclimit.MDWarning) != "" {
+		t.Fatalf("denied call: ratelimit-warning in %v / %v", hdr, trl)
+	}
+}
