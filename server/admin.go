@@ -15,6 +15,7 @@ import (
 type AdminSettings struct {
 	// Ready reports whether the server can decide (config loaded, store
 	// reachable or failing in its declared mode). nil means always ready.
+	// A ready server whose Rules hold none answers "ok: no rules loaded".
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics; nil leaves it out.
 	Metrics http.Handler
@@ -84,6 +85,10 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 				_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
 				return
 			}
+		}
+		if s.Rules != nil && s.Rules.Current().Empty() {
+			_, _ = w.Write([]byte("ok: no rules loaded\n"))
+			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	}

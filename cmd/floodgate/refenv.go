@@ -180,6 +180,7 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	switch ct := r.str("CONFIG_TYPE", "FILE"); strings.ToUpper(ct) {
 	case "FILE":
 		flag("config", refConfigFolder(r))
+		flag("config-all-files", "true")
 		flag("merge-domains", strconv.FormatBool(merge))
 	case "GRPC_XDS_SOTW":
 		refXDS(r, flag)

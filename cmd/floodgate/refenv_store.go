@@ -204,7 +204,7 @@ var refUnsupportedVars = []refVariable{
 	{name: "PROMETHEUS_PATH", why: "metrics are at /metrics"},
 	{name: "PROMETHEUS_MAPPER_YAML", why: "metric names are floodgate's (floodgate_*), no statsd mapping"},
 	{name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", why: "durations are in seconds, as Prometheus names them", onTrue: true},
-	{name: "RUNTIME_IGNOREDOTFILES", why: "files whose names start with '.' are always skipped, and only *.yaml/*.yml files are read"},
+	{name: "RUNTIME_IGNOREDOTFILES", why: "files and folders whose names start with '.' are always skipped"},
 	{name: "RUNTIME_WATCH_ROOT", why: "the config folder is always watched, ConfigMap symlink swaps included"},
 	{name: "EXPIRATION_JITTER_MAX_SECONDS", why: "keys expire with their window, no jitter"},
 	{name: "NEAR_LIMIT_RATIO", why: "floodgate_near_limit_total counts at its own threshold (80%, the reference's default)"},

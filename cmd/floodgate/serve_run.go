@@ -55,6 +55,9 @@ func (e serveEnv) loadRules(ctx context.Context, live *liveRules) (func(), []rel
 			}
 			metrics.ObserveConfigReload(nil)
 			log.Info("config loaded", "files", len(c.Files()), "domains", len(c.Domains()), "policies", len(c.Policies()), "digest", c.Digest())
+			if len(c.Files()) == 0 {
+				log.Warn("config folder has no files: serving with no rules (every request is under no limit) until files are added", "config", path)
+			}
 			if retried {
 				log.Info("xds config loaded: the xDS response refused earlier applies now", "digest", live.Current().Digest())
 			}

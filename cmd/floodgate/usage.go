@@ -24,7 +24,7 @@ var flagGroups = []flagGroup{
 	{title: "Server to ask", names: []string{"addr", "timeout"}},
 	{title: "Auth and TLS", names: []string{"auth-token-file", "token"}, prefixes: []string{"tls", "redis-tls-", "config-xds-tls"}},
 	{title: "Store", names: []string{"failure-mode", "settle-window", "deny-cache-size", "replicas", "replicas-heartbeat"}, prefixes: []string{"redis-", "memory-", "local-"}},
-	{title: "Rules", names: []string{"config", "merge-domains", "domain", "descriptor", "bucket"}, prefixes: []string{"config-xds-"}},
+	{title: "Rules", names: []string{"config", "config-all-files", "merge-domains", "domain", "descriptor", "bucket"}, prefixes: []string{"config-xds-"}},
 	{title: "Limits and answers", names: []string{"max-key-bytes", "shadow-mode", "quota-mode", "count-denied-hits", "share-override-counters", "envoy-refunds", "key", "limit", "burst", "algorithm", "policy", "time-zone", "cost", "hits"}, prefixes: []string{"response-", "quota-"}},
 	{title: "Observability", names: []string{"detailed-metric-series", "trace-values", "pprof", "gc-percent"}, prefixes: []string{"log-", "limited-"}},
 }

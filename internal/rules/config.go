@@ -405,6 +405,12 @@ func (c *Set) MatchRequestInto(out [][]*Limit, domain string, descriptors [][]En
 	}
 }
 
+// Empty reports whether c holds no rules: no domain and no policy (an
+// empty config folder read with AnyFile, or a nil Set).
+func (c *Set) Empty() bool {
+	return c == nil || len(c.domains) == 0 && len(c.policies) == 0
+}
+
 // Files returns the files the config was loaded from, in load order.
 func (c *Set) Files() []string {
 	if c == nil {

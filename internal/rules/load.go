@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -34,6 +35,13 @@ type Options struct {
 	// of any file of the domain; quota_buckets and quota_unmatched stay
 	// in one file of a domain.
 	MergeDomains bool
+	// AnyFile reads a folder as envoyproxy/ratelimit reads its runtime
+	// folder: every file in it and in its sub-folders (in path order),
+	// whatever its name's extension, and an empty folder as a config with
+	// no rules. Names starting with '.' (files and folders) are skipped,
+	// as without it. Off, only the *.yaml and *.yml files directly inside
+	// the folder are read, and a folder without one is an error.
+	AnyFile bool
 }
 
 // LoadOptions is Load with options.
@@ -44,7 +52,7 @@ func LoadOptions(path string, o Options) (*Set, error) {
 	}
 	files := []string{path}
 	if st.IsDir() {
-		if files, err = listDir(path); err != nil {
+		if files, err = listDir(path, o); err != nil {
 			return nil, err
 		}
 	}
@@ -59,8 +67,12 @@ func LoadOptions(path string, o Options) (*Set, error) {
 	return build(srcs, o)
 }
 
-// listDir lists the config files of a folder, sorted by name.
-func listDir(dir string) ([]string, error) {
+// listDir lists the config files of a folder, sorted by name (with
+// o.AnyFile, those of its sub-folders too, see walkDir).
+func listDir(dir string, o Options) ([]string, error) {
+	if o.AnyFile {
+		return walkDir(dir)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -85,6 +97,68 @@ func listDir(dir string) ([]string, error) {
 	}
 	return files, nil
 }
+
+// walkDir lists every file under dir whose path has no name starting
+// with '.', in path order; symlinks to files are followed, symlinks to
+// folders are not (as a walk of the runtime folder reads them).
+func walkDir(dir string) ([]string, error) {
+	var files []string
+	root := throughLink(dir)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path != root && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		st, err := os.Stat(path) // follows symlinks
+		if err != nil {
+			return err
+		}
+		if st.Mode().IsRegular() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files, err
+}
+
+// SubFolders are the folders under dir that AnyFile reads (none whose
+// name starts with '.'), for a watcher to watch them too.
+func SubFolders(dir string) []string {
+	var out []string
+	root := throughLink(dir)
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil || !d.IsDir() || path == root:
+			return nil
+		case strings.HasPrefix(d.Name(), "."):
+			return filepath.SkipDir
+		}
+		out = append(out, path)
+		return nil
+	})
+	return out
+}
+
+// throughLink is dir with a trailing separator, so that a walk starts in
+// the folder a symlink dir points to rather than at the link.
+func throughLink(dir string) string {
+	if strings.HasSuffix(dir, string(filepath.Separator)) {
+		return dir
+	}
+	return dir + string(filepath.Separator)
+}
+
+// isAnyFileName reports whether a folder's entry is read with AnyFile:
+// any name not starting with '.'.
+func isAnyFileName(name string) bool { return !strings.HasPrefix(name, ".") }
 
 // isConfigName reports whether a folder's entry is read as a config file:
 // a *.yaml or *.yml name not starting with '.'.

@@ -35,9 +35,15 @@ func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onErr
 	if onError == nil {
 		onError = func(error) {}
 	}
+	paths, match := []string{path}, isConfigName
+	if o.AnyFile {
+		// The sub-folders there are now are watched too; one made later
+		// is read at the next reload (a change elsewhere, or SIGHUP).
+		paths, match = append(paths, SubFolders(path)...), isAnyFileName
+	}
 	files, err := filewatch.Watch(ctx, filewatch.Options[Set]{
-		Paths:     []string{path},
-		Match:     isConfigName,
+		Paths:     paths,
+		Match:     match,
 		Load:      func() (*Set, error) { return LoadOptions(path, o) },
 		Unchanged: func(cur, next *Set) bool { return cur.Digest() == next.Digest() },
 		OnLoad:    onLoad,
