@@ -134,3 +134,16 @@ test("options are checked", () => {
   assert.throws(() => new Floodgate({}), /url is required/);
   assert.throws(() => new Floodgate({ url: URL_, failureMode: "maybe" }), /failureMode/);
 });
+
+test("a denial answered with HTTP 429 (?deny_status=429) is the same decision", async () => {
+  const asks429 = (url, init) => fetch(`${url}?deny_status=429`, init);
+  const c = new Floodgate({ url: URL_, timeoutMs: 10_000, fetch: asks429 });
+  const req = { key: uniqueKey("429"), algorithm: "fixed_window", limit: { requests: 1, period: "1h" } };
+  assert.equal((await c.check(req)).allowed, true);
+  const denied = await c.check(req);
+  assert.equal(denied.allowed, false);
+  assert.equal(denied.degraded, false);
+  assert.ok(denied.retryAfterMs > 0);
+  assert.ok(denied.headers["retry-after"]);
+  assert.equal((await c.checkBatch([req])).allowed, false);
+});
