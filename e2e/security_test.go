@@ -221,8 +221,10 @@ func TestSecurityTokens(t *testing.T) {
 
 // TestSecurityRefunds: with --auth-token-file, an Envoy
 // refund (is_negative_hits) from a token without the refund or admin role
-// is PermissionDenied and gives nothing back, one from a refund token is
-// served; with --envoy-refunds=false every refund is refused.
+// gives nothing back and is decided as 0 hits (never an error answer,
+// which Envoy would let through), one from a refund token is served; with
+// --envoy-refunds=false every refund is decided so. A settlement below its
+// reservation passes the same rule: PermissionDenied without the role.
 func TestSecurityRefunds(t *testing.T) {
 	const plain, refunder = "svc-token-0123456789", "envoy-token-9876543210"
 	tokens := writeFile(t, t.TempDir(), "tokens", []byte(plain+"\n"+refunder+" refund\n"))
@@ -244,8 +246,8 @@ func TestSecurityRefunds(t *testing.T) {
 	for range 3 { // the 3 an hour spent
 		charge(rls, plain)
 	}
-	if _, err := refund(rls, plain); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("refund with a plain token: %v, want PermissionDenied", err)
+	if r, err := refund(rls, plain); err != nil || rlsCodes(r) != "OVER_LIMIT:OVER_LIMIT" {
+		t.Errorf("refund with a plain token: %v %v, want OVER_LIMIT (decided as 0 hits), no error", r, err)
 	}
 	if got := rlsCodes(charge(rls, plain)); got != "OVER_LIMIT:OVER_LIMIT" {
 		t.Errorf("after the refused refund: %s, want OVER_LIMIT (nothing given back)", got)
@@ -254,8 +256,25 @@ func TestSecurityRefunds(t *testing.T) {
 		t.Errorf("refund with a refund token: %v %v, want OK with 1 remaining", r, err)
 	}
 
+	settle := func(token string) error {
+		_, err := floodgatev1.NewRateLimiterClient(p.Conn(t)).Settle(withToken(context.Background(), token), &floodgatev1.SettleRequest{
+			Key: "s", Algorithm: floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW, Reserved: 1000000, Actual: 0, IdempotencyKey: "x-" + token,
+			Source: &floodgatev1.SettleRequest_Limit{Limit: &floodgatev1.Limit{Requests: 1, Period: durationpb.New(time.Hour)}}})
+		return err
+	}
+	if err := settle(plain); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("settle refund with a plain token: %v, want PermissionDenied", err)
+	}
+	if err := settle(refunder); err != nil {
+		t.Errorf("settle refund with a refund token: %v", err)
+	}
+
 	off := startServe(t, "--config", writeRules(t, envoyRules), "--auth-token-file", tokens, "--envoy-refunds=false")
-	if _, err := refund(rlsv3.NewRateLimitServiceClient(off.Conn(t)), refunder); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("--envoy-refunds=false, refund with a refund token: %v, want PermissionDenied", err)
+	offRLS := rlsv3.NewRateLimitServiceClient(off.Conn(t))
+	for range 3 {
+		charge(offRLS, plain)
+	}
+	if r, err := refund(offRLS, refunder); err != nil || rlsCodes(r) != "OVER_LIMIT:OVER_LIMIT" {
+		t.Errorf("--envoy-refunds=false, refund with a refund token: %v %v, want OVER_LIMIT (decided as 0 hits), no error", r, err)
 	}
 }

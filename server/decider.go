@@ -8,6 +8,7 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/limited"
 	"github.com/floodgate/floodgate/internal/localshare"
+	"github.com/floodgate/floodgate/internal/logevery"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -30,6 +31,8 @@ type decider struct {
 	limited     *limited.Tracker
 	failures    *observability.FailureLog // named api in its records
 	tracer      spanTracer
+	apiName     string            // the api label of its metrics
+	refusals    *logevery.Limiter // logs of refused give-backs
 }
 
 // newDecider is the decider of s deciding with st, the zero settings
@@ -62,6 +65,7 @@ func newDecider(st store.Store, s Settings, api string) decider {
 		d.log = slog.Default()
 	}
 	d.failures = observability.NewFailureLog(d.log, api)
+	d.apiName, d.refusals = api, new(logevery.Limiter)
 	return d
 }
 

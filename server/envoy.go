@@ -7,11 +7,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/positive"
@@ -103,10 +100,8 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	// stack, it would grow the handler goroutine's stack (a copy of the
 	// whole stack, each request) deeper in the call.
 	w := new(envoyWork)
+	req, _ = e.withoutRefusedRefunds(ctx, req)
 	entries, err := e.validate(req, w.rows[:], w.ents[:])
-	if err == nil {
-		err = checkRefunds(ctx, req, e.noRefunds)
-	}
 	if err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
@@ -371,26 +366,4 @@ func (e *Envoy) observe(domain string, entries [][]rules.Entry, checks []envoyCh
 		}
 		e.metrics.ObserveRule(&c.info.series, l, observability.NearLimit(c.decision, c.info.warnAt))
 	}
-}
-
-// checkRefunds refuses a request that gives hits back (a descriptor with
-// is_negative_hits) with codes.PermissionDenied, naming the descriptor,
-// when refunds are off (off) or the caller's token may not refund (see
-// auth.RefundAllowed). A refund can fill any counter back up, so with tokens
-// configured it is a privilege, like Reset.
-func checkRefunds(ctx context.Context, req *rlsv3.RateLimitRequest, off bool) error {
-	for i, d := range req.GetDescriptors() {
-		if !d.GetIsNegativeHits() {
-			continue
-		}
-		field := fmtIndex("descriptors", i) + ".is_negative_hits"
-		if off {
-			return status.Errorf(codes.PermissionDenied, "%s: refunds are turned off on this server (--envoy-refunds=false)", field)
-		}
-		if !auth.RefundAllowed(ctx) {
-			return status.Errorf(codes.PermissionDenied, "%s: a refund needs a token with the refund or admin role", field)
-		}
-		return nil
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/positive"
@@ -61,7 +62,7 @@ func (r *RateLimiter) Check(ctx context.Context, req *floodgatev1.CheckRequest) 
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
-	if err := checkRefund(ctx, "cost", c); err != nil {
+	if err := r.checkRefund(ctx, "cost", c); err != nil {
 		return nil, err
 	}
 	b := new(oneDecision) // goes to the store: on the heap, as one block
@@ -102,7 +103,7 @@ func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatc
 		r.tracer.endCheckMatch(span, checks, requestKeys(req), nil)
 	}
 	for i, c := range checks {
-		if err := checkRefund(ctx, fmtIndex("checks", i)+".cost", c); err != nil {
+		if err := r.checkRefund(ctx, fmtIndex("checks", i)+".cost", c); err != nil {
 			return nil, err
 		}
 	}
@@ -163,6 +164,9 @@ func (r *RateLimiter) Peek(ctx context.Context, req *floodgatev1.PeekRequest) (*
 // policy it forgets that one count of the key; without, every count of
 // the key, whatever limit made it (the store finds them by key).
 func (r *RateLimiter) Reset(ctx context.Context, req *floodgatev1.ResetRequest) (*floodgatev1.ResetResponse, error) {
+	if err := r.giveBackRefused(ctx, giveback.Reset, "Reset"); err != nil {
+		return nil, err
+	}
 	if err := r.validateKey(req.GetKey()); err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}

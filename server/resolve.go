@@ -5,12 +5,9 @@ import (
 	"errors"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
-	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/zones"
@@ -126,14 +123,13 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 
 // checkRefund refuses a check that gives a leaky bucket's slots back
 // (cost < 0, as the Go client's Wait does when it cannot use its slot)
-// with codes.PermissionDenied unless the caller may refund
-// (auth.RefundAllowed: always without tokens, else the refund or admin
-// role), as Envoy's is_negative_hits.
-func checkRefund(ctx context.Context, field string, c check) error {
-	if c.req.Cost >= 0 || auth.RefundAllowed(ctx) {
+// with codes.PermissionDenied unless the give-back rule allows it
+// (internal/giveback), as it does Envoy's is_negative_hits and Reset.
+func (d *decider) checkRefund(ctx context.Context, field string, c check) error {
+	if c.req.Cost >= 0 {
 		return nil
 	}
-	return status.Errorf(codes.PermissionDenied, "%s: a negative cost gives slots back, which needs a token with the refund or admin role", field)
+	return d.giveBackRefused(ctx, giveback.Refund, field)
 }
 
 func (r *RateLimiter) validateKey(key string) error {

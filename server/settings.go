@@ -101,8 +101,8 @@ type Settings struct {
 	// like every other rule, so no caller's value (an API key) reaches the
 	// unauthenticated /metrics without the operator's opt-in.
 	DetailedMetricSeries int
-	// NoRefunds (Envoy API) refuses every request with a refund
-	// (is_negative_hits) with codes.PermissionDenied. Otherwise refunds need
-	// auth.RefundAllowed.
+	// NoRefunds (Envoy API) refuses every refund (is_negative_hits): the
+	// descriptor is decided as 0 hits. Otherwise refunds pass the
+	// give-back rule (internal/giveback), as Reset does.
 	NoRefunds bool
 }

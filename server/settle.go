@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
-	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/store"
 )
@@ -31,10 +29,12 @@ func (r *RateLimiter) Settle(ctx context.Context, req *floodgatev1.SettleRequest
 	if err != nil {
 		return nil, toStatus(ctx, r.log, err)
 	}
-	if s.Delta() < 0 && !auth.RefundAllowed(ctx) {
+	if s.Delta() < 0 {
 		// A refund can fill a counter back up (a new idempotency key per
-		// call): with tokens configured it is a privilege, as on Envoy.
-		return nil, status.Error(codes.PermissionDenied, "actual: below reserved gives units back, which needs a token with the refund or admin role")
+		// call): the give-back rule decides, as for Reset.
+		if err := r.giveBackRefused(ctx, giveback.Refund, "actual"); err != nil {
+			return nil, err
+		}
 	}
 	settler, ok := r.store.(store.Settler)
 	if !ok {

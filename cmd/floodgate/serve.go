@@ -124,7 +124,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.shareOverrideCounters, "share-override-counters", false, "Envoy API: a descriptor's limit override counts under the matched rule's key, as the reference does (off: each override rate counts apart)")
 	fs.BoolVar(&f.headers, "response-headers", true, "Envoy API: add RateLimit-*, X-RateLimit-* and Retry-After response headers")
 	fs.IntVar(&f.detailSeries, "detailed-metric-series", 0, "Envoy API: per rule with detailed_metric or value_to_metric, how many request values may appear in the metrics' rule label (0: none, the rule's name only; values may be secrets)")
-	fs.BoolVar(&f.envoyRefunds, "envoy-refunds", true, "Envoy API: accept refunds (is_negative_hits); with --auth-token-file only from tokens with the refund or admin role; false refuses them (PermissionDenied)")
+	fs.BoolVar(&f.envoyRefunds, "envoy-refunds", true, "Envoy API: accept refunds (is_negative_hits); with --auth-token-file only from tokens with the refund or admin role, without it only on a loopback port; false refuses them (decided as 0 hits)")
 	fs.BoolVar(&f.traceValues, "trace-values", false, "tracing (on when $OTEL_EXPORTER_OTLP_ENDPOINT or $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; see the README): put keys and descriptor values into spans (they can be personal data)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve the Go profiler on the HTTP admin address (/debug/pprof/)")
 

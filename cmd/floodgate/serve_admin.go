@@ -104,7 +104,7 @@ func (e serveEnv) httpAPI(st store.Store, apis decisionAPIs, p grpcPipeline) htt
 		hs.Auth = tokens
 	}
 	if hs.ResetRefused = resetRefusal(f.httpAddr, tokens != nil); hs.ResetRefused != "" {
-		s.Logger.Warn("Reset is refused on the HTTP/JSON API: its port is bound beyond loopback without --auth-token-file", "http_addr", f.httpAddr)
+		s.Logger.Warn("Reset is refused on the HTTP/JSON API, and so are refunds: its port is bound beyond loopback without --auth-token-file", "http_addr", f.httpAddr)
 	}
 	return tr.HTTPHandler(httpapi.New(server.NewRateLimiter(st, s), hs))
 }

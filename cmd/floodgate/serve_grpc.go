@@ -73,8 +73,8 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context, limits server.Transport
 		limits.Auth = tokens
 	}
 	if why := resetRefusal(f.grpcAddr, f.authTokenFile != "" || f.tlsClientCA != ""); why != "" { // mTLS: every peer is known
-		p.unary = append(p.unary, refuseReset(why))
-		log.Warn("Reset is refused on the gRPC port: it is bound beyond loopback without --auth-token-file", "grpc_addr", f.grpcAddr)
+		p.unary = append(p.unary, refuseGiveBacks(why))
+		log.Warn("Reset is refused on the gRPC port, and so are refunds and negative hits: it is bound beyond loopback without --auth-token-file", "grpc_addr", f.grpcAddr)
 	}
 	p.gate = server.NewGate(limits)
 	return p, nil

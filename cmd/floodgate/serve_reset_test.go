@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,10 +12,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/server"
 )
 
@@ -96,14 +96,26 @@ func TestHTTPResetRefusedBeyondLoopback(t *testing.T) {
 		if _, body := post("/v1/check", check); strings.Contains(body, "true") != wantAllowed {
 			t.Errorf("%s: check after reset: %s, want allowed %v", tc.addr, body, wantAllowed)
 		}
+		// A settlement below its reservation gives units back: the same
+		// rule refuses it where Reset is refused, and the key stays spent.
+		if !wantAllowed {
+			settle := `{"key": "k", "algorithm": "ALGORITHM_FIXED_WINDOW", "limit": {"requests": 1, "period": "3600s"}, "reserved": "1000000", "actual": "0", "idempotencyKey": "x1"}`
+			if code, body := post("/v1/settle", settle); code != http.StatusForbidden || !strings.Contains(body, "--auth-token-file") {
+				t.Errorf("%s: settle refund: %d %s, want 403 naming the fix", tc.addr, code, body)
+			}
+			if _, body := post("/v1/check", check); strings.Contains(body, "true") {
+				t.Errorf("%s: check after the refused refund: %s, want denied", tc.addr, body)
+			}
+		}
 		srv.Close()
 		st.Close()
 	}
 }
 
 // TestGRPCResetRefusedBeyondLoopback: the gRPC pipeline of a server whose
-// --grpc-addr is beyond loopback, without tokens or mTLS, refuses Reset
-// and passes every other call on.
+// --grpc-addr is beyond loopback, without tokens or mTLS, carries the
+// port's refusal into every call, so the give-back rule refuses Reset and
+// refunds there; on loopback it does not.
 func TestGRPCResetRefusedBeyondLoopback(t *testing.T) {
 	for _, tc := range []struct {
 		args    []string
@@ -124,15 +136,15 @@ func TestGRPCResetRefusedBeyondLoopback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, method := range []string{floodgatev1.RateLimiter_Reset_FullMethodName, floodgatev1.RateLimiter_Check_FullMethodName} {
-			called := false
-			_, err := chainUnary(p.unary, method, func(context.Context, any) (any, error) { called = true; return "ok", nil })
-			refused := method == floodgatev1.RateLimiter_Reset_FullMethodName && tc.refused
-			if refused != (status.Code(err) == codes.PermissionDenied) || refused == called {
-				t.Errorf("%v: %s: err %v, handler called %v; want refused %v", tc.args, method, err, called, refused)
-			}
-			if refused && !strings.Contains(err.Error(), "--auth-token-file") {
-				t.Errorf("%v: refusal %q does not name the fix", tc.args, err)
+		for _, method := range []string{floodgatev1.RateLimiter_Reset_FullMethodName, floodgatev1.RateLimiter_Check_FullMethodName, floodgatev1.RateLimiter_Settle_FullMethodName} {
+			for _, kind := range []giveback.Kind{giveback.Reset, giveback.Refund} {
+				_, err := chainUnary(p.unary, method, func(ctx context.Context, _ any) (any, error) { return nil, giveback.Allowed(ctx, kind) })
+				if tc.refused != errors.Is(err, giveback.ErrRefused) {
+					t.Errorf("%v: %s: give-back %v: %v; want refused %v", tc.args, method, kind, err, tc.refused)
+				}
+				if tc.refused && !strings.Contains(err.Error(), "--auth-token-file") {
+					t.Errorf("%v: refusal %q does not name the fix", tc.args, err)
+				}
 			}
 		}
 		p.close()

@@ -111,6 +111,14 @@ func RefundAllowed(ctx context.Context) bool {
 	return !ok || g.admin || g.refund
 }
 
+// ResetAllowed reports whether the call of ctx may Reset: always when no
+// TokenAuth authenticated it (tokens are not configured), else when its
+// token has the admin role.
+func ResetAllowed(ctx context.Context) bool {
+	g, ok := grantFrom(ctx)
+	return !ok || g.admin
+}
+
 // TokenAuthOption is an optional knob of NewTokenAuth.
 type TokenAuthOption func(*tokenAuthOptions)
 

@@ -104,6 +104,8 @@ func RequestDurationBuckets() []float64 {
 //	floodgate_settle_unrecorded_units_total{api,algorithm}       counter
 //	floodgate_config_reloads_total{result}                       counter
 //	floodgate_breaker_state                                      gauge
+//	floodgate_givebacks_refused_total{api,kind}                  counter
+//	floodgate_handler_panics_total{api}                          counter
 //	floodgate_build_info{version}                                gauge
 //	grpc_server_started_total, grpc_server_handled_total,
 //	grpc_server_msg_{received,sent}_total,
@@ -135,6 +137,7 @@ type Metrics struct {
 	breakerState  prometheus.Gauge
 	buildInfo     *prometheus.GaugeVec
 	settle        settleMetrics
+	guards        guardMetrics
 
 	grpc     *grpcprom.ServerMetrics
 	gatherer prometheus.Gatherer
@@ -205,6 +208,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		"Always 1; the version label says which floodgate is running.",
 		"version")
 	m.settle = newSettleMetrics(d)
+	m.guards = newGuardMetrics(d)
 	m.grpc = grpcprom.NewServerMetrics(
 		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(RequestDurationBuckets())),
 	)

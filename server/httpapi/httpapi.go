@@ -64,6 +64,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/server"
 )
 
@@ -123,11 +124,13 @@ type Settings struct {
 	// answer's "allowed": false says it) or 429 (Too Many Requests). A
 	// request chooses its own with ?deny_status=. 0 means 200.
 	DenyStatus int
-	// ResetRefused, when set, turns POST /v1/reset away (403,
-	// PermissionDenied) with this reason, before its body is read: the
-	// API then serves decisions only. The server sets it when the API
-	// listens beyond loopback with no tokens to tell an operator from
-	// anyone else on the network.
+	// ResetRefused, when set, is the refusal of everything that gives
+	// budget back on this port (internal/giveback): POST /v1/reset, a
+	// settlement below its reservation, a negative cost (403,
+	// PermissionDenied with this reason) and negative hits at /json
+	// (decided as 0 hits): the API then serves decisions only. The server
+	// sets it when the API listens beyond loopback with no tokens to tell
+	// an operator from anyone else on the network.
 	ResetRefused string
 }
 
@@ -290,10 +293,7 @@ func (h *Handler) open(ctx context.Context, r *http.Request, rep reply, method s
 			return ctx, nil, 0, false
 		}
 	}
-	if h.noReset != "" && method == floodgatev1.RateLimiter_Reset_FullMethodName {
-		rep.fail(http.StatusForbidden, codes.PermissionDenied, h.noReset)
-		return ctx, nil, 0, false
-	}
+	ctx = giveback.WithRefusal(ctx, h.noReset) // the give-back rule refuses Reset, refunds and negative hits
 	body, err = io.ReadAll(http.MaxBytesReader(rep.w, r.Body, h.maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate/floodgate/internal/giveback"
+	"github.com/floodgate/floodgate/internal/observability"
+)
+
+// refusedLogEvery is the least time between two logs of refused
+// give-backs of one API; the refusals between are counted in the next.
+const refusedLogEvery = 10 * time.Second
+
+// giveBackRefused asks the one give-back rule (internal/giveback) whether
+// the call of ctx may give budget back in the way of kind. Refused, it
+// counts and logs the refusal and returns the PermissionDenied answer
+// naming field; allowed, nil.
+func (d *decider) giveBackRefused(ctx context.Context, kind giveback.Kind, field string) error {
+	err := giveback.Allowed(ctx, kind)
+	if err == nil {
+		return nil
+	}
+	d.observeRefusal(kind, err)
+	return status.Errorf(codes.PermissionDenied, "%s: %v", field, err)
+}
+
+// observeRefusal counts and logs (at most every refusedLogEvery) one
+// refused give-back.
+func (d *decider) observeRefusal(kind giveback.Kind, err error) {
+	k := observability.GiveBackRefund
+	if kind == giveback.Reset {
+		k = observability.GiveBackReset
+	}
+	if d.metrics != nil {
+		d.metrics.ObserveGiveBackRefused(d.apiName, k)
+	}
+	if n, ok := d.refusals.Allow(time.Now(), refusedLogEvery); ok {
+		d.log.Warn("a give-back was refused", "api", d.apiName, "kind", k, "why", err.Error(), "refused_since_last_log", n)
+	}
+}
+
+// withoutRefusedRefunds returns req itself when its negative hits
+// (is_negative_hits) may be given (or it has none), else a copy in which
+// each such descriptor asks 0 hits: Envoy lets a request through on any
+// error answer, so a refused refund is decided as a look at the limit,
+// never answered with an error. refused reports whether it did.
+func (e *Envoy) withoutRefusedRefunds(ctx context.Context, req *rlsv3.RateLimitRequest) (out *rlsv3.RateLimitRequest, refused bool) {
+	negative := false
+	for _, d := range req.GetDescriptors() {
+		negative = negative || d.GetIsNegativeHits()
+	}
+	if !negative {
+		return req, false
+	}
+	err := giveback.Allowed(ctx, giveback.Refund)
+	if err == nil && e.noRefunds {
+		err = errRefundsOff
+	}
+	if err == nil {
+		return req, false
+	}
+	e.observeRefusal(giveback.Refund, err)
+	out = proto.Clone(req).(*rlsv3.RateLimitRequest)
+	for _, d := range out.GetDescriptors() {
+		if d.GetIsNegativeHits() {
+			d.IsNegativeHits, d.HitsAddend = false, wrapperspb.UInt64(0)
+		}
+	}
+	return out, true
+}
+
+// errRefundsOff is the refusal of every negative hit with
+// Settings.NoRefunds (--envoy-refunds=false).
+var errRefundsOff = refundsOff{}
+
+type refundsOff struct{}
+
+func (refundsOff) Error() string {
+	return "refunds are turned off on this server (--envoy-refunds=false)"
+}
