@@ -23,6 +23,10 @@ import (
 // loopback.
 func resetRefusal(addr string, tokens bool) string { return giveback.PortRefusal(addr, tokens) }
 
+// loopbackAddr reports whether the host of a listen address host:port is
+// a loopback address or "localhost" (giveback.Loopback).
+func loopbackAddr(addr string) bool { return giveback.Loopback(addr) }
+
 // refuseGiveBacks is a unary interceptor that puts the port's refusal
 // (reason) into every call's context, for the give-back rule.
 func refuseGiveBacks(reason string) grpc.UnaryServerInterceptor {

@@ -82,7 +82,7 @@ func Allowed(ctx context.Context, kind Kind) error {
 // server has tokens (or, on gRPC, client certificates: known), or the
 // port is bound to loopback, where only this host's processes reach it.
 func PortRefusal(addr string, known bool) string {
-	if known || loopbackAddr(addr) {
+	if known || Loopback(addr) {
 		return ""
 	}
 	return "giving budget back (Reset, refunds, negative hits) needs a token: this port (" + addr + ") is bound beyond loopback and the server has no --auth-token-file; " +

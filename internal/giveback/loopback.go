@@ -2,10 +2,10 @@ package giveback
 
 import "net"
 
-// loopbackAddr reports whether the host of a listen address host:port is
+// Loopback reports whether the host of a listen address host:port is
 // a loopback address or "localhost". An empty host (every address), an
 // unspecified one and any other name are not.
-func loopbackAddr(addr string) bool {
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
