@@ -14,10 +14,10 @@ import (
 )
 
 // TestJSClient runs the JavaScript package's tests (clients/js, `node
-// --test`) against this floodgate binary: the fetch client, the Express
-// middleware in a real Express app, Check over @grpc/grpc-js with the
-// minimum protobufjs and @grpc/proto-loader, and `npm pack` installed in
-// a fresh project. Its devDependencies come from the npm registry (`npm
+// --test`) against this floodgate binary: the fetch client (under Node,
+// Bun and Deno), the Express middleware in a real Express app, Check over
+// @grpc/grpc-js with the minimum protobufjs and @grpc/proto-loader, and
+// `npm pack` installed in a fresh project. Its devDependencies come from the npm registry (`npm
 // ci`, when node_modules is missing or older than package-lock.json).
 // Without Node.js 18 or later and npm it is skipped, unless CI is set:
 // then it fails.
