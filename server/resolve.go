@@ -210,5 +210,5 @@ func limitError(err error) error {
 	return invalidf(field, "%s", strings.TrimPrefix(le.Message(wireName), le.Field+" "))
 }
 
-// wireName is a's proto enum name, e.g. ALGORITHM_TOKEN_BUCKET.
+// wireName is a's proto enum name (algorithms.Facts.Wire).
 func wireName(a algorithms.Algorithm) string { return a.Facts().Wire }

@@ -11,11 +11,8 @@ import (
 )
 
 // Constants is the Lua declaration of every algorithm's number, in enum
-// order, e.g.
-//
-//	local ALG_TOKEN_BUCKET, ALG_SLIDING_WINDOW = 1, 2
-//
-// each named ALG_ and the algorithm's config name in upper case.
+// order, as one line: "local ALG_A, ALG_B = 1, 2", each named ALG_ and
+// the algorithm's config name in upper case.
 func Constants() string {
 	var names, nums []string
 	for _, a := range algorithms.All() {
