@@ -41,12 +41,8 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	if len(calls) == 1 {
 		c := calls[0]
 		c.reply, c.err = s.fcall(ctx, s.lib.decide, c.keys, c.buf)
-		switch {
-		case c.err != nil:
-		case c.reply == late:
+		if c.err == nil && c.reply == late {
 			c.reply, c.err = nil, errLate
-		case c.buf[hdrLen-1] == hdrDirect:
-			splitDirect(c.reply, calls)
 		}
 		return
 	}
@@ -117,10 +113,6 @@ func (u *unit) split(reply any, err error) {
 	if err == nil && reply == late {
 		err = errLate
 	}
-	if err == nil && u.calls[0].buf[hdrLen-1] == hdrDirect {
-		splitDirect(reply, u.calls)
-		return
-	}
 	if len(u.calls) == 1 {
 		u.calls[0].reply, u.calls[0].err = reply, err
 		return
@@ -138,48 +130,5 @@ func (u *unit) split(reply any, err error) {
 		n := replyLen * len(c.keys)
 		c.reply = str[off : off+n]
 		off += n
-	}
-}
-
-// splitDirect hands each of calls, a direct script call's groups of one
-// request each, its part of the direct reply (direct.go): the state read
-// as its reply, the allowed bit and the reply's time. A malformed reply fails every
-// call.
-func splitDirect(reply any, calls []*call) {
-	str, ok := reply.(string)
-	var err error
-	var now int64
-	switch {
-	case !ok:
-		err = fmt.Errorf("%w: got %T, want a string", errReply, reply)
-	case str == late:
-		err = errLate
-	default:
-		now, str, err = directNow(str, calls[0].h.nowMs)
-	}
-	for _, c := range calls {
-		if err != nil {
-			break
-		}
-		var allowed, bad bool
-		var state string
-		if allowed, bad, state, str, err = nextDirect(str); err == nil {
-			if bad {
-				c.err = &stateError{}
-				if len(c.keys) > 0 {
-					c.err.(*stateError).key = c.keys[0]
-				}
-				continue
-			}
-			c.reply, c.direct, c.allowed, c.nowMs = state, true, allowed, now
-		}
-	}
-	if err == nil && str != "" {
-		err = fmt.Errorf("%w: %d bytes after the last request", errReply, len(str))
-	}
-	if err != nil {
-		for _, c := range calls {
-			c.reply, c.direct, c.err = nil, false, err
-		}
 	}
 }

@@ -185,37 +185,10 @@ func runScriptHeader(ctx context.Context, c redis.Cmdable, path luaPath, h heade
 		return nil, err
 	}
 	out := make([]algorithms.Decision, len(reqs))
-	if hdr := args[0].([]byte); hdr[hdrLen-1] == hdrDirect {
-		return out, decodeDirectTest(reply, h, args, reqs, out)
-	}
 	if err := decodeReply(reply, out); err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-// decodeDirectTest reads a direct reply as the store does (splitDirect,
-// then decode): each group one request, its bytes in args.
-func decodeDirectTest(reply any, h header, args []any, reqs []luaReq, out []algorithms.Decision) error {
-	calls := make([]*call, len(reqs))
-	for i := range reqs {
-		b := args[i].([]byte)
-		if i > 0 { // only the first group carries the header
-			b = append(make([]byte, hdrLen), b...)
-		}
-		calls[i] = &call{h: h, buf: b}
-	}
-	splitDirect(reply, calls)
-	for i, c := range calls {
-		if c.err != nil {
-			return c.err
-		}
-		var err error
-		if out[i], err = c.decideDirect(reqs[i].l); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func luaSeed(t *testing.T) uint64 {

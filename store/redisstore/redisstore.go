@@ -213,13 +213,10 @@ type call struct {
 	buf  []byte // the header, then the requests (see script.go)
 	idx  []int  // positions in the Decide call's requests
 
-	reply   any
-	err     error
-	direct  bool       // reply is the state its request read, from a direct reply (direct.go)
-	allowed bool       // the direct reply's answer to the request
-	nowMs   int64      // the direct reply's time: the decisions' now
-	done    chan *call // receives the call once reply or err is set (capacity 1)
-	pooled  bool       // from callPool: goes back once its Decide is done with it
+	reply  any
+	err    error
+	done   chan *call // receives the call once reply or err is set (capacity 1)
+	pooled bool       // from callPool: goes back once its Decide is done with it
 }
 
 // callPool recycles the calls of single-slot Decide calls, with their
@@ -237,7 +234,7 @@ func release(calls []*call) {
 		}
 		clear(c.keys)
 		c.keys, c.buf, c.idx = c.keys[:0], c.buf[:0], c.idx[:0]
-		c.reply, c.err, c.direct, c.allowed, c.nowMs = nil, nil, false, false, 0
+		c.reply, c.err = nil, nil
 		callPool.Put(c)
 	}
 }
@@ -407,14 +404,6 @@ func (s *Store) decode(c *call, reqs []store.Request, out []algorithms.Decision)
 
 // decodeCall is decode of a call that Redis answered.
 func (s *Store) decodeCall(c *call, reqs []store.Request, out []algorithms.Decision) error {
-	if c.direct {
-		i := c.idx[0]
-		var err error
-		if out[i], err = c.decideDirect(reqs[i].Limit); err != nil {
-			return err
-		}
-		return nil
-	}
 	if len(c.idx) == len(out) && (len(out) == 0 || c.idx[len(out)-1] == len(out)-1) {
 		// The call holds every request, in order (always so off a
 		// cluster): decode in place.

@@ -12,9 +12,8 @@ package redisstore
 // decide takes KEYS and ARGV as lua/decide.lua's header says: ARGV[1] is
 // the call's header and its first group of requests, each further ARGV
 // one more group; integers are little-endian int64s (lua/lib.lua). The
-// reply is one string: on the general path replyLen bytes per request
-// (decodeReply), on the direct path what each request read and whether
-// it was allowed (direct.go).
+// reply is one string, replyLen bytes per request on every path
+// (decodeReply): each decision is computed once, by the script.
 //
 // State layout in Redis, one key per (algorithm, key) (the key names are
 // package keys'):

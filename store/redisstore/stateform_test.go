@@ -51,40 +51,6 @@ func secondForm(first string, e int64, le int) string {
 	return string([]byte{64 + h, byte(le)}) + first[1:ac] + leBytes(e, le) + first[ac:]
 }
 
-// TestDecodeCounterForms: the Go reader of the direct reply reads a state
-// in either form of lua/lib.lua's codec alike, and refuses what neither
-// form describes.
-func TestDecodeCounterForms(t *testing.T) {
-	// a = -300 (2 bytes), c = 86,400 (3 bytes), b = 2^33 + 5 (5 bytes).
-	first := string([]byte{2*8 + 3}) + leBytes(-300, 2) + leBytes(86_400, 3) + leBytes(1<<33+5, 5)
-	want := algorithms.State{A: -300, B: 1<<33 + 5 + stateEpochMs, C: 86_400}
-	for _, tc := range []struct {
-		name, s string
-	}{
-		{"first form", first},
-		{"second form, a 3-byte expiry", secondForm(first, 3_600_000, 3)},
-		{"second form, no expiry", secondForm(first, 0, 0)},
-		{"second form, a 7-byte expiry", secondForm(first, 1<<50, 7)},
-	} {
-		got, err := decodeCounter(algorithms.TokenBucket, tc.s)
-		if err != nil || got.A != want.A || got.B != want.B || got.C != want.C {
-			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, want)
-		}
-	}
-	for _, bad := range []string{
-		"\xff",                       // neither form's header
-		"\x80" + first[1:],           // bit 7
-		string([]byte{64 + 2*8 + 3}), // a second form without its second byte
-		secondForm(first, 0, 0)[:3],  // shorter than a and c
-		string([]byte{64 + 2*8 + 3, 8}) + first[1:] + strings.Repeat("\x00", 8), // an 8-byte expiry
-		secondForm(first, 0, 0) + "\x00\x00\x00\x00",                            // b of 9 bytes
-	} {
-		if _, err := decodeCounter(algorithms.TokenBucket, bad); err == nil {
-			t.Errorf("decodeCounter(%q) read a state, want an error", bad)
-		}
-	}
-}
-
 // TestSecondStateForm: a state in the codec's second form (which a later
 // version may write while this one runs) decides exactly as the same
 // state in the first form, on every path (a look, a lone Decide, the

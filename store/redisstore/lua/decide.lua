@@ -14,9 +14,8 @@
 --          call: the Redis store so puts concurrent Decide calls of one
 --          slot in one script call.
 --
--- Reply: one string; the general path's holds REPLY_FMT (lib.lua) per
--- request, in request order, the direct path's what each request read
--- and whether it was allowed (lib.lua's direct reply).
+-- Reply: one string, REPLY_FMT (lib.lua) per request, in request order,
+-- on every path (LATE alone when the call came after its deadline).
 --
 -- A group's changes are kept if no request of it with a positive cost
 -- was denied, else dropped. If write is 1 or 2, each state kept changed is
@@ -37,7 +36,7 @@
 -- limit (algorithms.Limit.Validate), built the bytes and marked the
 -- direct calls: the direct path trusts them. What Redis holds is
 -- checked: a malformed state fails its own group alone (lib.lua's
--- BAD_REPLY and BAD_TAG), which writes nothing; the other groups are
+-- BAD_REPLY), which writes nothing; the other groups are
 -- decided. A call Redis starts at or after the header's deadline
 -- decides nothing and answers LATE (lib.lua).
 
@@ -264,22 +263,16 @@ local function decide(KEYS, ARGV)
     end
     if now < 0 then
       now = clock
-    else
-      t = nil -- the header's now decides; the direct reply says so
     end
   end
   if write == 3 then return decide_log(KEYS, ARGV, now, keep) end
   if write ~= 2 then
     return decide_general(KEYS, ARGV, now, keep, write)
   end
-  local prefix = ';' -- the direct reply's (lib.lua)
-  if t then
-    prefix = t[1] .. ',' .. t[2] .. ';'
-  end
   local sunpack = struct.unpack
   local reply, vals
   if n > 1 then
-    reply = {prefix}
+    reply = {}
     if n <= 4096 then -- unpack fails past the C stack's 8,000 values
       -- One MGET for every key, cheaper than a GET each; a request
       -- whose key an earlier one holds (flag bit 4) reads it again,
@@ -309,49 +302,47 @@ local function decide(KEYS, ARGV)
     a, b, c, str, rh = decode_counter(str, alg)
     if a == nil then
       if n == 1 then
-        return prefix .. BAD_TAG
+        return BAD_REPLY
       end
-      reply[2 * g], reply[2 * g + 1] = BAD_TAG, ''
+      reply[g] = BAD_REPLY
     else
       local b0, b1, b2, b3, b4
       if flags >= 8 then -- flag bit 3: a calendar limit, its boundaries follow
         flags = flags - 8
         b0, b1, b2, b3, b4 = sunpack('<i8i8i8i8i8', blob, pos + REQ_LEN)
       end
-      local allowed, ttl, a2, b2_, c2, _
-      local debt = 0
-      if flags % 4 >= 2 then
-        debt = 1
-      end
-      if alg == 1 then -- a token bucket: its charge alone (the flags that apply: dry run, debt)
-        allowed, ttl, a2, b2_ = token_bucket_charge(x, y, z, a, b, c, now, cost, debt)
-        c2 = y
-      elseif debt == 0 and cost > 0 and cost <= (alg == 5 and z or x) then
-        -- A charge within the capacity (x for the windows, z for the leaky
-        -- bucket) and no debt: decide_counter would hand it on unchanged,
-        -- so it goes to its algorithm at once (a call of 15 arguments and
-        -- 12 results costs Redis about 2,900 instructions).
+      local cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2
+      local wait = 0
+      if alg == 1 and flags % 4 < 2 and cost > 0 and cost <= z then
+        -- A token bucket's charge within its capacity, no debt: its
+        -- twin at once (decide_counter would hand it on unchanged, and a
+        -- call of 15 arguments and 12 results costs more than the math).
+        cap = z
+        allowed, remaining, retry, reset, ttl, a2, b2_, c2 = token_bucket(x, y, z, a, b, c, now, cost, 0)
+      elseif alg ~= 1 and flags % 4 < 2 and cost > 0 and cost <= (alg == 5 and z or x) then
+        -- The same for the windows (capacity x) and the leaky bucket (z).
+        cap = x
         if b0 ~= nil then -- a calendar limit (a window's)
-          allowed, _, _, _, ttl, a2, b2_, c2 = calendar(alg, x, b0, b1, b2, b3, b4, a, b, c, now, cost, 0)
+          allowed, remaining, retry, reset, ttl, a2, b2_, c2 = calendar(alg, x, b0, b1, b2, b3, b4, a, b, c, now, cost, 0)
         elseif alg == 4 then
-          allowed, _, _, _, ttl, a2, b2_, c2 = fixed_window(x, y, a, b, now, cost, 0)
+          allowed, remaining, retry, reset, ttl, a2, b2_, c2 = fixed_window(x, y, a, b, now, cost, 0)
         elseif alg == 2 then
-          allowed, _, _, _, ttl, a2, b2_, c2 = sliding_window(x, y, a, b, c, now, cost, 0)
+          allowed, remaining, retry, reset, ttl, a2, b2_, c2 = sliding_window(x, y, a, b, c, now, cost, 0)
         else -- ALG_LEAKY_BUCKET; no-wait is flag bit 2
-          allowed, _, _, _, ttl, a2, b2_, c2 = leaky_bucket(x, y, z, a, b, c, now, cost, flags % 8 >= 4, 0)
+          cap = z
+          allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait = leaky_bucket(x, y, z, a, b, c, now, cost, flags % 8 >= 4, 0)
         end
       else
-        _, allowed, _, _, _, ttl, a2, b2_, c2 = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
+        cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
       end
       if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
         write_counter(key, alg, a2, b2_, c2, ttl, keep, now, a, c, #str, rh)
       end
-      local t = TAG[allowed * 32 + #str] or tag(allowed, #str)
+      local r = struct.pack(REPLY_FMT, allowed, cap, remaining, retry, reset, ttl, wait)
       if n == 1 then
-        return prefix .. t .. str
+        return r
       end
-      reply[2 * g] = t
-      reply[2 * g + 1] = str
+      reply[g] = r
     end
   end
   return table.concat(reply)

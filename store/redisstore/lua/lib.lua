@@ -145,41 +145,13 @@ local LATE = '!'
 -- call are decided as usual (a group whose request failed writes
 -- nothing, as a denied one). BAD_REPLY (defined by script.go, REPLY_FMT
 -- with allowed 2 and the rest 0) is each such request's part of the
--- general reply; BAD_TAG its byte in the direct reply.
-local BAD_TAG = '\64'
+-- reply.
 
--- The general path's reply is one string: REPLY_FMT per request, in request order:
+-- The reply of every path is one string: REPLY_FMT per request, in request order:
 -- allowed (0 or 1), limit, remaining, retry_after_ms (-1: never),
 -- reset_after_ms, ttl_ms, wait_ms (the leaky bucket's wait; 0 for the
 -- others). Decoded by redisstore's decodeReply.
 local REPLY_FMT = '<Bi8i8i8i8i8i8'
-
--- The direct path's reply (decide.lua) is one string too: the time of
--- the decisions, then per request what it read and what it decided:
---
---   prefix   TIME's seconds, ',', its microseconds, ';' when the script
---            read Redis' clock; ';' alone when the header gave now
---   then per request, in request order:
---     byte   32 * allowed + the length of the state read (0..31)
---     state  the state string as read (lib.lua's codec), none for no
---            state
---
--- Floodgate computes each decision's fields from what the script read,
--- with the same math (algorithms.DecideAt): packing seven fields a
--- request cost the script more than its decision (redisstore's
--- decideDirect, which also refuses an allowed bit it would not give).
--- TAG[i] is the one-byte string of i (0..63), made on first use: the
--- byte of a request of the direct reply is TAG[32 * allowed + len] or
--- tag(allowed, len), so that only its first use pays for a call.
-local TAG = {}
-
--- tag makes and keeps the byte of a request of the direct reply.
-local function tag(allowed, len)
-  local i = allowed * 32 + len
-  local t = string.char(i)
-  TAG[i] = t
-  return t
-end
 
 -- State codec for the one-string states (token bucket, sliding window,
 -- fixed window): three signed integers a, b, c (Go's State.A, B, C) packed
