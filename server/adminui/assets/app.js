@@ -224,6 +224,7 @@ async function explain() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("host").textContent = "(" + location.host + ")";
   document.getElementById("explain").addEventListener("submit", (ev) => { ev.preventDefault(); explain(); });
   for (const id of ["window", "by", "k"]) document.getElementById(id).addEventListener("change", refreshLimited);
   document.getElementById("controls").addEventListener("submit", (ev) => ev.preventDefault());
