@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/keys"
+	"github.com/floodgate/floodgate/internal/logevery"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -43,6 +44,7 @@ type Envoy struct {
 	detailSeries   int
 	noRefunds      bool
 	limits         atomic.Pointer[limitCache] // of the config last served
+	panics         *logevery.Limiter          // logs of caught panics
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
@@ -61,6 +63,7 @@ func NewEnvoy(st store.Store, s Settings) *Envoy {
 		headers:        !s.NoHeaders,
 		detailSeries:   s.DetailedMetricSeries,
 		noRefunds:      s.NoRefunds,
+		panics:         new(logevery.Limiter),
 	}
 	return e
 }
@@ -95,7 +98,21 @@ func (c *envoyCheck) enforced() bool { return !c.fixed && !c.shadow }
 const envoyInline = 4
 
 // ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
-func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+// A panic under it is answered by the request's limits' failure modes
+// (recovered), never an error.
+func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (resp *rlsv3.RateLimitResponse, err error) {
+	var planned []envoyCheck
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = e.recovered(ctx, req, planned, p), nil
+		}
+	}()
+	return e.shouldRateLimit(ctx, req, &planned)
+}
+
+// shouldRateLimit answers req, setting *planned to its limits once they
+// are known.
+func (e *Envoy) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, planned *[]envoyCheck) (*rlsv3.RateLimitResponse, error) {
 	// The request's working memory, one block on the heap: kept on the
 	// stack, it would grow the handler goroutine's stack (a copy of the
 	// whole stack, each request) deeper in the call.
@@ -121,21 +138,22 @@ func (e *Envoy) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 		return resp, nil
 	}
 
-	planned := e.plan(req, cfg, entries, w)
+	checks := e.plan(req, cfg, entries, w)
+	*planned = checks
 	if span != nil {
-		e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, planned)
+		e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, checks)
 	}
 	w.descs = len(entries)
-	if err := e.decide(ctx, planned, w); err != nil {
+	if err := e.decide(ctx, checks, w); err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
-	resp := e.answer(planned, len(entries), w)
-	markQuota(ctx, planned, len(entries))
+	resp := e.answer(checks, len(entries), w)
+	markQuota(ctx, checks, len(entries))
 	if e.metadata {
-		resp.DynamicMetadata = dynamicMetadata(req, planned, resp.Statuses)
+		resp.DynamicMetadata = dynamicMetadata(req, checks, resp.Statuses)
 	}
-	e.observe(req.GetDomain(), entries, planned)
-	e.track(w.batch.now, entries, planned)
+	e.observe(req.GetDomain(), entries, checks)
+	e.track(w.batch.now, entries, checks)
 	return resp, nil
 }
 

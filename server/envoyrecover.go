@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/ratelimitheader"
+	"github.com/floodgate/floodgate/internal/rules"
+)
+
+// The Envoy API never answers an error for anything a client sends: Envoy
+// lets a request through on any error answer (its filter's default), so
+// an error would be a way around every limit. Validation answers with a
+// status; a panic anywhere under ShouldRateLimit is caught here and
+// becomes the failure-mode answer of the request's limits, logged and
+// counted (floodgate_handler_panics_total), exactly as if the store had
+// failed: a limit whose failure mode is closed answers OVER_LIMIT, the
+// others (open, local) OK, and the answer says it is degraded.
+
+// panicLogEvery is the least time between two logs of caught panics; the
+// panics between are counted in the next line.
+const panicLogEvery = 10 * time.Second
+
+// recovered is the answer to req after a panic p under its handler;
+// planned are the limits planned for it so far (nil when it panicked
+// before they were known: the server's failure mode then answers for
+// every descriptor).
+func (e *Envoy) recovered(ctx context.Context, req *rlsv3.RateLimitRequest, planned []envoyCheck, p any) *rlsv3.RateLimitResponse {
+	if e.metrics != nil {
+		e.metrics.ObservePanic(observability.APIEnvoy)
+	}
+	if n, ok := e.panics.Allow(time.Now(), panicLogEvery); ok {
+		e.log.ErrorContext(ctx, "panic under ShouldRateLimit: answered by the limits' failure modes",
+			"panic", fmt.Sprint(p), "panics_since_last_log", n, "stack", string(debug.Stack()))
+	}
+	n := len(req.GetDescriptors())
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	closed := make([]bool, n)
+	if planned == nil {
+		for i := range closed {
+			closed[i] = e.failureMode == rules.FailureClosed
+		}
+	}
+	for i := range planned {
+		c := &planned[i]
+		if c.shadow || c.fixed || c.req.Cost <= 0 || c.desc < 0 || c.desc >= n {
+			continue
+		}
+		m := c.limit.FailureMode
+		if m == rules.FailureDefault {
+			m = e.failureMode
+		}
+		closed[c.desc] = closed[c.desc] || m == rules.FailureClosed
+	}
+	for i := range resp.Statuses {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		if closed[i] {
+			st.Code, resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT, rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		resp.Statuses[i] = st
+	}
+	if e.headers {
+		for _, f := range ratelimitheader.AppendDegraded(nil, resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, degradedRetryAfter) {
+			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: f.LowerName(), Value: f.Value})
+		}
+	}
+	return resp
+}
