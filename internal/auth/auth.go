@@ -234,7 +234,10 @@ func b2i(b bool) int {
 }
 
 // errBadToken is what a wrong token gets; it says nothing about the token.
-var errBadToken = status.Error(codes.Unauthenticated, "invalid bearer token")
+var errBadToken = status.Error(codes.Unauthenticated, "unknown bearer token: send one of the server's --auth-token-file, as the header authorization: Bearer TOKEN")
+
+// errNoToken is what a call without a bearer token gets: what to send.
+var errNoToken = status.Error(codes.Unauthenticated, "no bearer token: this server needs the header authorization: Bearer TOKEN, with a token of its --auth-token-file")
 
 // authenticate is the grpcauth.AuthFunc: it runs for every call but health and
 // reflection. A call the Gate already authenticated passes.
@@ -251,7 +254,7 @@ func (t *TokenAuth) authenticate(ctx context.Context) (context.Context, error) {
 func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, error) {
 	token, err := grpcauth.AuthFromMD(ctx, "bearer")
 	if err != nil {
-		return nil, err // codes.Unauthenticated
+		return nil, errNoToken
 	}
 	ok, g := t.files.Current().lookup(token)
 	if !ok {

@@ -209,6 +209,9 @@ func testTokenAuth(t *testing.T, conn *grpc.ClientConn) {
 			if err != nil && (strings.Contains(err.Error(), userToken) || strings.Contains(err.Error(), adminToken)) {
 				t.Fatalf("error holds a token: %v", err)
 			}
+			if tc.want == codes.Unauthenticated && !strings.Contains(status.Convert(err).Message(), "authorization: Bearer TOKEN") {
+				t.Fatalf("Unauthenticated answer %q does not say what to send", status.Convert(err).Message())
+			}
 		})
 	}
 }
