@@ -377,12 +377,22 @@ func referenceServe(args []string, getenv func(string) string) (*refConfig, []st
 }
 
 // warnUnknownFloodgateVars logs a warning naming every FLOODGATE_*
-// variable of the environment that no serve flag reads.
+// variable of the environment that no flag of serve, nor of the commands
+// that call a server (check, settle, bench: FLOODGATE_ADDR and
+// FLOODGATE_TOKEN set for them in the same shell), reads.
 func warnUnknownFloodgateVars(ctx context.Context, log *slog.Logger) {
-	var probe serveFlags
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	probe.register(fs)
+	(&serveFlags{}).register(fs)
+	for _, register := range []func(*pflag.FlagSet){(&checkFlags{}).register, (&settleFlags{}).register, (&benchFlags{}).register} {
+		other := pflag.NewFlagSet("client", pflag.ContinueOnError)
+		register(other)
+		other.VisitAll(func(f *pflag.Flag) {
+			if fs.Lookup(f.Name) == nil {
+				fs.AddFlag(f)
+			}
+		})
+	}
 	if names := unknownFloodgateVars(environFrom(ctx), fs); len(names) > 0 {
-		log.Warn("unknown environment variables, ignored (no serve flag reads them)", "variables", strings.Join(names, ", "))
+		log.Warn("unknown environment variables, ignored (no floodgate flag reads them)", "variables", strings.Join(names, ", "))
 	}
 }

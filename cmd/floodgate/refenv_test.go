@@ -406,7 +406,8 @@ func TestRefHeaders(t *testing.T) {
 }
 
 // TestUnknownFloodgateVars: FLOODGATE_* variables no serve flag reads are
-// named (a typo would otherwise be silently ignored).
+// named (a typo would otherwise be silently ignored); those of the
+// commands that call a server are not.
 func TestUnknownFloodgateVars(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
@@ -422,6 +423,7 @@ func TestUnknownFloodgateVars(t *testing.T) {
 	}
 	buf.Reset()
 	warnUnknownFloodgateVars(withEnviron(context.Background(), []string{"FLOODGATE_GRPC_ADDR=:1"}), log)
+	warnUnknownFloodgateVars(withEnviron(context.Background(), []string{"FLOODGATE_ADDR=127.0.0.1:8081", "FLOODGATE_TOKEN=t"}), log) // check's, in the same shell
 	warnUnknownFloodgateVars(context.Background(), log)
 	if buf.Len() != 0 {
 		t.Errorf("known or no variables logged %q", buf.String())
