@@ -69,7 +69,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS (implied by --tls-ca and --tls-insecure-skip-verify)")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CA that signed the server's certificate (default: the system roots)")
 	fs.BoolVar(&f.tlsSkipVerify, "tls-insecure-skip-verify", false, "TLS without checking the server's certificate (tests only)")
-	fs.StringVar(&f.token, "token", "", "send `authorization: Bearer TOKEN` with every request")
+	fs.StringVar(&f.token, "token", "", "send the header authorization: Bearer TOKEN with every request")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (fields documented in internal/loadgen) instead of the text report")
 	fs.Uint64Var(&f.maxRequests, "max-requests", 0, "stop after this many measured requests (0: no cap)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the server config --api rls needs (for --domain, --descriptors, --limit, --algorithm) and exit")

@@ -76,20 +76,29 @@ func commandName(fs *pflag.FlagSet) string {
 }
 
 // nearestFlag is the flag of fs closest to the unknown name typed, or ""
-// when none is close: within an edit distance of a third of the name's
-// length (at least 2), or one the name starts or ends.
+// when none is close (see nearest).
 func nearestFlag(fs *pflag.FlagSet, name string) string {
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	return nearest(name, names)
+}
+
+// nearest is the one of names closest to the unknown name typed, or ""
+// when none is close: within an edit distance of a third of the name's
+// length (at least 2), or one the name starts or ends. Of two as near,
+// the first in name order.
+func nearest(typed string, names []string) string {
 	best, bestDist := "", 0
-	limit := max(2, len(name)/3)
-	fs.VisitAll(func(f *pflag.Flag) {
-		d := editDistance(name, f.Name)
-		if d > limit && !strings.HasPrefix(f.Name, name) && !strings.HasPrefix(name, f.Name) {
-			return
+	limit := max(2, len(typed)/3)
+	for _, n := range names {
+		d := editDistance(typed, n)
+		if d > limit && !strings.HasPrefix(n, typed) && !strings.HasPrefix(typed, n) {
+			continue
 		}
-		if best == "" || d < bestDist || (d == bestDist && f.Name < best) {
-			best, bestDist = f.Name, d
+		if best == "" || d < bestDist || (d == bestDist && n < best) {
+			best, bestDist = n, d
 		}
-	})
+	}
 	return best
 }
 

@@ -299,3 +299,35 @@ func firstLines(s string, n int) string {
 	l := strings.SplitN(s, "\n", n+1)
 	return strings.Join(l[:min(n, len(l))], "\n")
 }
+
+// TestCLIEdges: a mistyped command gets the nearest one; a folder given
+// to serve as an argument points at --config; serve --help names
+// --reference-env; check --help files --addr apart from serve's listen
+// addresses; bench --help shows --token as a string flag.
+func TestCLIEdges(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serv"}, `floodgate: unknown command "serv"; did you mean "serve"? (floodgate help lists the commands)`},
+		{[]string{"chek", "--key", "k"}, `did you mean "check"?`},
+		{[]string{"serve", "../../examples/rules"}, `unexpected argument "../../examples/rules" (rules go after --config: floodgate serve --config ../../examples/rules)`},
+	} {
+		code, stdout, stderr := runCLI(tc.args, nil)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line containing %q", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+	_, serveHelp, _ := runCLI([]string{"serve", "--help"}, nil)
+	if !strings.Contains(serveHelp, "--reference-env") {
+		t.Error("serve --help does not name --reference-env")
+	}
+	_, checkHelp, _ := runCLI([]string{"check", "--help"}, nil)
+	if i := strings.Index(checkHelp, "  --addr "); i < 0 || strings.Contains(checkHelp[:i], "\nListen:\n") {
+		t.Errorf("check --help files --addr under Listen:\n%s", checkHelp)
+	}
+	_, benchHelp, _ := runCLI([]string{"bench", "--help"}, nil)
+	if !strings.Contains(benchHelp, "  --token string  [$FLOODGATE_TOKEN]\n") {
+		t.Errorf("bench --help's --token line is not --token string:\n%s", benchHelp)
+	}
+}

@@ -77,6 +77,9 @@ and environment variables. Exit status: 0 done, 1 a runtime failure, 2 a usage
 error (an unknown flag, a bad value); check and simulate document theirs.
 `
 
+// commands are the commands run dispatches, for "did you mean".
+var commands = []string{"serve", "check", "settle", "config", "bench", "simulate", "version", "help"}
+
 // run is the whole program: it parses args and runs one command until ctx
 // ends. main only wires the process to it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -113,7 +116,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		fmt.Fprint(stdout, usage)
 	default:
-		fmt.Fprintf(stderr, "floodgate: unknown command %q\n\n%s", args[0], usage)
+		if near := nearest(args[0], commands); near != "" {
+			fmt.Fprintf(stderr, "floodgate: unknown command %q; did you mean %q? (floodgate help lists the commands)\n", args[0], near)
+		} else {
+			fmt.Fprintf(stderr, "floodgate: unknown command %q\n\n%s", args[0], usage)
+		}
 		return exitCode(2)
 	}
 	var help *helpRequest

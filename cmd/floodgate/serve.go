@@ -320,17 +320,28 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}, log)
 }
 
+const serveSynopsis = `Runs the rate-limit server. Without --redis-url it uses the embedded in-memory store.
+
+--reference-env reads envoyproxy/ratelimit's environment variables (REDIS_URL,
+RUNTIME_ROOT, USE_STATSD, ...) instead of these flags, as does serve without
+--config when $RUNTIME_ROOT is set, and the binary run as ratelimit
+(docs/envoy.md lists each variable).`
+
 // parseServeFlags parses serve's flags and environment; a bad flag has
 // been reported on stderr and ends the program with status 2.
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveFlags, error) {
 	var f serveFlags
-	fs := newFlagSet("serve [flags]", "Runs the rate-limit server. Without --redis-url it uses the embedded in-memory store.", stderr)
+	fs := newFlagSet("serve [flags]", serveSynopsis, stderr)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "serve", 2); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
-		return f, failed(stderr, "serve", 2, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+		hint := ""
+		if _, err := os.Stat(fs.Arg(0)); err == nil {
+			hint = fmt.Sprintf(" (rules go after --config: floodgate serve --config %s)", fs.Arg(0))
+		}
+		return f, failed(stderr, "serve", 2, fmt.Errorf("unexpected argument %q%s", fs.Arg(0), hint))
 	}
 	if err := f.resolveRedisURL(fs, getenv); err != nil { // redisurl.go
 		return f, failed(stderr, "serve", 2, err)
