@@ -252,6 +252,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}}
 	closeRules, reloadRules, err := env.loadRules(ctx, live)
+	if err != nil && f.logFormat == "text" {
+		// As config validate prints it: file:line:column and the problem.
+		return failed(stderr, "serve", 1, err)
+	}
 	if err != nil {
 		return err
 	}

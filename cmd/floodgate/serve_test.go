@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -68,5 +70,25 @@ func TestServeUnexpectedArgument(t *testing.T) {
 	code, stdout, stderr := runCLI([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "", "extra"}, nil)
 	if code != 2 || stdout != "" || stderr != "floodgate serve: unexpected argument \"extra\"\n" {
 		t.Fatalf("got exit %d, stdout %q, stderr %q; want exit 2 naming the argument", code, stdout, stderr)
+	}
+}
+
+// TestServeConfigErrorPlain: a config serve cannot load is printed as
+// config validate prints it, one plain line naming file:line:column (a
+// log record with --log-format json), and serve exits 1.
+func TestServeConfigErrorPlain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte("domain: shop\ndescriptors:\n  - key: path\n    rate_limit: {unit: minute, requests_per_unit: -1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"serve", "--config", path, "--grpc-addr", "127.0.0.1:0", "--http-addr", ""}
+	_, _, validate := runCLI([]string{"config", "validate", path}, nil)
+	code, stdout, stderr := runCLI(args, nil)
+	if code != 1 || stdout != "" || stderr != "floodgate serve: "+validate {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, stdout, stderr, "floodgate serve: "+validate)
+	}
+	code, _, stderr = runCLI(append(args, "--log-format", "json"), nil)
+	if code != 1 || !strings.HasPrefix(stderr, `{"time":`) || !strings.Contains(stderr, "requests_per_unit must not be negative") {
+		t.Fatalf("json: exit %d, stderr %q; want exit 1 and a JSON record", code, stderr)
 	}
 }
