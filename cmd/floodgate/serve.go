@@ -218,8 +218,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// clients have no logger of their own), by default as plain "redis: …"
 	// lines on stderr, which break --log-format json. serve is the only
 	// user of go-redis in the process, so it routes that logger through
-	// this one, once, here.
-	redis.SetLogger(redisstore.Logger{Log: log})
+	// this one, once, here, a line a minute at most (quietRedisLog).
+	redis.SetLogger(&quietRedisLog{log: log, now: time.Now})
 	setGCPercent(getenv, f.gcPercent)
 	failureMode, limits, err := f.check()
 	if err != nil {

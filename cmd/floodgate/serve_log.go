@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/internal/logevery"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // newLogger returns serve's logger: level is debug (request logs on both
@@ -53,4 +58,31 @@ func logFatal(log *slog.Logger, err error) error {
 	}
 	log.Error("floodgate serve stopped", "err", err)
 	return exitCode(1)
+}
+
+// redisLogEvery is how often serve lets a go-redis log line through.
+const redisLogEvery = time.Minute
+
+// quietRedisLog is go-redis' process-wide logger in serve. While Redis is
+// down go-redis writes a line for every failed dial, many a second; the
+// store's breaker already logs once when Redis goes and once when it comes
+// back ("store unreachable", "store reachable again"), so these lines are
+// kept to a reminder a minute, each saying how many it held back.
+type quietRedisLog struct {
+	log   *slog.Logger
+	now   func() time.Time
+	every logevery.Limiter
+}
+
+// Printf implements go-redis' logging interface.
+func (q *quietRedisLog) Printf(ctx context.Context, format string, v ...any) {
+	heldBack, ok := q.every.Allow(q.now(), redisLogEvery)
+	if !ok {
+		return
+	}
+	log := q.log
+	if heldBack > 0 {
+		log = log.With("held_back", heldBack)
+	}
+	redisstore.Logger{Log: log}.Printf(ctx, format, v...)
 }
