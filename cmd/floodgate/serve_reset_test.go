@@ -15,6 +15,7 @@ import (
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/giveback"
+	"github.com/floodgate/floodgate/internal/testpki"
 	"github.com/floodgate/floodgate/server"
 )
 
@@ -115,12 +116,21 @@ func TestHTTPResetRefusedBeyondLoopback(t *testing.T) {
 // TestGRPCResetRefusedBeyondLoopback: the gRPC pipeline of a server whose
 // --grpc-addr is beyond loopback, without tokens or mTLS, carries the
 // port's refusal into every call, so the give-back rule refuses Reset and
-// refunds there; on loopback it does not.
+// refunds there; on loopback it does not. With client certificates
+// required (--tls-client-ca) every peer is known, and nothing is refused
+// without tokens; TLS without client certificates is refused.
 func TestGRPCResetRefusedBeyondLoopback(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "floodgate test CA")
+	cert, key, _ := ca.Issue(t, "127.0.0.1", true)
+	mtls := []string{"--tls-cert", testpki.WriteFile(t, dir, "cert.pem", cert), "--tls-key", testpki.WriteFile(t, dir, "key.pem", key),
+		"--tls-client-ca", testpki.WriteFile(t, dir, "ca.pem", ca.PEM)}
 	for _, tc := range []struct {
 		args    []string
 		refused bool
 	}{
+		{append([]string{"--grpc-addr", "0.0.0.0:8081"}, mtls...), false},
+		{[]string{"--grpc-addr", "0.0.0.0:8081", "--tls-cert", mtls[1], "--tls-key", mtls[3]}, true},
 		{[]string{"--grpc-addr", "0.0.0.0:8081"}, true},
 		{[]string{"--grpc-addr", ":8081"}, true},
 		{[]string{"--grpc-addr", "127.0.0.1:8081"}, false},
