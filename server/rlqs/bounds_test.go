@@ -308,3 +308,44 @@ func TestChanged(t *testing.T) {
 		t.Error("0 to 1: not changed")
 	}
 }
+
+// TestBytesBoundsAreInclusive: a stream may hold exactly its bound in
+// bucket ids, and all streams together exactly theirs; one byte more is
+// refused.
+func TestBytesBoundsAreInclusive(t *testing.T) {
+	cfg := testkit.StaticRules(testkit.ParseRules(t, "domain: d\nquota_buckets:\n  - bucket_id: {k: \"*\"}\n    rate_limit: {unit: minute, requests_per_unit: 100}\n"))
+	id := func(c byte) map[string]string { return map[string]string{"k": strings.Repeat(string(c), 1000)} }
+	cost := heldBytes(id('a'), canonical(id('a')))
+
+	t.Run("stream", func(t *testing.T) {
+		svc := New(Settings{Rules: cfg, Demand: memstore.NewDemand(), MaxStreamBytes: 2 * cost})
+		a := openFake(t, svc)
+		for _, c := range []byte{'a', 'b'} {
+			a.in <- report("d", id(c), 1, time.Second)
+			a.next(t)
+		}
+		if got := svc.held.Load(); got != 2*cost {
+			t.Fatalf("held %d, want exactly the bound %d", got, 2*cost)
+		}
+		a.in <- report("d", id('c'), 1, time.Second)
+		if err := ended(t, a); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("past the stream's bound: %v, want ResourceExhausted", err)
+		}
+	})
+	t.Run("total", func(t *testing.T) {
+		svc := New(Settings{Rules: cfg, Demand: memstore.NewDemand(), MaxTotalBytes: 2 * cost})
+		for _, c := range []byte{'a', 'b'} {
+			f := openFake(t, svc)
+			f.in <- report("d", id(c), 1, time.Second)
+			f.next(t)
+		}
+		if got := svc.held.Load(); got != 2*cost {
+			t.Fatalf("held %d, want exactly the bound %d", got, 2*cost)
+		}
+		f := openFake(t, svc)
+		f.in <- report("d", id('c'), 1, time.Second)
+		if err := ended(t, f); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("past the total bound: %v, want ResourceExhausted", err)
+		}
+	})
+}
