@@ -152,9 +152,10 @@ func (tb *table) count(ns int64, allowed bool) {
 	}
 }
 
-// weights are a decision's weights at ns in the two windows.
+// weights are a decision's weights at ns in the two windows. A clock
+// that went back before the landmark weighs as the landmark.
 func (tb *table) weights(ns int64) [2]float64 {
-	age := float64(ns - tb.landmark)
+	age := float64(max(ns-tb.landmark, 0))
 	return [2]float64{math.Exp(age / float64(ShortWindow)), math.Exp(age / float64(LongWindow))}
 }
 

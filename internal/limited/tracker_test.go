@@ -405,3 +405,16 @@ func BenchmarkObserve(b *testing.B) {
 		})
 	}
 }
+
+// TestClockBack: decisions at a time before the rule's landmark (a clock
+// set back) count as at the landmark, never as weightless.
+func TestClockBack(t *testing.T) {
+	tr := New(Config{})
+	tr.ObserveCheck(t0, "api", false, inline, "k", 1, false)
+	for range 4 {
+		tr.ObserveCheck(t0.Add(-24*time.Hour), "api", false, inline, "k", 1, false)
+	}
+	if got := tr.Report(t0, Query{}).Rules[0].Keys[0].Denied; got.M1 != 5 || got.M15 != 5 || got.Total != 5 {
+		t.Errorf("denied %+v, want 5 in every column", got)
+	}
+}
