@@ -18,8 +18,8 @@ help: ## list the targets
 
 RULES ?= examples/rules
 
-run: build ## build, then serve gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080 with the embedded store and $(RULES) (no Redis needed); flags: make run ARGS='--log-level debug'; Ctrl-C stops it (exit 0)
-	@trap 'exit 0' INT TERM; $(BIN) serve --config $(RULES) $(ARGS)
+run: build ## build, then serve gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080 with the embedded store and $(RULES) (no Redis needed); flags: make run ARGS='--log-level debug'; Ctrl-C stops it (floodgate drains and exits 0; make reports the interrupt, exit 130)
+	@$(BIN) serve --config $(RULES) $(ARGS)
 
 build: ## build bin/floodgate (static, no cgo)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/floodgate

@@ -59,7 +59,7 @@ func docServer(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	rules := regexp.MustCompile(`(?m)^RULES \?= (\S+)$`).FindSubmatch(mk)
-	recipe := regexp.MustCompile(`(?m)^run: .*\n\t.*; \$\(BIN\) (serve .*)$`).FindSubmatch(mk)
+	recipe := regexp.MustCompile(`(?m)^run: .*\n\t@?\$\(BIN\) (serve .*)$`).FindSubmatch(mk)
 	if rules == nil || recipe == nil {
 		t.Fatal("Makefile: no `RULES ?= ...` or no `run:` recipe running $(BIN) serve ...")
 	}
@@ -177,6 +177,14 @@ func newDocHarness(t *testing.T, needRedis bool) *docHarness {
 	}
 	if needRedis {
 		pairs = append(pairs, "127.0.0.1:6379", redistest.StartServer(t).Addr())
+	}
+	// The README's one instruction for PATH, applied in dir.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "\nexport PATH=\"$PWD/bin:$PATH\"\n") {
+		t.Fatal(`README.md no longer says export PATH="$PWD/bin:$PATH", the way these blocks find floodgate`)
 	}
 	env := append(os.Environ(),
 		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
