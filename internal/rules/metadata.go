@@ -16,7 +16,10 @@ import (
 // text, nested mappings and lists as Structs and lists.
 
 // maxMetadataNodes bounds the nodes one metadata expands to (aliases can
-// multiply them).
+// multiply them). The nodes reached through an alias are also charged to
+// the file's alias budget (maxAliased), so that many metadata aliasing
+// one large mapping cannot make a small file take memory out of
+// proportion to its size.
 const maxMetadataNodes = 10000
 
 // metadata converts a descriptor's metadata node to a Struct; nil when
@@ -26,7 +29,7 @@ func (p *parser) metadata(n *yaml.Node) *structpb.Struct {
 		return nil
 	}
 	budget := maxMetadataNodes
-	v, ok := p.metaValue(n, &budget)
+	v, ok := p.metaValue(n, &budget, false)
 	if !ok {
 		return nil
 	}
@@ -43,19 +46,30 @@ func (p *parser) metadata(n *yaml.Node) *structpb.Struct {
 	return nil
 }
 
-// metaValue converts one node, spending budget.
-func (p *parser) metaValue(n *yaml.Node, budget *int) (*structpb.Value, bool) {
+// metaValue converts one node, spending budget, and, when the node is
+// reached through an alias (aliased), the file's alias budget.
+func (p *parser) metaValue(n *yaml.Node, budget *int, aliased bool) (*structpb.Value, bool) {
+	at := n
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+		n, aliased = n.Alias, true
 	}
 	if *budget--; *budget < 0 {
 		p.errorf(n, "metadata expands to more than %d nodes", maxMetadataNodes)
 		return nil, false
 	}
+	if aliased {
+		if p.visited++; p.visited > p.budget {
+			if !p.tooBig {
+				p.tooBig = true
+				p.errorf(at, "metadata: aliases expand too far (more than %d YAML nodes beyond the file's own)", maxAliased)
+			}
+			return nil, false
+		}
+	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 1 {
-			return p.metaValue(n.Content[0], budget)
+			return p.metaValue(n.Content[0], budget, aliased)
 		}
 	case yaml.MappingNode:
 		fields := make(map[string]*structpb.Value, len(n.Content)/2)
@@ -68,7 +82,7 @@ func (p *parser) metaValue(n *yaml.Node, budget *int) (*structpb.Value, bool) {
 				p.errorf(k, "metadata: keys must be scalars, got %s", kindName(k))
 				return nil, false
 			}
-			v, ok := p.metaValue(n.Content[i+1], budget)
+			v, ok := p.metaValue(n.Content[i+1], budget, aliased)
 			if !ok {
 				return nil, false
 			}
@@ -78,7 +92,7 @@ func (p *parser) metaValue(n *yaml.Node, budget *int) (*structpb.Value, bool) {
 	case yaml.SequenceNode:
 		vals := make([]*structpb.Value, 0, len(n.Content))
 		for _, c := range n.Content {
-			v, ok := p.metaValue(c, budget)
+			v, ok := p.metaValue(c, budget, aliased)
 			if !ok {
 				return nil, false
 			}
