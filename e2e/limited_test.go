@@ -289,6 +289,17 @@ func TestLimitedViewsNeedAdminToken(t *testing.T) {
 	if strings.Contains(body, "198.51.100.7") || !regexp.MustCompile(`"key": "[0-9a-f]{16}"`).MatchString(body) || !strings.Contains(body, `"hashed": true`) {
 		t.Errorf("with --limited-hash-salt-file: %s", body)
 	}
+	// A browser with the admin token as basic auth (in the address here,
+	// as a user would type it into the prompt) sees the keys, hashed; with
+	// a token that is not an admin one it sees none.
+	dom, _ := chromiumPage(t, "http://ops:"+adminToken+"@"+p.HTTPAddr+"/")
+	if !regexp.MustCompile(`<td class="key">[0-9a-f]{16}</td>`).MatchString(dom) || strings.Contains(dom, "198.51.100.7") {
+		t.Errorf("the page with the admin token shows no hashed key:\n%s", dom)
+	}
+	dom, _ = chromiumPage(t, "http://ops:"+userToken+"@"+p.HTTPAddr+"/")
+	if strings.Contains(dom, `<td class="key">`) {
+		t.Errorf("the page with a user token shows keys:\n%s", dom)
+	}
 	if _, body := adminGet(t, p, "/metrics", ""); strings.Contains(body, "floodgate_limited_key_denied") {
 		t.Errorf("/metrics exports keys without --limited-metrics-keys")
 	}

@@ -39,8 +39,12 @@ function query() {
   return p.toString();
 }
 
+// getJSON fetches path on the page's origin. The URL is built from
+// location.origin, which leaves out credentials a user put in the page's
+// address (fetch refuses a URL holding them; the browser still sends them
+// as the page's basic auth).
 async function getJSON(path) {
-  const r = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+  const r = await fetch(new URL(path, location.origin), { headers: { Accept: "application/json" }, cache: "no-store" });
   if (!r.ok) throw new Error(path.split("?")[0] + ": " + r.status + " " + (await r.text()).trim());
   return r.json();
 }
