@@ -23,7 +23,7 @@ import (
 // Check of cost 6 fits the limit but never the share. gRPC answers a
 // degraded deny with a retry_after of the time left in the minute, whole
 // seconds, never negative; the HTTP/JSON door says the same in its body
-// and its Retry-After header; client.WaitN of 6 with a shorter deadline
+// and its Retry-After header; client.Client.WaitN of 6 with a shorter deadline
 // ends with ErrWaitTooLong after one Check instead of spinning.
 func TestFailureLocalShareNeverFits(t *testing.T) {
 	r := redistest.StartServer(t)

@@ -18,7 +18,7 @@ import (
 // This file reads YAML nodes into Go values, reporting every node of the
 // wrong shape (a list where a mapping belongs, an unknown key, "yes please"
 // for a boolean) at its line and column. What the values mean is checked
-// elsewhere (validate_*.go), on the typed documents of docs.go.
+// elsewhere (validate_*.go), on the typed documents of yamlnodes.go.
 
 // Bounds that keep a hostile or broken file from exhausting memory.
 const (
