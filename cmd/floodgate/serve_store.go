@@ -66,7 +66,7 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		beat = local.startHeartbeat(client, f, log)
 		onBreaker = local.onBreaker(onBreaker, log)
 	}
-	var main store.Store = closeBoth{rs, client, beat}
+	var main store.Store = redisCloser{rs, client, beat}
 	if f.redisPerSecond.url == "" {
 		main = breaker.New(observability.InstrumentStore(main, m, "redis"), breaker.Config{OnChange: onBreaker})
 	} else {
@@ -85,7 +85,7 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		h := &sidesHealth{report: onBreaker}
 		main = splitstore.New(
 			breaker.New(observability.InstrumentStore(main, m, "redis"), breaker.Config{OnChange: h.side(0, "the main Redis (--redis-url)")}),
-			breaker.New(observability.InstrumentStore(closeBoth{rs2, client2, nopCloser{}}, m, "redis-persecond"), breaker.Config{OnChange: h.side(1, "the per-second Redis (--redis-persecond-url)")}))
+			breaker.New(observability.InstrumentStore(redisCloser{rs2, client2, nopCloser{}}, m, "redis-persecond"), breaker.Config{OnChange: h.side(1, "the per-second Redis (--redis-persecond-url)")}))
 		log.Info("per-second limits on their own Redis", "redis", redactURL(f.redisPerSecond.url), "mode", f.redisPerSecond.mode)
 	}
 	st := main
@@ -187,15 +187,15 @@ func (h *sidesHealth) side(i int, name string) func(open bool, cause error) {
 	}
 }
 
-// closeBoth closes the replica heartbeat (leaving the replica set), the
+// redisCloser closes the replica heartbeat (leaving the replica set), the
 // Redis store and then their client.
-type closeBoth struct {
+type redisCloser struct {
 	*redisstore.Store
 	client io.Closer
 	beat   io.Closer
 }
 
-func (c closeBoth) Close() error {
+func (c redisCloser) Close() error {
 	return errors.Join(c.beat.Close(), c.Store.Close(), c.client.Close())
 }
 
