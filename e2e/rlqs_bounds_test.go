@@ -38,7 +38,7 @@ func endOf(t *testing.T, p *proc, msgs func(send func(*rlqsv3.RateLimitQuotaUsag
 // make it hold. A bucket id of 32 keys of 4 KiB with values of 4 KiB
 // (256 KiB, which 80 reports used to turn into +42 MiB of heap) is refused
 // naming the 8 KiB bound; ids just under that bound end their stream
-// ResourceExhausted once it would hold more than 1 MiB; the peak RSS stays
+// ResourceExhausted once it would hold more than 4 MiB; the peak RSS stays
 // within a few MiB of what the ids' bytes are; other streams are served.
 func TestRLQSBucketIDBytesBounded(t *testing.T) {
 	p := startServe(t, "--config", rlqsConfigFile(t))
@@ -60,11 +60,11 @@ func TestRLQSBucketIDBytesBounded(t *testing.T) {
 		t.Errorf("a 256 KiB bucket id: stream ended %v, want InvalidArgument naming the 8192-byte bound", err)
 	}
 
-	// 2 values of 4,000 bytes: under 8 KiB an id; 200 of them would be
-	// over 1.5 MiB.
+	// 2 values of 4,000 bytes: under 8 KiB an id; 400 of them would be
+	// over 6 MiB.
 	sent := 0
 	err = endOf(t, p, func(send func(*rlqsv3.RateLimitQuotaUsageReports) error) {
-		for i := range 200 {
+		for i := range 400 {
 			id := map[string]string{"tier": "free", "api_key": fmt.Sprintf("%04d", i) + strings.Repeat("a", 3996), "x": strings.Repeat("x", 4000)}
 			if send(usageReport("edge", id, 1, 0, time.Second)) != nil {
 				return
@@ -72,8 +72,8 @@ func TestRLQSBucketIDBytesBounded(t *testing.T) {
 			sent++
 		}
 	})
-	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "more than 1048576: report fewer or shorter bucket ids on a stream") {
-		t.Errorf("200 bucket ids of 8 KiB on one stream: ended %v, want ResourceExhausted naming the 1 MiB bound", err)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "more than 4194304: report fewer or shorter bucket ids on a stream") {
+		t.Errorf("400 bucket ids of 8 KiB on one stream: ended %v, want ResourceExhausted naming the 4 MiB bound", err)
 	}
 	if grew := peakRSS(t, p.cmd.Process.Pid) - before; grew > 48<<10 {
 		t.Errorf("peak RSS grew %d MiB, want under 48 MiB", grew>>10)

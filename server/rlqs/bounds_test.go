@@ -244,15 +244,15 @@ func TestDemandAgesOut(t *testing.T) {
 	}
 }
 
-// TestHeldBytes: a held bucket id costs its canonical string, its keys
-// and values again (the copy), and keyOverhead a key.
+// TestHeldBytes: a held bucket costs bucketOverhead, its id's canonical
+// string, its keys and values again (the copy), and keyOverhead a key.
 func TestHeldBytes(t *testing.T) {
 	tests := []struct {
 		b    map[string]string
 		want int64
 	}{
-		{map[string]string{"k": "abc"}, int64(len("1:k3:abc")) + 4 + keyOverhead},
-		{map[string]string{"a": "", "bb": "c"}, int64(len("1:a0:2:bb1:c")) + 4 + 2*keyOverhead},
+		{map[string]string{"k": "abc"}, bucketOverhead + int64(len("1:k3:abc")) + 4 + keyOverhead},
+		{map[string]string{"a": "", "bb": "c"}, bucketOverhead + int64(len("1:a0:2:bb1:c")) + 4 + 2*keyOverhead},
 	}
 	for _, tt := range tests {
 		if got := heldBytes(tt.b, canonical(tt.b)); got != tt.want {

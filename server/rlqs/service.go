@@ -57,13 +57,16 @@ const (
 	// DefaultMaxBucketIDBytes bounds the keys and values of one bucket id
 	// together; a report past it ends the stream (InvalidArgument).
 	DefaultMaxBucketIDBytes = 8192
-	// DefaultMaxStreamBytes bounds the bucket ids one stream holds, in
-	// bytes (each id counted with its copies and map entries); a report
-	// past it ends the stream (ResourceExhausted).
-	DefaultMaxStreamBytes = 1 << 20
-	// DefaultMaxTotalBytes bounds the bucket ids all streams of the
-	// Service hold together, counted the same way; a report that would
-	// pass it ends its stream (ResourceExhausted).
+	// DefaultMaxStreamBytes bounds the buckets one stream holds, in
+	// bytes (each counted with its id's copies, map entries and
+	// bookkeeping, heldBytes); a report past it ends the stream
+	// (ResourceExhausted). It holds DefaultMaxBucketsPerStream buckets of
+	// ids up to about 2 KiB.
+	DefaultMaxStreamBytes = 4 << 20
+	// DefaultMaxTotalBytes bounds the buckets all streams of the Service
+	// hold together, counted the same way (within 2× of the heap they
+	// take); a report that would pass it ends its stream
+	// (ResourceExhausted).
 	DefaultMaxTotalBytes = 128 << 20
 	// demandTimeout bounds a ForgetDemand at a stream's end.
 	demandTimeout = 2 * time.Second

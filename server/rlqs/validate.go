@@ -26,6 +26,12 @@ const (
 	// keyOverhead is what one key of a held bucket id costs beyond its
 	// bytes (its map entry), in the per-stream and total byte bounds.
 	keyOverhead = 64
+	// bucketOverhead is what a held bucket costs beyond its id's bytes:
+	// its subscription (state, strings, the last assignment sent), its
+	// entries in the stream's maps and its budget's members, the id's
+	// proto and map, and its demand in the store, as measured on the
+	// heap (TestHeldBytesMatchesTheHeap).
+	bucketOverhead = 1536
 )
 
 // limits are the bounds checkUsage applies.
@@ -87,10 +93,10 @@ func checkUsage(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, i int, li
 	return d, nil
 }
 
-// heldBytes is what holding a bucket id costs: its copy, its canonical
-// string, and the map entries.
+// heldBytes is what holding a bucket costs: its id's copy, its canonical
+// string, the id's map entries and the bucket's own bookkeeping.
 func heldBytes(b map[string]string, canon string) int64 {
-	n := len(canon) + keyOverhead*len(b)
+	n := bucketOverhead + len(canon) + keyOverhead*len(b)
 	for k, v := range b {
 		n += len(k) + len(v)
 	}
