@@ -70,9 +70,13 @@ func TestReadmeTryIt(t *testing.T) {
 		t.Fatal("curl is needed to run the README's commands: apt-get install curl")
 	}
 	blocks := readmeBlocks(t, "## Try it")
-	if len(blocks) != 5 {
-		t.Fatalf("README's Try it section has %d shell blocks, want 5 (make run, curl, floodgate check, grpcurl, the rest)", len(blocks))
+	if len(blocks) != 6 {
+		t.Fatalf("README's Try it section has %d shell blocks, want 6 (floodgate on PATH, make run, curl, floodgate check, grpcurl, the rest)", len(blocks))
 	}
+	if got := strings.TrimSpace(blocks[0].Body); got != `export PATH="$PWD/bin:$PATH"` {
+		t.Fatalf("Try it starts with %q, want the line that puts bin/floodgate on PATH", got)
+	}
+	blocks = blocks[1:] // the harness runs every block with bin/ on PATH
 	if strings.TrimSpace(blocks[0].Body) != "make run" || blocks[0].NotRun == "" {
 		t.Fatalf("Try it starts with %q (marked %q), want make run, marked as the server the test starts", blocks[0].Body, blocks[0].NotRun)
 	}

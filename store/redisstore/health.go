@@ -97,7 +97,7 @@ func (s *Store) checkServer(ctx context.Context) error {
 }
 
 // checkScripting asks whether Redis lets this client run the store's
-// functions at all: an FCALL of the library's probe, which touches no key
+// functions at all: an FCALL_RO of the library's probe, which touches no key
 // and answers "OK" (loading the library first if Redis lacks it). A
 // client whose ACL user may not run it gets NOPERM (a misconfiguration:
 // no decision could run), a Redis older than 7.0 "unknown command". The
@@ -105,7 +105,7 @@ func (s *Store) checkServer(ctx context.Context) error {
 // Redis' error counters (INFO errorstats) alone. Key permissions
 // (~prefix*) show only when a decision runs.
 func (s *Store) checkScripting(ctx context.Context) error {
-	_, err := s.fcall(ctx, s.lib.probe, nil)
+	_, err := s.lib.fcallRO(ctx, s.client, s.lib.probe, nil)
 	if redis.HasErrorPrefix(err, "NOPERM") {
 		return err
 	}
