@@ -320,7 +320,7 @@ func hasRefund(reqs []store.Request) bool {
 func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.Decision) (denied bool, decided []*call, err error) {
 	decided = calls
 	for i, c := range calls {
-		if cerr := s.decode(c, reqs, out); cerr != nil {
+		if cerr := decode(c, out); cerr != nil {
 			if err == nil {
 				err = cerr
 				decided = append([]*call(nil), calls[:i]...)
@@ -386,13 +386,12 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 	return calls
 }
 
-// decode reads c's reply into out at c's positions (reqs the Decide
-// call's requests).
-func (s *Store) decode(c *call, reqs []store.Request, out []algorithms.Decision) error {
+// decode reads c's reply into out at c's positions in the Decide call.
+func decode(c *call, out []algorithms.Decision) error {
 	if c.err != nil { // a malformed state (run returns every other error)
 		return fmt.Errorf("redisstore: decide: %w", c.err)
 	}
-	if err := s.decodeCall(c, reqs, out); err != nil {
+	if err := decodeCall(c, out); err != nil {
 		var se *stateError
 		if errors.As(err, &se) && se.index < len(c.keys) {
 			se.key = c.keys[se.index]
@@ -403,7 +402,7 @@ func (s *Store) decode(c *call, reqs []store.Request, out []algorithms.Decision)
 }
 
 // decodeCall is decode of a call that Redis answered.
-func (s *Store) decodeCall(c *call, reqs []store.Request, out []algorithms.Decision) error {
+func decodeCall(c *call, out []algorithms.Decision) error {
 	if len(c.idx) == len(out) && (len(out) == 0 || c.idx[len(out)-1] == len(out)-1) {
 		// The call holds every request, in order (always so off a
 		// cluster): decode in place.
