@@ -112,17 +112,21 @@ func planSlidingLog(l Limit, s State, now, cost int64) logPlan {
 	return p
 }
 
-// decideSlidingLog is the decision for the sliding window log. It never
-// changes s: a write goes to a copy of the ring (O(Requests)); Apply
-// writes in place instead.
-func decideSlidingLog(l Limit, s State, now, cost int64) (State, Decision) {
-	p := planSlidingLog(l, s, now, cost)
+// slidingLog is the sliding window log's decision of a.cost at a.now. It
+// never changes s: a write goes to a copy of the ring (O(Requests));
+// Apply writes in place instead. In Debt mode it records what its free
+// slots hold (slidingLogDebt).
+func slidingLog(l Limit, s State, a ask) (State, Decision) {
+	if a.debt() && a.cost > 0 {
+		return slidingLogDebt(l, s, a)
+	}
+	p := planSlidingLog(l, s, a.now, a.cost)
 	if !p.writes {
 		return s, p.d
 	}
 	next := s
 	next.Log = append([]int64(nil), s.Log...)
-	p.apply(l, &next, cost, nil)
+	p.apply(l, &next, a.cost, nil)
 	return next, p.d
 }
 
@@ -190,19 +194,16 @@ func fillSlots(ring []int64, from, k, v int64) {
 	}
 }
 
-// slidingLog is the sliding window log's decision of a.cost at a.now. In
-// Debt mode it records what its free slots hold and reports the rest as
-// unrecorded: it never owes (a lowered limit may leave more live units
-// than Requests).
-func slidingLog(l Limit, s State, a ask) (State, Decision) {
-	if !a.debt() || a.cost <= 0 {
-		return decideSlidingLog(l, s, a.now, a.cost)
-	}
+// slidingLogDebt is slidingLog of a positive cost in Debt mode: it
+// records what the free slots hold and reports the rest as unrecorded; a
+// log never owes (a lowered limit may leave more live units than
+// Requests).
+func slidingLogDebt(l Limit, s State, a ask) (State, Decision) {
 	p := planSlidingLog(l, s, a.now, 0)
 	k := max(0, min(a.cost, l.Requests-p.live))
 	next, d := s, p.d
 	if k > 0 {
-		next, d = decideSlidingLog(l, s, a.now, k)
+		next, d = slidingLog(l, s, ask{now: a.now, cost: k})
 	}
 	d.Unrecorded = a.cost - k
 	return next, d
