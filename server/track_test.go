@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -122,13 +123,13 @@ func TestTrackingAllocatesNothing(t *testing.T) {
 	}
 	measure := func(rl *server.RateLimiter, e *server.Envoy) (envoy, check float64) {
 		i := 0
-		envoy = testing.AllocsPerRun(500, func() {
+		envoy = allocsPerDecision(func() {
 			i++
 			if _, err := e.ShouldRateLimit(ctx, envoyReqs[i%len(envoyReqs)]); err != nil {
 				t.Fatal(err)
 			}
 		})
-		check = testing.AllocsPerRun(500, func() {
+		check = allocsPerDecision(func() {
 			i++
 			if _, err := rl.Check(ctx, checkReqs[i%len(checkReqs)]); err != nil {
 				t.Fatal(err)
@@ -138,8 +139,11 @@ func TestTrackingAllocatesNothing(t *testing.T) {
 	}
 	offEnvoy, offCheck := measure(rlOff, eOff)
 	onEnvoy, onCheck := measure(rl, e)
-	if onEnvoy != offEnvoy || onCheck != offCheck {
-		t.Errorf("allocations a decision with the tracker: ShouldRateLimit %v, Check %v; without: %v, %v", onEnvoy, onCheck, offEnvoy, offCheck)
+	// Half an allocation a decision is the margin: the race detector's
+	// sync.Pool drops some of what is put back, which moves an average by
+	// a fraction, while one allocation more a decision moves it by 1.
+	if onEnvoy-offEnvoy > 0.5 || onCheck-offCheck > 0.5 {
+		t.Errorf("allocations a decision with the tracker: ShouldRateLimit %.2f, Check %.2f; without: %.2f, %.2f", onEnvoy, onCheck, offEnvoy, offCheck)
 	}
 }
 
@@ -184,4 +188,22 @@ func BenchmarkTracked(b *testing.B) {
 			}
 		})
 	}
+}
+
+// allocsPerDecision is the mean number of heap allocations of one call of
+// f over 2,000 calls after a warm-up of 200, on one P as
+// testing.AllocsPerRun measures, but as a fraction rather than truncated.
+func allocsPerDecision(f func()) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for range 200 {
+		f()
+	}
+	const n = 2000
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / n
 }
