@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	goyaml "github.com/goccy/go-yaml"
+	goyamlparser "github.com/goccy/go-yaml/parser"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -85,7 +87,15 @@ func (d *decoder) sortErrors() {
 // yamlLine pulls the line out of yaml's syntax errors ("yaml: line 3: ...").
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func (d *decoder) yamlError(err error) {
+// yamlError reports err, the YAML library's syntax error in data. That
+// library names a line only; a second parser, which names the line and
+// column of the token at fault, places the error when it finds one too.
+func (d *decoder) yamlError(data []byte, err error) {
+	var syn *goyaml.SyntaxError
+	if _, perr := goyamlparser.ParseBytes(data, 0); errors.As(perr, &syn) && syn.Token != nil && syn.Token.Position != nil {
+		d.errorAt(pos{line: syn.Token.Position.Line, col: syn.Token.Position.Column}, "YAML syntax: %s", syn.Message)
+		return
+	}
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
@@ -105,7 +115,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 		d.errorAt(pos{}, "empty file: want a domain with descriptors, or policies")
 		return nil
 	case err != nil:
-		d.yamlError(err)
+		d.yamlError(data, err)
 		return nil
 	case extra != nil:
 		d.errorf(extra, "a second YAML document: put one domain in each file")

@@ -285,7 +285,8 @@
 //
 //	rules/api.yaml:12:15: invalid rate limit unit "minutes" (want second, minute, hour, day, week, month or year)
 //
-// YAML syntax errors keep the line the YAML parser reports. Anchors and
+// YAML syntax errors name the line and column of the token at fault.
+// Anchors and
 // aliases work; merge keys (<<) are not supported. Files are bounded (32
 // levels of descriptors; aliases may add at most 100,000 YAML nodes to
 // what the parser reads, and may not contain themselves). The file's own
