@@ -53,6 +53,12 @@ type Facts struct {
 	// headers (a refill rate and a burst) rather than a window's
 	// (Requests per Period).
 	Bucket bool
+	// Afresh reports whether its count starts afresh at each window's
+	// boundary, a debt included, so that what a window recorded never
+	// weighs on the next: only there may a denied request's hits be
+	// counted (Envoy's counting of denied hits) without locking out a
+	// client that keeps retrying.
+	Afresh bool
 }
 
 // row is one algorithm: its facts and its math.
@@ -90,7 +96,7 @@ func init() {
 			decide: slidingLog, debt: noDebt, validate: validateSlidingLog,
 		},
 		FixedWindow: {
-			Facts:  Facts{Name: "fixed_window", Redis: "fw", Window: true},
+			Facts:  Facts{Name: "fixed_window", Redis: "fw", Window: true, Afresh: true},
 			decide: fixedWindow, debt: fixedWindowDebt, validate: validateWindow,
 		},
 		LeakyBucket: {

@@ -23,10 +23,13 @@ import (
 // in its own status). A denied request charges nothing.
 //
 // With CountDeniedHits, a denied request's hits are counted too: every
-// enforced limit is charged its hits as debt (algorithms.Debt), which
-// every algorithm records, so that the key is denied until the debt is
-// repaid; a quota-mode descriptor over its quota in a passing request is
-// charged the same way.
+// enforced limit whose count starts afresh at its window's boundary
+// (algorithms.Facts.Afresh: the fixed window) is charged its hits as debt
+// (algorithms.Debt), so that the key is denied until the window ends; a
+// quota-mode descriptor over its quota in a passing request is charged the
+// same way. An algorithm whose state carries into the next window (the
+// buckets, the sliding windows) counts no denied hits: there a client that
+// kept retrying would stay denied for as long as it retried.
 //
 // Shadow limits are decided last, each on its own, charged only when the
 // request passed.
@@ -134,11 +137,12 @@ func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, w *envoyWo
 }
 
 // chargeDebt charges the hits of the enforced checks that pick selects as
-// debt, keeping their decisions (a debt charge is always allowed).
+// debt, keeping their decisions (a debt charge is always allowed), where
+// their algorithm's count starts afresh at its window's boundary.
 func (e *Envoy) chargeDebt(ctx context.Context, checks []envoyCheck, b *envoyBatch, pick func(*envoyCheck) bool) error {
 	b.Reset()
 	for i := range checks {
-		if c := &checks[i]; c.enforced() && !c.peek && c.req.Cost > 0 && pick(c) {
+		if c := &checks[i]; c.enforced() && !c.peek && c.req.Cost > 0 && c.req.Limit.Algorithm.Facts().Afresh && pick(c) {
 			r := c.req
 			r.Mode |= algorithms.Debt
 			b.Add(i, r)
