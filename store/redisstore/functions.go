@@ -106,25 +106,14 @@ func (l *library) loadOn(ctx context.Context, client redis.UniversalClient) erro
 // fcall runs the library's function fn on client with keys and args,
 // loading the library first when Redis lacks it.
 func (l *library) fcall(ctx context.Context, client redis.UniversalClient, fn string, keys []string, args ...any) (any, error) {
-	return l.call(ctx, client, client.FCall, fn, keys, args...)
-}
-
-// fcallRO is fcall by FCALL_RO, for a function flagged no-writes: Redis
-// counts it apart from the decisions' FCALLs (INFO commandstats), so the
-// health probe never shows up as decision traffic.
-func (l *library) fcallRO(ctx context.Context, client redis.UniversalClient, fn string, keys []string, args ...any) (any, error) {
-	return l.call(ctx, client, client.FCallRO, fn, keys, args...)
-}
-
-func (l *library) call(ctx context.Context, client redis.UniversalClient, run func(context.Context, string, []string, ...any) *redis.Cmd, fn string, keys []string, args ...any) (any, error) {
-	reply, err := run(ctx, fn, keys, args...).Result()
+	reply, err := client.FCall(ctx, fn, keys, args...).Result()
 	if !functionMissing(err) {
 		return reply, fcallErr(err)
 	}
 	if err := l.loadOn(ctx, client); err != nil {
 		return nil, err
 	}
-	reply, err = run(ctx, fn, keys, args...).Result()
+	reply, err = client.FCall(ctx, fn, keys, args...).Result()
 	return reply, fcallErr(err)
 }
 

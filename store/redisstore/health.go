@@ -57,13 +57,14 @@ func (s *Store) addr() string {
 // did not answer. A Redis that refuses INFO (an ACL, a renamed command) is
 // only pinged. ctx bounds the call (Ping bounds it by Config.Timeout).
 func (s *Store) CheckServer(ctx context.Context) error {
-	if err := s.checkServer(ctx); err != nil {
+	if err := s.checkServer(ctx, true); err != nil {
 		return s.wrap(ctx, "check", err)
 	}
 	return nil
 }
 
-func (s *Store) checkServer(ctx context.Context) error {
+// checkServer is CheckServer; scripting false skips the scripting probe.
+func (s *Store) checkServer(ctx context.Context, scripting bool) error {
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 			return c.Ping(ctx).Err()
@@ -79,12 +80,17 @@ func (s *Store) checkServer(ctx context.Context) error {
 			if err := s.client.Ping(ctx).Err(); err != nil {
 				return err
 			}
+			if !scripting {
+				return nil
+			}
 			return s.checkScripting(ctx)
 		}
 		return err
 	}
-	if err := s.checkScripting(ctx); err != nil {
-		return err
+	if scripting {
+		if err := s.checkScripting(ctx); err != nil {
+			return err
+		}
 	}
 	if infoField(clus.Val(), "cluster_enabled") == "1" {
 		return &misconfigError{fmt.Sprintf("%s is a Redis Cluster node (INFO: cluster_enabled:1), but --redis-mode is %s: run floodgate with --redis-mode cluster", s.addr(), s.mode())}
@@ -97,7 +103,7 @@ func (s *Store) checkServer(ctx context.Context) error {
 }
 
 // checkScripting asks whether Redis lets this client run the store's
-// functions at all: an FCALL_RO of the library's probe, which touches no key
+// functions at all: an FCALL of the library's probe, which touches no key
 // and answers "OK" (loading the library first if Redis lacks it). A
 // client whose ACL user may not run it gets NOPERM (a misconfiguration:
 // no decision could run), a Redis older than 7.0 "unknown command". The
@@ -105,7 +111,7 @@ func (s *Store) checkServer(ctx context.Context) error {
 // Redis' error counters (INFO errorstats) alone. Key permissions
 // (~prefix*) show only when a decision runs.
 func (s *Store) checkScripting(ctx context.Context) error {
-	_, err := s.lib.fcallRO(ctx, s.client, s.lib.probe, nil)
+	_, err := s.fcall(ctx, s.lib.probe, nil)
 	if redis.HasErrorPrefix(err, "NOPERM") {
 		return err
 	}
@@ -128,12 +134,19 @@ func infoField(info, field string) string {
 
 // Ping implements store.Store: CheckServer, within Config.Timeout. It
 // fails (with store.ErrMisconfigured) on a Redis that answers PING but
-// cannot decide in the client's mode.
+// cannot decide in the client's mode. The scripting probe runs on the
+// first Ping and on the first after a failed one (a restarted Redis, a
+// changed ACL), not on every health check.
 func (s *Store) Ping(ctx context.Context) error {
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	if err := s.checkServer(tctx); err != nil {
+	scripting := !s.scripted.Load()
+	if err := s.checkServer(tctx, scripting); err != nil {
+		s.scripted.Store(false)
 		return s.wrap(ctx, "ping", err)
+	}
+	if scripting {
+		s.scripted.Store(true)
 	}
 	return nil
 }

@@ -159,3 +159,55 @@ func errorCount(t *testing.T, c *redis.Client) int64 {
 	t.Fatal("INFO stats has no total_error_replies")
 	return 0
 }
+
+// TestPingProbesScriptingOnce: the scripting probe runs on the first Ping
+// and on the first after a failed one, so health checks every few hundred
+// ms add no script call to Redis' decision traffic (INFO commandstats).
+func TestPingProbesScriptingOnce(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DisableIdentity: true})
+	defer client.Close()
+	ctx := context.Background()
+	s := newStore(t, client, testConfig())
+	defer s.Close()
+	before := fcallCount(t, client)
+	for range 20 {
+		if err := s.Ping(ctx); err != nil {
+			t.Fatalf("Ping: %v", err)
+		}
+	}
+	if got := fcallCount(t, client) - before; got != 1 {
+		t.Errorf("20 Pings: %d FCALLs, want 1 (the first Ping's probe)", got)
+	}
+}
+
+// fcallCount is how many FCALLs Redis has run to completion (INFO
+// commandstats: calls less failed_calls).
+func fcallCount(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	var n int64
+	for line := range strings.Lines(info) {
+		stats, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_fcall:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(stats, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			c, err := strconv.ParseInt(v, 10, 64)
+			switch {
+			case k != "calls" && k != "failed_calls":
+			case err != nil:
+				t.Fatalf("cmdstat_fcall %q: %v", stats, err)
+			case k == "calls":
+				n += c
+			default:
+				n -= c
+			}
+		}
+	}
+	return n
+}

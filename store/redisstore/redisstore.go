@@ -96,6 +96,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -163,6 +164,10 @@ type Store struct {
 	keepMs  int64
 	batch   *batcher   // nil when batching is disabled
 	clock   redisClock // Redis' clock against this host's (deadline.go)
+	// scripted is set by a Ping that ran the scripting probe and passed,
+	// and cleared by any Ping that fails: later Pings skip the probe, so a
+	// healthy Redis counts no script call for health checks.
+	scripted atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
