@@ -117,27 +117,10 @@ func startFloodgate(ctx context.Context, binary, dir string, args ...string) (*p
 		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
 	p := &proc{cmd: cmd, grpcAddr: addr, httpAddr: httpAddr}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		p.stop()
+	if err := p.waitServing(ctx, logf.Name(), "floodgate", 20*time.Second); err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			log, _ := os.ReadFile(logf.Name())
-			return nil, fmt.Errorf("floodgate did not start: %v\n%s", err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return p, nil
 }
 
 // startRedis starts a redis-server on a free loopback port, without
@@ -219,4 +202,31 @@ func startCluster(ctx context.Context, dir string, masters int) (*cluster, error
 		_ = cl.Close()
 	}
 	return c, nil
+}
+
+// waitServing waits until p's gRPC health answers SERVING, for at most
+// timeout; on failure it stops p and returns an error carrying the log
+// written to logPath.
+func (p *proc) waitServing(ctx context.Context, logPath, name string, timeout time.Duration) error {
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		p.stop()
+		return err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(timeout)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("%s did not start: %v\n%s", name, err, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

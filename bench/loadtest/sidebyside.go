@@ -19,9 +19,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/floodgate/floodgate/bench/internal/benchproc"
 	"github.com/floodgate/floodgate/internal/loadgen"
@@ -75,27 +72,10 @@ func startReference(ctx context.Context, binary, dir, redisAddr string) (*proc, 
 		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
 	p := &proc{cmd: cmd, grpcAddr: addrs[0]}
-	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		p.stop()
+	if err := p.waitServing(ctx, logf.Name(), "the reference", 30*time.Second); err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			log, _ := os.ReadFile(logf.Name())
-			return nil, fmt.Errorf("the reference did not start: %v\n%s", err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return p, nil
 }
 
 // sbsLoad is one load of the side-by-side table.
