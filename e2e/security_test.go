@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
-	"github.com/floodgate/floodgate/internal/testpki"
+	"github.com/floodgate/floodgate/internal/testkit/testpki"
 )
 
 // writeFile writes data to name in dir and returns the path.

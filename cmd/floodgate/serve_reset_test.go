@@ -15,7 +15,7 @@ import (
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/giveback"
-	"github.com/floodgate/floodgate/internal/testpki"
+	"github.com/floodgate/floodgate/internal/testkit/testpki"
 	"github.com/floodgate/floodgate/server"
 )
 

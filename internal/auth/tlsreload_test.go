@@ -24,7 +24,7 @@ import (
 
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/testkit"
-	"github.com/floodgate/floodgate/internal/testpki"
+	"github.com/floodgate/floodgate/internal/testkit/testpki"
 )
 
 // newTestCA is a certificate authority made up for one test.

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/testpki"
+	"github.com/floodgate/floodgate/internal/testkit/testpki"
 	"github.com/floodgate/floodgate/internal/xdstest"
 )
 

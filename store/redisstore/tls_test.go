@@ -11,7 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/redistest"
-	"github.com/floodgate/floodgate/internal/testpki"
+	"github.com/floodgate/floodgate/internal/testkit/testpki"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/redisstore"
 )
