@@ -11,7 +11,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help run image build test test-short check-generate generate lint fmt bench loadtest redis-cost soak charts clean
+.PHONY: help run image build test test-short check-generate generate lint fmt bench loadtest redis-cost soak charts lines clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -73,6 +73,9 @@ soak: ## bounded soak: 60s of load on a binary with Redis, then no growth in gor
 
 charts: ## redraw the README's algorithm charts in docs/img/ (floodgate simulate; a test fails while they are stale)
 	$(GO) test -count=1 -run '^TestChartsUpToDate$$' ./cmd/floodgate -update
+
+lines: ## the product's lines per package (non-test, non-generated Go linked into the binary or the client, and the Lua it embeds), then the test-support packages apart
+	@bash scripts/lines.sh
 
 IMAGE ?= ghcr.io/floodgate/floodgate:$(VERSION)
 

@@ -1,4 +1,5 @@
-// Package storetest is the conformance suite every store.Store passes.
+// Package storetest is the conformance suite every store.Store passes: test
+// support for store implementations, which only their tests import.
 //
 // A store's own tests call Run with a constructor:
 //
