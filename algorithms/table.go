@@ -19,6 +19,19 @@ const (
 	LeakyBucket      Algorithm = 5
 )
 
+// The algorithms a limit takes when it names none.
+const (
+	// Default is what a limit on floodgate's own API takes when it names
+	// no algorithm (a policy, the command line's --limit, a load test's
+	// check): one that takes a burst and carries no window edge.
+	Default = TokenBucket
+	// Compatible counts as envoyproxy/ratelimit does, in windows that
+	// start afresh at their boundary: what Envoy rules, Envoy's own
+	// per-descriptor limits and xDS limits take when they name none, and
+	// what a calendar quota takes when the default counts in no windows.
+	Compatible = FixedWindow
+)
+
 // Facts are what floodgate knows of an algorithm besides its math: one
 // row of the table that the stores, the server, the rules, the client,
 // the command line's help and the Lua constants all read, so that none

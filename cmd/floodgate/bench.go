@@ -62,7 +62,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.warmup, "warmup", 2*time.Second, "how long to send before measuring")
 	fs.IntVar(&f.keys, "keys", 10000, "distinct keys (check, rls)")
 	fs.Float64Var(&f.zipf, "zipf", 0, "Zipf skew s > 1 for the key choice (key 0 the most frequent); 0 means uniform")
-	fs.StringVar(&f.algorithm, "algorithm", "token_bucket", "algorithm: "+algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+" (check; and in --print-config)")
+	fs.StringVar(&f.algorithm, "algorithm", algorithms.Default.String(), "algorithm: "+algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+" (check; and in --print-config)")
 	fs.StringVar(&f.limit, "limit", "100/1s", "limit per key as REQUESTS/PERIOD, e.g. 100/1s or 10/1m; burst = requests (check; and in --print-config)")
 	fs.IntVar(&f.descriptors, "descriptors", 1, "rls: descriptors per request, with keys bench_key, bench_key2, ...")
 	fs.StringVar(&f.domain, "domain", "bench", "rls: the domain")

@@ -42,7 +42,7 @@ func (f *callFlags) registerTarget(fs *pflag.FlagSet, keyUsage, limitUsage strin
 	fs.StringVar(&f.key, "key", "", keyUsage)
 	fs.StringVar(&f.limit, "limit", "", limitUsage)
 	fs.StringVar(&f.timeZone, "time-zone", "", "IANA time zone of a calendar --limit, e.g. Asia/Jakarta (default UTC)")
-	fs.StringVar(&f.algorithm, "algorithm", "", algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+" (default token_bucket with --limit; a policy's own with --policy)")
+	fs.StringVar(&f.algorithm, "algorithm", "", algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+" (default "+algorithms.Default.String()+" with --limit; a policy's own with --policy)")
 	fs.Int64Var(&f.burst, "burst", 0, burstUsage())
 	fs.StringVar(&f.policy, "policy", "", "a policy name from the server's config, instead of --limit")
 }
@@ -108,7 +108,7 @@ func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit,
 			l.Requests, l.Period, l.Burst = requests, period, f.burst
 		}
 		if l.Algorithm == client.AnyAlgorithm {
-			l.Algorithm = client.TokenBucket
+			l.Algorithm = client.Algorithm(algorithms.Default)
 		}
 	}
 
@@ -152,7 +152,7 @@ func (f *callFlags) tlsConfig() (*tls.Config, error) {
 }
 
 // calendarLimit fills l from a calendar --limit REQUESTS/calendar_PERIOD
-// and --time-zone; the algorithm defaults to the fixed window.
+// and --time-zone; the algorithm defaults to algorithms.Compatible.
 func (f *callFlags) calendarLimit(l *client.Limit, reqs, per string) error {
 	n, err := strconv.ParseInt(strings.TrimSpace(reqs), 10, 64)
 	if err != nil || n <= 0 {
@@ -169,7 +169,7 @@ func (f *callFlags) calendarLimit(l *client.Limit, reqs, per string) error {
 		return fmt.Errorf("--time-zone: %w", err)
 	}
 	if l.Algorithm == client.AnyAlgorithm {
-		l.Algorithm = client.FixedWindow
+		l.Algorithm = client.Algorithm(algorithms.Compatible)
 	}
 	l.Requests, l.Calendar, l.TimeZone = n, cal, f.timeZone
 	return nil

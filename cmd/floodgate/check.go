@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/internal/durfmt"
 )
@@ -28,27 +29,39 @@ const (
 	checkExitDenied = 3
 )
 
-const checkSynopsis = `Asks a running floodgate whether KEY may spend COST now, REPEAT times in a
+// checkSynopsis is check's help text; the algorithms it names are read
+// from their table.
+func checkSynopsis() string {
+	has := func(f func(algorithms.Facts) bool) []algorithms.Algorithm { return algorithms.Which(f) }
+	window := has(func(f algorithms.Facts) bool { return f.Window })
+	waits := has(func(f algorithms.Facts) bool { return f.Waits })
+	smooth := has(func(f algorithms.Facts) bool { return f.Window && !f.Afresh })
+	return fmt.Sprintf(`Asks a running floodgate whether KEY may spend COST now, REPEAT times in a
 row, and prints one row per attempt (or one JSON object per line with --json).
 With --domain it asks Envoy's API instead (ShouldRateLimit, the limits of the
 server's rules) and prints each answer's overall code and every descriptor's
 status (or the response as JSON, one per line).
 
-  floodgate check --key user:1 --limit 10/1m --algorithm sliding_window --repeat 12
+  floodgate check --key user:1 --limit 10/1m --algorithm %[1]s --repeat 12
   floodgate check --key login:alice --policy login --json
-  floodgate check --key partner --limit 10/1s --algorithm leaky_bucket --repeat 5
+  floodgate check --key partner --limit 10/1s --algorithm %[2]s --repeat 5
   floodgate check --domain shop --descriptor path=/login,user=alice --descriptor remote_address=10.0.0.1 --repeat 3
 
 --limit is REQUESTS/PERIOD with a Go duration or a bare unit: 10/1m, 5/15m,
 100/h; or a calendar period, 10000/calendar_month (also calendar_day,
 calendar_week, calendar_year), counted in --time-zone (default UTC) with
-fixed_window unless --algorithm says sliding_window. A leaky bucket admits
-with a WAIT (the attempt's slot; check does not sleep it) and denies only
-when its queue (--burst) is full.
+%[3]s unless --algorithm names another that counts in windows
+(%[4]s). A limit of %[5]s admits with a WAIT
+(the attempt's slot; check does not sleep it) and denies only when its
+queue (--burst) is full.
 
 Exit status: 0 when every attempt got an answer, allowed or denied; 1 on
 an error (unreachable, invalid request, unknown policy); 2 on bad flags;
-3 with --fail-on-deny when some attempt was denied (OVER_LIMIT with --domain).`
+3 with --fail-on-deny when some attempt was denied (OVER_LIMIT with --domain).`,
+		smooth[0], waits[0], algorithms.Compatible,
+		algorithms.Names(window, "or", algorithms.Algorithm.String),
+		algorithms.Names(waits, "or", algorithms.Algorithm.String))
+}
 
 // checkFlags are the settings of `floodgate check`: the flags it shares
 // with settle, and the attempts.
@@ -81,15 +94,15 @@ type checkRow struct {
 	Remaining    int64 `json:"remaining"`
 	RetryAfterMs int64 `json:"retry_after_ms"`
 	ResetAfterMs int64 `json:"reset_after_ms"`
-	// WaitMs is a leaky bucket's wait until the attempt's slot; 0 for
-	// the other algorithms.
+	// WaitMs is the wait until the attempt's slot of an algorithm that
+	// admits with a wait (algorithms.Facts.Waits); 0 for the others.
 	WaitMs   int64 `json:"wait_ms"`
 	Degraded bool  `json:"degraded"`
 }
 
 func runCheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f checkFlags
-	fs := newFlagSet("check [flags]", checkSynopsis, stderr)
+	fs := newFlagSet("check [flags]", checkSynopsis(), stderr)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "check", checkExitUsage); err != nil {
 		return err

@@ -351,7 +351,7 @@ func limitText(v configview.RuleView) string {
 	case v.DenyAll:
 		return fmt.Sprintf("0 per %s (deny all)", v.Period)
 	case waits(v.Algorithm):
-		// Envoy cannot hold a request: the no-wait mode (README, "Leaky bucket").
+		// Envoy cannot hold a request: the no-wait mode (algorithms.NoWait).
 		return rateText(v.RateView) + " (through Envoy: admits only what may start now, no queue)"
 	}
 	return rateText(v.RateView)

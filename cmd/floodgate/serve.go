@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	grpchealth "google.golang.org/grpc/health"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/denycache"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/server"
@@ -120,7 +121,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.shadowMode, "shadow-mode", false, "Envoy API: every limit in shadow mode (decide and count, always answer OK)")
 	fs.BoolVar(&f.quotaMode, "quota-mode", false, "Envoy API: every limit in quota mode (as quota_mode: true; the reference's QUOTA_MODE): over only when a limit not in quota mode is over, or every quota-mode descriptor is")
 	fs.BoolVar(&f.dynamicMetadata, "response-dynamic-metadata", false, "Envoy API: fill the response's dynamic_metadata (domain, descriptors, hits addend, the matched rules' metadata) as the reference's RESPONSE_DYNAMIC_METADATA")
-	fs.BoolVar(&f.countDeniedHits, "count-denied-hits", false, "Envoy API: count the hits of a denied request too on fixed windows, as debt that ends with the window (the reference's default; its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is false here); off, a denied request charges nothing")
+	fs.BoolVar(&f.countDeniedHits, "count-denied-hits", false, "Envoy API: count the hits of a denied request too on "+algorithms.Names(algorithms.Which(func(f algorithms.Facts) bool { return f.Afresh }), "and", algorithms.Algorithm.String)+" limits, as debt that ends with the window (the reference's default; its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is false here); off, a denied request charges nothing")
 	fs.BoolVar(&f.shareOverrideCounters, "share-override-counters", false, "Envoy API: a descriptor's limit override counts under the matched rule's key, as the reference does (off: each override rate counts apart)")
 	fs.BoolVar(&f.headers, "response-headers", true, "Envoy API: add RateLimit-*, X-RateLimit-* and Retry-After response headers")
 	fs.IntVar(&f.detailSeries, "detailed-metric-series", 0, "Envoy API: per rule with detailed_metric or value_to_metric, how many request values may appear in the metrics' rule label (0: none, the rule's name only; values may be secrets)")

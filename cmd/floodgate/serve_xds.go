@@ -41,7 +41,7 @@ func (x *xdsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&x.tlsKey, "config-xds-tls-key", "", "xDS TLS: the client certificate's key file (PEM)")
 	fs.DurationVar(&x.backoffMin, "config-xds-backoff-min", xdsrules.DefaultBackoffMin, "xDS: first wait before reconnecting to the management server; doubles per failed attempt")
 	fs.DurationVar(&x.backoffMax, "config-xds-backoff-max", xdsrules.DefaultBackoffMax, "xDS: longest wait before reconnecting")
-	fs.StringVar(&x.algorithm, "config-xds-algorithm", "", "xDS: algorithm of every xDS limit ("+algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+"); empty: fixed_window as in envoyproxy/ratelimit")
+	fs.StringVar(&x.algorithm, "config-xds-algorithm", "", "xDS: algorithm of every xDS limit ("+algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+"); empty: "+algorithms.Compatible.String()+" as in envoyproxy/ratelimit")
 }
 
 // client checks the flags and returns the xDS client that calls apply,

@@ -25,17 +25,21 @@ const (
 	simulateExitUsage = 2
 )
 
-const simulateSynopsis = `Runs a traffic pattern through floodgate's own algorithms on a virtual clock
+// simulateSynopsis is simulate's help text; the algorithms it names are
+// read from their table.
+func simulateSynopsis() string {
+	waits := algorithms.Which(func(f algorithms.Facts) bool { return f.Waits })
+	return fmt.Sprintf(`Runs a traffic pattern through floodgate's own algorithms on a virtual clock
 (no server, no Redis) and prints a timeline of the admitted and denied
 requests; --svg also draws it as a chart.
 
-  floodgate simulate --algorithm fixed_window --limit 10/1m --traffic edge
-  floodgate simulate --algorithm token_bucket --limit 10/1m --burst 20 \
+  floodgate simulate --algorithm %[1]s --limit 10/1m --traffic edge
+  floodgate simulate --algorithm %[2]s --limit 10/1m --burst 20 \
       --traffic 'steady:20/1m for 3m, burst:15 at 90s' --svg tb.svg
 
 --limit and --algorithm are those of "floodgate check". The clock starts at a
-window edge (time 0); every request costs 1. A leaky bucket's admitted
-requests are drawn when they start, after their wait in its queue.
+window edge (time 0); every request costs 1. The admitted requests of
+%[3]s are drawn when they start, after their wait in its queue.
 --traffic is a comma-separated list of segments, with times from the start
 as Go durations (90s, 1m30s); segments may overlap:
 
@@ -51,7 +55,9 @@ as Go durations (90s, 1m30s); segments may overlap:
 
 The simulation runs to the end of the last segment, rounded up to a whole
 period. Exit status: 0 on success, 1 if the chart cannot be written, 2 on
-bad flags or a bad --traffic.`
+bad flags or a bad --traffic.`,
+		algorithms.Compatible, algorithms.Default, algorithms.Names(waits, "or", algorithms.Algorithm.String))
+}
 
 // simulateFlags are the settings of `floodgate simulate`.
 type simulateFlags struct {
@@ -67,7 +73,7 @@ func (f *simulateFlags) register(fs *pflag.FlagSet) {
 	for i, a := range algorithms.All() {
 		names[i] = a.String()
 	}
-	fs.StringVar(&f.algorithm, "algorithm", algorithms.TokenBucket.String(), "one of "+strings.Join(names, ", "))
+	fs.StringVar(&f.algorithm, "algorithm", algorithms.Default.String(), "one of "+strings.Join(names, ", "))
 	fs.StringVar(&f.limit, "limit", "", "REQUESTS/PERIOD, e.g. 10/1m, as for check (required)")
 	fs.Int64Var(&f.burst, "burst", 0, burstUsage())
 	fs.StringVar(&f.traffic, "traffic", "", "the traffic pattern, e.g. 'steady:2/s for 60s, burst:10 at 55s' or edge (required; see above)")
@@ -76,7 +82,7 @@ func (f *simulateFlags) register(fs *pflag.FlagSet) {
 
 func runSimulate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f simulateFlags
-	fs := newFlagSet("simulate [flags]", simulateSynopsis, stderr)
+	fs := newFlagSet("simulate [flags]", simulateSynopsis(), stderr)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "simulate", simulateExitUsage); err != nil {
 		return err
