@@ -101,7 +101,7 @@ func BenchmarkHealth(b *testing.B) {
 func BenchmarkShouldRateLimit(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		b.Run(strconv.Itoa(n)+"descriptors", func(b *testing.B) {
-			h := startEnvoy(b, benchEnvoyConfig(n), nil, server.Settings{})
+			h := startEnvoy(b, benchEnvoyConfig(n), nil, server.EnvoySettings{})
 			reqs := benchEnvoyRequests(n)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -133,7 +133,7 @@ func BenchmarkShouldRateLimitHandler(b *testing.B) {
 			}
 			st := memstore.New(memstore.Config{})
 			b.Cleanup(func() { st.Close() })
-			e := server.NewEnvoy(st, server.Settings{Rules: testkit.StaticRules(cfg), Metrics: observability.NewMetrics(nil)})
+			e := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: testkit.StaticRules(cfg), Metrics: observability.NewMetrics(nil)}})
 			reqs := benchEnvoyRequests(n)
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -156,7 +156,7 @@ func BenchmarkShouldRateLimitHandler(b *testing.B) {
 func BenchmarkCheckHandler(b *testing.B) {
 	st := memstore.New(memstore.Config{})
 	b.Cleanup(func() { st.Close() })
-	r := server.NewRateLimiter(st, server.Settings{Metrics: observability.NewMetrics(nil)})
+	r := server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{Metrics: observability.NewMetrics(nil)}})
 	reqs := make([]*floodgatev1.CheckRequest, benchKeys)
 	for i := range reqs {
 		reqs[i] = &floodgatev1.CheckRequest{

@@ -106,7 +106,7 @@ func TestEnvoyCalendarDay(t *testing.T) {
 descriptors:
   - key: plan
     rate_limit: {requests_per_unit: 2, period: calendar_day, time_zone: America/New_York}
-`, nil, server.Settings{})
+`, nil, server.EnvoySettings{})
 	// 22:00 on Nov 7 2027 in New York: 2 hours to local midnight, 26 after
 	// the day began at 00:00 EDT.
 	h.clock.Set(time.Date(2027, 11, 7, 22, 0, 0, 0, ny))

@@ -44,7 +44,7 @@ descriptors:
 func TestCIDRRules(t *testing.T) {
 	for name, newStore := range identityStores(t) {
 		t.Run(name, func(t *testing.T) {
-			h := startEnvoy(t, cidrRules, newStore(t), server.Settings{})
+			h := startEnvoy(t, cidrRules, newStore(t), server.EnvoySettings{})
 			steps := []struct {
 				what, addr, want string
 			}{

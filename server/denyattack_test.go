@@ -104,7 +104,7 @@ func TestDenyAttackShouldRateLimit(t *testing.T) {
 			inner := &callCounter{Store: memstore.New(memstore.Config{})}
 			var hits atomic.Int64
 			yaml := "domain: edge\ndescriptors:\n  - key: small_key\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: " + alg.String() + "}\n"
-			h := startEnvoy(t, yaml, denycache.New(inner, denycache.Config{OnHit: func(n int) { hits.Add(int64(n)) }}), server.Settings{})
+			h := startEnvoy(t, yaml, denycache.New(inner, denycache.Config{OnHit: func(n int) { hits.Add(int64(n)) }}), server.EnvoySettings{})
 			check := func(key int) bool {
 				resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
 					Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("small_key", fmt.Sprint(key))}})

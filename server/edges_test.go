@@ -43,7 +43,7 @@ func TestKeyLengthLimit(t *testing.T) {
 			t.Errorf("key of %d bytes: %v, want InvalidArgument %q", max+1, err, wantMsg)
 		}
 	})
-	h := startEnvoy(t, "domain: edge\n", nil, server.Settings{MaxKeyBytes: max})
+	h := startEnvoy(t, "domain: edge\n", nil, server.EnvoySettings{Settings: server.Settings{MaxKeyBytes: max}})
 	for _, tc := range []struct {
 		field string
 		req   func(s string) *rlsv3.RateLimitRequest
@@ -99,7 +99,7 @@ func TestFailureModes(t *testing.T) {
 				if err != nil || r.Allowed != wantAllowed || !r.Degraded {
 					t.Errorf("policy %s: got %v %v, want degraded, allowed %v", own, r, err, wantAllowed)
 				}
-				e := startEnvoy(t, failureRules, failingStore{mem}, server.Settings{FailureMode: def})
+				e := startEnvoy(t, failureRules, failingStore{mem}, server.EnvoySettings{Settings: server.Settings{FailureMode: def}})
 				want := "OK:OK"
 				if !wantAllowed {
 					want = "OVER_LIMIT:OVER_LIMIT"
@@ -170,7 +170,7 @@ func TestEnvoyHeadersChoice(t *testing.T) {
 				want = strings.SplitN(want, ":", 2)[0] + ":" + parts[1] + "," + parts[0]
 			}
 			t.Run(name, func(t *testing.T) {
-				h := startEnvoy(t, choiceRules, nil, server.Settings{})
+				h := startEnvoy(t, choiceRules, nil, server.EnvoySettings{})
 				for _, s := range tc.spend {
 					h.call(t, d(s, "1"))
 				}
@@ -193,7 +193,7 @@ func TestEnvoyHeadersChoice(t *testing.T) {
 // in the headers, never down to a reset or retry too early (or to 0,
 // retry at once): 1.5s left in the window is X-RateLimit-Reset 2.
 func TestEnvoyHeadersRoundUp(t *testing.T) {
-	h := startEnvoy(t, choiceRules, nil, server.Settings{})
+	h := startEnvoy(t, choiceRules, nil, server.EnvoySettings{})
 	h.clock.Advance(500 * time.Millisecond) // 1.5s left of the 2s window
 	r := h.call(t, testkit.Descriptor("short", "1"))
 	if hs := headerMap(r); hs["x-ratelimit-reset"] != "2" || hs["ratelimit"] != `"edge.short";r=0;t=2` {

@@ -18,7 +18,7 @@ import (
 )
 
 // Bounds on the counts of an Envoy request that Envoy's route config
-// controls, beyond which it is InvalidArgument (see Settings.MaxDescriptors).
+// controls, beyond which it is InvalidArgument (see EnvoySettings.MaxDescriptors).
 const (
 	DefaultMaxDescriptors = 64
 	DefaultMaxEntries     = 32
@@ -50,9 +50,9 @@ type Envoy struct {
 var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
 
 // NewEnvoy returns the Envoy rate-limit service deciding with st.
-func NewEnvoy(st store.Store, s Settings) *Envoy {
+func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 	e := &Envoy{
-		decider:        newDecider(st, s, observability.APIEnvoy),
+		decider:        newDecider(st, s.Settings, observability.APIEnvoy),
 		maxDescriptors: positive.Or(s.MaxDescriptors, DefaultMaxDescriptors),
 		maxEntries:     positive.Or(s.MaxEntries, DefaultMaxEntries),
 		shadow:         s.ShadowMode,

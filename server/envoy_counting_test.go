@@ -18,7 +18,7 @@ import (
 func TestEnvoyLongValues(t *testing.T) {
 	mib := strings.Repeat("v", 1<<18) // 256 KiB, twice in a request below the 1 MiB message limit
 	other := mib[:len(mib)-1] + "w"
-	runSteps(t, server.Settings{}, []refStep{
+	runSteps(t, server.EnvoySettings{}, []refStep{
 		{"256 KiB value: counted", dl{d("unnamed", mib, -1)}, 0, ok, []refStatus{{ok, 1, "", left}}},
 		{"256 KiB value again", dl{d("unnamed", mib, -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
 		{"256 KiB value over", dl{d("unnamed", mib, -1)}, 0, over, []refStatus{{over, 0, "", left}}},
@@ -37,7 +37,7 @@ func TestEnvoyLongValues(t *testing.T) {
 // check-then-charge pattern (a 0-hit check on the request path, the
 // actual usage charged when the stream is done) limits.
 func TestEnvoyCountDeniedHits(t *testing.T) {
-	runSteps(t, server.Settings{CountDeniedHits: true}, []refStep{
+	runSteps(t, server.EnvoySettings{CountDeniedHits: true}, []refStep{
 		{"check", dl{d("tokens", "u", 0)}, 0, ok, []refStatus{{ok, 10, "", left}}},
 		{"charge 4", dl{d("tokens", "u", 4)}, 0, ok, []refStatus{{ok, 6, "", left}}},
 		{"charge 4", dl{d("tokens", "u", 4)}, 0, ok, []refStatus{{ok, 2, "", left}}},
@@ -54,7 +54,7 @@ func TestEnvoyCountDeniedHits(t *testing.T) {
 // does not fit is refused and not counted (all or nothing); the 0-hit
 // check still denies once the next unit does not fit.
 func TestEnvoyCheckThenChargeDefault(t *testing.T) {
-	runSteps(t, server.Settings{}, []refStep{
+	runSteps(t, server.EnvoySettings{}, []refStep{
 		{"charge 5", dl{d("tokens", "v", 5)}, 0, ok, []refStatus{{ok, 5, "", left}}},
 		{"charge 5", dl{d("tokens", "v", 5)}, 0, ok, []refStatus{{ok, 0, "", left}}},
 		{"check: over", dl{d("tokens", "v", 0)}, 0, over, []refStatus{{over, 0, "", left}}},
@@ -67,7 +67,7 @@ func TestEnvoyCheckThenChargeDefault(t *testing.T) {
 // quota-mode descriptor over its quota in a passing request is counted
 // too (the reference increments every key).
 func TestEnvoyCountDeniedQuota(t *testing.T) {
-	runSteps(t, server.Settings{CountDeniedHits: true}, []refStep{
+	runSteps(t, server.EnvoySettings{CountDeniedHits: true}, []refStep{
 		{"fill s1", dl{d("service", "s1", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
 		{"s1 over, counted; s2 charged", dl{d("service", "s1", -1), d("service", "s2", -1)}, 0, ok, []refStatus{{over, 0, "", left}, {ok, 1, "", left}}},
 		{"s2's last", dl{d("service", "s2", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
@@ -88,7 +88,7 @@ func TestEnvoyShareOverrideCounters(t *testing.T) {
 		return withOverride(d("nothing", "x", -1), n, typev3.RateLimitUnit_MINUTE)
 	}
 	t.Run("shared", func(t *testing.T) {
-		runSteps(t, server.Settings{ShareOverrideCounters: true}, []refStep{
+		runSteps(t, server.EnvoySettings{ShareOverrideCounters: true}, []refStep{
 			{"rule, 1 of 2", dl{d("named", "s", -1)}, 0, ok, []refStatus{{ok, 1, "per_minute", left}}},
 			{"override 5: the rule's count", dl{o("s", 5)}, 0, ok, []refStatus{{ok, 3, "", left}}},
 			{"rule: over, the override counted", dl{d("named", "s", -1)}, 0, over, []refStatus{{over, 0, "per_minute", left}}},
@@ -98,7 +98,7 @@ func TestEnvoyShareOverrideCounters(t *testing.T) {
 		})
 	})
 	t.Run("apart", func(t *testing.T) {
-		runSteps(t, server.Settings{}, []refStep{
+		runSteps(t, server.EnvoySettings{}, []refStep{
 			{"rule, 1 of 2", dl{d("named", "s", -1)}, 0, ok, []refStatus{{ok, 1, "per_minute", left}}},
 			{"override 5 counts apart", dl{o("s", 5)}, 0, ok, []refStatus{{ok, 4, "", left}}},
 			{"override 4 starts fresh", dl{o("s", 4)}, 0, ok, []refStatus{{ok, 3, "", left}}},
@@ -110,7 +110,7 @@ func TestEnvoyShareOverrideCounters(t *testing.T) {
 // windows keeps its state to itself; the override counts per unit.
 func TestEnvoyOverrideBesideTokenBucket(t *testing.T) {
 	yaml := "domain: edge\ndescriptors:\n  - key: tb\n    rate_limit: {algorithm: token_bucket, unit: minute, requests_per_unit: 2}\n"
-	h := startEnvoy(t, yaml, nil, server.Settings{ShareOverrideCounters: true})
+	h := startEnvoy(t, yaml, nil, server.EnvoySettings{ShareOverrideCounters: true})
 	for i, want := range []uint32{1, 0} {
 		if r := h.call(t, d("tb", "x", -1)); r.Statuses[0].LimitRemaining != want {
 			t.Fatalf("rule call %d: remaining %d, want %d", i, r.Statuses[0].LimitRemaining, want)

@@ -32,7 +32,7 @@ descriptors:
 // limit; the request path is then denied until the debt is repaid, to the
 // millisecond.
 func TestEnvoyChargeAfter(t *testing.T) {
-	h := startEnvoy(t, llmRules, nil, server.Settings{})
+	h := startEnvoy(t, llmRules, nil, server.EnvoySettings{})
 	request := func() *ratelimitv3.RateLimitDescriptor { return testkit.Descriptor("tenant", "a") }
 	done := func(tokens uint64) *ratelimitv3.RateLimitDescriptor {
 		d := testkit.Descriptor("tenant", "a", "usage", "actual")

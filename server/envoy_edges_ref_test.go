@@ -20,7 +20,7 @@ import (
 // ban denies too.
 func TestEnvoyBanBesideLimitChargesNothing(t *testing.T) {
 	yaml := referenceRules + "  - key: ban\n    rate_limit: {unit: minute, requests_per_unit: 0}\n"
-	h := startEnvoy(t, yaml, nil, server.Settings{})
+	h := startEnvoy(t, yaml, nil, server.EnvoySettings{})
 	h.clock.Advance(10 * 1e9)
 	ban := withOverride(d("unnamed", "b", -1), 0, typev3.RateLimitUnit_MINUTE)
 	if got := codesOf(h.call(t, ban, d("named", "b", -1))); got != "OVER_LIMIT:OVER_LIMIT,OK" {
@@ -42,7 +42,7 @@ func TestEnvoyDynamicMetadataSkipsUnlimitedAndMergesDeep(t *testing.T) {
 		"  - key: free\n    rate_limit: {unlimited: true}\n    metadata: {from: free}\n" +
 		"  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 9}\n    metadata: {m: {x: 1}}\n" +
 		"  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 9}\n    metadata: {m: {y: 2, x: 3}}\n"
-	h := startEnvoy(t, yaml, nil, server.Settings{DynamicMetadata: true})
+	h := startEnvoy(t, yaml, nil, server.EnvoySettings{DynamicMetadata: true})
 	r := h.call(t, d("free", "1", -1), d("a", "1", -1), d("b", "1", -1))
 	got, _ := protojson.Marshal(r.DynamicMetadata.GetFields()["metadata"])
 	if !jsonEqual(t, got, []byte(`{"m":{"x":1,"y":2}}`)) {
@@ -55,7 +55,7 @@ func TestEnvoyDynamicMetadataSkipsUnlimitedAndMergesDeep(t *testing.T) {
 // metadata with each bad run replaced by U+FFFD, so that a strict proto3
 // parser reads the response.
 func TestEnvoyDynamicMetadataNotUTF8(t *testing.T) {
-	h := startEnvoy(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n", nil, server.Settings{DynamicMetadata: true})
+	h := startEnvoy(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n", nil, server.EnvoySettings{DynamicMetadata: true})
 	for _, domain := range []string{"edge", "ed\xffge"} {
 		r, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: domain,
 			Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("k", "v\xfe\xff"), testkit.Descriptor("k\xc3", "v")}})

@@ -36,7 +36,7 @@ descriptors:
 // enforced one had 2 left. Shadow limits never shape headers, nor the
 // numbers of a status (from which Envoy can write its own headers).
 func TestEnvoyHeadersShadowNeverShape(t *testing.T) {
-	h := startEnvoy(t, headerConfig, nil, server.Settings{})
+	h := startEnvoy(t, headerConfig, nil, server.EnvoySettings{})
 	r := h.call(t, testkit.Descriptor("a", "1"), testkit.Descriptor("s", "1"))
 	hs := headerMap(r)
 	for k, v := range map[string]string{
@@ -62,7 +62,7 @@ func TestEnvoyHeadersShadowNeverShape(t *testing.T) {
 	if codesOf(r) != "OK:OK" || len(r.ResponseHeadersToAdd) != 0 {
 		t.Errorf("shadow only: got %s %v, want OK and no headers", codesOf(r), headerMap(r))
 	}
-	g := startEnvoy(t, headerConfig, nil, server.Settings{ShadowMode: true})
+	g := startEnvoy(t, headerConfig, nil, server.EnvoySettings{ShadowMode: true})
 	for i := range 5 {
 		r := g.call(t, testkit.Descriptor("a", "1"), testkit.Descriptor("ban", "x"))
 		if codesOf(r) != "OK:OK,OK" || len(r.ResponseHeadersToAdd) != 0 || r.Statuses[0].CurrentLimit != nil {
@@ -76,7 +76,7 @@ func TestEnvoyHeadersShadowNeverShape(t *testing.T) {
 // clients "none left, retry now". Now it says nothing about the quota.
 func TestEnvoyHeadersDegraded(t *testing.T) {
 	mem := memstore.New(memstore.Config{})
-	h := startEnvoy(t, headerConfig, failingStore{mem}, server.Settings{})
+	h := startEnvoy(t, headerConfig, failingStore{mem}, server.EnvoySettings{})
 	r := h.call(t, testkit.Descriptor("a", "1"))
 	hs := headerMap(r)
 	if codesOf(r) != "OK:OK" || hs["x-ratelimit-degraded"] != "true" || len(hs) != 1 {
@@ -104,7 +104,7 @@ func TestEnvoyHeadersDegraded(t *testing.T) {
 // burst 10 advertised q=10;w=60 (six times too slow); a ban answered t=0,
 // x-ratelimit-reset 0 and no Retry-After (retry now, in a loop).
 func TestEnvoyHeadersMeaning(t *testing.T) {
-	h := startEnvoy(t, headerConfig, nil, server.Settings{})
+	h := startEnvoy(t, headerConfig, nil, server.EnvoySettings{})
 	r := h.call(t, testkit.Descriptor("tb", "1"))
 	if got := headerMap(r)["ratelimit-policy"]; got != `"edge.tb";q=10;w=10` {
 		t.Errorf("token bucket 60/min burst 10: ratelimit-policy %q, want q=10;w=10", got)
@@ -133,7 +133,7 @@ func TestEnvoyHeadersMeaning(t *testing.T) {
 // with strconv.Quote, whose output (raw UTF-8, \u escapes) is no
 // Structured Field string. Every header must parse as RFC 9651 says.
 func TestEnvoyHeadersStructuredFields(t *testing.T) {
-	h := startEnvoy(t, headerConfig, nil, server.Settings{})
+	h := startEnvoy(t, headerConfig, nil, server.EnvoySettings{})
 	for _, d := range []string{"named", "a", "tb", "ban"} {
 		for range 7 { // allowed, then denied
 			r := h.call(t, testkit.Descriptor(d, "1"))

@@ -97,7 +97,7 @@ func decisionSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // countable after a flood.
 func TestEnvoyDetailedMetricDefault(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := startEnvoy(t, detailedConfig, nil, server.Settings{Metrics: observability.NewMetrics(reg)})
+	h := startEnvoy(t, detailedConfig, nil, server.EnvoySettings{Settings: server.Settings{Metrics: observability.NewMetrics(reg)}})
 	const n = 10_100
 	flood(t, h, "api_key", n, 64)
 	flood(t, h, "tenant", 100, 16)
@@ -120,14 +120,14 @@ func TestEnvoyDetailedMetricDefault(t *testing.T) {
 	}
 }
 
-// TestEnvoyDetailedMetricOptIn: with Settings.DetailedMetricSeries
+// TestEnvoyDetailedMetricOptIn: with EnvoySettings.DetailedMetricSeries
 // (--detailed-metric-series), detailed_metric and value_to_metric rules
 // show request values, envoyproxy/ratelimit style, for at most that many
 // values per rule; the rest count under the rule's name, so every decision
 // is still counted, and long values are never labels.
 func TestEnvoyDetailedMetricOptIn(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := startEnvoy(t, detailedConfig, nil, server.Settings{Metrics: observability.NewMetrics(reg), DetailedMetricSeries: 5})
+	h := startEnvoy(t, detailedConfig, nil, server.EnvoySettings{Settings: server.Settings{Metrics: observability.NewMetrics(reg)}, DetailedMetricSeries: 5})
 	flood(t, h, "api_key", 300, 24)
 	flood(t, h, "tenant", 300, 24)
 	h.call(t, testkit.Descriptor("api_key", strings.Repeat("k", 4096))) // too long to be a label
@@ -165,7 +165,7 @@ func TestEnvoyDetailedMetricOptIn(t *testing.T) {
 // algorithm and result it had, on both APIs.
 func TestDecisionLabels(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := startEnvoy(t, detailedConfig, nil, server.Settings{Metrics: observability.NewMetrics(reg)})
+	h := startEnvoy(t, detailedConfig, nil, server.EnvoySettings{Settings: server.Settings{Metrics: observability.NewMetrics(reg)}})
 	h.call(t, testkit.Descriptor("later", "x"))
 	hasSeries(t, reg, map[string]string{"api": "envoy", "domain": "edge", "rule": "edge.later", "algorithm": "fixed_window", "result": "allowed"})
 
@@ -196,7 +196,7 @@ func hasSeries(t *testing.T, reg *prometheus.Registry, labels map[string]string)
 // label with the bad bytes replaced, and the requests after it are too.
 func TestEnvoyDetailedMetricNotUTF8(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := startEnvoy(t, detailedConfig, nil, server.Settings{Metrics: observability.NewMetrics(reg), DetailedMetricSeries: 5})
+	h := startEnvoy(t, detailedConfig, nil, server.EnvoySettings{Settings: server.Settings{Metrics: observability.NewMetrics(reg)}, DetailedMetricSeries: 5})
 	for _, key := range []string{"api_key", "tenant"} {
 		for range 3 {
 			for _, v := range []string{"a\xffb", "ok"} {

@@ -27,7 +27,7 @@ descriptors:
         value: actual
         charge: after
 `
-	h := startEnvoy(t, yaml, nil, server.Settings{})
+	h := startEnvoy(t, yaml, nil, server.EnvoySettings{})
 	r := h.call(t, testkit.Descriptor("job", "a", "usage", "actual"))
 	if got := codesOf(r); got != "OK:OK" {
 		t.Fatalf("charge after: %s, want OK", got)
@@ -44,7 +44,7 @@ descriptors:
 // nothing, whether the request passes or is denied by another limit.
 func TestEnvoyShadowZeroHitCheck(t *testing.T) {
 	rec := &keyRecorder{Store: memstore.New(memstore.Config{}), seen: map[int64]store.Request{}}
-	h := startEnvoy(t, shadowRules, rec, server.Settings{})
+	h := startEnvoy(t, shadowRules, rec, server.EnvoySettings{})
 	for range 5 {
 		if got := codesOf(h.call(t, d("trial", "z", 0))); got != "OK:OK" {
 			t.Fatalf("0-hit shadow check: %s", got)
@@ -68,7 +68,7 @@ func TestEnvoyShareOverrideOtherUnit(t *testing.T) {
 	hour := func(n uint32) *ratelimitv3.RateLimitDescriptor {
 		return withOverride(d("named", "u", -1), n, typev3.RateLimitUnit_HOUR)
 	}
-	runSteps(t, server.Settings{ShareOverrideCounters: true}, []refStep{
+	runSteps(t, server.EnvoySettings{ShareOverrideCounters: true}, []refStep{
 		{"rule, 1 of 2 a minute", dl{d("named", "u", -1)}, 0, ok, []refStatus{{ok, 1, "per_minute", left}}},
 		{"override 5 an hour: not the minute's count", dl{hour(5)}, 0, ok, []refStatus{{ok, 4, "", -1}}},
 		{"rule: its own count", dl{d("named", "u", -1)}, 0, ok, []refStatus{{ok, 0, "per_minute", left}}},
@@ -81,7 +81,7 @@ func TestEnvoyShareOverrideOtherUnit(t *testing.T) {
 // is given back only when it fitted), after an allowed one they say all
 // that is left, never more than the limit.
 func TestEnvoyZeroHitCheckHeaders(t *testing.T) {
-	h := startEnvoy(t, headerConfig, nil, server.Settings{})
+	h := startEnvoy(t, headerConfig, nil, server.EnvoySettings{})
 	for i, want := range []string{"3", "3", "2", "1", "0", "0"} {
 		hits := 0
 		if i == 2 || i == 3 || i == 4 {
@@ -103,7 +103,7 @@ func TestEnvoyDeniedRequestRefund(t *testing.T) {
 		desc.IsNegativeHits = true
 		return desc
 	}
-	runSteps(t, server.Settings{CountDeniedHits: true}, []refStep{
+	runSteps(t, server.EnvoySettings{CountDeniedHits: true}, []refStep{
 		{"spend 5 of 10 tokens", dl{d("tokens", "t", 5)}, 0, ok, []refStatus{{ok, 5, "", -1}}},
 		{"spend regular", dl{d("regular", "r", -1)}, 0, ok, []refStatus{{ok, 0, "", -1}}},
 		{"denied by regular, with a refund of 3", dl{d("regular", "r", -1), refund(3)}, 0, over, []refStatus{{over, 0, "", -1}, {ok, -1, "", -1}}},
@@ -119,11 +119,11 @@ func TestEnvoyOverrideQuotaAndShadow(t *testing.T) {
 	o := func() *ratelimitv3.RateLimitDescriptor {
 		return withOverride(d("nothing", "q", -1), 1, typev3.RateLimitUnit_MINUTE)
 	}
-	runSteps(t, server.Settings{QuotaMode: true}, []refStep{
+	runSteps(t, server.EnvoySettings{QuotaMode: true}, []refStep{
 		{"override fits", dl{o()}, 0, ok, []refStatus{{ok, 0, "", left}}},
 		{"override over beside a fitting quota: OK", dl{o(), d("regular", "q", -1)}, 0, ok, []refStatus{{over, 0, "", left}, {ok, 0, "", left}}},
 	})
-	runSteps(t, server.Settings{ShadowMode: true}, []refStep{
+	runSteps(t, server.EnvoySettings{ShadowMode: true}, []refStep{
 		{"unlimited under global shadow", dl{d("free", "x", -1)}, 0, ok, []refStatus{{ok, 0, "", 0}}},
 	})
 }
@@ -132,7 +132,7 @@ func TestEnvoyOverrideQuotaAndShadow(t *testing.T) {
 // day: an override of unit day does not share its count.
 func TestEnvoyShareOverrideCalendar(t *testing.T) {
 	const yaml = "domain: edge\ndescriptors:\n  - key: cal\n    rate_limit: {algorithm: fixed_window, period: calendar_day, requests_per_unit: 2}\n"
-	h := startEnvoy(t, yaml, nil, server.Settings{ShareOverrideCounters: true})
+	h := startEnvoy(t, yaml, nil, server.EnvoySettings{ShareOverrideCounters: true})
 	if r := h.call(t, d("cal", "x", -1)); r.Statuses[0].LimitRemaining != 1 {
 		t.Fatalf("calendar rule: remaining %d, want 1", r.Statuses[0].LimitRemaining)
 	}
@@ -155,7 +155,7 @@ descriptors:
         value: actual
         charge: after
 `
-	h := startEnvoy(t, yaml, nil, server.Settings{ShareOverrideCounters: true})
+	h := startEnvoy(t, yaml, nil, server.EnvoySettings{ShareOverrideCounters: true})
 	if r := h.call(t, d("job", "a", -1)); r.Statuses[0].LimitRemaining != 4 {
 		t.Fatalf("request path: remaining %d, want 4", r.Statuses[0].LimitRemaining)
 	}

@@ -23,7 +23,7 @@ type dl = []*ratelimitv3.RateLimitDescriptor
 // it is denied (the reference charges every descriptor).
 func TestEnvoyQuotaMode(t *testing.T) {
 	s1, s2 := func() *ratelimitv3.RateLimitDescriptor { return d("service", "s1", -1) }, func() *ratelimitv3.RateLimitDescriptor { return d("service", "s2", -1) }
-	runSteps(t, server.Settings{}, []refStep{
+	runSteps(t, server.EnvoySettings{}, []refStep{
 		{"both fit", dl{s1(), s2()}, 0, ok, []refStatus{{ok, 0, "", left}, {ok, 1, "", left}}},
 		{"s1 over its quota, s2 fits: OK", dl{s1(), s2()}, 0, ok, []refStatus{{over, 0, "", left}, {ok, 0, "", left}}},
 		{"every quota over: OVER_LIMIT", dl{s1(), s2()}, 0, over, []refStatus{{over, 0, "", left}, {over, 0, "", left}}},
@@ -39,7 +39,7 @@ func TestEnvoyQuotaMode(t *testing.T) {
 // over its quota is not charged, the others are; a denied request charges
 // nothing.
 func TestEnvoyQuotaModeCharges(t *testing.T) {
-	runSteps(t, server.Settings{}, []refStep{
+	runSteps(t, server.EnvoySettings{}, []refStep{
 		{"fill s1", dl{d("service", "s1", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
 		{"s1 over, s2 charged", dl{d("service", "s1", -1), d("service", "s2", -1)}, 0, ok, []refStatus{{over, 0, "", left}, {ok, 1, "", left}}},
 		{"denied: regular not charged", dl{d("regular", "n", -1), d("service", "s1", -1)}, 0, over, []refStatus{{ok, 0, "", left}, {over, 0, "", left}}},
@@ -51,7 +51,7 @@ func TestEnvoyQuotaModeCharges(t *testing.T) {
 // TestEnvoyGlobalQuotaMode: with the server's QuotaMode every limit is a
 // quota (the reference's QUOTA_MODE).
 func TestEnvoyGlobalQuotaMode(t *testing.T) {
-	runSteps(t, server.Settings{QuotaMode: true}, []refStep{
+	runSteps(t, server.EnvoySettings{QuotaMode: true}, []refStep{
 		{"fill regular", dl{d("regular", "g", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
 		{"one of two over: OK", dl{d("regular", "g", -1), d("named", "g", -1)}, 0, ok, []refStatus{{over, 0, "", left}, {ok, 1, "per_minute", left}}},
 		{"the only one over: OVER_LIMIT", dl{d("regular", "g", -1)}, 0, over, []refStatus{{over, 0, "", left}}},
@@ -67,7 +67,7 @@ func TestEnvoyQuotaModeAlgorithms(t *testing.T) {
 			yaml := "domain: edge\ndescriptors:\n" +
 				"  - key: a\n    quota_mode: true\n    rate_limit: {algorithm: " + alg + ", unit: minute, requests_per_unit: 1}\n" +
 				"  - key: b\n    quota_mode: true\n    rate_limit: {algorithm: " + alg + ", unit: minute, requests_per_unit: 2}\n"
-			h := startEnvoy(t, yaml, nil, server.Settings{})
+			h := startEnvoy(t, yaml, nil, server.EnvoySettings{})
 			want := []string{"OK:OK,OK", "OK:OVER_LIMIT,OK", "OVER_LIMIT:OVER_LIMIT,OVER_LIMIT"}
 			if alg == "leaky_bucket" {
 				// A queue of 1 or 2 drains one request per 60 or 30 s;
@@ -90,7 +90,7 @@ func TestEnvoyQuotaModeAlgorithms(t *testing.T) {
 // merged metadata of the passed descriptors, the first one's value
 // winning.
 func TestEnvoyDynamicMetadata(t *testing.T) {
-	h := startEnvoy(t, referenceRules, nil, server.Settings{DynamicMetadata: true})
+	h := startEnvoy(t, referenceRules, nil, server.EnvoySettings{DynamicMetadata: true})
 	override := &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 42, Unit: typev3.RateLimitUnit_HOUR}
 	tests := []struct {
 		name string
@@ -133,7 +133,7 @@ func TestEnvoyDynamicMetadata(t *testing.T) {
 		})
 	}
 	// Off by default.
-	plain := startEnvoy(t, referenceRules, nil, server.Settings{})
+	plain := startEnvoy(t, referenceRules, nil, server.EnvoySettings{})
 	if r := plain.call(t, d("service", "s1", -1)); r.DynamicMetadata != nil {
 		t.Errorf("dynamic_metadata without the switch: %v", r.DynamicMetadata)
 	}
@@ -145,7 +145,7 @@ func TestEnvoyDynamicMetadataLeavesConfigAlone(t *testing.T) {
 	yaml := "domain: edge\ndescriptors:\n" +
 		"  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 100}\n    metadata: {m: {x: 1}}\n" +
 		"  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 100}\n    metadata: {m: {y: 2}}\n"
-	h := startEnvoy(t, yaml, nil, server.Settings{DynamicMetadata: true})
+	h := startEnvoy(t, yaml, nil, server.EnvoySettings{DynamicMetadata: true})
 	h.call(t, d("a", "1", -1), d("b", "1", -1))
 	r := h.call(t, d("a", "1", -1))
 	got, _ := protojson.Marshal(r.DynamicMetadata.GetFields()["metadata"])

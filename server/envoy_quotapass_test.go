@@ -20,7 +20,7 @@ import (
 // other quotas being over does not make it OVER_LIMIT.
 func TestEnvoyQuotaPassers(t *testing.T) {
 	t.Run("shadow quota", func(t *testing.T) {
-		runSteps(t, server.Settings{}, []refStep{
+		runSteps(t, server.EnvoySettings{}, []refStep{
 			{"fill ghost", dl{d("ghost", "g", -1)}, 0, ok, []refStatus{{ok, -1, "", -1}}},
 			{"ghost over, still OK", dl{d("ghost", "g", -1)}, 0, ok, []refStatus{{ok, -1, "", -1}}},
 			{"fill s1", dl{d("service", "s1", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
@@ -29,19 +29,19 @@ func TestEnvoyQuotaPassers(t *testing.T) {
 		})
 	})
 	t.Run("a shadow limit out of quota mode is no quota", func(t *testing.T) {
-		runSteps(t, server.Settings{}, []refStep{
+		runSteps(t, server.EnvoySettings{}, []refStep{
 			{"fill s1", dl{d("service", "s1", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
 			{"s1 over beside a plain shadow limit: OVER_LIMIT", dl{d("trial", "t", -1), d("service", "s1", -1)}, 0, over, []refStatus{{ok, -1, "", -1}, {over, 0, "", left}}},
 		})
 	})
 	t.Run("one of a descriptor's quota limits over", func(t *testing.T) {
-		runSteps(t, server.Settings{}, []refStep{
+		runSteps(t, server.EnvoySettings{}, []refStep{
 			{"both fit", dl{d("tiers", "x", -1)}, 0, ok, []refStatus{{ok, 0, "", -1}}},
 			{"the first over, the second fits: over its quota", dl{d("tiers", "x", -1)}, 0, over, []refStatus{{over, 0, "", -1}}},
 		})
 	})
 	t.Run("global, no rule", func(t *testing.T) {
-		runSteps(t, server.Settings{QuotaMode: true}, []refStep{
+		runSteps(t, server.EnvoySettings{QuotaMode: true}, []refStep{
 			{"fill regular", dl{d("regular", "n", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
 			{"no rule beside it: OK", dl{d("nosuch", "x", -1), d("regular", "n", -1)}, 0, ok, []refStatus{{ok, 0, "", 0}, {over, 0, "", left}}},
 			{"alone: OVER_LIMIT", dl{d("regular", "n", -1)}, 0, over, []refStatus{{over, 0, "", left}}},
@@ -49,7 +49,7 @@ func TestEnvoyQuotaPassers(t *testing.T) {
 		})
 	})
 	t.Run("not global, no rule", func(t *testing.T) {
-		runSteps(t, server.Settings{}, []refStep{
+		runSteps(t, server.EnvoySettings{}, []refStep{
 			{"fill s1", dl{d("service", "s1", -1)}, 0, ok, []refStatus{{ok, 0, "", left}}},
 			{"no rule is no quota: OVER_LIMIT", dl{d("nosuch", "x", -1), d("service", "s1", -1)}, 0, over, []refStatus{{ok, 0, "", 0}, {over, 0, "", left}}},
 		})
@@ -74,7 +74,7 @@ func TestEnvoyQuotaMarks(t *testing.T) {
 		st := memstore.New(memstore.Config{})
 		t.Cleanup(func() { st.Close() })
 		clock := testkit.NewClock(testkit.T0)
-		e := server.NewEnvoy(st, server.Settings{Rules: testkit.StaticRules(cfg), Clock: clock.Now, QuotaMode: tc.global})
+		e := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: testkit.StaticRules(cfg), Clock: clock.Now}, QuotaMode: tc.global})
 		ctx, marks := server.WithQuotaMarks(context.Background())
 		_, err := e.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: dl{
 			d("service", "s1", -1), d("regular", "r", -1), d("free", "x", -1), d("nosuch", "x", -1), d("ghost", "g", -1)}})
@@ -104,7 +104,7 @@ func TestEnvoyQuotaRoundTrips(t *testing.T) {
 		{"a regular limit and a quota", dl{d("regular", "rt3", -1), d("service", "s1", -1)}, 2},
 	} {
 		cc := &callCounter{Store: memstore.New(memstore.Config{})}
-		h := startEnvoy(t, referenceRules, cc, server.Settings{})
+		h := startEnvoy(t, referenceRules, cc, server.EnvoySettings{})
 		h.call(t, tc.descs...)
 		if got := cc.calls.Load(); got != tc.calls {
 			t.Errorf("%s: %d store calls, want %d", tc.what, got, tc.calls)

@@ -104,7 +104,7 @@ func withOverride(desc *ratelimitv3.RateLimitDescriptor, n uint32, unit typev3.R
 
 // runSteps plays steps against a fresh server with s at T0+10s (a minute
 // window has 50 s left: CalculateReset gives 60 - now%60).
-func runSteps(t *testing.T, s server.Settings, steps []refStep) {
+func runSteps(t *testing.T, s server.EnvoySettings, steps []refStep) {
 	t.Helper()
 	h := startEnvoy(t, referenceRules, nil, s)
 	h.clock.Advance(10 * time.Second)
@@ -142,7 +142,7 @@ const left = 50 * time.Second // of the minute window at T0+10s
 // TestEnvoyReferenceNumbers: limit_remaining, name and duration_until_reset
 // as GetResponseDescriptorStatus and shouldRateLimitWorker set them.
 func TestEnvoyReferenceNumbers(t *testing.T) {
-	runSteps(t, server.Settings{}, []refStep{
+	runSteps(t, server.EnvoySettings{}, []refStep{
 		{"named, first hit", []*ratelimitv3.RateLimitDescriptor{d("named", "a", -1)}, 0, ok, []refStatus{{ok, 1, "per_minute", left}}},
 		{"unnamed: name empty", []*ratelimitv3.RateLimitDescriptor{d("unnamed", "a", -1)}, 0, ok, []refStatus{{ok, 1, "", left}}},
 		{"unlimited: MaxUint32, no limit", []*ratelimitv3.RateLimitDescriptor{d("free", "a", -1)}, 0, ok, []refStatus{{ok, 4294967295, "", 0}}},
@@ -165,7 +165,7 @@ func TestEnvoyReferenceNumbers(t *testing.T) {
 // passed the limit (after > limit with nothing added); floodgate denies
 // when the next unit would not fit (docs/envoy.md, Differences).
 func TestEnvoyZeroHitCheck(t *testing.T) {
-	runSteps(t, server.Settings{}, []refStep{
+	runSteps(t, server.EnvoySettings{}, []refStep{
 		{"check, fresh", []*ratelimitv3.RateLimitDescriptor{d("unnamed", "z", 0)}, 0, ok, []refStatus{{ok, 2, "", left}}},
 		{"check again: nothing charged", []*ratelimitv3.RateLimitDescriptor{d("unnamed", "z", 0)}, 0, ok, []refStatus{{ok, 2, "", left}}},
 		{"charge 2", []*ratelimitv3.RateLimitDescriptor{d("unnamed", "z", 2)}, 0, ok, []refStatus{{ok, 0, "", left}}},

@@ -30,7 +30,7 @@ func TestEnvoyCountDeniedHitsNoLockout(t *testing.T) {
 			st := memstore.New(memstore.Config{})
 			t.Cleanup(func() { st.Close() })
 			clock := testkit.NewClock(testkit.T0.Truncate(time.Second))
-			e := server.NewEnvoy(st, server.Settings{Rules: testkit.StaticRules(cfg), Clock: clock.Now, CountDeniedHits: true})
+			e := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: testkit.StaticRules(cfg), Clock: clock.Now}, CountDeniedHits: true})
 			for second := range 4 {
 				admitted := 0
 				for range 6 {

@@ -33,7 +33,7 @@ func TestEnvoyAnswerFollowsReload(t *testing.T) {
 	m := observability.NewMetrics(reg)
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	e := server.NewEnvoy(st, server.Settings{Rules: src, Clock: (testkit.NewClock(testkit.T0)).Now, Metrics: m})
+	e := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: src, Clock: (testkit.NewClock(testkit.T0)).Now, Metrics: m}})
 	call := func() *rlsv3.RateLimitResponse {
 		t.Helper()
 		resp, err := e.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("k", "v")}})
@@ -78,7 +78,7 @@ func TestEnvoyManyDescriptors(t *testing.T) {
 			"              - {name: " + k + "_small, unit: minute, requests_per_unit: " + strconv.Itoa(i+1) + "}\n" +
 			"              - {name: " + k + "_big, unit: hour, requests_per_unit: 1000}\n"
 	}
-	h := startEnvoy(t, yaml, nil, server.Settings{})
+	h := startEnvoy(t, yaml, nil, server.EnvoySettings{})
 	descs := make([]*ratelimitv3.RateLimitDescriptor, n)
 	for i := range descs {
 		descs[i] = testkit.Descriptor("k"+strconv.Itoa(i), "x", "a", "1", "b", "2")

@@ -71,7 +71,7 @@ descriptors:
 // the shadow limit of 3 has spent 2.
 func TestEnvoyShadowChargedOnlyWhenAllowed(t *testing.T) {
 	rec := &keyRecorder{Store: memstore.New(memstore.Config{}), seen: map[int64]store.Request{}}
-	h := startEnvoy(t, shadowRules, rec, server.Settings{})
+	h := startEnvoy(t, shadowRules, rec, server.EnvoySettings{})
 	for i, want := range []string{"OK:OK,OK", "OK:OK,OK", "OVER_LIMIT:OVER_LIMIT,OK", "OVER_LIMIT:OVER_LIMIT,OK", "OVER_LIMIT:OVER_LIMIT,OK", "OVER_LIMIT:OVER_LIMIT,OK"} {
 		if got := codesOf(h.call(t, testkit.Descriptor("enforced", "u"), testkit.Descriptor("trial", "u"))); got != want {
 			t.Fatalf("call %d: %s, want %s", i, got, want)
@@ -85,7 +85,7 @@ func TestEnvoyShadowChargedOnlyWhenAllowed(t *testing.T) {
 // TestEnvoyShadowBanChargesEnforced: a shadow ban beside an enforced limit
 // does not reject the request: the enforced limit is charged and decides.
 func TestEnvoyShadowBanChargesEnforced(t *testing.T) {
-	h := startEnvoy(t, shadowRules, nil, server.Settings{})
+	h := startEnvoy(t, shadowRules, nil, server.EnvoySettings{})
 	for i, want := range []struct {
 		codes     string
 		remaining uint32
@@ -103,8 +103,9 @@ func TestEnvoyShadowBanChargesEnforced(t *testing.T) {
 func TestEnvoyServerLocalFailureCounted(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	yaml := "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 30}\n"
-	h := startEnvoy(t, yaml, failingStore{memstore.New(memstore.Config{})}, server.Settings{
-		FailureMode: rules.FailureLocal, Local: threeReplicas(), Metrics: observability.NewMetrics(reg)})
+	h := startEnvoy(t, yaml, failingStore{memstore.New(memstore.Config{})}, server.EnvoySettings{
+		Settings: server.Settings{FailureMode: rules.FailureLocal, Local: threeReplicas(), Metrics: observability.NewMetrics(reg)},
+	})
 	ok := 0
 	for range 30 {
 		if codesOf(h.call(t, testkit.Descriptor("k", "v"))) == "OK:OK" {

@@ -30,7 +30,7 @@ type envoyHarness struct {
 	clock  *testkit.Clock
 }
 
-func startEnvoy(t testing.TB, yaml string, st store.Store, s server.Settings) *envoyHarness {
+func startEnvoy(t testing.TB, yaml string, st store.Store, s server.EnvoySettings) *envoyHarness {
 	t.Helper()
 	cfg, err := rules.Parse("edge.yaml", []byte(yaml))
 	if err != nil {
@@ -45,7 +45,7 @@ func startEnvoy(t testing.TB, yaml string, st store.Store, s server.Settings) *e
 		st = memstore.New(memstore.Config{})
 	}
 	t.Cleanup(func() { st.Close() })
-	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), server.NewEnvoy(st, s), server.GRPCSettings{})
+	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{}), server.NewEnvoy(st, s), server.GRPCSettings{})
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
@@ -87,7 +87,7 @@ func headerMap(r *rlsv3.RateLimitResponse) map[string]string {
 }
 
 func TestEnvoyUnknownDomain(t *testing.T) {
-	h := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{})
 	resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("remote_address", "1")}})
 	if err != nil || codesOf(resp) != "OK:OK" {
 		t.Fatalf("got %v %v, want OK", resp, err)
@@ -97,7 +97,7 @@ func TestEnvoyUnknownDomain(t *testing.T) {
 // TestEnvoyAllOrNothing: a request denied by one descriptor charges none of
 // the others (envoyproxy/ratelimit charges them all).
 func TestEnvoyAllOrNothing(t *testing.T) {
-	h := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{})
 	ip := testkit.Descriptor("remote_address", "192.0.2.9") // 3/s
 	strict := testkit.Descriptor("remote_address", "10.0.0.1")
 	if got := codesOf(h.call(t, strict)); got != "OK:OK" {
@@ -117,7 +117,7 @@ func TestEnvoyAllOrNothing(t *testing.T) {
 }
 
 func TestEnvoyHitsAddendAndRefund(t *testing.T) {
-	h := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{})
 	ctx := context.Background()
 	ip := testkit.Descriptor("remote_address", "192.0.2.10")
 	// Request-level hits_addend 3 spends the whole 3/s.
@@ -150,7 +150,7 @@ func TestEnvoyHitsAddendAndRefund(t *testing.T) {
 }
 
 func TestEnvoyShadowMode(t *testing.T) {
-	h := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{})
 	for i := range 3 {
 		r := h.call(t, testkit.Descriptor("shadowed", "x"))
 		if codesOf(r) != "OK:OK" {
@@ -158,7 +158,7 @@ func TestEnvoyShadowMode(t *testing.T) {
 		}
 	}
 	// Global shadow mode.
-	g := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{ShadowMode: true})
+	g := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{ShadowMode: true})
 	for i := range 5 {
 		if got := codesOf(g.call(t, testkit.Descriptor("remote_address", "10.0.0.1"))); got != "OK:OK" {
 			t.Fatalf("global shadow call %d: got %s, want OK", i, got)
@@ -167,7 +167,7 @@ func TestEnvoyShadowMode(t *testing.T) {
 }
 
 func TestEnvoyHeaders(t *testing.T) {
-	h := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{})
 	ip := testkit.Descriptor("remote_address", "192.0.2.20")
 	r := h.call(t, ip)
 	hs := headerMap(r)
@@ -192,7 +192,7 @@ func TestEnvoyHeaders(t *testing.T) {
 	if hs := headerMap(r); hs["retry-after"] != "1" || hs["x-ratelimit-remaining"] != "0" {
 		t.Errorf("over limit: got %v, want retry-after 1 and remaining 0", hs)
 	}
-	off := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{NoHeaders: true})
+	off := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{NoHeaders: true})
 	if r := off.call(t, ip); len(r.ResponseHeadersToAdd) != 0 {
 		t.Errorf("headers switched off: got %v", r.ResponseHeadersToAdd)
 	}
@@ -202,7 +202,7 @@ func TestEnvoyHeaders(t *testing.T) {
 // window of 10 per 2s, ten requests just before a window edge and ten just
 // after: the second ten are denied.
 func TestEnvoyWindowEdge(t *testing.T) {
-	h := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{})
 	h.clock.Advance(2*time.Second - 10*time.Millisecond) // 10ms before an edge
 	d := testkit.Descriptor("login", "alice")
 	for i := range 10 {
@@ -219,7 +219,7 @@ func TestEnvoyWindowEdge(t *testing.T) {
 }
 
 func TestEnvoyLimitOverride(t *testing.T) {
-	h := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{})
 	d := testkit.Descriptor("remote_address", "192.0.2.30")
 	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
 	if got := codesOf(h.call(t, d)); got != "OK:OK" {
@@ -232,7 +232,7 @@ func TestEnvoyLimitOverride(t *testing.T) {
 }
 
 func TestEnvoyInvalid(t *testing.T) {
-	h := startEnvoy(t, testkit.EnvoyRules, nil, server.Settings{})
+	h := startEnvoy(t, testkit.EnvoyRules, nil, server.EnvoySettings{})
 	long := strings.Repeat("v", 5000)
 	tests := []struct {
 		name string

@@ -44,7 +44,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 5, failure_mode: open}
 `
 	reg := prometheus.NewRegistry()
-	h := startEnvoy(t, yaml, panickingStore{memstore.New(memstore.Config{})}, server.Settings{Metrics: observability.NewMetrics(reg)})
+	h := startEnvoy(t, yaml, panickingStore{memstore.New(memstore.Config{})}, server.EnvoySettings{Settings: server.Settings{Metrics: observability.NewMetrics(reg)}})
 	for _, tc := range []struct {
 		descs []*ratelimitv3.RateLimitDescriptor
 		want  string
@@ -68,7 +68,7 @@ descriptors:
 	for _, mode := range []rules.FailureMode{rules.FailureClosed, rules.FailureOpen} {
 		st := memstore.New(memstore.Config{})
 		t.Cleanup(func() { st.Close() })
-		e := server.NewEnvoy(st, server.Settings{Rules: panickingRules{}, FailureMode: mode})
+		e := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: panickingRules{}, FailureMode: mode}})
 		r, err := e.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{testkit.Descriptor("k", "v"), testkit.Descriptor("j", "v")}})
 		want := "OK:OK,OK"
 		if mode == rules.FailureClosed {

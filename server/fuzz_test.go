@@ -90,7 +90,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 	f.Add("", "", "", "", "", uint32(0), int64(0), true, uint32(5), int32(2))
 	f.Add("edge", "plan", "free", "api_key", "k\x00", uint32(7), int64(3), true, uint32(1), int32(9))
 	f.Add("edge", "login", "x", "", "", uint32(1<<31), int64(1<<40), false, uint32(0), int32(1))
-	h := startEnvoy(f, testkit.EnvoyRules, nil, server.Settings{})
+	h := startEnvoy(f, testkit.EnvoyRules, nil, server.EnvoySettings{})
 	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2 string, hits uint32, descHits int64, negative bool, overrideReqs uint32, overrideUnit int32) {
 		for _, s := range []string{domain, k1, v1, k2, v2} {
 			if !utf8.ValidString(s) {

@@ -77,7 +77,7 @@ func (e *Envoy) withoutRefusedRefunds(ctx context.Context, req *rlsv3.RateLimitR
 }
 
 // errRefundsOff is the refusal of every negative hit with
-// Settings.NoRefunds (--envoy-refunds=false).
+// EnvoySettings.NoRefunds (--envoy-refunds=false).
 var errRefundsOff = refundsOff{}
 
 type refundsOff struct{}

@@ -44,7 +44,7 @@ func TestGiveBackRefusedEverywhere(t *testing.T) {
 	refuse := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 		return next(giveback.WithRefusal(ctx, why), req)
 	}
-	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, s), server.NewEnvoy(st, s), server.GRPCSettings{UnaryInterceptors: []grpc.UnaryServerInterceptor{refuse}})
+	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{Settings: s}), server.NewEnvoy(st, server.EnvoySettings{Settings: s}), server.GRPCSettings{UnaryInterceptors: []grpc.UnaryServerInterceptor{refuse}})
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)

@@ -81,7 +81,7 @@ func TestCheckLeakyInvalid(t *testing.T) {
 // per slot, the rest OVER_LIMIT until the queue is empty.
 func TestEnvoyLeakyNoWait(t *testing.T) {
 	yaml := "domain: edge\ndescriptors:\n  - key: partner\n    rate_limit: {unit: second, requests_per_unit: 20, algorithm: leaky_bucket}\n"
-	h := startEnvoy(t, yaml, nil, server.Settings{})
+	h := startEnvoy(t, yaml, nil, server.EnvoySettings{})
 	d := testkit.Descriptor("partner", "p")
 	if got := codesOf(h.call(t, d)); got != "OK:OK" {
 		t.Fatalf("first: %s", got)

@@ -28,7 +28,7 @@ func serveLimited(t testing.TB, maxStreams uint32, maxRecv int) string {
 	t.Helper()
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), nil, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{}), nil, server.GRPCSettings{
 		Logger:        slog.New(slog.DiscardHandler),
 		ServerOptions: server.GRPCLimitOptions(maxStreams, maxRecv),
 	})

@@ -28,7 +28,7 @@ func serveGated(t *testing.T, l server.TransportLimits) (addr string, gate *serv
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	gate = server.NewGate(l)
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), nil, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{}), nil, server.GRPCSettings{
 		Logger: slog.New(slog.DiscardHandler),
 		Gate:   gate,
 	})

@@ -103,7 +103,7 @@ func TestLocalFailureModeAdmitsAShare(t *testing.T) {
 		t.Errorf("inline limit under --failure-mode local: %d of 30 allowed, want 10", allowed)
 	}
 
-	e := startEnvoy(t, localRules, failingStore{mem}, server.Settings{Local: share, Metrics: metrics})
+	e := startEnvoy(t, localRules, failingStore{mem}, server.EnvoySettings{Settings: server.Settings{Local: share, Metrics: metrics}})
 	for _, key := range []string{"local", "bucket"} {
 		ok := 0
 		for range 30 {
@@ -307,26 +307,26 @@ func TestFailureLogNamesAPI(t *testing.T) {
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "local", Value: "v"}}},
 	}}
 	for _, tc := range []struct {
-		api  string // Settings.API
+		api  string // CheckSettings.API
 		want string
-		call func(server.Settings) error
+		call func(server.CheckSettings) error
 	}{
-		{"", observability.APICheck, func(s server.Settings) error {
+		{"", observability.APICheck, func(s server.CheckSettings) error {
 			_, err := server.NewRateLimiter(failingStore{}, s).Check(context.Background(), check)
 			return err
 		}},
-		{observability.APIHTTP, observability.APIHTTP, func(s server.Settings) error {
+		{observability.APIHTTP, observability.APIHTTP, func(s server.CheckSettings) error {
 			_, err := server.NewRateLimiter(failingStore{}, s).Check(context.Background(), check)
 			return err
 		}},
-		{"", observability.APIEnvoy, func(s server.Settings) error {
-			_, err := server.NewEnvoy(failingStore{}, s).ShouldRateLimit(context.Background(), envoy)
+		{"", observability.APIEnvoy, func(s server.CheckSettings) error {
+			_, err := server.NewEnvoy(failingStore{}, server.EnvoySettings{Settings: s.Settings}).ShouldRateLimit(context.Background(), envoy)
 			return err
 		}},
 	} {
 		var buf bytes.Buffer
-		s := server.Settings{Rules: testkit.StaticRules(cfg), API: tc.api, Clock: testkit.NewClock(testkit.T0).Now,
-			Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+		s := server.CheckSettings{API: tc.api, Settings: server.Settings{Rules: testkit.StaticRules(cfg), Clock: testkit.NewClock(testkit.T0).Now,
+			Logger: slog.New(slog.NewJSONHandler(&buf, nil))}}
 		if err := tc.call(s); err != nil {
 			t.Fatalf("%s: %v", tc.want, err)
 		}

@@ -36,7 +36,7 @@ descriptors:
 // and the main store counts.
 func TestEnvoyPerStoreFailure(t *testing.T) {
 	main := memstore.New(memstore.Config{})
-	h := startEnvoy(t, perStoreRules, splitstore.New(main, failingStore{memstore.New(memstore.Config{})}), server.Settings{})
+	h := startEnvoy(t, perStoreRules, splitstore.New(main, failingStore{memstore.New(memstore.Config{})}), server.EnvoySettings{})
 	ask := func(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
 		t.Helper()
 		resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs})

@@ -44,13 +44,13 @@ type RateLimiter struct {
 var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
 
 // NewRateLimiter returns the Check API served from st.
-func NewRateLimiter(st store.Store, s Settings) *RateLimiter {
+func NewRateLimiter(st store.Store, s CheckSettings) *RateLimiter {
 	api := s.API
 	if api == "" {
 		api = observability.APICheck
 	}
 	return &RateLimiter{
-		decider:  newDecider(st, s, api),
+		decider:  newDecider(st, s.Settings, api),
 		maxBatch: positive.Or(s.MaxBatch, defaultMaxBatch),
 		api:      api,
 	}

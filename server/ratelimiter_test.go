@@ -42,7 +42,7 @@ func start(t testing.TB, st store.Store, s server.Settings) *harness {
 		st = memstore.New(memstore.Config{})
 	}
 	t.Cleanup(func() { st.Close() })
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, s), nil, server.GRPCSettings{})
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{Settings: s}), nil, server.GRPCSettings{})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)

@@ -12,11 +12,10 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 )
 
-// Settings are the optional knobs of both decision APIs, the RateLimiter
-// (floodgate.v1) and the Envoy service: one struct, so that the server
-// hands both the same rules, store failure handling and observability.
-// Fields marked "Envoy API" are read by NewEnvoy only, fields marked
-// "Check API" by NewRateLimiter only. The zero value is usable.
+// Settings are the optional knobs both decision APIs share, the
+// RateLimiter (floodgate.v1, CheckSettings) and the Envoy service
+// (EnvoySettings): the rules, store failure handling and observability.
+// The zero value is usable.
 type Settings struct {
 	// Rules supplies the domains (Envoy API) and named policies (Check
 	// API). nil means no config: every domain and policy is unknown, so
@@ -53,55 +52,65 @@ type Settings struct {
 	// TraceValues puts the keys and descriptor values into the spans (off
 	// by default: they can be personal data).
 	TraceValues bool
+}
 
-	// MaxBatch (Check API) bounds the checks in one CheckBatch. 0 means
+// CheckSettings are the RateLimiter's knobs: the shared Settings and its
+// own. The zero value is usable.
+type CheckSettings struct {
+	Settings
+	// MaxBatch bounds the checks in one CheckBatch. 0 means
 	// defaultMaxBatch.
 	MaxBatch int
-	// API (Check API) is the api label of its decisions in the metrics and
-	// its store failure logs: which front door asked. "" means
+	// API is the api label of its decisions in the metrics and its store
+	// failure logs: which front door asked. "" means
 	// observability.APICheck (gRPC); the HTTP/JSON API's RateLimiter has
 	// observability.APIHTTP.
 	API string
+}
 
-	// MaxDescriptors (Envoy API) bounds the descriptors of a request; 0
+// EnvoySettings are the Envoy service's knobs: the shared Settings and its
+// own. The zero value is usable.
+type EnvoySettings struct {
+	Settings
+	// MaxDescriptors bounds the descriptors of a request; 0
 	// means DefaultMaxDescriptors. MaxEntries bounds each descriptor's
 	// entries; 0 means DefaultMaxEntries. Both counts come from Envoy's
 	// own route config, never from a downstream client; the defaults are
 	// far above what Envoy configs produce.
 	MaxDescriptors, MaxEntries int
-	// ShadowMode (Envoy API), when set, puts every limit in shadow mode:
+	// ShadowMode, when set, puts every limit in shadow mode:
 	// decide and count, but always answer OK.
 	ShadowMode bool
-	// QuotaMode (Envoy API), when set, puts every limit in quota mode (as
+	// QuotaMode, when set, puts every limit in quota mode (as
 	// rule's quota_mode: true): the request is over the limit only when a
 	// limit not in quota mode is over, or every quota-mode descriptor is.
 	QuotaMode bool
-	// DynamicMetadata (Envoy API) fills RateLimitResponse.dynamic_metadata
+	// DynamicMetadata fills RateLimitResponse.dynamic_metadata
 	// as envoyproxy/ratelimit does with RESPONSE_DYNAMIC_METADATA=true.
 	DynamicMetadata bool
-	// CountDeniedHits (Envoy API) counts the hits of a denied request, as
+	// CountDeniedHits counts the hits of a denied request, as
 	// envoyproxy/ratelimit does by default: every descriptor's hits are
 	// charged (as debt, algorithms.Debt), and each descriptor is over when
 	// its hits did not fit. Off, a request is decided all or nothing: a
 	// denied request charges nothing.
 	CountDeniedHits bool
-	// ShareOverrideCounters (Envoy API) counts a descriptor's limit
+	// ShareOverrideCounters counts a descriptor's limit
 	// override under the key of the rule the descriptor matches (the
 	// reference's behaviour), so a changed override keeps the count; an
 	// override without a matching rule counts under a key of the
 	// descriptor and the override's unit. Off, each override rate counts
 	// apart.
 	ShareOverrideCounters bool
-	// NoHeaders (Envoy API) turns off the rate-limit response headers.
+	// NoHeaders turns off the rate-limit response headers.
 	NoHeaders bool
-	// DetailedMetricSeries (Envoy API) is how many request values per rule
+	// DetailedMetricSeries is how many request values per rule
 	// the rules with detailed_metric or value_to_metric may show in the
 	// rule label of the metrics (see Metrics.ObserveDetailedDecision). 0,
 	// the default, shows none: such rules are counted under their name,
 	// like every other rule, so no caller's value (an API key) reaches the
 	// unauthenticated /metrics without the operator's opt-in.
 	DetailedMetricSeries int
-	// NoRefunds (Envoy API) refuses every refund (is_negative_hits): the
+	// NoRefunds refuses every refund (is_negative_hits): the
 	// descriptor is decided as 0 hits. Otherwise refunds pass the
 	// give-back rule (internal/giveback), as Reset does.
 	NoRefunds bool

@@ -231,7 +231,7 @@ func TestEnvoyWarning(t *testing.T) {
 			continue
 		}
 		t.Run(alg, func(t *testing.T) {
-			h := startEnvoy(t, warnConfig(), nil, server.Settings{})
+			h := startEnvoy(t, warnConfig(), nil, server.EnvoySettings{})
 			for i := 1; i <= 11; i++ {
 				r := h.call(t, testkit.Descriptor(alg, "1"))
 				wantCode, want := "OK:OK", ""
@@ -261,7 +261,7 @@ func TestEnvoyWarning(t *testing.T) {
 // so every admitted request is past its threshold and warns; one sent
 // before its slot is over the limit, without the warning.
 func TestEnvoyWarningLeaky(t *testing.T) {
-	h := startEnvoy(t, warnConfig(), nil, server.Settings{})
+	h := startEnvoy(t, warnConfig(), nil, server.EnvoySettings{})
 	for i := 1; i <= 3; i++ {
 		r := h.call(t, testkit.Descriptor("leaky_bucket", "1"))
 		if got := headerMap(r)["ratelimit-warning"]; codesOf(r) != "OK:OK" || r.Statuses[0].LimitRemaining != 0 || got != `"leaky_bucket";at=8` {
@@ -278,7 +278,7 @@ func TestEnvoyWarningLeaky(t *testing.T) {
 // TestEnvoyWarningSeveral: the header lists every limit past its
 // threshold, shadow ones included; an over-limit answer lists none.
 func TestEnvoyWarningSeveral(t *testing.T) {
-	h := startEnvoy(t, warnConfig(), nil, server.Settings{})
+	h := startEnvoy(t, warnConfig(), nil, server.EnvoySettings{})
 	shadow, other := testkit.Descriptor("shadow", "1"), testkit.Descriptor("other", "1")
 	for i, want := range []struct{ code, warning string }{
 		{"OK:OK,OK", `"other";at=1`},                // shadow 1 of 2 used, other 1 of 4
@@ -300,7 +300,7 @@ func TestEnvoyWarningSeveral(t *testing.T) {
 func TestWarningNearLimitMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := observability.NewMetrics(reg)
-	h := startEnvoy(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {name: r, unit: minute, requests_per_unit: 10, warn_at: 3}\n", nil, server.Settings{Metrics: m})
+	h := startEnvoy(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {name: r, unit: minute, requests_per_unit: 10, warn_at: 3}\n", nil, server.EnvoySettings{Settings: server.Settings{Metrics: m}})
 	for range 5 {
 		h.call(t, testkit.Descriptor("k", "1"))
 	}

@@ -136,7 +136,7 @@ func TestTracingEnvoySpans(t *testing.T) {
 			}
 			st := tc.st()
 			defer st.Close()
-			e := server.NewEnvoy(st, server.Settings{Rules: testkit.StaticRules(cfg), Tracer: tr.tp.Tracer("test"), TraceValues: tc.values, Clock: func() time.Time { return testkit.T0 }})
+			e := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: testkit.StaticRules(cfg), Tracer: tr.tp.Tracer("test"), TraceValues: tc.values, Clock: func() time.Time { return testkit.T0 }}})
 			req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs(testkit.Descriptor("user", secretValue))}
 			if _, err := e.ShouldRateLimit(context.Background(), req); err != nil { // no server span: no spans
 				t.Fatal(err)
@@ -182,7 +182,7 @@ func TestTracingEnvoyUnknownDomain(t *testing.T) {
 	tr := newTraced(t, sdktrace.AlwaysSample())
 	st := memstore.New(memstore.Config{})
 	defer st.Close()
-	e := server.NewEnvoy(st, server.Settings{Tracer: tr.tp.Tracer("test")})
+	e := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Tracer: tr.tp.Tracer("test")}})
 	ctx, server := tr.tp.Tracer("test").Start(context.Background(), "server")
 	if _, err := e.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "nowhere", Descriptors: descs(testkit.Descriptor("user", "x"))}); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestTracingCheckSpans(t *testing.T) {
 			if tc.down {
 				st = failingStore{st}
 			}
-			r := server.NewRateLimiter(st, server.Settings{Tracer: tr.tp.Tracer("test"), TraceValues: tc.values, Clock: func() time.Time { return testkit.T0 }})
+			r := server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{Tracer: tr.tp.Tracer("test"), TraceValues: tc.values, Clock: func() time.Time { return testkit.T0 }}})
 			ctx, server := tr.tp.Tracer("test").Start(context.Background(), "server")
 			resp, err := r.Check(ctx, &floodgatev1.CheckRequest{
 				Key: secretValue, Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET,
@@ -258,7 +258,7 @@ func TestTracingUnsampledAllocates(t *testing.T) {
 		st := memstore.New(memstore.Config{})
 		defer st.Close()
 		s.Rules = testkit.StaticRules(cfg)
-		e := server.NewEnvoy(st, s)
+		e := server.NewEnvoy(st, server.EnvoySettings{Settings: s})
 		return testing.AllocsPerRun(200, func() {
 			if _, err := e.ShouldRateLimit(ctx, req); err != nil {
 				t.Fatal(err)

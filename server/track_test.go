@@ -41,7 +41,7 @@ func trackSetup(t testing.TB) (*server.RateLimiter, *server.Envoy, *limited.Trac
 	now := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	tr := limited.New(limited.Config{})
 	s := server.Settings{Rules: testkit.StaticRules(cfg), Limited: tr, Clock: func() time.Time { return now }}
-	return server.NewRateLimiter(st, s), server.NewEnvoy(st, s), tr, now
+	return server.NewRateLimiter(st, server.CheckSettings{Settings: s}), server.NewEnvoy(st, server.EnvoySettings{Settings: s}), tr, now
 }
 
 func envoyReq(key, value string) *rlsv3.RateLimitRequest {
@@ -113,7 +113,7 @@ func TestTrackingAllocatesNothing(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	now := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := server.Settings{Rules: testkit.StaticRules(cfg), Clock: func() time.Time { return now }, Metrics: observability.NewMetrics(nil)}
-	rlOff, eOff := server.NewRateLimiter(st, s), server.NewEnvoy(st, s)
+	rlOff, eOff := server.NewRateLimiter(st, server.CheckSettings{Settings: s}), server.NewEnvoy(st, server.EnvoySettings{Settings: s})
 	ctx := context.Background()
 	envoyReqs := make([]*rlsv3.RateLimitRequest, 64)
 	checkReqs := make([]*floodgatev1.CheckRequest, 64)
@@ -162,7 +162,7 @@ func BenchmarkTracked(b *testing.B) {
 			st := memstore.New(memstore.Config{})
 			b.Cleanup(func() { st.Close() })
 			s := server.Settings{Rules: testkit.StaticRules(cfg)}
-			rl, e = server.NewRateLimiter(st, s), server.NewEnvoy(st, s)
+			rl, e = server.NewRateLimiter(st, server.CheckSettings{Settings: s}), server.NewEnvoy(st, server.EnvoySettings{Settings: s})
 		}
 		ctx := context.Background()
 		envoyReqs := make([]*rlsv3.RateLimitRequest, benchKeys)

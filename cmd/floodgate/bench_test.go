@@ -54,8 +54,8 @@ func benchServer(t *testing.T, cfgYAML string, s server.GRPCSettings) string {
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	srv, _ := server.NewGRPCServer(
-		server.NewRateLimiter(st, server.Settings{Rules: src}),
-		server.NewEnvoy(st, server.Settings{Rules: src}), s)
+		server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{Rules: src}}),
+		server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: src}}), s)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -57,11 +57,11 @@ func startCheckServer(t *testing.T, st store.Store) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl := server.NewRateLimiter(st, server.Settings{
+	rl := server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{
 		Rules:  policies{cfg},
 		Clock:  func() time.Time { return checkEpoch },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}})
 	srv, _ := server.NewGRPCServer(rl, nil, server.GRPCSettings{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -45,7 +45,7 @@ type serveFlags struct {
 	shadowMode    bool
 	headers       bool
 
-	quotaMode             bool // Envoy API: see server.Settings
+	quotaMode             bool // Envoy API: see server.EnvoySettings
 	dynamicMetadata       bool
 	countDeniedHits       bool
 	shareOverrideCounters bool

@@ -89,7 +89,6 @@ func (e serveEnv) httpAPI(st store.Store, apis decisionAPIs, p grpcPipeline) htt
 	if !f.httpAPI {
 		return nil
 	}
-	s.API = observability.APIHTTP
 	hs := httpapi.Settings{
 		Rules:          s.Rules,
 		MaxBodyBytes:   int64(f.maxRecvMsgBytes),
@@ -106,5 +105,5 @@ func (e serveEnv) httpAPI(st store.Store, apis decisionAPIs, p grpcPipeline) htt
 	if hs.ResetRefused = resetRefusal(f.httpAddr, tokens != nil); hs.ResetRefused != "" {
 		s.Logger.Warn("Reset is refused on the HTTP/JSON API, and so are refunds: its port is bound beyond loopback without --auth-token-file", "http_addr", f.httpAddr)
 	}
-	return tr.HTTPHandler(httpapi.New(server.NewRateLimiter(st, s), hs))
+	return tr.HTTPHandler(httpapi.New(server.NewRateLimiter(st, server.CheckSettings{Settings: s, API: observability.APIHTTP}), hs))
 }

@@ -81,7 +81,7 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context, limits server.Transport
 }
 
 // decisionAPIs are the two decision services on the store; settings are
-// the RateLimiter's, which the HTTP/JSON API reuses.
+// their shared ones, which the HTTP/JSON API's RateLimiter reuses.
 type decisionAPIs struct {
 	settings    server.Settings
 	rateLimiter *server.RateLimiter
@@ -104,7 +104,9 @@ func (e serveEnv) buildAPIs(st store.Store, cfg server.RuleSource, local *locals
 		Limited:     e.limited,
 		Tracer:      tracer,
 		TraceValues: f.traceValues, // opt-in: request values in spans
-
+	}
+	envoy := server.NewEnvoy(st, server.EnvoySettings{
+		Settings:              s,
 		ShadowMode:            f.shadowMode,
 		QuotaMode:             f.quotaMode,
 		DynamicMetadata:       f.dynamicMetadata,
@@ -113,9 +115,8 @@ func (e serveEnv) buildAPIs(st store.Store, cfg server.RuleSource, local *locals
 		NoHeaders:             !f.headers,
 		NoRefunds:             !f.envoyRefunds,
 		DetailedMetricSeries:  f.detailSeries, // opt-in: request values in metric labels
-	}
-	envoy := server.NewEnvoy(st, s)
-	return decisionAPIs{settings: s, rateLimiter: server.NewRateLimiter(st, s), envoy: envoy}
+	})
+	return decisionAPIs{settings: s, rateLimiter: server.NewRateLimiter(st, server.CheckSettings{Settings: s}), envoy: envoy}
 }
 
 // buildGRPC builds the gRPC server of the APIs and the quota service

@@ -76,7 +76,7 @@ func serveAuthWith(t testing.TB, a *auth.TokenAuth, gated bool, envoy *server.En
 	if envoy != nil {
 		rls = envoy
 	}
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), rls, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{}), rls, server.GRPCSettings{
 		Logger:             slog.New(slog.DiscardHandler),
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{a.UnaryInterceptor()},
 		StreamInterceptors: []grpc.StreamServerInterceptor{a.StreamInterceptor()},
@@ -356,7 +356,7 @@ func TestRefundPermission(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			st := memstore.New(memstore.Config{})
 			t.Cleanup(func() { st.Close() })
-			envoy := server.NewEnvoy(st, server.Settings{Rules: testkit.StaticRules(cfg), NoRefunds: mode.noRefunds, Clock: testkit.NewClock(testkit.T0).Now})
+			envoy := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: testkit.StaticRules(cfg), Clock: testkit.NewClock(testkit.T0).Now}, NoRefunds: mode.noRefunds})
 			rls := rlsv3.NewRateLimitServiceClient(serveAuthWith(t, a, mode.gated, envoy))
 			call := func(token string, refund bool) (*rlsv3.RateLimitResponse, error) {
 				ctx, cancel := withAuth("Bearer " + token)

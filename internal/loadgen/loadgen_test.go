@@ -41,8 +41,8 @@ func startServer(t *testing.T, cfgYAML string, conns int) []grpc.ClientConnInter
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	srv, _ := server.NewGRPCServer(
-		server.NewRateLimiter(st, server.Settings{Rules: src}),
-		server.NewEnvoy(st, server.Settings{Rules: src}),
+		server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{Rules: src}}),
+		server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: src}}),
 		server.GRPCSettings{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -113,7 +113,7 @@ func TestMetricsScrape(t *testing.T) {
 	// Real gRPC calls through the metrics interceptors.
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{}), nil, server.GRPCSettings{
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{}), nil, server.GRPCSettings{
 		Logger:             slog.New(slog.DiscardHandler),
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{m.GRPCUnaryInterceptor()},
 		StreamInterceptors: []grpc.StreamServerInterceptor{m.GRPCStreamInterceptor()},

@@ -23,7 +23,7 @@ func serveHTTPAPI(t *testing.T, tr *Tracing, next func(http.Handler) http.Handle
 	t.Helper()
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	var h http.Handler = httpapi.New(server.NewRateLimiter(st, server.Settings{Tracer: tr.Tracer()}), httpapi.Settings{})
+	var h http.Handler = httpapi.New(server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{Tracer: tr.Tracer()}}), httpapi.Settings{})
 	if next != nil {
 		h = next(h)
 	}

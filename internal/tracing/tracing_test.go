@@ -43,9 +43,9 @@ func serveEnvoy(t testing.TB, tr *Tracing) *grpc.ClientConn {
 	}
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	envoy := server.NewEnvoy(st, server.Settings{Rules: staticRules{cfg}, Tracer: tr.Tracer()})
+	envoy := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: staticRules{cfg}, Tracer: tr.Tracer()}})
 	unary, stream := tr.ServerInterceptors()
-	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.Settings{Tracer: tr.Tracer()}), envoy, server.GRPCSettings{TraceUnary: unary, TraceStream: stream})
+	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{Tracer: tr.Tracer()}}), envoy, server.GRPCSettings{TraceUnary: unary, TraceStream: stream})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)

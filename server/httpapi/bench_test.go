@@ -38,8 +38,8 @@ type benchServer struct {
 func startBench(b *testing.B) *benchServer {
 	b.Helper()
 	st := memstore.New(memstore.Config{})
-	rl := server.NewRateLimiter(st, server.Settings{})
-	rlHTTP := server.NewRateLimiter(st, server.Settings{API: observability.APIHTTP})
+	rl := server.NewRateLimiter(st, server.CheckSettings{})
+	rlHTTP := server.NewRateLimiter(st, server.CheckSettings{API: observability.APIHTTP})
 	gs, hs := server.NewGRPCServer(rl, nil, server.GRPCSettings{})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	glis, err := net.Listen("tcp", "127.0.0.1:0")

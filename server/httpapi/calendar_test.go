@@ -20,7 +20,7 @@ func TestCalendarJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2027, 2, 1, 0, 0, 0, 0, jakarta).Add(-90 * time.Second)
-	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{Clock: func() time.Time { return now }})
+	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{Settings: server.Settings{Clock: func() time.Time { return now }}})
 	srv := serve(t, rl, httpapi.Settings{})
 	body := `{"key":"tenant:1","algorithm":"ALGORITHM_FIXED_WINDOW","cost":2,"limit":{"requests":2,"calendar":"CALENDAR_MONTH","timeZone":"Asia/Jakarta"}}`
 	if resp, b := postJSON(t, srv, httpapi.PathCheck, "", body); resp.StatusCode != http.StatusOK || !strings.Contains(b, `"allowed":true`) {

@@ -150,7 +150,7 @@ type Handler struct {
 }
 
 // New serves rl over HTTP/JSON. rl should be the server.RateLimiter the
-// gRPC server serves, built with Settings.API = observability.APIHTTP so the
+// gRPC server serves, built with CheckSettings.API = observability.APIHTTP so the
 // metrics tell the two front doors apart.
 func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	h := &Handler{

@@ -95,7 +95,7 @@ func TestDegradedHeaders(t *testing.T) {
 		{rules.FailureOpen, true, "", `"allowed":true`},
 		{rules.FailureClosed, false, "1", `"allowed":false`},
 	} {
-		rl := server.NewRateLimiter(st, server.Settings{FailureMode: tc.mode, API: observability.APIHTTP})
+		rl := server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{FailureMode: tc.mode}, API: observability.APIHTTP})
 		srv := serve(t, rl, httpapi.Settings{})
 		resp, got := postJSON(t, srv, httpapi.PathCheck, "", body)
 		if resp.StatusCode != 200 || !strings.Contains(got, tc.wantInReply) || !strings.Contains(got, `"degraded":true`) {
@@ -112,7 +112,7 @@ func TestDegradedHeaders(t *testing.T) {
 		}
 	}
 	// A reset cannot be answered by a failure mode: 503.
-	rl := server.NewRateLimiter(st, server.Settings{})
+	rl := server.NewRateLimiter(st, server.CheckSettings{})
 	resp, got := postJSON(t, serve(t, rl, httpapi.Settings{}), httpapi.PathReset, "", `{"key":"k"}`)
 	if resp.StatusCode != 503 || !strings.Contains(got, `"code":"UNAVAILABLE"`) {
 		t.Errorf("reset on a dead store: %d %s, want 503 UNAVAILABLE", resp.StatusCode, got)
@@ -159,7 +159,7 @@ func TestAuthorize(t *testing.T) {
 
 // TestErrorBody: errors are {"code","message"} with google.rpc.Code names.
 func TestErrorBody(t *testing.T) {
-	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{})
+	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{})
 	srv := serve(t, rl, httpapi.Settings{})
 	resp, got := postJSON(t, srv, httpapi.PathCheck, "", `{"key":"","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":5,"period":"60s"}}`)
 	var e struct{ Code, Message string }
@@ -176,7 +176,7 @@ func TestErrorBody(t *testing.T) {
 func TestSettle(t *testing.T) {
 	st := memstore.New(memstore.Config{})
 	defer st.Close()
-	h := serve(t, server.NewRateLimiter(st, server.Settings{}), httpapi.Settings{})
+	h := serve(t, server.NewRateLimiter(st, server.CheckSettings{}), httpapi.Settings{})
 	body := `{"key":"tenant:a","algorithm":"ALGORITHM_FIXED_WINDOW","limit":{"requests":100,"period":"60s"},"reserved":10,"actual":150,"idempotency_key":"req-1"}`
 	resp, got := postJSON(t, h, httpapi.PathSettle, "", body)
 	if resp.StatusCode != 200 || !strings.Contains(got, `"debt":"40"`) || !strings.Contains(got, `"duplicate":false`) {
@@ -208,7 +208,7 @@ func TestSettleRefundNeedsRole(t *testing.T) {
 	defer tokens.Close()
 	st := memstore.New(memstore.Config{})
 	defer st.Close()
-	h := serve(t, server.NewRateLimiter(st, server.Settings{}), httpapi.Settings{Auth: tokens})
+	h := serve(t, server.NewRateLimiter(st, server.CheckSettings{}), httpapi.Settings{Auth: tokens})
 	settle := func(token string, reserved, actual int, ik string) (int, string) {
 		resp, got := postJSON(t, h, httpapi.PathSettle, "Bearer "+token, fmt.Sprintf(`{"key":"k","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":10,"period":"60s"},"reserved":%d,"actual":%d,"idempotency_key":%q}`, reserved, actual, ik))
 		return resp.StatusCode, got
@@ -228,7 +228,7 @@ func TestSettleRefundNeedsRole(t *testing.T) {
 // status, a path that is no route under "other".
 func TestRequestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{})
+	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{})
 	srv := serve(t, rl, httpapi.Settings{Metrics: reg})
 	postJSON(t, srv, httpapi.PathCheck, "", `{"key":"k","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":5,"period":"60s"}}`)
 	postJSON(t, srv, httpapi.PathCheck, "", `{"key":""}`)
@@ -271,7 +271,7 @@ func TestRequestMetrics(t *testing.T) {
 // the reason in the message), and only a reset: a check and a peek of the
 // same key are answered.
 func TestResetRefused(t *testing.T) {
-	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{})
+	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{})
 	srv := serve(t, rl, httpapi.Settings{ResetRefused: "reset is refused on this port"})
 	body := `{"key":"k","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":5,"period":"60s"}}`
 	if resp, got := postJSON(t, srv, httpapi.PathReset, "", body); resp.StatusCode != http.StatusForbidden || !strings.Contains(got, "reset is refused on this port") {

@@ -16,7 +16,7 @@ import (
 func TestLeakyWaitOverHTTP(t *testing.T) {
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	rl := server.NewRateLimiter(st, server.Settings{Clock: testkit.NewClock(testkit.T0).Now})
+	rl := server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{Clock: testkit.NewClock(testkit.T0).Now}})
 	srv := serve(t, rl, httpapi.Settings{})
 	body := `{"key":"partner","algorithm":"ALGORITHM_LEAKY_BUCKET","limit":{"requests":20,"period":"1s","burst":4}}`
 	for i, want := range []string{`"wait":"0s"`, `"wait":"0.050s"`, `"wait":"0.100s"`} {

@@ -43,7 +43,7 @@ var jsonType = map[string]string{"Content-Type": "application/json"}
 // cost of its whole limit is full again after exactly its period, which
 // the answer's resetAfter shows.
 func TestLenientSpellings(t *testing.T) {
-	srv := serve(t, server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{}), httpapi.Settings{})
+	srv := serve(t, server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{}), httpapi.Settings{})
 	for i, tc := range []struct {
 		algorithm, period string
 		requests          int
@@ -92,7 +92,7 @@ func TestLenientSpellings(t *testing.T) {
 // TestLenientRefusals: what is still no algorithm or duration is a 400
 // naming the field, and a malformed body is explained as before.
 func TestLenientRefusals(t *testing.T) {
-	srv := serve(t, server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{}), httpapi.Settings{})
+	srv := serve(t, server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{}), httpapi.Settings{})
 	for _, tc := range []struct{ body, want string }{
 		{`{"key":"k","algorithm":"bucket","limit":{"requests":3,"period":"1m"}}`, `algorithm`},
 		{`{"key":"k","algorithm":"token_bucket","limit":{"requests":3,"period":"1 minute"}}`, `google.protobuf.Duration`},
@@ -111,7 +111,7 @@ func TestLenientRefusals(t *testing.T) {
 // spelled with escapes, or named like an algorithm, reaches the limiter
 // as sent (its count is the same key's whatever the algorithm's spelling).
 func TestLenientKeepsOtherBytes(t *testing.T) {
-	srv := serve(t, server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{}), httpapi.Settings{})
+	srv := serve(t, server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{}), httpapi.Settings{})
 	first := `{"key":"token_bucket\u00e9\"1m\"","algorithm":"token_bucket","limit":{"requests":1,"period":"1m"}}`
 	second := `{"key":"token_bucketé\"1m\"","algorithm":"ALGORITHM_TOKEN_BUCKET","limit":{"requests":1,"period":"60s"}}`
 	if code, _, got := send(t, srv.URL+httpapi.PathCheck, first, jsonType); code != 200 || !strings.Contains(got, `"allowed":true`) {
@@ -127,7 +127,7 @@ func TestLenientKeepsOtherBytes(t *testing.T) {
 // origin. A page on another origin can send text/plain or a form without
 // a preflight: that stays a 415.
 func TestContentType(t *testing.T) {
-	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{})
+	rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{})
 	srv := serve(t, rl, httpapi.Settings{AllowedOrigins: []string{"https://app.example"}})
 	body := `{"key":"ct","algorithm":"token_bucket","limit":{"requests":100,"period":"1m"}}`
 	for _, tc := range []struct {
@@ -182,7 +182,7 @@ func TestDenyStatus(t *testing.T) {
 		{"per server", 429, "", 429},
 		{"per server, the request asks for 200", 429, "?deny_status=200", 200},
 	} {
-		rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{})
+		rl := server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{})
 		srv := serve(t, rl, httpapi.Settings{DenyStatus: tc.server})
 		body := spent(t, srv.URL)
 		code, h, got := send(t, srv.URL+httpapi.PathCheck+tc.query, body, jsonType)
@@ -202,7 +202,7 @@ func TestDenyStatus(t *testing.T) {
 			t.Errorf("%s: an allowed check %d %s, want 200", tc.name, code, got)
 		}
 	}
-	srv := serve(t, server.NewRateLimiter(memstore.New(memstore.Config{}), server.Settings{}), httpapi.Settings{})
+	srv := serve(t, server.NewRateLimiter(memstore.New(memstore.Config{}), server.CheckSettings{}), httpapi.Settings{})
 	if code, _, got := send(t, srv.URL+httpapi.PathCheck+"?deny_status=403", strings.Replace(one, "%s", "x", 1), jsonType); code != 400 || !strings.Contains(got, "deny_status: want 200 or 429") {
 		t.Errorf("?deny_status=403: %d %s, want 400 naming the choice", code, got)
 	}
@@ -222,7 +222,7 @@ descriptors:
 	}
 	st := memstore.New(memstore.Config{})
 	s := server.Settings{Rules: testkit.StaticRules(cfg)}
-	srv := serve(t, server.NewRateLimiter(st, s), httpapi.Settings{Envoy: server.NewEnvoy(st, s)})
+	srv := serve(t, server.NewRateLimiter(st, server.CheckSettings{Settings: s}), httpapi.Settings{Envoy: server.NewEnvoy(st, server.EnvoySettings{Settings: s})})
 	req := `{"domain": "dummy", "descriptors": [{"entries": [{"key": "perday"}]}]}`
 	for i, want := range []int{200, 200, 429} {
 		// curl --data sends a form's Content-Type; the reference takes it.

@@ -20,7 +20,7 @@ func TestWarningHeader(t *testing.T) {
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
 	rules := testkit.StaticRules(cfg)
-	srv := serve(t, server.NewRateLimiter(st, server.Settings{Rules: rules}), httpapi.Settings{Rules: rules})
+	srv := serve(t, server.NewRateLimiter(st, server.CheckSettings{Settings: server.Settings{Rules: rules}}), httpapi.Settings{Rules: rules})
 
 	for i, want := range []string{"", "", `"p";at=3`, `"p";at=3`, ""} {
 		resp, body := postJSON(t, srv, httpapi.PathCheck, "", `{"key":"k","policy":"p"}`)

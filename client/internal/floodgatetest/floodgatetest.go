@@ -91,7 +91,7 @@ func Serve(r RuleSource, opts ...grpc.ServerOption) (addr string, stop func(), e
 
 // serveStore serves st under s, and closes it when stopped.
 func serveStore(st store.Store, s server.Settings, opts ...grpc.ServerOption) (addr string, stop func(), err error) {
-	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, s), nil, server.GRPCSettings{ServerOptions: opts})
+	srv, _ := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{Settings: s}), nil, server.GRPCSettings{ServerOptions: opts})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		st.Close()
