@@ -39,11 +39,11 @@ type Config struct {
 	// Resource describes this process on every span: service.name first,
 	// then the other attributes.
 	Resource []attribute.KeyValue
-	// Propagators name how a caller's trace context is read
-	// (PropagatorTraceContext, PropagatorBaggage, PropagatorB3,
-	// PropagatorB3Multi), the last winning when a call carries several.
-	// nil means DefaultPropagators; empty reads none (every call is a
-	// root).
+	// Propagators name how a caller's trace context is read, by
+	// OTEL_PROPAGATORS' names (autoprop's: tracecontext, baggage, b3,
+	// b3multi, jaeger, xray, ottrace), the last winning when a call
+	// carries several. nil means DefaultPropagators; empty reads none
+	// (every call is a root).
 	Propagators []string
 }
 
@@ -65,9 +65,9 @@ func (c Config) On() bool { return c.Endpoint != "" }
 //     and the default used, as the specification asks;
 //   - OTEL_SERVICE_NAME (default DefaultServiceName) and
 //     OTEL_RESOURCE_ATTRIBUTES (key=value,… percent-encoded);
-//   - OTEL_PROPAGATORS: tracecontext, baggage, b3, b3multi or none,
-//     comma-separated (default DefaultPropagators); other names are
-//     logged and ignored, as the specification asks.
+//   - OTEL_PROPAGATORS: tracecontext, baggage, b3, b3multi, jaeger, xray,
+//     ottrace or none, comma-separated (default DefaultPropagators); other
+//     names are logged and ignored, as the specification asks.
 //
 // version becomes service.version. A configuration that cannot export
 // (an endpoint that is not a URL, an unknown protocol or exporter) is an

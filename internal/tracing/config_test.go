@@ -152,8 +152,9 @@ func TestFromEnvPropagators(t *testing.T) {
 		{value: " B3Multi , tracecontext,b3multi", want: []string{"b3multi", "tracecontext"}},
 		{value: "none", want: []string{}},
 		{value: "b3,none", want: []string{}, warn: true},
-		{value: "jaeger,tracecontext", want: []string{"tracecontext"}, warn: true},
-		{value: "xray", want: []string{}, warn: true},
+		{value: "jaeger,tracecontext", want: []string{"jaeger", "tracecontext"}},
+		{value: "zipkin,tracecontext", want: []string{"tracecontext"}, warn: true},
+		{value: "opencensus", want: []string{}, warn: true},
 	} {
 		t.Run(tc.value, func(t *testing.T) {
 			var logs bytes.Buffer

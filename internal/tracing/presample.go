@@ -11,23 +11,31 @@ import (
 const (
 	callerNone            = iota // no trace header: a root
 	callerNotSampled             // the caller did not sample it
-	callerSampledOrUnsure        // sampled, deferred, or headers Propagator will judge
+	callerSampledOrUnsure        // sampled, deferred, or headers the propagators will judge
 )
 
 // callerSampled reads the sampled flag of the call's trace headers of the
-// families given, the winning one first (headerFamilies: the order in
-// which the propagators would decide), without copying the metadata.
-// Anything it does not fully understand is callerSampledOrUnsure, left to
-// the propagators; headers of other families are not read (a call with
-// only those is a root).
+// families given, the winning one first (the order in which the
+// propagators would decide), without copying the metadata. Anything it
+// does not fully understand, and the headers of propagators other than
+// W3C and B3, are callerSampledOrUnsure, left to the propagators; headers
+// no named propagator reads are not looked at (a call with only those is
+// a root).
 func callerSampled[H headers](h H, families []headerFamily) int {
 	for _, f := range families {
 		var got int
-		switch f {
+		switch f.kind {
 		case traceparentHeaders:
 			got = traceparentSampled(h)
 		case b3Headers:
 			got = b3Sampled(h)
+		default:
+			for _, name := range f.fields {
+				if len(h.values(name)) > 0 {
+					got = callerSampledOrUnsure
+					break
+				}
+			}
 		}
 		if got != callerNone {
 			return got

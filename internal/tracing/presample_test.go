@@ -40,7 +40,8 @@ func TestCallerSampled(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(tc.md...))
-			if got := callerSampled(grpcHeaders{ctx}, headerFamilies(nil)); got != tc.want {
+			_, families := propagator(nil)
+			if got := callerSampled(grpcHeaders{ctx}, families); got != tc.want {
 				t.Errorf("callerSampled = %d, want %d", got, tc.want)
 			}
 		})
@@ -73,6 +74,8 @@ func TestSampling(t *testing.T) {
 		{name: "b3 only: a traceparent unsampled caller is a root", cfg: Config{Propagators: []string{"b3"}}, md: []string{"traceparent", unsampledTP}, calls: 5, min: 5, max: 5},
 		{name: "none: every caller is a root", cfg: Config{Propagators: []string{}}, md: []string{"traceparent", unsampledTP, "b3", "0"}, calls: 5, min: 5, max: 5},
 		{name: "tracecontext,b3: b3 wins", cfg: Config{Propagators: []string{"tracecontext", "b3"}}, md: []string{"traceparent", sampledTP, "b3", "0"}, calls: 5, min: 0, max: 0},
+		{name: "tracecontext,baggage: baggage does not hide an unsampled caller", cfg: Config{Propagators: []string{"tracecontext", "baggage"}}, md: []string{"traceparent", unsampledTP, "baggage", "k=v"}, calls: 5, min: 0, max: 0},
+		{name: "jaeger,tracecontext: an unsampled jaeger caller is judged by its propagator", cfg: Config{Propagators: []string{"jaeger", "tracecontext"}}, md: []string{"uber-trace-id", "4bf92f3577b34da6a3ce929d0e0e4736:00f067aa0ba902b7:0:0"}, calls: 5, min: 0, max: 0},
 		{name: "b3,tracecontext: traceparent wins", cfg: Config{Propagators: []string{"b3", "tracecontext"}}, md: []string{"traceparent", sampledTP, "b3", "0"}, calls: 5, min: 5, max: 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

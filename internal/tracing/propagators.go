@@ -5,35 +5,22 @@ import (
 	"slices"
 	"strings"
 
-	"go.opentelemetry.io/contrib/propagators/b3"
+	"go.opentelemetry.io/contrib/propagators/autoprop"
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// The propagators floodgate reads a caller's trace context with, by their
-// OTEL_PROPAGATORS names.
-const (
-	// PropagatorTraceContext is W3C traceparent and tracestate.
-	PropagatorTraceContext = "tracecontext"
-	// PropagatorBaggage is W3C baggage.
-	PropagatorBaggage = "baggage"
-	// PropagatorB3 is Zipkin's B3, single header (b3). Reading accepts the
-	// multiple headers too.
-	PropagatorB3 = "b3"
-	// PropagatorB3Multi is Zipkin's B3, multiple headers (x-b3-*, Envoy's
-	// default). Reading accepts the single header too.
-	PropagatorB3Multi = "b3multi"
-)
+// DefaultPropagators are used when OTEL_PROPAGATORS is unset: B3 in its
+// multiple headers (Envoy's default) and W3C traceparent, which wins when
+// a call carries both. The specification's default is
+// tracecontext,baggage; floodgate sits behind Envoy, which sends B3 unless
+// told otherwise.
+var DefaultPropagators = []string{"b3multi", "tracecontext"}
 
-// DefaultPropagators are used when OTEL_PROPAGATORS is unset: B3 (Envoy's
-// default) and W3C traceparent, which wins when a call carries both.
-// The specification's default is tracecontext,baggage; floodgate sits
-// behind Envoy, which sends B3 unless told otherwise.
-var DefaultPropagators = []string{PropagatorB3Multi, PropagatorTraceContext}
-
-// propagatorsFromEnv is OTEL_PROPAGATORS as a list: nil when unset (the
-// defaults), empty for none. Names floodgate does not implement (jaeger,
-// xray, ottrace, typos) are logged and left out, as the specification asks
-// of unknown values; repeats are dropped.
+// propagatorsFromEnv is OTEL_PROPAGATORS as a list of the names autoprop
+// knows (tracecontext, baggage, b3, b3multi, jaeger, xray, ottrace): nil
+// when unset (the defaults), empty for none. Other names are logged and
+// left out, as the specification asks of unknown values; repeats are
+// dropped.
 func propagatorsFromEnv(getenv func(string) string, log *slog.Logger) []string {
 	raw := strings.TrimSpace(getenv("OTEL_PROPAGATORS"))
 	if raw == "" {
@@ -42,74 +29,81 @@ func propagatorsFromEnv(getenv func(string) string, log *slog.Logger) []string {
 	names := []string{}
 	for name := range strings.SplitSeq(raw, ",") {
 		name = strings.ToLower(strings.TrimSpace(name))
-		switch name {
-		case PropagatorTraceContext, PropagatorBaggage, PropagatorB3, PropagatorB3Multi:
-			if !slices.Contains(names, name) {
-				names = append(names, name)
-			}
-		case "none":
+		switch _, err := autoprop.TextMapPropagator(name); {
+		case name == "" || slices.Contains(names, name):
+		case name == "none":
 			if raw != "none" {
 				log.Warn("tracing: OTEL_PROPAGATORS lists none with others; reading no trace context", "value", raw)
 			}
 			return []string{}
-		case "":
+		case err != nil:
+			log.Warn("tracing: OTEL_PROPAGATORS names a propagator floodgate does not read; ignoring it", "name", name)
 		default:
-			log.Warn("tracing: OTEL_PROPAGATORS names a propagator floodgate does not read; ignoring it (known: tracecontext, baggage, b3, b3multi, none)", "name", name)
+			names = append(names, name)
 		}
 	}
 	return names
 }
 
-// Propagator reads a caller's trace context with the named propagators
-// (nil means DefaultPropagators); when a call carries several, the last
-// named wins, as in OTEL_PROPAGATORS.
-func Propagator(names []string) propagation.TextMapPropagator {
+// propagator reads a caller's trace context with the named propagators
+// (nil means DefaultPropagators; names autoprop does not know are left
+// out); when a call carries several, the last named wins, as in
+// OTEL_PROPAGATORS. It also returns the trace headers they read, the
+// winning first: what callerSampled looks at, in its order.
+func propagator(names []string) (propagation.TextMapPropagator, []headerFamily) {
 	if names == nil {
 		names = DefaultPropagators
 	}
-	ps := make([]propagation.TextMapPropagator, 0, len(names))
+	var ps []propagation.TextMapPropagator
+	var fs []headerFamily
 	for _, n := range names {
-		switch n {
-		case PropagatorTraceContext:
-			ps = append(ps, propagation.TraceContext{})
-		case PropagatorBaggage:
-			ps = append(ps, propagation.Baggage{})
-		case PropagatorB3:
-			ps = append(ps, b3.New(b3.WithInjectEncoding(b3.B3SingleHeader)))
-		case PropagatorB3Multi:
-			ps = append(ps, b3.New(b3.WithInjectEncoding(b3.B3MultipleHeader)))
+		p, err := autoprop.TextMapPropagator(n)
+		if err != nil || n == "none" {
+			continue
 		}
+		ps = append(ps, p)
+		if n == "baggage" { // carries no trace context: the call stays a root
+			continue
+		}
+		f := familyOf(p.Fields())
+		if i := slices.IndexFunc(fs, f.same); i >= 0 {
+			fs = slices.Delete(fs, i, i+1)
+		}
+		fs = slices.Insert(fs, 0, f)
 	}
-	return propagation.NewCompositeTextMapPropagator(ps...)
+	return propagation.NewCompositeTextMapPropagator(ps...), fs
 }
 
-// headerFamily is a kind of trace header the pre-sampling reads.
-type headerFamily uint8
+// headerFamily is a kind of trace header the pre-sampling reads: W3C
+// traceparent and B3, whose sampled flag it understands, or the headers
+// of another propagator, whose presence leaves the judgement to it.
+type headerFamily struct {
+	kind   uint8    // traceparentHeaders, b3Headers or otherHeaders
+	fields []string // otherHeaders: the header names, lower case
+}
 
 const (
-	traceparentHeaders headerFamily = iota + 1
+	traceparentHeaders = iota + 1
 	b3Headers
+	otherHeaders
 )
 
-// headerFamilies are the trace headers the named propagators read, the
-// winning one first (the last named): what callerSampled looks at, in
-// its order.
-func headerFamilies(names []string) []headerFamily {
-	if names == nil {
-		names = DefaultPropagators
-	}
-	var fs []headerFamily
-	for _, n := range slices.Backward(names) {
-		f := headerFamily(0)
-		switch n {
-		case PropagatorTraceContext:
-			f = traceparentHeaders
-		case PropagatorB3, PropagatorB3Multi:
-			f = b3Headers
+// familyOf is the family of a propagator that writes the given headers.
+func familyOf(fields []string) headerFamily {
+	f := headerFamily{kind: otherHeaders}
+	for _, h := range fields {
+		h = strings.ToLower(h)
+		switch h {
+		case "traceparent":
+			return headerFamily{kind: traceparentHeaders}
+		case "b3", "x-b3-traceid":
+			return headerFamily{kind: b3Headers}
 		}
-		if f != 0 && !slices.Contains(fs, f) {
-			fs = append(fs, f)
-		}
+		f.fields = append(f.fields, h)
 	}
-	return fs
+	return f
+}
+
+func (f headerFamily) same(g headerFamily) bool {
+	return f.kind == g.kind && slices.Equal(f.fields, g.fields)
 }

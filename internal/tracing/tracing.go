@@ -90,8 +90,7 @@ func (t *Tracing) Tracer() trace.Tracer {
 
 // ServerInterceptors make each sampled call's server span, the parent of
 // floodgate's own, from the caller's trace headers (W3C traceparent or B3
-// unless Config.Propagators says otherwise; see Propagator and
-// serverSpans). Health checks and reflection are not
+// unless Config.Propagators says otherwise; see serverSpans). Health checks and reflection are not
 // traced. Both are nil when tracing is off.
 func (t *Tracing) ServerInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	if !t.On() {
@@ -103,10 +102,11 @@ func (t *Tracing) ServerInterceptors() (grpc.UnaryServerInterceptor, grpc.Stream
 
 // serverSpans starts the server spans of calls; tracing must be on.
 func (t *Tracing) serverSpans() *serverSpans {
+	prop, families := propagator(t.propagators)
 	return &serverSpans{
 		tracer:      t.provider.Tracer(InstrumentationName),
-		propagator:  Propagator(t.propagators),
-		headers:     headerFamilies(t.propagators),
+		propagator:  prop,
+		headers:     families,
 		rootRatio:   t.rootRatio,
 		parentBased: t.parentBased,
 	}

@@ -85,6 +85,7 @@ func TestServerSpanParentedToCaller(t *testing.T) {
 			"traceparent", "00-11111111111111111111111111111111-2222222222222222-01",
 			"x-b3-traceid", traceID, "x-b3-spanid", spanID, "x-b3-sampled", "1"}},
 		{name: "OTEL_PROPAGATORS=tracecontext: B3 is not read", props: []string{"tracecontext"}, md: []string{"b3", traceID + "-" + spanID + "-1"}, root: true},
+		{name: "OTEL_PROPAGATORS=jaeger: read by its propagator", props: []string{"jaeger"}, md: []string{"uber-trace-id", traceID + ":" + spanID + ":0:1"}},
 		{name: "OTEL_PROPAGATORS=none", props: []string{}, md: []string{"traceparent", "00-" + traceID + "-" + spanID + "-01"}, root: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
