@@ -21,6 +21,7 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/denycache"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/xdsrules"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/server/rlqs"
 	"github.com/floodgate/floodgate/store"
@@ -247,11 +248,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	var quotaSvc atomic.Pointer[rlqs.Service] // told of reloads once built
-	live := &liveRules{changed: func() {
+	live := xdsrules.NewLive(func() {
 		if q := quotaSvc.Load(); q != nil {
 			q.ConfigChanged()
 		}
-	}}
+	})
 	closeRules, reloadRules, err := env.loadRules(ctx, live)
 	if err != nil && f.logFormat == "text" {
 		// As config validate prints it: file:line:column and the problem.

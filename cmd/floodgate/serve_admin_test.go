@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/xdsrules"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store"
 )
@@ -183,7 +184,7 @@ func TestLoadRulesReadsTheEnvsConfig(t *testing.T) {
 	}
 	f := serveFlags{configPath: path}
 	_, metrics := newMetrics()
-	live := &liveRules{}
+	live := xdsrules.NewLive(nil)
 	stop, reload, err := serveEnv{f: &f, log: slog.New(slog.DiscardHandler), metrics: metrics}.loadRules(t.Context(), live)
 	if err != nil {
 		t.Fatal(err)

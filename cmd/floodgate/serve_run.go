@@ -22,6 +22,7 @@ import (
 	"github.com/floodgate/floodgate/internal/filewatch"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/xdsrules"
 	"github.com/floodgate/floodgate/server/rlqs"
 )
 
@@ -39,7 +40,7 @@ func newMetrics() (*prometheus.Registry, *observability.Metrics) {
 // ends or the returned func is called; every accepted reload is counted
 // and logged. Without a path the files add no rules. The returned
 // reloadable (nil without a path) reloads them on a SIGHUP.
-func (e serveEnv) loadRules(ctx context.Context, live *liveRules) (func(), []reloadable, error) {
+func (e serveEnv) loadRules(ctx context.Context, live *xdsrules.Live) (func(), []reloadable, error) {
 	f, metrics, log := e.f, e.metrics, e.log
 	path := f.configPath
 	if path == "" {
@@ -47,7 +48,7 @@ func (e serveEnv) loadRules(ctx context.Context, live *liveRules) (func(), []rel
 	}
 	w, err := rules.Watch(ctx, path, f.ruleLoad.options(),
 		func(c *rules.Set) {
-			retried, err := live.setFile(c)
+			retried, err := live.SetFile(c)
 			if err != nil {
 				metrics.ObserveConfigReload(err)
 				log.Error("config rejected; the previous config keeps serving (retried when the xDS config changes)", "err", err)

@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -84,103 +80,13 @@ func (x *xdsFlags) client(apply func([]*rules.Set, string) error, log *slog.Logg
 	return xdsrules.New(o)
 }
 
-// liveRules is the rules the APIs see: the --config files' and the xDS
-// management server's, merged. Either source replaces its part, and the
-// merged whole is swapped in at once; a change that would define a domain
-// twice is refused and the previous rules keep serving. A refused part is
-// kept and tried again whenever the other source changes, in both
-// directions: a domain moving from the files to xDS (xDS adds it while a
-// file still defines it, then the file drops it) applies once the file
-// drops it, without waiting for the management server to resend.
-type liveRules struct {
-	cur atomic.Pointer[rules.Set]
-
-	mu          sync.Mutex
-	file        *rules.Set   // the files' part in force
-	pendingFile *rules.Set   // a files' reload refused for a clash, retried when xDS changes
-	xds         []*rules.Set // the xDS part in force, one per resource
-	pendingXDS  []*rules.Set // an xDS response refused for a clash, retried when the files change
-	changed     func()       // after every swap
-}
-
-// Current returns the merged rules in force. It never blocks.
-func (l *liveRules) Current() *rules.Set { return l.cur.Load() }
-
-// setFile makes c the files' part. An xDS response refused earlier for a
-// clash is then tried again; retried reports whether it now applies.
-func (l *liveRules) setFile(c *rules.Set) (retried bool, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.swap(c, l.xds); err != nil {
-		l.pendingFile = c
-		return false, err
-	}
-	l.file, l.pendingFile = c, nil
-	if p := l.pendingXDS; p != nil && l.swap(c, p) == nil {
-		l.xds, l.pendingXDS = p, nil
-		retried = true
-	}
-	return retried, nil
-}
-
-// setXDS makes parts the xDS part. A files' reload refused earlier for a
-// clash is then tried again; retried reports whether it now applies. A
-// refusal is an *xdsrules.Refusal whose message, sent to the management
-// server, names the resources and domains but no local file.
-func (l *liveRules) setXDS(parts []*rules.Set) (retried bool, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.swap(l.file, parts); err != nil {
-		l.pendingXDS = parts
-		return false, &xdsrules.Refusal{Message: clashes(l.file, parts), Err: err}
-	}
-	l.xds, l.pendingXDS = parts, nil
-	if p := l.pendingFile; p != nil && l.swap(p, parts) == nil {
-		l.file, l.pendingFile = p, nil
-		retried = true
-	}
-	return retried, nil
-}
-
-// clashes names, for the management server, the domains of the xDS parts
-// that the files define too: the resource and the domain, never a path
-// of this host's.
-func clashes(file *rules.Set, parts []*rules.Set) string {
-	local := file.Domains()
-	var out []string
-	for _, p := range parts {
-		for _, d := range p.Domains() {
-			if slices.Contains(local, d) {
-				out = append(out, fmt.Sprintf("%s: domain %q is defined by this server's local config files too", strings.Join(p.Files(), ", "), d))
-			}
-		}
-	}
-	if len(out) == 0 {
-		return "refused: the resources clash with this server's local config"
-	}
-	return strings.Join(out, "; ")
-}
-
-// swap merges the two parts and makes the result current. l.mu is held.
-func (l *liveRules) swap(file *rules.Set, xds []*rules.Set) error {
-	merged, err := rules.Merge(append([]*rules.Set{file}, xds...)...)
-	if err != nil {
-		return err
-	}
-	l.cur.Store(merged)
-	if l.changed != nil {
-		l.changed()
-	}
-	return nil
-}
-
 // startXDS starts the xDS client of the --xds-* flags, if any, feeding
 // live until ctx ends; the returned func waits for it to stop. Serving does not wait for
 // the management server: until it answers, its domains are unknown.
-func (e serveEnv) startXDS(ctx context.Context, live *liveRules) (func(), error) {
+func (e serveEnv) startXDS(ctx context.Context, live *xdsrules.Live) (func(), error) {
 	x, metrics, log := &e.f.xds, e.metrics, e.log
 	apply := func(parts []*rules.Set, version string) error {
-		retried, err := live.setXDS(parts)
+		retried, err := live.SetXDS(parts)
 		metrics.ObserveConfigReload(err)
 		if err != nil {
 			return err
