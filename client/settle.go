@@ -27,7 +27,7 @@ type Settlement struct {
 	// ResetAfter is how long until the key is back to its full limit.
 	ResetAfter time.Duration
 	// Unrecorded is the usage floodgate did not record: the debt reached
-	// its bound (one capacity), or a sliding window log was full.
+	// its bound (one capacity), or the limit keeps a log, which was full.
 	Unrecorded int64
 	// Duplicate says this settlement's idempotency key was settled
 	// before: nothing was charged again.

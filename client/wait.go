@@ -24,8 +24,8 @@ var ErrNeverAdmitted = errors.New("the limit can never admit this request")
 // a Retry-After header is at least 1, so that no Wait asks in a loop.
 const zeroRetryAfter = time.Second
 
-// Wait takes one slot of key's limit, usually a leaky bucket
-// (LeakyBucket), and blocks until the slot starts, like
+// Wait takes one slot of key's limit, usually of an algorithm that
+// admits with a wait (Decision.Wait), and blocks until the slot starts, like
 // golang.org/x/time/rate's Limiter.Wait: a partner API that allows 10
 // requests/s gets one call every 100 ms from all its callers together,
 // instead of denials to retry.
@@ -41,8 +41,8 @@ const zeroRetryAfter = time.Second
 // 0) and checks again, or returns ErrWaitTooLong if the deadline comes
 // first, or ErrNeverAdmitted for a negative RetryAfter (a cost no wait
 // lets through). With the other algorithms Wait waits for RetryAfter the same
-// way, so it works with any limit; only the leaky bucket spaces the
-// starts exactly.
+// way, so it works with any limit; only an algorithm that waits spaces
+// the starts exactly.
 //
 // A degraded answer (Decision.Degraded) that allows returns nil at once:
 // the failure mode said open. Errors from Check are returned as they are.
@@ -52,8 +52,8 @@ func (c *Client) Wait(ctx context.Context, key string, limit Limit) error {
 
 // WaitN is Wait for n slots at once (a batch of n calls to the partner
 // API, or one call that costs n): it blocks until the first of them
-// starts; the next caller's slot comes n slots later. n must be at least 1; more than the limit's capacity (a
-// leaky bucket's burst, the queue's size) is refused by floodgate
+// starts; the next caller's slot comes n slots later. n must be at least 1; more than the limit's capacity (the
+// burst, the queue's size) is refused by floodgate
 // (InvalidArgument), since it could never be admitted.
 func (c *Client) WaitN(ctx context.Context, key string, limit Limit, n int64) error {
 	if n < 1 {

@@ -122,7 +122,7 @@ func checkResponse(c check, d algorithms.Decision, degraded bool) *floodgatev1.C
 		b.retry.Seconds, b.retry.Nanos = int64(retry/time.Second), int32(retry%time.Second)
 	}
 	resp.RetryAfter = &b.retry
-	// The leaky bucket's wait; 0 for the others (always set, as
+	// The wait of an algorithm that waits; 0 for the others (always set, as
 	// retry_after is, so that JSON shows "0s" rather than null).
 	b.wait.Seconds, b.wait.Nanos = int64(d.Wait/time.Second), int32(d.Wait%time.Second)
 	resp.Wait = &b.wait

@@ -289,8 +289,9 @@ func (e *Envoy) limitCheck(dp *descriptorPlan, l *rules.Limit, info *limitInfo) 
 	default:
 		var kb [128]byte // a key is built here, then copied into its string
 		c.req, c.peek = dp.request(string(l.AppendKey(kb[:0], dp.entries)), l.Rate)
-		// NoWait: Envoy cannot hold a request, so a leaky bucket admits
-		// only what may start now (the README's "Envoy").
+		// NoWait: Envoy cannot hold a request, so an algorithm that waits
+		// (algorithms.Facts.Waits) admits only what may start now (the
+		// README's "Envoy").
 		c.req.Mode = algorithms.NoWait
 		if l.ChargeAfter && c.req.Cost > 0 {
 			// charge: after: usage that happened (Envoy's
@@ -303,10 +304,10 @@ func (e *Envoy) limitCheck(dp *descriptorPlan, l *rules.Limit, info *limitInfo) 
 }
 
 // overrideCheck is the check for a descriptor carrying its own limit (set
-// in Envoy's route config). It counts in fixed windows, as the reference
-// server does. With ShareOverrideCounters it counts where the reference
-// does: under the key of the descriptor's rule when that rule counts in
-// fixed windows of the override's unit (so both see one count), else
+// in Envoy's route config). It counts as the reference server does
+// (algorithms.Compatible). With ShareOverrideCounters it counts where the
+// reference does: under the key of the descriptor's rule when that rule
+// counts so, in windows of the override's unit (so both see one count), else
 // under a key of the domain, the entries and the unit; without, under a
 // key of its own that names the override's rate too. It is never in
 // quota or shadow mode beyond the server's, has no name and no metadata,
@@ -316,7 +317,7 @@ func (e *Envoy) overrideCheck(dp *descriptorPlan, o *ratelimitv3.RateLimitDescri
 	l := &rules.Limit{
 		Name:   dp.domain + ".override",
 		Domain: dp.domain,
-		Rate:   algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: int64(o.GetRequestsPerUnit()), Period: period},
+		Rate:   algorithms.Limit{Algorithm: algorithms.Compatible, Requests: int64(o.GetRequestsPerUnit()), Period: period},
 	}
 	c := envoyCheck{desc: dp.i, limit: l, shadow: e.shadow, quota: e.quotaMode}
 	if o.GetRequestsPerUnit() == 0 {
@@ -346,12 +347,12 @@ func (e *Envoy) overrideCheck(dp *descriptorPlan, o *ratelimitv3.RateLimitDescri
 }
 
 // sharedRule is the first of a descriptor's limits whose counter an
-// override of period shares: a fixed window of that period (the state of
-// a token bucket, a sliding window or a calendar period means something
-// else), or nil.
+// override of period shares: one that counts as the override does
+// (algorithms.Compatible) in windows of that period (another algorithm's
+// state, or a calendar period's, means something else), or nil.
 func sharedRule(matched []*rules.Limit, period time.Duration) *rules.Limit {
 	for _, l := range matched {
-		if !l.Unlimited && !l.DenyAll && !l.ChargeAfter && l.Rate.Algorithm == algorithms.FixedWindow &&
+		if !l.Unlimited && !l.DenyAll && !l.ChargeAfter && l.Rate.Algorithm == algorithms.Compatible &&
 			l.Rate.Calendar == algorithms.NoCalendar && l.Rate.Period == period {
 			return l
 		}

@@ -24,11 +24,11 @@ import (
 //
 // With CountDeniedHits, a denied request's hits are counted too: every
 // enforced limit whose count starts afresh at its window's boundary
-// (algorithms.Facts.Afresh: the fixed window) is charged its hits as debt
+// (algorithms.Facts.Afresh) is charged its hits as debt
 // (algorithms.Debt), so that the key is denied until the window ends; a
 // quota-mode descriptor over its quota in a passing request is charged the
-// same way. An algorithm whose state carries into the next window (the
-// buckets, the sliding windows) counts no denied hits: there a client that
+// same way. An algorithm whose state carries into the next window counts
+// no denied hits: there a client that
 // kept retrying would stay denied for as long as it retried.
 //
 // Shadow limits are decided last, each on its own, charged only when the

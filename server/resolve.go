@@ -121,8 +121,8 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 	return c, nil
 }
 
-// checkRefund refuses a check that gives a leaky bucket's slots back
-// (cost < 0, as the Go client's Wait does when it cannot use its slot)
+// checkRefund refuses a check that gives units back (cost < 0, as the
+// Go client's Wait does when it cannot use its slot)
 // with codes.PermissionDenied unless the give-back rule allows it
 // (internal/giveback), as it does Envoy's is_negative_hits and Reset.
 func (d *decider) checkRefund(ctx context.Context, field string, c check) error {

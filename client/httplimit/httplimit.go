@@ -113,9 +113,9 @@ type Config struct {
 // The policy is named "apikey" or "ip" after the limit the headers
 // describe, or after the server-side policy when the limit is one (whose
 // window the middleware does not know: RateLimit-Policy and the ";w=" of
-// X-RateLimit-Limit are then left out). A token bucket advertises its
-// burst as q over the time it takes to refill, so q/w is its sustained
-// rate. Every time is rounded up to a whole second, so a client that waits
+// X-RateLimit-Limit are then left out). A bucket (a limit with a burst)
+// advertises its burst as q over the time it takes to refill, so q/w is
+// its sustained rate. Every time is rounded up to a whole second, so a client that waits
 // as told is never early. When two limits apply, the headers describe the
 // more restrictive; when both could have given the decision, the IP limit.
 //

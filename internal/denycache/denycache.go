@@ -65,9 +65,9 @@ type shard struct {
 type entry struct {
 	scope string
 	limit algorithms.Limit
-	// mode is the requests' as cacheMode keys it (a leaky bucket's NoWait
-	// denies until its queue is empty, a plain request only until a place
-	// frees; every other algorithm ignores NoWait): a deny answers only
+	// mode is the requests' as cacheMode keys it (where the algorithm
+	// waits, NoWait denies until its queue is empty, a plain request only
+	// until a place frees; every other algorithm ignores NoWait): a deny answers only
 	// requests of its own mode.
 	mode  algorithms.Mode
 	at    int64 // when the store denied, in Unix ms as the stores read now

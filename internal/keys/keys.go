@@ -108,7 +108,7 @@ func AppendOverrideUnit(dst []byte, domain string, unit int32) []byte {
 // LimitID is the short, fixed-length stand-in for a rule's ID (rules'
 // Limit.ID) at the head of its Envoy store keys: 16 base64url characters
 // (96 bits) of its SHA-256. Store keys stay short whatever the rule's
-// path (a Redis token-bucket key costs under 100 bytes), and two rules
+// path (a Redis key of a three-integer state costs under 100 bytes), and two rules
 // collide with probability 2^-96 per pair.
 func LimitID(id string) string {
 	sum := sha256.Sum256([]byte(id))

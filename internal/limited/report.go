@@ -361,7 +361,8 @@ func Printable(b []byte, truncated bool) string {
 	return sb.String()
 }
 
-// rateText is how a rule's rate reads: "100 per 1m0s, token_bucket, burst 10".
+// rateText is how a rule's rate reads: "100 per 1m0s, NAME, burst 10",
+// NAME the algorithm's.
 func rateText(r algorithms.Limit) string {
 	period := r.Period.String()
 	if r.Calendar != algorithms.NoCalendar {

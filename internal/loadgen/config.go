@@ -91,7 +91,7 @@ type Config struct {
 	// skew (must be > 1): key 0 is the most frequent. 0 means uniform.
 	Zipf float64
 	// Limit is the inline limit of every Check request (algorithm,
-	// requests, period; the burst of a token bucket is Requests). Required
+	// requests, period; a burst, where the algorithm takes one, is Requests). Required
 	// for APICheck; its Burst must be 0.
 	Limit algorithms.Limit
 	// Descriptors is the number of descriptors of every ShouldRateLimit

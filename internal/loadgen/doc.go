@@ -60,7 +60,7 @@
 //	conns                 gRPC connections
 //	keys                  distinct keys (check and rls only)
 //	zipf                  Zipf skew; absent when keys are uniform
-//	algorithm, limit      check only: e.g. "token_bucket", "100/1s"
+//	algorithm, limit      check only: the algorithm's name, e.g. "100/1s"
 //	descriptors, domain   rls only
 //	warmup_seconds        warmup time (not measured)
 //	elapsed_seconds       measured time

@@ -10,7 +10,7 @@ import (
 // RLSConfig is the server config an APIRLS run needs: a YAML file for
 // `floodgate serve --config` with the domain and one rule per descriptor
 // key (DescriptorKey(0..descriptors-1)), each counting every key
-// separately under limit (burst = requests for a token bucket).
+// separately under limit (burst = requests where the algorithm takes one).
 func RLSConfig(domain string, descriptors int, limit algorithms.Limit) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# floodgate bench --api rls --domain %s --descriptors %d --limit %s --algorithm %s\n",

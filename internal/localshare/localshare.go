@@ -53,7 +53,7 @@ func (s *Share) Replicas() int { return max(s.replicas(), 1) }
 // capacity. A cost above the share's capacity (which the limit itself
 // admits) is denied with the wait until its period ends (overShareWait),
 // never a negative one. An error means nothing was decided: a share that is not a
-// valid limit (store.ErrInvalid; a token bucket too fine-grained once
+// valid limit (store.ErrInvalid; a bucket's rate too fine-grained once
 // divided), a context that ended, or a Discard racing the call
 // (store.ErrUnavailable).
 func (s *Share) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
@@ -123,8 +123,7 @@ func (s *Share) Discard() {
 // made since the last Discard).
 func (s *Share) Active() bool { return s.mem.Load() != nil }
 
-// Scale is replicas' share of l: requests, and a token bucket's burst when
-// set, divided by replicas and rounded down, at least 1; the algorithm and
+// Scale is replicas' share of l: requests, and its burst when set, divided by replicas and rounded down, at least 1; the algorithm and
 // the period stay. Rounding down keeps the sum of the shares at most the
 // limit; the minimum of 1 keeps every replica admitting something when
 // the limit is below the replica count. replicas below 2 return l.

@@ -17,9 +17,9 @@
 //
 // # What q and w mean
 //
-// For the window algorithms (fixed window, sliding window, sliding window
-// log) q is the requests per period and w the period. A token bucket of r
-// requests per period p with burst b advertises q=b with w the time the
+// For the window algorithms q is the requests per period and w the
+// period. A bucket (algorithms.Facts.Bucket) of r requests per period p
+// with burst b advertises q=b with w the time the
 // bucket takes to refill b tokens, b·p/r, rounded up to whole seconds: a
 // client that spends q per w never waits and sends at the bucket's
 // sustained rate (60/min burst 10 is q=10;w=10, not q=10;w=60, which would
@@ -27,8 +27,8 @@
 // above the sustained rate. When the whole burst refills in under a second,
 // w is 1 and q the burst, which understates the rate; such buckets are rare.
 //
-// For RateLimit, r is what can be spent now (for a token bucket, whole
-// tokens) and t the seconds until the quota is whole again. Every time is
+// For RateLimit, r is what can be spent now (for a bucket, whole tokens)
+// and t the seconds until the quota is whole again. Every time is
 // rounded up to whole seconds, so a client that waits as told is never
 // early.
 //
@@ -103,21 +103,20 @@ type Limit struct {
 // Bucket: a queue drains as a bucket refills) or a window's.
 func Of(name string, l algorithms.Limit) Limit {
 	if l.Algorithm.Facts().Bucket {
-		return TokenBucket(name, l.Requests, l.Period, l.Burst)
+		return Bucket(name, l.Requests, l.Period, l.Burst)
 	}
 	return Window(name, l.Requests, l.Period)
 }
 
-// Window is the policy of a window algorithm (fixed window, sliding
-// window, sliding window log): requests per period.
+// Window is the policy of a window algorithm: requests per period.
 func Window(name string, requests int64, period time.Duration) Limit {
 	return Limit{Name: name, Quota: requests, Window: period}
 }
 
-// TokenBucket is the policy of a token bucket of requests per period with
-// the given burst (0 means requests): q is the burst and w the time the
-// bucket takes to refill it (see the package doc).
-func TokenBucket(name string, requests int64, period time.Duration, burst int64) Limit {
+// Bucket is the policy of a bucket of requests per period with the given
+// burst (0 means requests): q is the burst and w the time the bucket
+// takes to refill it (see the package doc).
+func Bucket(name string, requests int64, period time.Duration, burst int64) Limit {
 	if burst <= 0 {
 		burst = requests
 	}

@@ -36,19 +36,19 @@ func TestAppend(t *testing.T) {
 		{
 			// 60/min burst 10 is 10 per 10s, not 10 per 60s.
 			"token bucket: the burst over its refill time",
-			ratelimitheader.TokenBucket("tb", 60, time.Minute, 10),
+			ratelimitheader.Bucket("tb", 60, time.Minute, 10),
 			ratelimitheader.State{Remaining: 9, ResetAfter: time.Second},
 			map[string]string{"RateLimit-Policy": `"tb";q=10;w=10`, "X-RateLimit-Limit": "10, 10;w=10", "RateLimit": `"tb";r=9;t=1`},
 		},
 		{
 			"token bucket, refill rounded up",
-			ratelimitheader.TokenBucket("tb", 3, time.Hour, 0), // 3/h: 3 tokens refill in an hour
+			ratelimitheader.Bucket("tb", 3, time.Hour, 0), // 3/h: 3 tokens refill in an hour
 			ratelimitheader.State{Remaining: 2, ResetAfter: 20 * time.Minute},
 			map[string]string{"RateLimit-Policy": `"tb";q=3;w=3600`, "RateLimit": `"tb";r=2;t=1200`},
 		},
 		{
 			"token bucket refilling in under a second",
-			ratelimitheader.TokenBucket("fast", 1000, time.Second, 10),
+			ratelimitheader.Bucket("fast", 1000, time.Second, 10),
 			ratelimitheader.State{Remaining: 10},
 			map[string]string{"RateLimit-Policy": `"fast";q=10;w=1`},
 		},
@@ -175,7 +175,7 @@ func TestLowerName(t *testing.T) {
 
 func TestTokenBucketHuge(t *testing.T) {
 	// burst·period overflows 64 bits; the window still comes out right.
-	l := ratelimitheader.TokenBucket("big", 1<<40, 1000*time.Hour, 1<<40)
+	l := ratelimitheader.Bucket("big", 1<<40, 1000*time.Hour, 1<<40)
 	if l.Window != 1000*time.Hour {
 		t.Fatalf("window %v, want 1000h", l.Window)
 	}

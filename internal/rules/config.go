@@ -103,8 +103,8 @@ type Limit struct {
 	// Domain is the domain the limit belongs to.
 	Domain string
 	// Rate is the rate to enforce: the algorithm (rate_limit.algorithm,
-	// else the file's default_algorithm, else fixed_window, which is what
-	// envoyproxy/ratelimit counts with), requests, period and burst. Zero
+	// else the file's default_algorithm, else algorithms.Compatible, which
+	// is how envoyproxy/ratelimit counts), requests, period and burst. Zero
 	// when Unlimited. Valid (algorithms.Limit.Validate) unless Unlimited or
 	// DenyAll.
 	Rate algorithms.Limit

@@ -12,7 +12,7 @@
 // holds one YAML document with one domain, or only policies:
 //
 //	domain: api                  # required unless the file holds only policies
-//	default_algorithm: token_bucket   # optional; see "Extensions"
+//	default_algorithm: NAME      # optional; see "Extensions"
 //	descriptors: [...]           # the rules of this domain
 //	policies: {...}              # named limits for the Check API
 //
@@ -196,8 +196,9 @@
 //
 // Inside any rate_limit:
 //
-//	algorithm: token_bucket   # token_bucket | sliding_window | sliding_window_log | fixed_window | leaky_bucket
-//	burst: 20                 # token_bucket: the bucket's capacity; leaky_bucket: its queue's size (default requests)
+//	algorithm: NAME           # one of algorithms.All (docs/algorithms.md); an unknown one names them
+//	burst: 20                 # where the algorithm takes one (algorithms.Facts.Burst): its capacity,
+//	                          # or the queue's size of one that waits (default requests)
 //	period: 1500ms            # any Go duration, instead of unit/unit_multiplier (not both)
 //	period: calendar_month    # or calendar_day | calendar_week (ISO, from Monday) | calendar_year:
 //	time_zone: Asia/Jakarta   #   the local calendar period of an IANA zone (default UTC)
@@ -220,10 +221,11 @@
 //	                          # the parent descriptor's limits, under their counters; answered OK
 //
 // The algorithm is the rate_limit's `algorithm`, else the file's
-// `default_algorithm`, else fixed_window: the reference counts in fixed
-// windows, so an unchanged reference config behaves the same (including
-// the double burst at window edges; switch to sliding_window or
-// token_bucket to avoid it). failure_mode defaults to the server's
+// `default_algorithm`, else algorithms.Compatible, which counts as the
+// reference does, so an unchanged reference config behaves the same
+// (including the double burst at window edges; choose an algorithm whose
+// count does not start afresh at the edge to avoid it). failure_mode
+// defaults to the server's
 // --failure-mode. open allows and closed denies every request while the
 // store cannot decide; local has each replica enforce its share of the
 // limit in its own memory with the same algorithm: requests (and burst)
@@ -234,7 +236,8 @@
 // empty at the outage and are dropped when the store answers again. On
 // the embedded store, which does not fail, local is the store itself.
 //
-// A calendar period (fixed_window and sliding_window only) is the local
+// A calendar period (an algorithm that counts in windows only,
+// algorithms.Facts.Window) is the local
 // day, week, month or year of time_zone, whose name is resolved once, at
 // load: an unknown one is an error at its file:line:column. Its reset
 // time is the next local midnight of the period's first day; Envoy's
@@ -247,7 +250,7 @@
 //	descriptors:
 //	  - key: api_key
 //	    rate_limits:
-//	      - {requests_per_unit: 10, unit: second, algorithm: token_bucket, burst: 20}
+//	      - {requests_per_unit: 10, unit: second, algorithm: NAME, burst: 20}
 //	      - {requests_per_unit: 10000, unit: day, name: daily_quota}
 //
 // # Policies (the Check API)
@@ -256,22 +259,22 @@
 //	  free:  {requests_per_min: 15, burst: 30}
 //	  basic: {requests_per_min: 60, burst: 100}
 //	  pro:   {requests_per_min: 240, burst: 500}
-//	  login: {algorithm: sliding_window, requests: 5, period: 15m, failure_mode: closed}
+//	  login: {algorithm: NAME, requests: 5, period: 15m, failure_mode: closed}
 //
 // A policy has `requests` with `period` (a Go duration), or exactly one of
 // the shorthands `requests_per_second`, `requests_per_min`,
 // `requests_per_hour`; optionally `algorithm` (default: the file's
-// default_algorithm, else token_bucket: policies serve our own API, with
-// no compatibility to keep; fixed_window for a calendar period), `burst`
-// (token_bucket and leaky_bucket only), `time_zone` (a calendar period's),
+// default_algorithm, else algorithms.Default: policies serve our own API,
+// with no compatibility to keep; algorithms.Compatible for a calendar
+// period), `burst` (where the algorithm takes one), `time_zone` (a calendar period's),
 // `failure_mode`, `shadow_mode` and `warn_at` (as a rate_limit's). A policy's period may be a calendar
 // period: `{requests: 10000, period: calendar_month, time_zone: Asia/Jakarta}`.
 //
 // # Limits and names
 //
 // Every limit must pass algorithms.Limit.Validate (periods in whole
-// milliseconds, requests × period bounded, sliding_window_log at most
-// 10,000 requests). Limit.Name is rate_limit.name or, for metrics, a name
+// milliseconds, requests × period bounded, and each algorithm's own
+// bounds). Limit.Name is rate_limit.name or, for metrics, a name
 // derived from the rule's place as the reference derives its stat keys:
 // "domain.key_value.key2", with "#i" appended when one descriptor carries
 // several unnamed limits. Limit.ID identifies the limit's counters: stable

@@ -64,9 +64,10 @@ func (p *parser) calendar(ld *limitDoc, r *algorithms.Limit) {
 	if ld.calendar.ok {
 		r.Calendar = ld.calendar.v
 		if !ld.algorithm.given() && !p.defaultAlg.Valid() {
-			// A policy's default, the token bucket, takes no calendar:
-			// count calendar quotas with the fixed window unless told.
-			r.Algorithm = algorithms.FixedWindow
+			// A policy's default may count in no windows, so no
+			// calendar: count calendar quotas as the reference counts
+			// unless told.
+			r.Algorithm = algorithms.Compatible
 		}
 	}
 	tz := ld.timeZone
@@ -83,8 +84,8 @@ func (p *parser) calendar(ld *limitDoc, r *algorithms.Limit) {
 	}
 }
 
-// wholeRate checks r as a whole (algorithms.Limit.Validate: bounds, the
-// sliding window log's cap), reporting at the limit's mapping. what names
+// wholeRate checks r as a whole (algorithms.Limit.Validate: bounds and
+// each algorithm's own), reporting at the limit's mapping. what names
 // the limit in the message; "" for a rate_limit, whose position says it.
 func (p *parser) wholeRate(at *yaml.Node, what string, r algorithms.Limit) bool {
 	err := r.Validate()
@@ -145,7 +146,7 @@ func (p *parser) rateLimit(rl *rateLimitDoc) *Limit {
 	case requests.ok && requests.v < 0:
 		p.errorf(requests.at, "requests_per_unit must not be negative, got %d", requests.v)
 	}
-	l.Rate = p.rate(&rl.limitDoc, algorithms.FixedWindow, requests.v, period)
+	l.Rate = p.rate(&rl.limitDoc, algorithms.Compatible, requests.v, period)
 	if rl.bad || len(p.errs) > errsBefore {
 		return nil
 	}
@@ -307,11 +308,11 @@ func (p *parser) policy(name string, pd *policyDoc) (Policy, bool) {
 	case len(given) > 1:
 		p.errorf(pd.at, "%s: give only one of %s", what, strings.Join(given, ", "))
 	}
-	// Policies serve our own API, so the default is the token bucket, not
-	// the compatibility fixed window.
+	// Policies serve our own API, so the default is algorithms.Default,
+	// not the reference's algorithms.Compatible.
 	pol := Policy{
 		Name:        name,
-		Rate:        p.rate(&pd.limitDoc, algorithms.TokenBucket, requests, period),
+		Rate:        p.rate(&pd.limitDoc, algorithms.Default, requests, period),
 		FailureMode: p.failureMode(pd.failureMode),
 		ShadowMode:  isTrue(pd.shadowMode),
 	}

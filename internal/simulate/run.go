@@ -17,9 +17,9 @@ type Request struct {
 	At time.Duration
 	// Allowed reports whether the algorithm admitted it.
 	Allowed bool
-	// Wait is how long an admitted request waited in a leaky bucket's
-	// queue for its slot; 0 for every other algorithm. Charts count
-	// admitted requests at their Start, so a leaky bucket shows the
+	// Wait is how long an admitted request waited in the queue of an
+	// algorithm that waits; 0 for every other algorithm. Charts count
+	// admitted requests at their Start, so such an algorithm shows the
 	// traffic it lets through, spaced out, rather than the arrivals.
 	Wait time.Duration
 }
@@ -58,7 +58,7 @@ func Run(l algorithms.Limit, t Traffic) (Result, error) {
 		if at < 0 || at%time.Millisecond != 0 || i > 0 && at < t.Arrivals[i-1] {
 			return Result{}, badTraffic("arrival %d at %v is not a whole, non-negative number of milliseconds in order", i, at)
 		}
-		// Apply: the simulation owns its state, so a sliding window log
+		// Apply: the simulation owns its state, so a state that is a log
 		// costs O(1) a request rather than a copy of its ring.
 		d := algorithms.Apply(l, &state, algorithms.Request{NowMs: start + at.Milliseconds(), Cost: 1}, nil)
 		r.Requests[i] = Request{At: at, Allowed: d.Allowed, Wait: d.Wait}
@@ -137,8 +137,8 @@ func (r Result) Busiest() (count int, at time.Duration) {
 	return count, at
 }
 
-// LongestWait is the longest an admitted request waited for its start (a
-// leaky bucket's queue); 0 for the other algorithms.
+// LongestWait is the longest an admitted request waited for its start (in
+// the queue of an algorithm that waits); 0 for the other algorithms.
 func (r Result) LongestWait() time.Duration {
 	var w time.Duration
 	for _, q := range r.Requests {

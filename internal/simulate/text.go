@@ -23,7 +23,7 @@ var levels = []rune(" ▁▂▃▄▅▆▇█")
 // marking the window edges, and a summary with the most requests admitted
 // in any one period.
 //
-//	fixed_window 10/1m, traffic "edge"
+//	NAME 10/1m, traffic "edge"
 //	          0s                            1m                            2m
 //	admitted                               ██
 //	denied

@@ -1,9 +1,9 @@
 // Package softlimit is a limit's warning threshold, its soft limit: the
 // usage at which an allowed decision says "slow down" before decisions
 // are denied. A threshold is a count of units ("800") or a whole
-// percentage of the limit's capacity ("80%"); the capacity is burst for a
-// token or leaky bucket and requests for the window algorithms, the
-// number a decision reports as its Limit.
+// percentage of the limit's capacity ("80%"); the capacity is the burst
+// where the algorithm takes one and requests for the others
+// (algorithms.Limit.Capacity), the number a decision reports as its Limit.
 //
 // A decision has reached the threshold when the units it leaves used,
 // Limit − Remaining, are at least the threshold: with 1000 per minute

@@ -47,7 +47,8 @@ type Options struct {
 	// text.
 	TLS *tls.Config
 	// DefaultAlgorithm, when not empty, is the algorithm of every xDS
-	// limit (the resource type has no field for it; fixed_window else).
+	// limit (the resource type has no field for it; algorithms.Compatible
+	// else).
 	DefaultAlgorithm string
 	// BackoffMin and BackoffMax bound the wait before reconnecting; it
 	// doubles from BackoffMin after every attempt that got no response,

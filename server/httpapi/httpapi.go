@@ -11,7 +11,7 @@
 //
 // Bodies are the protobuf JSON mapping of the same messages (protojson),
 // exactly what `grpcurl -d` takes, with the spellings people type besides
-// (see lenient.go: token_bucket for ALGORITHM_TOKEN_BUCKET, "1m" for
+// (see lenient.go: calendar_month for CALENDAR_MONTH, "1m" for
 // "60s"); answers are what `grpcurl -emit-defaults` prints: every field,
 // so a denial reads "allowed": false. The verb after the colon follows
 // Google's custom-method convention (AIP-136), as grpc-gateway would

@@ -15,9 +15,9 @@ import (
 // The spellings people type, read here in one place before protojson's
 // strict decoding:
 //
-//   - an enum value by its proto name (ALGORITHM_TOKEN_BUCKET), without
-//     the enum's prefix (TOKEN_BUCKET), in lower case (token_bucket) or
-//     with hyphens (token-bucket);
+//   - an enum value by its proto name (CALENDAR_MONTH), without the
+//     enum's prefix (MONTH), in lower case (calendar_month, month) or with
+//     hyphens (calendar-month);
 //   - a google.protobuf.Duration in Go's form, as the CLI and the config
 //     file take it ("1m", "90s", "1h30m", "250ms"), beside protojson's
 //     "60s" and "0.25s".
