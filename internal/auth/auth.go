@@ -323,9 +323,3 @@ func (t *TokenAuth) Reload() error { return t.files.Reload() }
 // Close stops watching the token file; the tokens in force stay. It is
 // safe to call more than once.
 func (t *TokenAuth) Close() error { return t.files.Close() }
-
-// Tokens returns how many tokens, and how many admin tokens, are in force.
-func (t *TokenAuth) Tokens() (total, admins int) {
-	ts := t.files.Current()
-	return len(ts.digests), ts.admins
-}

@@ -24,7 +24,6 @@ import (
 // and ignored; the previous certificate keeps serving until the files are
 // consistent again.
 type certReloader struct {
-	mTLS  bool
 	files *filewatch.Watcher[tlsState]
 }
 
@@ -101,7 +100,7 @@ func newTLSConfig(ctx context.Context, tf TLSFiles, log *slog.Logger) (*tls.Conf
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &certReloader{mTLS: mTLS, files: files}
+	r := &certReloader{files: files}
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -151,13 +150,6 @@ func parseTLS(contents [][]byte) (*tlsState, error) {
 // Reload re-reads the files now, whether or not they changed (for SIGHUP).
 // On error the previous certificate keeps serving.
 func (r *certReloader) Reload() error { return r.files.Reload() }
-
-// Certificate returns the certificate new handshakes get, as loaded at the
-// last reload (it does not look at the files).
-func (r *certReloader) Certificate() *x509.Certificate { return r.files.Current().cert.Leaf }
-
-// MutualTLS reports whether clients must present a certificate.
-func (r *certReloader) MutualTLS() bool { return r.mTLS }
 
 // Close stops watching the files; handshakes keep the last certificate.
 func (r *certReloader) Close() error { return r.files.Close() }

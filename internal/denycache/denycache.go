@@ -252,18 +252,6 @@ func (c *Cache) forget(key string) {
 	s.mu.Unlock()
 }
 
-// Len is the number of keys with cached denies (for tests and metrics).
-func (c *Cache) Len() int {
-	n := 0
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.Lock()
-		n += len(s.m)
-		s.mu.Unlock()
-	}
-	return n
-}
-
 // Reset implements store.Store; it forgets the key's cached denies first.
 func (c *Cache) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
 	c.forget(key) // every scope's denies: forgetting more than needed only asks the store

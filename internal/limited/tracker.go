@@ -142,9 +142,6 @@ func New(cfg Config) *Tracker {
 	return t
 }
 
-// Config is the Tracker's configuration with its defaults filled in.
-func (t *Tracker) Config() Config { return t.cfg }
-
 // ObserveCheck counts a Check API decision of key under the named policy
 // (kind KindPolicy) or an inline limit of rate (KindInline, rule "").
 // shadow says the policy is in shadow mode (its denials are counted; the
