@@ -39,8 +39,8 @@ type Request struct {
 	// DryRun decides as if charging Cost but writes nothing (Peek).
 	DryRun bool
 	// Mode changes how the request is decided (algorithms.DecideAt); 0
-	// is the plain decision. algorithms.NoWait admits a leaky bucket's
-	// request only if it may start now (Envoy's ShouldRateLimit);
+	// is the plain decision. algorithms.NoWait admits a request of an
+	// algorithm that waits only if it may start now (Envoy's ShouldRateLimit);
 	// algorithms.Debt charges a positive Cost even when it does not fit
 	// (usage after the fact; the decision is allowed). Decide leaves the
 	// Decision's Debt and Unrecorded 0 (Settler reports them).

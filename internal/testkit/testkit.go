@@ -5,6 +5,7 @@
 package testkit
 
 import (
+	_ "embed"
 	"sync"
 	"testing"
 	"time"
@@ -115,32 +116,8 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 
 // EnvoyRules is the Envoy rule file the API tests decide with (domain
 // "edge": per-address limits with exact, wildcard and ban values, an
-// unlimited key, a sliding window, shadow mode and a two-limit plan).
-const EnvoyRules = `domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: second, requests_per_unit: 3}
-  - key: remote_address
-    value: 10.0.0.1
-    rate_limit: {unit: second, requests_per_unit: 1}
-  - key: remote_address
-    value: 10.9.*
-    rate_limit: {unit: minute, requests_per_unit: 2}
-  - key: remote_address
-    value: 10.6.6.6
-    rate_limit: {unit: second, requests_per_unit: 0}
-  - key: internal
-    rate_limit: {unlimited: true}
-  - key: login
-    rate_limit: {algorithm: sliding_window, period: 2s, requests_per_unit: 10}
-  - key: shadowed
-    shadow_mode: true
-    rate_limit: {unit: hour, requests_per_unit: 1}
-  - key: plan
-    value: free
-    descriptors:
-      - key: api_key
-        rate_limits:
-          - {name: free_per_second, algorithm: token_bucket, unit: second, requests_per_unit: 2, burst: 2}
-          - {name: free_per_day, unit: day, requests_per_unit: 5}
-`
+// unlimited key, a window without edges, shadow mode and a two-limit
+// plan), in testdata/envoy_rules.yaml.
+//
+//go:embed testdata/envoy_rules.yaml
+var EnvoyRules string

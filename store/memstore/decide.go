@@ -56,7 +56,7 @@ func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decisio
 		*out = algorithms.Peek(r.Limit, st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode})
 		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
 	} else {
-		// A sliding window log's ring is updated in place: only this
+		// A log's ring (algorithms.Facts.Log) is updated in place: only this
 		// entry holds it, and the shard is locked. A write the shard
 		// has no room for never changed a ring in place: it is a new
 		// entry, or a ring that grew, which Apply builds as a copy.

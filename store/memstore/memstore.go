@@ -10,7 +10,8 @@
 // for one key lives in one shard. A shard is a mutex and one map per
 // algorithm, keyed by the request's key and holding a pointer to a small
 // entry: the three state integers plus the expiry for the counting
-// algorithms (32 bytes), the log plus the expiry for the sliding window log.
+// algorithms (32 bytes), the log plus the expiry for one whose state is a
+// log (algorithms.Facts.Log).
 // There is no global lock.
 //
 // A Decide call locks the shards its requests touch, in ascending shard
@@ -55,9 +56,9 @@
 //
 // # Memory
 //
-// About 80-90 bytes per token bucket, sliding window or fixed window key of
-// up to 16 bytes, map overhead included (TestBytesPerKey measures it over
-// 100,000 keys and fails above 150). A sliding window log key holds a ring
+// About 80-90 bytes per key of up to 16 bytes whose state is integers,
+// map overhead included (TestBytesPerKey measures it over 100,000 keys and
+// fails above 150). A key whose state is a log holds a ring
 // of one 8-byte slot per admitted unit still needed, at most Requests
 // slots (algorithms.MaxLogRequests, 10,000): at most 80 KB and change.
 // Deciding on it reads O(log Requests) slots and writes the ones it
@@ -97,13 +98,13 @@ const (
 	DefaultSweepInterval = 10 * time.Second
 	// DefaultMaxBytes is the memory cap when Config.MaxBytes is 0: 256
 	// MiB, more than DefaultMaxKeys counters take, so that it binds on
-	// sliding window logs.
+	// logs.
 	DefaultMaxBytes = 256 << 20
 	// MinMaxBytes is the smallest memory cap; a smaller Config.MaxBytes is
-	// raised to it. It holds a dozen full sliding window logs.
+	// raised to it. It holds a dozen full logs.
 	MinMaxBytes = 1 << 20
 	// minShardBytes is the smallest share of MaxBytes a shard gets: six
-	// full sliding window logs. Shards are fewer when MaxBytes is small.
+	// full logs. Shards are fewer when MaxBytes is small.
 	minShardBytes = 512 << 10
 	// MaxShards bounds Config.Shards.
 	MaxShards = 1 << 16

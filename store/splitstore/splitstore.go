@@ -19,11 +19,11 @@
 //  4. the call passed: the per-second refunds are made.
 //
 // So a denied call charges and refunds nothing on either store, with one
-// exception: the give-back of step 3 restores a fixed window's, a sliding
-// window's, a token bucket's and a sliding-window log's count (within the
-// same window; a token bucket never above its capacity), but a leaky
-// bucket's give-back frees no slot (algorithms.DecideAt), and a give-back
-// that fails (the per-second store went away) leaves the charge. Both
+// exception: the give-back of step 3 restores the count of every
+// algorithm but one that waits (within the same window; a bucket never
+// above its capacity), whose give-back frees no slot
+// (algorithms.Facts.Waits, algorithms.DecideAt), and a give-back that
+// fails (the per-second store went away) leaves the charge. Both
 // happen only when the main store changed between its look and its
 // charge. A per-second refund is made after the call's charges, so a
 // charge after it on the same key in one call does not see it (it may be

@@ -44,10 +44,10 @@ func testCalendar(h *harness) {
 			}
 		}
 		d := step("deny on Jan 31", now, 1)
-		if alg == algorithms.FixedWindow && (d.Allowed || d.RetryAfter != time.Minute) {
+		if alg.Facts().Afresh && (d.Allowed || d.RetryAfter != time.Minute) {
 			h.t.Errorf("%v: %s, want a deny until Feb 1 in Jakarta (1m)", alg, fmtDecision(d))
 		}
-		if d := step("Feb 1", feb1, 3); alg == algorithms.FixedWindow && !d.Allowed {
+		if d := step("Feb 1", feb1, 3); alg.Facts().Afresh && !d.Allowed {
 			h.t.Errorf("%v Feb 1: %s, want the whole new month", alg, fmtDecision(d))
 		}
 		step("Feb 1, 1ms later", feb1.Add(time.Millisecond), 1)

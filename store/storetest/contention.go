@@ -73,7 +73,7 @@ func testBatchContention(h *harness) {
 		calls      = 300
 		goroutines = 32
 	)
-	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: limit, Period: time.Hour}
+	l := algorithms.Limit{Algorithm: algorithms.Compatible, Requests: limit, Period: time.Hour}
 	k1, k2 := h.key("batch-1"), h.key("batch-2")
 	now := epoch
 	var admitted, next atomic.Int64

@@ -37,8 +37,8 @@ func testDryRun(h *harness) {
 }
 
 // testPeekAndRefund: cost 0 never changes anything; a negative cost gives
-// units back, never above the capacity; a leaky bucket's give-back frees
-// nothing.
+// units back, never above the capacity; where the algorithm waits, a
+// give-back frees nothing.
 func testPeekAndRefund(h *harness) {
 	for alg, l := range limits() {
 		key := h.key("refund-" + alg.String())

@@ -11,7 +11,7 @@ import (
 // testErrors: a done context and a mismatched out slice are errors, not
 // panics, and decide nothing.
 func testErrors(h *harness) {
-	l := limitFor(algorithms.TokenBucket)
+	l := limitFor(algorithms.Default)
 	key := h.key("errors")
 	now := epoch
 	reqs := []store.Request{{Key: key, Limit: l, Cost: 1}}

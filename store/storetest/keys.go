@@ -19,11 +19,12 @@ func testReset(h *harness) {
 	for _, alg := range algorithms.All() {
 		h.decide(now, store.Request{Key: key, Limit: limitFor(alg), Cost: 2})
 	}
-	if err := h.s.Reset(ctx, algorithms.TokenBucket, key); err != nil {
-		h.t.Fatalf("Reset(token_bucket): %v", err)
+	one := algorithms.All()[0]
+	if err := h.s.Reset(ctx, one, key); err != nil {
+		h.t.Fatalf("Reset(%v): %v", one, err)
 	}
 	for alg, l := range limits() {
-		if alg == algorithms.TokenBucket {
+		if alg == one {
 			h.expectFull(now, l, key, "reset algorithm")
 		} else {
 			h.expectRemaining(now, l, key, l.Capacity()-2, "algorithm not reset")
@@ -35,7 +36,7 @@ func testReset(h *harness) {
 	for _, alg := range algorithms.All() {
 		h.expectFull(now, limitFor(alg), key, "after resetting every algorithm")
 	}
-	if err := h.s.Reset(ctx, algorithms.SlidingWindow, h.key("never-seen")); err != nil {
+	if err := h.s.Reset(ctx, one, h.key("never-seen")); err != nil {
 		h.t.Errorf("Reset of a key never seen: %v, want nil", err)
 	}
 }
@@ -80,16 +81,17 @@ func testScopes(h *harness) {
 			h.t.Errorf("%v scope pb after Reset(pa): remaining %d, want %d", alg, got, l.Capacity()-3)
 		}
 	}
-	if err := h.s.Reset(ctx, algorithms.FixedWindow, key); err != nil {
-		h.t.Fatalf("Reset(fixed_window, every scope): %v", err)
+	// One algorithm reset in every scope, another left as it was.
+	reset, kept := algorithms.All()[0], algorithms.All()[1]
+	if err := h.s.Reset(ctx, reset, key); err != nil {
+		h.t.Fatalf("Reset(%v, every scope): %v", reset, err)
 	}
 	for _, sc := range scopes {
-		fw, sw := limitFor(algorithms.FixedWindow), limitFor(algorithms.SlidingWindow)
-		if got := remaining(algorithms.FixedWindow, key, sc); got != fw.Capacity() {
-			h.t.Errorf("fixed_window scope %q after Reset of every scope: remaining %d, want full", sc, got)
+		if got := remaining(reset, key, sc); got != limitFor(reset).Capacity() {
+			h.t.Errorf("%v scope %q after Reset of every scope: remaining %d, want full", reset, sc, got)
 		}
-		if sc != "pa" && remaining(algorithms.SlidingWindow, key, sc) == sw.Capacity() {
-			h.t.Errorf("sliding_window scope %q was reset by a fixed_window Reset", sc)
+		if sc != "pa" && remaining(kept, key, sc) == limitFor(kept).Capacity() {
+			h.t.Errorf("%v scope %q was reset by a %v Reset", kept, sc, reset)
 		}
 	}
 	if err := h.s.Reset(ctx, algorithms.Unspecified, key); err != nil {
@@ -128,20 +130,22 @@ func testKeyIsolation(h *harness) {
 		}
 		seen[k] = true
 	}
-	for _, alg := range []algorithms.Algorithm{algorithms.TokenBucket, algorithms.SlidingWindow} {
+	// Two algorithms on the same keys.
+	two := algorithms.All()[:2]
+	for _, alg := range two {
 		l := algorithms.Limit{Algorithm: alg, Requests: 20, Period: time.Minute}
 		offset := int64(0)
-		if alg == algorithms.SlidingWindow {
+		if alg == two[1] {
 			offset = 1 // the same keys under a second algorithm get different charges
 		}
 		for i, k := range keys {
 			h.decide(now, store.Request{Key: k, Limit: l, Cost: int64(i) + 1 + offset})
 		}
 	}
-	for _, alg := range []algorithms.Algorithm{algorithms.TokenBucket, algorithms.SlidingWindow} {
+	for _, alg := range two {
 		l := algorithms.Limit{Algorithm: alg, Requests: 20, Period: time.Minute}
 		offset := int64(0)
-		if alg == algorithms.SlidingWindow {
+		if alg == two[1] {
 			offset = 1
 		}
 		for i, k := range keys {
@@ -151,8 +155,8 @@ func testKeyIsolation(h *harness) {
 			}
 		}
 	}
-	// A fixed window key never charged stays full, though its name is shared.
-	h.expectFull(now, limitFor(algorithms.FixedWindow), base, "same key, algorithm never used")
+	// A third algorithm's key never charged stays full, though its name is shared.
+	h.expectFull(now, limitFor(algorithms.All()[2]), base, "same key, algorithm never used")
 }
 
 func trunc(s string) string {

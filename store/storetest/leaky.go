@@ -10,11 +10,18 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// testLeakyQueue: concurrent callers on one leaky bucket key at one
-// instant get distinct starts exactly one slot apart (50 callers
+// testLeakyQueue: for every algorithm that waits (algorithms.Facts.Waits),
+// concurrent callers on one key at one instant get distinct starts exactly one slot apart (50 callers
 // at 20/s start 50 ms apart); a full queue admits exactly its size; in
 // NoWait mode exactly one caller of an instant is admitted.
 func testLeakyQueue(h *harness) {
+	for _, alg := range algorithms.Which(func(f algorithms.Facts) bool { return f.Waits }) {
+		testQueue(h, alg)
+	}
+}
+
+// testQueue is testLeakyQueue of alg.
+func testQueue(h *harness, alg algorithms.Algorithm) {
 	const callers = 50
 	now := epoch.Add(7 * time.Millisecond)
 	run := func(key string, l algorithms.Limit, mode algorithms.Mode) (starts []time.Duration, denied []algorithms.Decision) {
@@ -42,8 +49,8 @@ func testLeakyQueue(h *harness) {
 	}
 	slot := 50 * time.Millisecond
 
-	l := algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 20, Period: time.Second, Burst: 100}
-	starts, denied := run(h.key("leaky-all"), l, 0)
+	l := algorithms.Limit{Algorithm: alg, Requests: 20, Period: time.Second, Burst: 100}
+	starts, denied := run(h.key("queue-all-"+alg.String()), l, 0)
 	if len(starts) != callers || len(denied) != 0 {
 		h.t.Fatalf("queue of 100: %d admitted, %d denied, want all %d admitted", len(starts), len(denied), callers)
 	}
@@ -54,7 +61,7 @@ func testLeakyQueue(h *harness) {
 	}
 
 	l.Burst = 10
-	starts, denied = run(h.key("leaky-full"), l, 0)
+	starts, denied = run(h.key("queue-full-"+alg.String()), l, 0)
 	if len(starts) != 10 || len(denied) != callers-10 {
 		h.t.Fatalf("queue of 10: %d admitted, %d denied, want exactly 10 admitted", len(starts), len(denied))
 	}
@@ -71,7 +78,7 @@ func testLeakyQueue(h *harness) {
 	}
 
 	l.Burst = 0
-	starts, denied = run(h.key("leaky-nowait"), l, algorithms.NoWait)
+	starts, denied = run(h.key("queue-nowait-"+alg.String()), l, algorithms.NoWait)
 	if len(starts) != 1 || starts[0] != 0 || len(denied) != callers-1 {
 		h.t.Fatalf("NoWait: admitted %v and %d denied, want exactly one admitted, with no wait", starts, len(denied))
 	}
@@ -81,7 +88,7 @@ func testLeakyQueue(h *harness) {
 
 	// A give-back frees no slot (it may be a middle one): the next start
 	// is still a slot after the last, never beside it.
-	key := h.key("leaky-refund")
+	key := h.key("queue-refund-" + alg.String())
 	l.Burst = 100
 	for range 3 {
 		h.decide(now, store.Request{Key: key, Limit: l, Cost: 1})

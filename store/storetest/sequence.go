@@ -76,7 +76,7 @@ func testRandomTrace(h *harness) {
 				}
 				switch rng.IntN(8) {
 				case 0, 1:
-					reqs[i].Mode = algorithms.NoWait // only the leaky bucket heeds it
+					reqs[i].Mode = algorithms.NoWait // only an algorithm that waits heeds it
 				case 2: // usage after the fact: debt, often past the capacity
 					reqs[i].Mode, reqs[i].Cost = algorithms.Debt, 1+rng.Int64N(3*l.Capacity())
 				}

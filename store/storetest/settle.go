@@ -83,7 +83,7 @@ func testSettle(h *harness) {
 		later := now.Add(5 * time.Second)
 		if l.Calendar != algorithms.NoCalendar {
 			// A calendar period's debt is not carried past its end, and
-			// the sliding window's previous period weighs on the next:
+			// a window's previous period may weigh on the next:
 			// two months on, the key is full again.
 			later = now.AddDate(0, 2, 0)
 		}

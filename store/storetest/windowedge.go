@@ -10,20 +10,19 @@ import (
 
 // testWindowEdge is the window-edge attack on a simulated clock,
 // 10 per 2s: ten requests in the 300ms before a window edge and ten in the
-// 150ms after it. The sliding window denies the second ten (its estimate
-// still counts the first ten); the fixed window, the reference server's
-// only algorithm, admits all twenty, twice its limit. Every decision also
-// matches the model. (e2e's TestEnvoyWindowEdge is the real-clock smoke
+// 150ms after it, for every algorithm that counts in windows. One whose
+// count starts afresh at the edge (algorithms.Facts.Afresh; the reference
+// server's only algorithm) admits all twenty, twice its limit; the others
+// deny the second ten (their count still weighs the first ten). Every
+// decision also matches the model. (e2e's TestEnvoyWindowEdge is the real-clock smoke
 // test of the same attack through the binary.)
 func testWindowEdge(h *harness) {
 	edge := epoch.Add(10 * time.Second) // a multiple of 2s in Unix time
-	for _, tc := range []struct {
-		alg       algorithms.Algorithm
-		admitted2 bool // the ten after the edge
-	}{
-		{algorithms.SlidingWindow, false},
-		{algorithms.FixedWindow, true},
-	} {
+	for _, alg := range windowed() {
+		tc := struct {
+			alg       algorithms.Algorithm
+			admitted2 bool // the ten after the edge
+		}{alg, alg.Facts().Afresh}
 		l := algorithms.Limit{Algorithm: tc.alg, Requests: 10, Period: 2 * time.Second}
 		key := h.key("edge-" + tc.alg.String())
 		m := newModel()
