@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -8,9 +9,7 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/limited"
 	"github.com/floodgate/floodgate/internal/localshare"
-	"github.com/floodgate/floodgate/internal/logevery"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memstore"
@@ -31,8 +30,8 @@ type decider struct {
 	limited     *limited.Tracker
 	failures    *observability.FailureLog // named api in its records
 	tracer      spanTracer
-	apiName     string            // the api label of its metrics
-	refusals    *logevery.Limiter // logs of refused give-backs
+	apiName     string                    // the api label of its metrics
+	refusals    *observability.LogLimiter // logs of refused give-backs
 }
 
 // newDecider is the decider of s deciding with st, the zero settings
@@ -43,7 +42,7 @@ func newDecider(st store.Store, s Settings, api string) decider {
 	d := decider{
 		store:       st,
 		cfg:         s.Rules,
-		maxKey:      positive.Or(s.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxKey:      cmp.Or(max(s.MaxKeyBytes, 0), DefaultMaxKeyBytes),
 		failureMode: s.FailureMode,
 		local:       s.Local,
 		clock:       s.Clock,
@@ -65,7 +64,7 @@ func newDecider(st store.Store, s Settings, api string) decider {
 		d.log = slog.Default()
 	}
 	d.failures = observability.NewFailureLog(d.log, api)
-	d.apiName, d.refusals = api, new(logevery.Limiter)
+	d.apiName, d.refusals = api, new(observability.LogLimiter)
 	return d
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"sync/atomic"
 	"time"
@@ -10,9 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/keys"
-	"github.com/floodgate/floodgate/internal/logevery"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
 )
@@ -44,7 +43,7 @@ type Envoy struct {
 	detailSeries   int
 	noRefunds      bool
 	limits         atomic.Pointer[limitCache] // of the config last served
-	panics         *logevery.Limiter          // logs of caught panics
+	panics         *observability.LogLimiter  // logs of caught panics
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
@@ -53,8 +52,8 @@ var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
 func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 	e := &Envoy{
 		decider:        newDecider(st, s.Settings, observability.APIEnvoy),
-		maxDescriptors: positive.Or(s.MaxDescriptors, DefaultMaxDescriptors),
-		maxEntries:     positive.Or(s.MaxEntries, DefaultMaxEntries),
+		maxDescriptors: cmp.Or(max(s.MaxDescriptors, 0), DefaultMaxDescriptors),
+		maxEntries:     cmp.Or(max(s.MaxEntries, 0), DefaultMaxEntries),
 		shadow:         s.ShadowMode,
 		quotaMode:      s.QuotaMode,
 		metadata:       s.DynamicMetadata,
@@ -63,7 +62,7 @@ func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
 		headers:        !s.NoHeaders,
 		detailSeries:   s.DetailedMetricSeries,
 		noRefunds:      s.NoRefunds,
-		panics:         new(logevery.Limiter),
+		panics:         new(observability.LogLimiter),
 	}
 	return e
 }

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/httpstatus"
+	"github.com/floodgate/floodgate/internal/observability"
 )
 
 // LogHTTP logs each request h serves at debug level, like the gRPC calls:
@@ -29,7 +29,7 @@ type httpLogger struct {
 
 func (l *httpLogger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := l.now()
-	sw := &httpstatus.Recorder{ResponseWriter: w}
+	sw := &observability.StatusRecorder{ResponseWriter: w}
 	l.next.ServeHTTP(sw, r)
 	status := sw.Code()
 	l.log.LogAttrs(r.Context(), slog.LevelDebug, "finished HTTP call",

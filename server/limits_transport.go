@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/netip"
@@ -15,7 +16,6 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/floodgate/floodgate/internal/auth"
-	"github.com/floodgate/floodgate/internal/positive"
 )
 
 // Defaults of TransportLimits. Together they bound what one client address
@@ -103,12 +103,12 @@ type Gate struct {
 
 // NewGate returns a gate enforcing l.
 func NewGate(l TransportLimits) *Gate {
-	l.MaxHeaderListBytes = positive.Or(l.MaxHeaderListBytes, DefaultMaxHeaderListBytes)
-	l.UnaryTimeout = positive.Or(l.UnaryTimeout, DefaultUnaryTimeout)
-	l.MaxStreams = positive.Or(l.MaxStreams, DefaultMaxStreams)
-	l.MaxStreamsPerClient = positive.Or(l.MaxStreamsPerClient, DefaultMaxStreamsPerClient)
-	l.MaxConnections = positive.Or(l.MaxConnections, DefaultMaxConnections)
-	l.MaxConnectionsPerClient = positive.Or(l.MaxConnectionsPerClient, DefaultMaxConnectionsPerClient)
+	l.MaxHeaderListBytes = cmp.Or(max(l.MaxHeaderListBytes, 0), DefaultMaxHeaderListBytes)
+	l.UnaryTimeout = cmp.Or(max(l.UnaryTimeout, 0), DefaultUnaryTimeout)
+	l.MaxStreams = cmp.Or(max(l.MaxStreams, 0), DefaultMaxStreams)
+	l.MaxStreamsPerClient = cmp.Or(max(l.MaxStreamsPerClient, 0), DefaultMaxStreamsPerClient)
+	l.MaxConnections = cmp.Or(max(l.MaxConnections, 0), DefaultMaxConnections)
+	l.MaxConnectionsPerClient = cmp.Or(max(l.MaxConnectionsPerClient, 0), DefaultMaxConnectionsPerClient)
 	return &Gate{limits: l, perClient: map[netip.Addr]int{}, connsPer: map[netip.Addr]int{}}
 }
 

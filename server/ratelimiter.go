@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -11,7 +12,6 @@ import (
 	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/zones"
 	"github.com/floodgate/floodgate/store"
@@ -51,7 +51,7 @@ func NewRateLimiter(st store.Store, s CheckSettings) *RateLimiter {
 	}
 	return &RateLimiter{
 		decider:  newDecider(st, s.Settings, api),
-		maxBatch: positive.Or(s.MaxBatch, defaultMaxBatch),
+		maxBatch: cmp.Or(max(s.MaxBatch, 0), defaultMaxBatch),
 		api:      api,
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/durfmt"
+	"github.com/floodgate/floodgate/internal/simulate"
 )
 
 // Exit statuses of `floodgate check`.
@@ -282,8 +282,8 @@ func (p *checkPrinter) row(r checkRow) {
 		allowed += " (degraded)"
 	}
 	fmt.Fprintf(p.tw, "%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Attempt, allowed, r.Remaining, r.Limit,
-		durfmt.Short(time.Duration(r.RetryAfterMs)*time.Millisecond), durfmt.Short(time.Duration(r.ResetAfterMs)*time.Millisecond),
-		durfmt.Short(time.Duration(r.WaitMs)*time.Millisecond))
+		simulate.ShortDuration(time.Duration(r.RetryAfterMs)*time.Millisecond), simulate.ShortDuration(time.Duration(r.ResetAfterMs)*time.Millisecond),
+		simulate.ShortDuration(time.Duration(r.WaitMs)*time.Millisecond))
 }
 
 // flush ends the output; the table gets a summary line when any attempt

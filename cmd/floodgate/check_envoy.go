@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/floodgate/floodgate/internal/durfmt"
+	"github.com/floodgate/floodgate/internal/simulate"
 )
 
 // envoyFlags are check's flags for Envoy's API: a ShouldRateLimit request
@@ -151,7 +151,7 @@ func writeEnvoyAnswer(w io.Writer, attempt int, descriptors []string, resp *rlsv
 		if l := st.GetCurrentLimit(); l != nil {
 			remaining = fmt.Sprint(st.GetLimitRemaining())
 			limit = fmt.Sprintf("%d/%s", l.GetRequestsPerUnit(), strings.ToLower(l.GetUnit().String()))
-			reset = durfmt.Short(st.GetDurationUntilReset().AsDuration())
+			reset = simulate.ShortDuration(st.GetDurationUntilReset().AsDuration())
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", desc, st.GetCode(), remaining, limit, reset)
 	}

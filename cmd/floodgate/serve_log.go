@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/logevery"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/store/redisstore"
 )
 
@@ -71,7 +71,7 @@ const redisLogEvery = time.Minute
 type quietRedisLog struct {
 	log   *slog.Logger
 	now   func() time.Time
-	every logevery.Limiter
+	every observability.LogLimiter
 }
 
 // Printf implements go-redis' logging interface.

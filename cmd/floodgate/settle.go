@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/client"
-	"github.com/floodgate/floodgate/internal/durfmt"
+	"github.com/floodgate/floodgate/internal/simulate"
 )
 
 const settleSynopsis = `Settles usage known only afterwards (an LLM call's tokens) with a running
@@ -105,7 +105,7 @@ func runSettle(ctx context.Context, args []string, getenv func(string) string, s
 		note = fmt.Sprintf("%d units not recorded (debt at its bound)", s.Unrecorded)
 	}
 	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\n", row.IdempotencyKey, s.Remaining, s.Debt, s.Limit,
-		durfmt.Short(s.RetryAfter), durfmt.Short(s.ResetAfter), note)
+		simulate.ShortDuration(s.RetryAfter), simulate.ShortDuration(s.ResetAfter), note)
 	return tw.Flush()
 }
 

@@ -14,6 +14,7 @@
 package breaker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +23,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -101,9 +101,9 @@ var _ store.Store = (*Breaker)(nil)
 
 // New wraps next.
 func New(next store.Store, cfg Config) *Breaker {
-	cfg.Threshold = positive.Or(cfg.Threshold, DefaultThreshold)
-	cfg.ProbeInterval = positive.Or(cfg.ProbeInterval, DefaultProbeInterval)
-	cfg.ProbeTimeout = positive.Or(cfg.ProbeTimeout, DefaultProbeTimeout)
+	cfg.Threshold = cmp.Or(max(cfg.Threshold, 0), DefaultThreshold)
+	cfg.ProbeInterval = cmp.Or(max(cfg.ProbeInterval, 0), DefaultProbeInterval)
+	cfg.ProbeTimeout = cmp.Or(max(cfg.ProbeTimeout, 0), DefaultProbeTimeout)
 	if cfg.CheckInterval == 0 {
 		cfg.CheckInterval = DefaultCheckInterval
 	}

@@ -1,5 +1,6 @@
 // Package observability is floodgate's Prometheus metrics (Metrics, with
 // the gRPC server metrics and the InstrumentStore decorator that times
-// every store call) and the summarised log of the store's failed
-// decisions (FailureLog).
+// every store call), the summarised log of the store's failed decisions
+// (FailureLog), the limiter of repeated log lines (LogLimiter) and the
+// status an HTTP handler answered (StatusRecorder).
 package observability

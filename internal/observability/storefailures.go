@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/floodgate/floodgate/internal/logevery"
 )
 
 // storeFailureLogInterval is the least time between two WARN lines of
@@ -32,11 +30,11 @@ type FailureLog struct {
 	failing atomic.Bool // a failure since the last success
 
 	mu       sync.Mutex
-	warn     logevery.Limiter // the WARN lines
-	info     logevery.Limiter // the recovery lines
-	since    time.Time        // when the current failures began
-	unlogged int64            // failures not yet in a line
-	total    int64            // failures since the current failures began
+	warn     LogLimiter // the WARN lines
+	info     LogLimiter // the recovery lines
+	since    time.Time  // when the current failures began
+	unlogged int64      // failures not yet in a line
+	total    int64      // failures since the current failures began
 }
 
 // NewFailureLog is a FailureLog for the decisions of api (a metrics API

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/floodgate/floodgate/internal/durfmt"
 )
 
 // The chart's geometry, in SVG user units (pixels).
@@ -46,7 +44,7 @@ func WriteSVG(w io.Writer, r Result, title string) error {
 	c := chart{w: bw, span: r.Span}
 	width, bins := r.Bins(chartBins)
 	busiest, _ := r.Busiest()
-	period := durfmt.Short(r.Limit.Period)
+	period := ShortDuration(r.Limit.Period)
 	summary := fmt.Sprintf("%d requests: %d admitted, %d denied. Most admitted in one %s: %d (%s).",
 		len(r.Requests), r.Admitted, r.Denied, period, busiest, limitNote(r.Limit))
 
@@ -73,7 +71,7 @@ func WriteSVG(w io.Writer, r Result, title string) error {
 		most = max(most, b.Admitted+b.Denied)
 	}
 	barsMax := axisMax(most)
-	c.printf(`<text x="%s" y="%s">requests per %s</text>`+"\n", num(plotLeft), num(barsTop-8), durfmt.Short(width))
+	c.printf(`<text x="%s" y="%s">requests per %s</text>`+"\n", num(plotLeft), num(barsTop-8), ShortDuration(width))
 	c.yAxis(barsTop, barsBottom, barsMax, 0, barsMax/2, barsMax)
 	yBar := func(n int) float64 { return barsBottom - float64(n)/float64(barsMax)*(barsBottom-barsTop) }
 	for i, b := range bins {
@@ -107,7 +105,7 @@ func WriteSVG(w io.Writer, r Result, title string) error {
 	for t := time.Duration(0); t <= r.Span; t += step {
 		x := num(c.x(t))
 		c.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>`+"\n", x, num(trailBottom), x, num(trailBottom+4), colorLimit)
-		c.printf(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", x, num(trailBottom+17), durfmt.Short(t))
+		c.printf(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", x, num(trailBottom+17), ShortDuration(t))
 	}
 
 	// Legend.

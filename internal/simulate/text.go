@@ -6,8 +6,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
-	"github.com/floodgate/floodgate/internal/durfmt"
 )
 
 // TextColumns is how many columns, at most, the text timeline uses for
@@ -69,10 +67,10 @@ func WriteText(w io.Writer, r Result, title string) error {
 	fmt.Fprintln(bw, margin+string(ruler))
 	busiest, at := r.Busiest()
 	fmt.Fprintf(bw, "%d requests: %d admitted, %d denied. Most admitted in one %s: %d (%s), at %s.\n",
-		len(r.Requests), r.Admitted, r.Denied, durfmt.Short(period), busiest, limitNote(r.Limit), durfmt.Short(at))
-	fmt.Fprintf(bw, "A column is %s; %c is %d requests.\n", durfmt.Short(width), levels[len(levels)-1], most)
+		len(r.Requests), r.Admitted, r.Denied, ShortDuration(period), busiest, limitNote(r.Limit), ShortDuration(at))
+	fmt.Fprintf(bw, "A column is %s; %c is %d requests.\n", ShortDuration(width), levels[len(levels)-1], most)
 	if w := r.LongestWait(); w > 0 {
-		fmt.Fprintf(bw, "Admitted requests are drawn when they start: they waited in the queue up to %s.\n", durfmt.Short(w))
+		fmt.Fprintf(bw, "Admitted requests are drawn when they start: they waited in the queue up to %s.\n", ShortDuration(w))
 	}
 	return bw.Flush()
 }
@@ -84,7 +82,7 @@ func edgeLabels(n int, period, width, span, stride time.Duration) []rune {
 	line := []rune(strings.Repeat(" ", n))
 	free := 0 // the first column a label may start at
 	for k := time.Duration(0); k*period <= span; k += stride {
-		c, label := int(k*period/width), []rune(durfmt.Short(k*period))
+		c, label := int(k*period/width), []rune(ShortDuration(k*period))
 		if c < free {
 			return nil
 		}

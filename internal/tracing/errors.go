@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/floodgate/floodgate/internal/logevery"
+	"github.com/floodgate/floodgate/internal/observability"
 )
 
 // ErrorLogInterval is the least time between two logged export errors;
@@ -23,7 +23,7 @@ type errorLog struct {
 	log   *slog.Logger
 	msg   string
 	clock func() time.Time
-	every logevery.Limiter
+	every observability.LogLimiter
 }
 
 func newErrorLog(log *slog.Logger, msg string, clock func() time.Time) *errorLog {

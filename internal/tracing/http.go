@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/floodgate/floodgate/internal/httpstatus"
+	"github.com/floodgate/floodgate/internal/observability"
 )
 
 // HTTPHandler wraps next, the HTTP/JSON API, so that each sampled request
@@ -39,7 +39,7 @@ func (t *Tracing) HTTPHandler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rec := &httpstatus.Recorder{ResponseWriter: w}
+		rec := &observability.StatusRecorder{ResponseWriter: w}
 		r = r.WithContext(ctx)
 		next.ServeHTTP(rec, r)
 		// A ServeMux records the pattern that matched on the request

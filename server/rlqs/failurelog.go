@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/logevery"
+	"github.com/floodgate/floodgate/internal/observability"
 )
 
 // failureLogEvery is the least time between two logs of demand store
@@ -14,7 +14,7 @@ const failureLogEvery = 10 * time.Second
 // failureLog logs demand store failures at most every failureLogEvery, so
 // an outage under load is a line every few seconds, not one per report.
 type failureLog struct {
-	every logevery.Limiter
+	every observability.LogLimiter
 }
 
 // failed records one failure at now, logging it unless one was logged

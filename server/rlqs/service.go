@@ -24,6 +24,7 @@
 package rlqs
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -38,7 +39,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/floodgate/floodgate/internal/positive"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
 )
@@ -209,14 +209,14 @@ func New(s Settings) *Service {
 	return &Service{
 		cfg:        s.Rules,
 		demand:     s.Demand,
-		maxBuckets: positive.Or(s.MaxBucketsPerStream, DefaultMaxBucketsPerStream),
+		maxBuckets: cmp.Or(max(s.MaxBucketsPerStream, 0), DefaultMaxBucketsPerStream),
 		lim: limits{
-			keyBytes: positive.Or(s.MaxKeyBytes, DefaultMaxKeyBytes),
-			idBytes:  positive.Or(s.MaxBucketIDBytes, DefaultMaxBucketIDBytes),
+			keyBytes: cmp.Or(max(s.MaxKeyBytes, 0), DefaultMaxKeyBytes),
+			idBytes:  cmp.Or(max(s.MaxBucketIDBytes, 0), DefaultMaxBucketIDBytes),
 		},
-		maxStream: positive.Or(s.MaxStreamBytes, DefaultMaxStreamBytes),
-		maxTotal:  positive.Or(s.MaxTotalBytes, DefaultMaxTotalBytes),
-		ttl:       positive.Or(s.AssignmentTTL, DefaultAssignmentTTL),
+		maxStream: cmp.Or(max(s.MaxStreamBytes, 0), DefaultMaxStreamBytes),
+		maxTotal:  cmp.Or(max(s.MaxTotalBytes, 0), DefaultMaxTotalBytes),
+		ttl:       cmp.Or(max(s.AssignmentTTL, 0), DefaultAssignmentTTL),
 		shares:    s.Shares, now: s.Now, log: s.Logger, m: s.Metrics,
 		replica: hex.EncodeToString(b[:]),
 		streams: map[*stream]struct{}{}, groups: map[string]*group{},

@@ -5,7 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/floodgate/floodgate/internal/logevery"
+	"github.com/floodgate/floodgate/internal/observability"
 )
 
 // A bucket id's keys and values are proto3 strings, which must be UTF-8:
@@ -33,7 +33,7 @@ func validID(b map[string]string) bool {
 
 // refusedLog logs dropped bucket ids at most every refusedLogEvery.
 type refusedLog struct {
-	every logevery.Limiter
+	every observability.LogLimiter
 }
 
 // refused records one dropped bucket id of a stream of domain at now.

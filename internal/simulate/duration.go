@@ -1,15 +1,15 @@
-// Package durfmt writes durations for people to read.
-package durfmt
+package simulate
 
 import (
 	"strings"
 	"time"
 )
 
-// Short writes d as time.Duration.String does, without zero tails: 1m
+// ShortDuration writes d for people to read (the reports here, and the
+// CLI's answers): as time.Duration.String does, without zero tails, 1m
 // rather than 1m0s, 2h rather than 2h0m0s. Unlike a period written in its
 // largest whole unit, 90s is 1m30s.
-func Short(d time.Duration) string {
+func ShortDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

@@ -1,4 +1,4 @@
-package logevery
+package observability
 
 import (
 	"sync"
@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-func TestAllow(t *testing.T) {
+func TestLogLimiter(t *testing.T) {
 	t0 := time.UnixMilli(1_700_000_000_000)
-	var l Limiter
+	var l LogLimiter
 	steps := []struct {
 		at       time.Duration
 		ok       bool
@@ -31,11 +31,11 @@ func TestAllow(t *testing.T) {
 	}
 }
 
-// TestAllowConcurrent: of many concurrent lines at one instant exactly one
+// TestLogLimiterConcurrent: of many concurrent lines at one instant exactly one
 // is admitted, and the next interval's line counts every other.
-func TestAllowConcurrent(t *testing.T) {
+func TestLogLimiterConcurrent(t *testing.T) {
 	t0 := time.UnixMilli(1_700_000_000_000)
-	var l Limiter
+	var l LogLimiter
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	admitted := 0

@@ -1,4 +1,4 @@
-package httpstatus
+package observability
 
 import (
 	"net/http"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestRecorder(t *testing.T) {
+func TestStatusRecorder(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		h    func(w http.ResponseWriter)
@@ -26,7 +26,7 @@ func TestRecorder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inner := httptest.NewRecorder()
-			rec := &Recorder{ResponseWriter: inner}
+			rec := &StatusRecorder{ResponseWriter: inner}
 			tc.h(rec)
 			if got := rec.Code(); got != tc.want {
 				t.Errorf("Code() = %d, want %d", got, tc.want)

@@ -1,11 +1,11 @@
-package durfmt
+package simulate
 
 import (
 	"testing"
 	"time"
 )
 
-func TestShort(t *testing.T) {
+func TestShortDuration(t *testing.T) {
 	for _, tc := range []struct {
 		in   time.Duration
 		want string
@@ -22,8 +22,8 @@ func TestShort(t *testing.T) {
 		{250 * time.Millisecond, "250ms"},
 		{500 * time.Millisecond, "500ms"},
 	} {
-		if got := Short(tc.in); got != tc.want {
-			t.Errorf("Short(%v): got %q, want %q", tc.in, got, tc.want)
+		if got := ShortDuration(tc.in); got != tc.want {
+			t.Errorf("ShortDuration(%v): got %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

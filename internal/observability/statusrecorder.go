@@ -1,0 +1,39 @@
+package observability
+
+import "net/http"
+
+// StatusRecorder is an http.ResponseWriter that remembers the first status
+// written, for the middlewares that report it (the debug request log, the
+// tracing span). Unwrap lets http.ResponseController reach the writer
+// underneath (its Flush and deadlines).
+type StatusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader records code, then writes it.
+func (w *StatusRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write records 200 if no status was written, then writes b.
+func (w *StatusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap is the ResponseWriter underneath.
+func (w *StatusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Code is the status written, 200 if the handler wrote nothing.
+func (w *StatusRecorder) Code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
