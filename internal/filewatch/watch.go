@@ -25,11 +25,10 @@
 // A failed load keeps the previous value and is reported through
 // Options.OnError; readers (Current) never block, not even during a load.
 //
-// Events, not a check on use (TLS and tokens were once re-read by the first
-// handshake or call a second after the last check): the rules have no use
-// to hang a check on, so they needed a watcher anyway, and with one design
-// for all three a change is live about DebounceQuiet after the write, with
-// or without traffic, and the request path never reads a file. The price is
+// Events, not a check on use: the rules have no use to hang a check on,
+// and with one design for rules, TLS and tokens a change is live about
+// DebounceQuiet after the write, with or without traffic, and the request
+// path never reads a file. The price is
 // a goroutine and an fsnotify watcher per Watcher, which Close (or the end
 // of the context) releases.
 package filewatch

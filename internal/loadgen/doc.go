@@ -46,8 +46,7 @@
 // Histogram is log-linear (as HdrHistogram with two significant digits):
 // exact below 256ns, then 128 buckets per power of two up to MaxLatency
 // (60s), so every reported latency is within Precision (1/128, under 1%)
-// of a recorded one. Record is a few instructions and never allocates;
-// a histogram is 30 KiB.
+// of a recorded one. Record never allocates; a histogram is 30 KiB.
 //
 // # JSON report
 //

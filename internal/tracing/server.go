@@ -23,11 +23,9 @@ import (
 // trace headers (a root) is sampled with one random number against the
 // root ratio; with a parent-based sampler, a call whose headers say its
 // caller did not sample it is not traced either. Only the others pay for
-// the propagators and a span. otelgrpc's stats handler, the first choice
-// here, does that work on every call, and grpc-go's stats
-// plumbing alone, with a handler that does nothing, cost 3-7% of a
-// decision's CPU (bench/RESULTS.md): too much for the ≤5% budget at 1%
-// sampling.
+// the propagators and a span. otelgrpc's stats handler does that work on
+// every call, which costs more than tracing at 1% sampling may
+// (bench/history/17-tracing-cost.md).
 type serverSpans struct {
 	tracer      trace.Tracer
 	propagator  propagation.TextMapPropagator
