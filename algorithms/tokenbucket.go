@@ -15,46 +15,41 @@ func (l Limit) Scale() (perMs, scale int64) {
 	return tokenScale(l.Requests, l.PeriodMs())
 }
 
-// rate is a limit's rate as tokenScale reduces it: perMs scaled units
-// gained a millisecond, scale units a token.
-type rate struct{ perMs, scale int64 }
-
-// tokensAt is the scaled tokens of s refilled up to now (below zero when
-// the key is in debt).
-func tokensAt(l Limit, s State, now int64) int64 {
-	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
-	tokens, _ := refill(l, s, now, rate{perMs, scale})
-	return tokens
-}
-
-// refill is the scaled tokens of s refilled up to now, and the time they
-// stand at (now, or the last refill if the clock went back); r is
-// tokenScale's for l.
-func refill(l Limit, s State, now int64, r rate) (tokens, last int64) {
-	perMs, scale := r.perMs, r.scale
-	capacity := l.Capacity()
-	full := capacity * scale
-	tokens, last = s.A, s.B
-	switch {
-	case s.C == 0: // never seen: a full bucket
-		tokens, last = full, now
-	case s.C != scale: // the limit changed: keep the whole tokens (and debt)
-		tokens = max(-capacity, min(s.A/s.C, capacity)) * scale
+// tokenLead is how far the theoretical arrival time of state s (the
+// moment the bucket is full again: A whole Unix ms and B ticks of 1/perMs
+// ms) stands ahead of now: d whole ms and the ticks of s, lead ticks in
+// all (the scaled tokens the bucket lacks), and the state it stands at.
+// Ticks of a ms or more (written under another limit's rate) round the
+// time up to the next whole ms. A time behind now (or the zero State, a key never seen) is a full
+// bucket at now. A lead beyond 2 × full (deeper than a debt goes: the
+// clock went back, or the limit changed) is reported as 2 × full + 1,
+// which decides alike (nothing fits, nothing remains) while the waits,
+// taken from d, stay exact and every product below 2^53.
+func tokenLead(s State, now, perMs, full int64) (at State, d, lead int64) {
+	if s.B >= perMs {
+		s = State{A: s.A + 1}
 	}
-	if now > last {
-		if need := full - tokens; need <= 0 || now-last >= ceilDiv(need, perMs) {
-			tokens = full
-		} else {
-			tokens += (now - last) * perMs
-		}
-		last = now
+	d = s.A - now
+	if d < 0 {
+		return State{A: now}, 0, 0
 	}
-	return min(tokens, full), last
+	if d > 2*full/perMs {
+		return s, d, 2*full + 1
+	}
+	return s, d, d*perMs + s.B
 }
 
 // tokenBucket is the token bucket: a capacity of Burst tokens refilled
-// at Requests per Period. Tokens are counted in scaled units (scale units a
-// token, perMs units gained each millisecond), so refills never round.
+// at Requests per Period, kept as the generic cell rate algorithm keeps
+// it: one theoretical arrival time, the moment the bucket is full again,
+// in whole ms (State.A) and ticks of 1/perMs ms (State.B), where a token
+// is scale ticks (tokenScale), so refills never round. A charge moves it
+// later by the cost's ticks, a refund earlier (never before now); time
+// refills by passing. A limit change keeps the time until the bucket is
+// full (to the ms). A clock that went back leaves the bucket as far from
+// full as its arrival time stands ahead of the caller's now: emptier, so
+// it refills no sooner than it would have, and every wait is exact from
+// that now.
 //
 // Mirrored by store/redisstore/lua/token_bucket.lua.
 //
@@ -65,44 +60,46 @@ func tokenBucket(l Limit, s State, a ask) (State, Decision) {
 	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
 	capacity := l.Capacity()
 	full := capacity * scale
-	tokens, last := refill(l, s, now, rate{perMs, scale})
-	// When the clock went back, the bucket stands at last; every wait is
-	// measured from now, so it includes the lag.
-	lag := last - now
+	at, d, lead := tokenLead(s, now, perMs, full)
 
-	d := Decision{Allowed: true, Limit: capacity}
+	dec := Decision{Allowed: true, Limit: capacity}
+	var move int64 // ticks the arrival time moves
 	switch {
 	case debt && cost > 0:
-		// Whole units down to -capacity tokens (tokens >= -full holds).
-		k := min(cost, (tokens+full)/scale)
-		tokens -= k * scale
-		d.Unrecorded = cost - k
-	case cost > 0 && tokens < cost*scale:
-		d.Allowed = false
-		d.RetryAfter = ms(lag + ceilDiv(cost*scale-tokens, perMs))
+		k := max(0, min(cost, (2*full-lead)/scale))
+		move = k * scale
+		dec.Unrecorded = cost - k
+	case cost > 0 && lead+cost*scale > full:
+		dec.Allowed = false
+		dec.RetryAfter = ms(d + floorDiv(at.B+cost*scale-full+perMs-1, perMs))
 	case cost > 0:
-		tokens -= cost * scale
+		move = cost * scale
 	case cost < 0:
-		tokens = min(full, tokens-cost*scale)
+		move = max(-lead, cost*scale)
 	}
-	d.Remaining = max(0, tokens/scale) // 0 while in debt
-	d.TTL = ms(lag + ceilDiv(full-tokens, perMs))
-	if tokens < full {
-		d.ResetAfter = d.TTL
+	next := at
+	if x := at.B + move; move != 0 {
+		next = State{A: at.A + floorDiv(x, perMs), B: x - floorDiv(x, perMs)*perMs}
 	}
-	if !d.Allowed || cost == 0 {
-		return s, d
+	_, _, lead = tokenLead(next, now, perMs, full)
+	dec.Remaining = max(0, (full-lead)/scale) // 0 while in debt
+	dec.TTL = ms(next.A - now + ceilDiv(next.B, perMs))
+	dec.ResetAfter = dec.TTL
+	if !dec.Allowed || cost == 0 {
+		return s, dec
 	}
-	return State{A: tokens, B: last, C: scale}, d
+	return next, dec
 }
 
 // tokenBucketDebt is how many tokens a bucket in state s owes at now:
-// its whole tokens below zero, rounded up.
+// its whole tokens below zero, rounded up, at most its capacity.
 func tokenBucketDebt(l Limit, s State, now int64) int64 {
-	t := tokensAt(l, s, now)
-	if t >= 0 {
-		return 0
+	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+	capacity := l.Capacity()
+	full := capacity * scale
+	_, _, lead := tokenLead(s, now, perMs, full)
+	if lead > full {
+		return min(capacity, ceilDiv(lead-full, scale))
 	}
-	_, scale := tokenScale(l.Requests, l.PeriodMs())
-	return ceilDiv(-t, scale)
+	return 0
 }

@@ -48,9 +48,9 @@ func TestTokenBucketSteps(t *testing.T) {
 }
 
 // TestTokenBucketLimitChange decides one stored bucket under new limits,
-// as happens when a config reload changes a rule: whole tokens carry over
-// (capped at the new burst), fractions of a token are dropped, and the
-// refill since the last decision runs at the new rate.
+// as happens when a config reload changes a rule: the time until the
+// bucket is full carries over (to the ms), read at the new rate and
+// capacity, and the refill runs at the new rate.
 func TestTokenBucketLimitChange(t *testing.T) {
 	tb := func(requests int64, period time.Duration, burst int64) *algorithms.Limit {
 		return &algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: requests, Period: period, Burst: burst}
@@ -58,52 +58,54 @@ func TestTokenBucketLimitChange(t *testing.T) {
 	runSteps(t, *tb(10, time.Second, 20), algorithms.State{}, []step{
 		{cost: 5, allowed: true, remaining: 15, reset: 500 * time.Millisecond},
 		{advance: 250 * time.Millisecond, cost: 1, allowed: true, remaining: 16, reset: 350 * time.Millisecond}, // 16.5 tokens
-		// 7/s counts in thousandths of a token, 10/s in hundredths: 16.5 becomes 16.
-		{limit: tb(7, time.Second, 20), cost: 0, allowed: true, remaining: 16, reset: 572 * time.Millisecond},
-		{cost: 1, allowed: true, remaining: 15, reset: 715 * time.Millisecond},
-		// A smaller burst caps the carried tokens.
-		{limit: tb(5, time.Second, 5), cost: 0, allowed: true, remaining: 5, reset: 0},
-		{cost: 5, allowed: true, remaining: 0, reset: time.Second},
-		// A larger burst starts from the tokens held, refilled at the new rate.
-		{limit: tb(100, time.Second, 100), advance: 150 * time.Millisecond, cost: 0, allowed: true, remaining: 15, reset: 850 * time.Millisecond},
-		{cost: 16, allowed: false, remaining: 15, retry: 10 * time.Millisecond, reset: 850 * time.Millisecond},
+		// 350 ms from full at 7/s is 2.45 tokens short of 20.
+		{limit: tb(7, time.Second, 20), cost: 0, allowed: true, remaining: 17, reset: 350 * time.Millisecond},
+		{cost: 1, allowed: true, remaining: 16, reset: 493 * time.Millisecond}, // 492 6/7 ms, rounded up
+		// A smaller burst: 493 ms from full at 5/s is 2.465 tokens short of 5.
+		{limit: tb(5, time.Second, 5), cost: 0, allowed: true, remaining: 2, reset: 493 * time.Millisecond},
+		{cost: 5, allowed: false, remaining: 2, retry: 493 * time.Millisecond, reset: 493 * time.Millisecond},
+		// A larger burst: 343 ms from full at 100/s is 34.3 tokens short of 100.
+		{limit: tb(100, time.Second, 100), advance: 150 * time.Millisecond, cost: 0, allowed: true, remaining: 65, reset: 343 * time.Millisecond},
+		{cost: 16, allowed: true, remaining: 49, reset: 503 * time.Millisecond},
 		// Burst 0 means Requests.
 		{limit: tb(4, time.Second, 0), advance: time.Minute, cost: 0, allowed: true, remaining: 4, reset: 0},
 	})
 }
 
 // TestTokenBucketClockBack moves the clock back by a second. The bucket
-// stands where it was at its last decision; every wait is measured from the
-// caller's now, so it includes the second the clock lost.
+// stands as far from full as its arrival time is ahead of the caller's
+// now: a second emptier, so it refills no sooner than it would have, and
+// every wait is exact from that now.
 func TestTokenBucketClockBack(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Second, Burst: 20}
 	runSteps(t, l, algorithms.State{}, []step{
 		{cost: 15, allowed: true, remaining: 5, reset: 1500 * time.Millisecond},
-		{advance: -time.Second, cost: 0, allowed: true, remaining: 5, reset: 2500 * time.Millisecond},
-		{cost: 6, allowed: false, remaining: 5, retry: 1100 * time.Millisecond, reset: 2500 * time.Millisecond},
-		{cost: 5, allowed: true, remaining: 0, reset: 3 * time.Second},
-		{cost: 1, allowed: false, remaining: 0, retry: 1100 * time.Millisecond, reset: 3 * time.Second},
-		// Back at t0 nothing has refilled; the retry holds to the millisecond.
-		{advance: 1099 * time.Millisecond, cost: 1, allowed: false, remaining: 0, retry: time.Millisecond, reset: 1901 * time.Millisecond},
+		{advance: -time.Second, cost: 0, allowed: true, remaining: 0, reset: 2500 * time.Millisecond},
+		{cost: 6, allowed: false, remaining: 0, retry: 1100 * time.Millisecond, reset: 2500 * time.Millisecond},
+		{cost: 1, allowed: false, remaining: 0, retry: 600 * time.Millisecond, reset: 2500 * time.Millisecond},
+		// The retry holds to the millisecond.
+		{advance: 599 * time.Millisecond, cost: 1, allowed: false, remaining: 0, retry: time.Millisecond, reset: 1901 * time.Millisecond},
 		{advance: time.Millisecond, cost: 1, allowed: true, remaining: 0, reset: 2 * time.Second},
+		// Back at t0 and past it, the bucket refills from the time it stood at.
+		{advance: time.Second, cost: 0, allowed: true, remaining: 10, reset: time.Second},
 	})
 }
 
-// TestTokenBucketClockBackTTL pins the TTL of a bucket whose last refill is
-// ahead of the caller's clock: it must outlive the lag, or dropping it would
-// hand out a full bucket that refills from the earlier now.
+// TestTokenBucketClockBackTTL pins the TTL of a bucket whose arrival time
+// is ahead of the caller's clock by more than a debt's depth: it must
+// outlive that lead, or dropping it would hand out a full bucket early.
 func TestTokenBucketClockBackTTL(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Second, Burst: 20}
 	s, _ := algorithms.Decide(l, algorithms.State{}, epoch, 1)
 	s, d := algorithms.Decide(l, s, epoch.Add(-5*time.Second), -1)
-	want := algorithms.Decision{Allowed: true, Limit: 20, Remaining: 20, ResetAfter: 0, TTL: 5 * time.Second}
+	want := algorithms.Decision{Allowed: true, Limit: 20, Remaining: 0, ResetAfter: 5 * time.Second, TTL: 5 * time.Second}
 	if d != want {
-		t.Fatalf("refund to full 5s before the last refill: got %+v, want %+v", d, want)
+		t.Fatalf("refund 5s before the last charge: got %+v, want %+v", d, want)
 	}
-	// Spending all 20 from the kept state refills from t0, not from t0-5s.
+	// All 20 fit once the bucket is full again, 5s on.
 	_, d = algorithms.Decide(l, s, epoch.Add(-5*time.Second), 20)
-	if d.ResetAfter != 7*time.Second || d.TTL != 7*time.Second {
-		t.Errorf("spend 20 at t0-5s: got reset_after=%v ttl=%v, want 7s and 7s", d.ResetAfter, d.TTL)
+	if d.Allowed || d.RetryAfter != 5*time.Second || d.TTL != 5*time.Second {
+		t.Errorf("spend 20 at t0-5s: got %+v, want a deny with retry 5s and TTL 5s", d)
 	}
 }
 

@@ -29,7 +29,7 @@ func TestLuaCalendarSkew(t *testing.T) {
 		key := "calskew:" + alg.String()
 		run := func(redisNow, goNow, cost int64) algorithms.Decision {
 			t.Helper()
-			out, err := runScriptHeader(ctx, c, pathStore, header{nowMs: redisNow, keepMs: keepMs, calMs: goNow}, []luaReq{{key: key, l: l, cost: cost}})
+			out, err := runScriptHeader(ctx, c, header{nowMs: redisNow, keepMs: keepMs, calMs: goNow}, []luaReq{{key: key, l: l, cost: cost}})
 			if err != nil {
 				t.Fatal(err)
 			}

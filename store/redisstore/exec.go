@@ -90,20 +90,9 @@ func merge(calls []*call) []*unit {
 		if len(u.calls) == 1 { // copy before appending: c.keys belongs to the call
 			u.keys = append(make([]string, 0, 4*len(u.keys)), u.keys...)
 		}
-		if first := u.calls[0].buf[hdrLen-1]; first >= hdrDirect && c.buf[hdrLen-1] != first {
-			// A call unlike the first (another mark, or none): u's
-			// header, the first call's, loses its mark (hdrDirect or
-			// hdrLog), and the script takes its general path.
-			u.calls[0].buf[hdrLen-1] = hdrWrite
-		}
 		u.calls = append(u.calls, c)
 		u.keys = append(u.keys, c.keys...)
 		u.args = append(u.args, c.buf[hdrLen:])
-	}
-	for _, u := range units {
-		if len(u.calls) > 1 && u.calls[0].buf[hdrLen-1] == hdrDirect {
-			markRepeats(u.keys, u.args)
-		}
 	}
 	return units
 }

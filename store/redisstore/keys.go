@@ -23,7 +23,11 @@ const maxTagLen = 128
 
 // redisAlgName names each algorithm in Redis keys.
 var redisAlgName = map[algorithms.Algorithm]string{
-	algorithms.TokenBucket:   "tb",
+	// tat: the token bucket keeps its theoretical arrival time, where
+	// "tb" held tokens and a last refill; the new name keeps the two
+	// apart while replicas of both versions run, and the old keys expire
+	// by themselves.
+	algorithms.TokenBucket:   "tat",
 	algorithms.SlidingWindow: "sw",
 	// swl2: the log's ring (a string) replaced a sorted set under "swl";
 	// the new name keeps the two apart while replicas of both versions

@@ -57,7 +57,7 @@ func TestLuaLogDirectRing(t *testing.T) {
 			before[k] = m.states[k]
 		}
 		want := m.decideGroups(now, reqs)
-		got, err := runScriptHeader(ctx, c, pathStore, header{nowMs: now, keepMs: keepMs, calMs: now}, reqs)
+		got, err := runScriptHeader(ctx, c, header{nowMs: now, keepMs: keepMs, calMs: now}, reqs)
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
@@ -124,7 +124,7 @@ func TestLuaLogDirectCommands(t *testing.T) {
 		l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: tc.requests, Period: time.Hour}
 		key := "logcmds:" + strconv.FormatInt(tc.requests, 10)
 		for i := range int64(39) {
-			if _, err := runScript(ctx, c, pathStore, now+i, []luaReq{{key: key, l: l, cost: 1}}); err != nil {
+			if _, err := runScript(ctx, c, now+i, []luaReq{{key: key, l: l, cost: 1}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -134,7 +134,7 @@ func TestLuaLogDirectCommands(t *testing.T) {
 		if err := c.ConfigResetStat(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := runScript(ctx, c, pathStore, now+100, []luaReq{{key: key, l: l, cost: 1}})
+		got, err := runScript(ctx, c, now+100, []luaReq{{key: key, l: l, cost: 1}})
 		if err != nil || !got[0].Allowed || got[0].Remaining != tc.requests-40 {
 			t.Fatalf("%d requests: %+v, %v; want allowed, %d remaining", tc.requests, got, err, tc.requests-40)
 		}
@@ -161,14 +161,14 @@ func TestLuaLogDirectTTL(t *testing.T) {
 	b := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: 2 * period}
 	reqs := []luaReq{{key: "logttl:a", l: a, cost: 1}, {key: "logttl:b", l: b, cost: 1, group: true}}
 	// The library loaded first, so the call below runs at once.
-	if _, err := runScript(ctx, c, pathStore, 1_780_000_000_000, []luaReq{{key: "logttl:load", l: a}}); err != nil {
+	if _, err := runScript(ctx, c, 1_780_000_000_000, []luaReq{{key: "logttl:load", l: a}}); err != nil {
 		t.Fatal(err)
 	}
 	before, err := c.Time(ctx).Result() // Redis' clock, which its expiry times count in
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runScript(ctx, c, pathStore, 1_780_000_000_000, reqs); err != nil {
+	if _, err := runScript(ctx, c, 1_780_000_000_000, reqs); err != nil {
 		t.Fatal(err)
 	}
 	at := map[string]int64{}
@@ -205,12 +205,12 @@ func TestLuaLogUpdateInPlaceTTL(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 500, Period: time.Minute}
 	key := "logttl:big"
 	for i := range 200 {
-		if _, err := runScript(ctx, c, pathStore, 1_780_000_000_000+int64(i), []luaReq{{key: key, l: l, cost: 1}}); err != nil {
+		if _, err := runScript(ctx, c, 1_780_000_000_000+int64(i), []luaReq{{key: key, l: l, cost: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := commandCalls(t, c)
-	if _, err := runScript(ctx, c, pathStore, 1_780_000_000_500, []luaReq{{key: key, l: l, cost: 1}}); err != nil {
+	if _, err := runScript(ctx, c, 1_780_000_000_500, []luaReq{{key: key, l: l, cost: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if calls := commandCalls(t, c); calls["pexpire"] != before["pexpire"]+1 {

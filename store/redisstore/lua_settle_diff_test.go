@@ -54,13 +54,14 @@ func settleStep(t *testing.T, c *redis.Client, m *luaModel, rng *rand.Rand, step
 		next, want = algorithms.Settle(l, s, nowMs, delta)
 	}
 	want.Wait = 0 // not a settlement's number (store.SettleResult); its reply has none
-	arg := appendRequestMode(appendHeader(nil, header{nowMs: nowMs, keepMs: keepMs, calMs: calMs}), l, delta, false, algorithms.Debt, calMs)
+	h := header{nowMs: nowMs, keepMs: keepMs, calMs: calMs}
+	arg := appendRequest(appendHeader(nil, h), l, delta, false, algorithms.Debt, h)
 	record := fmt.Sprintf("%s/settle/%d", key, step)
 	reply, err := settleLua.Run(context.Background(), c, []string{key, record}, arg, "fp", strconv.FormatInt(keepMs, 10)).Result()
 	if err != nil {
 		t.Fatalf("step %d (now %d): settle %d on %s (%+v): %v", step, nowMs, delta, key, l, err)
 	}
-	got, err := decodeSettleReply(reply)
+	got, err := decodeSettleReply(reply, l.Capacity())
 	if err != nil {
 		t.Fatalf("step %d: %v", step, err)
 	}

@@ -16,9 +16,11 @@ func TestSettleLuaErrors(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartServer(t).Client()
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 5, Period: time.Second}
-	good := appendRequestMode(appendHeader(nil, header{nowMs: 1, keepMs: 1}), l, 3, false, algorithms.Debt, 0)
-	noDebt := appendRequest(appendHeader(nil, header{nowMs: 1, keepMs: 1}), l, 3, false, 0)
-	probe := appendRequestMode(appendHeader(nil, header{nowMs: 1, probe: true}), l, 3, false, algorithms.Debt, 0)
+	h := header{nowMs: 1, keepMs: 1}
+	good := appendRequest(appendHeader(nil, h), l, 3, false, algorithms.Debt, h)
+	noDebt := appendRequest(appendHeader(nil, h), l, 3, false, 0, h)
+	p := header{nowMs: 1, probe: true}
+	probe := appendRequest(appendHeader(nil, p), l, 3, false, algorithms.Debt, p)
 	ks := []string{"s:{a}", "s:{a}/r"}
 	for _, tc := range []struct {
 		name string

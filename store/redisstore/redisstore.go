@@ -9,9 +9,9 @@
 //
 // A request's state lives at
 //
-//	<prefix><alg>:{<tag>}      e.g. fg:tb:{user:42}
+//	<prefix><alg>:{<tag>}      e.g. fg:tat:{user:42}
 //
-// where alg is tb, sw, swl2 (the sliding window log), fw or lb and tag is
+// where alg is tat, sw, swl2 (the sliding window log), fw or lb and tag is
 // the request's key, escaped: the bytes '{', '}', '%', '#', space,
 // control and non-ASCII bytes become %XX
 // (uppercase hex), everything else stands for itself; the empty key is "%".
@@ -24,7 +24,7 @@
 // length; '#' never starts an escaped key, so the two forms never meet.
 // One key's five algorithms share a tag, hence a slot. The server's keys
 // start with 'k' (the Check API) or 'e' (the Envoy API; see the README's
-// key layout), so the Check key user:42 lives at fg:tb:{kuser:42}.
+// key layout), so the Check key user:42 lives at fg:tat:{kuser:42}.
 //
 // A request with a scope (store.Request.Scope: the Check API's limit
 // identity, a policy's name or an inline limit's numbers) adds ':' and the
@@ -325,7 +325,7 @@ func hasRefund(reqs []store.Request) bool {
 func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.Decision) (denied bool, decided []*call, err error) {
 	decided = calls
 	for i, c := range calls {
-		if cerr := decode(c, out); cerr != nil {
+		if cerr := decode(c, reqs, out); cerr != nil {
 			if err == nil {
 				err = cerr
 				decided = append([]*call(nil), calls[:i]...)
@@ -359,10 +359,9 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 		for i := range reqs {
 			r := &reqs[i]
 			c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, hashTag(r.Key), r.Scope))
-			c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
+			c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h)
 			c.idx = append(c.idx, i)
 		}
-		markDirect(c, reqs)
 		return []*call{c}
 	}
 	var calls []*call
@@ -382,21 +381,19 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 			calls = append(calls, c)
 		}
 		c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
-		c.buf = appendRequestMode(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h.calMs)
+		c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h)
 		c.idx = append(c.idx, i)
-	}
-	for _, c := range calls {
-		markDirect(c, reqs)
 	}
 	return calls
 }
 
-// decode reads c's reply into out at c's positions in the Decide call.
-func decode(c *call, out []algorithms.Decision) error {
+// decode reads c's reply into out at c's positions in the Decide call,
+// whose requests are reqs.
+func decode(c *call, reqs []store.Request, out []algorithms.Decision) error {
 	if c.err != nil { // a malformed state (run returns every other error)
 		return fmt.Errorf("redisstore: decide: %w", c.err)
 	}
-	if err := decodeCall(c, out); err != nil {
+	if err := decodeCall(c, reqs, out); err != nil {
 		var se *stateError
 		if errors.As(err, &se) && se.index < len(c.keys) {
 			se.key = c.keys[se.index]
@@ -407,17 +404,15 @@ func decode(c *call, out []algorithms.Decision) error {
 }
 
 // decodeCall is decode of a call that Redis answered.
-func decodeCall(c *call, out []algorithms.Decision) error {
+func decodeCall(c *call, reqs []store.Request, out []algorithms.Decision) error {
+	caps := func(j int) int64 { return reqs[c.idx[j]].Limit.Capacity() }
 	if len(c.idx) == len(out) && (len(out) == 0 || c.idx[len(out)-1] == len(out)-1) {
 		// The call holds every request, in order (always so off a
 		// cluster): decode in place.
-		if err := decodeReply(c.reply, out); err != nil {
-			return err
-		}
-		return nil
+		return decodeReply(c.reply, out, caps)
 	}
 	got := make([]algorithms.Decision, len(c.idx))
-	if err := decodeReply(c.reply, got); err != nil {
+	if err := decodeReply(c.reply, got, caps); err != nil {
 		return err
 	}
 	for j, i := range c.idx {

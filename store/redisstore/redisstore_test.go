@@ -224,7 +224,7 @@ func TestKeysWithBraces(t *testing.T) {
 	// Redis agrees with the slot the store groups requests by.
 	for _, k := range keys {
 		tag := redisstore.HashTag(k)
-		got, err := client.ClusterKeySlot(ctx, "fg:tb:{"+tag+"}").Result()
+		got, err := client.ClusterKeySlot(ctx, "fg:tat:{"+tag+"}").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestKeysWithBraces(t *testing.T) {
 		redisKeys []string
 	)
 	err := client.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		ks, err := c.Keys(ctx, "fg:tb:*").Result()
+		ks, err := c.Keys(ctx, "fg:tat:*").Result()
 		mu.Lock()
 		defer mu.Unlock()
 		redisKeys = append(redisKeys, ks...)
@@ -271,15 +271,15 @@ func TestMemoryUsage(t *testing.T) {
 	defer s.Close()
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 100, Period: time.Minute}
 	decide(t, s, time.Now(), store.Request{Key: "user:12345", Limit: l, Cost: 1})
-	n, err := c.MemoryUsage(ctx, "fg:tb:{user:12345}").Result()
+	n, err := c.MemoryUsage(ctx, "fg:tat:{user:12345}").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ttl, err := c.PTTL(ctx, "fg:tb:{user:12345}").Result()
+	ttl, err := c.PTTL(ctx, "fg:tat:{user:12345}").Result()
 	if err != nil || ttl <= 0 || ttl > 600*time.Millisecond {
 		t.Errorf("PTTL = %v, %v; want the 600ms a token takes to come back", ttl, err)
 	}
-	t.Logf("MEMORY USAGE of a token bucket key (fg:tb:{user:12345}, 100/min): %d bytes", n)
+	t.Logf("MEMORY USAGE of a token bucket key (fg:tat:{user:12345}, 100/min): %d bytes", n)
 	if n > 100 {
 		t.Errorf("MEMORY USAGE %d bytes, want at most 100", n)
 	}

@@ -4,38 +4,33 @@ package redisstore
 // (lua/, embedded), the ARGV they take and the reply they give.
 //
 // The sources, joined in luaSource's order, make one Redis function
-// library (functions.go): lua/lib.lua, the algorithms' twins,
-// lua/counter.lua, lua/sliding_window_log.lua, then the drivers
-// lua/decide.lua (every Decide call), lua/settle.lua (Settle) and, for
-// Demand, lua/demand.lua and lua/forget.lua.
+// library (functions.go): lua/lib.lua, the algorithms' files (each adds
+// its function to lib.lua's ALG table), then the drivers lua/decide.lua
+// (every Decide call), lua/settle.lua (Settle) and, for Demand,
+// lua/demand.lua and lua/forget.lua.
 //
 // decide takes KEYS and ARGV as lua/decide.lua's header says: ARGV[1] is
 // the call's header and its first group of requests, each further ARGV
 // one more group; integers are little-endian int64s (lua/lib.lua). The
-// reply is one string, replyLen bytes per request on every path
-// (decodeReply): each decision is computed once, by the script.
+// reply is one string, replyLen bytes per request (decodeReply): each
+// decision is computed once, by the script.
 //
 // State layout in Redis, one key per (algorithm, key) (the key names are
-// package keys'):
+// keys.go's):
 //
-//	token_bucket        string  pack(A = tokens × scale, B = last refill, C = scale)
+//	token_bucket        string  struct '<i5I3': the theoretical arrival time's ms - epoch, and its ticks ('<i8i8' when out of range)
 //	sliding_window      string  pack(A = window start, B = count in it, C = count in the one before)
 //	fixed_window        string  pack(A = window start, B = count, C = the key's expiry, ms after A; 0: unknown)
 //	leaky_bucket        string  pack(A = queue end's fraction of a ms × C, B = queue end, C = perMs)
 //	sliding_window_log  string  header(format, head, floor) + a ring of unit times, 6 bytes a unit
 //
-// lua/lib.lua owns pack, the state codec (a header byte, then the values
-// in the fewest bytes each needs, the time field in ms since its
-// STATE_EPOCH_MS); lua/sliding_window_log.lua owns the log's string, which
-// holds at most Requests slots. bench/RESULTS.md has the MEMORY USAGE of
-// each. Every write sets a TTL (the decision's TTL, in ms); a state
-// whose TTL is 0 equals no state and is deleted instead. The codec has a
-// second form with a fourth field, the key's expiry, which this version
-// reads (a rolling upgrade to a version that writes it needs every
-// replica to read it first) and never writes. The states are
-// those the scripts wrote before this protocol (the protocol changed ARGV and
-// the reply, not what Redis holds), so replicas of both versions can share
-// a Redis during a rolling upgrade.
+// lua/lib.lua owns pack, the codec of the three-integer states (a header
+// byte, then the values in the fewest bytes each needs, the time field in
+// ms since its STATE_EPOCH_MS); lua/sliding_window_log.lua owns the log's
+// string, which holds at most Requests slots. bench/RESULTS.md has the
+// MEMORY USAGE of each. Every write sets a TTL (the decision's TTL, in
+// ms, or for a token bucket within its capacity the time it takes to
+// fill); a state whose TTL is 0 equals no state and is deleted instead.
 
 import (
 	_ "embed"
@@ -46,11 +41,10 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/store"
 )
 
-// luaLib is lua/lib.lua after the wire sizes and flag bits, which this
-// file owns (luaWire), so the Lua reads the same numbers as the Go.
+// luaLib is lua/lib.lua after the wire sizes, which this file owns
+// (luaWire), so the Lua reads the same numbers as the Go.
 var luaLib = luaWire() + luaLibFile
 
 var (
@@ -88,25 +82,24 @@ func luaSource() string {
 // hands the request sizes to the Lua.
 const (
 	hdrLen   = 26 // form, now_ms, keep_ms, deadline_ms, write
-	reqLen   = 33 // algorithm and flags, requests, period_ms, burst, cost
+	reqLen   = 33 // algorithm and flags, x, y, z, cost
 	calLen   = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
-	replyLen = 49 // allowed, limit, remaining, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
+	replyLen = 41 // allowed, remaining, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
 )
 
 // The flag bits of a request's first byte (8 * flags + algorithm; lua/lib.lua
-// reads them). Their own numbers, not algorithms.Mode's: appendRequestMode
+// reads them). Their own numbers, not algorithms.Mode's: appendRequest
 // maps each Mode bit to its flag.
 const (
-	flagDry      = 1  // decide as if charging, never write
-	flagDebt     = 2  // algorithms.Debt
-	flagNoWait   = 4  // algorithms.NoWait
-	flagCalendar = 8  // a calendar limit: calLen bytes of boundaries follow
-	flagRepeat   = 16 // direct path only: an earlier request of the call has the same key (markRepeats)
+	flagDry      = 1 // decide as if charging, never write
+	flagDebt     = 2 // algorithms.Debt
+	flagNoWait   = 4 // algorithms.NoWait
+	flagCalendar = 8 // a calendar limit: calLen bytes of boundaries follow
 )
 
 // luaWire is the Lua that defines the wire sizes lua/lib.lua uses, and
-// BAD_REPLY, a failed request's part of the general reply (replyBad,
-// then zeros).
+// BAD_REPLY, a failed request's part of the reply (replyBad, then
+// zeros).
 func luaWire() string {
 	return fmt.Sprintf("local HDR_LEN, REQ_LEN, CAL_LEN = %d, %d, %d\nlocal BAD_REPLY = '\\%d%s'\n",
 		hdrLen, reqLen, calLen, replyBad, strings.Repeat("\\0", replyLen-1))
@@ -148,60 +141,18 @@ func appendHeader(buf []byte, h header) []byte {
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(min(max(h.keepMs, 0), maxWireCost)))
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(max(h.deadlineMs, 0)))
 	if h.probe {
-		return append(buf, hdrProbe)
+		return append(buf, 0)
 	}
-	return append(buf, hdrWrite)
-}
-
-// The header's last byte, write (lua/lib.lua).
-const (
-	hdrProbe  = 0 // decide, write nothing
-	hdrWrite  = 1 // decide and write
-	hdrDirect = 2 // hdrWrite, and every group is one request of a counter algorithm (lua/decide.lua's direct path)
-	hdrLog    = 3 // hdrWrite, and every group is one sliding window log request (lua/decide.lua's decide_log)
-)
-
-// markDirect sets c's header to hdrDirect when c writes and holds one
-// request (of reqs, the Decide call's) of a counter algorithm, to hdrLog
-// when that request is a sliding window log's.
-func markDirect(c *call, reqs []store.Request) {
-	if len(c.idx) != 1 || c.buf[hdrLen-1] != hdrWrite {
-		return
-	}
-	if reqs[c.idx[0]].Limit.Algorithm == algorithms.SlidingWindowLog {
-		c.buf[hdrLen-1] = hdrLog
-	} else {
-		c.buf[hdrLen-1] = hdrDirect
-	}
-}
-
-// markRepeats sets flagRepeat on each request of a direct script call
-// (keys and args as sent: one request a group, the first group after the
-// header) whose key an earlier request holds: the script reads every key
-// with one MGET, and such a request must see the earlier one's write.
-func markRepeats(keys []string, args []any) {
-	for i := 1; i < len(keys); i++ {
-		for j := range i {
-			if keys[j] == keys[i] {
-				args[i].([]byte)[0] |= flagRepeat << 3
-				break
-			}
-		}
-	}
+	return append(buf, 1)
 }
 
 // appendRequest appends one request's bytes (the binary form) to buf:
-// cost charged against l (valid: Validate), dry deciding without writing.
-// A calendar limit sets flag bit 3, sends its current period's length as
-// period_ms, and appends the five boundaries around calMs (floodgate's
-// clock, Unix ms; lua/lib.lua).
-func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, calMs int64) []byte {
-	return appendRequestMode(buf, l, cost, dry, 0, calMs)
-}
-
-// appendRequestMode is appendRequest in mode m: algorithms.Debt sets
-// flagDebt, algorithms.NoWait flagNoWait (lua/lib.lua).
-func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m algorithms.Mode, calMs int64) []byte {
+// cost charged against l (valid: Validate) in mode m (algorithms.Debt
+// sets flagDebt, algorithms.NoWait flagNoWait), dry deciding without
+// writing, for a call of header h. A calendar limit sets flagCalendar,
+// sends its current period's length as period_ms, and appends the five
+// boundaries around h.calMs (floodgate's clock, Unix ms; lua/lib.lua).
+func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, m algorithms.Mode, h header) []byte {
 	var flags byte
 	if dry {
 		flags |= flagDry
@@ -216,14 +167,14 @@ func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m a
 	var bounds algorithms.Bounds
 	if l.Calendar != algorithms.NoCalendar {
 		flags |= flagCalendar
-		bounds = l.Calendar.Bounds(l.Location, calMs)
+		bounds = l.Calendar.Bounds(l.Location, h.calMs)
 		periodMs = bounds[2] - bounds[1]
 	}
-	// The limit's numbers (lua/lib.lua): the buckets' rate in lowest terms
+	// The limit's numbers (lua/lib.lua): a bucket's rate in lowest terms
 	// and capacity, so the script computes no gcd; the others' requests
 	// and period.
 	x, y, z := l.Requests, periodMs, l.Burst
-	if l.Algorithm == algorithms.TokenBucket || l.Algorithm == algorithms.LeakyBucket {
+	if l.Algorithm.Facts().Bucket {
 		x, y = l.Scale()
 		z = l.Capacity()
 	}
@@ -245,10 +196,11 @@ func appendRequestMode(buf []byte, l algorithms.Limit, cost int64, dry bool, m a
 var errReply = errors.New("malformed script reply")
 
 // decodeReply reads a script reply (or one call's part of it) into out,
-// one decision per request, in request order. It checks every field and
-// returns an error wrapping errReply instead of panicking on a reply of
-// the wrong shape.
-func decodeReply(reply any, out []algorithms.Decision) error {
+// one decision per request, in request order, each Limit the capacity
+// caps gives for its request (the script does not send what the request
+// said). It checks every field and returns an error wrapping errReply
+// instead of panicking on a reply of the wrong shape.
+func decodeReply(reply any, out []algorithms.Decision, caps func(i int) int64) error {
 	str, ok := reply.(string)
 	if !ok {
 		return fmt.Errorf("%w: got %T, want a string", errReply, reply)
@@ -262,14 +214,13 @@ func decodeReply(reply any, out []algorithms.Decision) error {
 		if allowed == replyBad {
 			return &stateError{index: i}
 		}
-		limit, remaining := le64(b[1:]), le64(b[9:])
-		retryMs, resetMs, ttlMs, waitMs := le64(b[17:]), le64(b[25:]), le64(b[33:]), le64(b[41:])
-		if allowed > 1 || limit <= 0 || remaining < 0 || retryMs < -1 || resetMs < 0 || ttlMs < 0 || waitMs < 0 {
-			return fmt.Errorf("%w: request %d: [%d %d %d %d %d %d %d] out of range", errReply, i, allowed, limit, remaining, retryMs, resetMs, ttlMs, waitMs)
+		remaining, retryMs, resetMs, ttlMs, waitMs := le64(b[1:]), le64(b[9:]), le64(b[17:]), le64(b[25:]), le64(b[33:])
+		if allowed > 1 || remaining < 0 || retryMs < -1 || resetMs < 0 || ttlMs < 0 || waitMs < 0 {
+			return fmt.Errorf("%w: request %d: [%d %d %d %d %d %d] out of range", errReply, i, allowed, remaining, retryMs, resetMs, ttlMs, waitMs)
 		}
 		d := algorithms.Decision{
 			Allowed:    allowed == 1,
-			Limit:      limit,
+			Limit:      caps(i),
 			Remaining:  remaining,
 			RetryAfter: time.Duration(retryMs) * time.Millisecond,
 			ResetAfter: time.Duration(resetMs) * time.Millisecond,

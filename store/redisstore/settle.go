@@ -11,9 +11,9 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// settleReplyLen is the settle script's reply: allowed, limit, remaining,
+// settleReplyLen is the settle script's reply: allowed, remaining,
 // retry_after_ms, reset_after_ms, ttl_ms, debt, unrecorded, duplicate.
-const settleReplyLen = 1 + 7*8 + 1
+const settleReplyLen = 1 + 6*8 + 1
 
 var _ store.Settler = (*Store)(nil)
 
@@ -35,7 +35,7 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	alg := st.Limit.Algorithm
 	tag := hashTag(st.Key)
 	ks := []string{stateKey(s.cfg.Prefix, alg, tag, st.Scope), settleKey(s.cfg.Prefix, alg, tag, st.Scope, st.IdempotencyKey)}
-	arg := appendRequestMode(appendHeader(nil, h), st.Limit, st.Delta(), false, algorithms.Debt, h.calMs)
+	arg := appendRequest(appendHeader(nil, h), st.Limit, st.Delta(), false, algorithms.Debt, h)
 	window := s.cfg.SettleWindow
 	if window <= 0 {
 		window = store.DefaultSettleWindow
@@ -68,19 +68,20 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 		}
 		return store.SettleResult{}, s.wrap(ctx, "settle", err)
 	}
-	return decodeSettleReply(reply)
+	return decodeSettleReply(reply, st.Limit.Capacity())
 }
 
-// decodeSettleReply reads the settle script's reply, checking every field.
-func decodeSettleReply(reply any) (store.SettleResult, error) {
+// decodeSettleReply reads the settle script's reply, checking every
+// field; limit is the settlement's capacity.
+func decodeSettleReply(reply any, limit int64) (store.SettleResult, error) {
 	str, ok := reply.(string)
 	if !ok || len(str) != settleReplyLen {
 		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w: %T of %d bytes", errReply, reply, len(str))
 	}
-	limit, remaining, retryMs, resetMs := le64(str[1:]), le64(str[9:]), le64(str[17:]), le64(str[25:])
-	ttlMs, debt, unrecorded := le64(str[33:]), le64(str[41:]), le64(str[49:])
-	dup := str[57]
-	if str[0] != 1 || limit <= 0 || remaining < 0 || retryMs < 0 || resetMs < 0 || ttlMs < 0 || debt < 0 || unrecorded < 0 || dup > 1 {
+	remaining, retryMs, resetMs, ttlMs := le64(str[1:]), le64(str[9:]), le64(str[17:]), le64(str[25:])
+	debt, unrecorded := le64(str[33:]), le64(str[41:])
+	dup := str[49]
+	if str[0] != 1 || remaining < 0 || retryMs < 0 || resetMs < 0 || ttlMs < 0 || debt < 0 || unrecorded < 0 || dup > 1 {
 		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w: fields out of range", errReply)
 	}
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }

@@ -31,7 +31,8 @@ func fillLog(tb testing.TB, c *redis.Client, key string, l algorithms.Limit, sta
 		p := c.Pipeline()
 		var cmds []*redis.Cmd
 		for i := 0; i < chunk && done < l.Requests; i++ {
-			arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false, now)
+			h := header{nowMs: now, keepMs: keepMs, calMs: now}
+			arg := appendRequest(appendHeader(nil, h), l, 1, false, 0, h)
 			cmds = append(cmds, p.FCall(ctx, testLib.decide, []string{key}, arg))
 			now += stepMs
 			done++
@@ -41,7 +42,7 @@ func fillLog(tb testing.TB, c *redis.Client, key string, l algorithms.Limit, sta
 		}
 		for _, cmd := range cmds {
 			out := make([]algorithms.Decision, 1)
-			if err := decodeReply(cmd.Val(), out); err != nil || !out[0].Allowed {
+			if err := decodeReply(cmd.Val(), out, func(int) int64 { return l.Requests }); err != nil || !out[0].Allowed {
 				tb.Fatalf("filling the log: %+v, %v", out[0], err)
 			}
 		}
@@ -117,13 +118,14 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				now += by
-				arg := appendRequest(appendHeader(nil, header{nowMs: now, keepMs: keepMs}), l, 1, false, now)
+				h := header{nowMs: now, keepMs: keepMs, calMs: now}
+				arg := appendRequest(appendHeader(nil, h), l, 1, false, 0, h)
 				reply, err := c.FCall(ctx, testLib.decide, []string{key}, arg).Result()
 				if err != nil {
 					b.Fatal(err)
 				}
 				out := make([]algorithms.Decision, 1)
-				if err := decodeReply(reply, out); err != nil || out[0].Allowed != (mode != "deny") {
+				if err := decodeReply(reply, out, func(int) int64 { return l.Requests }); err != nil || out[0].Allowed != (mode != "deny") {
 					b.Fatalf("check %d: %+v, %v", i, out[0], err)
 				}
 			}
@@ -149,7 +151,7 @@ func TestSlidingLogRedisMemory(t *testing.T) {
 	c := srv.Client()
 	const key = "memtest:full"
 	last := fillLog(t, c, key, fullLogLimit, 1_800_000_000_000, 1)
-	got, err := runScript(context.Background(), c, pathStore, last, []luaReq{{key: key, l: fullLogLimit, cost: 1}})
+	got, err := runScript(context.Background(), c, last, []luaReq{{key: key, l: fullLogLimit, cost: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

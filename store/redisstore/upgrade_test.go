@@ -11,14 +11,16 @@ import (
 )
 
 // TestRollingUpgradeState: replicas of the previous version and of this
-// one can share a Redis. For each counter algorithm, this version writes
-// byte for byte the state the previous version wrote for the same
-// decision (the strings below are what it wrote: 10 a minute, cost 3 at
-// 1,780,000,000,123 ms), so an old replica reads a new state; the fixed
-// window's adds its key's expiry in C, which no version's fixed window
-// reads, so an old replica reads the same window and count. And a state
-// the old version wrote decides here exactly as one this version wrote
-// (TestFixedWindowExpiry: its TTL is then set, not kept).
+// one can share a Redis. For each algorithm whose state kept its key,
+// this version writes byte for byte the state the previous version wrote
+// for the same decision (the strings below are what it wrote: 10 a
+// minute, cost 3 at 1,780,000,000,123 ms), so an old replica reads a new
+// state; the fixed window's adds its key's expiry in C, which no
+// version's fixed window reads, so an old replica reads the same window
+// and count. And a state the old version wrote decides here exactly as
+// one this version wrote (TestFixedWindowExpiry: its TTL is then set, not
+// kept). The token bucket's state moved to a key of its own: this
+// version neither reads nor writes the previous version's key.
 func TestRollingUpgradeState(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.StartServer(t)
@@ -34,7 +36,6 @@ func TestRollingUpgradeState(t *testing.T) {
 		key string
 		old string
 	}{
-		{algorithms.TokenBucket, "fg:tb:{up}", "\x1a\x10\xa4\x00p\x17{\xe0i\xf9\x02"},
 		{algorithms.SlidingWindow, "fg:sw:{up}", "(\xc0Ci\xf9\x02\x03"},
 		{algorithms.FixedWindow, "fg:fw:{up}", "(\xc0Ci\xf9\x02\x03"},
 		{algorithms.LeakyBucket, "fg:lb:{up}", "\x01\x01\xcb&j\xf9\x02"},
@@ -71,4 +72,24 @@ func TestRollingUpgradeState(t *testing.T) {
 			}
 		})
 	}
+	t.Run("token bucket apart", func(t *testing.T) {
+		const old = "\x1a\x10\xa4\x00p\x17{\xe0i\xf9\x02" // 7 tokens of 10 a minute
+		if err := c.Set(ctx, "fg:tb:{apart}", old, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute}
+		out := make([]algorithms.Decision, 1)
+		if err := s.Decide(ctx, now, []store.Request{{Key: "apart", Limit: l, Cost: 3}}, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Remaining != 7 {
+			t.Fatalf("%+v: want 7 remaining, from a full bucket of its own", out[0])
+		}
+		if got, err := c.Get(ctx, "fg:tb:{apart}").Result(); err != nil || got != old {
+			t.Fatalf("the previous version's key holds %q (%v), want %q untouched", got, err, old)
+		}
+		if n, err := c.Exists(ctx, KeyName(DefaultPrefix, algorithms.TokenBucket, "apart")).Result(); err != nil || n != 1 {
+			t.Fatalf("this version's key: %d, %v", n, err)
+		}
+	})
 }

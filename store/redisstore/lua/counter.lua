@@ -1,10 +1,10 @@
 -- counter.lua: decide_counter mirrors algorithms.DecideMode (and, for a
--- calendar limit, DecideCalendarMode) for the four algorithms whose state
--- is three integers (token bucket, sliding window, fixed window, leaky
--- bucket).
+-- calendar limit, DecideCalendarMode) for the three algorithms whose
+-- state is three integers, and counter_alg makes their ALG functions
+-- (lib.lua).
 --
 -- decide_counter(alg, x, y, z, a, b, c, now_ms, cost, flags, b0, b1, b2, b3, b4)
---     -> limit, allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
+--     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
 -- x, y, z are the limit's numbers as the wire carries them (lib.lua):
 -- per_ms, scale and capacity for the buckets, requests and period_ms
 -- for the windows. flags are the request's flags (lib.lua) without the
@@ -15,10 +15,10 @@
 -- calendar). wait is 0 but for the leaky bucket. A cost above the
 -- capacity is decided as a look and denied with retry -1 (never) and wait
 -- 0, unless it is a debt; a refund beyond it is clamped. The rest is
--- token_bucket.lua's.
+-- the algorithm's own file's.
 
 -- calendar mirrors the calendar part of algorithms.DecideCalendarMode
--- (results as token_bucket.lua's; cost already clamped): a calendar limit of
+-- (results as decide_counter's; cost already clamped): a calendar limit of
 -- the sliding window (alg 2) or the fixed window (alg 4), decided at now
 -- on the boundaries b0 < b1 < b2 < b3 < b4 floodgate computed from its own
 -- clock (Bounds: [b1, b2) held floodgate's now). The period is [b1, b2)
@@ -75,7 +75,7 @@ end
 
 local function decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
   local cap = x -- Limit.Capacity
-  if alg == 1 or alg == 5 then
+  if alg == ALG_LEAKY_BUCKET then
     cap = z
   end
   local debt = 0
@@ -92,17 +92,40 @@ local function decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b
   local wait = 0
   if b0 ~= nil then
     allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = calendar(alg, x, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
-  elseif alg == 1 then -- ALG_TOKEN_BUCKET
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = token_bucket(x, y, z, a, b, c, now, cost, debt)
-  elseif alg == 2 then -- ALG_SLIDING_WINDOW
+  elseif alg == ALG_SLIDING_WINDOW then
     allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = sliding_window(x, y, a, b, c, now, cost, debt)
-  elseif alg == 4 then -- ALG_FIXED_WINDOW
+  elseif alg == ALG_FIXED_WINDOW then
     allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = fixed_window(x, y, a, b, now, cost, debt)
-  else -- ALG_LEAKY_BUCKET; no-wait is flag bit 2
+  else -- ALG_LEAKY_BUCKET (counter_alg registers no other); no-wait is flag bit 2
     allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = leaky_bucket(x, y, z, a, b, c, now, cost, flags % 8 >= 4, debt)
   end
   if never then
     allowed, retry, wait = 0, -1, 0
   end
-  return cap, allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed
+  return allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed
 end
+
+-- counter_alg is the ALG function (lib.lua) of a three-integer state's
+-- algorithm alg: one GET, decide_counter, and write_counter unless dry
+-- or denied. time_b and expiry are lib.lua's codec flags.
+local function counter_alg(alg, time_b, expiry)
+  return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
+    local str = redis.call('GET', key)
+    local a, b, c, s, rh = decode_counter(str, time_b)
+    if a == nil then
+      return nil
+    end
+    local allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
+    if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
+      if undo then
+        remember(undo, key, str, cost < 0 or ttl <= 0)
+      end
+      write_counter(key, time_b, expiry, a2, b2_, c2, ttl, keep, now, a, c, #s, rh)
+    end
+    return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
+  end
+end
+
+ALG[ALG_SLIDING_WINDOW] = counter_alg(ALG_SLIDING_WINDOW, false, false)
+ALG[ALG_FIXED_WINDOW] = counter_alg(ALG_FIXED_WINDOW, false, true) -- c: the key's expiry
+ALG[ALG_LEAKY_BUCKET] = counter_alg(ALG_LEAKY_BUCKET, true, false)

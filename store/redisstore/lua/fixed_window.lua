@@ -7,7 +7,7 @@
 --           count; 0, 0 for a key never seen (c is not the algorithm's:
 --           lib.lua's write_counter keeps the key's expiry there; the
 --           results' c2 is 0)
---   the rest as token_bucket.lua
+--   the rest as counter.lua's decide_counter
 --
 -- fixed_decide(requests, start, stop, carry, count, a, b, now_ms, cost,
 -- debt) decides in the window [start, stop) holding count (a, b the state

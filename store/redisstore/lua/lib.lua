@@ -1,7 +1,9 @@
--- lib.lua: what every floodgate script shares: the integer helpers, the
--- decoding of ARGV and the state codec. The scripts Redis runs are this
--- file, the algorithm twins and a driver (lean.lua or batch.lua), joined
--- (see store/redisstore/script.go).
+-- lib.lua: what every function of floodgate's Redis library shares: the
+-- integer helpers, the call's header, the reply's format, the state codec
+-- of the counters kept as three integers (sliding window, fixed window,
+-- leaky bucket) and the TTL strings. The library is this file, the
+-- algorithms' files and the drivers (decide.lua, settle.lua, demand.lua,
+-- forget.lua), joined (store/redisstore/script.go).
 --
 -- Lua 5.1 numbers are doubles. Every value the algorithms compute is an
 -- integer below 2^53 (algorithms.MaxScaled and the validation in
@@ -9,22 +11,34 @@
 -- exactly; only division rounds, so quo takes the remainder first and
 -- divides exactly.
 --
--- The same files also make a Redis 7 function library (script.go's
--- librarySource), whose body Redis runs once, at FUNCTION LOAD, with
--- only `redis` visible: so no statement outside a function here (or in
--- the twins) may read another global (math, string, struct), and no
--- function reads KEYS or ARGV as globals (a function gets them as
--- arguments; the drivers pass them on).
+-- Redis runs the library's body once, at FUNCTION LOAD, with only `redis`
+-- visible: so no statement outside a function here (or in the other
+-- files) may read another global (math, string, struct), and no function
+-- reads KEYS or ARGV as globals (a function gets them as arguments).
 --
--- Everything here runs on every script call, so it is lean: no tables,
--- no string formatting per request, locals only (a `local function` costs
--- a closure per call; a table costs far more), and in the hot paths the
--- VM's operators rather than calls: a Lua function call costs about 300
--- instructions of Redis, a C function (math.floor, string.len) 250 and
--- an operator (%, #) 10-20 (callgrind,
--- bench/history/14-scripts-round-3-2026-11-30.md).
+-- Everything here runs on every call, so it is lean: no tables or
+-- string formatting per request, locals only, and in the hot paths the
+-- VM's operators rather than calls (a Lua or C function call costs Redis
+-- far more than an operator).
 
+-- The algorithms' numbers (algorithms.Algorithm, pinned to it by a test)
+-- and ALG, the table of their functions by number, which each
+-- algorithm's file fills and the drivers call (decide.lua). Every
+-- function has one signature:
+--
+--   alg(key, x, y, z, cost, flags, now_ms, keep, undo, b0, b1, b2, b3, b4)
+--     -> allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
+--
+-- with the request's fields as ARGV carries them (below), flags its
+-- flags without the calendar bit (bit 0 dry, also set for a probe; bit 1
+-- debt; bit 2 no-wait), keep the header's keep_ms, undo the group's undo
+-- list (below) or nil, b0..b4 a calendar limit's boundaries (b0 nil for
+-- others). It reads the key's state, decides, writes the new state at
+-- once unless dry or denied, and returns the decision's fields in ms
+-- (retry -1: never), the part of a debt's cost not recorded and what the
+-- key owes after; nil when the key holds a malformed state.
 local ALG_TOKEN_BUCKET, ALG_SLIDING_WINDOW, ALG_SLIDING_WINDOW_LOG, ALG_FIXED_WINDOW, ALG_LEAKY_BUCKET = 1, 2, 3, 4, 5
+local ALG = {}
 
 -- quo is Go's a / b on int64: the quotient truncated toward zero. b > 0.
 --
@@ -66,25 +80,19 @@ end
 --   decide call that starts at or after it decides and writes nothing and
 --   answers LATE: its caller has given up and answered by its failure
 --   mode, so a charge now would count a degraded answer; 0: none) and
---   write (0 probes: decides, never writes;
---   1 writes; 2 writes, and every group is one counter request:
---   decide.lua's direct path; 3 writes, and every group is one sliding
---   window log request: decide.lua's decide_log).
+--   write (0 probes: decides, never writes; 1 writes).
 --
--- Then come the requests, REQ_LEN bytes each:
+-- Then come the requests, REQ_LEN bytes each, struct REQ_FMT:
 --
 --   byte 1      8 * flags + algorithm (1 token_bucket, 2 sliding_window,
 --               3 sliding_window_log, 4 fixed_window, 5 leaky_bucket);
 --               flags bit 0 (1): dry run (decide as if charging, never
 --               write); bit 1 (2): debt (algorithms.Debt: a positive
---               cost is charged even when it does not fit, bounded; see
---               counter.lua); bit 2 (4): no-wait (a leaky bucket admits
---               only what may start now: algorithms.NoWait); bit 3 (8): a
---               calendar limit, CAL_LEN more bytes follow the request;
---               bit 4 (16), on decide.lua's direct path only: the key
---               is an earlier request's of the call (so it is read
---               after that one's write, not from the call's MGET).
---               The drivers reject any other bit.
+--               cost is charged even when it does not fit, bounded);
+--               bit 2 (4): no-wait (a leaky bucket admits only what may
+--               start now: algorithms.NoWait); bit 3 (8): a calendar
+--               limit, CAL_LEN more bytes follow the request. The driver
+--               rejects any other bit.
 --   then the limit's three numbers x, y, z: for a token or leaky bucket
 --   per_ms and scale (its rate in lowest terms, algorithms.Limit.Scale)
 --   and its capacity; for the others requests per period (> 0),
@@ -95,36 +103,13 @@ end
 -- A calendar request (sliding_window or fixed_window only) is followed by
 -- five integers, the period boundaries b0 < b1 < b2 < b3 < b4 in Unix ms
 -- that floodgate computed from its own clock in the limit's time zone
--- (algorithms.Bounds; counter.lua's decide_calendar picks the period of
--- the script's now among them). Requests are so of two lengths, REQ_LEN
--- and REQ_LEN + CAL_LEN; req_len tells them by their first byte.
+-- (algorithms.Bounds; counter.lua's calendar picks the period of the
+-- script's now among them).
 --
--- Integers are little-endian int64s: struct '<i8i8B' for the header's
--- fields and '<Bi8i8i8i8' for a request, one struct.unpack a request.
--- HDR_LEN, REQ_LEN and CAL_LEN are defined by script.go (hdrLen, reqLen,
--- calLen), which puts them before this file.
-
--- req_len is the length of the request whose first byte is h.
-local function req_len(h)
-  if h % 128 >= 64 then -- flag bit 3: a calendar request
-    return REQ_LEN + CAL_LEN
-  end
-  return REQ_LEN
-end
-
--- read_request decodes the binary request at byte pos of str: algorithm,
--- flags, the limit's numbers x, y, z, cost. str holds REQ_LEN bytes from
--- pos (the drivers check the lengths first).
-local function read_request(str, pos)
-  local h, r, p, b, c = struct.unpack('<Bi8i8i8i8', str, pos)
-  return h % 8, (h - h % 8) / 8, r, p, b, c
-end
-
--- read_bounds decodes a calendar request's five boundaries at byte pos of
--- str (binary form).
-local function read_bounds(str, pos)
-  return struct.unpack('<i8i8i8i8i8', str, pos)
-end
+-- Integers are little-endian int64s. HDR_LEN, REQ_LEN and CAL_LEN are
+-- defined by script.go (hdrLen, reqLen, calLen), which puts them before
+-- this file.
+local REQ_FMT, CAL_FMT = '<Bi8i8i8i8', '<i8i8i8i8i8'
 
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
 -- write, deadline_ms; nil if it is malformed.
@@ -139,55 +124,31 @@ end
 -- LATE is the whole reply of a decide call refused for its deadline.
 local LATE = '!'
 
--- A request whose key holds a state no script writes (a value set by
--- hand, another program's key) fails alone: its group decides and
--- writes nothing, and its reply says so, while the other groups of the
--- call are decided as usual (a group whose request failed writes
--- nothing, as a denied one). BAD_REPLY (defined by script.go, REPLY_FMT
--- with allowed 2 and the rest 0) is each such request's part of the
--- reply.
-
--- The reply of every path is one string: REPLY_FMT per request, in request order:
--- allowed (0 or 1), limit, remaining, retry_after_ms (-1: never),
+-- The reply is one string: REPLY_FMT per request, in request order:
+-- allowed (0 or 1), remaining, retry_after_ms (-1: never),
 -- reset_after_ms, ttl_ms, wait_ms (the leaky bucket's wait; 0 for the
--- others). Decoded by redisstore's decodeReply.
-local REPLY_FMT = '<Bi8i8i8i8i8i8'
+-- others). Decoded by redisstore's decodeReply, which takes the limit
+-- from the request. A request whose key holds a state no script writes
+-- (a value set by hand, another program's key) fails alone: its group
+-- decides and writes nothing, and its part of the reply is BAD_REPLY
+-- (defined by script.go: allowed 2, the rest 0).
+local REPLY_FMT = '<Bi8i8i8i8i8'
 
--- State codec for the one-string states (token bucket, sliding window,
--- fixed window): three signed integers a, b, c (Go's State.A, B, C) packed
--- as
+-- State codec of the three-integer states (sliding window, fixed window,
+-- leaky bucket): three signed integers a, b, c (Go's State.A, B, C)
+-- packed as
 --
 --   byte 1     len(a) * 8 + len(c), each length 0..7 bytes
 --   a          len(a) bytes, little-endian two's complement (absent if 0)
 --   c          len(c) bytes
 --   b          the remaining 0..8 bytes
 --
--- using the fewest bytes each value needs. The time field (b, the last
--- refill, for a token bucket; the queue's end, for a leaky bucket; a,
--- the window start, for the windows) is
+-- using the fewest bytes each value needs. The time field (b, the queue's
+-- end, for a leaky bucket; a, the window start, for the windows) is
 -- stored minus STATE_EPOCH_MS, so it takes 5 bytes until about 2043
--- instead of 6: a token bucket of 100 per hour then packs into 12 bytes,
--- and Redis 7.0 keeps a value of up to 12 bytes in the same allocation as
--- its object header, so its key costs 88 bytes of MEMORY USAGE (104 at 13
--- bytes). A fixed window's c is its key's expiry (write_counter), 2 to 4 bytes for periods of a second to a day, 5 for a
--- calendar month: a monthly quota of more than 127 counts packs into 13.
---
--- A second form adds a fourth field, e, for the key's own expiry:
---
---   byte 1     64 + len(a) * 8 + len(c)
---   byte 2     len(e), 0..7 bytes
---   a, c       as in the first form
---   e          len(e) bytes: Redis keeps the key at least until the time
---              field + e ms (0: not known)
---   b          the remaining 0..8 bytes
---
--- This version reads it and writes the first form: a state must be
--- readable by every replica of a rolling upgrade, so a version that
--- writes the second form (a bucket could then keep its key's TTL while
--- the expiry covers it, as the fixed window does) can follow only a
--- version that reads it. The decisions ignore e; a write over such a
--- state is a first-form state with its TTL set. A fixed window's c is
--- its key's expiry in both forms.
+-- instead of 6, and a value of up to 12 bytes shares its allocation with
+-- Redis' object header. A fixed window's c is its key's expiry
+-- (write_counter).
 local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 
 -- int_fmt is the struct item of an n-byte integer, n in 0..8 ('i0'
@@ -235,42 +196,12 @@ local function state_fmt(h, lb)
   return STATE_FMT[i]
 end
 
--- SECOND_FMT[(h * 8 + le) * 9 + lb] is the struct format that reads a
--- second-form state (h its header byte less 64, le and lb the lengths of
--- e and b) from its byte 3: '<', then the four items. Kept like
--- STATE_FMT.
-local SECOND_FMT = {}
-
--- decode_second reads a second-form state str of len bytes whose first
--- byte is h (64..255): a, c, b; nil if it is malformed.
-local function decode_second(str, h, len)
-  if h >= 128 or len < 2 then
-    return nil
-  end
-  h = h - 64
-  local lc = h % 8
-  local la = (h - lc) / 8
-  local le = string.byte(str, 2)
-  local lb = len - 2 - la - lc - le
-  if le > 7 or lb < 0 or lb > 8 then
-    return nil
-  end
-  local i = (h * 8 + le) * 9 + lb
-  local f = SECOND_FMT[i]
-  if f == nil then
-    f = '<' .. int_fmt(la) .. int_fmt(lc) .. int_fmt(le) .. int_fmt(lb)
-    SECOND_FMT[i] = f
-  end
-  local a, c, _, b = struct.unpack(f, str, 3)
-  return a, c, b
-end
-
--- decode_counter reads str, the state of a counter algorithm alg (token
--- bucket, sliding window, fixed window, leaky bucket) as GET answered it
--- (false for no key), times made absolute: a, b, c, all 0 for no state,
--- the string read ('' for no state) and its header byte (0 for no
--- state), which write_counter takes back; nil if it is malformed.
-local function decode_counter(str, alg)
+-- decode_counter reads str, a three-integer state as GET answered it
+-- (false for no key), its time field made absolute (b when time_b,
+-- else a): a, b, c, all 0 for no state, the string read ('' for no
+-- state) and its header byte (0 for no state), which write_counter
+-- takes back; nil if it is malformed.
+local function decode_counter(str, time_b)
   if str == false then
     return 0, 0, 0, '', 0
   end
@@ -281,29 +212,15 @@ local function decode_counter(str, alg)
   local h = string.byte(str, 1)
   local lc = h % 8
   local la = (h - lc) / 8
-  local a, c, b
-  if la <= 7 then
-    local lb = len - 1 - la - lc
-    if lb < 0 or lb > 8 then
-      return nil
-    end
-    a, c, b = struct.unpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
-  else -- the second form
-    a, c, b = decode_second(str, h, len)
-    if a == nil then
-      return nil
-    end
+  local lb = len - 1 - la - lc
+  if la > 7 or lb < 0 or lb > 8 then
+    return nil
   end
-  -- The time field is stored relative to STATE_EPOCH_MS.
-  if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
+  local a, c, b = struct.unpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
+  if time_b then
     return a, b + STATE_EPOCH_MS, c, str, h
   end
   return a + STATE_EPOCH_MS, b, c, str, h
-end
-
--- load_counter reads the state at key of alg: decode_counter of its GET.
-local function load_counter(key, alg)
-  return decode_counter(redis.call('GET', key), alg)
 end
 
 -- int_len is the fewest bytes of two's complement v needs (0 for 0),
@@ -340,11 +257,10 @@ local function int_len(v)
 end
 
 -- PX_STR[px] is the decimal string of px, a PX px_string rounded: kept
--- for the library's life, like STATE_FMT, so a TTL's string is
--- formatted once per library load rather than once a decision (the
--- '%.14g' sprintf behind the concatenation operator costs ~2,500
--- instructions; a number handed to redis.call is formatted too). At
--- most 1,024 strings per step below, about 8,000 in all.
+-- for the library's life, so a TTL's string is formatted once per
+-- library load rather than once a decision (a number made a string, or
+-- handed to redis.call, is formatted by sprintf). At most 1,024 strings
+-- per step below, about 8,000 in all.
 local PX_STR = {}
 
 -- px_string is the PX string of a write whose state must live px ms
@@ -393,38 +309,37 @@ local function px_string(px)
   return s
 end
 
--- write_counter writes the state a, b, c of alg to key with a TTL of
--- ttl + keep ms (px_string's rounding up), or deletes it when ttl is 0.
+-- write_counter writes the state a, b, c to key with a TTL of ttl + keep
+-- ms (px_string's rounding up), or deletes it when ttl is 0; time_b says
+-- which field holds the time (as decode_counter's), expiry that c is
+-- the key's expiry (a fixed window's, below).
 -- ra, rc, rlen and rh are the state the key held when read (its a and c,
 -- the length of its value and its header byte; 0, 0, 0, 0 for none): a
 -- c written as read takes the bytes it was read in, known from rh
--- without int_len's call (a token bucket's scale, a leaky bucket's
--- rate and a fixed window's expiry rarely change).
+-- without int_len's call (a leaky bucket's rate and a fixed window's
+-- expiry rarely change).
 --
 -- A fixed window's c, which no version's fixed window reads, is its key's
 -- expiry, ms after a: Redis keeps the key at least until a + c (0:
 -- unknown, as in a state of an earlier version, which wrote 0). A
 -- window's state needs its key until the window's end, the same for every
 -- write in it, so a write whose key already lives that long keeps its TTL
--- instead of setting it again (SET ... PX costs Redis about 6,500
--- instructions more): a value of the stored length is written over it in
+-- instead of setting it again (SET ... PX costs Redis more than a write
+-- that keeps the TTL): a value of the stored length is written over it in
 -- place (SETRANGE, which Redis answers with a number rather than the
--- status SET's reply becomes in Lua, a table: 1,500 instructions less),
+-- status SET's reply becomes in Lua, a table),
 -- one of another length with SET ... KEEPTTL (SETRANGE over a longer
 -- stored value would leave its last bytes, and over a shorter one grow
 -- the string with spare room). The expiry is a property of the key, not
 -- of the limit, so it stays right when the limit changes; a calendar
 -- quota's state is a fixed window's.
--- (An absolute PXAT, which Redis need not rewrite for its replicas,
--- measured 1,600 instructions a decision more: its 13 digits cost more
--- to format and parse.)
-local function write_counter(key, alg, a, b, c, ttl, keep, now, ra, rc, rlen, rh)
+local function write_counter(key, time_b, expiry, a, b, c, ttl, keep, now, ra, rc, rlen, rh)
   if ttl <= 0 then
     redis.call('DEL', key)
     return
   end
   local kept = false
-  if alg == 4 then -- ALG_FIXED_WINDOW: c is the key's expiry
+  if expiry then
     local need = now + ttl + keep
     if rc > 0 and ra + rc >= need then
       c, kept = ra + rc - a, true
@@ -435,7 +350,7 @@ local function write_counter(key, alg, a, b, c, ttl, keep, now, ra, rc, rlen, rh
   -- The time field takes 5 bytes from 2026-01-26 to 2043 (2^31 to
   -- 2^39 ms after STATE_EPOCH_MS): known without int_len's call.
   local la, lb
-  if alg == 1 or alg == 5 then -- ALG_TOKEN_BUCKET, ALG_LEAKY_BUCKET: time in b
+  if time_b then
     b = b - STATE_EPOCH_MS
     la = int_len(a)
     if b >= 2147483648 and b < 549755813888 then
@@ -477,5 +392,44 @@ local function write_counter(key, alg, a, b, c, ttl, keep, now, ra, rc, rlen, rh
     end
   else
     redis.call('SET', key, struct.pack(f, h, a, c, b), 'PX', px_string(ttl + keep))
+  end
+end
+
+-- Undo. A group of several requests (one Decide call) is decided all or
+-- nothing: each request decides against what Redis holds and writes at
+-- once, and when one of the group is denied, undo puts back what the
+-- group's requests wrote, newest first, in the same script call (so no
+-- other client sees the states between). An algorithm that writes to a
+-- key while a group keeps an undo list (undo, a table; nil for a group
+-- of one request, which a deny leaves unwritten) first adds three
+-- entries with remember: the key, what it held (the string read, false
+-- for no key, or a number: a count INCRBY added, taken back by DECRBY)
+-- and, for a write that may shorten the key's TTL (a refund, a delete),
+-- the key's PTTL before it (false otherwise: the value is put back
+-- keeping the TTL, which a charge never shortens).
+local function remember(undo, key, old, short)
+  local n = #undo
+  undo[n + 1], undo[n + 2], undo[n + 3] = key, old, false
+  if short and old then
+    local pttl = redis.call('PTTL', key)
+    if pttl > 0 then
+      undo[n + 3] = pttl
+    end
+  end
+end
+
+-- undo_all undoes the writes undo lists, newest first.
+local function undo_all(undo)
+  for i = #undo - 2, 1, -3 do
+    local key, old, pttl = undo[i], undo[i + 1], undo[i + 2]
+    if old == false then
+      redis.call('DEL', key)
+    elseif type(old) == 'number' then
+      redis.call('DECRBY', key, old)
+    elseif pttl then
+      redis.call('SET', key, old, 'PX', pttl)
+    else
+      redis.call('SET', key, old, 'KEEPTTL')
+    end
   end
 end

@@ -2,10 +2,8 @@
 -- planSlidingLog and logPlan.apply in algorithms/slidinglog.go line by
 -- line.
 --
--- Called by decide.lua, not by Redis directly; decide.lua's header gives the
--- script's KEYS, ARGV and reply. Unchanged by the move of the scripts to
--- store/redisstore: the ring's encoding and its key (swl2) are
--- the same.
+-- log_alg is its ALG function (lib.lua); the rest is its math and its
+-- ring's codec.
 --
 -- sliding_window_log(requests, period_ms, s, now_ms, cost) -> s2, d
 --   requests, period_ms  the limit
@@ -37,9 +35,8 @@
 -- decision reads O(log n) of them, and a key in steady use, whose oldest
 -- live unit is near the low mark, one or two blocks), and what a
 -- decision writes is kept as runs {from, k, v} (k slots from index from
--- on, wrapping, set to v) that decide.lua writes with SETRANGE. A state is
--- never changed: a decision returns a new one sharing the old runs, so
--- decide.lua can drop a denied group's changes. When the ring must grow or
+-- on, wrapping, set to v) that log_write writes with SETRANGE. A state is
+-- never changed: a decision returns a new one sharing the old runs. When the ring must grow or
 -- shrink it is rebuilt as a string (base) and written whole with SET.
 --
 -- s = {key = the Redis key its slots are read from (nil if base is set or
@@ -358,14 +355,15 @@ end
 -- request, straight on the string and without a table: it decides a cost
 -- of 1..requests (no debt) on str, the GETRANGE of log_load, when str
 -- holds no state or a whole ring, writes the new ring to key with a TTL
--- of its ttl + keep ms unless dry, and returns the reply (REPLY_FMT). It
+-- of its ttl + keep ms unless dry (remembered in undo, lib.lua, unless
+-- nil), and returns allowed, remaining, retry, reset (also the ttl). It
 -- returns nil, and decides and writes nothing, when str is a larger ring
 -- or malformed: the caller then takes the general way (log_parse).
 --
 -- The steps and names are sliding_window_log's (s.n, s.head, s.low and
 -- s.floor are n, head, low and floor), and the string written is
 -- log_write's of the state sliding_window_log returns, byte for byte.
-local function log_decide_whole(key, str, requests, w, cost, dry, now, keep)
+local function log_decide_whole(key, str, requests, w, cost, dry, now, keep, undo)
   local n, head, low, floor = 0, 0, 0, 0
   local at, cut, top = now, LOG_EMPTY, LOG_EMPTY
   if str ~= '' then
@@ -404,7 +402,7 @@ local function log_decide_whole(key, str, requests, w, cost, dry, now, keep)
     if remaining < 0 then -- a ring kept from a larger limit
       remaining = 0
     end
-    return struct.pack(REPLY_FMT, 0, requests, remaining, retry, reset, reset, 0)
+    return 0, remaining, retry, reset
   end
   local after = live0 + cost
   local reset = at + w - now -- > 0: at >= now and w >= 1, so never a delete
@@ -456,7 +454,57 @@ local function log_decide_whole(key, str, requests, w, cost, dry, now, keep)
       end
       low, floor = n - after, cut
     end
+    if undo then
+      remember(undo, key, str ~= '' and str, false)
+    end
     redis.call('SET', key, struct.pack('<BI4I4I4i6', 1, n, head, low, floor - STATE_EPOCH_MS) .. body, 'PX', px_string(reset + keep))
   end
-  return struct.pack(REPLY_FMT, 1, requests, requests - after, 0, reset, reset, 0)
+  return 1, requests - after, 0, reset
 end
+
+-- log_alg is the log's ALG function (lib.lua): requests and period_ms
+-- are x and y. A debt records what the free slots hold, never owes: the
+-- rest of its cost is unrecorded.
+local function log_alg(key, requests, period_ms, _, cost, flags, now, keep, undo)
+  local str = redis.call('GETRANGE', key, '0', LOG_WHOLE_LAST)
+  local dry = flags % 2 == 1
+  if cost > 0 and cost <= requests and flags % 4 < 2 then
+    local allowed, remaining, retry, reset = log_decide_whole(key, str, requests, period_ms, cost, dry, now, keep, undo)
+    if allowed ~= nil then
+      return allowed, remaining, retry, reset, reset, 0, 0, 0
+    end
+  end
+  local s = log_parse(key, str)
+  if s == nil then
+    return nil
+  end
+  local unrecorded, never = 0, false
+  if flags % 4 >= 2 and cost > 0 then -- debt (flag bit 1)
+    local _, d0 = sliding_window_log(requests, period_ms, s, now, 0)
+    if d0.remaining < cost then
+      unrecorded, cost = cost - d0.remaining, d0.remaining
+    end
+  end
+  if cost > requests then
+    cost, never = 0, true
+  elseif cost < -requests then
+    cost = -requests
+  end
+  local s2, d = sliding_window_log(requests, period_ms, s, now, cost)
+  if never then
+    return 0, d.remaining, -1, d.reset, d.ttl, 0, 0, 0
+  end
+  if not dry and d.allowed == 1 and cost ~= 0 then
+    if undo then
+      local old = str
+      if s.key ~= nil then -- a ring larger than the GETRANGE read
+        old = redis.call('GET', key)
+      end
+      remember(undo, key, old ~= '' and old, cost < 0 or d.ttl <= 0)
+    end
+    log_put(key, s2, d.ttl, keep)
+  end
+  return d.allowed, d.remaining, d.retry, d.reset, d.ttl, 0, unrecorded, 0
+end
+
+ALG[ALG_SLIDING_WINDOW_LOG] = log_alg

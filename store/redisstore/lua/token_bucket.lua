@@ -1,113 +1,139 @@
--- token_bucket.lua: the token bucket, mirroring tokenBucket, refill and
--- tokenScale in algorithms/tokenbucket.go: token_bucket_charge takes
--- their steps up to the new state and its ttl, token_bucket adds what
--- the decision reports.
+-- token_bucket.lua: the token bucket as a theoretical arrival time (the
+-- moment the bucket is full again), mirroring tokenBucket and tokenLead
+-- in algorithms/tokenbucket.go line by line.
 --
--- token_bucket_charge(per_ms, scale, capacity, a, b, c, now_ms, cost, debt)
---     -> allowed, ttl, tokens, last, unrecorded
--- token_bucket(per_ms, scale, capacity, a, b, c, now_ms, cost, debt)
---     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
---   per_ms, scale, capacity  the limit: tokenScale's rate in lowest terms
---           (algorithms.Limit.Scale, computed by the store) and Capacity
---   a, b, c  the state: tokens * scale, last refill (Unix ms), scale;
---           0, 0, 0 for a key never seen
---   now_ms  Unix time in ms
+-- token_bucket(key, per_ms, scale, capacity, cost, flags, now_ms, keep, undo)
+--     -> allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
+--   key     the state's key: struct TB_FMT (8 bytes), the arrival time's
+--           whole ms less STATE_EPOCH_MS and its ticks (1/per_ms ms), or
+--           TB_WIDE (16 bytes) when they do not fit; no key: a full bucket
+--   per_ms, scale, capacity  the limit: its rate in lowest terms
+--           (algorithms.Limit.Scale; per_ms ticks a ms, scale ticks a
+--           token) and its capacity
 --   cost    > 0 spends, 0 looks, < 0 refunds (a refund beyond the
---           capacity is clamped; a cost above it is denied unless a debt)
---   debt    1 charges a positive cost even when it does not fit, down to
---           -capacity tokens (algorithms.Debt); nil or 0 otherwise
---   tokens, last  the bucket after the decision (tokens * scale): the new
---           state's a and b, its c being scale; on a deny the refilled
---           bucket, which is not written
---   unrecorded, owed  Decision.Unrecorded, and the debt (DebtOf) after
---   allowed 1 or 0; remaining, retry, reset, ttl: Go's Decision, in ms
---   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
---           is 0
+--           capacity is clamped; a cost above it is denied with retry -1,
+--           never, unless a debt)
+--   flags   bit 0 dry (write nothing), bit 1 debt: a positive cost is
+--           charged even when it does not fit, down to -capacity tokens
+--           (algorithms.Debt; unrecorded is the part beyond, owed the debt
+--           after)
+--   undo    the group's undo list (lib.lua's remember), or nil
+-- nil when the key holds anything else (a malformed state).
 --
--- Multiple results rather than tables, and gcd, ceil_div and math.min
--- written out:
--- every table, closure and upvalue is an allocation per script call,
--- which cost more than the decision's arithmetic.
+-- lead is how far the arrival time stands ahead of now, in ticks: the
+-- tokens the bucket lacks, scaled. Beyond 2 × the capacity's ticks (a
+-- clock that went back, a limit that changed) it is 2 × that + 1, which
+-- decides alike, while the waits, taken from d (whole ms ahead) and the
+-- ticks, stay exact and every product below 2^53.
 
-local function token_bucket_charge(per_ms, scale, capacity, a, b, c, now, cost, debt)
-  -- Every quo of a numerator that cannot be negative is written out
-  -- (lib.lua's quo: remainder, fixed when negative, exact division).
+local TB_FMT, TB_WIDE = '<i5I3', '<i8i8'
+
+local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep, undo)
   local full = capacity * scale
-
-  local tokens, last = a, b
-  if c == 0 then -- never seen: a full bucket
-    tokens, last = full, now
-  elseif c ~= scale then -- the limit changed: keep the whole tokens (and debt)
-    tokens = quo(a, c)
-    if tokens > capacity then
-      tokens = capacity
-    elseif tokens < -capacity then
-      tokens = -capacity
-    end
-    tokens = tokens * scale
-  end
-  if now > last then
-    -- Full once the ms since last reach ceil(need / per_ms), that is once
-    -- their refill reaches need: exact in doubles, since rounding keeps
-    -- the order of a product and an integer below 2^53.
-    if (now - last) * per_ms >= full - tokens then
-      tokens = full
+  local deep = 2 * full
+  local dmax = (deep - deep % per_ms) / per_ms -- whole ms of the deepest debt
+  local str = redis.call('GET', key)
+  local at, tk, d, lead = now, 0, 0, 0 -- the time it stands at: at ms and tk ticks
+  if str then
+    local n = #str
+    if n == 8 then
+      at, tk = struct.unpack(TB_FMT, str)
+    elseif n == 16 then
+      at, tk = struct.unpack(TB_WIDE, str)
     else
-      tokens = tokens + (now - last) * per_ms
+      return nil
     end
-    last = now
+    at = at + STATE_EPOCH_MS
+    if tk >= per_ms then -- another rate's fraction: the next whole ms
+      at, tk = at + 1, 0
+    end
+    d = at - now
+    if d < 0 then
+      at, tk, d = now, 0, 0
+    elseif d > dmax then
+      lead = deep + 1
+    else
+      lead = d * per_ms + tk
+    end
   end
-  if tokens > full then
-    tokens = full
-  end
-
-  local allowed, unrecorded = 1, 0
-  if debt == 1 and cost > 0 then
-    -- Whole units down to -capacity tokens (tokens >= -full holds).
-    local k = quo(tokens + full, scale)
+  local allowed, retry, unrecorded, move = 1, 0, 0, 0
+  local need = cost * scale
+  if cost > 0 and flags % 4 >= 2 then -- debt
+    local room = deep - lead
+    local k = (room - room % scale) / scale
     if k > cost then
       k = cost
+    elseif k < 0 then
+      k = 0
     end
-    tokens = tokens - k * scale
+    move = k * scale
     unrecorded = cost - k
-  elseif cost > 0 and tokens < cost * scale then -- so also a cost above the capacity
-    allowed = 0
-  elseif cost ~= 0 then
-    if cost < -capacity then
-      cost = -capacity
+  elseif cost > 0 then
+    if need > full then -- never fits
+      allowed, retry = 0, -1
+    elseif lead + need > full then
+      allowed = 0
+      local x = tk + need - full + per_ms - 1
+      retry = d + (x - x % per_ms) / per_ms
+    else
+      move = need
     end
-    tokens = tokens - cost * scale
-    if tokens > full then
-      tokens = full
+  elseif cost < 0 then
+    move = need
+    if move < -full then
+      move = -full
+    end
+    if move < -lead then
+      move = -lead
     end
   end
-  -- When the clock went back, the bucket stands at last; every wait is
-  -- measured from now, so it includes the lag (last - now).
-  local x = full - tokens + per_ms - 1 -- >= 0: tokens <= full
-  local r = x % per_ms
-  if r < 0 then
-    r = r + per_ms
+  if move ~= 0 then
+    local x = tk + move
+    local r = x % per_ms
+    at, tk = at + (x - r) / per_ms, r
+    d = at - now
+    if d > dmax then
+      lead = deep + 1
+    else
+      lead = d * per_ms + tk
+    end
   end
-  return allowed, last - now + (x - r) / per_ms, tokens, last, unrecorded
+  local remaining, owed = 0, 0
+  if lead < full then
+    local x = full - lead
+    remaining = (x - x % scale) / scale
+  elseif lead > full then
+    local x = lead - full + scale - 1
+    owed = (x - x % scale) / scale
+    if owed > capacity then
+      owed = capacity
+    end
+  end
+  local ttl = d
+  if tk > 0 then
+    local x = tk + per_ms - 1
+    ttl = d + (x - x % per_ms) / per_ms
+  end
+  if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
+    if undo then
+      remember(undo, key, str, move < 0)
+    end
+    if lead == 0 then
+      if str then
+        redis.call('DEL', key)
+      end
+    else
+      local ms = at - STATE_EPOCH_MS
+      local v
+      if ms >= -549755813888 and ms < 549755813888 and tk < 16777216 then -- 2^39, 2^24
+        v = struct.pack(TB_FMT, ms, tk)
+      else
+        v = struct.pack(TB_WIDE, ms, tk)
+      end
+      redis.call('SET', key, v, 'PX', px_string(ttl + keep))
+    end
+  end
+  return allowed, remaining, retry, ttl, ttl, 0, unrecorded, owed
 end
 
-local function token_bucket(per_ms, scale, capacity, a, b, c, now, cost, debt)
-  local allowed, ttl, tokens, last, unrecorded = token_bucket_charge(per_ms, scale, capacity, a, b, c, now, cost, debt)
-  local retry, reset = 0, 0
-  if allowed == 0 then
-    retry = last - now + quo(cost * scale - tokens + per_ms - 1, per_ms)
-  end
-  if tokens < capacity * scale then
-    reset = ttl
-  end
-  local remaining, owed = 0, 0 -- max(0, quo(tokens, scale)); ceil(-tokens / scale)
-  if tokens > 0 then
-    remaining = quo(tokens, scale)
-  elseif tokens < 0 then
-    owed = quo(-tokens + scale - 1, scale)
-  end
-  if allowed == 0 or cost == 0 then
-    return allowed, remaining, retry, reset, ttl, a, b, c, unrecorded, owed
-  end
-  return allowed, remaining, retry, reset, ttl, tokens, last, scale, unrecorded, owed
-end
+ALG[ALG_TOKEN_BUCKET] = token_bucket
