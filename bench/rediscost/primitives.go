@@ -42,6 +42,13 @@ func primitives() []primitive {
 		{name: "redis.call SET key v KEEPTTL", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('SET', KEYS[1], v, 'KEEPTTL')", keys: true},
 		{name: "redis.call SETRANGE key 0 v (same length, in place)", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('SETRANGE', KEYS[1], '0', v)", keys: true},
 		{name: "redis.call PEXPIRE key ms", body: "redis.call('PEXPIRE', KEYS[1], '86528000')", keys: true},
+		{name: "a Lua call of 14 arguments and 8 results (an algorithm's)", setup: "local function f(a, b, c, d, e, g, h, k, l, m, n, o, p, q) return a, b, c, d, e, g, h, k end", body: "local a, b, c, d, e, g, h, k = f(1, 2, 3, 4, 5, 6, 7, 8, 9, nil, nil, nil, nil, nil)"},
+		{name: "struct.pack, a byte and 5 int64s (a reply)", setup: "local sp = struct.pack", body: "local v = sp('<Bi8i8i8i8i8', 1, 999, 0, 86400, 86400, 0)"},
+		{name: "struct.pack, '<i5I3' (a token bucket's state)", setup: "local sp = struct.pack", body: "local v = sp('<i5I3', 12345678901, 7)"},
+		{name: "struct.unpack, '<i5I3' (a token bucket's state)", setup: "local s = struct.pack('<i5I3', 12345678901, 7) local su = struct.unpack", body: "local a, b = su('<i5I3', s)"},
+		{name: "redis.call INCRBY key 1", body: "redis.call('INCRBY', KEYS[1] .. 'n', '1')", keys: true},
+		{name: "a key joined with a cached suffix (key .. s)", setup: "local s = ':12345'", body: "local v = KEYS[1] .. s", keys: true},
+		{name: "a table of 8 strings joined (table.concat)", setup: "local t = {} for j = 1, 8 do t[j] = string.rep('x', 41) end local tc = table.concat", body: "local v = tc(t)"},
 	}
 }
 
