@@ -1,13 +1,21 @@
 package auth
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"log/slog"
 )
 
-// NewTLSConfigWithReloader exposes newTLSConfig to the external tests,
-// which check the reloader's view of the files.
-var NewTLSConfigWithReloader = newTLSConfig
+// NewTLSConfigWithReloader is NewTLSConfig with the reloader behind the
+// config, for the external tests, which check its view of the files.
+func NewTLSConfigWithReloader(ctx context.Context, tf TLSFiles, log *slog.Logger) (*tls.Config, *certReloader, error) {
+	cfg, r, err := NewTLSConfig(ctx, tf, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, r.(*certReloader), nil
+}
 
 // Tokens returns how many tokens, and how many admin tokens, are in force.
 func (t *TokenAuth) Tokens() (total, admins int) {

@@ -15,7 +15,7 @@ import (
 
 // certReloader keeps the server certificate (and the client CA pool, for
 // mTLS) in step with their files, watched as internal/filewatch watches
-// every file-backed setting. newTLSConfig builds one.
+// every file-backed setting. NewTLSConfig builds one.
 //
 // Reloads affect new handshakes only: connections already established keep
 // the certificate they negotiated, so a rotation never drops a connection or
@@ -40,6 +40,14 @@ type TLSFiles struct {
 	Cert, Key, ClientCA string
 }
 
+// Reloader is a watcher of files: Reload loads them now, whether or not
+// they changed (for a SIGHUP; a failure keeps what was loaded before and
+// is returned), Close stops watching.
+type Reloader interface {
+	io.Closer
+	Reload() error
+}
+
 // NewTLSConfig returns a TLS 1.2+ server config for the gRPC port whose
 // certificate comes from files.Cert and files.Key, reloaded when they
 // change (by internal/filewatch, rename-based rotation and Kubernetes
@@ -57,25 +65,7 @@ type TLSFiles struct {
 // from the files (TLS 1.2+, the certificate, the client CAs), so fields set
 // on the returned one later do not apply. After Close it keeps serving the
 // last certificate loaded.
-func NewTLSConfig(ctx context.Context, files TLSFiles, log *slog.Logger) (*tls.Config, Reloader, error) {
-	cfg, r, err := newTLSConfig(ctx, files, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, r, nil
-}
-
-// Reloader is a watcher of files: Reload loads them now, whether or not
-// they changed (for a SIGHUP; a failure keeps what was loaded before and
-// is returned), Close stops watching.
-type Reloader interface {
-	io.Closer
-	Reload() error
-}
-
-// newTLSConfig is NewTLSConfig, returning the reloader behind the config
-// (which tests inspect).
-func newTLSConfig(ctx context.Context, tf TLSFiles, log *slog.Logger) (*tls.Config, *certReloader, error) {
+func NewTLSConfig(ctx context.Context, tf TLSFiles, log *slog.Logger) (*tls.Config, Reloader, error) {
 	certFile, keyFile, clientCAFile := tf.Cert, tf.Key, tf.ClientCA
 	if certFile == "" || keyFile == "" {
 		return nil, nil, errors.New("tls: both a certificate and a key file are needed")
