@@ -77,9 +77,9 @@ type RuleSource interface {
 	Current() *rules.Set
 }
 
-// Settings configure a Service. Demand and Config are required.
+// Settings configure a Service. Rules and Demand are required.
 type Settings struct {
-	// Config is the config in force (quota_buckets, quota_unmatched).
+	// Rules is the config in force (quota_buckets, quota_unmatched).
 	Rules RuleSource
 	// Demand aggregates demand across replicas.
 	Demand store.DemandStore
