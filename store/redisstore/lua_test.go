@@ -837,9 +837,9 @@ return {s(now), s(keep), write, h % 8, (h - h % 8) / 8, s(requests), s(period_ms
 }
 
 func TestDecodeReply(t *testing.T) {
-	rec := func(allowed byte, f ...int64) string {
-		b := []byte{allowed}
-		for _, v := range f {
+	rec := func(allowed byte, f ...int64) string { // remaining, retry, reset, ttl, wait
+		b := binary.LittleEndian.AppendUint64(nil, uint64(4*f[0]+int64(allowed)))
+		for _, v := range f[1:] {
 			b = binary.LittleEndian.AppendUint64(b, uint64(v))
 		}
 		return string(b)

@@ -84,7 +84,7 @@ const (
 	hdrLen   = 26 // form, now_ms, keep_ms, deadline_ms, write
 	reqLen   = 33 // algorithm and flags, x, y, z, cost
 	calLen   = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
-	replyLen = 41 // allowed, remaining, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
+	replyLen = 40 // 4 × remaining + allowed, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
 )
 
 // The flag bits of a request's first byte (8 * flags + algorithm; lua/lib.lua
@@ -98,8 +98,8 @@ const (
 )
 
 // luaWire is the Lua that defines the wire sizes lua/lib.lua uses, and
-// BAD_REPLY, a failed request's part of the reply (replyBad, then
-// zeros).
+// BAD_REPLY, a failed request's part of the reply (replyBad as its
+// first field, then zeros).
 func luaWire() string {
 	return fmt.Sprintf("local HDR_LEN, REQ_LEN, CAL_LEN = %d, %d, %d\nlocal BAD_REPLY = '\\%d%s'\n",
 		hdrLen, reqLen, calLen, replyBad, strings.Repeat("\\0", replyLen-1))
@@ -210,11 +210,12 @@ func decodeReply(reply any, out []algorithms.Decision, caps func(i int) int64) e
 	}
 	for i := range out {
 		b := str[i*replyLen : (i+1)*replyLen]
-		allowed := b[0]
-		if allowed == replyBad {
+		first := le64(b)
+		if first == replyBad {
 			return &stateError{index: i}
 		}
-		remaining, retryMs, resetMs, ttlMs, waitMs := le64(b[1:]), le64(b[9:]), le64(b[17:]), le64(b[25:]), le64(b[33:])
+		allowed, remaining := first&3, first>>2
+		retryMs, resetMs, ttlMs, waitMs := le64(b[8:]), le64(b[16:]), le64(b[24:]), le64(b[32:])
 		if allowed > 1 || remaining < 0 || retryMs < -1 || resetMs < 0 || ttlMs < 0 || waitMs < 0 {
 			return fmt.Errorf("%w: request %d: [%d %d %d %d %d %d] out of range", errReply, i, allowed, remaining, retryMs, resetMs, ttlMs, waitMs)
 		}

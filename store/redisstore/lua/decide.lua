@@ -34,7 +34,7 @@ local function decide(KEYS, ARGV)
   if now < 0 or deadline > 0 then
     -- sec * 1000 + floor(usec / 1000); Lua turns TIME's strings into
     -- numbers in the arithmetic itself, which costs less than tonumber.
-    local t = redis.call('TIME')
+    local t = rcall('TIME')
     local us = t[2]
     local clock = t[1] * 1000 + (us - us % 1000) / 1000
     if deadline > 0 and clock >= deadline then
@@ -45,7 +45,6 @@ local function decide(KEYS, ARGV)
     end
   end
   local probe = write == 0 -- every group's writes are undone
-  local sunpack = struct.unpack
   local reply = {}
   local r = 0
   for g = 1, #ARGV do
@@ -103,7 +102,7 @@ local function decide(KEYS, ARGV)
         if allowed == 0 and cost > 0 then
           failed = true
         end
-        out = struct.pack(REPLY_FMT, allowed, remaining, retry, reset, ttl, wait)
+        out = spack(REPLY_FMT, 4 * remaining + allowed, retry, reset, ttl, wait)
       end
       if n == 1 and pos > len and g == #ARGV and not probe then
         return out

@@ -30,16 +30,14 @@ local TB_FMT, TB_WIDE = '<i5I3', '<i8i8'
 
 local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep, undo)
   local full = capacity * scale
-  local deep = 2 * full
-  local dmax = (deep - deep % per_ms) / per_ms -- whole ms of the deepest debt
-  local str = redis.call('GET', key)
+  local str = rcall('GET', key)
   local at, tk, d, lead = now, 0, 0, 0 -- the time it stands at: at ms and tk ticks
   if str then
     local n = #str
     if n == 8 then
-      at, tk = struct.unpack(TB_FMT, str)
+      at, tk = sunpack(TB_FMT, str)
     elseif n == 16 then
-      at, tk = struct.unpack(TB_WIDE, str)
+      at, tk = sunpack(TB_WIDE, str)
     else
       return nil
     end
@@ -50,26 +48,28 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     d = at - now
     if d < 0 then
       at, tk, d = now, 0, 0
-    elseif d > dmax then
-      lead = deep + 1
     else
-      lead = d * per_ms + tk
+      lead = d * per_ms
+      if lead > 2 * full then
+        lead = 2 * full + 1
+      else
+        lead = lead + tk
+      end
     end
   end
   local allowed, retry, unrecorded, move = 1, 0, 0, 0
-  local need = cost * scale
-  if cost > 0 and flags % 4 >= 2 then -- debt
-    local room = deep - lead
-    local k = (room - room % scale) / scale
-    if k > cost then
-      k = cost
-    elseif k < 0 then
-      k = 0
-    end
-    move = k * scale
-    unrecorded = cost - k
-  elseif cost > 0 then
-    if need > full then -- never fits
+  if cost > 0 then
+    local need = cost * scale
+    if flags % 4 >= 2 then -- debt
+      local room = 2 * full - lead
+      local k = (room - room % scale) / scale
+      if k > cost then
+        k = cost
+      elseif k < 0 then
+        k = 0
+      end
+      move, unrecorded = k * scale, cost - k
+    elseif need > full then -- never fits
       allowed, retry = 0, -1
     elseif lead + need > full then
       allowed = 0
@@ -79,7 +79,7 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
       move = need
     end
   elseif cost < 0 then
-    move = need
+    move = cost * scale
     if move < -full then
       move = -full
     end
@@ -88,14 +88,22 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     end
   end
   if move ~= 0 then
-    local x = tk + move
-    local r = x % per_ms
-    at, tk = at + (x - r) / per_ms, r
-    d = at - now
-    if d > dmax then
-      lead = deep + 1
+    if lead > 2 * full then -- beyond a debt's depth: the time moves
+      local x = tk + move
+      local r = x % per_ms
+      at, tk = at + (x - r) / per_ms, r
+      d = at - now
+      lead = d * per_ms
+      if lead > 2 * full then
+        lead = 2 * full + 1
+      else
+        lead = lead + tk
+      end
     else
-      lead = d * per_ms + tk
+      lead = lead + move
+      tk = lead % per_ms
+      d = (lead - tk) / per_ms
+      at = now + d
     end
   end
   local remaining, owed = 0, 0
@@ -111,8 +119,7 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
   end
   local ttl = d
   if tk > 0 then
-    local x = tk + per_ms - 1
-    ttl = d + (x - x % per_ms) / per_ms
+    ttl = d + 1
   end
   if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
     if undo then
@@ -120,17 +127,17 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     end
     if lead == 0 then
       if str then
-        redis.call('DEL', key)
+        rcall('DEL', key)
       end
     else
       local ms = at - STATE_EPOCH_MS
       local v
       if ms >= -549755813888 and ms < 549755813888 and tk < 16777216 then -- 2^39, 2^24
-        v = struct.pack(TB_FMT, ms, tk)
+        v = spack(TB_FMT, ms, tk)
       else
-        v = struct.pack(TB_WIDE, ms, tk)
+        v = spack(TB_WIDE, ms, tk)
       end
-      redis.call('SET', key, v, 'PX', px_string(ttl + keep))
+      rcall('SET', key, v, 'PX', px_string(ttl + keep))
     end
   end
   return allowed, remaining, retry, ttl, ttl, 0, unrecorded, owed
