@@ -51,8 +51,8 @@ func ParseCalendar(name string) (Calendar, error) {
 
 // maxLength is the longest period of c: a day of 25 hours (the day a
 // daylight-saving clock goes back), a week and a 31-day month with such a
-// day, a leap year with one. Validate bounds requests × MaxLength for the
-// sliding window with it (as requests × period for a fixed period); the
+// day, a leap year with one. Validate bounds requests × MaxLength for a
+// window whose requests weigh on the next with it (as requests × period for a fixed period); the
 // 8× headroom between MaxScaled and 2^53 covers the odd historical
 // period up to twice as long (a zone that moved across the date line).
 func (c Calendar) maxLength() time.Duration {
@@ -73,7 +73,8 @@ func (c Calendar) maxLength() time.Duration {
 // increasing: [Bounds[1], Bounds[2]) is the period containing the time
 // they were computed for, Bounds[0] the start of the one before it,
 // Bounds[3] and Bounds[4] the ends of the two after it. A decision needs
-// the previous period's start (the sliding window's previous count), the
+// the previous period's start (the previous count of a window that is not
+// afresh), the
 // current period, and the next period's end (the waits that cross into
 // it); the one after that is there for a Redis clock just past Bounds[2]
 // (decideCalendar).
@@ -215,8 +216,8 @@ const skewRetryMs = 1000
 // never more than the limit is admitted in any period.
 //
 // The state's window start (State.A) must equal a boundary to count: the
-// current period's start, the previous one's (the sliding window's
-// previous count), or the next one's when the deciding period is
+// current period's start, the previous one's (the previous count of a
+// window that is not afresh), or the next one's when the deciding period is
 // [b[1], b[2]) (the clock went back across the boundary: stay in that
 // window). Any other start, e.g. one written under a fixed period or
 // another time zone, counts as an empty window (the limit changed). A
@@ -226,8 +227,8 @@ const skewRetryMs = 1000
 // cost is charged even when it does not fit, up to 2 × Requests in the
 // period (see Debt), and the debt is not carried past the period's end: a
 // calendar quota is a billing period, whose count starts from 0 at the
-// next boundary (the sliding window's previous period still weighs on the
-// next one as usual). A debt charge that cannot be decided (Redis' clock a
+// next boundary (a previous period still weighs on the next one as usual
+// where the window is not afresh). A debt charge that cannot be decided (Redis' clock a
 // period ahead) records nothing and reports it all Unrecorded.
 func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
 	debt := a.debt() && a.cost > 0
@@ -258,7 +259,7 @@ func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
 	if i == 1 {
 		after = b[4]
 	}
-	if l.Algorithm == SlidingWindow {
+	if r := rowOf(l.Algorithm); r != nil && !r.Afresh { // the previous period weighs on this one
 		var curr, last int64
 		switch s.A {
 		case start:

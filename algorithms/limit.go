@@ -11,17 +11,17 @@ import (
 // exactly only below 2^53; these bounds keep every intermediate value below
 // that, with room to spare.
 const (
-	// MaxScaled bounds requests, requests × period for the sliding window and
-	// burst × (period / gcd(requests, period)) for the token bucket, both in
-	// milliseconds: about 1.1e15, e.g. a million requests per 13 days.
+	// MaxScaled bounds requests, requests × period for a window whose
+	// requests weigh on the next and burst × (period / gcd(requests,
+	// period)) for a bucket, both in milliseconds: about 1.1e15, e.g. a million requests per 13 days.
 	MaxScaled = 1 << 50
-	// MaxLogRequests caps requests for the sliding window log, whose memory
-	// grows with the number of admitted units in a window: one slot a unit,
+	// MaxLogRequests caps requests for an algorithm whose state is a log
+	// (Facts.Log), whose memory grows with the number of admitted units in a window: one slot a unit,
 	// at most Requests slots (80 KB in Go, 60 KB in Redis at this cap).
 	MaxLogRequests = 10_000
 	// maxWait bounds the longest wait a limit can produce: its period (two
-	// periods for the sliding window, whose requests weigh on the next
-	// window) or, for the token bucket, the time to refill an empty bucket.
+	// periods for a window whose requests weigh on the next) or, for a
+	// bucket, the time to refill an empty bucket.
 	// About 139 years (2^42 ms), it keeps every Duration in a Decision
 	// inside time.Duration's 292 years, even after the clock went back by
 	// as much again.
@@ -49,7 +49,7 @@ type LimitError struct {
 }
 
 // Error says what is wrong, the field first: "invalid limit: burst
-// applies only to token_bucket and leaky_bucket, not fixed_window".
+// applies only to A and B, not C", A, B and C the algorithms' names.
 func (e *LimitError) Error() string {
 	return ErrInvalidLimit.Error() + ": " + e.Message(Algorithm.String)
 }
@@ -77,13 +77,14 @@ type Limit struct {
 	Requests int64
 	// Period of the rate, in whole milliseconds. Must be positive.
 	Period time.Duration
-	// Burst is the token bucket's capacity, or the leaky bucket's queue
-	// size (the most units that may be queued); 0 means Requests. The
-	// window algorithms ignore it.
+	// Burst is the capacity of an algorithm that takes one (Facts.Burst):
+	// a bucket's, or the queue size of one that waits (the most units that
+	// may be queued); 0 means Requests. Must be 0 for the others.
 	Burst int64
 	// Calendar, when set, makes the window the local calendar period (day,
 	// ISO week, month, year) of Location instead of Period, which must
-	// then be 0. Only the fixed window and the sliding window take one.
+	// then be 0. Only an algorithm that counts in windows (Facts.Window)
+	// takes one.
 	Calendar Calendar
 	// Location is the time zone of a Calendar; nil means UTC. Resolve it
 	// once (time.LoadLocation reads the zone database), when the limit is
@@ -161,10 +162,9 @@ func invalid(l Limit, format string, args ...any) error {
 	return &LimitError{Reason: fmt.Sprintf(format, args...), Algorithm: l.Algorithm}
 }
 
-// validateBucket is Validate's check of a bucket's numbers: the token
-// bucket's, and the leaky bucket's, which counts in the token bucket's
-// scaled units (a queue slot is scale units, a millisecond perMs). what
-// names the burst in the message.
+// validateBucket is Validate's check of a bucket's numbers, in scaled
+// units (Scale; for one that waits, a queue slot is scale units, a
+// millisecond perMs). what names the burst in the message.
 func validateBucket(what string) func(Limit) error {
 	return func(l Limit) error {
 		perMs, scale := tokenScale(l.Requests, l.PeriodMs())
@@ -196,7 +196,8 @@ type Decision struct {
 	// ResetAfter is how long until the key is back to its full limit.
 	ResetAfter time.Duration
 	// Wait is how long an admitted request must wait before it may start:
-	// the leaky bucket's answer (its place in the queue). 0 when it may
+	// the answer of an algorithm that waits (Facts.Waits; its place in the
+	// queue). 0 when it may
 	// start now, on a deny, and for every other algorithm. A peek (cost 0)
 	// reports the wait a request would get.
 	Wait time.Duration
@@ -220,15 +221,7 @@ const Never time.Duration = -1
 // is a key never seen (a full limit). It is owned by whoever stores it (a
 // store, or an embedding service): callers keep it and hand it back, and
 // never read or build its fields; their meaning may change between
-// releases.
-//
-//	token bucket:       A = tokens × scale, B = last refill (Unix ms), C = scale
-//	sliding window:     A = window start (Unix ms), B = count in that window, C = count in the one before
-//	fixed window:       A = window start (Unix ms), B = count in that window
-//	leaky bucket:       A = the queue end's fraction of a ms (in 1/C ms), B = the queue end (Unix ms, whole part), C = perMs
-//	sliding window log: Log = a ring of the times (Unix ms) of the last admitted units, one slot a unit,
-//	                    A = index of its oldest slot, B = floor (slots at or below it are gone),
-//	                    C = how many slots from the oldest are at or below the floor; see slidinglog.go
+// releases. The package doc says what each algorithm keeps in it.
 type State struct {
 	A, B, C int64
 	Log     []int64

@@ -6,20 +6,21 @@ type Mode uint8
 
 // Debt charges the whole of a positive cost even when it does not fit:
 // usage that already happened (an LLM call's tokens, known when it ends)
-// is recorded, never refused. The key goes into debt: a token bucket's
-// tokens go below zero, a window's count past Requests, a leaky bucket's
-// queue past its size, and later checks are denied until the debt is
-// repaid at the limit's rate (the bucket refills, a sliding window's
-// count above Requests is carried into the next window, the queue
-// drains), RetryAfter saying exactly when. A fixed window and a calendar
-// period do not carry a debt past their end: each window starts afresh.
+// is recorded, never refused. The key goes into debt: a bucket's tokens
+// go below zero, a window's count past Requests, a queue past its size,
+// and later checks are denied until the debt is repaid at the limit's
+// rate (the bucket refills, a window whose requests weigh on the next
+// carries its count above Requests into it, the queue drains),
+// RetryAfter saying exactly when. A window that starts afresh
+// (Facts.Afresh) and a calendar period do not carry a debt past their
+// end.
 //
 // The debt is bounded by the capacity: a key owes at most
 // [Limit.Capacity] units beyond an empty limit, so every integer stays
 // below [MaxScaled]·3 and every wait below 3 × the longest wait. The part of a cost
 // beyond that bound is not recorded and is reported in
-// [Decision.Unrecorded]. The sliding window log keeps one slot per unit
-// and never more than Requests: it records what fits in its free slots,
+// [Decision.Unrecorded]. A log (Facts.Log) keeps one slot per unit and
+// never more than Requests: it records what fits in its free slots,
 // reports the rest as Unrecorded, and never owes (its Debt is always 0).
 //
 // A cost above the capacity is charged too (bounded as above), where a
@@ -29,8 +30,8 @@ type Mode uint8
 // filled in.
 const Debt Mode = 2
 
-// NoWait admits a leaky-bucket request only if it may start now (its Wait
-// would be 0); a request that would have to queue is denied, with
+// NoWait admits a request of an algorithm that waits (Facts.Waits) only
+// if it may start now (its Wait would be 0); a request that would have to queue is denied, with
 // RetryAfter until the queue is empty. For a caller that cannot hold a
 // request, such as Envoy's ShouldRateLimit. Every other algorithm ignores
 // it (they never wait).

@@ -48,7 +48,7 @@ func DecideAt(l Limit, s State, r Request) (State, Decision) {
 }
 
 // Apply is DecideAt for a caller that owns the state, such as a store: it
-// changes *s in place. A sliding window log's ring is written in place and
+// changes *s in place. A log's ring (Facts.Log) is written in place and
 // the overwritten slots are recorded in u (nil records nothing), so that a
 // caller deciding several requests all or nothing can take an admitted
 // charge back with u.Revert; in Debt mode, or on a calendar limit with

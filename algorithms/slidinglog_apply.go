@@ -4,8 +4,8 @@ package algorithms
 // decides a.cost against l for the state *s at a.now and, when the decision writes (it is allowed and cost
 // is not 0), updates *s in place. A deny or a peek leaves *s as it was.
 //
-// For the sliding window log, DecideAt copies the ring to leave its input
-// intact (O(Requests)); Apply overwrites only the slots it changes
+// For an algorithm whose state is a log (Facts.Log), DecideAt
+// copies the ring to leave its input intact (O(Requests)); Apply overwrites only the slots it changes
 // (O(cost), and O(log Requests) to decide), so *s must not share its Log
 // with a State anyone else still reads. When the ring must grow, or may
 // shrink, it is rebuilt into a new slice (amortised O(1) a unit) and the
@@ -15,7 +15,7 @@ package algorithms
 //
 // l must be valid (Validate).
 func applyPlain(l Limit, s *State, a ask, u *Undo) Decision {
-	if l.Algorithm != SlidingWindowLog || a.cost > l.Capacity() {
+	if r := rowOf(l.Algorithm); r == nil || !r.Log || a.cost > l.Capacity() {
 		next, d := decide(l, *s, ask{now: a.now, cost: a.cost})
 		*s = next
 		return d
@@ -31,14 +31,14 @@ func applyPlain(l Limit, s *State, a ask, u *Undo) Decision {
 // peekPlain is the plain decision of cost against l for state s at nowMs,
 // with nothing written or copied.
 func peekPlain(l Limit, s State, nowMs, cost int64) Decision {
-	if l.Algorithm != SlidingWindowLog || cost > l.Capacity() {
+	if r := rowOf(l.Algorithm); r == nil || !r.Log || cost > l.Capacity() {
 		_, d := decide(l, s, ask{now: nowMs, cost: cost})
 		return d
 	}
 	return planSlidingLog(l, s, nowMs, max(cost, -l.Capacity())).d
 }
 
-// Undo records the slots of sliding window log rings that Apply
+// Undo records the slots of log rings (Facts.Log) that Apply
 // overwrote in place, so that a caller deciding several requests all or
 // nothing can take an admitted charge back. The zero value is ready; an
 // Undo may be reused after Revert or Reset.

@@ -223,7 +223,7 @@ func slidingWindowDebt(l Limit, s State, now int64) int64 {
 func validateSlidingWindow(l Limit) error {
 	if l.Calendar != NoCalendar {
 		if p := l.Calendar.maxLength().Milliseconds(); l.Requests > MaxScaled/p {
-			return invalid(l, "requests %d per calendar %s exceeds %d for the sliding window (requests × the longest %s in ms must be at most 2^50; use fixed_window)", l.Requests, l.Calendar, MaxScaled/p, l.Calendar)
+			return invalid(l, "requests %d per calendar %s exceeds %d for %v (requests × the longest %s in ms must be at most 2^50; use %s)", l.Requests, l.Calendar, MaxScaled/p, l.Algorithm, l.Calendar, Names(Which(afresh), "or", Algorithm.String))
 		}
 		return nil
 	}

@@ -124,6 +124,14 @@ func init() {
 	}
 }
 
+// weighsPrevious reports whether an algorithm counts in windows whose
+// requests weigh on the next.
+func weighsPrevious(f Facts) bool { return f.Window && !f.Afresh }
+
+// afresh reports whether an algorithm's count starts afresh at each
+// window's boundary.
+func afresh(f Facts) bool { return f.Afresh }
+
 // rowOf is a's row, nil when a is no algorithm.
 func rowOf(a Algorithm) *row {
 	if a <= 0 || int(a) >= len(table) || table[a].Name == "" {

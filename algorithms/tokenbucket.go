@@ -8,7 +8,7 @@ func tokenScale(requests, periodMs int64) (perMs, scale int64) {
 	return requests / g, periodMs / g
 }
 
-// Scale is the token and leaky buckets' rate in lowest terms: perMs
+// Scale is a bucket's rate in lowest terms: perMs
 // scaled units a millisecond, scale units a token (or a queue slot). A
 // store that decides elsewhere (redisstore's Lua) takes them from here.
 func (l Limit) Scale() (perMs, scale int64) {
