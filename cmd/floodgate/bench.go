@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/loadgen"
 )
 
@@ -263,18 +262,11 @@ func (f *benchFlags) credentials() (credentials.TransportCredentials, error) {
 	if !f.tls && f.tlsCA == "" && !f.tlsSkipVerify {
 		return insecure.NewCredentials(), nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.tlsSkipVerify}
-	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", f.tlsCA)
-		}
-		cfg.RootCAs = pool
+	cfg, err := auth.ClientTLS(auth.ClientFiles{CA: f.tlsCA}, auth.ClientFiles{CA: "--tls-ca"})
+	if err != nil {
+		return nil, err
 	}
+	cfg.InsecureSkipVerify = f.tlsSkipVerify
 	return credentials.NewTLS(cfg), nil
 }
 

@@ -2,10 +2,8 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/zones"
 )
 
@@ -127,27 +126,12 @@ func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit,
 }
 
 func (f *callFlags) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.tlsName}
-	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca: no PEM certificates in %s", f.tlsCA)
-		}
+	cfg, err := auth.ClientTLS(auth.ClientFiles{CA: f.tlsCA, Cert: f.tlsCert, Key: f.tlsKey},
+		auth.ClientFiles{CA: "--tls-ca", Cert: "--tls-client-cert", Key: "--tls-client-key"})
+	if err != nil {
+		return nil, err
 	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("--tls-client-cert and --tls-client-key go together")
-	}
-	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-client-cert: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
+	cfg.ServerName = f.tlsName
 	return cfg, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/xdsrules"
 )
@@ -71,7 +72,8 @@ func (x *xdsFlags) client(apply func([]*rules.Set, string) error, log *slog.Logg
 		o.NodeID = host
 	}
 	if x.tls || x.tlsCA != "" || x.tlsCert != "" || x.tlsKey != "" {
-		cfg, err := xdsrules.TLSConfig(x.tlsCA, x.tlsCert, x.tlsKey)
+		cfg, err := auth.ClientTLS(auth.ClientFiles{CA: x.tlsCA, Cert: x.tlsCert, Key: x.tlsKey},
+			auth.ClientFiles{CA: "--config-xds-tls-ca", Cert: "--config-xds-tls-cert", Key: "--config-xds-tls-key"})
 		if err != nil {
 			return nil, err
 		}

@@ -11,12 +11,10 @@ package xdsrules
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -273,33 +271,4 @@ func nackMessage(err error) string {
 		return r.Message
 	}
 	return err.Error()
-}
-
-// TLSConfig is the client TLS config for a management server: caFile
-// (PEM), when not empty, replaces the system roots; certFile and keyFile,
-// which go together, are the client certificate for mutual TLS.
-func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("xds TLS CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("xds TLS CA: no PEM certificate in %s", caFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("xds TLS: the client certificate and its key go together")
-	}
-	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("xds TLS client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
 }

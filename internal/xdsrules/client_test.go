@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/testkit/testpki"
 	"github.com/floodgate/floodgate/internal/xdstest"
@@ -195,14 +196,14 @@ func TestClientMutualTLS(t *testing.T) {
 	keyFile := testpki.WriteFile(t, dir, "key.pem", cliKey)
 
 	noCert := &applied{}
-	cfg, err := TLSConfig(caFile, "", "")
+	cfg, err := auth.ClientTLS(auth.ClientFiles{CA: caFile}, auth.ClientFiles{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runClientTLS(t, m.Addr(), noCert, cfg)
 
 	a := &applied{}
-	if cfg, err = TLSConfig(caFile, certFile, keyFile); err != nil {
+	if cfg, err = auth.ClientTLS(auth.ClientFiles{CA: caFile, Cert: certFile, Key: keyFile}, auth.ClientFiles{}); err != nil {
 		t.Fatal(err)
 	}
 	runClientTLS(t, m.Addr(), a, cfg)
@@ -219,12 +220,6 @@ func TestNewOptions(t *testing.T) {
 	}
 	if _, err := New(Options{Server: "127.0.0.1:1"}); err == nil {
 		t.Error("no Apply: no error")
-	}
-	if _, err := TLSConfig("", "cert.pem", ""); err == nil {
-		t.Error("a certificate without a key: no error")
-	}
-	if _, err := TLSConfig("/nonexistent/ca.pem", "", ""); err == nil {
-		t.Error("a missing CA file: no error")
 	}
 }
 
