@@ -26,7 +26,7 @@ type AdminSettings struct {
 	// API serves the HTTP/JSON decision API under /v1/ and Envoy's API as
 	// JSON at /json (server/httpapi); nil leaves them out.
 	API http.Handler
-	// Config serves GET /debug/config: the live rules as JSON with where
+	// Rules serves GET /debug/config: the live rules as JSON with where
 	// each was defined and when they were loaded (see ConfigView). nil
 	// means no rules: /debug/config then says "loaded": false.
 	Rules RuleSource

@@ -35,10 +35,11 @@
 //     decided within Settings.Timeout (504 past it);
 //   - is decoded strictly: malformed JSON or an unknown field is a 400
 //     whose message names it.
-
+//
 // Being over the limit is a decision, not an error: 200 with "allowed":
-// false (or 429, with Settings.DenyStatus or ?deny_status=429), and the RateLimit, RateLimit-Policy, X-RateLimit-* and
-// Retry-After headers describing it (internal/ratelimitheader), so a
+// false (or 429, with Settings.DenyStatus or ?deny_status=429), and the
+// RateLimit, RateLimit-Policy, X-RateLimit-* and Retry-After headers
+// describing it (internal/ratelimitheader), so a
 // worker can pass them to its own client. Errors are a JSON object
 // {"code": "INVALID_ARGUMENT", "message": "key: must not be empty"} with
 // the gRPC code's name and message and the HTTP status of the code (see
@@ -100,7 +101,7 @@ type Settings struct {
 	// Auth checks bearer tokens; nil lets every request in (as the gRPC
 	// server without --auth-token-file).
 	Auth Authorizer
-	// Config gives the named policies, for the quota the headers of a
+	// Rules gives the named policies, for the quota the headers of a
 	// policy's decision describe; nil means no config file.
 	Rules server.RuleSource
 	// MaxBodyBytes bounds a request body. 0 means DefaultMaxBodyBytes.
