@@ -31,20 +31,13 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 		reqs[i] = checks[i].req
 	}
 	now := r.clock()
-	sctx, span := r.tracer.start(ctx, spanStore)
-	a, err := r.storeDecide(sctx, failedBatch{now: now, reqs: reqs, out: out}, func(k int) rules.FailureMode { return checks[k].failureMode })
+	a, err := r.storeTraced(ctx, checks, failedBatch{now: now, reqs: reqs, out: out})
 	if err != nil {
-		if span != nil {
-			endCheckStore(span, checks, nil, storeOutcome{err: err})
-		}
 		return false, err
 	}
 	r.observe(checks, out, a.degraded)
 	if !a.any() {
 		r.track(now, checks, out)
-	}
-	if span != nil {
-		endCheckStore(span, checks, out, storeOutcome{err: a.err, answered: true})
 	}
 	return a.any(), nil
 }

@@ -121,15 +121,12 @@ func (e *Envoy) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	if err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
-	_, span := e.tracer.start(ctx, spanMatch)
 	var cfg *rules.Set
 	if e.cfg != nil {
 		cfg = e.cfg.Current()
 	}
-	if cfg == nil || !cfg.HasDomain(req.GetDomain()) {
-		if span != nil {
-			e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, nil)
-		}
+	checks, known := e.matchTraced(ctx, req, cfg, entries, w)
+	if !known {
 		resp := okResponse(len(entries))
 		if e.metadata {
 			resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
@@ -137,11 +134,7 @@ func (e *Envoy) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 		return resp, nil
 	}
 
-	checks := e.plan(req, cfg, entries, w)
 	*planned = checks
-	if span != nil {
-		e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, checks)
-	}
 	w.descs = len(entries)
 	if err := e.decide(ctx, checks, w); err != nil {
 		return nil, toStatus(ctx, e.log, err)

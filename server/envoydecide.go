@@ -224,19 +224,23 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 	if len(b.Reqs) == 0 {
 		return nil
 	}
-	sctx, span := e.tracer.start(ctx, spanStore)
+	_, err := e.runTraced(ctx, checks, b, record)
+	return err
+}
+
+// runStore is run of a batch that holds requests, with the store's
+// answer: the store call and its failure modes, recorded in the checks
+// with record.
+func (e *Envoy) runStore(ctx context.Context, checks []envoyCheck, b *envoyBatch, record bool) (storeAnswer, error) {
 	mode := func(k int) rules.FailureMode {
 		if m := checks[b.Idx[k]].limit.FailureMode; m != rules.FailureDefault {
 			return m
 		}
 		return e.failureMode
 	}
-	a, err := e.storeDecide(sctx, failedBatch{now: b.now, reqs: b.Reqs, out: b.Sized()}, mode)
+	a, err := e.storeDecide(ctx, failedBatch{now: b.now, reqs: b.Reqs, out: b.Sized()}, mode)
 	if err != nil {
-		if span != nil {
-			endEnvoyStore(span, checks, b, storeOutcome{err: err})
-		}
-		return err
+		return a, err
 	}
 	if a.any() {
 		for k, i := range b.Idx {
@@ -259,8 +263,5 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 			checks[i].decision = b.Out[k]
 		}
 	}
-	if span != nil {
-		endEnvoyStore(span, checks, b, storeOutcome{err: a.err, answered: true})
-	}
-	return nil
+	return a, nil
 }

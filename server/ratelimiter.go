@@ -77,6 +77,20 @@ func (r *RateLimiter) Check(ctx context.Context, req *floodgatev1.CheckRequest) 
 	return resp, nil
 }
 
+// resolveAll resolves the checks of a batch, all of them or an error
+// naming the first that fails.
+func (r *RateLimiter) resolveAll(req *floodgatev1.CheckBatchRequest) ([]check, error) {
+	checks := make([]check, len(req.GetChecks()))
+	for i, cr := range req.GetChecks() {
+		c, err := r.resolve(cr)
+		if err != nil {
+			return checks[:i], within(fmtIndex("checks", i), err)
+		}
+		checks[i] = c
+	}
+	return checks, nil
+}
+
 // CheckBatch implements floodgate.v1.RateLimiter/CheckBatch: all or nothing.
 func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatchRequest) (*floodgatev1.CheckBatchResponse, error) {
 	n := len(req.GetChecks())
@@ -86,21 +100,9 @@ func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatc
 	case n > r.maxBatch:
 		return nil, toStatus(ctx, r.log, invalidf("checks", "%d checks exceed the limit of %d per batch", n, r.maxBatch))
 	}
-	checks := make([]check, n)
-	_, span := r.tracer.start(ctx, spanMatch)
-	for i, cr := range req.GetChecks() {
-		c, err := r.resolve(cr)
-		if err != nil {
-			err = within(fmtIndex("checks", i), err)
-			if span != nil {
-				r.tracer.endCheckMatch(span, checks[:i], requestKeys(req), err)
-			}
-			return nil, toStatus(ctx, r.log, err)
-		}
-		checks[i] = c
-	}
-	if span != nil {
-		r.tracer.endCheckMatch(span, checks, requestKeys(req), nil)
+	checks, err := r.resolveAllTraced(ctx, req)
+	if err != nil {
+		return nil, toStatus(ctx, r.log, err)
 	}
 	for i, c := range checks {
 		if err := r.checkRefund(ctx, fmtIndex("checks", i)+".cost", c); err != nil {

@@ -32,28 +32,6 @@ type checkFields interface {
 	GetPolicy() string
 }
 
-// resolveTraced is resolve in a match span, when the call is traced.
-func (r *RateLimiter) resolveTraced(ctx context.Context, req checkFields) (check, error) {
-	_, span := r.tracer.start(ctx, spanMatch)
-	c, err := r.resolve(req)
-	if span != nil {
-		var checks []check
-		if err == nil {
-			checks = []check{c}
-		}
-		r.tracer.endCheckMatch(span, checks, []string{req.GetKey()}, err)
-	}
-	return c, err
-}
-
-// requestKeys are the keys of a batch's checks.
-func requestKeys(req *floodgatev1.CheckBatchRequest) []string {
-	ks := make([]string, len(req.GetChecks()))
-	for i, c := range req.GetChecks() {
-		ks[i] = c.GetKey()
-	}
-	return ks
-}
 
 // resolve validates a check and finds its limit.
 func (r *RateLimiter) resolve(req checkFields) (check, error) {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"strings"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/floodgate/floodgate/algorithms"
+	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/rules"
 )
 
@@ -47,6 +49,91 @@ func (t spanTracer) start(ctx context.Context, name string) (context.Context, tr
 		return ctx, nil
 	}
 	return t.tracer.Start(ctx, name)
+}
+
+// The traced forms of the request's steps: each runs its step untraced
+// when the call is not traced, else inside its span, which it ends with
+// what the step found. The steps themselves know nothing of tracing.
+
+// resolveTraced is resolve in a match span.
+func (r *RateLimiter) resolveTraced(ctx context.Context, req checkFields) (check, error) {
+	_, span := r.tracer.start(ctx, spanMatch)
+	if span == nil {
+		return r.resolve(req)
+	}
+	c, err := r.resolve(req)
+	var checks []check
+	if err == nil {
+		checks = []check{c}
+	}
+	r.tracer.endCheckMatch(span, checks, []string{req.GetKey()}, err)
+	return c, err
+}
+
+// resolveAllTraced is resolveAll in a match span.
+func (r *RateLimiter) resolveAllTraced(ctx context.Context, req *floodgatev1.CheckBatchRequest) ([]check, error) {
+	_, span := r.tracer.start(ctx, spanMatch)
+	if span == nil {
+		return r.resolveAll(req)
+	}
+	checks, err := r.resolveAll(req)
+	r.tracer.endCheckMatch(span, checks, requestKeys(req), err)
+	return checks, err
+}
+
+// requestKeys are the keys of a batch's checks.
+func requestKeys(req *floodgatev1.CheckBatchRequest) []string {
+	ks := make([]string, len(req.GetChecks()))
+	for i, c := range req.GetChecks() {
+		ks[i] = c.GetKey()
+	}
+	return ks
+}
+
+// storeTraced is storeDecide of the Check API's checks in a store span.
+func (r *RateLimiter) storeTraced(ctx context.Context, checks []check, b failedBatch) (storeAnswer, error) {
+	mode := func(k int) rules.FailureMode { return checks[k].failureMode }
+	sctx, span := r.tracer.start(ctx, spanStore)
+	if span == nil {
+		return r.storeDecide(ctx, b, mode)
+	}
+	a, err := r.storeDecide(sctx, b, mode)
+	if err != nil {
+		endCheckStore(span, checks, nil, storeOutcome{err: err})
+	} else {
+		endCheckStore(span, checks, b.out, storeOutcome{err: a.err, answered: true})
+	}
+	return a, err
+}
+
+// matchTraced is plan in a match span: the request's checks, and whether
+// its domain is known (false: no checks, cfg nil or without the domain).
+func (e *Envoy) matchTraced(ctx context.Context, req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, w *envoyWork) ([]envoyCheck, bool) {
+	_, span := e.tracer.start(ctx, spanMatch)
+	var checks []envoyCheck
+	known := cfg != nil && cfg.HasDomain(req.GetDomain())
+	if known {
+		checks = e.plan(req, cfg, entries, w)
+	}
+	if span != nil {
+		e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, checks)
+	}
+	return checks, known
+}
+
+// runTraced is runStore in a store span.
+func (e *Envoy) runTraced(ctx context.Context, checks []envoyCheck, b *envoyBatch, record bool) (storeAnswer, error) {
+	sctx, span := e.tracer.start(ctx, spanStore)
+	if span == nil {
+		return e.runStore(ctx, checks, b, record)
+	}
+	a, err := e.runStore(sctx, checks, b, record)
+	if err != nil {
+		endEnvoyStore(span, checks, b, storeOutcome{err: err})
+	} else {
+		endEnvoyStore(span, checks, b, storeOutcome{err: a.err, answered: true})
+	}
+	return a, err
 }
 
 // end ends span, with err (if not nil) as its status.
