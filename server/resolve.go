@@ -32,7 +32,6 @@ type checkFields interface {
 	GetPolicy() string
 }
 
-
 // resolve validates a check and finds its limit.
 func (r *RateLimiter) resolve(req checkFields) (check, error) {
 	if err := r.validateKey(req.GetKey()); err != nil {
