@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
-// checkNumbers rejects numeric serve flags out of range, naming the flag,
+// checkNumbers rejects numeric serve flags out of range, naming the flag
+// and the value,
 // instead of quietly replacing them by a default: a typo such as
 // --max-key-bytes -1 must not start a server with other limits than the
 // operator wrote.
@@ -17,11 +19,17 @@ func (f *serveFlags) checkNumbers() error {
 	}{
 		{"max-key-bytes", f.maxKeyBytes, 1},
 		{"max-recv-msg-bytes", f.maxRecvMsgBytes, 1},
+		{"max-header-list-bytes", int(min(f.maxHeaderListBytes, math.MaxInt32)), 1},
+		{"max-streams", f.maxStreams, 1},
+		{"max-streams-per-client", f.maxStreamsPerClient, 1},
+		{"max-connections", f.maxConns, 1},
+		{"max-connections-per-client", f.maxConnsPerClient, 1},
 		{"detailed-metric-series", f.detailSeries, 0},
 		{"redis-pool-size", f.redisPoolSize, 0},
 		{"redis-batch-max-size", f.redisBatchMaxSize, 1},
 		{"redis-pipelines", f.redisPipelines, 1},
 		{"deny-cache-size", f.denyCacheSize, 0},
+		{"quota-max-buckets-per-stream", f.quota.maxBuckets, 1},
 	}
 	for _, c := range ints {
 		if c.v < c.min {
@@ -33,20 +41,25 @@ func (f *serveFlags) checkNumbers() error {
 		}
 	}
 	durations := []struct {
-		flag     string
-		v        time.Duration
-		positive bool
+		flag   string
+		v, min time.Duration
 	}{
-		{"drain-timeout", f.drainTimeout, true},
-		{"redis-dial-timeout", f.redisDialTimeout, true},
-		{"redis-batch-max-wait", f.redisBatchMaxWait, false},
+		{"drain-timeout", f.drainTimeout, 1},
+		{"unary-timeout", f.unaryTimeout, 1},
+		{"redis-dial-timeout", f.redisDialTimeout, 1},
+		{"redis-batch-max-wait", f.redisBatchMaxWait, 0},
+		{"quota-assignment-ttl", f.quota.ttl, 1},
+		{"settle-window", f.settleWindow, time.Millisecond},
 	}
 	for _, c := range durations {
 		switch {
-		case c.positive && c.v <= 0:
+		case c.v >= c.min:
+		case c.min == 1:
 			return fmt.Errorf("--%s must be positive, got %v", c.flag, c.v)
-		case c.v < 0:
+		case c.min == 0:
 			return fmt.Errorf("--%s must not be negative, got %v", c.flag, c.v)
+		default:
+			return fmt.Errorf("--%s must be at least %v, got %v", c.flag, c.min, c.v)
 		}
 	}
 	return nil

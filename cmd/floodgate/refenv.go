@@ -99,51 +99,34 @@ func (r *envReader) str(name, def string) string {
 func (r *envReader) set(name string) bool { return r.getenv(name) != "" }
 
 func (r *envReader) boolean(name string, def bool) bool {
-	v := r.getenv(name)
-	if v == "" {
-		return def
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not a boolean", name, v))
-	}
-	return b
+	return parsed(r, name, def, strconv.ParseBool, "a boolean")
 }
 
 func (r *envReader) integer(name string, def int) int {
-	v := r.getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not an integer", name, v))
-	}
-	return n
+	return parsed(r, name, def, strconv.Atoi, "an integer")
 }
 
 func (r *envReader) duration(name string, def time.Duration) time.Duration {
-	v := r.getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not a duration", name, v))
-	}
-	return d
+	return parsed(r, name, def, time.ParseDuration, "a duration")
 }
 
 func (r *envReader) float(name string, def float64) float64 {
+	return parsed(r, name, def, func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }, "a number")
+}
+
+// parsed is the variable name read by parse, def when it is not set; a
+// value parse refuses is recorded as not being what (and gives parse's
+// result, as the reference's own parsing would).
+func parsed[T any](r *envReader, name string, def T, parse func(string) (T, error), what string) T {
 	v := r.getenv(name)
 	if v == "" {
 		return def
 	}
-	f, err := strconv.ParseFloat(v, 64)
+	x, err := parse(v)
 	if err != nil {
-		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not a number", name, v))
+		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not %s", name, v, what))
 	}
-	return f
+	return x
 }
 
 // translateReference reads the reference environment. An error names

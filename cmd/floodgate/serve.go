@@ -168,23 +168,9 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.maxConnsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC, and apart the HTTP port: open connections from one client IP address; more are closed when accepted")
 }
 
-// transportLimits checks the transport flags: each must be positive.
-func (f *serveFlags) transportLimits() (server.TransportLimits, error) {
-	for _, v := range []struct {
-		name string
-		val  int64
-	}{
-		{"max-header-list-bytes", int64(f.maxHeaderListBytes)},
-		{"unary-timeout", int64(f.unaryTimeout)},
-		{"max-streams", int64(f.maxStreams)},
-		{"max-streams-per-client", int64(f.maxStreamsPerClient)},
-		{"max-connections", int64(f.maxConns)},
-		{"max-connections-per-client", int64(f.maxConnsPerClient)},
-	} {
-		if v.val <= 0 {
-			return server.TransportLimits{}, fmt.Errorf("--%s must be positive", v.name)
-		}
-	}
+// transportLimits are the transport flags' limits (checkNumbers has
+// checked that each is positive).
+func (f *serveFlags) transportLimits() server.TransportLimits {
 	return server.TransportLimits{
 		MaxHeaderListBytes:      uint32(min(f.maxHeaderListBytes, 1<<32-1)),
 		UnaryTimeout:            f.unaryTimeout,
@@ -192,7 +178,7 @@ func (f *serveFlags) transportLimits() (server.TransportLimits, error) {
 		MaxStreamsPerClient:     f.maxStreamsPerClient,
 		MaxConnections:          f.maxConns,
 		MaxConnectionsPerClient: f.maxConnsPerClient,
-	}, nil
+	}
 }
 
 // runServe runs `floodgate serve` until ctx ends: it checks the flags,
@@ -380,8 +366,7 @@ func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) 
 	if err := f.readRedisPassword(); err != nil {
 		return failureMode, server.TransportLimits{}, err
 	}
-	limits, err := f.transportLimits()
-	return failureMode, limits, err
+	return failureMode, f.transportLimits(), nil
 }
 
 // defaultGCPercent is --gc-percent's default. A rate limiter's live heap

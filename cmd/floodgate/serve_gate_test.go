@@ -17,10 +17,7 @@ import (
 func TestHTTPGateCountsApart(t *testing.T) {
 	f, st := adminTestStore(t)
 	f.maxConnsPerClient = 1
-	limits, err := f.transportLimits()
-	if err != nil {
-		t.Fatal(err)
-	}
+	limits := f.transportLimits()
 	reg, metrics := newMetrics()
 	env := serveEnv{f: &f, reg: reg, metrics: metrics, log: slog.New(slog.DiscardHandler)}
 	p, err := env.buildGRPCPipeline(context.Background(), limits)

@@ -137,10 +137,7 @@ func TestGRPCResetRefusedBeyondLoopback(t *testing.T) {
 		{nil, false}, // the default, loopback
 	} {
 		f := serveFlagsFor(t, tc.args...)
-		limits, err := f.transportLimits()
-		if err != nil {
-			t.Fatal(err)
-		}
+		limits := f.transportLimits()
 		_, metrics := newMetrics()
 		p, err := serveEnv{f: &f, metrics: metrics, log: slog.New(slog.DiscardHandler)}.buildGRPCPipeline(context.Background(), limits)
 		if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -38,12 +37,6 @@ const quotaRedisTimeout = time.Second
 // same flags, so replicas agree on shares), in memory otherwise. The
 // returned closer releases the Redis client.
 func openQuota(f serveFlags, cfg rlqs.RuleSource, reg prometheus.Registerer, log *slog.Logger) (*rlqs.Service, io.Closer, error) {
-	if f.quota.maxBuckets <= 0 {
-		return nil, nil, fmt.Errorf("--quota-max-buckets-per-stream must be positive, got %d", f.quota.maxBuckets)
-	}
-	if f.quota.ttl <= 0 {
-		return nil, nil, fmt.Errorf("--quota-assignment-ttl must be positive, got %v", f.quota.ttl)
-	}
 	var demand store.DemandStore = memstore.NewDemand()
 	var closer io.Closer = nopCloser{}
 	if f.redisURL != "" {

@@ -42,9 +42,6 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		if f.memoryMaxKeys <= 0 {
 			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
 		}
-		if f.settleWindow < time.Millisecond {
-			return nil, "", fmt.Errorf("--settle-window must be at least 1ms, got %v", f.settleWindow)
-		}
 		if f.memoryMaxMem < memstore.MinMaxBytes {
 			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memoryMaxMem)
 		}
@@ -53,9 +50,6 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 	}
 	if f.redisTimeout <= 0 {
 		return nil, "", fmt.Errorf("--redis-timeout must be positive, got %v", f.redisTimeout)
-	}
-	if f.settleWindow < time.Millisecond {
-		return nil, "", fmt.Errorf("--settle-window must be at least 1ms, got %v", f.settleWindow)
 	}
 	rs, client, err := openRedis(ctx, f, redisTarget{flag: "redis-url", url: f.redisURL, mode: f.redisMode, master: f.redisSentinelMaster, poolSize: f.redisPoolSize}, log)
 	if err != nil {
