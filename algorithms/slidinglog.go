@@ -10,8 +10,8 @@ import "math"
 // sorted oldest to newest; empty slots (EmptySlot) come first. A slot at or
 // below the floor counts as gone: every write raises the floor to
 // now − W, which drops the units that have left the window without
-// touching their slots (the old per-millisecond log dropped them from its
-// list). A unit is live iff its slot is above max(floor, at − W).
+// touching their slots. A unit is live iff its slot is above max(floor,
+// at − W).
 //
 // Because the slots are sorted, every question is a search or a single
 // read: the live units are a suffix, found by an exponential search from
