@@ -65,7 +65,7 @@ func (d *decoder) fileDoc(root *yaml.Node) (*fileDoc, bool) {
 }
 
 // limitDoc is what a policy and a rate_limit share: how to count, and
-// what to do when the store cannot. validateRate checks it.
+// what to do when the store cannot. The parser's rate checks it.
 type limitDoc struct {
 	algorithm   value[string]
 	period      value[time.Duration] // not ok (v 0) for a calendar period

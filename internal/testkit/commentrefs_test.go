@@ -25,26 +25,51 @@ var externalFiles = map[string]string{
 var pending = map[string]bool{
 	"store/redisstore/lua/counter.lua algorithms.DecideMode":         true,
 	"store/redisstore/lua/counter.lua algorithms.DecideCalendarMode": true,
-	"store/redisstore/lua/decide.lua algorithms.DecideMode":          true,
-	"store/redisstore/lua/lib.lua lean.lua":                          true,
-	"store/redisstore/lua/lib.lua batch.lua":                         true,
-	"store/redisstore/lua/settle.lua keys.RedisSettle":               true,
+}
+
+// notGo are lowerCamel words comments use that are not Go names of ours:
+// spellings of names and JSON field names of other projects.
+var notGo = map[string]bool{
+	"gRPC": true, "xDS": true, "macOS": true, "camelCase": true, "lowerCamel": true,
+	"hitsAddend":   true, // Envoy's RateLimitRequest in JSON
+	"waitForReady": true, // gRPC's service config in JSON
+	"xNN":          true, // an escape's notation
+}
+
+// product reports whether the file at rel (from the module's root) is
+// non-test Go of the product module (not e2e/, bench/ or deploy/).
+func product(rel string) bool {
+	if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+		return false
+	}
+	for _, dir := range []string{"e2e/", "bench/", "deploy/"} {
+		if strings.HasPrefix(rel, dir) {
+			return false
+		}
+	}
+	return true
 }
 
 var (
 	fileRef = regexp.MustCompile(`\b([A-Za-z0-9][A-Za-z0-9_]*\.(?:go|lua))\b`)
 	nameRef = regexp.MustCompile(`\b([a-z][a-z0-9]*)\.([A-Z][A-Za-z0-9_]*)(?:\.([A-Z][A-Za-z0-9_]*))?\b`)
+	// camelRef is a lowerCamel word not part of a selector, path or file
+	// name: in a Go comment, one of the module's Go names.
+	camelRef = regexp.MustCompile(`(?:^|[^\w./-])([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*)(?:$|[^\w.]|\.(?:\s|$))`)
 )
 
 // TestCommentsNameWhatExists: every Go or Lua file name that a comment of
-// the module's Go or Lua names is a file of the repository, and every
+// the module's Go or Lua names is a file of the repository, every
 // pkg.Name (or pkg.Type.Method) whose pkg is one of the module's packages
-// is declared in that package, so that a rename or a removal cannot leave
-// comments pointing at nothing.
+// is declared in that package, and every lowerCamel name a Go comment
+// uses (outside the code blocks of doc comments) is a name somewhere in
+// the module's Go, so that a rename or a removal cannot leave comments
+// pointing at nothing.
 func TestCommentsNameWhatExists(t *testing.T) {
 	root := "../.."
 	files := map[string]bool{}
 	decls := map[string]map[string]bool{} // package name -> its top-level names and Type.Method
+	idents := map[string]bool{}           // every identifier of the module's Go
 	var sources []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -63,7 +88,7 @@ func TestCommentsNameWhatExists(t *testing.T) {
 		}
 		sources = append(sources, path)
 		if strings.HasSuffix(path, ".go") {
-			declare(t, path, decls)
+			declare(t, path, decls, idents)
 		}
 		return nil
 	})
@@ -87,6 +112,13 @@ func TestCommentsNameWhatExists(t *testing.T) {
 					stale(path, c.line, m[1])
 				}
 			}
+			if rel, _ := filepath.Rel(root, path); product(rel) && !strings.HasPrefix(c.text, "//\t") {
+				for _, m := range camelRef.FindAllStringSubmatch(c.text, -1) {
+					if w := m[1]; !idents[w] && !idents[strings.TrimSuffix(w, "s")] && !notGo[w] {
+						stale(path, c.line, w)
+					}
+				}
+			}
 			for _, m := range nameRef.FindAllStringSubmatch(c.text, -1) {
 				names, ours := decls[m[1]]
 				switch {
@@ -106,12 +138,19 @@ func TestCommentsNameWhatExists(t *testing.T) {
 	}
 }
 
-// declare records path's package's top-level declarations in decls.
-func declare(t *testing.T, path string, decls map[string]map[string]bool) {
+// declare records path's package's top-level declarations in decls, and
+// every identifier of the file in idents.
+func declare(t *testing.T, path string, decls map[string]map[string]bool, idents map[string]bool) {
 	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok {
+			idents[id.Name] = true
+		}
+		return true
+	})
 	pkg := strings.TrimSuffix(f.Name.Name, "_test")
 	names := decls[pkg]
 	if names == nil {
