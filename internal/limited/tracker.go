@@ -67,9 +67,10 @@ const (
 // Config sizes a Tracker. The zero value tracks DefaultRules rules of
 // DefaultKeys keys, and shows keys as they came.
 type Config struct {
-	// Rules is how many rules are tracked at once; 0 means DefaultRules. A
-	// rule seen when all are taken is counted in Report.UntrackedRules,
-	// until a rule unseen for LongWindow gives its place.
+	// Rules is how many rules are tracked at once; 0 means DefaultRules.
+	// The decisions of a rule seen when all are taken are counted in
+	// Report.UntrackedDecisions, until a rule unseen for LongWindow gives
+	// its place.
 	Rules int
 	// Keys is how many keys each rule counts; 0 means DefaultKeys, at
 	// most MaxKeys.

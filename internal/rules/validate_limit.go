@@ -20,7 +20,7 @@ import (
 // period (read by the caller from its own spelling), counted with the
 // limit's algorithm, else the file's default_algorithm, else fallback. A
 // burst must be positive; a burst or a calendar period the algorithm does
-// not take is reported at its field (Limit.Validate). The rate as a whole
+// not take is reported at its field (algorithms.Limit.Validate). The rate as a whole
 // is checked by wholeRate once the limit has no other error.
 func (p *parser) rate(ld *limitDoc, fallback algorithms.Algorithm, requests int64, period time.Duration) algorithms.Limit {
 	r := algorithms.Limit{Algorithm: fallback, Requests: requests, Period: period}

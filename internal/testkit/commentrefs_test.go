@@ -55,7 +55,10 @@ var (
 	nameRef = regexp.MustCompile(`\b([a-z][a-z0-9]*)\.([A-Z][A-Za-z0-9_]*)(?:\.([A-Z][A-Za-z0-9_]*))?\b`)
 	// camelRef is a lowerCamel word not part of a selector, path or file
 	// name: in a Go comment, one of the module's Go names.
-	camelRef = regexp.MustCompile(`(?:^|[^\w./-])([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*)(?:$|[^\w.]|\.(?:\s|$))`)
+	// memberRef is Type.Member, unqualified: a type of the comment's own
+	// package and one of its fields or methods.
+	memberRef = regexp.MustCompile(`(?:^|[^\w.])([A-Z][A-Za-z0-9]*)\.([A-Za-z][A-Za-z0-9_]*)\b`)
+	camelRef  = regexp.MustCompile(`(?:^|[^\w./-])([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*)(?:$|[^\w.]|\.(?:\s|$))`)
 )
 
 // TestCommentsNameWhatExists: every Go or Lua file name that a comment of
@@ -64,12 +67,14 @@ var (
 // is declared in that package, and every lowerCamel name a Go comment
 // uses (outside the code blocks of doc comments) is a name somewhere in
 // the module's Go, so that a rename or a removal cannot leave comments
-// pointing at nothing.
+// pointing at nothing. An unqualified Type.Member whose Type is a type of
+// the comment's own package names one of its fields or methods.
 func TestCommentsNameWhatExists(t *testing.T) {
 	root := "../.."
 	files := map[string]bool{}
 	decls := map[string]map[string]bool{} // package name -> its top-level names and Type.Method
 	idents := map[string]bool{}           // every identifier of the module's Go
+	pkgOf := map[string]string{}          // Go file -> its package's name
 	var sources []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -88,7 +93,7 @@ func TestCommentsNameWhatExists(t *testing.T) {
 		}
 		sources = append(sources, path)
 		if strings.HasSuffix(path, ".go") {
-			declare(t, path, decls, idents)
+			pkgOf[path] = declare(t, path, decls, idents)
 		}
 		return nil
 	})
@@ -119,6 +124,14 @@ func TestCommentsNameWhatExists(t *testing.T) {
 					}
 				}
 			}
+			if strings.HasSuffix(path, ".go") {
+				names := decls[pkgOf[path]]
+				for _, m := range memberRef.FindAllStringSubmatch(c.text, -1) {
+					if names["type "+m[1]] && !names["embeds "+m[1]] && !names[m[1]+"."+m[2]] {
+						stale(path, c.line, m[1]+"."+m[2])
+					}
+				}
+			}
 			for _, m := range nameRef.FindAllStringSubmatch(c.text, -1) {
 				names, ours := decls[m[1]]
 				switch {
@@ -139,8 +152,8 @@ func TestCommentsNameWhatExists(t *testing.T) {
 }
 
 // declare records path's package's top-level declarations in decls, and
-// every identifier of the file in idents.
-func declare(t *testing.T, path string, decls map[string]map[string]bool, idents map[string]bool) {
+// every identifier of the file in idents; it returns the package's name.
+func declare(t *testing.T, path string, decls map[string]map[string]bool, idents map[string]bool) string {
 	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +227,7 @@ func declare(t *testing.T, path string, decls map[string]map[string]bool, idents
 			}
 		}
 	}
+	return pkg
 }
 
 // comment is one comment line of a source file.
