@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
-	"github.com/floodgate/floodgate/client"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 )
 
@@ -47,12 +46,6 @@ func TestAlgorithmNamesAgree(t *testing.T) {
 		}
 		if got, want := a.Facts().Wire, floodgatev1.Algorithm(a).String(); got != want {
 			t.Errorf("%s: Facts().Wire = %q, the proto names it %q", name, got, want)
-		}
-		if got := client.Algorithm(a).String(); got != name {
-			t.Errorf("%s: the client names %d %q", name, a, got)
-		}
-		if got, err := client.ParseAlgorithm(name); err != nil || int32(got) != int32(a) {
-			t.Errorf("client.ParseAlgorithm(%q) = %d, %v; want %d", name, got, err, a)
 		}
 		if got, err := algorithms.ParseAlgorithm(name); err != nil || got != a {
 			t.Errorf("ParseAlgorithm(%q) = %d, %v; want %d", name, got, err, a)

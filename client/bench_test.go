@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
 
 // benchLimit never denies within a run, so every call is a charging check.
-var benchLimit = client.Limit{Algorithm: client.TokenBucket, Requests: 1_000_000_000, Period: time.Hour}
+var benchLimit = client.Limit{Algorithm: algorithms.TokenBucket, Requests: 1_000_000_000, Period: time.Hour}
 
 // BenchmarkCheck measures one Check round trip over loopback TCP to an
 // in-process floodgate, from parallel goroutines, each call a distinct

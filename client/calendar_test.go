@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
@@ -25,7 +26,7 @@ func TestCalendar(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Set(time.Date(2027, 3, 28, 12, 0, 0, 0, berlin)) // a day of 23 hours
-	daily := client.Limit{Algorithm: client.FixedWindow, Requests: 1, Calendar: client.CalendarDay, TimeZone: "Europe/Berlin"}
+	daily := client.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Calendar: client.CalendarDay, TimeZone: "Europe/Berlin"}
 	if d, err := c.Check(ctx, client.Request{Key: "k", Limit: daily}); err != nil || !d.Allowed || d.ResetAfter != 12*time.Hour {
 		t.Fatalf("check: %+v %v, want allowed, reset at local midnight in 12h", d, err)
 	}
@@ -37,8 +38,8 @@ func TestCalendar(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{client.Limit{Algorithm: client.FixedWindow, Requests: 1, Calendar: client.CalendarMonth, TimeZone: "Mars/Olympus"}, codes.InvalidArgument, "limit.time_zone"},
-		{client.Limit{Algorithm: client.TokenBucket, Requests: 1, Calendar: client.CalendarMonth}, codes.InvalidArgument, "limit.calendar"},
+		{client.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Calendar: client.CalendarMonth, TimeZone: "Mars/Olympus"}, codes.InvalidArgument, "limit.time_zone"},
+		{client.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Calendar: client.CalendarMonth}, codes.InvalidArgument, "limit.calendar"},
 		{client.Limit{Policy: "free", Calendar: client.CalendarMonth}, codes.InvalidArgument, "both a policy"},
 	} {
 		_, err := c.Check(ctx, client.Request{Key: "k", Limit: tc.l})

@@ -31,46 +31,15 @@ func serviceConfig() string {
 	return `{"methodConfig":[{"name":[{"service":"` + floodgatev1.RateLimiter_ServiceDesc.ServiceName + `"}],"waitForReady":false}]}`
 }
 
-// Algorithm chooses how a limit counts. The values are
-// algorithms.Algorithm's, which match floodgate.v1's Algorithm enum.
-type Algorithm int32
-
-// The algorithms. AnyAlgorithm (the zero value) leaves the choice to the
-// named policy in Check and Peek, and means every algorithm in Reset.
-const (
-	AnyAlgorithm     Algorithm = 0
-	TokenBucket      Algorithm = Algorithm(algorithms.TokenBucket)
-	SlidingWindow    Algorithm = Algorithm(algorithms.SlidingWindow)
-	SlidingWindowLog Algorithm = Algorithm(algorithms.SlidingWindowLog)
-	FixedWindow      Algorithm = Algorithm(algorithms.FixedWindow)
-	// LeakyBucket shapes instead of refusing: an admitted check gets a
-	// Wait until its slot (see Client.Wait).
-	LeakyBucket Algorithm = Algorithm(algorithms.LeakyBucket)
-)
-
-// String is the config-file name of a, e.g. "sliding_window"; "any" for
-// AnyAlgorithm.
-func (a Algorithm) String() string {
-	if a == AnyAlgorithm {
-		return "any"
-	}
-	return algorithms.Algorithm(a).String()
-}
-
-// ParseAlgorithm reads a config-file name such as "token_bucket".
-func ParseAlgorithm(name string) (Algorithm, error) {
-	a, err := algorithms.ParseAlgorithm(name)
-	return Algorithm(a), err
-}
-
 // Limit says which limit a check spends against: either inline (Algorithm,
 // Requests per Period, Burst) or a named policy from the server's config
 // (Policy, see the Policy function). Setting both Policy and Requests is an
 // error.
 type Limit struct {
-	// Algorithm counts the requests. Required for an inline limit; with a
-	// policy, AnyAlgorithm uses the policy's (any other value must match it).
-	Algorithm Algorithm
+	// Algorithm counts the requests, one of algorithms.All. Required for
+	// an inline limit; with a policy, algorithms.Unspecified (the zero
+	// value) uses the policy's (any other value must match it).
+	Algorithm algorithms.Algorithm
 	// Requests admitted per Period.
 	Requests int64
 	// Period is the window (or refill period), in whole milliseconds.
@@ -418,9 +387,9 @@ func (c *Client) Peek(ctx context.Context, r Request) (Decision, error) {
 	return decisionOf(resp), nil
 }
 
-// Reset forgets key under alg (AnyAlgorithm: under every algorithm), every
+// Reset forgets key under alg (algorithms.Unspecified: under every algorithm), every
 // limit's count of it, so its next check starts from a full limit.
-func (c *Client) Reset(ctx context.Context, key string, alg Algorithm) error {
+func (c *Client) Reset(ctx context.Context, key string, alg algorithms.Algorithm) error {
 	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()
 	if _, err := c.rl.Reset(ctx, &floodgatev1.ResetRequest{Key: key, Algorithm: floodgatev1.Algorithm(alg)}, c.callOpts...); err != nil {

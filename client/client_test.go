@@ -21,11 +21,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
 
-var perMinute3 = client.Limit{Algorithm: client.TokenBucket, Requests: 3, Period: time.Minute}
+var perMinute3 = client.Limit{Algorithm: algorithms.TokenBucket, Requests: 3, Period: time.Minute}
 
 // TestCheckPeekReset walks one key through every single-key RPC.
 func TestCheckPeekReset(t *testing.T) {
@@ -81,7 +82,7 @@ func TestCheckPeekReset(t *testing.T) {
 	if got, err := c.Peek(ctx, client.Request{Key: "user:1", Limit: perMinute3}); err != nil || got.Remaining != 0 {
 		t.Fatalf("ResetLimit of another limit reset this one: got %+v %v, want 0 remaining", got, err)
 	}
-	if err := c.Reset(ctx, "user:1", client.AnyAlgorithm); err != nil {
+	if err := c.Reset(ctx, "user:1", algorithms.Unspecified); err != nil {
 		t.Fatal(err)
 	}
 	got, err = c.Peek(ctx, client.Request{Key: "user:1", Limit: perMinute3, Cost: 3})
@@ -98,7 +99,7 @@ func TestCheckBatchAllOrNothing(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	c := floodgatetest.Dial(t, addr)
 	ctx := context.Background()
-	one := client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute}
+	one := client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 1, Period: time.Minute}
 
 	if d, err := c.Check(ctx, client.Request{Key: "full", Limit: one}); err != nil || !d.Allowed {
 		t.Fatalf("filling: got %+v, %v", d, err)
@@ -144,7 +145,7 @@ func TestPolicy(t *testing.T) {
 	}
 	// Naming the policy's own algorithm is fine too.
 	l := client.Policy("login")
-	l.Algorithm = client.SlidingWindow
+	l.Algorithm = algorithms.SlidingWindow
 	if _, err := c.Check(ctx, client.Request{Key: "login:bob", Limit: l}); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestErrors(t *testing.T) {
 		{"empty key", func() error { _, err := c.Check(ctx, client.Request{Key: "", Limit: perMinute3}); return err }, codes.InvalidArgument, "key: must not be empty"},
 		{"cost over capacity", func() error { _, err := c.Check(ctx, client.Request{Key: "k", Limit: perMinute3, Cost: 4}); return err }, codes.InvalidArgument, "cost: 4 exceeds"},
 		{"sub-millisecond period", func() error {
-			_, err := c.Peek(ctx, client.Request{Key: "k", Limit: client.Limit{Algorithm: client.FixedWindow, Requests: 1, Period: time.Microsecond}})
+			_, err := c.Peek(ctx, client.Request{Key: "k", Limit: client.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Period: time.Microsecond}})
 			return err
 		}, codes.InvalidArgument, "limit.period"},
 		{"unknown policy", func() error {
@@ -180,7 +181,7 @@ func TestErrors(t *testing.T) {
 			return err
 		}, codes.NotFound, `unknown policy "gold"`},
 		{"policy algorithm mismatch", func() error {
-			_, err := c.Check(ctx, client.Request{Key: "k", Limit: client.Limit{Policy: "free", Algorithm: client.FixedWindow}})
+			_, err := c.Check(ctx, client.Request{Key: "k", Limit: client.Limit{Policy: "free", Algorithm: algorithms.FixedWindow}})
 			return err
 		}, codes.InvalidArgument, "does not match policy"},
 		{"batch: empty", func() error { _, err := c.CheckBatch(ctx); return err }, codes.InvalidArgument, "checks"},
@@ -188,7 +189,7 @@ func TestErrors(t *testing.T) {
 			_, err := c.CheckBatch(ctx, client.Request{Key: "a", Limit: perMinute3}, client.Request{Key: "", Limit: perMinute3})
 			return err
 		}, codes.InvalidArgument, "checks[1].key"},
-		{"reset: bad algorithm", func() error { return c.Reset(ctx, "k", client.Algorithm(99)) }, codes.InvalidArgument, "algorithm"},
+		{"reset: bad algorithm", func() error { return c.Reset(ctx, "k", algorithms.Algorithm(99)) }, codes.InvalidArgument, "algorithm"},
 		{"both policy and requests", func() error {
 			_, err := c.Check(ctx, client.Request{Key: "k", Limit: client.Limit{Policy: "free", Requests: 3}})
 			return err
@@ -198,7 +199,7 @@ func TestErrors(t *testing.T) {
 			_, err := dead.CheckBatch(ctx, client.Request{Key: "k", Limit: perMinute3})
 			return err
 		}, codes.Unavailable, ""},
-		{"unreachable reset", func() error { return dead.Reset(ctx, "k", client.AnyAlgorithm) }, codes.Unavailable, ""},
+		{"unreachable reset", func() error { return dead.Reset(ctx, "k", algorithms.Unspecified) }, codes.Unavailable, ""},
 		{"timeout", func() error { _, err := hang.Check(ctx, client.Request{Key: "k", Limit: perMinute3}); return err }, codes.DeadlineExceeded, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -366,18 +367,6 @@ func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
-}
-
-func TestParseAlgorithm(t *testing.T) {
-	for _, a := range []client.Algorithm{client.TokenBucket, client.SlidingWindow, client.SlidingWindowLog, client.FixedWindow} {
-		got, err := client.ParseAlgorithm(a.String())
-		if err != nil || got != a {
-			t.Errorf("ParseAlgorithm(%q): got %v, %v, want %v", a.String(), got, err, a)
-		}
-	}
-	if _, err := client.ParseAlgorithm("leaky"); err == nil {
-		t.Error("ParseAlgorithm(\"leaky\"): got no error")
-	}
 }
 
 // TestDegraded: when floodgate's own store is down it answers from each

@@ -8,7 +8,7 @@
 //
 //	c, err := client.Dial("127.0.0.1:8081")
 //	...
-//	perUser := client.Limit{Algorithm: client.TokenBucket, Requests: 60, Period: time.Minute, Burst: 600}
+//	perUser := client.Limit{Algorithm: algorithms.TokenBucket, Requests: 60, Period: time.Minute, Burst: 600}
 //	d, err := c.Check(ctx, client.Request{Key: "user:42", Limit: perUser})
 //	if !d.Allowed { /* wait d.RetryAfter */ }
 //
@@ -18,12 +18,13 @@
 // A Request is one check, for Check, Peek and CheckBatch alike; its Cost
 // (default 1) is the one way to spend more than one unit.
 //
-// A leaky bucket (LeakyBucket) answers with a slot rather than a deny:
+// A limit's Algorithm is one of the algorithms package's (algorithms.All).
+// An algorithm that waits answers with a slot rather than a deny:
 // Decision.Wait is how long the admitted request must wait. Wait takes a
 // slot and sleeps until it starts, as golang.org/x/time/rate's Wait does,
 // giving it back if the context would end first:
 //
-//	partner := client.Limit{Algorithm: client.LeakyBucket, Requests: 10, Period: time.Second}
+//	partner := client.Limit{Algorithm: algorithms.LeakyBucket, Requests: 10, Period: time.Second}
 //	if err := c.Wait(ctx, "partner:acme", partner); err != nil { return err }
 //
 // Being over the limit is a Decision with Allowed false; an error means

@@ -6,6 +6,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -35,7 +36,7 @@ func Example() {
 	}
 	defer c.Close()
 
-	limit := client.Limit{Algorithm: client.TokenBucket, Requests: 3, Period: time.Minute}
+	limit := client.Limit{Algorithm: algorithms.TokenBucket, Requests: 3, Period: time.Minute}
 	for range 4 {
 		d, err := c.Check(context.Background(), client.Request{Key: "user:42", Limit: limit})
 		if err != nil {
@@ -95,8 +96,8 @@ func ExampleClient_CheckBatch() {
 	}
 	defer c.Close()
 
-	perIP := client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute}
-	perKey := client.Limit{Algorithm: client.SlidingWindow, Requests: 100, Period: time.Minute}
+	perIP := client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 2, Period: time.Minute}
+	perKey := client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 100, Period: time.Minute}
 	for _, apiKey := range []string{"key-a", "key-b", "key-c"} {
 		b, err := c.CheckBatch(context.Background(),
 			client.Request{Key: "ip:203.0.113.7", Limit: perIP},
@@ -129,7 +130,7 @@ func ExampleClient_Reset() {
 	defer c.Close()
 	ctx := context.Background()
 
-	limit := client.Limit{Algorithm: client.FixedWindow, Requests: 10, Period: time.Hour}
+	limit := client.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: time.Hour}
 	if _, err := c.Check(ctx, client.Request{Key: "export:acme", Limit: limit, Cost: 10}); err != nil {
 		log.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func ExampleClient_Reset() {
 	}
 	fmt.Printf("before reset: remaining=%d retry_after=%v\n", d.Remaining, d.RetryAfter)
 
-	if err := c.Reset(ctx, "export:acme", client.AnyAlgorithm); err != nil {
+	if err := c.Reset(ctx, "export:acme", algorithms.Unspecified); err != nil {
 		log.Fatal(err)
 	}
 	d, err = c.Peek(ctx, client.Request{Key: "export:acme", Limit: limit})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
@@ -16,7 +17,7 @@ func TestReserveSettle(t *testing.T) {
 	addr, clock := floodgatetest.Start(t, nil)
 	c := floodgatetest.Dial(t, addr)
 	ctx := context.Background()
-	tpm := client.Limit{Algorithm: client.TokenBucket, Requests: 1000, Period: time.Minute}
+	tpm := client.Limit{Algorithm: algorithms.TokenBucket, Requests: 1000, Period: time.Minute}
 
 	r, err := c.Reserve(ctx, "tenant:a", tpm, 300)
 	if err != nil || !r.Decision.Allowed || r.Decision.Remaining != 700 {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
@@ -25,7 +26,7 @@ func TestWaitNOverALocalShare(t *testing.T) {
 	addr := floodgatetest.StartLocalShare(t, nil, 2)
 	var checks atomic.Int64
 	c := floodgatetest.Dial(t, addr, client.WithDialOptions(grpc.WithChainUnaryInterceptor(countChecks(&checks))))
-	tb := client.Limit{Algorithm: client.TokenBucket, Requests: 10, Period: time.Minute}
+	tb := client.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.WaitN(ctx, "k", tb, 6); !errors.Is(err, client.ErrWaitTooLong) {

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
 
 // leaky20 is a partner API's 20 requests/s: a slot every 50 ms.
-var leaky20 = client.Limit{Algorithm: client.LeakyBucket, Requests: 20, Period: time.Second}
+var leaky20 = client.Limit{Algorithm: algorithms.LeakyBucket, Requests: 20, Period: time.Second}
 
 // peekWait is the wait a check of key would get now.
 func peekWait(t *testing.T, c *client.Client, key string) time.Duration {
@@ -120,7 +121,7 @@ func TestWaitFullQueue(t *testing.T) {
 	// A full queue of one slot every 10 s frees a place in 10 s of the
 	// server's (frozen) clock, far past a deadline a busy machine still
 	// meets.
-	slow := client.Limit{Algorithm: client.LeakyBucket, Requests: 1, Period: 10 * time.Second, Burst: 2}
+	slow := client.Limit{Algorithm: algorithms.LeakyBucket, Requests: 1, Period: 10 * time.Second, Burst: 2}
 	small := leaky20
 	small.Burst = 2
 	for range 2 {

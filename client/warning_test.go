@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
@@ -22,8 +23,8 @@ func TestDecisionWarning(t *testing.T) {
 	ctx := context.Background()
 	for _, l := range []client.Limit{
 		client.Policy("partner"),
-		{Algorithm: client.TokenBucket, Requests: 10, Period: time.Minute, WarnAt: 8},
-		{Algorithm: client.SlidingWindow, Requests: 10, Period: time.Minute, WarnAtPercent: 80},
+		{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute, WarnAt: 8},
+		{Algorithm: algorithms.SlidingWindow, Requests: 10, Period: time.Minute, WarnAtPercent: 80},
 	} {
 		for i := 1; i <= 11; i++ {
 			p, err := c.Peek(ctx, client.Request{Key: "k", Limit: l})
@@ -47,7 +48,7 @@ func TestDecisionWarning(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a policy with WarnAt: got %v, want InvalidArgument", err)
 	}
-	_, err = c.Check(ctx, client.Request{Key: "k", Limit: client.Limit{Algorithm: client.FixedWindow, Requests: 10, Period: time.Minute, WarnAt: 11}})
+	_, err = c.Check(ctx, client.Request{Key: "k", Limit: client.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: time.Minute, WarnAt: 11}})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("WarnAt above the limit: got %v, want InvalidArgument", err)
 	}

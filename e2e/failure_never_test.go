@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/redistest"
@@ -74,7 +75,7 @@ func TestFailureLocalShareNeverFits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err = fc.WaitN(ctx, "k", client.Limit{Algorithm: client.TokenBucket, Requests: 10, Period: time.Minute}, 6)
+	err = fc.WaitN(ctx, "k", client.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Period: time.Minute}, 6)
 	if !errors.Is(err, client.ErrWaitTooLong) || checks.Load() != 1 {
 		t.Errorf("WaitN(6): %v after %d Checks in %v, want ErrWaitTooLong after 1", err, checks.Load(), time.Since(start))
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/grpclimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
@@ -46,7 +47,7 @@ func ExampleUnaryServerInterceptor() {
 	defer c.Close()
 
 	cfg := grpclimit.Config{
-		Limit:       client.Limit{Algorithm: client.TokenBucket, Requests: 1, Period: time.Second},
+		Limit:       client.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Period: time.Second},
 		Key:         grpclimit.KeyFirst(grpclimit.KeyByMetadata("x-api-key"), grpclimit.KeyByPeer),
 		KeyPrefix:   "health:",
 		FailureMode: client.FailOpen,

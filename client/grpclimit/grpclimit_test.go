@@ -16,12 +16,13 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/grpclimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
 
-var perMinute3 = client.Limit{Algorithm: client.TokenBucket, Requests: 3, Period: time.Minute}
+var perMinute3 = client.Limit{Algorithm: algorithms.TokenBucket, Requests: 3, Period: time.Minute}
 
 // startProtected serves grpc.health.v1 (a unary Check and a streaming
 // Watch) behind the interceptors, on real TCP, and returns a health client.
@@ -85,7 +86,7 @@ func wantRetryInfo(t *testing.T, err error, want time.Duration) {
 func TestUnaryInterceptor(t *testing.T) {
 	addr, clock := floodgatetest.Start(t, nil)
 	hc := startProtected(t, floodgatetest.Dial(t, addr), grpclimit.Config{
-		Limit: client.Limit{Algorithm: client.FixedWindow, Requests: 2, Period: time.Minute},
+		Limit: client.Limit{Algorithm: algorithms.FixedWindow, Requests: 2, Period: time.Minute},
 		Key:   grpclimit.KeyByMethod,
 	})
 	ctx := context.Background()
@@ -116,7 +117,7 @@ func TestUnaryInterceptor(t *testing.T) {
 func TestStreamInterceptor(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	hc := startProtected(t, floodgatetest.Dial(t, addr), grpclimit.Config{
-		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 1, Period: 10 * time.Second},
+		Limit: client.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Period: 10 * time.Second},
 		Key:   grpclimit.KeyByPeer,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -149,7 +150,7 @@ func TestStreamInterceptor(t *testing.T) {
 func TestInterceptorKeys(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	hc := startProtected(t, floodgatetest.Dial(t, addr), grpclimit.Config{
-		Limit:     client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute},
+		Limit:     client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 2, Period: time.Minute},
 		Key:       grpclimit.KeyByMetadata("X-API-Key"),
 		KeyPrefix: "health:",
 	})
@@ -300,7 +301,7 @@ func errCodeOK(got, want codes.Code) bool {
 func TestInterceptorWarning(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	hc := startProtected(t, floodgatetest.Dial(t, addr), grpclimit.Config{
-		Limit: client.Limit{Algorithm: client.FixedWindow, Requests: 3, Period: time.Minute, WarnAt: 2},
+		Limit: client.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Period: time.Minute, WarnAt: 2},
 		Key:   grpclimit.KeyByMethod,
 	})
 	for i, want := range []string{"", `"call";at=2`, `"call";at=2`} {

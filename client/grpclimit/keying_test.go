@@ -12,13 +12,14 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/grpclimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
 
 // twoPerMinute is the limit of the keying tests.
-var twoPerMinute = client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute}
+var twoPerMinute = client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 2, Period: time.Minute}
 
 // TestInterceptorMissingKeyFallsBack: a call without the
 // metadata KeyByMetadata reads, or with an empty first value, is limited by
@@ -94,7 +95,7 @@ func TestKeyByPeerIPv6(t *testing.T) {
 // keys alone; Exempt skips floodgate.
 func TestInterceptorTrustMetadataAndExempt(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
-	one := client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute}
+	one := client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 1, Period: time.Minute}
 	hc := startProtected(t, floodgatetest.Dial(t, addr), grpclimit.Config{
 		Limit:         one,
 		Key:           grpclimit.KeyByMetadata("x-api-key"),

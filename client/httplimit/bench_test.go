@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/httplimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
 
 // benchLimit never denies within a run, so every call is a charging check.
-var benchLimit = client.Limit{Algorithm: client.TokenBucket, Requests: 1_000_000_000, Period: time.Hour}
+var benchLimit = client.Limit{Algorithm: algorithms.TokenBucket, Requests: 1_000_000_000, Period: time.Hour}
 
 // BenchmarkMiddleware measures the middleware around an empty handler,
 // per IP and per API key (one CheckBatch of two), distinct clients.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/httplimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
@@ -40,7 +41,7 @@ func ExampleMiddleware() {
 	defer c.Close()
 
 	limit := httplimit.Middleware(c, httplimit.Config{
-		Limit:       client.Limit{Algorithm: client.TokenBucket, Requests: 60, Period: time.Minute, Burst: 2},
+		Limit:       client.Limit{Algorithm: algorithms.TokenBucket, Requests: 60, Period: time.Minute, Burst: 2},
 		FailureMode: client.FailOpen,
 	})
 	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })

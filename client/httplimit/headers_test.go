@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/httplimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
@@ -27,7 +28,7 @@ func TestMiddlewareHeaderScheme(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	c := floodgatetest.Dial(t, addr)
 	h := httplimit.Middleware(c, httplimit.Config{
-		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 60, Period: time.Minute, Burst: 2},
+		Limit: client.Limit{Algorithm: algorithms.TokenBucket, Requests: 60, Period: time.Minute, Burst: 2},
 	})(ok)
 
 	w := get(h, "192.0.2.1:1")

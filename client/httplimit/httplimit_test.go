@@ -9,12 +9,13 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/httplimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
 
-var perMinute3 = client.Limit{Algorithm: client.TokenBucket, Requests: 3, Period: time.Minute}
+var perMinute3 = client.Limit{Algorithm: algorithms.TokenBucket, Requests: 3, Period: time.Minute}
 
 // ok is the protected handler.
 var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -52,7 +53,7 @@ func wantResponse(t *testing.T, what string, w *httptest.ResponseRecorder, code 
 func TestMiddlewareHeaders(t *testing.T) {
 	addr, clock := floodgatetest.Start(t, nil)
 	h := httplimit.Middleware(floodgatetest.Dial(t, addr), httplimit.Config{
-		Limit: client.Limit{Algorithm: client.TokenBucket, Requests: 2, Period: time.Minute},
+		Limit: client.Limit{Algorithm: algorithms.TokenBucket, Requests: 2, Period: time.Minute},
 	})(ok)
 
 	policy := map[string]string{"RateLimit-Policy": `"ip";q=2;w=60`, "X-RateLimit-Limit": "2, 2;w=60"}
@@ -91,7 +92,7 @@ func TestMiddlewareHeaders(t *testing.T) {
 func TestMiddlewareKeys(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	c := floodgatetest.Dial(t, addr)
-	one := client.Limit{Algorithm: client.SlidingWindow, Requests: 1, Period: time.Minute}
+	one := client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 1, Period: time.Minute}
 	direct := httplimit.Middleware(c, httplimit.Config{Limit: one, KeyPrefix: "direct:"})(ok)
 	proxied := httplimit.Middleware(c, httplimit.Config{Limit: one, KeyPrefix: "proxied:", TrustedProxyHops: 1, APIKeyHeader: "Authorization"})(ok)
 
@@ -134,8 +135,8 @@ func TestMiddlewarePerIPAndKey(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	c := floodgatetest.Dial(t, addr)
 	h := httplimit.Middleware(c, httplimit.Config{
-		Limit:       client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute},
-		IPLimit:     client.Limit{Algorithm: client.SlidingWindow, Requests: 3, Period: time.Minute},
+		Limit:       client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 2, Period: time.Minute},
+		IPLimit:     client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 3, Period: time.Minute},
 		PerIPAndKey: true,
 	})(ok)
 

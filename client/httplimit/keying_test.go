@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/httplimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
 )
 
 // twoPerMinute is the limit of the keying tests.
-var twoPerMinute = client.Limit{Algorithm: client.SlidingWindow, Requests: 2, Period: time.Minute}
+var twoPerMinute = client.Limit{Algorithm: algorithms.SlidingWindow, Requests: 2, Period: time.Minute}
 
 // TestMiddlewareForwardedForForms: behind one trusted
 // proxy, an X-Forwarded-For entry with a port, in brackets, or with a zone

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/client/httplimit"
 	"github.com/floodgate/floodgate/client/internal/floodgatetest"
@@ -16,7 +17,7 @@ func TestMiddlewareWarning(t *testing.T) {
 	addr, _ := floodgatetest.Start(t, nil)
 	c := floodgatetest.Dial(t, addr)
 	h := httplimit.Middleware(c, httplimit.Config{
-		Limit: client.Limit{Algorithm: client.FixedWindow, Requests: 4, Period: time.Minute, WarnAtPercent: 50},
+		Limit: client.Limit{Algorithm: algorithms.FixedWindow, Requests: 4, Period: time.Minute, WarnAtPercent: 50},
 	})(ok)
 	for i, want := range []string{"", `"ip";at=2`, `"ip";at=2`, `"ip";at=2`, ""} {
 		w := get(h, "192.0.2.1:1")
@@ -29,7 +30,7 @@ func TestMiddlewareWarning(t *testing.T) {
 	paddr, _ := floodgatetest.Start(t, cfg)
 	ph := httplimit.Middleware(floodgatetest.Dial(t, paddr), httplimit.Config{
 		Limit:       client.Policy("partner"),
-		IPLimit:     client.Limit{Algorithm: client.FixedWindow, Requests: 10, Period: time.Minute, WarnAt: 2},
+		IPLimit:     client.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: time.Minute, WarnAt: 2},
 		PerIPAndKey: true,
 	})(ok)
 	for i, want := range []string{`"partner";at=1`, `"partner";at=1, "ip";at=2`} {

@@ -83,7 +83,7 @@ func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit,
 		return l, nil, errors.New("--time-zone applies to a calendar --limit, not --policy")
 	}
 	if f.algorithm != "" {
-		alg, err := client.ParseAlgorithm(f.algorithm)
+		alg, err := algorithms.ParseAlgorithm(f.algorithm)
 		if err != nil {
 			return l, nil, fmt.Errorf("--algorithm: %w", err)
 		}
@@ -106,8 +106,8 @@ func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit,
 			}
 			l.Requests, l.Period, l.Burst = requests, period, f.burst
 		}
-		if l.Algorithm == client.AnyAlgorithm {
-			l.Algorithm = client.Algorithm(algorithms.Default)
+		if l.Algorithm == algorithms.Unspecified {
+			l.Algorithm = algorithms.Default
 		}
 	}
 
@@ -152,8 +152,8 @@ func (f *callFlags) calendarLimit(l *client.Limit, reqs, per string) error {
 	if _, err := zones.Load(f.timeZone); err != nil {
 		return fmt.Errorf("--time-zone: %w", err)
 	}
-	if l.Algorithm == client.AnyAlgorithm {
-		l.Algorithm = client.Algorithm(algorithms.Compatible)
+	if l.Algorithm == algorithms.Unspecified {
+		l.Algorithm = algorithms.Compatible
 	}
 	l.Requests, l.Calendar, l.TimeZone = n, cal, f.timeZone
 	return nil
