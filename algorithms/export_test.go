@@ -6,3 +6,6 @@ var DebtOf = debtOf
 // MaxWait exposes maxWait, the longest wait a limit can produce, to the
 // external tests.
 const MaxWait = maxWait
+
+// Reset exposes Undo.reset to the external tests.
+func (u *Undo) Reset() { u.reset() }

@@ -41,7 +41,7 @@ func peekPlain(l Limit, s State, nowMs, cost int64) Decision {
 // Undo records the slots of log rings (Facts.Log) that Apply
 // overwrote in place, so that a caller deciding several requests all or
 // nothing can take an admitted charge back. The zero value is ready; an
-// Undo may be reused after Revert or Reset.
+// Undo may be reused after Revert.
 type Undo struct {
 	marks []undoMark
 	old   []int64
@@ -87,11 +87,11 @@ func (u *Undo) Revert() {
 			m.ring[p] = u.old[m.off+int(j)]
 		}
 	}
-	u.Reset()
+	u.reset()
 }
 
-// Reset forgets the recorded slots: the changes are kept.
-func (u *Undo) Reset() {
+// reset forgets the recorded slots: the changes are kept.
+func (u *Undo) reset() {
 	clear(u.marks) // drop the references to the rings
 	u.marks, u.old = u.marks[:0], u.old[:0]
 }

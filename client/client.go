@@ -44,13 +44,15 @@ type Limit struct {
 	Requests int64
 	// Period is the window (or refill period), in whole milliseconds.
 	Period time.Duration
-	// Burst is a token bucket's capacity, or a leaky bucket's queue size
-	// (the most requests that may wait); 0 means Requests.
+	// Burst is the capacity of an algorithm that takes one
+	// (algorithms.Facts.Burst): a bucket's, or the queue size of one that
+	// waits (the most requests that may wait); 0 means Requests.
 	Burst int64
 	// Calendar, when set, makes the window a calendar period of TimeZone
 	// (e.g. CalendarMonth: Requests per calendar month, resetting at local
 	// midnight on the 1st) instead of Period, which must then be 0. Only
-	// FixedWindow and SlidingWindow take one.
+	// an algorithm that counts in windows (algorithms.Facts.Window) takes
+	// one.
 	Calendar Calendar
 	// TimeZone is Calendar's IANA time zone, e.g. "Asia/Jakarta"; ""
 	// means UTC.
@@ -143,7 +145,7 @@ func (l Limit) checkRequest(key string, cost int64) (*floodgatev1.CheckRequest, 
 
 // Decision is floodgate's answer to a check.
 //
-// For example, with 3 requests per minute in a token bucket, the first
+// For example, with 3 requests per minute in a bucket, the first
 // check answers Allowed, Limit 3, Remaining 2, RetryAfter 0, ResetAfter 20s
 // (one token takes 20s to come back); the fourth check in the same instant
 // answers not Allowed, Remaining 0, RetryAfter 20s, ResetAfter 1m.
@@ -151,7 +153,7 @@ type Decision struct {
 	// Allowed says the whole cost was admitted and charged (for Peek: would
 	// be).
 	Allowed bool
-	// Limit is the capacity that applied: requests per period, or a token
+	// Limit is the capacity that applied: requests per period, or a
 	// bucket's burst.
 	Limit int64
 	// Remaining is how many units can still be spent now.
@@ -163,9 +165,9 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to its full limit.
 	ResetAfter time.Duration
-	// Wait is a leaky bucket's answer: how long the admitted request must
-	// wait before it starts (its slot); 0 when it may start now, and for
-	// every other algorithm. For Peek, the wait a Check would get.
+	// Wait is the answer of an algorithm that waits: how long the
+	// admitted request must wait before it starts (its slot); 0 when it
+	// may start now, and for every other algorithm. For Peek, the wait a Check would get.
 	Wait time.Duration
 	// Degraded says floodgate's store could not decide and the limit's
 	// failure mode answered: allowed (open; Redis may or may not have
