@@ -115,7 +115,7 @@ func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit,
 	if f.token != "" {
 		opts = append(opts, client.WithToken(f.token))
 	}
-	if f.tls || f.tlsCA != "" || f.tlsName != "" || f.tlsCert != "" || f.tlsKey != "" {
+	if f.tlsOn() {
 		cfg, err := f.tlsConfig()
 		if err != nil {
 			return l, nil, err
@@ -123,6 +123,12 @@ func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit,
 		opts = append(opts, client.WithTLS(cfg))
 	}
 	return l, opts, nil
+}
+
+// tlsOn reports whether the connection is TLS: --tls, or any TLS file or
+// name given.
+func (f *callFlags) tlsOn() bool {
+	return f.tls || f.tlsCA != "" || f.tlsName != "" || f.tlsCert != "" || f.tlsKey != ""
 }
 
 func (f *callFlags) tlsConfig() (*tls.Config, error) {

@@ -126,18 +126,9 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 
 	out := newCheckPrinter(stdout, f.json)
 	denied := 0
-	for i := 1; i <= f.repeat; i++ {
-		if i > 1 && f.interval > 0 {
-			select {
-			case <-ctx.Done():
-				out.flush(denied, i-1)
-				return ctx.Err()
-			case <-time.After(f.interval):
-			}
-		}
+	done, err := f.eachAttempt(ctx, func(i int) error {
 		d, err := c.Check(ctx, client.Request{Key: f.key, Limit: limit, Cost: f.cost})
 		if err != nil {
-			out.flush(denied, i-1)
 			fmt.Fprintf(stderr, "floodgate check: attempt %d: %s\n", i, describeError(err))
 			return exitCode(checkExitError)
 		}
@@ -154,12 +145,34 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 			WaitMs:       d.Wait.Milliseconds(),
 			Degraded:     d.Degraded,
 		})
+		return nil
+	})
+	out.flush(denied, done)
+	if err != nil {
+		return err
 	}
-	out.flush(denied, f.repeat)
 	if f.failOnDeny && denied > 0 {
 		return exitCode(checkExitDenied)
 	}
 	return nil
+}
+
+// eachAttempt runs attempt for attempts 1 to --repeat, --interval apart,
+// until one fails or ctx ends; done is how many succeeded.
+func (f *checkFlags) eachAttempt(ctx context.Context, attempt func(i int) error) (done int, err error) {
+	for i := 1; i <= f.repeat; i++ {
+		if i > 1 && f.interval > 0 {
+			select {
+			case <-ctx.Done():
+				return i - 1, ctx.Err()
+			case <-time.After(f.interval):
+			}
+		}
+		if err := attempt(i); err != nil {
+			return i - 1, err
+		}
+	}
+	return f.repeat, nil
 }
 
 // attempts checks the flags of the attempts.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -74,7 +73,7 @@ func (f *checkFlags) envoyRequest(fs *pflag.FlagSet) (*rlsv3.RateLimitRequest, e
 // needs TLS unless --addr is a loopback address, as with Check.
 func (f *checkFlags) dialEnvoy() (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
-	tlsOn := f.tls || f.tlsCA != "" || f.tlsName != "" || f.tlsCert != "" || f.tlsKey != ""
+	tlsOn := f.tlsOn()
 	if tlsOn {
 		cfg, err := f.tlsConfig()
 		if err != nil {
@@ -102,14 +101,7 @@ func runCheckEnvoy(ctx context.Context, f *checkFlags, req *rlsv3.RateLimitReque
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
 	}
 	over := 0
-	for i := 1; i <= f.repeat; i++ {
-		if i > 1 && f.interval > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(f.interval):
-			}
-		}
+	_, err = f.eachAttempt(ctx, func(i int) error {
 		callCtx, cancel := context.WithTimeout(ctx, f.timeout)
 		resp, err := rls.ShouldRateLimit(callCtx, req)
 		cancel()
@@ -120,15 +112,19 @@ func runCheckEnvoy(ctx context.Context, f *checkFlags, req *rlsv3.RateLimitReque
 		if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
 			over++
 		}
-		if f.json {
-			b, err := protojson.MarshalOptions{EmitDefaultValues: true}.Marshal(resp)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "%s\n", b)
-			continue
+		if !f.json {
+			writeEnvoyAnswer(stdout, i, f.envoy.descriptors, resp)
+			return nil
 		}
-		writeEnvoyAnswer(stdout, i, f.envoy.descriptors, resp)
+		b, err := protojson.MarshalOptions{EmitDefaultValues: true}.Marshal(resp)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if f.failOnDeny && over > 0 {
 		return exitCode(checkExitDenied)
