@@ -32,8 +32,8 @@ func (c *callCounter) Decide(ctx context.Context, now time.Time, reqs []store.Re
 	return c.Store.Decide(ctx, now, reqs, out)
 }
 
-// attackDecisions is how many checks the attack phase sends: 20 callers
-// at once, 50 each, spread over the 10 attacked keys.
+// The attack phase: attackCallers callers at once, attackEach checks
+// each, spread over attackKeys attacked keys.
 const attackCallers, attackEach, attackKeys = 20, 50, 10
 
 // attack runs fn from attackCallers goroutines, attackEach times each,
