@@ -51,7 +51,7 @@ func ParseCalendar(name string) (Calendar, error) {
 
 // maxLength is the longest period of c: a day of 25 hours (the day a
 // daylight-saving clock goes back), a week and a 31-day month with such a
-// day, a leap year with one. Validate bounds requests × MaxLength for a
+// day, a leap year with one. Validate bounds requests × maxLength for a
 // window whose requests weigh on the next with it (as requests × period for a fixed period); the
 // 8× headroom between MaxScaled and 2^53 covers the odd historical
 // period up to twice as long (a zone that moved across the date line).
