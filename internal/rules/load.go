@@ -71,7 +71,8 @@ func LoadOptions(path string, o Options) (*Set, error) {
 // o.AnyFile, those of its sub-folders too, see walkDir).
 func listDir(dir string, o Options) ([]string, error) {
 	if o.AnyFile {
-		return walkDir(dir)
+		files, _, err := walkDir(dir)
+		return files, err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -98,23 +99,24 @@ func listDir(dir string, o Options) ([]string, error) {
 	return files, nil
 }
 
-// walkDir lists every file under dir whose path has no name starting
-// with '.', in path order; symlinks to files are followed, symlinks to
-// folders are not (as a walk of the runtime folder reads them).
-func walkDir(dir string) ([]string, error) {
-	var files []string
+// walkDir lists the files and the sub-folders under dir whose paths have
+// no name starting with '.', in path order; symlinks to files are
+// followed, symlinks to folders are not (as a walk of the runtime folder
+// reads them).
+func walkDir(dir string) (files, folders []string, err error) {
 	root := throughLink(dir)
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
 			return err
-		}
-		if path != root && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
+		case path == root:
 			return nil
-		}
-		if d.IsDir() {
+		case strings.HasPrefix(d.Name(), ".") && d.IsDir():
+			return filepath.SkipDir
+		case strings.HasPrefix(d.Name(), "."):
+			return nil
+		case d.IsDir():
+			folders = append(folders, path)
 			return nil
 		}
 		st, err := os.Stat(path) // follows symlinks
@@ -126,25 +128,14 @@ func walkDir(dir string) ([]string, error) {
 		}
 		return nil
 	})
-	return files, err
+	return files, folders, err
 }
 
 // SubFolders are the folders under dir that AnyFile reads (none whose
 // name starts with '.'), for a watcher to watch them too.
 func SubFolders(dir string) []string {
-	var out []string
-	root := throughLink(dir)
-	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil || !d.IsDir() || path == root:
-			return nil
-		case strings.HasPrefix(d.Name(), "."):
-			return filepath.SkipDir
-		}
-		out = append(out, path)
-		return nil
-	})
-	return out
+	_, folders, _ := walkDir(dir)
+	return folders
 }
 
 // throughLink is dir with a trailing separator, so that a walk starts in
