@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/internal/hostcheck"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/server"
@@ -102,7 +103,7 @@ func (e serveEnv) httpAPI(st store.Store, apis decisionAPIs, p grpcPipeline) htt
 	if tokens != nil {
 		hs.Auth = tokens
 	}
-	if hs.ResetRefused = resetRefusal(f.httpAddr, tokens != nil); hs.ResetRefused != "" {
+	if hs.ResetRefused = giveback.PortRefusal(f.httpAddr, tokens != nil); hs.ResetRefused != "" {
 		s.Logger.Warn("Reset is refused on the HTTP/JSON API, and so are refunds: its port is bound beyond loopback without --auth-token-file", "http_addr", f.httpAddr)
 	}
 	return tr.HTTPHandler(httpapi.New(server.NewRateLimiter(st, server.CheckSettings{Settings: s, API: observability.APIHTTP}), hs))

@@ -10,6 +10,7 @@ import (
 	grpchealth "google.golang.org/grpc/health"
 
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/tracing"
 	"github.com/floodgate/floodgate/server"
@@ -72,7 +73,7 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context, limits server.Transport
 		p.stream = append(p.stream, tokens.StreamInterceptor())
 		limits.Auth = tokens
 	}
-	if why := resetRefusal(f.grpcAddr, f.authTokenFile != "" || f.tlsClientCA != ""); why != "" { // mTLS: every peer is known
+	if why := giveback.PortRefusal(f.grpcAddr, f.authTokenFile != "" || f.tlsClientCA != ""); why != "" { // mTLS: every peer is known
 		p.unary = append(p.unary, refuseGiveBacks(why))
 		log.Warn("Reset is refused on the gRPC port, and so are refunds and negative hits: it is bound beyond loopback without --auth-token-file", "grpc_addr", f.grpcAddr)
 	}

@@ -15,17 +15,8 @@ import (
 // certificates), nothing tells an operator from anyone who reaches the
 // port, so the port's calls carry a refusal, and every give-back there is
 // refused (PermissionDenied naming the fix; on Envoy's API, decided as 0
-// hits). The server says so once at start. docs/security.md ("Giving
-// budget back") tells it.
-
-// resetRefusal is why a port bound to addr (a --grpc-addr or
-// --http-addr) gives nothing back, or "" when it may: with tokens, or on
-// loopback.
-func resetRefusal(addr string, tokens bool) string { return giveback.PortRefusal(addr, tokens) }
-
-// loopbackAddr reports whether the host of a listen address host:port is
-// a loopback address or "localhost" (giveback.Loopback).
-func loopbackAddr(addr string) bool { return giveback.Loopback(addr) }
+// hits): giveback.PortRefusal says why. The server says so once at start.
+// docs/security.md ("Giving budget back") tells it.
 
 // refuseGiveBacks is a unary interceptor that puts the port's refusal
 // (reason) into every call's context, for the give-back rule.

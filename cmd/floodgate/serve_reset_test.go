@@ -32,12 +32,12 @@ func TestResetRefusal(t *testing.T) {
 		{"192.168.1.9:0", false, true}, {"example.com:8080", false, true}, {"localhost.example.com:1", false, true}, {"no-port", false, true}, {"", false, true},
 		{":8080", true, false}, {"0.0.0.0:8081", true, false}, {"127.0.0.1:8080", true, false},
 	} {
-		why := resetRefusal(tc.addr, tc.tokens)
+		why := giveback.PortRefusal(tc.addr, tc.tokens)
 		if (why != "") != tc.refused {
-			t.Errorf("resetRefusal(%q, tokens %v) = %q, want refused %v", tc.addr, tc.tokens, why, tc.refused)
+			t.Errorf("PortRefusal(%q, tokens %v) = %q, want refused %v", tc.addr, tc.tokens, why, tc.refused)
 		}
 		if why != "" && (!strings.Contains(why, "--auth-token-file") || !strings.Contains(why, tc.addr)) {
-			t.Errorf("resetRefusal(%q): %q does not name the port and the fix", tc.addr, why)
+			t.Errorf("PortRefusal(%q): %q does not name the port and the fix", tc.addr, why)
 		}
 	}
 }
