@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# lines.sh: the product's size in lines, per package: the non-test, non-generated Go of every package of this
-# module linked into the binary (./cmd/floodgate) or the client library
-# (./client/...), plus the Lua those packages embed; then, apart, the
-# test-support packages, which only tests import.
+# lines.sh: the product's size in lines, per package: the non-test,
+# non-generated Go of every package of this module linked into the binary
+# (./cmd/floodgate) or the client library (./client/...), plus the Lua
+# those packages embed; then, apart, the test-support packages, which only
+# tests import.
 #
 # A package is test support by its place: under internal/testkit/, or named
 # like the standard library's httptest (its last path element ends in
 # "test": store/storetest, internal/redistest, ...). e2e/, bench/ and
-# deploy/ are not the product. internal/testkit's layout test keeps the two
-# sets apart (no product package imported only by tests).
+# deploy/ are not the product. internal/testkit/layout_test.go keeps the
+# two sets apart (no product package imported only by tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
