@@ -39,7 +39,7 @@ func (f *envoyFlags) register(fs *pflag.FlagSet) {
 // The Check form's flags do not apply to it.
 func (f *checkFlags) envoyRequest(fs *pflag.FlagSet) (*rlsv3.RateLimitRequest, error) {
 	for name, set := range map[string]bool{"key": f.key != "", "limit": f.limit != "", "policy": f.policy != "",
-		"algorithm": f.algorithm != "", "burst": f.burst != 0, "time-zone": f.timeZone != "", "cost": flagGiven(fs, "cost")} {
+		"algorithm": f.algorithm != "", "burst": f.burst != 0, "time-zone": f.timeZone != "", "cost": fs.Changed("cost")} {
 		if set {
 			return nil, fmt.Errorf("--%s is for Check requests (--key); --domain asks ShouldRateLimit, whose limits come from the server's rules", name)
 		}

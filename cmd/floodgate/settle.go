@@ -71,7 +71,7 @@ func runSettle(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	limit, opts, err := f.resolve(fs, nil)
 	if err == nil {
-		err = f.validate(flagGiven(fs, "actual") || getenv(envName("actual")) != "")
+		err = f.validate(fs.Changed("actual") || getenv(envName("actual")) != "")
 	}
 	if err != nil {
 		return failed(stderr, "settle", checkExitUsage, err)
@@ -130,12 +130,4 @@ func (f *settleFlags) validate(actualGiven bool) error {
 		f.idempotencyKey = "cli-" + hex.EncodeToString(b[:])
 	}
 	return nil
-}
-
-// flagGiven reports whether the flag name was set on the command line
-// (parseFlags sets environment values without marking them).
-func flagGiven(fs *pflag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *pflag.Flag) { given = given || f.Name == name })
-	return given
 }
