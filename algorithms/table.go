@@ -43,7 +43,7 @@ type Facts struct {
 	// Wire is the proto enum value's name, e.g. "ALGORITHM_TOKEN_BUCKET".
 	Wire string
 	// Redis is the short name of its state in Redis keys and in the Lua
-	// scripts, e.g. "tb".
+	// scripts, e.g. "fw".
 	Redis string
 	// Burst is what Limit.Burst means for it, e.g. "burst" or "queue
 	// size"; "" when it takes none (Limit.Burst must then be 0). A limit
@@ -97,7 +97,7 @@ var table []row
 func init() {
 	table = []row{
 		TokenBucket: {
-			Facts:  Facts{Name: "token_bucket", Redis: "tb", Burst: "burst", Bucket: true},
+			Facts:  Facts{Name: "token_bucket", Redis: "tat", Burst: "burst", Bucket: true},
 			decide: tokenBucket, debt: tokenBucketDebt, validate: validateBucket("burst"),
 		},
 		SlidingWindow: {
