@@ -26,7 +26,7 @@ func TestCalendar(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Set(time.Date(2027, 3, 28, 12, 0, 0, 0, berlin)) // a day of 23 hours
-	daily := client.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Calendar: client.CalendarDay, TimeZone: "Europe/Berlin"}
+	daily := client.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Calendar: algorithms.Day, TimeZone: "Europe/Berlin"}
 	if d, err := c.Check(ctx, client.Request{Key: "k", Limit: daily}); err != nil || !d.Allowed || d.ResetAfter != 12*time.Hour {
 		t.Fatalf("check: %+v %v, want allowed, reset at local midnight in 12h", d, err)
 	}
@@ -38,26 +38,13 @@ func TestCalendar(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{client.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Calendar: client.CalendarMonth, TimeZone: "Mars/Olympus"}, codes.InvalidArgument, "limit.time_zone"},
-		{client.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Calendar: client.CalendarMonth}, codes.InvalidArgument, "limit.calendar"},
-		{client.Limit{Policy: "free", Calendar: client.CalendarMonth}, codes.InvalidArgument, "both a policy"},
+		{client.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Calendar: algorithms.Month, TimeZone: "Mars/Olympus"}, codes.InvalidArgument, "limit.time_zone"},
+		{client.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Calendar: algorithms.Month}, codes.InvalidArgument, "limit.calendar"},
+		{client.Limit{Policy: "free", Calendar: algorithms.Month}, codes.InvalidArgument, "both a policy"},
 	} {
 		_, err := c.Check(ctx, client.Request{Key: "k", Limit: tc.l})
 		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%+v: %v, want %v containing %q", tc.l, err, tc.code, tc.msg)
-		}
-	}
-}
-
-func TestParseCalendar(t *testing.T) {
-	for in, want := range map[string]client.Calendar{"calendar_month": client.CalendarMonth, "week": client.CalendarWeek, "calendar_year": client.CalendarYear} {
-		if got, err := client.ParseCalendar(in); err != nil || got != want || (strings.HasPrefix(in, "calendar_") && got.String() != in) {
-			t.Errorf("ParseCalendar(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "calendar_", "fortnight", "calendar_calendar_day"} {
-		if _, err := client.ParseCalendar(in); err == nil {
-			t.Errorf("ParseCalendar(%q) succeeded", in)
 		}
 	}
 }

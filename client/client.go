@@ -49,11 +49,11 @@ type Limit struct {
 	// waits (the most requests that may wait); 0 means Requests.
 	Burst int64
 	// Calendar, when set, makes the window a calendar period of TimeZone
-	// (e.g. CalendarMonth: Requests per calendar month, resetting at local
+	// (e.g. algorithms.Month: Requests per calendar month, resetting at local
 	// midnight on the 1st) instead of Period, which must then be 0. Only
 	// an algorithm that counts in windows (algorithms.Facts.Window) takes
 	// one.
-	Calendar Calendar
+	Calendar algorithms.Calendar
 	// TimeZone is Calendar's IANA time zone, e.g. "Asia/Jakarta"; ""
 	// means UTC.
 	TimeZone string
@@ -70,41 +70,6 @@ type Limit struct {
 	Policy string
 }
 
-// Calendar is a calendar period: the window of a Limit that counts per
-// local day, ISO week (from Monday), month or year. The numbers match
-// floodgate.v1's Calendar enum.
-type Calendar int32
-
-// The calendar periods. NoCalendar (the zero value) is a fixed Period.
-const (
-	NoCalendar    Calendar = 0
-	CalendarDay   Calendar = 1
-	CalendarWeek  Calendar = 2
-	CalendarMonth Calendar = 3
-	CalendarYear  Calendar = 4
-)
-
-var calendarNames = [...]string{CalendarDay: "calendar_day", CalendarWeek: "calendar_week", CalendarMonth: "calendar_month", CalendarYear: "calendar_year"}
-
-// String is the config file's name of c, e.g. "calendar_month".
-func (c Calendar) String() string {
-	if c > 0 && int(c) < len(calendarNames) {
-		return calendarNames[c]
-	}
-	return fmt.Sprintf("Calendar(%d)", int32(c))
-}
-
-// ParseCalendar reads a calendar period as the config file writes it
-// ("calendar_month") or bare ("month").
-func ParseCalendar(name string) (Calendar, error) {
-	for c, n := range calendarNames {
-		if n != "" && (name == n || "calendar_"+name == n) {
-			return Calendar(c), nil
-		}
-	}
-	return NoCalendar, fmt.Errorf("unknown calendar period %q (want calendar_day, calendar_week, calendar_month or calendar_year)", name)
-}
-
 // Policy is the limit of the server-side policy called name, e.g.
 // client.Policy("login").
 func Policy(name string) Limit { return Limit{Policy: name} }
@@ -116,14 +81,14 @@ var errBothSources = status.Error(codes.InvalidArgument, "limit sets both a poli
 func (l Limit) source() (floodgatev1.Algorithm, *floodgatev1.Limit, string, error) {
 	alg := floodgatev1.Algorithm(l.Algorithm)
 	if l.Policy != "" {
-		if l.Requests != 0 || l.Period != 0 || l.Burst != 0 || l.Calendar != NoCalendar || l.TimeZone != "" || l.WarnAt != 0 || l.WarnAtPercent != 0 {
+		if l.Requests != 0 || l.Period != 0 || l.Burst != 0 || l.Calendar != algorithms.NoCalendar || l.TimeZone != "" || l.WarnAt != 0 || l.WarnAtPercent != 0 {
 			return 0, nil, "", errBothSources
 		}
 		return alg, nil, l.Policy, nil
 	}
 	inline := &floodgatev1.Limit{Requests: l.Requests, Burst: l.Burst, Calendar: floodgatev1.Calendar(l.Calendar), TimeZone: l.TimeZone,
 		WarnAt: l.WarnAt, WarnAtPercent: l.WarnAtPercent}
-	if l.Period != 0 || l.Calendar == NoCalendar {
+	if l.Period != 0 || l.Calendar == algorithms.NoCalendar {
 		inline.Period = durationpb.New(l.Period)
 	}
 	return alg, inline, "", nil

@@ -148,9 +148,9 @@ func (f *callFlags) calendarLimit(l *client.Limit, reqs, per string) error {
 	if err != nil || n <= 0 {
 		return fmt.Errorf("--limit: requests must be a positive integer, got %q", reqs)
 	}
-	cal, err := client.ParseCalendar(per)
+	cal, err := algorithms.ParseCalendar(strings.TrimPrefix(per, "calendar_"))
 	if err != nil {
-		return fmt.Errorf("--limit: %w", err)
+		return fmt.Errorf("--limit: unknown calendar period %q (want calendar_day, calendar_week, calendar_month or calendar_year)", per)
 	}
 	if f.burst != 0 {
 		return errors.New("--burst does not apply to a calendar --limit")
