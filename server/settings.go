@@ -72,21 +72,21 @@ type CheckSettings struct {
 // own. The zero value is usable.
 type EnvoySettings struct {
 	Settings
-	// MaxDescriptors bounds the descriptors of a request; 0
-	// means DefaultMaxDescriptors. MaxEntries bounds each descriptor's
-	// entries; 0 means DefaultMaxEntries. Both counts come from Envoy's
-	// own route config, never from a downstream client; the defaults are
-	// far above what Envoy configs produce.
+	// MaxDescriptors bounds the descriptors of a request; 0 means
+	// DefaultMaxDescriptors. MaxEntries bounds each descriptor's entries; 0
+	// means DefaultMaxEntries. Both counts come from Envoy's own route
+	// config, never from a downstream client; the defaults are far above
+	// what Envoy configs produce.
 	MaxDescriptors, MaxEntries int
-	// ShadowMode, when set, puts every limit in shadow mode:
-	// decide and count, but always answer OK.
+	// ShadowMode, when set, puts every limit in shadow mode: decide and
+	// count, but always answer OK.
 	ShadowMode bool
-	// QuotaMode, when set, puts every limit in quota mode (as
-	// rule's quota_mode: true): the request is over the limit only when a
-	// limit not in quota mode is over, or every quota-mode descriptor is.
+	// QuotaMode, when set, puts every limit in quota mode (as rule's
+	// quota_mode: true): the request is over the limit only when a limit not
+	// in quota mode is over, or every quota-mode descriptor is.
 	QuotaMode bool
-	// DynamicMetadata fills RateLimitResponse.dynamic_metadata
-	// as envoyproxy/ratelimit does with RESPONSE_DYNAMIC_METADATA=true.
+	// DynamicMetadata fills RateLimitResponse.dynamic_metadata as
+	// envoyproxy/ratelimit does with RESPONSE_DYNAMIC_METADATA=true.
 	DynamicMetadata bool
 	// CountDeniedHits counts the hits of a denied request, as
 	// envoyproxy/ratelimit does by default: every descriptor's hits are
@@ -94,24 +94,23 @@ type EnvoySettings struct {
 	// its hits did not fit. Off, a request is decided all or nothing: a
 	// denied request charges nothing.
 	CountDeniedHits bool
-	// ShareOverrideCounters counts a descriptor's limit
-	// override under the key of the rule the descriptor matches (the
-	// reference's behaviour), so a changed override keeps the count; an
-	// override without a matching rule counts under a key of the
-	// descriptor and the override's unit. Off, each override rate counts
-	// apart.
+	// ShareOverrideCounters counts a descriptor's limit override under the
+	// key of the rule the descriptor matches (the reference's behaviour), so
+	// a changed override keeps the count; an override without a matching
+	// rule counts under a key of the descriptor and the override's unit.
+	// Off, each override rate counts apart.
 	ShareOverrideCounters bool
 	// NoHeaders turns off the rate-limit response headers.
 	NoHeaders bool
-	// DetailedMetricSeries is how many request values per rule
-	// the rules with detailed_metric or value_to_metric may show in the
-	// rule label of the metrics (see Metrics.ObserveDetailedDecision). 0,
-	// the default, shows none: such rules are counted under their name,
-	// like every other rule, so no caller's value (an API key) reaches the
-	// unauthenticated /metrics without the operator's opt-in.
+	// DetailedMetricSeries is how many request values per rule the rules
+	// with detailed_metric or value_to_metric may show in the rule label of
+	// the metrics (see Metrics.ObserveDetailedDecision). 0, the default,
+	// shows none: such rules are counted under their name, like every other
+	// rule, so no caller's value (an API key) reaches the unauthenticated
+	// /metrics without the operator's opt-in.
 	DetailedMetricSeries int
-	// NoRefunds refuses every refund (is_negative_hits): the
-	// descriptor is decided as 0 hits. Otherwise refunds pass the
-	// give-back rule (internal/giveback), as Reset does.
+	// NoRefunds refuses every refund (is_negative_hits): the descriptor is
+	// decided as 0 hits. Otherwise refunds pass the give-back rule
+	// (internal/giveback), as Reset does.
 	NoRefunds bool
 }
