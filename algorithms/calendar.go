@@ -215,13 +215,15 @@ const skewRetryMs = 1000
 // b[1], so a rewritten state outlives the periods it may belong to):
 // never more than the limit is admitted in any period.
 //
-// The state's window start (State.A) must equal a boundary to count: the
-// current period's start, the previous one's (the previous count of a
-// window that is not afresh), or the next one's when the deciding period is
-// [b[1], b[2]) (the clock went back across the boundary: stay in that
-// window). Any other start, e.g. one written under a fixed period or
-// another time zone, counts as an empty window (the limit changed). A
-// start equal to b[3] while deciding [b[2], b[3]) is out of range too.
+// The state's window start (State.A) must equal a boundary to count: for
+// a window that starts afresh (Facts.Afresh), the current period's start
+// only (each period counts on its own, as fixedCount's windows do); for
+// the others, that start, the previous one's (the previous count), or the
+// next one's when the deciding period is [b[1], b[2]) (the clock went
+// back across the boundary: stay in that window), and a start equal to
+// b[3] while deciding [b[2], b[3]) is out of range too. Any other start,
+// e.g. one written under a fixed period or another time zone, counts as
+// an empty window (the limit changed).
 //
 // In Debt mode (a.mode), a positive
 // cost is charged even when it does not fit, up to 2 × Requests in the
@@ -244,7 +246,11 @@ func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
 	if nowMs >= b[2] {
 		i = 2
 	}
-	if nowMs >= b[3] || (i == 2 && s.A == b[3]) {
+	afresh := true
+	if r := rowOf(l.Algorithm); r != nil {
+		afresh = r.Afresh
+	}
+	if nowMs >= b[3] || (i == 2 && s.A == b[3] && !afresh) {
 		d := Decision{Allowed: cost <= 0, Limit: l.Requests, ResetAfter: ms(skewRetryMs), TTL: ms(b[4] - b[1])}
 		switch {
 		case debt:
@@ -259,7 +265,7 @@ func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
 	if i == 1 {
 		after = b[4]
 	}
-	if r := rowOf(l.Algorithm); r != nil && !r.Afresh { // the previous period weighs on this one
+	if !afresh { // the previous period weighs on this one
 		var curr, last int64
 		switch s.A {
 		case start:
@@ -275,12 +281,8 @@ func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
 		return slidingDecide(s, slidingSpan{start: start, w: end - start, w2: next - end}, slidingTally{requests: l.Requests, curr: curr, prev: last}, a)
 	}
 	count := int64(0)
-	switch s.A {
-	case start:
-		count = s.B
-	case end: // the clock went back across the boundary: stay in that window
-		start, end = end, next
-		count = s.B
+	if s.A == start { // each period counts on its own (fixedCount)
+		count = min(s.B, 2*l.Requests)
 	}
 	return fixedDecide(l, s, fixedSpan{start: start, end: end, count: count}, a)
 }

@@ -1,17 +1,17 @@
 package algorithms
 
-// fixedCount is the count of the window now falls in and its start. A
-// window starts afresh at its boundary: a count above Requests (a debt)
-// is not carried into the windows after it.
+// fixedCount is the count of the window now falls in and its start: s
+// counts only when it is that window's (State.A its start). Each window
+// has its own count (the Redis store keeps one counter a window): a
+// window starts afresh at its boundary, a count above Requests (a debt)
+// is not carried into the windows after it, and a state of another
+// window (another period, or a clock that went back or forth across a
+// boundary) is not this window's.
 func fixedCount(l Limit, s State, now int64) (count, start int64) {
 	w := l.PeriodMs()
 	start = now - now%w
-	switch {
-	case s.A%w != 0: // a window of another period: the limit changed
-	case s.A == start:
+	if s.A == start {
 		count = s.B
-	case s.A > start: // the clock went back: stay in the stored window
-		start, count = s.A, s.B
 	}
 	// At most 2 × Requests (a debt of one capacity), also when the
 	// limit was lowered.
@@ -22,10 +22,8 @@ func fixedCount(l Limit, s State, now int64) (count, start int64) {
 // ⌊now / Period⌋ admits Requests. Two full windows can pass back to back
 // across an edge; it exists for envoyproxy/ratelimit compatibility.
 //
-// The state holds the window's start in Unix ms, not its index: a start
-// that is not a multiple of the period comes from another period (the
-// limit was reconfigured) and counts as an empty window, where an index
-// from another period would read as a window far in the future.
+// The state holds the window's start in Unix ms and its count; a state
+// of any other window counts as an empty one (fixedCount).
 //
 // Mirrored by store/redisstore/lua/fixed_window.lua.
 //
@@ -33,10 +31,23 @@ func fixedCount(l Limit, s State, now int64) (count, start int64) {
 // charged even when it does not fit, up to 2 × Requests in the window
 // (Debt), and the debt ends with the window: the next one starts afresh,
 // as a calendar period does.
+//
+// A state of a later window (the clock went back) is that window's
+// count, which this window's decision leaves alone where it can: its TTL
+// lasts until that window's end, and a look or a refund here leaves it
+// as it is. (A charge here replaces it: this State holds one window,
+// where the Redis store keeps a counter for each.)
 func fixedWindow(l Limit, s State, a ask) (State, Decision) {
 	w := l.PeriodMs()
 	count, start := fixedCount(l, s, a.now)
-	return fixedDecide(l, s, fixedSpan{start: start, end: start + w, count: count}, a)
+	next, d := fixedDecide(l, s, fixedSpan{start: start, end: start + w, count: count}, a)
+	if s.A > start && s.B > 0 {
+		d.TTL = max(d.TTL, ms(s.A+w-a.now))
+		if next.B == 0 {
+			return s, d
+		}
+	}
+	return next, d
 }
 
 // fixedSpan is the window a fixed-window decision is made in: [start,

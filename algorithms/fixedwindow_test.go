@@ -21,49 +21,41 @@ func TestFixedWindowEdgeBurst(t *testing.T) {
 	))
 }
 
-// TestFixedWindowSteps covers refunds, the clock going back into an earlier
-// window (it stays in the stored one) and costs above the limit.
+// TestFixedWindowSteps covers refunds and costs above the limit.
 func TestFixedWindowSteps(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: 2 * time.Second}
 	runSteps(t, l, algorithms.State{}, []step{
 		{cost: 0, allowed: true, remaining: 10, reset: 0},
 		{advance: 2010 * time.Millisecond, cost: 10, allowed: true, remaining: 0, reset: 1990 * time.Millisecond},
 		{cost: -3, allowed: true, remaining: 3, reset: 1990 * time.Millisecond},
-		// t0+1010ms is window 0; the stored window 1 still counts, and
-		// ends 2990ms from now.
-		{advance: -time.Second, cost: 0, allowed: true, remaining: 3, reset: 2990 * time.Millisecond},
-		{cost: 4, allowed: false, remaining: 3, retry: 2990 * time.Millisecond, reset: 2990 * time.Millisecond},
-		{cost: 3, allowed: true, remaining: 0, reset: 2990 * time.Millisecond},
-		{cost: 11, allowed: false, remaining: 0, retry: algorithms.Never, reset: 2990 * time.Millisecond},
-		{advance: 2989 * time.Millisecond, cost: 1, allowed: false, remaining: 0, retry: time.Millisecond, reset: time.Millisecond},
+		{cost: 4, allowed: false, remaining: 3, retry: 1990 * time.Millisecond, reset: 1990 * time.Millisecond},
+		{cost: 3, allowed: true, remaining: 0, reset: 1990 * time.Millisecond},
+		{cost: 11, allowed: false, remaining: 0, retry: algorithms.Never, reset: 1990 * time.Millisecond},
+		{advance: 1989 * time.Millisecond, cost: 1, allowed: false, remaining: 0, retry: time.Millisecond, reset: time.Millisecond},
 		{advance: time.Millisecond, cost: 10, allowed: true, remaining: 0, reset: 2 * time.Second},
 		{cost: -20, allowed: true, remaining: 10, reset: 0},
 	})
 }
 
-// TestFixedWindowClockBackTTL pins the TTL of an emptied window ahead of
-// the caller's clock: the state still decides differently from no state
-// (it counts into the later window) until the clock reaches that window,
-// so its TTL must last until then, not be 0.
-func TestFixedWindowClockBackTTL(t *testing.T) {
+// TestFixedWindowClockBack: a clock that went back into an earlier
+// window counts there on its own, and leaves the later window's count,
+// which still decides once the clock is back in that window: a look or
+// a refund in the earlier window keeps it, with a TTL to its window's
+// end.
+func TestFixedWindowClockBack(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Period: 2 * time.Second}
 	s, _ := algorithms.Decide(l, algorithms.State{}, epoch.Add(2010*time.Millisecond), 3)
 	back := epoch.Add(10 * time.Millisecond)
-	s, d := algorithms.Decide(l, s, back, -3)
-	want := algorithms.Decision{Allowed: true, Limit: 10, Remaining: 10, TTL: 1990 * time.Millisecond}
-	if d != want {
-		t.Fatalf("refund to empty 2s back: got %+v, want %+v", d, want)
+	s2, d := algorithms.Decide(l, s, back, -3)
+	want := algorithms.Decision{Allowed: true, Limit: 10, Remaining: 10, TTL: 3990 * time.Millisecond}
+	if d != want || s2.A != s.A || s2.B != s.B {
+		t.Fatalf("refund to empty 2s back: got %+v (state %+v), want %+v and the later window's state %+v", d, s2, want, s)
 	}
-	_, kept := algorithms.Decide(l, s, back, 1)
-	_, none := algorithms.Decide(l, algorithms.State{}, back, 1)
-	if kept == none {
-		t.Fatalf("the emptied state decides like no state (%+v); the test no longer shows why the TTL is needed", kept)
+	if _, d := algorithms.Decide(l, s, back, 10); !d.Allowed {
+		t.Fatalf("all of the earlier window: %+v, want allowed", d)
 	}
-	at := back.Add(d.TTL)
-	_, kept = algorithms.Decide(l, s, at, 1)
-	_, none = algorithms.Decide(l, algorithms.State{}, at, 1)
-	if kept != none {
-		t.Errorf("at the TTL: kept state gives %+v, no state gives %+v", kept, none)
+	if _, d := algorithms.Decide(l, s2, epoch.Add(2500*time.Millisecond), 0); d.Remaining != 7 {
+		t.Fatalf("back in the later window: %+v, want its 3 still counted", d)
 	}
 }
 

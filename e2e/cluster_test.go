@@ -35,12 +35,12 @@ var clusterAlgorithms = []floodgatev1.Algorithm{
 }
 
 // redisKey is the Redis key of a Check API key under token_bucket, with
-// the default prefix (store/redisstore's layout: fg:tb:{k<key>}); keys
+// the default prefix (store/redisstore's layout: fg:tat:{k<key>}); keys
 // without '{', '}', '%', '#', spaces or non-ASCII bytes stand for
 // themselves in the tag.
 // redisKey is the Redis key of a Check key under the token bucket of
 // TestClusterFailover's inline limit (1000 per hour, burst 0).
-func redisKey(key string) string { return "fg:tb:{k" + key + "}:i1000/1h" }
+func redisKey(key string) string { return "fg:tat:{k" + key + "}:i1000/1h" }
 
 // TestClusterExactAdmission: 300 concurrent Checks on one key with a limit
 // of 100 admit exactly 100 on a 3-master cluster with replicas, for every

@@ -112,7 +112,7 @@ func TestServeThroughSentinel(t *testing.T) {
 	if !got[0] || got[1] {
 		t.Fatalf("got allowed %v, want [true false]", got)
 	}
-	if n, err := master.Client().Exists(context.Background(), "fg:tb:{kvia-sentinel}:i1/24h").Result(); err != nil || n != 1 {
+	if n, err := master.Client().Exists(context.Background(), "fg:tat:{kvia-sentinel}:i1/24h").Result(); err != nil || n != 1 {
 		t.Fatalf("the master holds %d keys for the check (%v), want 1", n, err)
 	}
 }

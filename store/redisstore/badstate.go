@@ -17,7 +17,7 @@ type stateError struct {
 }
 
 func (e *stateError) Error() string {
-	return "redisstore: a malformed state at the Redis key " + keyHash(e.key) + " (a value no script of this store writes): its decisions fail until the key expires or is deleted"
+	return "redisstore: a malformed state at the Redis key " + keyHash(e.key) + " (or at one of its window keys, '#' and a number after it: a value no script of this store writes): its decisions fail until the key expires or is deleted"
 }
 
 // keyHash names a Redis key in logs without its bytes: "sha256:" and the

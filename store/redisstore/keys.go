@@ -3,16 +3,18 @@ package redisstore
 // The Redis keys of the store, its one owner:
 //
 //	state       <prefix><algorithm>:{<tag>}[:<scope>]   (stateKey)
+//	window      <state>#<start>                        (windowKey: a fixed window's count)
 //	settlement  <prefix>settle:{<tag>}/<hash>           (settleKey)
 //
 // where tag is hashTag(store key), so every key of one store key (all its
 // scopes, its settlement records) is in one Redis Cluster slot (slot), and
-// algorithm is tb, sw, swl2, fw or lb.
+// algorithm is tat, sw, swl2, fw or lb.
 
 import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"strconv"
 
 	"github.com/floodgate/floodgate/algorithms"
 )
@@ -33,7 +35,11 @@ var redisAlgName = map[algorithms.Algorithm]string{
 	// the new name keeps the two apart while replicas of both versions
 	// run, and the old sets expire by themselves.
 	algorithms.SlidingWindowLog: "swl2",
-	algorithms.FixedWindow:      "fw",
+	// fw: the fixed window's counts live in its window keys
+	// (windowKey), never at the state key itself, where the previous
+	// version kept its state: the two stay apart while replicas of both
+	// versions run, and the old keys expire by themselves.
+	algorithms.FixedWindow: "fw",
 	algorithms.LeakyBucket:      "lb",
 }
 
@@ -167,3 +173,22 @@ func settleKey(prefix string, alg algorithms.Algorithm, tag, scope, idempotencyK
 func KeyName(prefix string, alg algorithms.Algorithm, key string) string {
 	return stateKey(prefix, alg, hashTag(key), "")
 }
+
+// windowKeyed reports whether alg keeps each window's count in a key of
+// its own: the state key, then '#' and the window's start in ms after
+// windowEpochMs (lua/fixed_window.lua), in the state key's slot.
+func windowKeyed(alg algorithms.Algorithm) bool { return alg == algorithms.FixedWindow }
+
+// windowEpochMs is lua/lib.lua's STATE_EPOCH_MS, 2026-01-01T00:00:00Z:
+// window keys name their window's start in ms after it.
+const windowEpochMs = 1767225600000
+
+// windowKey is the key of the window starting at startMs (Unix ms) of
+// the state key base.
+func windowKey(base string, startMs int64) string {
+	return base + "#" + strconv.FormatInt(startMs-windowEpochMs, 10)
+}
+
+// windowsPattern is the SCAN MATCH pattern of every window key of the
+// state key base.
+func windowsPattern(base string) string { return globEscape(base) + "#*" }

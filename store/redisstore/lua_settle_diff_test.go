@@ -39,7 +39,12 @@ func settleStep(t *testing.T, c *redis.Client, m *luaModel, rng *rand.Rand, step
 	if l.Calendar != algorithms.NoCalendar && rng.IntN(4) == 0 {
 		calMs = nowMs - 40*86_400_000 // Redis' clock more than a period ahead
 	}
-	s := m.states[key]
+	var bounds algorithms.Bounds
+	if l.Calendar != algorithms.NoCalendar {
+		bounds = l.Calendar.Bounds(l.Location, calMs)
+	}
+	mk := modelKey(key, l, nowMs, bounds)
+	s := m.states[mk]
 	var next algorithms.State
 	var want algorithms.Decision
 	if l.Calendar != algorithms.NoCalendar {
@@ -77,11 +82,7 @@ func settleStep(t *testing.T, c *redis.Client, m *luaModel, rng *rand.Rand, step
 		m.settled.unrecorded++
 	}
 	if delta != 0 {
-		if want.TTL <= 0 {
-			delete(m.states, key)
-		} else {
-			m.states[key] = next
-		}
+		m.put(mk, l, next, want.TTL)
 	}
 }
 

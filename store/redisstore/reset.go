@@ -12,10 +12,11 @@ import (
 
 // Reset implements store.Store: it deletes key's state under alg, or
 // under every algorithm, in the given scopes (one DEL: a key's states
-// share a slot). Without scopes it deletes the scope "" and SCANs for the
-// key's other scopes (on every master of a cluster), one SCAN step per
-// Timeout: the cost grows with the keyspace, which is fine for an
-// operator's reset and why decisions never scan.
+// share a slot), and SCANs for the window keys of an algorithm that keeps
+// them (windowKeyed). Without scopes it deletes the scope "" and SCANs
+// for the key's other scopes (on every master of a cluster), one SCAN
+// step per Timeout: the cost grows with the keyspace, which is fine for
+// an operator's reset and why decisions never scan.
 func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
 	if alg != algorithms.Unspecified && !alg.Valid() {
 		return fmt.Errorf("redisstore: reset: %w: algorithm %v", store.ErrInvalid, alg)
@@ -29,25 +30,36 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 	if all {
 		scopes = []string{""}
 	}
-	var names []string
+	var names, patterns []string
 	for _, a := range algs {
 		for _, sc := range scopes {
-			names = append(names, stateKey(s.cfg.Prefix, a, tag, sc))
+			name := stateKey(s.cfg.Prefix, a, tag, sc)
+			names = append(names, name)
+			if windowKeyed(a) {
+				patterns = append(patterns, windowsPattern(name))
+			}
 		}
 	}
 	if err := s.del(ctx, s.client, names); err != nil {
 		return err
 	}
-	if !all {
-		return nil
+	if all {
+		patterns = append(patterns, scopesPattern(s.cfg.Prefix, alg, tag))
 	}
-	pattern := scopesPattern(s.cfg.Prefix, alg, tag)
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return s.scanDel(ctx, c, pattern)
-		})
+	for _, pattern := range patterns {
+		var err error
+		if cc, ok := s.client.(*redis.ClusterClient); ok {
+			err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+				return s.scanDel(ctx, c, pattern)
+			})
+		} else {
+			err = s.scanDel(ctx, s.client, pattern)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return s.scanDel(ctx, s.client, pattern)
+	return nil
 }
 
 // scanDel deletes every key of c matching pattern.

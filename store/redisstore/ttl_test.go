@@ -8,16 +8,14 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/store"
-	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // TestKeyTTL pins the TTL every algorithm's key is left with in Redis
 // after a spend on a new key, a spend on an existing one and a refund:
 // the decision's TTL (algorithms.Decide's, in ms) plus Config.KeepExtra,
 // rounded up by at most 1/64, less the moments between the write and the
-// PTTL. A fixed window's key keeps the TTL an earlier write set while
-// that still covers the decision's (its state holds the key's expiry):
-// its TTL is then the one that write set. Each step runs every
+// PTTL. A fixed window's window key keeps the TTL the write that created
+// it set (the window's end). Each step runs every
 // algorithm alone (its own script call) and all together (one call), on
 // the batched and the unbatched store, so every way a script writes a
 // key is covered: a whole write (SET ... PX, or KEEPTTL) and the log's
@@ -65,7 +63,7 @@ func TestKeyTTL(t *testing.T) {
 					key := "ttl-" + name + "-" + alg.String()
 					keys = append(keys, &keyed{
 						req:   store.Request{Key: key, Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Period: time.Hour}},
-						redis: redisstore.StateKey(alg, key),
+
 					})
 				}
 				for _, step := range steps {
@@ -92,6 +90,7 @@ func TestKeyTTL(t *testing.T) {
 						} else {
 							k.set, k.ttl = now, want
 						}
+						k.redis = redisKey(t, c, k.req.Limit.Algorithm, k.req.Key)
 						got, err := c.PTTL(ctx, k.redis).Result()
 						// A counter's PX is rounded up by at most 1/64
 						// (lua/lib.lua's px_string).

@@ -17,9 +17,9 @@
 -- 0, unless it is a debt; a refund beyond it is clamped. The rest is
 -- the algorithm's own file's.
 
--- calendar mirrors the calendar part of algorithms.DecideCalendarMode
--- (results as decide_counter's; cost already clamped): a calendar limit of
--- the sliding window (alg 2) or the fixed window (alg 4), decided at now
+-- calendar mirrors the sliding window's part of decideCalendar in
+-- algorithms/calendar.go (results as decide_counter's; cost already
+-- clamped): a calendar limit of the sliding window, decided at now
 -- on the boundaries b0 < b1 < b2 < b3 < b4 floodgate computed from its own
 -- clock (Bounds: [b1, b2) held floodgate's now). The period is [b1, b2)
 -- for a now before b2 (decided at b1 if now is before it), [b2, b3) for a
@@ -28,7 +28,7 @@
 -- ms, nothing changed (a debt: allowed, all of it unrecorded). A state
 -- start (a) that is no boundary of the decided period counts as an empty
 -- window. A debt is not carried past the period's end.
-local function calendar(alg, requests, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
+local function calendar(requests, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
   local prev, start, stop, nxt, after = b0, b1, b2, b3, b4
   local roll = now >= b2
   if roll then
@@ -43,34 +43,21 @@ local function calendar(alg, requests, b0, b1, b2, b3, b4, a, b, c, now, cost, d
     end
     return allowed, 0, retry, 1000, b4 - b1, a, b, c, unrecorded, 0
   end
-  local allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed
-  if alg == 2 then -- ALG_SLIDING_WINDOW
-    local curr, last = 0, 0
-    if a == start then
-      curr, last = b, c
-    elseif a == prev then
-      -- The previous period weighs with at most its quota: a debt does
-      -- not roll over.
-      last = b
-      if last > requests then
-        last = requests
-      end
-    elseif a == stop then -- the clock went back across the boundary
-      start, stop, nxt = stop, nxt, after
-      curr, last = b, c
+  local curr, last = 0, 0
+  if a == start then
+    curr, last = b, c
+  elseif a == prev then
+    -- The previous period weighs with at most its quota: a debt does
+    -- not roll over.
+    last = b
+    if last > requests then
+      last = requests
     end
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = sliding_decide(requests, a, b, c, start, stop - start, nxt - stop, false, curr, last, now, cost, debt)
-  else
-    local count = 0
-    if a == start then
-      count = b
-    elseif a == stop then -- the clock went back across the boundary
-      start, stop = stop, nxt
-      count = b
-    end
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = fixed_decide(requests, start, stop, 0, count, a, b, now, cost, debt)
+  elseif a == stop then -- the clock went back across the boundary
+    start, stop, nxt = stop, nxt, after
+    curr, last = b, c
   end
-  return allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed
+  return sliding_decide(requests, a, b, c, start, stop - start, nxt - stop, false, curr, last, now, cost, debt)
 end
 
 local function decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
@@ -91,11 +78,9 @@ local function decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b
   local allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed
   local wait = 0
   if b0 ~= nil then
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = calendar(alg, x, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
+    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = calendar(x, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
   elseif alg == ALG_SLIDING_WINDOW then
     allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = sliding_window(x, y, a, b, c, now, cost, debt)
-  elseif alg == ALG_FIXED_WINDOW then
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = fixed_window(x, y, a, b, now, cost, debt)
   else -- ALG_LEAKY_BUCKET (counter_alg registers no other); no-wait is flag bit 2
     allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = leaky_bucket(x, y, z, a, b, c, now, cost, flags % 8 >= 4, debt)
   end
@@ -107,11 +92,11 @@ end
 
 -- counter_alg is the ALG function (lib.lua) of a three-integer state's
 -- algorithm alg: one GET, decide_counter, and write_counter unless dry
--- or denied. time_b and expiry are lib.lua's codec flags.
-local function counter_alg(alg, time_b, expiry)
+-- or denied. time_b is lib.lua's codec flag.
+local function counter_alg(alg, time_b)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
     local str = redis.call('GET', key)
-    local a, b, c, s, rh = decode_counter(str, time_b)
+    local a, b, c, _, rh = decode_counter(str, time_b)
     if a == nil then
       return nil
     end
@@ -120,12 +105,11 @@ local function counter_alg(alg, time_b, expiry)
       if undo then
         remember(undo, key, str, cost < 0 or ttl <= 0)
       end
-      write_counter(key, time_b, expiry, a2, b2_, c2, ttl, keep, now, a, c, #s, rh)
+      write_counter(key, time_b, a2, b2_, c2, ttl, keep, c, rh)
     end
     return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
   end
 end
 
-ALG[ALG_SLIDING_WINDOW] = counter_alg(ALG_SLIDING_WINDOW, false, false)
-ALG[ALG_FIXED_WINDOW] = counter_alg(ALG_FIXED_WINDOW, false, true) -- c: the key's expiry
-ALG[ALG_LEAKY_BUCKET] = counter_alg(ALG_LEAKY_BUCKET, true, false)
+ALG[ALG_SLIDING_WINDOW] = counter_alg(ALG_SLIDING_WINDOW, false)
+ALG[ALG_LEAKY_BUCKET] = counter_alg(ALG_LEAKY_BUCKET, true)

@@ -1,86 +1,164 @@
--- fixed_window.lua: the fixed window, mirroring fixedWindow, fixedCount
--- and fixedDecide in algorithms/fixedwindow.go line by line.
+-- fixed_window.lua: the fixed window and a calendar quota's period,
+-- mirroring fixedWindow, fixedCount and fixedDecide in
+-- algorithms/fixedwindow.go and the fixed window's part of
+-- decideCalendar in algorithms/calendar.go.
 --
--- fixed_window(requests, period_ms, a, b, now_ms, cost, debt)
---     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
---   a, b    the state: window start (Unix ms, a multiple of period_ms),
---           count; 0, 0 for a key never seen (c is not the algorithm's:
---           lib.lua's write_counter keeps the key's expiry there; the
---           results' c2 is 0)
---   the rest as counter.lua's decide_counter
+-- fixed_window(key, requests, period_ms, _, cost, flags, now_ms, keep, undo, b0, b1, b2, b3, b4)
+--     -> allowed, remaining, retry, reset, ttl, wait (0), unrecorded, owed
 --
--- fixed_decide(requests, start, stop, carry, count, a, b, now_ms, cost,
--- debt) decides in the window [start, stop) holding count (a, b the state
--- as stored), the part a fixed period and a calendar period (counter.lua's
--- decide_calendar) share; carry is the length of the window a debt is
--- carried into, 0 when it is not (no window carries one: a fixed window
--- and a calendar period start afresh at their boundary).
+-- Each window counts in a key of its own: the state's key, then '#' and
+-- the window's start (ms - STATE_EPOCH_MS): one integer, which a charge
+-- adds to with INCRBY (taken back with DECRBY, or the key deleted, when
+-- it does not fit) and whose expiry, the window's end plus keep, is set
+-- once, by the charge that creates it. A calendar limit's window is the
+-- period of now among its boundaries b0..b4 (lib.lua): [b1, b2), decided
+-- at b1 for a now before it, or [b2, b3); a now at or past b3 is out of
+-- range: a charge is denied with retry 1000 ms (a debt: all of it
+-- unrecorded), nothing is written.
 
-local function fixed_decide(requests, start, stop, carry, count, a, b, now, cost, debt)
-  stop = stop - now
-  local allowed, retry, reset, unrecorded = 1, 0, 0, 0
-  if debt == 1 and cost > 0 then
-    local k = 2 * requests - count
-    if k > cost then
-      k = cost
-    elseif k < 0 then
-      k = 0
+-- WIN[start] is the key suffix of the window starting at start: made
+-- once per window rather than once a decision, and forgotten 4,096
+-- windows on.
+local WIN, WIN_N = {}, 0
+
+local function window_suffix(start)
+  if WIN_N >= 4096 then
+    WIN, WIN_N = {}, 0
+  end
+  local s = '#' .. (start - STATE_EPOCH_MS)
+  WIN[start], WIN_N = s, WIN_N + 1
+  return s
+end
+
+local function fixed_window(key, requests, w, _, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
+  local never, debt = false, flags % 4 >= 2
+  if cost > requests and not debt then
+    cost, never = 0, true
+  elseif cost < -requests then
+    cost = -requests
+  end
+  local start, stop
+  if b0 then
+    if now >= b3 then -- out of range: the clocks disagree by a period
+      local allowed, retry, unrecorded = 1, 0, 0
+      if never then
+        allowed, retry = 0, -1
+      elseif cost > 0 and debt then
+        unrecorded = cost
+      elseif cost > 0 then
+        allowed, retry = 0, 1000
+      end
+      return allowed, 0, retry, 1000, b4 - b1, 0, unrecorded, 0
+    elseif now >= b2 then
+      start, stop = b2, b3
+    else
+      start, stop = b1, b2
     end
-    count = count + k
-    unrecorded = cost - k
-  elseif cost > 0 and count + cost > requests then
-    allowed = 0
-    retry = stop
-    if count + cost > 2 * requests then -- in debt: the carry fits a window later
-      retry = stop + carry
+  else
+    local r = now % w
+    start = now - r
+    stop = start + w
+  end
+  local wkey = key .. (WIN[start] or window_suffix(start))
+  local allowed, retry, unrecorded, count = 1, 0, 0, 0
+  local write = flags % 2 == 0
+  if cost > 0 and not debt and write then
+    -- The common charge: added first, taken back when it does not fit.
+    local v = rpcall('INCRBY', wkey, cost)
+    if rtype(v) ~= 'number' then
+      return nil
     end
-  elseif cost > 0 then
-    count = count + cost
-  elseif cost < 0 then
-    count = count + cost
-    if count < 0 then
-      count = 0
+    if v > requests then
+      allowed, retry, count = 0, stop - now, v - cost
+      if v == cost then
+        rcall('DEL', wkey)
+      else
+        rcall('DECRBY', wkey, cost)
+      end
+      if count > 2 * requests then
+        count = 2 * requests
+      end
+    else
+      count = v
+      if undo then
+        remember(undo, wkey, v ~= cost and cost, false)
+      end
+      if v == cost then
+        rcall('PEXPIRE', wkey, px_string(stop - now + keep))
+      end
+    end
+  else
+    local str = rcall('GET', wkey)
+    local raw = 0
+    if str then
+      raw = tonumber(str)
+      if raw == nil or raw < 0 or raw % 1 ~= 0 then
+        return nil
+      end
+    end
+    count = raw
+    if count > 2 * requests then
+      count = 2 * requests
+    end
+    local add = 0 -- what the write adds to the stored count
+    if cost > 0 and debt then
+      local k = 2 * requests - count
+      if k > cost then
+        k = cost
+      elseif k < 0 then
+        k = 0
+      end
+      count, unrecorded = count + k, cost - k
+      add = count - raw -- a count above 2 × requests comes down to it, as in Go
+    elseif cost > 0 then -- a dry run
+      if count + cost > requests then
+        allowed, retry = 0, stop - now
+      else
+        count = count + cost
+      end
+    elseif cost < 0 then
+      local left = count + cost
+      if left < 0 then
+        left = 0
+      end
+      count, add = left, left - raw
+    end
+    if write and add ~= 0 then
+      if count == 0 then
+        if undo then
+          remember(undo, wkey, str, true)
+        end
+        rcall('DEL', wkey)
+      else
+        if undo then
+          remember(undo, wkey, str and add or false, false)
+        end
+        if rcall('INCRBY', wkey, add) == add then
+          rcall('PEXPIRE', wkey, px_string(stop - now + keep))
+        end
+      end
     end
   end
-  local remaining = requests - count
+  local remaining, reset, owed = requests - count, 0, count - requests
   if remaining < 0 then
     remaining = 0
   end
-  if count > 0 then
-    reset = stop
-    if count > requests then -- in debt: empty a window later
-      reset = stop + carry
-    end
-  end
-  local ttl = reset
-  if ttl == 0 and start > now then
-    -- The clock went back: an empty window ahead of now still decides
-    -- differently from no state until the clock reaches it.
-    ttl = start - now
-  end
-  local owed = count - requests
   if owed < 0 then
     owed = 0
   end
-  if allowed == 0 or cost == 0 then
-    return allowed, remaining, retry, reset, ttl, a, b, 0, unrecorded, owed
+  if count > 0 then
+    reset = stop - now
   end
-  return allowed, remaining, retry, reset, ttl, start, count, 0, unrecorded, owed
+  local ttl = reset
+  if ttl == 0 and start > now then
+    -- A now before a calendar period's start: its window still decides
+    -- differently from no state until the clock reaches it.
+    ttl = start - now
+  end
+  if never then
+    allowed, retry = 0, -1
+  end
+  return allowed, remaining, retry, reset, ttl, 0, unrecorded, owed
 end
 
-local function fixed_window(requests, period_ms, a, b, now, cost, debt)
-  local w = period_ms
-  local start, ra = window_of(now, a, w)
-  local count = 0
-  if ra ~= 0 then
-    -- a window of another period: the limit changed
-  elseif a == start then
-    count = b
-  elseif a > start then -- the clock went back: stay in the stored window
-    start, count = a, b
-  end -- an older window: this one starts afresh (a debt is not carried)
-  if count > 2 * requests then -- a debt of one capacity at most
-    count = 2 * requests
-  end
-  return fixed_decide(requests, start, start + w, 0, count, a, b, now, cost, debt)
-end
+ALG[ALG_FIXED_WINDOW] = fixed_window

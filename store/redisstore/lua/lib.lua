@@ -1,7 +1,6 @@
 -- lib.lua: what every function of floodgate's Redis library shares: the
 -- integer helpers, the call's header, the reply's format, the state codec
--- of the counters kept as three integers (sliding window, fixed window,
--- leaky bucket) and the TTL strings. The library is this file, the
+-- of the states kept as three integers and the TTL strings. The library is this file, the
 -- algorithms' files and the drivers (decide.lua, settle.lua, demand.lua,
 -- forget.lua), joined (store/redisstore/script.go).
 --
@@ -111,17 +110,17 @@ end
 -- this file.
 local REQ_FMT, CAL_FMT = '<Bi8i8i8i8', '<i8i8i8i8i8'
 
--- rcall, spack and sunpack are redis.call, struct.pack and
--- struct.unpack, bound by read_header on the library's first call (at
+-- rcall, rpcall, rtype, spack and sunpack are redis.call, redis.pcall,
+-- type, struct.pack and struct.unpack, bound by read_header on the library's first call (at
 -- FUNCTION LOAD only `redis` is visible): an upvalue costs the VM less
 -- than a global's two lookups.
-local rcall, spack, sunpack
+local rcall, rpcall, rtype, spack, sunpack
 
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
 -- write, deadline_ms; nil if it is malformed.
 local function read_header(str)
   if sunpack == nil then
-    rcall, spack, sunpack = redis.call, struct.pack, struct.unpack
+    rcall, rpcall, rtype, spack, sunpack = redis.call, redis.pcall, type, struct.pack, struct.unpack
   end
   if #str < HDR_LEN or string.byte(str, 1) ~= 98 then -- 'b'
     return nil
@@ -143,8 +142,8 @@ local LATE = '!'
 -- (defined by script.go: allowed 2, remaining and the rest 0).
 local REPLY_FMT = '<i8i8i8i8i8'
 
--- State codec of the three-integer states (sliding window, fixed window,
--- leaky bucket): three signed integers a, b, c (Go's State.A, B, C)
+-- State codec of the three-integer states (sliding window, leaky
+-- bucket): three signed integers a, b, c (Go's State.A, B, C)
 -- packed as
 --
 --   byte 1     len(a) * 8 + len(c), each length 0..7 bytes
@@ -153,11 +152,10 @@ local REPLY_FMT = '<i8i8i8i8i8'
 --   b          the remaining 0..8 bytes
 --
 -- using the fewest bytes each value needs. The time field (b, the queue's
--- end, for a leaky bucket; a, the window start, for the windows) is
+-- end, for a leaky bucket; a, the window start, for a window) is
 -- stored minus STATE_EPOCH_MS, so it takes 5 bytes until about 2043
 -- instead of 6, and a value of up to 12 bytes shares its allocation with
--- Redis' object header. A fixed window's c is its key's expiry
--- (write_counter).
+-- Redis' object header.
 local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 
 -- int_fmt is the struct item of an n-byte integer, n in 0..8 ('i0'
@@ -320,41 +318,14 @@ end
 
 -- write_counter writes the state a, b, c to key with a TTL of ttl + keep
 -- ms (px_string's rounding up), or deletes it when ttl is 0; time_b says
--- which field holds the time (as decode_counter's), expiry that c is
--- the key's expiry (a fixed window's, below).
--- ra, rc, rlen and rh are the state the key held when read (its a and c,
--- the length of its value and its header byte; 0, 0, 0, 0 for none): a
--- c written as read takes the bytes it was read in, known from rh
--- without int_len's call (a leaky bucket's rate and a fixed window's
--- expiry rarely change).
---
--- A fixed window's c, which no version's fixed window reads, is its key's
--- expiry, ms after a: Redis keeps the key at least until a + c (0:
--- unknown, as in a state of an earlier version, which wrote 0). A
--- window's state needs its key until the window's end, the same for every
--- write in it, so a write whose key already lives that long keeps its TTL
--- instead of setting it again (SET ... PX costs Redis more than a write
--- that keeps the TTL): a value of the stored length is written over it in
--- place (SETRANGE, which Redis answers with a number rather than the
--- status SET's reply becomes in Lua, a table),
--- one of another length with SET ... KEEPTTL (SETRANGE over a longer
--- stored value would leave its last bytes, and over a shorter one grow
--- the string with spare room). The expiry is a property of the key, not
--- of the limit, so it stays right when the limit changes; a calendar
--- quota's state is a fixed window's.
-local function write_counter(key, time_b, expiry, a, b, c, ttl, keep, now, ra, rc, rlen, rh)
+-- which field holds the time (as decode_counter's). rc and rh are the c
+-- and the header byte of the state the key held when read (0, 0 for
+-- none): a c written as read takes the bytes it was read in, known from
+-- rh without int_len's call (a leaky bucket's rate rarely changes).
+local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh)
   if ttl <= 0 then
     redis.call('DEL', key)
     return
-  end
-  local kept = false
-  if expiry then
-    local need = now + ttl + keep
-    if rc > 0 and ra + rc >= need then
-      c, kept = ra + rc - a, true
-    else
-      c = need - a
-    end
   end
   -- The time field takes 5 bytes from 2026-01-26 to 2043 (2^31 to
   -- 2^39 ms after STATE_EPOCH_MS): known without int_len's call.
@@ -392,16 +363,7 @@ local function write_counter(key, time_b, expiry, a, b, c, ttl, keep, now, ra, r
     state_fmt(h, lb)
     f = PACK_FMT[i]
   end
-  if kept then
-    local v = struct.pack(f, h, a, c, b)
-    if #v == rlen then
-      redis.call('SETRANGE', key, '0', v)
-    else
-      redis.call('SET', key, v, 'KEEPTTL')
-    end
-  else
-    redis.call('SET', key, struct.pack(f, h, a, c, b), 'PX', px_string(ttl + keep))
-  end
+  redis.call('SET', key, struct.pack(f, h, a, c, b), 'PX', px_string(ttl + keep))
 end
 
 -- Undo. A group of several requests (one Decide call) is decided all or
