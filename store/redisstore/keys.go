@@ -40,7 +40,7 @@ var redisAlgName = map[algorithms.Algorithm]string{
 	// version kept its state: the two stay apart while replicas of both
 	// versions run, and the old keys expire by themselves.
 	algorithms.FixedWindow: "fw",
-	algorithms.LeakyBucket:      "lb",
+	algorithms.LeakyBucket: "lb",
 }
 
 // hashTag is the text between the braces of key's Redis keys (see above): key escaped, or "#" and its SHA-256 when that is long.

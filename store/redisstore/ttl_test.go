@@ -62,8 +62,7 @@ func TestKeyTTL(t *testing.T) {
 				for _, alg := range algorithms.All() {
 					key := "ttl-" + name + "-" + alg.String()
 					keys = append(keys, &keyed{
-						req:   store.Request{Key: key, Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Period: time.Hour}},
-
+						req: store.Request{Key: key, Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Period: time.Hour}},
 					})
 				}
 				for _, step := range steps {
