@@ -210,7 +210,7 @@ func (f *benchFlags) loadConfig() (loadgen.Config, error) {
 	if err != nil {
 		return loadgen.Config{}, fmt.Errorf("--algorithm: %w", err)
 	}
-	requests, period, err := loadgen.ParseLimit(f.limit)
+	requests, period, err := parseRate(f.limit)
 	if err != nil {
 		return loadgen.Config{}, fmt.Errorf("--limit: %w", err)
 	}

@@ -315,7 +315,8 @@ func TestBenchBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--limit", "100"}, "--limit: limit \"100\": want REQUESTS/PERIOD"},
+		{[]string{"--limit", "100"}, "--limit: want REQUESTS/PERIOD"},
+		{[]string{"--limit", "10/1500us"}, "--limit 10/1500us with --algorithm"},
 		{[]string{"--limit", "0/1s"}, "requests must be a positive integer"},
 		{[]string{"--limit", "10/banana"}, "period must be a positive duration"},
 		{[]string{"--limit", "20000/1s", "--algorithm", "sliding_window_log"}, "--limit 20000/1s with --algorithm sliding_window_log"},

@@ -284,33 +284,9 @@ func trimFloat(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-// ParseLimit reads a rate such as "100/1s", "10/1m", "5/500ms" or "100/s"
-// (a bare unit means one of it): requests per period.
-func ParseLimit(s string) (requests int64, period time.Duration, err error) {
-	num, per, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, 0, fmt.Errorf("limit %q: want REQUESTS/PERIOD, e.g. 100/1s or 10/1m", s)
-	}
-	requests, err = strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || requests <= 0 {
-		return 0, 0, fmt.Errorf("limit %q: requests must be a positive integer, got %q", s, num)
-	}
-	per = strings.TrimSpace(per)
-	if per != "" && (per[0] < '0' || per[0] > '9') {
-		per = "1" + per
-	}
-	period, err = time.ParseDuration(per)
-	if err != nil || period <= 0 {
-		return 0, 0, fmt.Errorf("limit %q: period must be a positive duration such as 1s, 1m or 500ms", s)
-	}
-	if period%time.Millisecond != 0 {
-		return 0, 0, fmt.Errorf("limit %q: period must be a whole number of milliseconds", s)
-	}
-	return requests, period, nil
-}
-
-// FormatLimit writes a rate as ParseLimit reads it, with the period in its
-// largest whole unit: FormatLimit(10, time.Minute) is "10/1m".
+// FormatLimit writes a rate as REQUESTS/PERIOD, as the CLI's --limit
+// reads it, with the period in its largest whole unit:
+// FormatLimit(10, time.Minute) is "10/1m".
 func FormatLimit(requests int64, period time.Duration) string {
 	return strconv.FormatInt(requests, 10) + "/" + FormatPeriod(period)
 }
