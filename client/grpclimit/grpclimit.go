@@ -1,22 +1,6 @@
 // Package grpclimit limits the calls of a gRPC service with floodgate:
 // UnaryServerInterceptor and StreamServerInterceptor ask a client.Client
-// about each call.
-//
-// Each call is keyed by a KeyFunc (KeyByMethod, KeyByMetadata, KeyByPeer,
-// combined with KeyFirst and KeyJoin). A call whose KeyFunc gives no key is
-// keyed by its peer address (IPv6 by its /64), never let through
-// unlimited; Config.Exempt skips calls on purpose. A key read from
-// caller-written metadata (KeyByMetadata) also spends the peer's limit, so
-// made-up API keys never escape it, unless Config.TrustMetadata says an
-// earlier interceptor verified the key. A denied call fails with
-// codes.ResourceExhausted carrying an errdetails.RetryInfo with the exact
-// wait, and ratelimit-limit, ratelimit-remaining, ratelimit-reset and
-// retry-after trailers; allowed calls get the first three as headers. When
-// floodgate cannot decide, the client.FailureMode answers: client.FailOpen
-// (the zero value) lets the call through, client.FailClosed fails it with
-// codes.Unavailable. A configuration error (a rejected or missing token, an
-// unknown policy, an invalid limit) is never failed open: the call fails
-// with codes.Internal and the error is logged once.
+// about each call, keyed by a KeyFunc.
 package grpclimit
 
 import (
@@ -52,18 +36,14 @@ const (
 	MDReset      = "ratelimit-reset"
 	MDRetryAfter = "retry-after"
 	MDDegraded   = "ratelimit-degraded"
-	// MDWarning is on an allowed call past the limit's warning threshold
-	// (the soft limit: client.Limit.WarnAt, or a policy's warn_at), as
-	// the HTTP header RateLimit-Warning: `"name";at=800`, name being the
-	// policy's, or "call" for an inline limit.
+	// MDWarning is on an allowed call past the limit's warning threshold,
+	// as RateLimit-Warning: `"name";at=800` (name "call" for an inline
+	// limit).
 	MDWarning = "ratelimit-warning"
 )
 
 // KeyFunc names the rate-limit key of a gRPC call, or "" when it has none
-// for this call (KeyFirst then tries the next function). The interceptors
-// limit a call whose key is "" by its peer address, never not at all; to
-// exempt calls (health checks, internal batch jobs) use
-// Config.Exempt.
+// (the call is then keyed by its peer; Config.Exempt exempts calls).
 type KeyFunc func(ctx context.Context, fullMethod string) string
 
 // KeyByMethod keys by the full method name, "method:/pkg.Service/Method":
@@ -71,15 +51,10 @@ type KeyFunc func(ctx context.Context, fullMethod string) string
 func KeyByMethod(_ context.Context, fullMethod string) string { return "method:" + fullMethod }
 
 // KeyByMetadata keys by the first value of an incoming metadata entry, e.g.
-// KeyByMetadata("x-api-key"), or "" when the call has none or its first
-// value is blank. The value is hashed (SHA-256, 128 bits kept) so a secret
-// never reaches floodgate's store or logs and an over-long value cannot
-// exceed floodgate's key size.
-//
-// The caller writes this value, so the interceptors do not trust it: a
-// call keyed by it (also through KeyFirst or KeyJoin) is limited by its
-// peer address as well, unless Config.TrustMetadata says an
-// interceptor before them verified it.
+// KeyByMetadata("x-api-key"), or "" when it is missing or blank. The value
+// is hashed, so a secret never reaches floodgate and its size is bounded.
+// The caller writes it, so a call keyed by it is limited by its peer as
+// well, unless Config.TrustMetadata.
 func KeyByMetadata(name string) KeyFunc {
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) string {
@@ -103,13 +78,10 @@ type keyNotes struct {
 
 type keyNotesKey struct{}
 
-// KeyByPeer keys by the caller's IP address, "peer:10.0.0.7", or "" when
-// the call has no network peer. The port is dropped (it changes with every
-// connection), an IPv4-mapped address counts as IPv4, and an IPv6 address
-// is cut to its /64, "peer:2001:db8:1:2::/64", as client/httplimit does
-// by default: one subscriber usually holds a whole /64 and can rotate
-// through it. A peer that is no IP address (a unix socket) is keyed as it
-// is.
+// KeyByPeer keys by the caller's IP address without port, "peer:10.0.0.7",
+// or "" when the call has no network peer. An IPv6 address is cut to its
+// /64 (a subscriber usually holds one); a peer that is no IP address is
+// keyed as it is.
 func KeyByPeer(ctx context.Context, _ string) string {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
@@ -143,9 +115,8 @@ func KeyFirst(fns ...KeyFunc) KeyFunc {
 }
 
 // KeyJoin joins the keys of fns with "|": KeyJoin(KeyByMethod, KeyByPeer)
-// gives each caller its own limit per method. If any part is empty the
-// joined key is empty (the interceptors then key the call by its peer
-// alone), so wrap optional parts in KeyFirst with a fallback.
+// gives each caller its own limit per method. If any part is empty so is
+// the joined key.
 func KeyJoin(fns ...KeyFunc) KeyFunc {
 	return func(ctx context.Context, m string) string {
 		parts := make([]string, len(fns))
@@ -162,17 +133,12 @@ func KeyJoin(fns ...KeyFunc) KeyFunc {
 type Config struct {
 	// Limit is the limit every key spends against. Required.
 	Limit client.Limit
-	// Key names each call's key. nil means KeyByPeer; a call for which Key
-	// returns "" is keyed by KeyByPeer, so a missing or empty API key never
-	// means "unlimited". A key made from caller-written metadata
-	// (KeyByMetadata) is also held to its peer's limit (Limit, on the
-	// KeyByPeer key) in one all-or-nothing CheckBatch, so made-up keys never
-	// escape the per-address limit; see TrustMetadata.
+	// Key names each call's key. nil, or a "" key, means KeyByPeer, so a
+	// missing API key never means unlimited. A key from KeyByMetadata is
+	// also held to its peer's limit in one all-or-nothing batch.
 	Key KeyFunc
-	// TrustMetadata says the metadata KeyByMetadata reads was verified by
-	// an interceptor that runs before this one (e.g. your API-key auth), so
-	// such calls are limited by their key alone and clients sharing an
-	// address do not share a limit.
+	// TrustMetadata says an earlier interceptor verified the metadata
+	// KeyByMetadata reads, so such calls are limited by their key alone.
 	TrustMetadata bool
 	// Exempt, if set, lets the calls it accepts through unlimited (health
 	// checks, internal jobs), without asking floodgate.
@@ -180,26 +146,21 @@ type Config struct {
 	// KeyPrefix is put before every key, to keep this service's keys apart
 	// from others' on a shared floodgate, e.g. "orders:".
 	KeyPrefix string
-	// FailureMode applies when floodgate cannot decide (unreachable, too
-	// slow). The zero value is client.FailOpen. A configuration error (see
-	// client.FailureMode) is never served open: the call fails with
-	// codes.Internal and the error is logged once.
+	// FailureMode applies when floodgate cannot decide; the zero value is
+	// client.FailOpen, client.FailClosed fails with codes.Unavailable. A
+	// configuration error fails with codes.Internal in either mode.
 	FailureMode client.FailureMode
 	// Timeout bounds the call to floodgate. 0 means the client's timeout.
 	Timeout time.Duration
-	// OnError, if set, is told every error from floodgate (before the
-	// failure mode applies), e.g. to log or count it.
+	// OnError, if set, is told every error from floodgate.
 	OnError func(ctx context.Context, fullMethod string, err error)
-	// Logger receives configuration errors, once each. nil means
-	// slog.Default().
+	// Logger receives configuration errors, once each; nil: slog.Default().
 	Logger *slog.Logger
 }
 
-// UnaryServerInterceptor limits each unary call: allowed calls get
-// ratelimit-limit, -remaining and -reset headers; denied calls get
-// codes.ResourceExhausted with an errdetails.RetryInfo holding the exact
-// wait, and the same numbers plus retry-after as trailers; when floodgate
-// cannot decide, cfg.FailureMode answers (closed: codes.Unavailable).
+// UnaryServerInterceptor limits each unary call: allowed calls get the MD*
+// headers; denied calls fail with codes.ResourceExhausted carrying an
+// errdetails.RetryInfo, with the same numbers and retry-after as trailers.
 func UnaryServerInterceptor(c *client.Client, cfg Config) grpc.UnaryServerInterceptor {
 	l := newCallLimiter(c, cfg)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -1,18 +1,5 @@
 // Package httplimit limits the requests of a net/http server with
 // floodgate: Middleware asks a client.Client about each request.
-//
-// Middleware limits a request by its client IP and, when it carries an API
-// key, by the key too, in one all-or-nothing batch (an IP limit alone is
-// beaten by rotating IPs, a key limit alone by rotating made-up keys). A
-// key Config.VerifyAPIKey accepts is limited alone; one it rejects counts
-// as none. It writes RateLimit, RateLimit-Policy and X-RateLimit-* headers
-// (the scheme the Envoy API writes too), answers 429 with Retry-After and a
-// JSON body, and fails open or closed (503) when floodgate is down; a
-// configuration error answers 500 and is logged once. The client IP comes
-// from r.RemoteAddr unless Config.TrustedProxyHops says how many proxies
-// of yours append to X-Forwarded-For (see there for why the header is not
-// trusted by default); an entry's port and brackets are dropped, and an
-// entry that is no IP address falls back to r.RemoteAddr.
 package httplimit
 
 import (
@@ -50,26 +37,20 @@ type Config struct {
 	// APIKeyHeader carries the API key. "" means DefaultAPIKeyHeader. A
 	// missing or blank key is no key: the request is limited by its IP.
 	APIKeyHeader string
-	// VerifyAPIKey, if set, says whether a request's API key is genuine
-	// (known to you and not revoked). The middleware cannot tell by itself,
-	// so without VerifyAPIKey a keyed request is limited by its IP and by
-	// its key at once, in one all-or-nothing CheckBatch (a deny on either
-	// charges neither): an abuser rotating made-up keys still hits the IP
-	// limit, and one rotating IPs still hits the key limit. With it, a key
-	// it accepts is limited by the key alone (so customers behind one NAT
-	// do not share a limit) and a key it rejects counts as no key (the IP
-	// limit alone; your handler then refuses the request).
+	// VerifyAPIKey, if set, says whether a request's API key is genuine.
+	// Without it a keyed request is limited by IP and key at once, in one
+	// all-or-nothing batch, so rotating either made-up keys or IPs still
+	// hits a limit. With it, an accepted key is limited by the key alone
+	// (customers behind one NAT do not share a limit) and a rejected one
+	// counts as no key.
 	VerifyAPIKey func(r *http.Request, key string) bool
 	// PerIPAndKey limits keys VerifyAPIKey accepts by IP as well as by key.
 	// Unverified keys are always limited by both.
 	PerIPAndKey bool
-	// TrustedProxyHops is the number of reverse proxies in front of this
-	// server that append to X-Forwarded-For. 0 (the default) ignores the
-	// header and uses r.RemoteAddr. With n > 0 the client IP is the n-th
-	// address from the right of X-Forwarded-For: the one your outermost
-	// proxy saw. Never use the left-most entry, and never set this without
-	// such proxies: the client writes whatever it likes into the header,
-	// and trusting it lets anyone pick a fresh IP (and a fresh limit) per
+	// TrustedProxyHops is the number of your reverse proxies that append
+	// to X-Forwarded-For; the client IP is the n-th address from its right.
+	// 0 ignores the header: a client writes whatever it likes into it, so
+	// trusting it without such proxies gives anyone a fresh limit per
 	// request.
 	TrustedProxyHops int
 	// IPv6Prefix is how many leading bits of an IPv6 client address form
@@ -77,58 +58,29 @@ type Config struct {
 	IPv6Prefix int
 	// KeyPrefix is put before every key, e.g. "api:".
 	KeyPrefix string
-	// FailureMode applies when floodgate cannot decide (unreachable, too
-	// slow). The zero value is client.FailOpen; client.FailClosed answers
-	// 503. A configuration error (see client.FailureMode) is never served
-	// open: it answers 500 and is logged once.
+	// FailureMode applies when floodgate cannot decide; the zero value is
+	// client.FailOpen, client.FailClosed answers 503. A configuration error
+	// answers 500 in either mode.
 	FailureMode client.FailureMode
 	// Timeout bounds the call to floodgate. 0 means the client's timeout.
 	Timeout time.Duration
-	// OnError, if set, is told every error from floodgate (before the
-	// failure mode applies), e.g. to log or count it.
+	// OnError, if set, is told every error from floodgate.
 	OnError func(r *http.Request, err error)
-	// Logger receives configuration errors, once each. nil means
-	// slog.Default().
+	// Logger receives configuration errors, once each; nil: slog.Default().
 	Logger *slog.Logger
 }
 
 // Middleware limits every request by its client IP and, when it carries an
-// API key, by the key too (a key Config.VerifyAPIKey accepts: by the key
-// alone), and writes the numbers as headers, in the one scheme floodgate's
-// Envoy API writes too (internal/ratelimitheader):
+// API key, by the key too, and writes the rate-limit headers of the more
+// restrictive limit in the scheme the Envoy API writes (docs/envoy.md),
+// its policy named "apikey", "ip" or after a server-side policy.
 //
-//	RateLimit-Policy: "apikey";q=60;w=60   (IETF httpapi draft; the policy)
-//	RateLimit: "apikey";r=42;t=23          (what remains; seconds to reset)
-//	X-RateLimit-Limit: 60, 60;w=60         (draft-03, for older clients)
-//	X-RateLimit-Remaining: 42
-//	X-RateLimit-Reset: 23                  (seconds, as in draft-03)
-//	Retry-After: 23                        (on 429 only)
-//	RateLimit-Warning: "apikey";at=48      (past the soft limit; allowed only)
-//
-// RateLimit-Warning lists the limits whose warning threshold (the
-// soft limit: client.Limit.WarnAt, or a server-side policy's warn_at)
-// the request reached, each with the threshold in units of q: the
-// caller is still served, and should slow down before it is not.
-//
-// The policy is named "apikey" or "ip" after the limit the headers
-// describe, or after the server-side policy when the limit is one (whose
-// window the middleware does not know: RateLimit-Policy and the ";w=" of
-// X-RateLimit-Limit are then left out). A bucket (a limit with a burst)
-// advertises its burst as q over the time it takes to refill, so q/w is
-// its sustained rate. Every time is rounded up to a whole second, so a client that waits
-// as told is never early. When two limits apply, the headers describe the
-// more restrictive; when both could have given the decision, the IP limit.
-//
-// A denied request gets 429 with the JSON body
-// {"error":"rate_limited","retry_after_seconds":N}. When floodgate cannot
-// decide within the timeout, client.FailOpen serves the request without
-// headers and client.FailClosed answers 503 {"error":"rate_limiter_unavailable"}. When
-// floodgate says the setup is wrong (a rejected token, an unknown policy,
-// an invalid limit), the request is answered 500
-// {"error":"rate_limiter_misconfigured"} in either mode, and the error is
-// logged to Config.Logger once. When floodgate's own store could not
-// decide (a degraded answer), nothing is known about the quota: only
-// X-RateLimit-Degraded: true is written, with Retry-After on a 429.
+// A denied request gets 429 with {"error":"rate_limited",
+// "retry_after_seconds":N}. When floodgate cannot decide, FailOpen serves
+// the request without headers and FailClosed answers 503
+// {"error":"rate_limiter_unavailable"}. When floodgate says the setup is
+// wrong (a rejected token, an unknown policy, an invalid limit) it answers
+// 500 {"error":"rate_limiter_misconfigured"} and logs the error once.
 func Middleware(c *client.Client, cfg Config) func(http.Handler) http.Handler {
 	if cfg.APIKeyHeader == "" {
 		cfg.APIKeyHeader = DefaultAPIKeyHeader
@@ -169,7 +121,7 @@ func Middleware(c *client.Client, cfg Config) func(http.Handler) http.Handler {
 			}
 			misconf.OK()
 			pol := headerLimit(nl, d)
-			writeHeaders(w.Header(), pol, d)
+			ratelimitheader.SetHTTP(w.Header(), pol, verdict.State(d), d.Degraded)
 			if d.Allowed && !d.Degraded && len(warned) > 0 {
 				w.Header().Set(ratelimitheader.WarningName, strings.Join(warned, ", "))
 			}
@@ -245,12 +197,6 @@ func (nl namedLimit) headerName() string {
 	return nl.name
 }
 
-// writeHeaders writes the rate-limit fields of d under pol (see
-// Middleware); a degraded answer gets X-RateLimit-Degraded and, when
-// denied, Retry-After only.
-func writeHeaders(h http.Header, pol ratelimitheader.Limit, d client.Decision) {
-	ratelimitheader.SetHTTP(h, pol, verdict.State(d), d.Degraded)
-}
 
 // headerLimit is the limit d's headers describe, as a quota policy: the
 // one that decided ("ip" or "apikey"), a server-side policy by its own
@@ -273,10 +219,9 @@ func writeJSON(w http.ResponseWriter, code int, body string) {
 
 // clientIP is the request's client address as a key: from RemoteAddr, or
 // from X-Forwarded-For behind hops trusted proxies; IPv6 addresses cut to
-// their first v6Bits bits. An X-Forwarded-For entry may carry a port or
-// brackets ("203.0.113.7:40001", "[2001:db8::1]:443"); one that is no IP
-// address at all, or a header with fewer than hops entries, falls back to
-// RemoteAddr, so no value a client can write becomes a fresh key.
+// v6Bits. An entry that is no IP address (ports and brackets are dropped),
+// or too few entries, falls back to RemoteAddr, so no value a client
+// writes becomes a fresh key.
 func clientIP(r *http.Request, hops, v6Bits int) string {
 	if hops > 0 {
 		var all []string

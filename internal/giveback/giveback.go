@@ -1,25 +1,12 @@
-// Package giveback is the one rule for everything that gives budget back,
-// so that a limit holds whichever door a caller takes: Reset (forgets a
-// key's counts), refunds (a Check's negative cost, a Settle whose actual
-// is below what it reserved) and Envoy's negative hits
-// (is_negative_hits). Every front door asks Allowed before it gives
-// anything back; none decides by itself.
+// Package giveback is the one rule for everything that gives budget back
+// (Reset, refunds, Envoy's negative hits), so that a limit holds whichever
+// door a caller takes: every front door asks Allowed first.
 //
-// The rule, with one default and one refusal for every kind:
-//
-//   - A port bound beyond loopback on a server with no tokens (and, on
-//     gRPC, no client certificates) gives nothing back: nothing there
-//     tells an operator from anyone who reaches the port. cmd/floodgate
-//     puts that port's refusal into each call's context (WithRefusal).
-//   - With tokens (--auth-token-file), the call's token needs a role: the
-//     admin role may give back every way; the refund role may refund
-//     (negative cost, settle refunds, negative hits) but not Reset.
-//   - Otherwise (a loopback port without tokens, or a gRPC port whose
-//     peers all hold client certificates) it is allowed.
-//
-// A refused give-back is answered PermissionDenied on the Check API and
-// over HTTP; on Envoy's API, where an error answer lets the request
-// through, it is decided as if its hits were 0 (server.Envoy).
+// A port beyond loopback on a server with no tokens (and, on gRPC, no
+// client certificates) gives nothing back, since nothing there tells an
+// operator from anyone who reaches the port (WithRefusal). With tokens,
+// the admin role may give back every way and the refund role may refund.
+// docs/security.md says how each API answers a refusal.
 package giveback
 
 import (
@@ -77,10 +64,8 @@ func Allowed(ctx context.Context, kind Kind) error {
 	return nil
 }
 
-// PortRefusal is the refusal of a port: why a port bound to addr (a
-// --grpc-addr or --http-addr) gives nothing back, or "" when it may: the
-// server has tokens (or, on gRPC, client certificates: known), or the
-// port is bound to loopback, where only this host's processes reach it.
+// PortRefusal is why a port bound to addr gives nothing back, or "" when
+// it may: known callers (tokens, or client certificates), or loopback.
 func PortRefusal(addr string, known bool) string {
 	if known || Loopback(addr) {
 		return ""

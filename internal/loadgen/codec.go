@@ -9,13 +9,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// The generator shares the machine with the server it measures, so it
-// does as little as a client can: every request is marshaled once, before
-// the run (rawRequest), and every reply is read only as far as its verdict,
-// field 1 (verdict): CheckResponse.allowed, RateLimitResponse.overall_code,
-// HealthCheckResponse.status. The bytes on the wire are the ones the
-// generated clients send and receive; only the client's own CPU differs,
-// the same way for every API, the health ceiling included.
+// The generator shares the machine with the server it measures, so every
+// request is marshaled once before the run and every reply is read only as
+// far as its verdict. The bytes on the wire are the generated clients'.
 
 // rawRequest is a request marshaled before the run.
 type rawRequest []byte

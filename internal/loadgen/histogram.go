@@ -6,11 +6,8 @@ import (
 	"time"
 )
 
-// The histogram is log-linear, like HdrHistogram with two significant
-// digits: values below 2^subBits ns are counted exactly; above, every power
-// of two is split into 2^(subBits-1) equal buckets, so a bucket is never
-// wider than 1/128 (0.78%) of the values in it. Values above MaxLatency
-// are counted in the last bucket (Max still reports them exactly).
+// Values below 2^subBits ns are counted exactly; above, every power of two
+// is split into 2^(subBits-1) equal buckets.
 const (
 	subBits    = 8
 	subCount   = 1 << subBits // 256
@@ -27,10 +24,8 @@ const (
 // reported as some value within v·(1 ± Precision).
 const Precision = 1.0 / subHalf
 
-// Histogram counts latencies in log-linear buckets of about 1% precision
-// from 1ns to MaxLatency. The zero value is an empty histogram. It is not
-// safe for concurrent use: the engine gives each worker its own and merges
-// them at the end. Record never allocates.
+// Histogram counts latencies in log-linear buckets from 1ns to
+// MaxLatency. The zero value is empty; not safe for concurrent use.
 type Histogram struct {
 	counts   [numBuckets]uint64
 	total    uint64

@@ -10,37 +10,28 @@ import (
 type Progress struct {
 	// Warmup is true while warming up (nothing is measured yet).
 	Warmup bool
-	// Elapsed is the time since the current phase (warmup or measurement)
-	// began.
+	// Elapsed is the time since the current phase began.
 	Elapsed time.Duration
-	// Requests is the number of requests answered in the current phase:
-	// while measuring, only those the Result will count (sent and answered
-	// while measuring), so a Progress with Requests > 0 and Warmup false
-	// means the Result has requests.
+	// Requests is the number of requests answered in the current phase
+	// (while measuring, only those the Result will count).
 	Requests uint64
 	// Rate is Requests / Elapsed, per second.
 	Rate float64
 }
 
-// Result is what a run measured. Only requests both sent and answered
-// during the measurement count; requests in flight when it began or ended
-// are discarded (at most Concurrency of each).
+// Result is what a run measured: requests both sent and answered during
+// the measurement.
 type Result struct {
-	// Config is the configuration of the run, defaults filled in (with
-	// Progress cleared).
+	// Config is the run's configuration, defaults filled in, Progress nil.
 	Config Config
 	// Elapsed is the measured time.
 	Elapsed time.Duration
-	// Allowed and Denied count the decisions: for check, CheckResponse.allowed;
-	// for rls, overall_code OK (Allowed) or any other code (Denied, normally
-	// OVER_LIMIT); for health, SERVING (Allowed) or any other serving status
-	// (Denied).
+	// Allowed and Denied count the decisions (the package doc says which
+	// answer is allowed for each API).
 	Allowed, Denied uint64
-	// Limited counts the decisions whose answer carried a limit: for rls,
-	// a descriptor status with a current_limit (a server with no rule for
-	// the bench descriptors answers OK with none: every request
-	// "allowed", nothing measured but the lookup); for check, every
-	// decision (its limit is inline); for health, none.
+	// Limited counts the decisions whose answer carried a limit: every
+	// check, the rls answers with a current_limit (none means the server
+	// has no rule for the bench descriptors), no health answer.
 	Limited uint64
 	// Errors counts the failed RPCs by gRPC status code.
 	Errors map[codes.Code]uint64
@@ -48,10 +39,8 @@ type Result struct {
 	Latency *Histogram
 	// Interrupted is set when the run's context ended before the run did.
 	Interrupted bool
-	// GeneratorCPU is the CPU time (user + system) the whole process used
-	// during the measurement: the generator's own cost, to compare with the
-	// server's (when the server runs in the same process, both). 0 where
-	// the platform does not say (only Unix does).
+	// GeneratorCPU is the CPU time the whole process used while
+	// measuring; 0 where not Unix.
 	GeneratorCPU time.Duration
 }
 
@@ -78,8 +67,7 @@ func (r *Result) Requests() uint64 { return r.Allowed + r.Denied + r.ErrorCount(
 // RequestRate is Requests per second of Elapsed.
 func (r *Result) RequestRate() float64 { return perSecond(r.Requests(), r.Elapsed) }
 
-// DecisionRate is Allowed + Denied per second of Elapsed: the answered
-// requests, errors excluded.
+// DecisionRate is Allowed + Denied per second of Elapsed.
 func (r *Result) DecisionRate() float64 { return perSecond(r.Allowed+r.Denied, r.Elapsed) }
 
 func perSecond(n uint64, d time.Duration) float64 {

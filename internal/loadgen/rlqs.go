@@ -22,10 +22,8 @@ import (
 const RLQSBucketKey = "bench_bucket"
 
 // RLQSConfig is the config of an RLQS run: Streams simulated Envoy
-// instances, each on one stream (spread over Conns round-robin), each
-// reporting Buckets buckets. With Interval 0 each stream sends its next
-// report as soon as the previous one was answered (closed loop); with
-// Interval > 0 it reports every Interval, as Envoy does.
+// instances, each reporting Buckets buckets every Interval (0: as soon as
+// the previous report was answered).
 type RLQSConfig struct {
 	Conns    []grpc.ClientConnInterface
 	Domain   string

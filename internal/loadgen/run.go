@@ -14,10 +14,7 @@ import (
 // Run phases, in order.
 const (
 	phaseWarmup int32 = iota
-	// phaseStarting is the switch from warmup to measuring, while the
-	// MeasureHook runs: workers send nothing new, so that what the server
-	// answers between the hook and the measurement's start is at most the
-	// calls in flight.
+	// phaseStarting: the MeasureHook runs and workers send nothing new.
 	phaseStarting
 	phaseMeasure
 	phaseStopped
@@ -27,9 +24,8 @@ const (
 // codes are counted as Unknown.
 const numCodes = int(codes.Unauthenticated) + 1
 
-// worker is one closed-loop sender's counters. Only its goroutine writes
-// them until Run has waited for it, except done and measured, which
-// progress reads.
+// worker is one closed-loop sender's counters, written by its goroutine
+// only (progress reads done and measured).
 type worker struct {
 	hist     Histogram
 	allowed  uint64
@@ -104,10 +100,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Config.MeasureHook = nil
 	start := time.Now()
 	phaseStart := start
-	// answered counts the requests answered in the current phase: while
-	// warming up, all of them; while measuring, those recorded, so that
-	// calls sent during the warmup and answered after it, which the Result
-	// discards, do not show as measured.
+	// answered counts the current phase's answers: while measuring, only
+	// those recorded (not warmup calls answered late).
 	answered := func(measuring bool) uint64 {
 		var n uint64
 		for i := range workers {
@@ -216,18 +210,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// control is what every worker of a run follows: the run's phase, the
-// requests left to send while measuring (nil: no MaxRequests), and begun,
-// closed when phaseStarting ends.
+// control is what every worker follows: the phase, the requests left to
+// send while measuring (nil: no MaxRequests), and begun.
 type control struct {
 	phase  *atomic.Int32
 	budget *atomic.Int64
 	begun  <-chan struct{}
 }
 
-// run is one worker's closed loop: send a request for the key pick
-// chooses through call, wait for the answer, record it if the whole
-// exchange happened while measuring, repeat until ctl says to stop.
+// run is one worker's closed loop: send, wait, record the exchange if it
+// happened wholly while measuring, until ctl says stop.
 func (w *worker) run(ctx context.Context, call caller, pick func() int, ctl control) {
 	phase, budget, begun := ctl.phase, ctl.budget, ctl.begun
 	for {

@@ -2,17 +2,10 @@
 // share of each limit: the limits whose failure_mode is local, while the
 // shared store cannot decide.
 //
-// The share of a limit is its requests (and its burst) divided by the
-// number of replicas, rounded down but at least 1, with the same
-// algorithm and period (Scale). When every replica gets its share of the
-// traffic and the replica count is right, the replicas together admit at
-// most the limit per period (at most max(limit, replicas) when the limit
-// is below the count, since every replica admits at least 1). The local
-// counts start empty: what the store admitted before the outage, in the
-// window the outage starts in, is not counted locally. They outlive the
-// outage: when the store decides again they are kept until they expire
-// with their periods, so that the outages of a flapping store within one
-// period spend one share, not a fresh share each.
+// The local counts start empty (what the store admitted before the outage
+// is not counted) and outlive the outage until they expire with their
+// periods, so the outages of a flapping store within one period spend one
+// share, not a fresh share each.
 package localshare
 
 import (
@@ -34,10 +27,8 @@ type Share struct {
 	mem      atomic.Pointer[memstore.Store] // nil until a local decision, and after Discard
 }
 
-// New returns a Share whose replica count is replicas() (read on every
-// decision; a count below 1 counts as 1). nil replicas means 1: the whole
-// limit is enforced locally. cfg bounds the local memory store, created on
-// the first local decision.
+// New returns a Share whose replica count is replicas(), read on every
+// decision (nil means 1). cfg bounds the local memory store.
 func New(replicas func() int, cfg memstore.Config) *Share {
 	if replicas == nil {
 		replicas = func() int { return 1 }
@@ -49,13 +40,9 @@ func New(replicas func() int, cfg memstore.Config) *Share {
 func (s *Share) Replicas() int { return max(s.replicas(), 1) }
 
 // Decide decides reqs together in the replica's memory, each against its
-// limit's share (Scale); see store.Store. out[i].Limit is then the share's
-// capacity. A cost above the share's capacity (which the limit itself
-// admits) is denied with the wait until its period ends (overShareWait),
-// never a negative one. An error means nothing was decided: a share that is not a
-// valid limit (store.ErrInvalid; a bucket's rate too fine-grained once
-// divided), a context that ended, or a Discard racing the call
-// (store.ErrUnavailable).
+// limit's share (Scale), as store.Store does; out[i].Limit is the share's
+// capacity. A cost above the share's capacity is denied with the wait
+// until its period ends, never a negative one.
 func (s *Share) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
 	n := s.Replicas()
 	scaled := make([]store.Request, len(reqs))
@@ -74,13 +61,9 @@ func (s *Share) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	return nil
 }
 
-// overShareWait is the retry_after of a cost above the share's capacity:
-// the share never admits it, the whole limit does once the store decides
-// again, so the caller is told to come back when the limit's period ends
-// (a calendar period's end; otherwise the period aligned to the Unix
-// epoch, as the windows are), or when the share is whole again if that
-// is later. It is rounded up to a whole second, at least one, so that a
-// body in seconds and a Retry-After header say the same.
+// overShareWait is the retry_after of a cost the share never admits but
+// the whole limit does: until the limit's period ends (epoch-aligned, or
+// the calendar's) or the share is whole, in whole seconds, at least one.
 func overShareWait(l algorithms.Limit, d algorithms.Decision, now time.Time) time.Duration {
 	nowMs := now.UnixMilli()
 	var left time.Duration
@@ -108,8 +91,7 @@ func (s *Share) store() *memstore.Store {
 	}
 }
 
-// Discard forgets every local count and frees the memory, for a server
-// that stops. It costs an atomic load when there is nothing to discard.
+// Discard forgets every local count and frees the memory.
 func (s *Share) Discard() {
 	if s.mem.Load() == nil {
 		return
@@ -123,10 +105,8 @@ func (s *Share) Discard() {
 // made since the last Discard).
 func (s *Share) Active() bool { return s.mem.Load() != nil }
 
-// Scale is replicas' share of l: requests, and its burst when set, divided by replicas and rounded down, at least 1; the algorithm and
-// the period stay. Rounding down keeps the sum of the shares at most the
-// limit; the minimum of 1 keeps every replica admitting something when
-// the limit is below the replica count. replicas below 2 return l.
+// Scale is one of replicas' share of l: requests and burst divided,
+// rounded down (the shares sum to at most the limit) but at least 1.
 func Scale(l algorithms.Limit, replicas int) algorithms.Limit {
 	if replicas < 2 {
 		return l
@@ -139,12 +119,9 @@ func Scale(l algorithms.Limit, replicas int) algorithms.Limit {
 	return l
 }
 
-// StoreChanged is for the store breaker's OnChange. The local counts are
-// kept whichever way the circuit goes: a closing circuit (open false)
-// that discarded them would let the next outage in the same period admit
-// a whole share again, and a store that flaps would admit a share per
-// outage. They expire with their periods (the memory store's TTLs); when
-// the circuit closes and none is left, the memory is freed.
+// StoreChanged is for the store breaker's OnChange: the local counts are
+// kept either way (see the package doc); when the circuit closes and none
+// is left, the memory is freed.
 func (s *Share) StoreChanged(open bool, _ error) {
 	if open {
 		return

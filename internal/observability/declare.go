@@ -5,12 +5,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Declarer makes floodgate's metrics, each from its name, help and
-// labels, and registers each one as it makes it (promauto, on an
-// injected registry, never the global one): a metric is named once,
-// where it is declared, with no second list of what to register. Like
-// prometheus.MustRegister, it panics when the registry already holds a
-// metric of the same name.
+// Declarer makes floodgate's metrics and registers each as it makes it
+// (promauto on an injected registry), so a metric is named once. It
+// panics when the registry already holds a metric of the same name.
 type Declarer struct{ f promauto.Factory }
 
 // DeclareOn returns a Declarer registering on reg; nil registers nowhere.

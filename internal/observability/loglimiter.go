@@ -6,11 +6,9 @@ import (
 )
 
 // LogLimiter keeps a repeated log line to one per interval, counting the
-// lines it held back, so that an outage under load writes a line every few
-// seconds rather than one per failed call: tracing export errors, RLQS
-// demand-store failures and the store's failed decisions go through it.
-// The zero value is ready; a LogLimiter must not be copied after first
-// use. Its methods may be called concurrently.
+// lines it held back, so an outage under load writes a line every few
+// seconds. The zero value is ready; do not copy it after first use. Safe
+// for concurrent use.
 type LogLimiter struct {
 	mu         sync.Mutex
 	last       time.Time // when the last line was admitted; zero: never

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,25 +41,19 @@ const (
 	// ResultDegraded: the store could not decide and the limit's failure
 	// mode answered (allowed when open, denied when closed).
 	ResultDegraded = "degraded"
-	// ResultLocal: the store could not decide and the limit's failure
-	// mode, local, had the replica's share of the limit decide in memory
-	// (allowed or denied).
+	// ResultLocal: the store could not decide and the replica's share of
+	// the limit decided in memory (failure mode local).
 	ResultLocal = "local"
 	// resultOther replaces any other value, so the label stays bounded.
 	resultOther = "other"
 )
 
 // nearLimitPercent is the near-limit threshold of a limit without a
-// warning threshold of its own: an allowed decision is near the limit
-// when what remains is at most this percentage of the limit (remaining ≤
-// 20% of limit, the usage at or above 80%).
+// warning threshold: remaining at most this percentage of the limit.
 const nearLimitPercent = 20
 
-// NearLimit reports whether d is an allowed decision near its limit:
-// with a warning threshold (warnAt units, see internal/softlimit), when
-// its usage reached it, exactly when the answer carries the warning;
-// without one (warnAt 0), when what remains is at most nearLimitPercent
-// of the limit.
+// NearLimit reports whether d is an allowed decision near its limit: past
+// its warning threshold warnAt, or without one, nearLimitPercent.
 func NearLimit(d algorithms.Decision, warnAt int64) bool {
 	if warnAt > 0 {
 		return d.Allowed && softlimit.Reached(d.Limit, d.Remaining, warnAt)
@@ -66,8 +61,7 @@ func NearLimit(d algorithms.Decision, warnAt int64) bool {
 	return d.Allowed && d.Limit > 0 && d.Remaining*100 <= d.Limit*nearLimitPercent
 }
 
-// Bounds on detailed labels: rule labels built from a request's values
-// (see ObserveDetailedDecision), which only an operator's opt-in allows.
+// Bounds on detailed labels (ObserveDetailedDecision).
 const (
 	// MaxDetailedSeries bounds the detailed labels of all rules together.
 	MaxDetailedSeries = 10_000
@@ -92,7 +86,7 @@ func RequestDurationBuckets() []float64 {
 }
 
 // Metrics are floodgate's Prometheus metrics, registered on an injected
-// registry (never the global default one):
+// registry (TestMetricsDeclared pins this list to the declarations):
 //
 //	floodgate_decisions_total{api,domain,rule,algorithm,result}  counter
 //	floodgate_near_limit_total{api,domain,rule,algorithm}        counter
@@ -107,16 +101,10 @@ func RequestDurationBuckets() []float64 {
 //	floodgate_givebacks_refused_total{api,kind}                  counter
 //	floodgate_handler_panics_total{api}                          counter
 //	floodgate_build_info{version}                                gauge
-//	grpc_server_started_total, grpc_server_handled_total,
-//	grpc_server_msg_{received,sent}_total,
-//	grpc_server_handling_seconds                                 (go-grpc-middleware)
 //
-// Label values are bounded: domain and rule are config names (the rule label
-// is a rule's or policy's name from the config, never a caller's key, so
-// the config bounds them and a new rule always gets its own series),
-// algorithm and result are enumerations, op is one of decide, reset and
-// ping. The one exception is opt-in and bounded: ObserveDetailedDecision.
-// A nil *Metrics is not usable; build one with NewMetrics.
+// and go-grpc-middleware's grpc_server_*. Label values are bounded: domain
+// and rule are config names, never a caller's key, the others enumerations;
+// the one exception is opt-in and bounded (ObserveDetailedDecision).
 type Metrics struct {
 	decisions *prometheus.CounterVec
 	nearLimit *prometheus.CounterVec
@@ -165,11 +153,10 @@ type decisionSeries struct {
 	nearLimit prometheus.Counter // nil unless the result is allowed
 }
 
-// NewMetrics creates the metrics and registers them on reg; nil means a
-// fresh registry of their own. Handler serves reg when it is also a
-// prometheus.Gatherer (a *prometheus.Registry is), else these metrics
-// alone. Like prometheus.MustRegister, it panics when reg already holds
-// metrics of the same names: call it once, at startup.
+// NewMetrics creates the metrics and registers them on reg (nil: a fresh
+// registry). Handler serves reg when it is a prometheus.Gatherer, else
+// these metrics alone. It panics, as prometheus.MustRegister does, when
+// reg already holds them: call it once, at startup.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{nDetails: map[ruleKey]int{}}
 	if reg == nil {
@@ -220,13 +207,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// ObserveDecision counts one decision under l. nearLimit (see NearLimit)
-// also counts floodgate_near_limit_total, and only with ResultAllowed.
-//
-// l.Domain and l.Rule must come from the config (a policy's or rule's name, a
-// descriptor's key=value as written in the config), never from a caller's
-// key, so the label values stay bounded. Once a label set has been seen,
-// a call costs one sync.Map lookup and an atomic add, and allocates nothing.
+// ObserveDecision counts one decision under l; nearLimit (see NearLimit)
+// also counts floodgate_near_limit_total, with ResultAllowed only.
+// l.Domain and l.Rule must come from the config, never a caller's key.
 func (m *Metrics) ObserveDecision(l Labels, nearLimit bool) {
 	s := m.seriesFor(l)
 	s.decisions.Inc()
@@ -243,13 +226,10 @@ func (m *Metrics) seriesFor(k Labels) *decisionSeries {
 	return m.newSeries(k)
 }
 
-// newSeries resolves the counters of a label set not seen yet (the slow
-// path, once per label set).
+// newSeries resolves the counters of a label set not seen yet.
 func (m *Metrics) newSeries(k Labels) *decisionSeries {
 	l := k
-	switch l.Result {
-	case ResultAllowed, ResultDenied, ResultShadowDenied, ResultDegraded, ResultLocal:
-	default:
+	if resultIndex(l.Result) < 0 {
 		l.Result = resultOther
 	}
 	api, domain, rule, alg := labelValue(l.API), labelValue(l.Domain), labelValue(l.Rule), l.Algorithm.String()
@@ -262,10 +242,8 @@ func (m *Metrics) newSeries(k Labels) *decisionSeries {
 }
 
 // labelValue is v as a Prometheus label value, which must be UTF-8 (the
-// client library panics on anything else): each run of bytes that is not
-// UTF-8 becomes U+FFFD. A rule's or domain's name can hold a request's
-// bytes (a detailed label, a descriptor value Envoy copied from a header),
-// so every label of a decision is made here.
+// client library panics otherwise): a rule's or domain's name can hold a
+// request's bytes.
 func labelValue(v string) string {
 	if utf8.ValidString(v) {
 		return v
@@ -273,31 +251,18 @@ func labelValue(v string) string {
 	return strings.ToValidUTF8(v, "\uFFFD")
 }
 
-// RuleSeries caches the decisions series of one label set but the result
-// (api, domain, rule and algorithm fixed by its owner), one per result, so
-// that counting a decision of a rule resolved before costs no map lookup
-// (see Metrics.ObserveRule). The zero value is empty and ready to use.
+// RuleSeries caches one rule's decisions series, one per result, so that
+// counting a decision costs no map lookup (Metrics.ObserveRule). The zero
+// value is ready to use.
 type RuleSeries struct {
-	byResult [5]atomic.Pointer[decisionSeries] // by resultIndex
+	byResult [len(results)]atomic.Pointer[decisionSeries] // by resultIndex
 }
 
-// resultIndex is result's slot in RuleSeries, or -1 for a value that is
-// not a Result constant.
-func resultIndex(result string) int {
-	switch result {
-	case ResultAllowed:
-		return 0
-	case ResultDenied:
-		return 1
-	case ResultShadowDenied:
-		return 2
-	case ResultDegraded:
-		return 3
-	case ResultLocal:
-		return 4
-	}
-	return -1
-}
+// results are the Result constants.
+var results = [...]string{ResultAllowed, ResultDenied, ResultShadowDenied, ResultDegraded, ResultLocal}
+
+// resultIndex is result's index in results, or -1.
+func resultIndex(result string) int { return slices.Index(results[:], result) }
 
 // ObserveRule counts a decision as ObserveDecision does, through rs, which
 // must always be given the same labels but the Result.
@@ -319,18 +284,11 @@ func (m *Metrics) ObserveRule(rs *RuleSeries, l Labels, nearLimit bool) {
 }
 
 // ObserveDetailedDecision counts a decision as ObserveDecision does, under
-// detail instead of l.Rule: a label that holds a request's values (the
-// detailed name of an envoyproxy/ratelimit rule with detailed_metric or
-// value_to_metric, see config.Limit.MetricName). Such labels are unbounded
-// and may hold secrets (API keys), so callers use this only when the
-// operator opted in, and it bounds them: a rule gets at most maxPerRule
-// detailed labels (the first ones seen, kept until restart), all rules
-// together MaxDetailedSeries, and none is longer than MaxDetailBytes.
-// Every other decision is counted under l.Rule, so none goes uncounted.
-//
-// A detail that is not UTF-8 is admitted as its label shows it (see
-// labelValue), so two values that differ only in their bad bytes share
-// one detailed label.
+// detail instead of l.Rule: a label holding a request's values
+// (detailed_metric, value_to_metric), which may hold secrets, so only on
+// the operator's opt-in. A rule gets at most maxPerRule detailed labels
+// (the first seen), all rules MaxDetailedSeries, none longer than
+// MaxDetailBytes; other decisions count under l.Rule.
 func (m *Metrics) ObserveDetailedDecision(l Labels, detail string, maxPerRule int, nearLimit bool) {
 	detail = labelValue(detail)
 	if detail != l.Rule && m.admitDetail(l.Domain, l.Rule, detail, maxPerRule) {
@@ -372,14 +330,13 @@ func (m *Metrics) admitDetail(domain, rule, detail string, maxPerRule int) bool 
 // signature fits denycache.Config.OnHit.
 func (m *Metrics) ObserveDenyCacheHits(n int) { m.denyCacheHits.Add(float64(n)) }
 
-// ObserveConfigReload counts a config load: err nil is a success, else an
-// error (the previous config kept serving).
+// ObserveConfigReload counts a config load: success when err is nil.
 func (m *Metrics) ObserveConfigReload(err error) {
+	result := "success"
 	if err != nil {
-		m.configReloads.WithLabelValues("error").Inc()
-		return
+		result = "error"
 	}
-	m.configReloads.WithLabelValues("success").Inc()
+	m.configReloads.WithLabelValues(result).Inc()
 }
 
 // SetBreakerOpen sets floodgate_breaker_state: 1 while the store's circuit
@@ -420,15 +377,10 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// InstrumentStore wraps s so every call is timed and counted:
-// floodgate_store_duration_seconds{backend,op} (op is decide, reset or
-// ping), floodgate_store_errors_total{backend,op} and
-// floodgate_store_batch_size{backend} (requests per Decide). backend names
-// the store ("memory", "redis"); it must be a fixed name, not an address.
-//
-// Wrap the store that talks to the backend, under the breaker and the deny
-// cache, so latencies are the backend's own and deny-cache answers do not
-// count as store calls. When m is nil, s is returned as is.
+// InstrumentStore wraps s so every call is timed and counted under
+// backend, a fixed name ("memory", "redis"). Wrap the store that talks to
+// the backend, under the breaker and the deny cache, so latencies are the
+// backend's own. When m is nil, s is returned as is.
 func InstrumentStore(s store.Store, m *Metrics, backend string) store.Store {
 	if m == nil {
 		return s

@@ -3,9 +3,7 @@ package observability
 import "net/http"
 
 // StatusRecorder is an http.ResponseWriter that remembers the first status
-// written, for the middlewares that report it (the debug request log, the
-// tracing span). Unwrap lets http.ResponseController reach the writer
-// underneath (its Flush and deadlines).
+// written. Unwrap lets http.ResponseController reach the writer underneath.
 type StatusRecorder struct {
 	http.ResponseWriter
 	status int

@@ -13,15 +13,9 @@ import (
 const storeFailureLogInterval = 10 * time.Second
 
 // FailureLog logs the store's failed decisions without a line per
-// decision (an outage under load would write tens of thousands a second;
-// floodgate_decisions_total{result="degraded"} counts every one). It logs
-// the first failure after a healthy spell at once (WARN "store could not
-// decide"), then at most one WARN summary per storeFailureLogInterval with
-// the number of failures since the last line and the last error, and the
-// first success after failures (INFO "store deciding again"), at most once
-// per interval: a store that flaps costs at most two lines per interval.
-// Its methods may be called concurrently; a healthy decision costs one
-// atomic load.
+// decision (the metrics count every one): the first failure at once, then
+// at most one WARN summary per storeFailureLogInterval, and the first
+// success after failures at INFO. Safe for concurrent use.
 type FailureLog struct {
 	log   *slog.Logger
 	api   string

@@ -1,57 +1,12 @@
 // Package ratelimitheader is the one place that writes floodgate's
-// rate-limit response headers, for the Envoy API (api.Envoy) and the
-// HTTP middleware (client/httplimit) alike, so both speak one scheme:
+// rate-limit response headers, for the Envoy API and the HTTP middleware
+// (client/httplimit) alike. docs/envoy.md documents the scheme: the
+// headers, their Structured Field syntax (RFC 9651), what q and w mean for
+// a bucket, and why a limit that never lifts advertises NeverSeconds.
 //
-//	RateLimit-Policy: "name";q=10;w=10      the quota policy (IETF httpapi draft)
-//	RateLimit: "name";r=7;t=3               what remains of it, and when it resets
-//	X-RateLimit-Limit: 10, 10;w=10          draft-03, for older clients and Envoy's own
-//	X-RateLimit-Remaining: 7
-//	X-RateLimit-Reset: 3                    delta seconds, as in draft-03 (not a Unix time)
-//	Retry-After: 1                          on a denied request only
-//	RateLimit-Warning: "name";at=8          on an allowed request past the soft limit
-//
-// RateLimit-Policy and RateLimit are Structured Field Lists (RFC 9651)
-// with one member: the policy name as a String, with Integer parameters.
-// X-RateLimit-Limit is a List of Integers, the other X- fields and
-// Retry-After Integers.
-//
-// # What q and w mean
-//
-// For the window algorithms q is the requests per period and w the
-// period. A bucket (algorithms.Facts.Bucket) of r requests per period p
-// with burst b advertises q=b with w the time the
-// bucket takes to refill b tokens, b·p/r, rounded up to whole seconds: a
-// client that spends q per w never waits and sends at the bucket's
-// sustained rate (60/min burst 10 is q=10;w=10, not q=10;w=60, which would
-// understate it six-fold). Rounding w up errs on the safe side: q/w is never
-// above the sustained rate. When the whole burst refills in under a second,
-// w is 1 and q the burst, which understates the rate; such buckets are rare.
-//
-// For RateLimit, r is what can be spent now (for a bucket, whole tokens)
-// and t the seconds until the quota is whole again. Every time is
-// rounded up to whole seconds, so a client that waits as told is never
-// early.
-//
-// A rule that denies everything (requests_per_unit: 0) has q=0; its t,
-// X-RateLimit-Reset and Retry-After are NeverSeconds rather than 0, which
-// would invite a client to retry at once, in a loop. A request that can
-// never pass (its cost is above the limit's capacity) gets Retry-After
-// NeverSeconds too.
-//
-// # The soft limit
-//
-// A limit may carry a warning threshold (its soft limit): the units used
-// at which an allowed request is told to slow down before requests are
-// denied. An allowed request that leaves at least that many units of q
-// used gets RateLimit-Warning, a Structured Field List (RFC 9651) of the
-// limits past their threshold: each the policy name as a String, as in
-// RateLimit, with the Integer parameter at, the threshold in units of q.
-// A denied request never carries it, nor a degraded one (nothing is known
-// of the usage). A client sees the usage itself in RateLimit: q − r.
-//
-// When the store could not decide (a degraded answer, see AppendDegraded),
-// nothing is known about the quota: only X-RateLimit-Degraded and, on a
-// denial, Retry-After are written, never a made-up zero.
+// Every time is rounded up to whole seconds (Seconds), so a client that
+// waits as told is never early. A degraded answer (AppendDegraded) knows
+// nothing of the quota and writes no made-up zero.
 package ratelimitheader
 
 import (
@@ -76,9 +31,8 @@ const (
 	WarningName    = "RateLimit-Warning"
 )
 
-// NeverSeconds is the wait advertised for a request that no wait will let
-// through (a deny-all rule, a cost above the capacity): one day, long
-// enough that no client loops on it.
+// NeverSeconds is the wait advertised for a request no wait lets through:
+// a day, so that no client loops on it.
 const NeverSeconds = 86400
 
 // Limit is a limit as a quota policy: its name and its q and w.
@@ -87,20 +41,16 @@ type Limit struct {
 	Name string
 	// Quota is q: the units a client may spend per Window.
 	Quota int64
-	// Window is w, rounded up to whole seconds when written. 0 means
-	// unknown (a named policy seen from the client): RateLimit-Policy and
-	// the ";w=" of X-RateLimit-Limit are then left out.
+	// Window is w. 0 means unknown (a named policy seen from the client):
+	// RateLimit-Policy and X-RateLimit-Limit's ";w=" are left out.
 	Window time.Duration
 	// DenyAll marks a rule that denies every request (Quota is then 0).
 	DenyAll bool
-	// WarnAt is the warning threshold in units of Quota: a request that
-	// leaves at least this many used gets RateLimit-Warning (State.Warning
-	// says it did). 0 means none.
+	// WarnAt is the warning threshold in units of Quota; 0 means none.
 	WarnAt int64
 }
 
-// Of is the policy of limit l under name: a bucket's (algorithms.Facts
-// Bucket: a queue drains as a bucket refills) or a window's.
+// Of is the policy of limit l under name.
 func Of(name string, l algorithms.Limit) Limit {
 	if l.Algorithm.Facts().Bucket {
 		return Bucket(name, l.Requests, l.Period, l.Burst)
@@ -113,9 +63,8 @@ func Window(name string, requests int64, period time.Duration) Limit {
 	return Limit{Name: name, Quota: requests, Window: period}
 }
 
-// Bucket is the policy of a bucket of requests per period with the given
-// burst (0 means requests): q is the burst and w the time the bucket
-// takes to refill it (see the package doc).
+// Bucket is the policy of a bucket (burst 0 means requests): q is the
+// burst and w the time it takes to refill, rounded up.
 func Bucket(name string, requests int64, period time.Duration, burst int64) Limit {
 	if burst <= 0 {
 		burst = requests
@@ -155,17 +104,14 @@ type State struct {
 	// RetryAfter is the wait until the request would pass when Denied;
 	// negative means never (algorithms.Never).
 	RetryAfter time.Duration
-	// Warning says the allowed request reached the limit's warning
-	// threshold (Limit.WarnAt): RateLimit-Warning is written. Ignored
-	// when Denied or when the limit has no threshold.
+	// Warning says the allowed request reached Limit.WarnAt.
 	Warning bool
 }
 
-// MoreRestrictive reports whether the headers of an answer that covers
-// several decisions (the checks of a batch) should describe a rather than
-// b: a deny beats an allow, a longer wait beats a shorter one (a negative
-// wait, never, is the longest), fewer remaining beats more. On equals it
-// is false, so the first of equals is described.
+// MoreRestrictive reports whether an answer covering several decisions
+// should describe a rather than b: a deny beats an allow, a longer wait a
+// shorter one (never is the longest), fewer remaining more; false on
+// equals, so the first is described.
 func MoreRestrictive(a, b State) bool {
 	switch {
 	case a.Denied != b.Denied:
@@ -211,19 +157,15 @@ func (f Field) LowerName() string {
 	return strings.ToLower(f.Name)
 }
 
-// Append appends to dst the fields describing s under l: RateLimit-Policy
-// (when l.Window is known), RateLimit, the X-RateLimit-* fields, when
-// s.Denied, Retry-After, and when s.Warning, RateLimit-Warning. A caller that writes the fields of one limit
-// often should Prepare it once and use Policy.Append.
+// Append appends to dst the fields describing s under l; a caller that
+// writes one limit's fields often should Prepare it once.
 func Append(dst []Field, l Limit, s State) []Field {
 	p := Prepare(l)
 	return p.Append(dst, s)
 }
 
-// Policy is a Limit with the header values that do not depend on a
-// request built once: RateLimit-Policy, X-RateLimit-Limit and the head of
-// RateLimit. It is immutable, so one Policy may serve every request of a
-// limit concurrently.
+// Policy is a Limit with its request-independent header values built
+// once. It is immutable, so safe for concurrent use.
 type Policy struct {
 	limit  Limit
 	policy string // RateLimit-Policy; "" when the window is unknown
@@ -254,10 +196,8 @@ func Prepare(l Limit) Policy {
 // Limit is the limit p was prepared from.
 func (p *Policy) Limit() Limit { return p.limit }
 
-// WarningMember is p's member of RateLimit-Warning, `"name";at=800`, or ""
-// when the limit has no warning threshold. An answer covering several
-// limits lists the members of those past their threshold, joined by ", "
-// (AppendWarning).
+// WarningMember is p's member of RateLimit-Warning, or "" when the limit
+// has no warning threshold.
 func (p *Policy) WarningMember() string { return p.warn }
 
 // WarningMember is the member of RateLimit-Warning naming the policy name
@@ -275,13 +215,10 @@ func AppendWarning(dst []Field, members ...string) []Field {
 	return append(dst, Field{WarningName, strings.Join(members, ", ")})
 }
 
-// Append appends to dst the fields describing s under p's limit, as the
-// package's Append does. The values that depend on s share one string, so
-// it allocates once (and not at all for dst when dst has room).
+// Append appends to dst the fields describing s under p's limit.
 func (p *Policy) Append(dst []Field, s State) []Field {
-	// RateLimit's value `"name";r=R;t=T`, with Retry-After's value after
-	// it: X-RateLimit-Remaining, X-RateLimit-Reset and Retry-After are
-	// slices of the same string.
+	// One allocation: `"name";r=R;t=T` then Retry-After's value; the
+	// X-RateLimit fields and Retry-After are slices of it.
 	var buf [96]byte
 	b := append(buf[:0], p.head...)
 	rStart := len(b)
@@ -321,11 +258,7 @@ func (p *Policy) Append(dst []Field, s State) []Field {
 }
 
 // AppendDegraded appends the fields of an answer the store could not
-// decide: X-RateLimit-Degraded: true and, when denied (a limit that fails
-// closed, or a replica's local share), Retry-After of retryAfter (at least
-// a second; NeverSeconds for a negative one, which no path answers
-// today: a cost above the local share waits for its period's end). Nothing about the quota is known, so nothing about it is
-// written.
+// decide: X-RateLimit-Degraded and, when denied, Retry-After.
 func AppendDegraded(dst []Field, denied bool, retryAfter time.Duration) []Field {
 	dst = append(dst, Field{DegradedName, "true"})
 	if denied {
@@ -334,10 +267,8 @@ func AppendDegraded(dst []Field, denied bool, retryAfter time.Duration) []Field 
 	return dst
 }
 
-// RetryAfterSeconds is the Retry-After of a request that l denied with
-// the wait retryAfter: NeverSeconds for a deny-all rule or a negative
-// (never) wait, else the wait rounded up, and at least 1: a denied client
-// is never told to retry at once.
+// RetryAfterSeconds is the Retry-After of a request l denied: NeverSeconds
+// for a deny-all rule or a never wait, else at least 1.
 func RetryAfterSeconds(l Limit, retryAfter time.Duration) int64 {
 	if l.DenyAll || retryAfter < 0 {
 		return NeverSeconds
@@ -345,10 +276,8 @@ func RetryAfterSeconds(l Limit, retryAfter time.Duration) int64 {
 	return max(Seconds(retryAfter), 1)
 }
 
-// Seconds is d in whole seconds, rounded up (1ms and 1s are 1, 1001ms is
-// 2); 0 for d ≤ 0. It is the one rounding of every time floodgate writes
-// in whole seconds: these headers, and the gRPC metadata of the client's
-// interceptors (client/grpclimit).
+// Seconds is d in whole seconds, rounded up (1001ms is 2); 0 for d ≤ 0.
+// Every time floodgate writes in whole seconds is rounded by it.
 func Seconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
@@ -356,10 +285,8 @@ func Seconds(d time.Duration) int64 {
 	return int64((d-1)/time.Second) + 1
 }
 
-// String is s as a Structured Field String (RFC 9651, section 3.3.3):
-// quoted, with '"' and '\' escaped. A String holds only printable ASCII,
-// so every other byte, and '%' itself, is percent-encoded as %xx (lower
-// case hex, as RFC 9651's Display Strings do): "café" is "caf%c3%a9".
+// String is s as a Structured Field String (RFC 9651): quoted, '"' and
+// '\' escaped, other non-printable bytes and '%' as lower-case %xx.
 func String(s string) string {
 	clean := true
 	for i := 0; i < len(s); i++ {

@@ -1,49 +1,14 @@
 // Package httpapi serves floodgate.v1.RateLimiter over HTTP/JSON, for
-// callers that have fetch but no gRPC: edge workers, shell scripts with
-// curl, serverless functions.
+// callers that have fetch but no gRPC (edge workers, curl, serverless
+// functions), and Envoy's rate-limit API at /json. docs/httpapi.md is the
+// reference: routes, bodies, errors, limits and the browser rules.
 //
-//	POST /v1/check        CheckRequest       -> CheckResponse
-//	POST /v1/check:batch  CheckBatchRequest  -> CheckBatchResponse
-//	POST /v1/peek         PeekRequest        -> PeekResponse
-//	POST /v1/reset        ResetRequest       -> ResetResponse (admin token)
-//	POST /v1/settle       SettleRequest      -> SettleResponse
-//	POST /json            Envoy's RateLimitRequest -> RateLimitResponse (Settings.Envoy)
-//
-// Bodies are the protobuf JSON mapping of the same messages (protojson),
-// exactly what `grpcurl -d` takes, with the spellings people type besides
-// (see lenient.go: calendar_month for CALENDAR_MONTH, "1m" for
-// "60s"); answers are what `grpcurl -emit-defaults` prints: every field,
-// so a denial reads "allowed": false. The verb after the colon follows
-// Google's custom-method convention (AIP-136), as grpc-gateway would
-// spell it.
-//
-// A hand-written mapping, not grpc-gateway: a few routes, one message
-// each, need no generator, and the handlers call the very RateLimiter the
-// gRPC server serves (in process: same validation, same messages, same
-// store).
-//
-// Each request, in order:
-//
-//   - must be POST, with Content-Type application/json when it comes from
-//     a web page (it carries an Origin header that CORS does not allow):
-//     a browser cannot send that cross-origin without a CORS preflight,
-//     which is refused unless origins are configured. Requests without
-//     Origin (curl, scripts, servers) may send any Content-Type or none;
-//   - is authenticated from its Authorization: Bearer header before its
-//     body is read, with the gRPC server's tokens and rules (Settings.Auth);
-//   - has a body of at most Settings.MaxBodyBytes (413 past it), read and
-//     decided within Settings.Timeout (504 past it);
-//   - is decoded strictly: malformed JSON or an unknown field is a 400
-//     whose message names it.
-//
-// Being over the limit is a decision, not an error: 200 with "allowed":
-// false (or 429, with Settings.DenyStatus or ?deny_status=429), and the
-// RateLimit, RateLimit-Policy, X-RateLimit-* and Retry-After headers
-// describing it (internal/ratelimitheader), so a
-// worker can pass them to its own client. Errors are a JSON object
-// {"code": "INVALID_ARGUMENT", "message": "key: must not be empty"} with
-// the gRPC code's name and message and the HTTP status of the code (see
-// httpStatus).
+// Bodies are the protobuf JSON mapping of the same messages, with the
+// spellings people type besides (lenient.go); answers emit every field.
+// The handlers call the very RateLimiter the gRPC server serves, in
+// process. Being over the limit is a decision, not an error: 200 with
+// "allowed": false (or 429 by Settings.DenyStatus or ?deny_status=429)
+// and the rate-limit headers.
 package httpapi
 
 import (
@@ -126,12 +91,7 @@ type Settings struct {
 	// request chooses its own with ?deny_status=. 0 means 200.
 	DenyStatus int
 	// ResetRefused, when set, is the refusal of everything that gives
-	// budget back on this port (internal/giveback): POST /v1/reset, a
-	// settlement below its reservation, a negative cost (403,
-	// PermissionDenied with this reason) and negative hits at /json
-	// (decided as 0 hits): the API then serves decisions only. The server
-	// sets it when the API listens beyond loopback with no tokens to tell
-	// an operator from anyone else on the network.
+	// budget back on this port (giveback.WithRefusal).
 	ResetRefused string
 }
 
@@ -151,8 +111,7 @@ type Handler struct {
 }
 
 // New serves rl over HTTP/JSON. rl should be the server.RateLimiter the
-// gRPC server serves, built with CheckSettings.API = observability.APIHTTP so the
-// metrics tell the two front doors apart.
+// gRPC server serves, built with CheckSettings.API = observability.APIHTTP.
 func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	h := &Handler{
 		rl:      rl,
@@ -294,7 +253,7 @@ func (h *Handler) open(ctx context.Context, r *http.Request, rep reply, method s
 			return ctx, nil, 0, false
 		}
 	}
-	ctx = giveback.WithRefusal(ctx, h.noReset) // the give-back rule refuses Reset, refunds and negative hits
+	ctx = giveback.WithRefusal(ctx, h.noReset)
 	body, err = io.ReadAll(http.MaxBytesReader(rep.w, r.Body, h.maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -332,11 +291,9 @@ func denied(resp proto.Message) bool {
 }
 
 // typeAccepted reports whether r's Content-Type may be decoded as JSON:
-// application/json always; any other type, or none, when r carries no
-// Origin header or an allowed one. Browsers send Origin with every POST,
-// and a page may send text/plain or a form to another origin without
-// asking, so from a page that is not allowed only application/json (which
-// needs a preflight) is read. Scripts, curl and servers send no Origin.
+// always application/json, which needs a CORS preflight; anything when r
+// has no Origin or an allowed one. A page may send text/plain to another
+// origin without asking.
 func (h *Handler) typeAccepted(r *http.Request) bool {
 	if isJSON(r.Header.Get("Content-Type")) {
 		return true
