@@ -1,22 +1,9 @@
 // Package rlqs serves Envoy's Rate Limit Quota Service,
-// envoy.service.rate_limit_quota.v3.RateLimitQuotaService: Envoy's
-// rate_limit_quota filter groups requests into buckets, enforces quota
-// assignments locally, and reports each bucket's usage on one
-// bidirectional stream; this server answers with assignments.
-//
-// The first report of a bucket on a stream subscribes it. The bucket is
-// matched against the domain's quota_buckets (internal/rules); a
-// rate_limit entry gives every distinct bucket id its own global budget,
-// shared by every Envoy instance that reports that id in proportion to its
-// recent demand (ShareParams.Share), with a floor and a cap. Demand is
-// aggregated across floodgate replicas by a store.DemandStore (Redis when
-// configured). Each report is answered with the current assignment of
-// every bucket it names (re-sending an unchanged strategy extends its
-// time to live); when a report moves a budget's totals by 5% or more, the
-// other streams on this replica sharing it are pushed assignments that
-// changed by 5% or more (at most every 250ms a budget), and those on other
-// replicas get theirs at their next report. A config reload re-matches every open bucket, pushes
-// changed assignments and abandons buckets whose entry was removed.
+// envoy.service.rate_limit_quota.v3.RateLimitQuotaService: Envoy reports
+// each bucket's usage on one bidirectional stream and this server answers
+// with quota assignments. docs/rlqs.md says how buckets match the config,
+// how a budget is shared across Envoys and replicas, and when assignments
+// are pushed.
 //
 // Every stream's sends happen on its own handler goroutine: other streams
 // only mark its buckets dirty and wake it, so a slow reader blocks no one
@@ -48,25 +35,19 @@ const (
 	// DefaultMaxBucketsPerStream bounds the buckets one stream may
 	// subscribe; a report past it ends the stream (ResourceExhausted).
 	DefaultMaxBucketsPerStream = 1000
-	// DefaultAssignmentTTL is the least assignment_time_to_live sent; it
-	// is raised to twice a bucket's reporting interval plus a second, so
-	// assignments outlive the gap between reports.
+	// DefaultAssignmentTTL is the least assignment_time_to_live sent (it
+	// is raised to outlive the gap between a bucket's reports).
 	DefaultAssignmentTTL = 10 * time.Second
 	// DefaultMaxKeyBytes bounds the domain and each bucket id key and value.
 	DefaultMaxKeyBytes = 4096
 	// DefaultMaxBucketIDBytes bounds the keys and values of one bucket id
 	// together; a report past it ends the stream (InvalidArgument).
 	DefaultMaxBucketIDBytes = 8192
-	// DefaultMaxStreamBytes bounds the buckets one stream holds, in
-	// bytes (each counted with its id's copies, map entries and
-	// bookkeeping, heldBytes); a report past it ends the stream
-	// (ResourceExhausted). It holds DefaultMaxBucketsPerStream buckets of
-	// ids up to about 2 KiB.
-	DefaultMaxStreamBytes = 4 << 20
-	// DefaultMaxTotalBytes bounds the buckets all streams of the Service
-	// hold together, counted the same way (within 2× of the heap they
-	// take); a report that would pass it ends its stream
+	// DefaultMaxStreamBytes bounds the bytes of the buckets one stream
+	// holds (heldBytes); a report past it ends the stream
 	// (ResourceExhausted).
+	DefaultMaxStreamBytes = 4 << 20
+	// DefaultMaxTotalBytes bounds the same for all streams together.
 	DefaultMaxTotalBytes = 128 << 20
 	// demandTimeout bounds a ForgetDemand at a stream's end.
 	demandTimeout = 2 * time.Second
@@ -145,13 +126,11 @@ type group struct {
 	members map[*sub]struct{}
 	total   store.DemandTotal
 	totalAt time.Time // zero until the store answered once
-	// pushed is the total when the members were last woken to their
-	// shares: they are woken again only when the total moves 5% or more
-	// away from it, so steady reports cost O(1), not O(members).
+	// pushed is the total when the members were last woken: they are
+	// woken again only when it moves 5% (steady reports cost O(1)).
 	pushed store.DemandTotal
-	// wokeAt is when a report last woke the members; reports wake them at
-	// most every wakeEvery (a fleet connecting at once would otherwise
-	// wake every member at every few joins: O(members²)).
+	// wokeAt is when a report last woke the members (at most every
+	// wakeEvery, or a fleet connecting at once costs O(members²)).
 	wokeAt time.Time
 }
 
@@ -243,13 +222,11 @@ func (s *Service) ConfigChanged() {
 	}
 }
 
-// Drain ends every open stream cleanly: each sends the current assignment
-// of all its buckets (so Envoy carries on with them for their time to
-// live, then per its expired_assignment_behavior, while it reconnects to
-// another replica) and then ends with OK. Streams opened afterwards are
-// refused with Unavailable. Call it before grpc.Server.GracefulStop, which
-// would otherwise wait for the streams forever. Drain waits until the
-// streams have ended or ctx is done.
+// Drain ends every open stream cleanly, each sending the current
+// assignment of all its buckets first (Envoy carries on with them while it
+// reconnects), and refuses new streams with Unavailable. Call it before
+// grpc.Server.GracefulStop, which would wait for the streams forever. It
+// waits until the streams have ended or ctx is done.
 func (s *Service) Drain(ctx context.Context) {
 	s.mu.Lock()
 	if !s.draining {

@@ -15,13 +15,10 @@ import (
 // Defaults of ShareParams.
 const (
 	// DefaultFloor is the part of a budget split evenly among its
-	// reporters whatever their demand, so a newly arriving instance is
-	// never starved: with n reporters each gets at least
-	// budget × DefaultFloor / n.
+	// reporters whatever their demand, so a new instance is never starved.
 	DefaultFloor = 0.1
 	// DefaultCap bounds a share at this many times its reporter's demand
-	// over the period (never below the floor), so an idle instance does
-	// not hoard budget it does not use.
+	// (never below the floor), so an idle instance hoards nothing.
 	DefaultCap = 2.0
 )
 

@@ -54,11 +54,9 @@ type sub struct {
 	reporter string
 	cost     int64         // bytes its bucket id holds (heldBytes)
 	elapsed  time.Duration // the last report's time_elapsed
-	// covered is the time the last report is taken to cover for its
+	// covered is the time the last report is taken to cover, for its
 	// demand's time to live: its time_elapsed, but no more than the time
-	// since the bucket's previous report on the stream (for the first,
-	// since the stream opened or firstCover, whichever is longer), and
-	// no more than maxCover.
+	// since the previous report (firstCover for the first) or maxCover.
 	covered    time.Duration
 	reportedAt time.Time // the last report's arrival; zero before any
 	last       assigned  // the last assignment sent
@@ -227,20 +225,16 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 }
 
 // demandOf is count requests over d in milli-requests per second,
-// bounded so sums cannot overflow. handle takes d as the report's
-// time_elapsed but at least minElapsed and the time since the bucket's
-// previous report on the stream: a report cannot claim a rate by saying
-// it covers less time than it did.
+// bounded so sums cannot overflow. handle never takes d shorter than the
+// time the report really covered, so no report can claim a rate.
 func demandOf(count float64, d time.Duration) int64 {
 	v := count * 1000 / d.Seconds()
 	return int64(min(v, 1e15))
 }
 
 // budgetRate is the most demand a report of sb may claim, in
-// milli-requests per second: its budget's whole rate (one instance cannot
-// use more, and a report claiming more would push every other reporter of
-// the budget to the floor share). Buckets without a budget are bounded
-// by demandOf alone.
+// milli-requests per second: its budget's whole rate, so no report pushes
+// the other reporters to the floor share.
 func budgetRate(sb *sub) int64 {
 	if sb.q == nil || sb.q.Limit == nil { // only rate_limit entries have a Limit
 		return math.MaxInt64
@@ -255,19 +249,15 @@ func budgetRate(sb *sub) int64 {
 // Bounds on the time a report is taken to cover for its demand's time
 // to live (sub.covered).
 const (
-	// firstCover: a bucket's first report on a stream may cover this
-	// long even on a fresh stream (an Envoy reconnecting reports the
-	// interval since its last report elsewhere); Envoy's reporting
-	// intervals are seconds to a minute.
+	// firstCover: a bucket's first report may cover this long even on a
+	// fresh stream (a reconnecting Envoy reports since its last report).
 	firstCover = time.Minute
 	// maxCover: no report covers more, whatever the intervals.
 	maxCover = 30 * time.Minute
 )
 
 // demandTTL is how long a report counts: two of the intervals it covered
-// (see sub.covered), and at least the assignment TTL. A report saying it
-// covers a day on a fresh stream counts for two minutes, not for two
-// days after a crash.
+// (sub.covered), and at least the assignment TTL.
 func (s *Service) demandTTL(sb *sub) time.Duration { return max(2*sb.covered, s.ttl) }
 
 // assignmentTTL is the time to live of sb's assignments: at least the
@@ -311,11 +301,10 @@ func (s *Service) forget(key, reporter string) {
 	}
 }
 
-// aggregate reports demand to the store and records the budgets' totals;
-// the other local members of each budget are woken to their new shares.
-// When the store fails, a budget keeps totals younger than the assignment
-// TTL, else falls back to this replica's own view (and to DENY_ALL for
-// failure_mode: closed entries).
+// aggregate reports demand to the store, records the budgets' totals and
+// wakes the budgets' other local members. When the store fails, a budget
+// keeps totals younger than the assignment TTL, else this replica's own
+// view (DENY_ALL for failure_mode: closed).
 func (s *Service) aggregate(ctx context.Context, now time.Time, reps []store.DemandReport, subs []*sub) {
 	out := make([]store.DemandTotal, len(reps))
 	err := s.demand.ReportDemand(ctx, now, reps, out)
@@ -419,14 +408,9 @@ func (st *stream) assignment(sb *sub) (assigned, *typev3.RateLimitStrategy) {
 
 // changed reports whether b differs enough from a to send it: another
 // action or rate, a smaller share, or a share 5% or more larger. Envoy
-// replaces its local limiter (full again) whenever the strategy changes,
-// so a share that grows by a request or two is not worth a new strategy:
-// the last one is re-sent instead, which only extends its time to live.
-// A share that shrinks is always sent: keeping the last, larger one while
-// another instance's grows would let the shares in force add up to more
-// than the budget. So the share in force is never more than the one
-// computed last, and shares computed on the same totals sum to at most
-// the budget (ShareParams.Share).
+// refills its limiter on every new strategy, so a slightly larger share
+// is not worth one; a smaller share is always sent, so the shares in
+// force never add up to more than the budget.
 func changed(a, b assigned) bool {
 	if a.action != b.action || a.rate != b.rate || a.closed != b.closed {
 		return true

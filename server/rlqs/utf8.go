@@ -9,13 +9,9 @@ import (
 )
 
 // A bucket id's keys and values are proto3 strings, which must be UTF-8:
-// a strict parser (protobuf-go's, Envoy's for proto3) refuses a whole
-// response holding one that is not, and every bucket of the stream would
-// lose its assignment. Envoy copies header bytes into bucket ids, so a
-// report may hold such bytes; the server decodes them (lenientcodec) but
-// never echoes them: that bucket alone is dropped (no assignment, so
-// Envoy applies its no_assignment_behavior to it), logged and counted,
-// and the stream and its other buckets go on.
+// a strict parser refuses a whole response holding one that is not. Envoy
+// copies header bytes into bucket ids, so such a bucket is decoded
+// (lenientcodec) but dropped, logged and counted, never echoed.
 
 // refusedLogEvery is the least time between two logs of dropped bucket
 // ids; the drops between are counted in the next line.

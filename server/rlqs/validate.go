@@ -26,11 +26,8 @@ const (
 	// keyOverhead is what one key of a held bucket id costs beyond its
 	// bytes (its map entry), in the per-stream and total byte bounds.
 	keyOverhead = 64
-	// bucketOverhead is what a held bucket costs beyond its id's bytes:
-	// its subscription (state, strings, the last assignment sent), its
-	// entries in the stream's maps and its budget's members, the id's
-	// proto and map, and its demand in the store, as measured on the
-	// heap (TestHeldBytesMatchesTheHeap).
+	// bucketOverhead is what a held bucket costs beyond its id's bytes,
+	// as measured on the heap (TestHeldBytesMatchesTheHeap).
 	bucketOverhead = 1536
 )
 

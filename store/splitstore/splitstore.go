@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -96,15 +97,9 @@ func (s *side) decide(ctx context.Context, now time.Time, dry, holdRefunds bool)
 	return false, nil
 }
 
-// refunds reports whether the side has a refund to make (a negative
-// cost, not a dry run).
+// refunds reports whether the side has a refund to make.
 func (s *side) refunds() bool {
-	for _, r := range s.Reqs {
-		if r.Cost < 0 && !r.DryRun {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Reqs, func(r store.Request) bool { return r.Cost < 0 && !r.DryRun })
 }
 
 // giveBack refunds what the side's last decide charged.
