@@ -40,10 +40,8 @@ type Config struct {
 	// then the other attributes.
 	Resource []attribute.KeyValue
 	// Propagators name how a caller's trace context is read, by
-	// OTEL_PROPAGATORS' names (autoprop's: tracecontext, baggage, b3,
-	// b3multi, jaeger, xray, ottrace), the last winning when a call
-	// carries several. nil means DefaultPropagators; empty reads none
-	// (every call is a root).
+	// OTEL_PROPAGATORS' names, the last winning when a call carries
+	// several. nil means DefaultPropagators; empty reads none.
 	Propagators []string
 }
 
@@ -51,27 +49,12 @@ type Config struct {
 func (c Config) On() bool { return c.Endpoint != "" }
 
 // FromEnv reads the configuration from the OpenTelemetry SDK's
-// environment variables through getenv:
-//
-//   - OTEL_SDK_DISABLED=true, or OTEL_TRACES_EXPORTER=none, turns tracing off;
-//   - OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as it is) or
-//     OTEL_EXPORTER_OTLP_ENDPOINT (to which http/protobuf adds /v1/traces)
-//     turns it on; without either tracing is off;
-//   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL:
-//     grpc or http/protobuf (the default, as the specification says);
-//   - OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG: always_on,
-//     always_off, traceidratio and their parentbased_ forms (default
-//     parentbased_always_on); an unknown sampler or a bad ratio is logged
-//     and the default used, as the specification asks;
-//   - OTEL_SERVICE_NAME (default DefaultServiceName) and
-//     OTEL_RESOURCE_ATTRIBUTES (key=value,… percent-encoded);
-//   - OTEL_PROPAGATORS: tracecontext, baggage, b3, b3multi, jaeger, xray,
-//     ottrace or none, comma-separated (default DefaultPropagators); other
-//     names are logged and ignored, as the specification asks.
-//
-// version becomes service.version. A configuration that cannot export
-// (an endpoint that is not a URL, an unknown protocol or exporter) is an
-// error: floodgate refuses to start rather than silently trace nothing.
+// environment variables through getenv (docs/metrics.md lists them);
+// version becomes service.version. Unknown samplers, bad ratios and
+// unknown propagators are logged and ignored, as the specification asks;
+// a configuration that cannot export (an endpoint that is not a URL, an
+// unknown protocol or exporter) is an error, so floodgate refuses to start
+// rather than silently trace nothing.
 func FromEnv(getenv func(string) string, version string, log *slog.Logger) (Config, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return Config{}, nil

@@ -60,10 +60,8 @@ func (e *loggedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadO
 func (e *loggedExporter) Shutdown(ctx context.Context) error { return e.next.Shutdown(ctx) }
 
 // RouteGlobalLogs sends OpenTelemetry's process-wide error handler and
-// internal logger (by default plain lines on stderr, which break
-// --log-format json) to log, errors at most once per ErrorLogInterval.
-// OpenTelemetry has one of each per process, so only the command that
-// owns the process calls this, once.
+// internal logger (plain stderr lines by default, which break --log-format
+// json) to log. Only the command that owns the process calls it, once.
 func RouteGlobalLogs(log *slog.Logger) {
 	errs := newErrorLog(log, "tracing: error", time.Now)
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(errs.report))

@@ -14,11 +14,9 @@ import (
 )
 
 // HTTPHandler wraps next, the HTTP/JSON API, so that each sampled request
-// gets a server span, the parent of floodgate's own, read and sampled from
-// its trace headers as ServerInterceptors do for gRPC calls. The span is
-// named after the method and the route that served it ("POST /v1/check"),
-// or the method alone for a path that is no route, and a 5xx answer marks
-// it an error. It returns next itself when tracing is off.
+// gets a server span as ServerInterceptors give gRPC calls, named after
+// the route ("POST /v1/check"); a 5xx marks it an error. It returns next
+// itself when tracing is off.
 func (t *Tracing) HTTPHandler(next http.Handler) http.Handler {
 	if !t.On() {
 		return next

@@ -15,12 +15,9 @@ const (
 )
 
 // callerSampled reads the sampled flag of the call's trace headers of the
-// families given, the winning one first (the order in which the
-// propagators would decide), without copying the metadata. Anything it
-// does not fully understand, and the headers of propagators other than
-// W3C and B3, are callerSampledOrUnsure, left to the propagators; headers
-// no named propagator reads are not looked at (a call with only those is
-// a root).
+// families given, the winning first, without copying the metadata.
+// Anything it does not fully understand, and other propagators' headers,
+// are callerSampledOrUnsure, left to the propagators.
 func callerSampled[H headers](h H, families []headerFamily) int {
 	for _, f := range families {
 		var got int
@@ -100,10 +97,9 @@ func traced(fullMethod string) bool {
 // interceptor sampled, for presampled.ShouldSample.
 type presampledKey struct{}
 
-// presampled samples the root calls the server interceptor sampled, and
-// every span under them (its mark is in their contexts: a sampler that is
-// not parent-based would judge them anew), and asks next about every
-// other span.
+// presampled samples the root calls the server interceptor sampled and
+// every span under them (a sampler that is not parent-based would judge
+// them anew), and asks next about every other span.
 type presampled struct{ next sdktrace.Sampler }
 
 // ShouldSample implements sdktrace.Sampler.

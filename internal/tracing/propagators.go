@@ -10,17 +10,13 @@ import (
 )
 
 // DefaultPropagators are used when OTEL_PROPAGATORS is unset: B3 in its
-// multiple headers (Envoy's default) and W3C traceparent, which wins when
-// a call carries both. The specification's default is
-// tracecontext,baggage; floodgate sits behind Envoy, which sends B3 unless
-// told otherwise.
+// multiple headers (Envoy sends B3 unless told otherwise) and W3C
+// traceparent, which wins when a call carries both.
 var DefaultPropagators = []string{"b3multi", "tracecontext"}
 
 // propagatorsFromEnv is OTEL_PROPAGATORS as a list of the names autoprop
-// knows (tracecontext, baggage, b3, b3multi, jaeger, xray, ottrace): nil
-// when unset (the defaults), empty for none. Other names are logged and
-// left out, as the specification asks of unknown values; repeats are
-// dropped.
+// knows, without repeats: nil when unset, empty for none. Other names are
+// logged and left out.
 func propagatorsFromEnv(getenv func(string) string, log *slog.Logger) []string {
 	raw := strings.TrimSpace(getenv("OTEL_PROPAGATORS"))
 	if raw == "" {
@@ -46,10 +42,8 @@ func propagatorsFromEnv(getenv func(string) string, log *slog.Logger) []string {
 }
 
 // propagator reads a caller's trace context with the named propagators
-// (nil means DefaultPropagators; names autoprop does not know are left
-// out); when a call carries several, the last named wins, as in
-// OTEL_PROPAGATORS. It also returns the trace headers they read, the
-// winning first: what callerSampled looks at, in its order.
+// (nil means DefaultPropagators), the last named winning. It also returns
+// the trace headers they read, the winning first, for callerSampled.
 func propagator(names []string) (propagation.TextMapPropagator, []headerFamily) {
 	if names == nil {
 		names = DefaultPropagators

@@ -16,16 +16,9 @@ import (
 )
 
 // serverSpans makes the server span of each sampled gRPC call, named and
-// described as otelgrpc's (rpc.system, rpc.service, rpc.method,
-// rpc.grpc.status_code), the parent of floodgate's own spans.
-//
-// It is an interceptor and decides before any span work: a call without
-// trace headers (a root) is sampled with one random number against the
-// root ratio; with a parent-based sampler, a call whose headers say its
-// caller did not sample it is not traced either. Only the others pay for
-// the propagators and a span. otelgrpc's stats handler does that work on
-// every call, which costs more than tracing at 1% sampling may
-// (bench/history/17-tracing-cost.md).
+// described as otelgrpc's, the parent of floodgate's own spans. It decides
+// before any span work (spanParent), where otelgrpc's stats handler does
+// that work on every call (bench/history/17-tracing-cost.md).
 type serverSpans struct {
 	tracer      trace.Tracer
 	propagator  propagation.TextMapPropagator
@@ -58,12 +51,11 @@ func (s *serverSpans) start(ctx context.Context, fullMethod string) (context.Con
 	return ctx, span
 }
 
-// spanParent decides whether a call whose trace headers h holds gets a
-// server span, before any span work, and returns the context to start it
-// in: a call without trace headers (a root) is sampled with one random
-// number against the root ratio; with a parent-based sampler, a call
-// whose headers say its caller did not sample it is not traced; the
-// others have their trace context extracted by the propagators.
+// spanParent decides whether a call with trace headers h gets a server
+// span and returns the context to start it in: a root is sampled with one
+// random number against the root ratio; with a parent-based sampler, a
+// call whose caller did not sample it is not traced; the others have
+// their trace context extracted by the propagators.
 func spanParent[H headers](s *serverSpans, ctx context.Context, h H) (context.Context, bool) {
 	switch callerSampled(h, s.headers) {
 	case callerNone:

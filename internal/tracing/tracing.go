@@ -63,9 +63,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Tracing, error) 
 }
 
 // New is tracing on, exporting to exp through a batch span processor,
-// sampled as cfg.Sampler says, describing the process by cfg.Resource
-// (cfg.Endpoint and cfg.Protocol are not used). Export errors are
-// logged to log, at most once per ErrorLogInterval.
+// sampled and described as cfg says (its Endpoint and Protocol unused).
 func New(exp sdktrace.SpanExporter, cfg Config, log *slog.Logger) *Tracing {
 	sampler, rootRatio := cfg.sampling()
 	p := sdktrace.NewTracerProvider(
@@ -89,9 +87,8 @@ func (t *Tracing) Tracer() trace.Tracer {
 }
 
 // ServerInterceptors make each sampled call's server span, the parent of
-// floodgate's own, from the caller's trace headers (W3C traceparent or B3
-// unless Config.Propagators says otherwise; see serverSpans). Health checks and reflection are not
-// traced. Both are nil when tracing is off.
+// floodgate's own, from the caller's trace headers (serverSpans). Health
+// checks and reflection are not traced. Both are nil when tracing is off.
 func (t *Tracing) ServerInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	if !t.On() {
 		return nil, nil
