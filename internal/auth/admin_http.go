@@ -10,11 +10,8 @@ import (
 )
 
 // AuthorizeAdmin authenticates a request to an admin-only HTTP endpoint
-// of the admin port (/debug/config) from its Authorization header
-// ("Bearer <token>"; "" when absent): the token must be known and have
-// the admin role. Errors carry gRPC codes, as the rest of this package's:
-// codes.Unauthenticated for a missing, malformed or unknown token (HTTP
-// 401), codes.PermissionDenied for a token without the admin role (403).
+// (/debug/config) from its Authorization header: the token must have the
+// admin role. Errors carry gRPC codes: Unauthenticated, PermissionDenied.
 func (t *TokenAuth) AuthorizeAdmin(ctx context.Context, authorization string) error {
 	md := metadata.MD{}
 	if authorization != "" {

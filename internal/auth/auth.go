@@ -30,51 +30,25 @@ var adminMethods = map[string]bool{
 	floodgatev1.RateLimiter_Reset_FullMethodName: true,
 }
 
-// openServices answer without a token. Health is for probes (kubelet,
-// load balancers, Envoy's health checker), which cannot carry a bearer
-// token, and reports nothing secret. Reflection only describes the public
-// API schema, so grpcurl can discover it; it decides nothing and touches no
-// state. Turn reflection off (GRPCSettings.NoReflection) to hide it.
+// openServices answer without a token: health is for probes, which cannot
+// carry one, and reflection only describes the public schema (turn it off
+// with GRPCSettings.NoReflection).
 var openServices = map[string]bool{
 	healthpb.Health_ServiceDesc.ServiceName:                    true,
 	reflectionv1.ServerReflection_ServiceDesc.ServiceName:      true,
 	reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName: true,
 }
 
-// TokenAuth checks bearer tokens ("authorization: Bearer <token>" metadata)
-// on every gRPC call except health and reflection (see openServices). A
-// missing or unknown token is answered codes.Unauthenticated; a valid token
-// that is not an admin token calling floodgate.v1.RateLimiter/Reset is
-// answered codes.PermissionDenied. Refunds (Envoy's is_negative_hits) need
-// a token with the refund role or an admin token: Envoy.ShouldRateLimit
-// answers others codes.PermissionDenied (see RefundAllowed).
+// TokenAuth checks bearer tokens on every gRPC call except health and
+// reflection: a missing or unknown token is codes.Unauthenticated, a
+// token without the role a method needs codes.PermissionDenied. The token
+// file's format and roles are docs/security.md's. It runs when a call's
+// headers arrive when the server has a Gate with it (TransportLimits.Auth),
+// else in the interceptors.
 //
-// The check runs as soon as a call's headers arrive, before its message is
-// read or any handler runs, when the server is built with a Gate that has
-// this TokenAuth (see TransportLimits.Auth); the interceptors then only
-// confirm the Gate's verdict. Without a Gate it runs in the interceptors,
-// after the message has arrived.
-//
-// The token file has one token per line, optionally followed by roles:
-// "admin" (may Reset, and refund) and "refund" (may refund):
-//
-//	# CI and the ops team may reset keys
-//	3q2+7wE0fN2lK9...   admin
-//	# the Envoy that gives hits back
-//	Qm4r0Jd8xT2a...     refund
-//	# services may only check
-//	Zx81mPq0aa...
-//
-// Blank lines are ignored; a field starting with # begins a comment that
-// runs to the end of the line (so a token cannot start with #). Tokens are
-// printable ASCII without spaces (what gRPC metadata can carry); a token
-// may appear only once. The file is reloaded when it changes (by
-// internal/filewatch); a file that does not parse, or lists no token, is
-// logged and ignored, and the previous tokens stay in force.
-//
-// Tokens are kept only as SHA-256 digests and compared in constant time
-// (crypto/subtle) against every known digest; no token is ever logged or
-// put in an error.
+// The file is reloaded when it changes; one that does not parse, or lists
+// no token, is logged and ignored. Tokens are kept only as SHA-256
+// digests, compared in constant time, never logged.
 type TokenAuth struct {
 	files *filewatch.Watcher[tokenSet]
 }
@@ -103,17 +77,15 @@ func grantFrom(ctx context.Context) (grant, bool) {
 	return g, ok
 }
 
-// RefundAllowed reports whether the call of ctx may give hits back: always
-// when no TokenAuth authenticated it (tokens are not configured), else
-// when its token has the refund or admin role.
+// RefundAllowed reports whether the call of ctx may give hits back: when
+// tokens are not configured, or its token has the refund or admin role.
 func RefundAllowed(ctx context.Context) bool {
 	g, ok := grantFrom(ctx)
 	return !ok || g.admin || g.refund
 }
 
-// ResetAllowed reports whether the call of ctx may Reset: always when no
-// TokenAuth authenticated it (tokens are not configured), else when its
-// token has the admin role.
+// ResetAllowed reports whether the call of ctx may Reset: when tokens are
+// not configured, or its token has the admin role.
 func ResetAllowed(ctx context.Context) bool {
 	g, ok := grantFrom(ctx)
 	return !ok || g.admin
@@ -157,7 +129,9 @@ func NewTokenAuth(ctx context.Context, tokenFile string, opts ...TokenAuthOption
 	return &TokenAuth{files: files}, nil
 }
 
-// parseTokens reads a token file. Errors give file:line, never a token.
+// parseTokens reads a token file: each token (printable ASCII, no spaces,
+// listed once) and its roles; # starts a comment. Errors give file:line,
+// never a token.
 func parseTokens(name string, data []byte) (*tokenSet, error) {
 	ts := &tokenSet{}
 	seen := make(map[[sha256.Size]byte]int) // digest -> line
@@ -266,13 +240,9 @@ func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, 
 	return context.WithValue(ctx, grantKey{}, g), nil
 }
 
-// Authorize authenticates a call to fullMethod (e.g.
-// floodgatev1.RateLimiter_Reset_FullMethodName) that came through another
-// front door than gRPC: the HTTP/JSON API (server/httpapi) passes its
-// request's Authorization header ("Bearer <token>"; "" when absent). The
-// rules and the errors are the gRPC ones: codes.Unauthenticated for a
-// missing or unknown token, codes.PermissionDenied for an admin method
-// without an admin token. The returned ctx carries the call's grant.
+// Authorize authenticates a call to fullMethod from another front door
+// than gRPC, by its HTTP Authorization header ("" when absent), with the
+// gRPC rules and errors. The returned ctx carries the call's grant.
 func (t *TokenAuth) Authorize(ctx context.Context, fullMethod, authorization string) (context.Context, error) {
 	md := metadata.MD{}
 	if authorization != "" {

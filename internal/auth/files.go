@@ -21,13 +21,9 @@ type fileSet[T any] struct {
 	describe func(*T) []any
 }
 
-// watch keeps the value of fs current, the way internal/filewatch keeps
-// every file-backed setting (the rules too): a change is live about
-// filewatch.DebounceQuiet after it is written (or at the next
-// filewatch.DefaultPoll where the filesystem sends no events), concurrent
-// readers of Current never wait, and the Watcher runs until ctx ends or it
-// is closed. A value that fails to load is logged on log, once while the
-// files stay the same, and the previous one keeps serving.
+// watch keeps the value of fs current with a filewatch.Watcher until ctx
+// ends or it is closed. A value that fails to load is logged once while
+// the files stay the same, and the previous one keeps serving.
 func (fs fileSet[T]) watch(ctx context.Context, log *slog.Logger) (*filewatch.Watcher[T], error) {
 	name, paths, parse, describe := fs.name, fs.paths, fs.parse, fs.describe
 	loaded := false

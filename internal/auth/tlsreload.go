@@ -13,16 +13,10 @@ import (
 	"github.com/floodgate/floodgate/internal/filewatch"
 )
 
-// certReloader keeps the server certificate (and the client CA pool, for
-// mTLS) in step with their files, watched as internal/filewatch watches
-// every file-backed setting. NewTLSConfig builds one.
-//
-// Reloads affect new handshakes only: connections already established keep
-// the certificate they negotiated, so a rotation never drops a connection or
-// a call. A new file that does not parse (or a key that does not match its
-// certificate, as happens between the two writes of a rotation) is logged
-// and ignored; the previous certificate keeps serving until the files are
-// consistent again.
+// certReloader keeps the server certificate (and the client CA pool) in
+// step with their files. Reloads affect new handshakes only, so a rotation
+// drops no connection; files that do not parse or match (between the two
+// writes of a rotation) are logged and ignored.
 type certReloader struct {
 	files *filewatch.Watcher[tlsState]
 }
@@ -48,23 +42,13 @@ type Reloader interface {
 	Reload() error
 }
 
-// NewTLSConfig returns a TLS 1.2+ server config for the gRPC port whose
-// certificate comes from files.Cert and files.Key, reloaded when they
-// change (by internal/filewatch, rename-based rotation and Kubernetes
-// Secret updates included) until ctx ends or the returned io.Closer is
-// closed. When files.ClientCA is not empty, clients must present a
-// certificate signed by one of the CAs in it (mTLS,
-// tls.RequireAndVerifyClientCert); that file is reloaded the same way.
-//
-// Use it with grpc's credentials.NewTLS, which keeps GetConfigForClient
-// (and adds the "h2" ALPN protocol to what it returns). It fails when the
-// files cannot be loaded now. log receives reloads and rejected files (never
-// their contents); nil means slog.Default().
-//
-// Treat the returned config as read-only: each handshake gets a config built
-// from the files (TLS 1.2+, the certificate, the client CAs), so fields set
-// on the returned one later do not apply. After Close it keeps serving the
-// last certificate loaded.
+// NewTLSConfig returns a TLS 1.2+ server config whose certificate comes
+// from files, reloaded when they change until ctx ends or the returned
+// Reloader is closed; with files.ClientCA, clients must present a
+// certificate it signed (mTLS). Use it with grpc's credentials.NewTLS. It
+// fails when the files cannot be loaded now; log (nil: slog.Default())
+// receives reloads and rejected files, never their contents. Treat the
+// config as read-only: each handshake gets one built from the files.
 func NewTLSConfig(ctx context.Context, tf TLSFiles, log *slog.Logger) (*tls.Config, Reloader, error) {
 	certFile, keyFile, clientCAFile := tf.Cert, tf.Key, tf.ClientCA
 	if certFile == "" || keyFile == "" {
