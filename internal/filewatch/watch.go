@@ -1,36 +1,16 @@
-// Package filewatch keeps a value loaded from files current: the rules
-// (internal/rules), the gRPC port's TLS certificate and the bearer token
-// file (internal/auth) all reload this one way.
+// Package filewatch keeps a value loaded from files current: the rules,
+// the gRPC port's TLS certificate and the bearer token file all reload
+// this one way, so a change is live DebounceQuiet after the write and the
+// request path never reads a file.
 //
-// A Watcher watches the folders of its files with fsnotify and reacts only
-// to events that can change them: the files themselves (written in place,
-// or replaced by a rename, as editors and rotation tools save), the files
-// that symlinked ones point to (in whatever folder), and the "..data"
-// symlink of a Kubernetes ConfigMap or Secret mount, whose swap to a new
-// timestamped folder is how the kubelet updates it. Other files in the
-// folders (the server's log, say) never cause a reload. Events are
-// debounced: a load runs DebounceQuiet after the last event and never later
-// than DebounceMax after the first, so a burst of writes (or a symlink swap)
-// costs one load.
-//
-// The same Watcher also re-reads its files every Options.Poll (DefaultPoll),
-// as a fallback for what fsnotify cannot see: filesystems that send no
-// events (NFS, SMB, some FUSE and CSI volumes), a watched folder deleted and
-// created again, an event queue overflow, and hosts out of inotify watches
-// (the Watcher then polls only, after reporting why). A load is skipped when
-// the files' contents are byte-for-byte what the last load attempt read (a
-// SHA-256 fingerprint), so a poll of unchanged files costs a read and a
-// hash, and a file rejected once is not rejected again until it changes.
-//
-// A failed load keeps the previous value and is reported through
-// Options.OnError; readers (Current) never block, not even during a load.
-//
-// Events, not a check on use: the rules have no use to hang a check on,
-// and with one design for rules, TLS and tokens a change is live about
-// DebounceQuiet after the write, with or without traffic, and the request
-// path never reads a file. The price is
-// a goroutine and an fsnotify watcher per Watcher, which Close (or the end
-// of the context) releases.
+// A Watcher watches its files' folders with fsnotify and reacts only to
+// events that can change them: the files (written in place or replaced by
+// a rename), their symlink targets, and a Kubernetes mount's "..data"
+// symlink. Events are debounced. It also re-reads its files every
+// Options.Poll for what fsnotify cannot see (NFS, FUSE and CSI volumes, a
+// folder recreated, a queue overflow, no inotify watches left); a load is
+// skipped when the files are byte-for-byte what the last attempt read.
+// A failed load keeps the previous value; Current never blocks.
 package filewatch
 
 import (
@@ -53,8 +33,8 @@ const (
 	DebounceMax   = 500 * time.Millisecond
 )
 
-// DefaultPoll is how often a Watcher re-reads its files when Options.Poll is
-// zero (see the package doc for why it polls at all).
+// DefaultPoll is how often a Watcher re-reads its files when Options.Poll
+// is zero.
 const DefaultPoll = 10 * time.Second
 
 // ErrClosed is returned by Reload once the Watcher has stopped.
@@ -80,12 +60,10 @@ type Options[T any] struct {
 	// not reported.
 	Unchanged func(cur, next *T) bool
 
-	// OnLoad is called with every value that becomes current, the first one
-	// included (before Watch returns). OnError is called with every failed
-	// load after the first (a failure repeated on unchanged files is
-	// reported once) and with every *WatchError. Both may be nil; they are
-	// never called by two goroutines at once, and never after the Watcher
-	// stops.
+	// OnLoad is called with every value that becomes current, the first
+	// included. OnError is called with every failed load after the first
+	// (once per unchanged files) and every *WatchError. Either may be nil;
+	// neither is called concurrently or after the Watcher stops.
 	OnLoad  func(*T)
 	OnError func(error)
 
@@ -136,10 +114,10 @@ type Watcher[T any] struct {
 	err  error // of closing fsw
 }
 
-// Watch loads the value (Options.Load) and then reloads it whenever its
-// files change, until ctx ends or Close is called. It fails when the first
-// load fails, or when Options are incomplete; it does not fail when file
-// events are unavailable and the poll is on (a *WatchError is reported).
+// Watch loads the value and then reloads it whenever its files change,
+// until ctx ends or Close is called. It fails when the first load fails or
+// Options are incomplete, not when file events are unavailable and the
+// poll is on (a *WatchError is reported).
 func Watch[T any](ctx context.Context, o Options[T]) (*Watcher[T], error) {
 	if len(o.Paths) == 0 || o.Load == nil {
 		return nil, errors.New("filewatch: Paths and Load are required")
@@ -200,10 +178,8 @@ func Watch[T any](ctx context.Context, o Options[T]) (*Watcher[T], error) {
 func (w *Watcher[T]) Current() *T { return w.cur.Load() }
 
 // Reload loads the value now, whether or not the files changed (for a
-// SIGHUP, or a caller that knows better). A failure keeps the previous
-// value, is returned, and is reported through OnError unless the same
-// failure on the same files was reported already. It returns ErrClosed
-// once the Watcher has stopped.
+// SIGHUP). A failure keeps the previous value and is returned (and
+// reported, once). It returns ErrClosed once the Watcher has stopped.
 func (w *Watcher[T]) Reload() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
