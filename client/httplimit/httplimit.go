@@ -197,7 +197,6 @@ func (nl namedLimit) headerName() string {
 	return nl.name
 }
 
-
 // headerLimit is the limit d's headers describe, as a quota policy: the
 // one that decided ("ip" or "apikey"), a server-side policy by its own
 // name.
