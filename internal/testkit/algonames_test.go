@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -17,12 +16,6 @@ import (
 // store's table and the public constants, with a little room. Every
 // other layer reads the algorithm's facts from the table.
 const maxFilesNaming = 10
-
-// pendingNaming are folders whose files are counted apart while their
-// owner rewrites them: the test logs how many files there name each
-// algorithm, and fails only on the rest of the tree. Take a folder off
-// once each algorithm is named by no more than two of its files.
-var pendingNaming = []string{"store/redisstore/"}
 
 // TestAlgorithmsNamedInFewFiles: no algorithm is named, in code or in a
 // comment, by more than maxFilesNaming product files (the module's Go and
@@ -58,8 +51,7 @@ func TestAlgorithmsNamedInFewFiles(t *testing.T) {
 			}
 		}
 	}
-	naming := make([][]string, len(spellings))  // per spelling, the files naming it
-	pending := make([][]string, len(spellings)) // the same in pendingNaming
+	naming := make([][]string, len(spellings)) // per spelling, the files naming it
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -80,15 +72,9 @@ func TestAlgorithmsNamedInFewFiles(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		rel = filepath.ToSlash(rel)
 		for i, s := range spellings {
-			if !names(b, s.re, longer[i]) {
-				continue
-			}
-			if slices.ContainsFunc(pendingNaming, func(p string) bool { return strings.HasPrefix(rel, p) }) {
-				pending[i] = append(pending[i], rel)
-			} else {
-				naming[i] = append(naming[i], rel)
+			if names(b, s.re, longer[i]) {
+				naming[i] = append(naming[i], filepath.ToSlash(rel))
 			}
 		}
 		return nil
@@ -97,9 +83,6 @@ func TestAlgorithmsNamedInFewFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range spellings {
-		if len(pending[i]) > 0 {
-			t.Logf("%s: also named by %d files being rewritten (pendingNaming): %s", s.name, len(pending[i]), strings.Join(pending[i], ", "))
-		}
 		if len(naming[i]) == 0 {
 			t.Errorf("%s: no product file names it; does the walk start at the module's root?", s.name)
 		}
