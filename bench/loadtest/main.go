@@ -270,11 +270,11 @@ func (s settings) standalone(ctx context.Context, out io.Writer, cfgDir, dir str
 		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 100, Period: time.Hour}}); err != nil {
 		return err
 	}
-	usage, n, err := memoryPerKey(ctx, rc, "fg:tb:{k*", 200)
+	usage, n, err := memoryPerKey(ctx, rc, "fg:tat:{k*", 200)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Redis `MEMORY USAGE` per token-bucket key (Check API keys `fg:tb:{k<key>}…`, 100/h): %.1f bytes (mean of %d keys).\n\n", usage, n)
+	fmt.Fprintf(out, "Redis `MEMORY USAGE` per token-bucket key (Check API keys `fg:tat:{k<key>}…`, 100/h): %.1f bytes (mean of %d keys).\n\n", usage, n)
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 // stored minus STATE_EPOCH_MS) with write_counter and reads it back with
 // load_counter, answering the stored string and the three values read.
 const codecRoundTrip = `
+read_header('') -- binds redis.call and struct's functions
 local epoch = STATE_EPOCH_MS
 write_counter(KEYS[1], false, epoch + tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), 60000, 0, 0, 0)
 local a, b, c = decode_counter(redis.call('GET', KEYS[1]), false)

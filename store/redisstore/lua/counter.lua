@@ -1,10 +1,10 @@
--- counter.lua: decide_counter mirrors algorithms.DecideMode (and, for a
--- calendar limit, DecideCalendarMode) for the three algorithms whose
--- state is three integers, and counter_alg makes their ALG functions
--- (lib.lua).
+-- counter.lua: counter_alg makes the ALG functions (lib.lua) of the
+-- algorithms whose state is three integers, mirroring algorithms.DecideMode
+-- (and, for a calendar limit, DecideCalendarMode) on the state it reads:
 --
--- decide_counter(alg, x, y, z, a, b, c, now_ms, cost, flags, b0, b1, b2, b3, b4)
+--   decide(x, y, z, a, b, c, now_ms, cost, flags, b0, b1, b2, b3, b4)
 --     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
+--
 -- x, y, z are the limit's numbers as the wire carries them (lib.lua):
 -- per_ms, scale and capacity for the buckets, requests and period_ms
 -- for the windows. flags are the request's flags (lib.lua) without the
@@ -18,7 +18,7 @@
 -- the algorithm's own file's.
 
 -- calendar mirrors the sliding window's part of decideCalendar in
--- algorithms/calendar.go (results as decide_counter's; cost already
+-- algorithms/calendar.go (results as counter_alg's decide; cost already
 -- clamped): a calendar limit of the sliding window, decided at now
 -- on the boundaries b0 < b1 < b2 < b3 < b4 floodgate computed from its own
 -- clock (Bounds: [b1, b2) held floodgate's now). The period is [b1, b2)
@@ -60,56 +60,50 @@ local function calendar(requests, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
   return sliding_decide(requests, a, b, c, start, stop - start, nxt - stop, false, curr, last, now, cost, debt)
 end
 
-local function decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
-  local cap = x -- Limit.Capacity
-  if alg == ALG_LEAKY_BUCKET then
-    cap = z
-  end
-  local debt = 0
-  if flags % 4 >= 2 then
-    debt = 1
-  end
-  local never = false
-  if cost > cap and debt ~= 1 then
-    cost, never = 0, true
-  elseif cost < -cap then
-    cost = -cap
-  end
-  local allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed
-  local wait = 0
-  if b0 ~= nil then
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = calendar(x, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
-  elseif alg == ALG_SLIDING_WINDOW then
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = sliding_window(x, y, a, b, c, now, cost, debt)
-  else -- ALG_LEAKY_BUCKET (counter_alg registers no other); no-wait is flag bit 2
-    allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = leaky_bucket(x, y, z, a, b, c, now, cost, flags % 8 >= 4, debt)
-  end
-  if never then
-    allowed, retry, wait = 0, -1, 0
-  end
-  return allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed
-end
-
 -- counter_alg is the ALG function (lib.lua) of a three-integer state's
--- algorithm alg: one GET, decide_counter, and write_counter unless dry
--- or denied. time_b is lib.lua's codec flag.
-local function counter_alg(alg, time_b)
+-- algorithm: one GET, decode_counter, the decision (decide's
+-- header: a calendar limit's, the leaky bucket's when leaky, else the
+-- sliding window's), and write_counter unless dry or denied.
+local function counter_alg(leaky)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
-    local str = redis.call('GET', key)
-    local a, b, c, _, rh = decode_counter(str, time_b)
+    local str = rcall('GET', key)
+    local a, b, c, _, rh = decode_counter(str, leaky)
     if a == nil then
       return nil
     end
-    local allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = decide_counter(alg, x, y, z, a, b, c, now, cost, flags, b0, b1, b2, b3, b4)
-    if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
+    local cap, debt, never, charge = x, 0, false, cost -- Limit.Capacity
+    if leaky then
+      cap = z
+    end
+    if flags % 4 >= 2 then
+      debt = 1
+    end
+    if cost > cap and debt ~= 1 then
+      charge, never = 0, true
+    elseif cost < -cap then
+      charge = -cap
+    end
+    local allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed
+    local wait = 0
+    if b0 ~= nil then
+      allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = calendar(x, b0, b1, b2, b3, b4, a, b, c, now, charge, debt)
+    elseif leaky then -- no-wait is flag bit 2
+      allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = leaky_bucket(x, y, z, a, b, c, now, charge, flags % 8 >= 4, debt)
+    else
+      allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = sliding_window(x, y, a, b, c, now, charge, debt)
+    end
+    if never then
+      return 0, remaining, -1, reset, ttl, 0, unrecorded, owed
+    end
+    if allowed == 1 and charge ~= 0 and flags % 2 == 0 then
       if undo then
-        remember(undo, key, str, cost < 0 or ttl <= 0)
+        remember(undo, key, str, charge < 0 or ttl <= 0)
       end
-      write_counter(key, time_b, a2, b2_, c2, ttl, keep, c, rh)
+      write_counter(key, leaky, a2, b2_, c2, ttl, keep, c, rh)
     end
     return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
   end
 end
 
-ALG[ALG_SLIDING_WINDOW] = counter_alg(ALG_SLIDING_WINDOW, false)
-ALG[ALG_LEAKY_BUCKET] = counter_alg(ALG_LEAKY_BUCKET, true)
+ALG[ALG_SLIDING_WINDOW] = counter_alg(false)
+ALG[ALG_LEAKY_BUCKET] = counter_alg(true)

@@ -11,7 +11,7 @@
 --           of 1/c ms, c = per_ms; 0, 0, 0 for a key never seen
 --   now_ms  Unix time in ms
 --   cost    > 0 spends, 0 looks, < 0 gives back, which frees nothing
---           (already clamped by decide_counter)
+--           (already clamped by counter.lua's counter_alg)
 --   nowait  true: admit only what may start now (algorithms.NoWait)
 --   debt    1: take a positive cost's slots even past the queue's size,
 --           up to twice it (algorithms.Debt); unrecorded the rest, owed

@@ -110,17 +110,18 @@ end
 -- this file.
 local REQ_FMT, CAL_FMT = '<Bi8i8i8i8', '<i8i8i8i8i8'
 
--- rcall, rpcall, rtype, spack and sunpack are redis.call, redis.pcall,
--- type, struct.pack and struct.unpack, bound by read_header on the library's first call (at
+-- rcall, rpcall, rtype, spack, sunpack and sbyte are redis.call,
+-- redis.pcall, type, struct.pack, struct.unpack and string.byte, bound by
+-- read_header on the library's first call (at
 -- FUNCTION LOAD only `redis` is visible): an upvalue costs the VM less
 -- than a global's two lookups.
-local rcall, rpcall, rtype, spack, sunpack
+local rcall, rpcall, rtype, spack, sunpack, sbyte
 
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
 -- write, deadline_ms; nil if it is malformed.
 local function read_header(str)
   if sunpack == nil then
-    rcall, rpcall, rtype, spack, sunpack = redis.call, redis.pcall, type, struct.pack, struct.unpack
+    rcall, rpcall, rtype, spack, sunpack, sbyte = redis.call, redis.pcall, type, struct.pack, struct.unpack, string.byte
   end
   if #str < HDR_LEN or string.byte(str, 1) ~= 98 then -- 'b'
     return nil
@@ -216,14 +217,14 @@ local function decode_counter(str, time_b)
   if len < 1 then
     return nil
   end
-  local h = string.byte(str, 1)
+  local h = sbyte(str, 1)
   local lc = h % 8
   local la = (h - lc) / 8
   local lb = len - 1 - la - lc
   if la > 7 or lb < 0 or lb > 8 then
     return nil
   end
-  local a, c, b = struct.unpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
+  local a, c, b = sunpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
   if time_b then
     return a, b + STATE_EPOCH_MS, c, str, h
   end
@@ -324,7 +325,7 @@ end
 -- rh without int_len's call (a leaky bucket's rate rarely changes).
 local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh)
   if ttl <= 0 then
-    redis.call('DEL', key)
+    rcall('DEL', key)
     return
   end
   -- The time field takes 5 bytes from 2026-01-26 to 2043 (2^31 to
@@ -363,7 +364,7 @@ local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh)
     state_fmt(h, lb)
     f = PACK_FMT[i]
   end
-  redis.call('SET', key, struct.pack(f, h, a, c, b), 'PX', px_string(ttl + keep))
+  rcall('SET', key, spack(f, h, a, c, b), 'PX', px_string(ttl + keep))
 end
 
 -- Undo. A group of several requests (one Decide call) is decided all or

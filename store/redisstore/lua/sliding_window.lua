@@ -8,7 +8,7 @@
 --   a, b, c the state: window start (Unix ms, a multiple of period_ms),
 --           count in that window, count in the window before; 0, 0, 0 for
 --           a key never seen
---   the rest as counter.lua's decide_counter
+--   the rest as counter.lua's decide
 --
 -- sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev,
 -- now_ms, cost, debt) decides in the window starting at start, w ms long
