@@ -46,12 +46,12 @@
 // and the refund another client may see the charge (and be denied by it),
 // and if the refund itself fails the charge stays until it decays; it
 // never admits more than the limits allow. A refund (negative cost) cannot
-// be taken back exactly, nor can a leaky bucket's charge (a give-back
-// frees none of its queue's slots), so a batch that spans slots and holds
+// be taken back exactly, nor can the charge of an algorithm that waits (a
+// give-back frees none of its queue's slots), so a batch that spans slots and holds
 // one is first decided without writing (a probe, one more round trip) and
 // only written when nothing is denied; should a concurrent client make
 // the written call deny after all, the refunds in the other slots stay,
-// and so do the leaky buckets' slots (they pass unused).
+// and so do the queues' slots (they pass unused).
 //
 // # Batching
 //
@@ -302,15 +302,16 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 func charge(r *store.Request) int64 { return r.Cost }
 
 // hasRefund reports whether a request gives units back, charges debt
-// (whose unrecorded part a refund on deny would over-refund) or takes a
-// leaky bucket's slots (which no refund frees): a batch across slots
+// (whose unrecorded part a refund on deny would over-refund) or takes
+// slots of an algorithm that waits (algorithms.Facts.Waits; no refund
+// frees a slot): a batch across slots
 // holding one is probed before it is charged.
 func hasRefund(reqs []store.Request) bool {
 	for i := range reqs {
 		if reqs[i].Cost < 0 || reqs[i].Mode&algorithms.Debt != 0 {
 			return true // a debt charge beyond its bound cannot be taken back exactly either
 		}
-		if reqs[i].Cost > 0 && reqs[i].Limit.Algorithm == algorithms.LeakyBucket {
+		if reqs[i].Cost > 0 && reqs[i].Limit.Algorithm.Facts().Waits {
 			return true
 		}
 	}
@@ -421,8 +422,9 @@ func decodeCall(c *call, reqs []store.Request, out []algorithms.Decision) error 
 	return nil
 }
 
-// refund gives back the charges of the calls that did not deny (but a
-// leaky bucket's, which no give-back frees; hasRefund probed them), after
+// refund gives back the charges of the calls that did not deny (but those
+// of an algorithm that waits, which no give-back frees; hasRefund probed
+// them), after
 // another slot's call denied. Best effort: see the package doc.
 func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorithms.Decision, calls []*call, h header) {
 	var back []store.Request
@@ -437,7 +439,7 @@ func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorith
 			continue
 		}
 		for _, i := range c.idx {
-			if r := reqs[i]; r.Cost > 0 && !r.DryRun && out[i].Allowed && r.Limit.Algorithm != algorithms.LeakyBucket {
+			if r := reqs[i]; r.Cost > 0 && !r.DryRun && out[i].Allowed && !r.Limit.Algorithm.Facts().Waits {
 				back = append(back, r)
 			}
 		}
