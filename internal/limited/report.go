@@ -246,12 +246,10 @@ func recentDenials(r RuleReport) int64 {
 	return n
 }
 
-// Merge adds up the reports of several replicas (taken at about the same
-// time, each already cut by q): a rule's counts and chart steps are
-// summed, a key's counts are summed and its first and last seen widened,
-// and each rule keeps the k heaviest keys of the sum. A key cut from one
-// replica's report is missing from its sum: ask each for more keys (a
-// larger q.K) than are shown. maxK bounds q.K as Config.Keys does.
+// Merge adds up the reports of several replicas, each already cut by q,
+// keeping each rule's k heaviest keys of the sum. A key cut from one
+// replica's report is missing from its sum: ask each for more keys than
+// are shown. maxK bounds q.K as Config.Keys does.
 func Merge(q Query, maxK int, reports ...Report) Report {
 	out := Report{Rules: []RuleReport{}}
 	type ruleID struct{ kind, domain, rule, id string }
@@ -322,11 +320,9 @@ func addCounts(a, b Counts) Counts {
 	return Counts{M1: round(a.M1 + b.M1), M15: round(a.M15 + b.M15), Total: a.Total + b.Total}
 }
 
-// Printable is b as text safe to show anywhere: valid UTF-8 stays as it
-// is, except that a backslash is doubled, bytes that are not UTF-8 are
-// written \xNN and control and format characters (newlines, terminal
-// escapes, bidirectional overrides) \u{NNNN}; a truncated key, cut at
-// KeyBytes, ends with "…" (a rune cut in two is dropped).
+// Printable is b as text safe to show anywhere: a backslash doubled,
+// bytes that are not UTF-8 as \xNN, control and format characters as
+// \u{NNNN}; a truncated key ends with "…".
 func Printable(b []byte, truncated bool) string {
 	if truncated {
 		for p := len(b) - 1; p >= 0 && p >= len(b)-utf8.UTFMax; p-- {

@@ -1,34 +1,14 @@
 // Package limited answers "who is being limited right now": for each rule
 // (an Envoy domain's rule, a named policy, a class of inline limits) the
 // keys with the most denied requests over the last minute and the last 15
-// minutes, with their denied cost and the share of their requests that
-// were allowed.
+// minutes. docs/operations.md ("Who is being limited?") says how it counts.
 //
-// Memory is fixed whatever the traffic: at most Config.Rules rules, each
-// with Config.Keys counters, every one allocated when its rule is first
-// seen (MemoryBound is the most they take). A rule's counters follow the
-// space-saving algorithm: a denied key not yet counted takes the place of
-// the counter with the least weight, and inherits that weight as its
-// ranking, so that a key denied more than 1/Keys of a rule's denials in
-// the last 15 minutes is always counted. A key's own counts start when it
-// takes a counter: they are lower bounds, exact for a key that kept its
-// counter since first_seen.
-//
-// The windows decay rather than slide: a denial weighs 1 when it happens
-// and e^(-age/window) later (forward decay, so that the order of the
-// counters does not change while time passes and the least one stays the
-// least), and a key denied steadily N times a minute shows N in the 1m
-// column. Totals since first_seen are exact counts.
-//
-// Each decision costs a hash of its rule and key, a probe of a fixed
-// table and, for a denial, at most log2(Keys) swaps in the rule's heap;
-// nothing is allocated. Allowed decisions are counted only for keys that
-// already hold a counter (a rule's counters are for denied keys).
-//
-// Each replica tracks the decisions it makes; Merge adds the reports of
-// several replicas. Keys are shown as they came (escaped, see Printable),
-// or, with Config.Salt, as a keyed hash computed when the key takes a
-// counter, so that the raw key is never kept.
+// Memory is fixed whatever the traffic (MemoryBound): a rule's Config.Keys
+// counters follow the space-saving algorithm, so a key's own counts are
+// lower bounds. The windows decay forward (the counters' order does not
+// change while time passes). A decision costs a hash, a probe of a fixed
+// table and, for a denial, at most log2(Keys) heap swaps; nothing is
+// allocated. With Config.Salt the raw key is never kept.
 package limited
 
 import (
@@ -204,9 +184,8 @@ func (t *Tracker) table(now time.Time, rh uint64, info func() ruleInfo) *table {
 }
 
 // add puts a table for rule rh in the index, in place of a rule unseen
-// for LongWindow when all places are taken (looked for at most once a
-// second). The index is copied: adding a rule is rare, reading it is every
-// decision.
+// for LongWindow when all places are taken. The index is copied on write:
+// adding a rule is rare, reading it is every decision.
 func (t *Tracker) add(now time.Time, rh uint64, info func() ruleInfo) *table {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -270,9 +249,7 @@ func inlineHash(r algorithms.Limit) uint64 {
 }
 
 // MemoryBound is the most memory the Tracker's rules take, in bytes, when
-// every rule is tracked and every counter taken: the counters, heaps,
-// indexes and charts, the keyed hash's state, and an allowance for a
-// rule's names (a config's, so bounded by it) and its place in the index.
+// every rule is tracked and every counter taken.
 func (c Config) MemoryBound() int64 {
 	keys := c.keys()
 	size := 1

@@ -1,11 +1,8 @@
 // Package xdsrules takes floodgate's rules from an xDS management server,
 // as envoyproxy/ratelimit does: a state-of-the-world subscription over ADS
-// to every resource of type RateLimitConfig. Each response is converted
-// to the same validated rules a YAML file gives (Convert) and handed to
-// the caller, who may still refuse it; the response is then ACKed, or
-// NACKed with the error, and the previous rules keep serving. The stream
-// is go-control-plane's ADS client (pkg/client/sotw/v3), reopened with
-// backoff whenever it ends.
+// to every RateLimitConfig resource. Each response is converted to the
+// rules a YAML file gives (Convert) and handed to the caller; it is then
+// ACKed, or NACKed with the error while the previous rules keep serving.
 package xdsrules
 
 import (
@@ -45,12 +42,10 @@ type Options struct {
 	// text.
 	TLS *tls.Config
 	// DefaultAlgorithm, when not empty, is the algorithm of every xDS
-	// limit (the resource type has no field for it; algorithms.Compatible
-	// else).
+	// limit (else algorithms.Compatible).
 	DefaultAlgorithm string
-	// BackoffMin and BackoffMax bound the wait before reconnecting; it
-	// doubles from BackoffMin after every attempt that got no response,
-	// up to BackoffMax, with jitter. Zero takes the defaults.
+	// BackoffMin and BackoffMax bound the wait before reconnecting, which
+	// doubles after every attempt that got no response. Zero: defaults.
 	BackoffMin, BackoffMax time.Duration
 	// Apply is called with the rules of every valid response, one per
 	// resource (none: no xDS domains), and the response's version. An
@@ -60,11 +55,10 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// Client is a subscription to RateLimitConfig resources over ADS, by
-// go-control-plane's state-of-the-world ADS client (pkg/client/sotw/v3):
-// it keeps the stream's nonces and the version last ACKed, which it sends
-// on every ACK, NACK and new stream. This package adds the reconnection
-// backoff, the backoff of repeated NACKs, and Convert and Apply.
+// Client is a subscription to RateLimitConfig resources by
+// go-control-plane's ADS client (pkg/client/sotw/v3), which keeps the
+// nonces and the version last ACKed; Client adds the reconnection backoff,
+// the backoff of repeated NACKs, and Convert and Apply.
 type Client struct {
 	opts Options
 	conn *grpc.ClientConn

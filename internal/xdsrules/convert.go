@@ -28,16 +28,13 @@ const resourceWrapperURL = "type.googleapis.com/envoy.service.discovery.v3.Resou
 // Files and in error messages: "xds:" and the resource's name.
 const SourcePrefix = "xds:"
 
-// Convert turns the resources of one xDS response (the whole state of the
-// RateLimitConfig type: every domain the management server serves) into
-// validated Configs, one per resource, by the same validation the YAML
-// files get; two resources of one domain are an error. Merge them with
-// rules.Merge (with the files' Config, say). A
-// resource converts to the YAML document it stands for; errors name the
-// resource ("xds:NAME") and the field ("descriptors[0].rate_limit.unit"),
-// never a line of that internal document. defaultAlgorithm, when not
-// empty, is every limit's algorithm (the resource type has no field for
-// it). No resources give no Configs: no xDS domains.
+// Convert turns the resources of one xDS response (every domain the
+// management server serves) into validated Configs, one per resource, by
+// way of the YAML document each stands for, so they get the files'
+// validation; two resources of one domain are an error. Errors name the
+// resource ("xds:NAME") and the field ("descriptors[0].rate_limit.unit").
+// defaultAlgorithm, when not empty, is every limit's algorithm (the
+// resource type has no field for it).
 func Convert(resources []*anypb.Any, version, defaultAlgorithm string) ([]*rules.Set, error) {
 	var parts []*rules.Set
 	var errs rules.ErrorList
@@ -98,10 +95,8 @@ func unpack(a *anypb.Any) (*rlconfv3.RateLimitConfig, error) {
 }
 
 // Bounds checked while a resource is converted, before any document is
-// parsed: nesting past maxDepth (the rules' own limit) or a document past
-// maxDocBytes stops the conversion at once, so a deep or huge resource
-// costs memory in proportion to what was written, not to its depth
-// squared.
+// parsed, so a deep or huge resource costs memory in proportion to what
+// was written, not to its depth squared.
 const (
 	maxDepth    = 32
 	maxDocBytes = 16 << 20
@@ -318,10 +313,8 @@ func (d *doc) rateLimit(indent int, object *path, rl *rlconfv3.RateLimitPolicy) 
 	}
 }
 
-// Units of the resource type's newer revisions (go-control-plane's
-// ratelimit v0.1.1, envoyproxy/ratelimit's config.proto), which the
-// generated code floodgate builds with does not name; proto3 enums are
-// open, so they arrive as these numbers.
+// Units of the resource type's newer revisions, which the generated code
+// floodgate builds with does not name; they arrive as these numbers.
 const (
 	unitMonth rlconfv3.RateLimitUnit = 5
 	unitYear  rlconfv3.RateLimitUnit = 6
