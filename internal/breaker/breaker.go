@@ -1,16 +1,9 @@
 // Package breaker is a circuit breaker around a store.Store. While the store
 // is known to be down, Decide fails at once with store.ErrUnavailable
-// instead of each call waiting out the store's timeout; a background probe
-// pings the store and closes the circuit as soon as it answers, so
-// decisions recover within one probe interval of the store's return.
-//
-// The circuit opens after Threshold consecutive calls that failed with
-// store.ErrUnavailable. Any success resets the count. Errors that are not
-// the store's fault (the caller's context ending, invalid requests) do not
-// count. While the circuit is closed, a check pings the store every
-// CheckInterval, and a failed ping counts like a failed call: so the
-// circuit (and the health built on OnChange) follows the store even when no
-// traffic comes, instead of learning of an outage from the first callers.
+// instead of each call waiting out the store's timeout; a probe closes the
+// circuit as soon as the store answers. The circuit opens after Threshold
+// consecutive unavailable calls or pings (other errors do not count), so
+// it follows the store even when no traffic comes.
 package breaker
 
 import (
@@ -48,11 +41,8 @@ type Config struct {
 	ProbeInterval time.Duration
 	// ProbeTimeout bounds one ping. 0 means DefaultProbeTimeout.
 	ProbeTimeout time.Duration
-	// CheckInterval is how often a closed circuit pings the store; a ping
-	// that fails with store.ErrUnavailable counts toward Threshold like a
-	// failed call, a ping that succeeds resets the count. 0 means
-	// DefaultCheckInterval; negative disables the check (the circuit then
-	// learns of an outage only from calls).
+	// CheckInterval is how often a closed circuit pings the store, a ping
+	// counting as a call. 0 means DefaultCheckInterval; negative: never.
 	CheckInterval time.Duration
 	// OnChange, if set, is called when the circuit opens, with true and
 	// the error that opened it (the last of Threshold), and when it

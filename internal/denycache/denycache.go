@@ -4,21 +4,12 @@
 // requests only take more. So until T, a request for that key is answered
 // locally, and an attack on a key costs the store nothing.
 //
-// Exactness: only single-unit checks (cost 1, what attack traffic and
-// nearly every check costs; plain or NoWait, never a debt charge) are
-// cached and answered. For them the cached
-// answer is exactly the store's: before T not even one unit fits, so
-// Remaining is 0 throughout, and RetryAfter and ResetAfter move on by the
-// time that passed (a deny changes no state, so the moments they point at
-// stay put). Like the stores, the cache reads time in whole milliseconds
-// (now.UnixMilli()), so its durations are whole milliseconds too, equal to
-// what the store would answer at that now. What can shorten T is a refund or a Reset of the key: through
-// this cache they drop the entry at once; done through another floodgate
-// replica, a cached deny may outlive them by at most T.
-//
-// Only calls where every request is a cached deny are answered locally; a
-// call mixing fresh and cached keys goes to the store, which denies it
-// just the same (all or nothing) and gives exact numbers for the rest.
+// Only single-unit checks (plain or NoWait, never a debt charge) are
+// cached, and for them the cached answer is exactly the store's, to the
+// millisecond: before T not even one unit fits, and a deny changes no
+// state. A refund or Reset through this cache drops the entry; through
+// another replica, a cached deny may outlive it by at most T. Only calls
+// where every request is a cached deny are answered locally.
 package denycache
 
 import (
@@ -65,9 +56,7 @@ type shard struct {
 type entry struct {
 	scope string
 	limit algorithms.Limit
-	// mode is the requests' as cacheMode keys it (where the algorithm
-	// waits, NoWait denies until its queue is empty, a plain request only
-	// until a place frees; every other algorithm ignores NoWait): a deny answers only
+	// mode is the requests' as cacheMode keys it: a deny answers only
 	// requests of its own mode.
 	mode  algorithms.Mode
 	at    int64 // when the store denied, in Unix ms as the stores read now
@@ -159,15 +148,10 @@ func (c *Cache) learn(now time.Time, reqs []store.Request, out []algorithms.Deci
 }
 
 // cacheMode is the mode under which a request's denies are cached and
-// matched; cacheable is false for a request the cache must never answer.
-// A debt charge (or a mode this cache does not know) is never refused, so
-// never answered. NoWait changes only the decision of an algorithm that
-// waits (algorithms.Facts.Waits): there it denies until the queue is
-// empty where a plain check still queues, so its denies answer only their
-// own mode. Every other algorithm
-// decides NoWait exactly as a plain check, so the mode is dropped and a
-// deny seen through either API (Check's plain checks, ShouldRateLimit's
-// NoWait ones) answers both.
+// matched; cacheable is false for a debt charge (never refused) or an
+// unknown mode. NoWait changes the decision of an algorithm that waits
+// only, so for every other one the mode is dropped and a deny seen
+// through either API answers both.
 func cacheMode(l algorithms.Limit, m algorithms.Mode) (mode algorithms.Mode, cacheable bool) {
 	switch {
 	case m&^algorithms.NoWait != 0:
