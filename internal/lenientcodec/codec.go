@@ -2,22 +2,12 @@
 // not on their encoding: a string field holding bytes that are not UTF-8 is
 // decoded as those bytes instead of failing the call.
 //
-// proto3 asks decoders to reject such strings, and protobuf-go does, inside
-// grpc-go's codec, before any interceptor or handler runs: the call ends as
-// INTERNAL, uncounted and unlogged. For a rate limiter that is a bypass.
-// Envoy copies HTTP header bytes into descriptor values, its filter fails
-// open on errors, so one stray byte in a header skipped every limit.
-// floodgate's own API declares its strings unvalidated (see the proto), but
-// Envoy's messages are proto3 and generated elsewhere, so the server
-// installs this codec for every request.
-//
-// Valid messages take protobuf-go's generated fast path unchanged; only a
-// message that path rejects is decoded again by Unmarshal, a reflection
-// decoder that accepts any bytes in strings and is otherwise as strict as
-// protobuf-go about the wire format. Replies go the same way: a reply
-// protobuf-go cannot encode (it echoes a string that is not UTF-8) is
-// encoded by Marshal, byte for byte, so the same bytes that came in go
-// back out.
+// protobuf-go rejects such strings inside grpc-go's codec, before any
+// interceptor runs, and Envoy copies HTTP header bytes into descriptor
+// values and fails open on errors: one stray byte would skip every limit.
+// Valid messages take protobuf-go's generated path unchanged; only a
+// message it rejects is decoded again by Unmarshal, and a reply it cannot
+// encode is encoded by Marshal, byte for byte.
 package lenientcodec
 
 import (
@@ -40,10 +30,8 @@ var _ encoding.CodecV2 = Codec{}
 // Name is "proto", the codec it stands in for.
 func (Codec) Name() string { return protocodec.Name }
 
-// Marshal is grpc-go's protobuf marshalling, with a lenient second try:
-// a message protobuf-go refuses (a string field holding bytes that are not
-// UTF-8, taken in by Unmarshal and echoed back) is encoded again by the
-// package's Marshal, which writes those bytes as they are.
+// Marshal is grpc-go's protobuf marshalling, with the package's Marshal
+// as a second try.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	out, err := encoding.GetCodecV2(protocodec.Name).Marshal(v)
 	if err == nil {

@@ -11,11 +11,9 @@ import (
 )
 
 // Marshal encodes m in the protobuf wire format with strings written as
-// the bytes they hold, UTF-8 or not: what Unmarshal took in goes back out
-// unchanged, so a reply that echoes a client's string (an RLQS bucket id,
-// say) never fails. Fields are written in field number order, then m's
-// unknown fields; it fails only for a message nested deeper than
-// protobuf-go's recursion limit.
+// the bytes they hold, so a reply echoing a client's string never fails.
+// Fields go in number order, then m's unknown fields; it fails only for a
+// message nested deeper than maxDepth.
 func Marshal(m proto.Message) ([]byte, error) {
 	return appendMessage(nil, m.ProtoReflect(), 0)
 }

@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -212,12 +213,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "  allowed  %12d  %s\n", rep.Allowed, pct(rep.Allowed))
 	fmt.Fprintf(&b, "  denied   %12d  %s\n", rep.Denied, pct(rep.Denied))
 	fmt.Fprintf(&b, "errors     %12d  %s\n", rep.Errors, pct(rep.Errors))
-	codes := make([]string, 0, len(rep.ErrorsByCode))
-	for c := range rep.ErrorsByCode {
-		codes = append(codes, c)
-	}
-	sort.Strings(codes)
-	for _, c := range codes {
+	for _, c := range slices.Sorted(maps.Keys(rep.ErrorsByCode)) {
 		fmt.Fprintf(&b, "  %-17s %5d\n", c, rep.ErrorsByCode[c])
 	}
 	h := r.Latency
