@@ -11,15 +11,10 @@ import (
 )
 
 // database is the IANA zone database floodgate resolves every zone with:
-// Go's lib/time/zoneinfo.zip (the one time/tzdata embeds), copied here by
-// go generate. Not the host's: time.LoadLocation prefers $ZONEINFO and
-// the system's /usr/share/zoneinfo, whose version differs between hosts
-// (a distroless image next to a Debian one, a rolling tzdata upgrade), so
-// that two replicas on one store could compute different calendar
-// boundaries for one zone, read each other's windows as another period's
-// and together admit several times the quota. With one database in the
-// binary, every replica of a build agrees; a build with another
-// database is a new floodgate version, rolled out like any other.
+// Go's lib/time/zoneinfo.zip, copied by go generate. Not the host's, which
+// time.LoadLocation prefers and whose version differs between hosts: two
+// replicas on one store could then disagree on calendar boundaries and
+// together admit several times the quota.
 //
 //go:generate sh -c "cp \"$(go env GOROOT)/lib/time/zoneinfo.zip\" zoneinfo.zip"
 //go:embed zoneinfo.zip

@@ -17,12 +17,9 @@ import (
 var ErrUnknown = errors.New("unknown time zone")
 
 // Load resolves an IANA time zone name such as "Asia/Jakarta"; "" and
-// "UTC" are UTC. It refuses "Local" (the server's own zone, which no
-// caller means), every name that is not spelled as an IANA name (see
-// hostDependent: "localtime", "posixrules", "./UTC", "posix/UTC" are
-// files of one host's zone directory, whose meaning differs between
-// hosts) and every name the zone database does not hold, with an error
-// wrapping ErrUnknown that names the zone.
+// "UTC" are UTC. It refuses "Local", names not spelled as IANA names
+// (hostDependent) and names the database does not hold, with an error
+// wrapping ErrUnknown.
 func Load(name string) (*time.Location, error) {
 	if len(name) > MaxNameLen {
 		return nil, fmt.Errorf("%w: a name of %d bytes (IANA names are at most %d)", ErrUnknown, len(name), MaxNameLen)
@@ -43,16 +40,10 @@ func Load(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// hostDependent reports whether name is not spelled as an IANA zone
-// name, and so could only resolve to a file of the host's zone directory
-// (or mean a different zone from one host to the next): every IANA name
-// is one or more '/'-separated parts, each starting with an upper-case
-// letter and holding only letters, digits, '_', '+' and '-'
-// ("America/Port-au-Prince", "Etc/GMT+5", "EST5EDT"). That refuses
-// "localtime" (the host's zone), "posixrules", "posix/UTC", "right/UTC"
-// (leap-second variants some hosts install), "./UTC", "Etc/../UTC" and
-// "zone.tab". "Factory" (an IANA placeholder meaning "zone not set",
-// missing from some databases) is refused too.
+// hostDependent reports whether name is not spelled as an IANA zone name
+// ('/'-separated parts, each an upper-case letter then letters, digits,
+// '_', '+' or '-'), so could only be a file of one host's zone directory
+// ("localtime", "posix/UTC", "./UTC"), or is the placeholder "Factory".
 func hostDependent(name string) bool {
 	if name == "Factory" {
 		return true
@@ -71,20 +62,15 @@ func hostDependent(name string) bool {
 	return false
 }
 
-// MaxNameLen bounds a zone name: the longest IANA name is 32 bytes
-// ("America/Argentina/ComodRivadavia"). Longer names are refused unread,
-// so a Cache never holds (nor an error echoes) a caller's megabyte.
+// MaxNameLen bounds a zone name (the longest IANA name is 32 bytes), so a
+// Cache never holds, nor an error echoes, a caller's megabyte.
 const MaxNameLen = 64
 
-// MaxCached bounds a Cache: the zone database holds about 600 names, so
-// every real zone fits; names beyond it (a caller sending junk) are
-// resolved without being kept.
+// MaxCached bounds a Cache; every real zone fits.
 const MaxCached = 1024
 
-// Cache is Load with memory, for limits that arrive with every request
-// (the Check API's inline limits). The zero value is ready to use and
-// safe for concurrent use. Unknown names are remembered too, so a caller
-// repeating one costs no zone database lookup.
+// Cache is Load with memory (unknown names too), for limits that arrive
+// with every request. The zero value is ready and safe for concurrent use.
 type Cache struct {
 	mu sync.RWMutex
 	m  map[string]cached
