@@ -2,41 +2,28 @@
 // per-second limits on one (envoyproxy/ratelimit's REDIS_PERSECOND_*
 // Redis) and the others on the main one.
 //
-// Each store is all or nothing by itself. Across the two, a call that has
-// requests on both is decided in four steps:
+// Each store is all or nothing by itself. A call with requests on both is
+// decided in four steps (Store.decideBoth):
 //
-//  1. the main store's requests are looked at (a dry run): when one is
-//     denied, the per-second requests are looked at too and nothing is
-//     charged anywhere;
-//  2. the per-second requests are decided and charged, all or nothing,
-//     but for their refunds (a negative cost), which are only looked at:
-//     when one is denied, nothing is charged there, and the main store's
-//     decisions are those of step 1 (nothing charged there either);
-//  3. the main store's requests are decided and charged, refunds
-//     included: when one is now denied (another call took the room
-//     between steps 1 and 2), nothing is charged there and the per-second
-//     charges of step 2 are given back, each by a refund of its cost;
+//  1. the main store's requests are looked at (a dry run); when one is
+//     denied, the per-second ones are looked at too and nothing is charged;
+//  2. the per-second requests are charged, all or nothing, their refunds
+//     only looked at; when one is denied, nothing is charged anywhere;
+//  3. the main store's requests are charged, refunds included; when one is
+//     now denied (another call took the room since step 1), the per-second
+//     charges are given back by refunds of their costs;
 //  4. the call passed: the per-second refunds are made.
 //
-// So a denied call charges and refunds nothing on either store, with one
-// exception: the give-back of step 3 restores the count of every
-// algorithm but one that waits (within the same window; a bucket never
-// above its capacity), whose give-back frees no slot
-// (algorithms.Facts.Waits, algorithms.DecideAt), and a give-back that
-// fails (the per-second store went away) leaves the charge. Both
-// happen only when the main store changed between its look and its
-// charge. A per-second refund is made after the call's charges, so a
-// charge after it on the same key in one call does not see it (it may be
-// denied where a single store would admit it, never the other way), and a
-// refund whose store fails in step 4 is not made. A call with requests on
-// one store only is that store's own single call.
+// So a denied call charges nothing on either store, except when the main
+// store changed between steps 1 and 3 and the give-back cannot restore the
+// count (an algorithm that waits frees no slot, algorithms.Facts.Waits) or
+// fails. A per-second refund comes after the call's charges, so it may
+// deny a charge a single store would admit, never the other way.
 //
-// Failure is judged per store: when one store cannot decide and the other
-// can, Decide returns a *store.PartialError naming the failed store's
-// requests, with the other store's decisions as looks (nothing charged
-// anywhere), so that only the failed store's limits take their failure
-// mode. Ping reports both stores, for readiness; the health of each is
-// its own (cmd/floodgate puts a circuit breaker on each).
+// Failure is judged per store: when one store cannot decide, Decide
+// returns a *store.PartialError naming its requests, with the other
+// store's decisions as looks, so only the failed store's limits take their
+// failure mode.
 package splitstore
 
 import (
