@@ -22,7 +22,7 @@ func identityStores(t *testing.T) map[string]func(t *testing.T) store.Store {
 		"memory": func(*testing.T) store.Store { return nil },
 		"redis": func(t *testing.T) store.Store {
 			srv := redistest.StartServer(t)
-			st, err := redisstore.New(srv.Client(), redisstore.Config{ClientTime: true, Timeout: 5 * time.Second, KeepExtra: time.Hour})
+			st, err := redisstore.New(srv.Client(), redisstore.Config{ClientTime: true, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

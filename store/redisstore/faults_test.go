@@ -32,7 +32,7 @@ func TestMalformedStateFailsAlone(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			// One sender that waits for the others: the callers below
 			// share pipelines and script calls.
-			s, err := New(srv.Client(), Config{ClientTime: true, KeepExtra: time.Hour, Timeout: 5 * time.Second,
+			s, err := New(srv.Client(), Config{ClientTime: true, Timeout: 5 * time.Second,
 				BatchPipelines: 1, BatchMaxWait: 20 * time.Millisecond, Prefix: "bad" + strconv.Itoa(int(alg)) + ":"})
 			if err != nil {
 				t.Fatal(err)
@@ -111,7 +111,7 @@ func TestStalledCallsWriteNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, batch := range []int{0, 1} {
 		t.Run("batch size "+strconv.Itoa(batch), func(t *testing.T) {
-			s, err := New(client, Config{ClientTime: true, KeepExtra: time.Hour, Timeout: 300 * time.Millisecond,
+			s, err := New(client, Config{ClientTime: true, Timeout: 300 * time.Millisecond,
 				BatchMaxSize: batch, Prefix: "stall" + strconv.Itoa(batch) + ":"})
 			if err != nil {
 				t.Fatal(err)

@@ -160,7 +160,7 @@ func TestLibraryVersions(t *testing.T) {
 	if other.name == testLib.name || !strings.HasPrefix(other.name, "floodgate_") || len(other.name) != len("floodgate_")+12 {
 		t.Fatalf("names %q and %q: want two floodgate_<12 hex>", testLib.name, other.name)
 	}
-	cfg := Config{ClientTime: true, KeepExtra: time.Hour, Timeout: 5 * time.Second, BatchMaxSize: 1}
+	cfg := Config{ClientTime: true, Timeout: 5 * time.Second, BatchMaxSize: 1}
 	a, err := New(srv.Client(), cfg)
 	if err != nil {
 		t.Fatal(err)

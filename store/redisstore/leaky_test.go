@@ -91,7 +91,7 @@ func TestLeakyReplicasPinnedNow(t *testing.T) {
 func TestLeakyReplicasRedisTime(t *testing.T) {
 	srv := redistest.StartServer(t)
 	cfg := testConfig()
-	cfg.ClientTime, cfg.KeepExtra = false, 0
+	cfg.ClientTime = false
 	replicas := leakyReplicaStores(t, srv, cfg)
 	waits, before, after := leakyRun(t, replicas, "leaky-redis-time", time.Time{})
 	type span struct{ lo, hi time.Time }

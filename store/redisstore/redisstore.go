@@ -105,6 +105,10 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
+// clientTimeKeep is how much longer than its TTL a key is kept with
+// Config.ClientTime.
+const clientTimeKeep = time.Hour
+
 // Defaults of Config's zero fields.
 const (
 	DefaultPrefix         = "fg:"
@@ -125,13 +129,12 @@ type Config struct {
 	Timeout time.Duration
 	// ClientTime makes decisions at the now passed to Decide. By default
 	// (false) the scripts use Redis' own clock, so replicas with skewed
-	// clocks agree and the now argument is ignored.
+	// clocks agree and the now argument is ignored. Redis expires keys by
+	// its own clock, so with ClientTime every key is kept an hour
+	// (clientTimeKeep) beyond its state's TTL: a now that runs ahead of
+	// Redis' clock (a simulated one) finds the state it still needs, and
+	// a state kept past its TTL decides like none.
 	ClientTime bool
-	// KeepExtra is added to every key's TTL. 0 (the default) keeps state
-	// exactly as long as it matters. Tests that pass a simulated now with
-	// ClientTime set it (say, to an hour) so that Redis, which expires keys
-	// by its own clock, does not drop state the simulated time still needs.
-	KeepExtra time.Duration
 	// BatchMaxSize is the most script calls one pipeline carries; 0 means
 	// DefaultBatchMaxSize (64). 1 disables batching: each Decide sends its
 	// own calls at once.
@@ -193,8 +196,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if cfg.BatchPipelines == 0 {
 		cfg.BatchPipelines = DefaultBatchPipelines
 	}
-	if cfg.Timeout < 0 || cfg.KeepExtra < 0 || cfg.BatchMaxSize < 0 || cfg.BatchPipelines < 0 {
-		return nil, errors.New("redisstore: Timeout, KeepExtra, BatchMaxSize and BatchPipelines must not be negative")
+	if cfg.Timeout < 0 || cfg.BatchMaxSize < 0 || cfg.BatchPipelines < 0 {
+		return nil, errors.New("redisstore: Timeout, BatchMaxSize and BatchPipelines must not be negative")
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{
@@ -202,7 +205,9 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		cluster: cluster,
 		cfg:     cfg,
 		lib:     newLibrary(),
-		keepMs:  cfg.KeepExtra.Milliseconds(),
+	}
+	if cfg.ClientTime {
+		s.keepMs = clientTimeKeep.Milliseconds()
 	}
 	if cfg.BatchMaxSize > 1 {
 		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchPipelines, cfg.BatchMaxWait)

@@ -25,7 +25,7 @@ import (
 // its own clock. Its timeout is generous: the race detector and a busy
 // machine are slow, and these tests are not about timeouts.
 func testConfig() redisstore.Config {
-	return redisstore.Config{ClientTime: true, KeepExtra: time.Hour, Timeout: 5 * time.Second}
+	return redisstore.Config{ClientTime: true, Timeout: 5 * time.Second}
 }
 
 func newStore(t testing.TB, c redis.UniversalClient, cfg redisstore.Config) *redisstore.Store {

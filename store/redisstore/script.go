@@ -120,7 +120,8 @@ type header struct {
 	// nowMs is the time of the decisions in Unix ms; -1 makes the script
 	// use Redis' own clock (TIME).
 	nowMs int64
-	// keepMs is added to every TTL the script writes (Config.KeepExtra).
+	// keepMs is added to every TTL the script writes (clientTimeKeep with
+	// Config.ClientTime).
 	keepMs int64
 	// probe decides without writing anything.
 	probe bool

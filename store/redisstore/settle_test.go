@@ -70,7 +70,7 @@ func TestSettleRecordExpires(t *testing.T) {
 	srv := redistest.StartServer(t)
 	ctx := context.Background()
 	cfg := testConfig()
-	cfg.KeepExtra = 0
+	cfg.ClientTime = false // Redis' clock: a key is kept no longer than its TTL
 	cfg.SettleWindow = 150 * time.Millisecond
 	s := newStore(t, srv.Client(), cfg)
 	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Period: time.Hour}

@@ -12,7 +12,8 @@ import (
 
 // TestKeyTTL pins the TTL every algorithm's key is left with in Redis
 // after a spend on a new key, a spend on an existing one and a refund:
-// the decision's TTL (algorithms.Decide's, in ms) plus Config.KeepExtra,
+// the decision's TTL (algorithms.Decide's, in ms) plus the hour
+// Config.ClientTime keeps every key,
 // rounded up by at most 1/64, less the moments between the write and the
 // PTTL. A fixed window's window key keeps the TTL the write that created
 // it set (the window's end). Each step runs every
@@ -28,7 +29,7 @@ func TestKeyTTL(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
 	ctx := context.Background()
-	const keep = time.Minute
+	const keep = time.Hour // clientTimeKeep
 	// A few seconds for a slow moment between a write and its PTTL;
 	// the mistakes caught are off by far more.
 	const slack = 5 * time.Second
@@ -47,7 +48,6 @@ func TestKeyTTL(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				cfg := testConfig() // decides at the now passed
-				cfg.KeepExtra = keep
 				cfg.BatchMaxSize = mode.batchSize
 				s := newStore(t, c, cfg)
 				defer s.Close()
@@ -94,7 +94,7 @@ func TestKeyTTL(t *testing.T) {
 						// A counter's PX is rounded up by at most 1/64
 						// (lua/lib.lua's px_string).
 						if err != nil || got > want+want/64 || got <= want-slack {
-							t.Errorf("%v, cost %d at t0+%v: PTTL %s = %v, %v; want %v (the decision's TTL %v plus KeepExtra %v, rounded up by at most 1/64; kept from an earlier write: %v)",
+							t.Errorf("%v, cost %d at t0+%v: PTTL %s = %v, %v; want %v (the decision's TTL %v plus ClientTime's %v, rounded up by at most 1/64; kept from an earlier write: %v)",
 								k.req.Limit.Algorithm, step.cost, step.at, k.redis, got, err, want, d.TTL, keep, kept)
 						}
 					}

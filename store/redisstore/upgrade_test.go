@@ -23,7 +23,7 @@ func TestRollingUpgradeState(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.StartServer(t)
 	c := srv.Client()
-	s, err := New(c, Config{ClientTime: true, KeepExtra: time.Hour, BatchMaxSize: 1, Timeout: 5 * time.Second})
+	s, err := New(c, Config{ClientTime: true, BatchMaxSize: 1, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
