@@ -105,8 +105,7 @@ func New(next store.Store, cfg Config) *Breaker {
 		go b.notify()
 	}
 	if cfg.CheckInterval > 0 {
-		b.wg.Add(1)
-		go b.check()
+		b.wg.Go(b.check)
 	}
 	return b
 }
@@ -240,8 +239,8 @@ func (b *Breaker) trip(cause error) {
 	b.probing = true
 	b.open.Store(true)
 	b.changed(true, cause)
-	b.wg.Add(1)
-	go b.probe(errors.Is(cause, store.ErrMisconfigured))
+	misconfigured := errors.Is(cause, store.ErrMisconfigured)
+	b.wg.Go(func() { b.probe(misconfigured) })
 }
 
 // probe pings the store every ProbeInterval until it answers, then closes
@@ -251,7 +250,6 @@ func (b *Breaker) trip(cause error) {
 // store.ErrMisconfigured; when a failed ping says otherwise (a Redis that
 // went from unreachable to misconfigured), OnChange hears it again.
 func (b *Breaker) probe(misconfigured bool) {
-	defer b.wg.Done()
 	b.every(b.cfg.ProbeInterval, func() bool {
 		err := b.ping()
 		if err == nil {
@@ -276,7 +274,6 @@ func (b *Breaker) probe(misconfigured bool) {
 // check pings the store every CheckInterval while the circuit is closed,
 // counting the answers like calls' (see record), until Close.
 func (b *Breaker) check() {
-	defer b.wg.Done()
 	b.every(b.cfg.CheckInterval, func() bool {
 		if b.open.Load() {
 			return false // the probe pings

@@ -1,16 +1,12 @@
 // Package heartbeat counts the live floodgate replicas sharing one Redis,
-// for failure_mode: local (see internal/localshare): each replica announces
-// itself every interval and reads how many replicas announced themselves
-// within the last few intervals. The count last read stays when Redis
-// stops answering: it is the count known before the outage.
+// for failure_mode: local: each replica announces itself every interval
+// and reads how many announced themselves within the last few. The count
+// last read stays when Redis stops answering.
 //
-// The announcements are one sorted set, <prefix>replicas, whose members
-// are the replica IDs and whose scores are the times (Redis' TIME, in
-// milliseconds) at which each announcement expires: one key, so one slot
-// in a Redis Cluster. Each beat, in one MULTI, adds or refreshes the
-// replica's member, removes the expired ones and counts the rest. A
-// replica that stops cleanly removes its member at once; one that dies
-// leaves the count after its TTL.
+// The announcements are one sorted set (one key, so one Cluster slot) of
+// replica IDs scored by when they expire, in Redis' TIME milliseconds;
+// each beat, in one MULTI, refreshes the replica's member, removes the
+// expired ones and counts the rest.
 package heartbeat
 
 import (

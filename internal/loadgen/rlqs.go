@@ -76,9 +76,7 @@ func RunRLQS(ctx context.Context, cfg RLQSConfig) (*RLQSResult, error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range cfg.Streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var h Histogram
 			msgs, err := rlqsStream(ctx, cfg, cfg.Conns[i%len(cfg.Conns)], &measuring, &h)
 			mu.Lock()
@@ -91,7 +89,7 @@ func RunRLQS(ctx context.Context, cfg RLQSConfig) (*RLQSResult, error) {
 					res.FirstError = err
 				}
 			}
-		}()
+		})
 	}
 	select {
 	case <-time.After(cfg.Warmup):

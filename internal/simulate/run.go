@@ -18,9 +18,7 @@ type Request struct {
 	// Allowed reports whether the algorithm admitted it.
 	Allowed bool
 	// Wait is how long an admitted request waited in the queue of an
-	// algorithm that waits; 0 for every other algorithm. Charts count
-	// admitted requests at their Start, so such an algorithm shows the
-	// traffic it lets through, spaced out, rather than the arrivals.
+	// algorithm that waits. Charts count admitted requests at their Start.
 	Wait time.Duration
 }
 
@@ -83,9 +81,8 @@ type Step struct {
 }
 
 // Trailing is the number of admitted requests that started in the last
-// period, (t − period, t], as a step function of t over [0, Span): the
-// figure a limit of Requests per Period promises to bound. It starts with
-// a step at 0.
+// period, (t − period, t], as a step function over [0, Span) from 0: the
+// figure a limit promises to bound.
 func (r Result) Trailing() []Step {
 	w := r.Limit.Period
 	var admits []time.Duration

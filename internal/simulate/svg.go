@@ -33,12 +33,9 @@ const (
 	colorGrid     = "#dddddd"
 )
 
-// WriteSVG draws r as a standalone SVG chart: on top, the requests that
-// arrived in each slice of time, admitted and denied stacked; below, the
-// requests admitted in the trailing period (what the limit promises to
-// bound) against a dashed line at the limit; grey lines at the window
-// edges. The SVG is hand-written text with every number formatted the same
-// way, so the same result and title always give the same bytes.
+// WriteSVG draws r as a standalone SVG chart: on top, the arrivals per
+// slice of time, admitted and denied stacked; below, Trailing against a
+// dashed line at the limit; grey lines at the window edges.
 func WriteSVG(w io.Writer, r Result, title string) error {
 	bw := bufio.NewWriter(w)
 	c := chart{w: bw, span: r.Span}
@@ -168,9 +165,7 @@ func (c *chart) yAxis(top, bottom float64, most int, ticks ...int) {
 }
 
 // stepPath draws a step function as SVG path data, to the plot's right
-// edge. Steps that fall on one x (as formatted) are drawn as one vertical
-// stroke over their range, so that a path has at most one such stroke per
-// tenth of a unit however many steps there are.
+// edge; steps on one x (as formatted) are drawn as one vertical stroke.
 func stepPath(steps []Step, x func(time.Duration) float64, y func(int) float64) string {
 	var b strings.Builder
 	lastX, lastY := "", ""

@@ -1,13 +1,8 @@
-// Package simulate runs a pattern of requests through floodgate's real
-// counting algorithms (algorithms) on a virtual clock, and draws
-// what they admitted and denied: a compact text timeline for a terminal and
-// an SVG chart. Nothing here reads a clock or does I/O beyond the writer it
-// is given, and the same input always gives the same bytes.
-//
-// A simulation starts at time 0, which is a window edge of the limit (the
-// virtual clock starts at a multiple of the period), so that "55s" in a
-// pattern under a 10/1m limit is five seconds before the first edge.
-// Every request costs one unit.
+// Package simulate runs a pattern of requests, one unit each, through
+// floodgate's algorithms on a virtual clock and draws what they admitted
+// and denied, as a text timeline and an SVG chart; the same input always
+// gives the same bytes. Time 0 is a window edge of the limit, so "55s"
+// under a 10/1m limit is five seconds before the first edge.
 package simulate
 
 import (

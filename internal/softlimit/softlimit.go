@@ -1,14 +1,7 @@
 // Package softlimit is a limit's warning threshold, its soft limit: the
 // usage at which an allowed decision says "slow down" before decisions
 // are denied. A threshold is a count of units ("800") or a whole
-// percentage of the limit's capacity ("80%"); the capacity is the burst
-// where the algorithm takes one and requests for the others
-// (algorithms.Limit.Capacity), the number a decision reports as its Limit.
-//
-// A decision has reached the threshold when the units it leaves used,
-// Limit − Remaining, are at least the threshold: with 1000 per minute
-// and a threshold of 800, the check that leaves 200 remaining is the
-// first to warn.
+// percentage of the limit's capacity (algorithms.Limit.Capacity, "80%").
 package softlimit
 
 import (
@@ -46,11 +39,9 @@ func (t Threshold) String() string {
 	return ""
 }
 
-// Parse reads a threshold as written in a config: a count of units
-// ("800") or a whole percentage of the capacity ("80%"). The error wraps
-// ErrInvalid, and its message reads after the setting's name ("warn_at
-// must be positive, got -5"); Parse does not check the threshold against
-// a capacity (Validate does).
+// Parse reads a threshold as written in a config. The error wraps
+// ErrInvalid and reads after the setting's name ("warn_at must be
+// positive, got -5").
 func Parse(s string) (Threshold, error) {
 	num, percent := strings.CutSuffix(strings.TrimSpace(s), "%")
 	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
@@ -90,10 +81,8 @@ func (t Threshold) check() error {
 	return nil
 }
 
-// Validate checks t against a limit of the given capacity: a count must
-// not exceed it (such a threshold could never be reached). The zero
-// threshold is valid. The error wraps ErrInvalid and reads after the
-// setting's name, as Parse's.
+// Validate checks t against a limit of the given capacity, which a count
+// must not exceed (it could never be reached). The error is as Parse's.
 func (t Threshold) Validate(capacity int64) error {
 	if err := t.check(); err != nil {
 		return err
@@ -120,9 +109,8 @@ func (t Threshold) At(capacity int64) int64 {
 }
 
 // Reached reports whether a decision that left remaining of limit has
-// used at least at units (limit − remaining ≥ at); never for at ≤ 0.
-// Whether the decision was allowed, and known (not degraded), is the
-// caller's to check: only such a decision warns.
+// used at least at units; never for at ≤ 0. Only an allowed, known
+// decision warns: the caller checks that.
 func Reached(limit, remaining, at int64) bool {
 	return at > 0 && limit-max(remaining, 0) >= at
 }
