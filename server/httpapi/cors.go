@@ -13,9 +13,7 @@ import (
 const CORSMaxAge = "600"
 
 // cors answers CORS for the configured origins. A nil *cors is CORS off:
-// no Access-Control-* header is ever written, so browsers on other
-// origins cannot read an answer, and cannot send JSON at all (their
-// preflight gets no approval).
+// browsers on other origins can neither read an answer nor send JSON.
 type cors struct {
 	any     bool
 	origins []string
@@ -46,9 +44,8 @@ var exposed = strings.Join([]string{
 }, ", ")
 
 // handle writes the CORS headers of an allowed origin, and answers a
-// preflight (OPTIONS with Access-Control-Request-Method), returning true
-// then. Bearer tokens travel in a header, never cookies, so credentials
-// are not allowed.
+// preflight, returning true then. Tokens travel in a header, never
+// cookies, so credentials are not allowed.
 func (c *cors) handle(w http.ResponseWriter, r *http.Request) bool {
 	if c == nil {
 		return false

@@ -13,10 +13,8 @@ import (
 )
 
 // PathEnvoyJSON serves Envoy's rate-limit API as JSON, as
-// envoyproxy/ratelimit's /json does: the body is a RateLimitRequest
-// ({"domain": "d", "descriptors": [{"entries": [{"key": "k", "value":
-// "v"}]}]}), the answer its RateLimitResponse, 200 when OK and 429 when
-// OVER_LIMIT.
+// envoyproxy/ratelimit's /json does: a RateLimitRequest in, its
+// RateLimitResponse out, 200 when OK and 429 when OVER_LIMIT.
 const PathEnvoyJSON = "/json"
 
 // EnvoyService decides Envoy's rate-limit requests; *server.Envoy is one.
@@ -24,10 +22,9 @@ type EnvoyService interface {
 	ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
 }
 
-// envoyJSON serves POST /json with svc: the same checks as the other
-// routes (Content-Type, token, body limit, time), the request decoded as
-// protojson, the answer written as protojson's defaults write it (camelCase
-// names, unset fields left out) with the status of its overall code.
+// envoyJSON serves POST /json with svc, with the other routes' checks; the
+// answer is written as protojson's defaults write it (camelCase, unset
+// fields left out).
 func envoyJSON(h *Handler, svc EnvoyService) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

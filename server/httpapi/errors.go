@@ -10,9 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// httpStatus is the HTTP status of a gRPC code: the mapping grpc-gateway
-// and Google's APIs use (google.rpc.Code's documentation); 500 for a code
-// out of its range.
+// httpStatus is the HTTP status of a gRPC code, as grpc-gateway maps it.
 func httpStatus(c codes.Code) int { return codeOf(c).status }
 
 // apiError is the body of an error answer.
@@ -60,8 +58,7 @@ var codeTable = [...]codeInfo{
 	codes.Unauthenticated:    {"UNAUTHENTICATED", http.StatusUnauthorized},
 }
 
-// codeOf is c's entry of codeTable; UNKNOWN (500) for a code out of its
-// range.
+// codeOf is c's entry of codeTable; UNKNOWN for a code out of its range.
 func codeOf(c codes.Code) codeInfo {
 	if int(c) < len(codeTable) {
 		return codeTable[c]
@@ -69,8 +66,7 @@ func codeOf(c codes.Code) codeInfo {
 	return codeTable[codes.Unknown]
 }
 
-// codeName is c's name as google.rpc.Code spells it; UNKNOWN for a code
-// out of its range.
+// codeName is c's name as google.rpc.Code spells it.
 func codeName(c codes.Code) string { return codeOf(c).name }
 
 // decodeMessage explains a body that is not the JSON of req: protojson's

@@ -102,8 +102,8 @@ func policyName(req limitFields) string {
 }
 
 // headerLimit is the quota the headers of a decision under req describe:
-// a policy's from the config (limit is the answer's, for a policy a config
-// reload removed meanwhile), an inline limit's from the request.
+// a policy's from the config (or limit, the answer's, when a reload
+// removed it), an inline limit's from the request.
 func (h *Handler) headerLimit(req limitFields, limit int64) ratelimitheader.Limit {
 	if name := req.GetPolicy(); name != "" {
 		if h.cfg != nil {
@@ -117,9 +117,7 @@ func (h *Handler) headerLimit(req limitFields, limit int64) ratelimitheader.Limi
 	return ratelimitheader.Of(InlineName, algorithms.Limit{Algorithm: algorithms.Algorithm(req.GetAlgorithm()), Requests: l.GetRequests(), Period: l.GetPeriod().AsDuration(), Burst: l.GetBurst()})
 }
 
-// writeHeaders sets the rate-limit headers of a decision (the one place
-// that formats them is internal/ratelimitheader). A degraded answer knows
-// nothing of the quota: X-RateLimit-Degraded, and Retry-After on a deny.
+// writeHeaders sets the rate-limit headers of a decision.
 func writeHeaders(hd http.Header, l ratelimitheader.Limit, a answer) {
 	l.WarnAt = a.warnAt
 	ratelimitheader.SetHTTP(hd, l, a.state(), a.degraded)

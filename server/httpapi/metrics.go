@@ -14,9 +14,8 @@ import (
 //	floodgate_http_requests_total{route,code}          counter
 //	floodgate_http_request_duration_seconds{route}     histogram
 //
-// route is check, check_batch, peek, reset, settle, json or other (no
-// route); code is the HTTP status. Both are bounded. The decisions themselves are counted
-// in floodgate_decisions_total{api="http"} by the RateLimiter.
+// Both labels are bounded: route is a route's name or other, code the
+// HTTP status. The decisions are counted by the RateLimiter.
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
