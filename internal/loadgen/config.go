@@ -65,41 +65,36 @@ func DescriptorKey(i int) string {
 func KeyName(i int) string { return "bench:" + strconv.Itoa(i) }
 
 // Config describes a run. Conns, API, Concurrency and one of Duration or
-// MaxRequests are required; the zero value of every other field means what
-// its comment says.
+// MaxRequests are required.
 type Config struct {
-	// Conns are the connections to the server, all to the same one. Worker
-	// i uses Conns[i % len(Conns)]. Required.
+	// Conns are the connections to the server; worker i uses
+	// Conns[i % len(Conns)].
 	Conns []grpc.ClientConnInterface
-	// API is the RPC to send. Required.
+	// API is the RPC to send.
 	API API
 	// Concurrency is the number of workers, each with one request in
-	// flight at a time (a closed loop). Must be at least 1.
+	// flight.
 	Concurrency int
-	// Duration is how long to measure, after the warmup. 0 means until
-	// MaxRequests requests were measured (one of the two is required).
+	// Duration is how long to measure, after the warmup; 0: MaxRequests.
 	Duration time.Duration
 	// Warmup is how long to send before measuring; 0 means no warmup.
 	Warmup time.Duration
-	// MaxRequests, when positive, stops the run after that many measured
-	// requests.
+	// MaxRequests, when positive, stops the run after that many.
 	MaxRequests uint64
-	// Keys is the number of distinct keys (check and rls). Must be at least
-	// 1. Keys are named KeyName(0), ..., KeyName(Keys-1).
+	// Keys is the number of distinct keys (check and rls), KeyName(i).
 	Keys int
-	// Zipf, when positive, draws keys from a Zipf distribution with this
-	// skew (must be > 1): key 0 is the most frequent. 0 means uniform.
+	// Zipf, when positive, is the skew (> 1) of the keys' Zipf
+	// distribution; 0 means uniform.
 	Zipf float64
-	// Limit is the inline limit of every Check request (algorithm,
-	// requests, period; a burst, where the algorithm takes one, is Requests). Required
-	// for APICheck; its Burst must be 0.
+	// Limit is the inline limit of every Check request (APICheck); its
+	// Burst must be 0 (the burst is Requests).
 	Limit algorithms.Limit
 	// Descriptors is the number of descriptors of every ShouldRateLimit
-	// request, each with one entry (DescriptorKey(j), KeyName(key)). 0 means 1.
+	// request; 0 means 1.
 	Descriptors int
 	// Domain is the ShouldRateLimit domain. Required for APIRLS.
 	Domain string
-	// Target names the server in reports, e.g. its address. Informational.
+	// Target names the server in reports.
 	Target string
 	// Seed seeds the key choice; 0 means a seed from the clock.
 	Seed uint64

@@ -1,15 +1,9 @@
 // Package tracing turns OpenTelemetry tracing on from the SDK's standard
-// environment variables (see FromEnv): an OTLP exporter (gRPC or
-// HTTP/protobuf) behind a batch span processor, the propagators
-// OTEL_PROPAGATORS names (W3C traceparent and B3 by default), and the gRPC
-// server span (ServerInterceptors).
-//
-// Off (no endpoint set) it builds nothing: no provider, no interceptor,
-// and a nil Tracer, so the request path pays nothing for it.
-//
-// Export never blocks a decision: spans are queued and sent by the batch
-// processor's goroutine, dropped when its queue is full; export errors are
-// logged, at most one line per ErrorLogInterval.
+// environment variables (FromEnv): an OTLP exporter behind a batch span
+// processor, the propagators, and the server spans. Off, it builds nothing
+// and the request path pays nothing. Export never blocks a decision: spans
+// are dropped when the queue is full, errors logged once per
+// ErrorLogInterval.
 package tracing
 
 import (
