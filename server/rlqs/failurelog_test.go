@@ -14,12 +14,12 @@ import (
 func TestFailureLogSummarises(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	var f failureLog
+	s := &Service{log: log}
 	t0 := time.Unix(1_700_000_000, 0)
 	for i := range 100 {
-		f.failed(log, t0.Add(time.Duration(i)*time.Millisecond), errors.New("down"))
+		s.demandFailed(t0.Add(time.Duration(i)*time.Millisecond), errors.New("down"))
 	}
-	f.failed(log, t0.Add(failureLogEvery), errors.New("down"))
+	s.demandFailed(t0.Add(logEvery), errors.New("down"))
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[1], "failures_since_last_log=99") {
 		t.Errorf("logged:\n%s\nwant 2 lines, the second counting 99", buf.String())

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
 )
@@ -106,8 +107,8 @@ type Service struct {
 	replica    string // this process' part of reporter names
 	seq        atomic.Uint64
 
-	failures   failureLog
-	refusedIDs refusedLog
+	failures   observability.LogLimiter // demand store failures
+	refusedIDs observability.LogLimiter // bucket ids dropped (validID)
 
 	mu       sync.Mutex
 	streams  map[*stream]struct{}

@@ -171,7 +171,10 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 	for i, u := range usages {
 		b := u.GetBucketId().GetBucket()
 		if !validID(b) {
-			s.refusedIDs.refused(s.log, now, st.domain, usageField(i)+".bucket_id")
+			if n, ok := s.refusedIDs.Allow(now, logEvery); ok {
+				s.log.Warn("quota: a bucket id that is not UTF-8 was dropped: no assignment is sent for it (an answer holding it would be refused whole by a strict proto3 parser); the stream's other buckets go on",
+					"domain", trim(st.domain), "field", usageField(i)+".bucket_id", "dropped_since_last_log", n)
+			}
 			if s.m != nil {
 				s.m.refusedIDs.Inc()
 			}
@@ -312,7 +315,7 @@ func (s *Service) aggregate(ctx context.Context, now time.Time, reps []store.Dem
 		if s.m != nil {
 			s.m.demandErrors.Inc()
 		}
-		s.failures.failed(s.log, now, err)
+		s.demandFailed(now, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

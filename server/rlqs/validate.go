@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc/codes"
@@ -131,4 +132,19 @@ func canonical(b map[string]string) string {
 		s.WriteString(v)
 	}
 	return s.String()
+}
+
+// A bucket id's keys and values are proto3 strings, which must be UTF-8:
+// a strict parser refuses a whole response holding one that is not. Envoy
+// copies header bytes into bucket ids, so such a bucket is decoded
+// (lenientcodec) but dropped, logged and counted, never echoed.
+
+// validID reports whether every key and value of b is UTF-8.
+func validID(b map[string]string) bool {
+	for k, v := range b {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return false
+		}
+	}
+	return true
 }
