@@ -44,20 +44,13 @@ type Config struct {
 	// CheckInterval is how often a closed circuit pings the store, a ping
 	// counting as a call. 0 means DefaultCheckInterval; negative: never.
 	CheckInterval time.Duration
-	// OnChange, if set, is called when the circuit opens, with true and
-	// the error that opened it (the last of Threshold), and when it
-	// closes, with false and nil (for logs, health and metrics). While the
-	// circuit is open it is called again, with true and the probe's error,
-	// when that error turns from an outage into a misconfiguration
-	// (store.ErrMisconfigured) or back.
-	//
-	// OnChange runs on a goroutine of the Breaker's own, one call at a
-	// time, in the order the transitions happened, and no lock is held
-	// while it runs: a slow OnChange delays only the transitions after it,
-	// never a call or the probe, and OnChange may call Open, Decide, Reset
-	// and Ping (a transition it causes is delivered after it returns). It
-	// must not call Close, which waits for every transition made before it
-	// to be delivered.
+	// OnChange, if set, is called when the circuit opens (true and the
+	// error that opened it), when it closes (false, nil), and while open
+	// when the probe's error turns from an outage into a misconfiguration
+	// (store.ErrMisconfigured) or back. It runs on the Breaker's own
+	// goroutine, one call at a time, in order, holding no lock, so it
+	// delays no call and may call every method but Close (which waits for
+	// it).
 	OnChange func(open bool, cause error)
 }
 
@@ -244,11 +237,9 @@ func (b *Breaker) trip(cause error) {
 }
 
 // probe pings the store every ProbeInterval until it answers, then closes
-// the circuit.
-//
-// misconfigured says whether the cause last reported to OnChange wraps
-// store.ErrMisconfigured; when a failed ping says otherwise (a Redis that
-// went from unreachable to misconfigured), OnChange hears it again.
+// the circuit. misconfigured says whether the cause last reported to
+// OnChange wraps store.ErrMisconfigured; a ping that says otherwise is
+// reported again.
 func (b *Breaker) probe(misconfigured bool) {
 	b.every(b.cfg.ProbeInterval, func() bool {
 		err := b.ping()
@@ -283,9 +274,8 @@ func (b *Breaker) check() {
 	})
 }
 
-// ping pings the store for at most ProbeTimeout. A ping that outlives that
-// timeout is the store's failure (the breaker's own deadline, not a
-// caller's, ended it), so its error wraps store.ErrUnavailable.
+// ping pings the store for at most ProbeTimeout; running out of that time
+// is the store's failure, so its error wraps store.ErrUnavailable.
 func (b *Breaker) ping() error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
 	defer cancel()
