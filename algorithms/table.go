@@ -42,8 +42,13 @@ type Facts struct {
 	Name string
 	// Wire is the proto enum value's name, e.g. "ALGORITHM_TOKEN_BUCKET".
 	Wire string
-	// Redis is the short name of its state in Redis keys and in the Lua
-	// scripts, e.g. "fw".
+	// Redis is the short name of its state in the Redis store's keys,
+	// e.g. "fw". It changes when the state's layout does, so that
+	// replicas of two versions running side by side keep their states
+	// apart and the old keys expire by themselves: "tat" (a theoretical
+	// arrival time) replaced "tb" (tokens and a last refill), "swl2" (a
+	// ring in a string) "swl" (a sorted set), and "fw" keeps its counts
+	// in window keys, never at the state key the previous version wrote.
 	Redis string
 	// Burst is what Limit.Burst means for it, e.g. "burst" or "queue
 	// size"; "" when it takes none (Limit.Burst must then be 0). A limit

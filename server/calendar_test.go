@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/testkit"
@@ -27,6 +28,8 @@ func TestCheckCalendarInvalid(t *testing.T) {
 	h := start(t, nil, server.Settings{})
 	fw := floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW
 	month := floodgatev1.Calendar_CALENDAR_MONTH
+	// The algorithms that take a calendar, as the API names them.
+	windowed := algorithms.Names(algorithms.Which(func(f algorithms.Facts) bool { return f.Window }), "and", func(a algorithms.Algorithm) string { return a.Facts().Wire })
 	for _, tc := range []struct {
 		name string
 		req  *floodgatev1.CheckRequest
@@ -35,7 +38,7 @@ func TestCheckCalendarInvalid(t *testing.T) {
 		{"unknown zone", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, month, "Mars/Olympus")}, `limit.time_zone: unknown time zone "Mars/Olympus"`},
 		{"local zone", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, month, "Local")}, `limit.time_zone: unknown time zone "Local"`},
 		{"path as zone", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, month, "../../../etc/passwd")}, "limit.time_zone: unknown time zone"},
-		{"token bucket", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: calendarLimit(10, month, "")}, "limit.calendar: applies only to ALGORITHM_SLIDING_WINDOW and ALGORITHM_FIXED_WINDOW, not token_bucket"},
+		{"token bucket", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Source: calendarLimit(10, month, "")}, "limit.calendar: applies only to " + windowed + ", not token_bucket"},
 		{"sliding log", &floodgatev1.CheckRequest{Key: "k", Algorithm: floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW_LOG, Source: calendarLimit(10, month, "")}, "limit.calendar: applies only to"},
 		{"unknown calendar", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, 9, "")}, "limit.calendar: unknown value 9"},
 		{"negative calendar", &floodgatev1.CheckRequest{Key: "k", Algorithm: fw, Source: calendarLimit(10, -1, "")}, "limit.calendar: unknown value -1"},

@@ -3,12 +3,12 @@ package redisstore
 // The Redis keys of the store, its one owner:
 //
 //	state       <prefix><algorithm>:{<tag>}[:<scope>]   (stateKey)
-//	window      <state>#<start>                        (windowKey: a fixed window's count)
+//	window      <state>#<start>                        (windowKey: a window's count, windowKeyed)
 //	settlement  <prefix>settle:{<tag>}/<hash>           (settleKey)
 //
 // where tag is hashTag(store key), so every key of one store key (all its
 // scopes, its settlement records) is in one Redis Cluster slot (slot), and
-// algorithm is tat, sw, swl2, fw or lb.
+// algorithm is the algorithm's short name (algorithms.Facts.Redis).
 
 import (
 	"crypto/sha256"
@@ -22,26 +22,6 @@ import (
 // maxTagLen bounds the hash tag an escaped key may use; longer keys are
 // hashed.
 const maxTagLen = 128
-
-// redisAlgName names each algorithm in Redis keys.
-var redisAlgName = map[algorithms.Algorithm]string{
-	// tat: the token bucket keeps its theoretical arrival time, where
-	// "tb" held tokens and a last refill; the new name keeps the two
-	// apart while replicas of both versions run, and the old keys expire
-	// by themselves.
-	algorithms.TokenBucket:   "tat",
-	algorithms.SlidingWindow: "sw",
-	// swl2: the log's ring (a string) replaced a sorted set under "swl";
-	// the new name keeps the two apart while replicas of both versions
-	// run, and the old sets expire by themselves.
-	algorithms.SlidingWindowLog: "swl2",
-	// fw: the fixed window's counts live in its window keys
-	// (windowKey), never at the state key itself, where the previous
-	// version kept its state: the two stay apart while replicas of both
-	// versions run, and the old keys expire by themselves.
-	algorithms.FixedWindow: "fw",
-	algorithms.LeakyBucket: "lb",
-}
 
 // hashTag is the text between the braces of key's Redis keys (see above): key escaped, or "#" and its SHA-256 when that is long.
 func hashTag(key string) string {
@@ -86,7 +66,7 @@ func plain(c byte) bool {
 // redisStateKey is the Redis key holding key's state under alg, in the scope
 // "" (the Envoy API's keys).
 func redisStateKey(prefix string, alg algorithms.Algorithm, tag string) string {
-	return prefix + redisAlgName[alg] + ":{" + tag + "}"
+	return prefix + alg.Facts().Redis + ":{" + tag + "}"
 }
 
 // stateKey is the Redis key holding key's state under alg in scope:
@@ -176,8 +156,10 @@ func KeyName(prefix string, alg algorithms.Algorithm, key string) string {
 
 // windowKeyed reports whether alg keeps each window's count in a key of
 // its own: the state key, then '#' and the window's start in ms after
-// windowEpochMs (lua/fixed_window.lua), in the state key's slot.
-func windowKeyed(alg algorithms.Algorithm) bool { return alg == algorithms.FixedWindow }
+// windowEpochMs (lua/fixed_window.lua), in the state key's slot. An
+// algorithm whose count starts afresh at each window's boundary
+// (algorithms.Facts.Afresh) does: nothing of a window outlives it.
+func windowKeyed(alg algorithms.Algorithm) bool { return alg.Facts().Afresh }
 
 // windowEpochMs is lua/lib.lua's STATE_EPOCH_MS, 2026-01-01T00:00:00Z:
 // window keys name their window's start in ms after it.

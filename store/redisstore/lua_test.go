@@ -81,7 +81,7 @@ func (m *luaModel) decideGroups(nowMs int64, reqs []luaReq) []algorithms.Decisio
 // or a fixed window's window key (windowKey), the counter
 // lua/fixed_window.lua uses.
 func modelKey(key string, l algorithms.Limit, nowMs int64, b algorithms.Bounds) string {
-	if l.Algorithm != algorithms.FixedWindow {
+	if !windowKeyed(l.Algorithm) {
 		return key
 	}
 	if l.Calendar == algorithms.NoCalendar {
@@ -97,7 +97,7 @@ func modelKey(key string, l algorithms.Limit, nowMs int64, b algorithms.Bounds) 
 // window's count only while positive (its key holds nothing else), any
 // other state while its TTL lasts.
 func (m *luaModel) put(mk string, l algorithms.Limit, s2 algorithms.State, ttl time.Duration) {
-	if ttl <= 0 || (l.Algorithm == algorithms.FixedWindow && s2.B <= 0) {
+	if ttl <= 0 || (windowKeyed(l.Algorithm) && s2.B <= 0) {
 		delete(m.states, mk)
 	} else {
 		m.states[mk] = s2
@@ -140,7 +140,7 @@ func (m *luaModel) decide(nowMs int64, reqs []luaReq) []algorithms.Decision {
 				changed = append(changed, mk)
 			}
 			work[mk], ttl[mk], limit[mk] = s2, d.TTL, r.l
-			if r.l.Algorithm == algorithms.FixedWindow && s2.B <= 0 {
+			if windowKeyed(r.l.Algorithm) && s2.B <= 0 {
 				work[mk] = algorithms.State{} // an emptied window's key is gone
 			}
 		}
@@ -468,7 +468,7 @@ func diffTrace(t *testing.T, c *redis.Client, rng *rand.Rand, algs [4]algorithms
 			}
 		}
 		for i, k := range keys {
-			if algs[i] == algorithms.FixedWindow {
+			if windowKeyed(algs[i]) {
 				var touched []string
 				for _, r := range reqs {
 					var b algorithms.Bounds
@@ -806,7 +806,7 @@ func TestLuaErrors(t *testing.T) {
 		{"empty group", []string{"e:a"}, []any{join(hdr, req(l, 1, nil)), ""}, "an empty group"},
 		{"more requests than keys", []string{"e:a"}, []any{join(hdr, req(l, 1, nil), req(l, 1, nil))}, "2 requests for 1 keys"},
 		{"fewer requests than keys", []string{"e:a", "e:b"}, []any{join(hdr, req(l, 1, nil))}, "1 requests for 2 keys"},
-		{"bad algorithm", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 6 }))}, "bad arguments for request 1"},
+		{"bad algorithm", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = byte(len(algorithms.All()) + 1) }))}, "bad arguments for request 1"},
 		{"no algorithm", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] = 0 }))}, "bad arguments for request 1"},
 		{"bad flags", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[0] |= 0x80 }))}, "bad arguments for request 1"}, // flag bit 4: no feature
 		{"negative burst", []string{"e:a"}, []any{join(hdr, req(l, 1, func(b []byte) { b[17+7] = 0xff }))}, "bad arguments for request 1"},

@@ -79,7 +79,7 @@ var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 func redisKey(t *testing.T, c redis.UniversalClient, alg algorithms.Algorithm, key string) string {
 	t.Helper()
 	rk := redisstore.StateKey(alg, key)
-	if alg != algorithms.FixedWindow {
+	if !alg.Facts().Afresh {
 		return rk
 	}
 	ks, err := c.Keys(context.Background(), strings.NewReplacer("{", "\\{", "}", "\\}").Replace(rk)+"#*").Result()

@@ -83,7 +83,7 @@ func TestKeyTTL(t *testing.T) {
 						var d algorithms.Decision
 						k.state, d = algorithms.Decide(k.req.Limit, k.state, now, step.cost)
 						want := d.TTL + keep
-						kept := k.req.Limit.Algorithm == algorithms.FixedWindow && !k.set.IsZero() && !k.set.Add(k.ttl).Before(now.Add(want))
+						kept := k.req.Limit.Algorithm.Facts().Afresh && !k.set.IsZero() && !k.set.Add(k.ttl).Before(now.Add(want))
 						if kept {
 							want = k.ttl
 						} else {
