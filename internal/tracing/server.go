@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -98,18 +99,10 @@ func (s *serverSpans) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	if span == nil {
 		return handler(srv, ss)
 	}
-	err := handler(srv, &tracedStream{ServerStream: ss, ctx: ctx})
+	err := handler(srv, &middleware.WrappedServerStream{ServerStream: ss, WrappedContext: ctx})
 	end(span, err)
 	return err
 }
-
-// tracedStream is a stream whose context holds its server span.
-type tracedStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *tracedStream) Context() context.Context { return s.ctx }
 
 // grpcHeaders are a gRPC call's trace headers, read from its incoming
 // metadata without copying it.
