@@ -133,7 +133,7 @@ func slot(tag string) int {
 // settleKey is the Redis key of a settlement record: in the hash slot
 // of the state key stateKey(prefix, alg, tag, scope) (the same {tag}), named
 // by a hash of the algorithm, scope and idempotency key, so its length is
-// bounded and it never matches RedisScopesPattern (a Reset of every scope
+// bounded and it never matches scopesPattern (a Reset of every scope
 // leaves the records: a retry after a Reset still charges nothing).
 func settleKey(prefix string, alg algorithms.Algorithm, tag, scope, idempotencyKey string) string {
 	h := sha256.New()

@@ -33,7 +33,9 @@
 //	<prefix><alg>:{<tag>}:<scope>   e.g. fg:sw:{kuser:42}:plogin
 //
 // so every scope of a key shares the key's slot, and a Reset of the key
-// without a scope finds them with one SCAN pattern.
+// without a scope finds them with one SCAN pattern. A fixed window counts
+// in a key per window, its state key followed by '#' and the window's
+// start (keys.go's windowKey), in the same slot.
 //
 // # One round trip per Decide
 //
@@ -75,8 +77,7 @@
 //
 // Redis 7.0 or later: the scripts run as Redis functions, FCALL of a
 // library named by its source's hash (functions.go), the one way they
-// run (FCALL measured fewer instructions a decision than EVALSHA of the
-// same Lua: bench/RESULTS.md). The library is loaded on first use and
+// run. The library is loaded on first use and
 // again whenever Redis answers that a function is missing (after a
 // restart, failover or FUNCTION FLUSH), on every master of a cluster;
 // that answer never reaches the caller. The scripts read Redis' TIME, so

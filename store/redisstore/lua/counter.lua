@@ -1,6 +1,7 @@
 -- counter.lua: counter_alg makes the ALG functions (lib.lua) of the
--- algorithms whose state is three integers, mirroring algorithms.DecideMode
--- (and, for a calendar limit, DecideCalendarMode) on the state it reads:
+-- algorithms whose state is three integers, mirroring decideMode in
+-- algorithms/mode.go (and, for a calendar limit, decideCalendar in
+-- algorithms/calendar.go) on the state it reads:
 --
 --   decide(x, y, z, a, b, c, now_ms, cost, flags, b0, b1, b2, b3, b4)
 --     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
