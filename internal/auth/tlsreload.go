@@ -100,12 +100,6 @@ func parseTLS(contents [][]byte) (*tlsState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certificate and key: %w", err)
 	}
-	// cert.Leaf is set by X509KeyPair since Go 1.23.
-	if cert.Leaf == nil {
-		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("certificate: %w", err)
-		}
-	}
 	cfg := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{cert},
