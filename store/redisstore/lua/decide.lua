@@ -94,7 +94,11 @@ local function decide(KEYS, ARGV)
       if undo == nil and pos <= len then -- more requests in the group
         undo = {}
       end
-      local allowed, remaining, retry, reset, ttl, wait = f(KEYS[r], x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
+      local u = undo
+      if pos > len and not failed and not probe then
+        u = nil -- the group's last request: nothing after it can undo its write
+      end
+      local allowed, remaining, retry, reset, ttl, wait = f(KEYS[r], x, y, z, cost, flags, now, keep, u, b0, b1, b2, b3, b4)
       local out
       if allowed == nil then
         failed, out = true, BAD_REPLY
