@@ -2,7 +2,6 @@ package algorithms_test
 
 import (
 	"errors"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,29 +10,27 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/algolua"
 )
 
-// TestAlgorithmNamesAgree pins the four places that name an algorithm to
-// each other: this package (the config names), the proto enum, the Go
-// client and the Lua scripts' numbers (lua/lib.lua's ALG_* constants).
+// TestAlgorithmNamesAgree pins the places that name an algorithm to each
+// other: this package (the config names), the proto enum and the Lua
+// scripts' numbers (algolua.Constants, which the Redis store declares
+// before lua/lib.lua).
 func TestAlgorithmNamesAgree(t *testing.T) {
-	lib, err := os.ReadFile("../store/redisstore/lua/lib.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// local ALG_A, ALG_B = 1, 2
-	m := regexp.MustCompile(`(?m)^local (ALG_\w+(?:, ALG_\w+)*) = ([\d, ]+)$`).FindSubmatch(lib)
+	m := regexp.MustCompile(`(?m)^local (ALG_\w+(?:, ALG_\w+)*) = ([\d, ]+)$`).FindStringSubmatch(algolua.Constants())
 	if m == nil {
-		t.Fatal("lua/lib.lua declares no ALG_* constants")
+		t.Fatal("algolua.Constants declares no ALG_* constants")
 	}
-	names, nums := strings.Split(string(m[1]), ", "), strings.Split(string(m[2]), ", ")
+	names, nums := strings.Split(m[1], ", "), strings.Split(m[2], ", ")
 	lua := map[string]int32{}
 	for i := range names {
 		n, _ := strconv.Atoi(nums[i])
 		lua[names[i]] = int32(n)
 	}
 	if len(lua) != len(algorithms.All()) {
-		t.Errorf("lib.lua names %d algorithms, the Go code %d", len(lua), len(algorithms.All()))
+		t.Errorf("the Lua constants name %d algorithms, the Go code %d", len(lua), len(algorithms.All()))
 	}
 	if n := len(floodgatev1.Algorithm_name) - 1; n != len(algorithms.All()) {
 		t.Errorf("the proto names %d algorithms, the Go code %d", n, len(algorithms.All()))
@@ -51,7 +48,7 @@ func TestAlgorithmNamesAgree(t *testing.T) {
 			t.Errorf("ParseAlgorithm(%q) = %d, %v; want %d", name, got, err, a)
 		}
 		if v, ok := lua["ALG_"+upper]; !ok || v != int32(a) {
-			t.Errorf("%s: lib.lua ALG_%s = %d (present %v), want %d", name, upper, v, ok, a)
+			t.Errorf("%s: Lua ALG_%s = %d (present %v), want %d", name, upper, v, ok, a)
 		}
 	}
 }

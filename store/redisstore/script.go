@@ -41,11 +41,13 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/algolua"
 )
 
 // luaLib is lua/lib.lua after the wire sizes, which this file owns
-// (luaWire), so the Lua reads the same numbers as the Go.
-var luaLib = luaWire() + luaLibFile
+// (luaWire), and the algorithms' numbers, which the algorithm table owns
+// (algolua.Constants), so the Lua reads the same numbers as the Go.
+var luaLib = luaWire() + algolua.Constants() + luaLibFile
 
 var (
 	//go:embed lua/lib.lua

@@ -20,8 +20,9 @@
 -- VM's operators rather than calls (a Lua or C function call costs Redis
 -- far more than an operator).
 
--- The algorithms' numbers (algorithms.Algorithm, pinned to it by a test)
--- and ALG, the table of their functions by number, which each
+-- The algorithms' numbers, ALG_<NAME> (declared before this file from the
+-- algorithm table: algolua.Constants, script.go's luaLib), and ALG, the
+-- table of their functions by number, which each
 -- algorithm's file fills and the drivers call (decide.lua). Every
 -- function has one signature:
 --
@@ -36,7 +37,6 @@
 -- once unless dry or denied, and returns the decision's fields in ms
 -- (retry -1: never), the part of a debt's cost not recorded and what the
 -- key owes after; nil when the key holds a malformed state.
-local ALG_TOKEN_BUCKET, ALG_SLIDING_WINDOW, ALG_SLIDING_WINDOW_LOG, ALG_FIXED_WINDOW, ALG_LEAKY_BUCKET = 1, 2, 3, 4, 5
 local ALG = {}
 
 -- quo is Go's a / b on int64: the quotient truncated toward zero. b > 0.
