@@ -107,7 +107,7 @@ func (u *unit) split(reply any, err error) {
 		return
 	}
 	str, ok := reply.(string)
-	if err == nil && (!ok || len(str) != replyLen*len(u.keys)) {
+	if err == nil && (!ok || recordsLen(str, len(u.keys)) != len(str)) {
 		err = fmt.Errorf("%w: %d bytes for %d requests", errReply, len(str), len(u.keys))
 	}
 	off := 0
@@ -116,7 +116,7 @@ func (u *unit) split(reply any, err error) {
 			c.err = err
 			continue
 		}
-		n := replyLen * len(c.keys)
+		n := recordsLen(str[off:], len(c.keys))
 		c.reply = str[off : off+n]
 		off += n
 	}

@@ -907,14 +907,17 @@ func TestDecodeReply(t *testing.T) {
 		return string(b)
 	}
 	caps := func(int) int64 { return 5 }
-	ok := rec(1, 4, 0, 1000, 1000, 250) + rec(0, 0, -1, 0, 0, 0)
-	out := make([]algorithms.Decision, 2)
+	reset := int64(2000)
+	short := string(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 4*3+1), uint64(-2-reset)))
+	ok := rec(1, 4, 0, 1000, 1000, 250) + rec(0, 0, -1, 0, 0, 0) + short
+	out := make([]algorithms.Decision, 3)
 	if err := decodeReply(ok, out, caps); err != nil {
 		t.Fatal(err)
 	}
 	want := []algorithms.Decision{
 		{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Second, TTL: time.Second, Wait: 250 * time.Millisecond},
 		{Allowed: false, Limit: 5, RetryAfter: algorithms.Never},
+		{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: 2 * time.Second, TTL: 2 * time.Second},
 	}
 	for i := range want {
 		if out[i] != want[i] {
@@ -926,11 +929,12 @@ func TestDecodeReply(t *testing.T) {
 		"nil":            nil,
 		"short":          ok[:len(ok)-1],
 		"long":           ok + "x",
-		"allowed 3":      rec(3, 4, 0, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0),
-		"retry -2":       rec(1, 4, -2, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0),
-		"negative ttl":   rec(1, 4, 0, 1000, -5, 0) + rec(0, 0, -1, 0, 0, 0),
-		"negative reset": rec(1, 4, 0, -1, 1000, 0) + rec(0, 0, -1, 0, 0, 0),
-		"negative wait":  rec(1, 4, 0, 1000, 1000, -1) + rec(0, 0, -1, 0, 0, 0),
+		"allowed 3":      rec(3, 4, 0, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short,
+		"retry -2":       rec(1, 4, -2, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short,
+		"negative ttl":   rec(1, 4, 0, 1000, -5, 0) + rec(0, 0, -1, 0, 0, 0) + short,
+		"negative reset": rec(1, 4, 0, -1, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short,
+		"negative wait":  rec(1, 4, 0, 1000, 1000, -1) + rec(0, 0, -1, 0, 0, 0) + short,
+		"short cut":      rec(1, 4, 0, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short[:12],
 	}
 	for name, reply := range bad {
 		if err := decodeReply(reply, out, caps); !errors.Is(err, errReply) {

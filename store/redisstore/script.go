@@ -12,8 +12,8 @@ package redisstore
 // decide takes KEYS and ARGV as lua/decide.lua's header says: ARGV[1] is
 // the call's header and its first group of requests, each further ARGV
 // one more group; integers are little-endian int64s (lua/lib.lua). The
-// reply is one string, replyLen bytes per request (decodeReply): each
-// decision is computed once, by the script.
+// reply is one string, a record per request (decodeReply): each decision
+// is computed once, by the script.
 //
 // State layout in Redis, one key per (algorithm, key) (the key names are
 // keys.go's):
@@ -83,10 +83,11 @@ func luaSource() string {
 // Sizes of the wire format (lua/lib.lua), defined here only: luaWire
 // hands the request sizes to the Lua.
 const (
-	hdrLen   = 26 // form, now_ms, keep_ms, deadline_ms, write
-	reqLen   = 33 // algorithm and flags, x, y, z, cost
-	calLen   = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
-	replyLen = 40 // 4 × remaining + allowed, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
+	hdrLen     = 26 // form, now_ms, keep_ms, deadline_ms, write
+	reqLen     = 33 // algorithm and flags, x, y, z, cost
+	calLen     = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
+	replyLen   = 40 // a reply record: 4 × remaining + allowed, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
+	replyShort = 16 // the short record: 4 × remaining + allowed, -2 - reset_after_ms (also the TTL; no retry, no wait)
 )
 
 // The flag bits of a request's first byte (8 * flags + algorithm; lua/lib.lua
@@ -201,24 +202,35 @@ var errReply = errors.New("malformed script reply")
 // decodeReply reads a script reply (or one call's part of it) into out,
 // one decision per request, in request order, each Limit the capacity
 // caps gives for its request (the script does not send what the request
-// said). It checks every field and returns an error wrapping errReply
-// instead of panicking on a reply of the wrong shape.
+// said). A request's record (lua/lib.lua's REPLY_FMT) is replyShort bytes
+// when its second field is below -1 (no retry is), else replyLen. It checks every
+// field and returns an error wrapping errReply instead of panicking on a
+// reply of the wrong shape.
 func decodeReply(reply any, out []algorithms.Decision, caps func(i int) int64) error {
 	str, ok := reply.(string)
 	if !ok {
 		return fmt.Errorf("%w: got %T, want a string", errReply, reply)
 	}
-	if len(str) != replyLen*len(out) {
-		return fmt.Errorf("%w: %d bytes for %d requests, want %d", errReply, len(str), len(out), replyLen*len(out))
-	}
+	off := 0
 	for i := range out {
-		b := str[i*replyLen : (i+1)*replyLen]
+		n := recordLen(str[off:])
+		if n == 0 {
+			return fmt.Errorf("%w: %d bytes for %d requests", errReply, len(str), len(out))
+		}
+		b := str[off : off+n]
+		off += n
 		first := le64(b)
 		if first == replyBad {
 			return &stateError{index: i}
 		}
 		allowed, remaining := first&3, first>>2
-		retryMs, resetMs, ttlMs, waitMs := le64(b[8:]), le64(b[16:]), le64(b[24:]), le64(b[32:])
+		var retryMs, resetMs, ttlMs, waitMs int64
+		if n == replyShort {
+			resetMs = -2 - le64(b[8:])
+			ttlMs = resetMs
+		} else {
+			retryMs, resetMs, ttlMs, waitMs = le64(b[8:]), le64(b[16:]), le64(b[24:]), le64(b[32:])
+		}
 		if allowed > 1 || remaining < 0 || retryMs < -1 || resetMs < 0 || ttlMs < 0 || waitMs < 0 {
 			return fmt.Errorf("%w: request %d: [%d %d %d %d %d %d] out of range", errReply, i, allowed, remaining, retryMs, resetMs, ttlMs, waitMs)
 		}
@@ -236,7 +248,37 @@ func decodeReply(reply any, out []algorithms.Decision, caps func(i int) int64) e
 		}
 		out[i] = d
 	}
+	if off != len(str) {
+		return fmt.Errorf("%w: %d bytes for %d requests, %d read", errReply, len(str), len(out), off)
+	}
 	return nil
+}
+
+// recordLen is the length of the reply record at the start of s, 0 when
+// s is too short to hold it.
+func recordLen(s string) int {
+	n := replyLen
+	if len(s) >= replyShort && le64(s[8:]) < -1 {
+		n = replyShort
+	}
+	if len(s) < n {
+		return 0
+	}
+	return n
+}
+
+// recordsLen is the length of the first n reply records of s, -1 when s
+// holds fewer.
+func recordsLen(s string, n int) int {
+	off := 0
+	for range n {
+		k := recordLen(s[off:])
+		if k == 0 {
+			return -1
+		}
+		off += k
+	}
+	return off
 }
 
 // le64 reads a little-endian int64 from the first 8 bytes of s.

@@ -106,7 +106,11 @@ local function decide(KEYS, ARGV)
         if allowed == 0 and cost > 0 then
           failed = true
         end
-        out = spack(REPLY_FMT, 4 * remaining + allowed, retry, reset, ttl, wait)
+        if retry == 0 and wait == 0 and reset == ttl then
+          out = spack(SHORT_FMT, 4 * remaining + allowed, -2 - reset)
+        else
+          out = spack(REPLY_FMT, 4 * remaining + allowed, retry, reset, ttl, wait)
+        end
       end
       if n == 1 and pos > len and g == #ARGV and not probe then
         return out
