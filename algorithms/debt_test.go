@@ -189,7 +189,7 @@ func TestDebtRetryIsExact(t *testing.T) {
 	for _, l := range limits {
 		var s algorithms.State
 		now := epoch.UnixMilli()
-		step := l.PeriodMs()
+		step := l.Period.Milliseconds()
 		if l.Calendar != algorithms.NoCalendar {
 			step = 24 * time.Hour.Milliseconds()
 		}

@@ -34,7 +34,7 @@ func TestEntryPointsAgree(t *testing.T) {
 		if err := l.Validate(); err != nil {
 			t.Fatalf("%s: %v", desc(l), err)
 		}
-		w := l.PeriodMs()
+		w := l.Period.Milliseconds()
 		if l.Calendar != algorithms.NoCalendar {
 			w = 24 * time.Hour.Milliseconds()
 		}

@@ -8,7 +8,7 @@ package algorithms
 // window (another period, or a clock that went back or forth across a
 // boundary) is not this window's.
 func fixedCount(l Limit, s State, now int64) (count, start int64) {
-	w := l.PeriodMs()
+	w := l.periodMs()
 	start = now - now%w
 	if s.A == start {
 		count = s.B
@@ -38,7 +38,7 @@ func fixedCount(l Limit, s State, now int64) (count, start int64) {
 // as it is. (A charge here replaces it: this State holds one window,
 // where the Redis store keeps a counter for each.)
 func fixedWindow(l Limit, s State, a ask) (State, Decision) {
-	w := l.PeriodMs()
+	w := l.periodMs()
 	count, start := fixedCount(l, s, a.now)
 	next, d := fixedDecide(l, s, fixedSpan{start: start, end: start + w, count: count}, a)
 	if s.A > start && s.B > 0 {

@@ -36,7 +36,7 @@ package algorithms
 // Mirrored by store/redisstore/lua/leaky_bucket.lua.
 func decideLeakyBucket(l Limit, s State, a ask) (State, Decision) {
 	now, cost, m := a.now, a.cost, a.mode
-	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+	perMs, scale := tokenScale(l.Requests, l.periodMs())
 	capacity := l.Capacity()
 	full := capacity * scale // the queue's length in units
 

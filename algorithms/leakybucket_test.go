@@ -160,7 +160,7 @@ func TestLeakyBucketMatchesModel(t *testing.T) {
 		if l.Validate() != nil {
 			continue
 		}
-		slot := big.NewRat(l.PeriodMs(), l.Requests)
+		slot := big.NewRat(l.Period.Milliseconds(), l.Requests)
 		c := l.Capacity()
 		full := new(big.Rat).Mul(slot, big.NewRat(c, 1))
 		var s algorithms.State
@@ -168,7 +168,7 @@ func TestLeakyBucketMatchesModel(t *testing.T) {
 		now := epoch.UnixMilli()
 		lastStart, lastCost := int64(-1), int64(0)
 		for i := range 200 {
-			now += rng.Int64N(3*l.PeriodMs()/l.Requests+2) - 1
+			now += rng.Int64N(3*l.Period.Milliseconds()/l.Requests+2) - 1
 			if rng.IntN(40) == 0 {
 				now -= rng.Int64N(500) // the clock goes back
 			}

@@ -104,8 +104,8 @@ func (l Limit) Capacity() int64 {
 	return l.Requests
 }
 
-// PeriodMs is the period in milliseconds.
-func (l Limit) PeriodMs() int64 { return l.Period.Milliseconds() }
+// periodMs is the period in milliseconds.
+func (l Limit) periodMs() int64 { return l.Period.Milliseconds() }
 
 // Validate reports what is wrong with l, naming the field: a
 // *LimitError, which wraps ErrInvalidLimit. It is the one check of a
@@ -141,7 +141,7 @@ func (l Limit) Validate() error {
 		return err
 	}
 	switch {
-	case l.PeriodMs() > maxWait.Milliseconds():
+	case l.periodMs() > maxWait.Milliseconds():
 		return bad("period", "%v exceeds the longest wait, %v", l.Period, maxWait)
 	case l.Requests > MaxScaled:
 		return bad("requests", "%d exceeds 2^50", l.Requests)
@@ -167,7 +167,7 @@ func invalid(l Limit, format string, args ...any) error {
 // millisecond perMs). what names the burst in the message.
 func validateBucket(what string) func(Limit) error {
 	return func(l Limit) error {
-		perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+		perMs, scale := tokenScale(l.Requests, l.periodMs())
 		c := l.Capacity()
 		if c > MaxScaled/scale {
 			return invalid(l, "%s %d with %d requests per %v is too fine-grained to count exactly (burst × period_ms / gcd(requests, period_ms) must be at most 2^50)", what, c, l.Requests, l.Period)

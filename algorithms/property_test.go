@@ -55,7 +55,7 @@ type traceOpts struct {
 // randomTrace draws n steps for l: bursts at one instant, gaps around the
 // refill interval and the period, costs from peeks to above the capacity.
 func randomTrace(r *rand.Rand, l algorithms.Limit, n int, o traceOpts) []op {
-	w := l.PeriodMs()
+	w := l.Period.Milliseconds()
 	gap := max(1, w/l.Requests)
 	c := l.Capacity()
 	trace := make([]op, n)
@@ -155,7 +155,7 @@ func TestPropertyAdmissionBounds(t *testing.T) {
 }
 
 func checkAdmissionBounds(t *testing.T, l algorithms.Limit, events []event) {
-	w, req := l.PeriodMs(), l.Requests
+	w, req := l.Period.Milliseconds(), l.Requests
 	switch l.Algorithm {
 	case algorithms.TokenBucket:
 		// Starting from a full bucket, the net spent over any span of
@@ -372,7 +372,7 @@ func TestPropertyResetAfter(t *testing.T) {
 			// Past the TTL, the kept state and no state answer a random
 			// continuation identically.
 			kept, none := e.after, algorithms.State{}
-			now := e.at + e.d.TTL.Milliseconds() + r.Int64N(2)*r.Int64N(2*l.PeriodMs()+1)
+			now := e.at + e.d.TTL.Milliseconds() + r.Int64N(2)*r.Int64N(2*l.Period.Milliseconds()+1)
 			for k, o := range randomTrace(r, l, 6, traceOpts{refunds: true}) {
 				now += o.dt
 				var dk, dn algorithms.Decision

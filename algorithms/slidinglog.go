@@ -54,7 +54,7 @@ type logPlan struct {
 //
 // Mirrored by store/redisstore/lua/sliding_window_log.lua.
 func planSlidingLog(l Limit, s State, now, cost int64) logPlan {
-	w := l.PeriodMs()
+	w := l.periodMs()
 	n := int64(len(s.Log))
 	at, cut, top := now, EmptySlot, EmptySlot
 	if n > 0 {
@@ -143,7 +143,7 @@ func (p logPlan) apply(l Limit, s *State, cost int64, u *Undo) {
 		// In place only when some unit is live: then at is at or after
 		// the newest slot and above the floor, so the ring stays sorted.
 		if p.live == 0 || n-p.live < cost || n > 2*target {
-			*s = p.resize(*s, target, cost, l.PeriodMs())
+			*s = p.resize(*s, target, cost, l.periodMs())
 			return
 		}
 		u.save(s.Log, s.A, cost)

@@ -134,7 +134,7 @@ func refDecide(l algorithms.Limit, log []refEntry, now, cost int64) ([]refEntry,
 		return log, d
 	}
 	cost = max(cost, -c)
-	w := l.PeriodMs()
+	w := l.Period.Milliseconds()
 	at := now
 	if n := len(log); n > 0 {
 		at = max(at, log[n-1].At)
@@ -224,7 +224,7 @@ func TestSlidingLogMatchesReference(t *testing.T) {
 				l = limits[r.IntN(len(limits))]
 				largest = max(largest, l.Requests)
 			}
-			w := l.PeriodMs()
+			w := l.Period.Milliseconds()
 			switch x := r.IntN(100); {
 			case x < 35:
 			case x < 75:

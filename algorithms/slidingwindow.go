@@ -7,7 +7,7 @@ package algorithms
 // the window before it keeps at most Requests. A count is at most
 // 2 × Requests (a debt of one capacity), also when the limit was lowered.
 func slidingCounts(l Limit, s State, now int64) (curr, prev, start int64) {
-	w, r := l.PeriodMs(), l.Requests
+	w, r := l.periodMs(), l.Requests
 	start = now - now%w
 	switch {
 	case s.A%w != 0: // a window of another period: the limit changed
@@ -47,7 +47,7 @@ func slidingCounts(l Limit, s State, now int64) (curr, prev, start int64) {
 // charged even when it does not fit, up to an estimate of 2 × Requests
 // (Debt).
 func slidingWindow(l Limit, s State, a ask) (State, Decision) {
-	w := l.PeriodMs()
+	w := l.periodMs()
 	curr, prev, start := slidingCounts(l, s, a.now)
 	return slidingDecide(s, slidingSpan{start: start, w: w, w2: w, carry: true}, slidingTally{requests: l.Requests, curr: curr, prev: prev}, a)
 }
@@ -208,7 +208,7 @@ func slidingCarryWait(p slidingPoint, cost, r int64) int64 {
 // slidingWindowDebt is how many units a window in state s owes at now:
 // how far its estimate stands above Requests, at most Requests.
 func slidingWindowDebt(l Limit, s State, now int64) int64 {
-	w := l.PeriodMs()
+	w := l.periodMs()
 	curr, prev, start := slidingCounts(l, s, now)
 	e := max(now, start) - start
 	if over := curr*w + prev*(w-e) - l.Requests*w; over > 0 {
@@ -227,7 +227,7 @@ func validateSlidingWindow(l Limit) error {
 		}
 		return nil
 	}
-	p := l.PeriodMs()
+	p := l.periodMs()
 	if p > maxWait.Milliseconds()/2 {
 		return invalid(l, "period %v exceeds %v, half the longest wait (a sliding window's requests weigh on the next window)", l.Period, maxWait/2)
 	}

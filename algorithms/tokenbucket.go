@@ -12,7 +12,7 @@ func tokenScale(requests, periodMs int64) (perMs, scale int64) {
 // scaled units a millisecond, scale units a token (or a queue slot). A
 // store that decides elsewhere (redisstore's Lua) takes them from here.
 func (l Limit) Scale() (perMs, scale int64) {
-	return tokenScale(l.Requests, l.PeriodMs())
+	return tokenScale(l.Requests, l.periodMs())
 }
 
 // tokenLead is how far the theoretical arrival time of state s (the
@@ -57,7 +57,7 @@ func tokenLead(s State, now, perMs, full int64) (at State, d, lead int64) {
 // charged even when it does not fit, down to -capacity tokens (Debt).
 func tokenBucket(l Limit, s State, a ask) (State, Decision) {
 	now, cost, debt := a.now, a.cost, a.debt()
-	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+	perMs, scale := tokenScale(l.Requests, l.periodMs())
 	capacity := l.Capacity()
 	full := capacity * scale
 	at, d, lead := tokenLead(s, now, perMs, full)
@@ -94,7 +94,7 @@ func tokenBucket(l Limit, s State, a ask) (State, Decision) {
 // tokenBucketDebt is how many tokens a bucket in state s owes at now:
 // its whole tokens below zero, rounded up, at most its capacity.
 func tokenBucketDebt(l Limit, s State, now int64) int64 {
-	perMs, scale := tokenScale(l.Requests, l.PeriodMs())
+	perMs, scale := tokenScale(l.Requests, l.periodMs())
 	capacity := l.Capacity()
 	full := capacity * scale
 	_, _, lead := tokenLead(s, now, perMs, full)

@@ -237,7 +237,7 @@ func windowLeft(l algorithms.Limit, nowMs int64) time.Duration {
 		b := l.Calendar.Bounds(l.Location, nowMs)
 		return time.Duration(b[2]-nowMs) * time.Millisecond
 	case l.Algorithm.Facts().Window:
-		if w := l.PeriodMs(); w > 0 {
+		if w := l.Period.Milliseconds(); w > 0 {
 			return time.Duration(w-nowMs%w) * time.Millisecond
 		}
 	}

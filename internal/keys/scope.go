@@ -24,7 +24,7 @@ func InlineScope(l algorithms.Limit) string {
 	b := append(buf[:0], 'i')
 	b = strconv.AppendInt(b, l.Requests, 10)
 	b = append(b, '/')
-	ms := l.PeriodMs()
+	ms := l.Period.Milliseconds()
 	switch {
 	case l.Calendar != algorithms.NoCalendar:
 		b = append(b, l.Calendar.String()...)

@@ -70,7 +70,7 @@ func overShareWait(l algorithms.Limit, d algorithms.Decision, now time.Time) tim
 	if l.Calendar != algorithms.NoCalendar {
 		b := l.Calendar.Bounds(l.Location, nowMs)
 		left = time.Duration(b[2]-nowMs) * time.Millisecond
-	} else if p := l.PeriodMs(); p > 0 {
+	} else if p := l.Period.Milliseconds(); p > 0 {
 		left = time.Duration(p-nowMs%p) * time.Millisecond
 	}
 	left = max(left, d.ResetAfter, time.Second)

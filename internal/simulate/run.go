@@ -48,7 +48,7 @@ func Run(l algorithms.Limit, t Traffic) (Result, error) {
 	if t.Span <= 0 || len(t.Arrivals) > 0 && t.Arrivals[len(t.Arrivals)-1] >= t.Span {
 		return Result{}, badTraffic("the span %v must be positive and end after the last arrival", t.Span)
 	}
-	p := l.PeriodMs()
+	p := l.Period.Milliseconds()
 	start := (epochMs + p - 1) / p * p // the first window edge at or after epoch
 	r := Result{Limit: l, Span: t.Span, Requests: make([]Request, len(t.Arrivals))}
 	var state algorithms.State // a key never seen: a full limit

@@ -181,11 +181,11 @@ func TestLuaLogDirectTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := time.Duration(r.l.PeriodMs()+keepMs) * time.Millisecond
+		want := time.Duration(r.l.Period.Milliseconds()+keepMs) * time.Millisecond
 		if ttl > want+want/64 || ttl < want-time.Minute {
 			t.Fatalf("%s: PTTL %v, want at most %v (%v rounded up by 1/64)", r.key, ttl, want+want/64, want)
 		}
-		if want := before.UnixMilli() + r.l.PeriodMs() + keepMs; exp.Milliseconds() < want {
+		if want := before.UnixMilli() + r.l.Period.Milliseconds() + keepMs; exp.Milliseconds() < want {
 			t.Fatalf("%s: expires at %d ms, before the TTL from the call's start (%d)", r.key, exp.Milliseconds(), want)
 		}
 		at[r.key] = exp.Milliseconds()
@@ -217,7 +217,7 @@ func TestLuaLogUpdateInPlaceTTL(t *testing.T) {
 		t.Fatalf("commands %v after %v: want one PEXPIRE (an update in place)", calls, before)
 	}
 	ttl, err := c.PTTL(ctx, key).Result()
-	want := time.Duration(l.PeriodMs()+keepMs) * time.Millisecond
+	want := time.Duration(l.Period.Milliseconds()+keepMs) * time.Millisecond
 	if err != nil || ttl > want+want/64 || ttl < want-time.Minute {
 		t.Fatalf("PTTL %v, %v; want at most %v (%v rounded up by 1/64)", ttl, err, want+want/64, want)
 	}

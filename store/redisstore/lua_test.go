@@ -85,7 +85,7 @@ func modelKey(key string, l algorithms.Limit, nowMs int64, b algorithms.Bounds) 
 		return key
 	}
 	if l.Calendar == algorithms.NoCalendar {
-		return windowKey(key, nowMs-nowMs%l.PeriodMs())
+		return windowKey(key, nowMs-nowMs%l.Period.Milliseconds())
 	}
 	if nowMs >= b[2] {
 		return windowKey(key, b[2])
@@ -299,7 +299,7 @@ func stepMs(l algorithms.Limit) int64 {
 	if l.Calendar != algorithms.NoCalendar {
 		return 6 * 3_600_000
 	}
-	return l.PeriodMs()
+	return l.Period.Milliseconds()
 }
 
 // randSkew draws how far floodgate's clock (header.calMs) is ahead of
@@ -886,7 +886,7 @@ return {s(now), s(keep), write, h % 8, (h - h % 8) / 8, s(requests), s(period_ms
 				write = 0
 			}
 			want := []any{fmt.Sprint(max(h.nowMs, -1)), fmt.Sprint(min(h.keepMs, maxWireCost)), write, int64(2), int64(1),
-				fmt.Sprint(l.Requests), fmt.Sprint(l.PeriodMs()), fmt.Sprint(l.Burst), fmt.Sprint(min(max(cost, -maxWireCost), maxWireCost))}
+				fmt.Sprint(l.Requests), fmt.Sprint(l.Period.Milliseconds()), fmt.Sprint(l.Burst), fmt.Sprint(min(max(cost, -maxWireCost), maxWireCost))}
 			got, err := echo.Run(ctx, c, nil, bin).Slice()
 			if err != nil {
 				t.Fatal(err)

@@ -167,7 +167,7 @@ func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, m algor
 	if m&algorithms.NoWait != 0 {
 		flags |= flagNoWait
 	}
-	periodMs := l.PeriodMs()
+	periodMs := l.Period.Milliseconds()
 	var bounds algorithms.Bounds
 	if l.Calendar != algorithms.NoCalendar {
 		flags |= flagCalendar

@@ -91,7 +91,7 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 	l := fullLogLimit
 	start := int64(1_800_000_000_000)
 	// One unit every W/10,000: in "admit", the oldest leaves as one comes.
-	step := l.PeriodMs() / l.Requests
+	step := l.Period.Milliseconds() / l.Requests
 	for _, mode := range []string{"one-unit", "admit", "deny"} {
 		b.Run(mode, func(b *testing.B) {
 			key := "bench:full:" + mode
@@ -111,7 +111,7 @@ func BenchmarkSlidingLogRedisFull(b *testing.B) {
 			now, by := last, int64(0)
 			switch mode {
 			case "admit":
-				now, by = start+l.PeriodMs()-step, step
+				now, by = start+l.Period.Milliseconds()-step, step
 			case "one-unit":
 				by = 1
 			}
