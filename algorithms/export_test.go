@@ -9,3 +9,6 @@ const MaxWait = maxWait
 
 // Reset exposes Undo.reset to the external tests.
 func (u *Undo) Reset() { u.reset() }
+
+// EmptySlot exposes emptySlot, a log's empty slot, to the external tests.
+const EmptySlot = emptySlot

@@ -7,7 +7,7 @@ import "math"
 // slot (the head), State.B the floor and State.C the low mark: the number
 // of slots, from the head, at or below the floor (all of them gone), where
 // a search for the live units starts. Read from the head, the slots are
-// sorted oldest to newest; empty slots (EmptySlot) come first. A slot at or
+// sorted oldest to newest; empty slots (emptySlot) come first. A slot at or
 // below the floor counts as gone: every write raises the floor to
 // now − W, which drops the units that have left the window without
 // touching their slots. A unit is live iff its slot is above max(floor,
@@ -22,9 +22,9 @@ import "math"
 // it starts small and is rebuilt, keeping only its live units, when it is
 // too small for an admit or four times larger than it needs (logPlan.resize).
 
-// EmptySlot marks a slot of a sliding window log's ring that holds no
+// emptySlot marks a slot of a sliding window log's ring that holds no
 // unit: below every time.
-const EmptySlot int64 = math.MinInt64
+const emptySlot int64 = math.MinInt64
 
 // logMinSlots is the smallest ring a log is given.
 const logMinSlots = 8
@@ -56,7 +56,7 @@ type logPlan struct {
 func planSlidingLog(l Limit, s State, now, cost int64) logPlan {
 	w := l.periodMs()
 	n := int64(len(s.Log))
-	at, cut, top := now, EmptySlot, EmptySlot
+	at, cut, top := now, emptySlot, emptySlot
 	if n > 0 {
 		cut, top = s.B, logSlot(s.Log, s.A, n-1)
 		if top > cut {
@@ -158,7 +158,7 @@ func (p logPlan) apply(l Limit, s *State, cost int64, u *Undo) {
 		}
 		head := (s.A - k + n) % n
 		u.save(s.Log, head, k)
-		fillSlots(s.Log, head, k, EmptySlot)
+		fillSlots(s.Log, head, k, emptySlot)
 		s.A, s.B, s.C = head, p.cut, n-(p.live-k)
 	}
 }
@@ -170,7 +170,7 @@ func (p logPlan) resize(s State, size, cost, w int64) State {
 	ring := make([]int64, size)
 	empty := size - p.live - cost
 	for i := range empty {
-		ring[i] = EmptySlot
+		ring[i] = emptySlot
 	}
 	n := int64(len(s.Log))
 	for i := range p.live {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -33,6 +34,11 @@ const luaTraceEnv = "FLOODGATE_LUA_TRACE"
 // needs. State past its TTL decides like no state, so keeping it longer
 // never changes a decision.
 const keepMs = int64(time.Hour / time.Millisecond)
+
+// emptySlot is the value of an empty slot in the Go log's ring (below
+// every time): the decoded Lua ring is compared with the Go one, so a
+// change of either shows.
+const emptySlot int64 = math.MinInt64
 
 // luaReq is one request of a batch: a key, a limit and a cost.
 type luaReq struct {
@@ -631,7 +637,7 @@ func logUnitTimes(t *testing.T, c *redis.Client, key string) []int64 {
 	var out []int64
 	n := int64(len(s.Log))
 	for i := range n {
-		if v := s.Log[(s.A+i)%n]; v != algorithms.EmptySlot && v > s.B {
+		if v := s.Log[(s.A+i)%n]; v != emptySlot && v > s.B {
 			out = append(out, v)
 		}
 	}
@@ -640,7 +646,7 @@ func logUnitTimes(t *testing.T, c *redis.Client, key string) []int64 {
 
 // redisLogState decodes the sliding window log string at key (see
 // lua/sliding_window_log.lua) into the State the Go code would hold: A the
-// head, B the floor, Log the slots (EmptySlot for an empty one).
+// head, B the floor, Log the slots (emptySlot for an empty one).
 func redisLogState(t *testing.T, c *redis.Client, key string) algorithms.State {
 	t.Helper()
 	const epochMs, hdr, width = 1767225600000, 19, 6
@@ -667,7 +673,7 @@ func redisLogState(t *testing.T, c *redis.Client, key string) algorithms.State {
 		rel := le(v[hdr+i*width : hdr+(i+1)*width])
 		s.Log[i] = rel + epochMs
 		if rel == -1<<47 {
-			s.Log[i] = algorithms.EmptySlot
+			s.Log[i] = emptySlot
 		}
 	}
 	return s

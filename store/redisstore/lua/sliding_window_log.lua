@@ -52,7 +52,7 @@ end
 
 local LOG_HDR, LOG_SLOT, LOG_MIN_SLOTS, LOG_READ_BLOCK = 19, 6, 8, 8
 local LOG_EMPTY_REL = -140737488355328 -- -2^47: the packed empty slot
-local LOG_EMPTY = -9007199254740992 -- Go's EmptySlot: below every time
+local LOG_EMPTY = -9007199254740992 -- the Go log's empty slot is below every time too
 local LOG_MAX_REL = 140737488355328 -- 2^47
 
 local function log_empty()
