@@ -914,9 +914,10 @@ func TestDecodeReply(t *testing.T) {
 	}
 	caps := func(int) int64 { return 5 }
 	reset := int64(2000)
-	short := string(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 4*3+1), uint64(-2-reset)))
-	ok := rec(1, 4, 0, 1000, 1000, 250) + rec(0, 0, -1, 0, 0, 0) + short
-	out := make([]algorithms.Decision, 3)
+	short := string(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 4*3+1), uint64(-2-2*reset)))
+	waiting := string(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 4*3+1), uint64(-3-2*reset)), 70))
+	ok := rec(1, 4, 0, 1000, 1000, 250) + rec(0, 0, -1, 0, 0, 0) + short + waiting
+	out := make([]algorithms.Decision, 4)
 	if err := decodeReply(ok, out, caps); err != nil {
 		t.Fatal(err)
 	}
@@ -924,6 +925,7 @@ func TestDecodeReply(t *testing.T) {
 		{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Second, TTL: time.Second, Wait: 250 * time.Millisecond},
 		{Allowed: false, Limit: 5, RetryAfter: algorithms.Never},
 		{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: 2 * time.Second, TTL: 2 * time.Second},
+		{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: 2 * time.Second, TTL: 2 * time.Second, Wait: 70 * time.Millisecond},
 	}
 	for i := range want {
 		if out[i] != want[i] {
@@ -935,12 +937,12 @@ func TestDecodeReply(t *testing.T) {
 		"nil":            nil,
 		"short":          ok[:len(ok)-1],
 		"long":           ok + "x",
-		"allowed 3":      rec(3, 4, 0, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short,
-		"retry -2":       rec(1, 4, -2, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short,
-		"negative ttl":   rec(1, 4, 0, 1000, -5, 0) + rec(0, 0, -1, 0, 0, 0) + short,
-		"negative reset": rec(1, 4, 0, -1, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short,
-		"negative wait":  rec(1, 4, 0, 1000, 1000, -1) + rec(0, 0, -1, 0, 0, 0) + short,
-		"short cut":      rec(1, 4, 0, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short[:12],
+		"allowed 3":      rec(3, 4, 0, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short + waiting,
+		"retry -2":       rec(1, 4, -2, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short + waiting,
+		"negative ttl":   rec(1, 4, 0, 1000, -5, 0) + rec(0, 0, -1, 0, 0, 0) + short + waiting,
+		"negative reset": rec(1, 4, 0, -1, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short + waiting,
+		"negative wait":  rec(1, 4, 0, 1000, 1000, -1) + rec(0, 0, -1, 0, 0, 0) + short + waiting,
+		"short cut":      rec(1, 4, 0, 1000, 1000, 0) + rec(0, 0, -1, 0, 0, 0) + short + waiting[:20],
 	}
 	for name, reply := range bad {
 		if err := decodeReply(reply, out, caps); !errors.Is(err, errReply) {

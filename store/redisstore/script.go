@@ -87,7 +87,8 @@ const (
 	reqLen     = 33 // algorithm and flags, x, y, z, cost
 	calLen     = 40 // a calendar request's boundaries (algorithms.Bounds), after reqLen
 	replyLen   = 40 // a reply record: 4 × remaining + allowed, retry_after_ms, reset_after_ms, ttl_ms, wait_ms
-	replyShort = 16 // the short record: 4 × remaining + allowed, -2 - reset_after_ms (also the TTL; no retry, no wait)
+	replyShort = 16 // the short record: 4 × remaining + allowed, -2 - 2 × reset_after_ms (also the TTL; no retry, no wait)
+	replyWait  = 24 // the short record of a wait: 4 × remaining + allowed, -3 - 2 × reset_after_ms, wait_ms
 )
 
 // The flag bits of a request's first byte (8 * flags + algorithm; lua/lib.lua
@@ -202,8 +203,9 @@ var errReply = errors.New("malformed script reply")
 // decodeReply reads a script reply (or one call's part of it) into out,
 // one decision per request, in request order, each Limit the capacity
 // caps gives for its request (the script does not send what the request
-// said). A request's record (lua/lib.lua's REPLY_FMT) is replyShort bytes
-// when its second field is below -1 (no retry is), else replyLen. It checks every
+// said). A request's record (lua/lib.lua's REPLY_FMT) is short when its
+// second field is below -1 (no retry is): replyShort bytes when that
+// field is even, replyWait when odd; else replyLen. It checks every
 // field and returns an error wrapping errReply instead of panicking on a
 // reply of the wrong shape.
 func decodeReply(reply any, out []algorithms.Decision, caps func(i int) int64) error {
@@ -225,9 +227,12 @@ func decodeReply(reply any, out []algorithms.Decision, caps func(i int) int64) e
 		}
 		allowed, remaining := first&3, first>>2
 		var retryMs, resetMs, ttlMs, waitMs int64
-		if n == replyShort {
-			resetMs = -2 - le64(b[8:])
-			ttlMs = resetMs
+		if n != replyLen {
+			v := -2 - le64(b[8:])
+			resetMs, ttlMs = v>>1, v>>1
+			if n == replyWait {
+				waitMs = le64(b[16:])
+			}
 		} else {
 			retryMs, resetMs, ttlMs, waitMs = le64(b[8:]), le64(b[16:]), le64(b[24:]), le64(b[32:])
 		}
@@ -258,8 +263,12 @@ func decodeReply(reply any, out []algorithms.Decision, caps func(i int) int64) e
 // s is too short to hold it.
 func recordLen(s string) int {
 	n := replyLen
-	if len(s) >= replyShort && le64(s[8:]) < -1 {
-		n = replyShort
+	if len(s) >= replyShort {
+		if v := le64(s[8:]); v < -1 && v&1 == 0 {
+			n = replyShort
+		} else if v < -1 {
+			n = replyWait
+		}
 	}
 	if len(s) < n {
 		return 0

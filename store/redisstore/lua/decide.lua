@@ -106,10 +106,12 @@ local function decide(KEYS, ARGV)
         if allowed == 0 and cost > 0 then
           failed = true
         end
-        if retry == 0 and wait == 0 and reset == ttl then
-          out = spack(SHORT_FMT, 4 * remaining + allowed, -2 - reset)
-        else
+        if retry ~= 0 or reset ~= ttl then
           out = spack(REPLY_FMT, 4 * remaining + allowed, retry, reset, ttl, wait)
+        elseif wait == 0 then
+          out = spack(SHORT_FMT, 4 * remaining + allowed, -2 - 2 * reset)
+        else
+          out = spack(WAIT_FMT, 4 * remaining + allowed, -3 - 2 * reset, wait)
         end
       end
       if n == 1 and pos > len and g == #ARGV and not probe then

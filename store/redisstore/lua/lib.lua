@@ -136,15 +136,16 @@ local LATE = '!'
 -- The reply is one string: a record per request, in request order:
 -- REPLY_FMT, 4 × remaining + allowed (0 or 1), retry_after_ms (-1:
 -- never), reset_after_ms, ttl_ms, wait_ms (the leaky bucket's wait; 0
--- for the others); or, for a decision with no retry and no wait whose TTL
--- is its reset, SHORT_FMT, 4 × remaining + allowed, -2 - reset_after_ms
--- (below -1, which no retry is).
+-- for the others); or, for a decision with no retry whose TTL is its
+-- reset, SHORT_FMT, 4 × remaining + allowed, -2 - 2 × reset_after_ms
+-- (below -1, which no retry is, and even), or with a wait WAIT_FMT,
+-- 4 × remaining + allowed, -3 - 2 × reset_after_ms (odd), wait_ms.
 -- Decoded by redisstore's decodeReply, which takes the limit from the
 -- request. A request whose key holds a state no script writes
 -- (a value set by hand, another program's key) fails alone: its group
 -- decides and writes nothing, and its part of the reply is BAD_REPLY
 -- (defined by script.go: allowed 2, remaining and the rest 0).
-local REPLY_FMT, SHORT_FMT = '<i8i8i8i8i8', '<i8i8'
+local REPLY_FMT, SHORT_FMT, WAIT_FMT = '<i8i8i8i8i8', '<i8i8', '<i8i8i8'
 
 -- State codec of the three-integer states (sliding window, leaky
 -- bucket): three signed integers a, b, c (Go's State.A, B, C)
