@@ -22,7 +22,9 @@
 
 local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, nowait, debt)
   local full = capacity * scale
-  local full_ms = quo(full, per_ms) -- full / perMs in Go
+  -- full / perMs and 2 * full / perMs in Go (quo's steps: both >= 0).
+  local full_ms = (full - full % per_ms) / per_ms
+  local deep_ms = (2 * full - (2 * full) % per_ms) / per_ms
 
   local end_ms, end_u = b, a
   if c ~= 0 and c ~= per_ms and end_u > 0 then
@@ -38,7 +40,7 @@ local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, nowait,
     wait = wait + 1
   end
   -- Up to twice the queue's length in debt (2 * full / per_ms in Go).
-  local over = lead > quo(2 * full, per_ms)
+  local over = lead > deep_ms
   local queued = 0
   if not over then
     queued = lead * per_ms + end_u
@@ -74,8 +76,8 @@ local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, nowait,
   elseif cost > 0 then
     w = wait
     end_u = end_u + cost * scale
-    local q = quo(end_u, per_ms)
-    end_ms, end_u = end_ms + q, end_u - q * per_ms
+    local r = end_u % per_ms -- end_u >= 0: quo's steps
+    end_ms, end_u = end_ms + (end_u - r) / per_ms, r
   elseif cost < 0 then
     -- A give-back frees nothing: it cannot say which slots are its own.
   else
@@ -88,13 +90,13 @@ local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, nowait,
   if empty then
     remaining = capacity
   elseif not nowait and lead <= full_ms then
-    remaining = quo(full - lead * per_ms - end_u, scale)
-    if remaining < 0 then
-      remaining = 0
+    local x = full - lead * per_ms - end_u -- quo, then at least 0
+    if x > 0 then
+      remaining = (x - x % scale) / scale
     end
   end
   local owed = 0
-  if debt == 1 and lead > 0 and lead <= quo(2 * full, per_ms) + 1 then
+  if debt == 1 and lead > 0 and lead <= deep_ms + 1 then
     -- Slots taken past the queue's size.
     local q = lead * per_ms + end_u
     if q > full then
