@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// layoutPending are internal packages of the Redis store's lane, being
-// reworked, that only tests import today; the test logs them and fails
+// layoutPending are internal packages known to be imported only by tests
+// while they are reworked; the test logs them and fails
 // once one is in use or gone, to be taken off this list.
 var layoutPending = map[string]bool{}
 
