@@ -22,15 +22,6 @@ import (
 // failure mode.
 const DefaultTimeout = 100 * time.Millisecond
 
-// serviceConfig is the gRPC service config every Dial'd connection uses:
-// no retry policy and no wait for a ready connection, so a call to an
-// unreachable floodgate fails at once (and within the timeout) instead of
-// queueing. Retries are off on purpose: a Check whose reply was lost may
-// already have been charged, and retrying it would charge it twice.
-func serviceConfig() string {
-	return `{"methodConfig":[{"name":[{"service":"` + floodgatev1.RateLimiter_ServiceDesc.ServiceName + `"}],"waitForReady":false}]}`
-}
-
 // Limit says which limit a check spends against: either inline (Algorithm,
 // Requests per Period, Burst) or a named policy from the server's config
 // (Policy, see the Policy function). Setting both Policy and Requests is an
@@ -100,10 +91,9 @@ func (l Limit) checkRequest(key string, cost int64) (*floodgatev1.CheckRequest, 
 		return nil, err
 	}
 	req := &floodgatev1.CheckRequest{Key: key, Algorithm: alg, Cost: cost}
+	req.Source = &floodgatev1.CheckRequest_Policy{Policy: policy}
 	if inline != nil {
 		req.Source = &floodgatev1.CheckRequest_Limit{Limit: inline}
-	} else {
-		req.Source = &floodgatev1.CheckRequest_Policy{Policy: policy}
 	}
 	return req, nil
 }
@@ -218,9 +208,9 @@ func Dial(addr string, opts ...DialOption) (*Client, error) {
 	}
 	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultServiceConfig(serviceConfig()),
-		// Also overrides a service config from the resolver that would
-		// enable retries. Transparent retries (the call never reached the
+		// A Check whose reply was lost may already have been charged: a
+		// retry would charge it twice, even one a resolver's service config
+		// asks for. Transparent retries (the call never reached the
 		// server) stay on: they cannot charge twice.
 		grpc.WithDisableRetry(),
 	}
@@ -340,10 +330,9 @@ func (c *Client) Peek(ctx context.Context, r Request) (Decision, error) {
 		return Decision{}, fmt.Errorf("floodgate peek: %w", err)
 	}
 	req := &floodgatev1.PeekRequest{Key: r.Key, Algorithm: alg, Cost: r.Cost}
+	req.Source = &floodgatev1.PeekRequest_Policy{Policy: policy}
 	if inline != nil {
 		req.Source = &floodgatev1.PeekRequest_Limit{Limit: inline}
-	} else {
-		req.Source = &floodgatev1.PeekRequest_Policy{Policy: policy}
 	}
 	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()
@@ -374,10 +363,9 @@ func (c *Client) ResetLimit(ctx context.Context, key string, limit Limit) error 
 		return fmt.Errorf("floodgate reset: %w", err)
 	}
 	req := &floodgatev1.ResetRequest{Key: key, Algorithm: alg}
+	req.Source = &floodgatev1.ResetRequest_Policy{Policy: policy}
 	if inline != nil {
 		req.Source = &floodgatev1.ResetRequest_Limit{Limit: inline}
-	} else {
-		req.Source = &floodgatev1.ResetRequest_Policy{Policy: policy}
 	}
 	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()

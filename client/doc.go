@@ -43,11 +43,11 @@
 //     use TLS for anything crossing a network. WithToken adds a bearer
 //     token and is refused over plaintext to a non-loopback address.
 //   - every call bounded by DefaultTimeout (100ms; WithTimeout changes it);
-//   - no retries: the service config sets no retry policy and retries are
-//     disabled even if a resolver's config enables them, because a Check
-//     whose reply was lost may already have been charged, and a retry would
-//     charge it twice. The caller's failure mode decides instead.
-//   - no waiting for a connection (waitForReady off): an unreachable
+//   - no retries, even if a resolver's service config enables them,
+//     because a Check whose reply was lost may already have been charged,
+//     and a retry would charge it twice. The caller's failure mode decides
+//     instead.
+//   - no waiting for a connection (gRPC's default): an unreachable
 //     floodgate fails the call at once with Unavailable.
 //
 // # Middleware

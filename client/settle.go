@@ -50,10 +50,9 @@ func (c *Client) Settle(ctx context.Context, key string, limit Limit, reserved, 
 		return Settlement{}, fmt.Errorf("floodgate settle: %w", err)
 	}
 	req := &floodgatev1.SettleRequest{Key: key, Algorithm: alg, Reserved: reserved, Actual: actual, IdempotencyKey: idempotencyKey}
+	req.Source = &floodgatev1.SettleRequest_Policy{Policy: policy}
 	if inline != nil {
 		req.Source = &floodgatev1.SettleRequest_Limit{Limit: inline}
-	} else {
-		req.Source = &floodgatev1.SettleRequest_Policy{Policy: policy}
 	}
 	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()

@@ -68,9 +68,8 @@ type Breaker struct {
 
 	// The transitions OnChange has yet to hear, oldest first: appended
 	// under mu where the state changes, delivered by notify.
-	pending  []change // guarded by mu
-	wake     chan struct{}
-	stop     chan struct{} // closed by Close once no transition can come
+	pending  []change     // guarded by mu
+	wake     chan struct{} // closed by Close once no transition can come
 	notified chan struct{} // closed when notify has delivered all and exited
 }
 
@@ -93,7 +92,6 @@ func New(next store.Store, cfg Config) *Breaker {
 	b := &Breaker{next: next, cfg: cfg, closed: make(chan struct{})}
 	if cfg.OnChange != nil {
 		b.wake = make(chan struct{}, 1)
-		b.stop = make(chan struct{})
 		b.notified = make(chan struct{})
 		go b.notify()
 	}
@@ -156,7 +154,7 @@ func (b *Breaker) Close() error {
 	b.mu.Unlock()
 	b.wg.Wait() // no transition after this: trip checks closed under mu
 	if b.notified != nil {
-		close(b.stop)
+		close(b.wake)
 		<-b.notified
 	}
 	return b.next.Close()
@@ -176,16 +174,10 @@ func (b *Breaker) changed(open bool, cause error) {
 }
 
 // notify delivers the queued transitions to OnChange, in order and
-// without b.mu, until Close stops it; then it delivers what is left.
+// without b.mu, until Close closes wake.
 func (b *Breaker) notify() {
 	defer close(b.notified)
-	for {
-		stopping := false
-		select {
-		case <-b.wake:
-		case <-b.stop:
-			stopping = true
-		}
+	for range b.wake {
 		for {
 			b.mu.Lock()
 			batch := b.pending
@@ -197,9 +189,6 @@ func (b *Breaker) notify() {
 			for _, c := range batch {
 				b.cfg.OnChange(c.open, c.cause)
 			}
-		}
-		if stopping {
-			return
 		}
 	}
 }

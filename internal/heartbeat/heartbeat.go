@@ -63,7 +63,8 @@ type Heartbeat struct {
 
 	started atomic.Bool // Start was called
 
-	stop chan struct{}
+	ctx  context.Context // of the beats Start makes; ended by Close
+	stop context.CancelFunc
 	done chan struct{}
 	once sync.Once
 }
@@ -84,9 +85,10 @@ func New(client redis.UniversalClient, cfg Config) *Heartbeat {
 	if log == nil {
 		log = slog.Default()
 	}
+	ctx, stop := context.WithCancel(context.Background())
 	return &Heartbeat{
 		client: client, key: cfg.Prefix + KeySuffix, id: cfg.ID, cfg: cfg, log: log,
-		stop: make(chan struct{}), done: make(chan struct{}),
+		ctx: ctx, stop: stop, done: make(chan struct{}),
 	}
 }
 
@@ -148,7 +150,7 @@ func (h *Heartbeat) Start() {
 		for {
 			h.beatAndLog()
 			select {
-			case <-h.stop:
+			case <-h.ctx.Done():
 				return
 			case <-t.C:
 			}
@@ -158,16 +160,7 @@ func (h *Heartbeat) Start() {
 
 // beatAndLog is one beat of Start, logging the transitions.
 func (h *Heartbeat) beatAndLog() {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-h.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	err := h.Beat(ctx)
-	cancel()
+	err := h.Beat(h.ctx)
 	switch {
 	case err != nil && !h.failed.Swap(true):
 		h.log.Warn("replica heartbeat failed: failure_mode local keeps the last replica count", "replicas", h.Replicas(), "err", err)
@@ -182,7 +175,7 @@ func (h *Heartbeat) beatAndLog() {
 func (h *Heartbeat) Close() error {
 	first := false
 	h.once.Do(func() {
-		close(h.stop)
+		h.stop()
 		first = true
 	})
 	if !first {

@@ -73,8 +73,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	var phase atomic.Int32
-	if cfg.Warmup == 0 {
-		hook(true) // before any worker sends
+	var cpuStart, cpuEnd time.Duration
+	var measureStart, measureEnd time.Time
+	var endTimer <-chan time.Time // armed when the measurement begins
+	phaseStart := time.Now()
+	begin := func() {
+		hook(true)
+		cpuStart, _ = processCPU()
+		measureStart = time.Now()
+		phaseStart = measureStart
+		if cfg.Duration > 0 {
+			endTimer = time.After(cfg.Duration)
+		}
+	}
+	var warmupEnd <-chan time.Time
+	if cfg.Warmup > 0 {
+		warmupEnd = time.After(cfg.Warmup)
+	} else {
+		begin() // before any worker sends
 		phase.Store(phaseMeasure)
 	}
 	var budget *atomic.Int64
@@ -98,8 +114,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Config: cfg}
 	res.Config.Progress = nil
 	res.Config.MeasureHook = nil
-	start := time.Now()
-	phaseStart := start
 	// answered counts the current phase's answers: while measuring, only
 	// those recorded (not warmup calls answered late).
 	answered := func(measuring bool) uint64 {
@@ -113,21 +127,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		return n
 	}
-	var cpuStart time.Duration
-	beginMeasure := func() {
-		phase.Store(phaseStarting)
-		hook(true)
-		cpuStart, _ = processCPU()
-		phaseStart = time.Now()
-		phase.Store(phaseMeasure)
-		close(begun)
-	}
-	var measureStart, measureEnd time.Time
-	if cfg.Warmup == 0 {
-		measureStart = start
-		cpuStart, _ = processCPU()
-	}
-	var cpuEnd time.Duration
 	running := true
 	stop := func() {
 		measureEnd = time.Now()
@@ -141,26 +140,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	ticker := time.NewTicker(cfg.ProgressInterval)
 	defer ticker.Stop()
-	warmupTimer := time.NewTimer(cfg.Warmup)
-	defer warmupTimer.Stop()
-	var endTimer <-chan time.Time // armed when measurement begins
-	if cfg.Warmup == 0 && cfg.Duration > 0 {
-		t := time.NewTimer(cfg.Duration)
-		defer t.Stop()
-		endTimer = t.C
-	}
 	for running {
 		select {
-		case <-warmupTimer.C:
-			if phase.Load() == phaseWarmup {
-				beginMeasure()
-				measureStart = phaseStart
-				if cfg.Duration > 0 {
-					t := time.NewTimer(cfg.Duration)
-					defer t.Stop()
-					endTimer = t.C
-				}
-			}
+		case <-warmupEnd:
+			phase.Store(phaseStarting)
+			begin()
+			phase.Store(phaseMeasure)
+			close(begun)
 		case <-endTimer:
 			stop()
 		case <-allDone: // MaxRequests reached
