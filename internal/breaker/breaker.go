@@ -68,7 +68,7 @@ type Breaker struct {
 
 	// The transitions OnChange has yet to hear, oldest first: appended
 	// under mu where the state changes, delivered by notify.
-	pending  []change     // guarded by mu
+	pending  []change      // guarded by mu
 	wake     chan struct{} // closed by Close once no transition can come
 	notified chan struct{} // closed when notify has delivered all and exited
 }
