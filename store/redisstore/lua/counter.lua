@@ -1,34 +1,23 @@
 -- counter.lua: counter_alg makes the ALG functions (lib.lua) of the
--- algorithms whose state is three integers, mirroring decideMode in
--- algorithms/mode.go (and, for a calendar limit, decideCalendar in
--- algorithms/calendar.go) on the state it reads:
+-- algorithms whose state is three integers (sliding window, leaky
+-- bucket), mirroring decideMode in algorithms/mode.go and, for a
+-- calendar limit, decideCalendar in algorithms/calendar.go. Each
+-- algorithm's decide returns
 --
---   decide(x, y, z, a, b, c, now_ms, cost, flags, b0, b1, b2, b3, b4)
---     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
+--   allowed, remaining, retry, reset, ttl, a2, b2, c2, [wait,] unrecorded, owed
 --
--- x, y, z are the limit's numbers as the wire carries them (lib.lua):
--- per_ms, scale and capacity for the buckets, requests and period_ms
--- for the windows. flags are the request's flags (lib.lua) without the
--- calendar bit: bit 1 debt (algorithms.Debt: a positive cost is charged
--- even when it does not fit, bounded; unrecorded is the part beyond the
--- bound, owed the debt after), bit 2 no-wait (the leaky bucket's). b0 is
--- nil but for a calendar limit, whose boundaries b0..b4 are (see
--- calendar). wait is 0 but for the leaky bucket. A cost above the
--- capacity is decided as a look and denied with retry -1 (never) and wait
--- 0, unless it is a debt; a refund beyond it is clamped. The rest is
--- the algorithm's own file's.
+-- (wait for the leaky bucket only). A cost above the capacity is decided
+-- as a look and denied with retry -1 (never), unless a debt; a refund
+-- beyond it is clamped.
 
--- calendar mirrors the sliding window's part of decideCalendar in
--- algorithms/calendar.go (results as counter_alg's decide; cost already
--- clamped): a calendar limit of the sliding window, decided at now
--- on the boundaries b0 < b1 < b2 < b3 < b4 floodgate computed from its own
--- clock (Bounds: [b1, b2) held floodgate's now). The period is [b1, b2)
--- for a now before b2 (decided at b1 if now is before it), [b2, b3) for a
--- now past b2; a now at or past b3, or a state starting at b3 while
--- deciding [b2, b3), is out of range: every charge denied with retry 1000
--- ms, nothing changed (a debt: allowed, all of it unrecorded). A state
--- start (a) that is no boundary of the decided period counts as an empty
--- window. A debt is not carried past the period's end.
+-- calendar is the sliding window's part of decideCalendar on the
+-- boundaries b0 < .. < b4 floodgate computed ([b1, b2) held its now).
+-- The period is [b1, b2) for a now before b2 (decided at b1 if before
+-- it), else [b2, b3); a now at or past b3, or a state starting at b3
+-- while deciding [b2, b3), is out of range: a charge is denied with
+-- retry 1000 ms, nothing changed (a debt: allowed, all unrecorded). A
+-- state start that is no boundary of the period counts as empty. A debt
+-- is not carried past the period's end.
 local function calendar(requests, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
   local prev, start, stop, nxt, after = b0, b1, b2, b3, b4
   local roll = now >= b2
@@ -61,10 +50,8 @@ local function calendar(requests, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
   return sliding_decide(requests, a, b, c, start, stop - start, nxt - stop, false, curr, last, now, cost, debt)
 end
 
--- counter_alg is the ALG function (lib.lua) of a three-integer state's
--- algorithm: one GET, decode_counter, the decision (decide's
--- header: a calendar limit's, the leaky bucket's when leaky, else the
--- sliding window's), and write_counter unless dry or denied.
+-- counter_alg is the ALG function of a three-integer state: GET,
+-- decode_counter, the decision, write_counter unless dry or denied.
 local function counter_alg(leaky)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
     local str = rcall('GET', key)

@@ -1,29 +1,20 @@
--- decide.lua: the decision driver, the library's function for every
--- Decide call: a loop over the call's groups and their requests, each
--- decided by its algorithm's function (lib.lua's ALG).
+-- decide.lua: the driver of every Decide call: a loop over the call's
+-- groups and their requests, each decided by its ALG function (lib.lua).
 --
--- KEYS[i]  the state key of request i. All keys must hash to one slot; a
---          key may repeat (it then sees the earlier requests' writes).
--- ARGV[g]  group g: the requests of one Decide call, REQ_LEN bytes each
---          (lib.lua), in KEYS order; ARGV[1] starts with the call's
---          HDR_LEN-byte header. The Redis store so puts concurrent
---          Decide calls of one slot in one script call.
+-- KEYS[i]  the state key of request i; all in one slot. A key may repeat
+--          (it then sees the earlier requests' writes).
+-- ARGV[g]  group g: one Decide call's requests, REQ_LEN bytes each, in
+--          KEYS order; ARGV[1] starts with the HDR_LEN-byte header. The
+--          store puts concurrent Decide calls of one slot in one call.
 --
--- Reply: one string, REPLY_FMT (lib.lua) per request, in request order
--- (LATE alone when the call came after its deadline).
+-- Reply: REPLY_FMT (lib.lua) per request, in request order; LATE alone
+-- when Redis started the call at or after the header's deadline.
 --
--- Each request decides against what Redis holds and writes at once
--- (unless it is a dry run). A group is all or nothing: when a request of
--- it with a positive cost is denied, or its key holds a malformed state
--- (its reply then BAD_REPLY), the group's writes are undone at the
--- group's end (lib.lua's undo), inside this call, so no one sees them. A
--- probe (the header's write byte 0) undoes every group's writes: it
--- decides as the same call that writes would, and leaves nothing. A call Redis starts at or
--- after the header's deadline decides nothing and answers LATE.
---
--- The requests come from the store's own Go code, which validated every
--- limit; the driver checks the call's shape and each request's numbers
--- (an error reply: a bug, never a decision).
+-- A group is all or nothing: when a request with a positive cost is
+-- denied or its key holds a malformed state (BAD_REPLY), the group's
+-- writes are undone at its end (lib.lua's undo). A probe (write byte 0)
+-- undoes every group's writes. The requests come from the store's Go,
+-- which validated every limit; a bad shape is an error reply (a bug).
 
 local function decide(KEYS, ARGV)
   local n = #KEYS
@@ -32,8 +23,7 @@ local function decide(KEYS, ARGV)
     return redis.error_reply('ERR floodgate: bad header')
   end
   if now < 0 or deadline > 0 then
-    -- sec * 1000 + floor(usec / 1000); Lua turns TIME's strings into
-    -- numbers in the arithmetic itself, which costs less than tonumber.
+    -- Lua turns TIME's strings into numbers in the arithmetic itself.
     local t = rcall('TIME')
     local us = t[2]
     local clock = t[1] * 1000 + (us - us % 1000) / 1000

@@ -1,26 +1,17 @@
--- demand.lua: one reporter's demand on one shared quota budget (the Rate
--- Limit Quota Service's fair shares), and the budget's totals. Mirrors
--- memstore.Demand.ReportDemand; called by Demand.ReportDemand, a
--- function of the library (script.go).
+-- demand.lua: one reporter's demand on a shared quota budget (the Rate
+-- Limit Quota Service's fair shares), and the budget's totals; mirrors
+-- memstore.Demand.ReportDemand.
 --
--- KEYS[1]  the budget's hash:
---            "r:<reporter>" = "milliRPS:expiresAtMs", one per reporter
---            "#n", "#sum"   = the reporters and their summed demand
---            "#min"         = no report expires before this (Unix ms)
--- ARGV[1]  reporter (opaque string)
--- ARGV[2]  demand, thousandths of a request per second (integer >= 0)
--- ARGV[3]  now, Unix milliseconds (the caller's clock)
--- ARGV[4]  the report's TTL, milliseconds (> 0)
+-- KEYS[1]  the budget's hash: "r:<reporter>" = "milliRPS:expiresAtMs";
+--          "#n", "#sum" the reports and their summed demand, "#min" no
+--          report expires before it, "#max" the last expiry (Unix ms)
+-- ARGV     reporter, demand (milli-requests/s, >= 0), now (Unix ms, the
+--          caller's clock), the report's TTL (ms, > 0)
 --
--- Reply: {reporters, milliRPS}: the live reports (the new one included)
--- and their summed demand.
---
--- "#n" and "#sum" count every report in the hash, expired or not; none is
--- expired while now < "#min", so they are exact then and a report costs
--- O(1). Once now reaches "#min" the hash is scanned: expired reports are
--- deleted and the totals and "#min" recomputed. With reporters renewing
--- every reporting interval that is one O(reporters) scan per TTL or so.
--- The key expires with its last live report.
+-- Reply: {reporters, milliRPS} of the live reports. "#n" and "#sum"
+-- count every report, exact while now < "#min", so a report is O(1);
+-- once now reaches "#min" the hash is scanned, expired reports deleted
+-- and the totals recomputed. The key expires with its last report.
 local function demand(KEYS, ARGV)
   local key = KEYS[1]
   local field = 'r:' .. ARGV[1]

@@ -1,24 +1,18 @@
 -- fixed_window.lua: the fixed window and a calendar quota's period,
 -- mirroring fixedWindow, fixedCount and fixedDecide in
 -- algorithms/fixedwindow.go and the fixed window's part of
--- decideCalendar in algorithms/calendar.go.
+-- decideCalendar; fixed_window is its ALG function (lib.lua).
 --
--- fixed_window(key, requests, period_ms, _, cost, flags, now_ms, keep, undo, b0, b1, b2, b3, b4)
---     -> allowed, remaining, retry, reset, ttl, wait (0), unrecorded, owed
---
--- Each window counts in a key of its own: the state's key, then '#' and
--- the window's start (ms - STATE_EPOCH_MS): one integer, which a charge
--- adds to with INCRBY (taken back with DECRBY, or the key deleted, when
--- it does not fit) and whose expiry, the window's end plus keep, is set
--- once, by the charge that creates it. A calendar limit's window is the
--- period of now among its boundaries b0..b4 (lib.lua): [b1, b2), decided
--- at b1 for a now before it, or [b2, b3); a now at or past b3 is out of
--- range: a charge is denied with retry 1000 ms (a debt: all of it
--- unrecorded), nothing is written.
+-- Each window counts in a key of its own: the state key, '#' and the
+-- window's start (ms - STATE_EPOCH_MS): one integer, which a charge adds
+-- to with INCRBY (taken back when it does not fit) and whose expiry, the
+-- window's end plus keep, is set by the charge that creates it. A
+-- calendar limit's window is [b1, b2) (decided at b1 for a now before
+-- it) or [b2, b3); a now at or past b3 is out of range: a charge is
+-- denied with retry 1000 ms (a debt: all unrecorded), nothing written.
 
--- WIN[start] is the key suffix of the window starting at start: made
--- once per window rather than once a decision, and forgotten 4,096
--- windows on.
+-- WIN[start] is the key suffix of the window starting at start, made
+-- once per window; forgotten 4,096 windows on.
 local WIN, WIN_N = {}, 0
 
 local function window_suffix(start)

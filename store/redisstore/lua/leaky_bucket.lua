@@ -1,24 +1,14 @@
 -- leaky_bucket.lua: the leaky bucket (a queue that shapes instead of
--- refusing), mirroring decideLeakyBucket in algorithms/leakybucket.go line
--- by line.
+-- refusing), mirroring decideLeakyBucket in algorithms/leakybucket.go
+-- line by line.
 --
--- leaky_bucket(per_ms, scale, capacity, a, b, c, now_ms, cost, nowait, debt)
---     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
---   per_ms, scale, capacity  the limit: its rate in lowest terms
---           (algorithms.Limit.Scale, computed by the store) and the
---           queue's size (Capacity)
---   a, b, c  the state: the queue's end as b whole ms (Unix) plus a units
---           of 1/c ms, c = per_ms; 0, 0, 0 for a key never seen
---   now_ms  Unix time in ms
---   cost    > 0 spends, 0 looks, < 0 gives back, which frees nothing
---           (already clamped by counter.lua's counter_alg)
---   nowait  true: admit only what may start now (algorithms.NoWait)
---   debt    1: take a positive cost's slots even past the queue's size,
---           up to twice it (algorithms.Debt); unrecorded the rest, owed
---           the slots past the size after
---   allowed 1 or 0; remaining, retry, reset, ttl, wait: Go's Decision, in ms
---   a2, b2, c2  the new state: a, b, c themselves on a deny or when cost
---           is 0 or less; 0, 0, 0 when the queue is empty
+-- leaky_bucket(per_ms, scale, capacity, a, b, c, now_ms, cost, nowait,
+-- debt): the limit's rate in lowest terms and queue size; the state, the
+-- queue's end as b whole ms plus a units of 1/c ms (c = per_ms; 0, 0, 0
+-- for none); cost already clamped (a give-back frees nothing); nowait
+-- admits only what may start now (algorithms.NoWait). Results as
+-- counter.lua's, with wait; the new state is 0, 0, 0 when the queue is
+-- empty, the old one on a deny or a cost of 0 or less.
 
 local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, nowait, debt)
   local full = capacity * scale

@@ -1,28 +1,21 @@
--- settle.lua: the driver of the settle script (store.Settler): usage known
--- only afterwards, charged as debt or refunded, once per idempotency key.
--- It mirrors memstore's Settle, built on algorithms.Settle.
+-- settle.lua: the settle function (store.Settler): usage known only
+-- afterwards, charged as debt or refunded, once per idempotency key;
+-- mirrors memstore's Settle.
 --
--- KEYS[1]  the state key; KEYS[2] the settlement record's key, in the same
---          hash slot (keys.go's settleKey).
--- ARGV[1]  the header (lib.lua) and one request whose cost is the delta,
---          actual - reserved (flags 2: debt, or 10: debt on a calendar
---          limit, its boundaries following; lib.lua).
--- ARGV[2]  the settlement's fingerprint (its numbers).
--- ARGV[3]  how long the record is kept, in ms (> 0).
+-- KEYS[1]  the state key; KEYS[2] the settlement record's (keys.go).
+-- ARGV[1]  the header and one request whose cost is actual - reserved,
+--          flags 2 (debt) or 10 (debt, a calendar limit's boundaries
+--          following).
+-- ARGV[2]  the settlement's fingerprint; ARGV[3] the record's TTL in ms.
 --
--- If KEYS[2] holds ARGV[2], the settlement is a retry: nothing is charged
--- and the reply is the key's numbers now (duplicate 1). If it holds
--- anything else, the idempotency key was used with other numbers: the
--- error 'ERR floodgate: settle conflict'. Otherwise the delta is charged
--- (debt when positive, a refund when negative) and the record is set
--- with its TTL in the same script call: atomic with the charge, so a
--- retry after a lost reply finds it.
+-- KEYS[2] holding ARGV[2] is a retry: nothing charged, the key's numbers
+-- now (duplicate 1). Holding anything else: 'ERR floodgate: settle
+-- conflict'. Otherwise the delta is charged and the record set in the
+-- same call, so a retry after a lost reply finds it.
 --
--- Reply: one string, struct '<Bi8i8i8i8i8i8B': allowed (1), remaining,
--- retry_after_ms (until a check of cost 1 passes), reset_after_ms,
--- ttl_ms, debt, unrecorded, duplicate (0 or 1).
---
--- A function of the library beside decide.lua's (script.go).
+-- Reply: struct '<Bi8i8i8i8i8i8B': allowed (1), remaining, retry_ms
+-- (until a check of cost 1 passes), reset_ms, ttl_ms, debt, unrecorded,
+-- duplicate.
 
 local function settle(KEYS, ARGV)
   local arg = ARGV[1] or ''

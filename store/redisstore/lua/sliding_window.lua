@@ -1,23 +1,16 @@
 -- sliding_window.lua: the sliding-window counter, mirroring
 -- slidingWindow, slidingCounts, slidingDecide, slidingWait and
--- slidingCarryWait (the last two written out in the deny branch) in
--- algorithms/slidingwindow.go line by line.
+-- slidingCarryWait in algorithms/slidingwindow.go line by line.
 --
--- sliding_window(requests, period_ms, a, b, c, now_ms, cost, debt)
---     -> allowed, remaining, retry, reset, ttl, a2, b2, c2, unrecorded, owed
---   a, b, c the state: window start (Unix ms, a multiple of period_ms),
---           count in that window, count in the window before; 0, 0, 0 for
---           a key never seen
---   the rest as counter.lua's decide
+-- sliding_window(requests, period_ms, a, b, c, now_ms, cost, debt): a,
+-- b, c the state (window start, its count, the previous window's count;
+-- 0, 0, 0 for none); results as counter.lua's.
 --
--- sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev,
--- now_ms, cost, debt) decides in the window starting at start, w ms long
--- and followed by one of w2 ms, with counts curr and prev (a, b, c the
--- state as stored): the part a fixed period (w == w2, carry true: a debt
--- is carried into the windows after) and a calendar period (counter.lua's
--- decide_calendar, carry false) share. The estimate is curr + prev * (w -
--- e) / w with e ms of the window elapsed; sums are kept multiplied by w,
--- and after the roll into the next window (where curr is prev) by w2.
+-- sliding_decide decides in the window starting at start, w ms long and
+-- followed by one of w2 ms, with counts curr and prev: the part a fixed
+-- period (w == w2, carry: a debt carries into later windows) and a
+-- calendar period (carry false) share. The estimate is curr + prev * (w
+-- - e) / w, e ms into the window; sums are kept multiplied by w.
 
 local function sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev, now, cost, debt)
   local at = now -- the moment decided, >= now

@@ -1,30 +1,16 @@
--- token_bucket.lua: the token bucket as a theoretical arrival time (the
--- moment the bucket is full again), mirroring tokenBucket and tokenLead
--- in algorithms/tokenbucket.go line by line.
+-- token_bucket.lua: the token bucket as a theoretical arrival time (when
+-- the bucket is full again), mirroring tokenBucket and tokenLead in
+-- algorithms/tokenbucket.go line by line; token_bucket is its ALG
+-- function (lib.lua), x, y, z its per_ms, scale and capacity.
 --
--- token_bucket(key, per_ms, scale, capacity, cost, flags, now_ms, keep, undo)
---     -> allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
---   key     the state's key: struct TB_FMT (8 bytes), the arrival time's
---           whole ms less STATE_EPOCH_MS and its ticks (1/per_ms ms), or
---           TB_WIDE (16 bytes) when they do not fit; no key: a full bucket
---   per_ms, scale, capacity  the limit: its rate in lowest terms
---           (algorithms.Limit.Scale; per_ms ticks a ms, scale ticks a
---           token) and its capacity
---   cost    > 0 spends, 0 looks, < 0 refunds (a refund beyond the
---           capacity is clamped; a cost above it is denied with retry -1,
---           never, unless a debt)
---   flags   bit 0 dry (write nothing), bit 1 debt: a positive cost is
---           charged even when it does not fit, down to -capacity tokens
---           (algorithms.Debt; unrecorded is the part beyond, owed the debt
---           after)
---   undo    the group's undo list (lib.lua's remember), or nil
--- nil when the key holds anything else (a malformed state).
+-- The state: struct TB_FMT (8 bytes), the arrival time's whole ms less
+-- STATE_EPOCH_MS and its ticks (1/per_ms ms), or TB_WIDE (16 bytes) when
+-- they do not fit; no key is a full bucket.
 --
--- lead is how far the arrival time stands ahead of now, in ticks: the
--- tokens the bucket lacks, scaled. Beyond 2 × the capacity's ticks (a
--- clock that went back, a limit that changed) it is 2 × that + 1, which
--- decides alike, while the waits, taken from d (whole ms ahead) and the
--- ticks, stay exact and every product below 2^53.
+-- lead is how far the arrival time stands ahead of now, in ticks (the
+-- tokens lacking, scaled). Beyond 2 × the capacity's ticks it is 2 ×
+-- that + 1, which decides alike, while the waits, taken from d (whole ms
+-- ahead) and the ticks, stay exact and every product below 2^53.
 
 local TB_FMT, TB_WIDE = '<i5I3', '<i8i8'
 
