@@ -1,88 +1,35 @@
-// Package redisstore is the store.Store on Redis: one Redis, Sentinel, or a
-// Redis Cluster, through go-redis' UniversalClient. Every decision is made
-// by one atomic Lua script (lua/, the Lua twins of the Go math in
-// package algorithms, proven equal to it by a differential test; script.go
-// describes the scripts and their wire protocol), so many floodgate
-// replicas can share one Redis.
+// Package redisstore is the store.Store on Redis 7.0 or later (one Redis,
+// Sentinel, or a Redis Cluster, through go-redis' UniversalClient). Every
+// decision is made by an atomic Lua function (lua/, the twins of package
+// algorithms, proven equal to it by a differential test), so many
+// floodgate replicas can share one Redis. The functions read Redis' TIME,
+// so replicas with skewed clocks agree (Config.ClientTime uses Decide's
+// now instead).
 //
-// # Keys
-//
-// A request's state lives at
-//
-//	<prefix><alg>:{<tag>}      e.g. fg:tat:{user:42}
-//
-// where alg is tat, sw, swl2 (the sliding window log), fw or lb and tag is
-// the request's key, escaped: the bytes '{', '}', '%', '#', space,
-// control and non-ASCII bytes become %XX
-// (uppercase hex), everything else stands for itself; the empty key is "%".
-// Escaping (rather than hashing every key) keeps keys readable in
-// redis-cli. The tag is the whole hash tag, so a user key can neither
-// change which slot its state hashes to nor end the tag early, and two
-// different keys never share a Redis key (escaping is injective and the
-// prefix and algorithm sit outside the braces). An escaped key longer than
-// 128 bytes is replaced by "#" and its SHA-256 in hex, bounding Redis key
-// length; '#' never starts an escaped key, so the two forms never meet.
-// One key's five algorithms share a tag, hence a slot. The server's keys
-// start with 'k' (the Check API) or 'e' (the Envoy API; see the README's
-// key layout), so the Check key user:42 lives at fg:tat:{kuser:42}.
-//
-// A request with a scope (store.Request.Scope: the Check API's limit
-// identity, a policy's name or an inline limit's numbers) adds ':' and the
-// scope escaped the same way after the closing brace:
-//
-//	<prefix><alg>:{<tag>}:<scope>   e.g. fg:sw:{kuser:42}:plogin
-//
-// so every scope of a key shares the key's slot, and a Reset of the key
-// without a scope finds them with one SCAN pattern. A fixed window counts
-// in a key per window, its state key followed by '#' and the window's
-// start (keys.go's windowKey), in the same slot.
-//
-// # One round trip per Decide
+// A request's state lives at <prefix><alg>:{<tag>}[:<scope>], e.g.
+// fg:tat:{kuser:42}, where tag is the request's key escaped (keys.go): a
+// user key can neither move its slot nor end the tag early, and distinct
+// (key, scope) pairs never share a Redis key. Every key of one store key
+// shares its slot.
 //
 // All requests of a Decide call whose keys share a slot (on a standalone
-// Redis or Sentinel: all of them) go in one script call, which decides them
-// all or nothing. In a Redis Cluster with several slots, Decide makes one
-// call per slot, pipelined per node, nodes in parallel; when a slot's call
-// denies, the others' charges are refunded by a second call with negative
-// costs. That compensation is not atomic across slots: between the charge
-// and the refund another client may see the charge (and be denied by it),
-// and if the refund itself fails the charge stays until it decays; it
-// never admits more than the limits allow. A refund (negative cost) cannot
-// be taken back exactly, nor can the charge of an algorithm that waits (a
-// give-back frees none of its queue's slots), so a batch that spans slots and holds
-// one is first decided without writing (a probe, one more round trip) and
-// only written when nothing is denied; should a concurrent client make
-// the written call deny after all, the refunds in the other slots stay,
-// and so do the queues' slots (they pass unused).
+// Redis or Sentinel: all of them) go in one function call, which decides
+// them all or nothing. In a Redis Cluster with several slots, Decide makes
+// one call per slot, pipelined; when a slot's call denies, the others'
+// charges are refunded by a second call. That is not atomic across slots:
+// another client may see the charge before its refund, and a failed
+// refund leaves it to decay; it never admits more than the limits allow.
+// A refund, a debt and a waiting algorithm's charge cannot be taken back
+// exactly, so a batch across slots holding one is first decided without
+// writing (a probe) and written only when nothing is denied.
 //
-// # Batching
-//
-// Concurrent Decide calls are coalesced: a few sender goroutines
-// (Config.BatchPipelines) each send whatever is queued, up to
-// Config.BatchMaxSize calls, as one pipeline (per node), where the calls
-// of one slot share one script call; while they wait for Redis the next
-// pipeline fills. A lone caller waits for nothing; under load this
-// replaces many round trips and script calls by one. See BenchmarkDecide
-// and bench/RESULTS.md.
-//
-// # Deadlines and malformed states
-//
-// Each script call carries when its caller gives up, in Redis' clock; a
-// call that Redis starts later (queued behind a stall) writes nothing, so
-// an answer the failure mode gave is never counted (deadline.go). A key
-// holding a value that is no state of this store fails the decisions on
-// it alone, never those sharing its script call (badstate.go).
-//
-// # Clock and scripts
-//
-// Redis 7.0 or later: the scripts run as Redis functions, FCALL of a
-// library named by its source's hash (functions.go), the one way they
-// run. The library is loaded on first use and
-// again whenever Redis answers that a function is missing (after a
-// restart, failover or FUNCTION FLUSH), on every master of a cluster;
-// that answer never reaches the caller. The scripts read Redis' TIME, so
-// replicas with skewed clocks agree; Config.ClientTime uses the now
-// passed to Decide instead.
+// Concurrent Decide calls are batched (batcher.go): their calls travel
+// in one pipeline, those of one slot in one function call. Each call
+// carries its caller's deadline in Redis' clock, and Redis decides
+// nothing once it has passed (deadline.go). A key holding a value that is
+// no state of this store fails only the decisions on it (badstate.go).
+// The function library is loaded on first use and whenever Redis lacks
+// it (functions.go).
 //
 // The API follows floodgate's releases: v0, no compatibility promise yet.
 package redisstore

@@ -1,39 +1,22 @@
 package redisstore
 
-// The Redis wire protocol of the decision scripts: their Lua sources
-// (lua/, embedded), the ARGV they take and the reply they give.
+// The wire protocol of the library's functions: their Lua sources (lua/,
+// embedded; lua/lib.lua describes ARGV and the reply), the arguments the
+// Go sends and the reply it decodes. Each decision is computed once, by
+// the script. State layout, one key per (algorithm, key):
 //
-// The sources, joined in luaSource's order, make one Redis function
-// library (functions.go): lua/lib.lua, the algorithms' files (each adds
-// its function to lib.lua's ALG table), then the drivers lua/decide.lua
-// (every Decide call), lua/settle.lua (Settle) and, for Demand,
-// lua/demand.lua and lua/forget.lua.
+//	token_bucket        '<i5I3': the arrival time's ms - epoch and its ticks ('<i8i8' when out of range)
+//	sliding_window      pack(A = window start, B = its count, C = the previous window's)
+//	fixed_window        an integer count per window key (keys.go's windowKey)
+//	leaky_bucket        pack(A = queue end's fraction of a ms × C, B = queue end, C = perMs)
+//	sliding_window_log  a header and a ring of unit times, 6 bytes a unit
 //
-// decide takes KEYS and ARGV as lua/decide.lua's header says: ARGV[1] is
-// the call's header and its first group of requests, each further ARGV
-// one more group; integers are little-endian int64s (lua/lib.lua). The
-// reply is one string, a record per request (decodeReply): each decision
-// is computed once, by the script.
-//
-// State layout in Redis, one key per (algorithm, key) (the key names are
-// keys.go's):
-//
-//	token_bucket        string  struct '<i5I3': the theoretical arrival time's ms - epoch, and its ticks ('<i8i8' when out of range)
-//	sliding_window      string  pack(A = window start, B = count in it, C = count in the one before)
-//	fixed_window        string  pack(A = window start, B = count, C = the key's expiry, ms after A; 0: unknown)
-//	leaky_bucket        string  pack(A = queue end's fraction of a ms × C, B = queue end, C = perMs)
-//	sliding_window_log  string  header(format, head, floor) + a ring of unit times, 6 bytes a unit
-//
-// lua/lib.lua owns pack, the codec of the three-integer states (a header
-// byte, then the values in the fewest bytes each needs, the time field in
-// ms since its STATE_EPOCH_MS); lua/sliding_window_log.lua owns the log's
-// string, which holds at most Requests slots. bench/RESULTS.md has the
-// MEMORY USAGE of each. Every write sets a TTL (the decision's TTL, in
-// ms, or for a token bucket within its capacity the time it takes to
-// fill); a state whose TTL is 0 equals no state and is deleted instead.
+// pack is lua/lib.lua's three-integer codec; bench/RESULTS.md has the
+// MEMORY USAGE of each. Every write sets a TTL; a state whose TTL is 0
+// equals no state and is deleted instead.
 
 import (
-	_ "embed"
+	"embed"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -44,40 +27,31 @@ import (
 	"github.com/floodgate/floodgate/internal/algolua"
 )
 
-// luaLib is lua/lib.lua after the wire sizes, which this file owns
-// (luaWire), and the algorithms' numbers, which the algorithm table owns
-// (algolua.Constants), so the Lua reads the same numbers as the Go.
-var luaLib = luaWire() + algolua.Constants() + luaLibFile
+//go:embed lua/*.lua
+var luaFiles embed.FS
 
-var (
-	//go:embed lua/lib.lua
-	luaLibFile string
-	//go:embed lua/token_bucket.lua
-	luaTokenBucket string
-	//go:embed lua/sliding_window.lua
-	luaSlidingWindow string
-	//go:embed lua/fixed_window.lua
-	luaFixedWindow string
-	//go:embed lua/leaky_bucket.lua
-	luaLeakyBucket string
-	//go:embed lua/counter.lua
-	luaCounter string
-	//go:embed lua/sliding_window_log.lua
-	luaSlidingWindowLog string
-	//go:embed lua/decide.lua
-	luaDecide string
-	//go:embed lua/demand.lua
-	luaDemand string
-	//go:embed lua/forget.lua
-	luaForget string
-	//go:embed lua/settle.lua
-	luaSettle string
-)
+// luaLib is lua/lib.lua after the wire sizes (luaWire) and the
+// algorithms' numbers (algolua.Constants), so the Lua reads the Go's.
+var luaLib = luaWire() + algolua.Constants() + luaFile("lib")
 
-// luaSource is the Lua of the function library: every file, the wire
-// sizes first.
+// luaFile is lua/<name>.lua.
+func luaFile(name string) string {
+	b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(err) // embedded: cannot fail
+	}
+	return string(b)
+}
+
+// luaSource is the Lua of the function library: lib.lua, the algorithms
+// (each adds its function to lib.lua's ALG; counter.lua after the two
+// it wraps), then the drivers.
 func luaSource() string {
-	return luaLib + luaTokenBucket + luaSlidingWindow + luaFixedWindow + luaLeakyBucket + luaCounter + luaSlidingWindowLog + luaDecide + luaSettle + luaDemand + luaForget
+	src := luaLib
+	for _, f := range []string{"token_bucket", "sliding_window", "fixed_window", "leaky_bucket", "counter", "sliding_window_log", "decide", "settle", "demand", "forget"} {
+		src += luaFile(f)
+	}
+	return src
 }
 
 // Sizes of the wire format (lua/lib.lua), defined here only: luaWire
