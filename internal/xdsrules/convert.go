@@ -295,7 +295,8 @@ func (d *doc) rateLimit(indent int, object *path, rl *rlconfv3.RateLimitPolicy) 
 		d.raw(in, at, "unlimited", "true")
 	}
 	if u := rl.GetUnit(); u != rlconfv3.RateLimitUnit_UNKNOWN {
-		d.write(in, at, "unit", unitName(u))
+		// A number the enum does not name stays a number, which the parser refuses.
+		d.write(in, at, "unit", strings.ToLower(u.String()))
 	}
 	if n := rl.GetRequestsPerUnit(); n != 0 || !rl.GetUnlimited() {
 		// proto3 cannot tell 0 from unset: 0 denies every request, as in
@@ -311,28 +312,6 @@ func (d *doc) rateLimit(indent int, object *path, rl *rlconfv3.RateLimitPolicy) 
 			d.writeItem(in+2, true, at.child("replaces", i), "name", r.GetName())
 		}
 	}
-}
-
-// Units of the resource type's newer revisions, which the generated code
-// floodgate builds with does not name; they arrive as these numbers.
-const (
-	unitMonth rlconfv3.RateLimitUnit = 5
-	unitYear  rlconfv3.RateLimitUnit = 6
-	unitWeek  rlconfv3.RateLimitUnit = 7
-)
-
-// unitName is the config's name of unit u ("second" … "year"); a number
-// no revision defines stays a number, which the parser refuses.
-func unitName(u rlconfv3.RateLimitUnit) string {
-	switch u {
-	case unitWeek:
-		return "week"
-	case unitMonth:
-		return "month"
-	case unitYear:
-		return "year"
-	}
-	return strings.ToLower(u.String())
 }
 
 // atLine finds "line N, column M" in the parser's messages (a duplicate's
