@@ -27,19 +27,15 @@ const (
 	FailureLocal
 )
 
+// failureModes are the modes' names; "default" is written nowhere: it is
+// a limit without failure_mode.
+var failureModes = [...]string{FailureDefault: "default", FailureOpen: "open", FailureClosed: "closed", FailureLocal: "local"}
+
 // String returns the mode's name: "open", "closed" or "local" (as written
-// in a rule and in --failure-mode), or "default" for FailureDefault, which
-// is not written anywhere: it is a limit without failure_mode.
+// in a rule and in --failure-mode), or "default" for FailureDefault.
 func (m FailureMode) String() string {
-	switch m {
-	case FailureDefault:
-		return "default"
-	case FailureOpen:
-		return "open"
-	case FailureClosed:
-		return "closed"
-	case FailureLocal:
-		return "local"
+	if m >= 0 && int(m) < len(failureModes) {
+		return failureModes[m]
 	}
 	return fmt.Sprintf("failure_mode(%d)", int(m))
 }
@@ -47,7 +43,7 @@ func (m FailureMode) String() string {
 // MarshalText returns "open", "closed" or "local". FailureDefault and
 // unknown values have no spelling and are an error.
 func (m FailureMode) MarshalText() ([]byte, error) {
-	if m != FailureOpen && m != FailureClosed && m != FailureLocal {
+	if m <= FailureDefault || int(m) >= len(failureModes) {
 		return nil, fmt.Errorf("%w: %v has no spelling (want open, closed or local)", ErrFailureMode, m)
 	}
 	return []byte(m.String()), nil
@@ -63,18 +59,14 @@ var ErrFailureMode = errors.New("invalid failure mode")
 // message continues the name of the setting it is read for, as in
 // fmt.Errorf("--failure-mode %w", err): `must be open, closed or local, got "x"`.
 func (m *FailureMode) UnmarshalText(text []byte) error {
-	switch s := string(text); {
-	case strings.EqualFold(s, "open"):
-		*m = FailureOpen
-	case strings.EqualFold(s, "closed"):
-		*m = FailureClosed
-	case strings.EqualFold(s, "local"):
-		*m = FailureLocal
-	default:
-		*m = FailureDefault
-		return &failureModeError{s}
+	for i := FailureOpen; int(i) < len(failureModes); i++ {
+		if strings.EqualFold(string(text), failureModes[i]) {
+			*m = i
+			return nil
+		}
 	}
-	return nil
+	*m = FailureDefault
+	return &failureModeError{string(text)}
 }
 
 // failureModeError is a value that is no failure mode.

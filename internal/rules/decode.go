@@ -156,11 +156,12 @@ func decodeYAML(data []byte) (doc *yaml.Node, extra *yaml.Node, err error) {
 }
 
 // visit counts n against the per-file budget and follows aliases. It
-// returns nil when the budget is spent.
+// returns nil when n is nil (a key that is absent) or the budget is spent.
 func (d *decoder) visit(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
+	if n == nil {
+		return nil
 	}
+	n = deref(n)
 	d.visited++
 	if d.visited > d.budget || n == nil || n.Kind == yaml.AliasNode {
 		if !d.tooBig {
@@ -273,20 +274,11 @@ func kindName(n *yaml.Node) string {
 	return "something else"
 }
 
-// present visits the node of a key's value: nil when the key is absent
-// (n is nil) or the budget is spent.
-func (d *decoder) present(n *yaml.Node) *yaml.Node {
-	if n == nil {
-		return nil
-	}
-	return d.visit(n)
-}
-
 // str reads a scalar as text, as envoyproxy/ratelimit's YAML library does
 // (value: 123 is the string "123"; an empty value is "").
 func (d *decoder) str(n *yaml.Node) value[string] {
 	out := value[string]{at: n}
-	if n = d.present(n); n == nil {
+	if n = d.visit(n); n == nil {
 		return out
 	}
 	if n.Kind != yaml.ScalarNode {
@@ -314,7 +306,7 @@ func (d *decoder) integer(n *yaml.Node, name string) value[int64] {
 // error what the field called name must be.
 func tagged[T any](d *decoder, n *yaml.Node, tag, name, want string) value[T] {
 	out := value[T]{at: n}
-	if n = d.present(n); n == nil {
+	if n = d.visit(n); n == nil {
 		return out
 	}
 	var v T // declared here: Decode moves it to the heap
@@ -329,7 +321,7 @@ func tagged[T any](d *decoder, n *yaml.Node, tag, name, want string) value[T] {
 // duration reads a Go duration of whole milliseconds ("1500ms", "15m").
 func (d *decoder) duration(n *yaml.Node, name string) value[time.Duration] {
 	out := value[time.Duration]{at: n}
-	if n = d.present(n); n == nil {
+	if n = d.visit(n); n == nil {
 		return out
 	}
 	v, err := time.ParseDuration(n.Value)

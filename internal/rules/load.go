@@ -169,6 +169,9 @@ func Parse(name string, data []byte) (*Set, error) {
 type source struct {
 	name string
 	data []byte
+	// resource and version name the xDS resource the data stands for
+	// (ParseXDS); empty for a file.
+	resource, version string
 }
 
 // build parses every source and merges them: a policy defined twice is an
@@ -191,7 +194,7 @@ func build(srcs []source, o Options) (*Set, error) {
 		h.Write(n[:])
 		h.Write(s.data)
 
-		fc, ferrs := parseFile(s.name, s.data, o)
+		fc, ferrs := parseFile(s, o)
 		errs = append(errs, ferrs...)
 		if fc == nil {
 			continue
@@ -222,7 +225,7 @@ func build(srcs []source, o Options) (*Set, error) {
 			}
 			policyAt[pa.p.Name] = where(pa.pos)
 			c.policies[pa.p.Name] = pa.p
-			c.policyAt[pa.p.Name] = Source{File: s.name, Line: pa.pos.line, Column: pa.pos.col}
+			c.policyAt[pa.p.Name] = pa.src
 		}
 	}
 	errs = append(errs, stillUnresolved(unresolved, named)...)

@@ -29,6 +29,7 @@ type fileConfig struct {
 type policyAt struct {
 	p   Policy
 	pos pos
+	src Source
 }
 
 // parser validates one file's documents (decoded by its decoder) and
@@ -56,9 +57,10 @@ type replaceRef struct {
 }
 
 // parseFile parses and validates one file. Its errors come in file order.
-func parseFile(name string, data []byte, o Options) (*fileConfig, ErrorList) {
-	p := &parser{decoder: decoder{file: name, active: map[*yaml.Node]bool{}}, named: map[string]bool{}, origin: &origin{file: name}, merge: o.MergeDomains}
-	fc := p.parse(data)
+func parseFile(s source, o Options) (*fileConfig, ErrorList) {
+	p := &parser{decoder: decoder{file: s.name, active: map[*yaml.Node]bool{}}, named: map[string]bool{},
+		origin: &origin{file: s.name, xdsResource: s.resource, version: s.version}, merge: o.MergeDomains}
+	fc := p.parse(s.data)
 	if len(p.errs) > 0 {
 		p.sortErrors()
 		return nil, p.errs

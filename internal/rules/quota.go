@@ -24,18 +24,14 @@ const (
 	QuotaAbandon
 )
 
+// quotaActions are the actions' config spellings.
+var quotaActions = [...]string{QuotaRateLimit: "rate_limit", QuotaAllowAll: "allow_all", QuotaDenyAll: "deny_all", QuotaAbandon: "abandon"}
+
 // String returns the config spelling: rate_limit, allow_all, deny_all or
 // abandon.
 func (a QuotaAction) String() string {
-	switch a {
-	case QuotaRateLimit:
-		return "rate_limit"
-	case QuotaAllowAll:
-		return "allow_all"
-	case QuotaDenyAll:
-		return "deny_all"
-	case QuotaAbandon:
-		return "abandon"
+	if a >= 0 && int(a) < len(quotaActions) {
+		return quotaActions[a]
 	}
 	return "quota_action(" + strconv.Itoa(int(a)) + ")"
 }

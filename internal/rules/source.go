@@ -90,38 +90,5 @@ func (c *Set) PolicySource(name string) Source {
 // policies) is the resource and version instead of a position in the
 // generated document.
 func ParseXDS(name, resource, version string, data []byte) (*Set, error) {
-	c, err := Parse(name, data)
-	if err != nil {
-		return nil, err
-	}
-	o := &origin{file: name, xdsResource: resource, version: version}
-	src := Source{XDSResource: resource, Version: version}
-	for _, root := range c.domains {
-		walkNodes(root, func(n *node) {
-			n.src.o = o
-			for _, l := range n.limits {
-				l.src.o = o
-			}
-		})
-	}
-	for _, dq := range c.quota {
-		for _, q := range dq.buckets {
-			q.Source = src
-			if q.Limit != nil {
-				q.Limit.src.o = o
-			}
-		}
-	}
-	for name := range c.policyAt {
-		c.policyAt[name] = src
-	}
-	return c, nil
-}
-
-// walkNodes calls f on n and every node below it.
-func walkNodes(n *node, f func(*node)) {
-	f(n)
-	for _, c := range n.children() {
-		walkNodes(c, f)
-	}
+	return build([]source{{name: name, data: data, resource: resource, version: version}}, Options{})
 }

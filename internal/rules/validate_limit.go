@@ -271,7 +271,7 @@ func (p *parser) policies(docs []*policyDoc) []policyAt {
 			continue // not a mapping: reported
 		}
 		if pol, ok := p.policy(k.Value, pd); ok {
-			out = append(out, policyAt{p: pol, pos: posOf(k)})
+			out = append(out, policyAt{p: pol, pos: posOf(k), src: p.sourceAt(posOf(k))})
 		}
 	}
 	return out

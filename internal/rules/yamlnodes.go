@@ -99,7 +99,7 @@ const calendarPrefix = "calendar_"
 // not ok.
 func (d *decoder) period(n *yaml.Node) (value[time.Duration], value[algorithms.Calendar]) {
 	c := value[algorithms.Calendar]{at: n}
-	if m := d.present(n); m != nil && m.Kind == yaml.ScalarNode && strings.HasPrefix(m.Value, calendarPrefix) {
+	if m := d.visit(n); m != nil && m.Kind == yaml.ScalarNode && strings.HasPrefix(m.Value, calendarPrefix) {
 		cal, err := algorithms.ParseCalendar(strings.TrimPrefix(m.Value, calendarPrefix))
 		if err != nil {
 			d.errorf(m, "period %q is not a calendar period (want calendar_day, calendar_week, calendar_month or calendar_year)", m.Value)
