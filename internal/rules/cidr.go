@@ -80,6 +80,30 @@ func (t *cidrTable) lookup(s string) *node {
 	return t.v6.lookup(hi, lo, 128)
 }
 
+// find returns the node of exactly the prefix p (valid and masked), or
+// nil; t may be nil.
+func (t *cidrTable) find(p netip.Prefix) *node {
+	if t == nil {
+		return nil
+	}
+	tr := &t.v6
+	if p.Addr().Is4() {
+		tr = &t.v4
+	}
+	hi, lo := addrBits(p.Addr())
+	for cur := tr.root; cur != 0; {
+		x := &tr.nodes[cur-1]
+		if int(x.bits) > p.Bits() || commonBits(hi, lo, x.hi, x.lo) < int(x.bits) {
+			return nil
+		}
+		if int(x.bits) == p.Bits() {
+			return x.n
+		}
+		cur = x.child[bitAt(hi, lo, int(x.bits))]
+	}
+	return nil
+}
+
 // nodes appends the table's children to out.
 func (t *cidrTable) nodes(out []*node) []*node {
 	for _, tr := range []*cidrTrie{&t.v4, &t.v6} {

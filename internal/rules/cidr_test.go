@@ -283,7 +283,8 @@ func TestCIDRMatchDoesNotAllocate(t *testing.T) {
 }
 
 // TestCIDRTrieAgainstLinearScan checks the trie against the obvious
-// oracle: of every prefix holding the address, the longest.
+// oracles: lookup finds, of every prefix holding the address, the
+// longest; find finds exactly the prefix asked for.
 func TestCIDRTrieAgainstLinearScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	prefixes := randomPrefixes(rng, 3000)
@@ -293,6 +294,18 @@ func TestCIDRTrieAgainstLinearScan(t *testing.T) {
 		n := &node{value: p.String()}
 		nodes[p] = n
 		tab.add(p, n)
+	}
+	// find is exact: every configured prefix finds its own node; one bit
+	// longer or shorter, only a configured prefix finds anything.
+	for _, p := range prefixes {
+		if got := tab.find(p); got != nodes[p] {
+			t.Fatalf("find(%s) = %v, want its own node", p, got)
+		}
+		for _, bits := range []int{p.Bits() - 1, p.Bits() + 1} {
+			if q, err := p.Addr().Prefix(bits); err == nil && tab.find(q) != nodes[q] {
+				t.Fatalf("find(%s) = %v, want %v", q, tab.find(q), nodes[q])
+			}
+		}
 	}
 	for range 20000 {
 		// Addresses near configured prefixes, so most lookups find one.

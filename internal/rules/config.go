@@ -373,26 +373,13 @@ func (c *Set) MatchRequestInto(out [][]*Limit, domain string, descriptors [][]En
 			}
 		}
 	}
+	isReplaced := func(l *Limit) bool { return l.explicitName && replaced[l.Name] }
 	for i, ls := range out {
-		var kept []*Limit
-		dropped := false
-		for j, l := range ls {
-			if l.explicitName && replaced[l.Name] {
-				if !dropped {
-					kept = append(make([]*Limit, 0, len(ls)), ls[:j]...)
-					dropped = true
-				}
-				continue
+		if slices.ContainsFunc(ls, isReplaced) {
+			out[i] = slices.DeleteFunc(slices.Clone(ls), isReplaced)
+			if len(out[i]) == 0 {
+				out[i] = nil
 			}
-			if dropped {
-				kept = append(kept, l)
-			}
-		}
-		if dropped {
-			if len(kept) == 0 {
-				kept = nil
-			}
-			out[i] = kept
 		}
 	}
 }

@@ -76,10 +76,10 @@ func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
 	d.errorAt(posOf(n), format, args...)
 }
 
-// sortErrors puts the errors in file order (those without a position
-// first), keeping the order they were found in at one position.
-func (d *decoder) sortErrors() {
-	slices.SortStableFunc(d.errs, func(a, b *Error) int {
+// sortByPosition puts the errors of one file in file order (those without
+// a position first), keeping the order they were found in at one position.
+func (l ErrorList) sortByPosition() {
+	slices.SortStableFunc(l, func(a, b *Error) int {
 		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 	})
 }

@@ -2,7 +2,6 @@ package rules
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -186,13 +185,8 @@ func build(srcs []source, o Options) (*Set, error) {
 	h := sha256.New()
 	for _, s := range srcs {
 		c.files = append(c.files, s.name)
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s.name)))
-		h.Write(n[:])
-		h.Write([]byte(s.name))
-		binary.BigEndian.PutUint64(n[:], uint64(len(s.data)))
-		h.Write(n[:])
-		h.Write(s.data)
+		hashField(h, []byte(s.name))
+		hashField(h, s.data)
 
 		fc, ferrs := parseFile(s, o)
 		errs = append(errs, ferrs...)

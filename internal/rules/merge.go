@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"maps"
 	"slices"
 	"strings"
@@ -30,10 +31,7 @@ func Merge(parts ...*Set) (*Set, error) {
 	var errs ErrorList
 	h := sha256.New()
 	for _, p := range parts {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(p.digest)))
-		h.Write(n[:])
-		h.Write([]byte(p.digest))
+		hashField(h, []byte(p.digest))
 		c.files = append(c.files, p.files...)
 		if p.loadedAt.After(c.loadedAt) {
 			c.loadedAt = p.loadedAt // the newest part's: when this combination came to be
@@ -53,6 +51,13 @@ func Merge(parts ...*Set) (*Set, error) {
 	slices.SortFunc(c.limits, func(a, b *Limit) int { return strings.Compare(a.ID, b.ID) })
 	c.digest = hex.EncodeToString(h.Sum(nil))
 	return c, nil
+}
+
+// hashField writes b to h after its length, so that fields never run
+// together.
+func hashField(h hash.Hash, b []byte) {
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(b))))
+	h.Write(b)
 }
 
 // sourceNames names a config's sources for an error message.

@@ -62,7 +62,7 @@ func parseFile(s source, o Options) (*fileConfig, ErrorList) {
 		origin: &origin{file: s.name, xdsResource: s.resource, version: s.version}, merge: o.MergeDomains}
 	fc := p.parse(s.data)
 	if len(p.errs) > 0 {
-		p.sortErrors()
+		p.errs.sortByPosition()
 		return nil, p.errs
 	}
 	return fc, nil

@@ -3,7 +3,6 @@ package rules
 import (
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // QuotaAction is what a quota bucket entry assigns.
@@ -154,28 +153,18 @@ func (c *Set) QuotaBuckets(domain string) []*QuotaBucket {
 // quotaID is the QuotaBucket.ID: the domain and the sorted bucket_id,
 // quoted.
 func quotaID(domain string, keys []kv) string {
-	var b strings.Builder
-	b.WriteString(strconv.Quote(domain))
-	b.WriteString("/quota")
+	id := strconv.Quote(domain) + "/quota"
 	for _, k := range keys {
-		b.WriteByte('/')
-		b.WriteString(strconv.Quote(k.k))
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(k.v))
+		id += "/" + strconv.Quote(k.k) + "=" + strconv.Quote(k.v)
 	}
-	return b.String()
+	return id
 }
 
 // quotaName is the default QuotaBucket.Name: "domain.quota.k1_v1.k2_v2".
 func quotaName(domain string, keys []kv) string {
-	var b strings.Builder
-	b.WriteString(domain)
-	b.WriteString(".quota")
+	name := domain + ".quota"
 	for _, k := range keys {
-		b.WriteByte('.')
-		b.WriteString(k.k)
-		b.WriteByte('_')
-		b.WriteString(k.v)
+		name += "." + k.k + "_" + k.v
 	}
-	return b.String()
+	return name
 }

@@ -30,14 +30,13 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 		return 0
 	}
 	total := 0
-	firsts := map[sibling]*yaml.Node{}
 	for _, item := range items {
 		errsBefore := len(p.errs)
 		dd, ok := p.descriptor(item)
 		if !ok {
 			continue
 		}
-		n, lv, ok := p.level(&dd, firsts)
+		n, lv, ok := p.level(parent, &dd)
 		if !ok {
 			continue
 		}
@@ -64,24 +63,16 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 			}
 		}
 		total += below
-		parent.add(n, lv)
+		parent.add(n)
 	}
 	return total
 }
 
-// sibling identifies a descriptor among the others of its list: a
-// `match: cidr` value by its network (so 2001:db8::/32 and
-// 2001:0db8::/32 are one), apart from an exact value of the same text.
-type sibling struct {
-	key, value string
-	cidr       bool
-}
-
 // level checks a descriptor's key, value and flags: the key is unique
-// among its siblings (firsts), a `match: cidr` value is a network,
-// share_threshold goes with a wildcard or cidr value. It returns the descriptor's node, without limits or children
-// yet.
-func (p *parser) level(dd *descriptorDoc, firsts map[sibling]*yaml.Node) (*node, level, bool) {
+// among its siblings (those of parent so far), a `match: cidr` value is a
+// network, share_threshold goes with a wildcard or cidr value. It returns
+// the descriptor's node, without limits or children yet.
+func (p *parser) level(parent *node, dd *descriptorDoc) (*node, level, bool) {
 	var key, value string
 	switch {
 	case !dd.key.given():
@@ -114,61 +105,64 @@ func (p *parser) level(dd *descriptorDoc, firsts map[sibling]*yaml.Node) (*node,
 		}
 		lv.value, lv.wildcard, lv.cidr = prefix.String(), false, true
 	}
-	id := sibling{key, lv.value, lv.cidr}
-	if first := firsts[id]; first != nil {
-		what := fmt.Sprintf("key %q", key)
-		switch {
-		case lv.cidr:
-			what += fmt.Sprintf(" with match: cidr %s", lv.value)
-		case value != "":
-			what += fmt.Sprintf(" with value %q", value)
-		}
-		p.errorf(dd.at, "duplicate descriptor: %s is already defined at line %d, column %d", what, first.Line, first.Column)
+	n := &node{key: key, value: value, network: lv.cidr, src: p.ref(posOf(dd.at))}
+	if first, what := parent.sibling(n); first != nil {
+		p.errorf(dd.at, "duplicate descriptor: %s is already defined at line %d, column %d", what, first.src.line, first.src.col)
 		return nil, level{}, false
 	}
-	firsts[id] = dd.at
-
 	if isTrue(dd.shareThreshold) {
 		if !lv.wildcard && !lv.cidr {
 			p.errorf(dd.shareThreshold.at, "share_threshold needs a wildcard value (one with a '*') or match: cidr; %q has neither", value)
 		}
 		lv.shared = lv.wildcard || lv.cidr
 	}
-	return &node{key: key, value: value, src: p.ref(posOf(dd.at))}, lv, true
+	return n, lv, true
 }
 
 // add links child c under n.
-func (n *node) add(c *node, lv level) {
-	if lv.cidr {
+func (n *node) add(c *node) {
+	switch {
+	case c.network:
 		if n.cidr == nil {
 			n.cidr = map[string]*cidrTable{}
 		}
-		t := n.cidr[lv.key]
+		t := n.cidr[c.key]
 		if t == nil {
 			t = &cidrTable{}
-			n.cidr[lv.key] = t
+			n.cidr[c.key] = t
 		}
-		c.network = true
-		t.add(netip.MustParsePrefix(lv.value), c) // level checked it
-		return
-	}
-	if lv.value == "" {
+		t.add(netip.MustParsePrefix(c.value), c) // level checked it
+	case c.value == "":
 		if n.keyOnly == nil {
 			n.keyOnly = map[string]*node{}
 		}
-		n.keyOnly[lv.key] = c
-		return
-	}
-	if n.exact == nil {
-		n.exact = map[kv]*node{}
-	}
-	n.exact[kv{lv.key, lv.value}] = c
-	if lv.wildcard {
-		if n.wild == nil {
-			n.wild = map[string][]wildKV{}
+		n.keyOnly[c.key] = c
+	default:
+		if n.exact == nil {
+			n.exact = map[kv]*node{}
 		}
-		n.wild[lv.key] = append(n.wild[lv.key], wildKV{pat: compilePattern(lv.value), n: c})
+		n.exact[kv{c.key, c.value}] = c
+		if isWildcard(c.value) {
+			if n.wild == nil {
+				n.wild = map[string][]wildKV{}
+			}
+			n.wild[c.key] = append(n.wild[c.key], wildKV{pat: compilePattern(c.value), n: c})
+		}
 	}
+}
+
+// sibling returns the child of n that c would duplicate, or nil, and c as
+// the error names it: a network by its canonical form (so 2001:db8::/32
+// and 2001:0db8::/32 are one), apart from an exact value of the same text.
+func (n *node) sibling(c *node) (*node, string) {
+	switch {
+	case c.network:
+		p := netip.MustParsePrefix(c.value)
+		return n.cidr[c.key].find(p), fmt.Sprintf("key %q with match: cidr %s", c.key, p)
+	case c.value == "":
+		return n.keyOnly[c.key], fmt.Sprintf("key %q", c.key)
+	}
+	return n.exact[kv{c.key, c.value}], fmt.Sprintf("key %q with value %q", c.key, c.value)
 }
 
 // limits builds a descriptor's rate_limit or rate_limits into n.limits.
