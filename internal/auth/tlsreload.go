@@ -9,17 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"time"
-
-	"github.com/floodgate/floodgate/internal/filewatch"
 )
-
-// certReloader keeps the server certificate (and the client CA pool) in
-// step with their files. Reloads affect new handshakes only, so a rotation
-// drops no connection; files that do not parse or match (between the two
-// writes of a rotation) are logged and ignored.
-type certReloader struct {
-	files *filewatch.Watcher[tlsState]
-}
 
 // tlsState is one loaded generation of the TLS material.
 type tlsState struct {
@@ -47,8 +37,10 @@ type Reloader interface {
 // Reloader is closed; with files.ClientCA, clients must present a
 // certificate it signed (mTLS). Use it with grpc's credentials.NewTLS. It
 // fails when the files cannot be loaded now; log (nil: slog.Default())
-// receives reloads and rejected files, never their contents. Treat the
-// config as read-only: each handshake gets one built from the files.
+// receives reloads and rejected files (logged and ignored, as between the
+// two writes of a rotation), never their contents. Treat the config as
+// read-only: each handshake gets one built from the files, so a rotation
+// drops no connection. Closing the Reloader keeps the last certificate.
 func NewTLSConfig(ctx context.Context, tf TLSFiles, log *slog.Logger) (*tls.Config, Reloader, error) {
 	certFile, keyFile, clientCAFile := tf.Cert, tf.Key, tf.ClientCA
 	if certFile == "" || keyFile == "" {
@@ -74,23 +66,22 @@ func NewTLSConfig(ctx context.Context, tf TLSFiles, log *slog.Logger) (*tls.Conf
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &certReloader{files: files}
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return r.files.Current().cert, nil
+			return files.Current().cert, nil
 		},
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return r.files.Current().cfg, nil
+			return files.Current().cfg, nil
 		},
 	}
 	if mTLS {
 		// Also on the outer config, so it reads right when inspected; the
 		// per-handshake config returned above is what applies.
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-		cfg.ClientCAs = r.files.Current().cfg.ClientCAs
+		cfg.ClientCAs = files.Current().cfg.ClientCAs
 	}
-	return cfg, r, nil
+	return cfg, files, nil
 }
 
 // parseTLS loads a certificate, its key and, when present, a client CA
@@ -114,10 +105,3 @@ func parseTLS(contents [][]byte) (*tlsState, error) {
 	}
 	return &tlsState{cert: &cert, cfg: cfg}, nil
 }
-
-// Reload re-reads the files now, whether or not they changed (for SIGHUP).
-// On error the previous certificate keeps serving.
-func (r *certReloader) Reload() error { return r.files.Reload() }
-
-// Close stops watching the files; handshakes keep the last certificate.
-func (r *certReloader) Close() error { return r.files.Close() }
