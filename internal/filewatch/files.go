@@ -33,18 +33,20 @@ type fileSet struct {
 	extra   map[string]bool // folders watched for targets, beyond dirs
 }
 
+// newFileSet makes paths absolute and clean, for comparing with event
+// names, and sorts them into files and folders (following symlinks).
 func newFileSet(paths []string, match func(string) bool) (*fileSet, error) {
-	abs, err := absPaths(paths)
-	if err != nil {
-		return nil, err
-	}
 	s := &fileSet{isFile: map[string]bool{}, isDir: map[string]bool{}, dirs: map[string]bool{}, match: match}
-	for _, p := range abs {
-		dir, err := isDir(p)
+	for _, path := range paths {
+		p, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("watching %s: %w", path, err)
+		}
+		st, err := os.Stat(p)
 		if err != nil {
 			return nil, err
 		}
-		if dir {
+		if st.IsDir() {
 			s.folders = append(s.folders, p)
 			s.isDir[p] = true
 			s.dirs[p] = true

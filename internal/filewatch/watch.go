@@ -17,8 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -315,27 +313,4 @@ func (w *Watcher[T]) load(force bool) error {
 	w.cur.Store(v)
 	w.opts.OnLoad(v)
 	return nil
-}
-
-// absPaths makes paths absolute and cleans them, for comparing with event
-// names.
-func absPaths(paths []string) ([]string, error) {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return nil, fmt.Errorf("watching %s: %w", p, err)
-		}
-		out[i] = abs
-	}
-	return out, nil
-}
-
-// isDir reports whether path is a folder, following symlinks.
-func isDir(path string) (bool, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return false, err
-	}
-	return st.IsDir(), nil
 }
