@@ -54,10 +54,7 @@ func bucketBounds(i int) (lo, hi int64) {
 
 // Record counts one latency. Negative durations count as 0.
 func (h *Histogram) Record(d time.Duration) {
-	v := int64(d)
-	if v < 0 {
-		v = 0
-	}
+	v := max(int64(d), 0)
 	if h.total == 0 || v < h.min {
 		h.min = v
 	}
@@ -66,10 +63,7 @@ func (h *Histogram) Record(d time.Duration) {
 	}
 	h.total++
 	h.sum += uint64(v)
-	if v > int64(MaxLatency) {
-		v = int64(MaxLatency)
-	}
-	h.counts[bucketOf(v)]++
+	h.counts[bucketOf(min(v, int64(MaxLatency)))]++
 }
 
 // Merge adds o's counts to h.
@@ -125,10 +119,7 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	if q >= 1 {
 		return h.Max()
 	}
-	rank := uint64(math.Ceil(q * float64(h.total)))
-	if rank == 0 {
-		rank = 1
-	}
+	rank := uint64(math.Ceil(q * float64(h.total))) // >= 1, as q > 0
 	var seen uint64
 	for i, c := range h.counts {
 		seen += c

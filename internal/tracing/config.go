@@ -150,9 +150,10 @@ func samplerFromEnv(getenv func(string) string, log *slog.Logger) (string, float
 }
 
 // sampling is how c samples: the SDK sampler of the calls that carry a
-// trace context, and the ratio of those that do not (roots), which
-// the server interceptor decides before any span work.
-func (c Config) sampling() (sdktrace.Sampler, float64) {
+// trace context, the ratio of those that do not (roots), which the server
+// interceptor decides before any span work, and whether the caller's
+// sampled flag decides.
+func (c Config) sampling() (_ sdktrace.Sampler, rootRatio float64, parentBased bool) {
 	name, parentBased := strings.CutPrefix(c.Sampler, "parentbased_")
 	var root sdktrace.Sampler
 	ratio := 1.0
@@ -166,9 +167,9 @@ func (c Config) sampling() (sdktrace.Sampler, float64) {
 		parentBased = parentBased || name == ""
 	}
 	if parentBased {
-		return sdktrace.ParentBased(root), ratio
+		return sdktrace.ParentBased(root), ratio, true
 	}
-	return root, ratio
+	return root, ratio, false
 }
 
 // resourceFromEnv is service.name, service.version and the attributes of

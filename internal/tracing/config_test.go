@@ -89,7 +89,7 @@ func TestFromEnvSampler(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sampler, _ := cfg.sampling()
+			sampler, _, _ := cfg.sampling()
 			if d := sampler.Description(); !strings.HasPrefix(d, tc.want) {
 				t.Errorf("sampler %s, want %s…", d, tc.want)
 			}

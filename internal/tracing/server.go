@@ -19,7 +19,7 @@ import (
 // serverSpans makes the server span of each sampled gRPC call, named and
 // described as otelgrpc's, the parent of floodgate's own spans. It decides
 // before any span work (spanParent), where otelgrpc's stats handler does
-// that work on every call (bench/history/17-tracing-cost.md).
+// that work on every call.
 type serverSpans struct {
 	tracer      trace.Tracer
 	propagator  propagation.TextMapPropagator

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -59,13 +58,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Tracing, error) 
 // New is tracing on, exporting to exp through a batch span processor,
 // sampled and described as cfg says (its Endpoint and Protocol unused).
 func New(exp sdktrace.SpanExporter, cfg Config, log *slog.Logger) *Tracing {
-	sampler, rootRatio := cfg.sampling()
+	sampler, rootRatio, parentBased := cfg.sampling()
 	p := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(&loggedExporter{next: exp, errs: newErrorLog(log, "tracing: export failed", time.Now)}),
 		sdktrace.WithSampler(presampled{next: sampler}),
 		sdktrace.WithResource(resource.NewSchemaless(cfg.Resource...)),
 	)
-	return &Tracing{provider: p, rootRatio: rootRatio, parentBased: cfg.Sampler == "" || strings.HasPrefix(cfg.Sampler, "parentbased_"), propagators: cfg.Propagators}
+	return &Tracing{provider: p, rootRatio: rootRatio, parentBased: parentBased, propagators: cfg.Propagators}
 }
 
 // On reports whether spans are recorded and exported.
