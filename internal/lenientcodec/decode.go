@@ -85,7 +85,7 @@ func decodeField(b []byte, m protoreflect.Message, fd protoreflect.FieldDescript
 				return 0, wireErr(n)
 			}
 			for len(v) > 0 {
-				val, k, err := decodeScalar(v, fd.Kind(), wireTypeOf(fd.Kind()))
+				val, k, err := decodeScalar(v, fd.Kind())
 				if err != nil {
 					return 0, err
 				}
@@ -97,7 +97,7 @@ func decodeField(b []byte, m protoreflect.Message, fd protoreflect.FieldDescript
 		if typ != wireTypeOf(fd.Kind()) {
 			return -1, nil
 		}
-		val, n, err := decodeValue(b, fd.Kind(), typ, list.NewElement, depth)
+		val, n, err := decodeValue(b, fd.Kind(), list.NewElement, depth)
 		if err != nil {
 			return 0, err
 		}
@@ -109,10 +109,10 @@ func decodeField(b []byte, m protoreflect.Message, fd protoreflect.FieldDescript
 	}
 	if fd.Kind() == protoreflect.MessageKind {
 		// Decoded into the field's own message, which merges.
-		_, n, err := decodeValue(b, fd.Kind(), typ, func() protoreflect.Value { return m.Mutable(fd) }, depth)
+		_, n, err := decodeValue(b, fd.Kind(), func() protoreflect.Value { return m.Mutable(fd) }, depth)
 		return n, err
 	}
-	val, n, err := decodeScalar(b, fd.Kind(), typ)
+	val, n, err := decodeScalar(b, fd.Kind())
 	if err != nil {
 		return 0, err
 	}
@@ -152,7 +152,7 @@ func decodeMapEntry(b []byte, mp protoreflect.Map, fd protoreflect.FieldDescript
 			continue
 		}
 		// A repeated message value merges into val.
-		v, n, err := decodeValue(b, d.Kind(), typ, func() protoreflect.Value { return val }, depth)
+		v, n, err := decodeValue(b, d.Kind(), func() protoreflect.Value { return val }, depth)
 		if err != nil {
 			return err
 		}
@@ -167,12 +167,12 @@ func decodeMapEntry(b []byte, mp protoreflect.Map, fd protoreflect.FieldDescript
 	return nil
 }
 
-// decodeValue decodes one value of kind k, sent with wire type typ, from b
-// and returns it with the bytes it used. A message is decoded into the
-// message of msg(), which it returns.
-func decodeValue(b []byte, k protoreflect.Kind, typ protowire.Type, msg func() protoreflect.Value, depth int) (protoreflect.Value, int, error) {
+// decodeValue decodes one value of kind k, sent with the wire type of k,
+// from b and returns it with the bytes it used. A message is decoded into
+// the message of msg(), which it returns.
+func decodeValue(b []byte, k protoreflect.Kind, msg func() protoreflect.Value, depth int) (protoreflect.Value, int, error) {
 	if k != protoreflect.MessageKind {
-		return decodeScalar(b, k, typ)
+		return decodeScalar(b, k)
 	}
 	v, n := protowire.ConsumeBytes(b)
 	if n < 0 {
@@ -185,25 +185,13 @@ func decodeValue(b []byte, k protoreflect.Kind, typ protowire.Type, msg func() p
 	return val, n, nil
 }
 
-// decodeScalar decodes one non-message value of kind k, sent with wire type
-// typ, and returns it with the bytes it used.
-func decodeScalar(b []byte, k protoreflect.Kind, typ protowire.Type) (protoreflect.Value, int, error) {
-	v, n := scalar(b, k, typ)
-	if n < 0 {
-		return protoreflect.Value{}, 0, wireErr(n)
-	}
-	return v, n, nil
-}
-
-// scalar is decodeScalar with the wire format's negative length for an
-// error: the value is read by its wire type, then taken as kind k.
-func scalar(b []byte, k protoreflect.Kind, typ protowire.Type) (protoreflect.Value, int) {
-	if typ != wireTypeOf(k) {
-		return protoreflect.Value{}, -1 // callers check this first
-	}
+// decodeScalar decodes one non-message value of kind k, sent with the
+// wire type of k (callers check it first), and returns it with the bytes
+// it used.
+func decodeScalar(b []byte, k protoreflect.Kind) (protoreflect.Value, int, error) {
 	var v uint64
 	n := -1
-	switch typ {
+	switch wireTypeOf(k) {
 	case protowire.VarintType:
 		v, n = protowire.ConsumeVarint(b)
 	case protowire.Fixed32Type:
@@ -216,16 +204,16 @@ func scalar(b []byte, k protoreflect.Kind, typ protowire.Type) (protoreflect.Val
 		raw, m := protowire.ConsumeBytes(b)
 		switch {
 		case m < 0:
-			return protoreflect.Value{}, m
+			return protoreflect.Value{}, 0, wireErr(m)
 		case k == protoreflect.StringKind:
-			return protoreflect.ValueOfString(string(raw)), m
+			return protoreflect.ValueOfString(string(raw)), m, nil
 		}
-		return protoreflect.ValueOfBytes(append([]byte{}, raw...)), m
+		return protoreflect.ValueOfBytes(append([]byte{}, raw...)), m, nil
 	}
 	if n < 0 {
-		return protoreflect.Value{}, n
+		return protoreflect.Value{}, 0, wireErr(n)
 	}
-	return number(k, v), n
+	return number(k, v), n, nil
 }
 
 // number is the value of the numeric kind k sent as the wire bits v (a
