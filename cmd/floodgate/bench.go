@@ -109,7 +109,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		return fail("%v", err)
 	}
 	if cfg.API == loadgen.APIRLQS {
-		return f.runRLQS(ctx, cfg, stdout)
+		return f.runRLQS(ctx, cfg, stdout, fail)
 	}
 	if f.printConfig {
 		_, err := io.WriteString(stdout, loadgen.RLSConfig(f.domain, f.descriptors, cfg.Limit))
@@ -119,26 +119,10 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.Limit = algorithms.Limit{}
 	}
 
-	creds, err := f.credentials()
+	ctx, cfg.Conns, err = f.dial(ctx, fail)
+	defer closeAll(cfg.Conns)
 	if err != nil {
-		return fail("%v", err)
-	}
-	conns := make([]grpc.ClientConnInterface, 0, f.conns)
-	for range f.conns {
-		conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))
-		if err != nil {
-			return fail("--addr %q: %v", f.addr, err)
-		}
-		defer conn.Close()
-		if err := waitReady(ctx, conn, f.connectTimeout); err != nil {
-			return fmt.Errorf("connect to %s: %w", f.addr, err)
-		}
-		conns = append(conns, conn)
-	}
-	cfg.Conns = conns
-
-	if f.token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
+		return err
 	}
 	tty := isTerminal(stderr)
 	if tty {
@@ -239,6 +223,10 @@ func (f *benchFlags) loadConfig() (loadgen.Config, error) {
 		return loadgen.Config{}, fmt.Errorf("--descriptors must be at least 1, got %d", f.descriptors)
 	case f.domain == "":
 		return loadgen.Config{}, errors.New("--domain must not be empty")
+	case f.reportInterval < 0:
+		return loadgen.Config{}, fmt.Errorf("--report-interval must not be negative, got %v", f.reportInterval)
+	case api == loadgen.APIRLQS && f.duration == 0:
+		return loadgen.Config{}, errors.New("--api rlqs needs a positive --duration")
 	case f.connectTimeout <= 0:
 		return loadgen.Config{}, fmt.Errorf("--connect-timeout must be positive, got %v", f.connectTimeout)
 	}
@@ -257,17 +245,41 @@ func (f *benchFlags) loadConfig() (loadgen.Config, error) {
 	}, nil
 }
 
-// credentials are the transport credentials the TLS flags ask for.
-func (f *benchFlags) credentials() (credentials.TransportCredentials, error) {
-	if !f.tls && f.tlsCA == "" && !f.tlsSkipVerify {
-		return insecure.NewCredentials(), nil
+// dial opens --conns connections to --addr with the TLS flags' credentials
+// and waits until each is ready; ctx carries --token. A bad flag goes to
+// fail. The connections opened are returned with an error too, to be
+// closed.
+func (f *benchFlags) dial(ctx context.Context, fail func(string, ...any) error) (context.Context, []grpc.ClientConnInterface, error) {
+	creds := insecure.NewCredentials()
+	if f.tls || f.tlsCA != "" || f.tlsSkipVerify {
+		cfg, err := auth.ClientTLS(auth.ClientFiles{CA: f.tlsCA}, auth.ClientFiles{CA: "--tls-ca"})
+		if err != nil {
+			return ctx, nil, fail("%v", err)
+		}
+		cfg.InsecureSkipVerify = f.tlsSkipVerify
+		creds = credentials.NewTLS(cfg)
 	}
-	cfg, err := auth.ClientTLS(auth.ClientFiles{CA: f.tlsCA}, auth.ClientFiles{CA: "--tls-ca"})
-	if err != nil {
-		return nil, err
+	var conns []grpc.ClientConnInterface
+	for range f.conns {
+		conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			return ctx, conns, fail("--addr %q: %v", f.addr, err)
+		}
+		conns = append(conns, conn)
+		if err := waitReady(ctx, conn, f.connectTimeout); err != nil {
+			return ctx, conns, fmt.Errorf("connect to %s: %w", f.addr, err)
+		}
 	}
-	cfg.InsecureSkipVerify = f.tlsSkipVerify
-	return credentials.NewTLS(cfg), nil
+	if f.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
+	}
+	return ctx, conns, nil
+}
+
+func closeAll(conns []grpc.ClientConnInterface) {
+	for _, c := range conns {
+		c.(*grpc.ClientConn).Close()
+	}
 }
 
 // waitReady connects conn and waits until it is ready, so that the run

@@ -56,14 +56,14 @@ func (f *checkFlags) envoyRequest(fs *pflag.FlagSet) (*rlsv3.RateLimitRequest, e
 		return nil, err
 	}
 	req := &rlsv3.RateLimitRequest{Domain: f.envoy.domain, HitsAddend: f.envoy.hits}
-	for _, d := range f.envoy.descriptors {
-		pairs, err := parsePairs(d)
-		if err != nil {
-			return nil, fmt.Errorf("--descriptor %q: %v", d, err)
-		}
+	descs, err := parseDescriptors(f.envoy.descriptors)
+	if err != nil {
+		return nil, fmt.Errorf("--descriptor %v", err)
+	}
+	for _, d := range descs {
 		desc := &rlcommonv3.RateLimitDescriptor{}
-		for _, p := range pairs {
-			desc.Entries = append(desc.Entries, &rlcommonv3.RateLimitDescriptor_Entry{Key: p[0], Value: p[1]})
+		for _, e := range d {
+			desc.Entries = append(desc.Entries, &rlcommonv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
 		}
 		req.Descriptors = append(req.Descriptors, desc)
 	}

@@ -77,30 +77,22 @@ func runConfigExplain(args []string, getenv func(string) string, stdout, stderr 
 	case len(f.descriptors) == 0 && len(f.buckets) == 0:
 		return usageErr("give at least one --descriptor (or --bucket)")
 	}
-	var descs [][]rules.Entry
-	for _, d := range f.descriptors {
-		pairs, err := parsePairs(d)
-		if err != nil {
-			return usageErr("--descriptor %q: %v", d, err)
-		}
-		entries := make([]rules.Entry, len(pairs))
-		for i, p := range pairs {
-			entries[i] = rules.Entry{Key: p[0], Value: p[1]}
-		}
-		descs = append(descs, entries)
+	descs, err := parseDescriptors(f.descriptors)
+	if err != nil {
+		return usageErr("--descriptor %v", err)
 	}
 	var buckets []map[string]string
 	for _, b := range f.buckets {
-		pairs, err := parsePairs(b)
+		entries, err := parsePairs(b)
 		if err != nil {
 			return usageErr("--bucket %q: %v", b, err)
 		}
 		id := map[string]string{}
-		for _, p := range pairs {
-			if _, dup := id[p[0]]; dup {
-				return usageErr("--bucket %q: key %q given twice", b, p[0])
+		for _, e := range entries {
+			if _, dup := id[e.Key]; dup {
+				return usageErr("--bucket %q: key %q given twice", b, e.Key)
 			}
-			id[p[0]] = p[1]
+			id[e.Key] = e.Value
 		}
 		buckets = append(buckets, id)
 	}
@@ -124,11 +116,11 @@ func runConfigExplain(args []string, getenv func(string) string, stdout, stderr 
 
 // parsePairs reads "k=v,k2=v2": at least one pair, each with a non-empty
 // key; a value may be empty and may hold '=' (the first one splits).
-func parsePairs(s string) ([][2]string, error) {
+func parsePairs(s string) ([]rules.Entry, error) {
 	if s == "" {
 		return nil, errors.New("empty: want KEY=VALUE[,KEY=VALUE...]")
 	}
-	var out [][2]string
+	var out []rules.Entry
 	for i, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(part, "=")
 		switch {
@@ -137,7 +129,21 @@ func parsePairs(s string) ([][2]string, error) {
 		case k == "":
 			return nil, fmt.Errorf("entry %d (%q) has an empty key", i+1, part)
 		}
-		out = append(out, [2]string{k, v})
+		out = append(out, rules.Entry{Key: k, Value: v})
+	}
+	return out, nil
+}
+
+// parseDescriptors reads one descriptor of each string (parsePairs); an
+// error quotes the string.
+func parseDescriptors(ss []string) ([][]rules.Entry, error) {
+	var out [][]rules.Entry
+	for _, s := range ss {
+		entries, err := parsePairs(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", s, err)
+		}
+		out = append(out, entries)
 	}
 	return out, nil
 }

@@ -96,18 +96,10 @@ func explainHandler(src server.RuleSource, prefix string) http.Handler {
 			http.Error(w, fmt.Sprintf("no domain %q in the live rules", domain), http.StatusNotFound)
 			return
 		}
-		var entries [][]rules.Entry
-		for _, d := range descs {
-			pairs, err := parsePairs(d)
-			if err != nil {
-				http.Error(w, fmt.Sprintf("descriptor %q: %v", d, err), http.StatusBadRequest)
-				return
-			}
-			e := make([]rules.Entry, len(pairs))
-			for i, p := range pairs {
-				e[i] = rules.Entry{Key: p[0], Value: p[1]}
-			}
-			entries = append(entries, e)
+		entries, err := parseDescriptors(descs)
+		if err != nil {
+			http.Error(w, "descriptor "+err.Error(), http.StatusBadRequest)
+			return
 		}
 		report := newExplainReport(cfg, explainFlags{config: "live rules", domain: domain, redisPrefix: prefix}, entries, nil)
 		body, err := json.MarshalIndent(report, "", "  ")

@@ -40,19 +40,9 @@ func openQuota(f serveFlags, cfg rlqs.RuleSource, reg prometheus.Registerer, log
 	var demand store.DemandStore = memstore.NewDemand()
 	var closer io.Closer = nopCloser{}
 	if f.redisURL != "" {
-		client, err := redisstore.NewClient(redisstore.ClientConfig{
-			URL:            f.redisURL,
-			Password:       f.redisPassword,
-			Mode:           f.redisMode,
-			SentinelMaster: f.redisSentinelMaster,
-			PoolSize:       min(max(f.redisPoolSize, 0), 4),
-			TLSCAFile:      f.redisTLSCA,
-			TLSCertFile:    f.redisTLSCert,
-			TLSKeyFile:     f.redisTLSKey,
-			DialTimeout:    f.redisDialTimeout,
-			ReadTimeout:    quotaRedisTimeout,
-			WriteTimeout:   quotaRedisTimeout,
-		})
+		t := f.mainRedis()
+		t.poolSize = min(max(t.poolSize, 0), 4)
+		client, err := f.redisClient(t, quotaRedisTimeout)
 		if err != nil {
 			return nil, nil, err
 		}

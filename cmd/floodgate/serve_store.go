@@ -51,7 +51,7 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 	if f.redisTimeout <= 0 {
 		return nil, "", fmt.Errorf("--redis-timeout must be positive, got %v", f.redisTimeout)
 	}
-	rs, client, err := openRedis(ctx, f, redisTarget{flag: "redis-url", url: f.redisURL, mode: f.redisMode, master: f.redisSentinelMaster, poolSize: f.redisPoolSize}, log)
+	rs, client, err := openRedis(ctx, f, f.mainRedis(), log)
 	if err != nil {
 		return nil, "", err
 	}
@@ -97,20 +97,20 @@ type redisTarget struct {
 	poolSize          int
 }
 
-// openRedis opens the Redis store of t with the other --redis-* flags of
-// f and checks it: one that answers but cannot decide in its mode is an
-// error; one that does not answer yet is logged.
-func openRedis(ctx context.Context, f serveFlags, t redisTarget, log *slog.Logger) (*redisstore.Store, redis.UniversalClient, error) {
-	redisURL, err := redisURLOf(t.url) // parseServeFlags did it; serveFlags built otherwise may not have
-	if err != nil {
-		return nil, nil, fmt.Errorf("--%s %q: %w; %s", t.flag, redactURL(t.url), err, redisURLForms)
-	}
+// mainRedis is the target of --redis-url.
+func (f serveFlags) mainRedis() redisTarget {
+	return redisTarget{flag: "redis-url", url: f.redisURL, mode: f.redisMode, master: f.redisSentinelMaster, poolSize: f.redisPoolSize}
+}
+
+// redisClient is a client of t, with the other --redis-* flags of f and
+// timeout for reads and writes.
+func (f serveFlags) redisClient(t redisTarget, timeout time.Duration) (redis.UniversalClient, error) {
 	password := ""
-	if t.url == f.redisURL {
+	if t.flag == "redis-url" {
 		password = f.redisPassword // --redis-password-file is the main Redis'
 	}
-	client, err := redisstore.NewClient(redisstore.ClientConfig{
-		URL:            redisURL,
+	return redisstore.NewClient(redisstore.ClientConfig{
+		URL:            t.url,
 		Password:       password,
 		Mode:           t.mode,
 		SentinelMaster: t.master,
@@ -119,9 +119,21 @@ func openRedis(ctx context.Context, f serveFlags, t redisTarget, log *slog.Logge
 		TLSCertFile:    f.redisTLSCert,
 		TLSKeyFile:     f.redisTLSKey,
 		DialTimeout:    f.redisDialTimeout,
-		ReadTimeout:    f.redisTimeout,
-		WriteTimeout:   f.redisTimeout,
+		ReadTimeout:    timeout,
+		WriteTimeout:   timeout,
 	})
+}
+
+// openRedis opens the Redis store of t with the other --redis-* flags of
+// f and checks it: one that answers but cannot decide in its mode is an
+// error; one that does not answer yet is logged.
+func openRedis(ctx context.Context, f serveFlags, t redisTarget, log *slog.Logger) (*redisstore.Store, redis.UniversalClient, error) {
+	u, err := redisURLOf(t.url) // parseServeFlags did it for --redis-url only
+	if err != nil {
+		return nil, nil, fmt.Errorf("--%s %q: %w; %s", t.flag, redactURL(t.url), err, redisURLForms)
+	}
+	t.url = u
+	client, err := f.redisClient(t, f.redisTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
