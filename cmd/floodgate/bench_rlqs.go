@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 
-
 	"github.com/floodgate/floodgate/internal/loadgen"
 )
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -13,7 +14,7 @@ const configUsage = `Usage:
 `
 
 // runConfig runs `floodgate config validate|explain`.
-func runConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runConfig(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, configUsage)
 		return exitCode(2)

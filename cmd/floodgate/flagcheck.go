@@ -7,10 +7,7 @@ import (
 )
 
 // checkNumbers rejects numeric serve flags out of range, naming the flag
-// and the value,
-// instead of quietly replacing them by a default: a typo such as
-// --max-key-bytes -1 must not start a server with other limits than the
-// operator wrote.
+// and the value, instead of quietly replacing them by a default.
 func (f *serveFlags) checkNumbers() error {
 	ints := []struct {
 		flag string
@@ -18,6 +15,7 @@ func (f *serveFlags) checkNumbers() error {
 		min  int
 	}{
 		{"max-key-bytes", f.maxKeyBytes, 1},
+		{"memory-max-keys", f.memoryMaxKeys, 1},
 		{"max-recv-msg-bytes", f.maxRecvMsgBytes, 1},
 		{"max-header-list-bytes", int(min(f.maxHeaderListBytes, math.MaxInt32)), 1},
 		{"max-streams", f.maxStreams, 1},
@@ -46,6 +44,7 @@ func (f *serveFlags) checkNumbers() error {
 	}{
 		{"drain-timeout", f.drainTimeout, 1},
 		{"unary-timeout", f.unaryTimeout, 1},
+		{"redis-timeout", f.redisTimeout, 1},
 		{"redis-dial-timeout", f.redisDialTimeout, 1},
 		{"redis-batch-max-wait", f.redisBatchMaxWait, 0},
 		{"quota-assignment-ttl", f.quota.ttl, 1},

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -77,8 +78,14 @@ and environment variables. Exit status: 0 done, 1 a runtime failure, 2 a usage
 error (an unknown flag, a bad value); check and simulate document theirs.
 `
 
-// commands are the commands run dispatches, for "did you mean".
-var commands = []string{"serve", "check", "settle", "config", "bench", "simulate", "version", "help"}
+// command runs one command with its arguments.
+type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+
+// commands are the commands run dispatches, besides version and help.
+var commands = map[string]command{
+	"serve": runServe, "check": runCheck, "settle": runSettle, "bench": runBench, "top": runTop,
+	"simulate": runSimulate, "config": runConfig,
+}
 
 // run is the whole program: it parses args and runs one command until ctx
 // ends. main only wires the process to it.
@@ -88,35 +95,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitCode(2)
 	}
 	var err error
-	switch args[0] {
-	case "serve":
-		err = runServe(ctx, args[1:], getenv, stdout, stderr)
-	case "bench":
-		err = runBench(ctx, args[1:], getenv, stdout, stderr)
-	case "check":
-		err = runCheck(ctx, args[1:], getenv, stdout, stderr)
-	case "settle":
-		err = runSettle(ctx, args[1:], getenv, stdout, stderr)
-	case "simulate":
-		err = runSimulate(args[1:], getenv, stdout, stderr)
-	case "config":
-		err = runConfig(args[1:], getenv, stdout, stderr)
-	case "top":
-		err = runTop(ctx, args[1:], getenv, stdout, stderr)
-	case "version", "--version", "-version":
+	switch cmd, ok := commands[args[0]]; {
+	case ok:
+		err = cmd(ctx, args[1:], getenv, stdout, stderr)
+	case slices.Contains([]string{"version", "--version", "-version"}, args[0]):
 		if len(args) > 1 && slices.Contains([]string{"-h", "-help", "--help"}, args[1]) {
 			fmt.Fprint(stdout, "Usage: floodgate version\n\nPrints the version of this floodgate binary (git describe at build time, or dev).\n")
 			return nil
 		}
 		fmt.Fprintln(stdout, "floodgate", version)
-	case "help", "-h", "-help", "--help":
-		if len(args) > 1 && args[0] == "help" {
-			// floodgate help serve is floodgate serve --help.
-			return run(ctx, append(slices.Clone(args[1:]), "--help"), getenv, stdout, stderr)
-		}
+	case args[0] == "help" && len(args) > 1:
+		return run(ctx, append(slices.Clone(args[1:]), "--help"), getenv, stdout, stderr) // floodgate help serve is floodgate serve --help
+	case slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]):
 		fmt.Fprint(stdout, usage)
 	default:
-		if near := nearest(args[0], commands); near != "" {
+		if near := nearest(args[0], append(slices.Collect(maps.Keys(commands)), "version", "help")); near != "" {
 			fmt.Fprintf(stderr, "floodgate: unknown command %q; did you mean %q? (floodgate help lists the commands)\n", args[0], near)
 		} else {
 			fmt.Fprintf(stderr, "floodgate: unknown command %q\n\n%s", args[0], usage)

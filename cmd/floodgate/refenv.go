@@ -14,13 +14,11 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// The reference environment: a Deployment of envoyproxy/ratelimit
-// configures it only through environment variables and runs its binary,
-// ratelimit, with no arguments. floodgate reads those variables instead of
-// its own flags when serve starts without --config and $RUNTIME_ROOT is
-// set, when serve is given --reference-env, or when the binary is invoked
-// as ratelimit (a link in the image). The translation below turns them
-// into serve flags, with the reference's defaults.
+// The reference environment: envoyproxy/ratelimit is configured only by
+// environment variables. serve reads them instead of its flags (turned
+// into serve flags, with the reference's defaults) when it starts without
+// --config while $RUNTIME_ROOT is set, with --reference-env, or when the
+// binary is invoked as ratelimit.
 
 // referenceName is the reference's binary name: invoked under it,
 // floodgate serves from the reference environment.
@@ -123,8 +121,8 @@ func parsed[T any](r *envReader, name string, def T, parse func(string) (T, erro
 		return def
 	}
 	x, err := parse(v)
-	if err != nil {
-		r.errs = append(r.errs, fmt.Sprintf("$%s=%q is not %s", name, v, what))
+	if msg := fmt.Sprintf("$%s=%q is not %s", name, v, what); err != nil && !slices.Contains(r.errs, msg) {
+		r.errs = append(r.errs, msg) // once, however often it is read
 	}
 	return x
 }
@@ -137,8 +135,7 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	c := refConfig{env: map[string]string{}}
 	flag := func(name, value string) { c.args = append(c.args, "--"+name+"="+value) }
 
-	// Addresses. The reference's debug port (pprof, the config dump) has
-	// no listener of its own here: both are on the HTTP port.
+	// The reference's debug port has no listener of its own here.
 	flag("grpc-addr", hostPort(r.str("GRPC_HOST", "0.0.0.0"), r.integer("GRPC_PORT", 8081)))
 	flag("http-addr", hostPort(r.str("HOST", "0.0.0.0"), r.integer("PORT", 8080)))
 	flag("pprof", "true")
@@ -177,8 +174,6 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	// The store.
 	refStore(r, &c, flag)
 
-	// Answers. The reference counts denied hits and shares a limit
-	// override's counter with its rule.
 	flag("shadow-mode", strconv.FormatBool(r.boolean("SHADOW_MODE", false)))
 	flag("quota-mode", strconv.FormatBool(r.boolean("QUOTA_MODE", false)))
 	flag("response-dynamic-metadata", strconv.FormatBool(r.boolean("RESPONSE_DYNAMIC_METADATA", false)))
@@ -197,9 +192,7 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	if r.boolean("GRPC_SERVER_USE_TLS", false) {
 		flag("tls-cert", r.str("GRPC_SERVER_TLS_CERT", ""))
 		flag("tls-key", r.str("GRPC_SERVER_TLS_KEY", ""))
-		if ca := r.str("GRPC_CLIENT_TLS_CACERT", ""); ca != "" {
-			flag("tls-client-ca", ca)
-		}
+		flagsOf(r, flag, "GRPC_CLIENT_TLS_CACERT", "tls-client-ca")
 	}
 
 	refTracing(r, &c)
@@ -233,10 +226,7 @@ func refLogLevel(v string) (string, error) {
 }
 
 // refConfigFolder is the folder the reference loads its YAML from:
-// $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY. (Watching the
-// root, it loads the files under $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY
-// whose runtime key starts with "$RUNTIME_APPDIRECTORY."; otherwise the
-// folder itself: the same files either way.)
+// $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY.
 func refConfigFolder(r *envReader) string {
 	return filepath.Join(r.str("RUNTIME_ROOT", "/srv/runtime_data/current"), r.str("RUNTIME_SUBDIRECTORY", ""), r.str("RUNTIME_APPDIRECTORY", "config"))
 }
@@ -247,15 +237,8 @@ func refXDS(r *envReader, flag func(name, value string)) {
 	flag("config-xds-node-id", r.str("CONFIG_GRPC_XDS_NODE_ID", "default"))
 	if r.boolean("CONFIG_GRPC_XDS_SERVER_USE_TLS", false) {
 		flag("config-xds-tls", "true")
-		if v := r.str("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ""); v != "" {
-			flag("config-xds-tls-ca", v)
-		}
-		if v := r.str("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", ""); v != "" {
-			flag("config-xds-tls-cert", v)
-		}
-		if v := r.str("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", ""); v != "" {
-			flag("config-xds-tls-key", v)
-		}
+		flagsOf(r, flag, "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "config-xds-tls-ca",
+			"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "config-xds-tls-cert", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "config-xds-tls-key")
 	}
 	backoff := r.duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", 10*time.Second)
 	if r.set("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL") && !r.set("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL") {
@@ -263,6 +246,16 @@ func refXDS(r *envReader, flag func(name, value string)) {
 	}
 	flag("config-xds-backoff-min", backoff.String())
 	flag("config-xds-backoff-max", r.duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", 60*time.Second).String())
+}
+
+// flagsOf sets, for each pair of a variable and a flag, the flag to the
+// variable's value when it is set.
+func flagsOf(r *envReader, flag func(name, value string), pairs ...string) {
+	for i := 0; i < len(pairs); i += 2 {
+		if v := r.getenv(pairs[i]); v != "" {
+			flag(pairs[i+1], v)
+		}
+	}
 }
 
 // refTracing maps TRACING_* onto the OpenTelemetry variables the tracing
@@ -283,12 +276,8 @@ func refTracing(r *envReader, c *refConfig) {
 		r.errs = append(r.errs, fmt.Sprintf("$TRACING_EXPORTER_PROTOCOL=%q: http or grpc", proto))
 	}
 	attrs := []string{"service.name=" + r.str("TRACING_SERVICE_NAME", "RateLimit")}
-	if v := r.str("TRACING_SERVICE_NAMESPACE", ""); v != "" {
-		attrs = append(attrs, "service.namespace="+v)
-	}
-	if v := r.str("TRACING_SERVICE_INSTANCE_ID", ""); v != "" {
-		attrs = append(attrs, "service.instance.id="+v)
-	}
+	flagsOf(r, func(name, v string) { attrs = append(attrs, name+"="+v) },
+		"TRACING_SERVICE_NAMESPACE", "service.namespace", "TRACING_SERVICE_INSTANCE_ID", "service.instance.id")
 	c.env["OTEL_SERVICE_NAME"] = r.str("TRACING_SERVICE_NAME", "RateLimit")
 	c.env["OTEL_RESOURCE_ATTRIBUTES"] = strings.Join(attrs, ",")
 	c.env["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
@@ -318,8 +307,7 @@ func getenvWith(getenv func(string) string, extra map[string]string) func(string
 // read, and a warning naming every reference variable that is set but not
 // supported.
 func (c refConfig) log(log *slog.Logger) {
-	// At warn: the reference's default LOG_LEVEL is WARN, and this line
-	// must show whatever the level.
+	// At warn: the reference's default LOG_LEVEL is WARN.
 	log.Warn("configured from envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL, ...); floodgate's flags given on the command line win", "flags", strings.Join(redactedArgs(c.args), " "))
 	for _, n := range c.notes {
 		log.Info("reference environment", "mapped", n)

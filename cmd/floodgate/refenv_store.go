@@ -33,14 +33,8 @@ func refStore(r *envReader, c *refConfig, flag func(name, value string)) {
 		// The per-second limits' own Redis, read with the reference's defaults.
 		refRedis(r, flag, refRedisTarget{env: "REDIS_PERSECOND", flag: "redis-persecond", socket: "/var/run/nutcracker/ratelimitpersecond.sock"})
 	}
-	for _, m := range []struct{ env, flag string }{
-		{"REDIS_TLS_CACERT", "redis-tls-ca"},
-		{"REDIS_TLS_CLIENT_CERT", "redis-tls-cert"},
-		{"REDIS_TLS_CLIENT_KEY", "redis-tls-key"},
-	} {
-		if v := r.str(m.env, ""); v != "" && r.boolean("REDIS_TLS", false) {
-			flag(m.flag, v)
-		}
+	if r.boolean("REDIS_TLS", false) {
+		flagsOf(r, flag, "REDIS_TLS_CACERT", "redis-tls-ca", "REDIS_TLS_CLIENT_CERT", "redis-tls-cert", "REDIS_TLS_CLIENT_KEY", "redis-tls-key")
 	}
 	if r.set("REDIS_TIMEOUT") {
 		d := r.duration("REDIS_TIMEOUT", 0).String()
@@ -50,9 +44,7 @@ func refStore(r *envReader, c *refConfig, flag func(name, value string)) {
 	if w := r.duration("REDIS_PIPELINE_WINDOW", 0); w > 0 {
 		flag("redis-batch-max-wait", w.String())
 	}
-	if p := r.str("CACHE_KEY_PREFIX", ""); p != "" {
-		flag("redis-prefix", p)
-	}
+	flagsOf(r, flag, "CACHE_KEY_PREFIX", "redis-prefix")
 	n := r.integer("LOCAL_CACHE_SIZE_IN_BYTES", 0)
 	switch {
 	case n < 0:

@@ -202,11 +202,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		ref.log(log)
 	}
 	warnUnknownFloodgateVars(ctx, log)
-	// go-redis logs through one process-wide logger (redis.SetLogger: its
-	// clients have no logger of their own), by default as plain "redis: …"
-	// lines on stderr, which break --log-format json. serve is the only
-	// user of go-redis in the process, so it routes that logger through
-	// this one, once, here, a line a minute at most (quietRedisLog).
+	// go-redis logs through one process-wide logger, by default as plain
+	// lines on stderr that break --log-format json.
 	redis.SetLogger(&quietRedisLog{log: log, now: time.Now})
 	setGCPercent(getenv, f.gcPercent)
 	failureMode, limits, err := f.check()
@@ -216,8 +213,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// SIGHUP reloads the files instead of ending the process (Go's default
-	// for it): caught from here on, acted on once serving (hangups.go).
+	// SIGHUP reloads the files (hangups.go) instead of ending the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -241,8 +237,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	})
 	closeRules, reloadRules, err := env.loadRules(ctx, live)
 	if err != nil && f.logFormat == "text" {
-		// As config validate prints it: file:line:column and the problem.
-		return failed(stderr, "serve", 1, err)
+		return failed(stderr, "serve", 1, err) // file:line:column, as config validate
 	}
 	if err != nil {
 		return err
@@ -258,8 +253,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		cfg = live
 	}
 
-	// The gRPC pipeline exists before the store so that the store's
-	// breaker can report its health.
+	// Before the store, whose breaker reports its health.
 	pipe, err := env.buildGRPCPipeline(ctx, limits)
 	if err != nil {
 		return err
@@ -354,28 +348,18 @@ func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) 
 	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == "") {
 		return failureMode, server.TransportLimits{}, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
-	if err := f.checkNumbers(); err != nil {
-		return failureMode, server.TransportLimits{}, err
-	}
-	if err := f.local.check(); err != nil {
-		return failureMode, server.TransportLimits{}, err
-	}
-	if err := f.limited.check(); err != nil {
-		return failureMode, server.TransportLimits{}, err
-	}
-	if err := f.readRedisPassword(); err != nil {
-		return failureMode, server.TransportLimits{}, err
+	for _, check := range []func() error{f.checkNumbers, f.local.check, f.limited.check, f.readRedisPassword} {
+		if err := check(); err != nil {
+			return failureMode, server.TransportLimits{}, err
+		}
 	}
 	return failureMode, f.transportLimits(), nil
 }
 
 // defaultGCPercent is --gc-percent's default. A rate limiter's live heap
-// is small (a few MB plus 83 bytes per embedded key) while every decision
-// allocates, so at Go's default of 100 the collector runs every few MB of
-// allocation, a large share of the server's CPU under a ShouldRateLimit
-// load (bench/RESULTS.md has the figures for 100 and 400), for a heap of
-// up to 5× the live data at 400; $GOMEMLIMIT
-// caps it where memory is tight (the Kubernetes example sets it).
+// is small while every decision allocates, so at Go's default of 100 the
+// collector takes a large share of the CPU (bench/RESULTS.md); the heap
+// grows to up to 5× the live data, which $GOMEMLIMIT caps.
 const defaultGCPercent = 400
 
 // setGCPercent applies --gc-percent unless the operator set $GOGC, which

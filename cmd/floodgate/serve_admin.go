@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -25,9 +24,9 @@ type adminServer struct {
 
 // buildAdmin listens on --http-addr and builds the admin HTTP server
 // (health, readiness, metrics, pprof, the HTTP/JSON API, /debug/config)
-// on st, with the decision APIs' settings and Envoy service and the gRPC
-// pipeline p's tokens and tracing; /readyz turns not ready once draining is set. It is
-// nil when --http-addr is empty.
+// on st, with the decision APIs and the gRPC pipeline p's tokens and
+// tracing; /readyz turns not ready once draining is set. It is nil when
+// --http-addr is empty.
 func (e serveEnv) buildAdmin(st store.Store, apis decisionAPIs, p grpcPipeline, draining *atomic.Bool) (*adminServer, error) {
 	f, tokens, s := e.f, p.tokens, apis.settings
 	if f.httpAddr == "" {
@@ -49,20 +48,12 @@ func (e serveEnv) buildAdmin(st store.Store, apis decisionAPIs, p grpcPipeline, 
 		Rules:   s.Rules, // nil without --config: /debug/config says so
 		Limited: s.Limited,
 		Explain: explainHandler(s.Rules, f.redisPrefix),
-		Clock:   s.Clock,
 	}
 	if tokens != nil {
 		as.AdminAuth = tokens // the page, /debug/config, /debug/limited, /debug/explain and /debug/pprof/ need an admin token
 	}
-	log, clock := s.Logger, s.Clock
-	if log == nil {
-		log = slog.Default()
-	}
-	if clock == nil {
-		clock = time.Now
-	}
 	h := hostcheck.Guard(server.NewAdminHandler(as), strings.Split(f.httpAllowedHosts, ","), openToAnyHost, "--http-allowed-hosts")
-	srv := server.NewAdminServer(server.LogHTTP(log, clock, h))
+	srv := server.NewAdminServer(server.LogHTTP(e.log, time.Now, h))
 	return &adminServer{srv: srv, lis: lis}, nil
 }
 

@@ -25,31 +25,21 @@ import (
 )
 
 // buildStore opens the store the flags ask for: the embedded memory store,
-// or Redis behind the metrics decorator, a circuit breaker and the local
-// deny cache; with a per-second Redis, each Redis has its metrics
-// decorator and breaker, and the split store judges failure per Redis. A Redis that answers but cannot decide in --redis-mode (a
-// cluster node, a replica) is an error; one that does not answer yet is
-// logged, and the failure modes answer until it does. On Redis, local
-// (nil: none) gets the replica heartbeat and hears the breaker, for
-// failure_mode local; the embedded store never fails, so there local is
-// the store itself.
+// or Redis behind the metrics decorator, a circuit breaker and the deny
+// cache; with a per-second Redis, each Redis has its own decorator and
+// breaker (splitstore). On Redis, local (nil: none) gets the replica
+// heartbeat and hears the breaker, for failure_mode local.
 func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, cause error), local *localFailure) (store.Store, string, error) {
 	f, log, m := *e.f, e.log, e.metrics
 	if f.redisURL == "" && f.redisPerSecond.url != "" {
 		return nil, "", errors.New("--redis-persecond-url needs --redis-url (the Redis of the other limits)")
 	}
 	if f.redisURL == "" {
-		if f.memoryMaxKeys <= 0 {
-			return nil, "", fmt.Errorf("--memory-max-keys must be positive, got %d", f.memoryMaxKeys)
-		}
 		if f.memoryMaxMem < memstore.MinMaxBytes {
 			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memoryMaxMem)
 		}
 		cfg := memstore.Config{MaxKeys: f.memoryMaxKeys, MaxBytes: f.memoryMaxMem, SettleWindow: f.settleWindow}
 		return observability.InstrumentStore(memstore.New(cfg), m, "memory"), "memory", nil
-	}
-	if f.redisTimeout <= 0 {
-		return nil, "", fmt.Errorf("--redis-timeout must be positive, got %v", f.redisTimeout)
 	}
 	rs, client, err := openRedis(ctx, f, f.mainRedis(), log)
 	if err != nil {
@@ -74,8 +64,6 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 			}
 			return nil, "", err
 		}
-		// Each Redis has its own breaker: an outage of one turns only
-		// its own limits to their failure modes (splitstore).
 		h := &sidesHealth{report: onBreaker}
 		main = splitstore.New(
 			breaker.New(observability.InstrumentStore(main, m, "redis"), breaker.Config{OnChange: h.side(0, "the main Redis (--redis-url)")}),
@@ -206,15 +194,13 @@ func (c redisCloser) Close() error {
 }
 
 // storeHealthService is the grpc.health.v1 service name that reports the
-// store: NOT_SERVING while it is unreachable (decisions then come from the
-// failure modes). The overall service ("") stays SERVING, since floodgate
-// still answers.
+// store: NOT_SERVING while it is unreachable. The overall service ("")
+// stays SERVING: the failure modes still answer.
 const storeHealthService = "floodgate.store"
 
 // breakerReporter is the store breaker's OnChange: it sets the breaker
 // metric, logs the change and, once *health is set, reports the store's
-// health. The breaker opens on failed decisions and on its own pings
-// (every 250ms, traffic or not), so this health follows the store.
+// health.
 func breakerReporter(metrics *observability.Metrics, log *slog.Logger, health **grpchealth.Server) func(open bool, cause error) {
 	return func(open bool, cause error) {
 		metrics.SetBreakerOpen(open)
@@ -237,14 +223,10 @@ func breakerReporter(metrics *observability.Metrics, log *slog.Logger, health **
 }
 
 // readiness is /readyz: not ready while draining, or while the store is
-// misconfigured (a Redis Cluster node in standalone mode, a replica: no
-// limit could ever be enforced, and nothing but an operator will fix it).
-// A store that is merely unreachable keeps the replica ready: it still
-// answers every limit by its failure mode, closed ones included. Were it
-// not ready, every replica would turn not ready at once, the balancer
-// would have no endpoint left, and the caller's own fallback would answer
-// instead: Envoy's rate-limit filter with failure_mode_deny: false lets
-// everything through, a login limit declared closed included.
+// misconfigured (a Redis Cluster node in standalone mode, a replica). An
+// unreachable store keeps the replica ready: it still answers by failure
+// modes, closed ones included, where a balancer left with no endpoint
+// would let Envoy's own fallback allow everything.
 func readiness(st store.Store, draining *atomic.Bool) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if draining.Load() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -80,7 +81,7 @@ func (f *simulateFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.svg, "svg", "", "also write the chart to this SVG file")
 }
 
-func runSimulate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runSimulate(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f simulateFlags
 	fs := newFlagSet("simulate [flags]", simulateSynopsis(), stderr)
 	f.register(fs)
