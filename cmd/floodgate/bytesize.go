@@ -54,13 +54,13 @@ func parseByteSize(s string, lo, hi int64) (int64, error) {
 	return n * mult, nil
 }
 
-// byteSize is a pflag.Value for a byte-size flag whose variable is an int,
-// int64 or uint.
-type byteSize[T int | int64 | uint] struct{ p *T }
+// byteSize is a pflag.Value for a byte-size flag whose variable is an
+// integer.
+type byteSize[T int | int64 | uint | uint32] struct{ p *T }
 
 // byteSizeVar defines a byte-size flag: like fs.Int64Var and its kin, but
 // its value may carry a unit (see parseByteSize).
-func byteSizeVar[T int | int64 | uint](fs *pflag.FlagSet, p *T, name string, value T, usage string) {
+func byteSizeVar[T int | int64 | uint | uint32](fs *pflag.FlagSet, p *T, name string, value T, usage string) {
 	*p = value
 	fs.Var(byteSize[T]{p}, name, usage)
 }
@@ -85,7 +85,7 @@ func (b byteSize[T]) Set(s string) error {
 	if err != nil {
 		return err
 	}
-	if int64(T(n)) != n { // an int on a 32-bit platform
+	if int64(T(n)) != n { // past a uint32, or an int on a 32-bit platform
 		return errByteSizeRange
 	}
 	*b.p = T(n)

@@ -20,7 +20,7 @@ func TestByteSizeFlags(t *testing.T) {
 		"memory-max-bytes":      func(f *serveFlags) int64 { return f.memoryMaxMem },
 		"max-key-bytes":         func(f *serveFlags) int64 { return int64(f.maxKeyBytes) },
 		"max-recv-msg-bytes":    func(f *serveFlags) int64 { return int64(f.maxRecvMsgBytes) },
-		"max-header-list-bytes": func(f *serveFlags) int64 { return int64(f.maxHeaderListBytes) },
+		"max-header-list-bytes": func(f *serveFlags) int64 { return int64(f.limits.MaxHeaderListBytes) },
 	}
 	tests := []struct {
 		flag, value string

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // TestReferenceRedisUnixSocket: the reference's default socket type,
@@ -64,7 +65,8 @@ func TestPerSecondRedisStore(t *testing.T) {
 		want string
 	}{
 		{serveFlags{redisPerSecond: redisTarget{url: "redis://" + sec.Addr()}}, "--redis-persecond-url needs --redis-url"},
-		{serveFlags{redisURL: "redis://" + main.Addr(), redisMode: "standalone", redisTimeout: time.Second, redisDialTimeout: time.Second, settleWindow: time.Hour,
+		{serveFlags{redisURL: "redis://" + main.Addr(), redisMode: "standalone", redis: redisstore.Config{Timeout: time.Second},
+			redisConn: redisstore.ClientConfig{DialTimeout: time.Second}, settleWindow: time.Hour,
 			redisPerSecond: redisTarget{url: "redis://a b", mode: "standalone"}}, "--redis-persecond-url"},
 	} {
 		if _, _, err := (serveEnv{f: &tc.f, log: quiet}).buildStore(context.Background(), nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {

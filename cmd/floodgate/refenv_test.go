@@ -110,11 +110,11 @@ func TestReferenceDefaults(t *testing.T) {
 		{"redis-mode", f.redisMode, "standalone"},
 		{"redis-pool-size", f.redisPoolSize, 10},
 		{"deny-cache-size", f.denyCacheSize, 0},
-		{"count-denied-hits", f.countDeniedHits, true},
-		{"share-override-counters", f.shareOverrideCounters, true},
-		{"quota-mode", f.quotaMode, false},
-		{"shadow-mode", f.shadowMode, false},
-		{"response-dynamic-metadata", f.dynamicMetadata, false},
+		{"count-denied-hits", f.envoy.CountDeniedHits, true},
+		{"share-override-counters", f.envoy.ShareOverrideCounters, true},
+		{"quota-mode", f.envoy.QuotaMode, false},
+		{"shadow-mode", f.envoy.ShadowMode, false},
+		{"response-dynamic-metadata", f.envoy.DynamicMetadata, false},
 		{"response-headers", f.headers, false},
 		{"headers", c.headers == nil, true},
 		{"xds", f.xds.server, ""},
@@ -171,10 +171,12 @@ func TestReferenceVariables(t *testing.T) {
 			func(c refConfig, f serveFlags) bool { return f.redisURL == "redis://r:1/2" }},
 		{"redis tls", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca", "REDIS_TLS_CLIENT_CERT": "/c", "REDIS_TLS_CLIENT_KEY": "/k"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisURL == "rediss://r:6379" && f.redisTLSCA == "/ca" && f.redisTLSCert == "/c" && f.redisTLSKey == "/k"
+				return f.redisURL == "rediss://r:6379" && f.redisConn.TLSCAFile == "/ca" && f.redisConn.TLSCertFile == "/c" && f.redisConn.TLSKeyFile == "/k"
 			}},
 		{"redis tls files without tls", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_TLS_CACERT": "/ca"},
-			func(c refConfig, f serveFlags) bool { return f.redisURL == "redis://r:6379" && f.redisTLSCA == "" }},
+			func(c refConfig, f serveFlags) bool {
+				return f.redisURL == "redis://r:6379" && f.redisConn.TLSCAFile == ""
+			}},
 		{"redis cluster", map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "a:1,b:2, c:3"},
 			func(c refConfig, f serveFlags) bool {
 				return f.redisURL == "redis://a:1?addr=b%3A2&addr=c%3A3" && f.redisMode == "cluster"
@@ -185,12 +187,12 @@ func TestReferenceVariables(t *testing.T) {
 			}},
 		{"redis timeout", map[string]string{"REDIS_TIMEOUT": "250ms"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisTimeout == 250*time.Millisecond && f.redisDialTimeout == 250*time.Millisecond
+				return f.redis.Timeout == 250*time.Millisecond && f.redisConn.DialTimeout == 250*time.Millisecond
 			}},
 		{"pipeline window", map[string]string{"REDIS_PIPELINE_WINDOW": "300us"},
-			func(c refConfig, f serveFlags) bool { return f.redisBatchMaxWait == 300*time.Microsecond }},
+			func(c refConfig, f serveFlags) bool { return f.redis.BatchMaxWait == 300*time.Microsecond }},
 		{"cache key prefix", map[string]string{"CACHE_KEY_PREFIX": "rl_"},
-			func(c refConfig, f serveFlags) bool { return f.redisPrefix == "rl_" }},
+			func(c refConfig, f serveFlags) bool { return f.redis.Prefix == "rl_" }},
 		{"local cache", map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"},
 			func(c refConfig, f serveFlags) bool { return f.denyCacheSize == 4096 }},
 		{"local cache tiny", map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "10"},
@@ -199,7 +201,7 @@ func TestReferenceVariables(t *testing.T) {
 			func(c refConfig, f serveFlags) bool { return f.redisURL == "" && len(c.notes) == 1 }},
 		{"answers", map[string]string{"SHADOW_MODE": "true", "QUOTA_MODE": "1", "RESPONSE_DYNAMIC_METADATA": "T", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"},
 			func(c refConfig, f serveFlags) bool {
-				return f.shadowMode && f.quotaMode && f.dynamicMetadata && !f.countDeniedHits && f.shareOverrideCounters
+				return f.envoy.ShadowMode && f.envoy.QuotaMode && f.envoy.DynamicMetadata && !f.envoy.CountDeniedHits && f.envoy.ShareOverrideCounters
 			}},
 		{"headers", map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true"},
 			func(c refConfig, f serveFlags) bool {

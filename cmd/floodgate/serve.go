@@ -29,7 +29,8 @@ import (
 	"github.com/floodgate/floodgate/store/redisstore"
 )
 
-// serveFlags are the settings of `floodgate serve`.
+// serveFlags are the settings of `floodgate serve`. The flags of a
+// setting a package's config holds are registered into that config.
 type serveFlags struct {
 	grpcAddr      string
 	httpAddr      string
@@ -43,16 +44,13 @@ type serveFlags struct {
 	logLevel      string
 	logFormat     string
 	drainTimeout  time.Duration
-	shadowMode    bool
 	headers       bool
+	gcPercent     int
 
-	quotaMode             bool // Envoy API: see server.EnvoySettings
-	dynamicMetadata       bool
-	countDeniedHits       bool
-	shareOverrideCounters bool
-
-	detailSeries int
-	gcPercent    int
+	envoy     server.EnvoySettings    // its flags of Envoy's API; Settings and the No* fields are set in buildAPIs
+	limits    server.TransportLimits  // Auth is set in buildGRPCPipeline
+	redis     redisstore.Config       // Mode and SettleWindow are set in openRedis
+	redisConn redisstore.ClientConfig // the settings shared by every Redis client (TLS files, dial timeout)
 
 	redisURL            string
 	redisPasswordFile   string
@@ -62,17 +60,8 @@ type serveFlags struct {
 	redisPoolSize       int
 	// redisPerSecond is the Redis of the per-second limits (its URL,
 	// mode, sentinel master and pool size); empty URL: the main one.
-	redisPerSecond    redisTarget
-	redisTimeout      time.Duration
-	redisDialTimeout  time.Duration
-	redisPrefix       string
-	redisBatchMaxSize int
-	redisBatchMaxWait time.Duration
-	redisPipelines    int
-	redisTLSCA        string
-	redisTLSCert      string
-	redisTLSKey       string
-	denyCacheSize     int
+	redisPerSecond redisTarget
+	denyCacheSize  int
 
 	tlsCert              string
 	tlsKey               string
@@ -80,12 +69,6 @@ type serveFlags struct {
 	authTokenFile        string
 	maxConcurrentStreams uint
 	maxRecvMsgBytes      int
-	maxHeaderListBytes   uint
-	unaryTimeout         time.Duration
-	maxStreams           int
-	maxStreamsPerClient  int
-	maxConns             int
-	maxConnsPerClient    int
 	envoyRefunds         bool
 	pprof                bool
 	httpAPI              bool
@@ -119,13 +102,13 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "Go GC target percentage (GOGC) unless $GOGC is set; higher trades memory for CPU (bound memory with $GOMEMLIMIT)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take before the server stops")
-	fs.BoolVar(&f.shadowMode, "shadow-mode", false, "Envoy API: every limit in shadow mode (decide and count, always answer OK)")
-	fs.BoolVar(&f.quotaMode, "quota-mode", false, "Envoy API: every limit in quota mode (as quota_mode: true; the reference's QUOTA_MODE): over only when a limit not in quota mode is over, or every quota-mode descriptor is")
-	fs.BoolVar(&f.dynamicMetadata, "response-dynamic-metadata", false, "Envoy API: fill the response's dynamic_metadata (domain, descriptors, hits addend, the matched rules' metadata) as the reference's RESPONSE_DYNAMIC_METADATA")
-	fs.BoolVar(&f.countDeniedHits, "count-denied-hits", false, "Envoy API: count the hits of a denied request too on "+algorithms.Names(algorithms.Which(func(f algorithms.Facts) bool { return f.Afresh }), "and", algorithms.Algorithm.String)+" limits, as debt that ends with the window (the reference's default; its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is false here); off, a denied request charges nothing")
-	fs.BoolVar(&f.shareOverrideCounters, "share-override-counters", false, "Envoy API: a descriptor's limit override counts under the matched rule's key, as the reference does (off: each override rate counts apart)")
+	fs.BoolVar(&f.envoy.ShadowMode, "shadow-mode", false, "Envoy API: every limit in shadow mode (decide and count, always answer OK)")
+	fs.BoolVar(&f.envoy.QuotaMode, "quota-mode", false, "Envoy API: every limit in quota mode (as quota_mode: true; the reference's QUOTA_MODE): over only when a limit not in quota mode is over, or every quota-mode descriptor is")
+	fs.BoolVar(&f.envoy.DynamicMetadata, "response-dynamic-metadata", false, "Envoy API: fill the response's dynamic_metadata (domain, descriptors, hits addend, the matched rules' metadata) as the reference's RESPONSE_DYNAMIC_METADATA")
+	fs.BoolVar(&f.envoy.CountDeniedHits, "count-denied-hits", false, "Envoy API: count the hits of a denied request too on "+algorithms.Names(algorithms.Which(func(f algorithms.Facts) bool { return f.Afresh }), "and", algorithms.Algorithm.String)+" limits, as debt that ends with the window (the reference's default; its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is false here); off, a denied request charges nothing")
+	fs.BoolVar(&f.envoy.ShareOverrideCounters, "share-override-counters", false, "Envoy API: a descriptor's limit override counts under the matched rule's key, as the reference does (off: each override rate counts apart)")
 	fs.BoolVar(&f.headers, "response-headers", true, "Envoy API: add RateLimit-*, X-RateLimit-* and Retry-After response headers")
-	fs.IntVar(&f.detailSeries, "detailed-metric-series", 0, "Envoy API: per rule with detailed_metric or value_to_metric, how many request values may appear in the metrics' rule label (0: none, the rule's name only; values may be secrets)")
+	fs.IntVar(&f.envoy.DetailedMetricSeries, "detailed-metric-series", 0, "Envoy API: per rule with detailed_metric or value_to_metric, how many request values may appear in the metrics' rule label (0: none, the rule's name only; values may be secrets)")
 	fs.BoolVar(&f.envoyRefunds, "envoy-refunds", true, "Envoy API: accept refunds (is_negative_hits); with --auth-token-file only from tokens with the refund or admin role, without it only on a loopback port; false refuses them (decided as 0 hits)")
 	fs.BoolVar(&f.traceValues, "trace-values", false, "tracing (on when $OTEL_EXPORTER_OTLP_ENDPOINT or $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; see the README): put keys and descriptor values into spans (they can be personal data)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve the Go profiler on the HTTP admin address (/debug/pprof/)")
@@ -139,15 +122,15 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.redisPerSecond.mode, "redis-persecond-mode", "standalone", "Redis: --redis-persecond-url's mode: standalone, cluster or sentinel")
 	fs.StringVar(&f.redisPerSecond.master, "redis-persecond-sentinel-master", "", "Redis: --redis-persecond-url's master name (sentinel mode)")
 	fs.IntVar(&f.redisPerSecond.poolSize, "redis-persecond-pool-size", 0, "Redis: --redis-persecond-url's connections per node (0 = go-redis' default)")
-	fs.DurationVar(&f.redisTimeout, "redis-timeout", redisstore.DefaultTimeout, "Redis: the longest a decision waits for Redis before its failure mode answers")
-	fs.DurationVar(&f.redisDialTimeout, "redis-dial-timeout", time.Second, "Redis: connection timeout")
-	fs.StringVar(&f.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "Redis: prefix of every key floodgate writes")
-	fs.IntVar(&f.redisBatchMaxSize, "redis-batch-max-size", redisstore.DefaultBatchMaxSize, "Redis: most script calls per pipeline (1 disables batching)")
-	fs.DurationVar(&f.redisBatchMaxWait, "redis-batch-max-wait", redisstore.DefaultBatchMaxWait, "Redis: how long a call waits for others to share its pipeline beyond those already queued (0: none)")
-	fs.IntVar(&f.redisPipelines, "redis-pipelines", redisstore.DefaultBatchPipelines, "Redis: pipelines in flight at once; calls queue for the next meanwhile")
-	fs.StringVar(&f.redisTLSCA, "redis-tls-ca", "", "Redis TLS (rediss://): PEM file of the CA that signed Redis' certificate, for a private CA")
-	fs.StringVar(&f.redisTLSCert, "redis-tls-cert", "", "Redis TLS: client certificate file, when Redis asks for one (tls-auth-clients)")
-	fs.StringVar(&f.redisTLSKey, "redis-tls-key", "", "Redis TLS: the client certificate's key file")
+	fs.DurationVar(&f.redis.Timeout, "redis-timeout", redisstore.DefaultTimeout, "Redis: the longest a decision waits for Redis before its failure mode answers")
+	fs.DurationVar(&f.redisConn.DialTimeout, "redis-dial-timeout", time.Second, "Redis: connection timeout")
+	fs.StringVar(&f.redis.Prefix, "redis-prefix", redisstore.DefaultPrefix, "Redis: prefix of every key floodgate writes")
+	fs.IntVar(&f.redis.BatchMaxSize, "redis-batch-max-size", redisstore.DefaultBatchMaxSize, "Redis: most script calls per pipeline (1 disables batching)")
+	fs.DurationVar(&f.redis.BatchMaxWait, "redis-batch-max-wait", redisstore.DefaultBatchMaxWait, "Redis: how long a call waits for others to share its pipeline beyond those already queued (0: none)")
+	fs.IntVar(&f.redis.BatchPipelines, "redis-pipelines", redisstore.DefaultBatchPipelines, "Redis: pipelines in flight at once; calls queue for the next meanwhile")
+	fs.StringVar(&f.redisConn.TLSCAFile, "redis-tls-ca", "", "Redis TLS (rediss://): PEM file of the CA that signed Redis' certificate, for a private CA")
+	fs.StringVar(&f.redisConn.TLSCertFile, "redis-tls-cert", "", "Redis TLS: client certificate file, when Redis asks for one (tls-auth-clients)")
+	fs.StringVar(&f.redisConn.TLSKeyFile, "redis-tls-key", "", "Redis TLS: the client certificate's key file")
 	fs.IntVar(&f.denyCacheSize, "deny-cache-size", denycache.DefaultMaxEntries, "Redis: denied keys answered from memory until their retry_after (0 disables)")
 
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "gRPC TLS: certificate file (PEM); reloaded when it changes")
@@ -156,29 +139,16 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "bearer tokens, one per line (\"TOKEN\" or \"TOKEN admin\"; Reset needs admin); reloaded when it changes")
 	fs.UintVar(&f.maxConcurrentStreams, "max-concurrent-streams", server.DefaultMaxConcurrentStreams, "gRPC: concurrent calls per connection")
 	byteSizeVar(fs, &f.maxRecvMsgBytes, "max-recv-msg-bytes", server.DefaultMaxRecvMsgBytes, "gRPC: largest request message; HTTP/JSON API: largest request body")
-	byteSizeVar(fs, &f.maxHeaderListBytes, "max-header-list-bytes", server.DefaultMaxHeaderListBytes, "gRPC: largest request metadata (headers), refused before any handler runs")
-	fs.DurationVar(&f.unaryTimeout, "unary-timeout", server.DefaultUnaryTimeout, "gRPC: the longest a unary call may take from its headers, the wait for its message included (DeadlineExceeded past it); HTTP/JSON API: the same per request (504)")
-	fs.IntVar(&f.maxStreams, "max-streams", server.DefaultMaxStreams, "gRPC: calls in flight in total; more are refused (ResourceExhausted)")
-	fs.IntVar(&f.maxStreamsPerClient, "max-streams-per-client", server.DefaultMaxStreamsPerClient, "gRPC: calls in flight from one client IP address; more are refused (ResourceExhausted)")
-	fs.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "gRPC, and apart the HTTP port: open connections in total; more are closed when accepted")
+	byteSizeVar(fs, &f.limits.MaxHeaderListBytes, "max-header-list-bytes", server.DefaultMaxHeaderListBytes, "gRPC: largest request metadata (headers), refused before any handler runs")
+	fs.DurationVar(&f.limits.UnaryTimeout, "unary-timeout", server.DefaultUnaryTimeout, "gRPC: the longest a unary call may take from its headers, the wait for its message included (DeadlineExceeded past it); HTTP/JSON API: the same per request (504)")
+	fs.IntVar(&f.limits.MaxStreams, "max-streams", server.DefaultMaxStreams, "gRPC: calls in flight in total; more are refused (ResourceExhausted)")
+	fs.IntVar(&f.limits.MaxStreamsPerClient, "max-streams-per-client", server.DefaultMaxStreamsPerClient, "gRPC: calls in flight from one client IP address; more are refused (ResourceExhausted)")
+	fs.IntVar(&f.limits.MaxConnections, "max-connections", server.DefaultMaxConnections, "gRPC, and apart the HTTP port: open connections in total; more are closed when accepted")
 	f.quota.register(fs)
 	f.xds.register(fs)
 	f.local.register(fs)
 	f.limited.register(fs)
-	fs.IntVar(&f.maxConnsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC, and apart the HTTP port: open connections from one client IP address; more are closed when accepted")
-}
-
-// transportLimits are the transport flags' limits (checkNumbers has
-// checked that each is positive).
-func (f *serveFlags) transportLimits() server.TransportLimits {
-	return server.TransportLimits{
-		MaxHeaderListBytes:      uint32(min(f.maxHeaderListBytes, 1<<32-1)),
-		UnaryTimeout:            f.unaryTimeout,
-		MaxStreams:              f.maxStreams,
-		MaxStreamsPerClient:     f.maxStreamsPerClient,
-		MaxConnections:          f.maxConns,
-		MaxConnectionsPerClient: f.maxConnsPerClient,
-	}
+	fs.IntVar(&f.limits.MaxConnectionsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC, and apart the HTTP port: open connections from one client IP address; more are closed when accepted")
 }
 
 // runServe runs `floodgate serve` until ctx ends: it checks the flags,
@@ -353,7 +323,7 @@ func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) 
 			return failureMode, server.TransportLimits{}, err
 		}
 	}
-	return failureMode, f.transportLimits(), nil
+	return failureMode, f.limits, nil
 }
 
 // defaultGCPercent is --gc-percent's default. A rate limiter's live heap

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -39,7 +41,7 @@ func (e serveEnv) buildAdmin(st store.Store, apis decisionAPIs, p grpcPipeline, 
 	// The gRPC port's connection caps, counted apart: a client that holds
 	// half-sent requests (each up to the read-header timeout) holds at most
 	// --max-connections-per-client of them, all clients --max-connections.
-	lis = server.NewGate(server.TransportLimits{MaxConnections: f.maxConns, MaxConnectionsPerClient: f.maxConnsPerClient}).Listener(lis)
+	lis = server.NewGate(server.TransportLimits{MaxConnections: f.limits.MaxConnections, MaxConnectionsPerClient: f.limits.MaxConnectionsPerClient}).Listener(lis)
 	as := server.AdminSettings{
 		Ready:   readiness(st, draining),
 		Metrics: e.metrics.Handler(),
@@ -47,13 +49,13 @@ func (e serveEnv) buildAdmin(st store.Store, apis decisionAPIs, p grpcPipeline, 
 		API:     e.httpAPI(st, apis, p),
 		Rules:   s.Rules, // nil without --config: /debug/config says so
 		Limited: s.Limited,
-		Explain: explainHandler(s.Rules, f.redisPrefix),
+		Explain: explainHandler(s.Rules, f.redis.Prefix),
 	}
 	if tokens != nil {
 		as.AdminAuth = tokens // the page, /debug/config, /debug/limited, /debug/explain and /debug/pprof/ need an admin token
 	}
 	h := hostcheck.Guard(server.NewAdminHandler(as), strings.Split(f.httpAllowedHosts, ","), openToAnyHost, "--http-allowed-hosts")
-	srv := server.NewAdminServer(server.LogHTTP(e.log, time.Now, h))
+	srv := server.NewAdminServer(server.LogHTTP(cmp.Or(s.Logger, e.log, slog.Default()), time.Now, h))
 	return &adminServer{srv: srv, lis: lis}, nil
 }
 
@@ -84,7 +86,7 @@ func (e serveEnv) httpAPI(st store.Store, apis decisionAPIs, p grpcPipeline) htt
 	hs := httpapi.Settings{
 		Rules:          s.Rules,
 		MaxBodyBytes:   int64(f.maxRecvMsgBytes),
-		Timeout:        f.unaryTimeout,
+		Timeout:        f.limits.UnaryTimeout,
 		AllowedOrigins: strings.Split(f.httpCORSOrigins, ","),
 		Metrics:        reg,
 		Logger:         s.Logger,

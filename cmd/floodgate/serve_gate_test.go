@@ -16,8 +16,8 @@ import (
 // second on the HTTP port is closed.
 func TestHTTPGateCountsApart(t *testing.T) {
 	f, st := adminTestStore(t)
-	f.maxConnsPerClient = 1
-	limits := f.transportLimits()
+	f.limits.MaxConnectionsPerClient = 1
+	limits := f.limits
 	reg, metrics := newMetrics()
 	env := serveEnv{f: &f, reg: reg, metrics: metrics, log: slog.New(slog.DiscardHandler)}
 	p, err := env.buildGRPCPipeline(context.Background(), limits)

@@ -106,17 +106,10 @@ func (e serveEnv) buildAPIs(st store.Store, cfg server.RuleSource, local *locals
 		Tracer:      tracer,
 		TraceValues: f.traceValues, // opt-in: request values in spans
 	}
-	envoy := server.NewEnvoy(st, server.EnvoySettings{
-		Settings:              s,
-		ShadowMode:            f.shadowMode,
-		QuotaMode:             f.quotaMode,
-		DynamicMetadata:       f.dynamicMetadata,
-		CountDeniedHits:       f.countDeniedHits,
-		ShareOverrideCounters: f.shareOverrideCounters,
-		NoHeaders:             !f.headers,
-		NoRefunds:             !f.envoyRefunds,
-		DetailedMetricSeries:  f.detailSeries, // opt-in: request values in metric labels
-	})
+	es := f.envoy // opt-in DetailedMetricSeries: request values in metric labels
+	es.Settings = s
+	es.NoHeaders, es.NoRefunds = !f.headers, !f.envoyRefunds
+	envoy := server.NewEnvoy(st, es)
 	return decisionAPIs{settings: s, rateLimiter: server.NewRateLimiter(st, server.CheckSettings{Settings: s}), envoy: envoy}
 }
 

@@ -72,9 +72,9 @@ func (l *localFailure) replicas() int {
 // one). The closer stops it and leaves the set.
 func (l *localFailure) startHeartbeat(client redis.UniversalClient, f serveFlags, log *slog.Logger) io.Closer {
 	hb := heartbeat.New(client, heartbeat.Config{
-		Prefix:   f.redisPrefix,
+		Prefix:   f.redis.Prefix,
 		Interval: f.local.heartbeat,
-		Timeout:  max(f.redisTimeout, min(f.local.heartbeat, time.Second)),
+		Timeout:  max(f.redis.Timeout, min(f.local.heartbeat, time.Second)),
 		Logger:   log,
 	})
 	l.beat.Store(hb)

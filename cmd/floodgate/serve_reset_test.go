@@ -137,7 +137,7 @@ func TestGRPCResetRefusedBeyondLoopback(t *testing.T) {
 		{nil, false}, // the default, loopback
 	} {
 		f := serveFlagsFor(t, tc.args...)
-		limits := f.transportLimits()
+		limits := f.limits
 		_, metrics := newMetrics()
 		p, err := serveEnv{f: &f, metrics: metrics, log: slog.New(slog.DiscardHandler)}.buildGRPCPipeline(context.Background(), limits)
 		if err != nil {

@@ -46,7 +46,7 @@ func openQuota(f serveFlags, cfg rlqs.RuleSource, reg prometheus.Registerer, log
 		if err != nil {
 			return nil, nil, err
 		}
-		d, err := redisstore.NewDemand(client, f.redisPrefix, quotaRedisTimeout)
+		d, err := redisstore.NewDemand(client, f.redis.Prefix, quotaRedisTimeout)
 		if err != nil {
 			return nil, nil, errors.Join(err, client.Close())
 		}

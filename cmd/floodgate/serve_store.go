@@ -97,19 +97,11 @@ func (f serveFlags) redisClient(t redisTarget, timeout time.Duration) (redis.Uni
 	if t.flag == "redis-url" {
 		password = f.redisPassword // --redis-password-file is the main Redis'
 	}
-	return redisstore.NewClient(redisstore.ClientConfig{
-		URL:            t.url,
-		Password:       password,
-		Mode:           t.mode,
-		SentinelMaster: t.master,
-		PoolSize:       t.poolSize,
-		TLSCAFile:      f.redisTLSCA,
-		TLSCertFile:    f.redisTLSCert,
-		TLSKeyFile:     f.redisTLSKey,
-		DialTimeout:    f.redisDialTimeout,
-		ReadTimeout:    timeout,
-		WriteTimeout:   timeout,
-	})
+	c := f.redisConn
+	c.URL, c.Password = t.url, password
+	c.Mode, c.SentinelMaster, c.PoolSize = t.mode, t.master, t.poolSize
+	c.ReadTimeout, c.WriteTimeout = timeout, timeout
+	return redisstore.NewClient(c)
 }
 
 // openRedis opens the Redis store of t with the other --redis-* flags of
@@ -121,24 +113,18 @@ func openRedis(ctx context.Context, f serveFlags, t redisTarget, log *slog.Logge
 		return nil, nil, fmt.Errorf("--%s %q: %w; %s", t.flag, redactURL(t.url), err, redisURLForms)
 	}
 	t.url = u
-	client, err := f.redisClient(t, f.redisTimeout)
+	client, err := f.redisClient(t, f.redis.Timeout)
 	if err != nil {
 		return nil, nil, err
 	}
-	rs, err := redisstore.New(client, redisstore.Config{
-		Prefix:         f.redisPrefix,
-		Timeout:        f.redisTimeout,
-		BatchMaxSize:   f.redisBatchMaxSize,
-		BatchMaxWait:   f.redisBatchMaxWait,
-		BatchPipelines: f.redisPipelines,
-		Mode:           t.mode,
-		SettleWindow:   f.settleWindow,
-	})
+	cfg := f.redis
+	cfg.Mode, cfg.SettleWindow = t.mode, f.settleWindow
+	rs, err := redisstore.New(client, cfg)
 	if err != nil {
 		client.Close()
 		return nil, nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, f.redisDialTimeout+time.Second)
+	cctx, cancel := context.WithTimeout(ctx, f.redisConn.DialTimeout+time.Second)
 	err = rs.CheckServer(cctx)
 	cancel()
 	switch {
