@@ -31,9 +31,7 @@ func (f *serveFlags) resolveRedisURL(fs *pflag.FlagSet, getenv func(string) stri
 		return nil
 	}
 	shown := fmt.Sprintf("--redis-url %q", redactURL(f.redisURL))
-	onCommandLine := false
-	fs.Visit(func(fl *pflag.Flag) { onCommandLine = onCommandLine || fl.Name == "redis-url" })
-	if !onCommandLine && getenv(envName("redis-url")) != "" {
+	if !fs.Changed("redis-url") && getenv(envName("redis-url")) != "" {
 		shown = fmt.Sprintf("$%s=%q", envName("redis-url"), redactURL(f.redisURL)) // as parseFlags names variables
 	}
 	msg := fmt.Sprintf("%s: %s; %s", shown, err, redisURLForms)

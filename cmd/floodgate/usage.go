@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -32,17 +32,13 @@ var flagGroups = []flagGroup{
 // groupOf is the title of the group flag name belongs to.
 func groupOf(name string) string {
 	for _, g := range flagGroups {
-		for _, n := range g.names {
-			if n == name {
-				return g.title
-			}
+		if slices.Contains(g.names, name) {
+			return g.title
 		}
 	}
 	for _, g := range flagGroups {
-		for _, p := range g.prefixes {
-			if strings.HasPrefix(name, p) {
-				return g.title
-			}
+		if slices.ContainsFunc(g.prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			return g.title
 		}
 	}
 	return "Other"
@@ -54,11 +50,10 @@ func groupOf(name string) string {
 func printUsage(w io.Writer, fs *pflag.FlagSet, name, synopsis string) {
 	fmt.Fprintf(w, "Usage: floodgate %s\n\n%s\n", name, synopsis)
 	var all []*pflag.Flag
-	fs.VisitAll(func(f *pflag.Flag) { all = append(all, f) })
+	fs.VisitAll(func(f *pflag.Flag) { all = append(all, f) }) // in name order
 	if len(all) == 0 {
 		return
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	byGroup := map[string][]*pflag.Flag{}
 	for _, f := range all {
 		byGroup[groupOf(f.Name)] = append(byGroup[groupOf(f.Name)], f)
@@ -70,16 +65,12 @@ func printUsage(w io.Writer, fs *pflag.FlagSet, name, synopsis string) {
 		}
 		return
 	}
-	titles := make([]string, 0, len(flagGroups)+1)
-	for _, g := range flagGroups {
-		titles = append(titles, g.title)
-	}
-	for _, t := range append(titles, "Other") {
-		if len(byGroup[t]) == 0 {
+	for _, g := range append(flagGroups, flagGroup{title: "Other"}) {
+		if len(byGroup[g.title]) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s:\n", t)
-		for _, f := range byGroup[t] {
+		fmt.Fprintf(w, "\n%s:\n", g.title)
+		for _, f := range byGroup[g.title] {
 			printFlag(w, f)
 		}
 	}
