@@ -35,7 +35,7 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(withEnviron(ctx, processEnviron()), invocationArgs(os.Args), os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, invocationArgs(os.Args), os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		var ec exitCode

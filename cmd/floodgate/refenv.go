@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -348,10 +347,10 @@ func referenceServe(args []string, getenv func(string) string) (*refConfig, []st
 }
 
 // warnUnknownFloodgateVars logs a warning naming every FLOODGATE_*
-// variable of the environment that no flag of serve, nor of the commands
+// variable of environ ("NAME=value" entries) that no flag of serve, nor of the commands
 // that call a server (check, settle, bench: FLOODGATE_ADDR and
 // FLOODGATE_TOKEN set for them in the same shell), reads.
-func warnUnknownFloodgateVars(ctx context.Context, log *slog.Logger) {
+func warnUnknownFloodgateVars(environ []string, log *slog.Logger) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	(&serveFlags{}).register(fs)
 	for _, register := range []func(*pflag.FlagSet){(&checkFlags{}).register, (&settleFlags{}).register, (&benchFlags{}).register} {
@@ -363,7 +362,7 @@ func warnUnknownFloodgateVars(ctx context.Context, log *slog.Logger) {
 			}
 		})
 	}
-	if names := unknownFloodgateVars(environFrom(ctx), fs); len(names) > 0 {
+	if names := unknownFloodgateVars(environ, fs); len(names) > 0 {
 		log.Warn("unknown environment variables, ignored (no floodgate flag reads them)", "variables", strings.Join(names, ", "))
 	}
 }

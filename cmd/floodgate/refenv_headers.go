@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,21 +80,6 @@ func refUnitSeconds(u rlsv3.RateLimitResponse_RateLimit_Unit) int64 {
 	return 1
 }
 
-// environKey carries the process environment's names (os.Environ) in a
-// context, for the check of FLOODGATE_* variables; tests set their own.
-type environKey struct{}
-
-// withEnviron returns ctx carrying environ ("NAME=value" entries).
-func withEnviron(ctx context.Context, environ []string) context.Context {
-	return context.WithValue(ctx, environKey{}, environ)
-}
-
-// environFrom is the environment ctx carries; without one, none.
-func environFrom(ctx context.Context) []string {
-	env, _ := ctx.Value(environKey{}).([]string)
-	return env
-}
-
 // unknownFloodgateVars names the FLOODGATE_* variables of environ that no
 // flag of fs reads (a typo, or a flag of another command), sorted.
 func unknownFloodgateVars(environ []string, fs *pflag.FlagSet) []string {
@@ -111,6 +95,3 @@ func unknownFloodgateVars(environ []string, fs *pflag.FlagSet) []string {
 	slices.Sort(out)
 	return out
 }
-
-// processEnviron is the real environment, for main.
-func processEnviron() []string { return os.Environ() }

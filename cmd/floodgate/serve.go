@@ -171,7 +171,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if ref != nil {
 		ref.log(log)
 	}
-	warnUnknownFloodgateVars(ctx, log)
+	warnUnknownFloodgateVars(os.Environ(), log)
 	// go-redis logs through one process-wide logger, by default as plain
 	// lines on stderr that break --log-format json.
 	redis.SetLogger(&quietRedisLog{log: log, now: time.Now})
