@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agnivade/levenshtein"
 	"github.com/spf13/pflag"
 )
 
@@ -91,7 +92,7 @@ func nearest(typed string, names []string) string {
 	best, bestDist := "", 0
 	limit := max(2, len(typed)/3)
 	for _, n := range names {
-		d := editDistance(typed, n)
+		d := levenshtein.ComputeDistance(typed, n)
 		if d > limit && !strings.HasPrefix(n, typed) && !strings.HasPrefix(typed, n) {
 			continue
 		}
@@ -100,25 +101,4 @@ func nearest(typed string, names []string) string {
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -170,20 +170,6 @@ func TestNearestFlagTie(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"a", "", 1}, {"", "abc", 3}, {"kitten", "sitting", 3},
-		{"grpc-adr", "grpc-addr", 1}, {"ab", "ba", 2}, {"same", "same", 0}, {"flaw", "lawn", 2},
-	} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 func TestCommandName(t *testing.T) {
 	for _, tc := range []struct{ name, want string }{
 		{"serve [flags]", "serve"}, {"config validate PATH", "config validate"}, {"config explain [flags]", "config explain"}, {"check", "check"},
