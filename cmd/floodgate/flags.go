@@ -19,14 +19,13 @@ func envName(name string) string {
 }
 
 // newFlagSet returns a flag set for one subcommand whose usage (fs.Usage,
-// written to fs.Output(), out unless changed) lists its flags in groups
-// with their types, defaults and environment variables (usage.go).
-// parseFlags silences the flag package's own messages while it parses:
-// its errors become one-line messages, and --help a helpRequest that run
-// prints on stdout.
-func newFlagSet(name, synopsis string, out io.Writer) *pflag.FlagSet {
+// written to fs.Output()) lists its flags in groups with their types,
+// defaults and environment variables (usage.go). pflag's own messages are
+// discarded: parseFlags words its errors in one line each, and --help
+// becomes a helpRequest that run prints on stdout.
+func newFlagSet(name, synopsis string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(out)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() { printUsage(fs.Output(), fs, name, synopsis) }
 	return fs
 }
@@ -41,10 +40,8 @@ func (h *helpRequest) Unwrap() error { return pflag.ErrHelp }
 
 // print writes the command's usage to w.
 func (h *helpRequest) print(w io.Writer) {
-	old := h.fs.Output()
 	h.fs.SetOutput(w)
 	h.fs.Usage()
-	h.fs.SetOutput(old)
 }
 
 // parseCommand is parseFlags for the command name ("check"): -h and
@@ -67,10 +64,7 @@ func parseCommand(fs *pflag.FlagSet, args []string, getenv func(string) string, 
 // and a pointer to --help; a bad value with the flag or variable, the
 // value and the form wanted.
 func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) error {
-	out := fs.Output()
-	fs.SetOutput(io.Discard)
 	err := fs.Parse(doubleDashes(fs, args))
-	fs.SetOutput(out)
 	if err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return &helpRequest{fs}

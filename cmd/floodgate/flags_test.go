@@ -74,7 +74,7 @@ func TestFlagErrors(t *testing.T) {
 // boolean, an explicit false, one dash as two, a negative value after its
 // flag, and the environment under a command-line flag.
 func TestFlagValuesKept(t *testing.T) {
-	fs := newFlagSet("t [flags]", "test", nil)
+	fs := newFlagSet("t [flags]", "test")
 	on := fs.Bool("on", false, "")
 	off := fs.Bool("off", true, "")
 	d := fs.Duration("d", time.Second, "")
@@ -91,15 +91,18 @@ func TestFlagValuesKept(t *testing.T) {
 	}
 }
 
-// TestHelpRequestPrint: printing a help request writes the usage to the
-// writer given and leaves the flag set's own output as it was.
+// TestHelpRequestPrint: printing a help request writes the usage, with
+// the synopsis and the flags, to the writer given, after a failed parse.
 func TestHelpRequestPrint(t *testing.T) {
-	var own, help strings.Builder
-	fs := newFlagSet("t [flags]", "the synopsis", &own)
+	var help strings.Builder
+	fs := newFlagSet("t [flags]", "the synopsis")
 	fs.String("x", "", "an x")
+	if err := parseFlags(fs, []string{"--nope"}, func(string) string { return "" }); err == nil {
+		t.Fatal("--nope parsed")
+	}
 	(&helpRequest{fs}).print(&help)
-	if !strings.Contains(help.String(), "the synopsis") || own.Len() != 0 || fs.Output() != &own {
-		t.Fatalf("help %q, own output %q, output restored %v", help.String(), own.String(), fs.Output() == &own)
+	if !strings.Contains(help.String(), "the synopsis") || !strings.Contains(help.String(), "--x") {
+		t.Fatalf("help %q", help.String())
 	}
 }
 

@@ -287,7 +287,7 @@ RUNTIME_ROOT, USE_STATSD, ...) instead of these flags, as does serve without
 // been reported on stderr and ends the program with status 2.
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveFlags, error) {
 	var f serveFlags
-	fs := newFlagSet("serve [flags]", serveSynopsis, stderr)
+	fs := newFlagSet("serve [flags]", serveSynopsis)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "serve", 2); err != nil {
 		return f, err

@@ -70,11 +70,7 @@ type simulateFlags struct {
 }
 
 func (f *simulateFlags) register(fs *pflag.FlagSet) {
-	names := make([]string, len(algorithms.All()))
-	for i, a := range algorithms.All() {
-		names[i] = a.String()
-	}
-	fs.StringVar(&f.algorithm, "algorithm", algorithms.Default.String(), "one of "+strings.Join(names, ", "))
+	fs.StringVar(&f.algorithm, "algorithm", algorithms.Default.String(), algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String))
 	fs.StringVar(&f.limit, "limit", "", "REQUESTS/PERIOD, e.g. 10/1m, as for check (required)")
 	fs.Int64Var(&f.burst, "burst", 0, burstUsage())
 	fs.StringVar(&f.traffic, "traffic", "", "the traffic pattern, e.g. 'steady:2/s for 60s, burst:10 at 55s' or edge (required; see above)")
@@ -83,7 +79,7 @@ func (f *simulateFlags) register(fs *pflag.FlagSet) {
 
 func runSimulate(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f simulateFlags
-	fs := newFlagSet("simulate [flags]", simulateSynopsis(), stderr)
+	fs := newFlagSet("simulate [flags]", simulateSynopsis())
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "simulate", simulateExitUsage); err != nil {
 		return err

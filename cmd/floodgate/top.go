@@ -69,7 +69,7 @@ func (f *topFlags) query() limited.Query {
 
 func runTop(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f topFlags
-	fs := newFlagSet("top [flags]", topSynopsis, stderr)
+	fs := newFlagSet("top [flags]", topSynopsis)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "top", 2); err != nil {
 		return err
