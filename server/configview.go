@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -63,14 +61,6 @@ func debugConfig(src RuleSource) http.HandlerFunc {
 		if src != nil {
 			c = src.Current()
 		}
-		body, err := json.MarshalIndent(configview.New(c), "", "  ")
-		if err != nil {
-			http.Error(w, "encoding the config: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
-		_, _ = w.Write(append(body, '\n'))
+		writeJSON(w, configview.New(c))
 	}
 }

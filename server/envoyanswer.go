@@ -165,12 +165,7 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 	if headline >= 0 {
 		c := &checks[headline]
 		retryAfter = !c.decision.Allowed
-		fs = c.info.header.Append(fs, ratelimitheader.State{
-			Remaining:  c.decision.Remaining,
-			ResetAfter: c.decision.ResetAfter,
-			Denied:     !c.decision.Allowed,
-			RetryAfter: c.decision.RetryAfter,
-		})
+		fs = c.info.header.Append(fs, c.state())
 	}
 	if degraded {
 		over := resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT
@@ -205,26 +200,20 @@ func headerLimit(l *rules.Limit) ratelimitheader.Limit {
 	return h
 }
 
-// moreRestrictive orders checks for the headers and per-descriptor status:
-// an enforced deny beats an allow, a longer wait beats a shorter one, fewer
-// remaining beats more.
+// moreRestrictive orders checks for the headers and per-descriptor status
+// (ratelimitheader.MoreRestrictive).
 func moreRestrictive(a, b *envoyCheck) bool {
-	ad, bd := !a.decision.Allowed && !a.shadow, !b.decision.Allowed && !b.shadow
-	switch {
-	case ad != bd:
-		return ad
-	case ad && waitOf(a) != waitOf(b):
-		return waitOf(a) > waitOf(b)
-	}
-	return a.decision.Remaining < b.decision.Remaining
+	return ratelimitheader.MoreRestrictive(a.state(), b.state())
 }
 
-// waitOf is a deny's wait, with never as the longest.
-func waitOf(c *envoyCheck) time.Duration {
-	if c.decision.RetryAfter < 0 {
-		return 1<<63 - 1
+// state is what the headers say of c's decision.
+func (c *envoyCheck) state() ratelimitheader.State {
+	return ratelimitheader.State{
+		Remaining:  c.decision.Remaining,
+		ResetAfter: c.decision.ResetAfter,
+		Denied:     !c.decision.Allowed,
+		RetryAfter: c.decision.RetryAfter,
 	}
-	return c.decision.RetryAfter
 }
 
 // windowLeft is how long the window now falls in has left, for an

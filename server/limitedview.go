@@ -49,8 +49,7 @@ func limitedQuery(r *http.Request) (limited.Query, error) {
 	return q, nil
 }
 
-// writeJSON answers v as indented JSON, not to be cached. Strings that
-// are not UTF-8 never reach it: keys are limited.Printable.
+// writeJSON answers v as indented JSON, not to be cached.
 func writeJSON(w http.ResponseWriter, v any) {
 	body, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

@@ -11,9 +11,8 @@ import (
 const (
 	// DefaultMaxConcurrentStreams bounds the calls in flight on one
 	// connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). Envoy multiplexes
-	// a worker's rate-limit calls on one connection, so this is generous:
-	// at 1ms a call, 1024 streams carry about a million calls a second per
-	// connection. A client past it queues, it is not refused.
+	// a worker's rate-limit calls on one connection, so this is generous.
+	// A client past it queues, it is not refused.
 	DefaultMaxConcurrentStreams = 1024
 
 	// keepaliveMinTime is the shortest interval between client pings the

@@ -116,7 +116,7 @@ func MoreRestrictive(a, b State) bool {
 	switch {
 	case a.Denied != b.Denied:
 		return a.Denied
-	case a.Denied && a.RetryAfter != b.RetryAfter:
+	case a.Denied && waitOf(a) != waitOf(b):
 		return waitOf(a) > waitOf(b)
 	}
 	return a.Remaining < b.Remaining

@@ -2,16 +2,13 @@ package httpapi
 
 import (
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
-
-// httpStatus is the HTTP status of a gRPC code, as grpc-gateway maps it.
-func httpStatus(c codes.Code) int { return codeOf(c).status }
 
 // apiError is the body of an error answer.
 type apiError struct {
@@ -31,43 +28,14 @@ func errorBody(c codes.Code, msg string) []byte {
 	return append(b, '\n')
 }
 
-// codeInfo is what an HTTP answer says of a gRPC code.
-type codeInfo struct {
-	name   string // google.rpc.Code's, e.g. "INVALID_ARGUMENT"
-	status int    // the HTTP status
-}
-
-// codeTable holds each gRPC code's name and HTTP status.
-var codeTable = [...]codeInfo{
-	codes.OK:                 {"OK", http.StatusOK},
-	codes.Canceled:           {"CANCELLED", 499}, // client closed request
-	codes.Unknown:            {"UNKNOWN", http.StatusInternalServerError},
-	codes.InvalidArgument:    {"INVALID_ARGUMENT", http.StatusBadRequest},
-	codes.DeadlineExceeded:   {"DEADLINE_EXCEEDED", http.StatusGatewayTimeout},
-	codes.NotFound:           {"NOT_FOUND", http.StatusNotFound},
-	codes.AlreadyExists:      {"ALREADY_EXISTS", http.StatusConflict},
-	codes.PermissionDenied:   {"PERMISSION_DENIED", http.StatusForbidden},
-	codes.ResourceExhausted:  {"RESOURCE_EXHAUSTED", http.StatusTooManyRequests},
-	codes.FailedPrecondition: {"FAILED_PRECONDITION", http.StatusBadRequest},
-	codes.Aborted:            {"ABORTED", http.StatusConflict},
-	codes.OutOfRange:         {"OUT_OF_RANGE", http.StatusBadRequest},
-	codes.Unimplemented:      {"UNIMPLEMENTED", http.StatusNotImplemented},
-	codes.Internal:           {"INTERNAL", http.StatusInternalServerError},
-	codes.Unavailable:        {"UNAVAILABLE", http.StatusServiceUnavailable},
-	codes.DataLoss:           {"DATA_LOSS", http.StatusInternalServerError},
-	codes.Unauthenticated:    {"UNAUTHENTICATED", http.StatusUnauthorized},
-}
-
-// codeOf is c's entry of codeTable; UNKNOWN for a code out of its range.
-func codeOf(c codes.Code) codeInfo {
-	if int(c) < len(codeTable) {
-		return codeTable[c]
+// codeName is c's name as google.rpc.Code spells it, e.g.
+// "INVALID_ARGUMENT"; UNKNOWN for a code it does not name.
+func codeName(c codes.Code) string {
+	if name, ok := code.Code_name[int32(c)]; ok {
+		return name
 	}
-	return codeTable[codes.Unknown]
+	return code.Code_UNKNOWN.String()
 }
-
-// codeName is c's name as google.rpc.Code spells it.
-func codeName(c codes.Code) string { return codeOf(c).name }
 
 // decodeMessage explains a body that is not the JSON of req: protojson's
 // error (which names an unknown field, or where the syntax broke) without

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"testing"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
 )
 
@@ -37,8 +38,8 @@ func TestCodes(t *testing.T) {
 		if got := codeName(tc.code); got != tc.name {
 			t.Errorf("codeName(%v) = %q, want %q", tc.code, got, tc.name)
 		}
-		if got := httpStatus(tc.code); got != tc.status {
-			t.Errorf("httpStatus(%v) = %d, want %d", tc.code, got, tc.status)
+		if got := runtime.HTTPStatusFromCode(tc.code); got != tc.status {
+			t.Errorf("HTTPStatusFromCode(%v) = %d, want %d", tc.code, got, tc.status)
 		}
 	}
 }

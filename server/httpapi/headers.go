@@ -3,7 +3,8 @@ package httpapi
 import (
 	"net/http"
 	"strings"
-	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
@@ -14,24 +15,26 @@ import (
 // metrics' rule label does.
 const InlineName = "inline"
 
-// answer is what the headers of one decision need.
-type answer struct {
-	allowed, degraded      bool
-	remaining              int64
-	retryAfter, resetAfter time.Duration
-	warning                bool  // past the warning threshold (RateLimit-Warning)
-	warnAt                 int64 // the threshold in units; 0 for none
+// decision is the part of a CheckResponse or PeekResponse the headers
+// describe.
+type decision interface {
+	GetAllowed() bool
+	GetDegraded() bool
+	GetRemaining() int64
+	GetRetryAfter() *durationpb.Duration
+	GetResetAfter() *durationpb.Duration
+	GetWarning() bool
+	GetWarnAt() int64
 }
 
-func answerOf(r *floodgatev1.CheckResponse) answer {
-	return answer{
-		allowed:    r.GetAllowed(),
-		degraded:   r.GetDegraded(),
-		remaining:  r.GetRemaining(),
-		retryAfter: r.GetRetryAfter().AsDuration(),
-		resetAfter: r.GetResetAfter().AsDuration(),
-		warning:    r.GetWarning(),
-		warnAt:     r.GetWarnAt(),
+// stateOf is what the headers say of the decision r.
+func stateOf(r decision) ratelimitheader.State {
+	return ratelimitheader.State{
+		Remaining:  r.GetRemaining(),
+		ResetAfter: r.GetResetAfter().AsDuration(),
+		Denied:     !r.GetAllowed(),
+		RetryAfter: r.GetRetryAfter().AsDuration(),
+		Warning:    r.GetWarning(),
 	}
 }
 
@@ -44,21 +47,13 @@ type limitFields interface {
 
 func checkHeaders(h *Handler) headersFunc[*floodgatev1.CheckRequest, *floodgatev1.CheckResponse] {
 	return func(hd http.Header, req *floodgatev1.CheckRequest, resp *floodgatev1.CheckResponse) {
-		writeHeaders(hd, h.headerLimit(req, resp.GetLimit()), answerOf(resp))
+		writeHeaders(hd, h.headerLimit(req, resp.GetLimit()), resp, stateOf(resp))
 	}
 }
 
 func peekHeaders(h *Handler) headersFunc[*floodgatev1.PeekRequest, *floodgatev1.PeekResponse] {
 	return func(hd http.Header, req *floodgatev1.PeekRequest, resp *floodgatev1.PeekResponse) {
-		writeHeaders(hd, h.headerLimit(req, resp.GetLimit()), answer{
-			allowed:    resp.GetAllowed(),
-			degraded:   resp.GetDegraded(),
-			remaining:  resp.GetRemaining(),
-			retryAfter: resp.GetRetryAfter().AsDuration(),
-			resetAfter: resp.GetResetAfter().AsDuration(),
-			warning:    resp.GetWarning(),
-			warnAt:     resp.GetWarnAt(),
-		})
+		writeHeaders(hd, h.headerLimit(req, resp.GetLimit()), resp, stateOf(resp))
 	}
 }
 
@@ -73,13 +68,13 @@ func batchHeaders(h *Handler) headersFunc[*floodgatev1.CheckBatchRequest, *flood
 		}
 		best := 0
 		for i := 1; i < len(results); i++ {
-			if ratelimitheader.MoreRestrictive(answerOf(results[i]).state(), answerOf(results[best]).state()) {
+			if ratelimitheader.MoreRestrictive(stateOf(results[i]), stateOf(results[best])) {
 				best = i
 			}
 		}
-		a := answerOf(results[best])
-		a.warning = false // every warning is listed below, not only the headline's
-		writeHeaders(hd, h.headerLimit(checks[best], results[best].GetLimit()), a)
+		st := stateOf(results[best])
+		st.Warning = false // every warning is listed below, not only the headline's
+		writeHeaders(hd, h.headerLimit(checks[best], results[best].GetLimit()), results[best], st)
 		var members []string
 		for i, r := range results {
 			if r.GetWarning() {
@@ -117,19 +112,9 @@ func (h *Handler) headerLimit(req limitFields, limit int64) ratelimitheader.Limi
 	return ratelimitheader.Of(InlineName, algorithms.Limit{Algorithm: algorithms.Algorithm(req.GetAlgorithm()), Requests: l.GetRequests(), Period: l.GetPeriod().AsDuration(), Burst: l.GetBurst()})
 }
 
-// writeHeaders sets the rate-limit headers of a decision.
-func writeHeaders(hd http.Header, l ratelimitheader.Limit, a answer) {
-	l.WarnAt = a.warnAt
-	ratelimitheader.SetHTTP(hd, l, a.state(), a.degraded)
-}
-
-// state is what the headers say of the decision a.
-func (a answer) state() ratelimitheader.State {
-	return ratelimitheader.State{
-		Remaining:  a.remaining,
-		ResetAfter: a.resetAfter,
-		Denied:     !a.allowed,
-		RetryAfter: a.retryAfter,
-		Warning:    a.warning,
-	}
+// writeHeaders sets the rate-limit headers of the decision r, whose
+// state they say is s.
+func writeHeaders(hd http.Header, l ratelimitheader.Limit, r decision, s ratelimitheader.State) {
+	l.WarnAt = r.GetWarnAt()
+	ratelimitheader.SetHTTP(hd, l, s, r.GetDegraded())
 }

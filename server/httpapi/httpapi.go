@@ -23,6 +23,8 @@ import (
 	"os"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -52,12 +54,21 @@ const (
 	PathReset      = "/v1/reset"
 	// PathSettle settles usage known afterwards (floodgate.v1.RateLimiter/Settle).
 	PathSettle = "/v1/settle"
+	// PathEnvoyJSON serves Envoy's rate-limit API as JSON, as
+	// envoyproxy/ratelimit's /json does: a RateLimitRequest in, its
+	// RateLimitResponse out, 200 when OK and 429 when OVER_LIMIT.
+	PathEnvoyJSON = "/json"
 )
 
 // Authorizer authenticates a call to a gRPC method from its HTTP
 // Authorization header. *auth.TokenAuth is one.
 type Authorizer interface {
 	Authorize(ctx context.Context, fullMethod, authorization string) (context.Context, error)
+}
+
+// EnvoyService decides Envoy's rate-limit requests; *server.Envoy is one.
+type EnvoyService interface {
+	ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
 }
 
 // Settings are the API's optional knobs. The zero value is usable: no
@@ -137,13 +148,13 @@ func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	if h.deny = s.DenyStatus; h.deny != http.StatusTooManyRequests {
 		h.deny = http.StatusOK
 	}
-	h.mux.Handle("POST "+PathCheck, route(h, rpc{"check", floodgatev1.RateLimiter_Check_FullMethodName}, rl.Check, checkHeaders(h)))
-	h.mux.Handle("POST "+PathCheckBatch, route(h, rpc{"check_batch", floodgatev1.RateLimiter_CheckBatch_FullMethodName}, rl.CheckBatch, batchHeaders(h)))
-	h.mux.Handle("POST "+PathPeek, route(h, rpc{"peek", floodgatev1.RateLimiter_Peek_FullMethodName}, rl.Peek, peekHeaders(h)))
-	h.mux.Handle("POST "+PathReset, route(h, rpc{"reset", floodgatev1.RateLimiter_Reset_FullMethodName}, rl.Reset, nil))
-	h.mux.Handle("POST "+PathSettle, route(h, rpc{"settle", floodgatev1.RateLimiter_Settle_FullMethodName}, rl.Settle, nil))
+	h.mux.Handle("POST "+PathCheck, route(h, rpc{name: "check", method: floodgatev1.RateLimiter_Check_FullMethodName}, rl.Check, checkHeaders(h)))
+	h.mux.Handle("POST "+PathCheckBatch, route(h, rpc{name: "check_batch", method: floodgatev1.RateLimiter_CheckBatch_FullMethodName}, rl.CheckBatch, batchHeaders(h)))
+	h.mux.Handle("POST "+PathPeek, route(h, rpc{name: "peek", method: floodgatev1.RateLimiter_Peek_FullMethodName}, rl.Peek, peekHeaders(h)))
+	h.mux.Handle("POST "+PathReset, route(h, rpc{name: "reset", method: floodgatev1.RateLimiter_Reset_FullMethodName}, rl.Reset, nil))
+	h.mux.Handle("POST "+PathSettle, route(h, rpc{name: "settle", method: floodgatev1.RateLimiter_Settle_FullMethodName}, rl.Settle, nil))
 	if s.Envoy != nil {
-		h.mux.Handle("POST "+PathEnvoyJSON, envoyJSON(h, s.Envoy))
+		h.mux.Handle("POST "+PathEnvoyJSON, route(h, rpc{name: "json", method: rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, envoy: true}, s.Envoy.ShouldRateLimit, nil))
 	}
 	h.mux.HandleFunc("/", h.notFound)
 	return h
@@ -181,14 +192,19 @@ type headersFunc[Req, Resp any] func(http.Header, Req, Resp)
 
 // rpc names the RPC a route serves: name labels it in metrics and logs,
 // method is its gRPC full method name, the one authorization checks.
-type rpc struct{ name, method string }
+// envoy marks Envoy's API as JSON, served as envoyproxy/ratelimit's /json
+// is: the body as sent (no lenient spellings), the answer as protojson
+// writes it by default and with no newline, 429 when OVER_LIMIT.
+type rpc struct {
+	name, method string
+	envoy        bool
+}
 
 // route serves one RPC: authenticate, read, decode, call, answer.
 func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call func(context.Context, Req) (Resp, error), headers headersFunc[Req, Resp]) http.Handler {
-	name, method := m.name, m.method
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rep := reply{h: h, w: w, route: name, start: start}
+		rep := reply{h: h, w: w, route: m.name, start: start}
 		deadline := start.Add(h.timeout)
 		// The time bound covers reading the body, like the gRPC side's
 		// unary timeout covers waiting for the message.
@@ -196,12 +212,15 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call fu
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
 
-		ctx, body, denyStatus, ok := h.open(ctx, r, rep, method)
+		ctx, body, denyStatus, ok := h.open(ctx, r, rep, m.method)
 		if !ok {
 			return
 		}
 		req := Req(new(T))
-		if err := unmarshal.Unmarshal(lenient(body, req.ProtoReflect().Descriptor()), req); err != nil {
+		if !m.envoy {
+			body = lenient(body, req.ProtoReflect().Descriptor())
+		}
+		if err := unmarshal.Unmarshal(body, req); err != nil {
 			rep.fail(http.StatusBadRequest, codes.InvalidArgument, decodeMessage(req, err))
 			return
 		}
@@ -210,9 +229,13 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call fu
 			rep.status(err)
 			return
 		}
-		out, err := marshal.Marshal(resp)
+		opts := marshal
+		if m.envoy {
+			opts = protojson.MarshalOptions{}
+		}
+		out, err := opts.Marshal(resp)
 		if err != nil {
-			h.log.ErrorContext(ctx, "http api: encoding an answer", "route", name, "err", err)
+			h.log.ErrorContext(ctx, "http api: encoding an answer", "route", m.name, "err", err)
 			rep.fail(http.StatusInternalServerError, codes.Internal, "internal error")
 			return
 		}
@@ -225,11 +248,10 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call fu
 		if headers != nil {
 			headers(w.Header(), req, resp)
 		}
-		code := http.StatusOK
-		if denied(resp) {
-			code = denyStatus
+		if !m.envoy {
+			out = append(out, '\n')
 		}
-		rep.send(code, append(out, '\n'))
+		rep.send(httpCode(resp, denyStatus), out)
 	})
 }
 
@@ -278,16 +300,30 @@ var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
 // -emit-defaults`: a denial says "allowed": false.
 var marshal = protojson.MarshalOptions{EmitUnpopulated: true}
 
-// denied reports whether resp is a check's or a batch's denial. A peek
-// only tells what a check would answer, and is always a 200.
-func denied(resp proto.Message) bool {
+// httpCode is the HTTP status of the answer resp: denyStatus for a
+// check's or a batch's denial, 429 for Envoy's OVER_LIMIT (500 for an
+// Envoy answer with no code), else 200. A peek only tells what a check
+// would answer, and is always a 200.
+func httpCode(resp proto.Message, denyStatus int) int {
 	switch r := resp.(type) {
 	case *floodgatev1.CheckResponse:
-		return !r.GetAllowed()
+		if !r.GetAllowed() {
+			return denyStatus
+		}
 	case *floodgatev1.CheckBatchResponse:
-		return !r.GetAllowed()
+		if !r.GetAllowed() {
+			return denyStatus
+		}
+	case *rlsv3.RateLimitResponse:
+		switch r.GetOverallCode() {
+		case rlsv3.RateLimitResponse_OVER_LIMIT:
+			return http.StatusTooManyRequests
+		case rlsv3.RateLimitResponse_OK:
+		default:
+			return http.StatusInternalServerError
+		}
 	}
-	return false
+	return http.StatusOK
 }
 
 // typeAccepted reports whether r's Content-Type may be decoded as JSON:
@@ -341,7 +377,7 @@ func (a reply) status(err error) {
 	if st.Code() == codes.Unauthenticated {
 		a.w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate"`)
 	}
-	a.fail(httpStatus(st.Code()), st.Code(), st.Message())
+	a.fail(runtime.HTTPStatusFromCode(st.Code()), st.Code(), st.Message())
 }
 
 // fail answers {"code": ..., "message": ...} with httpCode.
