@@ -31,7 +31,9 @@ func (r *RateLimiter) decide(ctx context.Context, checks []check, reqs []store.R
 		reqs[i] = checks[i].req
 	}
 	now := r.clock()
-	a, err := r.storeTraced(ctx, checks, failedBatch{now: now, reqs: reqs, out: out})
+	a, err := r.storeTraced(ctx, failedBatch{now: now, reqs: reqs, out: out},
+		func(k int) rules.FailureMode { return checks[k].failureMode },
+		func(k int) spanLimit { return checks[k].spanLimit() })
 	if err != nil {
 		return false, err
 	}

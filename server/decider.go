@@ -68,6 +68,15 @@ func newDecider(st store.Store, s Settings, api string) decider {
 	return d
 }
 
+// modeOf is the failure mode of a limit whose own is m: m, or the
+// server's when m is rules.FailureDefault.
+func (d *decider) modeOf(m rules.FailureMode) rules.FailureMode {
+	if m != rules.FailureDefault {
+		return m
+	}
+	return d.failureMode
+}
+
 // failedBatch is a batch the store could not decide: the requests, each
 // one's failure mode (never rules.FailureDefault) and where its answer
 // goes, all of one length.

@@ -224,23 +224,11 @@ func (e *Envoy) run(ctx context.Context, checks []envoyCheck, b *envoyBatch, rec
 	if len(b.Reqs) == 0 {
 		return nil
 	}
-	_, err := e.runTraced(ctx, checks, b, record)
-	return err
-}
-
-// runStore is run of a batch that holds requests, with the store's
-// answer: the store call and its failure modes, recorded in the checks
-// with record.
-func (e *Envoy) runStore(ctx context.Context, checks []envoyCheck, b *envoyBatch, record bool) (storeAnswer, error) {
-	mode := func(k int) rules.FailureMode {
-		if m := checks[b.Idx[k]].limit.FailureMode; m != rules.FailureDefault {
-			return m
-		}
-		return e.failureMode
-	}
-	a, err := e.storeDecide(ctx, failedBatch{now: b.now, reqs: b.Reqs, out: b.Sized()}, mode)
+	mode := func(k int) rules.FailureMode { return e.modeOf(checks[b.Idx[k]].limit.FailureMode) }
+	a, err := e.storeTraced(ctx, failedBatch{now: b.now, reqs: b.Reqs, out: b.Sized()}, mode,
+		func(k int) spanLimit { return checks[b.Idx[k]].spanLimit() })
 	if err != nil {
-		return a, err
+		return err
 	}
 	if a.any() {
 		for k, i := range b.Idx {
@@ -263,5 +251,5 @@ func (e *Envoy) runStore(ctx context.Context, checks []envoyCheck, b *envoyBatch
 			checks[i].decision = b.Out[k]
 		}
 	}
-	return a, nil
+	return nil
 }

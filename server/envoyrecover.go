@@ -52,11 +52,7 @@ func (e *Envoy) recovered(ctx context.Context, req *rlsv3.RateLimitRequest, plan
 		if c.shadow || c.fixed || c.req.Cost <= 0 || c.desc < 0 || c.desc >= n {
 			continue
 		}
-		m := c.limit.FailureMode
-		if m == rules.FailureDefault {
-			m = e.failureMode
-		}
-		closed[c.desc] = closed[c.desc] || m == rules.FailureClosed
+		closed[c.desc] = closed[c.desc] || e.modeOf(c.limit.FailureMode) == rules.FailureClosed
 	}
 	for i := range resp.Statuses {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}

@@ -46,7 +46,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		return check{}, invalidf("algorithm", "unknown value %d", int32(alg))
 	}
 
-	c := check{failureMode: r.failureMode}
+	var c check
 	switch {
 	case req.GetPolicy() != "":
 		p, err := r.policy(req.GetPolicy())
@@ -61,9 +61,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		c.shadow = p.ShadowMode
 		c.rule = p.Name
 		c.warnAt = p.Warn.At(p.Rate.Capacity())
-		if p.FailureMode != rules.FailureDefault {
-			c.failureMode = p.FailureMode
-		}
+		c.failureMode = r.modeOf(p.FailureMode)
 	case req.GetLimit() != nil:
 		if alg == algorithms.Unspecified {
 			return check{}, invalidf("algorithm", "required with an inline limit (%s)", algorithms.Names(algorithms.All(), "or", wireName))
@@ -78,6 +76,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 		c.req.Limit = l
 		c.req.Scope = keys.InlineScope(l)
 		c.rule = "inline"
+		c.failureMode = r.failureMode
 	default:
 		return check{}, invalidf("limit", "one of limit or policy is required")
 	}

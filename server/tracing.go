@@ -25,17 +25,18 @@ const (
 	attrDescriptors = attribute.Key("floodgate.descriptors") // how many the request has
 	attrRules       = attribute.Key("floodgate.rules")       // one per limit, in order
 	attrAlgorithms  = attribute.Key("floodgate.algorithms")  // one per limit, in order
-	attrBatchSize   = attribute.Key("floodgate.batch_size")  // limits in the store call
-	attrDecision    = attribute.Key("floodgate.decision")    // allowed or denied (all or nothing)
+	attrBatchSize   = attribute.Key("floodgate.batch_size")  // limits found, or in the store call
+	attrDecision    = attribute.Key("floodgate.decision")    // the store's: allowed or denied (all or nothing)
 	attrDegraded    = attribute.Key("floodgate.degraded")    // the store failed: failure modes answered
-	attrShadow      = attribute.Key("floodgate.shadow")      // a shadow-mode limit's store call
+	attrShadow      = attribute.Key("floodgate.shadow")      // the store call holds a shadow-mode limit
 	attrDryRun      = attribute.Key("floodgate.dry_run")     // charges nothing (Peek, or the request was denied already)
 	attrValues      = attribute.Key("floodgate.values")      // opt-in: descriptors as k=v,k=v, one per descriptor
 	attrKeys        = attribute.Key("floodgate.keys")        // opt-in: the Check API's keys
 )
 
 // spanTracer starts the child spans of a traced call: rule matching and
-// the store call. Its zero value traces nothing.
+// the store call. Its zero value traces nothing. The steps themselves
+// know nothing of tracing: the functions below wrap them.
 type spanTracer struct {
 	tracer trace.Tracer // nil: tracing is off
 	values bool         // keys and descriptor values go into spans
@@ -51,89 +52,26 @@ func (t spanTracer) start(ctx context.Context, name string) (context.Context, tr
 	return t.tracer.Start(ctx, name)
 }
 
-// The traced forms of the request's steps: each runs its step untraced
-// when the call is not traced, else inside its span, which it ends with
-// what the step found. The steps themselves know nothing of tracing.
-
-// resolveTraced is resolve in a match span.
-func (r *RateLimiter) resolveTraced(ctx context.Context, req checkFields) (check, error) {
-	_, span := r.tracer.start(ctx, spanMatch)
-	if span == nil {
-		return r.resolve(req)
-	}
-	c, err := r.resolve(req)
-	var checks []check
-	if err == nil {
-		checks = []check{c}
-	}
-	r.tracer.endCheckMatch(span, checks, []string{req.GetKey()}, err)
-	return c, err
+// spanLimit is what a span says of one limit.
+type spanLimit struct {
+	rule   string
+	alg    algorithms.Algorithm
+	shadow bool
 }
 
-// resolveAllTraced is resolveAll in a match span.
-func (r *RateLimiter) resolveAllTraced(ctx context.Context, req *floodgatev1.CheckBatchRequest) ([]check, error) {
-	_, span := r.tracer.start(ctx, spanMatch)
-	if span == nil {
-		return r.resolveAll(req)
-	}
-	checks, err := r.resolveAll(req)
-	r.tracer.endCheckMatch(span, checks, requestKeys(req), err)
-	return checks, err
+func (c *check) spanLimit() spanLimit { return spanLimit{c.rule, c.req.Limit.Algorithm, c.shadow} }
+func (c *envoyCheck) spanLimit() spanLimit {
+	return spanLimit{c.limit.Name, c.limit.Rate.Algorithm, c.shadow}
 }
 
-// requestKeys are the keys of a batch's checks.
-func requestKeys(req *floodgatev1.CheckBatchRequest) []string {
-	ks := make([]string, len(req.GetChecks()))
-	for i, c := range req.GetChecks() {
-		ks[i] = c.GetKey()
+// limitAttrs are the attributes of n limits, limit(i) the i-th.
+func limitAttrs(n int, limit func(i int) spanLimit) []attribute.KeyValue {
+	rs, algs := make([]string, n), make([]string, n)
+	for i := range n {
+		l := limit(i)
+		rs[i], algs[i] = l.rule, l.alg.String()
 	}
-	return ks
-}
-
-// storeTraced is storeDecide of the Check API's checks in a store span.
-func (r *RateLimiter) storeTraced(ctx context.Context, checks []check, b failedBatch) (storeAnswer, error) {
-	mode := func(k int) rules.FailureMode { return checks[k].failureMode }
-	sctx, span := r.tracer.start(ctx, spanStore)
-	if span == nil {
-		return r.storeDecide(ctx, b, mode)
-	}
-	a, err := r.storeDecide(sctx, b, mode)
-	if err != nil {
-		endCheckStore(span, checks, nil, storeOutcome{err: err})
-	} else {
-		endCheckStore(span, checks, b.out, storeOutcome{err: a.err, answered: true})
-	}
-	return a, err
-}
-
-// matchTraced is plan in a match span: the request's checks, and whether
-// its domain is known (false: no checks, cfg nil or without the domain).
-func (e *Envoy) matchTraced(ctx context.Context, req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, w *envoyWork) ([]envoyCheck, bool) {
-	_, span := e.tracer.start(ctx, spanMatch)
-	var checks []envoyCheck
-	known := cfg != nil && cfg.HasDomain(req.GetDomain())
-	if known {
-		checks = e.plan(req, cfg, entries, w)
-	}
-	if span != nil {
-		e.tracer.endEnvoyMatch(span, req.GetDomain(), entries, checks)
-	}
-	return checks, known
-}
-
-// runTraced is runStore in a store span.
-func (e *Envoy) runTraced(ctx context.Context, checks []envoyCheck, b *envoyBatch, record bool) (storeAnswer, error) {
-	sctx, span := e.tracer.start(ctx, spanStore)
-	if span == nil {
-		return e.runStore(ctx, checks, b, record)
-	}
-	a, err := e.runStore(sctx, checks, b, record)
-	if err != nil {
-		endEnvoyStore(span, checks, b, storeOutcome{err: err})
-	} else {
-		endEnvoyStore(span, checks, b, storeOutcome{err: a.err, answered: true})
-	}
-	return a, err
+	return []attribute.KeyValue{attrBatchSize.Int(n), attrRules.StringSlice(rs), attrAlgorithms.StringSlice(algs)}
 }
 
 // end ends span, with err (if not nil) as its status.
@@ -145,75 +83,61 @@ func end(span trace.Span, err error) {
 	span.End()
 }
 
-// decisionName is the decision attribute of allowed.
-func decisionName(allowed bool) string {
-	if allowed {
-		return "allowed"
+// resolveTraced is resolve in a match span.
+func (r *RateLimiter) resolveTraced(ctx context.Context, req checkFields) (check, error) {
+	_, span := r.tracer.start(ctx, spanMatch)
+	c, err := r.resolve(req)
+	if span != nil {
+		var checks []check
+		if err == nil {
+			checks = []check{c}
+		}
+		r.tracer.endCheckMatch(span, checks, []string{req.GetKey()}, err)
 	}
-	return "denied"
+	return c, err
+}
+
+// resolveAllTraced is resolveAll in a match span.
+func (r *RateLimiter) resolveAllTraced(ctx context.Context, req *floodgatev1.CheckBatchRequest) ([]check, error) {
+	_, span := r.tracer.start(ctx, spanMatch)
+	checks, err := r.resolveAll(req)
+	if span != nil {
+		ks := make([]string, len(req.GetChecks()))
+		for i, c := range req.GetChecks() {
+			ks[i] = c.GetKey()
+		}
+		r.tracer.endCheckMatch(span, checks, ks, err)
+	}
+	return checks, err
 }
 
 // endCheckMatch ends the match span of the Check API: the limits that the
 // checks resolved to, and their keys with values.
 func (t spanTracer) endCheckMatch(span trace.Span, checks []check, keys []string, err error) {
-	rs, algs := make([]string, len(checks)), make([]string, len(checks))
-	for i, c := range checks {
-		rs[i], algs[i] = c.rule, c.req.Limit.Algorithm.String()
-	}
-	span.SetAttributes(attrBatchSize.Int(len(checks)), attrRules.StringSlice(rs), attrAlgorithms.StringSlice(algs))
+	span.SetAttributes(limitAttrs(len(checks), func(i int) spanLimit { return checks[i].spanLimit() })...)
 	if t.values {
 		span.SetAttributes(attrKeys.StringSlice(keys))
 	}
 	end(span, err)
 }
 
-// storeOutcome is how a store call ended, for its span: err is the
-// store's error (nil when it decided); answered says the failure modes
-// answered all the same (degraded), so the call does not fail with err.
-type storeOutcome struct {
-	err      error
-	answered bool
-}
-
-// failed reports whether the call fails with the store's error.
-func (o storeOutcome) failed() bool { return o.err != nil && !o.answered }
-
-// endCheckStore ends the store span of the Check API: out holds the
-// decisions, unless the call failed (o.failed, out nil).
-func endCheckStore(span trace.Span, checks []check, out []algorithms.Decision, o storeOutcome) {
-	degraded, storeErr := o.err != nil && o.answered, o.err
-	rs, algs := make([]string, len(checks)), make([]string, len(checks))
-	allowed, dry := true, false
-	for i, c := range checks {
-		rs[i], algs[i] = c.rule, c.req.Limit.Algorithm.String()
-		dry = dry || c.req.DryRun
-		if out != nil {
-			allowed = allowed && (out[i].Allowed || c.shadow)
-		}
+// matchTraced is plan in a match span: the request's checks, and whether
+// its domain is known (false: no checks, cfg nil or without the domain).
+// The span says the domain, the limits found and, with values, the
+// descriptors' values.
+func (e *Envoy) matchTraced(ctx context.Context, req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, w *envoyWork) ([]envoyCheck, bool) {
+	_, span := e.tracer.start(ctx, spanMatch)
+	var checks []envoyCheck
+	known := cfg != nil && cfg.HasDomain(req.GetDomain())
+	if known {
+		checks = e.plan(req, cfg, entries, w)
 	}
-	span.SetAttributes(attrBatchSize.Int(len(checks)), attrRules.StringSlice(rs), attrAlgorithms.StringSlice(algs),
-		attrDegraded.Bool(degraded), attrDryRun.Bool(dry))
-	if out != nil {
-		span.SetAttributes(attrDecision.String(decisionName(allowed)))
+	if span == nil {
+		return checks, known
 	}
-	if degraded {
-		span.RecordError(storeErr)
-		storeErr = nil // answered all the same
-	}
-	end(span, storeErr)
-}
-
-// endEnvoyMatch ends the match span of ShouldRateLimit: the domain, the
-// limits found (none for an unknown domain), and the descriptors' values
-// with values.
-func (t spanTracer) endEnvoyMatch(span trace.Span, domain string, entries [][]rules.Entry, checks []envoyCheck) {
-	rs, algs := make([]string, len(checks)), make([]string, len(checks))
-	for i := range checks {
-		rs[i], algs[i] = checks[i].limit.Name, checks[i].limit.Rate.Algorithm.String()
-	}
-	span.SetAttributes(attrDomain.String(domain), attrDescriptors.Int(len(entries)),
-		attrRules.StringSlice(rs), attrAlgorithms.StringSlice(algs))
-	if t.values {
+	span.SetAttributes(limitAttrs(len(checks), func(i int) spanLimit { return checks[i].spanLimit() })...)
+	span.SetAttributes(attrDomain.String(req.GetDomain()), attrDescriptors.Int(len(entries)))
+	if e.tracer.values {
 		vals := make([]string, len(entries))
 		for i, d := range entries {
 			var b strings.Builder
@@ -221,41 +145,44 @@ func (t spanTracer) endEnvoyMatch(span trace.Span, domain string, entries [][]ru
 				if j > 0 {
 					b.WriteByte(',')
 				}
-				b.WriteString(en.Key)
-				b.WriteByte('=')
-				b.WriteString(en.Value)
+				b.WriteString(en.Key + "=" + en.Value)
 			}
 			vals[i] = b.String()
 		}
 		span.SetAttributes(attrValues.StringSlice(vals))
 	}
 	span.End()
+	return checks, known
 }
 
-// endEnvoyStore ends the store span of batch b of ShouldRateLimit; the
-// decisions of its checks are set unless the call failed (o.failed).
-func endEnvoyStore(span trace.Span, checks []envoyCheck, b *envoyBatch, o storeOutcome) {
-	idx, dryRun, storeErr := b.Idx, b.Reqs[0].DryRun, o.err
-	var err error
-	if o.failed() {
-		err = o.err
+// storeTraced is storeDecide in a store span; limit(k) is request k's
+// limit. The span says the limits, the store's decision, whether the
+// failure modes answered (the store's error recorded, the span no error)
+// and whether the call holds a shadow limit or a look.
+func (d *decider) storeTraced(ctx context.Context, b failedBatch, mode func(k int) rules.FailureMode, limit func(k int) spanLimit) (storeAnswer, error) {
+	sctx, span := d.tracer.start(ctx, spanStore)
+	a, err := d.storeDecide(sctx, b, mode)
+	if span == nil {
+		return a, err
 	}
-	rs, algs := make([]string, len(idx)), make([]string, len(idx))
-	allowed, degraded, shadow := true, false, false
-	for k, i := range idx {
-		c := &checks[i]
-		rs[k], algs[k] = c.limit.Name, c.limit.Rate.Algorithm.String()
-		allowed = allowed && c.decision.Allowed
-		degraded = degraded || c.degraded
-		shadow = shadow || c.shadow
+	allowed, shadow, dry := true, false, false
+	for k, r := range b.reqs {
+		allowed = allowed && b.out[k].Allowed
+		shadow = shadow || limit(k).shadow
+		dry = dry || r.DryRun
 	}
-	span.SetAttributes(attrBatchSize.Int(len(idx)), attrRules.StringSlice(rs), attrAlgorithms.StringSlice(algs),
-		attrDegraded.Bool(degraded), attrShadow.Bool(shadow), attrDryRun.Bool(dryRun))
+	span.SetAttributes(limitAttrs(len(b.reqs), limit)...)
+	span.SetAttributes(attrDegraded.Bool(a.any()), attrShadow.Bool(shadow), attrDryRun.Bool(dry))
 	if err == nil {
-		span.SetAttributes(attrDecision.String(decisionName(allowed)))
-	}
-	if storeErr != nil && err == nil { // decided by the failure modes
-		span.RecordError(storeErr)
+		decision := "denied"
+		if allowed {
+			decision = "allowed"
+		}
+		span.SetAttributes(attrDecision.String(decision))
+		if a.err != nil {
+			span.RecordError(a.err) // answered by the failure modes
+		}
 	}
 	end(span, err)
+	return a, err
 }
