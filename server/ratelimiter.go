@@ -169,33 +169,18 @@ func (r *RateLimiter) Reset(ctx context.Context, req *floodgatev1.ResetRequest) 
 	if err := r.giveBackRefused(ctx, giveback.Reset, "Reset"); err != nil {
 		return nil, err
 	}
-	if err := r.validateKey(req.GetKey()); err != nil {
-		return nil, toStatus(ctx, r.log, err)
-	}
 	alg := algorithms.Algorithm(req.GetAlgorithm())
-	if alg != algorithms.Unspecified && !alg.Valid() {
-		return nil, toStatus(ctx, r.log, invalidf("algorithm", "unknown value %d", int32(alg)))
-	}
 	var scopes []string
-	switch {
-	case req.GetPolicy() != "":
-		p, err := r.policy(req.GetPolicy())
+	if req.GetPolicy() != "" || req.GetLimit() != nil {
+		c, err := r.resolve(costOne{req})
 		if err != nil {
 			return nil, toStatus(ctx, r.log, err)
 		}
-		if alg != algorithms.Unspecified && alg != p.Rate.Algorithm {
-			return nil, toStatus(ctx, r.log, invalidf("algorithm", "%v does not match policy %q, which uses %v; leave algorithm unset", alg, p.Name, p.Rate.Algorithm))
-		}
-		alg, scopes = p.Rate.Algorithm, []string{keys.PolicyScope(p.Name)}
-	case req.GetLimit() != nil:
-		if alg == algorithms.Unspecified {
-			return nil, toStatus(ctx, r.log, invalidf("algorithm", "required with an inline limit"))
-		}
-		l, err := inlineLimit(alg, req.GetLimit(), &r.zones)
-		if err != nil {
-			return nil, toStatus(ctx, r.log, err)
-		}
-		scopes = []string{keys.InlineScope(l)}
+		alg, scopes = c.req.Limit.Algorithm, []string{c.req.Scope}
+	} else if err := r.validateKey(req.GetKey()); err != nil {
+		return nil, toStatus(ctx, r.log, err)
+	} else if alg != algorithms.Unspecified && !alg.Valid() {
+		return nil, toStatus(ctx, r.log, invalidf("algorithm", "unknown value %d", int32(alg)))
 	}
 	if err := r.store.Reset(ctx, alg, keys.Check(req.GetKey()), scopes...); err != nil {
 		return nil, toStatus(ctx, r.log, err)

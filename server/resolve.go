@@ -25,12 +25,24 @@ type check struct {
 
 // checkFields are the fields CheckRequest and PeekRequest share.
 type checkFields interface {
+	limitSource
+	GetCost() int64
+}
+
+// limitSource are the fields naming a key and its limit, which Reset
+// and Settle share with the checks.
+type limitSource interface {
 	GetKey() string
 	GetAlgorithm() floodgatev1.Algorithm
-	GetCost() int64
 	GetLimit() *floodgatev1.Limit
 	GetPolicy() string
 }
+
+// costOne resolves a Reset's or a Settle's key and limit as a check of
+// cost 1, which any limit holds.
+type costOne struct{ limitSource }
+
+func (costOne) GetCost() int64 { return 1 }
 
 // resolve validates a check and finds its limit.
 func (r *RateLimiter) resolve(req checkFields) (check, error) {

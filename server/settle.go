@@ -13,12 +13,6 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// settleFields gives a SettleRequest the checkFields resolve reads: its
-// key and limit source; its cost is no cost (1, which any limit holds).
-type settleFields struct{ *floodgatev1.SettleRequest }
-
-func (settleFields) GetCost() int64 { return 1 }
-
 // Settle implements floodgate.v1.RateLimiter/Settle: the difference
 // actual − reserved is charged as debt or refunded, once per idempotency
 // key (store.Settler). It is never denied. When the store cannot decide
@@ -78,7 +72,7 @@ func (r *RateLimiter) observeSettle(s store.Settlement, result string, unrecorde
 // resolveSettle validates a settlement and finds its limit, naming the
 // field that is wrong.
 func (r *RateLimiter) resolveSettle(ctx context.Context, req *floodgatev1.SettleRequest) (store.Settlement, error) {
-	c, err := r.resolveTraced(ctx, settleFields{req})
+	c, err := r.resolveTraced(ctx, costOne{req})
 	if err != nil {
 		return store.Settlement{}, err
 	}

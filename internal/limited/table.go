@@ -1,6 +1,7 @@
 package limited
 
 import (
+	"container/heap"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -134,7 +135,7 @@ func observe[K keySource](tb *table, now time.Time, k K, cost int64, allowed boo
 	c.deniedTotal++
 	c.deniedCostTotal += cost
 	c.weight += w[1]
-	tb.down(int(c.heapPos))
+	heap.Fix(tb, int(c.heapPos))
 }
 
 // count adds a decision to the rule's totals and chart.
@@ -220,7 +221,7 @@ func take[K keySource](tb *table, h uint64, slot int, k K, ns int64) int {
 		n, cut := k.text(c.key[:])
 		c.keyLen, c.truncated = uint8(n), cut
 	}
-	tb.up(int(pos))
+	heap.Fix(tb, int(pos))
 	return i
 }
 
@@ -252,44 +253,20 @@ func (tb *table) unindex(h uint64) {
 	}
 }
 
-// The heap of counters by weight, least at heap[0].
+// The heap of counters by weight, least at heap[0], for container/heap.
+// Its size only grows in take, so Push and Pop are never called.
 
-func (tb *table) less(a, b int) bool {
+func (tb *table) Len() int { return len(tb.heap) }
+
+func (tb *table) Less(a, b int) bool {
 	return tb.counters[tb.heap[a]].weight < tb.counters[tb.heap[b]].weight
 }
 
-func (tb *table) swap(a, b int) {
+func (tb *table) Swap(a, b int) {
 	tb.heap[a], tb.heap[b] = tb.heap[b], tb.heap[a]
 	tb.counters[tb.heap[a]].heapPos = int32(a)
 	tb.counters[tb.heap[b]].heapPos = int32(b)
 }
 
-func (tb *table) up(j int) {
-	for j > 0 {
-		p := (j - 1) / 2
-		if !tb.less(j, p) {
-			return
-		}
-		tb.swap(j, p)
-		j = p
-	}
-}
-
-func (tb *table) down(j int) {
-	n := len(tb.heap)
-	for {
-		l := 2*j + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && tb.less(r, l) {
-			m = r
-		}
-		if !tb.less(m, j) {
-			return
-		}
-		tb.swap(j, m)
-		j = m
-	}
-}
+func (tb *table) Push(any) {}
+func (tb *table) Pop() any { return nil }

@@ -133,26 +133,23 @@ func waitOf(s State) time.Duration {
 // Field is one header: its canonical name and its value.
 type Field struct{ Name, Value string }
 
+// lowerNames are the header names in lower case.
+var lowerNames = map[string]string{
+	PolicyName:     "ratelimit-policy",
+	RateLimitName:  "ratelimit",
+	XLimitName:     "x-ratelimit-limit",
+	XRemainingName: "x-ratelimit-remaining",
+	XResetName:     "x-ratelimit-reset",
+	RetryAfterName: "retry-after",
+	DegradedName:   "x-ratelimit-degraded",
+	WarningName:    "ratelimit-warning",
+}
+
 // LowerName is the field's name in lower case, as HTTP/2 and Envoy's
 // response_headers_to_add write it.
 func (f Field) LowerName() string {
-	switch f.Name {
-	case PolicyName:
-		return "ratelimit-policy"
-	case RateLimitName:
-		return "ratelimit"
-	case XLimitName:
-		return "x-ratelimit-limit"
-	case XRemainingName:
-		return "x-ratelimit-remaining"
-	case XResetName:
-		return "x-ratelimit-reset"
-	case RetryAfterName:
-		return "retry-after"
-	case DegradedName:
-		return "x-ratelimit-degraded"
-	case WarningName:
-		return "ratelimit-warning"
+	if n, ok := lowerNames[f.Name]; ok {
+		return n
 	}
 	return strings.ToLower(f.Name)
 }

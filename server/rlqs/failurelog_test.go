@@ -2,7 +2,7 @@ package rlqs
 
 import (
 	"bytes"
-	"errors"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -14,12 +14,12 @@ import (
 func TestFailureLogSummarises(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	s := &Service{log: log}
+	s := New(Settings{Demand: failingDemand{}, Logger: log})
 	t0 := time.Unix(1_700_000_000, 0)
 	for i := range 100 {
-		s.demandFailed(t0.Add(time.Duration(i)*time.Millisecond), errors.New("down"))
+		s.aggregate(context.Background(), t0.Add(time.Duration(i)*time.Millisecond), nil, nil)
 	}
-	s.demandFailed(t0.Add(logEvery), errors.New("down"))
+	s.aggregate(context.Background(), t0.Add(logEvery), nil, nil)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[1], "failures_since_last_log=99") {
 		t.Errorf("logged:\n%s\nwant 2 lines, the second counting 99", buf.String())

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -52,6 +53,9 @@ const (
 	DefaultMaxTotalBytes = 128 << 20
 	// demandTimeout bounds a ForgetDemand at a stream's end.
 	demandTimeout = 2 * time.Second
+	// logEvery is the least time between two log lines of one kind (demand
+	// store failures, dropped bucket ids); the next line counts those between.
+	logEvery = 10 * time.Second
 )
 
 // RuleSource returns the config in force.
@@ -84,7 +88,7 @@ type Settings struct {
 	Now func() time.Time
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
-	// Metrics; nil records none.
+	// Metrics; nil records to a registry of its own, which nothing exports.
 	Metrics *Metrics
 }
 
@@ -184,6 +188,9 @@ func New(s Settings) *Service {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
+	if s.Metrics == nil {
+		s.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &Service{
@@ -263,7 +270,7 @@ func (s *Service) StreamRateLimitQuotas(srv rlqsv3.RateLimitQuotaService_StreamR
 	}
 	defer s.unregister(st)
 	err := st.run(srv.Context())
-	if err != nil && s.m != nil {
+	if err != nil {
 		s.m.streamErrors.WithLabelValues(status.Code(err).String()).Inc()
 	}
 	if status.Code(err) == codes.Internal {
@@ -282,9 +289,7 @@ func (s *Service) register(st *stream) bool {
 		return false
 	}
 	s.streams[st] = struct{}{}
-	if s.m != nil {
-		s.m.streams.Inc()
-	}
+	s.m.streams.Inc()
 	return true
 }
 
@@ -301,10 +306,8 @@ func (s *Service) unregister(st *stream) {
 			forget = append(forget, sb)
 		}
 	}
-	if s.m != nil {
-		s.m.streams.Dec()
-		s.m.buckets.Sub(float64(len(st.subs)))
-	}
+	s.m.streams.Dec()
+	s.m.buckets.Sub(float64(len(st.subs)))
 	s.release(st.bytes)
 	st.bytes = 0
 	if s.draining && len(s.streams) == 0 {
@@ -339,18 +342,14 @@ func (s *Service) reserve(st *stream, n int64, field string) error {
 		return status.Errorf(codes.ResourceExhausted, "%s: the server holds %d bytes of bucket ids from all streams, the most allowed: retry later or on another replica", field, total-n)
 	}
 	st.bytes += n
-	if s.m != nil {
-		s.m.idBytes.Add(float64(n))
-	}
+	s.m.idBytes.Add(float64(n))
 	return nil
 }
 
 // release stops counting n bytes of bucket ids.
 func (s *Service) release(n int64) {
 	s.held.Add(-n)
-	if s.m != nil {
-		s.m.idBytes.Sub(float64(n))
-	}
+	s.m.idBytes.Sub(float64(n))
 }
 
 // groupKey is the store key of the budget of bucket id canon under the

@@ -175,9 +175,7 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 				s.log.Warn("quota: a bucket id that is not UTF-8 was dropped: no assignment is sent for it (an answer holding it would be refused whole by a strict proto3 parser); the stream's other buckets go on",
 					"domain", trim(st.domain), "field", usageField(i)+".bucket_id", "dropped_since_last_log", n)
 			}
-			if s.m != nil {
-				s.m.refusedIDs.Inc()
-			}
+			s.m.refusedIDs.Inc()
 			continue
 		}
 		canon := canonical(b)
@@ -193,17 +191,13 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 			sb = &sub{st: st, bucket: &rlqsv3.BucketId{Bucket: maps.Clone(b)}, canon: canon, cost: cost,
 				reporter: s.replica + "/" + strconv.FormatUint(st.id, 10)}
 			st.subs[canon] = sb
-			if s.m != nil {
-				s.m.buckets.Inc()
-			}
+			s.m.buckets.Inc()
 			st.bind(sb, cfg)
 		}
 		allowed, denied := u.GetNumRequestsAllowed(), u.GetNumRequestsDenied()
-		if s.m != nil {
-			s.m.reports.Inc()
-			s.m.requests.WithLabelValues(sb.rule, "allowed").Add(float64(allowed))
-			s.m.requests.WithLabelValues(sb.rule, "denied").Add(float64(denied))
-		}
+		s.m.reports.Inc()
+		s.m.requests.WithLabelValues(sb.rule, "allowed").Add(float64(allowed))
+		s.m.requests.WithLabelValues(sb.rule, "denied").Add(float64(denied))
 		if d := elapsed[i]; d > 0 {
 			sb.elapsed = d
 			over, since := max(d, minElapsed), max(now.Sub(st.opened), firstCover)
@@ -312,10 +306,11 @@ func (s *Service) aggregate(ctx context.Context, now time.Time, reps []store.Dem
 	out := make([]store.DemandTotal, len(reps))
 	err := s.demand.ReportDemand(ctx, now, reps, out)
 	if err != nil {
-		if s.m != nil {
-			s.m.demandErrors.Inc()
+		s.m.demandErrors.Inc()
+		if n, ok := s.failures.Allow(now, logEvery); ok {
+			s.log.Warn("quota: demand not aggregated across replicas; shares come from the last totals or this replica's view",
+				"err", err, "failures_since_last_log", n)
 		}
-		s.demandFailed(now, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -367,9 +362,7 @@ func (st *stream) abandon(sb *sub) {
 	delete(st.subs, sb.canon)
 	st.bytes -= sb.cost
 	s.release(sb.cost)
-	if s.m != nil {
-		s.m.buckets.Dec()
-	}
+	s.m.buckets.Dec()
 	st.abandons = append(st.abandons, &rlqsv3.RateLimitQuotaResponse_BucketAction{
 		BucketId:     sb.bucket,
 		BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
@@ -465,18 +458,14 @@ func (st *stream) flush() error {
 				},
 			},
 		})
-		if m := st.s.m; m != nil {
-			m.assignments.WithLabelValues(a.action.String()).Inc()
-		}
+		st.s.m.assignments.WithLabelValues(a.action.String()).Inc()
 	}
 	if len(actions) == 0 {
 		return nil
 	}
-	if m := st.s.m; m != nil {
-		for _, a := range actions {
-			if a.GetAbandonAction() != nil {
-				m.assignments.WithLabelValues("abandon").Inc()
-			}
+	for _, a := range actions {
+		if a.GetAbandonAction() != nil {
+			st.s.m.assignments.WithLabelValues("abandon").Inc()
 		}
 	}
 	return st.srv.Send(&rlqsv3.RateLimitQuotaResponse{BucketAction: actions})
