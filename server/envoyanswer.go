@@ -177,7 +177,14 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 	if len(fs) == 0 {
 		return resp
 	}
-	vals, hs := make([]corev3.HeaderValue, len(fs)), blk.hdrPtrs[:]
+	resp.ResponseHeadersToAdd = headerValues(fs, blk.hdrPtrs[:])
+	return resp
+}
+
+// headerValues are fs as Envoy's response_headers_to_add, the pointers
+// in hs when they fit.
+func headerValues(fs []ratelimitheader.Field, hs []*corev3.HeaderValue) []*corev3.HeaderValue {
+	vals := make([]corev3.HeaderValue, len(fs))
 	if len(fs) > len(hs) {
 		hs = make([]*corev3.HeaderValue, len(fs))
 	}
@@ -185,8 +192,7 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 		vals[i].Key, vals[i].Value = f.LowerName(), f.Value
 		hs[i] = &vals[i]
 	}
-	resp.ResponseHeadersToAdd = hs[:len(fs)]
-	return resp
+	return hs[:len(fs)]
 }
 
 // headerLimit is l as a quota policy for the headers (see

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/floodgate/floodgate/internal/observability"
@@ -40,7 +39,7 @@ func (e *Envoy) recovered(ctx context.Context, req *rlsv3.RateLimitRequest, plan
 			"panic", fmt.Sprint(p), "panics_since_last_log", n, "stack", string(debug.Stack()))
 	}
 	n := len(req.GetDescriptors())
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	resp := okResponse(n)
 	closed := make([]bool, n)
 	if planned == nil {
 		for i := range closed {
@@ -54,17 +53,14 @@ func (e *Envoy) recovered(ctx context.Context, req *rlsv3.RateLimitRequest, plan
 		}
 		closed[c.desc] = closed[c.desc] || e.modeOf(c.limit.FailureMode) == rules.FailureClosed
 	}
-	for i := range resp.Statuses {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	for i, st := range resp.Statuses {
 		if closed[i] {
 			st.Code, resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT, rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		resp.Statuses[i] = st
 	}
 	if e.headers {
-		for _, f := range ratelimitheader.AppendDegraded(nil, resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, degradedRetryAfter) {
-			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: f.LowerName(), Value: f.Value})
-		}
+		over := resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT
+		resp.ResponseHeadersToAdd = headerValues(ratelimitheader.AppendDegraded(nil, over, degradedRetryAfter), nil)
 	}
 	return resp
 }

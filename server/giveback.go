@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -78,10 +79,4 @@ func (e *Envoy) withoutRefusedRefunds(ctx context.Context, req *rlsv3.RateLimitR
 
 // errRefundsOff is the refusal of every negative hit with
 // EnvoySettings.NoRefunds (--envoy-refunds=false).
-var errRefundsOff = refundsOff{}
-
-type refundsOff struct{}
-
-func (refundsOff) Error() string {
-	return "refunds are turned off on this server (--envoy-refunds=false)"
-}
+var errRefundsOff = errors.New("refunds are turned off on this server (--envoy-refunds=false)")

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -140,7 +141,7 @@ func (r *RateLimiter) policy(name string) (rules.Policy, error) {
 			return p, nil
 		}
 	}
-	return rules.Policy{}, &fieldError{field: "policy", msg: "unknown policy " + quote(name), kind: errNotFound}
+	return rules.Policy{}, &fieldError{field: "policy", msg: "unknown policy " + strconv.Quote(name), kind: errNotFound}
 }
 
 // inlineLimit converts an inline limit and validates it (Limit.Validate),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -42,6 +43,9 @@ func within(prefix string, err error) error {
 	}
 	return err
 }
+
+// fmtIndex is "name[i]", for field paths inside repeated fields.
+func fmtIndex(name string, i int) string { return name + "[" + strconv.Itoa(i) + "]" }
 
 // toStatus maps an error to a gRPC status. It is the one place where errors
 // become codes: validation -> InvalidArgument, unknown policy -> NotFound,

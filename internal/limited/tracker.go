@@ -12,6 +12,7 @@
 package limited
 
 import (
+	"cmp"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -62,22 +63,9 @@ type Config struct {
 	Salt []byte
 }
 
-func (c Config) rules() int {
-	if c.Rules <= 0 {
-		return DefaultRules
-	}
-	return c.Rules
-}
+func (c Config) rules() int { return cmp.Or(max(c.Rules, 0), DefaultRules) }
 
-func (c Config) keys() int {
-	switch {
-	case c.Keys <= 0:
-		return DefaultKeys
-	case c.Keys > MaxKeys:
-		return MaxKeys
-	}
-	return c.Keys
-}
+func (c Config) keys() int { return min(cmp.Or(max(c.Keys, 0), DefaultKeys), MaxKeys) }
 
 // Kind says which front door a rule belongs to.
 type Kind uint8
@@ -89,15 +77,13 @@ const (
 	KindInline                 // the Check API's inline limits of one rate
 )
 
+// kindNames are the kinds' names in reports.
+var kindNames = [...]string{KindEnvoy: "envoy", KindPolicy: "policy", KindInline: "inline"}
+
 // String is the kind's name in reports.
 func (k Kind) String() string {
-	switch k {
-	case KindEnvoy:
-		return "envoy"
-	case KindPolicy:
-		return "policy"
-	case KindInline:
-		return "inline"
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
 	}
 	return "unknown"
 }
