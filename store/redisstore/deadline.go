@@ -1,27 +1,25 @@
 package redisstore
 
 // A decision's deadline, checked by Redis itself. A caller that waited
-// Config.Timeout for Redis has answered by its limit's failure mode; a
-// script queued before that (in a socket buffer, behind a stalled Redis)
-// still runs when Redis wakes. Had it charged, a degraded answer would
-// be counted. So each decide call carries when its caller gives up, in
-// Redis' clock, and a call Redis starts later decides and writes nothing
-// (lua/decide.lua answers LATE). A call Redis runs in time but whose
-// reply arrives after the caller gave up still counts: that window is one
-// network trip, not a stall.
+// Config.Timeout has answered by its failure mode; a call queued behind a
+// stalled Redis still runs when Redis wakes, and had it charged, a
+// degraded answer would be counted. So each decide call carries when its
+// caller gives up, in Redis' clock, and a call Redis starts later writes
+// nothing (lua/decide.lua answers LATE). A reply that arrives late after
+// a call run in time still counts: that window is one network trip.
 //
-// Redis' clock is the host's clock plus an offset measured with TIME (at
-// the midpoint of the round trip; on a cluster, the master whose clock is
-// furthest ahead), measured in the background when a decision finds it
-// unknown or older than clockRefresh. Until it is known, calls carry no
-// deadline. The deadline sent is the caller's less a guard of that round
-// trip and 2 ms (the offset's error in whole ms): a script Redis starts
-// once the caller has given up always finds it passed.
+// Redis' clock is this host's plus an offset measured with TIME (at the
+// round trip's midpoint; on a cluster, the master furthest ahead), in the
+// background when unknown or older than clockRefresh; until known, calls
+// carry no deadline. The deadline sent is the caller's less the round
+// trip and 2 ms (the offset's error), so a call started after the caller
+// gave up always finds it passed.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +31,10 @@ import (
 // clockRefresh is how old the measured offset may get before a decision
 // has it measured again.
 const clockRefresh = time.Minute
+
+// late is lib.lua's LATE, the whole reply of a decide call Redis started
+// after its deadline.
+const late = "!"
 
 // errLate is a decide call Redis started after its deadline: it decided
 // and wrote nothing.
@@ -90,30 +92,25 @@ func (s *Store) clockOffset(ctx context.Context) (offset, rtt int64, err error) 
 	if !ok {
 		return timeOffset(ctx, s.client)
 	}
-	var off, trip atomic.Int64
-	var seen atomic.Bool
+	var mu sync.Mutex
+	seen := false
 	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 		o, r, err := timeOffset(ctx, c)
 		if err != nil {
 			return err
 		}
-		for cur := trip.Load(); r > cur && !trip.CompareAndSwap(cur, r); cur = trip.Load() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen || o > offset {
+			offset = o
 		}
-		for {
-			cur := off.Load()
-			if seen.Load() && cur >= o {
-				return nil
-			}
-			if off.CompareAndSwap(cur, o) {
-				seen.Store(true)
-				return nil
-			}
-		}
+		rtt, seen = max(rtt, r), true
+		return nil
 	})
-	if err == nil && !seen.Load() {
+	if err == nil && !seen {
 		err = errors.New("redisstore: no cluster master answered TIME")
 	}
-	return off.Load(), trip.Load(), err
+	return offset, rtt, err
 }
 
 // timeOffset is c's TIME minus the midpoint of the round trip, and the

@@ -26,33 +26,19 @@ func (s *Store) run(ctx context.Context, calls []*call) error {
 	return nil
 }
 
-// exec sends calls to Redis, as Redis functions (functions.go), and
-// hands each call to its done channel. Calls of one slot
-// with the same header travel in one script call, each as a group of its
-// own (see lua/decide.lua): Redis then runs one script for many decisions.
-// A missing function is loaded and the call retried, so it never reaches
-// the caller.
+// exec sends calls to Redis and hands each to its done channel. Calls of
+// one slot with the same header travel in one function call, each a
+// group of its own (lua/decide.lua), so Redis runs one script for many
+// decisions.
 func (s *Store) exec(ctx context.Context, calls []*call) {
-	defer func() {
-		for _, c := range calls {
-			c.done <- c
-		}
-	}()
-	if len(calls) == 1 {
-		c := calls[0]
-		c.reply, c.err = s.fcall(ctx, s.lib.decide, c.keys, c.buf)
-		if c.err == nil && c.reply == late {
-			c.reply, c.err = nil, errLate
-		}
-		return
+	if units := merge(calls); len(units) == 1 {
+		units[0].split(s.fcall(ctx, s.lib.decide, units[0].keys, units[0].args...))
+	} else {
+		s.runPipeline(ctx, units)
 	}
-	units := merge(calls)
-	if len(units) == 1 {
-		u := units[0]
-		u.split(s.fcall(ctx, s.lib.decide, u.keys, u.args...))
-		return
+	for _, c := range calls {
+		c.done <- c
 	}
-	s.runPipeline(ctx, units)
 }
 
 // unit is one script call carrying one or more calls, each a group.
@@ -73,10 +59,9 @@ type mergeKey struct {
 }
 
 // merge packs calls into units: the calls of one mergeKey in one unit,
-// each a group (an ARGV) of its own. The requests are not copied: a
-// group is a slice of its call's buf.
+// each a group (an ARGV, a slice of its call's buf) of its own.
 func merge(calls []*call) []*unit {
-	var units []*unit
+	units := make([]*unit, 0, 1)
 	byKey := map[mergeKey]*unit{}
 	for _, c := range calls {
 		k := mergeKey{c.slot, c.h.nowMs, c.h.keepMs, c.h.probe}

@@ -131,42 +131,39 @@ func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any
 	return s.lib.fcall(ctx, s.client, fn, keys, args...)
 }
 
-// runPipeline runs the units' decide calls in one pipeline (go-redis
-// splits it per cluster node and runs the nodes in parallel). The calls
-// Redis answered with a missing function are retried in a second
-// pipeline, once, after loading the library.
+// runPipeline runs the units in one pipeline (go-redis splits it per
+// cluster node, nodes in parallel); those Redis answered with a missing
+// function run again, once, after the library is loaded.
 func (s *Store) runPipeline(ctx context.Context, units []*unit) {
-	cmds := make([]*redis.Cmd, len(units))
-	pipe := s.client.Pipeline()
-	for i, u := range units {
-		cmds[i] = pipe.FCall(ctx, s.lib.decide, u.keys, u.args...)
+	send := func(us []*unit) []*redis.Cmd {
+		pipe := s.client.Pipeline()
+		cmds := make([]*redis.Cmd, len(us))
+		for i, u := range us {
+			cmds[i] = pipe.FCall(ctx, s.lib.decide, u.keys, u.args...)
+		}
+		_, _ = pipe.Exec(ctx) // errors are per command
+		return cmds
 	}
-	_, _ = pipe.Exec(ctx) // errors are per command
-	var retry []int
-	for i, u := range units {
-		if functionMissing(cmds[i].Err()) {
-			retry = append(retry, i)
+	var missing []*unit
+	for i, cmd := range send(units) {
+		if functionMissing(cmd.Err()) {
+			missing = append(missing, units[i])
 			continue
 		}
-		reply, err := cmds[i].Result()
-		u.split(reply, fcallErr(err))
+		reply, err := cmd.Result()
+		units[i].split(reply, fcallErr(err))
 	}
-	if len(retry) == 0 {
+	if len(missing) == 0 {
 		return
 	}
 	if err := s.lib.loadOn(ctx, s.client); err != nil {
-		for _, i := range retry {
-			units[i].split(nil, err)
+		for _, u := range missing {
+			u.split(nil, err)
 		}
 		return
 	}
-	pipe = s.client.Pipeline()
-	for _, i := range retry {
-		u := units[i]
-		cmds[i] = pipe.FCall(ctx, s.lib.decide, u.keys, u.args...)
-	}
-	_, _ = pipe.Exec(ctx)
-	for _, i := range retry {
-		units[i].split(cmds[i].Result())
+	for i, cmd := range send(missing) {
+		reply, err := cmd.Result()
+		missing[i].split(reply, fcallErr(err))
 	}
 }

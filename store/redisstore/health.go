@@ -12,16 +12,13 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// An outage and a misconfiguration look alike from a decision: both fail,
-// and the failure modes answer. They differ for the operator: an outage
-// ends by itself, a misconfiguration never does. A standalone client
-// pointed at a Redis Cluster node gets MOVED or CROSSSLOT for every
-// decision, and one pointed at a read-only replica gets READONLY: every
-// limit would answer by its failure mode for ever, silently. So those
-// answers, and what INFO says about the node, make errors that wrap
-// store.ErrMisconfigured with a message naming the fix.
+// An outage ends by itself, a misconfiguration never does, though both
+// fail every decision: a standalone client on a Redis Cluster node gets
+// MOVED or CROSSSLOT, one on a replica READONLY, one with wrong
+// credentials NOAUTH or WRONGPASS. Those answers, and what INFO says,
+// make errors that wrap store.ErrMisconfigured and name the fix.
 
-// misconfigError is a Redis that cannot serve in the client's mode. Its
+// misconfigError is a Redis that cannot serve in the client's mode; its
 // message names the fix.
 type misconfigError struct{ msg string }
 
@@ -75,22 +72,17 @@ func (s *Store) checkServer(ctx context.Context, scripting bool) error {
 	clus := pipe.Info(ctx, "cluster")
 	if _, err := pipe.Exec(ctx); err != nil {
 		var rerr redis.Error
-		if errors.As(err, &rerr) && (!s.misconfigured(err) || redis.HasErrorPrefix(err, "NOPERM")) {
-			// INFO refused (ACL, renamed command): nothing to check.
-			if err := s.client.Ping(ctx).Err(); err != nil {
-				return err
-			}
-			if !scripting {
-				return nil
-			}
-			return s.checkScripting(ctx)
-		}
-		return err
-	}
-	if scripting {
-		if err := s.checkScripting(ctx); err != nil {
+		if !errors.As(err, &rerr) || (s.misconfigured(err) && !redis.HasErrorPrefix(err, "NOPERM")) {
 			return err
 		}
+		// INFO refused (ACL, renamed command): nothing to check but PING.
+		if err := s.client.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		return s.checkScripting(ctx, scripting)
+	}
+	if err := s.checkScripting(ctx, scripting); err != nil {
+		return err
 	}
 	if infoField(clus.Val(), "cluster_enabled") == "1" {
 		return &misconfigError{fmt.Sprintf("%s is a Redis Cluster node (INFO: cluster_enabled:1), but --redis-mode is %s: run floodgate with --redis-mode cluster", s.addr(), s.mode())}
@@ -102,21 +94,18 @@ func (s *Store) checkServer(ctx context.Context, scripting bool) error {
 	return nil
 }
 
-// checkScripting asks whether Redis lets this client run the store's
-// functions at all: an FCALL of the library's probe, which touches no key
-// and answers "OK" (loading the library first if Redis lacks it). A
-// client whose ACL user may not run it gets NOPERM (a misconfiguration:
-// no decision could run), a Redis older than 7.0 "unknown command". The
-// probe answers no error, so a health check every few hundred ms leaves
-// Redis' error counters (INFO errorstats) alone. Key permissions
-// (~prefix*) show only when a decision runs.
-func (s *Store) checkScripting(ctx context.Context) error {
-	_, err := s.fcall(ctx, s.lib.probe, nil)
-	if redis.HasErrorPrefix(err, "NOPERM") {
-		return err
+// checkScripting runs the library's probe, which touches no key and
+// answers "OK" (loading the library if Redis lacks it): NOPERM (an ACL
+// that forbids the functions) and a Redis without functions are
+// misconfigurations; the probe answers no error, so health checks leave
+// INFO errorstats alone. It checks nothing unless scripting.
+func (s *Store) checkScripting(ctx context.Context, scripting bool) error {
+	if !scripting {
+		return nil
 	}
+	_, err := s.fcall(ctx, s.lib.probe, nil)
 	var me *misconfigError
-	if errors.As(err, &me) {
+	if redis.HasErrorPrefix(err, "NOPERM") || errors.As(err, &me) {
 		return err
 	}
 	return nil
@@ -151,39 +140,28 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// misconfigured reports whether err is an answer that means Redis cannot
-// decide in the client's mode, whatever happens next: cluster redirections
-// and slot errors reaching a standalone or sentinel client, READONLY
-// reaching a standalone client (under Sentinel, a replica answers READONLY
-// for a moment during a failover), a cluster client on a server without
-// cluster support.
+// misconfigured reports whether err means Redis cannot decide in the
+// client's mode, whatever happens next: refused credentials or rights
+// (NOAUTH, WRONGPASS, NOPERM); cluster redirections and slot errors
+// reaching a standalone or sentinel client; READONLY reaching a
+// standalone client (under Sentinel a replica answers it for a moment
+// during a failover); a cluster client on a server without cluster
+// support.
 func (s *Store) misconfigured(err error) bool {
-	if credentialsRefused(err) {
-		return true
-	}
+	prefixes := []string{"NOAUTH", "WRONGPASS", "NOPERM"}
 	switch s.mode() {
 	case ModeCluster:
-		return strings.Contains(err.Error(), "cluster support disabled")
+		return hasPrefix(err, prefixes...) || strings.Contains(err.Error(), "cluster support disabled")
 	case ModeStandalone:
-		if redis.HasErrorPrefix(err, "READONLY") {
-			return true
-		}
+		prefixes = append(prefixes, "READONLY")
 	}
-	for _, p := range []string{"MOVED", "ASK", "CROSSSLOT", "CLUSTERDOWN"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
+	return hasPrefix(err, append(prefixes, "MOVED", "ASK", "CROSSSLOT", "CLUSTERDOWN")...)
 }
 
-// credentialsRefused reports whether err is Redis refusing the client's
-// credentials or its ACL user's rights: NOAUTH (no password given where
-// one is needed), WRONGPASS (a wrong user or password), NOPERM (a user
-// that may not run a command floodgate needs, or touch its keys). None
-// ends by waiting; each needs the operator.
-func credentialsRefused(err error) bool {
-	for _, p := range []string{"NOAUTH", "WRONGPASS", "NOPERM"} {
+// hasPrefix reports whether err is a Redis answer starting with one of
+// prefixes.
+func hasPrefix(err error, prefixes ...string) bool {
+	for _, p := range prefixes {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}

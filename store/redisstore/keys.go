@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"github.com/floodgate/floodgate/algorithms"
 )
@@ -23,7 +24,11 @@ import (
 // hashed.
 const maxTagLen = 128
 
-// hashTag is the text between the braces of key's Redis keys (see above): key escaped, or "#" and its SHA-256 when that is long.
+// hashTag is the text between the braces of key's Redis keys: key with
+// every byte but plain ones as %XX (uppercase hex), or, when that is
+// longer than maxTagLen, "#" and its SHA-256 in hex. Escaping is
+// injective and '#' never starts an escaped key, so distinct keys never
+// share a tag, and a tag holds no braces, so it cannot end early.
 func hashTag(key string) string {
 	if key == "" {
 		return "%" // escape never yields a lone "%"
@@ -93,24 +98,14 @@ func scopesPattern(prefix string, alg algorithms.Algorithm, tag string) string {
 
 // globEscape escapes the characters Redis' glob patterns treat specially.
 func globEscape(s string) string {
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '*', '?', '[', ']', '\\', '^', '-':
-			if b == nil {
-				b = append(make([]byte, 0, len(s)+8), s[:i]...)
-			}
-			b = append(b, '\\', c)
-		default:
-			if b != nil {
-				b = append(b, c)
-			}
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if strings.IndexByte(`*?[]\^-`, c) >= 0 {
+			b.WriteByte('\\')
 		}
+		b.WriteByte(c)
 	}
-	if b == nil {
-		return s
-	}
-	return string(b)
+	return b.String()
 }
 
 // slot is the Redis Cluster hash Slot of a key whose hash tag is tag

@@ -163,6 +163,16 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// header is the header of a call made at now: Redis' clock unless
+// Config.ClientTime.
+func (s *Store) header(now time.Time) header {
+	h := header{nowMs: -1, keepMs: s.keepMs, calMs: now.UnixMilli()}
+	if s.cfg.ClientTime {
+		h.nowMs = max(h.calMs, 0)
+	}
+	return h
+}
+
 // call is one script call: the requests of one slot.
 type call struct {
 	slot int // the keys' cluster slot (0 on a standalone Redis)
@@ -171,25 +181,20 @@ type call struct {
 	buf  []byte // the header, then the requests (see script.go)
 	idx  []int  // positions in the Decide call's requests
 
-	reply  any
-	err    error
-	done   chan *call // receives the call once reply or err is set (capacity 1)
-	pooled bool       // from callPool: goes back once its Decide is done with it
+	reply any
+	err   error
+	done  chan *call // receives the call once reply or err is set (capacity 1)
 }
 
-// callPool recycles the calls of single-slot Decide calls, with their
-// keys, request bytes and channel: a decision on a standalone Redis or
-// Sentinel then allocates little beyond go-redis' command.
-var callPool = sync.Pool{New: func() any { return &call{done: make(chan *call, 1), pooled: true} }}
+// callPool recycles calls with their keys, request bytes and channel, so
+// a decision allocates little beyond go-redis' command.
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan *call, 1)} }}
 
-// release returns the pooled calls to callPool. Only calls whose result
-// was received may go back: a call abandoned on a timeout may still be in
-// a pipeline, and its channel may still receive.
+// release returns calls to callPool. Only calls whose result was
+// received may go back: a call abandoned on a timeout may still be in a
+// pipeline, and its channel may still receive.
 func release(calls []*call) {
 	for _, c := range calls {
-		if !c.pooled {
-			continue
-		}
 		clear(c.keys)
 		c.keys, c.buf, c.idx = c.keys[:0], c.buf[:0], c.idx[:0]
 		c.reply, c.err = nil, nil
@@ -213,10 +218,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	if len(reqs) == 0 {
 		return nil
 	}
-	h := header{nowMs: -1, keepMs: s.keepMs, calMs: now.UnixMilli()}
-	if s.cfg.ClientTime {
-		h.nowMs = max(now.UnixMilli(), 0)
-	}
+	h := s.header(now)
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	h.deadlineMs = s.deadlineMs(tctx)
@@ -305,24 +307,13 @@ func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.
 // client is a cluster client), in order of first appearance, with the
 // costs cost returns.
 func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) int64) []*call {
-	if !s.cluster {
-		// One slot: one call, from the pool.
-		c := callPool.Get().(*call)
-		c.slot, c.h = 0, h
-		c.buf = appendHeader(c.buf, h)
-		for i := range reqs {
-			r := &reqs[i]
-			c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, hashTag(r.Key), r.Scope))
-			c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h)
-			c.idx = append(c.idx, i)
-		}
-		return []*call{c}
-	}
 	var calls []*call
 	for i := range reqs {
 		r := &reqs[i]
-		tag := hashTag(r.Key)
-		sl := slot(tag)
+		tag, sl := hashTag(r.Key), 0
+		if s.cluster {
+			sl = slot(tag)
+		}
 		var c *call
 		for _, o := range calls {
 			if o.slot == sl {
@@ -331,7 +322,8 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 			}
 		}
 		if c == nil {
-			c = &call{slot: sl, h: h, buf: appendHeader(make([]byte, 0, hdrLen+reqLen*len(reqs)), h), done: make(chan *call, 1)}
+			c = callPool.Get().(*call)
+			c.slot, c.h, c.buf = sl, h, appendHeader(c.buf, h)
 			calls = append(calls, c)
 		}
 		c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
@@ -433,12 +425,7 @@ func unavailable(err error) bool {
 		errors.As(err, &cv), errors.As(err, &rh), errors.As(err, &ua), errors.As(err, &hn):
 		return true
 	}
-	for _, p := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "BUSY", "NOREPLICAS", "MOVED", "ASK"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
+	return hasPrefix(err, "LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "BUSY", "NOREPLICAS", "MOVED", "ASK")
 }
 
 // errClosed is returned by calls made after Close.

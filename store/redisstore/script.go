@@ -170,18 +170,14 @@ func appendRequest(buf []byte, l algorithms.Limit, cost int64, dry bool, m algor
 	return buf
 }
 
-// errReply is wrapped by decodeReply's errors: the script answered
-// something it never answers.
+// errReply is wrapped by decodeReply's errors: an answer the script never
+// gives.
 var errReply = errors.New("malformed script reply")
 
 // decodeReply reads a script reply (or one call's part of it) into out,
-// one decision per request, in request order, each Limit the capacity
-// caps gives for its request (the script does not send what the request
-// said). A request's record (lua/lib.lua's REPLY_FMT) is short when its
-// second field is below -1 (no retry is): replyShort bytes when that
-// field is even, replyWait when odd; else replyLen. It checks every
-// field and returns an error wrapping errReply instead of panicking on a
-// reply of the wrong shape.
+// one decision per request, each Limit the capacity caps gives for it. It
+// checks every field, and a reply of the wrong shape is an error wrapping
+// errReply, never a panic.
 func decodeReply(reply any, out []algorithms.Decision, caps func(i int) int64) error {
 	str, ok := reply.(string)
 	if !ok {
@@ -233,8 +229,9 @@ func decodeReply(reply any, out []algorithms.Decision, caps func(i int) int64) e
 	return nil
 }
 
-// recordLen is the length of the reply record at the start of s, 0 when
-// s is too short to hold it.
+// recordLen is the length of the reply record at the start of s (lua/lib.lua:
+// short when its second field is below -1, which no retry is: replyShort
+// when even, replyWait when odd), 0 when s is too short to hold it.
 func recordLen(s string) int {
 	n := replyLen
 	if len(s) >= replyShort {
@@ -265,8 +262,4 @@ func recordsLen(s string, n int) int {
 }
 
 // le64 reads a little-endian int64 from the first 8 bytes of s.
-func le64(s string) int64 {
-	_ = s[7]
-	return int64(uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56)
-}
+func le64(s string) int64 { return int64(binary.LittleEndian.Uint64([]byte(s[:8]))) }

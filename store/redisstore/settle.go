@@ -17,10 +17,10 @@ const settleReplyLen = 1 + 6*8 + 1
 
 var _ store.Settler = (*Store)(nil)
 
-// Settle implements store.Settler: one call of the library's settle function charges the delta
-// and sets the settlement's record (settleKey, in the state key's
-// hash slot, with a TTL of Config.SettleWindow), so a retry after a reply
-// lost to a timeout finds the record and charges nothing.
+// Settle implements store.Settler: one call of the library's settle
+// function charges the delta and sets the settlement's record (settleKey,
+// with a TTL of Config.SettleWindow), so a retry after a reply lost to a
+// timeout finds the record and charges nothing.
 func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) (store.SettleResult, error) {
 	if err := ctx.Err(); err != nil {
 		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w", err)
@@ -28,10 +28,7 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	if err := store.ValidateSettlement(st); err != nil {
 		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w", err)
 	}
-	h := header{nowMs: -1, keepMs: s.keepMs, calMs: now.UnixMilli()}
-	if s.cfg.ClientTime {
-		h.nowMs = max(now.UnixMilli(), 0)
-	}
+	h := s.header(now)
 	alg := st.Limit.Algorithm
 	tag := hashTag(st.Key)
 	ks := []string{stateKey(s.cfg.Prefix, alg, tag, st.Scope), settleKey(s.cfg.Prefix, alg, tag, st.Scope, st.IdempotencyKey)}
