@@ -3,7 +3,6 @@ package redisstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 )
 
 // stateError is a request whose key holds a value no script of this
@@ -26,11 +25,4 @@ func (e *stateError) Error() string {
 func keyHash(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return "sha256:" + hex.EncodeToString(sum[:8])
-}
-
-// isStateError reports whether err is a malformed state's failure, which
-// fails its own request and group only.
-func isStateError(err error) bool {
-	var se *stateError
-	return errors.As(err, &se)
 }

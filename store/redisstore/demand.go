@@ -40,11 +40,9 @@ func NewDemand(client redis.UniversalClient, prefix string, timeout time.Duratio
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	if strings.ContainsAny(prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", prefix)
+	prefix, err := checkPrefix(prefix)
+	if err != nil {
+		return nil, err
 	}
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -83,28 +81,17 @@ func (d *Demand) ReportDemand(ctx context.Context, now time.Time, reports []stor
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	nowMs := now.UnixMilli()
-	run := func() ([]*redis.Cmd, error) {
-		pipe := d.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(reports))
-		for i, r := range reports {
-			cmds[i] = pipe.FCall(ctx, d.lib.demand, []string{keys[i]}, r.Reporter, max(r.MilliRPS, 0), nowMs, max(r.TTL.Milliseconds(), 1))
-		}
-		_, err := pipe.Exec(ctx)
-		return cmds, fcallErr(err)
-	}
-	cmds, err := run()
-	if functionMissing(err) {
-		if err = d.lib.loadOn(ctx, d.client); err == nil {
-			cmds, err = run()
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("redisstore: report demand: %w: %w", store.ErrUnavailable, err)
-	}
+	cmds := d.lib.pipeline(ctx, d.client, d.lib.demand, len(reports), func(i int) ([]string, []any) {
+		r := reports[i]
+		return keys[i : i+1], []any{r.Reporter, max(r.MilliRPS, 0), nowMs, max(r.TTL.Milliseconds(), 1)}
+	})
 	for i, c := range cmds {
 		vals, err := c.Int64Slice()
-		if err != nil || len(vals) != 2 {
-			return fmt.Errorf("redisstore: report demand: unexpected reply %v (%v)", c.Val(), err)
+		if err != nil {
+			return fmt.Errorf("redisstore: report demand: %w: %w", store.ErrUnavailable, fcallErr(err))
+		}
+		if len(vals) != 2 {
+			return fmt.Errorf("redisstore: report demand: unexpected reply %v", vals)
 		}
 		out[i] = store.DemandTotal{Reporters: vals[0], MilliRPS: vals[1]}
 	}

@@ -16,7 +16,7 @@ func (s *Store) run(ctx context.Context, calls []*call) error {
 	for _, c := range calls {
 		select {
 		case <-c.done:
-			if c.err != nil && !isStateError(c.err) {
+			if c.err != nil {
 				return c.err
 			}
 		case <-ctx.Done():
@@ -34,7 +34,11 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	if units := merge(calls); len(units) == 1 {
 		units[0].split(s.fcall(ctx, s.lib.decide, units[0].keys, units[0].args...))
 	} else {
-		s.runPipeline(ctx, units)
+		cmds := s.lib.pipeline(ctx, s.client, s.lib.decide, len(units), func(i int) ([]string, []any) { return units[i].keys, units[i].args })
+		for i, cmd := range cmds {
+			reply, err := cmd.Result()
+			units[i].split(reply, fcallErr(err))
+		}
 	}
 	for _, c := range calls {
 		c.done <- c

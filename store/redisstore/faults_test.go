@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,4 +185,11 @@ func fcalls(t *testing.T, srv *redistest.Server) int64 {
 		}
 	}
 	return 0
+}
+
+// isStateError reports whether err is a malformed state's failure, which
+// fails its own request and group only.
+func isStateError(err error) bool {
+	var se *stateError
+	return errors.As(err, &se)
 }

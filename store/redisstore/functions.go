@@ -131,39 +131,39 @@ func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any
 	return s.lib.fcall(ctx, s.client, fn, keys, args...)
 }
 
-// runPipeline runs the units in one pipeline (go-redis splits it per
-// cluster node, nodes in parallel); those Redis answered with a missing
-// function run again, once, after the library is loaded.
-func (s *Store) runPipeline(ctx context.Context, units []*unit) {
-	send := func(us []*unit) []*redis.Cmd {
-		pipe := s.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(us))
-		for i, u := range us {
-			cmds[i] = pipe.FCall(ctx, s.lib.decide, u.keys, u.args...)
+// pipeline runs n calls of the function fn in one pipeline (go-redis
+// splits it per cluster node, nodes in parallel), call i's keys and args
+// from arg, and those Redis answered with a missing function again, once,
+// after loading the library. Errors are per command.
+func (l *library) pipeline(ctx context.Context, client redis.UniversalClient, fn string, n int, arg func(i int) ([]string, []any)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, n)
+	send := func(idx []int) {
+		pipe := client.Pipeline()
+		for _, i := range idx {
+			keys, args := arg(i)
+			cmds[i] = pipe.FCall(ctx, fn, keys, args...)
 		}
-		_, _ = pipe.Exec(ctx) // errors are per command
-		return cmds
+		_, _ = pipe.Exec(ctx)
 	}
-	var missing []*unit
-	for i, cmd := range send(units) {
-		if functionMissing(cmd.Err()) {
-			missing = append(missing, units[i])
-			continue
+	var all, missing []int
+	for i := range n {
+		all = append(all, i)
+	}
+	send(all)
+	for i, c := range cmds {
+		if functionMissing(c.Err()) {
+			missing = append(missing, i)
 		}
-		reply, err := cmd.Result()
-		units[i].split(reply, fcallErr(err))
 	}
 	if len(missing) == 0 {
-		return
+		return cmds
 	}
-	if err := s.lib.loadOn(ctx, s.client); err != nil {
-		for _, u := range missing {
-			u.split(nil, err)
+	if err := l.loadOn(ctx, client); err != nil {
+		for _, i := range missing {
+			cmds[i].SetErr(err)
 		}
-		return
+		return cmds
 	}
-	for i, cmd := range send(missing) {
-		reply, err := cmd.Result()
-		missing[i].split(reply, fcallErr(err))
-	}
+	send(missing)
+	return cmds
 }

@@ -35,6 +35,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -42,6 +43,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,21 +131,13 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = DefaultPrefix
+	var err error
+	if cfg.Prefix, err = checkPrefix(cfg.Prefix); err != nil {
+		return nil, err
 	}
-	if strings.ContainsAny(cfg.Prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}' (they would move the hash tag)", cfg.Prefix)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.BatchMaxSize == 0 {
-		cfg.BatchMaxSize = DefaultBatchMaxSize
-	}
-	if cfg.BatchPipelines == 0 {
-		cfg.BatchPipelines = DefaultBatchPipelines
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.BatchMaxSize = cmp.Or(cfg.BatchMaxSize, DefaultBatchMaxSize)
+	cfg.BatchPipelines = cmp.Or(cfg.BatchPipelines, DefaultBatchPipelines)
 	if cfg.Timeout < 0 || cfg.BatchMaxSize < 0 || cfg.BatchPipelines < 0 {
 		return nil, errors.New("redisstore: Timeout, BatchMaxSize and BatchPipelines must not be negative")
 	}
@@ -161,6 +155,15 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchPipelines, cfg.BatchMaxWait)
 	}
 	return s, nil
+}
+
+// checkPrefix is prefix, DefaultPrefix if "", or an error if it holds a
+// brace, which would move the hash tag.
+func checkPrefix(prefix string) (string, error) {
+	if strings.ContainsAny(prefix, "{}") {
+		return "", fmt.Errorf("redisstore: prefix %q must not contain '{' or '}' (they would move the hash tag)", prefix)
+	}
+	return cmp.Or(prefix, DefaultPrefix), nil
 }
 
 // header is the header of a call made at now: Redis' clock unless
@@ -222,18 +225,18 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	h.deadlineMs = s.deadlineMs(tctx)
-	calls := s.plan(reqs, h, charge)
+	calls := s.plan(reqs, h, 1)
 	if len(calls) > 1 && hasRefund(reqs) {
 		// Refunds cannot be taken back exactly, so a batch that spans
 		// slots and holds one is probed first: if anything is denied,
 		// nothing is written anywhere.
 		probe := h
 		probe.probe = true
-		probes := s.plan(reqs, probe, charge)
+		probes := s.plan(reqs, probe, 1)
 		if err := s.run(tctx, probes); err != nil {
 			return s.wrap(ctx, "decide", err)
 		}
-		denied, _, err := s.decodeAll(probes, reqs, out)
+		denied, err := decodeAll(probes, reqs, out)
 		if err != nil || denied {
 			return err
 		}
@@ -242,9 +245,9 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	if err := s.run(tctx, calls); err != nil {
 		return s.wrap(ctx, "decide", err)
 	}
-	denied, decided, err := s.decodeAll(calls, reqs, out)
+	denied, err := decodeAll(calls, reqs, out)
 	if (denied || err != nil) && len(calls) > 1 {
-		s.refund(tctx, reqs, out, decided, h)
+		s.refund(tctx, reqs, out, calls, h)
 	}
 	if err != nil {
 		return err
@@ -252,9 +255,6 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	release(calls)
 	return nil
 }
-
-// charge is the cost a request is decided with.
-func charge(r *store.Request) int64 { return r.Cost }
 
 // hasRefund reports whether a request gives units back, charges debt
 // (whose unrecorded part a refund on deny would over-refund) or takes
@@ -274,39 +274,33 @@ func hasRefund(reqs []store.Request) bool {
 }
 
 // decodeAll reads every call's reply into out. It reports whether a
-// request with a positive cost was denied, the calls decoded (all of
-// them unless a call failed: a malformed state fails its own call and
-// leaves the others decided, whose charges the caller then refunds),
-// and the first call's error.
-func (s *Store) decodeAll(calls []*call, reqs []store.Request, out []algorithms.Decision) (denied bool, decided []*call, err error) {
-	decided = calls
-	for i, c := range calls {
-		if cerr := decode(c, reqs, out); cerr != nil {
-			if err == nil {
-				err = cerr
-				decided = append([]*call(nil), calls[:i]...)
-			}
-			continue
+// request with a positive cost was denied, and the first call's error; a
+// call that failed keeps its error (a malformed state fails its own call
+// only, and refund skips it).
+func decodeAll(calls []*call, reqs []store.Request, out []algorithms.Decision) (denied bool, err error) {
+	for _, c := range calls {
+		if c.err == nil {
+			c.err = decodeCall(c, reqs, out)
 		}
-		if err != nil {
-			decided = append(decided, c)
+		if c.err != nil && err == nil {
+			err = fmt.Errorf("redisstore: decide: %w", c.err)
 		}
 	}
 	if err != nil {
-		return false, decided, err
+		return false, err
 	}
 	for i := range reqs {
 		if reqs[i].Cost > 0 && !out[i].Allowed {
 			denied = true
 		}
 	}
-	return denied, decided, nil
+	return denied, nil
 }
 
 // plan groups reqs into script calls, one per slot (one in all unless the
-// client is a cluster client), in order of first appearance, with the
-// costs cost returns.
-func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) int64) []*call {
+// client is a cluster client), in order of first appearance, each cost
+// times sign (1 charges, -1 refunds).
+func (s *Store) plan(reqs []store.Request, h header, sign int64) []*call {
 	var calls []*call
 	for i := range reqs {
 		r := &reqs[i]
@@ -327,60 +321,45 @@ func (s *Store) plan(reqs []store.Request, h header, cost func(*store.Request) i
 			calls = append(calls, c)
 		}
 		c.keys = append(c.keys, stateKey(s.cfg.Prefix, r.Limit.Algorithm, tag, r.Scope))
-		c.buf = appendRequest(c.buf, r.Limit, cost(r), r.DryRun, r.Mode, h)
+		c.buf = appendRequest(c.buf, r.Limit, sign*r.Cost, r.DryRun, r.Mode, h)
 		c.idx = append(c.idx, i)
 	}
 	return calls
 }
 
-// decode reads c's reply into out at c's positions in the Decide call,
-// whose requests are reqs.
-func decode(c *call, reqs []store.Request, out []algorithms.Decision) error {
-	if c.err != nil { // a malformed state (run returns every other error)
-		return fmt.Errorf("redisstore: decide: %w", c.err)
-	}
-	if err := decodeCall(c, reqs, out); err != nil {
-		var se *stateError
-		if errors.As(err, &se) && se.index < len(c.keys) {
-			se.key = c.keys[se.index]
-		}
-		return fmt.Errorf("redisstore: decide: %w", err)
-	}
-	return nil
-}
-
-// decodeCall is decode of a call that Redis answered.
+// decodeCall reads the reply of c, a call Redis answered, into out at c's
+// positions in the Decide call, whose requests are reqs.
 func decodeCall(c *call, reqs []store.Request, out []algorithms.Decision) error {
 	caps := func(j int) int64 { return reqs[c.idx[j]].Limit.Capacity() }
-	if len(c.idx) == len(out) && (len(out) == 0 || c.idx[len(out)-1] == len(out)-1) {
-		// The call holds every request, in order (always so off a
-		// cluster): decode in place.
-		return decodeReply(c.reply, out, caps)
+	// A call that holds every request in order (always so off a cluster)
+	// decodes in place.
+	inPlace := len(c.idx) == len(out) && (len(out) == 0 || c.idx[len(out)-1] == len(out)-1)
+	got := out
+	if !inPlace {
+		got = make([]algorithms.Decision, len(c.idx))
 	}
-	got := make([]algorithms.Decision, len(c.idx))
-	if err := decodeReply(c.reply, got, caps); err != nil {
-		return err
+	err := decodeReply(c.reply, got, caps)
+	var se *stateError
+	if errors.As(err, &se) {
+		se.key = c.keys[se.index]
 	}
-	for j, i := range c.idx {
-		out[i] = got[j]
+	if err == nil && !inPlace {
+		for j, i := range c.idx {
+			out[i] = got[j]
+		}
 	}
-	return nil
+	return err
 }
 
-// refund gives back the charges of the calls that did not deny (but those
-// of an algorithm that waits, which no give-back frees; hasRefund probed
-// them), after
-// another slot's call denied. Best effort: see the package doc.
+// refund gives back the charges of the calls that neither failed nor
+// denied after another slot's call denied or failed, but those of an
+// algorithm that waits, whose slots no give-back frees (hasRefund probed
+// them). Best effort: see the package doc. Its failure leaves an
+// over-count that decays, and the deny stands, so it is not reported.
 func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorithms.Decision, calls []*call, h header) {
 	var back []store.Request
 	for _, c := range calls {
-		deniedHere := false
-		for _, i := range c.idx {
-			if reqs[i].Cost > 0 && !out[i].Allowed {
-				deniedHere = true
-			}
-		}
-		if deniedHere {
+		if c.err != nil || slices.ContainsFunc(c.idx, func(i int) bool { return reqs[i].Cost > 0 && !out[i].Allowed }) {
 			continue
 		}
 		for _, i := range c.idx {
@@ -389,12 +368,9 @@ func (s *Store) refund(ctx context.Context, reqs []store.Request, out []algorith
 			}
 		}
 	}
-	if len(back) == 0 {
-		return
+	if len(back) > 0 {
+		_ = s.run(ctx, s.plan(back, h, -1))
 	}
-	// The refund's failure leaves an over-count that decays; the deny
-	// stands either way, so it is not reported as a failed decision.
-	_ = s.run(ctx, s.plan(back, h, func(r *store.Request) int64 { return -r.Cost }))
 }
 
 // Close implements store.Store: it stops the batcher, after sending what

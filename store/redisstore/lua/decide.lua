@@ -53,9 +53,7 @@ local function decide(KEYS, ARGV)
     while pos <= len do
       r = r + 1
       if r > n or pos + REQ_LEN - 1 > len then
-        if undo then
-          undo_all(undo)
-        end
+        undo_all(undo)
         return redis.error_reply('ERR floodgate: ' .. r .. ' requests for ' .. n .. ' keys, or a short request')
       end
       local h, x, y, z, cost = sunpack(REQ_FMT, blob, pos)
@@ -65,9 +63,7 @@ local function decide(KEYS, ARGV)
       local b0, b1, b2, b3, b4
       if flags >= 8 and flags < 16 then -- a calendar limit: its boundaries follow
         if pos + CAL_LEN - 1 > len then
-          if undo then
-            undo_all(undo)
-          end
+          undo_all(undo)
           return redis.error_reply('ERR floodgate: a short calendar request')
         end
         flags = flags - 8
@@ -76,9 +72,7 @@ local function decide(KEYS, ARGV)
       end
       local f = ALG[alg]
       if f == nil or flags > 7 or x < 1 or y < 1 or z < 0 or (b0 and not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4)) then
-        if undo then
-          undo_all(undo)
-        end
+        undo_all(undo)
         return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
       end
       if undo == nil and pos <= len then -- more requests in the group

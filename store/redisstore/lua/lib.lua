@@ -157,31 +157,14 @@ end
 local function int_len(v)
   if v == 0 then
     return 0
-  end
-  if v < 0 then
+  elseif v < 0 then
     v = -v - 1 -- the same length as v
   end
-  if v < 2147483648 then -- 2^31
-    if v < 32768 then -- 2^15
-      if v < 128 then
-        return 1
-      end
-      return 2
-    elseif v < 8388608 then -- 2^23
-      return 3
-    end
-    return 4
-  elseif v < 140737488355328 then -- 2^47
-    if v < 549755813888 then -- 2^39
-      return 5
-    end
-    return 6
-  elseif v < 36028797018963968 then -- 2^55
-    return 7
-  elseif v < 9223372036854775808 then -- 2^63
-    return 8
+  local n, lim = 1, 128 -- n bytes hold below 2^(8n - 1)
+  while v >= lim and n < 9 do
+    n, lim = n + 1, lim * 256
   end
-  return 9 -- out of range: write_counter fails
+  return n
 end
 
 -- px_string is the PX string of a write whose state must live px ms (>
@@ -193,31 +176,12 @@ end
 local PX_STR = {}
 
 local function px_string(px)
-  local step
-  if px < 262144 then -- 2^18
-    if px < 1024 then
-      step = 1
-    elseif px < 16384 then
-      step = 16
-    else
-      step = 256
-    end
-  elseif px < 67108864 then -- 2^26
-    if px < 4194304 then
-      step = 4096
-    else
-      step = 65536
-    end
-  elseif px < 17179869184 then -- 2^34
-    if px < 1073741824 then
-      step = 1048576
-    else
-      step = 16777216
-    end
-  elseif px < 274877906944 then -- 2^38
-    step = 268435456
-  else
+  if px >= 274877906944 then -- 2^38
     return string.format('%d', px)
+  end
+  local step, lim = 1, 1024
+  while px >= lim do
+    step, lim = step * 16, lim * 16
   end
   local r = px % step
   if r > 0 then
@@ -297,8 +261,11 @@ local function remember(undo, key, old, short)
   end
 end
 
--- undo_all undoes the writes undo lists, newest first.
+-- undo_all undoes the writes undo lists (nil: none), newest first.
 local function undo_all(undo)
+  if undo == nil then
+    return
+  end
   for i = #undo - 2, 1, -3 do
     local key, old, pttl = undo[i], undo[i + 1], undo[i + 2]
     if old == false then
