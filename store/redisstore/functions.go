@@ -1,10 +1,8 @@
 package redisstore
 
-// The scripts as one Redis function library, loaded once and run by
-// FCALL: Redis builds their closures at FUNCTION LOAD instead of on every
-// call, so a decision costs Redis less than by EVALSHA of the same Lua.
-// FCALL is the one way the store runs them, so it needs Redis 7.0 or
-// later.
+// The scripts run as one Redis function library (Redis 7.0 or later),
+// loaded once and called by FCALL: Redis builds their closures at
+// FUNCTION LOAD, not on every call.
 
 import (
 	"context"
@@ -17,25 +15,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// library is the scripts as one Redis function library: lua/lib.lua and
-// the twins once, then the drivers (lua/decide.lua, lua/settle.lua,
-// lua/demand.lua, lua/forget.lua), each a function taking KEYS and ARGV. The library is named by the hash of
-// its source, so replicas of different versions each find their own on
-// a shared Redis. The functions have no flags: they write (no
-// no-writes), must not run on a stale replica (no allow-stale), and
-// Redis refuses them when it is out of memory (no allow-oom).
+// library is the function library: the Lua once, then its drivers
+// registered, each a function taking KEYS and ARGV. It is named by its
+// source's hash, so replicas of different versions each find their own
+// on a shared Redis. The drivers have no flags: they write, must not run
+// on a stale replica, and are refused when Redis is out of memory.
 type library struct {
-	name   string // floodgate_<the first 12 hex digits of the SHA-1 of the source>
-	src    string // FUNCTION LOAD's argument
-	decide string // the function of lua/decide.lua
-	settle string // the function of lua/settle.lua
-	demand string // the function of lua/demand.lua
-	forget string // the function of lua/forget.lua
-	probe  string // answers "OK" without touching a key: the health probe's FCALL
+	name                           string // floodgate_ and 12 hex digits of the source's SHA-1
+	src                            string // FUNCTION LOAD's argument
+	decide, settle, demand, forget string // the drivers' Redis names
+	probe                          string // answers "OK" without touching a key: the health probe
 }
 
-// libraryFunctions are the local functions of the library's Lua that
-// Redis gets as <name>_<function>.
+// libraryFunctions are the drivers, Redis' <name>_<function>.
 var libraryFunctions = []string{"decide", "settle", "demand", "forget"}
 
 // newLibrary is the library of this tree's scripts.
@@ -43,9 +35,8 @@ func newLibrary() library {
 	return buildLibrary(luaSource())
 }
 
-// buildLibrary is the library of the Lua src, which defines the local
-// functions libraryFunctions. Its name hashes the whole source, the
-// registrations included, with the name left out.
+// buildLibrary is the library of the Lua src, which defines
+// libraryFunctions; its name hashes the source with the name left out.
 func buildLibrary(src string) library {
 	sum := sha1.Sum([]byte(librarySource("", src)))
 	name := "floodgate_" + hex.EncodeToString(sum[:])[:12]
@@ -61,14 +52,13 @@ func librarySource(name, src string) string {
 	for _, fn := range libraryFunctions {
 		b.WriteString("redis.register_function('" + name + "_" + fn + "', " + fn + ")\n")
 	}
-	// The probe writes nothing and may answer on a replica, so Ping's
-	// FCALL runs wherever PING would.
+	// The probe writes nothing, so it runs wherever PING would.
 	b.WriteString("redis.register_function{function_name='" + name + "_probe', callback=function() return 'OK' end, flags={'no-writes', 'allow-stale'}}\n")
 	return b.String()
 }
 
-// load loads the library on c; a library of that name already there is
-// the same source (the name is its hash), so it counts as loaded.
+// load loads the library on c; one of that name already there is the
+// same source.
 func (l *library) load(ctx context.Context, c redis.Cmdable) error {
 	err := c.FunctionLoad(ctx, l.src).Err()
 	if err != nil && strings.Contains(err.Error(), "already exists") {
