@@ -15,19 +15,11 @@ import (
 )
 
 // SourceView is where a rule was defined: a file position, or an xDS
-// resource and its version.
-type SourceView struct {
-	File        string `json:"file,omitempty"`
-	Line        int    `json:"line,omitempty"`
-	Column      int    `json:"column,omitempty"`
-	XDSResource string `json:"xds_resource,omitempty"`
-	Version     string `json:"version,omitempty"`
-}
+// resource and its version (rules.Source, whose JSON names these are).
+type SourceView = rules.Source
 
 // NewSourceView is the view of s.
-func NewSourceView(s rules.Source) SourceView {
-	return SourceView{File: s.File, Line: s.Line, Column: s.Column, XDSResource: s.XDSResource, Version: s.Version}
-}
+func NewSourceView(s rules.Source) SourceView { return s }
 
 // RateView is how a limit counts. Period is a Go duration ("1m0s"), or a
 // calendar period as the config writes it ("calendar_month") with its

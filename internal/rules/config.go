@@ -162,9 +162,6 @@ func (l *Limit) ConfiguredName() string {
 	return ""
 }
 
-// Depth is the number of descriptor entries a request needs to reach l.
-func (l *Limit) Depth() int { return len(l.path) }
-
 // Shared reports whether the value of entry i does not take part in the
 // counter key, because entry i matched a share_threshold wildcard or
 // network.

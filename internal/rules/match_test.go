@@ -102,8 +102,8 @@ func TestMatch(t *testing.T) {
 			if len(got) != 1 || got[0].Name != tt.want {
 				t.Fatalf("Match = %v, want [%s]", names(got), tt.want)
 			}
-			if got[0].Depth() != len(tt.entries) {
-				t.Errorf("Depth() = %d, want %d", got[0].Depth(), len(tt.entries))
+			if got := len(got[0].Path()); got != len(tt.entries) {
+				t.Errorf("len(Path()) = %d, want %d", got, len(tt.entries))
 			}
 		})
 	}

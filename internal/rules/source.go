@@ -15,13 +15,14 @@ import (
 // Exactly one of File and XDSResource is set on a loaded rule.
 type Source struct {
 	// File is the config file's path (or the name given to Parse).
-	File string
+	File string `json:"file,omitempty"`
 	// Line and Column are 1-based positions in File.
-	Line, Column int
+	Line   int `json:"line,omitempty"`
+	Column int `json:"column,omitempty"`
 	// XDSResource is the name of the xDS resource that defined the rule.
-	XDSResource string
+	XDSResource string `json:"xds_resource,omitempty"`
 	// Version is the xDS version_info of the response that carried it.
-	Version string
+	Version string `json:"version,omitempty"`
 }
 
 // String is "file:line:column", or "xds resource NAME (version V)".
