@@ -73,19 +73,21 @@ func (p *parser) parse(data []byte) *fileConfig {
 	if root == nil {
 		return nil
 	}
-	fd, ok := p.fileDoc(root)
+	f, at, ok := p.fields(root, "the file", "domain", "descriptors", "default_algorithm", "policies", "quota_buckets", "quota_unmatched")
 	if !ok {
 		return nil
 	}
+	domain, unmatched := p.str(f["domain"]), p.str(f["quota_unmatched"])
+	descriptors, policies, buckets := f["descriptors"], f["policies"], f["quota_buckets"]
 	fc := &fileConfig{name: p.file}
-	if v := fd.defaultAlgorithm; v.ok {
+	if v := p.str(f["default_algorithm"]); v.ok {
 		a, err := algorithms.ParseAlgorithm(v.v)
 		if err != nil {
 			p.errorf(v.at, "default_algorithm: %v", err)
 		}
 		p.defaultAlg = a
 	}
-	if v := fd.domain; v.given() {
+	if v := domain; v.given() {
 		fc.domainPos = posOf(v.at)
 		if v.ok {
 			if v.v == "" {
@@ -94,24 +96,26 @@ func (p *parser) parse(data []byte) *fileConfig {
 			fc.domain, fc.hasDomain = v.v, true
 		}
 	}
-	if fd.policiesAt != nil {
-		fc.policies = p.policies(fd.policies)
+	if policies != nil {
+		fc.policies = p.policies(policies)
 	}
 	switch {
-	case !fd.domain.given() && fd.policiesAt == nil:
-		p.errorf(fd.at, "missing domain: each file names one domain (or holds only policies)")
-	case !fd.domain.given() && fd.descriptors != nil:
-		p.errorf(fd.descriptors, "descriptors without a domain: add a domain key")
-	case !fd.domain.given() && (fd.quotaBucketsAt != nil || fd.quotaUnmatched.given()):
-		p.errorf(fd.at, "quota_buckets and quota_unmatched need a domain: add a domain key")
+	case !domain.given() && policies == nil:
+		p.errorf(at, "missing domain: each file names one domain (or holds only policies)")
+	case !domain.given() && descriptors != nil:
+		p.errorf(descriptors, "descriptors without a domain: add a domain key")
+	case !domain.given() && (buckets != nil || unmatched.given()):
+		p.errorf(at, "quota_buckets and quota_unmatched need a domain: add a domain key")
 	}
 	p.domain = fc.domain
 	fc.root = &node{}
-	if fd.descriptors != nil && fc.hasDomain {
-		p.descriptors(fc.root, fd.descriptors, nil, fc.domain, 1)
+	if descriptors != nil && fc.hasDomain {
+		p.descriptors(fc.root, descriptors, nil, fc.domain, 1)
 	}
 	if fc.hasDomain {
-		fc.quota = p.quota(fd)
+		// Quota buckets belong to a domain: without one they are an
+		// error of their own (above), not read.
+		fc.quota = p.quota(fc.domain, buckets, unmatched)
 	}
 	for _, r := range p.replaces {
 		if p.named[r.name] {

@@ -253,49 +253,68 @@ func (p *parser) replacesList(l *Limit, entries []replaceDoc) {
 
 // policies checks the policies map: names present and unique, each
 // policy valid.
-func (p *parser) policies(docs []*policyDoc) []policyAt {
+func (p *parser) policies(n *yaml.Node) []policyAt {
+	entries, _, ok := p.pairs(n, false, "policies must be a mapping of names to limits")
+	if !ok {
+		return nil
+	}
 	var out []policyAt
 	seen := map[string]*yaml.Node{}
-	for _, pd := range docs {
-		k := pd.nameAt
+	for _, e := range entries {
+		k := e.key
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
 			p.errorf(k, "a policy needs a non-empty name")
 			continue
 		}
-		if first := seen[k.Value]; first != nil {
+		first := seen[k.Value]
+		if first != nil {
 			p.errorf(k, "duplicate policy %q (first at line %d)", k.Value, first.Line)
-			continue
+		} else {
+			seen[k.Value] = k
 		}
-		seen[k.Value] = k
-		if pd.at == nil {
-			continue // not a mapping: reported
-		}
-		if pol, ok := p.policy(k.Value, pd); ok {
+		if pol, ok := p.policy(k.Value, e.value); ok && first == nil { // a duplicate is checked too
 			out = append(out, policyAt{p: pol, pos: posOf(k), src: p.sourceAt(posOf(k))})
 		}
 	}
 	return out
 }
 
-// policy checks one policy: requests with period, or one shorthand.
-func (p *parser) policy(name string, pd *policyDoc) (Policy, bool) {
+// shorthands are the tier fields: requests per fixed period.
+var shorthands = [...]struct {
+	key    string
+	period time.Duration
+}{
+	{"requests_per_second", time.Second},
+	{"requests_per_min", time.Minute},
+	{"requests_per_hour", time.Hour},
+}
+
+// policy checks one policy, the mapping n: requests with period, or one
+// shorthand.
+func (p *parser) policy(name string, n *yaml.Node) (Policy, bool) {
 	what := fmt.Sprintf("policy %q", name)
+	f, at, ok := p.fields(n, what, "algorithm", "requests", "period", "time_zone", "burst", "failure_mode", "shadow_mode",
+		"requests_per_second", "requests_per_min", "requests_per_hour", "warn_at")
+	if !ok {
+		return Policy{}, false
+	}
 	errsBefore := len(p.errs)
+	ld := p.limitDoc(f)
 	var given []string
 	var requests int64
 	var period time.Duration
-	if v := pd.requests; v.given() {
+	if v := p.integer(f["requests"], "requests"); v.given() {
 		given = append(given, "requests")
 		requests = v.v
-		if !pd.period.given() {
+		if !ld.period.given() {
 			p.errorf(v.at, "%s: requests needs a period", what)
 		}
-		period = pd.period.v
-	} else if pd.period.given() {
-		p.errorf(pd.period.at, "%s: period needs requests", what)
+		period = ld.period.v
+	} else if ld.period.given() {
+		p.errorf(ld.period.at, "%s: period needs requests", what)
 	}
-	for i, s := range shorthands {
-		if v := pd.shorthands[i]; v.given() {
+	for _, s := range shorthands {
+		if v := p.integer(f[s.key], s.key); v.given() {
 			given = append(given, s.key)
 			if v.ok {
 				requests, period = v.v, s.period
@@ -304,22 +323,21 @@ func (p *parser) policy(name string, pd *policyDoc) (Policy, bool) {
 	}
 	switch {
 	case len(given) == 0:
-		p.errorf(pd.at, "%s needs requests with period, or one of requests_per_second, requests_per_min, requests_per_hour", what)
+		p.errorf(at, "%s needs requests with period, or one of requests_per_second, requests_per_min, requests_per_hour", what)
 	case len(given) > 1:
-		p.errorf(pd.at, "%s: give only one of %s", what, strings.Join(given, ", "))
+		p.errorf(at, "%s: give only one of %s", what, strings.Join(given, ", "))
 	}
 	// Policies serve our own API, so the default is algorithms.Default,
 	// not the reference's algorithms.Compatible.
 	pol := Policy{
 		Name:        name,
-		Rate:        p.rate(&pd.limitDoc, algorithms.Default, requests, period),
-		FailureMode: p.failureMode(pd.failureMode),
-		ShadowMode:  isTrue(pd.shadowMode),
+		Rate:        p.rate(&ld, algorithms.Default, requests, period),
+		FailureMode: p.failureMode(ld.failureMode),
+		ShadowMode:  isTrue(ld.shadowMode),
 	}
-	if pd.bad || len(p.errs) > errsBefore || !p.wholeRate(pd.at, what, pol.Rate) {
+	if len(p.errs) > errsBefore || !p.wholeRate(at, what, pol.Rate) {
 		return Policy{}, false
 	}
-	var ok bool
-	pol.Warn, ok = p.warnAt(pd.warnAt, what, pol.Rate)
+	pol.Warn, ok = p.warnAt(ld.warnAt, what, pol.Rate)
 	return pol, ok
 }

@@ -10,44 +10,61 @@ import (
 	"github.com/floodgate/floodgate/internal/keys"
 )
 
-// quota checks a file's quota_buckets and quota_unmatched.
-func (p *parser) quota(fd *fileDoc) *domainQuota {
-	dq := &domainQuota{unmatched: DefaultQuotaUnmatched, given: fd.quotaBucketsAt != nil || fd.quotaUnmatched.given()}
-	if v := fd.quotaUnmatched; v.ok {
-		if a, ok := p.quotaAction(v, "quota_unmatched", QuotaAllowAll, QuotaDenyAll, QuotaAbandon); ok {
+// quota checks a domain's quota_buckets list (nil when absent) and
+// quota_unmatched.
+func (p *parser) quota(domain string, buckets *yaml.Node, unmatched value[string]) *domainQuota {
+	dq := &domainQuota{unmatched: DefaultQuotaUnmatched, given: buckets != nil || unmatched.given()}
+	if unmatched.ok {
+		if a, ok := p.quotaAction(unmatched, "quota_unmatched", QuotaAllowAll, QuotaDenyAll, QuotaAbandon); ok {
 			dq.unmatched = a
 		}
 	}
+	items, _ := p.list(buckets, "quota_buckets")
 	seen := map[string]*yaml.Node{}
-	for _, qd := range fd.quotaBuckets {
-		q := p.quotaBucket(qd, fd.domain.v)
+	for _, it := range items {
+		q, at := p.quotaBucket(it, domain)
 		if q == nil {
 			continue
 		}
 		if first := seen[q.ID]; first != nil {
-			p.errorf(qd.at, "duplicate quota bucket: the same bucket_id is already defined at line %d, column %d", first.Line, first.Column)
+			p.errorf(at, "duplicate quota bucket: the same bucket_id is already defined at line %d, column %d", first.Line, first.Column)
 			continue
 		}
-		seen[q.ID] = qd.at
+		seen[q.ID] = at
 		dq.buckets = append(dq.buckets, q)
 	}
 	return dq
 }
 
 // quotaBucket checks one quota_buckets entry and builds it, or returns
-// nil.
-func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
-	switch {
-	case !qd.hasBucketID:
-		p.errorf(qd.at, "quota bucket has no bucket_id (a mapping of keys to values, \"*\" for any value)")
-		return nil
-	case qd.bucketIDAt == nil:
-		return nil // not a mapping: reported
+// nil; at is the entry's mapping.
+func (p *parser) quotaBucket(n *yaml.Node, domain string) (q *QuotaBucket, at *yaml.Node) {
+	f, at, ok := p.fields(n, "a quota bucket", "bucket_id", "rate_limit", "blanket_rule")
+	if !ok {
+		return nil, nil
 	}
 	errsBefore := len(p.errs)
-	q := &QuotaBucket{Domain: domain, Source: p.sourceAt(posOf(qd.at))}
-	for _, bk := range qd.bucketID {
-		k, v := bk.key, bk.value
+	var ids []pair
+	idAt := f["bucket_id"]
+	if idAt != nil {
+		// bucket_id: {} or nothing matches every bucket, least specific.
+		ids, idAt, _ = p.pairs(idAt, true, "bucket_id must be a mapping of keys to values")
+	}
+	var rl *rateLimitDoc
+	if f["rate_limit"] != nil {
+		rl = p.decoder.rateLimit(f["rate_limit"])
+	}
+	blanket := p.str(f["blanket_rule"])
+	switch {
+	case f["bucket_id"] == nil:
+		p.errorf(at, "quota bucket has no bucket_id (a mapping of keys to values, \"*\" for any value)")
+		return nil, nil
+	case idAt == nil:
+		return nil, nil // not a mapping: reported
+	}
+	q = &QuotaBucket{Domain: domain, Source: p.sourceAt(posOf(at))}
+	for _, e := range ids {
+		k, v := p.str(e.key), p.str(e.value)
 		switch {
 		case !k.ok || !v.ok:
 			continue
@@ -71,30 +88,29 @@ func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
 		}
 	}
 	if len(q.keys) > maxQuotaKeys {
-		p.errorf(qd.bucketIDAt, "bucket_id has %d keys, more than %d", len(q.keys), maxQuotaKeys)
+		p.errorf(idAt, "bucket_id has %d keys, more than %d", len(q.keys), maxQuotaKeys)
 	}
 	slices.SortFunc(q.keys, func(a, b kv) int { return strings.Compare(a.k, b.k) })
 
-	blanket := qd.blanketRule
 	switch {
-	case qd.rateLimitAt != nil && blanket.given():
+	case f["rate_limit"] != nil && blanket.given():
 		p.errorf(blanket.at, "a quota bucket takes rate_limit or blanket_rule, not both")
-	case qd.rateLimitAt == nil && !blanket.given():
-		p.errorf(qd.at, "a quota bucket needs rate_limit or blanket_rule (allow_all or deny_all)")
+	case f["rate_limit"] == nil && !blanket.given():
+		p.errorf(at, "a quota bucket needs rate_limit or blanket_rule (allow_all or deny_all)")
 	case blanket.ok:
 		if a, ok := p.quotaAction(blanket, "blanket_rule", QuotaAllowAll, QuotaDenyAll); ok {
 			q.Action = a
 		}
-	case qd.rateLimitAt != nil:
-		if l := p.rateLimit(qd.rateLimit); l != nil {
+	case f["rate_limit"] != nil:
+		if l := p.rateLimit(rl); l != nil {
 			if len(l.Replaces) > 0 {
-				p.errorf(qd.rateLimit.at, "replaces does not apply to a quota bucket (each reported bucket has one budget)")
+				p.errorf(rl.at, "replaces does not apply to a quota bucket (each reported bucket has one budget)")
 			}
 			if !l.Warn.IsZero() {
-				p.errorf(qd.rateLimit.warnAt.at, "warn_at does not apply to a quota bucket (Envoy enforces its share itself and answers no warning)")
+				p.errorf(rl.warnAt.at, "warn_at does not apply to a quota bucket (Envoy enforces its share itself and answers no warning)")
 			}
 			if l.Rate.Calendar != algorithms.NoCalendar {
-				p.errorf(qd.rateLimit.period.at, "a calendar period does not apply to a quota bucket (Envoy enforces its share in fixed time units)")
+				p.errorf(rl.period.at, "a calendar period does not apply to a quota bucket (Envoy enforces its share in fixed time units)")
 			}
 			switch {
 			case l.Unlimited:
@@ -109,20 +125,20 @@ func (p *parser) quotaBucket(qd *quotaBucketDoc, domain string) *QuotaBucket {
 			q.Name = l.Name
 		}
 	}
-	if qd.bad || len(p.errs) > errsBefore {
-		return nil
+	if len(p.errs) > errsBefore {
+		return nil, nil
 	}
 	q.ID = quotaID(domain, q.keys)
 	if q.Name == "" {
 		q.Name = quotaName(domain, q.keys)
 	}
 	if q.Limit != nil {
-		q.Limit.src = p.ref(posOf(qd.at))
+		q.Limit.src = p.ref(posOf(at))
 		q.Limit.Name = q.Name
 		q.Limit.ID = q.ID
 		q.Limit.keyID = keys.LimitID(q.ID)
 	}
-	return q
+	return q, at
 }
 
 // quotaAction reads the action v names (QuotaAction.String) among

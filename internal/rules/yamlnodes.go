@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
@@ -10,59 +9,14 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 )
 
-// The typed documents a file decodes into, before validation: every
-// value keeps its node, so validation reports positions. A document whose
-// decoding reported an error is marked bad: validation still checks what
-// did decode (so a file's problems show at once), but builds nothing from
-// it. Descriptor trees are decoded level by level as validation walks
-// them (descriptorDoc.descriptors): a ban list of 200,000 rules never sits
-// in memory twice, and the alias-cycle and depth guards follow the walk.
-
-// fileDoc is a file's top level.
-type fileDoc struct {
-	at               *yaml.Node // the top-level mapping
-	domain           value[string]
-	defaultAlgorithm value[string]
-	descriptors      *yaml.Node // the domain's descriptor list, or nil
-	policiesAt       *yaml.Node // the policies mapping, or nil
-	policies         []*policyDoc
-	quotaBucketsAt   *yaml.Node // the quota_buckets list, or nil
-	quotaBuckets     []*quotaBucketDoc
-	quotaUnmatched   value[string]
-}
-
-var fileKeys = []string{"domain", "descriptors", "default_algorithm", "policies", "quota_buckets", "quota_unmatched"}
-
-func (d *decoder) fileDoc(root *yaml.Node) (*fileDoc, bool) {
-	f, at, ok := d.fields(root, "the file", fileKeys...)
-	if !ok {
-		return nil, false
-	}
-	fd := &fileDoc{
-		at:               at,
-		defaultAlgorithm: d.str(f["default_algorithm"]),
-		domain:           d.str(f["domain"]),
-		descriptors:      f["descriptors"],
-		policiesAt:       f["policies"],
-		quotaBucketsAt:   f["quota_buckets"],
-		quotaUnmatched:   d.str(f["quota_unmatched"]),
-	}
-	if fd.policiesAt != nil {
-		fd.policies = d.policies(fd.policiesAt)
-	}
-	// Quota buckets belong to a domain: without one they are an error of
-	// their own, not read.
-	if fd.domain.ok && fd.quotaBucketsAt != nil {
-		if items, ok := d.list(fd.quotaBucketsAt, "quota_buckets"); ok {
-			for _, it := range items {
-				if q := d.quotaBucket(it); q != nil {
-					fd.quotaBuckets = append(fd.quotaBuckets, q)
-				}
-			}
-		}
-	}
-	return fd, true
-}
+// The typed documents of a descriptor and of a limit, decoded before
+// validation: every value keeps its node, so validation reports
+// positions. A rate_limit whose decoding reported an error is marked bad:
+// validation still checks what did decode (so a file's problems show at
+// once), but builds nothing from it. Descriptor trees are decoded level by
+// level as validation walks them (descriptorDoc.descriptors): a ban list
+// of 200,000 rules never sits in memory twice, and the alias-cycle and
+// depth guards follow the walk.
 
 // limitDoc is what a policy and a rate_limit share: how to count, and
 // what to do when the store cannot. The parser's rate checks it.
@@ -230,109 +184,4 @@ func (d *decoder) rateLimit(n *yaml.Node) *rateLimitDoc {
 	}
 	rl.bad = len(d.errs) > errsBefore
 	return rl
-}
-
-// policyDoc is one entry of the policies map.
-type policyDoc struct {
-	nameAt *yaml.Node // the key: the policy's name
-	at     *yaml.Node // the mapping
-	bad    bool       // decoding reported an error
-	limitDoc
-	requests   value[int64]
-	shorthands [len(shorthands)]value[int64]
-}
-
-var policyKeys = []string{
-	"algorithm", "requests", "period", "time_zone", "burst", "failure_mode", "shadow_mode",
-	"requests_per_second", "requests_per_min", "requests_per_hour", "warn_at",
-}
-
-// shorthands are the tier fields: requests per fixed period.
-var shorthands = [...]struct {
-	key    string
-	period time.Duration
-}{
-	{"requests_per_second", time.Second},
-	{"requests_per_min", time.Minute},
-	{"requests_per_hour", time.Hour},
-}
-
-// policies decodes the policies map, in file order. An entry whose key is
-// not a name has a nil at.
-func (d *decoder) policies(n *yaml.Node) []*policyDoc {
-	entries, _, ok := d.pairs(n, false, "policies must be a mapping of names to limits")
-	if !ok {
-		return nil
-	}
-	out := make([]*policyDoc, 0, len(entries))
-	for _, e := range entries {
-		pd := &policyDoc{nameAt: e.key}
-		out = append(out, pd)
-		if e.key.Kind != yaml.ScalarNode || e.key.Value == "" {
-			continue
-		}
-		f, at, ok := d.fields(e.value, "policy "+strconv.Quote(e.key.Value), policyKeys...)
-		if !ok {
-			continue
-		}
-		errsBefore := len(d.errs)
-		pd.at = at
-		pd.limitDoc = d.limitDoc(f)
-		pd.requests = d.integer(f["requests"], "requests")
-		for i, s := range shorthands {
-			pd.shorthands[i] = d.integer(f[s.key], s.key)
-		}
-		pd.bad = len(d.errs) > errsBefore
-	}
-	return out
-}
-
-// quotaBucketDoc is one entry of a domain's quota_buckets list.
-type quotaBucketDoc struct {
-	at          *yaml.Node // the mapping
-	bad         bool       // decoding reported an error
-	hasBucketID bool       // the key is present
-	bucketIDAt  *yaml.Node // the bucket_id mapping (aliases followed), or nil
-	bucketID    []bucketKeyDoc
-	rateLimitAt *yaml.Node // rate_limit, or nil
-	rateLimit   *rateLimitDoc
-	blanketRule value[string]
-}
-
-// bucketKeyDoc is one key of a bucket_id.
-type bucketKeyDoc struct {
-	key, value value[string]
-}
-
-var quotaBucketKeys = []string{"bucket_id", "rate_limit", "blanket_rule"}
-
-// quotaBucket decodes one quota_buckets entry; nil when it is not a
-// mapping.
-func (d *decoder) quotaBucket(n *yaml.Node) *quotaBucketDoc {
-	f, at, ok := d.fields(n, "a quota bucket", quotaBucketKeys...)
-	if !ok {
-		return nil
-	}
-	errsBefore := len(d.errs)
-	q := &quotaBucketDoc{
-		at:          at,
-		rateLimitAt: f["rate_limit"],
-		blanketRule: d.str(f["blanket_rule"]),
-	}
-	if v := f["bucket_id"]; v != nil {
-		q.hasBucketID = true
-		// bucket_id: {} or nothing matches every bucket, least specific.
-		entries, idAt, ok := d.pairs(v, true, "bucket_id must be a mapping of keys to values")
-		if ok {
-			q.bucketIDAt = idAt
-			for _, e := range entries {
-				q.bucketID = append(q.bucketID, bucketKeyDoc{key: d.str(e.key), value: d.str(e.value)})
-			}
-		}
-	}
-	if q.rateLimitAt != nil {
-		q.rateLimit = d.rateLimit(q.rateLimitAt)
-	}
-	q.bad = len(d.errs) > errsBefore
-	return q
 }
