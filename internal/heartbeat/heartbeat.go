@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,10 +62,10 @@ type Heartbeat struct {
 
 	started atomic.Bool // Start was called
 
-	ctx  context.Context // of the beats Start makes; ended by Close
-	stop context.CancelFunc
-	done chan struct{}
-	once sync.Once
+	ctx    context.Context // of the beats Start makes; ended by Close
+	stop   context.CancelFunc
+	done   chan struct{}
+	closed atomic.Bool
 }
 
 // New returns a Heartbeat on client that has not beaten yet: call Beat,
@@ -173,14 +172,10 @@ func (h *Heartbeat) beatAndLog() {
 // effort, within one timeout), so the others count it out at their next
 // beat. It does not close the client.
 func (h *Heartbeat) Close() error {
-	first := false
-	h.once.Do(func() {
-		h.stop()
-		first = true
-	})
-	if !first {
+	if h.closed.Swap(true) {
 		return nil
 	}
+	h.stop()
 	if h.started.Load() {
 		<-h.done // no beat re-announces the replica after it left
 	}

@@ -156,7 +156,6 @@ func rlqsStream(ctx context.Context, cfg RLQSConfig, conn grpc.ClientConnInterfa
 			select {
 			case <-time.After(time.Until(next)):
 			case <-ctx.Done():
-				return n, nil
 			}
 		}
 		if ctx.Err() != nil {

@@ -93,11 +93,7 @@ func Burst(n int64, at time.Duration) (Segment, error) {
 	if err := checkTime("time", at); err != nil {
 		return Segment{}, err
 	}
-	s := Segment{Arrivals: make([]time.Duration, n), End: at + time.Millisecond}
-	for i := range s.Arrivals {
-		s.Arrivals[i] = at
-	}
-	return s, nil
+	return Segment{Arrivals: slices.Repeat([]time.Duration{at}, int(n)), End: at + time.Millisecond}, nil
 }
 
 // EdgeGap is how long before a window edge the window-edge attack sends
