@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/floodgate/floodgate/internal/observability"
 )
@@ -23,17 +22,11 @@ func (t *Tracing) HTTPHandler(next http.Handler) http.Handler {
 	}
 	s := t.serverSpans()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, ok := spanParent(s, r.Context(), httpHeaders(r.Header))
-		if !ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		ctx, span := startSpan(s, r.Context(), httpHeaders(r.Header), r.Method,
 			attribute.String("http.request.method", r.Method),
 			attribute.String("url.path", r.URL.Path),
-		))
-		if !span.IsRecording() { // a sampler said no after all
-			span.End()
+		)
+		if span == nil {
 			next.ServeHTTP(w, r)
 			return
 		}

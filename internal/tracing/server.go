@@ -34,17 +34,23 @@ func (s *serverSpans) start(ctx context.Context, fullMethod string) (context.Con
 	if !traced(fullMethod) {
 		return ctx, nil
 	}
-	ctx, ok := spanParent(s, ctx, grpcHeaders{ctx})
-	if !ok {
-		return ctx, nil
-	}
 	name := strings.TrimPrefix(fullMethod, "/")
 	service, method, _ := strings.Cut(name, "/")
-	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+	return startSpan(s, ctx, grpcHeaders{ctx}, name,
 		attribute.String("rpc.system", "grpc"),
 		attribute.String("rpc.service", service),
 		attribute.String("rpc.method", method),
-	))
+	)
+}
+
+// startSpan starts a call's server span, named name, in the context
+// spanParent gives, or returns nil when the call is not sampled.
+func startSpan[H headers](s *serverSpans, ctx context.Context, h H, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	ctx, ok := spanParent(s, ctx, h)
+	if !ok {
+		return ctx, nil
+	}
+	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	if !span.IsRecording() { // a sampler said no after all
 		span.End()
 		return ctx, nil
