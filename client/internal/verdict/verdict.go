@@ -68,25 +68,6 @@ func (m *MisconfigLog) OK() {
 	}
 }
 
-// mostRestrictive is the index of the check a batch's answer describes:
-// the most restrictive (the first of equals).
-func mostRestrictive(b client.BatchDecision) int {
-	best := 0
-	for i, o := range b.Decisions[1:] {
-		if moreRestrictive(o, b.Decisions[best]) {
-			best = i + 1
-		}
-	}
-	return best
-}
-
-// moreRestrictive orders decisions for the answer, as the server's
-// headers do (ratelimitheader.MoreRestrictive): a deny beats an allow, a
-// longer wait beats a shorter one, fewer remaining beats more.
-func moreRestrictive(a, b client.Decision) bool {
-	return ratelimitheader.MoreRestrictive(State(a), State(b))
-}
-
 // State is what the rate-limit headers say of d.
 func State(d client.Decision) ratelimitheader.State {
 	return ratelimitheader.State{
@@ -97,11 +78,19 @@ func State(d client.Decision) ratelimitheader.State {
 	}
 }
 
-// Combined is the decision a batch's answer describes: the most
-// restrictive check's, allowed only if the whole batch was (a batch denied
-// by one check is denied as a whole), and its index in the batch.
+// Combined is the decision a batch's answer describes, and its index in
+// the batch: the most restrictive check's (the first of equals), ordered
+// as the server's headers order them (ratelimitheader.MoreRestrictive: a
+// deny beats an allow, a longer wait a shorter one, fewer remaining more),
+// allowed only if the whole batch was (a batch denied by one check is
+// denied as a whole).
 func Combined(b client.BatchDecision) (client.Decision, int) {
-	i := mostRestrictive(b)
+	i := 0
+	for j, o := range b.Decisions[1:] {
+		if ratelimitheader.MoreRestrictive(State(o), State(b.Decisions[i])) {
+			i = j + 1
+		}
+	}
 	d := b.Decisions[i]
 	d.Allowed = b.Allowed
 	return d, i
