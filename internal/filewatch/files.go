@@ -3,7 +3,6 @@ package filewatch
 import (
 	"crypto/sha256"
 	"fmt"
-	"hash"
 	"os"
 	"path/filepath"
 
@@ -93,15 +92,11 @@ func (s *fileSet) fingerprint() digest {
 				return
 			}
 		}
-		writeErr(h, path, err)
+		fmt.Fprintf(h, "%q error %q\n", path, err)
 	})
 	var d digest
 	h.Sum(d[:0])
 	return d
-}
-
-func writeErr(h hash.Hash, path string, err error) {
-	fmt.Fprintf(h, "%q error %q\n", path, err)
 }
 
 // refresh follows every symlinked file to its target and watches the

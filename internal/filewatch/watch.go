@@ -258,7 +258,9 @@ func (w *Watcher[T]) run(ctx context.Context) {
 			}
 			// An overflow loses events: load to be sure (the fingerprint
 			// skips it when nothing changed).
-			w.report(&WatchError{Path: w.opts.Paths[0], Err: err})
+			w.mu.Lock()
+			w.opts.OnError(&WatchError{Path: w.opts.Paths[0], Err: err})
+			w.mu.Unlock()
 			schedule()
 		case <-debounce.C:
 			first = time.Time{}
@@ -273,12 +275,6 @@ func (w *Watcher[T]) relevant(name string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.files.relevant(name)
-}
-
-func (w *Watcher[T]) report(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.opts.OnError(err)
 }
 
 func (w *Watcher[T]) loadIfChanged() {

@@ -60,7 +60,8 @@ func propagator(names []string) (propagation.TextMapPropagator, []headerFamily) 
 			continue
 		}
 		f := familyOf(p.Fields())
-		if i := slices.IndexFunc(fs, f.same); i >= 0 {
+		same := func(g headerFamily) bool { return g.kind == f.kind && slices.Equal(g.fields, f.fields) }
+		if i := slices.IndexFunc(fs, same); i >= 0 {
 			fs = slices.Delete(fs, i, i+1)
 		}
 		fs = slices.Insert(fs, 0, f)
@@ -96,8 +97,4 @@ func familyOf(fields []string) headerFamily {
 		f.fields = append(f.fields, h)
 	}
 	return f
-}
-
-func (f headerFamily) same(g headerFamily) bool {
-	return f.kind == g.kind && slices.Equal(f.fields, g.fields)
 }
