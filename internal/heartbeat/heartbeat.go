@@ -58,7 +58,6 @@ type Heartbeat struct {
 	cfg    Config
 	log    *slog.Logger
 	count  atomic.Int64 // last count read; 0 before the first
-	failed atomic.Bool  // the last beat failed (for the log)
 
 	started atomic.Bool // Start was called
 
@@ -146,8 +145,15 @@ func (h *Heartbeat) Start() {
 		defer close(h.done)
 		t := time.NewTicker(h.cfg.Interval)
 		defer t.Stop()
+		failed := false // the last beat failed
 		for {
-			h.beatAndLog()
+			err := h.Beat(h.ctx)
+			if err != nil && !failed {
+				h.log.Warn("replica heartbeat failed: failure_mode local keeps the last replica count", "replicas", h.Replicas(), "err", err)
+			} else if err == nil && failed {
+				h.log.Info("replica heartbeat back", "replicas", h.Replicas())
+			}
+			failed = err != nil
 			select {
 			case <-h.ctx.Done():
 				return
@@ -155,17 +161,6 @@ func (h *Heartbeat) Start() {
 			}
 		}
 	}()
-}
-
-// beatAndLog is one beat of Start, logging the transitions.
-func (h *Heartbeat) beatAndLog() {
-	err := h.Beat(h.ctx)
-	switch {
-	case err != nil && !h.failed.Swap(true):
-		h.log.Warn("replica heartbeat failed: failure_mode local keeps the last replica count", "replicas", h.Replicas(), "err", err)
-	case err == nil && h.failed.Swap(false):
-		h.log.Info("replica heartbeat back", "replicas", h.Replicas())
-	}
 }
 
 // Close stops the beats and removes this replica from the set (best
