@@ -14,11 +14,8 @@ type reloadable struct {
 }
 
 // reloadOnHangup reloads every item each time hup delivers (a SIGHUP),
-// until ctx ends. The files are watched anyway; a SIGHUP is how operators
-// (and tools such as certbot's deploy hooks) say "now", where file events
-// are missing or late. A file that fails to load keeps its previous value
-// (each watcher reports why, and the error is logged here too); the
-// server keeps serving either way.
+// until ctx ends: "now", where file events are missing or late. A file
+// that fails to load keeps its previous value.
 func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, items []reloadable, log *slog.Logger) {
 	for {
 		select {

@@ -17,9 +17,6 @@ import (
 	"github.com/floodgate/floodgate/server"
 )
 
-// shouldRateLimitMethod is the Envoy API's decision call.
-const shouldRateLimitMethod = "/" + "envoy.service.ratelimit.v3.RateLimitService" + "/ShouldRateLimit"
-
 // interceptor adds the reference's three response headers to every
 // ShouldRateLimit answer, as it picks them: the descriptor status with a
 // limit and the least remaining, an over-limit one taking precedence over
@@ -30,7 +27,7 @@ const shouldRateLimitMethod = "/" + "envoy.service.ratelimit.v3.RateLimitService
 // limit: no headers.
 func (h *refHeaderNames) interceptor(now func() time.Time) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if info.FullMethod != shouldRateLimitMethod {
+		if info.FullMethod != rlsv3.RateLimitService_ShouldRateLimit_FullMethodName {
 			return handler(ctx, req)
 		}
 		ctx, marks := server.WithQuotaMarks(ctx)

@@ -446,7 +446,7 @@ func TestRefHeadersInterceptor(t *testing.T) {
 	call := func(method string, err error) (any, error) {
 		return ic(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) { return answer(), err })
 	}
-	got, err := call(shouldRateLimitMethod, nil)
+	got, err := call(rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +462,7 @@ func TestRefHeadersInterceptor(t *testing.T) {
 		t.Errorf("another method's answer was changed: %v", hs)
 	}
 	want := errors.New("boom")
-	if _, err := call(shouldRateLimitMethod, want); err != want {
+	if _, err := call(rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, want); err != want {
 		t.Errorf("error %v, want %v", err, want)
 	}
 }

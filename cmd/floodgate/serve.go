@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -14,12 +15,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 	grpchealth "google.golang.org/grpc/health"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/denycache"
+	"github.com/floodgate/floodgate/internal/limited"
+	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/xdsrules"
 	"github.com/floodgate/floodgate/server"
@@ -149,6 +153,17 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	f.local.register(fs)
 	f.limited.register(fs)
 	fs.IntVar(&f.limits.MaxConnectionsPerClient, "max-connections-per-client", server.DefaultMaxConnectionsPerClient, "gRPC, and apart the HTTP port: open connections from one client IP address; more are closed when accepted")
+}
+
+// serveEnv is what serve's builders share: the checked flags, the failure
+// mode they name, the logger, and the metrics with their registry.
+type serveEnv struct {
+	f           *serveFlags
+	failureMode rules.FailureMode
+	log         *slog.Logger
+	reg         prometheus.Registerer
+	metrics     *observability.Metrics
+	limited     *limited.Tracker // nil: tracking off
 }
 
 // runServe runs `floodgate serve` until ctx ends: it checks the flags,

@@ -129,3 +129,12 @@ func (e serveEnv) buildGRPC(p grpcPipeline, apis decisionAPIs, quota *rlqs.Servi
 		TraceStream:        traceStream,
 	})
 }
+
+// refuseGiveBacks is a unary interceptor that puts the port's refusal
+// (reason: giveback.PortRefusal) into every call's context, so that every
+// give-back there (Reset, refunds, Envoy's negative hits) is refused.
+func refuseGiveBacks(reason string) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		return next(giveback.WithRefusal(ctx, reason), req)
+	}
+}

@@ -63,11 +63,9 @@ func logFatal(log *slog.Logger, err error) error {
 // redisLogEvery is how often serve lets a go-redis log line through.
 const redisLogEvery = time.Minute
 
-// quietRedisLog is go-redis' process-wide logger in serve. While Redis is
-// down go-redis writes a line for every failed dial, many a second; the
-// store's breaker already logs once when Redis goes and once when it comes
-// back ("store unreachable", "store reachable again"), so these lines are
-// kept to a reminder a minute, each saying how many it held back.
+// quietRedisLog is go-redis' process-wide logger in serve. The breaker
+// logs an outage once; go-redis' line per failed dial is kept to one a
+// minute, each saying how many it held back.
 type quietRedisLog struct {
 	log   *slog.Logger
 	now   func() time.Time
