@@ -135,8 +135,8 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	flag := func(name, value string) { c.args = append(c.args, "--"+name+"="+value) }
 
 	// The reference's debug port has no listener of its own here.
-	flag("grpc-addr", hostPort(r.str("GRPC_HOST", "0.0.0.0"), r.integer("GRPC_PORT", 8081)))
-	flag("http-addr", hostPort(r.str("HOST", "0.0.0.0"), r.integer("PORT", 8080)))
+	flag("grpc-addr", net.JoinHostPort(r.str("GRPC_HOST", "0.0.0.0"), strconv.Itoa(r.integer("GRPC_PORT", 8081))))
+	flag("http-addr", net.JoinHostPort(r.str("HOST", "0.0.0.0"), strconv.Itoa(r.integer("PORT", 8080))))
 	flag("pprof", "true")
 	if r.set("DEBUG_HOST") || r.set("DEBUG_PORT") {
 		c.notes = append(c.notes, "DEBUG_HOST/DEBUG_PORT: pprof (/debug/pprof/) and the config dump (/debug/config) are on the HTTP port")
@@ -201,11 +201,6 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 		return c, fmt.Errorf("reference environment: %s", strings.Join(r.errs, "; "))
 	}
 	return c, nil
-}
-
-// hostPort joins a host and a port (an IPv6 host in brackets).
-func hostPort(host string, port int) string {
-	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // refLogLevel is floodgate's level for one of logrus' (any case): trace

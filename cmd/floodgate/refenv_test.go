@@ -117,7 +117,7 @@ func TestReferenceDefaults(t *testing.T) {
 		{"response-dynamic-metadata", f.envoy.DynamicMetadata, false},
 		{"response-headers", f.headers, false},
 		{"headers", c.headers == nil, true},
-		{"xds", f.xds.server, ""},
+		{"xds", f.xds.opts.Server, ""},
 		{"tls", f.tlsCert, ""},
 		{"ignored", len(c.ignored), 0},
 		{"floodgate's own Redis timeout and batching kept", slices.ContainsFunc(c.args, func(a string) bool {
@@ -240,20 +240,20 @@ func TestReferenceVariables(t *testing.T) {
 			func(c refConfig, f serveFlags) bool { return !f.ruleLoad.mergeDomains && f.configPath != "" }},
 		{"xds", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"},
 			func(c refConfig, f serveFlags) bool {
-				return f.configPath == "" && f.xds.server == "localhost:18000" && f.xds.nodeID == "default" &&
-					f.xds.backoffMin == 10*time.Second && f.xds.backoffMax == time.Minute && !f.xds.tls
+				return f.configPath == "" && f.xds.opts.Server == "localhost:18000" && f.xds.opts.NodeID == "default" &&
+					f.xds.opts.BackoffMin == 10*time.Second && f.xds.opts.BackoffMax == time.Minute && !f.xds.tls
 			}},
 		{"xds settings", map[string]string{"CONFIG_TYPE": "grpc_xds_sotw", "CONFIG_GRPC_XDS_SERVER_URL": "cp:9", "CONFIG_GRPC_XDS_NODE_ID": "n",
 			"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/ca", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/c", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/k",
 			"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "1s", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "5s"},
 			func(c refConfig, f serveFlags) bool {
-				return f.xds.server == "cp:9" && f.xds.nodeID == "n" && f.xds.tls && f.xds.tlsCA == "/ca" &&
-					f.xds.tlsCert == "/c" && f.xds.tlsKey == "/k" && f.xds.backoffMin == time.Second && f.xds.backoffMax == 5*time.Second
+				return f.xds.opts.Server == "cp:9" && f.xds.opts.NodeID == "n" && f.xds.tls && f.xds.tlsCA == "/ca" &&
+					f.xds.tlsCert == "/c" && f.xds.tlsKey == "/k" && f.xds.opts.BackoffMin == time.Second && f.xds.opts.BackoffMax == 5*time.Second
 			}},
 		{"xds backoff over retry interval", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "2s", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "1s"},
-			func(c refConfig, f serveFlags) bool { return f.xds.backoffMin == time.Second }},
+			func(c refConfig, f serveFlags) bool { return f.xds.opts.BackoffMin == time.Second }},
 		{"xds retry interval", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "2s"},
-			func(c refConfig, f serveFlags) bool { return f.xds.backoffMin == 2*time.Second }},
+			func(c refConfig, f serveFlags) bool { return f.xds.opts.BackoffMin == 2*time.Second }},
 		{"tracing", map[string]string{"TRACING_ENABLED": "true", "TRACING_SERVICE_NAMESPACE": "ns", "TRACING_SERVICE_INSTANCE_ID": "i", "TRACING_SAMPLING_RATE": "0.25"},
 			func(c refConfig, f serveFlags) bool {
 				return c.env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://localhost:4318" && c.env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf" &&

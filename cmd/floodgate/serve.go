@@ -234,7 +234,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer func() { cancel(); stopXDS() }()
 	var cfg server.RuleSource // nil without rules: inline limits only
-	if f.configPath != "" || f.xds.server != "" {
+	if f.configPath != "" || f.xds.opts.Server != "" {
 		cfg = live
 	}
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -18,52 +17,39 @@ import (
 
 // xdsFlags are serve's settings for rules from an xDS management server.
 type xdsFlags struct {
-	server     string
-	nodeID     string
-	tlsCA      string
-	tlsCert    string
-	tlsKey     string
-	tls        bool
-	backoffMin time.Duration
-	backoffMax time.Duration
-	algorithm  string
+	opts                   xdsrules.Options // Apply, Log and TLS are set by client
+	tlsCA, tlsCert, tlsKey string
+	tls                    bool
 }
 
 func (x *xdsFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&x.server, "config-xds-server", "", "xDS: management server HOST:PORT to take rules from (RateLimitConfig resources over ADS, state of the world), beside --config; empty: off (docs/xds.md)")
-	fs.StringVar(&x.nodeID, "config-xds-node-id", "", "xDS: this server's node id (default: the host name)")
+	fs.StringVar(&x.opts.Server, "config-xds-server", "", "xDS: management server HOST:PORT to take rules from (RateLimitConfig resources over ADS, state of the world), beside --config; empty: off (docs/xds.md)")
+	fs.StringVar(&x.opts.NodeID, "config-xds-node-id", "", "xDS: this server's node id (default: the host name)")
 	fs.BoolVar(&x.tls, "config-xds-tls", false, "xDS: connect with TLS, verified by the system roots (implied by --config-xds-tls-ca)")
 	fs.StringVar(&x.tlsCA, "config-xds-tls-ca", "", "xDS TLS: PEM file of the CA that signed the management server's certificate")
 	fs.StringVar(&x.tlsCert, "config-xds-tls-cert", "", "xDS TLS: client certificate file (PEM), when the management server asks for one")
 	fs.StringVar(&x.tlsKey, "config-xds-tls-key", "", "xDS TLS: the client certificate's key file (PEM)")
-	fs.DurationVar(&x.backoffMin, "config-xds-backoff-min", xdsrules.DefaultBackoffMin, "xDS: first wait before reconnecting to the management server; doubles per failed attempt")
-	fs.DurationVar(&x.backoffMax, "config-xds-backoff-max", xdsrules.DefaultBackoffMax, "xDS: longest wait before reconnecting")
-	fs.StringVar(&x.algorithm, "config-xds-algorithm", "", "xDS: algorithm of every xDS limit ("+algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+"); empty: "+algorithms.Compatible.String()+" as in envoyproxy/ratelimit")
+	fs.DurationVar(&x.opts.BackoffMin, "config-xds-backoff-min", xdsrules.DefaultBackoffMin, "xDS: first wait before reconnecting to the management server; doubles per failed attempt")
+	fs.DurationVar(&x.opts.BackoffMax, "config-xds-backoff-max", xdsrules.DefaultBackoffMax, "xDS: longest wait before reconnecting")
+	fs.StringVar(&x.opts.DefaultAlgorithm, "config-xds-algorithm", "", "xDS: algorithm of every xDS limit ("+algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+"); empty: "+algorithms.Compatible.String()+" as in envoyproxy/ratelimit")
 }
 
 // client checks the flags and returns the xDS client that calls apply,
 // or nil when --config-xds-server is not set.
 func (x *xdsFlags) client(apply func([]*rules.Set, string) error, log *slog.Logger) (*xdsrules.Client, error) {
-	if x.server == "" {
+	if x.opts.Server == "" {
 		return nil, nil
 	}
-	if x.algorithm != "" {
-		if _, err := algorithms.ParseAlgorithm(x.algorithm); err != nil {
+	if x.opts.DefaultAlgorithm != "" {
+		if _, err := algorithms.ParseAlgorithm(x.opts.DefaultAlgorithm); err != nil {
 			return nil, fmt.Errorf("--config-xds-algorithm: %w", err)
 		}
 	}
-	if x.backoffMin <= 0 || x.backoffMax < x.backoffMin {
+	if x.opts.BackoffMin <= 0 || x.opts.BackoffMax < x.opts.BackoffMin {
 		return nil, errors.New("--config-xds-backoff-min must be positive and at most --config-xds-backoff-max")
 	}
-	o := xdsrules.Options{
-		Server:           x.server,
-		NodeID:           x.nodeID,
-		DefaultAlgorithm: x.algorithm,
-		BackoffMin:       x.backoffMin,
-		BackoffMax:       x.backoffMax,
-		Apply:            apply,
-		Log:              log,
-	}
+	o := x.opts
+	o.Apply, o.Log = apply, log
 	if o.NodeID == "" {
 		host, err := os.Hostname()
 		if err != nil {

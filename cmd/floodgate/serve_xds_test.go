@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/floodgate/floodgate/internal/rules"
+	"github.com/floodgate/floodgate/internal/xdsrules"
 )
 
 // TestXDSFlags: the xDS flags are checked before serving.
@@ -19,10 +20,10 @@ func TestXDSFlags(t *testing.T) {
 		want string // "" when valid
 	}{
 		{"off", xdsFlags{}, ""},
-		{"on", xdsFlags{server: "127.0.0.1:1", backoffMin: 1, backoffMax: 2}, ""},
-		{"bad algorithm", xdsFlags{server: "127.0.0.1:1", algorithm: "leaky", backoffMin: 1, backoffMax: 2}, "--config-xds-algorithm"},
-		{"backoff", xdsFlags{server: "127.0.0.1:1", backoffMin: 3, backoffMax: 2}, "--config-xds-backoff-min"},
-		{"key without cert", xdsFlags{server: "127.0.0.1:1", tlsKey: "k.pem", backoffMin: 1, backoffMax: 2}, "go together"},
+		{"on", xdsFlags{opts: xdsrules.Options{Server: "127.0.0.1:1", BackoffMin: 1, BackoffMax: 2}}, ""},
+		{"bad algorithm", xdsFlags{opts: xdsrules.Options{Server: "127.0.0.1:1", DefaultAlgorithm: "leaky", BackoffMin: 1, BackoffMax: 2}}, "--config-xds-algorithm"},
+		{"backoff", xdsFlags{opts: xdsrules.Options{Server: "127.0.0.1:1", BackoffMin: 3, BackoffMax: 2}}, "--config-xds-backoff-min"},
+		{"key without cert", xdsFlags{opts: xdsrules.Options{Server: "127.0.0.1:1", BackoffMin: 1, BackoffMax: 2}, tlsKey: "k.pem"}, "go together"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
