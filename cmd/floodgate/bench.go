@@ -26,51 +26,43 @@ import (
 
 // benchFlags are the settings of `floodgate bench`.
 type benchFlags struct {
-	addr           string
+	cfg            loadgen.Config // the run's settings; API and Limit are set by loadConfig, Conns by runBench
 	api            string
-	concurrency    int
 	conns          int
-	duration       time.Duration
-	warmup         time.Duration
-	keys           int
-	zipf           float64
 	algorithm      string
 	limit          string
-	descriptors    int
-	domain         string
 	tls            bool
 	tlsCA          string
 	tlsSkipVerify  bool
 	token          string
 	json           bool
-	maxRequests    uint64
 	printConfig    bool
 	connectTimeout time.Duration
 	cpuProfile     string
-	reportInterval time.Duration // --api rlqs (bench_rlqs.go)
+	reportInterval time.Duration // --api rlqs
 	strict         bool
 }
 
 func (f *benchFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.addr, "addr", "127.0.0.1:8081", "gRPC address of the floodgate server")
+	fs.StringVar(&f.cfg.Target, "addr", "127.0.0.1:8081", "gRPC address of the floodgate server")
 	fs.StringVar(&f.api, "api", "check", "what to send: check (floodgate.v1 Check), rls (Envoy ShouldRateLimit; see --print-config), health (grpc.health.v1: the server's bare gRPC ceiling) or rlqs (Envoy RLQS streams: --concurrency instances × --keys buckets; see --print-config)")
 	fs.DurationVar(&f.reportInterval, "report-interval", 0, "rlqs: each instance reports every interval, as Envoy does (0: its next report as soon as the last was answered)")
-	fs.IntVar(&f.concurrency, "concurrency", 50, "workers, each with one request in flight (closed loop)")
+	fs.IntVar(&f.cfg.Concurrency, "concurrency", 50, "workers, each with one request in flight (closed loop)")
 	fs.IntVar(&f.conns, "conns", 1, "gRPC connections; workers are spread over them round-robin")
-	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to measure, after the warmup (0: until --max-requests)")
-	fs.DurationVar(&f.warmup, "warmup", 2*time.Second, "how long to send before measuring")
-	fs.IntVar(&f.keys, "keys", 10000, "distinct keys (check, rls)")
-	fs.Float64Var(&f.zipf, "zipf", 0, "Zipf skew s > 1 for the key choice (key 0 the most frequent); 0 means uniform")
+	fs.DurationVar(&f.cfg.Duration, "duration", 10*time.Second, "how long to measure, after the warmup (0: until --max-requests)")
+	fs.DurationVar(&f.cfg.Warmup, "warmup", 2*time.Second, "how long to send before measuring")
+	fs.IntVar(&f.cfg.Keys, "keys", 10000, "distinct keys (check, rls)")
+	fs.Float64Var(&f.cfg.Zipf, "zipf", 0, "Zipf skew s > 1 for the key choice (key 0 the most frequent); 0 means uniform")
 	fs.StringVar(&f.algorithm, "algorithm", algorithms.Default.String(), "algorithm: "+algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+" (check; and in --print-config)")
 	fs.StringVar(&f.limit, "limit", "100/1s", "limit per key as REQUESTS/PERIOD, e.g. 100/1s or 10/1m; burst = requests (check; and in --print-config)")
-	fs.IntVar(&f.descriptors, "descriptors", 1, "rls: descriptors per request, with keys bench_key, bench_key2, ...")
-	fs.StringVar(&f.domain, "domain", "bench", "rls: the domain")
+	fs.IntVar(&f.cfg.Descriptors, "descriptors", 1, "rls: descriptors per request, with keys bench_key, bench_key2, ...")
+	fs.StringVar(&f.cfg.Domain, "domain", "bench", "rls: the domain")
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS (implied by --tls-ca and --tls-insecure-skip-verify)")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CA that signed the server's certificate (default: the system roots)")
 	fs.BoolVar(&f.tlsSkipVerify, "tls-insecure-skip-verify", false, "TLS without checking the server's certificate (tests only)")
 	fs.StringVar(&f.token, "token", "", "send the header authorization: Bearer TOKEN with every request")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (fields documented in internal/loadgen) instead of the text report")
-	fs.Uint64Var(&f.maxRequests, "max-requests", 0, "stop after this many measured requests (0: no cap)")
+	fs.Uint64Var(&f.cfg.MaxRequests, "max-requests", 0, "stop after this many measured requests (0: no cap)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the server config --api rls needs (for --domain, --descriptors, --limit, --algorithm) and exit")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the connections to be ready")
 	fs.BoolVar(&f.strict, "strict", false, "exit 1 when the run did not measure what it claims: with --api rls, when no answer carried a limit (the server has no rule for the bench descriptors; without --strict that is a warning)")
@@ -112,7 +104,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		return f.runRLQS(ctx, cfg, stdout, fail)
 	}
 	if f.printConfig {
-		_, err := io.WriteString(stdout, loadgen.RLSConfig(f.domain, f.descriptors, cfg.Limit))
+		_, err := io.WriteString(stdout, loadgen.RLSConfig(f.cfg.Domain, f.cfg.Descriptors, cfg.Limit))
 		return err
 	}
 	if cfg.API != loadgen.APICheck {
@@ -126,7 +118,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	tty := isTerminal(stderr)
 	if tty {
-		total := f.duration
+		total := f.cfg.Duration
 		cfg.Progress = func(p loadgen.Progress) {
 			line := p.String()
 			if !p.Warmup && total > 0 {
@@ -176,7 +168,7 @@ func (f *benchFlags) checkLimited(res *loadgen.Result, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(stderr, "floodgate bench: warning: none of %d answers carried a limit: the server at %s has no rule for domain %q and the bench descriptors, so every request was allowed unlimited and this measured rule lookups, not decisions; serve the rules of `floodgate bench --api rls --print-config` (with the same --domain, --descriptors and --limit)\n",
-		res.Allowed+res.Denied, f.addr, f.domain)
+		res.Allowed+res.Denied, f.cfg.Target, f.cfg.Domain)
 	if f.strict {
 		return exitCode(1)
 	}
@@ -203,46 +195,36 @@ func (f *benchFlags) loadConfig() (loadgen.Config, error) {
 		return loadgen.Config{}, fmt.Errorf("--limit %s with --algorithm %s: %w", f.limit, f.algorithm, err)
 	}
 	switch {
-	case f.concurrency < 1:
-		return loadgen.Config{}, fmt.Errorf("--concurrency must be at least 1, got %d", f.concurrency)
+	case f.cfg.Concurrency < 1:
+		return loadgen.Config{}, fmt.Errorf("--concurrency must be at least 1, got %d", f.cfg.Concurrency)
 	case f.conns < 1:
 		return loadgen.Config{}, fmt.Errorf("--conns must be at least 1, got %d", f.conns)
-	case f.conns > f.concurrency:
-		return loadgen.Config{}, fmt.Errorf("--conns (%d) must not exceed --concurrency (%d): a connection without a worker sends nothing", f.conns, f.concurrency)
-	case f.duration < 0:
-		return loadgen.Config{}, fmt.Errorf("--duration must not be negative, got %v", f.duration)
-	case f.duration == 0 && f.maxRequests == 0:
+	case f.conns > f.cfg.Concurrency:
+		return loadgen.Config{}, fmt.Errorf("--conns (%d) must not exceed --concurrency (%d): a connection without a worker sends nothing", f.conns, f.cfg.Concurrency)
+	case f.cfg.Duration < 0:
+		return loadgen.Config{}, fmt.Errorf("--duration must not be negative, got %v", f.cfg.Duration)
+	case f.cfg.Duration == 0 && f.cfg.MaxRequests == 0:
 		return loadgen.Config{}, errors.New("--duration 0 needs --max-requests")
-	case f.warmup < 0:
-		return loadgen.Config{}, fmt.Errorf("--warmup must not be negative, got %v", f.warmup)
-	case f.keys < 1:
-		return loadgen.Config{}, fmt.Errorf("--keys must be at least 1, got %d", f.keys)
-	case f.zipf != 0 && !(f.zipf > 1):
-		return loadgen.Config{}, fmt.Errorf("--zipf must be greater than 1 (or 0 for uniform keys), got %v", f.zipf)
-	case f.descriptors < 1:
-		return loadgen.Config{}, fmt.Errorf("--descriptors must be at least 1, got %d", f.descriptors)
-	case f.domain == "":
+	case f.cfg.Warmup < 0:
+		return loadgen.Config{}, fmt.Errorf("--warmup must not be negative, got %v", f.cfg.Warmup)
+	case f.cfg.Keys < 1:
+		return loadgen.Config{}, fmt.Errorf("--keys must be at least 1, got %d", f.cfg.Keys)
+	case f.cfg.Zipf != 0 && !(f.cfg.Zipf > 1):
+		return loadgen.Config{}, fmt.Errorf("--zipf must be greater than 1 (or 0 for uniform keys), got %v", f.cfg.Zipf)
+	case f.cfg.Descriptors < 1:
+		return loadgen.Config{}, fmt.Errorf("--descriptors must be at least 1, got %d", f.cfg.Descriptors)
+	case f.cfg.Domain == "":
 		return loadgen.Config{}, errors.New("--domain must not be empty")
 	case f.reportInterval < 0:
 		return loadgen.Config{}, fmt.Errorf("--report-interval must not be negative, got %v", f.reportInterval)
-	case api == loadgen.APIRLQS && f.duration == 0:
+	case api == loadgen.APIRLQS && f.cfg.Duration == 0:
 		return loadgen.Config{}, errors.New("--api rlqs needs a positive --duration")
 	case f.connectTimeout <= 0:
 		return loadgen.Config{}, fmt.Errorf("--connect-timeout must be positive, got %v", f.connectTimeout)
 	}
-	return loadgen.Config{
-		API:         api,
-		Target:      f.addr,
-		Concurrency: f.concurrency,
-		Duration:    f.duration,
-		Warmup:      f.warmup,
-		MaxRequests: f.maxRequests,
-		Keys:        f.keys,
-		Zipf:        f.zipf,
-		Limit:       limit,
-		Descriptors: f.descriptors,
-		Domain:      f.domain,
-	}, nil
+	cfg := f.cfg
+	cfg.API, cfg.Limit = api, limit
+	return cfg, nil
 }
 
 // dial opens --conns connections to --addr with the TLS flags' credentials
@@ -261,13 +243,13 @@ func (f *benchFlags) dial(ctx context.Context, fail func(string, ...any) error) 
 	}
 	var conns []grpc.ClientConnInterface
 	for range f.conns {
-		conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))
+		conn, err := grpc.NewClient(f.cfg.Target, grpc.WithTransportCredentials(creds))
 		if err != nil {
-			return ctx, conns, fail("--addr %q: %v", f.addr, err)
+			return ctx, conns, fail("--addr %q: %v", f.cfg.Target, err)
 		}
 		conns = append(conns, conn)
 		if err := waitReady(ctx, conn, f.connectTimeout); err != nil {
-			return ctx, conns, fmt.Errorf("connect to %s: %w", f.addr, err)
+			return ctx, conns, fmt.Errorf("connect to %s: %w", f.cfg.Target, err)
 		}
 	}
 	if f.token != "" {
@@ -322,11 +304,11 @@ func isTerminal(w io.Writer) bool {
 // (every bucket gets --limit's requests per second).
 func (f *benchFlags) runRLQS(ctx context.Context, cfg loadgen.Config, stdout io.Writer, fail func(string, ...any) error) (err error) {
 	if f.printConfig {
-		_, err := io.WriteString(stdout, loadgen.RLQSConfigYAML(f.domain, cfg.Limit.Requests))
+		_, err := io.WriteString(stdout, loadgen.RLQSConfigYAML(f.cfg.Domain, cfg.Limit.Requests))
 		return err
 	}
-	rc := loadgen.RLQSConfig{Domain: f.domain, Streams: f.concurrency, Buckets: f.keys,
-		Interval: f.reportInterval, Duration: f.duration, Warmup: f.warmup}
+	rc := loadgen.RLQSConfig{Domain: f.cfg.Domain, Streams: f.cfg.Concurrency, Buckets: f.cfg.Keys,
+		Interval: f.reportInterval, Duration: f.cfg.Duration, Warmup: f.cfg.Warmup}
 	ctx, rc.Conns, err = f.dial(ctx, fail)
 	defer closeAll(rc.Conns)
 	if err != nil {

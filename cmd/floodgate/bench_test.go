@@ -430,7 +430,7 @@ func TestCheckLimited(t *testing.T) {
 		{"health", loadgen.APIHealth, 9, 0, 0, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &benchFlags{addr: "127.0.0.1:1", domain: "bench", strict: tc.strict}
+			f := &benchFlags{cfg: loadgen.Config{Target: "127.0.0.1:1", Domain: "bench"}, strict: tc.strict}
 			res := &loadgen.Result{Config: loadgen.Config{API: tc.api}, Allowed: tc.allowed, Denied: tc.denied, Limited: tc.limited}
 			var stderr bytes.Buffer
 			err := f.checkLimited(res, &stderr)

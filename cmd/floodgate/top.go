@@ -37,11 +37,7 @@ on bad flags.`
 // topFlags are the settings of `floodgate top`.
 type topFlags struct {
 	addrs    []string
-	rule     string
-	domain   string
-	k        int
-	by       string
-	window   string
+	q        limited.Query
 	token    string
 	timeout  time.Duration
 	watch    bool
@@ -51,20 +47,16 @@ type topFlags struct {
 
 func (f *topFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.addrs, "addr", []string{"127.0.0.1:8080"}, "admin HTTP address of a replica (host:port, or an http:// or https:// URL); repeat for each replica to merge")
-	fs.StringVar(&f.rule, "rule", "", "only the rules of this name (an Envoy rule's name, a policy, or \"inline …\")")
-	fs.StringVar(&f.domain, "domain", "", "only the rules of this Envoy domain")
-	fs.IntVar(&f.k, "k", limited.DefaultK, "keys per rule")
-	fs.StringVar(&f.by, "by", "denied", "rank keys by denied requests (denied) or denied cost (cost)")
-	fs.StringVar(&f.window, "window", "1m", "rank over the last minute (1m) or 15 minutes (15m)")
+	fs.StringVar(&f.q.Rule, "rule", "", "only the rules of this name (an Envoy rule's name, a policy, or \"inline …\")")
+	fs.StringVar(&f.q.Domain, "domain", "", "only the rules of this Envoy domain")
+	fs.IntVar(&f.q.K, "k", limited.DefaultK, "keys per rule")
+	fs.StringVar(&f.q.By, "by", "denied", "rank keys by denied requests (denied) or denied cost (cost)")
+	fs.StringVar(&f.q.Window, "window", "1m", "rank over the last minute (1m) or 15 minutes (15m)")
 	fs.StringVar(&f.token, "token", "", "admin token, when the server has --auth-token-file (sent as Authorization: Bearer)")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "bound on each address's answer")
 	fs.BoolVar(&f.watch, "watch", false, "redraw in place every --interval until interrupted")
 	fs.DurationVar(&f.interval, "interval", 2*time.Second, "--watch: time between redraws")
 	fs.BoolVar(&f.json, "json", false, "print the merged report as JSON (once)")
-}
-
-func (f *topFlags) query() limited.Query {
-	return limited.Query{Rule: f.rule, Domain: f.domain, K: f.k, By: f.by, Window: f.window}
 }
 
 func runTop(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -74,7 +66,7 @@ func runTop(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := parseCommand(fs, args, getenv, stderr, "top", 2); err != nil {
 		return err
 	}
-	err := f.query().Validate()
+	err := f.q.Validate()
 	switch {
 	case err != nil:
 		err = errors.New("--" + err.Error())
@@ -92,13 +84,13 @@ func runTop(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	urls := make([]string, len(f.addrs))
 	for i, a := range f.addrs {
-		if urls[i], err = limitedURL(a, f.query()); err != nil {
+		if urls[i], err = limitedURL(a, f.q); err != nil {
 			return failed(stderr, "top", 2, err)
 		}
 	}
 	client := &http.Client{Timeout: f.timeout}
 	for {
-		report, errs := fetchLimited(ctx, client, urls, f.token, f.query())
+		report, errs := fetchLimited(ctx, client, urls, f.token, f.q)
 		switch {
 		case f.json:
 			enc := json.NewEncoder(stdout)
@@ -108,9 +100,9 @@ func runTop(ctx context.Context, args []string, getenv func(string) string, stdo
 			}
 		case f.watch:
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home and clear: redraw in place
-			writeTop(stdout, report, f.query(), errs)
+			writeTop(stdout, report, f.q, errs)
 		default:
-			writeTop(stdout, report, f.query(), errs)
+			writeTop(stdout, report, f.q, errs)
 		}
 		if !f.watch {
 			if len(errs) > 0 {
