@@ -19,15 +19,14 @@ import (
 // limitedFlags are the settings of the heavy-hitter tracker (GET
 // /debug/limited, the admin page, `floodgate top`).
 type limitedFlags struct {
-	keys        int    // --limited-keys: 0 turns tracking off
-	rules       int    // --limited-rules
-	saltFile    string // --limited-hash-salt-file
-	metricsKeys int    // --limited-metrics-keys
+	cfg         limited.Config // Keys 0 turns tracking off; Salt is read from saltFile
+	saltFile    string
+	metricsKeys int
 }
 
 func (f *limitedFlags) register(fs *pflag.FlagSet) {
-	fs.IntVar(&f.keys, "limited-keys", limited.DefaultKeys, fmt.Sprintf("heaviest denied keys: counters per rule, for /debug/limited, the admin page and `floodgate top` (0 turns tracking off; at most %d; memory: docs/operations.md)", limited.MaxKeys))
-	fs.IntVar(&f.rules, "limited-rules", limited.DefaultRules, "heaviest denied keys: rules (Envoy rules, policies, inline limit rates) tracked at once")
+	fs.IntVar(&f.cfg.Keys, "limited-keys", limited.DefaultKeys, fmt.Sprintf("heaviest denied keys: counters per rule, for /debug/limited, the admin page and `floodgate top` (0 turns tracking off; at most %d; memory: docs/operations.md)", limited.MaxKeys))
+	fs.IntVar(&f.cfg.Rules, "limited-rules", limited.DefaultRules, "heaviest denied keys: rules (Envoy rules, policies, inline limit rates) tracked at once")
 	fs.StringVar(&f.saltFile, "limited-hash-salt-file", "", "heaviest denied keys: a file whose bytes salt a keyed hash (HMAC-SHA256) that every view shows instead of the key; the key itself is not kept")
 	fs.IntVar(&f.metricsKeys, "limited-metrics-keys", 0, fmt.Sprintf("heaviest denied keys: export this many per rule on /metrics as floodgate_limited_key_denied, the key cut at %d bytes or hashed (0: none; at most %d)", limited.MetricKeyBytes, limited.MaxMetricKeys))
 }
@@ -35,13 +34,13 @@ func (f *limitedFlags) register(fs *pflag.FlagSet) {
 // check rejects out-of-range values.
 func (f *limitedFlags) check() error {
 	switch {
-	case f.keys < 0 || f.keys > limited.MaxKeys:
-		return fmt.Errorf("--limited-keys must be 0 to %d, got %d", limited.MaxKeys, f.keys)
-	case f.rules <= 0:
-		return fmt.Errorf("--limited-rules must be positive, got %d", f.rules)
+	case f.cfg.Keys < 0 || f.cfg.Keys > limited.MaxKeys:
+		return fmt.Errorf("--limited-keys must be 0 to %d, got %d", limited.MaxKeys, f.cfg.Keys)
+	case f.cfg.Rules <= 0:
+		return fmt.Errorf("--limited-rules must be positive, got %d", f.cfg.Rules)
 	case f.metricsKeys < 0 || f.metricsKeys > limited.MaxMetricKeys:
 		return fmt.Errorf("--limited-metrics-keys must be 0 to %d, got %d", limited.MaxMetricKeys, f.metricsKeys)
-	case f.metricsKeys > 0 && f.keys == 0:
+	case f.metricsKeys > 0 && f.cfg.Keys == 0:
 		return fmt.Errorf("--limited-metrics-keys needs tracking on (--limited-keys > 0)")
 	}
 	return nil
@@ -53,10 +52,10 @@ func (f *limitedFlags) tracker(reg prometheus.Registerer) (*limited.Tracker, err
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	if f.keys == 0 {
+	if f.cfg.Keys == 0 {
 		return nil, nil
 	}
-	cfg := limited.Config{Keys: f.keys, Rules: f.rules}
+	cfg := f.cfg
 	if f.saltFile != "" {
 		salt, err := os.ReadFile(f.saltFile)
 		if err != nil {
