@@ -104,7 +104,11 @@ local function log_fill(str, key, n, p, k, v)
     end
     return
   end
-  local body = log_slots(str, nil, 0, p) .. string.rep(v, first) .. string.sub(str, LOG_HDR + (p + first) * LOG_SLOT + 1)
+  local run = v
+  if first > 1 then
+    run = string.rep(v, first)
+  end
+  local body = string.sub(str, LOG_HDR + 1, LOG_HDR + p * LOG_SLOT) .. run .. string.sub(str, LOG_HDR + (p + first) * LOG_SLOT + 1)
   if k > first then
     body = string.rep(v, k - first) .. string.sub(body, (k - first) * LOG_SLOT + 1)
   end
@@ -139,7 +143,11 @@ local function log_alg(key, requests, w, _, cost, flags, now, keep, undo)
   if at - w > cut then
     cut = at - w
   end
-  local live0 = n - log_first_live(str, big, head, n, low, cut)
+  local lo = low -- in steady use the first live slot is at low
+  if low < n and log_at(str, big, head, n, low) <= cut then
+    lo = log_first_live(str, big, head, n, low + 1, cut)
+  end
+  local live0 = n - lo
   local unrecorded, never = 0, false
   if flags % 4 >= 2 and cost > 0 and live0 + cost > requests then -- debt
     local k = requests - live0
