@@ -180,6 +180,9 @@ local function px_string(px)
     return string.format('%d', px)
   end
   local step, lim = 1, 1024
+  if px >= 4194304 then -- 2^22: four steps at once
+    step, lim = 65536, 67108864
+  end
   while px >= lim do
     step, lim = step * 16, lim * 16
   end
