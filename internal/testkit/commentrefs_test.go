@@ -22,10 +22,7 @@ var externalFiles = map[string]string{
 // pending are stale names in comments of the Redis store's Lua scripts,
 // which are being rewritten; the test logs those already gone, to be taken
 // off this list.
-var pending = map[string]bool{
-	"store/redisstore/lua/counter.lua algorithms.DecideMode":         true,
-	"store/redisstore/lua/counter.lua algorithms.DecideCalendarMode": true,
-}
+var pending = map[string]bool{}
 
 // notGo are lowerCamel words comments use that are not Go names of ours:
 // spellings of names and JSON field names of other projects.
