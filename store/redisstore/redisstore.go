@@ -27,7 +27,8 @@
 // in one pipeline, those of one slot in one function call. Each call
 // carries its caller's deadline in Redis' clock, and Redis decides
 // nothing once it has passed (deadline.go). A key holding a value that is
-// no state of this store fails only the decisions on it (badstate.go).
+// no state of this store fails only the decisions on it (script.go's
+// stateError).
 // The function library is loaded on first use and whenever Redis lacks
 // it (functions.go).
 //
