@@ -268,16 +268,11 @@ func fmtDur(d time.Duration) string {
 	case d < time.Microsecond:
 		return strconv.FormatInt(int64(d), 10) + "ns"
 	case d < time.Millisecond:
-		return trimFloat(float64(d)/1e3) + "µs"
+		return strconv.FormatFloat(float64(d)/1e3, 'g', 3, 64) + "µs"
 	case d < time.Second:
-		return trimFloat(float64(d)/1e6) + "ms"
+		return strconv.FormatFloat(float64(d)/1e6, 'g', 3, 64) + "ms"
 	}
-	return trimFloat(d.Seconds()) + "s"
-}
-
-// trimFloat formats v with three significant digits and no trailing zeros.
-func trimFloat(v float64) string {
-	return strconv.FormatFloat(v, 'g', 3, 64)
+	return strconv.FormatFloat(d.Seconds(), 'g', 3, 64) + "s"
 }
 
 // FormatLimit writes a rate as REQUESTS/PERIOD, as the CLI's --limit
