@@ -124,8 +124,10 @@ type Metrics struct {
 	configReloads *prometheus.CounterVec
 	breakerState  prometheus.Gauge
 	buildInfo     *prometheus.GaugeVec
-	settle        settleMetrics
-	guards        guardMetrics
+	settlements   *prometheus.CounterVec // settle.go
+	unrecorded    *prometheus.CounterVec
+	refused       *prometheus.CounterVec // guards.go
+	panics        *prometheus.CounterVec
 
 	grpc     *grpcprom.ServerMetrics
 	gatherer prometheus.Gatherer
@@ -194,8 +196,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.buildInfo = d.GaugeVec("floodgate_build_info",
 		"Always 1; the version label says which floodgate is running.",
 		"version")
-	m.settle = newSettleMetrics(d)
-	m.guards = newGuardMetrics(d)
+	m.settlements = d.CounterVec("floodgate_settlements_total",
+		"Settlements of usage known afterwards by front door (api), algorithm and result (debt, refund, even, duplicate, conflict, degraded).",
+		"api", "algorithm", "result")
+	m.unrecorded = d.CounterVec("floodgate_settle_unrecorded_units_total",
+		"Units of settled usage not recorded because the key's debt reached its bound (one capacity), by front door and algorithm.",
+		"api", "algorithm")
+	m.refused = d.CounterVec("floodgate_givebacks_refused_total",
+		"Give-backs the authorization rule refused, by front door (api) and kind (reset, refund); on the Envoy API a refused refund is decided as 0 hits.",
+		"api", "kind")
+	m.panics = d.CounterVec("floodgate_handler_panics_total",
+		"Panics caught under a decision handler, by front door (api); on the Envoy API each is answered by the limits' failure modes.",
+		"api")
 	m.grpc = grpcprom.NewServerMetrics(
 		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(RequestDurationBuckets())),
 	)

@@ -1,10 +1,6 @@
 package observability
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/floodgate/floodgate/algorithms"
-)
+import "github.com/floodgate/floodgate/algorithms"
 
 // The results of a settlement (floodgate_settlements_total).
 const (
@@ -16,30 +12,13 @@ const (
 	SettleDegraded  = "degraded"  // the store could not settle: the caller retries
 )
 
-// settleMetrics count settlements (RateLimiter/Settle, POST /v1/settle).
-type settleMetrics struct {
-	settlements *prometheus.CounterVec
-	unrecorded  *prometheus.CounterVec
-}
-
-func newSettleMetrics(d Declarer) settleMetrics {
-	return settleMetrics{
-		settlements: d.CounterVec("floodgate_settlements_total",
-			"Settlements of usage known afterwards by front door (api), algorithm and result (debt, refund, even, duplicate, conflict, degraded).",
-			"api", "algorithm", "result"),
-		unrecorded: d.CounterVec("floodgate_settle_unrecorded_units_total",
-			"Units of settled usage not recorded because the key's debt reached its bound (one capacity), by front door and algorithm.",
-			"api", "algorithm"),
-	}
-}
-
 // ObserveSettle counts one settlement of api (APICheck or APIHTTP) on a
 // limit of algorithm alg with result (one of the Settle constants), and
 // the units it could not record.
 func (m *Metrics) ObserveSettle(api string, alg algorithms.Algorithm, result string, unrecorded int64) {
 	a := alg.String()
-	m.settle.settlements.WithLabelValues(api, a, result).Inc()
+	m.settlements.WithLabelValues(api, a, result).Inc()
 	if unrecorded > 0 {
-		m.settle.unrecorded.WithLabelValues(api, a).Add(float64(unrecorded))
+		m.unrecorded.WithLabelValues(api, a).Add(float64(unrecorded))
 	}
 }
