@@ -55,12 +55,8 @@ type cidrTable struct {
 
 // add inserts the prefix p (valid and masked, see parseCIDR) leading to n.
 func (t *cidrTable) add(p netip.Prefix, n *node) {
-	hi, lo := addrBits(p.Addr())
-	if p.Addr().Is4() {
-		t.v4.insert(hi, lo, p.Bits(), n)
-		return
-	}
-	t.v6.insert(hi, lo, p.Bits(), n)
+	tr, hi, lo := t.of(p.Addr())
+	tr.insert(hi, lo, p.Bits(), n)
 }
 
 // lookup returns the node of the longest prefix holding the address s, or
@@ -73,11 +69,8 @@ func (t *cidrTable) lookup(s string) *node {
 	if !ok {
 		return nil
 	}
-	hi, lo := addrBits(a)
-	if a.Is4() {
-		return t.v4.lookup(hi, lo, 32)
-	}
-	return t.v6.lookup(hi, lo, 128)
+	tr, hi, lo := t.of(a)
+	return tr.lookup(hi, lo, a.BitLen())
 }
 
 // find returns the node of exactly the prefix p (valid and masked), or
@@ -86,22 +79,20 @@ func (t *cidrTable) find(p netip.Prefix) *node {
 	if t == nil {
 		return nil
 	}
-	tr := &t.v6
-	if p.Addr().Is4() {
-		tr = &t.v4
-	}
-	hi, lo := addrBits(p.Addr())
-	for cur := tr.root; cur != 0; {
-		x := &tr.nodes[cur-1]
-		if int(x.bits) > p.Bits() || commonBits(hi, lo, x.hi, x.lo) < int(x.bits) {
-			return nil
-		}
-		if int(x.bits) == p.Bits() {
-			return x.n
-		}
-		cur = x.child[bitAt(hi, lo, int(x.bits))]
+	tr, hi, lo := t.of(p.Addr())
+	if n := tr.lookup(hi, lo, p.Bits()); n != nil && netip.MustParsePrefix(n.value) == p {
+		return n
 	}
 	return nil
+}
+
+// of returns the trie of a's family, and a as 128 bits (addrBits).
+func (t *cidrTable) of(a netip.Addr) (tr *cidrTrie, hi, lo uint64) {
+	hi, lo = addrBits(a)
+	if a.Is4() {
+		return &t.v4, hi, lo
+	}
+	return &t.v6, hi, lo
 }
 
 // nodes appends the table's children to out.

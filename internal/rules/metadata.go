@@ -67,10 +67,6 @@ func (p *parser) metaValue(n *yaml.Node, budget *int, aliased bool) (*structpb.V
 		}
 	}
 	switch n.Kind {
-	case yaml.DocumentNode:
-		if len(n.Content) == 1 {
-			return p.metaValue(n.Content[0], budget, aliased)
-		}
 	case yaml.MappingNode:
 		fields := make(map[string]*structpb.Value, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
