@@ -106,9 +106,9 @@ const (
 func ConvertOne(name, version string, rc *rlconfv3.RateLimitConfig, defaultAlgorithm string) (*rules.Set, error) {
 	source := SourcePrefix + name
 	var d doc
-	d.write(0, nil, "domain", rc.GetDomain())
+	d.put(0, false, nil, "domain", quoted(rc.GetDomain()))
 	if defaultAlgorithm != "" {
-		d.write(0, nil, "default_algorithm", defaultAlgorithm)
+		d.put(0, false, nil, "default_algorithm", quoted(defaultAlgorithm))
 	}
 	d.descriptors(0, 1, nil, rc.GetDescriptors())
 	if d.err != "" {
@@ -185,60 +185,36 @@ func join(path, field string) string {
 	return path + "." + field
 }
 
-// key starts a line: indent, then "- " when the line opens a list item,
-// then the key. It returns the key's column, or 0 when a bound was
-// passed and nothing is written any more.
-func (d *doc) key(indent int, item bool, object *path, k string) int {
+// put writes one line: indent, "- " when it opens a list item, the key,
+// and v as is ("" when a nested object or list follows). Nothing is
+// written once a bound is passed.
+func (d *doc) put(indent int, item bool, object *path, k, v string) {
 	if d.b.Len() > maxDocBytes {
 		d.fail(object, "resource too large: its rules pass %d MiB", maxDocBytes>>20)
 	}
 	if d.err != "" {
-		return 0
+		return
 	}
-	d.b.WriteString(strings.Repeat(" ", indent))
 	col := indent + 1
+	d.b.WriteString(strings.Repeat(" ", indent))
 	if item {
 		d.b.WriteString("- ")
 		col += 2
 	}
-	d.b.WriteString(k)
-	d.b.WriteString(":")
 	d.lines = append(d.lines, line{object: object, key: k, keyCol: col})
-	return col
-}
-
-// write writes "key: value" (a string, as a JSON string, which YAML reads
-// verbatim).
-func (d *doc) write(indent int, object *path, k, v string) {
-	d.writeItem(indent, false, object, k, v)
-}
-
-func (d *doc) writeItem(indent int, item bool, object *path, k, v string) {
-	if d.key(indent, item, object, k) == 0 {
-		return
+	d.b.WriteString(k)
+	d.b.WriteByte(':')
+	if v != "" {
+		d.b.WriteByte(' ')
+		d.b.WriteString(v)
 	}
-	q, _ := json.Marshal(v)
-	d.b.WriteString(" ")
-	d.b.Write(q)
-	d.b.WriteString("\n")
+	d.b.WriteByte('\n')
 }
 
-// raw writes "key: v" with v written as is (numbers, booleans).
-func (d *doc) raw(indent int, object *path, k, v string) {
-	if d.key(indent, false, object, k) == 0 {
-		return
-	}
-	d.b.WriteString(" ")
-	d.b.WriteString(v)
-	d.b.WriteString("\n")
-}
-
-// open writes "key:" opening a nested object or list.
-func (d *doc) open(indent int, object *path, k string) {
-	if d.key(indent, false, object, k) == 0 {
-		return
-	}
-	d.b.WriteString("\n")
+// quoted is s as a JSON string, which YAML reads verbatim.
+func quoted(s string) string {
+	q, _ := json.Marshal(s)
+	return string(q)
 }
 
 // descriptors writes the list ds of object, at depth (1 for the domain's
@@ -250,7 +226,7 @@ func (d *doc) descriptors(indent, depth int, object *path, ds []*rlconfv3.RateLi
 	if depth > maxDepth {
 		d.fail(object, "descriptors nest deeper than %d levels", maxDepth)
 	}
-	d.open(indent, object, "descriptors")
+	d.put(indent, false, object, "descriptors", "")
 	for i, desc := range ds {
 		if d.err != "" {
 			return
@@ -258,27 +234,27 @@ func (d *doc) descriptors(indent, depth int, object *path, ds []*rlconfv3.RateLi
 		at := object.child("descriptors", i)
 		// The key always comes first: it opens the item, and the parser's
 		// errors about the whole descriptor point at it.
-		d.writeItem(indent+2, true, at, "key", desc.GetKey())
+		d.put(indent+2, true, at, "key", quoted(desc.GetKey()))
 		in := indent + 4
 		if desc.GetValue() != "" {
-			d.write(in, at, "value", desc.GetValue())
+			d.put(in, false, at, "value", quoted(desc.GetValue()))
 		}
 		if rl := desc.GetRateLimit(); rl != nil {
 			d.rateLimit(in, at, rl)
 		}
 		if desc.GetShadowMode() {
-			d.raw(in, at, "shadow_mode", "true")
+			d.put(in, false, at, "shadow_mode", "true")
 		}
 		if desc.GetDetailedMetric() {
-			d.raw(in, at, "detailed_metric", "true")
+			d.put(in, false, at, "detailed_metric", "true")
 		}
 		if desc.GetQuotaMode() {
-			d.raw(in, at, "quota_mode", "true")
+			d.put(in, false, at, "quota_mode", "true")
 		}
 		if m := desc.GetMetadata(); len(m.GetFields()) > 0 {
 			// JSON is YAML: the parser reads it back into the same Struct.
 			if j, err := protojson.Marshal(m); err == nil {
-				d.raw(in, at, "metadata", string(j))
+				d.put(in, false, at, "metadata", string(j))
 			}
 		}
 		d.descriptors(in, depth+1, at, desc.GetDescriptors())
@@ -287,29 +263,29 @@ func (d *doc) descriptors(indent, depth int, object *path, ds []*rlconfv3.RateLi
 
 func (d *doc) rateLimit(indent int, object *path, rl *rlconfv3.RateLimitPolicy) {
 	at := object.child("rate_limit", -1)
-	d.open(indent, object, "rate_limit")
+	d.put(indent, false, object, "rate_limit", "")
 	in := indent + 2
 	// The parser points at the whole object by its first field's key;
 	// where tells the two apart by the column.
 	if rl.GetUnlimited() {
-		d.raw(in, at, "unlimited", "true")
+		d.put(in, false, at, "unlimited", "true")
 	}
 	if u := rl.GetUnit(); u != rlconfv3.RateLimitUnit_UNKNOWN {
 		// A number the enum does not name stays a number, which the parser refuses.
-		d.write(in, at, "unit", strings.ToLower(u.String()))
+		d.put(in, false, at, "unit", quoted(strings.ToLower(u.String())))
 	}
 	if n := rl.GetRequestsPerUnit(); n != 0 || !rl.GetUnlimited() {
 		// proto3 cannot tell 0 from unset: 0 denies every request, as in
 		// a file (and in the reference).
-		d.raw(in, at, "requests_per_unit", strconv.FormatUint(uint64(n), 10))
+		d.put(in, false, at, "requests_per_unit", strconv.FormatUint(uint64(n), 10))
 	}
 	if rl.GetName() != "" {
-		d.write(in, at, "name", rl.GetName())
+		d.put(in, false, at, "name", quoted(rl.GetName()))
 	}
 	if rs := rl.GetReplaces(); len(rs) > 0 {
-		d.open(in, at, "replaces")
+		d.put(in, false, at, "replaces", "")
 		for i, r := range rs {
-			d.writeItem(in+2, true, at.child("replaces", i), "name", r.GetName())
+			d.put(in+2, true, at.child("replaces", i), "name", quoted(r.GetName()))
 		}
 	}
 }

@@ -292,7 +292,7 @@ func TestConvertStopsAtBound(t *testing.T) {
 		t.Errorf("4000 levels: %v allocations, 40 levels: %v; want about the same", a, b)
 	}
 	var d doc
-	d.write(0, nil, "domain", "d")
+	d.put(0, false, nil, "domain", quoted("d"))
 	d.descriptors(0, 1, nil, []*rlconfv3.RateLimitDescriptor{
 		{Key: "k", Value: strings.Repeat("v", maxDocBytes), RateLimit: perHour(1)},
 		{Key: "after"},
@@ -305,7 +305,7 @@ func TestConvertStopsAtBound(t *testing.T) {
 // TestWhereTopLevel: an error at a top-level key names the field.
 func TestWhereTopLevel(t *testing.T) {
 	var d doc
-	d.write(0, nil, "domain", "d")
+	d.put(0, false, nil, "domain", quoted("d"))
 	if got := d.where(1, 1); got != "domain" {
 		t.Errorf("where(1, 1) = %q, want domain", got)
 	}
