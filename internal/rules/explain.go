@@ -313,6 +313,7 @@ func (c *Set) ExplainQuota(domain string, id map[string]string) QuotaExplanation
 	if ex.Bucket != nil {
 		ex.Action = ex.Bucket.Action
 	}
+	var others []QuotaCandidate // the entries that do not match
 	for _, q := range c.QuotaBuckets(domain) {
 		if q == ex.Bucket {
 			continue
@@ -330,17 +331,13 @@ func (c *Set) ExplainQuota(domain string, id map[string]string) QuotaExplanation
 				qc.Reasons = append(qc.Reasons, fmt.Sprintf("key %q: value %q does not match %q", k.k, v, k.v))
 			}
 		}
-		ex.Others = append(ex.Others, qc)
-	}
-	slices.SortStableFunc(ex.Others, func(a, b QuotaCandidate) int {
-		if a.Matches != b.Matches {
-			if a.Matches {
-				return -1
-			}
-			return 1
+		if qc.Matches {
+			ex.Others = append(ex.Others, qc)
+		} else {
+			others = append(others, qc)
 		}
-		return 0
-	})
+	}
+	ex.Others = append(ex.Others, others...)
 	return ex
 }
 

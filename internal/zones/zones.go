@@ -8,7 +8,7 @@ package zones
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"regexp"
 	"sync"
 	"time"
 )
@@ -40,27 +40,14 @@ func Load(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// hostDependent reports whether name is not spelled as an IANA zone name
-// ('/'-separated parts, each an upper-case letter then letters, digits,
-// '_', '+' or '-'), so could only be a file of one host's zone directory
-// ("localtime", "posix/UTC", "./UTC"), or is the placeholder "Factory".
-func hostDependent(name string) bool {
-	if name == "Factory" {
-		return true
-	}
-	for part := range strings.SplitSeq(name, "/") {
-		if part == "" || part[0] < 'A' || part[0] > 'Z' {
-			return true
-		}
-		for i := 1; i < len(part); i++ {
-			c := part[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '+' || c == '-') {
-				return true
-			}
-		}
-	}
-	return false
-}
+// ianaName is how IANA zone names are spelled: '/'-separated parts, each
+// an upper-case letter then letters, digits, '_', '+' or '-'.
+var ianaName = regexp.MustCompile(`^[A-Z][A-Za-z0-9_+-]*(/[A-Z][A-Za-z0-9_+-]*)*$`)
+
+// hostDependent reports whether name is not spelled as an IANA zone name,
+// so could only be a file of one host's zone directory ("localtime",
+// "posix/UTC", "./UTC"), or is the placeholder "Factory".
+func hostDependent(name string) bool { return name == "Factory" || !ianaName.MatchString(name) }
 
 // MaxNameLen bounds a zone name (the longest IANA name is 32 bytes), so a
 // Cache never holds, nor an error echoes, a caller's megabyte.
