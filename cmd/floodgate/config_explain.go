@@ -295,7 +295,7 @@ func (r explainReport) writeText(w io.Writer) {
 				fmt.Fprintln(w, "  no rule of the domain starts with this key")
 			}
 			for _, c := range d.Candidates {
-				fmt.Fprintf(w, "  nearest: %s (%s) at %s\n", c.Path, strings.Join(c.Rules, ", "), sourceText(c.Source))
+				fmt.Fprintf(w, "  nearest: %s (%s) at %s\n", c.Path, strings.Join(c.Rules, ", "), c.Source)
 				for _, why := range c.Reasons {
 					fmt.Fprintf(w, "    - %s\n", why)
 				}
@@ -303,7 +303,7 @@ func (r explainReport) writeText(w io.Writer) {
 			continue
 		}
 		for _, m := range d.Rules {
-			fmt.Fprintf(w, "  matches %s at %s\n", m.Name, sourceText(m.Source))
+			fmt.Fprintf(w, "  matches %s at %s\n", m.Name, m.Source)
 			fmt.Fprintf(w, "    path:         %s\n", m.Path)
 			fmt.Fprintf(w, "    limit:        %s\n", limitText(m.RuleView))
 			if m.WarnAt != "" {
@@ -328,26 +328,19 @@ func (r explainReport) writeText(w io.Writer) {
 		if b.Bucket == nil {
 			fmt.Fprintf(w, "  matches no quota_buckets entry: it gets quota_unmatched, %s\n", b.Action)
 		} else {
-			fmt.Fprintf(w, "  matches %s at %s: %s", b.Bucket.Name, sourceText(b.Bucket.Source), b.Action)
+			fmt.Fprintf(w, "  matches %s at %s: %s", b.Bucket.Name, b.Bucket.Source, b.Action)
 			if b.Bucket.Rate != nil {
 				fmt.Fprintf(w, ", %s", rateText(*b.Bucket.Rate))
 			}
 			fmt.Fprintln(w)
 		}
 		for _, o := range b.Others {
-			fmt.Fprintf(w, "  other: %s at %s\n", o.Name, sourceText(o.Source))
+			fmt.Fprintf(w, "  other: %s at %s\n", o.Name, o.Source)
 			for _, why := range o.Reasons {
 				fmt.Fprintf(w, "    - %s\n", why)
 			}
 		}
 	}
-}
-
-func sourceText(s configview.SourceView) string {
-	if s.XDSResource != "" {
-		return fmt.Sprintf("xds resource %q (version %q)", s.XDSResource, s.Version)
-	}
-	return fmt.Sprintf("%s:%d:%d", s.File, s.Line, s.Column)
 }
 
 func limitText(v configview.RuleView) string {
