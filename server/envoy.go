@@ -167,19 +167,12 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents
 		return nil, invalidf("descriptors", "%d descriptors exceed the limit of %d", len(req.GetDescriptors()), e.maxDescriptors)
 	}
 	descs := req.GetDescriptors()
-	out := rows
-	if len(descs) > len(out) {
-		out = make([][]rules.Entry, len(descs))
-	}
-	out = out[:len(descs)]
+	out := fit(rows, len(descs))
 	total := 0
 	for _, d := range descs {
 		total += len(d.GetEntries())
 	}
-	backing := ents[:0]
-	if total > cap(backing) {
-		backing = make([]rules.Entry, 0, min(total, e.maxDescriptors*e.maxEntries))
-	}
+	backing := fit(ents, min(total, e.maxDescriptors*e.maxEntries))[:0]
 	// Field names are built only on the error paths: they allocate.
 	for i, d := range descs {
 		switch n := len(d.GetEntries()); {
@@ -208,6 +201,15 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents
 	return out, nil
 }
 
+// fit is buf[:n], or a new slice of n when buf cannot hold n: the
+// working memory of a small request comes with it (envoyWork).
+func fit[T any](buf []T, n int) []T {
+	if n > cap(buf) {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
+
 // entryField is the field path of entry j of descriptor i.
 func entryField(i, j int) string {
 	return fmtIndex("descriptors", i) + "." + fmtIndex("entries", j)
@@ -222,11 +224,7 @@ func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) 
 // plan turns the request into the limits to decide, matching into
 // w.matches and appending the checks to w.checks when they fit.
 func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, w *envoyWork) []envoyCheck {
-	matches, checks := w.matches[:], w.checks[:0]
-	if len(entries) > len(matches) {
-		matches = make([][]*rules.Limit, len(entries))
-	}
-	matches = matches[:len(entries)]
+	matches, checks := fit(w.matches[:], len(entries)), w.checks[:0]
 	cfg.MatchRequestInto(matches, req.GetDomain(), entries)
 	lc := e.limitCacheFor(cfg)
 	for i, d := range req.GetDescriptors() {

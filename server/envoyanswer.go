@@ -43,11 +43,7 @@ type statusBlock struct {
 func newResponse(n int) (*responseBlock, []statusBlock) {
 	b := &responseBlock{resp: rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}}
 	sts := make([]statusBlock, n)
-	b.resp.Statuses = b.statuses[:]
-	if n > len(b.statuses) {
-		b.resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
-	}
-	b.resp.Statuses = b.resp.Statuses[:n]
+	b.resp.Statuses = fit(b.statuses[:], n)
 	for i := range sts {
 		sts[i].st.Code = rlsv3.RateLimitResponse_OK
 		b.resp.Statuses[i] = &sts[i].st
@@ -96,11 +92,7 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 		}
 	}
 	var bestBuf [envoyInline]int
-	best := bestBuf[:]
-	if n > len(best) {
-		best = make([]int, n)
-	}
-	best = best[:n]
+	best := fit(bestBuf[:], n)
 	for i := range best {
 		best[i] = -1
 	}
@@ -184,15 +176,12 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 // headerValues are fs as Envoy's response_headers_to_add, the pointers
 // in hs when they fit.
 func headerValues(fs []ratelimitheader.Field, hs []*corev3.HeaderValue) []*corev3.HeaderValue {
-	vals := make([]corev3.HeaderValue, len(fs))
-	if len(fs) > len(hs) {
-		hs = make([]*corev3.HeaderValue, len(fs))
-	}
+	vals, hs := make([]corev3.HeaderValue, len(fs)), fit(hs, len(fs))
 	for i, f := range fs {
 		vals[i].Key, vals[i].Value = f.LowerName(), f.Value
 		hs[i] = &vals[i]
 	}
-	return hs[:len(fs)]
+	return hs
 }
 
 // headerLimit is l as a quota policy for the headers (see
