@@ -2,11 +2,21 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/internal/configview"
 	"github.com/floodgate/floodgate/internal/limited"
+	"github.com/floodgate/floodgate/internal/observability"
+	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/server/adminui"
 )
 
@@ -148,4 +158,136 @@ func NewAdminServer(h http.Handler) *http.Server {
 		ReadTimeout:       adminReadTimeout,
 		IdleTimeout:       adminIdleTimeout,
 	}
+}
+
+// AdminAuthorizer checks the Authorization header of an admin-only
+// endpoint. *auth.TokenAuth is one: its errors carry
+// codes.Unauthenticated (answered 401) or codes.PermissionDenied (403).
+type AdminAuthorizer interface {
+	AuthorizeAdmin(ctx context.Context, authorization string) error
+}
+
+// adminOnly serves h behind authz when it is set: a request then needs
+// "Authorization: Bearer <token>" with an admin token (or HTTP Basic auth
+// with the token as the password, any user name, which is how a browser
+// opening the page at / sends it), else it answers 401 (no known token,
+// with WWW-Authenticate challenges for both) or 403 (a token that is not
+// an admin one) and h never runs.
+func adminOnly(authz AdminAuthorizer, h http.Handler) http.Handler {
+	if authz == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authorization := r.Header.Get("Authorization")
+		if _, password, ok := r.BasicAuth(); ok {
+			authorization = "Bearer " + password
+		}
+		if err := authz.AuthorizeAdmin(r.Context(), authorization); err != nil {
+			code := http.StatusUnauthorized
+			if status.Code(err) == codes.PermissionDenied {
+				code = http.StatusForbidden
+			} else {
+				w.Header().Add("WWW-Authenticate", `Bearer realm="floodgate admin"`)
+				w.Header().Add("WWW-Authenticate", `Basic realm="floodgate admin", charset="UTF-8"`)
+			}
+			http.Error(w, status.Convert(err).Message(), code)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// debugConfig serves GET /debug/config (NewAdminHandler puts it behind
+// adminOnly): the live rules as JSON, each with where it was defined, and
+// when they were loaded, as `floodgate config explain --json` shows them.
+func debugConfig(src RuleSource) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var c *rules.Set
+		if src != nil {
+			c = src.Current()
+		}
+		writeJSON(w, configview.New(c))
+	}
+}
+
+// debugLimited serves GET /debug/limited, the heaviest denied keys of
+// each rule (see package limited) as JSON, from t at clock's time
+// (NewAdminHandler puts it behind adminOnly). Query parameters: rule,
+// domain, k, by (denied or cost), window (1m or 15m); a bad one answers
+// 400 naming it. Without a tracker it answers 404.
+func debugLimited(t *limited.Tracker, clock func() time.Time) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if t == nil {
+			http.Error(w, "heavy-hitter tracking is off (--limited-keys 0)", http.StatusNotFound)
+			return
+		}
+		q, err := limitedQuery(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, t.Report(clock(), q))
+	}
+}
+
+// limitedQuery reads a limited.Query from r's query parameters.
+func limitedQuery(r *http.Request) (limited.Query, error) {
+	v := r.URL.Query()
+	q := limited.Query{Rule: v.Get("rule"), Domain: v.Get("domain"), By: v.Get("by"), Window: v.Get("window")}
+	if s := v.Get("k"); s != "" {
+		k, err := strconv.Atoi(s)
+		if err != nil {
+			return q, errors.New("k: want a whole number of keys, got " + strconv.Quote(s))
+		}
+		q.K = k
+	}
+	if err := q.Validate(); err != nil {
+		return q, err
+	}
+	return q, nil
+}
+
+// writeJSON answers v as indented JSON, not to be cached.
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		http.Error(w, "encoding the answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// LogHTTP logs each request h serves at debug level, like the gRPC calls:
+// method, path (without its query), status, duration and remote address;
+// never a header or a body, so no token shows. Without debug logs on log
+// it returns h itself, costing nothing. now reads the clock.
+func LogHTTP(log *slog.Logger, now func() time.Time, h http.Handler) http.Handler {
+	if !log.Enabled(context.Background(), slog.LevelDebug) {
+		return h
+	}
+	return &httpLogger{log: log, now: now, next: h}
+}
+
+// httpLogger is LogHTTP's handler.
+type httpLogger struct {
+	log  *slog.Logger
+	now  func() time.Time
+	next http.Handler
+}
+
+func (l *httpLogger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := l.now()
+	sw := &observability.StatusRecorder{ResponseWriter: w}
+	l.next.ServeHTTP(sw, r)
+	status := sw.Code()
+	l.log.LogAttrs(r.Context(), slog.LevelDebug, "finished HTTP call",
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.String("duration", l.now().Sub(start).String()),
+		slog.String("remote", r.RemoteAddr))
 }

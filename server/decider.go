@@ -46,7 +46,7 @@ func newDecider(st store.Store, s Settings, api string) decider {
 		failureMode: s.FailureMode,
 		local:       s.Local,
 		clock:       s.Clock,
-		log:         s.Logger,
+		log:         cmp.Or(s.Logger, slog.Default()),
 		metrics:     s.Metrics,
 		limited:     s.Limited,
 		tracer:      spanTracer{tracer: s.Tracer, values: s.TraceValues},
@@ -59,9 +59,6 @@ func newDecider(st store.Store, s Settings, api string) decider {
 	}
 	if d.clock == nil {
 		d.clock = time.Now
-	}
-	if d.log == nil {
-		d.log = slog.Default()
 	}
 	d.failures = observability.NewFailureLog(d.log, api)
 	d.apiName, d.refusals = api, new(observability.LogLimiter)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -62,14 +63,8 @@ type GRPCSettings struct {
 // reflection, and registers rl and, when not nil, envoy on it: both APIs
 // share one port.
 func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServiceServer, s GRPCSettings) (*grpc.Server, *health.Server) {
-	log := s.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	maxRecv := s.MaxRecvMsgBytes
-	if maxRecv <= 0 {
-		maxRecv = DefaultMaxRecvMsgBytes
-	}
+	log := cmp.Or(s.Logger, slog.Default())
+	maxRecv := cmp.Or(max(s.MaxRecvMsgBytes, 0), DefaultMaxRecvMsgBytes)
 	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")

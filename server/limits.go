@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"time"
 
 	"google.golang.org/grpc"
@@ -49,15 +50,9 @@ const (
 // Pass them in GRPCSettings.ServerOptions: they come after NewGRPCServer's
 // own options and so override its MaxRecvMsgSize.
 func GRPCLimitOptions(maxConcurrentStreams uint32, maxRecvMsg int) []grpc.ServerOption {
-	if maxConcurrentStreams == 0 {
-		maxConcurrentStreams = DefaultMaxConcurrentStreams
-	}
-	if maxRecvMsg <= 0 {
-		maxRecvMsg = DefaultMaxRecvMsgBytes
-	}
 	return []grpc.ServerOption{
-		grpc.MaxConcurrentStreams(maxConcurrentStreams),
-		grpc.MaxRecvMsgSize(maxRecvMsg),
+		grpc.MaxConcurrentStreams(cmp.Or(maxConcurrentStreams, DefaultMaxConcurrentStreams)),
+		grpc.MaxRecvMsgSize(cmp.Or(max(maxRecvMsg, 0), DefaultMaxRecvMsgBytes)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             keepaliveMinTime,
 			PermitWithoutStream: true,

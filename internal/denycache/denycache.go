@@ -13,6 +13,7 @@
 package denycache
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -68,10 +69,8 @@ var _ store.Store = (*Cache)(nil)
 
 // New wraps next.
 func New(next store.Store, cfg Config) *Cache {
-	if cfg.MaxEntries <= 0 {
-		cfg.MaxEntries = DefaultMaxEntries
-	}
-	c := &Cache{next: next, onHit: cfg.OnHit, perShard: max(1, cfg.MaxEntries/shardCount), seed: maphash.MakeSeed()}
+	maxEntries := cmp.Or(max(cfg.MaxEntries, 0), DefaultMaxEntries)
+	c := &Cache{next: next, onHit: cfg.OnHit, perShard: max(1, maxEntries/shardCount), seed: maphash.MakeSeed()}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string][]entry)
 	}

@@ -13,6 +13,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -128,22 +129,13 @@ func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 		rl:      rl,
 		auth:    s.Auth,
 		cfg:     s.Rules,
-		maxBody: s.MaxBodyBytes,
-		timeout: s.Timeout,
+		maxBody: cmp.Or(max(s.MaxBodyBytes, 0), DefaultMaxBodyBytes),
+		timeout: cmp.Or(max(s.Timeout, 0), DefaultTimeout),
 		cors:    newCORS(s.AllowedOrigins),
 		metrics: newMetrics(s.Metrics),
-		log:     s.Logger,
+		log:     cmp.Or(s.Logger, slog.Default()),
 		mux:     http.NewServeMux(),
 		noReset: s.ResetRefused,
-	}
-	if h.maxBody <= 0 {
-		h.maxBody = DefaultMaxBodyBytes
-	}
-	if h.timeout <= 0 {
-		h.timeout = DefaultTimeout
-	}
-	if h.log == nil {
-		h.log = slog.Default()
 	}
 	if h.deny = s.DenyStatus; h.deny != http.StatusTooManyRequests {
 		h.deny = http.StatusOK

@@ -185,9 +185,7 @@ func New(s Settings) *Service {
 	if s.Now == nil {
 		s.Now = time.Now
 	}
-	if s.Logger == nil {
-		s.Logger = slog.Default()
-	}
+	s.Logger = cmp.Or(s.Logger, slog.Default())
 	if s.Metrics == nil {
 		s.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
