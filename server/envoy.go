@@ -305,19 +305,18 @@ func (e *Envoy) limitCheck(dp *descriptorPlan, l *rules.Limit, info *limitInfo) 
 func (e *Envoy) overrideCheck(dp *descriptorPlan, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) envoyCheck {
 	period, _ := unitPeriod(rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()))
 	l := &rules.Limit{
-		Name:   dp.domain + ".override",
-		Domain: dp.domain,
-		Rate:   algorithms.Limit{Algorithm: algorithms.Compatible, Requests: int64(o.GetRequestsPerUnit()), Period: period},
+		Name:    dp.domain + ".override",
+		Domain:  dp.domain,
+		Rate:    algorithms.Limit{Algorithm: algorithms.Compatible, Requests: int64(o.GetRequestsPerUnit()), Period: period},
+		DenyAll: o.GetRequestsPerUnit() == 0,
 	}
-	c := envoyCheck{desc: dp.i, limit: l, shadow: e.shadow, quota: e.quotaMode}
-	if o.GetRequestsPerUnit() == 0 {
+	// A request's own limit: its limitInfo is its own, shared with none.
+	c := envoyCheck{desc: dp.i, limit: l, info: newLimitInfo(l), shadow: e.shadow, quota: e.quotaMode}
+	if l.DenyAll {
 		c.fixed = true
 		c.decision = algorithms.Decision{Allowed: dp.cost < 0, RetryAfter: algorithms.Never}
-		l.DenyAll = true
-		c.info = newLimitInfo(l)
 		return c
 	}
-	c.info = newLimitInfo(l) // a request's own limit: nothing to share
 	var key []byte
 	if rule := sharedRule(dp.matched, period); e.shareOverrides && rule != nil {
 		key = rule.AppendKey(make([]byte, 0, 64), dp.entries)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"unicode/utf8"
@@ -56,7 +57,7 @@ func dynamicMetadata(req *rlsv3.RateLimitRequest, checks []envoyCheck, statuses 
 	}
 	passed := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	for d, st := range statuses {
-		if st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT || unlimitedOnly(checks, d) {
+		if st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
 			continue
 		}
 		if m := metadataOf(checks, d); m != nil {
@@ -78,32 +79,22 @@ func metaString(s string) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// unlimitedOnly reports whether descriptor d's limits are all unlimited
-// (and it has one): the reference leaves such a descriptor out of the
-// passed ones.
-func unlimitedOnly(checks []envoyCheck, d int) bool {
-	any := false
-	for i := range checks {
-		if checks[i].desc != d {
-			continue
-		}
-		if !checks[i].limit.Unlimited {
-			return false
-		}
-		any = true
-	}
-	return any
-}
-
 // metadataOf is the metadata of descriptor d's rule (every limit of a
-// descriptor carries the descriptor's), or nil.
+// descriptor carries the descriptor's), or nil; nil too when d's limits
+// are all unlimited, which the reference leaves out of the passed ones.
 func metadataOf(checks []envoyCheck, d int) *structpb.Struct {
+	var m *structpb.Struct
+	limited := false
 	for i := range checks {
-		if checks[i].desc == d && checks[i].limit.Metadata != nil {
-			return checks[i].limit.Metadata
+		if c := &checks[i]; c.desc == d {
+			limited = limited || !c.limit.Unlimited
+			m = cmp.Or(m, c.limit.Metadata)
 		}
 	}
-	return nil
+	if !limited {
+		return nil
+	}
+	return m
 }
 
 // mergeMetadata merges src into dest as the reference does: a new key is

@@ -140,14 +140,11 @@ func (e *Envoy) matchTraced(ctx context.Context, req *rlsv3.RateLimitRequest, cf
 	if e.tracer.values {
 		vals := make([]string, len(entries))
 		for i, d := range entries {
-			var b strings.Builder
+			kvs := make([]string, len(d))
 			for j, en := range d {
-				if j > 0 {
-					b.WriteByte(',')
-				}
-				b.WriteString(en.Key + "=" + en.Value)
+				kvs[j] = en.Key + "=" + en.Value
 			}
-			vals[i] = b.String()
+			vals[i] = strings.Join(kvs, ",")
 		}
 		span.SetAttributes(attrValues.StringSlice(vals))
 	}

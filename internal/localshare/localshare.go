@@ -93,9 +93,6 @@ func (s *Share) store() *memstore.Store {
 
 // Discard forgets every local count and frees the memory.
 func (s *Share) Discard() {
-	if s.mem.Load() == nil {
-		return
-	}
 	if m := s.mem.Swap(nil); m != nil {
 		m.Close()
 	}

@@ -164,14 +164,16 @@ func (g *group) wakeOthersLocked(except *sub) bool {
 // moved reports whether b is 5% or more away from a in reporters or in
 // demand.
 func moved(a, b store.DemandTotal) bool {
-	far := func(x, y int64) bool {
-		d := x - y
-		if d < 0 {
-			d = -d
-		}
-		return d > 0 && d*20 >= max(x, 1)
-	}
 	return far(a.Reporters, b.Reporters) || far(a.MilliRPS, b.MilliRPS)
+}
+
+// far reports whether y is 5% or more away from x.
+func far(x, y int64) bool {
+	d := x - y
+	if d < 0 {
+		d = -d
+	}
+	return d > 0 && d*20 >= max(x, 1)
 }
 
 // New returns a Service.

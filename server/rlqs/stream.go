@@ -408,16 +408,10 @@ func (st *stream) assignment(sb *sub) (assigned, *typev3.RateLimitStrategy) {
 // is not worth one; a smaller share is always sent, so the shares in
 // force never add up to more than the budget.
 func changed(a, b assigned) bool {
-	if a.action != b.action || a.rate != b.rate || a.closed != b.closed {
+	if a.action != b.action || a.rate != b.rate || a.closed != b.closed || b.share < a.share {
 		return true
 	}
-	switch {
-	case b.share < a.share:
-		return true
-	case b.share == a.share:
-		return false
-	}
-	return (b.share-a.share)*20 >= a.share
+	return far(a.share, b.share)
 }
 
 // flush sends the assignments of the dirty buckets, and queued abandons,
