@@ -397,25 +397,36 @@ func InstrumentStore(s store.Store, m *Metrics, backend string) store.Store {
 	if m == nil {
 		return s
 	}
+	op := func(name string) storeOp {
+		return storeOp{m.storeDuration.WithLabelValues(backend, name), m.storeErrors.WithLabelValues(backend, name)}
+	}
 	return &instrumentedStore{
-		next:      s,
-		decideDur: m.storeDuration.WithLabelValues(backend, "decide"),
-		resetDur:  m.storeDuration.WithLabelValues(backend, "reset"),
-		pingDur:   m.storeDuration.WithLabelValues(backend, "ping"),
-		decideErr: m.storeErrors.WithLabelValues(backend, "decide"),
-		resetErr:  m.storeErrors.WithLabelValues(backend, "reset"),
-		pingErr:   m.storeErrors.WithLabelValues(backend, "ping"),
-		batch:     m.storeBatch.WithLabelValues(backend),
+		next: s, decide: op("decide"), reset: op("reset"), ping: op("ping"),
+		batch: m.storeBatch.WithLabelValues(backend),
 	}
 }
 
 // instrumentedStore is the store decorator of InstrumentStore; its
 // observers are resolved once, so a call costs no label lookup.
 type instrumentedStore struct {
-	next                         store.Store
-	decideDur, resetDur, pingDur prometheus.Observer
-	decideErr, resetErr, pingErr prometheus.Counter
-	batch                        prometheus.Observer
+	next                store.Store
+	decide, reset, ping storeOp
+	batch               prometheus.Observer
+}
+
+// storeOp is the latency and the error count of one op.
+type storeOp struct {
+	duration prometheus.Observer
+	errors   prometheus.Counter
+}
+
+// done records a call of the op that began at start and returned err.
+func (o storeOp) done(start time.Time, err error) error {
+	o.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		o.errors.Inc()
+	}
+	return err
 }
 
 var _ store.Store = (*instrumentedStore)(nil)
@@ -424,23 +435,14 @@ var _ store.Store = (*instrumentedStore)(nil)
 func (s *instrumentedStore) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
 	start := time.Now()
 	err := s.next.Decide(ctx, now, reqs, out)
-	s.decideDur.Observe(time.Since(start).Seconds())
 	s.batch.Observe(float64(len(reqs)))
-	if err != nil {
-		s.decideErr.Inc()
-	}
-	return err
+	return s.decide.done(start, err)
 }
 
 // Reset implements store.Store.
 func (s *instrumentedStore) Reset(ctx context.Context, alg algorithms.Algorithm, key string, scopes ...string) error {
 	start := time.Now()
-	err := s.next.Reset(ctx, alg, key, scopes...)
-	s.resetDur.Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.resetErr.Inc()
-	}
-	return err
+	return s.reset.done(start, s.next.Reset(ctx, alg, key, scopes...))
 }
 
 // Settle implements store.Settler when the wrapped store does; its
@@ -452,7 +454,7 @@ func (s *instrumentedStore) Settle(ctx context.Context, now time.Time, st store.
 	}
 	r, err := next.Settle(ctx, now, st)
 	if err != nil && !errors.Is(err, store.ErrSettleConflict) && !errors.Is(err, store.ErrInvalid) {
-		s.decideErr.Inc()
+		s.decide.errors.Inc()
 	}
 	return r, err
 }
@@ -460,12 +462,7 @@ func (s *instrumentedStore) Settle(ctx context.Context, now time.Time, st store.
 // Ping implements store.Store.
 func (s *instrumentedStore) Ping(ctx context.Context) error {
 	start := time.Now()
-	err := s.next.Ping(ctx)
-	s.pingDur.Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.pingErr.Inc()
-	}
-	return err
+	return s.ping.done(start, s.next.Ping(ctx))
 }
 
 // Close implements store.Store.
