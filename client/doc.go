@@ -22,7 +22,7 @@
 // An algorithm that waits answers with a slot rather than a deny:
 // Decision.Wait is how long the admitted request must wait. Wait takes a
 // slot and sleeps until it starts, as golang.org/x/time/rate's Wait does,
-// giving it back if the context would end first:
+// or fails at once if the slot would start after the context's deadline:
 //
 //	partner := client.Limit{Algorithm: algorithms.LeakyBucket, Requests: 10, Period: time.Second}
 //	if err := c.Wait(ctx, "partner:acme", partner); err != nil { return err }
