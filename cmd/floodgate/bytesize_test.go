@@ -17,7 +17,7 @@ import (
 // and the forms wanted.
 func TestByteSizeFlags(t *testing.T) {
 	get := map[string]func(f *serveFlags) int64{
-		"memory-max-bytes":      func(f *serveFlags) int64 { return f.memoryMaxMem },
+		"memory-max-bytes":      func(f *serveFlags) int64 { return f.memory.MaxBytes },
 		"max-key-bytes":         func(f *serveFlags) int64 { return int64(f.maxKeyBytes) },
 		"max-recv-msg-bytes":    func(f *serveFlags) int64 { return int64(f.maxRecvMsgBytes) },
 		"max-header-list-bytes": func(f *serveFlags) int64 { return int64(f.limits.MaxHeaderListBytes) },

@@ -15,7 +15,7 @@ func (f *serveFlags) checkNumbers() error {
 		min  int
 	}{
 		{"max-key-bytes", f.maxKeyBytes, 1},
-		{"memory-max-keys", f.memoryMaxKeys, 1},
+		{"memory-max-keys", f.memory.MaxKeys, 1},
 		{"max-recv-msg-bytes", f.maxRecvMsgBytes, 1},
 		{"max-header-list-bytes", int(min(f.limits.MaxHeaderListBytes, math.MaxInt32)), 1},
 		{"max-streams", f.limits.MaxStreams, 1},
@@ -48,7 +48,7 @@ func (f *serveFlags) checkNumbers() error {
 		{"redis-dial-timeout", f.redisConn.DialTimeout, 1},
 		{"redis-batch-max-wait", f.redis.BatchMaxWait, 0},
 		{"quota-assignment-ttl", f.quota.ttl, 1},
-		{"settle-window", f.settleWindow, time.Millisecond},
+		{"settle-window", f.memory.SettleWindow, time.Millisecond},
 	}
 	for _, c := range durations {
 		switch {

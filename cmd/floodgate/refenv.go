@@ -107,10 +107,6 @@ func (r *envReader) duration(name string, def time.Duration) time.Duration {
 	return parsed(r, name, def, time.ParseDuration, "a duration")
 }
 
-func (r *envReader) float(name string, def float64) float64 {
-	return parsed(r, name, def, func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }, "a number")
-}
-
 // parsed is the variable name read by parse, def when it is not set; a
 // value parse refuses is recorded as not being what (and gives parse's
 // result, as the reference's own parsing would).
@@ -275,7 +271,8 @@ func refTracing(r *envReader, c *refConfig) {
 	c.env["OTEL_SERVICE_NAME"] = r.str("TRACING_SERVICE_NAME", "RateLimit")
 	c.env["OTEL_RESOURCE_ATTRIBUTES"] = strings.Join(attrs, ",")
 	c.env["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
-	c.env["OTEL_TRACES_SAMPLER_ARG"] = strconv.FormatFloat(r.float("TRACING_SAMPLING_RATE", 1), 'g', -1, 64)
+	c.env["OTEL_TRACES_SAMPLER_ARG"] = strconv.FormatFloat(parsed(r, "TRACING_SAMPLING_RATE", 1,
+		func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }, "a number"), 'g', -1, 64)
 }
 
 // refMetrics says where the metrics are: Prometheus is floodgate's only

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store/memstore"
 	"github.com/floodgate/floodgate/store/redisstore"
 )
 
@@ -66,7 +67,7 @@ func TestPerSecondRedisStore(t *testing.T) {
 	}{
 		{serveFlags{redisPerSecond: redisTarget{url: "redis://" + sec.Addr()}}, "--redis-persecond-url needs --redis-url"},
 		{serveFlags{redisURL: "redis://" + main.Addr(), redisMode: "standalone", redis: redisstore.Config{Timeout: time.Second},
-			redisConn: redisstore.ClientConfig{DialTimeout: time.Second}, settleWindow: time.Hour,
+			redisConn: redisstore.ClientConfig{DialTimeout: time.Second}, memory: memstore.Config{SettleWindow: time.Hour},
 			redisPerSecond: redisTarget{url: "redis://a b", mode: "standalone"}}, "--redis-persecond-url"},
 	} {
 		if _, _, err := (serveEnv{f: &tc.f, log: quiet}).buildStore(context.Background(), nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {

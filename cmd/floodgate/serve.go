@@ -36,20 +36,18 @@ import (
 // serveFlags are the settings of `floodgate serve`. The flags of a
 // setting a package's config holds are registered into that config.
 type serveFlags struct {
-	grpcAddr      string
-	httpAddr      string
-	configPath    string
-	ruleLoad      ruleFlags // how --config is loaded
-	memoryMaxKeys int
-	memoryMaxMem  int64
-	settleWindow  time.Duration
-	maxKeyBytes   int
-	failureMode   string
-	logLevel      string
-	logFormat     string
-	drainTimeout  time.Duration
-	headers       bool
-	gcPercent     int
+	grpcAddr     string
+	httpAddr     string
+	configPath   string
+	ruleLoad     ruleFlags       // how --config is loaded
+	memory       memstore.Config // the embedded store; MaxKeys and MaxBytes bound failure_mode local's memory too
+	maxKeyBytes  int
+	failureMode  string
+	logLevel     string
+	logFormat    string
+	drainTimeout time.Duration
+	headers      bool
+	gcPercent    int
 
 	envoy     server.EnvoySettings    // its flags of Envoy's API; Settings and the No* fields are set in buildAPIs
 	limits    server.TransportLimits  // Auth is set in buildGRPCPipeline
@@ -97,9 +95,9 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.httpAllowedHosts, "http-allowed-hosts", "", "HTTP port: comma-separated host names (\"*\": any) its Host header may carry, besides localhost and IP addresses, for everything but probes, /metrics and decisions (Reset, Settle, /debug/, the admin page): a guard against DNS rebinding")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
 	f.ruleLoad.register(fs)
-	fs.IntVar(&f.memoryMaxKeys, "memory-max-keys", 1_000_000, "embedded store, and failure_mode local's memory on Redis: most keys kept at once (a live key is never evicted: when full, a new key is refused and its failure mode answers)")
-	byteSizeVar(fs, &f.memoryMaxMem, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store (and failure_mode local's memory): most memory its keys take, by its own accounting (refuses like --memory-max-keys; at least 1MiB; a size in bytes, such as 256MiB, 1GiB or 64MB)")
-	fs.DurationVar(&f.settleWindow, "settle-window", store.DefaultSettleWindow, "Settle: how long a settlement's idempotency_key is remembered, so a retry within it charges nothing again (a record per settlement: in Redis a key with this TTL; in the embedded store an entry capped apart from the counters, at --memory-max-keys/--memory-max-bytes of its own)")
+	fs.IntVar(&f.memory.MaxKeys, "memory-max-keys", 1_000_000, "embedded store, and failure_mode local's memory on Redis: most keys kept at once (a live key is never evicted: when full, a new key is refused and its failure mode answers)")
+	byteSizeVar(fs, &f.memory.MaxBytes, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store (and failure_mode local's memory): most memory its keys take, by its own accounting (refuses like --memory-max-keys; at least 1MiB; a size in bytes, such as 256MiB, 1GiB or 64MB)")
+	fs.DurationVar(&f.memory.SettleWindow, "settle-window", store.DefaultSettleWindow, "Settle: how long a settlement's idempotency_key is remembered, so a retry within it charges nothing again (a record per settlement: in Redis a key with this TTL; in the embedded store an entry capped apart from the counters, at --memory-max-keys/--memory-max-bytes of its own)")
 	byteSizeVar(fs, &f.maxKeyBytes, "max-key-bytes", server.DefaultMaxKeyBytes, "longest key, domain or descriptor value accepted, in bytes")
 	fs.StringVar(&f.failureMode, "failure-mode", "open", "when the store cannot decide and a limit does not say: open (allow, degraded), closed (deny) or local (each replica enforces its share of the limit in memory: see --replicas)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug (request logs), info, warn, error")

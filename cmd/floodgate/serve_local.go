@@ -50,7 +50,7 @@ type localFailure struct {
 // the embedded store (--memory-max-keys, --memory-max-bytes).
 func newLocalFailure(f serveFlags) *localFailure {
 	l := &localFailure{fixed: f.local.replicas}
-	l.share = localshare.New(l.replicas, memstore.Config{MaxKeys: f.memoryMaxKeys, MaxBytes: f.memoryMaxMem})
+	l.share = localshare.New(l.replicas, memstore.Config{MaxKeys: f.memory.MaxKeys, MaxBytes: f.memory.MaxBytes})
 	return l
 }
 

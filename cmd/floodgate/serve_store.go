@@ -35,11 +35,10 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		return nil, "", errors.New("--redis-persecond-url needs --redis-url (the Redis of the other limits)")
 	}
 	if f.redisURL == "" {
-		if f.memoryMaxMem < memstore.MinMaxBytes {
-			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memoryMaxMem)
+		if f.memory.MaxBytes < memstore.MinMaxBytes {
+			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memory.MaxBytes)
 		}
-		cfg := memstore.Config{MaxKeys: f.memoryMaxKeys, MaxBytes: f.memoryMaxMem, SettleWindow: f.settleWindow}
-		return observability.InstrumentStore(memstore.New(cfg), m, "memory"), "memory", nil
+		return observability.InstrumentStore(memstore.New(f.memory), m, "memory"), "memory", nil
 	}
 	rs, client, err := openRedis(ctx, f, f.mainRedis(), log)
 	if err != nil {
@@ -118,7 +117,7 @@ func openRedis(ctx context.Context, f serveFlags, t redisTarget, log *slog.Logge
 		return nil, nil, err
 	}
 	cfg := f.redis
-	cfg.Mode, cfg.SettleWindow = t.mode, f.settleWindow
+	cfg.Mode, cfg.SettleWindow = t.mode, f.memory.SettleWindow
 	rs, err := redisstore.New(client, cfg)
 	if err != nil {
 		client.Close()

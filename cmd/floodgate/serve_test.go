@@ -39,8 +39,8 @@ func TestMemoryMaxBytes(t *testing.T) {
 			if err := parseFlags(fs, tc.args, func(k string) string { return tc.env[k] }); err != nil {
 				t.Fatal(err)
 			}
-			if f.memoryMaxMem != tc.want && tc.wantErr == "" {
-				t.Errorf("memory-max-bytes %d, want %d", f.memoryMaxMem, tc.want)
+			if f.memory.MaxBytes != tc.want && tc.wantErr == "" {
+				t.Errorf("memory-max-bytes %d, want %d", f.memory.MaxBytes, tc.want)
 			}
 			s, _, err := serveEnv{f: &f, log: slog.Default()}.buildStore(context.Background(), nil, nil)
 			if tc.wantErr != "" {
