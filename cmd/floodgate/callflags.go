@@ -29,10 +29,8 @@ type callFlags struct {
 	timeout   time.Duration
 	token     string
 	tls       bool
-	tlsCA     string
+	tlsFiles  auth.ClientFiles
 	tlsName   string
-	tlsCert   string
-	tlsKey    string
 }
 
 // registerTarget registers the flags that name a key and its limit,
@@ -53,10 +51,10 @@ func (f *callFlags) registerConn(fs *pflag.FlagSet, timeoutUsage, tokenUsage str
 	fs.DurationVar(&f.timeout, "timeout", time.Second, timeoutUsage)
 	fs.StringVar(&f.token, "token", "", tokenUsage)
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the server against the system roots (or --tls-ca)")
-	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of CA certificates to verify the server; implies --tls")
+	fs.StringVar(&f.tlsFiles.CA, "tls-ca", "", "PEM file of CA certificates to verify the server; implies --tls")
 	fs.StringVar(&f.tlsName, "tls-server-name", "", "server name to verify instead of --addr's host; implies --tls")
-	fs.StringVar(&f.tlsCert, "tls-client-cert", "", "PEM client certificate for mTLS (with --tls-client-key); implies --tls")
-	fs.StringVar(&f.tlsKey, "tls-client-key", "", "PEM client key for mTLS; implies --tls")
+	fs.StringVar(&f.tlsFiles.Cert, "tls-client-cert", "", "PEM client certificate for mTLS (with --tls-client-key); implies --tls")
+	fs.StringVar(&f.tlsFiles.Key, "tls-client-key", "", "PEM client key for mTLS; implies --tls")
 }
 
 // resolve checks the flags and turns them into a limit and dial options;
@@ -128,11 +126,11 @@ func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit,
 // tlsOn reports whether the connection is TLS: --tls, or any TLS file or
 // name given.
 func (f *callFlags) tlsOn() bool {
-	return f.tls || f.tlsCA != "" || f.tlsName != "" || f.tlsCert != "" || f.tlsKey != ""
+	return f.tls || f.tlsName != "" || f.tlsFiles != auth.ClientFiles{}
 }
 
 func (f *callFlags) tlsConfig() (*tls.Config, error) {
-	cfg, err := auth.ClientTLS(auth.ClientFiles{CA: f.tlsCA, Cert: f.tlsCert, Key: f.tlsKey},
+	cfg, err := auth.ClientTLS(f.tlsFiles,
 		auth.ClientFiles{CA: "--tls-ca", Cert: "--tls-client-cert", Key: "--tls-client-key"})
 	if err != nil {
 		return nil, err
