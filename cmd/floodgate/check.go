@@ -263,16 +263,16 @@ func describeError(err error) string {
 	return msg
 }
 
-// checkPrinter prints attempts as an aligned table or as JSON lines.
+// checkPrinter prints attempts as an aligned table or, with enc, as JSON
+// lines.
 type checkPrinter struct {
-	json bool
-	enc  *json.Encoder
-	tw   *tabwriter.Writer
-	w    io.Writer
+	enc *json.Encoder
+	tw  *tabwriter.Writer
+	w   io.Writer
 }
 
 func newCheckPrinter(w io.Writer, asJSON bool) *checkPrinter {
-	p := &checkPrinter{json: asJSON, w: w}
+	p := &checkPrinter{w: w}
 	if asJSON {
 		p.enc = json.NewEncoder(w)
 		return p
@@ -283,7 +283,7 @@ func newCheckPrinter(w io.Writer, asJSON bool) *checkPrinter {
 }
 
 func (p *checkPrinter) row(r checkRow) {
-	if p.json {
+	if p.enc != nil {
 		_ = p.enc.Encode(r)
 		return
 	}
@@ -302,7 +302,7 @@ func (p *checkPrinter) row(r checkRow) {
 // flush ends the output; the table gets a summary line when any attempt
 // was made.
 func (p *checkPrinter) flush(denied, attempts int) {
-	if p.json || attempts == 0 { // no rows: the buffered header is dropped
+	if p.enc != nil || attempts == 0 { // no rows: the buffered header is dropped
 		return
 	}
 	_ = p.tw.Flush()
