@@ -101,7 +101,6 @@ type Candidate struct {
 	Reasons []string
 
 	matched, keys, depthGap int // for ranking: levels matched, keys matched, |depth difference|
-	order                   int // position in the walk (file order within a level)
 }
 
 // Explain says, for every descriptor of one request of domain, which
@@ -157,7 +156,6 @@ func (c *Set) candidates(domain string, entries []Entry) []Candidate {
 			defer func() { path = path[:len(path)-1] }()
 			if len(n.limits) > 0 {
 				if cd, ok := candidateFor(path, entries, walk); ok {
-					cd.order = len(out)
 					out = append(out, cd)
 				}
 			}
@@ -167,9 +165,9 @@ func (c *Set) candidates(domain string, entries []Entry) []Candidate {
 		}
 	}
 	visit(root)
-	slices.SortStableFunc(out, func(a, b Candidate) int {
+	slices.SortStableFunc(out, func(a, b Candidate) int { // stable: the walk is in file order
 		return cmp.Or(cmp.Compare(b.matched, a.matched), cmp.Compare(b.keys, a.keys),
-			cmp.Compare(a.depthGap, b.depthGap), cmp.Compare(a.order, b.order))
+			cmp.Compare(a.depthGap, b.depthGap))
 	})
 	return out[:min(len(out), maxCandidates)]
 }
