@@ -32,10 +32,9 @@ const (
 // checkSynopsis is check's help text; the algorithms it names are read
 // from their table.
 func checkSynopsis() string {
-	has := func(f func(algorithms.Facts) bool) []algorithms.Algorithm { return algorithms.Which(f) }
-	window := has(func(f algorithms.Facts) bool { return f.Window })
-	waits := has(func(f algorithms.Facts) bool { return f.Waits })
-	smooth := has(func(f algorithms.Facts) bool { return f.Window && !f.Afresh })
+	window := algorithms.Which(func(f algorithms.Facts) bool { return f.Window })
+	waits := algorithms.Which(func(f algorithms.Facts) bool { return f.Waits })
+	smooth := algorithms.Which(func(f algorithms.Facts) bool { return f.Window && !f.Afresh })
 	return fmt.Sprintf(`Asks a running floodgate whether KEY may spend COST now, REPEAT times in a
 row, and prints one row per attempt (or one JSON object per line with --json).
 With --domain it asks Envoy's API instead (ShouldRateLimit, the limits of the
