@@ -88,13 +88,9 @@ func (s *Store) measureClock() {
 // measured it, in ms: on a cluster the largest offset of its masters' and
 // the longest trip.
 func (s *Store) clockOffset(ctx context.Context) (offset, rtt int64, err error) {
-	cc, ok := s.client.(*redis.ClusterClient)
-	if !ok {
-		return timeOffset(ctx, s.client)
-	}
 	var mu sync.Mutex
 	seen := false
-	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+	err = onMasters(ctx, s.client, func(ctx context.Context, c redis.Cmdable) error {
 		o, r, err := timeOffset(ctx, c)
 		if err != nil {
 			return err

@@ -79,18 +79,19 @@ func functionMissing(err error) bool {
 // The error is the load's own (READONLY from a replica, a timeout, a
 // Redis without functions), which says more than a missing function.
 func (l *library) loadOn(ctx context.Context, client redis.UniversalClient) error {
-	var err error
-	if cc, ok := client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return l.load(ctx, c)
-		})
-	} else {
-		err = l.load(ctx, client)
-	}
-	if err != nil {
+	if err := onMasters(ctx, client, l.load); err != nil {
 		return fmt.Errorf("loading the function library %s: %w", l.name, fcallErr(err))
 	}
 	return nil
+}
+
+// onMasters runs fn on client's Redis: on every master of a cluster, in
+// parallel.
+func onMasters(ctx context.Context, client redis.UniversalClient, fn func(context.Context, redis.Cmdable) error) error {
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	}
+	return fn(ctx, client)
 }
 
 // fcall runs the library's function fn on client with keys and args,

@@ -47,15 +47,7 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 		patterns = append(patterns, scopesPattern(s.cfg.Prefix, alg, tag))
 	}
 	for _, pattern := range patterns {
-		var err error
-		if cc, ok := s.client.(*redis.ClusterClient); ok {
-			err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-				return s.scanDel(ctx, c, pattern)
-			})
-		} else {
-			err = s.scanDel(ctx, s.client, pattern)
-		}
-		if err != nil {
+		if err := onMasters(ctx, s.client, func(ctx context.Context, c redis.Cmdable) error { return s.scanDel(ctx, c, pattern) }); err != nil {
 			return err
 		}
 	}

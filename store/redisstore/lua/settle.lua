@@ -20,30 +20,23 @@
 local function settle(KEYS, ARGV)
   local arg = ARGV[1] or ''
   local now, keep, write = read_header(arg)
-  local record_ms = tonumber(ARGV[3] or '')
-  if #KEYS ~= 2 or #ARGV ~= 3 or now == nil or keep < 0 or write ~= 1 or record_ms == nil or record_ms < 1 or #arg < HDR_LEN + REQ_LEN then
-    return redis.error_reply('ERR floodgate: bad settle arguments')
-  end
-  local h, x, y, z, cost = struct.unpack(REQ_FMT, arg, HDR_LEN + 1)
-  local alg = h % 8
-  local flags = (h - alg) / 8
-  local b0, b1, b2, b3, b4
-  if flags == 10 and #arg == HDR_LEN + REQ_LEN + CAL_LEN then -- a calendar limit (flag bit 3): its boundaries follow
-    b0, b1, b2, b3, b4 = struct.unpack(CAL_FMT, arg, HDR_LEN + REQ_LEN + 1)
-    if not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4) then
-      return redis.error_reply('ERR floodgate: bad settle arguments')
+  local record_ms, cal = tonumber(ARGV[3] or ''), #arg - HDR_LEN - REQ_LEN
+  local h, x, y, z, cost, b0, b1, b2, b3, b4
+  if now and (cal == 0 or cal == CAL_LEN) then
+    h, x, y, z, cost = sunpack(REQ_FMT, arg, HDR_LEN + 1)
+    if cal > 0 then
+      b0, b1, b2, b3, b4 = sunpack(CAL_FMT, arg, HDR_LEN + REQ_LEN + 1)
     end
-    flags = 2
-  elseif #arg ~= HDR_LEN + REQ_LEN then
-    return redis.error_reply('ERR floodgate: bad settle arguments')
   end
-  local f = ALG[alg]
-  if f == nil or flags ~= 2 or x < 1 or y < 1 or z < 0 then
+  local f = h and ALG[h % 8]
+  -- flags 2 (debt), or 10 with a calendar limit's boundaries
+  if f == nil or #KEYS ~= 2 or #ARGV ~= 3 or keep < 0 or write ~= 1 or record_ms == nil or record_ms < 1 or h - h % 8 ~= (b0 and 80 or 16) or x < 1 or y < 1 or z < 0 or (b0 and not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4)) then
     return redis.error_reply('ERR floodgate: bad settle arguments')
   end
   if now < 0 then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local t = rcall('TIME')
+    local us = t[2]
+    now = t[1] * 1000 + (us - us % 1000) / 1000
   end
 
   local dup = 0
