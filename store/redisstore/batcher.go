@@ -63,36 +63,30 @@ func (b *batcher) submit(ctx context.Context, calls []*call) error {
 // sender sends pipelines until the batcher closes, then what is queued.
 func (b *batcher) sender() {
 	defer b.senders.Done()
-	var timer *time.Timer
-	if b.maxWait > 0 {
-		timer = time.NewTimer(time.Hour)
-		timer.Stop()
-	}
 	batch := make([]*call, 0, b.maxSize)
 	for {
-		var first *call
 		select {
-		case first = <-b.in:
+		case c := <-b.in:
+			batch = append(batch[:0], c)
 		case <-b.quit:
-			b.drain(batch)
+			for batch = b.gather(batch[:0]); len(batch) > 0; batch = b.gather(batch[:0]) {
+				b.send(batch)
+			}
 			return
 		}
-		batch = append(batch[:0], first)
-		if timer != nil {
-			timer.Reset(b.maxWait)
+		if b.maxWait > 0 {
+			timeout := time.After(b.maxWait)
 		collect:
 			for len(batch) < b.maxSize {
 				select {
 				case c := <-b.in:
 					batch = append(batch, c)
-				case <-timer.C:
+				case <-timeout:
 					break collect
 				}
 			}
-			timer.Stop()
 		}
-		batch = b.gather(batch)
-		b.send(batch)
+		b.send(b.gather(batch))
 	}
 }
 
@@ -113,17 +107,6 @@ func (b *batcher) send(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.s.cfg.Timeout)
 	defer cancel()
 	b.s.exec(ctx, batch)
-}
-
-// drain sends what is still queued after close.
-func (b *batcher) drain(batch []*call) {
-	for {
-		batch = b.gather(batch[:0])
-		if len(batch) == 0 {
-			return
-		}
-		b.send(batch)
-	}
 }
 
 // close stops accepting calls, sends the queued ones and waits for every
