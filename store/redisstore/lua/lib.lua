@@ -176,15 +176,31 @@ end
 local PX_STR = {}
 
 local function px_string(px)
-  if px >= 274877906944 then -- 2^38
+  local step
+  if px < 262144 then -- 2^18
+    if px < 1024 then
+      step = 1
+    elseif px < 16384 then
+      step = 16
+    else
+      step = 256
+    end
+  elseif px < 67108864 then -- 2^26
+    if px < 4194304 then
+      step = 4096
+    else
+      step = 65536
+    end
+  elseif px < 17179869184 then -- 2^34
+    if px < 1073741824 then
+      step = 1048576
+    else
+      step = 16777216
+    end
+  elseif px < 274877906944 then -- 2^38
+    step = 268435456
+  else
     return string.format('%d', px)
-  end
-  local step, lim = 1, 1024
-  if px >= 4194304 then -- 2^22: four steps at once
-    step, lim = 65536, 67108864
-  end
-  while px >= lim do
-    step, lim = step * 16, lim * 16
   end
   local r = px % step
   if r > 0 then
