@@ -56,7 +56,7 @@ func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degrade
 			continue
 		}
 		res := result(out[i].Allowed, c.shadow, degraded != nil && degraded[i], c.failureMode == rules.FailureLocal)
-		r.metrics.ObserveDecision(observability.Labels{API: r.api, Rule: c.rule, Algorithm: c.req.Limit.Algorithm, Result: res}, observability.NearLimit(out[i], c.warnAt))
+		r.metrics.ObserveDecision(observability.Labels{API: r.apiName, Rule: c.rule, Algorithm: c.req.Limit.Algorithm, Result: res}, observability.NearLimit(out[i], c.warnAt))
 	}
 }
 

@@ -32,38 +32,19 @@ type Envoy struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	decider
 
-	maxDescriptors int
-	maxEntries     int
-	shadow         bool
-	quotaMode      bool
-	metadata       bool // DynamicMetadata
-	countDenied    bool
-	shareOverrides bool
-	headers        bool
-	detailSeries   int
-	noRefunds      bool
-	limits         atomic.Pointer[limitCache] // of the config last served
-	panics         *observability.LogLimiter  // logs of caught panics
+	opts   EnvoySettings              // its own knobs, defaults filled; the shared ones are the decider's
+	limits atomic.Pointer[limitCache] // of the config last served
+	panics *observability.LogLimiter  // logs of caught panics
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
 
 // NewEnvoy returns the Envoy rate-limit service deciding with st.
 func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
-	e := &Envoy{
-		decider:        newDecider(st, s.Settings, observability.APIEnvoy),
-		maxDescriptors: cmp.Or(max(s.MaxDescriptors, 0), DefaultMaxDescriptors),
-		maxEntries:     cmp.Or(max(s.MaxEntries, 0), DefaultMaxEntries),
-		shadow:         s.ShadowMode,
-		quotaMode:      s.QuotaMode,
-		metadata:       s.DynamicMetadata,
-		countDenied:    s.CountDeniedHits,
-		shareOverrides: s.ShareOverrideCounters,
-		headers:        !s.NoHeaders,
-		detailSeries:   s.DetailedMetricSeries,
-		noRefunds:      s.NoRefunds,
-		panics:         new(observability.LogLimiter),
-	}
+	s.MaxDescriptors = cmp.Or(max(s.MaxDescriptors, 0), DefaultMaxDescriptors)
+	s.MaxEntries = cmp.Or(max(s.MaxEntries, 0), DefaultMaxEntries)
+	e := &Envoy{decider: newDecider(st, s.Settings, observability.APIEnvoy), panics: new(observability.LogLimiter)}
+	s.Settings, e.opts = Settings{}, s
 	return e
 }
 
@@ -128,7 +109,7 @@ func (e *Envoy) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	checks, known := e.matchTraced(ctx, req, cfg, entries, w)
 	if !known {
 		resp := okResponse(len(entries))
-		if e.metadata {
+		if e.opts.DynamicMetadata {
 			resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
 		}
 		return resp, nil
@@ -141,7 +122,7 @@ func (e *Envoy) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	}
 	resp := e.answer(checks, len(entries), w)
 	markQuota(ctx, checks, len(entries))
-	if e.metadata {
+	if e.opts.DynamicMetadata {
 		resp.DynamicMetadata = dynamicMetadata(req, checks, resp.Statuses)
 	}
 	e.observe(req.GetDomain(), entries, checks)
@@ -163,8 +144,8 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents
 		return nil, invalidf("domain", "%d bytes exceed the limit of %d", len(req.GetDomain()), e.maxKey)
 	case len(req.GetDescriptors()) == 0:
 		return nil, invalidf("descriptors", "must hold at least one descriptor")
-	case len(req.GetDescriptors()) > e.maxDescriptors:
-		return nil, invalidf("descriptors", "%d descriptors exceed the limit of %d", len(req.GetDescriptors()), e.maxDescriptors)
+	case len(req.GetDescriptors()) > e.opts.MaxDescriptors:
+		return nil, invalidf("descriptors", "%d descriptors exceed the limit of %d", len(req.GetDescriptors()), e.opts.MaxDescriptors)
 	}
 	descs := req.GetDescriptors()
 	out := fit(rows, len(descs))
@@ -172,14 +153,14 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents
 	for _, d := range descs {
 		total += len(d.GetEntries())
 	}
-	backing := fit(ents, min(total, e.maxDescriptors*e.maxEntries))[:0]
+	backing := fit(ents, min(total, e.opts.MaxDescriptors*e.opts.MaxEntries))[:0]
 	// Field names are built only on the error paths: they allocate.
 	for i, d := range descs {
 		switch n := len(d.GetEntries()); {
 		case n == 0:
 			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "must hold at least one entry")
-		case n > e.maxEntries:
-			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "%d entries exceed the limit of %d", n, e.maxEntries)
+		case n > e.opts.MaxEntries:
+			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "%d entries exceed the limit of %d", n, e.opts.MaxEntries)
 		}
 		if l := d.GetLimit(); l != nil {
 			if _, ok := unitPeriod(rlsv3.RateLimitResponse_RateLimit_Unit(l.GetUnit())); !ok {
@@ -268,7 +249,7 @@ func (dp *descriptorPlan) request(key string, rate algorithms.Limit) (r store.Re
 
 // limitCheck is the check of the configured limit l for dp.
 func (e *Envoy) limitCheck(dp *descriptorPlan, l *rules.Limit, info *limitInfo) envoyCheck {
-	c := envoyCheck{desc: dp.i, limit: l, info: info, shadow: e.shadow || l.ShadowMode, quota: e.quotaMode || l.QuotaMode}
+	c := envoyCheck{desc: dp.i, limit: l, info: info, shadow: e.opts.ShadowMode || l.ShadowMode, quota: e.opts.QuotaMode || l.QuotaMode}
 	switch {
 	case l.Unlimited:
 		c.fixed = true
@@ -311,17 +292,17 @@ func (e *Envoy) overrideCheck(dp *descriptorPlan, o *ratelimitv3.RateLimitDescri
 		DenyAll: o.GetRequestsPerUnit() == 0,
 	}
 	// A request's own limit: its limitInfo is its own, shared with none.
-	c := envoyCheck{desc: dp.i, limit: l, info: newLimitInfo(l), shadow: e.shadow, quota: e.quotaMode}
+	c := envoyCheck{desc: dp.i, limit: l, info: newLimitInfo(l), shadow: e.opts.ShadowMode, quota: e.opts.QuotaMode}
 	if l.DenyAll {
 		c.fixed = true
 		c.decision = algorithms.Decision{Allowed: dp.cost < 0, RetryAfter: algorithms.Never}
 		return c
 	}
 	var key []byte
-	if rule := sharedRule(dp.matched, period); e.shareOverrides && rule != nil {
+	if rule := sharedRule(dp.matched, period); e.opts.ShareOverrideCounters && rule != nil {
 		key = rule.AppendKey(make([]byte, 0, 64), dp.entries)
 	} else {
-		if e.shareOverrides {
+		if e.opts.ShareOverrideCounters {
 			key = keys.AppendOverrideUnit(make([]byte, 0, 64), dp.domain, int32(o.GetUnit()))
 		} else {
 			key = keys.AppendOverride(make([]byte, 0, 64), dp.domain, o.GetRequestsPerUnit(), int32(o.GetUnit()))
@@ -366,9 +347,9 @@ func (e *Envoy) observe(domain string, entries [][]rules.Entry, checks []envoyCh
 			API: observability.APIEnvoy, Domain: domain, Rule: c.limit.Name, Algorithm: c.limit.Rate.Algorithm,
 			Result: result(c.decision.Allowed, c.shadow, c.degraded, c.local),
 		}
-		if e.detailSeries > 0 {
+		if e.opts.DetailedMetricSeries > 0 {
 			if d := c.limit.MetricName(entries[c.desc]); d != c.limit.Name {
-				e.metrics.ObserveDetailedDecision(l, d, e.detailSeries, observability.NearLimit(c.decision, c.info.warnAt))
+				e.metrics.ObserveDetailedDecision(l, d, e.opts.DetailedMetricSeries, observability.NearLimit(c.decision, c.info.warnAt))
 				continue
 			}
 		}

@@ -148,7 +148,7 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 			headline = b
 		}
 	}
-	if !e.headers {
+	if e.opts.NoHeaders {
 		return resp
 	}
 	var buf [maxHeaderFields]ratelimitheader.Field

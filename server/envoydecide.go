@@ -74,8 +74,8 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) e
 	if err != nil {
 		return err
 	}
-	w.over = overLimit(checks, w.descs, e.quotaMode)
-	if w.over && e.countDenied {
+	w.over = overLimit(checks, w.descs, e.opts.QuotaMode)
+	if w.over && e.opts.CountDeniedHits {
 		if err := e.chargeDebt(ctx, checks, b, func(c *envoyCheck) bool { return true }); err != nil {
 			return err
 		}
@@ -118,7 +118,7 @@ func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, w *envoyWo
 	if err := e.run(ctx, checks, b, true); err != nil {
 		return err
 	}
-	if overLimit(checks, w.descs, e.quotaMode) {
+	if overLimit(checks, w.descs, e.opts.QuotaMode) {
 		return nil
 	}
 	b.Reset()
@@ -130,7 +130,7 @@ func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, w *envoyWo
 	if err := e.run(ctx, checks, b, true); err != nil {
 		return err
 	}
-	if !e.countDenied {
+	if !e.opts.CountDeniedHits {
 		return nil
 	}
 	return e.chargeDebt(ctx, checks, b, func(c *envoyCheck) bool { return !c.decision.Allowed })

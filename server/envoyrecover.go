@@ -58,7 +58,7 @@ func (e *Envoy) recovered(ctx context.Context, req *rlsv3.RateLimitRequest, plan
 			st.Code, resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT, rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
-	if e.headers {
+	if !e.opts.NoHeaders {
 		over := resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT
 		resp.ResponseHeadersToAdd = headerValues(ratelimitheader.AppendDegraded(nil, over, degradedRetryAfter), nil)
 	}

@@ -61,7 +61,7 @@ func (e *Envoy) withoutRefusedRefunds(ctx context.Context, req *rlsv3.RateLimitR
 		return req, false
 	}
 	err := giveback.Allowed(ctx, giveback.Refund)
-	if err == nil && e.noRefunds {
+	if err == nil && e.opts.NoRefunds {
 		err = errRefundsOff
 	}
 	if err == nil {

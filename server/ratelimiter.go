@@ -37,7 +37,6 @@ type RateLimiter struct {
 
 	decider
 	maxBatch int
-	api      string
 	zones    zones.Cache // the time zones of inline calendar limits
 }
 
@@ -45,14 +44,9 @@ var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
 
 // NewRateLimiter returns the Check API served from st.
 func NewRateLimiter(st store.Store, s CheckSettings) *RateLimiter {
-	api := s.API
-	if api == "" {
-		api = observability.APICheck
-	}
 	return &RateLimiter{
-		decider:  newDecider(st, s.Settings, api),
+		decider:  newDecider(st, s.Settings, cmp.Or(s.API, observability.APICheck)),
 		maxBatch: cmp.Or(max(s.MaxBatch, 0), defaultMaxBatch),
-		api:      api,
 	}
 }
 

@@ -65,7 +65,7 @@ func (r *RateLimiter) Settle(ctx context.Context, req *floodgatev1.SettleRequest
 // observeSettle counts a settlement when metrics are on.
 func (r *RateLimiter) observeSettle(s store.Settlement, result string, unrecorded int64) {
 	if r.metrics != nil {
-		r.metrics.ObserveSettle(r.api, s.Limit.Algorithm, result, unrecorded)
+		r.metrics.ObserveSettle(r.apiName, s.Limit.Algorithm, result, unrecorded)
 	}
 }
 
