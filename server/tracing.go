@@ -59,7 +59,12 @@ type spanLimit struct {
 	shadow bool
 }
 
-func (c *check) spanLimit() spanLimit { return spanLimit{c.rule, c.req.Limit.Algorithm, c.shadow} }
+// spanLimit is what a span says of c's limit.
+func (c *check) spanLimit() spanLimit {
+	return spanLimit{c.rule, c.req.Limit.Algorithm, c.shadow}
+}
+
+// spanLimit is what a span says of c's limit.
 func (c *envoyCheck) spanLimit() spanLimit {
 	return spanLimit{c.limit.Name, c.limit.Rate.Algorithm, c.shadow}
 }

@@ -53,7 +53,7 @@ func (c *cors) handle(w http.ResponseWriter, r *http.Request) bool {
 	hd := w.Header()
 	hd.Add("Vary", "Origin")
 	origin := r.Header.Get("Origin")
-	allowed := origin != "" && (c.any || slices.Contains(c.origins, origin))
+	allowed := c.allows(origin)
 	preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 	if allowed {
 		hd.Set("Access-Control-Allow-Origin", origin)
