@@ -14,6 +14,7 @@
 package filewatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +98,6 @@ type Watcher[T any] struct {
 	opts  Options[T]
 	files *fileSet
 	fsw   *fsnotify.Watcher // nil when file events are unavailable
-	poll  time.Duration
 	cur   atomic.Pointer[T]
 
 	mu         sync.Mutex // serializes loads, callbacks and the fields below
@@ -129,14 +129,12 @@ func Watch[T any](ctx context.Context, o Options[T]) (*Watcher[T], error) {
 	if o.OnError == nil {
 		o.OnError = func(error) {}
 	}
+	o.Poll = cmp.Or(o.Poll, DefaultPoll)
 	files, err := newFileSet(o.Paths, o.Match)
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher[T]{opts: o, files: files, poll: o.Poll, done: make(chan struct{})}
-	if w.poll == 0 {
-		w.poll = DefaultPoll
-	}
+	w := &Watcher[T]{opts: o, files: files, done: make(chan struct{})}
 	var watchErrs []*WatchError
 	if o.noEvents {
 		watchErrs = append(watchErrs, &WatchError{Path: o.Paths[0], Err: errors.New("file events turned off")})
@@ -148,12 +146,12 @@ func Watch[T any](ctx context.Context, o Options[T]) (*Watcher[T], error) {
 	// The watches are set before the first read, so that no edit falls
 	// between the two.
 	watchErrs = append(watchErrs, w.files.refresh(w.fsw)...)
-	if len(watchErrs) > 0 && w.poll < 0 {
+	if len(watchErrs) > 0 && w.opts.Poll < 0 {
 		w.closeEvents()
 		return nil, watchErrs[0]
 	}
 	for _, e := range watchErrs {
-		e.Poll = w.poll
+		e.Poll = w.opts.Poll
 	}
 	fp := w.files.fingerprint()
 	v, err := o.Load()
@@ -222,8 +220,8 @@ func (w *Watcher[T]) run(ctx context.Context) {
 		events, errs = w.fsw.Events, w.fsw.Errors
 	}
 	var tick <-chan time.Time
-	if w.poll > 0 {
-		t := time.NewTicker(w.poll)
+	if w.opts.Poll > 0 {
+		t := time.NewTicker(w.opts.Poll)
 		defer t.Stop()
 		tick = t.C
 	}
