@@ -3,6 +3,7 @@
 package httplimit
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net"
@@ -82,12 +83,8 @@ type Config struct {
 // wrong (a rejected token, an unknown policy, an invalid limit) it answers
 // 500 {"error":"rate_limiter_misconfigured"} and logs the error once.
 func Middleware(c *client.Client, cfg Config) func(http.Handler) http.Handler {
-	if cfg.APIKeyHeader == "" {
-		cfg.APIKeyHeader = DefaultAPIKeyHeader
-	}
-	if cfg.IPLimit == (client.Limit{}) {
-		cfg.IPLimit = cfg.Limit
-	}
+	cfg.APIKeyHeader = cmp.Or(cfg.APIKeyHeader, DefaultAPIKeyHeader)
+	cfg.IPLimit = cmp.Or(cfg.IPLimit, cfg.Limit)
 	if cfg.IPv6Prefix <= 0 || cfg.IPv6Prefix > 128 {
 		cfg.IPv6Prefix = DefaultIPv6Prefix
 	}

@@ -3,6 +3,7 @@ package auth
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -108,13 +109,11 @@ func WithAuthLogger(log *slog.Logger) TokenAuthOption {
 // it changes, until ctx ends or Close is called. It fails when the file
 // cannot be read, does not parse, or lists no token.
 func NewTokenAuth(ctx context.Context, tokenFile string, opts ...TokenAuthOption) (*TokenAuth, error) {
-	o := tokenAuthOptions{log: slog.Default()}
+	var o tokenAuthOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.log == nil {
-		o.log = slog.Default()
-	}
+	o.log = cmp.Or(o.log, slog.Default())
 	files, err := fileSet[tokenSet]{
 		name:  "auth tokens",
 		paths: []string{tokenFile},

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -46,9 +47,7 @@ func NewTLSConfig(ctx context.Context, tf TLSFiles, log *slog.Logger) (*tls.Conf
 	if certFile == "" || keyFile == "" {
 		return nil, nil, errors.New("tls: both a certificate and a key file are needed")
 	}
-	if log == nil {
-		log = slog.Default()
-	}
+	log = cmp.Or(log, slog.Default())
 	paths := []string{certFile, keyFile}
 	mTLS := clientCAFile != ""
 	if mTLS {

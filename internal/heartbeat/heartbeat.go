@@ -10,6 +10,7 @@
 package heartbeat
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -70,19 +71,12 @@ type Heartbeat struct {
 // New returns a Heartbeat on client that has not beaten yet: call Beat,
 // or Start to beat every interval.
 func New(client redis.UniversalClient, cfg Config) *Heartbeat {
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = cfg.Interval
-	}
+	cfg.Interval = cmp.Or(max(cfg.Interval, 0), DefaultInterval)
+	cfg.Timeout = cmp.Or(max(cfg.Timeout, 0), cfg.Interval)
 	if cfg.ID == "" {
 		cfg.ID = defaultID()
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	ctx, stop := context.WithCancel(context.Background())
 	return &Heartbeat{
 		client: client, key: cfg.Prefix + KeySuffix, id: cfg.ID, cfg: cfg, log: log,

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"sync"
@@ -45,21 +46,13 @@ type caller func(ctx context.Context, key int) (allowed, limited bool, err error
 // reached, or ctx ends (then the result so far is returned, Interrupted).
 // Metadata in ctx (e.g. an authorization token) is sent with every request.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Descriptors == 0 {
-		cfg.Descriptors = 1
-	}
+	cfg.Descriptors = cmp.Or(cfg.Descriptors, 1)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.ProgressInterval <= 0 {
-		cfg.ProgressInterval = 250 * time.Millisecond
-	}
-	if cfg.GracePeriod <= 0 {
-		cfg.GracePeriod = 5 * time.Second
-	}
-	if cfg.Seed == 0 {
-		cfg.Seed = uint64(time.Now().UnixNano())
-	}
+	cfg.ProgressInterval = cmp.Or(max(cfg.ProgressInterval, 0), 250*time.Millisecond)
+	cfg.GracePeriod = cmp.Or(max(cfg.GracePeriod, 0), 5*time.Second)
+	cfg.Seed = cmp.Or(cfg.Seed, uint64(time.Now().UnixNano()))
 	newCaller := builder(&cfg)
 
 	// Calls outlive ctx by the grace period, so that a cancelled run stops

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -27,10 +28,7 @@ type errorLog struct {
 }
 
 func newErrorLog(log *slog.Logger, msg string, clock func() time.Time) *errorLog {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &errorLog{log: log, msg: msg, clock: clock}
+	return &errorLog{log: cmp.Or(log, slog.Default()), msg: msg, clock: clock}
 }
 
 // report logs err unless a line was logged less than ErrorLogInterval ago.

@@ -5,6 +5,7 @@
 package verdict
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync/atomic"
@@ -43,10 +44,7 @@ type MisconfigLog struct {
 
 // NewMisconfigLog logs to log; nil means slog.Default().
 func NewMisconfigLog(log *slog.Logger) *MisconfigLog {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &MisconfigLog{log: log}
+	return &MisconfigLog{log: cmp.Or(log, slog.Default())}
 }
 
 // Failed records a configuration error, logging it if it is news. where
