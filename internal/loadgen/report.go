@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -106,10 +107,7 @@ func (r *Result) Report() Report {
 	for code, n := range r.Errors {
 		rep.ErrorsByCode[code.String()] += n
 	}
-	h := r.Latency
-	if h == nil {
-		h = new(Histogram)
-	}
+	h := cmp.Or(r.Latency, new(Histogram))
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	rep.LatencyUs = LatencySummary{
 		Min:  us(h.Min()),
@@ -216,10 +214,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	for _, c := range slices.Sorted(maps.Keys(rep.ErrorsByCode)) {
 		fmt.Fprintf(&b, "  %-17s %5d\n", c, rep.ErrorsByCode[c])
 	}
-	h := r.Latency
-	if h == nil {
-		h = new(Histogram)
-	}
+	h := cmp.Or(r.Latency, new(Histogram))
 	fmt.Fprintf(&b, "\nlatency    min %s  mean %s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
 		fmtDur(h.Min()), fmtDur(h.Mean()), fmtDur(h.Quantile(0.5)), fmtDur(h.Quantile(0.9)),
 		fmtDur(h.Quantile(0.99)), fmtDur(h.Quantile(0.999)), fmtDur(h.Max()))

@@ -1,6 +1,9 @@
 package observability
 
-import "net/http"
+import (
+	"cmp"
+	"net/http"
+)
 
 // StatusRecorder is an http.ResponseWriter that remembers the first status
 // written. Unwrap lets http.ResponseController reach the writer underneath.
@@ -11,17 +14,13 @@ type StatusRecorder struct {
 
 // WriteHeader records code, then writes it.
 func (w *StatusRecorder) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
+	w.status = cmp.Or(w.status, code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 // Write records 200 if no status was written, then writes b.
 func (w *StatusRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.status = cmp.Or(w.status, http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
 
@@ -29,9 +28,4 @@ func (w *StatusRecorder) Write(b []byte) (int, error) {
 func (w *StatusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Code is the status written, 200 if the handler wrote nothing.
-func (w *StatusRecorder) Code() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
-}
+func (w *StatusRecorder) Code() int { return cmp.Or(w.status, http.StatusOK) }

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -197,10 +198,7 @@ func resourceFromEnv(getenv func(string) string, version string) ([]attribute.Ke
 			attrs = append(attrs, attribute.String(k, val))
 		}
 	}
-	if service == "" {
-		service = DefaultServiceName
-	}
-	out := []attribute.KeyValue{attribute.String("service.name", service)}
+	out := []attribute.KeyValue{attribute.String("service.name", cmp.Or(service, DefaultServiceName))}
 	if version != "" {
 		out = append(out, attribute.String("service.version", version))
 	}
