@@ -1,19 +1,8 @@
 // Command floodgate is a gRPC rate-limit decision service. Its commands
-// (dispatched in run):
-//
-//	floodgate serve             run the server (embedded store unless --redis-url is set)
-//	floodgate check             ask a running floodgate about a key, or Envoy's API about descriptors
-//	floodgate settle            charge usage known afterwards (debt or refund, once per key)
-//	floodgate config validate   check config files offline (exit 1 on error)
-//	floodgate config explain    say which rule a descriptor matches, and its store key
-//	floodgate bench             load-test a server (closed loop; decisions/s, latency)
-//	floodgate simulate          run a traffic pattern through an algorithm on a virtual clock (text or --svg)
-//	floodgate top               the heaviest denied keys of each rule, from one or more running replicas
-//	floodgate version           print the version (also --version)
-//	floodgate help              print the usage (also -h, --help)
-//
-// Every flag can also be set with an environment variable: --grpc-addr is
-// FLOODGATE_GRPC_ADDR. `floodgate COMMAND --help` lists them.
+// (serve, check, settle, config, bench, simulate, top) are listed in usage
+// and dispatched by run. Every flag can also be set with an environment
+// variable: --grpc-addr is FLOODGATE_GRPC_ADDR. `floodgate COMMAND --help`
+// lists them.
 package main
 
 import (

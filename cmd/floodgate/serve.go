@@ -196,7 +196,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// SIGHUP reloads the files (hangups.go) instead of ending the process.
+	// SIGHUP reloads the files (reloadOnHangup) instead of ending the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
