@@ -58,9 +58,7 @@ func (h *Histogram) Record(d time.Duration) {
 	if h.total == 0 || v < h.min {
 		h.min = v
 	}
-	if v > h.max {
-		h.max = v
-	}
+	h.max = max(h.max, v)
 	h.total++
 	h.sum += uint64(v)
 	h.counts[bucketOf(min(v, int64(MaxLatency)))]++
@@ -74,9 +72,7 @@ func (h *Histogram) Merge(o *Histogram) {
 	if h.total == 0 || o.min < h.min {
 		h.min = o.min
 	}
-	if o.max > h.max {
-		h.max = o.max
-	}
+	h.max = max(h.max, o.max)
 	h.total += o.total
 	h.sum += o.sum
 	for i, c := range o.counts {
