@@ -40,7 +40,7 @@ type serveFlags struct {
 	httpAddr     string
 	configPath   string
 	ruleLoad     ruleFlags       // how --config is loaded
-	memory       memstore.Config // the embedded store; MaxKeys and MaxBytes bound failure_mode local's memory too
+	memory       memstore.Config // the embedded store; MaxKeys and MaxBytes bound failure_mode local's memory, SettleWindow Redis' too
 	maxKeyBytes  int
 	failureMode  string
 	logLevel     string
