@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
@@ -53,7 +54,8 @@ func (d *decider) storeDecide(ctx context.Context, b failedBatch, mode func(k in
 		b.modes[k] = mode(k)
 	}
 	pe := store.AsPartial(err)
-	if pe == nil || !inRange(pe.Failed, len(b.reqs)) {
+	outside := func(k int) bool { return k < 0 || k >= len(b.reqs) }
+	if pe == nil || len(pe.Failed) == 0 || slices.ContainsFunc(pe.Failed, outside) {
 		for k := range a.degraded {
 			a.degraded[k] = true
 		}
@@ -130,14 +132,4 @@ func (d *decider) decidePartial(ctx context.Context, b failedBatch, failed []boo
 		l.Scatter(b.out)
 	}
 	return nil
-}
-
-// inRange reports whether every index of idx is in [0, n).
-func inRange(idx []int, n int) bool {
-	for _, i := range idx {
-		if i < 0 || i >= n {
-			return false
-		}
-	}
-	return len(idx) > 0
 }

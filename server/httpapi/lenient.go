@@ -221,14 +221,6 @@ func protojsonDuration(s string) bool {
 	}
 	num = strings.TrimPrefix(num, "-")
 	whole, frac, _ := strings.Cut(num, ".")
-	return whole != "" && allDigits(whole) && allDigits(frac)
-}
-
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	const digits = "0123456789"
+	return whole != "" && strings.Trim(whole, digits) == "" && strings.Trim(frac, digits) == ""
 }
