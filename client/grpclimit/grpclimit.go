@@ -4,6 +4,7 @@
 package grpclimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -251,11 +252,7 @@ func (l *callLimiter) decide(ctx context.Context, fullMethod string) (metadata.M
 	}
 	if d.Allowed {
 		if d.Warning && !d.Degraded {
-			name := l.cfg.Limit.Policy
-			if name == "" {
-				name = "call"
-			}
-			md.Set(MDWarning, ratelimitheader.WarningMember(name, d.WarnAt))
+			md.Set(MDWarning, ratelimitheader.WarningMember(cmp.Or(l.cfg.Limit.Policy, "call"), d.WarnAt))
 		}
 		return md, nil
 	}
@@ -272,12 +269,7 @@ func (l *callLimiter) decide(ctx context.Context, fullMethod string) (metadata.M
 func (l *callLimiter) check(ctx context.Context, fullMethod string) (client.Decision, error) {
 	var notes keyNotes
 	key := l.cfg.Key(context.WithValue(ctx, keyNotesKey{}, &notes), fullMethod)
-	peerKey := func() string {
-		if k := KeyByPeer(ctx, fullMethod); k != "" {
-			return k
-		}
-		return unknownPeer
-	}
+	peerKey := func() string { return cmp.Or(KeyByPeer(ctx, fullMethod), unknownPeer) }
 	if key == "" {
 		return l.c.Check(ctx, client.Request{Key: l.cfg.KeyPrefix + peerKey(), Limit: l.cfg.Limit})
 	}

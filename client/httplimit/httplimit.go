@@ -187,12 +187,7 @@ type namedLimit struct {
 
 // headerName is the policy name nl's headers give it: a server-side
 // policy's own name, else "ip" or "apikey".
-func (nl namedLimit) headerName() string {
-	if nl.limit.Policy != "" {
-		return nl.limit.Policy
-	}
-	return nl.name
-}
+func (nl namedLimit) headerName() string { return cmp.Or(nl.limit.Policy, nl.name) }
 
 // headerLimit is the limit d's headers describe, as a quota policy: the
 // one that decided ("ip" or "apikey"), a server-side policy by its own
