@@ -17,7 +17,7 @@ func mergeFile(c *Set, fc *fileConfig) ErrorList {
 	dst := c.domains[fc.domain]
 	var errs ErrorList
 	for _, n := range sortedChildren(fc.root) {
-		first, what := dst.sibling(n)
+		first := dst.sibling(n)
 		if first == nil {
 			dst.add(n)
 			continue
@@ -25,7 +25,7 @@ func mergeFile(c *Set, fc *fileConfig) ErrorList {
 		at := n.src.source()
 		errs = append(errs, &Error{File: at.File, Line: at.Line, Column: at.Column, Msg: fmt.Sprintf(
 			"duplicate descriptor: %s is already defined for domain %q at %s (merged files add top-level descriptors; they are not merged below them)",
-			what, fc.domain, first.src.source())})
+			siblingName(n), fc.domain, first.src.source())})
 	}
 	if q := fc.quota; q != nil && q.given {
 		if have := c.quota[fc.domain]; have != nil && have.given {

@@ -106,8 +106,8 @@ func (p *parser) level(parent *node, dd *descriptorDoc) (*node, level, bool) {
 		lv.value, lv.wildcard, lv.cidr = prefix.String(), false, true
 	}
 	n := &node{key: key, value: value, network: lv.cidr, src: p.ref(posOf(dd.at))}
-	if first, what := parent.sibling(n); first != nil {
-		p.errorf(dd.at, "duplicate descriptor: %s is already defined at line %d, column %d", what, first.src.line, first.src.col)
+	if first := parent.sibling(n); first != nil {
+		p.errorf(dd.at, "duplicate descriptor: %s is already defined at line %d, column %d", siblingName(n), first.src.line, first.src.col)
 		return nil, level{}, false
 	}
 	if isTrue(dd.shareThreshold) {
@@ -151,18 +151,29 @@ func (n *node) add(c *node) {
 	}
 }
 
-// sibling returns the child of n that c would duplicate, or nil, and c as
-// the error names it: a network by its canonical form (so 2001:db8::/32
-// and 2001:0db8::/32 are one), apart from an exact value of the same text.
-func (n *node) sibling(c *node) (*node, string) {
+// sibling returns the child of n that c would duplicate, or nil: a
+// network by its prefix (so 2001:db8::/32 and 2001:0db8::/32 are one),
+// apart from an exact value of the same text.
+func (n *node) sibling(c *node) *node {
 	switch {
 	case c.network:
-		p := netip.MustParsePrefix(c.value)
-		return n.cidr[c.key].find(p), fmt.Sprintf("key %q with match: cidr %s", c.key, p)
+		return n.cidr[c.key].find(netip.MustParsePrefix(c.value))
 	case c.value == "":
-		return n.keyOnly[c.key], fmt.Sprintf("key %q", c.key)
+		return n.keyOnly[c.key]
 	}
-	return n.exact[kv{c.key, c.value}], fmt.Sprintf("key %q with value %q", c.key, c.value)
+	return n.exact[kv{c.key, c.value}]
+}
+
+// siblingName is c as the error about a duplicate names it (a network in
+// canonical form).
+func siblingName(c *node) string {
+	switch {
+	case c.network:
+		return fmt.Sprintf("key %q with match: cidr %s", c.key, netip.MustParsePrefix(c.value))
+	case c.value == "":
+		return fmt.Sprintf("key %q", c.key)
+	}
+	return fmt.Sprintf("key %q with value %q", c.key, c.value)
 }
 
 // limits builds a descriptor's rate_limit or rate_limits into n.limits.
