@@ -7,9 +7,11 @@
 // Only single-unit checks (plain or NoWait, never a debt charge) are
 // cached, and for them the cached answer is exactly the store's, to the
 // millisecond: before T not even one unit fits, and a deny changes no
-// state. A refund or Reset through this cache drops the entry; through
-// another replica, a cached deny may outlive it by at most T. Only calls
-// where every request is a cached deny are answered locally.
+// state. A refund, a Reset, a debt charge or a charge that queues (a
+// NoWait deny does not stop a request that may wait) through this cache
+// drops the key's entries; through another replica, a cached deny may
+// outlive such a change by at most T. Only calls where every request is a
+// cached deny are answered locally.
 package denycache
 
 import (
@@ -133,6 +135,11 @@ func (c *Cache) learn(now time.Time, reqs []store.Request, out []algorithms.Deci
 		case r.Cost > 0 && r.Mode&algorithms.Debt != 0 && !r.DryRun:
 			// A debt charge passes a denied key and deepens the debt:
 			// its cached denies would promise too short a wait.
+			c.forget(r.Key)
+		case r.Cost > 0 && out[i].Allowed && !r.DryRun && r.Limit.Algorithm.Facts().Waits:
+			// A request that queues passes a key whose NoWait deny is
+			// cached and makes the queue longer: that deny's wait is
+			// now too short.
 			c.forget(r.Key)
 		case r.Cost == 1 && !out[i].Allowed && out[i].RetryAfter > 0 && alone(reqs, i):
 			m, cacheable := cacheMode(r.Limit, r.Mode)

@@ -175,7 +175,9 @@ func TestAnswersInWholeMilliseconds(t *testing.T) {
 
 // TestLeakyModesApart: a leaky bucket denies a NoWait request until its
 // queue is empty, a plain one only until a place frees; a cached deny of
-// one mode never answers the other.
+// one mode never answers the other. A plain request that queues behind a
+// cached NoWait deny makes the queue longer, so that deny goes: the next
+// NoWait request gets the store's longer wait.
 func TestLeakyModesApart(t *testing.T) {
 	ctx := context.Background()
 	c := denycache.New(memstore.New(memstore.Config{}), denycache.Config{})
@@ -202,6 +204,9 @@ func TestLeakyModesApart(t *testing.T) {
 	// A plain request still queues.
 	if d := decide(0); !d.Allowed || d.Wait != 50*time.Millisecond {
 		t.Fatalf("plain after a cached NoWait deny: %+v, want admitted with a 50ms wait", d)
+	}
+	if d := decide(algorithms.NoWait); d.Allowed || d.RetryAfter != 100*time.Millisecond {
+		t.Fatalf("NoWait after a plain request queued: %+v, want denied for 100ms (two in the queue)", d)
 	}
 }
 
