@@ -206,7 +206,7 @@ func debugConfig(src RuleSource) http.HandlerFunc {
 		if src != nil {
 			c = src.Current()
 		}
-		writeJSON(w, configview.New(c))
+		WriteJSON(w, configview.New(c))
 	}
 }
 
@@ -226,7 +226,7 @@ func debugLimited(t *limited.Tracker, clock func() time.Time) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		writeJSON(w, t.Report(clock(), q))
+		WriteJSON(w, t.Report(clock(), q))
 	}
 }
 
@@ -247,8 +247,9 @@ func limitedQuery(r *http.Request) (limited.Query, error) {
 	return q, nil
 }
 
-// writeJSON answers v as indented JSON, not to be cached.
-func writeJSON(w http.ResponseWriter, v any) {
+// WriteJSON answers v as indented JSON, not to be cached and not to be
+// sniffed as another type: the one way the admin endpoints answer JSON.
+func WriteJSON(w http.ResponseWriter, v any) {
 	body, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		http.Error(w, "encoding the answer: "+err.Error(), http.StatusInternalServerError)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -101,14 +100,6 @@ func explainHandler(src server.RuleSource, prefix string) http.Handler {
 			return
 		}
 		report := newExplainReport(cfg, explainFlags{config: "live rules", domain: domain, redisPrefix: prefix}, entries, nil)
-		body, err := json.MarshalIndent(report, "", "  ")
-		if err != nil {
-			http.Error(w, "encoding the explanation: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write(append(body, '\n'))
+		server.WriteJSON(w, report)
 	})
 }
