@@ -66,13 +66,9 @@ type refRedisTarget struct{ env, flag, socket string }
 // floodgate's flags, with the reference's defaults. It reports false when
 // the settings are refused (the reason is in r.errs).
 func refRedis(r *envReader, flag func(name, value string), t refRedisTarget) bool {
-	env := func(name string) string { return t.env + "_" + name }
-	u, mode, master, err := refRedisEnv{
-		socketType: r.str(env("SOCKET_TYPE"), "unix"), redisType: r.str(env("TYPE"), "SINGLE"),
-		addr: r.str(env("URL"), t.socket), auth: r.str(env("AUTH"), ""), tls: r.boolean(env("TLS"), false),
-	}.flags()
+	u, mode, master, err := refRedisURL(r, t)
 	if err != nil {
-		r.errs = append(r.errs, strings.ReplaceAll(err.Error(), "$REDIS_", "$"+t.env+"_"))
+		r.errs = append(r.errs, err.Error())
 		return false
 	}
 	flag(t.flag+"-url", u)
@@ -80,28 +76,24 @@ func refRedis(r *envReader, flag func(name, value string), t refRedisTarget) boo
 	if master != "" {
 		flag(t.flag+"-sentinel-master", master)
 	}
-	flag(t.flag+"-pool-size", strconv.Itoa(r.integer(env("POOL_SIZE"), 10)))
+	flag(t.flag+"-pool-size", strconv.Itoa(r.integer(t.env+"_POOL_SIZE", 10)))
 	return true
 }
 
-// refRedisEnv is one Redis's settings in the reference's environment:
-// REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_URL (addr), REDIS_AUTH ("password"
-// or "user:password") and REDIS_TLS.
-type refRedisEnv struct {
-	socketType, redisType, addr, auth string
-	tls                               bool
-}
-
-// flags are floodgate's --redis-url, --redis-mode and
-// --redis-sentinel-master for e, by REDIS_TYPE:
+// refRedisURL is floodgate's --redis-url, --redis-mode and
+// --redis-sentinel-master for t, whose URL variable is by TYPE:
 //
-//	SINGLE    host:port, or a socket path with REDIS_SOCKET_TYPE=unix
+//	SINGLE    host:port, or a socket path with SOCKET_TYPE=unix
 //	CLUSTER   host:port,host:port,...
 //	SENTINEL  master,sentinel:port,sentinel:port,...
-func (e refRedisEnv) flags() (u, mode, master string, err error) {
-	socketType, redisType, addr, auth, tls := e.socketType, e.redisType, e.addr, e.auth, e.tls
+//
+// AUTH is "password" or "user:password".
+func refRedisURL(r *envReader, t refRedisTarget) (u, mode, master string, err error) {
+	env := func(name string) string { return t.env + "_" + name }
+	socketType, redisType := r.str(env("SOCKET_TYPE"), "unix"), r.str(env("TYPE"), "SINGLE")
+	addr, auth := r.str(env("URL"), t.socket), r.getenv(env("AUTH"))
 	scheme := "redis"
-	if tls {
+	if r.boolean(env("TLS"), false) {
 		scheme = "rediss"
 	}
 	var user *url.Userinfo
@@ -114,13 +106,13 @@ func (e refRedisEnv) flags() (u, mode, master string, err error) {
 	}
 	hosts := func(list []string) (string, error) {
 		if len(list) == 0 || list[0] == "" {
-			return "", fmt.Errorf("$REDIS_URL=%q names no host", addr)
+			return "", fmt.Errorf("$%s=%q names no host", env("URL"), addr)
 		}
 		q := url.Values{}
 		for i, h := range list {
 			list[i] = strings.TrimSpace(h)
 			if _, _, err := net.SplitHostPort(list[i]); err != nil {
-				return "", fmt.Errorf("$REDIS_URL=%q: %q is not host:port", addr, list[i])
+				return "", fmt.Errorf("$%s=%q: %q is not host:port", env("URL"), addr, list[i])
 			}
 			if i > 0 {
 				q.Add("addr", list[i])
@@ -129,15 +121,15 @@ func (e refRedisEnv) flags() (u, mode, master string, err error) {
 		v := url.URL{Scheme: scheme, User: user, Host: list[0], RawQuery: q.Encode()}
 		return v.String(), nil
 	}
-	switch t := strings.ToLower(redisType); t {
-	case "single", "":
+	switch strings.ToLower(redisType) {
+	case "single":
 		if strings.HasPrefix(addr, "redis://") || strings.HasPrefix(addr, "rediss://") {
 			return addr, "standalone", "", nil
 		}
-		switch st := strings.ToLower(socketType); st {
+		switch strings.ToLower(socketType) {
 		case "unix":
 			if addr == "" {
-				return "", "", "", fmt.Errorf("$REDIS_URL is empty")
+				return "", "", "", fmt.Errorf("$%s is empty", env("URL"))
 			}
 			v := url.URL{Scheme: "unix", User: user, Path: addr}
 			return v.String(), "standalone", "", nil
@@ -145,7 +137,7 @@ func (e refRedisEnv) flags() (u, mode, master string, err error) {
 			u, err = hosts([]string{addr})
 			return u, "standalone", "", err
 		default:
-			return "", "", "", fmt.Errorf("$REDIS_SOCKET_TYPE=%q: tcp or unix", socketType)
+			return "", "", "", fmt.Errorf("$%s=%q: tcp or unix", env("SOCKET_TYPE"), socketType)
 		}
 	case "cluster":
 		u, err = hosts(strings.Split(addr, ","))
@@ -153,78 +145,64 @@ func (e refRedisEnv) flags() (u, mode, master string, err error) {
 	case "sentinel":
 		parts := strings.Split(addr, ",")
 		if len(parts) < 2 || parts[0] == "" {
-			return "", "", "", fmt.Errorf("$REDIS_URL=%q: sentinel needs <master name>,<sentinel1>,...,<sentinelN>", addr)
+			return "", "", "", fmt.Errorf("$%s=%q: sentinel needs <master name>,<sentinel1>,...,<sentinelN>", env("URL"), addr)
 		}
 		u, err = hosts(parts[1:])
 		return u, "sentinel", parts[0], err
 	default:
-		return "", "", "", fmt.Errorf("$REDIS_TYPE=%q: single, cluster or sentinel", redisType)
+		return "", "", "", fmt.Errorf("$%s=%q: single, cluster or sentinel", env("TYPE"), redisType)
 	}
 }
 
-// refVariable is a reference variable floodgate does not act on, and why.
-// Those of kind onTrue are reported only when set to true (false asks
-// for what floodgate does anyway); the others whenever set.
-type refVariable struct {
-	name, why string
-	onTrue    bool
+// refVariables are reference variables floodgate does not act on, and
+// why. Those of kind onTrue are reported only when set to true (false
+// asks for what floodgate does anyway); the others whenever set.
+type refVariables struct {
+	why    string
+	onTrue bool
+	names  []string
 }
 
 // refUnsupportedVars are the reference's variables that change nothing
 // here. Every other reference variable is mapped by translateReference.
-var refUnsupportedVars = []refVariable{
-	{name: "GRPC_UDS", why: "gRPC listens on TCP only (GRPC_HOST:GRPC_PORT)"},
-	{name: "GRPC_MAX_CONNECTION_AGE", why: "connections are not aged out"},
-	{name: "GRPC_MAX_CONNECTION_AGE_GRACE", why: "connections are not aged out"},
-	{name: "GRPC_CLIENT_TLS_SAN", why: "mTLS checks the client CA (GRPC_CLIENT_TLS_CACERT), not a SAN"},
-	{name: "FORCE_START_WITHOUT_INITIAL_CONFIG", why: "xDS: the server always starts before the first config arrives", onTrue: true},
-	{name: "CONFIG_GRPC_XDS_NODE_METADATA", why: "xDS: node metadata is not sent"},
-	{name: "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", why: "xDS: no extra request headers"},
-	{name: "CONFIG_GRPC_XDS_SERVER_TLS_SAN", why: "xDS: the server's certificate is checked by its CA and host name"},
-	{name: "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", why: "xDS: reconnection backoff is floodgate's"},
-	{name: "XDS_CLIENT_BACKOFF_JITTER", why: "xDS: reconnection backoff is floodgate's"},
-	{name: "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", why: "xDS: the gRPC default message size"},
-	{name: "USE_STATSD", why: "no statsd; Prometheus metrics at /metrics on the HTTP port", onTrue: true},
-	{name: "STATSD_HOST", why: "no statsd"},
-	{name: "STATSD_PORT", why: "no statsd"},
-	{name: "USE_DOG_STATSD", why: "no DogStatsD", onTrue: true},
-	{name: "USE_DOG_STATSD_MOGRIFIERS", why: "no DogStatsD"},
-	{name: "EXTRA_TAGS", why: "no statsd tags"},
-	{name: "STATS_FLUSH_INTERVAL", why: "Prometheus is scraped, not flushed"},
-	{name: "DISABLE_STATS", why: "metrics are always served", onTrue: true},
-	{name: "PROMETHEUS_ADDR", why: "metrics are on the HTTP port (HOST:PORT/metrics), not a port of their own"},
-	{name: "PROMETHEUS_PATH", why: "metrics are at /metrics"},
-	{name: "PROMETHEUS_MAPPER_YAML", why: "metric names are floodgate's (floodgate_*), no statsd mapping"},
-	{name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", why: "durations are in seconds, as Prometheus names them", onTrue: true},
-	{name: "RUNTIME_IGNOREDOTFILES", why: "files and folders whose names start with '.' are always skipped"},
-	{name: "RUNTIME_WATCH_ROOT", why: "the config folder is always watched, ConfigMap symlink swaps included"},
-	{name: "EXPIRATION_JITTER_MAX_SECONDS", why: "keys expire with their window, no jitter"},
-	{name: "NEAR_LIMIT_RATIO", why: "floodgate_near_limit_total counts at its own threshold (80%, the reference's default)"},
-	{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", why: "health is SERVING once serving; /readyz reports the store", onTrue: true},
-	{name: "REDIS_PIPELINE_LIMIT", why: "no effect in the reference either"},
-	{name: "REDIS_CLUSTER_PIPELINE_PARALLELISM", why: "cluster pipelines always run one per node, in parallel"},
-	{name: "REDIS_SENTINEL_AUTH", why: "sentinels are reached without a password"},
-	{name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", why: "Redis' certificate is always verified (name REDIS_TLS_CACERT for a private CA)", onTrue: true},
-	{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", why: "the floodgate.store health service always reports Redis", onTrue: true},
-	{name: "REDIS_POOL_ON_EMPTY_BEHAVIOR", why: "calls wait for a connection, within --redis-timeout"},
-	{name: "REDIS_STARTUP_INITIAL_INTERVAL", why: "the server starts without Redis and answers by failure modes until it answers"},
-	{name: "REDIS_STARTUP_MAX_INTERVAL", why: "the server starts without Redis and answers by failure modes until it answers"},
-	{name: "REDIS_STARTUP_MAX_ELAPSED_TIME", why: "the server starts without Redis and answers by failure modes until it answers"},
-	{name: "REDIS_PERSECOND_SENTINEL_AUTH", why: "sentinels are reached without a password"},
-	{name: "REDIS_PERSECOND_PIPELINE_WINDOW", why: "the per-second Redis batches as the main one (REDIS_PIPELINE_WINDOW)"},
-	{name: "REDIS_PERSECOND_PIPELINE_LIMIT", why: "no effect in the reference either"},
-	{name: "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", why: "cluster pipelines always run one per node, in parallel"},
-	{name: "REDIS_PERSECOND_TIMEOUT", why: "the per-second Redis has the main one's timeout (REDIS_TIMEOUT)"},
-	{name: "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", why: "calls wait for a connection, within --redis-timeout"},
-	{name: "MEMCACHE_HOST_PORT", why: "no memcached backend"},
-	{name: "MEMCACHE_MAX_IDLE_CONNS", why: "no memcached backend"},
-	{name: "MEMCACHE_SRV", why: "no memcached backend"},
-	{name: "MEMCACHE_SRV_REFRESH", why: "no memcached backend"},
-	{name: "MEMCACHE_TLS", why: "no memcached backend"},
-	{name: "MEMCACHE_TLS_CLIENT_CERT", why: "no memcached backend"},
-	{name: "MEMCACHE_TLS_CLIENT_KEY", why: "no memcached backend"},
-	{name: "MEMCACHE_TLS_CACERT", why: "no memcached backend"},
-	{name: "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", why: "no memcached backend"},
+var refUnsupportedVars = []refVariables{
+	{why: "gRPC listens on TCP only (GRPC_HOST:GRPC_PORT)", names: []string{"GRPC_UDS"}},
+	{why: "connections are not aged out", names: []string{"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}},
+	{why: "mTLS checks the client CA (GRPC_CLIENT_TLS_CACERT), not a SAN", names: []string{"GRPC_CLIENT_TLS_SAN"}},
+	{why: "xDS: the server always starts before the first config arrives", onTrue: true, names: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
+	{why: "xDS: node metadata is not sent", names: []string{"CONFIG_GRPC_XDS_NODE_METADATA"}},
+	{why: "xDS: no extra request headers", names: []string{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"}},
+	{why: "xDS: the server's certificate is checked by its CA and host name", names: []string{"CONFIG_GRPC_XDS_SERVER_TLS_SAN"}},
+	{why: "xDS: reconnection backoff is floodgate's", names: []string{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER"}},
+	{why: "xDS: the gRPC default message size", names: []string{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"}},
+	{why: "no statsd; Prometheus metrics at /metrics on the HTTP port", onTrue: true, names: []string{"USE_STATSD"}},
+	{why: "no statsd", names: []string{"STATSD_HOST", "STATSD_PORT"}},
+	{why: "no DogStatsD", onTrue: true, names: []string{"USE_DOG_STATSD"}},
+	{why: "no DogStatsD", names: []string{"USE_DOG_STATSD_MOGRIFIERS"}},
+	{why: "no statsd tags", names: []string{"EXTRA_TAGS"}},
+	{why: "Prometheus is scraped, not flushed", names: []string{"STATS_FLUSH_INTERVAL"}},
+	{why: "metrics are always served", onTrue: true, names: []string{"DISABLE_STATS"}},
+	{why: "metrics are on the HTTP port (HOST:PORT/metrics), not a port of their own", names: []string{"PROMETHEUS_ADDR"}},
+	{why: "metrics are at /metrics", names: []string{"PROMETHEUS_PATH"}},
+	{why: "metric names are floodgate's (floodgate_*), no statsd mapping", names: []string{"PROMETHEUS_MAPPER_YAML"}},
+	{why: "durations are in seconds, as Prometheus names them", onTrue: true, names: []string{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"}},
+	{why: "files and folders whose names start with '.' are always skipped", names: []string{"RUNTIME_IGNOREDOTFILES"}},
+	{why: "the config folder is always watched, ConfigMap symlink swaps included", names: []string{"RUNTIME_WATCH_ROOT"}},
+	{why: "keys expire with their window, no jitter", names: []string{"EXPIRATION_JITTER_MAX_SECONDS"}},
+	{why: "floodgate_near_limit_total counts at its own threshold (80%, the reference's default)", names: []string{"NEAR_LIMIT_RATIO"}},
+	{why: "health is SERVING once serving; /readyz reports the store", onTrue: true, names: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}},
+	{why: "no effect in the reference either", names: []string{"REDIS_PIPELINE_LIMIT", "REDIS_PERSECOND_PIPELINE_LIMIT"}},
+	{why: "cluster pipelines always run one per node, in parallel", names: []string{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM"}},
+	{why: "sentinels are reached without a password", names: []string{"REDIS_SENTINEL_AUTH", "REDIS_PERSECOND_SENTINEL_AUTH"}},
+	{why: "Redis' certificate is always verified (name REDIS_TLS_CACERT for a private CA)", onTrue: true, names: []string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"}},
+	{why: "the floodgate.store health service always reports Redis", onTrue: true, names: []string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"}},
+	{why: "calls wait for a connection, within --redis-timeout", names: []string{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}},
+	{why: "the server starts without Redis and answers by failure modes until it answers",
+		names: []string{"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"}},
+	{why: "the per-second Redis batches as the main one (REDIS_PIPELINE_WINDOW)", names: []string{"REDIS_PERSECOND_PIPELINE_WINDOW"}},
+	{why: "the per-second Redis has the main one's timeout (REDIS_TIMEOUT)", names: []string{"REDIS_PERSECOND_TIMEOUT"}},
+	{why: "no memcached backend", names: []string{"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
+		"MEMCACHE_TLS", "MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}},
 }
 
 // refUnsupported names the unsupported variables that are set, each with
@@ -232,15 +210,13 @@ var refUnsupportedVars = []refVariable{
 func refUnsupported(r *envReader) []string {
 	var out []string
 	for _, v := range refUnsupportedVars {
-		if !r.set(v.name) {
-			continue
-		}
-		if v.onTrue {
-			if b, err := strconv.ParseBool(r.getenv(v.name)); err == nil && !b {
+		for _, name := range v.names {
+			b, err := strconv.ParseBool(r.getenv(name))
+			if !r.set(name) || (v.onTrue && err == nil && !b) {
 				continue
 			}
+			out = append(out, name+" ("+v.why+")")
 		}
-		out = append(out, v.name+" ("+v.why+")")
 	}
 	return out
 }
