@@ -27,7 +27,8 @@ func (f *serveFlags) checkNumbers() error {
 		{"redis-batch-max-size", f.redis.BatchMaxSize, 1},
 		{"redis-pipelines", f.redis.BatchPipelines, 1},
 		{"deny-cache-size", f.denyCacheSize, 0},
-		{"quota-max-buckets-per-stream", f.quota.maxBuckets, 1},
+		{"quota-max-buckets-per-stream", f.quota.MaxBucketsPerStream, 1},
+		{"replicas", f.local.replicas, 0},
 	}
 	for _, c := range ints {
 		if c.v < c.min {
@@ -47,7 +48,8 @@ func (f *serveFlags) checkNumbers() error {
 		{"redis-timeout", f.redis.Timeout, 1},
 		{"redis-dial-timeout", f.redisConn.DialTimeout, 1},
 		{"redis-batch-max-wait", f.redis.BatchMaxWait, 0},
-		{"quota-assignment-ttl", f.quota.ttl, 1},
+		{"quota-assignment-ttl", f.quota.AssignmentTTL, 1},
+		{"replicas-heartbeat", f.local.heartbeat, 1},
 		{"settle-window", f.memory.SettleWindow, time.Millisecond},
 	}
 	for _, c := range durations {

@@ -29,6 +29,8 @@ func TestServeRangeChecks(t *testing.T) {
 		{[]string{"--redis-batch-max-wait", "0s"}, ""},
 		{[]string{"--deny-cache-size", "-1"}, "--deny-cache-size must not be negative, got -1"},
 		{[]string{"--deny-cache-size", "0"}, ""},
+		{[]string{"--replicas", "-1"}, "--replicas must not be negative, got -1"},
+		{[]string{"--replicas-heartbeat", "0s"}, "--replicas-heartbeat must be positive, got 0s"},
 	} {
 		f := serveFlagsFor(t, tc.args...)
 		_, _, err := f.check()

@@ -15,6 +15,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+
+	"github.com/floodgate/floodgate/internal/auth"
 )
 
 // TestInvocationArgs: invoked as ratelimit (the reference's binary name,
@@ -118,7 +120,7 @@ func TestReferenceDefaults(t *testing.T) {
 		{"response-headers", f.headers, false},
 		{"headers", c.headers == nil, true},
 		{"xds", f.xds.opts.Server, ""},
-		{"tls", f.tlsCert, ""},
+		{"tls", f.tls.Cert, ""},
 		{"ignored", len(c.ignored), 0},
 		{"floodgate's own Redis timeout and batching kept", slices.ContainsFunc(c.args, func(a string) bool {
 			return strings.HasPrefix(a, "--redis-timeout") || strings.HasPrefix(a, "--redis-batch-max-wait") || strings.HasPrefix(a, "--redis-prefix")
@@ -213,10 +215,10 @@ func TestReferenceVariables(t *testing.T) {
 			func(c refConfig, f serveFlags) bool { return c.headers == nil }},
 		{"grpc tls", map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k", "GRPC_CLIENT_TLS_CACERT": "/ca"},
 			func(c refConfig, f serveFlags) bool {
-				return f.tlsCert == "/c" && f.tlsKey == "/k" && f.tlsClientCA == "/ca"
+				return f.tls == auth.TLSFiles{Cert: "/c", Key: "/k", ClientCA: "/ca"}
 			}},
 		{"grpc tls files without tls", map[string]string{"GRPC_SERVER_TLS_CERT": "/c"},
-			func(c refConfig, f serveFlags) bool { return f.tlsCert == "" }},
+			func(c refConfig, f serveFlags) bool { return f.tls.Cert == "" }},
 		{"per-second redis", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp",
 			"REDIS_PERSECOND_URL": "r2:6380", "REDIS_PERSECOND_AUTH": "pw", "REDIS_PERSECOND_TLS": "true", "REDIS_PERSECOND_POOL_SIZE": "3"},
 			func(c refConfig, f serveFlags) bool {
@@ -247,8 +249,8 @@ func TestReferenceVariables(t *testing.T) {
 			"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/ca", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/c", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/k",
 			"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "1s", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "5s"},
 			func(c refConfig, f serveFlags) bool {
-				return f.xds.opts.Server == "cp:9" && f.xds.opts.NodeID == "n" && f.xds.tls && f.xds.tlsCA == "/ca" &&
-					f.xds.tlsCert == "/c" && f.xds.tlsKey == "/k" && f.xds.opts.BackoffMin == time.Second && f.xds.opts.BackoffMax == 5*time.Second
+				return f.xds.opts.Server == "cp:9" && f.xds.opts.NodeID == "n" && f.xds.tls && f.xds.tlsFiles == auth.ClientFiles{CA: "/ca", Cert: "/c", Key: "/k"} &&
+					f.xds.opts.BackoffMin == time.Second && f.xds.opts.BackoffMax == 5*time.Second
 			}},
 		{"xds backoff over retry interval", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "2s", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "1s"},
 			func(c refConfig, f serveFlags) bool { return f.xds.opts.BackoffMin == time.Second }},

@@ -21,6 +21,7 @@ import (
 	grpchealth "google.golang.org/grpc/health"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/denycache"
 	"github.com/floodgate/floodgate/internal/limited"
 	"github.com/floodgate/floodgate/internal/observability"
@@ -65,9 +66,7 @@ type serveFlags struct {
 	redisPerSecond redisTarget
 	denyCacheSize  int
 
-	tlsCert              string
-	tlsKey               string
-	tlsClientCA          string
+	tls                  auth.TLSFiles
 	authTokenFile        string
 	maxConcurrentStreams uint
 	maxRecvMsgBytes      int
@@ -79,9 +78,9 @@ type serveFlags struct {
 	httpDenyStatus       int
 	traceValues          bool
 
-	local localFlags // failure_mode local (serve_local.go)
-	quota quotaFlags // Envoy RLQS (serve_rlqs.go)
-	xds   xdsFlags   // rules from an xDS management server (serve_xds.go)
+	local localFlags    // failure_mode local (serve_local.go)
+	quota rlqs.Settings // Envoy RLQS: MaxBucketsPerStream and AssignmentTTL; the rest set in openQuota
+	xds   xdsFlags      // rules from an xDS management server (serve_xds.go)
 
 	limited limitedFlags // heaviest denied keys (serve_limited.go)
 }
@@ -135,9 +134,9 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.redisConn.TLSKeyFile, "redis-tls-key", "", "Redis TLS: the client certificate's key file")
 	fs.IntVar(&f.denyCacheSize, "deny-cache-size", denycache.DefaultMaxEntries, "Redis: denied keys answered from memory until their retry_after (0 disables)")
 
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "gRPC TLS: certificate file (PEM); reloaded when it changes")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "gRPC TLS: private key file (PEM)")
-	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "gRPC mTLS: CA file; clients must present a certificate it signed")
+	fs.StringVar(&f.tls.Cert, "tls-cert", "", "gRPC TLS: certificate file (PEM); reloaded when it changes")
+	fs.StringVar(&f.tls.Key, "tls-key", "", "gRPC TLS: private key file (PEM)")
+	fs.StringVar(&f.tls.ClientCA, "tls-client-ca", "", "gRPC mTLS: CA file; clients must present a certificate it signed")
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "bearer tokens, one per line (\"TOKEN\" or \"TOKEN admin\"; Reset needs admin); reloaded when it changes")
 	fs.UintVar(&f.maxConcurrentStreams, "max-concurrent-streams", server.DefaultMaxConcurrentStreams, "gRPC: concurrent calls per connection")
 	byteSizeVar(fs, &f.maxRecvMsgBytes, "max-recv-msg-bytes", server.DefaultMaxRecvMsgBytes, "gRPC: largest request message; HTTP/JSON API: largest request body")
@@ -146,7 +145,8 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.limits.MaxStreams, "max-streams", server.DefaultMaxStreams, "gRPC: calls in flight in total; more are refused (ResourceExhausted)")
 	fs.IntVar(&f.limits.MaxStreamsPerClient, "max-streams-per-client", server.DefaultMaxStreamsPerClient, "gRPC: calls in flight from one client IP address; more are refused (ResourceExhausted)")
 	fs.IntVar(&f.limits.MaxConnections, "max-connections", server.DefaultMaxConnections, "gRPC, and apart the HTTP port: open connections in total; more are closed when accepted")
-	f.quota.register(fs)
+	fs.IntVar(&f.quota.MaxBucketsPerStream, "quota-max-buckets-per-stream", rlqs.DefaultMaxBucketsPerStream, "Envoy RLQS: most buckets one stream may report; past it the stream ends (ResourceExhausted)")
+	fs.DurationVar(&f.quota.AssignmentTTL, "quota-assignment-ttl", rlqs.DefaultAssignmentTTL, "Envoy RLQS: least assignment_time_to_live of an assignment (raised to twice a bucket's reporting interval plus 1s)")
 	f.xds.register(fs)
 	f.local.register(fs)
 	f.limited.register(fs)
@@ -285,7 +285,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		admin:    admin,
 		quota:    quota,
 		draining: &draining,
-		attrs:    []any{"store", backend, "version", version, "tls", f.tlsCert != "", "auth", f.authTokenFile != ""},
+		attrs:    []any{"store", backend, "version", version, "tls", f.tls.Cert != "", "auth", f.authTokenFile != ""},
 	}, log)
 }
 
@@ -328,10 +328,10 @@ func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) 
 	if err := failureMode.UnmarshalText([]byte(f.failureMode)); err != nil {
 		return failureMode, server.TransportLimits{}, fmt.Errorf("--failure-mode %w", err)
 	}
-	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == "") {
+	if (f.tls.Cert == "") != (f.tls.Key == "") || (f.tls.ClientCA != "" && f.tls.Cert == "") {
 		return failureMode, server.TransportLimits{}, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
-	for _, check := range []func() error{f.checkNumbers, f.local.check, f.limited.check, f.readRedisPassword} {
+	for _, check := range []func() error{f.checkNumbers, f.limited.check, f.readRedisPassword} {
 		if err := check(); err != nil {
 			return failureMode, server.TransportLimits{}, err
 		}

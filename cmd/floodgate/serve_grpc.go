@@ -49,8 +49,8 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context, limits server.Transport
 			p.close()
 		}
 	}()
-	if f.tlsCert != "" {
-		tlsCfg, certs, err := auth.NewTLSConfig(ctx, auth.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, ClientCA: f.tlsClientCA}, log)
+	if f.tls.Cert != "" {
+		tlsCfg, certs, err := auth.NewTLSConfig(ctx, f.tls, log)
 		if err != nil {
 			return p, err
 		}
@@ -73,7 +73,7 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context, limits server.Transport
 		p.stream = append(p.stream, tokens.StreamInterceptor())
 		limits.Auth = tokens
 	}
-	if why := giveback.PortRefusal(f.grpcAddr, f.authTokenFile != "" || f.tlsClientCA != ""); why != "" { // mTLS: every peer is known
+	if why := giveback.PortRefusal(f.grpcAddr, f.authTokenFile != "" || f.tls.ClientCA != ""); why != "" { // mTLS: every peer is known
 		p.unary = append(p.unary, refuseGiveBacks(why))
 		log.Warn("Reset is refused on the gRPC port, and so are refunds and negative hits: it is bound beyond loopback without --auth-token-file", "grpc_addr", f.grpcAddr)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -24,17 +23,6 @@ type localFlags struct {
 func (f *localFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.replicas, "replicas", 0, "failure_mode local: the replica count whose share of each limit a replica enforces in memory while Redis is down (0: the live replicas counted by their heartbeats in Redis before the outage)")
 	fs.DurationVar(&f.heartbeat, "replicas-heartbeat", heartbeat.DefaultInterval, "Redis: how often a replica announces itself in <prefix>replicas, for failure_mode local's replica count (a replica stays counted three intervals)")
-}
-
-// check rejects out-of-range values.
-func (f *localFlags) check() error {
-	if f.replicas < 0 {
-		return fmt.Errorf("--replicas must not be negative, got %d", f.replicas)
-	}
-	if f.heartbeat <= 0 {
-		return fmt.Errorf("--replicas-heartbeat must be positive, got %v", f.heartbeat)
-	}
-	return nil
 }
 
 // localFailure is failure_mode local's wiring: the replica's share of

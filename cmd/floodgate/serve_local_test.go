@@ -1,29 +1,11 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/internal/heartbeat"
 )
-
-func TestLocalFlags(t *testing.T) {
-	for _, tc := range []struct {
-		f   localFlags
-		err string
-	}{
-		{localFlags{replicas: 0, heartbeat: time.Second}, ""},
-		{localFlags{replicas: 3, heartbeat: 100 * time.Millisecond}, ""},
-		{localFlags{replicas: -1, heartbeat: time.Second}, "--replicas must not be negative, got -1"},
-		{localFlags{heartbeat: 0}, "--replicas-heartbeat must be positive, got 0s"},
-	} {
-		err := tc.f.check()
-		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
-			t.Errorf("%+v: %v, want %q", tc.f, err, tc.err)
-		}
-	}
-}
 
 // TestLocalReplicaCount: --replicas wins; without it, the heartbeat's
 // count; before any heartbeat (the embedded store, or Redis never

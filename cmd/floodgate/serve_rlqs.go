@@ -7,24 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/server/rlqs"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memstore"
 	"github.com/floodgate/floodgate/store/redisstore"
 )
-
-// quotaFlags are the Rate Limit Quota Service's settings of serve.
-type quotaFlags struct {
-	maxBuckets int
-	ttl        time.Duration
-}
-
-func (q *quotaFlags) register(fs *pflag.FlagSet) {
-	fs.IntVar(&q.maxBuckets, "quota-max-buckets-per-stream", rlqs.DefaultMaxBucketsPerStream, "Envoy RLQS: most buckets one stream may report; past it the stream ends (ResourceExhausted)")
-	fs.DurationVar(&q.ttl, "quota-assignment-ttl", rlqs.DefaultAssignmentTTL, "Envoy RLQS: least assignment_time_to_live of an assignment (raised to twice a bucket's reporting interval plus 1s)")
-}
 
 // quotaRedisTimeout bounds one demand aggregation in Redis (a pipeline of
 // one script call per bucket of a report). Shares are not on any
@@ -52,16 +40,9 @@ func openQuota(f serveFlags, cfg rlqs.RuleSource, reg prometheus.Registerer, log
 		}
 		demand, closer = d, client
 	}
-	svc := rlqs.New(rlqs.Settings{
-		Rules:               cfg,
-		Demand:              demand,
-		MaxBucketsPerStream: f.quota.maxBuckets,
-		MaxKeyBytes:         f.maxKeyBytes,
-		AssignmentTTL:       f.quota.ttl,
-		Logger:              log,
-		Metrics:             rlqs.NewMetrics(reg),
-	})
-	return svc, closer, nil
+	s := f.quota
+	s.Rules, s.Demand, s.MaxKeyBytes, s.Logger, s.Metrics = cfg, demand, f.maxKeyBytes, log, rlqs.NewMetrics(reg)
+	return rlqs.New(s), closer, nil
 }
 
 type nopCloser struct{}

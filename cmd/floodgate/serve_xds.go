@@ -17,18 +17,18 @@ import (
 
 // xdsFlags are serve's settings for rules from an xDS management server.
 type xdsFlags struct {
-	opts                   xdsrules.Options // Apply, Log and TLS are set by client
-	tlsCA, tlsCert, tlsKey string
-	tls                    bool
+	opts     xdsrules.Options // Apply, Log and TLS are set by client
+	tlsFiles auth.ClientFiles
+	tls      bool
 }
 
 func (x *xdsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&x.opts.Server, "config-xds-server", "", "xDS: management server HOST:PORT to take rules from (RateLimitConfig resources over ADS, state of the world), beside --config; empty: off (docs/xds.md)")
 	fs.StringVar(&x.opts.NodeID, "config-xds-node-id", "", "xDS: this server's node id (default: the host name)")
 	fs.BoolVar(&x.tls, "config-xds-tls", false, "xDS: connect with TLS, verified by the system roots (implied by --config-xds-tls-ca)")
-	fs.StringVar(&x.tlsCA, "config-xds-tls-ca", "", "xDS TLS: PEM file of the CA that signed the management server's certificate")
-	fs.StringVar(&x.tlsCert, "config-xds-tls-cert", "", "xDS TLS: client certificate file (PEM), when the management server asks for one")
-	fs.StringVar(&x.tlsKey, "config-xds-tls-key", "", "xDS TLS: the client certificate's key file (PEM)")
+	fs.StringVar(&x.tlsFiles.CA, "config-xds-tls-ca", "", "xDS TLS: PEM file of the CA that signed the management server's certificate")
+	fs.StringVar(&x.tlsFiles.Cert, "config-xds-tls-cert", "", "xDS TLS: client certificate file (PEM), when the management server asks for one")
+	fs.StringVar(&x.tlsFiles.Key, "config-xds-tls-key", "", "xDS TLS: the client certificate's key file (PEM)")
 	fs.DurationVar(&x.opts.BackoffMin, "config-xds-backoff-min", xdsrules.DefaultBackoffMin, "xDS: first wait before reconnecting to the management server; doubles per failed attempt")
 	fs.DurationVar(&x.opts.BackoffMax, "config-xds-backoff-max", xdsrules.DefaultBackoffMax, "xDS: longest wait before reconnecting")
 	fs.StringVar(&x.opts.DefaultAlgorithm, "config-xds-algorithm", "", "xDS: algorithm of every xDS limit ("+algorithms.Names(algorithms.All(), "or", algorithms.Algorithm.String)+"); empty: "+algorithms.Compatible.String()+" as in envoyproxy/ratelimit")
@@ -57,8 +57,8 @@ func (x *xdsFlags) client(apply func([]*rules.Set, string) error, log *slog.Logg
 		}
 		o.NodeID = host
 	}
-	if x.tls || x.tlsCA != "" || x.tlsCert != "" || x.tlsKey != "" {
-		cfg, err := auth.ClientTLS(auth.ClientFiles{CA: x.tlsCA, Cert: x.tlsCert, Key: x.tlsKey},
+	if x.tls || x.tlsFiles != (auth.ClientFiles{}) {
+		cfg, err := auth.ClientTLS(x.tlsFiles,
 			auth.ClientFiles{CA: "--config-xds-tls-ca", Cert: "--config-xds-tls-cert", Key: "--config-xds-tls-key"})
 		if err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/internal/xdsrules"
 )
@@ -23,7 +24,7 @@ func TestXDSFlags(t *testing.T) {
 		{"on", xdsFlags{opts: xdsrules.Options{Server: "127.0.0.1:1", BackoffMin: 1, BackoffMax: 2}}, ""},
 		{"bad algorithm", xdsFlags{opts: xdsrules.Options{Server: "127.0.0.1:1", DefaultAlgorithm: "leaky", BackoffMin: 1, BackoffMax: 2}}, "--config-xds-algorithm"},
 		{"backoff", xdsFlags{opts: xdsrules.Options{Server: "127.0.0.1:1", BackoffMin: 3, BackoffMax: 2}}, "--config-xds-backoff-min"},
-		{"key without cert", xdsFlags{opts: xdsrules.Options{Server: "127.0.0.1:1", BackoffMin: 1, BackoffMax: 2}, tlsKey: "k.pem"}, "go together"},
+		{"key without cert", xdsFlags{opts: xdsrules.Options{Server: "127.0.0.1:1", BackoffMin: 1, BackoffMax: 2}, tlsFiles: auth.ClientFiles{Key: "k.pem"}}, "go together"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
