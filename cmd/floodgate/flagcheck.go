@@ -23,7 +23,7 @@ func (f *serveFlags) checkNumbers() error {
 		{"max-connections", f.limits.MaxConnections, 1},
 		{"max-connections-per-client", f.limits.MaxConnectionsPerClient, 1},
 		{"detailed-metric-series", f.envoy.DetailedMetricSeries, 0},
-		{"redis-pool-size", f.redisPoolSize, 0},
+		{"redis-pool-size", f.redisConn.PoolSize, 0},
 		{"redis-batch-max-size", f.redis.BatchMaxSize, 1},
 		{"redis-pipelines", f.redis.BatchPipelines, 1},
 		{"deny-cache-size", f.denyCacheSize, 0},

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
@@ -110,15 +112,15 @@ func TestReadRedisPassword(t *testing.T) {
 		{"no Redis", write("g", "s3cret\n"), "", "", "needs --redis-url"},
 		{"no file", "", "redis://h:1", "", ""},
 	} {
-		f := serveFlags{redisPasswordFile: tc.file, redisURL: tc.url}
+		f := serveFlags{redisPasswordFile: tc.file, redisConn: redisstore.ClientConfig{URL: tc.url}}
 		err := f.readRedisPassword()
 		switch {
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "--redis-password-file")):
 			t.Errorf("%s: err %v, want one naming the flag and %q", tc.name, err, tc.wantErr)
-		case f.redisPassword != tc.want:
-			t.Errorf("%s: password %q, want %q", tc.name, f.redisPassword, tc.want)
+		case f.redisConn.Password != tc.want:
+			t.Errorf("%s: password %q, want %q", tc.name, f.redisConn.Password, tc.want)
 		}
 		if err != nil && strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: the error shows the password: %v", tc.name, err)

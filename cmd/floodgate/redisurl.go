@@ -15,27 +15,27 @@ import (
 // redisURLForms is what --redis-url's errors say it takes.
 const redisURLForms = "want redis://[user:pass@]host:port[/db], rediss:// (TLS), unix:///path/to/redis.sock, or a bare host:port such as 127.0.0.1:6379"
 
-// resolveRedisURL makes f.redisURL the URL every Redis client of serve
+// resolveRedisURL makes f.redisConn.URL the URL every Redis client of serve
 // takes (redisURLOf: a bare host:port becomes redis://host:port) and
 // checks it as the Redis client's own parser will read it for
 // --redis-mode, so that a bad value stops serve before anything starts.
 // Its errors start with where the value came from: --redis-url, or
 // $FLOODGATE_REDIS_URL when the environment gave it.
 func (f *serveFlags) resolveRedisURL(fs *pflag.FlagSet, getenv func(string) string) error {
-	u, err := redisURLOf(f.redisURL)
+	u, err := redisURLOf(f.redisConn.URL)
 	if err == nil && u != "" {
-		err = parseRedisURL(u, f.redisMode)
+		err = parseRedisURL(u, f.redisConn.Mode)
 	}
 	if err == nil {
-		f.redisURL = u
+		f.redisConn.URL = u
 		return nil
 	}
-	shown := fmt.Sprintf("--redis-url %q", redactURL(f.redisURL))
+	shown := fmt.Sprintf("--redis-url %q", redactURL(f.redisConn.URL))
 	if !fs.Changed("redis-url") && getenv(envName("redis-url")) != "" {
-		shown = fmt.Sprintf("$%s=%q", envName("redis-url"), redactURL(f.redisURL)) // as parseFlags names variables
+		shown = fmt.Sprintf("$%s=%q", envName("redis-url"), redactURL(f.redisConn.URL)) // as parseFlags names variables
 	}
 	msg := fmt.Sprintf("%s: %s; %s", shown, err, redisURLForms)
-	if p := passwordOf(f.redisURL); p != "" {
+	if p := passwordOf(f.redisConn.URL); p != "" {
 		msg = strings.ReplaceAll(msg, p, "xxxxx") // wherever else the value or the parser repeats it
 	}
 	return errors.New(msg)

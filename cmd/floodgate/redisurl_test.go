@@ -72,12 +72,12 @@ func TestRedisURLForms(t *testing.T) {
 			if tc.wantErr != "" {
 				msg := stderr.String()
 				if err == nil || !strings.HasPrefix(msg, "floodgate serve: --redis-url ") || !strings.Contains(msg, tc.wantErr) || strings.Contains(msg, "s3cret") {
-					t.Fatalf("parseServeFlags(%q) = %q, %v, printing %q; want an error starting with --redis-url, containing %q and no password", args, f.redisURL, err, msg, tc.wantErr)
+					t.Fatalf("parseServeFlags(%q) = %q, %v, printing %q; want an error starting with --redis-url, containing %q and no password", args, f.redisConn.URL, err, msg, tc.wantErr)
 				}
 				return
 			}
-			if err != nil || f.redisURL != tc.want {
-				t.Fatalf("parseServeFlags(%q) = %q, %v (%s); want %q", args, f.redisURL, err, stderr.String(), tc.want)
+			if err != nil || f.redisConn.URL != tc.want {
+				t.Fatalf("parseServeFlags(%q) = %q, %v (%s); want %q", args, f.redisConn.URL, err, stderr.String(), tc.want)
 			}
 		})
 	}
@@ -106,12 +106,12 @@ func TestRedisURLFromEnvironment(t *testing.T) {
 		var stderr strings.Builder
 		f, err := parseServeFlags(tc.args, env(tc.env), &stderr)
 		if err == nil || !strings.HasPrefix(stderr.String(), tc.want) || strings.Contains(stderr.String(), "s3cret") {
-			t.Errorf("args %q, $FLOODGATE_REDIS_URL=%q: %q, %v, printing %q; want it to start %q, no password", tc.args, tc.env, f.redisURL, err, stderr.String(), tc.want)
+			t.Errorf("args %q, $FLOODGATE_REDIS_URL=%q: %q, %v, printing %q; want it to start %q, no password", tc.args, tc.env, f.redisConn.URL, err, stderr.String(), tc.want)
 		}
 	}
 	f, err := parseServeFlags(nil, env("127.0.0.1:6379"), io.Discard)
-	if err != nil || f.redisURL != "redis://127.0.0.1:6379" {
-		t.Errorf("$FLOODGATE_REDIS_URL=127.0.0.1:6379: %q, %v; want redis://127.0.0.1:6379", f.redisURL, err)
+	if err != nil || f.redisConn.URL != "redis://127.0.0.1:6379" {
+		t.Errorf("$FLOODGATE_REDIS_URL=127.0.0.1:6379: %q, %v; want redis://127.0.0.1:6379", f.redisConn.URL, err)
 	}
 }
 
@@ -140,7 +140,7 @@ func TestServeRedisURLReal(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.wantErr != "" {
-				f.redisURL = tc.url
+				f.redisConn.URL = tc.url
 			}
 			st, _, err := serveEnv{f: &f, log: slog.New(slog.NewTextHandler(io.Discard, nil))}.buildStore(context.Background(), nil, nil)
 			if tc.wantErr != "" {

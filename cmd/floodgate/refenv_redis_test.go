@@ -40,7 +40,7 @@ func TestReferenceRedisUnixSocket(t *testing.T) {
 		cancel()
 		st.Close()
 		if (err == nil) != tc.wantOK {
-			t.Errorf("auth %q over %s: ping %v, want ok=%v", tc.auth, f.redisURL, err, tc.wantOK)
+			t.Errorf("auth %q over %s: ping %v, want ok=%v", tc.auth, f.redisConn.URL, err, tc.wantOK)
 		}
 	}
 }
@@ -65,10 +65,10 @@ func TestPerSecondRedisStore(t *testing.T) {
 		f    serveFlags
 		want string
 	}{
-		{serveFlags{redisPerSecond: redisTarget{url: "redis://" + sec.Addr()}}, "--redis-persecond-url needs --redis-url"},
-		{serveFlags{redisURL: "redis://" + main.Addr(), redisMode: "standalone", redis: redisstore.Config{Timeout: time.Second},
-			redisConn: redisstore.ClientConfig{DialTimeout: time.Second}, memory: memstore.Config{SettleWindow: time.Hour},
-			redisPerSecond: redisTarget{url: "redis://a b", mode: "standalone"}}, "--redis-persecond-url"},
+		{serveFlags{redisPerSecond: redisstore.ClientConfig{URL: "redis://" + sec.Addr()}}, "--redis-persecond-url needs --redis-url"},
+		{serveFlags{redis: redisstore.Config{Timeout: time.Second},
+			redisConn: redisstore.ClientConfig{URL: "redis://" + main.Addr(), Mode: "standalone", DialTimeout: time.Second}, memory: memstore.Config{SettleWindow: time.Hour},
+			redisPerSecond: redisstore.ClientConfig{URL: "redis://a b", Mode: "standalone"}}, "--redis-persecond-url"},
 	} {
 		if _, _, err := (serveEnv{f: &tc.f, log: quiet}).buildStore(context.Background(), nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.f.redisPerSecond, err, tc.want)

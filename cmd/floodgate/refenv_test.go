@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // TestInvocationArgs: invoked as ratelimit (the reference's binary name,
@@ -108,9 +109,9 @@ func TestReferenceDefaults(t *testing.T) {
 		{"log-level", f.logLevel, "warn"},
 		{"log-format", f.logFormat, "text"},
 		{"config", f.configPath, "/srv/runtime_data/current/config"},
-		{"redis-url", f.redisURL, "unix:///var/run/nutcracker/ratelimit.sock"},
-		{"redis-mode", f.redisMode, "standalone"},
-		{"redis-pool-size", f.redisPoolSize, 10},
+		{"redis-url", f.redisConn.URL, "unix:///var/run/nutcracker/ratelimit.sock"},
+		{"redis-mode", f.redisConn.Mode, "standalone"},
+		{"redis-pool-size", f.redisConn.PoolSize, 10},
 		{"deny-cache-size", f.denyCacheSize, 0},
 		{"count-denied-hits", f.envoy.CountDeniedHits, true},
 		{"share-override-counters", f.envoy.ShareOverrideCounters, true},
@@ -161,31 +162,31 @@ func TestReferenceVariables(t *testing.T) {
 			func(c refConfig, f serveFlags) bool { return f.logLevel == "error" }},
 		{"redis tcp", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis.ns:6379", "REDIS_POOL_SIZE": "3"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisURL == "redis://redis.ns:6379" && f.redisMode == "standalone" && f.redisPoolSize == 3
+				return f.redisConn.URL == "redis://redis.ns:6379" && f.redisConn.Mode == "standalone" && f.redisConn.PoolSize == 3
 			}},
 		{"redis auth", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_AUTH": "p@ss"},
-			func(c refConfig, f serveFlags) bool { return f.redisURL == "redis://:p%40ss@r:6379" }},
+			func(c refConfig, f serveFlags) bool { return f.redisConn.URL == "redis://:p%40ss@r:6379" }},
 		{"redis user auth", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_AUTH": "u:p"},
-			func(c refConfig, f serveFlags) bool { return f.redisURL == "redis://u:p@r:6379" }},
+			func(c refConfig, f serveFlags) bool { return f.redisConn.URL == "redis://u:p@r:6379" }},
 		{"redis unix auth", map[string]string{"REDIS_URL": "/run/r.sock", "REDIS_AUTH": "pw"},
-			func(c refConfig, f serveFlags) bool { return f.redisURL == "unix://:pw@/run/r.sock" }},
+			func(c refConfig, f serveFlags) bool { return f.redisConn.URL == "unix://:pw@/run/r.sock" }},
 		{"redis url as URL", map[string]string{"REDIS_URL": "redis://r:1/2"},
-			func(c refConfig, f serveFlags) bool { return f.redisURL == "redis://r:1/2" }},
+			func(c refConfig, f serveFlags) bool { return f.redisConn.URL == "redis://r:1/2" }},
 		{"redis tls", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca", "REDIS_TLS_CLIENT_CERT": "/c", "REDIS_TLS_CLIENT_KEY": "/k"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisURL == "rediss://r:6379" && f.redisConn.TLSCAFile == "/ca" && f.redisConn.TLSCertFile == "/c" && f.redisConn.TLSKeyFile == "/k"
+				return f.redisConn.URL == "rediss://r:6379" && f.redisConn.TLSCAFile == "/ca" && f.redisConn.TLSCertFile == "/c" && f.redisConn.TLSKeyFile == "/k"
 			}},
 		{"redis tls files without tls", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_TLS_CACERT": "/ca"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisURL == "redis://r:6379" && f.redisConn.TLSCAFile == ""
+				return f.redisConn.URL == "redis://r:6379" && f.redisConn.TLSCAFile == ""
 			}},
 		{"redis cluster", map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "a:1,b:2, c:3"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisURL == "redis://a:1?addr=b%3A2&addr=c%3A3" && f.redisMode == "cluster"
+				return f.redisConn.URL == "redis://a:1?addr=b%3A2&addr=c%3A3" && f.redisConn.Mode == "cluster"
 			}},
 		{"redis sentinel", map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "mymaster,s1:26379,s2:26379"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisURL == "redis://s1:26379?addr=s2%3A26379" && f.redisMode == "sentinel" && f.redisSentinelMaster == "mymaster"
+				return f.redisConn.URL == "redis://s1:26379?addr=s2%3A26379" && f.redisConn.Mode == "sentinel" && f.redisConn.SentinelMaster == "mymaster"
 			}},
 		{"redis timeout", map[string]string{"REDIS_TIMEOUT": "250ms"},
 			func(c refConfig, f serveFlags) bool {
@@ -200,7 +201,7 @@ func TestReferenceVariables(t *testing.T) {
 		{"local cache tiny", map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "10"},
 			func(c refConfig, f serveFlags) bool { return f.denyCacheSize == 1 }},
 		{"memory backend", map[string]string{"BACKEND_TYPE": "memory", "REDIS_URL": "r:1"},
-			func(c refConfig, f serveFlags) bool { return f.redisURL == "" && len(c.notes) == 1 }},
+			func(c refConfig, f serveFlags) bool { return f.redisConn.URL == "" && len(c.notes) == 1 }},
 		{"answers", map[string]string{"SHADOW_MODE": "true", "QUOTA_MODE": "1", "RESPONSE_DYNAMIC_METADATA": "T", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"},
 			func(c refConfig, f serveFlags) bool {
 				return f.envoy.ShadowMode && f.envoy.QuotaMode && f.envoy.DynamicMetadata && !f.envoy.CountDeniedHits && f.envoy.ShareOverrideCounters
@@ -222,20 +223,20 @@ func TestReferenceVariables(t *testing.T) {
 		{"per-second redis", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp",
 			"REDIS_PERSECOND_URL": "r2:6380", "REDIS_PERSECOND_AUTH": "pw", "REDIS_PERSECOND_TLS": "true", "REDIS_PERSECOND_POOL_SIZE": "3"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisURL == "redis://r:6379" && f.redisPerSecond == redisTarget{url: "rediss://:pw@r2:6380", mode: "standalone", poolSize: 3}
+				return f.redisConn.URL == "redis://r:6379" && f.redisPerSecond == redisstore.ClientConfig{URL: "rediss://:pw@r2:6380", Mode: "standalone", PoolSize: 3}
 			}},
 		{"per-second redis defaults", map[string]string{"REDIS_PERSECOND": "true"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisPerSecond == redisTarget{url: "unix:///var/run/nutcracker/ratelimitpersecond.sock", mode: "standalone", poolSize: 10}
+				return f.redisPerSecond == redisstore.ClientConfig{URL: "unix:///var/run/nutcracker/ratelimitpersecond.sock", Mode: "standalone", PoolSize: 10}
 			}},
 		{"per-second sentinel", map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_TYPE": "sentinel", "REDIS_PERSECOND_URL": "m2,s1:26379"},
 			func(c refConfig, f serveFlags) bool {
-				return f.redisPerSecond == redisTarget{url: "redis://s1:26379", mode: "sentinel", master: "m2", poolSize: 10}
+				return f.redisPerSecond == redisstore.ClientConfig{URL: "redis://s1:26379", Mode: "sentinel", SentinelMaster: "m2", PoolSize: 10}
 			}},
 		{"per-second redis off", map[string]string{"REDIS_PERSECOND": "false", "REDIS_PERSECOND_URL": "r2:6380"},
-			func(c refConfig, f serveFlags) bool { return f.redisPerSecond.url == "" && len(c.ignored) == 0 }},
+			func(c refConfig, f serveFlags) bool { return f.redisPerSecond.URL == "" && len(c.ignored) == 0 }},
 		{"per-second redis, memory backend", map[string]string{"BACKEND_TYPE": "memory", "REDIS_PERSECOND": "true"},
-			func(c refConfig, f serveFlags) bool { return f.redisPerSecond.url == "" }},
+			func(c refConfig, f serveFlags) bool { return f.redisPerSecond.URL == "" }},
 		{"merge domains", map[string]string{"MERGE_DOMAIN_CONFIG": "true"},
 			func(c refConfig, f serveFlags) bool { return f.ruleLoad.mergeDomains }},
 		{"domains unmerged", map[string]string{"MERGE_DOMAIN_CONFIG": "false"},

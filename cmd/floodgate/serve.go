@@ -50,21 +50,16 @@ type serveFlags struct {
 	headers      bool
 	gcPercent    int
 
-	envoy     server.EnvoySettings    // its flags of Envoy's API; Settings and the No* fields are set in buildAPIs
-	limits    server.TransportLimits  // Auth is set in buildGRPCPipeline
-	redis     redisstore.Config       // Mode and SettleWindow are set in openRedis
-	redisConn redisstore.ClientConfig // the settings shared by every Redis client (TLS files, dial timeout)
-
-	redisURL            string
-	redisPasswordFile   string
-	redisPassword       string // read from redisPasswordFile by check
-	redisMode           string
-	redisSentinelMaster string
-	redisPoolSize       int
-	// redisPerSecond is the Redis of the per-second limits (its URL,
-	// mode, sentinel master and pool size); empty URL: the main one.
-	redisPerSecond redisTarget
-	denyCacheSize  int
+	envoy  server.EnvoySettings   // its flags of Envoy's API; Settings and the No* fields are set in buildAPIs
+	limits server.TransportLimits // Auth is set in buildGRPCPipeline
+	redis  redisstore.Config      // Mode and SettleWindow are set in openRedis
+	// redisConn is the main Redis' client (Password read from
+	// redisPasswordFile by check; the timeouts of reads and writes set
+	// for each use); redisPerSecond the per-second limits' (empty URL:
+	// the main one), with the main one's TLS files and dial timeout.
+	redisConn, redisPerSecond redisstore.ClientConfig
+	redisPasswordFile         string
+	denyCacheSize             int
 
 	tls                  auth.TLSFiles
 	authTokenFile        string
@@ -114,15 +109,15 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.traceValues, "trace-values", false, "tracing (on when $OTEL_EXPORTER_OTLP_ENDPOINT or $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; see the README): put keys and descriptor values into spans (they can be personal data)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve the Go profiler on the HTTP admin address (/debug/pprof/)")
 
-	fs.StringVar(&f.redisURL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db], rediss:// (TLS), unix:///path/to/redis.sock or a bare host:port (as redis://host:port); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
+	fs.StringVar(&f.redisConn.URL, "redis-url", "", "Redis: redis://[user:pass@]host:port[/db], rediss:// (TLS), unix:///path/to/redis.sock or a bare host:port (as redis://host:port); cluster nodes as redis://h:p1?addr=h:p2&addr=h:p3; empty = embedded store")
 	fs.StringVar(&f.redisPasswordFile, "redis-password-file", "", "Redis: a file whose first line is the password, used instead of the one in --redis-url (a command line is visible to other processes and in /debug/pprof/cmdline)")
-	fs.StringVar(&f.redisMode, "redis-mode", "standalone", "Redis: standalone, cluster or sentinel")
-	fs.StringVar(&f.redisSentinelMaster, "redis-sentinel-master", "", "Redis: the master's name (sentinel mode)")
-	fs.IntVar(&f.redisPoolSize, "redis-pool-size", 0, "Redis: connections per node for single calls (0 = go-redis' default, 10 per CPU); pipelines add a pool of at most 10 more")
-	fs.StringVar(&f.redisPerSecond.url, "redis-persecond-url", "", "Redis: a second Redis for the limits of a one-second period (the reference's REDIS_PERSECOND_URL), in --redis-url's forms; the others stay on --redis-url. A request with limits on both is all or nothing (docs/envoy.md); TLS files, timeouts and prefix are --redis-url's")
-	fs.StringVar(&f.redisPerSecond.mode, "redis-persecond-mode", "standalone", "Redis: --redis-persecond-url's mode: standalone, cluster or sentinel")
-	fs.StringVar(&f.redisPerSecond.master, "redis-persecond-sentinel-master", "", "Redis: --redis-persecond-url's master name (sentinel mode)")
-	fs.IntVar(&f.redisPerSecond.poolSize, "redis-persecond-pool-size", 0, "Redis: --redis-persecond-url's connections per node (0 = go-redis' default)")
+	fs.StringVar(&f.redisConn.Mode, "redis-mode", "standalone", "Redis: standalone, cluster or sentinel")
+	fs.StringVar(&f.redisConn.SentinelMaster, "redis-sentinel-master", "", "Redis: the master's name (sentinel mode)")
+	fs.IntVar(&f.redisConn.PoolSize, "redis-pool-size", 0, "Redis: connections per node for single calls (0 = go-redis' default, 10 per CPU); pipelines add a pool of at most 10 more")
+	fs.StringVar(&f.redisPerSecond.URL, "redis-persecond-url", "", "Redis: a second Redis for the limits of a one-second period (the reference's REDIS_PERSECOND_URL), in --redis-url's forms; the others stay on --redis-url. A request with limits on both is all or nothing (docs/envoy.md); TLS files, timeouts and prefix are --redis-url's")
+	fs.StringVar(&f.redisPerSecond.Mode, "redis-persecond-mode", "standalone", "Redis: --redis-persecond-url's mode: standalone, cluster or sentinel")
+	fs.StringVar(&f.redisPerSecond.SentinelMaster, "redis-persecond-sentinel-master", "", "Redis: --redis-persecond-url's master name (sentinel mode)")
+	fs.IntVar(&f.redisPerSecond.PoolSize, "redis-persecond-pool-size", 0, "Redis: --redis-persecond-url's connections per node (0 = go-redis' default)")
 	fs.DurationVar(&f.redis.Timeout, "redis-timeout", redisstore.DefaultTimeout, "Redis: the longest a decision waits for Redis before its failure mode answers")
 	fs.DurationVar(&f.redisConn.DialTimeout, "redis-dial-timeout", time.Second, "Redis: connection timeout")
 	fs.StringVar(&f.redis.Prefix, "redis-prefix", redisstore.DefaultPrefix, "Redis: prefix of every key floodgate writes")
@@ -354,12 +349,12 @@ func setGCPercent(getenv func(string) string, percent int) {
 }
 
 // readRedisPassword reads --redis-password-file's first line into
-// f.redisPassword. The file needs --redis-url, and must hold a password.
+// f.redisConn.Password. The file needs --redis-url, and must hold a password.
 func (f *serveFlags) readRedisPassword() error {
 	if f.redisPasswordFile == "" {
 		return nil
 	}
-	if f.redisURL == "" {
+	if f.redisConn.URL == "" {
 		return errors.New("--redis-password-file needs --redis-url")
 	}
 	b, err := os.ReadFile(f.redisPasswordFile)
@@ -367,8 +362,8 @@ func (f *serveFlags) readRedisPassword() error {
 		return fmt.Errorf("--redis-password-file: %w", err)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
-	f.redisPassword = strings.TrimSuffix(line, "\r")
-	if f.redisPassword == "" {
+	f.redisConn.Password = strings.TrimSuffix(line, "\r")
+	if f.redisConn.Password == "" {
 		return fmt.Errorf("--redis-password-file %s: the first line is empty", f.redisPasswordFile)
 	}
 	return nil

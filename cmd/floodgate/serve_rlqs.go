@@ -27,10 +27,10 @@ const quotaRedisTimeout = time.Second
 func openQuota(f serveFlags, cfg rlqs.RuleSource, reg prometheus.Registerer, log *slog.Logger) (*rlqs.Service, io.Closer, error) {
 	var demand store.DemandStore = memstore.NewDemand()
 	var closer io.Closer = nopCloser{}
-	if f.redisURL != "" {
-		t := f.mainRedis()
-		t.poolSize = min(max(t.poolSize, 0), 4)
-		client, err := f.redisClient(t, quotaRedisTimeout)
+	if f.redisConn.URL != "" {
+		c := f.redisConn
+		c.PoolSize, c.ReadTimeout, c.WriteTimeout = min(max(c.PoolSize, 0), 4), quotaRedisTimeout, quotaRedisTimeout
+		client, err := redisstore.NewClient(c)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -31,16 +31,16 @@ import (
 // heartbeat and hears the breaker, for failure_mode local.
 func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, cause error), local *localFailure) (store.Store, string, error) {
 	f, log, m := *e.f, e.log, e.metrics
-	if f.redisURL == "" && f.redisPerSecond.url != "" {
+	if f.redisConn.URL == "" && f.redisPerSecond.URL != "" {
 		return nil, "", errors.New("--redis-persecond-url needs --redis-url (the Redis of the other limits)")
 	}
-	if f.redisURL == "" {
+	if f.redisConn.URL == "" {
 		if f.memory.MaxBytes < memstore.MinMaxBytes {
 			return nil, "", fmt.Errorf("--memory-max-bytes must be at least %d (1 MiB), got %d", memstore.MinMaxBytes, f.memory.MaxBytes)
 		}
 		return observability.InstrumentStore(memstore.New(f.memory), m, "memory"), "memory", nil
 	}
-	rs, client, err := openRedis(ctx, f, f.mainRedis(), log)
+	rs, client, err := openRedis(ctx, f, f.redisConn, "redis-url", log)
 	if err != nil {
 		return nil, "", err
 	}
@@ -50,16 +50,16 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		onBreaker = local.onBreaker(onBreaker, log)
 	}
 	var main store.Store = redisCloser{rs, client, beat}
-	if f.redisPerSecond.url == "" {
+	if f.redisPerSecond.URL == "" {
 		main = breaker.New(observability.InstrumentStore(main, m, "redis"), breaker.Config{OnChange: onBreaker})
 	} else {
-		t := f.redisPerSecond
-		t.flag = "redis-persecond-url"
-		rs2, client2, err := openRedis(ctx, f, t, log)
+		c, ps := f.redisConn, f.redisPerSecond
+		ps.TLSCAFile, ps.TLSCertFile, ps.TLSKeyFile, ps.DialTimeout = c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile, c.DialTimeout
+		rs2, client2, err := openRedis(ctx, f, ps, "redis-persecond-url", log)
 		if err != nil {
 			main.Close()
-			if !strings.HasPrefix(err.Error(), "--"+t.flag) {
-				err = fmt.Errorf("--%s: %w", t.flag, err)
+			if !strings.HasPrefix(err.Error(), "--redis-persecond-url") {
+				err = fmt.Errorf("--redis-persecond-url: %w", err)
 			}
 			return nil, "", err
 		}
@@ -67,63 +67,37 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		main = splitstore.New(
 			breaker.New(observability.InstrumentStore(main, m, "redis"), breaker.Config{OnChange: h.side(0, "the main Redis (--redis-url)")}),
 			breaker.New(observability.InstrumentStore(redisCloser{rs2, client2, nopCloser{}}, m, "redis-persecond"), breaker.Config{OnChange: h.side(1, "the per-second Redis (--redis-persecond-url)")}))
-		log.Info("per-second limits on their own Redis", "redis", redactURL(f.redisPerSecond.url), "mode", f.redisPerSecond.mode)
+		log.Info("per-second limits on their own Redis", "redis", redactURL(f.redisPerSecond.URL), "mode", f.redisPerSecond.Mode)
 	}
 	st := main
 	if f.denyCacheSize > 0 {
 		st = denycache.New(st, denycache.Config{MaxEntries: f.denyCacheSize, OnHit: m.ObserveDenyCacheHits})
 	}
-	return st, "redis-" + f.redisMode, nil
+	return st, "redis-" + f.redisConn.Mode, nil
 }
 
-// redisTarget is one Redis to open: its URL (any of --redis-url's forms),
-// mode, sentinel master and pool size.
-type redisTarget struct {
-	flag              string // the URL's flag, for errors
-	url, mode, master string
-	poolSize          int
-}
-
-// mainRedis is the target of --redis-url.
-func (f serveFlags) mainRedis() redisTarget {
-	return redisTarget{flag: "redis-url", url: f.redisURL, mode: f.redisMode, master: f.redisSentinelMaster, poolSize: f.redisPoolSize}
-}
-
-// redisClient is a client of t, with the other --redis-* flags of f and
-// timeout for reads and writes.
-func (f serveFlags) redisClient(t redisTarget, timeout time.Duration) (redis.UniversalClient, error) {
-	password := ""
-	if t.flag == "redis-url" {
-		password = f.redisPassword // --redis-password-file is the main Redis'
-	}
-	c := f.redisConn
-	c.URL, c.Password = t.url, password
-	c.Mode, c.SentinelMaster, c.PoolSize = t.mode, t.master, t.poolSize
-	c.ReadTimeout, c.WriteTimeout = timeout, timeout
-	return redisstore.NewClient(c)
-}
-
-// openRedis opens the Redis store of t with the other --redis-* flags of
-// f and checks it: one that answers but cannot decide in its mode is an
-// error; one that does not answer yet is logged.
-func openRedis(ctx context.Context, f serveFlags, t redisTarget, log *slog.Logger) (*redisstore.Store, redis.UniversalClient, error) {
-	u, err := redisURLOf(t.url) // parseServeFlags did it for --redis-url only
+// openRedis opens the Redis store of client c (its URL given by flag)
+// with the other --redis-* flags of f and checks it: one that answers but
+// cannot decide in its mode is an error; one that does not answer yet is
+// logged.
+func openRedis(ctx context.Context, f serveFlags, c redisstore.ClientConfig, flag string, log *slog.Logger) (*redisstore.Store, redis.UniversalClient, error) {
+	u, err := redisURLOf(c.URL) // parseServeFlags did it for --redis-url only
 	if err != nil {
-		return nil, nil, fmt.Errorf("--%s %q: %w; %s", t.flag, redactURL(t.url), err, redisURLForms)
+		return nil, nil, fmt.Errorf("--%s %q: %w; %s", flag, redactURL(c.URL), err, redisURLForms)
 	}
-	t.url = u
-	client, err := f.redisClient(t, f.redis.Timeout)
+	c.URL, c.ReadTimeout, c.WriteTimeout = u, f.redis.Timeout, f.redis.Timeout
+	client, err := redisstore.NewClient(c)
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg := f.redis
-	cfg.Mode, cfg.SettleWindow = t.mode, f.memory.SettleWindow
+	cfg.Mode, cfg.SettleWindow = c.Mode, f.memory.SettleWindow
 	rs, err := redisstore.New(client, cfg)
 	if err != nil {
 		client.Close()
 		return nil, nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, f.redisConn.DialTimeout+time.Second)
+	cctx, cancel := context.WithTimeout(ctx, c.DialTimeout+time.Second)
 	err = rs.CheckServer(cctx)
 	cancel()
 	switch {
@@ -132,7 +106,7 @@ func openRedis(ctx context.Context, f serveFlags, t redisTarget, log *slog.Logge
 		client.Close()
 		return nil, nil, err
 	case err != nil:
-		log.Warn("Redis does not answer yet: answering by failure modes until it does", "redis", redactURL(t.url), "err", err)
+		log.Warn("Redis does not answer yet: answering by failure modes until it does", "redis", redactURL(c.URL), "err", err)
 	}
 	return rs, client, nil
 }
