@@ -307,9 +307,12 @@ func (r explainReport) writeText(w io.Writer) {
 			fmt.Fprintf(w, "    path:         %s\n", m.Path)
 			fmt.Fprintf(w, "    limit:        %s\n", limitText(m.RuleView))
 			if m.WarnAt != "" {
-				fmt.Fprintf(w, "    warning at:   %s\n", warnText(m.RateView))
+				fmt.Fprintf(w, "    warning at:   %d used (warn_at: %s): an allowed answer from there carries RateLimit-Warning\n", m.WarnAtUnits, m.WarnAt)
 			}
-			fmt.Fprintf(w, "    failure mode: %s\n", failureText(m.FailureMode))
+			if m.FailureMode == "default" {
+				m.FailureMode = "default (the server's --failure-mode)"
+			}
+			fmt.Fprintf(w, "    failure mode: %s\n", m.FailureMode)
 			fmt.Fprintf(w, "    shadow mode:  %v\n", m.ShadowMode)
 			fmt.Fprintf(w, "    decision:     %s\n", m.Decision)
 			if m.StoreKey != "" {
@@ -349,7 +352,8 @@ func limitText(v configview.RuleView) string {
 		return "unlimited"
 	case v.DenyAll:
 		return fmt.Sprintf("0 per %s (deny all)", v.Period)
-	case waits(v.Algorithm):
+	}
+	if a, err := algorithms.ParseAlgorithm(v.Algorithm); err == nil && a.Facts().Waits {
 		// Envoy cannot hold a request: the no-wait mode (algorithms.NoWait).
 		return rateText(v.RateView) + " (through Envoy: admits only what may start now, no queue)"
 	}
@@ -365,24 +369,4 @@ func rateText(r configview.RateView) string {
 		s += fmt.Sprintf(", burst %d", r.Burst)
 	}
 	return s
-}
-
-// warnText says where a limit's soft limit starts: `800 used
-// (warn_at: 80%): an allowed answer from there carries RateLimit-Warning`.
-func warnText(r configview.RateView) string {
-	return fmt.Sprintf("%d used (warn_at: %s): an allowed answer from there carries RateLimit-Warning", r.WarnAtUnits, r.WarnAt)
-}
-
-func failureText(m string) string {
-	if m == "default" {
-		return "default (the server's --failure-mode)"
-	}
-	return m
-}
-
-// waits reports whether the algorithm named name admits with a wait
-// (algorithms.Facts.Waits).
-func waits(name string) bool {
-	a, err := algorithms.ParseAlgorithm(name)
-	return err == nil && a.Facts().Waits
 }

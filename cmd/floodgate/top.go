@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -144,31 +146,22 @@ func limitedURL(addr string, q limited.Query) (string, error) {
 	return u.String(), nil
 }
 
-// fetchLimited asks every url and merges the answers; errs says which
-// did not answer.
+// fetchLimited asks every url at once and merges the answers; errs says
+// which did not answer, in the order of urls.
 func fetchLimited(ctx context.Context, c *http.Client, urls []string, token string, q limited.Query) (limited.Report, []error) {
-	type answer struct {
-		r   limited.Report
-		err error
+	answers, errs := make([]limited.Report, len(urls)), make([]error, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		wg.Go(func() { answers[i], errs[i] = getLimited(ctx, c, u, token) })
 	}
-	answers := make(chan answer, len(urls))
-	for _, u := range urls {
-		go func() {
-			r, err := getLimited(ctx, c, u, token)
-			answers <- answer{r, err}
-		}()
-	}
+	wg.Wait()
 	var reports []limited.Report
-	var errs []error
-	for range urls {
-		a := <-answers
-		if a.err != nil {
-			errs = append(errs, a.err)
-			continue
+	for i, err := range errs {
+		if err == nil {
+			reports = append(reports, answers[i])
 		}
-		reports = append(reports, a.r)
 	}
-	return limited.Merge(q, limited.MaxKeys, reports...), errs
+	return limited.Merge(q, limited.MaxKeys, reports...), slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 }
 
 func getLimited(ctx context.Context, c *http.Client, u, token string) (limited.Report, error) {
