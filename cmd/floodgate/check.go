@@ -123,7 +123,10 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer c.Close()
 
-	out := newCheckPrinter(stdout, f.json)
+	// One JSON object per attempt, or a table (its header dropped, being
+	// buffered, when no attempt is made) and a summary line.
+	enc, tw := json.NewEncoder(stdout), tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tALLOWED\tREMAINING\tLIMIT\tRETRY AFTER\tRESET AFTER\tWAIT")
 	denied := 0
 	done, err := f.eachAttempt(ctx, func(i int) error {
 		d, err := c.Check(ctx, client.Request{Key: f.key, Limit: limit, Cost: f.cost})
@@ -131,22 +134,26 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 			fmt.Fprintf(stderr, "floodgate check: attempt %d: %s\n", i, describeError(err))
 			return exitCode(checkExitError)
 		}
+		allowed := "yes"
 		if !d.Allowed {
 			denied++
+			allowed = "no"
 		}
-		out.row(checkRow{
-			Attempt:      i,
-			Allowed:      d.Allowed,
-			Limit:        d.Limit,
-			Remaining:    d.Remaining,
-			RetryAfterMs: d.RetryAfter.Milliseconds(),
-			ResetAfterMs: d.ResetAfter.Milliseconds(),
-			WaitMs:       d.Wait.Milliseconds(),
-			Degraded:     d.Degraded,
-		})
+		if f.json {
+			return enc.Encode(checkRow{Attempt: i, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
+				RetryAfterMs: d.RetryAfter.Milliseconds(), ResetAfterMs: d.ResetAfter.Milliseconds(), WaitMs: d.Wait.Milliseconds(), Degraded: d.Degraded})
+		}
+		if d.Degraded { // the store could not decide; the failure mode answered
+			allowed += " (degraded)"
+		}
+		ms := func(d time.Duration) string { return simulate.ShortDuration(d.Truncate(time.Millisecond)) } // as in JSON
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%s\t%s\n", i, allowed, d.Remaining, d.Limit, ms(d.RetryAfter), ms(d.ResetAfter), ms(d.Wait))
 		return nil
 	})
-	out.flush(denied, done)
+	if !f.json && done > 0 {
+		_ = tw.Flush()
+		fmt.Fprintf(stdout, "%d of %d allowed\n", done-denied, done)
+	}
 	if err != nil {
 		return err
 	}
@@ -260,50 +267,4 @@ func describeError(err error) string {
 		msg += " (this looks like an HTTP/1 port, such as floodgate's --http-addr: --addr takes the gRPC port, --grpc-addr, 127.0.0.1:8081 by default)"
 	}
 	return msg
-}
-
-// checkPrinter prints attempts as an aligned table or, with enc, as JSON
-// lines.
-type checkPrinter struct {
-	enc *json.Encoder
-	tw  *tabwriter.Writer
-	w   io.Writer
-}
-
-func newCheckPrinter(w io.Writer, asJSON bool) *checkPrinter {
-	p := &checkPrinter{w: w}
-	if asJSON {
-		p.enc = json.NewEncoder(w)
-		return p
-	}
-	p.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(p.tw, "#\tALLOWED\tREMAINING\tLIMIT\tRETRY AFTER\tRESET AFTER\tWAIT")
-	return p
-}
-
-func (p *checkPrinter) row(r checkRow) {
-	if p.enc != nil {
-		_ = p.enc.Encode(r)
-		return
-	}
-	allowed := "yes"
-	if !r.Allowed {
-		allowed = "no"
-	}
-	if r.Degraded { // the store could not decide; the failure mode answered
-		allowed += " (degraded)"
-	}
-	fmt.Fprintf(p.tw, "%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Attempt, allowed, r.Remaining, r.Limit,
-		simulate.ShortDuration(time.Duration(r.RetryAfterMs)*time.Millisecond), simulate.ShortDuration(time.Duration(r.ResetAfterMs)*time.Millisecond),
-		simulate.ShortDuration(time.Duration(r.WaitMs)*time.Millisecond))
-}
-
-// flush ends the output; the table gets a summary line when any attempt
-// was made.
-func (p *checkPrinter) flush(denied, attempts int) {
-	if p.enc != nil || attempts == 0 { // no rows: the buffered header is dropped
-		return
-	}
-	_ = p.tw.Flush()
-	fmt.Fprintf(p.w, "%d of %d allowed\n", attempts-denied, attempts)
 }
