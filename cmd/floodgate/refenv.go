@@ -138,10 +138,9 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 		c.notes = append(c.notes, "DEBUG_HOST/DEBUG_PORT: pprof (/debug/pprof/) and the config dump (/debug/config) are on the HTTP port")
 	}
 
-	// Logging: logrus' level names.
-	level, err := refLogLevel(r.str("LOG_LEVEL", "WARN"))
-	if err != nil {
-		r.errs = append(r.errs, err.Error())
+	level, ok := refLogLevels[strings.ToLower(r.str("LOG_LEVEL", "WARN"))]
+	if !ok {
+		r.errs = append(r.errs, fmt.Sprintf("$LOG_LEVEL=%q: trace, debug, info, warn, error, fatal or panic", r.getenv("LOG_LEVEL")))
 	}
 	flag("log-level", level)
 	format := strings.ToLower(r.str("LOG_FORMAT", "text"))
@@ -154,7 +153,8 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	merge := r.boolean("MERGE_DOMAIN_CONFIG", false)
 	switch ct := r.str("CONFIG_TYPE", "FILE"); strings.ToUpper(ct) {
 	case "FILE":
-		flag("config", refConfigFolder(r))
+		// $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY
+		flag("config", filepath.Join(r.str("RUNTIME_ROOT", "/srv/runtime_data/current"), r.str("RUNTIME_SUBDIRECTORY", ""), r.str("RUNTIME_APPDIRECTORY", "config")))
 		flag("config-all-files", "true")
 		flag("merge-domains", strconv.FormatBool(merge))
 	case "GRPC_XDS_SOTW":
@@ -191,7 +191,9 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	}
 
 	refTracing(r, &c)
-	refMetrics(r, &c)
+	if r.boolean("USE_PROMETHEUS", false) { // Prometheus is floodgate's only exporter, always on
+		c.notes = append(c.notes, "USE_PROMETHEUS: Prometheus metrics are at /metrics on the HTTP port (floodgate's names)")
+	}
 	c.ignored = append(c.ignored, refUnsupported(r)...)
 	if len(r.errs) > 0 {
 		return c, fmt.Errorf("reference environment: %s", strings.Join(r.errs, "; "))
@@ -199,27 +201,10 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	return c, nil
 }
 
-// refLogLevel is floodgate's level for one of logrus' (any case): trace
+// refLogLevels are floodgate's levels for logrus' (in any case): trace
 // and debug log requests, fatal and panic are errors.
-func refLogLevel(v string) (string, error) {
-	switch strings.ToLower(v) {
-	case "trace", "debug":
-		return "debug", nil
-	case "info":
-		return "info", nil
-	case "warn", "warning":
-		return "warn", nil
-	case "error", "fatal", "panic":
-		return "error", nil
-	}
-	return "", fmt.Errorf("$LOG_LEVEL=%q: trace, debug, info, warn, error, fatal or panic", v)
-}
-
-// refConfigFolder is the folder the reference loads its YAML from:
-// $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY.
-func refConfigFolder(r *envReader) string {
-	return filepath.Join(r.str("RUNTIME_ROOT", "/srv/runtime_data/current"), r.str("RUNTIME_SUBDIRECTORY", ""), r.str("RUNTIME_APPDIRECTORY", "config"))
-}
+var refLogLevels = map[string]string{"trace": "debug", "debug": "debug", "info": "info", "warn": "warn", "warning": "warn",
+	"error": "error", "fatal": "error", "panic": "error"}
 
 // refXDS maps CONFIG_TYPE=GRPC_XDS_SOTW's settings.
 func refXDS(r *envReader, flag func(name, value string)) {
@@ -273,14 +258,6 @@ func refTracing(r *envReader, c *refConfig) {
 	c.env["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
 	c.env["OTEL_TRACES_SAMPLER_ARG"] = strconv.FormatFloat(parsed(r, "TRACING_SAMPLING_RATE", 1,
 		func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }, "a number"), 'g', -1, 64)
-}
-
-// refMetrics says where the metrics are: Prometheus is floodgate's only
-// exporter, always on, at /metrics of the HTTP port.
-func refMetrics(r *envReader, c *refConfig) {
-	if r.boolean("USE_PROMETHEUS", false) {
-		c.notes = append(c.notes, "USE_PROMETHEUS: Prometheus metrics are at /metrics on the HTTP port (floodgate's names)")
-	}
 }
 
 // getenvWith is getenv with extra's values for the variables it leaves
