@@ -81,7 +81,7 @@ allowed/denied/errors and latency percentiles with a histogram.
 
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f benchFlags
-	fs := newFlagSet("bench [flags]", benchSynopsis)
+	fs := newFlagSet("bench [flags]", benchSynopsis, stdout)
 	f.register(fs)
 	fail := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, "floodgate bench: "+format+"\n", args...)

@@ -67,7 +67,7 @@ func TestByteSizeFlags(t *testing.T) {
 				args = []string{"--" + tc.flag + "=" + tc.value}
 			}
 			var stderr strings.Builder
-			f, err := parseServeFlags(args, func(k string) string { return env[k] }, &stderr)
+			f, err := parseServeFlags(args, func(k string) string { return env[k] }, io.Discard, &stderr)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(stderr.String(), tc.wantErr) {
 					t.Fatalf("err %v, stderr %q, want it to contain %q", err, stderr.String(), tc.wantErr)

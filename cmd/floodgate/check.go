@@ -101,7 +101,7 @@ type checkRow struct {
 
 func runCheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f checkFlags
-	fs := newFlagSet("check [flags]", checkSynopsis())
+	fs := newFlagSet("check [flags]", checkSynopsis(), stdout)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "check", checkExitUsage); err != nil {
 		return err

@@ -36,7 +36,7 @@ func runConfig(_ context.Context, args []string, getenv func(string) string, std
 
 // runConfigValidate runs `floodgate config validate PATH`.
 func runConfigValidate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("config validate PATH", "Checks a config file or a folder of them offline; exits 1 and prints file:line:column on error.")
+	fs := newFlagSet("config validate PATH", "Checks a config file or a folder of them offline; exits 1 and prints file:line:column on error.", stdout)
 	var load ruleFlags
 	load.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "config validate", 2); err != nil {

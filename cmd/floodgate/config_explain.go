@@ -58,7 +58,7 @@ func (f *explainFlags) register(fs *pflag.FlagSet) {
 // runConfigExplain runs `floodgate config explain`.
 func runConfigExplain(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f explainFlags
-	fs := newFlagSet("config explain [flags]", explainSynopsis)
+	fs := newFlagSet("config explain [flags]", explainSynopsis, stdout)
 	f.register(fs)
 	usageErr := func(format string, a ...any) error {
 		fmt.Fprintf(stderr, "floodgate config explain: "+format+"\n", a...)

@@ -18,34 +18,21 @@ func envName(name string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// newFlagSet returns a flag set for one subcommand whose usage (fs.Usage,
-// written to fs.Output()) lists its flags in groups with their types,
-// defaults and environment variables (usage.go). pflag's own messages are
-// discarded: parseFlags words its errors in one line each, and --help
-// becomes a helpRequest that run prints on stdout.
-func newFlagSet(name, synopsis string) *pflag.FlagSet {
+// newFlagSet returns a flag set for one subcommand whose usage lists its
+// flags in groups with their types, defaults and environment variables
+// (usage.go). On -h, --help or -help, pflag writes it to stdout (the flag
+// set's output, where pflag writes nothing else) and Parse returns
+// pflag.ErrHelp, which run takes for success; parseFlags words the other
+// errors in one line each.
+func newFlagSet(name, synopsis string, stdout io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() { printUsage(fs.Output(), fs, name, synopsis) }
+	fs.SetOutput(stdout)
+	fs.Usage = func() { printUsage(stdout, fs, name, synopsis) }
 	return fs
 }
 
-// helpRequest is the error parseFlags returns for -h, --help or -help: it
-// is pflag.ErrHelp (errors.Is), and run prints its usage on stdout and
-// exits 0.
-type helpRequest struct{ fs *pflag.FlagSet }
-
-func (h *helpRequest) Error() string { return pflag.ErrHelp.Error() }
-func (h *helpRequest) Unwrap() error { return pflag.ErrHelp }
-
-// print writes the command's usage to w.
-func (h *helpRequest) print(w io.Writer) {
-	h.fs.SetOutput(w)
-	h.fs.Usage()
-}
-
 // parseCommand is parseFlags for the command name ("check"): -h and
-// --help return a helpRequest; any other error is printed to stderr as
+// --help return pflag.ErrHelp; any other error is printed to stderr as
 // "floodgate name: err" and returns exitCode(usage).
 func parseCommand(fs *pflag.FlagSet, args []string, getenv func(string) string, stderr io.Writer, name string, usage int) error {
 	if err := parseFlags(fs, args, getenv); err != nil {
@@ -65,10 +52,10 @@ func parseCommand(fs *pflag.FlagSet, args []string, getenv func(string) string, 
 // value and the form wanted.
 func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) error {
 	err := fs.Parse(doubleDashes(fs, args))
+	if errors.Is(err, pflag.ErrHelp) {
+		return err
+	}
 	if err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return &helpRequest{fs}
-		}
 		return explainParseError(fs, err)
 	}
 	fs.VisitAll(func(f *pflag.Flag) {

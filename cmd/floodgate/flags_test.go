@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +76,7 @@ func TestFlagErrors(t *testing.T) {
 // boolean, an explicit false, one dash as two, a negative value after its
 // flag, and the environment under a command-line flag.
 func TestFlagValuesKept(t *testing.T) {
-	fs := newFlagSet("t [flags]", "test")
+	fs := newFlagSet("t [flags]", "test", io.Discard)
 	on := fs.Bool("on", false, "")
 	off := fs.Bool("off", true, "")
 	d := fs.Duration("d", time.Second, "")
@@ -91,18 +93,24 @@ func TestFlagValuesKept(t *testing.T) {
 	}
 }
 
-// TestHelpRequestPrint: printing a help request writes the usage, with
-// the synopsis and the flags, to the writer given, after a failed parse.
-func TestHelpRequestPrint(t *testing.T) {
-	var help strings.Builder
-	fs := newFlagSet("t [flags]", "the synopsis")
-	fs.String("x", "", "an x")
-	if err := parseFlags(fs, []string{"--nope"}, func(string) string { return "" }); err == nil {
-		t.Fatal("--nope parsed")
-	}
-	(&helpRequest{fs}).print(&help)
-	if !strings.Contains(help.String(), "the synopsis") || !strings.Contains(help.String(), "--x") {
-		t.Fatalf("help %q", help.String())
+// TestHelpToStdout: -h, --help and -help write the usage, with the
+// synopsis and the flags, to the writer given and return pflag.ErrHelp; a
+// failed parse writes nothing there.
+func TestHelpToStdout(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"--nope"}} {
+		var help strings.Builder
+		fs := newFlagSet("t [flags]", "the synopsis", &help)
+		fs.String("x", "", "an x")
+		err := parseFlags(fs, args, func(string) string { return "" })
+		if args[0] == "--nope" {
+			if err == nil || errors.Is(err, pflag.ErrHelp) || help.Len() > 0 {
+				t.Fatalf("--nope: %v, wrote %q", err, help.String())
+			}
+			continue
+		}
+		if !errors.Is(err, pflag.ErrHelp) || !strings.Contains(help.String(), "the synopsis") || !strings.Contains(help.String(), "--x") {
+			t.Fatalf("%s: %v, help %q", args[0], err, help.String())
+		}
 	}
 }
 

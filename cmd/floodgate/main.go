@@ -105,12 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return exitCode(2)
 	}
-	var help *helpRequest
-	if errors.As(err, &help) {
-		help.print(stdout)
-		return nil
-	}
-	if errors.Is(err, pflag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) { // the command's usage is on stdout
 		return nil
 	}
 	return err

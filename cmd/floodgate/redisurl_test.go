@@ -68,7 +68,7 @@ func TestRedisURLForms(t *testing.T) {
 				args = append(args, "--redis-mode", tc.mode)
 			}
 			var stderr strings.Builder
-			f, err := parseServeFlags(args, func(string) string { return "" }, &stderr)
+			f, err := parseServeFlags(args, func(string) string { return "" }, io.Discard, &stderr)
 			if tc.wantErr != "" {
 				msg := stderr.String()
 				if err == nil || !strings.HasPrefix(msg, "floodgate serve: --redis-url ") || !strings.Contains(msg, tc.wantErr) || strings.Contains(msg, "s3cret") {
@@ -104,12 +104,12 @@ func TestRedisURLFromEnvironment(t *testing.T) {
 		{[]string{"--redis-url", "h:port"}, "redis://h:6379", `floodgate serve: --redis-url "h:port": `},
 	} {
 		var stderr strings.Builder
-		f, err := parseServeFlags(tc.args, env(tc.env), &stderr)
+		f, err := parseServeFlags(tc.args, env(tc.env), io.Discard, &stderr)
 		if err == nil || !strings.HasPrefix(stderr.String(), tc.want) || strings.Contains(stderr.String(), "s3cret") {
 			t.Errorf("args %q, $FLOODGATE_REDIS_URL=%q: %q, %v, printing %q; want it to start %q, no password", tc.args, tc.env, f.redisConn.URL, err, stderr.String(), tc.want)
 		}
 	}
-	f, err := parseServeFlags(nil, env("127.0.0.1:6379"), io.Discard)
+	f, err := parseServeFlags(nil, env("127.0.0.1:6379"), io.Discard, io.Discard)
 	if err != nil || f.redisConn.URL != "redis://127.0.0.1:6379" {
 		t.Errorf("$FLOODGATE_REDIS_URL=127.0.0.1:6379: %q, %v; want redis://127.0.0.1:6379", f.redisConn.URL, err)
 	}
@@ -135,7 +135,7 @@ func TestServeRedisURLReal(t *testing.T) {
 			if tc.wantErr == "" {
 				args = append(args, "--redis-url", tc.url)
 			}
-			f, err := parseServeFlags(args, func(string) string { return "" }, io.Discard)
+			f, err := parseServeFlags(args, func(string) string { return "" }, io.Discard, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -167,7 +167,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return failed(stderr, "serve", 2, err)
 	}
-	f, err := parseServeFlags(args, getenv, stderr)
+	f, err := parseServeFlags(args, getenv, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -293,9 +293,9 @@ RUNTIME_ROOT, USE_STATSD, ...) instead of these flags, as does serve without
 
 // parseServeFlags parses serve's flags and environment; a bad flag has
 // been reported on stderr and ends the program with status 2.
-func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveFlags, error) {
+func parseServeFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (serveFlags, error) {
 	var f serveFlags
-	fs := newFlagSet("serve [flags]", serveSynopsis)
+	fs := newFlagSet("serve [flags]", serveSynopsis, stdout)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "serve", 2); err != nil {
 		return f, err

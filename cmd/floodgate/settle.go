@@ -64,7 +64,7 @@ type settleRow struct {
 
 func runSettle(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f settleFlags
-	fs := newFlagSet("settle [flags]", settleSynopsis)
+	fs := newFlagSet("settle [flags]", settleSynopsis, stdout)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "settle", checkExitUsage); err != nil {
 		return err

@@ -79,7 +79,7 @@ func (f *simulateFlags) register(fs *pflag.FlagSet) {
 
 func runSimulate(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f simulateFlags
-	fs := newFlagSet("simulate [flags]", simulateSynopsis())
+	fs := newFlagSet("simulate [flags]", simulateSynopsis(), stdout)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "simulate", simulateExitUsage); err != nil {
 		return err

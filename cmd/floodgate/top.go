@@ -63,7 +63,7 @@ func (f *topFlags) register(fs *pflag.FlagSet) {
 
 func runTop(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f topFlags
-	fs := newFlagSet("top [flags]", topSynopsis)
+	fs := newFlagSet("top [flags]", topSynopsis, stdout)
 	f.register(fs)
 	if err := parseCommand(fs, args, getenv, stderr, "top", 2); err != nil {
 		return err
