@@ -33,7 +33,6 @@ func (p *parser) chargeAfter(parent, n *node, dd *descriptorDoc) {
 		p.errorf(v.at, "charge: after charges the parent descriptor's limits, so this descriptor takes no rate_limit of its own")
 		return
 	}
-	counted := 0
 	for _, pl := range parent.limits {
 		if pl.Unlimited || pl.DenyAll {
 			continue // nothing to owe
@@ -43,9 +42,8 @@ func (p *parser) chargeAfter(parent, n *node, dd *descriptorDoc) {
 		c.ID = pl.ID + "/charge_after"
 		c.Replaces = nil
 		n.limits = append(n.limits, &c)
-		counted++
 	}
-	if counted == 0 {
+	if len(n.limits) == 0 { // it has no rate_limit of its own (above)
 		p.errorf(v.at, "charge: after needs a parent descriptor with a rate_limit to charge (not unlimited, requests_per_unit above 0)")
 	}
 }

@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -236,17 +237,11 @@ type node struct {
 
 // children returns every node one level below n.
 func (n *node) children() []*node {
-	var kids []*node
-	for _, c := range n.exact {
-		kids = append(kids, c)
-	}
+	kids := slices.Collect(maps.Values(n.exact))
 	for _, t := range n.cidr {
 		kids = t.nodes(kids)
 	}
-	for _, c := range n.keyOnly {
-		kids = append(kids, c)
-	}
-	return kids
+	return slices.AppendSeq(kids, maps.Values(n.keyOnly))
 }
 
 type kv struct{ k, v string }
@@ -291,12 +286,7 @@ func (c *Set) Policies() []Policy {
 	if c == nil {
 		return nil
 	}
-	out := make([]Policy, 0, len(c.policies))
-	for _, p := range c.policies {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b Policy) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return slices.SortedFunc(maps.Values(c.policies), func(a, b Policy) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // HasDomain reports whether domain has a config file.
@@ -400,12 +390,7 @@ func (c *Set) Domains() []string {
 	if c == nil {
 		return nil
 	}
-	out := make([]string, 0, len(c.domains))
-	for d := range c.domains {
-		out = append(out, d)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(c.domains))
 }
 
 // Limits returns every configured limit, sorted by ID (for a debug dump).

@@ -91,8 +91,8 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // library names a line only; a second parser, which names the line and
 // column of the token at fault, places the error when it finds one too.
 func (d *decoder) yamlError(data []byte, err error) {
-	var syn *goyaml.SyntaxError
-	if _, perr := goyamlparser.ParseBytes(data, 0); errors.As(perr, &syn) && syn.Token != nil && syn.Token.Position != nil {
+	_, perr := goyamlparser.ParseBytes(data, 0)
+	if syn, ok := errors.AsType[*goyaml.SyntaxError](perr); ok && syn.Token != nil && syn.Token.Position != nil {
 		d.errorAt(pos{line: syn.Token.Position.Line, col: syn.Token.Position.Column}, "YAML syntax: %s", syn.Message)
 		return
 	}

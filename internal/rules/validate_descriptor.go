@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
@@ -188,22 +189,18 @@ func (p *parser) limits(n *node, dd *descriptorDoc, path []level, name string) {
 	nodeShadow, detailed, nodeQuota := isTrue(dd.shadowMode), isTrue(dd.detailedMetric), isTrue(dd.quotaMode)
 	meta := p.metadata(dd.metadata)
 	if len(dd.rateLimits) == 0 {
-		// As in the reference, both apply to this descriptor's limits only.
-		if nodeShadow {
-			p.errorf(dd.shadowMode.at, "shadow_mode applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)")
+		// As in the reference, these apply to this descriptor's limits only.
+		own := func(v value[bool], key string) {
+			if isTrue(v) {
+				p.errorf(v.at, "%s applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)", key)
+			}
 		}
-		if detailed {
-			p.errorf(dd.detailedMetric.at, "detailed_metric applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)")
-		}
-		if nodeQuota {
-			p.errorf(dd.quotaMode.at, "quota_mode applies to this descriptor's own rate_limit, and it has none (it does not reach nested descriptors)")
-		}
+		own(dd.shadowMode, "shadow_mode")
+		own(dd.detailedMetric, "detailed_metric")
+		own(dd.quotaMode, "quota_mode")
 		return
 	}
-	metricValues := false
-	for _, lv := range path {
-		metricValues = metricValues || lv.valueToMetric
-	}
+	metricValues := slices.ContainsFunc(path, func(lv level) bool { return lv.valueToMetric })
 	for i, rl := range dd.rateLimits {
 		l := p.rateLimit(rl)
 		if l == nil {

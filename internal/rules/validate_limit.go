@@ -47,8 +47,7 @@ func (p *parser) rate(ld *limitDoc, fallback algorithms.Algorithm, requests int6
 	}
 	// A field the algorithm does not take is reported where it is
 	// written; the rest of Validate waits for wholeRate.
-	var le *algorithms.LimitError
-	if errors.As(r.Validate(), &le) && len(le.Only) > 0 {
+	if le, ok := errors.AsType[*algorithms.LimitError](r.Validate()); ok && len(le.Only) > 0 {
 		if le.Field == "calendar" {
 			p.errorf(ld.calendar.at, "period calendar_%s applies only to %s, not %v", r.Calendar, algorithms.Names(le.Only, "and", algorithms.Algorithm.String), r.Algorithm)
 		} else {

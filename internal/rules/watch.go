@@ -57,11 +57,10 @@ func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onErr
 
 // reloadError says what a failed reload of path means for the server.
 func reloadError(path string, err error) error {
-	var we *filewatch.WatchError
-	switch {
-	case errors.As(err, &we):
+	if _, ok := errors.AsType[*filewatch.WatchError](err); ok {
 		return err
-	case errors.Is(err, os.ErrNotExist):
+	}
+	if errors.Is(err, os.ErrNotExist) {
 		// Mid-swap or removed: keep serving; a later change reloads.
 		return fmt.Errorf("reload of %s failed, keeping the previous config: %w", path, err)
 	}
