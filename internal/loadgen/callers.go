@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"slices"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -28,15 +29,9 @@ func builder(cfg *Config) func(grpc.ClientConnInterface) caller {
 				Source:    &floodgatev1.CheckRequest_Limit{Limit: limit},
 			})
 		}
-		return func(conn grpc.ClientConnInterface) caller {
-			reply := new(verdict) // CheckResponse.allowed
-			return func(ctx context.Context, key int) (bool, bool, error) {
-				if err := conn.Invoke(ctx, floodgatev1.RateLimiter_Check_FullMethodName, reqs[key], reply, callCodec); err != nil {
-					return false, false, err
-				}
-				return *reply == 1, true, nil
-			}
-		}
+		return invoker(floodgatev1.RateLimiter_Check_FullMethodName, reqs, func(allowed *verdict) (bool, bool) { // CheckResponse.allowed
+			return *allowed == 1, true
+		})
 	case APIRLS:
 		reqs := make([]rawRequest, cfg.Keys)
 		for i := range reqs {
@@ -46,25 +41,28 @@ func builder(cfg *Config) func(grpc.ClientConnInterface) caller {
 			}
 			reqs[i] = marshalRequest(&rlsv3.RateLimitRequest{Domain: cfg.Domain, Descriptors: ds, HitsAddend: 1})
 		}
-		return func(conn grpc.ClientConnInterface) caller {
-			reply := new(rlsVerdict) // RateLimitResponse.overall_code, and whether a status has current_limit
-			return func(ctx context.Context, key int) (bool, bool, error) {
-				if err := conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, reqs[key], reply, callCodec); err != nil {
-					return false, false, err
-				}
-				return reply.code == verdict(rlsv3.RateLimitResponse_OK), reply.limited, nil
+		return invoker(rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, reqs, func(r *rlsVerdict) (bool, bool) {
+			return r.code == verdict(rlsv3.RateLimitResponse_OK), r.limited
+		})
+	default: // APIHealth: one request, whatever the key
+		reqs := slices.Repeat([]rawRequest{marshalRequest(&healthpb.HealthCheckRequest{})}, max(cfg.Keys, 1))
+		return invoker(healthpb.Health_Check_FullMethodName, reqs, func(status *verdict) (bool, bool) { // HealthCheckResponse.status
+			return *status == verdict(healthpb.HealthCheckResponse_SERVING), false
+		})
+	}
+}
+
+// invoker makes the callers of method: the request of key is reqs[key];
+// answer reads the reply (allowed, limited).
+func invoker[R verdict | rlsVerdict](method string, reqs []rawRequest, answer func(*R) (bool, bool)) func(grpc.ClientConnInterface) caller {
+	return func(conn grpc.ClientConnInterface) caller {
+		reply := new(R)
+		return func(ctx context.Context, key int) (bool, bool, error) {
+			if err := conn.Invoke(ctx, method, reqs[key], reply, callCodec); err != nil {
+				return false, false, err
 			}
-		}
-	default: // APIHealth
-		req := marshalRequest(&healthpb.HealthCheckRequest{})
-		return func(conn grpc.ClientConnInterface) caller {
-			reply := new(verdict) // HealthCheckResponse.status
-			return func(ctx context.Context, _ int) (bool, bool, error) {
-				if err := conn.Invoke(ctx, healthpb.Health_Check_FullMethodName, req, reply, callCodec); err != nil {
-					return false, false, err
-				}
-				return *reply == verdict(healthpb.HealthCheckResponse_SERVING), false, nil
-			}
+			allowed, limited := answer(reply)
+			return allowed, limited, nil
 		}
 	}
 }

@@ -84,12 +84,7 @@ func (h *Histogram) Merge(o *Histogram) {
 func (h *Histogram) Count() uint64 { return h.total }
 
 // Min is the smallest recorded latency, exactly; 0 when empty.
-func (h *Histogram) Min() time.Duration {
-	if h.total == 0 {
-		return 0
-	}
-	return time.Duration(h.min)
-}
+func (h *Histogram) Min() time.Duration { return time.Duration(h.min) }
 
 // Max is the largest recorded latency, exactly; 0 when empty.
 func (h *Histogram) Max() time.Duration { return time.Duration(h.max) }
