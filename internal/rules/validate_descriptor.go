@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -95,13 +96,9 @@ func (p *parser) level(parent *node, dd *descriptorDoc) (*node, level, bool) {
 			p.errorf(dd.match.at, "unknown match %q (want cidr; leave match out for an exact or wildcard value)", dd.match.v)
 			return nil, level{}, false
 		}
-		at := dd.value.at
-		if at == nil {
-			at = dd.match.at
-		}
 		prefix, err := parseCIDR(value)
 		if err != nil {
-			p.errorf(at, "%v", err)
+			p.errorf(cmp.Or(dd.value.at, dd.match.at), "%v", err)
 			return nil, level{}, false
 		}
 		lv.value, lv.wildcard, lv.cidr = prefix.String(), false, true

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -129,9 +130,7 @@ func (p *parser) quotaBucket(n *yaml.Node, domain string) (q *QuotaBucket, at *y
 		return nil, nil
 	}
 	q.ID = quotaID(domain, q.keys)
-	if q.Name == "" {
-		q.Name = quotaName(domain, q.keys)
-	}
+	q.Name = cmp.Or(q.Name, quotaName(domain, q.keys))
 	if q.Limit != nil {
 		q.Limit.src = p.ref(posOf(at))
 		q.Limit.Name = q.Name

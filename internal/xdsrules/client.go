@@ -6,6 +6,7 @@
 package xdsrules
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -76,15 +77,11 @@ func New(o Options) (*Client, error) {
 	if o.Apply == nil {
 		return nil, errors.New("xds: no Apply func")
 	}
-	if o.BackoffMin <= 0 {
-		o.BackoffMin = DefaultBackoffMin
-	}
+	o.BackoffMin = cmp.Or(max(o.BackoffMin, 0), DefaultBackoffMin)
 	if o.BackoffMax < o.BackoffMin {
 		o.BackoffMax = max(DefaultBackoffMax, o.BackoffMin)
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	creds := insecure.NewCredentials()
 	if o.TLS != nil {
 		creds = credentials.NewTLS(o.TLS)

@@ -1,6 +1,7 @@
 package xdsrules
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,10 +46,7 @@ func Convert(resources []*anypb.Any, version, defaultAlgorithm string) ([]*rules
 			errs = append(errs, &rules.Error{File: fmt.Sprintf("%sresources[%d]", SourcePrefix, i), Msg: err.Error()})
 			continue
 		}
-		name := rc.GetName()
-		if name == "" {
-			name = "domain " + strconv.Quote(rc.GetDomain()) // the reference does not require a name
-		}
+		name := cmp.Or(rc.GetName(), "domain "+strconv.Quote(rc.GetDomain())) // the reference does not require a name
 		if seen[name] {
 			errs = append(errs, &rules.Error{File: SourcePrefix + name, Msg: "two resources have this name"})
 			continue
@@ -56,8 +54,7 @@ func Convert(resources []*anypb.Any, version, defaultAlgorithm string) ([]*rules
 		seen[name] = true
 		cfg, err := ConvertOne(name, version, rc, defaultAlgorithm)
 		if err != nil {
-			var l rules.ErrorList
-			if errors.As(err, &l) {
+			if l, ok := errors.AsType[rules.ErrorList](err); ok {
 				errs = append(errs, l...)
 				continue
 			}
@@ -297,8 +294,8 @@ var atLine = regexp.MustCompile(`(?:at )?line (\d+), column (\d+)`)
 // relabel rewrites the parser's errors about the document into errors
 // about the resource: the field a line holds instead of the line.
 func (d *doc) relabel(source string, err error) error {
-	var l rules.ErrorList
-	if !errors.As(err, &l) {
+	l, ok := errors.AsType[rules.ErrorList](err)
+	if !ok {
 		return err
 	}
 	out := make(rules.ErrorList, 0, len(l))
