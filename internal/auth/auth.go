@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
@@ -138,11 +139,8 @@ func parseTokens(name string, data []byte) (*tokenSet, error) {
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for line := 1; sc.Scan(); line++ {
 		fields := strings.Fields(sc.Text())
-		for i, f := range fields {
-			if strings.HasPrefix(f, "#") {
-				fields = fields[:i]
-				break
-			}
+		if i := slices.IndexFunc(fields, func(f string) bool { return strings.HasPrefix(f, "#") }); i >= 0 {
+			fields = fields[:i]
 		}
 		if len(fields) == 0 {
 			continue

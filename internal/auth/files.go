@@ -52,8 +52,7 @@ func (fs fileSet[T]) watch(ctx context.Context, log *slog.Logger) (*filewatch.Wa
 			log.Info(msg, describe(v)...)
 		},
 		OnError: func(err error) {
-			var we *filewatch.WatchError
-			if errors.As(err, &we) {
+			if _, ok := errors.AsType[*filewatch.WatchError](err); ok {
 				log.Warn(name+": file events unavailable", "err", err)
 				return
 			}

@@ -124,11 +124,9 @@ func decodeField(b []byte, m protoreflect.Message, fd protoreflect.FieldDescript
 func decodeMapEntry(b []byte, mp protoreflect.Map, fd protoreflect.FieldDescriptor, depth int) error {
 	kd, vd := fd.MapKey(), fd.MapValue()
 	key := kd.Default()
-	var val protoreflect.Value
+	val := vd.Default()
 	if vd.Kind() == protoreflect.MessageKind {
 		val = mp.NewValue()
-	} else {
-		val = vd.Default()
 	}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
