@@ -20,7 +20,7 @@ func (t *Tracing) HTTPHandler(next http.Handler) http.Handler {
 	if !t.On() {
 		return next
 	}
-	s := t.serverSpans()
+	s := t.spans
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, span := startSpan(s, r.Context(), httpHeaders(r.Header), r.Method,
 			attribute.String("http.request.method", r.Method),

@@ -2,7 +2,9 @@ package tracing
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
@@ -135,10 +137,4 @@ func (c metadataCarrier) Get(key string) string {
 
 func (c metadataCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
 
-func (c metadataCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
-}
+func (c metadataCarrier) Keys() []string { return slices.Collect(maps.Keys(c)) }

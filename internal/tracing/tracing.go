@@ -26,10 +26,8 @@ const InstrumentationName = "github.com/floodgate/floodgate"
 // Tracing is the process' tracing, on or off. The zero value, and a nil
 // *Tracing, is off.
 type Tracing struct {
-	provider    *sdktrace.TracerProvider // nil when off
-	rootRatio   float64                  // of the calls without a trace context that are sampled
-	parentBased bool                     // the caller's sampled flag decides
-	propagators []string                 // Config.Propagators
+	provider *sdktrace.TracerProvider // nil when off
+	spans    *serverSpans             // the server spans of calls, when on
 }
 
 // Start builds tracing as cfg says: off when cfg is off, else an OTLP
@@ -64,7 +62,14 @@ func New(exp sdktrace.SpanExporter, cfg Config, log *slog.Logger) *Tracing {
 		sdktrace.WithSampler(presampled{next: sampler}),
 		sdktrace.WithResource(resource.NewSchemaless(cfg.Resource...)),
 	)
-	return &Tracing{provider: p, rootRatio: rootRatio, parentBased: parentBased, propagators: cfg.Propagators}
+	prop, families := propagator(cfg.Propagators)
+	return &Tracing{provider: p, spans: &serverSpans{
+		tracer:      p.Tracer(InstrumentationName),
+		propagator:  prop,
+		headers:     families,
+		rootRatio:   rootRatio,
+		parentBased: parentBased,
+	}}
 }
 
 // On reports whether spans are recorded and exported.
@@ -86,20 +91,7 @@ func (t *Tracing) ServerInterceptors() (grpc.UnaryServerInterceptor, grpc.Stream
 	if !t.On() {
 		return nil, nil
 	}
-	s := t.serverSpans()
-	return s.unary, s.stream
-}
-
-// serverSpans starts the server spans of calls; tracing must be on.
-func (t *Tracing) serverSpans() *serverSpans {
-	prop, families := propagator(t.propagators)
-	return &serverSpans{
-		tracer:      t.provider.Tracer(InstrumentationName),
-		propagator:  prop,
-		headers:     families,
-		rootRatio:   t.rootRatio,
-		parentBased: t.parentBased,
-	}
+	return t.spans.unary, t.spans.stream
 }
 
 // Shutdown flushes the spans not yet exported and stops the exporter,
