@@ -72,32 +72,29 @@ func (c *Client) WaitN(ctx context.Context, key string, limit Limit, n int64) er
 			}
 			return err
 		}
+		// Allowed: sleep until the slot starts. Denied (a full queue):
+		// sleep for RetryAfter, then check again.
+		wait, what := d.Wait, "the slot starts in"
 		if !d.Allowed {
-			retry := d.RetryAfter
+			wait, what = d.RetryAfter, "the queue is full for"
 			switch {
-			case retry < 0:
+			case wait < 0:
 				return fmt.Errorf("floodgate wait: %w", ErrNeverAdmitted)
-			case retry == 0:
-				retry = zeroRetryAfter
+			case wait == 0:
+				wait = zeroRetryAfter
 			}
-			if tooLate(ctx, retry) {
-				return fmt.Errorf("floodgate wait: the queue is full for %v: %w", retry, ErrWaitTooLong)
-			}
-			if err := sleep(ctx, retry); err != nil {
-				return fmt.Errorf("floodgate wait: %w", err)
-			}
-			continue
-		}
-		if d.Wait <= 0 {
+		} else if wait <= 0 {
 			return nil
 		}
-		if tooLate(ctx, d.Wait) {
-			return fmt.Errorf("floodgate wait: the slot starts in %v: %w", d.Wait, ErrWaitTooLong)
+		if tooLate(ctx, wait) {
+			return fmt.Errorf("floodgate wait: %s %v: %w", what, wait, ErrWaitTooLong)
 		}
-		if err := sleep(ctx, d.Wait); err != nil {
+		if err := sleep(ctx, wait); err != nil {
 			return fmt.Errorf("floodgate wait: %w", err)
 		}
-		return nil
+		if d.Allowed {
+			return nil
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -88,17 +87,10 @@ func KeyByPeer(ctx context.Context, _ string) string {
 	if !ok || p.Addr == nil {
 		return ""
 	}
-	a := p.Addr.String()
-	if addr, ok := keying.ParseHostAddr(a); ok {
-		return "peer:" + keying.AddrKey(addr, keying.DefaultIPv6Prefix)
+	if a := keying.HostKey(p.Addr.String(), keying.DefaultIPv6Prefix); a != "" {
+		return "peer:" + a
 	}
-	if host, _, err := net.SplitHostPort(a); err == nil {
-		a = host
-	}
-	if a == "" {
-		return ""
-	}
-	return "peer:" + a
+	return ""
 }
 
 // KeyFirst uses the first non-empty key of fns: KeyFirst(KeyByMetadata(

@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -108,8 +107,7 @@ func Middleware(c *client.Client, cfg Config) func(http.Handler) http.Handler {
 					return
 				}
 				if cfg.FailureMode == client.FailClosed {
-					h := w.Header()
-					h.Set("Retry-After", "1")
+					w.Header().Set("Retry-After", "1")
 					writeJSON(w, http.StatusServiceUnavailable, `{"error":"rate_limiter_unavailable"}`)
 					return
 				}
@@ -193,12 +191,11 @@ func (nl namedLimit) headerName() string { return cmp.Or(nl.limit.Policy, nl.nam
 // one that decided ("ip" or "apikey"), a server-side policy by its own
 // name.
 func headerLimit(nl namedLimit, d client.Decision) ratelimitheader.Limit {
-	switch l := nl.limit; {
-	case l.Policy != "":
+	l := nl.limit
+	if l.Policy != "" {
 		return ratelimitheader.Limit{Name: l.Policy, Quota: d.Limit}
-	default:
-		return ratelimitheader.Of(nl.name, algorithms.Limit{Algorithm: algorithms.Algorithm(l.Algorithm), Requests: l.Requests, Period: l.Period, Burst: l.Burst})
 	}
+	return ratelimitheader.Of(nl.name, algorithms.Limit{Algorithm: l.Algorithm, Requests: l.Requests, Period: l.Period, Burst: l.Burst})
 }
 
 func writeJSON(w http.ResponseWriter, code int, body string) {
@@ -225,12 +222,5 @@ func clientIP(r *http.Request, hops, v6Bits int) string {
 			}
 		}
 	}
-	if addr, ok := keying.ParseHostAddr(r.RemoteAddr); ok {
-		return keying.AddrKey(addr, v6Bits)
-	}
-	s := r.RemoteAddr
-	if host, _, err := net.SplitHostPort(s); err == nil {
-		s = host
-	}
-	return s // not an IP (a unix socket, a test): key it as it is
+	return keying.HostKey(r.RemoteAddr, v6Bits) // not an IP (a unix socket, a test): its host as it is
 }

@@ -6,6 +6,7 @@ package keying
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"net/netip"
 	"strings"
 )
@@ -42,6 +43,18 @@ func AddrKey(addr netip.Addr, v6Bits int) string {
 		}
 	}
 	return addr.String()
+}
+
+// HostKey is a remote address ("ip:port", a unix socket's name) as a key:
+// AddrKey of its IP, else its host as written, without a port.
+func HostKey(s string, v6Bits int) string {
+	if addr, ok := ParseHostAddr(s); ok {
+		return AddrKey(addr, v6Bits)
+	}
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		return host
+	}
+	return s
 }
 
 // Hash is a short, stable digest of a secret (SHA-256, 128 bits kept, in
