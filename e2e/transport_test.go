@@ -29,18 +29,17 @@ import (
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 )
 
-// plainBinary builds floodgate without the race detector, once: memory
+// buildPlain builds floodgate without the race detector into dir: memory
 // figures must come from the binary as shipped (the race detector
 // multiplies every goroutine's and allocation's cost).
-// It lives beside the race build, in the folder TestMain removes.
-var plainBinary = sync.OnceValues(func() (string, error) {
-	bin := filepath.Join(filepath.Dir(binary), "floodgate-norace")
+func buildPlain(dir string) (string, error) {
+	bin := filepath.Join(dir, "floodgate-norace")
 	out, err := exec.Command("go", "build", "-o", bin, "../cmd/floodgate").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return bin, nil
-})
+}
 
 // procStatusKB reads a /proc/PID/status field in kB (VmRSS, VmHWM).
 func procStatusKB(t *testing.T, pid int, field string) int {
