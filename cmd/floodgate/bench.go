@@ -100,12 +100,16 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fail("%v", err)
 	}
-	if cfg.API == loadgen.APIRLQS {
-		return f.runRLQS(ctx, cfg, stdout, fail)
-	}
-	if f.printConfig {
-		_, err := io.WriteString(stdout, loadgen.RLSConfig(f.cfg.Domain, f.cfg.Descriptors, cfg.Limit))
+	if f.printConfig { // every RLQS bucket gets --limit's requests per second
+		out := loadgen.RLSConfig(f.cfg.Domain, f.cfg.Descriptors, cfg.Limit)
+		if cfg.API == loadgen.APIRLQS {
+			out = loadgen.RLQSConfigYAML(f.cfg.Domain, cfg.Limit.Requests)
+		}
+		_, err := io.WriteString(stdout, out)
 		return err
+	}
+	if cfg.API == loadgen.APIRLQS {
+		return f.runRLQS(ctx, stdout, fail)
 	}
 	if cfg.API != loadgen.APICheck {
 		cfg.Limit = algorithms.Limit{}
@@ -300,13 +304,8 @@ func isTerminal(w io.Writer) bool {
 // runRLQS is `floodgate bench --api rlqs`: --concurrency simulated Envoy
 // instances, each reporting --keys buckets on one stream, over --conns
 // connections; it prints assignment latency and reports processed per
-// second. With --print-config it prints the quota config the run needs
-// (every bucket gets --limit's requests per second).
-func (f *benchFlags) runRLQS(ctx context.Context, cfg loadgen.Config, stdout io.Writer, fail func(string, ...any) error) (err error) {
-	if f.printConfig {
-		_, err := io.WriteString(stdout, loadgen.RLQSConfigYAML(f.cfg.Domain, cfg.Limit.Requests))
-		return err
-	}
+// second.
+func (f *benchFlags) runRLQS(ctx context.Context, stdout io.Writer, fail func(string, ...any) error) (err error) {
 	rc := loadgen.RLQSConfig{Domain: f.cfg.Domain, Streams: f.cfg.Concurrency, Buckets: f.cfg.Keys,
 		Interval: f.reportInterval, Duration: f.cfg.Duration, Warmup: f.cfg.Warmup}
 	ctx, rc.Conns, err = f.dial(ctx, fail)

@@ -58,23 +58,16 @@ func (h *refHeaderNames) headers(statuses []*rlsv3.RateLimitResponse_DescriptorS
 	if pick == nil || pick.GetCurrentLimit() == nil {
 		return nil
 	}
-	unit := refUnitSeconds(pick.GetCurrentLimit().GetUnit())
+	unit := int64(1) // an unknown unit counts as a second
+	if p, ok := rules.UnitPeriod(pick.GetCurrentLimit().GetUnit().String()); ok {
+		unit = int64(p / time.Second) // a month is 30 days, a year 365, as the reference counts them
+	}
 	reset := unit - now.Unix()%unit
 	return []*corev3.HeaderValue{
 		{Key: h.limit, Value: strconv.FormatUint(uint64(pick.GetCurrentLimit().GetRequestsPerUnit()), 10)},
 		{Key: h.remaining, Value: strconv.FormatUint(uint64(pick.GetLimitRemaining()), 10)},
 		{Key: h.reset, Value: strconv.FormatInt(reset, 10)},
 	}
-}
-
-// refUnitSeconds is a unit's length in seconds as the reference counts
-// it (a month is 30 days, a year 365: rules.UnitPeriod's table); an
-// unknown unit counts as a second.
-func refUnitSeconds(u rlsv3.RateLimitResponse_RateLimit_Unit) int64 {
-	if p, ok := rules.UnitPeriod(u.String()); ok {
-		return int64(p / time.Second)
-	}
-	return 1
 }
 
 // unknownFloodgateVars names the FLOODGATE_* variables of environ that no

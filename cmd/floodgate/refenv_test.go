@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -404,8 +405,10 @@ func TestRefHeaders(t *testing.T) {
 	for u, want := range map[rlsv3.RateLimitResponse_RateLimit_Unit]int64{sec: 1, min: 60, hour: 3600, rlsv3.RateLimitResponse_RateLimit_DAY: 86400,
 		rlsv3.RateLimitResponse_RateLimit_WEEK: 604800, rlsv3.RateLimitResponse_RateLimit_MONTH: 2592000, rlsv3.RateLimitResponse_RateLimit_YEAR: 31536000,
 		rlsv3.RateLimitResponse_RateLimit_UNKNOWN: 1} {
-		if got := refUnitSeconds(u); got != want {
-			t.Errorf("refUnitSeconds(%v) = %d, want %d", u, got, want)
+		// At the epoch, an edge of every unit: Reset is the unit's length.
+		hs := h.headers([]*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, u, 1)}, nil, time.Unix(0, 0))
+		if got := hs[2].Value; got != strconv.FormatInt(want, 10) {
+			t.Errorf("unit %v: reset %s, want %d", u, got, want)
 		}
 	}
 }
