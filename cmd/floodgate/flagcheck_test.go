@@ -9,7 +9,7 @@ import (
 // the defaults and each flag's least value.
 func TestServeRangeChecks(t *testing.T) {
 	def := serveFlagsFor(t)
-	if _, _, err := def.check(); err != nil {
+	if _, err := def.check(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	for _, tc := range []struct {
@@ -33,7 +33,7 @@ func TestServeRangeChecks(t *testing.T) {
 		{[]string{"--replicas-heartbeat", "0s"}, "--replicas-heartbeat must be positive, got 0s"},
 	} {
 		f := serveFlagsFor(t, tc.args...)
-		_, _, err := f.check()
+		_, err := f.check()
 		switch {
 		case err == nil && tc.want != "":
 			t.Errorf("%v: accepted, want %q", tc.args, tc.want)

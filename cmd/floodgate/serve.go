@@ -184,7 +184,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// lines on stderr that break --log-format json.
 	redis.SetLogger(&quietRedisLog{log: log, now: time.Now})
 	setGCPercent(getenv, f.gcPercent)
-	failureMode, limits, err := f.check()
+	failureMode, err := f.check()
 	if err != nil {
 		return err
 	}
@@ -232,7 +232,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 
 	// Before the store, whose breaker reports its health.
-	pipe, err := env.buildGRPCPipeline(ctx, limits)
+	pipe, err := env.buildGRPCPipeline(ctx)
 	if err != nil {
 		return err
 	}
@@ -317,21 +317,21 @@ func parseServeFlags(args []string, getenv func(string) string, stdout, stderr i
 }
 
 // check checks the flags that need more than parsing, and returns the
-// failure mode and the transport limits they give.
-func (f *serveFlags) check() (rules.FailureMode, server.TransportLimits, error) {
+// failure mode they name.
+func (f *serveFlags) check() (rules.FailureMode, error) {
 	var failureMode rules.FailureMode
 	if err := failureMode.UnmarshalText([]byte(f.failureMode)); err != nil {
-		return failureMode, server.TransportLimits{}, fmt.Errorf("--failure-mode %w", err)
+		return failureMode, fmt.Errorf("--failure-mode %w", err)
 	}
 	if (f.tls.Cert == "") != (f.tls.Key == "") || (f.tls.ClientCA != "" && f.tls.Cert == "") {
-		return failureMode, server.TransportLimits{}, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
+		return failureMode, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
 	for _, check := range []func() error{f.checkNumbers, f.limited.check, f.readRedisPassword} {
 		if err := check(); err != nil {
-			return failureMode, server.TransportLimits{}, err
+			return failureMode, err
 		}
 	}
-	return failureMode, f.limits, nil
+	return failureMode, nil
 }
 
 // defaultGCPercent is --gc-percent's default. A rate limiter's live heap

@@ -17,10 +17,9 @@ import (
 func TestHTTPGateCountsApart(t *testing.T) {
 	f, st := adminTestStore(t)
 	f.limits.MaxConnectionsPerClient = 1
-	limits := f.limits
 	reg, metrics := newMetrics()
 	env := serveEnv{f: &f, reg: reg, metrics: metrics, log: slog.New(slog.DiscardHandler)}
-	p, err := env.buildGRPCPipeline(context.Background(), limits)
+	p, err := env.buildGRPCPipeline(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

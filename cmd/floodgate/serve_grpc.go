@@ -40,10 +40,11 @@ func (p grpcPipeline) close() {
 }
 
 // buildGRPCPipeline loads the TLS certificate and the tokens the flags
-// name, with the transport limits limits, watching their files until ctx ends or the pipeline is closed, and
-// builds the pipeline; the Gate checks the tokens too.
-func (e serveEnv) buildGRPCPipeline(ctx context.Context, limits server.TransportLimits) (p grpcPipeline, err error) {
-	f, metrics, log := e.f, e.metrics, e.log
+// name, watching their files until ctx ends or the pipeline is closed, and
+// builds the pipeline; the Gate enforces the transport limits and checks
+// the tokens too.
+func (e serveEnv) buildGRPCPipeline(ctx context.Context) (p grpcPipeline, err error) {
+	f, metrics, log, limits := e.f, e.metrics, e.log, e.f.limits
 	defer func() {
 		if err != nil {
 			p.close()

@@ -45,12 +45,9 @@ func (f *limitedFlags) check() error {
 	return nil
 }
 
-// tracker is the tracker of f (nil with --limited-keys 0), its keys
-// exported on reg with --limited-metrics-keys.
+// tracker is the tracker of f, checked (nil with --limited-keys 0), its
+// keys exported on reg with --limited-metrics-keys.
 func (f *limitedFlags) tracker(reg prometheus.Registerer) (*limited.Tracker, error) {
-	if err := f.check(); err != nil {
-		return nil, err
-	}
 	if f.cfg.Keys == 0 {
 		return nil, nil
 	}

@@ -137,9 +137,8 @@ func TestGRPCResetRefusedBeyondLoopback(t *testing.T) {
 		{nil, false}, // the default, loopback
 	} {
 		f := serveFlagsFor(t, tc.args...)
-		limits := f.limits
 		_, metrics := newMetrics()
-		p, err := serveEnv{f: &f, metrics: metrics, log: slog.New(slog.DiscardHandler)}.buildGRPCPipeline(context.Background(), limits)
+		p, err := serveEnv{f: &f, metrics: metrics, log: slog.New(slog.DiscardHandler)}.buildGRPCPipeline(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
