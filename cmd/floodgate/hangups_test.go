@@ -34,6 +34,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// reloadFunc is a watcher whose Reload calls it.
+type reloadFunc func() error
+
+func (f reloadFunc) Reload() error { return f() }
+func (reloadFunc) Close() error    { return nil }
+
 // TestReloadOnHangup: each signal reloads every item, in order, and logs
 // what reloaded and what failed (a failure does not stop the others);
 // the loop ends with its context.
@@ -43,12 +49,12 @@ func TestReloadOnHangup(t *testing.T) {
 	var mu sync.Mutex
 	var calls []string
 	item := func(name string, err error) reloadable {
-		return reloadable{name, func() error {
+		return reloadable{name, reloadFunc(func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			calls = append(calls, name)
 			return err
-		}}
+		})}
 	}
 	hup := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())

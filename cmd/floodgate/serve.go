@@ -213,14 +213,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			q.ConfigChanged()
 		}
 	})
-	closeRules, reloadRules, err := env.loadRules(ctx, live)
+	rulesFiles, err := env.loadRules(ctx, live)
 	if err != nil && f.logFormat == "text" {
 		return failed(stderr, "serve", 1, err) // file:line:column, as config validate
 	}
 	if err != nil {
 		return err
 	}
-	defer closeRules()
+	defer closeFiles(rulesFiles)
 	stopXDS, err := env.startXDS(ctx, live) // serve_xds.go
 	if err != nil {
 		return err
@@ -272,7 +272,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		lis.Close()
 		return err
 	}
-	go reloadOnHangup(ctx, hup, append(reloadRules, pipe.reload...), log)
+	go reloadOnHangup(ctx, hup, append(rulesFiles, pipe.files...), log)
 	return serveUntilSignal(ctx, f, running{
 		grpc:     grpcSrv,
 		lis:      lis,

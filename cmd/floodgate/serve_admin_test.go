@@ -185,11 +185,11 @@ func TestLoadRulesReadsTheEnvsConfig(t *testing.T) {
 	f := serveFlags{configPath: path}
 	_, metrics := newMetrics()
 	live := xdsrules.NewLive(nil)
-	stop, reload, err := serveEnv{f: &f, log: slog.New(slog.DiscardHandler), metrics: metrics}.loadRules(t.Context(), live)
+	reload, err := serveEnv{f: &f, log: slog.New(slog.DiscardHandler), metrics: metrics}.loadRules(t.Context(), live)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer closeFiles(reload)
 	if c := live.Current(); c == nil || len(c.Domains()) != 1 || c.Domains()[0] != "shop" || len(reload) != 1 {
 		t.Fatalf("live rules %v (reloadables %d), want the domain shop of %s and one reloadable", c, len(reload), path)
 	}

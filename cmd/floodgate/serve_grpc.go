@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -28,16 +27,11 @@ type grpcPipeline struct {
 	tokens  *auth.TokenAuth // nil without --auth-token-file
 	gate    *server.Gate
 	tracing *tracing.Tracing // makes each call's server span when on
-	closers []io.Closer      // the TLS and token file watchers
-	reload  []reloadable     // the same, for a SIGHUP
+	files   []reloadable     // the TLS and token file watchers
 }
 
 // close stops watching the TLS and token files.
-func (p grpcPipeline) close() {
-	for _, c := range p.closers {
-		c.Close()
-	}
-}
+func (p grpcPipeline) close() { closeFiles(p.files) }
 
 // buildGRPCPipeline loads the TLS certificate and the tokens the flags
 // name, watching their files until ctx ends or the pipeline is closed, and
@@ -55,8 +49,7 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context) (p grpcPipeline, err er
 		if err != nil {
 			return p, err
 		}
-		p.closers = append(p.closers, certs)
-		p.reload = append(p.reload, reloadable{"tls", certs.Reload})
+		p.files = append(p.files, reloadable{"tls", certs})
 		p.opts = append(p.opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	p.opts = append(p.opts, server.GRPCLimitOptions(uint32(min(f.maxConcurrentStreams, 1<<32-1)), f.maxRecvMsgBytes)...)
@@ -67,8 +60,7 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context) (p grpcPipeline, err er
 		if err != nil {
 			return p, err
 		}
-		p.closers = append(p.closers, tokens)
-		p.reload = append(p.reload, reloadable{"tokens", tokens.Reload})
+		p.files = append(p.files, reloadable{"tokens", tokens})
 		p.tokens = tokens
 		p.unary = append(p.unary, tokens.UnaryInterceptor())
 		p.stream = append(p.stream, tokens.StreamInterceptor())

@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/filewatch"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -39,14 +40,13 @@ func newMetrics() (*prometheus.Registry, *observability.Metrics) {
 }
 
 // loadRules loads the rules at --config into live and watches them until ctx
-// ends or the returned func is called; every accepted reload is counted
-// and logged. Without a path the files add no rules. The returned
-// reloadable (nil without a path) reloads them on a SIGHUP.
-func (e serveEnv) loadRules(ctx context.Context, live *xdsrules.Live) (func(), []reloadable, error) {
+// ends or the returned watcher (none without a path: the files add no
+// rules) is closed; every accepted reload is counted and logged.
+func (e serveEnv) loadRules(ctx context.Context, live *xdsrules.Live) ([]reloadable, error) {
 	f, metrics, log := e.f, e.metrics, e.log
 	path := f.configPath
 	if path == "" {
-		return func() {}, nil, nil
+		return nil, nil
 	}
 	w, err := rules.Watch(ctx, path, f.ruleLoad.options(),
 		func(c *rules.Set) {
@@ -75,9 +75,9 @@ func (e serveEnv) loadRules(ctx context.Context, live *xdsrules.Live) (func(), [
 			log.Error("config rejected; the previous config keeps serving", "err", err)
 		})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return func() { w.Close() }, []reloadable{{"rules", w.Reload}}, nil
+	return []reloadable{{"rules", w}}, nil
 }
 
 // running is a built server: the gRPC server and its listener, its health
@@ -192,11 +192,19 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 	return tr, flush, nil
 }
 
-// reloadable is one file-backed setting that a SIGHUP reloads: the rules,
-// the TLS certificate (with the client CAs), the tokens.
+// reloadable is the watcher of one file-backed setting, by name: the
+// rules, the TLS certificate (with the client CAs), the tokens. A SIGHUP
+// reloads it.
 type reloadable struct {
-	name   string
-	reload func() error
+	name string
+	auth.Reloader
+}
+
+// closeFiles stops watching files.
+func closeFiles(files []reloadable) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // reloadOnHangup reloads every item each time hup delivers (a SIGHUP),
@@ -211,7 +219,7 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, items []reloadabl
 		}
 		var reloaded, failed []string
 		for _, it := range items {
-			if err := it.reload(); err != nil {
+			if err := it.Reload(); err != nil {
 				failed = append(failed, it.name)
 				log.Error("SIGHUP: reload failed; the previous value keeps serving", "what", it.name, "err", err)
 				continue
