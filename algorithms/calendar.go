@@ -286,25 +286,3 @@ func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
 	}
 	return fixedDecide(l, s, fixedSpan{start: start, end: end, count: count}, a)
 }
-
-// validateCalendar is Validate for a limit with a Calendar or a
-// Location, for l's row r, which takes a calendar.
-func (l Limit) validateCalendar(r *row, bad func(field, format string, args ...any) error) error {
-	switch {
-	case l.Calendar == NoCalendar:
-		return bad("time_zone", "%v applies only to a calendar period (day, week, month, year)", l.Location)
-	case !l.Calendar.Valid():
-		return bad("calendar", "%v is not one of day, week, month, year", l.Calendar)
-	case l.Period != 0:
-		return bad("period", "must be unset with a calendar period (the %s is the window), got %v", l.Calendar, l.Period)
-	case l.Requests <= 0:
-		return bad("requests", "must be positive, got %d", l.Requests)
-	}
-	if err := l.validateBurst(bad); err != nil {
-		return err
-	}
-	if l.Requests > MaxScaled {
-		return bad("requests", "%d exceeds 2^50", l.Requests)
-	}
-	return r.validate(l)
-}

@@ -51,20 +51,17 @@ func fixedWindow(l Limit, s State, a ask) (State, Decision) {
 }
 
 // fixedSpan is the window a fixed-window decision is made in: [start,
-// end), holding count. carry is the length of the window a debt is
-// carried into, 0 when a debt is not carried; no window carries one today
-// (a fixed window and a calendar period start from 0 at their boundary:
-// a window means what it says, and a quota's period, like a bill's, does
-// not roll over).
+// end), holding count. A debt is not carried past end: a window means
+// what it says, and a quota's period, like a bill's, does not roll over.
 type fixedSpan struct {
-	start, end, carry, count int64
+	start, end, count int64
 }
 
 // fixedDecide decides a.cost at a.now in the window w, the part a fixed
 // period and a calendar period (decideCalendar) share; s is the state as
 // stored, returned unchanged by a deny or a peek.
 func fixedDecide(l Limit, s State, w fixedSpan, a ask) (State, Decision) {
-	start, carry, count := w.start, w.carry, w.count
+	start, count := w.start, w.count
 	now, cost, debt := a.now, a.cost, a.debt()
 	stop := w.end - now
 	d := Decision{Allowed: true, Limit: l.Requests}
@@ -76,9 +73,6 @@ func fixedDecide(l Limit, s State, w fixedSpan, a ask) (State, Decision) {
 	case cost > 0 && count+cost > l.Requests:
 		d.Allowed = false
 		d.RetryAfter = ms(stop)
-		if count+cost > 2*l.Requests { // in debt: the carry fits a window later
-			d.RetryAfter += ms(carry)
-		}
 	case cost > 0:
 		count += cost
 	case cost < 0:
@@ -87,9 +81,6 @@ func fixedDecide(l Limit, s State, w fixedSpan, a ask) (State, Decision) {
 	d.Remaining = max(0, l.Requests-count)
 	if count > 0 {
 		d.ResetAfter = ms(stop)
-		if count > l.Requests { // in debt: empty a window later
-			d.ResetAfter += ms(carry)
-		}
 	}
 	d.TTL = d.ResetAfter
 	if d.TTL == 0 && start > now {

@@ -118,6 +118,7 @@ func (l Limit) Validate() error {
 	bad := func(field, format string, args ...any) error {
 		return &LimitError{Field: field, Reason: fmt.Sprintf(format, args...), Algorithm: l.Algorithm}
 	}
+	cal := l.Calendar != NoCalendar
 	switch {
 	case r == nil:
 		return bad("algorithm", "%v is not one of %s", l.Algorithm, Names(All(), "or", Algorithm.String))
@@ -125,36 +126,26 @@ func (l Limit) Validate() error {
 		return &LimitError{Field: "burst", Only: Which(func(f Facts) bool { return f.Burst != "" }), Algorithm: l.Algorithm}
 	case l.Calendar.Valid() && !r.Window:
 		return &LimitError{Field: "calendar", Only: Which(func(f Facts) bool { return f.Window }), Algorithm: l.Algorithm}
-	case l.Calendar != NoCalendar || l.Location != nil:
-		return l.validateCalendar(r, bad)
+	case l.Location != nil && !cal:
+		return bad("time_zone", "%v applies only to a calendar period (day, week, month, year)", l.Location)
+	case cal && !l.Calendar.Valid():
+		return bad("calendar", "%v is not one of day, week, month, year", l.Calendar)
+	case cal && l.Period != 0:
+		return bad("period", "must be unset with a calendar period (the %s is the window), got %v", l.Calendar, l.Period)
 	case l.Requests <= 0:
 		return bad("requests", "must be positive, got %d", l.Requests)
-	case l.Period <= 0:
+	case !cal && l.Period <= 0:
 		return bad("period", "must be positive, got %v", l.Period)
 	case l.Period%time.Millisecond != 0:
 		return bad("period", "must be a whole number of milliseconds, got %v", l.Period)
-	}
-	if err := l.validateBurst(bad); err != nil {
-		return err
-	}
-	if err := r.validate(l); err != nil {
-		return err
-	}
-	switch {
-	case l.periodMs() > maxWait.Milliseconds():
-		return bad("period", "%v exceeds the longest wait, %v", l.Period, maxWait)
+	case l.Burst < 0:
+		return bad("burst", "must not be negative, got %d", l.Burst)
 	case l.Requests > MaxScaled:
 		return bad("requests", "%d exceeds 2^50", l.Requests)
+	case l.periodMs() > maxWait.Milliseconds():
+		return bad("period", "%v exceeds the longest wait, %v", l.Period, maxWait)
 	}
-	return nil
-}
-
-// validateBurst is Validate's check of l.Burst's sign.
-func (l Limit) validateBurst(bad func(field, format string, args ...any) error) error {
-	if l.Burst < 0 {
-		return bad("burst", "must not be negative, got %d", l.Burst)
-	}
-	return nil
+	return r.validate(l)
 }
 
 // invalid is a *LimitError about l as a whole (Field "").

@@ -105,10 +105,20 @@ func slidingDecide(s State, p slidingSpan, c slidingTally, a ask) (State, Decisi
 		d.Unrecorded = cost - k
 	case cost > 0 && weighted+cost*w > limit:
 		d.Allowed = false
-		pt := slidingPoint{curr: curr, prev: prev, w: w, e: e}
-		wait := slidingWait(pt, w2, cost, requests)
-		if carry {
-			wait = slidingCarryWait(pt, cost, requests)
+		// The smallest wait after which cost fits: within this window,
+		// weighted − prev·wait + cost·w <= limit, else after the roll.
+		wait := int64(-1)
+		if prev > 0 {
+			if x := ceilDiv(weighted+cost*w-limit, prev); e+x < w {
+				wait = x
+			}
+		}
+		switch {
+		case wait >= 0:
+		case carry:
+			wait = slidingCarryWait(curr, w, e, cost, requests)
+		default:
+			wait = slidingWait(curr, w, e, w2, cost, requests)
 		}
 		d.RetryAfter = ms(at - now + wait)
 	case cost > 0:
@@ -148,28 +158,12 @@ func slidingDecide(s State, p slidingSpan, c slidingTally, a ask) (State, Decisi
 	return State{A: start, B: curr, C: prev}, d
 }
 
-// slidingPoint is where a sliding-window decision stands: the counts
-// curr (this window) and prev (the one before) at e ms into a window of w
-// ms. Four words, so it is passed and kept in registers.
-type slidingPoint struct {
-	curr, prev, w, e int64
-}
-
-// slidingWait is the smallest wait in ms after which cost fits, from p
-// into a window followed by one of w2 ms, when a debt is not carried (a
-// calendar period).
-func slidingWait(p slidingPoint, w2, cost, requests int64) int64 {
-	curr, prev, w, e := p.curr, p.prev, p.w, p.e
-	if prev > 0 {
-		// Within this window: curr·w + prev·(w−e−d) + cost·w <= requests·w.
-		over := curr*w + prev*(w-e) + cost*w - requests*w
-		if d := ceilDiv(over, prev); e+d < w {
-			return d
-		}
-	}
-	// After the roll, e2 ms into the next window, where curr is the
-	// previous count, at most requests (a calendar period's debt does not
-	// roll over): c·(w2−e2) + cost·w2 <= requests·w2.
+// slidingWait is the wait in ms after the roll out of a window of w ms,
+// e ms into it, holding curr, into one of w2 ms, when a debt is not
+// carried (a calendar period): the next window weighs curr, at most
+// requests, as its previous count; e2 ms into it, c·(w2−e2) + cost·w2
+// <= requests·w2.
+func slidingWait(curr, w, e, w2, cost, requests int64) int64 {
 	c := min(curr, requests)
 	e2 := int64(0)
 	if over := c*w2 + cost*w2 - requests*w2; over > 0 {
@@ -178,28 +172,18 @@ func slidingWait(p slidingPoint, w2, cost, requests int64) int64 {
 	return w - e + e2
 }
 
-// slidingCarryWait is the smallest wait in ms after which cost (<= r)
-// fits, from p in a window of a fixed period, r = Requests, a debt
-// carried as slidingCounts does.
-func slidingCarryWait(p slidingPoint, cost, r int64) int64 {
-	curr, prev, w, e := p.curr, p.prev, p.w, p.e
-	limit := r * w
-	if prev > 0 {
-		// Within this window: curr·w + prev·(w−e−d) + cost·w <= limit.
-		over := curr*w + prev*(w-e) + cost*w - limit
-		if d := ceilDiv(over, prev); e+d < w {
-			return d
-		}
-	}
-	// In the i-th window after this one (i >= 1), whose own count is the
-	// carried c_i = max(0, curr − i·r) and whose previous window keeps
-	// p_i = min(r, curr − (i−1)·r): the first i where c_i + cost <= r,
-	// then e2 ms into it: c_i·w + p_i·(w−e2) + cost·w <= limit.
+// slidingCarryWait is the wait in ms after the roll out of a window of a
+// fixed period (w ms, e ms into it, holding curr), r = Requests, a debt
+// carried as slidingCounts does: in the i-th window after this one (i >=
+// 1), whose own count is the carried c_i = max(0, curr − i·r) and whose
+// previous window keeps p_i = min(r, curr − (i−1)·r), the first i where
+// c_i + cost <= r, then e2 ms into it: c_i·w + p_i·(w−e2) + cost·w <= r·w.
+func slidingCarryWait(curr, w, e, cost, r int64) int64 {
 	i := max(1, ceilDiv(curr+cost-r, r))
 	ci := max(0, curr-i*r)
 	pi := max(0, min(r, curr-(i-1)*r))
 	e2 := int64(0)
-	if over := ci*w + pi*w + cost*w - limit; over > 0 {
+	if over := ci*w + pi*w + cost*w - r*w; over > 0 {
 		e2 = ceilDiv(over, pi)
 	}
 	return w - e + (i-1)*w + e2
