@@ -54,56 +54,58 @@
 //
 // # The algorithms
 //
-// W is the period in ms, r = Requests/W the rate.
+// W is the period in ms, r = Requests/W the rate. Every State but the
+// log's is three integers (48 bytes in Go, its empty Log included); the
+// Redis store's layouts are in store/redisstore/script.go.
 //
 // [TokenBucket]: a bucket of Burst tokens (Burst 0 means Requests), refilled
 // at r: tokens = min(burst, tokens + elapsed·r); allowed iff tokens ≥ cost;
 // Remaining = ⌊tokens after⌋; RetryAfter = ⌈(cost − tokens)/r⌉; ResetAfter =
 // ⌈(burst − tokens after)/r⌉. It admits at most burst + r·t over any span t.
-// State: A = tokens × scale, B = last refill (Unix ms), C = scale (below).
-// When the limit changes, the whole tokens carry over, capped at the new
-// burst. Three integers: a State value (48 bytes in Go, its empty Log
-// header included), and a string of at most 25 packed bytes in Redis
-// (store/redisstore/script.go).
+// State: the moment the bucket is full again (a theoretical arrival time),
+// A whole Unix ms and B ticks of a ms (tokenbucket.go). When the limit
+// changes, the time until the bucket is full carries over.
 //
 // [SlidingWindow]: the sliding-window counter. Windows are aligned to
 // ⌊now/W⌋; with curr counted in the current window, prev in the one before
 // and e = now mod W, the estimate is curr + prev·(W − e)/W, and a cost is
 // allowed iff estimate + cost ≤ Requests (strictly: a fractional estimate
-// never lets the count overshoot). RetryAfter is the smallest
-// wait after which that holds: while prev decays inside this window, or
-// after the roll into the next one, where curr becomes prev and decays in
-// turn — not "until the window ends". It stops the double burst at a window
+// never lets the count overshoot). RetryAfter is the smallest wait after
+// which that holds: while prev decays inside this window, or after the
+// roll into the next one, where curr becomes prev and decays in turn —
+// not "until the window ends". It stops the double burst at a window
 // edge: ten requests just before the edge of a 10-per-2s window still weigh
 // 9.95 ten milliseconds after it. State: A = window start (Unix ms), B = curr,
-// C = prev; three integers, constant whatever the limit.
+// C = prev.
 //
 // [SlidingWindowLog]: exact. A cost is allowed iff the units admitted in
 // (now − W, now] plus cost fit in Requests, and RetryAfter is the wait
 // until enough of the oldest units have left the window. Refunds give back
 // the newest units first. State: a ring of the times of the last admitted
-// units, one slot a unit, sorted oldest to newest (Log; A its head, B a
-// floor below which slots are gone, C how many slots from the head are
-// gone; slidinglog.go). Because it is sorted, a decision is a search from
-// the oldest live unit (O(log n), O(1) for a key in steady use) and one
-// read for RetryAfter, and an admit of cost c overwrites the c oldest
-// slots; the ring grows by doubling and shrinks when four times too large,
-// never beyond Requests slots, hence the cap [MaxLogRequests]: at most 80
-// KB in Go (8 bytes a slot) and 60 KB in Redis (6 bytes a slot, one string
-// read with GETRANGE and written with SETRANGE; store/redisstore/script.go). Decide leaves the
-// ring it was given intact, so an admit copies it (O(Requests)): States
-// are values a caller may keep, fork or read from several goroutines.
-// [Apply] is for a caller that owns the state, such as a store: it
-// writes only the slots it changes, and [Undo] takes them back. When
-// Requests changes under a key, its ring keeps every live unit: the
-// decision is the one the log of all units would give.
+// units, one slot a unit, sorted oldest to newest (slidinglog.go), so a
+// decision is a search from the oldest live unit (O(log n), O(1) for a
+// key in steady use) and an admit of cost c overwrites the c oldest slots.
+// The ring grows by doubling and shrinks when four times too large, never
+// beyond Requests slots, hence the cap [MaxLogRequests] (8 bytes a slot in
+// Go). Decide leaves the ring it was given intact, so an admit copies it
+// (O(Requests)): States are values a caller may keep, fork or read from
+// several goroutines. [Apply] is for a caller that owns the state, such as
+// a store: it writes only the slots it changes, and [Undo] takes them
+// back. When Requests changes under a key, its ring keeps every live
+// unit: the decision is the one the log of all units would give.
 //
 // [FixedWindow]: windows aligned to ⌊now/W⌋ each admit Requests; allowed iff
-// count + cost ≤ Requests; RetryAfter = until the window ends (a debt,
-// see Debt, ends with it too: every window starts afresh). Burst-prone:
-// Requests just before a window edge and Requests just after all pass, twice
-// the limit within milliseconds. State: A = window start (Unix ms), B = count; two
-// integers.
+// count + cost ≤ Requests; RetryAfter = until the window ends. Burst-prone:
+// Requests just before a window edge and Requests just after all pass,
+// twice the limit within milliseconds. State: A = window start (Unix ms),
+// B = count.
+//
+// [LeakyBucket]: a queue of Burst slots (0 means Requests) that starts one
+// request every W/Requests ms, exactly on average; an admitted cost takes
+// the next free slots and its [Decision.Wait] is the time until the first
+// of them. It denies only when the queue is full, or, with [NoWait], when
+// the request would have to wait. State: the queue's end, B whole Unix ms
+// and A units of a ms, C the unit (leakybucket.go).
 //
 // # Calendar periods
 //
@@ -113,37 +115,23 @@
 // resetting at midnight on the 1st in Asia/Jakarta. [Calendar.Bounds]
 // computes the boundaries from the zone database (months of 28–31 days,
 // days of 23 and 25 hours when daylight saving starts and ends), and
-// [DecideAt] decides on given boundaries ([Request.Bounds]), so that the Redis store can
-// compute them from floodgate's clock and let the script pick the period
-// of Redis' clock. W is then the current period's length, W′ the next
-// one's: the fixed window's RetryAfter and ResetAfter end at the local
-// boundary; the sliding window's estimate is curr + prev·(W − e)/W,
-// integer sums multiplied by W, and after the roll by W′ (a month of 31
-// days may follow one of 28; slidingDecide has the algebra). A state whose
+// [DecideAt] decides on given boundaries ([Request.Bounds]), so that the
+// Redis store can compute them from floodgate's clock and let the script
+// pick the period of Redis' clock. The fixed window's RetryAfter and
+// ResetAfter end at the local boundary; the sliding window weighs the
+// previous period by the fraction of the current one still to come, and
+// after the roll by the next one's length (slidingDecide). A state whose
 // window start is no boundary of the period decided counts as empty (the
-// limit or the zone changed). Validate bounds Requests × [Calendar.MaxLength]
-// for the sliding window.
+// limit or the zone changed).
 //
 // # Debt
 //
-// [DecideAt] in [Debt] mode charges usage that already happened (an LLM
-// call's tokens, known when it ends): a positive cost is recorded even when
-// it does not fit, so the key goes into debt, and later checks are denied
-// until the limit's rate has repaid it, RetryAfter exact as always. A token
-// bucket's tokens go below zero; a window's count goes past Requests. A
-// fixed window's debt ends with its window: the next window starts
-// afresh, as a calendar period does (a window means what it says). The
-// sliding window carries the part above Requests into the next window
-// (Requests repaid a window: at Requests + d it starts the next one at
-// d, the window before keeping at most Requests). A key owes at most one capacity beyond empty: a token
-// bucket holds at least −Burst tokens, a window at most 2 × Requests (also
-// when the limit was lowered under a key), which keeps every integer below
-// 3 × [MaxScaled] and every wait below 3 × the longest wait (2^42 ms); what a charge cannot
-// record is reported in [Decision.Unrecorded]. The sliding window log holds
-// one slot a unit and at most Requests: it records what its free slots
-// hold and reports the rest. [Settle] is the settlement of a reservation
-// (actual − reserved: debt, or a refund); the Debt of any decision in
-// Debt mode is what the key owes after it.
+// [DecideAt] in [Debt] mode charges usage that already happened: a
+// positive cost is recorded even when it does not fit, and later checks
+// are denied until the limit's rate has repaid it, RetryAfter exact as
+// always. A key owes at most one capacity; what a charge cannot record is
+// reported in [Decision.Unrecorded]. [Settle] is the settlement of a
+// reservation (actual − reserved: debt, or a refund).
 //
 // # Which to choose
 //
@@ -165,46 +153,42 @@
 // # Integer scaling and bounds
 //
 // All arithmetic is in int64 and exact; nothing is rounded but the final
-// ⌈⌉ and ⌊⌋ above. The token bucket reduces Requests/W to lowest terms,
-// perMs/scale with g = gcd(Requests, W), perMs = Requests/g and scale = W/g,
-// and counts tokens in units of 1/scale token, so each millisecond adds
-// exactly perMs units (golang.org/x/time/rate's float tokens cost it
-// several precision bugs). The window algorithms multiply their sums by W.
+// ⌈⌉ and ⌊⌋ above. The buckets reduce Requests/W to lowest terms, perMs/scale
+// with g = gcd(Requests, W), perMs = Requests/g and scale = W/g, and count
+// in units of 1/scale token (or queue slot), so each millisecond adds
+// exactly perMs units. The window algorithms multiply their sums by W.
 // The Lua twins run the same arithmetic on Lua numbers, doubles that hold
 // integers exactly only below 2^53, so [Limit.Validate] keeps every
-// intermediate value below that with room to spare: Requests × W, and for
-// the token bucket Burst × scale, must be at most [MaxScaled] (2^50); the
-// sliding window log holds at most [MaxLogRequests]; and no wait may exceed
-// the longest wait (2^42 ms) (about 139 years: a period, two for the sliding window, or an
-// empty bucket's refill), so that every Duration fits a time.Duration even
-// after the clock went back by as much again. now must be a Unix time in
-// [0, 2^53) ms.
+// intermediate value below that with room to spare: Requests, Requests ×
+// W for the sliding window (W the longest calendar period for a calendar
+// limit), and a bucket's Burst × scale must be at most [MaxScaled]
+// (2^50); the sliding window log holds at most [MaxLogRequests]; and no
+// wait may exceed the longest wait (2^42 ms, about 139 years: a period,
+// two for the sliding window, or an empty bucket's refill), so that every
+// Duration fits a time.Duration even after the clock went back by as much
+// again. now must be a Unix time in [0, 2^53) ms.
 //
 // # Time going backwards
 //
-// A now earlier than the state's newest time (the token bucket's last
-// refill, the stored window, the log's newest unit; a leaky bucket's queue
-// end simply stays ahead) is treated as that time: tokens do not refill,
-// the stored window stays current, and a new unit is logged at the newest
-// unit's time. Nothing is ever
-// admitted that would not have been admitted at the newest time. Every
-// duration in the Decision is measured from the caller's now, so it
-// includes the lag: RetryAfter stays exact on the caller's clock, and the
-// TTL keeps the state until the clock has caught up (a full bucket or an
-// empty window ahead of now still decides differently from no state).
+// A now earlier than the state's newest time (the stored window, the
+// log's newest unit; a bucket's arrival time or a queue's end simply
+// stays ahead) is treated as that time: the bucket does not refill, the
+// stored window stays current, and a new unit is logged at the newest
+// unit's time. Nothing is ever admitted that would not have been admitted
+// at the newest time. Every duration in the Decision is measured from the
+// caller's now, so it includes the lag: RetryAfter stays exact on the
+// caller's clock, and the TTL keeps the state until the clock has caught
+// up (a full bucket or an empty window ahead of now still decides
+// differently from no state).
 //
 // # Lua twins
 //
-// store/redisstore/lua/*.lua mirror the Go functions line by line and
-// are embedded in the binary. Where a Go function takes its inputs grouped
-// in a small struct (the moment, cost and mode; the window decided and
-// its counts), its Lua twin takes the same fields as positional arguments
-// in the struct's order, the mode as its debt and nowait flags: a Lua
-// table would cost an allocation a call, a Go struct passed by value
-// costs none. store/redisstore/script.go describes the Redis key layout
-// and the scripts. A change to the arithmetic here must be made there too,
-// or Redis and the memory store will disagree: the differential test
-// there (TestLuaMatchesGo) runs both side by side.
+// store/redisstore/lua/*.lua mirror the Go functions line by line; where
+// a Go function takes a small struct (the moment, cost and mode; the
+// window decided and its counts), its twin takes the fields as
+// positional arguments in the struct's order. A change to the arithmetic
+// here must be made there too: the differential test there
+// (TestLuaMatchesGo) runs both side by side.
 //
 // # Embedding
 //

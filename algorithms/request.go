@@ -21,17 +21,14 @@ type Request struct {
 }
 
 // ask is a Request without its Bounds: the moment, the cost and the mode
-// that the algorithms' internals take. Three words, so it is passed in
-// registers, where a Request (with its five Bounds) would be copied
-// through memory on every call.
+// that the algorithms' internals take, passed in registers.
 type ask struct {
 	now  int64 // Unix ms
 	cost int64
 	mode Mode
 }
 
-// ask is r without its Bounds. (A pointer receiver: a value one would copy
-// the whole Request first.)
+// ask is r without its Bounds.
 func (r *Request) ask() ask { return ask{now: r.NowMs, cost: r.Cost, mode: r.Mode} }
 
 // debt reports whether a is decided in Debt mode.

@@ -216,7 +216,7 @@ func noDebt(Limit, State, int64) int64 { return 0 }
 // numbers: its memory grows with Requests.
 func validateSlidingLog(l Limit) error {
 	if l.Requests > MaxLogRequests {
-		return invalid(l, "requests %d exceeds the %v cap of %d (its memory grows with requests; use %s)", l.Requests, l.Algorithm, MaxLogRequests, Names(Which(weighsPrevious), "or", Algorithm.String))
+		return invalid(l, "requests %d exceeds the %v cap of %d (its memory grows with requests; use %s)", l.Requests, l.Algorithm, MaxLogRequests, Names(Which(func(f Facts) bool { return f.Window && !f.Afresh }), "or", Algorithm.String))
 	}
 	return nil
 }

@@ -1,19 +1,10 @@
 package algorithms
 
-// applyPlain is Apply with no mode (a.mode is plain: plainMode): it
-// decides a.cost against l for the state *s at a.now and, when the decision writes (it is allowed and cost
-// is not 0), updates *s in place. A deny or a peek leaves *s as it was.
-//
-// For an algorithm whose state is a log (Facts.Log), DecideAt
-// copies the ring to leave its input intact (O(Requests)); Apply overwrites only the slots it changes
-// (O(cost), and O(log Requests) to decide), so *s must not share its Log
-// with a State anyone else still reads. When the ring must grow, or may
-// shrink, it is rebuilt into a new slice (amortised O(1) a unit) and the
-// old one is left untouched. If u is not nil, it records the slots Apply
-// overwrote, so that the caller can revert them (Undo.Revert) and fall
-// back to its own copy of the State's other fields.
-//
-// l must be valid (Validate).
+// applyPlain is Apply with no mode (plainMode). A log's ring is written
+// in place, O(cost) slots after an O(log Requests) search, so *s must not
+// share its Log with a State anyone else still reads; a ring that must
+// grow, or may shrink, is rebuilt into a new slice (amortised O(1) a
+// unit), the old one left untouched.
 func applyPlain(l Limit, s *State, a ask, u *Undo) Decision {
 	if r := rowOf(l.Algorithm); r == nil || !r.Log || a.cost > l.Capacity() {
 		next, d := decide(l, *s, ask{now: a.now, cost: a.cost})

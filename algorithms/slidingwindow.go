@@ -62,8 +62,6 @@ type slidingSpan struct {
 
 // slidingTally is what a sliding-window decision counts: the counts curr
 // (this window) and prev (the one before), against the limit's Requests.
-// (Apart from slidingSpan, so that each is at most four words, the most
-// the compiler keeps in registers.)
 type slidingTally struct {
 	requests, curr, prev int64
 }
@@ -207,7 +205,7 @@ func slidingWindowDebt(l Limit, s State, now int64) int64 {
 func validateSlidingWindow(l Limit) error {
 	if l.Calendar != NoCalendar {
 		if p := l.Calendar.maxLength().Milliseconds(); l.Requests > MaxScaled/p {
-			return invalid(l, "requests %d per calendar %s exceeds %d for %v (requests × the longest %s in ms must be at most 2^50; use %s)", l.Requests, l.Calendar, MaxScaled/p, l.Algorithm, l.Calendar, Names(Which(afresh), "or", Algorithm.String))
+			return invalid(l, "requests %d per calendar %s exceeds %d for %v (requests × the longest %s in ms must be at most 2^50; use %s)", l.Requests, l.Calendar, MaxScaled/p, l.Algorithm, l.Calendar, Names(Which(func(f Facts) bool { return f.Afresh }), "or", Algorithm.String))
 		}
 		return nil
 	}

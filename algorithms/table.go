@@ -45,10 +45,7 @@ type Facts struct {
 	// Redis is the short name of its state in the Redis store's keys,
 	// e.g. "fw". It changes when the state's layout does, so that
 	// replicas of two versions running side by side keep their states
-	// apart and the old keys expire by themselves: "tat" (a theoretical
-	// arrival time) replaced "tb" (tokens and a last refill), "swl2" (a
-	// ring in a string) "swl" (a sorted set), and "fw" keeps its counts
-	// in window keys, never at the state key the previous version wrote.
+	// apart and the old keys expire by themselves.
 	Redis string
 	// Burst is what Limit.Burst means for it, e.g. "burst" or "queue
 	// size"; "" when it takes none (Limit.Burst must then be 0). A limit
@@ -128,14 +125,6 @@ func init() {
 		}
 	}
 }
-
-// weighsPrevious reports whether an algorithm counts in windows whose
-// requests weigh on the next.
-func weighsPrevious(f Facts) bool { return f.Window && !f.Afresh }
-
-// afresh reports whether an algorithm's count starts afresh at each
-// window's boundary.
-func afresh(f Facts) bool { return f.Afresh }
 
 // rowOf is a's row, nil when a is no algorithm.
 func rowOf(a Algorithm) *row {
