@@ -270,25 +270,15 @@ func LogHTTP(log *slog.Logger, now func() time.Time, h http.Handler) http.Handle
 	if !log.Enabled(context.Background(), slog.LevelDebug) {
 		return h
 	}
-	return &httpLogger{log: log, now: now, next: h}
-}
-
-// httpLogger is LogHTTP's handler.
-type httpLogger struct {
-	log  *slog.Logger
-	now  func() time.Time
-	next http.Handler
-}
-
-func (l *httpLogger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := l.now()
-	sw := &observability.StatusRecorder{ResponseWriter: w}
-	l.next.ServeHTTP(sw, r)
-	status := sw.Code()
-	l.log.LogAttrs(r.Context(), slog.LevelDebug, "finished HTTP call",
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", status),
-		slog.String("duration", l.now().Sub(start).String()),
-		slog.String("remote", r.RemoteAddr))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := now()
+		sw := &observability.StatusRecorder{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		log.LogAttrs(r.Context(), slog.LevelDebug, "finished HTTP call",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", sw.Code()),
+			slog.String("duration", now().Sub(start).String()),
+			slog.String("remote", r.RemoteAddr))
+	})
 }

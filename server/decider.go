@@ -39,40 +39,31 @@ type decider struct {
 // the local share (the whole limit, one replica), the clock (time.Now)
 // and the logger (slog.Default).
 func newDecider(st store.Store, s Settings, api string) decider {
+	log := cmp.Or(s.Logger, slog.Default())
 	d := decider{
 		store:       st,
 		cfg:         s.Rules,
 		maxKey:      cmp.Or(max(s.MaxKeyBytes, 0), DefaultMaxKeyBytes),
-		failureMode: s.FailureMode,
-		local:       s.Local,
+		failureMode: cmp.Or(s.FailureMode, rules.FailureOpen),
+		local:       cmp.Or(s.Local, localshare.New(nil, memstore.Config{})),
 		clock:       s.Clock,
-		log:         cmp.Or(s.Logger, slog.Default()),
+		log:         log,
 		metrics:     s.Metrics,
 		limited:     s.Limited,
+		failures:    observability.NewFailureLog(log, api),
 		tracer:      spanTracer{tracer: s.Tracer, values: s.TraceValues},
-	}
-	if d.failureMode == rules.FailureDefault {
-		d.failureMode = rules.FailureOpen
-	}
-	if d.local == nil {
-		d.local = localshare.New(nil, memstore.Config{})
+		apiName:     api,
+		refusals:    new(observability.LogLimiter),
 	}
 	if d.clock == nil {
 		d.clock = time.Now
 	}
-	d.failures = observability.NewFailureLog(d.log, api)
-	d.apiName, d.refusals = api, new(observability.LogLimiter)
 	return d
 }
 
 // modeOf is the failure mode of a limit whose own is m: m, or the
 // server's when m is rules.FailureDefault.
-func (d *decider) modeOf(m rules.FailureMode) rules.FailureMode {
-	if m != rules.FailureDefault {
-		return m
-	}
-	return d.failureMode
-}
+func (d *decider) modeOf(m rules.FailureMode) rules.FailureMode { return cmp.Or(m, d.failureMode) }
 
 // failedBatch is a batch the store could not decide: the requests, each
 // one's failure mode (never rules.FailureDefault) and where its answer

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/ratelimitheader"
 	"github.com/floodgate/floodgate/internal/rules"
 )
@@ -80,15 +81,18 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 	if w.over {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	nowMs := w.batch.now.UnixMilli()
 	for i := range checks {
 		c := &checks[i]
 		if c.peek && c.decision.Allowed {
 			// The look at 1 hit counted it: give it back.
 			c.decision.Remaining = min(c.decision.Remaining+1, c.decision.Limit)
 		}
-		if c.decision.ResetAfter == 0 && !c.fixed && !c.degraded {
-			c.decision.ResetAfter = windowLeft(c.req.Limit, nowMs)
+		// An algorithm that counts in windows (algorithms.Facts.Window, or
+		// a calendar period) answers a key with nothing counted by the time
+		// its window has left; the others have no window: such a key is
+		// full now.
+		if l := c.req.Limit; c.decision.ResetAfter == 0 && !c.fixed && !c.degraded && (l.Calendar != algorithms.NoCalendar || l.Algorithm.Facts().Window) {
+			c.decision.ResetAfter = localshare.PeriodLeft(l, w.batch.now)
 		}
 	}
 	var bestBuf [envoyInline]int
@@ -209,23 +213,6 @@ func (c *envoyCheck) state() ratelimitheader.State {
 		Denied:     !c.decision.Allowed,
 		RetryAfter: c.decision.RetryAfter,
 	}
-}
-
-// windowLeft is how long the window now falls in has left, for an
-// algorithm that counts in windows (algorithms.Facts.Window: aligned to
-// the Unix epoch, or a calendar period); 0 for the others, which have no
-// window (a key with nothing counted is full now).
-func windowLeft(l algorithms.Limit, nowMs int64) time.Duration {
-	switch {
-	case l.Calendar != algorithms.NoCalendar:
-		b := l.Calendar.Bounds(l.Location, nowMs)
-		return time.Duration(b[2]-nowMs) * time.Millisecond
-	case l.Algorithm.Facts().Window:
-		if w := l.Period.Milliseconds(); w > 0 {
-			return time.Duration(w-nowMs%w) * time.Millisecond
-		}
-	}
-	return 0
 }
 
 // envoyWarnings are the RateLimit-Warning members of the limits whose

@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 
@@ -108,10 +109,15 @@ func (c *Cache) answer(now time.Time, reqs []store.Request, out []algorithms.Dec
 		}
 		s := c.shard(r.Key)
 		s.mu.Lock()
-		e, ok := find(s.m[r.Key], r.Scope, r.Limit, m)
+		es := s.m[r.Key]
+		k := find(es, r.Scope, r.Limit, m)
+		var e entry
+		if k >= 0 {
+			e = es[k]
+		}
 		s.mu.Unlock()
 		nowMs := now.UnixMilli()
-		if !ok || nowMs >= e.until {
+		if k < 0 || nowMs >= e.until {
 			return false
 		}
 		passed := time.Duration(nowMs-e.at) * time.Millisecond
@@ -180,13 +186,9 @@ func alone(reqs []store.Request, i int) bool {
 	return true
 }
 
-func find(es []entry, scope string, l algorithms.Limit, m algorithms.Mode) (entry, bool) {
-	for _, e := range es {
-		if e.scope == scope && e.limit == l && e.mode == m {
-			return e, true
-		}
-	}
-	return entry{}, false
+// find is the index in es of the deny of scope, l and m, or -1.
+func find(es []entry, scope string, l algorithms.Limit, m algorithms.Mode) int {
+	return slices.IndexFunc(es, func(e entry) bool { return e.scope == scope && e.limit == l && e.mode == m })
 }
 
 func (c *Cache) put(key string, e entry) {
@@ -194,11 +196,9 @@ func (c *Cache) put(key string, e entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	es := s.m[key]
-	for i := range es {
-		if es[i].scope == e.scope && es[i].limit == e.limit && es[i].mode == e.mode {
-			es[i] = e
-			return
-		}
+	if i := find(es, e.scope, e.limit, e.mode); i >= 0 {
+		es[i] = e
+		return
 	}
 	if _, ok := s.m[key]; !ok && len(s.m) >= c.perShard {
 		c.evict(s, e.at)

@@ -62,19 +62,25 @@ func (s *Share) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 }
 
 // overShareWait is the retry_after of a cost the share never admits but
-// the whole limit does: until the limit's period ends (epoch-aligned, or
-// the calendar's) or the share is whole, in whole seconds, at least one.
+// the whole limit does: until the limit's period ends (PeriodLeft) or the
+// share is whole, in whole seconds, at least one.
 func overShareWait(l algorithms.Limit, d algorithms.Decision, now time.Time) time.Duration {
-	nowMs := now.UnixMilli()
-	var left time.Duration
-	if l.Calendar != algorithms.NoCalendar {
-		b := l.Calendar.Bounds(l.Location, nowMs)
-		left = time.Duration(b[2]-nowMs) * time.Millisecond
-	} else if p := l.Period.Milliseconds(); p > 0 {
-		left = time.Duration(p-nowMs%p) * time.Millisecond
-	}
-	left = max(left, d.ResetAfter, time.Second)
+	left := max(PeriodLeft(l, now), d.ResetAfter, time.Second)
 	return (left + time.Second - 1).Truncate(time.Second)
+}
+
+// PeriodLeft is how long the period of l that now falls in has left: the
+// calendar period's, or the period's aligned to the Unix epoch; 0 for a
+// limit with neither.
+func PeriodLeft(l algorithms.Limit, now time.Time) time.Duration {
+	nowMs := now.UnixMilli()
+	if l.Calendar != algorithms.NoCalendar {
+		return time.Duration(l.Calendar.Bounds(l.Location, nowMs)[2]-nowMs) * time.Millisecond
+	}
+	if p := l.Period.Milliseconds(); p > 0 {
+		return time.Duration(p-nowMs%p) * time.Millisecond
+	}
+	return 0
 }
 
 // store is the local memory store, created on first use.
