@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -339,9 +338,7 @@ func Printable(b []byte, truncated bool) string {
 		r, n := utf8.DecodeRune(b)
 		switch {
 		case r == utf8.RuneError && n <= 1:
-			sb.WriteString(`\x`)
-			sb.WriteString(strconv.FormatUint(uint64(b[0])>>4, 16))
-			sb.WriteString(strconv.FormatUint(uint64(b[0])&15, 16))
+			fmt.Fprintf(&sb, `\x%02x`, b[0])
 		case r == '\\':
 			sb.WriteString(`\\`)
 		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029':

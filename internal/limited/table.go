@@ -74,16 +74,12 @@ type table struct {
 
 func newTable(info ruleInfo, cfg Config, now time.Time) *table {
 	n := cfg.keys()
-	size := 1
-	for size < 2*n {
-		size <<= 1
-	}
 	tb := &table{
 		info:     info,
 		landmark: now.UnixNano(),
 		counters: make([]counter, n),
 		heap:     make([]int32, 0, n),
-		index:    make([]int32, size),
+		index:    make([]int32, indexSize(n)),
 	}
 	if len(cfg.Salt) > 0 {
 		tb.mac = hmac.New(sha256.New, cfg.Salt)

@@ -14,6 +14,8 @@ package limited
 import (
 	"cmp"
 	"hash/maphash"
+	"maps"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,12 +200,8 @@ func (t *Tracker) add(now time.Time, rh uint64, info func() ruleInfo) *table {
 			return nil
 		}
 	}
-	next := make(map[uint64]*table, len(old)+1)
-	for h, tb := range old {
-		if h != stale {
-			next[h] = tb
-		}
-	}
+	next := maps.Clone(old)
+	delete(next, stale)
 	tb := newTable(info(), t.cfg, now)
 	next[rh] = tb
 	t.index.Store(&next)
@@ -238,16 +236,16 @@ func inlineHash(r algorithms.Limit) uint64 {
 // every rule is tracked and every counter taken.
 func (c Config) MemoryBound() int64 {
 	keys := c.keys()
-	size := 1
-	for size < 2*keys {
-		size <<= 1
-	}
 	perRule := allocated(int64(unsafe.Sizeof(table{}))) +
 		allocated(int64(keys)*int64(unsafe.Sizeof(counter{}))) +
-		allocated(int64(keys)*4) + allocated(int64(size)*4) + // heap and index
+		allocated(int64(keys)*4) + allocated(int64(indexSize(keys))*4) + // heap and index
 		ruleAllowance
 	return int64(c.rules()) * perRule
 }
+
+// indexSize is the length of the index of a table of keys counters: the
+// least power of two at least 2 × keys.
+func indexSize(keys int) int { return 1 << bits.Len(uint(2*keys-1)) }
 
 // ruleAllowance is MemoryBound's allowance per rule beyond its table:
 // the keyed hash's state (two SHA-256 states and their saved copies),

@@ -363,6 +363,7 @@ func (st *stream) abandon(sb *sub) {
 	st.bytes -= sb.cost
 	s.release(sb.cost)
 	s.m.buckets.Dec()
+	s.m.assignments.WithLabelValues("abandon").Inc()
 	st.abandons = append(st.abandons, &rlqsv3.RateLimitQuotaResponse_BucketAction{
 		BucketId:     sb.bucket,
 		BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
@@ -456,11 +457,6 @@ func (st *stream) flush() error {
 	}
 	if len(actions) == 0 {
 		return nil
-	}
-	for _, a := range actions {
-		if a.GetAbandonAction() != nil {
-			st.s.m.assignments.WithLabelValues("abandon").Inc()
-		}
 	}
 	return st.srv.Send(&rlqsv3.RateLimitQuotaResponse{BucketAction: actions})
 }
