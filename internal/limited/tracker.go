@@ -3,7 +3,7 @@
 // keys with the most denied requests over the last minute and the last 15
 // minutes. docs/operations.md ("Who is being limited?") says how it counts.
 //
-// Memory is fixed whatever the traffic (MemoryBound): a rule's Config.Keys
+// Memory is fixed whatever the traffic: a rule's Config.Keys
 // counters follow the space-saving algorithm, so a key's own counts are
 // lower bounds. The windows decay forward (the counters' order does not
 // change while time passes). A decision costs a hash, a probe of a fixed
@@ -19,7 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -232,32 +231,6 @@ func inlineHash(r algorithms.Limit) uint64 {
 	return h
 }
 
-// MemoryBound is the most memory the Tracker's rules take, in bytes, when
-// every rule is tracked and every counter taken.
-func (c Config) MemoryBound() int64 {
-	keys := c.keys()
-	perRule := allocated(int64(unsafe.Sizeof(table{}))) +
-		allocated(int64(keys)*int64(unsafe.Sizeof(counter{}))) +
-		allocated(int64(keys)*4) + allocated(int64(indexSize(keys))*4) + // heap and index
-		ruleAllowance
-	return int64(c.rules()) * perRule
-}
-
 // indexSize is the length of the index of a table of keys counters: the
 // least power of two at least 2 × keys.
 func indexSize(keys int) int { return 1 << bits.Len(uint(2*keys-1)) }
-
-// ruleAllowance is MemoryBound's allowance per rule beyond its table:
-// the keyed hash's state (two SHA-256 states and their saved copies),
-// the rule's names and its entries in the index map.
-const ruleAllowance = 2048
-
-// allocated is at most what the Go allocator takes for n bytes: small
-// objects go to size classes at most 1/8 above their size, large ones to
-// whole 8 KiB pages.
-func allocated(n int64) int64 {
-	if n <= 32<<10 {
-		return n + n/8 + 16
-	}
-	return (n + 8<<10 - 1) &^ (8<<10 - 1)
-}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/rules"
@@ -100,7 +101,7 @@ func TestAttackersOnTop(t *testing.T) {
 }
 
 // TestMemoryBound fills every rule's every counter, with the keyed hash
-// on, and compares the heap's growth with Config.MemoryBound.
+// on, and compares the heap's growth with Config.memoryBound.
 func TestMemoryBound(t *testing.T) {
 	cfg := Config{Rules: 64, Keys: 256, Salt: []byte("salt")}
 	var before, after runtime.MemStats
@@ -118,13 +119,13 @@ func TestMemoryBound(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	bound := cfg.MemoryBound()
+	bound := cfg.memoryBound()
 	t.Logf("heap grew %d bytes for %d rules of %d keys; bound %d", grew, cfg.Rules, cfg.Keys, bound)
 	if grew > bound {
-		t.Errorf("heap grew %d bytes, above MemoryBound %d", grew, bound)
+		t.Errorf("heap grew %d bytes, above memoryBound %d", grew, bound)
 	}
 	if grew < bound/2 {
-		t.Errorf("heap grew %d bytes, under half of MemoryBound %d: the bound no longer measures the tracker", grew, bound)
+		t.Errorf("heap grew %d bytes, under half of memoryBound %d: the bound no longer measures the tracker", grew, bound)
 	}
 	runtime.KeepAlive(tr)
 }
@@ -417,4 +418,30 @@ func TestClockBack(t *testing.T) {
 	if got := tr.Report(t0, Query{}).Rules[0].Keys[0].Denied; got.M1 != 5 || got.M15 != 5 || got.Total != 5 {
 		t.Errorf("denied %+v, want 5 in every column", got)
 	}
+}
+
+// memoryBound is the most memory the Tracker's rules take, in bytes, when
+// every rule is tracked and every counter taken.
+func (c Config) memoryBound() int64 {
+	keys := c.keys()
+	perRule := allocated(int64(unsafe.Sizeof(table{}))) +
+		allocated(int64(keys)*int64(unsafe.Sizeof(counter{}))) +
+		allocated(int64(keys)*4) + allocated(int64(indexSize(keys))*4) + // heap and index
+		ruleAllowance
+	return int64(c.rules()) * perRule
+}
+
+// ruleAllowance is memoryBound's allowance per rule beyond its table:
+// the keyed hash's state (two SHA-256 states and their saved copies),
+// the rule's names and its entries in the index map.
+const ruleAllowance = 2048
+
+// allocated is at most what the Go allocator takes for n bytes: small
+// objects go to size classes at most 1/8 above their size, large ones to
+// whole 8 KiB pages.
+func allocated(n int64) int64 {
+	if n <= 32<<10 {
+		return n + n/8 + 16
+	}
+	return (n + 8<<10 - 1) &^ (8<<10 - 1)
 }

@@ -25,6 +25,7 @@ type decision interface {
 	GetResetAfter() *durationpb.Duration
 	GetWarning() bool
 	GetWarnAt() int64
+	GetLimit() int64
 }
 
 // stateOf is what the headers say of the decision r.
@@ -45,45 +46,36 @@ type limitFields interface {
 	GetPolicy() string
 }
 
-func checkHeaders(h *Handler) headersFunc[*floodgatev1.CheckRequest, *floodgatev1.CheckResponse] {
-	return func(hd http.Header, req *floodgatev1.CheckRequest, resp *floodgatev1.CheckResponse) {
-		writeHeaders(hd, h.headerLimit(req, resp.GetLimit()), resp, stateOf(resp))
-	}
-}
-
-func peekHeaders(h *Handler) headersFunc[*floodgatev1.PeekRequest, *floodgatev1.PeekResponse] {
-	return func(hd http.Header, req *floodgatev1.PeekRequest, resp *floodgatev1.PeekResponse) {
-		writeHeaders(hd, h.headerLimit(req, resp.GetLimit()), resp, stateOf(resp))
-	}
+// decisionHeaders sets the rate-limit headers of the decision resp.
+func decisionHeaders[Req limitFields, Resp decision](h *Handler, hd http.Header, req Req, resp Resp) {
+	writeHeaders(hd, h.headerLimit(req, resp.GetLimit()), resp, stateOf(resp))
 }
 
 // batchHeaders describe the batch's most restrictive check, as the Envoy
 // API's headers describe a request's most restrictive descriptor: a
 // denied one first (the longest wait), else the one with the least left.
-func batchHeaders(h *Handler) headersFunc[*floodgatev1.CheckBatchRequest, *floodgatev1.CheckBatchResponse] {
-	return func(hd http.Header, req *floodgatev1.CheckBatchRequest, resp *floodgatev1.CheckBatchResponse) {
-		results, checks := resp.GetResults(), req.GetChecks()
-		if len(results) == 0 || len(results) != len(checks) {
-			return
+func batchHeaders(h *Handler, hd http.Header, req *floodgatev1.CheckBatchRequest, resp *floodgatev1.CheckBatchResponse) {
+	results, checks := resp.GetResults(), req.GetChecks()
+	if len(results) == 0 || len(results) != len(checks) {
+		return
+	}
+	best := 0
+	for i := 1; i < len(results); i++ {
+		if ratelimitheader.MoreRestrictive(stateOf(results[i]), stateOf(results[best])) {
+			best = i
 		}
-		best := 0
-		for i := 1; i < len(results); i++ {
-			if ratelimitheader.MoreRestrictive(stateOf(results[i]), stateOf(results[best])) {
-				best = i
-			}
+	}
+	st := stateOf(results[best])
+	st.Warning = false // every warning is listed below, not only the headline's
+	writeHeaders(hd, h.headerLimit(checks[best], results[best].GetLimit()), results[best], st)
+	var members []string
+	for i, r := range results {
+		if r.GetWarning() {
+			members = append(members, ratelimitheader.WarningMember(policyName(checks[i]), r.GetWarnAt()))
 		}
-		st := stateOf(results[best])
-		st.Warning = false // every warning is listed below, not only the headline's
-		writeHeaders(hd, h.headerLimit(checks[best], results[best].GetLimit()), results[best], st)
-		var members []string
-		for i, r := range results {
-			if r.GetWarning() {
-				members = append(members, ratelimitheader.WarningMember(policyName(checks[i]), r.GetWarnAt()))
-			}
-		}
-		if len(members) > 0 && resp.GetAllowed() {
-			hd.Set(ratelimitheader.WarningName, strings.Join(members, ", "))
-		}
+	}
+	if len(members) > 0 && resp.GetAllowed() {
+		hd.Set(ratelimitheader.WarningName, strings.Join(members, ", "))
 	}
 }
 

@@ -140,9 +140,9 @@ func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	if h.deny = s.DenyStatus; h.deny != http.StatusTooManyRequests {
 		h.deny = http.StatusOK
 	}
-	h.mux.Handle("POST "+PathCheck, route(h, rpc{name: "check", method: floodgatev1.RateLimiter_Check_FullMethodName}, rl.Check, checkHeaders(h)))
-	h.mux.Handle("POST "+PathCheckBatch, route(h, rpc{name: "check_batch", method: floodgatev1.RateLimiter_CheckBatch_FullMethodName}, rl.CheckBatch, batchHeaders(h)))
-	h.mux.Handle("POST "+PathPeek, route(h, rpc{name: "peek", method: floodgatev1.RateLimiter_Peek_FullMethodName}, rl.Peek, peekHeaders(h)))
+	h.mux.Handle("POST "+PathCheck, route(h, rpc{name: "check", method: floodgatev1.RateLimiter_Check_FullMethodName}, rl.Check, decisionHeaders))
+	h.mux.Handle("POST "+PathCheckBatch, route(h, rpc{name: "check_batch", method: floodgatev1.RateLimiter_CheckBatch_FullMethodName}, rl.CheckBatch, batchHeaders))
+	h.mux.Handle("POST "+PathPeek, route(h, rpc{name: "peek", method: floodgatev1.RateLimiter_Peek_FullMethodName}, rl.Peek, decisionHeaders))
 	h.mux.Handle("POST "+PathReset, route(h, rpc{name: "reset", method: floodgatev1.RateLimiter_Reset_FullMethodName}, rl.Reset, nil))
 	h.mux.Handle("POST "+PathSettle, route(h, rpc{name: "settle", method: floodgatev1.RateLimiter_Settle_FullMethodName}, rl.Settle, nil))
 	if s.Envoy != nil {
@@ -179,9 +179,6 @@ type message[T any] interface {
 	proto.Message
 }
 
-// headersFunc writes the rate-limit headers of an answer.
-type headersFunc[Req, Resp any] func(http.Header, Req, Resp)
-
 // rpc names the RPC a route serves: name labels it in metrics and logs,
 // method is its gRPC full method name, the one authorization checks.
 // envoy marks Envoy's API as JSON, served as envoyproxy/ratelimit's /json
@@ -192,8 +189,9 @@ type rpc struct {
 	envoy        bool
 }
 
-// route serves one RPC: authenticate, read, decode, call, answer.
-func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call func(context.Context, Req) (Resp, error), headers headersFunc[Req, Resp]) http.Handler {
+// route serves one RPC: authenticate, read, decode, call, answer;
+// headers, when not nil, writes the rate-limit headers of an answer.
+func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call func(context.Context, Req) (Resp, error), headers func(*Handler, http.Header, Req, Resp)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rep := reply{h: h, w: w, route: m.name, start: start}
@@ -238,7 +236,7 @@ func route[T any, Req message[T], Resp proto.Message](h *Handler, m rpc, call fu
 			out = buf.Bytes()
 		}
 		if headers != nil {
-			headers(w.Header(), req, resp)
+			headers(h, w.Header(), req, resp)
 		}
 		if !m.envoy {
 			out = append(out, '\n')
