@@ -97,7 +97,7 @@ func (e *Envoy) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	// stack, it would grow the handler goroutine's stack (a copy of the
 	// whole stack, each request) deeper in the call.
 	w := new(envoyWork)
-	req, _ = e.withoutRefusedRefunds(ctx, req)
+	req = e.withoutRefusedRefunds(ctx, req)
 	entries, err := e.validate(req, w.rows[:], w.ents[:])
 	if err != nil {
 		return nil, toStatus(ctx, e.log, err)
@@ -106,15 +106,7 @@ func (e *Envoy) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	if e.cfg != nil {
 		cfg = e.cfg.Current()
 	}
-	checks, known := e.matchTraced(ctx, req, cfg, entries, w)
-	if !known {
-		resp := okResponse(len(entries))
-		if e.opts.DynamicMetadata {
-			resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
-		}
-		return resp, nil
-	}
-
+	checks := e.matchTraced(ctx, req, cfg, entries, w)
 	*planned = checks
 	w.descs = len(entries)
 	if err := e.decide(ctx, checks, w); err != nil {

@@ -52,12 +52,6 @@ func newResponse(n int) (*responseBlock, []statusBlock) {
 	return b, sts
 }
 
-// okResponse is the answer to n descriptors that no limit applies to.
-func okResponse(n int) *rlsv3.RateLimitResponse {
-	b, _ := newResponse(n)
-	return &b.resp
-}
-
 // answer builds the response to n descriptors: the statuses, the overall
 // code (w.over) and the headers.
 //
@@ -81,6 +75,12 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 	if w.over {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
+	var bestBuf [envoyInline]int
+	best := fit(bestBuf[:], n)
+	for i := range best {
+		best[i] = -1
+	}
+	degraded := false
 	for i := range checks {
 		c := &checks[i]
 		if c.peek && c.decision.Allowed {
@@ -94,15 +94,6 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 		if l := c.req.Limit; c.decision.ResetAfter == 0 && !c.fixed && !c.degraded && (l.Calendar != algorithms.NoCalendar || l.Algorithm.Facts().Window) {
 			c.decision.ResetAfter = localshare.PeriodLeft(l, w.batch.now)
 		}
-	}
-	var bestBuf [envoyInline]int
-	best := fit(bestBuf[:], n)
-	for i := range best {
-		best[i] = -1
-	}
-	degraded := false
-	for i := range checks {
-		c := &checks[i]
 		if c.limit.Unlimited && !c.shadow && best[c.desc] < 0 {
 			sts[c.desc].st.LimitRemaining = 1<<32 - 1 // as the reference: nothing is counted
 		}
@@ -110,7 +101,7 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 			continue
 		}
 		degraded = degraded || c.degraded
-		if b := best[c.desc]; b < 0 || moreRestrictive(c, &checks[b]) {
+		if b := best[c.desc]; b < 0 || ratelimitheader.MoreRestrictive(c.state(), checks[b].state()) {
 			best[c.desc] = i
 		}
 	}
@@ -148,7 +139,7 @@ func (e *Envoy) answer(checks []envoyCheck, n int, w *envoyWork) *rlsv3.RateLimi
 		sb.reset.Seconds = int64(reset / time.Second)
 		sb.reset.Nanos = int32(reset % time.Second)
 		st.DurationUntilReset = &sb.reset
-		if headline < 0 || moreRestrictive(c, &checks[headline]) {
+		if headline < 0 || ratelimitheader.MoreRestrictive(c.state(), checks[headline].state()) {
 			headline = b
 		}
 	}
@@ -197,12 +188,6 @@ func headerLimit(l *rules.Limit) ratelimitheader.Limit {
 	h := ratelimitheader.Of(l.Name, l.Rate)
 	h.WarnAt = l.Warn.At(l.Rate.Capacity())
 	return h
-}
-
-// moreRestrictive orders checks for the headers and per-descriptor status
-// (ratelimitheader.MoreRestrictive).
-func moreRestrictive(a, b *envoyCheck) bool {
-	return ratelimitheader.MoreRestrictive(a.state(), b.state())
 }
 
 // state is what the headers say of c's decision.

@@ -75,8 +75,10 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) e
 		return err
 	}
 	w.over = overLimit(checks, w.descs, e.opts.QuotaMode)
-	if w.over && e.opts.CountDeniedHits {
-		if err := e.chargeDebt(ctx, checks, b, func(c *envoyCheck) bool { return true }); err != nil {
+	if e.opts.CountDeniedHits {
+		// Every hit of a denied request; a passing request's quota-mode
+		// descriptors over their quota.
+		if err := e.chargeDebt(ctx, checks, b, func(c *envoyCheck) bool { return w.over || !c.decision.Allowed }); err != nil {
 			return err
 		}
 	}
@@ -127,13 +129,7 @@ func (e *Envoy) decideQuota(ctx context.Context, checks []envoyCheck, w *envoyWo
 			b.Add(i, c.req)
 		}
 	}
-	if err := e.run(ctx, checks, b, true); err != nil {
-		return err
-	}
-	if !e.opts.CountDeniedHits {
-		return nil
-	}
-	return e.chargeDebt(ctx, checks, b, func(c *envoyCheck) bool { return !c.decision.Allowed })
+	return e.run(ctx, checks, b, true)
 }
 
 // chargeDebt charges the hits of the enforced checks that pick selects as

@@ -39,7 +39,8 @@ func (e *Envoy) recovered(ctx context.Context, req *rlsv3.RateLimitRequest, plan
 			"panic", fmt.Sprint(p), "panics_since_last_log", n, "stack", string(debug.Stack()))
 	}
 	n := len(req.GetDescriptors())
-	resp := okResponse(n)
+	blk, _ := newResponse(n)
+	resp := &blk.resp
 	closed := make([]bool, n)
 	if planned == nil {
 		for i := range closed {

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,30 +53,26 @@ func (d *decider) observeRefusal(kind giveback.Kind, err error) {
 // (is_negative_hits) may be given (or it has none), else a copy in which
 // each such descriptor asks 0 hits: Envoy lets a request through on any
 // error answer, so a refused refund is decided as a look at the limit,
-// never answered with an error. refused reports whether it did.
-func (e *Envoy) withoutRefusedRefunds(ctx context.Context, req *rlsv3.RateLimitRequest) (out *rlsv3.RateLimitRequest, refused bool) {
-	negative := false
-	for _, d := range req.GetDescriptors() {
-		negative = negative || d.GetIsNegativeHits()
-	}
-	if !negative {
-		return req, false
+// never answered with an error.
+func (e *Envoy) withoutRefusedRefunds(ctx context.Context, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitRequest {
+	if !slices.ContainsFunc(req.GetDescriptors(), (*ratelimitv3.RateLimitDescriptor).GetIsNegativeHits) {
+		return req
 	}
 	err := giveback.Allowed(ctx, giveback.Refund)
 	if err == nil && e.opts.NoRefunds {
 		err = errRefundsOff
 	}
 	if err == nil {
-		return req, false
+		return req
 	}
 	e.observeRefusal(giveback.Refund, err)
-	out = proto.Clone(req).(*rlsv3.RateLimitRequest)
+	out := proto.Clone(req).(*rlsv3.RateLimitRequest)
 	for _, d := range out.GetDescriptors() {
 		if d.GetIsNegativeHits() {
 			d.IsNegativeHits, d.HitsAddend = false, wrapperspb.UInt64(0)
 		}
 	}
-	return out, true
+	return out
 }
 
 // errRefundsOff is the refusal of every negative hit with

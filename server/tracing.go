@@ -126,19 +126,18 @@ func (t spanTracer) endCheckMatch(span trace.Span, checks []check, keys []string
 	end(span, err)
 }
 
-// matchTraced is plan in a match span: the request's checks, and whether
-// its domain is known (false: no checks, cfg nil or without the domain).
-// The span says the domain, the limits found and, with values, the
-// descriptors' values.
-func (e *Envoy) matchTraced(ctx context.Context, req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, w *envoyWork) ([]envoyCheck, bool) {
+// matchTraced is plan in a match span: the request's checks, none when
+// cfg is nil or does not know its domain (every descriptor is then OK, as
+// envoyproxy/ratelimit answers an unknown domain). The span says the
+// domain, the limits found and, with values, the descriptors' values.
+func (e *Envoy) matchTraced(ctx context.Context, req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, w *envoyWork) []envoyCheck {
 	_, span := e.tracer.start(ctx, spanMatch)
 	var checks []envoyCheck
-	known := cfg != nil && cfg.HasDomain(req.GetDomain())
-	if known {
+	if cfg != nil && cfg.HasDomain(req.GetDomain()) {
 		checks = e.plan(req, cfg, entries, w)
 	}
 	if span == nil {
-		return checks, known
+		return checks
 	}
 	span.SetAttributes(limitAttrs(len(checks), func(i int) spanLimit { return checks[i].spanLimit() })...)
 	span.SetAttributes(attrDomain.String(req.GetDomain()), attrDescriptors.Int(len(entries)))
@@ -154,7 +153,7 @@ func (e *Envoy) matchTraced(ctx context.Context, req *rlsv3.RateLimitRequest, cf
 		span.SetAttributes(attrValues.StringSlice(vals))
 	}
 	span.End()
-	return checks, known
+	return checks
 }
 
 // storeTraced is storeDecide in a store span; limit(k) is request k's

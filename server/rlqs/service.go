@@ -355,11 +355,8 @@ func (s *Service) release(n int64) {
 // groupKey is the store key of the budget of bucket id canon under the
 // quota entry id: 22 base64url characters of a SHA-256.
 func groupKey(entryID, canon string) string {
-	h := sha256.New()
-	h.Write([]byte(entryID))
-	h.Write([]byte{0})
-	h.Write([]byte(canon))
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+	sum := sha256.Sum256([]byte(entryID + "\x00" + canon))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // joinLocked puts sb in the group of its key.
