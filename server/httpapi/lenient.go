@@ -50,97 +50,70 @@ type edit struct {
 	value      string
 }
 
-// frame is one open object or array while walking the body.
-type frame struct {
-	msg     protoreflect.MessageDescriptor // object: the message it encodes; nil when unknown
-	array   bool
-	list    protoreflect.FieldDescriptor // array: the repeated field it encodes
-	wantKey bool                         // object: the next string is a key
-	field   protoreflect.FieldDescriptor // object: the field the last key named
-}
-
 // lenientEdits walks body's tokens and lists the string values to
 // rewrite, in order.
 func lenientEdits(body []byte, md protoreflect.MessageDescriptor) []edit {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	var stack []*frame
 	var edits []edit
-	top := func() *frame {
-		if len(stack) == 0 {
-			return nil
-		}
-		return stack[len(stack)-1]
-	}
-	// valueField is the field the next value belongs to.
-	valueField := func() protoreflect.FieldDescriptor {
-		switch f := top(); {
-		case f == nil:
-			return nil
-		case f.array:
-			return f.list
-		default:
-			return f.field
-		}
-	}
-	// valueDone marks the current object's value read.
-	valueDone := func() {
-		if f := top(); f != nil && !f.array {
-			f.wantKey, f.field = true, nil
-		}
-	}
 	for {
-		before := dec.InputOffset()
-		tok, err := dec.Token()
+		err := walk(dec, body, nil, md, &edits)
 		if errors.Is(err, io.EOF) {
 			return edits
 		}
 		if err != nil {
 			return nil // protojson explains the syntax error
 		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{':
-				var msg protoreflect.MessageDescriptor
-				if len(stack) == 0 {
-					msg = md
-				} else if fd := valueField(); fd != nil && fd.Kind() == protoreflect.MessageKind && !fd.IsMap() {
-					msg = fd.Message()
+	}
+}
+
+// walk reads the next value from dec, a value of field fd (nil when
+// unknown) or, an object, of message msg (nil when unknown), and appends
+// the edits of its strings.
+func walk(dec *json.Decoder, body []byte, fd protoreflect.FieldDescriptor, msg protoreflect.MessageDescriptor, edits *[]edit) error {
+	before := dec.InputOffset()
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch t := tok.(type) {
+	case json.Delim: // '{' or '['; walk reads the closing one
+		for dec.More() {
+			vfd := fd
+			if t == '{' {
+				key, err := dec.Token()
+				if err != nil {
+					return err
 				}
-				stack = append(stack, &frame{msg: msg, wantKey: true})
-			case '[':
-				var list protoreflect.FieldDescriptor
-				if fd := valueField(); fd != nil && fd.IsList() {
-					list = fd
+				vfd = nil
+				if name, ok := key.(string); ok && msg != nil {
+					vfd = fieldByName(msg, name)
 				}
-				stack = append(stack, &frame{array: true, list: list})
-			default: // '}' or ']'
-				stack = stack[:len(stack)-1]
-				valueDone()
+			} else if fd != nil && !fd.IsList() {
+				vfd = nil
 			}
-		case string:
-			f := top()
-			if f != nil && !f.array && f.wantKey {
-				f.wantKey, f.field = false, nil
-				if f.msg != nil {
-					f.field = fieldByName(f.msg, t)
-				}
-				continue
+			var vmsg protoreflect.MessageDescriptor
+			if vfd != nil && vfd.Kind() == protoreflect.MessageKind && !vfd.IsMap() {
+				vmsg = vfd.Message()
 			}
-			if fd := valueField(); fd != nil {
-				if v, ok := respell(fd, t); ok {
-					// Between the previous token and this string there is
-					// only whitespace, ':' or ',': its first quote opens it.
-					if start := bytes.IndexByte(body[before:], '"'); start >= 0 {
-						edits = append(edits, edit{start: int(before) + start, end: int(dec.InputOffset()), value: v})
-					}
-				}
+			if err := walk(dec, body, vfd, vmsg, edits); err != nil {
+				return err
 			}
-			valueDone()
-		default:
-			valueDone()
+		}
+		_, err = dec.Token()
+		return err
+	case string:
+		if fd == nil {
+			return nil
+		}
+		if v, ok := respell(fd, t); ok {
+			// Between the previous token and this string there is only
+			// whitespace, ':' or ',': its first quote opens it.
+			if start := bytes.IndexByte(body[before:], '"'); start >= 0 {
+				*edits = append(*edits, edit{start: int(before) + start, end: int(dec.InputOffset()), value: v})
+			}
 		}
 	}
+	return nil
 }
 
 // fieldByName finds md's field by its JSON (lowerCamel) or proto name, as
