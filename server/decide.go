@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/keys"
 	"github.com/floodgate/floodgate/internal/observability"
 	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/store"
@@ -57,6 +58,25 @@ func (r *RateLimiter) observe(checks []check, out []algorithms.Decision, degrade
 		}
 		res := result(out[i].Allowed, c.shadow, degraded != nil && degraded[i], c.failureMode == rules.FailureLocal)
 		r.metrics.ObserveDecision(observability.Labels{API: r.apiName, Rule: c.rule, Algorithm: c.req.Limit.Algorithm, Result: res}, observability.NearLimit(out[i], c.warnAt))
+	}
+}
+
+// track hands a Check API call's decisions at now to the heavy-hitter
+// tracker (Settings.Limited), each under its policy or inline limit.
+func (r *RateLimiter) track(now time.Time, checks []check, out []algorithms.Decision) {
+	if r.limited == nil {
+		return
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.req.DryRun {
+			continue
+		}
+		policy := c.rule
+		if keys.IsInlineScope(c.req.Scope) {
+			policy = ""
+		}
+		r.limited.ObserveCheck(now, policy, c.shadow, c.req.Limit, keys.CheckKey(c.req.Key), c.req.Cost, out[i].Allowed)
 	}
 }
 

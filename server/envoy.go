@@ -348,3 +348,20 @@ func (e *Envoy) observe(domain string, entries [][]rules.Entry, checks []envoyCh
 		e.metrics.ObserveRule(&c.info.series, l, observability.NearLimit(c.decision, c.info.warnAt))
 	}
 }
+
+// track hands an Envoy request's decisions at now to the heavy-hitter
+// tracker, each under its rule with its descriptor's entries. Limits the
+// store did not decide (unlimited, deny-all, a request's own override),
+// degraded decisions and looks are not counted.
+func (e *Envoy) track(now time.Time, entries [][]rules.Entry, checks []envoyCheck) {
+	if e.limited == nil {
+		return
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.fixed || c.degraded || c.peek || c.limit.ID == "" {
+			continue
+		}
+		e.limited.ObserveEnvoy(now, c.limit, entries[c.desc], c.req.Cost, c.decision.Allowed)
+	}
+}

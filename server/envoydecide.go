@@ -82,7 +82,7 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) e
 			return err
 		}
 	}
-	return e.decideShadow(ctx, b.now, checks, !w.over)
+	return e.decideShadow(ctx, checks, b, !w.over)
 }
 
 // decideAll decides the enforced checks in one call, all or nothing; a
@@ -193,7 +193,7 @@ func overLimit(checks []envoyCheck, descs int, global bool) bool {
 
 // decideShadow decides the shadow limits, each on its own, charged only
 // when the request passed (allowed).
-func (e *Envoy) decideShadow(ctx context.Context, now time.Time, checks []envoyCheck, allowed bool) error {
+func (e *Envoy) decideShadow(ctx context.Context, checks []envoyCheck, b *envoyBatch, allowed bool) error {
 	for i := range checks {
 		c := &checks[i]
 		if !c.shadow || c.fixed {
@@ -201,12 +201,9 @@ func (e *Envoy) decideShadow(ctx context.Context, now time.Time, checks []envoyC
 		}
 		r := c.req
 		r.DryRun = r.DryRun || !allowed
-		var idx [1]int
-		var reqs [1]store.Request
-		var out [1]algorithms.Decision
-		b := envoyBatch{now: now, Batch: store.Batch{Idx: idx[:0], Reqs: reqs[:0], Out: out[:0]}}
+		b.Reset()
 		b.Add(i, r)
-		if err := e.run(ctx, checks, &b, true); err != nil {
+		if err := e.run(ctx, checks, b, true); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ package giveback
 import (
 	"context"
 	"errors"
+	"net"
 
 	"github.com/floodgate/floodgate/internal/auth"
 )
@@ -72,4 +73,19 @@ func PortRefusal(addr string, known bool) string {
 	}
 	return "giving budget back (Reset, refunds, negative hits) needs a token: this port (" + addr + ") is bound beyond loopback and the server has no --auth-token-file; " +
 		"start it with --auth-token-file (a token with the admin role may Reset, one with the refund or admin role may refund), or bind the port to 127.0.0.1"
+}
+
+// Loopback reports whether the host of a listen address host:port is
+// a loopback address or "localhost". An empty host (every address), an
+// unspecified one and any other name are not.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -11,6 +11,7 @@ package ratelimitheader
 
 import (
 	"math/bits"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -314,4 +315,20 @@ func String(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// SetHTTP sets on h the fields of one decision under l: Append's, or
+// AppendDegraded's when the store could not decide (degraded), for the
+// HTTP front doors (the client middleware and the server's HTTP/JSON API).
+func SetHTTP(h http.Header, l Limit, s State, degraded bool) {
+	var buf [8]Field
+	fs := buf[:0]
+	if degraded {
+		fs = AppendDegraded(fs, s.Denied, s.RetryAfter)
+	} else {
+		fs = Append(fs, l, s)
+	}
+	for _, f := range fs {
+		h.Set(f.Name, f.Value)
+	}
 }
