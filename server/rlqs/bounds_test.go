@@ -264,8 +264,8 @@ func TestHeldBytes(t *testing.T) {
 // TestNewDefaults: zero Settings take the documented bounds.
 func TestNewDefaults(t *testing.T) {
 	s := New(Settings{})
-	if s.lim != (limits{keyBytes: DefaultMaxKeyBytes, idBytes: DefaultMaxBucketIDBytes}) || s.maxStream != DefaultMaxStreamBytes || s.maxTotal != DefaultMaxTotalBytes {
-		t.Errorf("bounds %+v, %d, %d", s.lim, s.maxStream, s.maxTotal)
+	if s.keyBytes != DefaultMaxKeyBytes || s.idBytes != DefaultMaxBucketIDBytes || s.maxStream != DefaultMaxStreamBytes || s.maxTotal != DefaultMaxTotalBytes {
+		t.Errorf("bounds %d, %d, %d, %d", s.keyBytes, s.idBytes, s.maxStream, s.maxTotal)
 	}
 }
 

@@ -99,7 +99,8 @@ type Service struct {
 	cfg        RuleSource
 	demand     store.DemandStore
 	maxBuckets int
-	lim        limits
+	keyBytes   int   // the domain, each bucket id key and value
+	idBytes    int   // a bucket id's keys and values together
 	maxStream  int64 // bytes of bucket ids per stream
 	maxTotal   int64 // bytes of bucket ids in all
 	held       atomic.Int64
@@ -197,14 +198,12 @@ func New(s Settings) *Service {
 		cfg:        s.Rules,
 		demand:     s.Demand,
 		maxBuckets: cmp.Or(max(s.MaxBucketsPerStream, 0), DefaultMaxBucketsPerStream),
-		lim: limits{
-			keyBytes: cmp.Or(max(s.MaxKeyBytes, 0), DefaultMaxKeyBytes),
-			idBytes:  cmp.Or(max(s.MaxBucketIDBytes, 0), DefaultMaxBucketIDBytes),
-		},
-		maxStream: cmp.Or(max(s.MaxStreamBytes, 0), DefaultMaxStreamBytes),
-		maxTotal:  cmp.Or(max(s.MaxTotalBytes, 0), DefaultMaxTotalBytes),
-		ttl:       cmp.Or(max(s.AssignmentTTL, 0), DefaultAssignmentTTL),
-		shares:    s.Shares, now: s.Now, log: s.Logger, m: s.Metrics,
+		keyBytes:   cmp.Or(max(s.MaxKeyBytes, 0), DefaultMaxKeyBytes),
+		idBytes:    cmp.Or(max(s.MaxBucketIDBytes, 0), DefaultMaxBucketIDBytes),
+		maxStream:  cmp.Or(max(s.MaxStreamBytes, 0), DefaultMaxStreamBytes),
+		maxTotal:   cmp.Or(max(s.MaxTotalBytes, 0), DefaultMaxTotalBytes),
+		ttl:        cmp.Or(max(s.AssignmentTTL, 0), DefaultAssignmentTTL),
+		shares:     s.Shares, now: s.Now, log: s.Logger, m: s.Metrics,
 		replica: hex.EncodeToString(b[:]),
 		streams: map[*stream]struct{}{}, groups: map[string]*group{},
 	}

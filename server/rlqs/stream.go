@@ -148,8 +148,8 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 	switch d := m.GetDomain(); {
 	case st.domain == "" && d == "":
 		return invalidf("domain", "empty: the first message of a stream must name the domain")
-	case len(d) > s.lim.keyBytes:
-		return invalidf("domain", "%d bytes, longer than %d (--max-key-bytes)", len(d), s.lim.keyBytes)
+	case len(d) > s.keyBytes:
+		return invalidf("domain", "%d bytes, longer than %d (--max-key-bytes)", len(d), s.keyBytes)
 	case st.domain == "":
 		st.domain = d
 	case d != "" && d != st.domain:
@@ -158,7 +158,7 @@ func (st *stream) handle(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageRepor
 	usages := m.GetBucketQuotaUsages()
 	elapsed := make([]time.Duration, len(usages))
 	for i, u := range usages {
-		d, err := checkUsage(u, i, s.lim)
+		d, err := s.checkUsage(u, i)
 		if err != nil {
 			return err
 		}

@@ -32,12 +32,6 @@ const (
 	bucketOverhead = 1536
 )
 
-// limits are the bounds checkUsage applies.
-type limits struct {
-	keyBytes int // each key and value
-	idBytes  int // a bucket id's keys and values together
-}
-
 // invalidf is an InvalidArgument status naming field.
 func invalidf(field, format string, args ...any) error {
 	return status.Error(codes.InvalidArgument, field+": "+fmt.Sprintf(format, args...))
@@ -47,7 +41,7 @@ func usageField(i int) string { return "bucket_quota_usages[" + strconv.Itoa(i) 
 
 // checkUsage validates one bucket usage report and returns its elapsed
 // time (0 when not given).
-func checkUsage(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, i int, lim limits) (time.Duration, error) {
+func (s *Service) checkUsage(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, i int) (time.Duration, error) {
 	f := usageField(i)
 	if u == nil {
 		return 0, invalidf(f, "empty usage report")
@@ -64,15 +58,15 @@ func checkUsage(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, i int, li
 		switch {
 		case k == "":
 			return 0, invalidf(f+".bucket_id", "an empty key")
-		case len(k) > lim.keyBytes:
-			return 0, invalidf(f+".bucket_id", "key of %d bytes, longer than %d (--max-key-bytes)", len(k), lim.keyBytes)
-		case len(v) > lim.keyBytes:
-			return 0, invalidf(f+".bucket_id", "value of key %q is %d bytes, longer than %d (--max-key-bytes)", trim(k), len(v), lim.keyBytes)
+		case len(k) > s.keyBytes:
+			return 0, invalidf(f+".bucket_id", "key of %d bytes, longer than %d (--max-key-bytes)", len(k), s.keyBytes)
+		case len(v) > s.keyBytes:
+			return 0, invalidf(f+".bucket_id", "value of key %q is %d bytes, longer than %d (--max-key-bytes)", trim(k), len(v), s.keyBytes)
 		}
 		n += len(k) + len(v)
 	}
-	if n > lim.idBytes {
-		return 0, invalidf(f+".bucket_id", "%d bytes of keys and values, more than %d", n, lim.idBytes)
+	if n > s.idBytes {
+		return 0, invalidf(f+".bucket_id", "%d bytes of keys and values, more than %d", n, s.idBytes)
 	}
 	te := u.GetTimeElapsed()
 	if te == nil {
