@@ -122,11 +122,9 @@ func NewAdminHandler(s AdminSettings) http.Handler {
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET /ui/", page)
 	if s.Pprof {
-		mux.Handle("/debug/pprof/", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Index)))
-		mux.Handle("/debug/pprof/cmdline", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Cmdline)))
-		mux.Handle("/debug/pprof/profile", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Profile)))
-		mux.Handle("/debug/pprof/symbol", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Symbol)))
-		mux.Handle("/debug/pprof/trace", adminOnly(s.AdminAuth, http.HandlerFunc(pprof.Trace)))
+		for path, h := range map[string]http.HandlerFunc{"": pprof.Index, "cmdline": pprof.Cmdline, "profile": pprof.Profile, "symbol": pprof.Symbol, "trace": pprof.Trace} {
+			mux.Handle("/debug/pprof/"+path, adminOnly(s.AdminAuth, h))
+		}
 	}
 	return mux
 }

@@ -184,14 +184,6 @@ func (g *Gate) tap(ctx context.Context, info *tap.Info) (context.Context, error)
 	return ctx, nil
 }
 
-// InFlight returns the calls the gate counts as in flight, and the open
-// connections it admitted.
-func (g *Gate) InFlight() (streams, conns int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.streams, g.conns
-}
-
 // clientAddr is the IP address of the call's peer; the zero Addr when it
 // has none (a Unix socket, an in-memory listener).
 func clientAddr(ctx context.Context) netip.Addr {
