@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -50,10 +51,7 @@ func (r *RateLimiter) resolve(req checkFields) (check, error) {
 	if err := r.validateKey(req.GetKey()); err != nil {
 		return check{}, err
 	}
-	cost := req.GetCost()
-	if cost == 0 {
-		cost = 1
-	}
+	cost := cmp.Or(req.GetCost(), 1)
 	alg := algorithms.Algorithm(req.GetAlgorithm())
 	if alg != algorithms.Unspecified && !alg.Valid() {
 		return check{}, invalidf("algorithm", "unknown value %d", int32(alg))

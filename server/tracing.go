@@ -132,7 +132,7 @@ func (t spanTracer) endCheckMatch(span trace.Span, checks []check, keys []string
 // domain, the limits found and, with values, the descriptors' values.
 func (e *Envoy) matchTraced(ctx context.Context, req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, w *envoyWork) []envoyCheck {
 	_, span := e.tracer.start(ctx, spanMatch)
-	var checks []envoyCheck
+	checks := w.checks[:0] // not nil: a later panic answers by these limits (recovered)
 	if cfg != nil && cfg.HasDomain(req.GetDomain()) {
 		checks = e.plan(req, cfg, entries, w)
 	}
