@@ -28,10 +28,10 @@ var errByteSize = errors.New("want a size in bytes: a whole number, optionally w
 // errByteSizeRange is Set's error for a size too large for its flag.
 var errByteSizeRange = errors.New("out of range for a size in bytes")
 
-// parseByteSize reads s as a size in bytes within [lo, hi]: an integer
-// (negative ones too, for the range checks after parsing to refuse with
-// their own message), or a whole number followed by a unit of byteUnits.
-func parseByteSize(s string, lo, hi int64) (int64, error) {
+// parseByteSize reads s as a size in bytes: an integer (negative ones
+// too, for the range checks after parsing to refuse with their own
+// message), or a whole number followed by a unit of byteUnits.
+func parseByteSize(s string) (int64, error) {
 	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
 	unit := strings.ToLower(strings.TrimSpace(s[len(num):]))
 	mult := int64(1)
@@ -48,7 +48,7 @@ func parseByteSize(s string, lo, hi int64) (int64, error) {
 		return 0, errByteSizeRange
 	case err != nil, unit != "" && n < 0:
 		return 0, errByteSize
-	case n > math.MaxInt64/mult || n*mult > hi || n*mult < lo:
+	case n > math.MaxInt64/mult:
 		return 0, errByteSizeRange
 	}
 	return n * mult, nil
@@ -56,11 +56,11 @@ func parseByteSize(s string, lo, hi int64) (int64, error) {
 
 // byteSize is a pflag.Value for a byte-size flag whose variable is an
 // integer.
-type byteSize[T int | int64 | uint | uint32] struct{ p *T }
+type byteSize[T int | int64 | uint32] struct{ p *T }
 
 // byteSizeVar defines a byte-size flag: like fs.Int64Var and its kin, but
 // its value may carry a unit (see parseByteSize).
-func byteSizeVar[T int | int64 | uint | uint32](fs *pflag.FlagSet, p *T, name string, value T, usage string) {
+func byteSizeVar[T int | int64 | uint32](fs *pflag.FlagSet, p *T, name string, value T, usage string) {
 	*p = value
 	fs.Var(byteSize[T]{p}, name, usage)
 }
@@ -76,16 +76,11 @@ func (b byteSize[T]) String() string {
 func (byteSize[T]) Type() string { return "size" }
 
 func (b byteSize[T]) Set(s string) error {
-	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-	var zero T
-	if zero-1 > 0 { // unsigned
-		lo = 0
-	}
-	n, err := parseByteSize(s, lo, hi)
+	n, err := parseByteSize(s)
 	if err != nil {
 		return err
 	}
-	if int64(T(n)) != n { // past a uint32, or an int on a 32-bit platform
+	if int64(T(n)) != n { // negative or past a uint32, or past an int on a 32-bit platform
 		return errByteSizeRange
 	}
 	*b.p = T(n)
