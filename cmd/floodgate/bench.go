@@ -90,7 +90,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	// The generator's heap is tiny; collect rarely so it leaves the CPU
 	// to the server it measures (the same for every --api, ceiling included).
 	setGCPercent(getenv, defaultGCPercent)
-	if err := parseCommand(fs, args, getenv, stderr, "bench", 2); err != nil {
+	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -103,7 +103,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	var f checkFlags
 	fs := newFlagSet("check [flags]", checkSynopsis(), stdout)
 	f.register(fs)
-	if err := parseCommand(fs, args, getenv, stderr, "check", checkExitUsage); err != nil {
+	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
 	if f.envoy.domain != "" {

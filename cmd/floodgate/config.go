@@ -39,7 +39,7 @@ func runConfigValidate(args []string, getenv func(string) string, stdout, stderr
 	fs := newFlagSet("config validate PATH", "Checks a config file or a folder of them offline; exits 1 and prints file:line:column on error.", stdout)
 	var load ruleFlags
 	load.register(fs)
-	if err := parseCommand(fs, args, getenv, stderr, "config validate", 2); err != nil {
+	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

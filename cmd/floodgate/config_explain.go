@@ -64,7 +64,7 @@ func runConfigExplain(args []string, getenv func(string) string, stdout, stderr 
 		fmt.Fprintf(stderr, "floodgate config explain: "+format+"\n", a...)
 		return exitCode(2)
 	}
-	if err := parseCommand(fs, args, getenv, stderr, "config explain", 2); err != nil {
+	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
 	switch {

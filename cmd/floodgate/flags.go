@@ -31,17 +31,15 @@ func newFlagSet(name, synopsis string, stdout io.Writer) *pflag.FlagSet {
 	return fs
 }
 
-// parseCommand is parseFlags for the command name ("check"): -h and
-// --help return pflag.ErrHelp; any other error is printed to stderr as
-// "floodgate name: err" and returns exitCode(usage).
-func parseCommand(fs *pflag.FlagSet, args []string, getenv func(string) string, stderr io.Writer, name string, usage int) error {
-	if err := parseFlags(fs, args, getenv); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return failed(stderr, name, usage, err)
+// parseCommand is parseFlags for a command: -h and --help return
+// pflag.ErrHelp; any other error is printed to stderr as "floodgate
+// check: err" (commandName) and ends the command with status 2.
+func parseCommand(fs *pflag.FlagSet, args []string, getenv func(string) string, stderr io.Writer) error {
+	err := parseFlags(fs, args, getenv)
+	if err == nil || errors.Is(err, pflag.ErrHelp) {
+		return err
 	}
-	return nil
+	return failed(stderr, commandName(fs), 2, err)
 }
 
 // parseFlags parses args, then fills every flag not given on the command

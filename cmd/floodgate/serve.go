@@ -297,7 +297,7 @@ func parseServeFlags(args []string, getenv func(string) string, stdout, stderr i
 	var f serveFlags
 	fs := newFlagSet("serve [flags]", serveSynopsis, stdout)
 	f.register(fs)
-	if err := parseCommand(fs, args, getenv, stderr, "serve", 2); err != nil {
+	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {

@@ -66,7 +66,7 @@ func runSettle(ctx context.Context, args []string, getenv func(string) string, s
 	var f settleFlags
 	fs := newFlagSet("settle [flags]", settleSynopsis, stdout)
 	f.register(fs)
-	if err := parseCommand(fs, args, getenv, stderr, "settle", checkExitUsage); err != nil {
+	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
 	limit, opts, err := f.resolve(fs, nil)

@@ -81,7 +81,7 @@ func runSimulate(_ context.Context, args []string, getenv func(string) string, s
 	var f simulateFlags
 	fs := newFlagSet("simulate [flags]", simulateSynopsis(), stdout)
 	f.register(fs)
-	if err := parseCommand(fs, args, getenv, stderr, "simulate", simulateExitUsage); err != nil {
+	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -65,7 +65,7 @@ func runTop(ctx context.Context, args []string, getenv func(string) string, stdo
 	var f topFlags
 	fs := newFlagSet("top [flags]", topSynopsis, stdout)
 	f.register(fs)
-	if err := parseCommand(fs, args, getenv, stderr, "top", 2); err != nil {
+	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
 	err := f.q.Validate()
