@@ -51,7 +51,7 @@ func main() {
 	keys := flag.Int("keys", 10_000, "live keys per algorithm")
 	n := flag.Int("n", 2_000, "decisions per measured phase under callgrind (a multiple of 8)")
 	wall := flag.Int("wall", 20_000, "decisions per phase of the wall-clock run; 0 skips it")
-	only := flag.String("only", "", "measure only the subjects whose name contains this")
+	only := flag.String("only", "", "measure only the subjects whose name contains this (or one of these, separated by '|')")
 	profile := flag.String("profile", "", "keep callgrind's dumps (one a phase, for callgrind_annotate) in this directory")
 	prims := flag.Bool("primitives", false, "measure the pieces a script is made of (Redis commands from Lua, struct, string functions, a Lua call) instead of the decisions")
 	flag.Parse()
@@ -90,8 +90,11 @@ func run(ctx context.Context, out io.Writer, keys, n, wall int, only, profile st
 	}
 	var subs []subject
 	for _, s := range subjects() {
-		if strings.Contains(s.name, only) {
-			subs = append(subs, s)
+		for _, o := range strings.Split(only, "|") {
+			if strings.Contains(s.name, o) {
+				subs = append(subs, s)
+				break
+			}
 		}
 	}
 	perCalls := []int{8, 1}
