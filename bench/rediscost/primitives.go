@@ -7,6 +7,7 @@ package main
 // iteration (the loop's own step, about 20 instructions, included).
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ import (
 // body once an iteration.
 type primitive struct {
 	name, setup, body string
-	keys              bool // the body touches KEYS[1], a live 19-byte string with a TTL (measurePrimitives writes it before each run)
+	ret               string // what the script returns after the loop ("1" if empty)
+	keys              bool   // the body touches KEYS[1], a live 19-byte string with a TTL (measurePrimitives writes it before each run)
 }
 
 // primitives are the pieces measured by -primitives, in the order printed.
@@ -48,6 +50,19 @@ func primitives() []primitive {
 		{name: "struct.unpack, '<i5I3' (a token bucket's state)", setup: "local s = struct.pack('<i5I3', 12345678901, 7) local su = struct.unpack", body: "local a, b = su('<i5I3', s)"},
 		{name: "redis.call INCRBY key 1", body: "redis.call('INCRBY', KEYS[1] .. 'n', '1')", keys: true},
 		{name: "a key joined with a cached suffix (key .. s)", setup: "local s = ':12345'", body: "local v = KEYS[1] .. s", keys: true},
+		{name: "an integer stored in a table's array part", setup: "local t = {}", body: "t[i] = i * 1000"},
+		{name: "the same, the table the reply (Redis writes each integer)", setup: "local t = {}", body: "t[i] = i * 1000", ret: "t"},
+		{name: "string.byte, 4 bytes", setup: "local s = 'abcdefghijklm' local sb = string.byte", body: "local a, b, c, d = sb(s, 3, 6)"},
+		{name: "tonumber of a 13-digit string", setup: "local s = '1234567890123'", body: "local v = tonumber(s)"},
+		{name: "redis.call SET key v PXAT ms", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('SET', KEYS[1], v, 'PXAT', '4102444800000')", keys: true},
+		{name: "redis.call SET key n PX ms, n a Lua number", body: "redis.call('SET', KEYS[1], 1234567890123, 'PX', '86528000')", keys: true},
+		{name: "redis.call GET of an integer value", setup: "redis.call('SET', KEYS[1], '1234567890123', 'PX', '86528000')", body: "local v = redis.call('GET', KEYS[1])", keys: true},
+		{name: "a Lua call of 6 arguments and 6 results", setup: "local function f(a, b, c, d, e, g) return a, b, c, d, e, g end", body: "local a, b, c, d, e, g = f(1, 2, 3, 4, 5, 6)"},
+		{name: "8 short reply records, each packed, joined (table.concat)", setup: "local sp, tc = struct.pack, table.concat local t = {}", body: "for j = 1, 8 do t[j] = sp('<i8i8', 3997, -172800002) end local v = tc(t)"},
+		{name: "the same 16 integers in a table, one struct.pack", setup: "local sp = struct.pack local u = {} local F = '<' .. string.rep('i8', 16)", body: "for j = 1, 16, 2 do u[j] = 3997 u[j + 1] = -172800002 end local v = sp(F, unpack(u))"},
+		{name: "a loop of 8 empty steps (to subtract from the two above)", body: "for j = 1, 8 do end"},
+		{name: "struct.unpack, a byte and 2 int64s", setup: "local s = string.rep('a', 33) local su = struct.unpack", body: "local h, a, b = su('<Bi8i8', s, 1)"},
+		{name: "struct.pack, 2 int64s (a short reply)", setup: "local sp = struct.pack", body: "local v = sp('<i8i8', 3997, -172800002)"},
 		{name: "a table of 8 strings joined (table.concat)", setup: "local t = {} for j = 1, 8 do t[j] = string.rep('x', 41) end local tc = table.concat", body: "local v = tc(t)"},
 	}
 }
@@ -60,7 +75,7 @@ func measurePrimitives(ctx context.Context, out io.Writer, srv *server) error {
 	fmt.Fprintln(out, "| piece | instructions |")
 	fmt.Fprintln(out, "|---|---:|")
 	for _, p := range primitives() {
-		src := "local n = tonumber(ARGV[1]) " + p.setup + " for i = 1, n do " + p.body + " end return 1"
+		src := "local n = tonumber(ARGV[1]) " + p.setup + " for i = 1, n do " + p.body + " end return " + cmp.Or(p.ret, "1")
 		var keys []string
 		if p.keys {
 			keys = []string{key}
