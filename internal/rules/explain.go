@@ -316,11 +316,8 @@ func (c *Set) ExplainQuota(domain string, id map[string]string) QuotaExplanation
 		if q == ex.Bucket {
 			continue
 		}
-		qc := QuotaCandidate{Bucket: q, Matches: q.matches(id)}
-		if qc.Matches {
-			qc.Reasons = []string{lostTo(q, ex.Bucket)}
-		}
-		for _, k := range q.keys {
+		qc := QuotaCandidate{Bucket: q}
+		for _, k := range q.keys { // the reasons it does not match (q.matches)
 			v, ok := id[k.k]
 			switch {
 			case !ok:
@@ -329,7 +326,8 @@ func (c *Set) ExplainQuota(domain string, id map[string]string) QuotaExplanation
 				qc.Reasons = append(qc.Reasons, fmt.Sprintf("key %q: value %q does not match %q", k.k, v, k.v))
 			}
 		}
-		if qc.Matches {
+		if qc.Matches = len(qc.Reasons) == 0; qc.Matches {
+			qc.Reasons = []string{lostTo(q, ex.Bucket)}
 			ex.Others = append(ex.Others, qc)
 		} else {
 			others = append(others, qc)
