@@ -73,10 +73,7 @@ func NewRuleView(l *rules.Limit) RuleView {
 func newRateView(r algorithms.Limit) RateView {
 	v := RateView{Algorithm: r.Algorithm.String(), Requests: r.Requests, Period: r.Period.String(), Burst: r.Burst}
 	if r.Calendar != algorithms.NoCalendar {
-		v.Period, v.TimeZone = "calendar_"+r.Calendar.String(), "UTC"
-		if r.Location != nil {
-			v.TimeZone = r.Location.String()
-		}
+		v.Period, v.TimeZone = "calendar_"+r.Calendar.String(), r.Location.String() // a nil Location is UTC
 	}
 	return v
 }

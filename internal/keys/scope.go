@@ -29,11 +29,7 @@ func InlineScope(l algorithms.Limit) string {
 	case l.Calendar != algorithms.NoCalendar:
 		b = append(b, l.Calendar.String()...)
 		b = append(b, '@')
-		if l.Location == nil {
-			b = append(b, "UTC"...)
-		} else {
-			b = append(b, l.Location.String()...)
-		}
+		b = append(b, l.Location.String()...) // a nil Location is UTC
 	case ms%3_600_000 == 0:
 		b = append(strconv.AppendInt(b, ms/3_600_000, 10), 'h')
 	case ms%60_000 == 0:
