@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	phaseStart := time.Now()
 	begin := func() {
 		hook(true)
-		cpuStart, _ = processCPU()
+		cpuStart = processCPU()
 		measureStart = time.Now()
 		phaseStart = measureStart
 		if cfg.Duration > 0 {
@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stop := func() {
 		measureEnd = time.Now()
 		phase.Store(phaseStopped)
-		cpuEnd, _ = processCPU()
+		cpuEnd = processCPU()
 		if !measureStart.IsZero() {
 			hook(false)
 		}
