@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -24,17 +25,13 @@ func Allowed(host string, names []string) bool {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-	switch {
-	case host == "", net.ParseIP(host) != nil, host == "localhost", strings.HasSuffix(host, ".localhost"):
+	if host == "" || net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
-	for _, n := range names {
+	return slices.ContainsFunc(names, func(n string) bool {
 		n = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(n)), ".")
-		if n == "*" || n == host {
-			return true
-		}
-	}
-	return false
+		return n == "*" || n == host
+	})
 }
 
 // Guard serves next, except that a request whose Host is not Allowed by

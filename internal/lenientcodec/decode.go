@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -259,11 +260,7 @@ func wireTypeOf(k protoreflect.Kind) protowire.Type {
 
 // isPackable reports whether repeated values of kind k may come packed.
 func isPackable(k protoreflect.Kind) bool {
-	switch wireTypeOf(k) {
-	case protowire.VarintType, protowire.Fixed32Type, protowire.Fixed64Type:
-		return true
-	}
-	return false
+	return slices.Contains([]protowire.Type{protowire.VarintType, protowire.Fixed32Type, protowire.Fixed64Type}, wireTypeOf(k))
 }
 
 func wireErr(n int) error {

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -62,45 +63,39 @@ func (leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return fmt.Errorf("loadgen: cannot read into %T", v)
 }
 
-// fieldReader walks the fields of a message, as far as its caller asks.
-type fieldReader struct {
-	b   []byte // what is left to read
-	err error  // why the walk stopped early; nil at the end of b
-}
-
-// next is the next field: its number, wire type and value (a varint's
-// bytes, or a length-prefixed value with its prefix); ok is false at the
-// end, or on malformed bytes (then err says why).
-func (r *fieldReader) next() (num protowire.Number, typ protowire.Type, v []byte, ok bool) {
-	if len(r.b) == 0 || r.err != nil {
-		return 0, 0, nil, false
+// eachField calls f with the fields of the message b, in order, until f
+// returns false: each field's number, wire type and value (a varint's
+// bytes, or a length-prefixed value with its prefix). The error is that of
+// malformed bytes.
+func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte) bool) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		if !f(num, typ, b[n:n+m]) {
+			return nil
+		}
+		b = b[n+m:]
 	}
-	num, typ, n := protowire.ConsumeTag(r.b)
-	if n < 0 {
-		r.err = protowire.ParseError(n)
-		return 0, 0, nil, false
-	}
-	m := protowire.ConsumeFieldValue(num, typ, r.b[n:])
-	if m < 0 {
-		r.err = protowire.ParseError(m)
-		return 0, 0, nil, false
-	}
-	v, r.b = r.b[n:n+m], r.b[n+m:]
-	return num, typ, v, true
+	return nil
 }
 
 // readVerdict reads field 1 of b into out.
 func readVerdict(b []byte, out *verdict) error {
 	*out = 0 // proto3: an absent field 1 is zero
-	r := fieldReader{b: b}
-	for num, typ, v, ok := r.next(); ok; num, typ, v, ok = r.next() {
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
 		if num == 1 && typ == protowire.VarintType {
-			x, _ := protowire.ConsumeVarint(v) // next checked it
+			x, _ := protowire.ConsumeVarint(v) // eachField checked it
 			*out = verdict(x)
-			return nil
+			return false
 		}
-	}
-	return r.err
+		return true
+	})
 }
 
 // rlsVerdict is what a RateLimitResponse says to the generator: its
@@ -116,31 +111,20 @@ type rlsVerdict struct {
 // status carries a limit.
 func readRLSVerdict(b []byte, out *rlsVerdict) error {
 	*out = rlsVerdict{}
-	r := fieldReader{b: b}
-	for num, typ, v, ok := r.next(); ok; num, typ, v, ok = r.next() {
+	var statusErr error
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
 		switch {
 		case num == 1 && typ == protowire.VarintType:
-			x, _ := protowire.ConsumeVarint(v) // next checked it
+			x, _ := protowire.ConsumeVarint(v) // eachField checked it
 			out.code = verdict(x)
 		case num == 2 && typ == protowire.BytesType && !out.limited:
-			st, _ := protowire.ConsumeBytes(v) // next checked it
-			limited, err := hasField(st, 2, protowire.BytesType)
-			if err != nil {
-				return err
-			}
-			out.limited = limited
+			st, _ := protowire.ConsumeBytes(v) // eachField checked it
+			statusErr = eachField(st, func(num protowire.Number, typ protowire.Type, _ []byte) bool {
+				out.limited = num == 2 && typ == protowire.BytesType
+				return !out.limited
+			})
 		}
-	}
-	return r.err
-}
-
-// hasField reports whether the message b has field num of type typ.
-func hasField(b []byte, num protowire.Number, typ protowire.Type) (bool, error) {
-	r := fieldReader{b: b}
-	for n, t, _, ok := r.next(); ok; n, t, _, ok = r.next() {
-		if n == num && t == typ {
-			return true, nil
-		}
-	}
-	return false, r.err
+		return statusErr == nil
+	})
+	return cmp.Or(statusErr, err)
 }

@@ -134,12 +134,8 @@ func (c *Config) Validate() error {
 		return bad("a duration or a maximum number of requests is required")
 	case c.Zipf != 0 && !(c.Zipf > 1):
 		return bad("zipf skew must be greater than 1 (or 0 for uniform keys), got %v", c.Zipf)
-	}
-	switch c.API {
-	case APICheck, APIRLS:
-		if c.Keys < 1 {
-			return bad("keys must be at least 1, got %d", c.Keys)
-		}
+	case (c.API == APICheck || c.API == APIRLS) && c.Keys < 1:
+		return bad("keys must be at least 1, got %d", c.Keys)
 	}
 	switch c.API {
 	case APICheck:
