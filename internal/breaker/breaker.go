@@ -86,9 +86,7 @@ func New(next store.Store, cfg Config) *Breaker {
 	cfg.Threshold = cmp.Or(max(cfg.Threshold, 0), DefaultThreshold)
 	cfg.ProbeInterval = cmp.Or(max(cfg.ProbeInterval, 0), DefaultProbeInterval)
 	cfg.ProbeTimeout = cmp.Or(max(cfg.ProbeTimeout, 0), DefaultProbeTimeout)
-	if cfg.CheckInterval == 0 {
-		cfg.CheckInterval = DefaultCheckInterval
-	}
+	cfg.CheckInterval = cmp.Or(cfg.CheckInterval, DefaultCheckInterval) // negative: never
 	b := &Breaker{next: next, cfg: cfg, closed: make(chan struct{})}
 	if cfg.OnChange != nil {
 		b.wake = make(chan struct{}, 1)

@@ -55,9 +55,7 @@ type Config struct {
 type Heartbeat struct {
 	client redis.UniversalClient
 	key    string
-	id     string
-	cfg    Config
-	log    *slog.Logger
+	cfg    Config       // defaults filled in
 	count  atomic.Int64 // last count read; 0 before the first
 
 	started atomic.Bool // Start was called
@@ -73,13 +71,11 @@ type Heartbeat struct {
 func New(client redis.UniversalClient, cfg Config) *Heartbeat {
 	cfg.Interval = cmp.Or(max(cfg.Interval, 0), DefaultInterval)
 	cfg.Timeout = cmp.Or(max(cfg.Timeout, 0), cfg.Interval)
-	if cfg.ID == "" {
-		cfg.ID = defaultID()
-	}
-	log := cmp.Or(cfg.Logger, slog.Default())
+	cfg.ID = cmp.Or(cfg.ID, defaultID())
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	ctx, stop := context.WithCancel(context.Background())
 	return &Heartbeat{
-		client: client, key: cfg.Prefix + KeySuffix, id: cfg.ID, cfg: cfg, log: log,
+		client: client, key: cfg.Prefix + KeySuffix, cfg: cfg,
 		ctx: ctx, stop: stop, done: make(chan struct{}),
 	}
 }
@@ -94,7 +90,7 @@ func defaultID() string {
 }
 
 // ID is this replica's member in the set.
-func (h *Heartbeat) ID() string { return h.id }
+func (h *Heartbeat) ID() string { return h.cfg.ID }
 
 // Key is the sorted set's key.
 func (h *Heartbeat) Key() string { return h.key }
@@ -116,7 +112,7 @@ func (h *Heartbeat) Beat(ctx context.Context) error {
 	ttl := ttlIntervals * h.cfg.Interval
 	var card *redis.IntCmd
 	_, err = h.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAdd(ctx, h.key, redis.Z{Score: float64(nowMs + ttl.Milliseconds()), Member: h.id})
+		p.ZAdd(ctx, h.key, redis.Z{Score: float64(nowMs + ttl.Milliseconds()), Member: h.cfg.ID})
 		p.ZRemRangeByScore(ctx, h.key, "-inf", strconv.FormatInt(nowMs, 10))
 		card = p.ZCard(ctx, h.key)
 		p.PExpire(ctx, h.key, ttl) // the set goes when every replica has
@@ -143,9 +139,9 @@ func (h *Heartbeat) Start() {
 		for {
 			err := h.Beat(h.ctx)
 			if err != nil && !failed {
-				h.log.Warn("replica heartbeat failed: failure_mode local keeps the last replica count", "replicas", h.Replicas(), "err", err)
+				h.cfg.Logger.Warn("replica heartbeat failed: failure_mode local keeps the last replica count", "replicas", h.Replicas(), "err", err)
 			} else if err == nil && failed {
-				h.log.Info("replica heartbeat back", "replicas", h.Replicas())
+				h.cfg.Logger.Info("replica heartbeat back", "replicas", h.Replicas())
 			}
 			failed = err != nil
 			select {
@@ -170,7 +166,7 @@ func (h *Heartbeat) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.Timeout)
 	defer cancel()
-	if err := h.client.ZRem(ctx, h.key, h.id).Err(); err != nil {
+	if err := h.client.ZRem(ctx, h.key, h.cfg.ID).Err(); err != nil {
 		return fmt.Errorf("heartbeat: leave: %w", err)
 	}
 	return nil
