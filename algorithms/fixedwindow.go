@@ -97,13 +97,6 @@ func fixedDecide(l Limit, s State, w fixedSpan, a ask) (State, Decision) {
 	return State{A: start, B: count}, d
 }
 
-// fixedWindowDebt is how many units a window in state s owes at now: its
-// count above Requests.
-func fixedWindowDebt(l Limit, s State, now int64) int64 {
-	count, _ := fixedCount(l, s, now)
-	return max(0, count-l.Requests)
-}
-
 // validateWindow is Validate's check of a fixed window's numbers: it
 // counts requests, which Validate bounds, and takes nothing else.
 func validateWindow(Limit) error { return nil }

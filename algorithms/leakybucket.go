@@ -123,10 +123,3 @@ func decideLeakyBucket(l Limit, s State, a ask) (State, Decision) {
 	}
 	return State{A: endU, B: endMs, C: perMs}, d
 }
-
-// leakyBucketDebt is how many slots a queue in state s owes at now: how
-// far it stands past its size.
-func leakyBucketDebt(l Limit, s State, now int64) int64 {
-	_, d := decideLeakyBucket(l, s, ask{now: now, mode: Debt})
-	return d.Debt
-}

@@ -87,14 +87,17 @@ func peekOnly(l Limit, s State, a ask) Decision {
 }
 
 // debtOf is how many units a key in state s owes at nowMs: how far its
-// count stands above the limit (0 when it does not).
+// count stands above the limit (0 when it does not), as a look in Debt
+// mode reports it.
 func debtOf(l Limit, s State, nowMs int64) int64 {
+	a := ask{now: nowMs, mode: Debt}
 	if l.Calendar != NoCalendar {
-		_, d := decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), ask{now: nowMs, mode: Debt})
+		_, d := decideCalendar(l, s, l.Calendar.Bounds(l.Location, nowMs), a)
 		return d.Debt
 	}
 	if r := rowOf(l.Algorithm); r != nil {
-		return r.debt(l, s, nowMs)
+		_, d := r.decide(l, s, a)
+		return d.Debt
 	}
 	return 0
 }

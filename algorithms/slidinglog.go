@@ -209,9 +209,6 @@ func slidingLogDebt(l Limit, s State, a ask) (State, Decision) {
 	return next, d
 }
 
-// noDebt is the debt of a sliding window log: none, ever.
-func noDebt(Limit, State, int64) int64 { return 0 }
-
 // validateSlidingLog is Validate's check of a sliding window log's
 // numbers: its memory grows with Requests.
 func validateSlidingLog(l Limit) error {

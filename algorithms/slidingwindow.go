@@ -187,18 +187,6 @@ func slidingCarryWait(curr, w, e, cost, r int64) int64 {
 	return w - e + (i-1)*w + e2
 }
 
-// slidingWindowDebt is how many units a window in state s owes at now:
-// how far its estimate stands above Requests, at most Requests.
-func slidingWindowDebt(l Limit, s State, now int64) int64 {
-	w := l.periodMs()
-	curr, prev, start := slidingCounts(l, s, now)
-	e := max(now, start) - start
-	if over := curr*w + prev*(w-e) - l.Requests*w; over > 0 {
-		return min(ceilDiv(over, w), l.Requests)
-	}
-	return 0
-}
-
 // validateSlidingWindow is Validate's check of a sliding window's
 // numbers: it keeps its sums multiplied by the window's length, and its
 // requests weigh on the next window, so a wait can be two periods.

@@ -81,10 +81,8 @@ type row struct {
 	Facts
 	// decide is the decision without a calendar: in Debt mode a positive
 	// cost is recorded even when it does not fit, within the debt bound
-	// (Debt).
+	// (Debt), and Decision.Debt is what the key owes after it.
 	decide func(l Limit, s State, a ask) (State, Decision)
-	// debt is how many units a key in state s owes at now (debtOf).
-	debt func(l Limit, s State, now int64) int64
 	// validate checks the bounds l's numbers must keep for it (Validate
 	// has checked the fields every algorithm shares).
 	validate func(l Limit) error
@@ -100,23 +98,23 @@ func init() {
 	table = []row{
 		TokenBucket: {
 			Facts:  Facts{Name: "token_bucket", Redis: "tat", Burst: "burst", Bucket: true},
-			decide: tokenBucket, debt: tokenBucketDebt, validate: validateBucket("burst"),
+			decide: tokenBucket, validate: validateBucket("burst"),
 		},
 		SlidingWindow: {
 			Facts:  Facts{Name: "sliding_window", Redis: "sw", Window: true},
-			decide: slidingWindow, debt: slidingWindowDebt, validate: validateSlidingWindow,
+			decide: slidingWindow, validate: validateSlidingWindow,
 		},
 		SlidingWindowLog: {
 			Facts:  Facts{Name: "sliding_window_log", Redis: "swl2", Log: true},
-			decide: slidingLog, debt: noDebt, validate: validateSlidingLog,
+			decide: slidingLog, validate: validateSlidingLog,
 		},
 		FixedWindow: {
 			Facts:  Facts{Name: "fixed_window", Redis: "fw", Window: true, Afresh: true},
-			decide: fixedWindow, debt: fixedWindowDebt, validate: validateWindow,
+			decide: fixedWindow, validate: validateWindow,
 		},
 		LeakyBucket: {
 			Facts:  Facts{Name: "leaky_bucket", Redis: "lb", Burst: "burst, the queue's size", GiveBack: true, Waits: true, Bucket: true},
-			decide: decideLeakyBucket, debt: leakyBucketDebt, validate: validateBucket("burst (queue size)"),
+			decide: decideLeakyBucket, validate: validateBucket("burst (queue size)"),
 		},
 	}
 	for i := range table {

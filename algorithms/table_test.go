@@ -3,12 +3,12 @@ package algorithms
 import "testing"
 
 // TestRowsAreWhole: every row has its math, so no algorithm of the table
-// is decided, validated or charged a debt by another's code.
+// is decided or validated by another's code.
 func TestRowsAreWhole(t *testing.T) {
 	for _, a := range All() {
 		r := rowOf(a)
-		if r.decide == nil || r.debt == nil || r.validate == nil {
-			t.Errorf("%v: a row without its decide, debt or validate", a)
+		if r.decide == nil || r.validate == nil {
+			t.Errorf("%v: a row without its decide or validate", a)
 		}
 	}
 	if len(All()) == 0 {

@@ -83,23 +83,13 @@ func tokenBucket(l Limit, s State, a ask) (State, Decision) {
 	}
 	_, _, lead = tokenLead(next, now, perMs, full)
 	dec.Remaining = max(0, (full-lead)/scale) // 0 while in debt
+	if debt && lead > full {
+		dec.Debt = min(capacity, ceilDiv(lead-full, scale))
+	}
 	dec.TTL = ms(next.A - now + ceilDiv(next.B, perMs))
 	dec.ResetAfter = dec.TTL
 	if !dec.Allowed || cost == 0 {
 		return s, dec
 	}
 	return next, dec
-}
-
-// tokenBucketDebt is how many tokens a bucket in state s owes at now:
-// its whole tokens below zero, rounded up, at most its capacity.
-func tokenBucketDebt(l Limit, s State, now int64) int64 {
-	perMs, scale := tokenScale(l.Requests, l.periodMs())
-	capacity := l.Capacity()
-	full := capacity * scale
-	_, _, lead := tokenLead(s, now, perMs, full)
-	if lead > full {
-		return min(capacity, ceilDiv(lead-full, scale))
-	}
-	return 0
 }
