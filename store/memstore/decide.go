@@ -3,14 +3,12 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/store"
 )
-
-// Deciding: a single request straight under its shard's lock, a batch
-// on tentative states under every shard it touches.
 
 // Decide decides reqs together; see store.Store. It returns an error
 // wrapping the context's error when ctx is already done, one wrapping
@@ -32,49 +30,10 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 			return fmt.Errorf("memstore: decide: request %d: %w: %w", i, store.ErrInvalid, err)
 		}
 	}
-	nowMs := now.UnixMilli()
-	switch len(reqs) {
-	case 0:
+	if len(reqs) == 0 {
 		return nil
-	case 1:
-		return s.decideOne(nowMs, &reqs[0], &out[0])
 	}
-	return s.decideMany(nowMs, reqs, out)
-}
-
-// decideOne is Decide for a single request, without the bookkeeping a
-// batch needs.
-func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decision) error {
-	sh := &s.shards[s.shardIndex(r.Key)]
-	alg := r.Limit.Algorithm
-	sh.mu.Lock()
-	sh.observe(nowMs)
-	ek := entryKey(r.Key, r.Scope)
-	ref := sh.find(alg, ek, nowMs)
-	st := ref.state()
-	if r.DryRun {
-		*out = algorithms.Peek(r.Limit, st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode})
-		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
-	} else {
-		// A log's ring (algorithms.Facts.Log) is updated in place: only this
-		// entry holds it, and the shard is locked. A write the shard
-		// has no room for never changed a ring in place: it is a new
-		// entry, or a ring that grew, which Apply builds as a copy.
-		*out = algorithms.Apply(r.Limit, &st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}, nil)
-		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
-		if out.Allowed && r.Cost != 0 {
-			u := update{alg: alg, key: ek, ref: ref, st: st, ttl: out.TTL}
-			entries, bytes := u.growth()
-			if err := s.full(sh.room(nowMs, entries, bytes)); err != nil {
-				sh.mu.Unlock()
-				*out = algorithms.Decision{}
-				return fmt.Errorf("memstore: decide: %w", err)
-			}
-			sh.write(&u, nowMs)
-		}
-	}
-	sh.mu.Unlock()
-	return nil
+	return s.decide(now.UnixMilli(), reqs, out)
 }
 
 // pending is one (algorithm, key) of a batch: where its entry is and its
@@ -89,17 +48,19 @@ type pending struct {
 // smallBatch is the batch size handled without heap allocations.
 const smallBatch = 8
 
-// decideMany is Decide for two or more requests: lock every shard
-// involved in ascending order, decide on tentative states, commit only if
-// nothing with a positive cost was denied.
-func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.Decision) error {
+// decide is Decide once the call is checked: lock every shard involved
+// in ascending order, decide on tentative states, commit only if nothing
+// with a positive cost was denied.
+func (s *Store) decide(nowMs int64, reqs []store.Request, out []algorithms.Decision) error {
 	var idxBuf [smallBatch]uint32
 	idx := idxBuf[:0]
 	for i := range reqs {
 		idx = append(idx, uint32(s.shardIndex(reqs[i].Key)))
 	}
 	var lockBuf [smallBatch]uint32
-	locks := sortedUnique(append(lockBuf[:0], idx...))
+	locks := append(lockBuf[:0], idx...)
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
 	for _, i := range locks {
 		s.shards[i].mu.Lock()
 		s.shards[i].observe(nowMs)
@@ -118,8 +79,14 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 	}
 	denied := false
 	// Logs are charged in place; undo takes the charges back if the
-	// batch is denied.
+	// batch is denied or refused. A single request needs none: its deny
+	// writes nothing, and a write refused for room never changed a ring
+	// in place (it is a new entry, or a ring that grew, built as a copy).
 	var undo algorithms.Undo
+	u := &undo
+	if len(reqs) == 1 {
+		u = nil
+	}
 	for i := range reqs {
 		r := &reqs[i]
 		alg := r.Limit.Algorithm
@@ -148,13 +115,14 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 		}
 		pe := &pend[p]
 		var d algorithms.Decision
-		if r.DryRun {
-			d = algorithms.Peek(r.Limit, pe.st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode})
-			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
+		if ar := (algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}); r.DryRun {
+			d = algorithms.Peek(r.Limit, pe.st, ar)
 		} else {
-			d = algorithms.Apply(r.Limit, &pe.st, algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}, &undo)
-			d.Debt, d.Unrecorded = 0, 0 // Settle reports them
+			// A log's ring (algorithms.Facts.Log) is updated in place:
+			// only this entry holds it, and the shard is locked.
+			d = algorithms.Apply(r.Limit, &pe.st, ar, u)
 		}
+		d.Debt, d.Unrecorded = 0, 0 // Settle reports them
 		out[i] = d
 		if r.Cost > 0 && !d.Allowed {
 			denied = true
@@ -200,20 +168,4 @@ func (s *Store) decideMany(nowMs int64, reqs []store.Request, out []algorithms.D
 type pendingKey struct {
 	alg algorithms.Algorithm
 	key string
-}
-
-// sortedUnique sorts xs ascending and drops repeats, in place.
-func sortedUnique(xs []uint32) []uint32 {
-	for i := 1; i < len(xs); i++ { // insertion sort: batches are small
-		for j := i; j > 0 && xs[j] < xs[j-1]; j-- {
-			xs[j], xs[j-1] = xs[j-1], xs[j]
-		}
-	}
-	out := xs[:0]
-	for i, x := range xs {
-		if i == 0 || x != out[len(out)-1] {
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -56,17 +56,3 @@ func (s *Store) MaxBytes() int64 {
 	}
 	return total
 }
-
-// dropLog deletes the log entry e of key from the log table t.
-func (sh *shard) dropLog(t map[string]*logEntry, key string, e *logEntry) {
-	delete(t, key)
-	sh.n--
-	sh.bytes -= logOverhead + int64(len(key)) + allocBytes(8*int64(cap(e.ring)))
-}
-
-// dropCounter deletes key from the counter table t.
-func (sh *shard) dropCounter(t map[string]*counter, key string) {
-	delete(t, key)
-	sh.n--
-	sh.bytes -= counterOverhead + int64(len(key))
-}

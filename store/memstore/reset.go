@@ -25,39 +25,22 @@ func (s *Store) Reset(ctx context.Context, alg algorithms.Algorithm, key string,
 	sh := &s.shards[s.shardIndex(key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	all := len(scopes) == 0
-	if all {
-		scopes = []string{""}
+	if len(scopes) == 0 {
+		// Every scope of key: the unscoped entry, and each scoped one.
+		plain := entryKey(key, "")
+		sh.sample(-1, func(a algorithms.Algorithm, ek string, _ int64) {
+			if k, scoped := entryKeyOf(ek); a != recordAlg && (alg == algorithms.Unspecified || alg == a) && (ek == plain || scoped && k == key) {
+				sh.remove(a, ek)
+			}
+		})
+		return nil
 	}
 	for _, a := range algorithms.All() {
-		if alg != algorithms.Unspecified && alg != a {
-			continue
-		}
-		for _, sc := range scopes {
-			sh.remove(a, entryKey(key, sc))
-		}
-		if all {
-			for _, ek := range sh.keys(a) {
-				if k, ok := entryKeyOf(ek); ok && k == key {
-					sh.remove(a, ek)
-				}
+		if alg == algorithms.Unspecified || alg == a {
+			for _, sc := range scopes {
+				sh.remove(a, entryKey(key, sc))
 			}
 		}
 	}
 	return nil
-}
-
-// keys lists the entry keys stored under alg.
-func (sh *shard) keys(alg algorithms.Algorithm) []string {
-	var out []string
-	if isLog(alg) {
-		for k := range sh.logTable(alg) {
-			out = append(out, k)
-		}
-		return out
-	}
-	for k := range sh.counterTable(alg) {
-		out = append(out, k)
-	}
-	return out
 }

@@ -79,18 +79,10 @@ func (r ref) state() algorithms.State {
 // isLog reports whether alg's state is a log (algorithms.Facts.Log).
 func isLog(alg algorithms.Algorithm) bool { return alg.Facts().Log }
 
-// counterTable is alg's table in sh.counters; nil when it has none yet.
-func (sh *shard) counterTable(alg algorithms.Algorithm) map[string]*counter {
-	if uint(alg) < uint(len(sh.counters)) {
-		return sh.counters[alg]
-	}
-	return nil
-}
-
-// logTable is alg's table in sh.logs; nil when it has none yet.
-func (sh *shard) logTable(alg algorithms.Algorithm) map[string]*logEntry {
-	if uint(alg) < uint(len(sh.logs)) {
-		return sh.logs[alg]
+// table is alg's table in tables; nil when it has none yet.
+func table[T any](tables []map[string]T, alg algorithms.Algorithm) map[string]T {
+	if uint(alg) < uint(len(tables)) {
+		return tables[alg]
 	}
 	return nil
 }
@@ -127,9 +119,9 @@ func (sh *shard) find(alg algorithms.Algorithm, key string, nowMs int64) ref {
 // lookup returns alg's entry for key, expired or not.
 func (sh *shard) lookup(alg algorithms.Algorithm, key string) ref {
 	if isLog(alg) {
-		return ref{l: sh.logTable(alg)[key]}
+		return ref{l: table(sh.logs, alg)[key]}
 	}
-	return ref{c: sh.counterTable(alg)[key]}
+	return ref{c: table(sh.counters, alg)[key]}
 }
 
 // update is a state to store: st for (alg, key), whose entry was found
@@ -193,15 +185,15 @@ func (sh *shard) remove(alg algorithms.Algorithm, key string) {
 		sh.dropRecord(key)
 		return
 	}
-	if isLog(alg) {
-		t := sh.logTable(alg)
-		if e, ok := t[key]; ok {
-			sh.dropLog(t, key, e)
-		}
+	switch r := sh.lookup(alg, key); {
+	case r.c != nil:
+		delete(sh.counters[alg], key)
+		sh.bytes -= EntryBytes(alg, key, 0)
+	case r.l != nil:
+		delete(sh.logs[alg], key)
+		sh.bytes -= EntryBytes(alg, key, cap(r.l.ring))
+	default:
 		return
 	}
-	t := sh.counterTable(alg)
-	if _, ok := t[key]; ok {
-		sh.dropCounter(t, key)
-	}
+	sh.n--
 }

@@ -142,31 +142,23 @@ func (sh *shard) evictRecord(nowMs int64, b int64) {
 // may remove the entry it is given.
 func (sh *shard) sample(limit int, f func(alg algorithms.Algorithm, key string, exp int64)) {
 	for i, t := range sh.counters {
-		seen := 0
-		for k, e := range t {
-			if limit >= 0 && seen >= limit {
-				break
-			}
-			seen++
-			f(algorithms.Algorithm(i), k, e.exp)
-		}
+		sampleTable(t, limit, func(k string, e *counter) { f(algorithms.Algorithm(i), k, e.exp) })
 	}
 	for i, t := range sh.logs {
-		seen := 0
-		for k, e := range t {
-			if limit >= 0 && seen >= limit {
-				break
-			}
-			seen++
-			f(algorithms.Algorithm(i), k, e.exp)
-		}
+		sampleTable(t, limit, func(k string, e *logEntry) { f(algorithms.Algorithm(i), k, e.exp) })
 	}
+	sampleTable(sh.settles, limit, func(k string, e *settleRecord) { f(recordAlg, k, e.exp) })
+}
+
+// sampleTable calls f on the first limit entries of t, or on all of them
+// when limit is negative.
+func sampleTable[E any](t map[string]E, limit int, f func(key string, e E)) {
 	seen := 0
-	for k, e := range sh.settles {
+	for k, e := range t {
 		if limit >= 0 && seen >= limit {
-			break
+			return
 		}
 		seen++
-		f(recordAlg, k, e.exp)
+		f(k, e)
 	}
 }
