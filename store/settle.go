@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"time"
 
@@ -42,14 +43,8 @@ func (s Settlement) Delta() int64 { return s.Actual - s.Reserved }
 // Fingerprint is what a store records under the idempotency key, to tell
 // a retry from a reuse of the key with other numbers.
 func (s Settlement) Fingerprint() string {
-	return string(appendInt(appendInt(nil, s.Reserved), s.Actual))
-}
-
-func appendInt(b []byte, v int64) []byte {
-	for i := range 8 {
-		b = append(b, byte(v>>(8*i)))
-	}
-	return b
+	le := binary.LittleEndian
+	return string(le.AppendUint64(le.AppendUint64(nil, uint64(s.Reserved)), uint64(s.Actual)))
 }
 
 // SettleResult is a settlement's answer.
