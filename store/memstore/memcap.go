@@ -17,10 +17,10 @@ const (
 	logOverhead     = 128
 )
 
-// EntryBytes is the memory the store accounts for key under alg with a
+// entryBytes is the memory the store accounts for key under alg with a
 // ring of ringSlots slots (its capacity; 0 for an algorithm without a
 // log): what Config.MaxBytes caps.
-func EntryBytes(alg algorithms.Algorithm, key string, ringSlots int) int64 {
+func entryBytes(alg algorithms.Algorithm, key string, ringSlots int) int64 {
 	if isLog(alg) {
 		return logOverhead + int64(len(key)) + allocBytes(8*int64(ringSlots))
 	}
@@ -38,10 +38,10 @@ func allocBytes(n int64) int64 {
 	return (n + step - 1) / step * step
 }
 
-// Bytes is the memory of the stored entries, states and settlement
-// records, as the store accounts it (EntryBytes), including expired
+// bytes is the memory of the stored entries, states and settlement
+// records, as the store accounts it (entryBytes), including expired
 // entries not yet removed.
-func (s *Store) Bytes() int64 {
+func (s *Store) bytes() int64 {
 	var total int64
 	s.eachShard(func(sh *shard) { total += sh.bytes + sh.recBytes })
 	return total

@@ -40,7 +40,7 @@ func heapAlloc() int64 {
 
 // TestFullLogMemory: 64 full sliding window logs (they once took
 // ~22 MB, each admit copying the whole log) take at most the documented
-// bound each, EntryBytes of a 10,000-slot ring (80 KB and change), on the
+// bound each, entryBytes of a 10,000-slot ring (80 KB and change), on the
 // heap and in the store's own accounting.
 func TestFullLogMemory(t *testing.T) {
 	const keys = 64
@@ -53,8 +53,8 @@ func TestFullLogMemory(t *testing.T) {
 	}
 	heap := heapAlloc() - before
 	runtime.KeepAlive(s)
-	bound := EntryBytes(algorithms.SlidingWindowLog, "tenant:00", int(algorithms.MaxLogRequests))
-	t.Logf("%d full logs: %d bytes of heap (%d a key), %d accounted; bound %d a key", keys, heap, heap/keys, s.Bytes(), bound)
+	bound := entryBytes(algorithms.SlidingWindowLog, "tenant:00", int(algorithms.MaxLogRequests))
+	t.Logf("%d full logs: %d bytes of heap (%d a key), %d accounted; bound %d a key", keys, heap, heap/keys, s.bytes(), bound)
 	if s.Len() != keys {
 		t.Fatalf("Len %d, want %d", s.Len(), keys)
 	}
@@ -62,12 +62,12 @@ func TestFullLogMemory(t *testing.T) {
 	if heap > keys*bound+64<<10 {
 		t.Errorf("heap grew by %d bytes for %d full logs, %d a key; want at most %d a key", heap, keys, heap/keys, bound)
 	}
-	if got := s.Bytes(); got > keys*bound {
+	if got := s.bytes(); got > keys*bound {
 		t.Errorf("accounted %d bytes, want at most %d", got, keys*bound)
 	}
 }
 
-// TestEntryBytes holds EntryBytes to the heap: the accounting must not
+// TestEntryBytes holds entryBytes to the heap: the accounting must not
 // undercount (or the cap would not bound memory) nor overcount much.
 func TestEntryBytes(t *testing.T) {
 	for _, tc := range []struct {
@@ -92,7 +92,7 @@ func TestEntryBytes(t *testing.T) {
 			}
 		}
 		heap := heapAlloc() - before
-		acct := s.Bytes()
+		acct := s.bytes()
 		runtime.KeepAlive(s)
 		s.Close()
 		t.Logf("%s, %d keys: heap %.1f bytes a key, accounted %.1f", tc.l.Algorithm, tc.keys, float64(heap)/float64(tc.keys), float64(acct)/float64(tc.keys))

@@ -34,7 +34,7 @@
 // entries nobody touches are removed by a small sweep on every insert (a few
 // entries of the shard are checked) and by a background sweeper every
 // Config.SweepInterval, which judges expiry against the newest now any
-// Decide has passed. Sweep removes them on demand.
+// Decide has passed.
 //
 // # The key cap
 //
@@ -65,7 +65,7 @@
 // changes, in place (algorithms.Apply); nothing copies the log.
 //
 // Config.MaxBytes caps the memory of the states, by the store's own
-// accounting of each entry (EntryBytes: a fixed overhead, the key and the
+// accounting of each entry (entryBytes: a fixed overhead, the key and the
 // ring): a write that would take a shard past its share (a new state or a
 // log's ring that grows) is refused like a new state in a full shard,
 // never made room for by evicting. Settlement records have a byte cap of
@@ -130,7 +130,7 @@ type Config struct {
 	// DefaultShards (256). It is lowered to the largest power of two not
 	// above MaxKeys, so that every shard holds at least one key.
 	Shards int
-	// MaxBytes caps the memory of the stored states, as EntryBytes
+	// MaxBytes caps the memory of the stored states, as entryBytes
 	// accounts it; the server's --memory-max-bytes. A write past it is
 	// refused like a new state past MaxKeys, never made room for by
 	// evicting a live state. 0 or negative means
@@ -141,7 +141,7 @@ type Config struct {
 	// SweepInterval is how often a background goroutine removes expired
 	// entries. 0 means DefaultSweepInterval (10s); negative runs no
 	// sweeper (expired entries are then removed only when touched, by the
-	// sweep on each insert, when a full shard needs room and by Sweep).
+	// sweep on each insert, when a full shard needs room).
 	SweepInterval time.Duration
 }
 

@@ -207,10 +207,10 @@ func TestSweep(t *testing.T) {
 	if n := s.Len(); n != 200 {
 		t.Fatalf("Len %d, want 200", n)
 	}
-	if n := s.Sweep(t0.Add(999 * time.Millisecond)); n != 0 {
+	if n := s.sweep(t0.Add(999 * time.Millisecond)); n != 0 {
 		t.Errorf("Sweep before any TTL removed %d, want 0", n)
 	}
-	if n := s.Sweep(t0.Add(time.Second)); n != 100 {
+	if n := s.sweep(t0.Add(time.Second)); n != 100 {
 		t.Errorf("Sweep after the short TTL removed %d, want 100", n)
 	}
 	if n := s.Len(); n != 100 {
@@ -296,7 +296,7 @@ func TestEvictExpiredFirst(t *testing.T) {
 	if n := s.Len(); n > 4 {
 		t.Errorf("Len %d, want at most 4", n)
 	}
-	if n := s.Sweep(later); s.Len() != 3 {
+	if n := s.sweep(later); s.Len() != 3 {
 		t.Errorf("Len %d after sweeping %d, want 3 (k1, k3, new)", s.Len(), n)
 	}
 	if got := remaining(t, s, later, l, "new"); got != 59 {

@@ -155,7 +155,7 @@ func TestCapRandomCallsNeverFreeSpentKey(t *testing.T) {
 					}
 				case 4:
 					if rng.IntN(10) == 0 {
-						s.Sweep(now)
+						s.sweep(now)
 					}
 				}
 				if i%50 == 0 {
@@ -263,8 +263,8 @@ func TestByteCapRefusesNewLog(t *testing.T) {
 			break
 		}
 		kept++
-		if s.Bytes() > s.MaxBytes() {
-			t.Fatalf("%d bytes, cap %d", s.Bytes(), s.MaxBytes())
+		if s.bytes() > s.MaxBytes() {
+			t.Fatalf("%d bytes, cap %d", s.bytes(), s.MaxBytes())
 		}
 	}
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), fmt.Sprint("memory store full: --memory-max-bytes ", MinMaxBytes)) {

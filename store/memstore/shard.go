@@ -22,7 +22,7 @@ type shard struct {
 	n        int                      // states in counters and logs
 	nRec     int                      // records in settles
 	max      int                      // cap on n, and apart on nRec
-	bytes    int64                    // EntryBytes of all states
+	bytes    int64                    // entryBytes of all states
 	recBytes int64                    // recordBytes of all records
 	maxBytes int64                    // cap on bytes, and apart on recBytes
 	latest   int64                    // newest now seen, Unix ms; written under mu
@@ -140,9 +140,9 @@ func (u *update) growth() (int, int64) {
 	case u.ttl <= 0 || u.ref.c != nil:
 		return 0, 0
 	case u.ref.l != nil:
-		return 0, EntryBytes(u.alg, u.key, cap(u.st.Log)) - EntryBytes(u.alg, u.key, cap(u.ref.l.ring))
+		return 0, entryBytes(u.alg, u.key, cap(u.st.Log)) - entryBytes(u.alg, u.key, cap(u.ref.l.ring))
 	}
-	return 1, EntryBytes(u.alg, u.key, cap(u.st.Log))
+	return 1, entryBytes(u.alg, u.key, cap(u.st.Log))
 }
 
 // write stores u with its TTL counted from nowMs. The caller has made
@@ -162,7 +162,7 @@ func (sh *shard) write(u *update, nowMs int64) {
 		r.c.a, r.c.b, r.c.c, r.c.exp = st.A, st.B, st.C, exp
 		return
 	case r.l != nil:
-		sh.bytes += EntryBytes(alg, key, cap(st.Log)) - EntryBytes(alg, key, cap(r.l.ring))
+		sh.bytes += entryBytes(alg, key, cap(st.Log)) - entryBytes(alg, key, cap(r.l.ring))
 		r.l.head, r.l.floor, r.l.low, r.l.ring, r.l.exp = st.A, st.B, st.C, st.Log, exp
 		return
 	}
@@ -176,7 +176,7 @@ func (sh *shard) write(u *update, nowMs int64) {
 		sh.counters[alg][key] = &counter{a: st.A, b: st.B, c: st.C, exp: exp}
 	}
 	sh.n++
-	sh.bytes += EntryBytes(alg, key, cap(st.Log))
+	sh.bytes += entryBytes(alg, key, cap(st.Log))
 }
 
 // remove deletes alg's entry for key, if any.
@@ -188,10 +188,10 @@ func (sh *shard) remove(alg algorithms.Algorithm, key string) {
 	switch r := sh.lookup(alg, key); {
 	case r.c != nil:
 		delete(sh.counters[alg], key)
-		sh.bytes -= EntryBytes(alg, key, 0)
+		sh.bytes -= entryBytes(alg, key, 0)
 	case r.l != nil:
 		delete(sh.logs[alg], key)
-		sh.bytes -= EntryBytes(alg, key, cap(r.l.ring))
+		sh.bytes -= entryBytes(alg, key, cap(r.l.ring))
 	default:
 		return
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 )
 
-// Expiry: the background sweeper, Sweep, the sweep on each insert and
+// Expiry: the background sweeper, sweep, the sweep on each insert and
 // room in a full shard (states refused, records evicted).
 
 // Samples taken from a shard: on every insert to sweep a little, and when a
@@ -17,16 +17,16 @@ const (
 	evictSample       = 8
 )
 
-// Sweep removes every entry expired at now and returns how many it
+// sweep removes every entry expired at now and returns how many it
 // removed. It locks one shard at a time.
-func (s *Store) Sweep(now time.Time) int {
+func (s *Store) sweep(now time.Time) int {
 	nowMs := now.UnixMilli()
 	removed := 0
 	s.eachShard(func(sh *shard) { removed += sh.sweep(nowMs, -1) })
 	return removed
 }
 
-// sweeper runs Sweep every interval at the newest now seen, until Close.
+// sweeper runs sweep every interval at the newest now seen, until Close.
 func (s *Store) sweeper(interval time.Duration) {
 	defer close(s.done)
 	tick := time.NewTicker(interval)
@@ -36,7 +36,7 @@ func (s *Store) sweeper(interval time.Duration) {
 		case <-s.stop:
 			return
 		case <-tick.C:
-			s.Sweep(time.UnixMilli(s.latest()))
+			s.sweep(time.UnixMilli(s.latest()))
 		}
 	}
 }
