@@ -28,6 +28,7 @@ func (f *serveFlags) checkNumbers() error {
 		{"redis-pipelines", f.redis.BatchPipelines, 1},
 		{"deny-cache-size", f.denyCacheSize, 0},
 		{"quota-max-buckets-per-stream", f.quota.MaxBucketsPerStream, 1},
+		{"limited-rules", f.limited.cfg.Rules, 1},
 		{"replicas", f.local.replicas, 0},
 	}
 	for _, c := range ints {

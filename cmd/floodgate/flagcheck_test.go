@@ -30,6 +30,7 @@ func TestServeRangeChecks(t *testing.T) {
 		{[]string{"--deny-cache-size", "-1"}, "--deny-cache-size must not be negative, got -1"},
 		{[]string{"--deny-cache-size", "0"}, ""},
 		{[]string{"--replicas", "-1"}, "--replicas must not be negative, got -1"},
+		{[]string{"--limited-rules", "0"}, "--limited-rules must be positive, got 0"},
 		{[]string{"--replicas-heartbeat", "0s"}, "--replicas-heartbeat must be positive, got 0s"},
 	} {
 		f := serveFlagsFor(t, tc.args...)

@@ -30,13 +30,11 @@ func (f *limitedFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.metricsKeys, "limited-metrics-keys", 0, fmt.Sprintf("heaviest denied keys: export this many per rule on /metrics as floodgate_limited_key_denied, the key cut at %d bytes or hashed (0: none; at most %d)", limited.MetricKeyBytes, limited.MaxMetricKeys))
 }
 
-// check rejects out-of-range values.
+// check rejects values out of range (--limited-rules: checkNumbers).
 func (f *limitedFlags) check() error {
 	switch {
 	case f.cfg.Keys < 0 || f.cfg.Keys > limited.MaxKeys:
 		return fmt.Errorf("--limited-keys must be 0 to %d, got %d", limited.MaxKeys, f.cfg.Keys)
-	case f.cfg.Rules <= 0:
-		return fmt.Errorf("--limited-rules must be positive, got %d", f.cfg.Rules)
 	case f.metricsKeys < 0 || f.metricsKeys > limited.MaxMetricKeys:
 		return fmt.Errorf("--limited-metrics-keys must be 0 to %d, got %d", limited.MaxMetricKeys, f.metricsKeys)
 	case f.metricsKeys > 0 && f.cfg.Keys == 0:
