@@ -87,26 +87,26 @@ func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit,
 		}
 		l.Algorithm = alg
 	}
-	if f.policy != "" {
+	reqs, per, _ := strings.Cut(f.limit, "/")
+	switch per = strings.TrimSpace(per); {
+	case f.policy != "":
 		l.Policy = f.policy
-	} else {
-		if reqs, per, ok := strings.Cut(f.limit, "/"); ok && strings.HasPrefix(strings.TrimSpace(per), "calendar_") {
-			if err := f.calendarLimit(&l, reqs, strings.TrimSpace(per)); err != nil {
-				return l, nil, err
-			}
-		} else {
-			requests, period, err := parseRate(f.limit)
-			if err != nil {
-				return l, nil, fmt.Errorf("--limit: %w", err)
-			}
-			if f.timeZone != "" {
-				return l, nil, errors.New("--time-zone applies to a calendar --limit such as 10000/calendar_month")
-			}
-			l.Requests, l.Period, l.Burst = requests, period, f.burst
+	case strings.HasPrefix(per, "calendar_"):
+		if err := f.calendarLimit(&l, reqs, per); err != nil {
+			return l, nil, err
 		}
-		if l.Algorithm == algorithms.Unspecified {
-			l.Algorithm = algorithms.Default
+	default:
+		requests, period, err := parseRate(f.limit)
+		if err != nil {
+			return l, nil, fmt.Errorf("--limit: %w", err)
 		}
+		if f.timeZone != "" {
+			return l, nil, errors.New("--time-zone applies to a calendar --limit such as 10000/calendar_month")
+		}
+		l.Requests, l.Period, l.Burst = requests, period, f.burst
+	}
+	if l.Policy == "" && l.Algorithm == algorithms.Unspecified {
+		l.Algorithm = algorithms.Default
 	}
 
 	opts := []client.DialOption{client.WithTimeout(f.timeout)}
