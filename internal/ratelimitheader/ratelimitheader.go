@@ -286,19 +286,9 @@ func Seconds(d time.Duration) int64 {
 // String is s as a Structured Field String (RFC 9651): quoted, '"' and
 // '\' escaped, other non-printable bytes and '%' as lower-case %xx.
 func String(s string) string {
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '%' {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return `"` + s + `"`
-	}
 	const hex = "0123456789abcdef"
 	var b strings.Builder
-	b.Grow(len(s) + 8)
+	b.Grow(len(s) + 2)
 	b.WriteByte('"')
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
