@@ -239,10 +239,7 @@ func limitedQuery(r *http.Request) (limited.Query, error) {
 		}
 		q.K = k
 	}
-	if err := q.Validate(); err != nil {
-		return q, err
-	}
-	return q, nil
+	return q, q.Validate()
 }
 
 // WriteJSON answers v as indented JSON, not to be cached and not to be

@@ -12,7 +12,6 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/localshare"
 	"github.com/floodgate/floodgate/internal/ratelimitheader"
-	"github.com/floodgate/floodgate/internal/rules"
 )
 
 // maxHeaderFields bounds the header fields of one answer: the six of
@@ -177,17 +176,6 @@ func headerValues(fs []ratelimitheader.Field, hs []*corev3.HeaderValue) []*corev
 		hs[i] = &vals[i]
 	}
 	return hs
-}
-
-// headerLimit is l as a quota policy for the headers (see
-// internal/ratelimitheader for how a bucket maps to q and w).
-func headerLimit(l *rules.Limit) ratelimitheader.Limit {
-	if l.DenyAll {
-		return ratelimitheader.DenyAll(l.Name, l.Rate.Period)
-	}
-	h := ratelimitheader.Of(l.Name, l.Rate)
-	h.WarnAt = l.Warn.At(l.Rate.Capacity())
-	return h
 }
 
 // state is what the headers say of c's decision.

@@ -24,10 +24,15 @@ type limitInfo struct {
 	warnAt  int64 // the warning threshold in units; 0 for none
 }
 
-// newLimitInfo builds l's limitInfo.
+// newLimitInfo builds l's limitInfo: its header policy is l as a quota
+// policy (see internal/ratelimitheader for how a bucket maps to q and w).
 func newLimitInfo(l *rules.Limit) *limitInfo {
-	info := &limitInfo{header: ratelimitheader.Prepare(headerLimit(l))}
-	info.warnAt = info.header.Limit().WarnAt
+	h := ratelimitheader.DenyAll(l.Name, l.Rate.Period)
+	if !l.DenyAll {
+		h = ratelimitheader.Of(l.Name, l.Rate)
+		h.WarnAt = l.Warn.At(l.Rate.Capacity())
+	}
+	info := &limitInfo{header: ratelimitheader.Prepare(h), warnAt: h.WarnAt}
 	info.perUnit, info.unit, info.mult = currentLimitOf(l)
 	return info
 }

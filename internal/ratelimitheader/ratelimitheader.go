@@ -191,9 +191,6 @@ func Prepare(l Limit) Policy {
 	return p
 }
 
-// Limit is the limit p was prepared from.
-func (p *Policy) Limit() Limit { return p.limit }
-
 // WarningMember is p's member of RateLimit-Warning, or "" when the limit
 // has no warning threshold.
 func (p *Policy) WarningMember() string { return p.warn }
