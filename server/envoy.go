@@ -199,7 +199,11 @@ func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) 
 func (e *Envoy) plan(req *rlsv3.RateLimitRequest, cfg *rules.Set, entries [][]rules.Entry, w *envoyWork) []envoyCheck {
 	matches, checks := fit(w.matches[:], len(entries)), w.checks[:0]
 	cfg.MatchRequestInto(matches, req.GetDomain(), entries)
-	lc := e.limitCacheFor(cfg)
+	lc := e.limits.Load()
+	if lc == nil || lc.cfg != cfg { // the config changed: a new cache
+		lc = &limitCache{cfg: cfg}
+		e.limits.Store(lc)
+	}
 	for i, d := range req.GetDescriptors() {
 		dp := descriptorPlan{i: i, domain: req.GetDomain(), entries: entries[i], matched: matches[i]}
 		dp.cost = int64(max(req.GetHitsAddend(), 1))

@@ -45,17 +45,6 @@ type limitCache struct {
 	m   sync.Map // *rules.Limit -> *limitInfo
 }
 
-// limitCacheFor returns the limitCache of cfg, starting one when the
-// config changed.
-func (e *Envoy) limitCacheFor(cfg *rules.Set) *limitCache {
-	if lc := e.limits.Load(); lc != nil && lc.cfg == cfg {
-		return lc
-	}
-	lc := &limitCache{cfg: cfg}
-	e.limits.Store(lc)
-	return lc
-}
-
 // info returns l's limitInfo; l must belong to lc's rules.
 func (lc *limitCache) info(l *rules.Limit) *limitInfo {
 	if v, ok := lc.m.Load(l); ok {

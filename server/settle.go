@@ -58,8 +58,17 @@ func (r *RateLimiter) Settle(ctx context.Context, req *floodgatev1.SettleRequest
 	case delta < 0:
 		result = observability.SettleRefund
 	}
-	r.observeSettle(s, result, res.Decision.Unrecorded)
-	return settleResponse(res), nil
+	d := res.Decision
+	r.observeSettle(s, result, d.Unrecorded)
+	return &floodgatev1.SettleResponse{
+		Limit:      d.Limit,
+		Remaining:  d.Remaining,
+		Debt:       d.Debt,
+		RetryAfter: durationpb.New(d.RetryAfter),
+		ResetAfter: durationpb.New(d.ResetAfter),
+		Unrecorded: d.Unrecorded,
+		Duplicate:  res.Duplicate,
+	}, nil
 }
 
 // observeSettle counts a settlement when metrics are on.
@@ -91,18 +100,4 @@ func (r *RateLimiter) resolveSettle(ctx context.Context, req *floodgatev1.Settle
 		Key: c.req.Key, Scope: c.req.Scope, Limit: c.req.Limit,
 		Reserved: req.GetReserved(), Actual: req.GetActual(), IdempotencyKey: ik,
 	}, nil
-}
-
-// settleResponse is a settlement's answer on the wire.
-func settleResponse(res store.SettleResult) *floodgatev1.SettleResponse {
-	d := res.Decision
-	return &floodgatev1.SettleResponse{
-		Limit:      d.Limit,
-		Remaining:  d.Remaining,
-		Debt:       d.Debt,
-		RetryAfter: durationpb.New(d.RetryAfter),
-		ResetAfter: durationpb.New(d.ResetAfter),
-		Unrecorded: d.Unrecorded,
-		Duplicate:  res.Duplicate,
-	}
 }
