@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"strings"
-	"unicode/utf8"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
@@ -24,15 +23,14 @@ import (
 //	             a key already present keeps its value, unless both are
 //	             Structs, which merge the same way; left out when empty
 //
-// checks and statuses are the request's (nil for a request no rule can
-// match). Unlike the reference, merging never modifies the config's own
-// metadata, and every string taken from the request is made UTF-8
-// (metaString): Envoy copies header bytes into descriptor values, and a
-// proto3 string that is not UTF-8 makes a strict parser refuse the whole
-// response.
+// checks and statuses are the request's. Unlike the reference, merging
+// never modifies the config's own metadata, and every string taken from
+// the request is made UTF-8 (each run of other bytes becomes U+FFFD):
+// Envoy copies header bytes into descriptor values, and a proto3 string
+// that is not UTF-8 makes a strict parser refuse the whole response.
 func dynamicMetadata(req *rlsv3.RateLimitRequest, checks []envoyCheck, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) *structpb.Struct {
 	fields := make(map[string]*structpb.Value, 4)
-	fields["domain"] = structpb.NewStringValue(metaString(req.GetDomain()))
+	fields["domain"] = structpb.NewStringValue(strings.ToValidUTF8(req.GetDomain(), "\uFFFD"))
 	descs := make([]*structpb.Value, 0, len(req.GetDescriptors()))
 	for _, d := range req.GetDescriptors() {
 		if d == nil {
@@ -40,7 +38,7 @@ func dynamicMetadata(req *rlsv3.RateLimitRequest, checks []envoyCheck, statuses 
 		}
 		entries := make([]*structpb.Value, 0, len(d.GetEntries()))
 		for _, en := range d.GetEntries() {
-			entries = append(entries, structpb.NewStringValue(metaString(en.GetKey()+"="+en.GetValue())))
+			entries = append(entries, structpb.NewStringValue(strings.ToValidUTF8(en.GetKey()+"="+en.GetValue(), "\uFFFD")))
 		}
 		df := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
 		if l := d.GetLimit(); l != nil {
@@ -68,15 +66,6 @@ func dynamicMetadata(req *rlsv3.RateLimitRequest, checks []envoyCheck, statuses 
 		fields["metadata"] = structpb.NewStructValue(passed)
 	}
 	return &structpb.Struct{Fields: fields}
-}
-
-// metaString is s with each run of bytes that is not UTF-8 replaced by
-// U+FFFD, as a proto3 string must be.
-func metaString(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // metadataOf is the metadata of descriptor d's rule (every limit of a
