@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The spellings people type, read here in one place before protojson's
@@ -173,16 +175,8 @@ func durationJSON(s string) (string, bool) {
 	if err != nil {
 		return "", false // protojson explains what it expected
 	}
-	sign := ""
-	if d < 0 {
-		sign, d = "-", -d
-	}
-	secs, nanos := int64(d/time.Second), int64(d%time.Second)
-	if nanos == 0 {
-		return sign + strconv.FormatInt(secs, 10) + "s", true
-	}
-	frac := strings.TrimRight(strconv.FormatInt(nanos+int64(time.Second), 10)[1:], "0")
-	return sign + strconv.FormatInt(secs, 10) + "." + frac + "s", true
+	b, _ := protojson.Marshal(durationpb.New(d)) // every time.Duration is in its range
+	return strings.Trim(string(b), `"`), true
 }
 
 // protojsonDuration reports whether s has protojson's Duration form: an
