@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -23,8 +24,6 @@ type digest [sha256.Size]byte
 type fileSet struct {
 	files   []string        // absolute paths of the files given
 	folders []string        // absolute paths of the folders given
-	isFile  map[string]bool // files, as a set
-	isDir   map[string]bool // folders, as a set
 	dirs    map[string]bool // folders always watched: folders and the files' folders
 	match   func(name string) bool
 
@@ -35,7 +34,7 @@ type fileSet struct {
 // newFileSet makes paths absolute and clean, for comparing with event
 // names, and sorts them into files and folders (following symlinks).
 func newFileSet(paths []string, match func(string) bool) (*fileSet, error) {
-	s := &fileSet{isFile: map[string]bool{}, isDir: map[string]bool{}, dirs: map[string]bool{}, match: match}
+	s := &fileSet{dirs: map[string]bool{}, match: match}
 	for _, path := range paths {
 		p, err := filepath.Abs(path)
 		if err != nil {
@@ -47,11 +46,9 @@ func newFileSet(paths []string, match func(string) bool) (*fileSet, error) {
 		}
 		if st.IsDir() {
 			s.folders = append(s.folders, p)
-			s.isDir[p] = true
 			s.dirs[p] = true
 		} else {
 			s.files = append(s.files, p)
-			s.isFile[p] = true
 			s.dirs[filepath.Dir(p)] = true
 		}
 	}
@@ -157,7 +154,7 @@ func (s *fileSet) refresh(fsw *fsnotify.Watcher) []*WatchError {
 // relevant reports whether an event on name can change the files.
 func (s *fileSet) relevant(name string) bool {
 	name = filepath.Clean(name)
-	if s.isFile[name] || s.targets[name] || s.dirs[name] || s.extra[name] {
+	if slices.Contains(s.files, name) || s.targets[name] || s.dirs[name] || s.extra[name] {
 		// A watched folder itself: deleted or moved away, its watch is
 		// gone; the load's refresh watches it again once it is back.
 		return true
@@ -166,5 +163,5 @@ func (s *fileSet) relevant(name string) bool {
 	if !s.dirs[dir] {
 		return false
 	}
-	return base == kubeData || (s.isDir[dir] && s.match(base))
+	return base == kubeData || (slices.Contains(s.folders, dir) && s.match(base))
 }
