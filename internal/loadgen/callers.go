@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"slices"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -45,20 +44,20 @@ func builder(cfg *Config) func(grpc.ClientConnInterface) caller {
 			return r.code == verdict(rlsv3.RateLimitResponse_OK), r.limited
 		})
 	default: // APIHealth: one request, whatever the key
-		reqs := slices.Repeat([]rawRequest{marshalRequest(&healthpb.HealthCheckRequest{})}, max(cfg.Keys, 1))
+		reqs := []rawRequest{marshalRequest(&healthpb.HealthCheckRequest{})}
 		return invoker(healthpb.Health_Check_FullMethodName, reqs, func(status *verdict) (bool, bool) { // HealthCheckResponse.status
 			return *status == verdict(healthpb.HealthCheckResponse_SERVING), false
 		})
 	}
 }
 
-// invoker makes the callers of method: the request of key is reqs[key];
-// answer reads the reply (allowed, limited).
+// invoker makes the callers of method: the request of key is
+// reqs[key%len(reqs)]; answer reads the reply (allowed, limited).
 func invoker[R verdict | rlsVerdict](method string, reqs []rawRequest, answer func(*R) (bool, bool)) func(grpc.ClientConnInterface) caller {
 	return func(conn grpc.ClientConnInterface) caller {
 		reply := new(R)
 		return func(ctx context.Context, key int) (bool, bool, error) {
-			if err := conn.Invoke(ctx, method, reqs[key], reply, callCodec); err != nil {
+			if err := conn.Invoke(ctx, method, reqs[key%len(reqs)], reply, callCodec); err != nil {
 				return false, false, err
 			}
 			allowed, limited := answer(reply)
