@@ -151,15 +151,11 @@ func (s *Store) decide(nowMs int64, reqs []store.Request, out []algorithms.Decis
 			return fmt.Errorf("memstore: decide: %w", err)
 		}
 	}
-	// Update entries that exist before inserting new ones: an insert
-	// sweeps a few expired entries, never one a pending points to (those
-	// were live at nowMs), but updating first keeps that obvious.
-	for pass := 0; pass < 2; pass++ {
-		for j := range pend {
-			pe := &pend[j]
-			if pe.dirty && pe.ref.exists() == (pass == 0) {
-				pe.sh.write(&pe.update, nowMs)
-			}
+	// An insert sweeps a few expired entries, never one a pending points
+	// to: those were live at nowMs, and a write keeps them so.
+	for j := range pend {
+		if pe := &pend[j]; pe.dirty {
+			pe.sh.write(&pe.update, nowMs)
 		}
 	}
 	return nil

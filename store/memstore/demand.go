@@ -30,19 +30,28 @@ type demandKey struct {
 	min     time.Time
 }
 
-// scan drops expired reports and recomputes the totals.
-func (k *demandKey) scan(now time.Time) {
+// expire drops the reports expired at now and recomputes the totals, once
+// the earliest report has expired.
+func (k *demandKey) expire(now time.Time) {
+	if now.Before(k.min) {
+		return
+	}
 	k.total, k.min = store.DemandTotal{}, time.Time{}
 	for rep, e := range k.reports {
 		if !e.expires.After(now) {
 			delete(k.reports, rep)
 			continue
 		}
-		k.total.Reporters++
-		k.total.MilliRPS += e.milliRPS
-		if k.min.IsZero() || e.expires.Before(k.min) {
-			k.min = e.expires
-		}
+		k.add(e)
+	}
+}
+
+// add counts e in the totals.
+func (k *demandKey) add(e demandEntry) {
+	k.total.Reporters++
+	k.total.MilliRPS += e.milliRPS
+	if k.min.IsZero() || e.expires.Before(k.min) {
+		k.min = e.expires
 	}
 }
 
@@ -81,14 +90,8 @@ func (d *Demand) ReportDemand(_ context.Context, now time.Time, reports []store.
 		}
 		e := demandEntry{milliRPS: r.MilliRPS, expires: now.Add(r.TTL)}
 		k.reports[r.Reporter] = e
-		k.total.Reporters++
-		k.total.MilliRPS += e.milliRPS
-		if k.min.IsZero() || e.expires.Before(k.min) {
-			k.min = e.expires
-		}
-		if !now.Before(k.min) {
-			k.scan(now)
-		}
+		k.add(e)
+		k.expire(now)
 		out[i] = k.total
 	}
 	if d.reports += len(reports); d.reports >= demandSweepEvery {
@@ -101,10 +104,7 @@ func (d *Demand) ReportDemand(_ context.Context, now time.Time, reports []store.
 // sweep drops every expired report and every key left without one.
 func (d *Demand) sweep(now time.Time) {
 	for key, k := range d.keys {
-		if !now.Before(k.min) {
-			k.scan(now)
-		}
-		if len(k.reports) == 0 {
+		if k.expire(now); len(k.reports) == 0 {
 			delete(d.keys, key)
 		}
 	}
