@@ -64,7 +64,7 @@ func decideMode(l Limit, s State, a ask) (State, Decision) {
 // decide is decideMode without Debt: a.mode holds no Debt.
 func decide(l Limit, s State, a ask) (State, Decision) {
 	if c := l.Capacity(); a.cost > c {
-		d := peekOnly(l, s, a)
+		_, d := decide(l, s, ask{now: a.now, mode: a.mode})
 		d.Allowed, d.RetryAfter, d.Wait = false, Never, 0
 		return s, d
 	} else if a.cost < -c {
@@ -77,13 +77,6 @@ func decide(l Limit, s State, a ask) (State, Decision) {
 		return r.decide(l, s, a)
 	}
 	return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
-}
-
-// peekOnly is the decision of a cost of 0 at a.now in mode a.mode.
-func peekOnly(l Limit, s State, a ask) Decision {
-	a.cost = 0
-	_, d := decide(l, s, a)
-	return d
 }
 
 // debtOf is how many units a key in state s owes at nowMs: how far its
@@ -114,17 +107,4 @@ func Settle(l Limit, s State, nowMs, delta int64) (State, Decision) {
 	d.Allowed = true
 	d.RetryAfter = peekPlain(l, next, nowMs, 1).RetryAfter
 	return next, d
-}
-
-// plainMode reports whether m decides l as no mode would: no Debt, and no
-// NoWait on an algorithm that waits (Facts.Waits).
-func plainMode(l Limit, m Mode) bool {
-	if m&Debt != 0 {
-		return false
-	}
-	if m&NoWait == 0 {
-		return true
-	}
-	r := rowOf(l.Algorithm)
-	return r == nil || !r.Waits
 }

@@ -31,6 +31,17 @@ type ask struct {
 // ask is r without its Bounds.
 func (r *Request) ask() ask { return ask{now: r.NowMs, cost: r.Cost, mode: r.Mode} }
 
+// plain reports whether r decides l as no mode would, on boundaries of
+// its own: no Debt, no NoWait on an algorithm that waits (Facts.Waits),
+// no calendar Bounds given.
+func (r *Request) plain(l Limit) bool {
+	switch {
+	case r.Mode&Debt != 0, l.Calendar != NoCalendar && r.Bounds != (Bounds{}):
+		return false
+	}
+	return r.Mode&NoWait == 0 || !l.Algorithm.Facts().Waits
+}
+
 // debt reports whether a is decided in Debt mode.
 func (a ask) debt() bool { return a.mode&Debt != 0 }
 
@@ -51,7 +62,7 @@ func DecideAt(l Limit, s State, r Request) (State, Decision) {
 // charge back with u.Revert; in Debt mode, or on a calendar limit with
 // Bounds, *s is replaced by a new State and u records nothing.
 func Apply(l Limit, s *State, r Request, u *Undo) Decision {
-	if !plainMode(l, r.Mode) || (l.Calendar != NoCalendar && r.Bounds != (Bounds{})) {
+	if !r.plain(l) {
 		next, d := DecideAt(l, *s, r)
 		*s = next
 		return d
@@ -62,7 +73,7 @@ func Apply(l Limit, s *State, r Request, u *Undo) Decision {
 // Peek is the decision DecideAt would make, with nothing written or copied:
 // a dry run, or a request that must not charge.
 func Peek(l Limit, s State, r Request) Decision {
-	if !plainMode(l, r.Mode) || (l.Calendar != NoCalendar && r.Bounds != (Bounds{})) {
+	if !r.plain(l) {
 		_, d := DecideAt(l, s, r)
 		return d
 	}

@@ -1,6 +1,6 @@
 package algorithms
 
-// applyPlain is Apply with no mode (plainMode). A log's ring is written
+// applyPlain is Apply of a plain Request (Request.plain). A log's ring is written
 // in place, O(cost) slots after an O(log Requests) search, so *s must not
 // share its Log with a State anyone else still reads; a ring that must
 // grow, or may shrink, is rebuilt into a new slice (amortised O(1) a
