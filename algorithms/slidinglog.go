@@ -29,13 +29,18 @@ const emptySlot int64 = math.MinInt64
 // logMinSlots is the smallest ring a log is given.
 const logMinSlots = 8
 
+// ringIndex is the index of the i-th slot from index from in a ring of n
+// slots (from, i < n).
+func ringIndex(n, from, i int64) int64 {
+	if j := from + i; j < n {
+		return j
+	}
+	return from + i - n
+}
+
 // logSlot is the i-th oldest slot of a ring whose oldest slot is at head.
 func logSlot(ring []int64, head, i int64) int64 {
-	j := head + i
-	if n := int64(len(ring)); j >= n {
-		j -= n
-	}
-	return ring[j]
+	return ring[ringIndex(int64(len(ring)), head, i)]
 }
 
 // logPlan is what a decision on a sliding window log found, before
@@ -184,13 +189,8 @@ func (p logPlan) resize(s State, size, cost, w int64) State {
 
 // fillSlots sets the k slots of ring from index from on (wrapping) to v.
 func fillSlots(ring []int64, from, k, v int64) {
-	n := int64(len(ring))
-	first := min(k, n-from)
-	for i := from; i < from+first; i++ {
-		ring[i] = v
-	}
-	for i := int64(0); i < k-first; i++ {
-		ring[i] = v
+	for i := range k {
+		ring[ringIndex(int64(len(ring)), from, i)] = v
 	}
 }
 

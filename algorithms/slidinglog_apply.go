@@ -53,13 +53,8 @@ func (u *Undo) save(ring []int64, from, k int64) {
 		return
 	}
 	off := len(u.old)
-	n := int64(len(ring))
 	for i := range k {
-		j := from + i
-		if j >= n {
-			j -= n
-		}
-		u.old = append(u.old, ring[j])
+		u.old = append(u.old, logSlot(ring, from, i))
 	}
 	u.marks = append(u.marks, undoMark{ring: ring, from: from, k: k, off: off})
 }
@@ -69,13 +64,8 @@ func (u *Undo) save(ring []int64, from, k int64) {
 func (u *Undo) Revert() {
 	for i := len(u.marks) - 1; i >= 0; i-- {
 		m := u.marks[i]
-		n := int64(len(m.ring))
 		for j := range m.k {
-			p := m.from + j
-			if p >= n {
-				p -= n
-			}
-			m.ring[p] = u.old[m.off+int(j)]
+			m.ring[ringIndex(int64(len(m.ring)), m.from, j)] = u.old[m.off+int(j)]
 		}
 	}
 	u.reset()
