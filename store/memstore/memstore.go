@@ -36,40 +36,33 @@
 // Config.SweepInterval, which judges expiry against the newest now any
 // Decide has passed.
 //
-// # The key cap
+// # Caps
 //
 // Config.MaxKeys bounds the number of states (a key used under two
-// algorithms counts twice); the store never holds more. It is divided
-// exactly among the shards (each gets MaxKeys/Shards, the first
-// MaxKeys%Shards one more), so a shard may refuse to grow while others
-// have room: the cap is a bound, not a target. A live state is never
-// evicted: the store does not know an entry's limit, so it cannot tell
-// which states still deny, and forgetting one would let its key through.
-// When a write needs a new state in a full shard, the shard's expired
-// entries are swept, and if there is still no room the call is refused,
-// before anything is written, with an error wrapping store.ErrUnavailable
-// ("memory store full: --memory-max-keys N"): the rule's failure mode
-// answers for new keys, while the keys held keep deciding exactly. A
-// batch that needs more new states than its shards have room for is
-// refused whole. Settlement records are counted apart (settle.go) and
-// evict only each other.
+// algorithms counts twice) and Config.MaxBytes their memory, by the
+// store's own accounting of each entry (entryBytes: a fixed overhead, the
+// key and a log's ring). Both are divided exactly among the shards, so a
+// shard may refuse to grow while others have room: a cap is a bound, not
+// a target. A live state is never evicted: the store does not know an
+// entry's limit, so it cannot tell which states still deny, and
+// forgetting one would let its key through. A write that needs a new
+// state, or a ring that grows, in a full shard first sweeps the shard's
+// expired entries; if there is still no room the whole call is refused,
+// before anything is written, with an error wrapping
+// store.ErrUnavailable that names the cap ("memory store full:
+// --memory-max-keys N"): the rule's failure mode answers for new keys,
+// while the keys held keep deciding exactly. Settlement records have caps
+// of the same sizes of their own (settle.go) and evict only each other.
 //
 // # Memory
 //
 // About 80-90 bytes per key of up to 16 bytes whose state is integers,
-// map overhead included (TestBytesPerKey measures it over 100,000 keys and
-// fails above 150). A key whose state is a log holds a ring
-// of one 8-byte slot per admitted unit still needed, at most Requests
-// slots (algorithms.MaxLogRequests, 10,000): at most 80 KB and change.
-// Deciding on it reads O(log Requests) slots and writes the ones it
-// changes, in place (algorithms.Apply); nothing copies the log.
-//
-// Config.MaxBytes caps the memory of the states, by the store's own
-// accounting of each entry (entryBytes: a fixed overhead, the key and the
-// ring): a write that would take a shard past its share (a new state or a
-// log's ring that grows) is refused like a new state in a full shard,
-// never made room for by evicting. Settlement records have a byte cap of
-// the same size of their own. Both caps hold at once.
+// map overhead included (TestBytesPerKey holds it below 150). A key whose
+// state is a log holds a ring of one 8-byte slot per admitted unit still
+// needed, at most Requests slots (algorithms.MaxLogRequests): at most 80
+// KB and change. Deciding on it reads O(log Requests) slots and writes
+// the ones it changes, in place (algorithms.Apply); nothing copies the
+// log.
 //
 // The API follows floodgate's releases: v0, no compatibility promise yet.
 package memstore
