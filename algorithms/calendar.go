@@ -210,79 +210,56 @@ const skewRetryMs = 1000
 // that computed b, is decided at b[1], like a clock that went back), or
 // [b[2], b[3]) for a now past b[2] (a deciding clock just past the
 // boundary). A now at or past b[3] (the clocks disagree by more than a
-// period) is out of range: every positive cost is denied with RetryAfter
-// 1s and Remaining 0, and peeks and refunds change nothing (TTL b[4] −
-// b[1], so a rewritten state outlives the periods it may belong to):
-// never more than the limit is admitted in any period.
+// period) is out of range (calendarSkew). The state's window start
+// (State.A) must equal a boundary to count, as the row's calendar
+// decision says; any other start, e.g. one written under a fixed period
+// or another time zone, counts as an empty window (the limit changed).
 //
-// The state's window start (State.A) must equal a boundary to count: for
-// a window that starts afresh (Facts.Afresh), the current period's start
-// only (each period counts on its own, as fixedCount's windows do); for
-// the others, that start, the previous one's (the previous count), or the
-// next one's when the deciding period is [b[1], b[2]) (the clock went
-// back across the boundary: stay in that window), and a start equal to
-// b[3] while deciding [b[2], b[3]) is out of range too. Any other start,
-// e.g. one written under a fixed period or another time zone, counts as
-// an empty window (the limit changed).
-//
-// In Debt mode (a.mode), a positive
-// cost is charged even when it does not fit, up to 2 × Requests in the
-// period (see Debt), and the debt is not carried past the period's end: a
-// calendar quota is a billing period, whose count starts from 0 at the
-// next boundary (a previous period still weighs on the next one as usual
-// where the window is not afresh). A debt charge that cannot be decided (Redis' clock a
-// period ahead) records nothing and reports it all Unrecorded.
+// In Debt mode (a.mode), a positive cost is charged even when it does not
+// fit, up to 2 × Requests in the period (see Debt), and the debt is not
+// carried past the period's end: a calendar quota is a billing period,
+// whose count starts from 0 at the next boundary.
 func decideCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
-	debt := a.debt() && a.cost > 0
-	if c := l.Capacity(); a.cost > c && !debt {
+	if c := l.Capacity(); a.cost > c && !a.debt() {
 		_, d := decideCalendar(l, s, b, ask{now: a.now, mode: a.mode})
 		d.Allowed, d.RetryAfter = false, Never
 		return s, d
 	} else if a.cost < -c {
 		a.cost = -c
 	}
-	nowMs, cost := a.now, a.cost
-	i := 1
-	if nowMs >= b[2] {
-		i = 2
+	r := rowOf(l.Algorithm)
+	switch {
+	case r == nil || r.calendar == nil:
+		return s, Decision{Limit: l.Capacity(), RetryAfter: Never}
+	case a.now >= b[3]:
+		return s, calendarSkew(l, b, a)
 	}
-	afresh := true
-	if r := rowOf(l.Algorithm); r != nil {
-		afresh = r.Afresh
+	return r.calendar(l, s, b, a)
+}
+
+// period is the index i of the period [b[i], b[i+1]) a decision at now
+// is made in (decideCalendar): 1, or 2 for a now past b[2].
+func (b Bounds) period(now int64) int {
+	if now >= b[2] {
+		return 2
 	}
-	if nowMs >= b[3] || (i == 2 && s.A == b[3] && !afresh) {
-		d := Decision{Allowed: cost <= 0, Limit: l.Requests, ResetAfter: ms(skewRetryMs), TTL: ms(b[4] - b[1])}
-		switch {
-		case debt:
-			d.Allowed, d.Unrecorded = true, cost
-		case cost > 0:
-			d.RetryAfter = ms(skewRetryMs)
-		}
-		return s, d
+	return 1
+}
+
+// calendarSkew is the decision at a now out of the range of b (a clock
+// more than a period ahead of the one that computed b): every positive
+// cost is denied with RetryAfter 1s and Remaining 0, and peeks and
+// refunds change nothing (TTL b[4] − b[1], so a rewritten state outlives
+// the periods it may belong to): never more than the limit is admitted in
+// any period. A debt charge records nothing and reports it all
+// Unrecorded.
+func calendarSkew(l Limit, b Bounds, a ask) Decision {
+	d := Decision{Allowed: a.cost <= 0, Limit: l.Requests, ResetAfter: ms(skewRetryMs), TTL: ms(b[4] - b[1])}
+	switch {
+	case a.debt() && a.cost > 0:
+		d.Allowed, d.Unrecorded = true, a.cost
+	case a.cost > 0:
+		d.RetryAfter = ms(skewRetryMs)
 	}
-	prev, start, end, next := b[i-1], b[i], b[i+1], b[i+2]
-	after := int64(0) // the end of the period after next: known for i == 1
-	if i == 1 {
-		after = b[4]
-	}
-	if !afresh { // the previous period weighs on this one
-		var curr, last int64
-		switch s.A {
-		case start:
-			curr, last = s.B, s.C
-		case prev:
-			// The previous period weighs with at most its quota: a debt
-			// does not roll over (decideCalendar).
-			last = min(s.B, l.Requests)
-		case end: // the clock went back across the boundary (i == 1 only, above)
-			start, end, next = end, next, after
-			curr, last = s.B, s.C
-		}
-		return slidingDecide(s, slidingSpan{start: start, w: end - start, w2: next - end}, slidingTally{requests: l.Requests, curr: curr, prev: last}, a)
-	}
-	count := int64(0)
-	if s.A == start { // each period counts on its own (fixedCount)
-		count = min(s.B, 2*l.Requests)
-	}
-	return fixedDecide(l, s, fixedSpan{start: start, end: end, count: count}, a)
+	return d
 }

@@ -50,6 +50,18 @@ func fixedWindow(l Limit, s State, a ask) (State, Decision) {
 	return next, d
 }
 
+// fixedCalendar is the fixed window's decision in a calendar period
+// (decideCalendar): each period counts on its own, as fixedCount's
+// windows do, so a state counts only when it starts the period decided.
+func fixedCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
+	i := b.period(a.now)
+	count := int64(0)
+	if s.A == b[i] {
+		count = min(s.B, 2*l.Requests)
+	}
+	return fixedDecide(l, s, fixedSpan{start: b[i], end: b[i+1], count: count}, a)
+}
+
 // fixedSpan is the window a fixed-window decision is made in: [start,
 // end), holding count. A debt is not carried past end: a window means
 // what it says, and a quota's period, like a bill's, does not roll over.

@@ -52,6 +52,32 @@ func slidingWindow(l Limit, s State, a ask) (State, Decision) {
 	return slidingDecide(s, slidingSpan{start: start, w: w, w2: w, carry: true}, slidingTally{requests: l.Requests, curr: curr, prev: prev}, a)
 }
 
+// slidingCalendar is the sliding window's decision in a calendar period
+// (decideCalendar), the previous period weighing on it. The state counts
+// when it starts the period decided, the previous one (its count is the
+// previous count, at most Requests: a debt does not roll over), or the
+// next one when deciding [b[1], b[2]) (the clock went back across the
+// boundary: stay in that window); a state starting at b[3] while
+// deciding [b[2], b[3]) is out of range (calendarSkew).
+func slidingCalendar(l Limit, s State, b Bounds, a ask) (State, Decision) {
+	i := b.period(a.now)
+	if i == 2 && s.A == b[3] {
+		return s, calendarSkew(l, b, a)
+	}
+	prev, start, end, next := b[i-1], b[i], b[i+1], b[i+2]
+	var curr, last int64
+	switch s.A {
+	case start:
+		curr, last = s.B, s.C
+	case prev:
+		last = min(s.B, l.Requests)
+	case end: // i == 1 only, above
+		start, end, next = end, next, b[4]
+		curr, last = s.B, s.C
+	}
+	return slidingDecide(s, slidingSpan{start: start, w: end - start, w2: next - end}, slidingTally{requests: l.Requests, curr: curr, prev: last}, a)
+}
+
 // slidingSpan is the window a sliding-window decision is made in: it
 // starts at start, is w ms long and is followed by one of w2 ms. carry is
 // described at slidingDecide.

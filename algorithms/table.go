@@ -83,6 +83,10 @@ type row struct {
 	// cost is recorded even when it does not fit, within the debt bound
 	// (Debt), and Decision.Debt is what the key owes after it.
 	decide func(l Limit, s State, a ask) (State, Decision)
+	// calendar is the decision in the calendar period of b that a.now
+	// falls in (decideCalendar has checked the cost and the range); nil
+	// for an algorithm that takes no calendar (Facts.Window false).
+	calendar func(l Limit, s State, b Bounds, a ask) (State, Decision)
 	// validate checks the bounds l's numbers must keep for it (Validate
 	// has checked the fields every algorithm shares).
 	validate func(l Limit) error
@@ -102,7 +106,7 @@ func init() {
 		},
 		SlidingWindow: {
 			Facts:  Facts{Name: "sliding_window", Redis: "sw", Window: true},
-			decide: slidingWindow, validate: validateSlidingWindow,
+			decide: slidingWindow, calendar: slidingCalendar, validate: validateSlidingWindow,
 		},
 		SlidingWindowLog: {
 			Facts:  Facts{Name: "sliding_window_log", Redis: "swl2", Log: true},
@@ -110,7 +114,7 @@ func init() {
 		},
 		FixedWindow: {
 			Facts:  Facts{Name: "fixed_window", Redis: "fw", Window: true, Afresh: true},
-			decide: fixedWindow, validate: validateWindow,
+			decide: fixedWindow, calendar: fixedCalendar, validate: validateWindow,
 		},
 		LeakyBucket: {
 			Facts:  Facts{Name: "leaky_bucket", Redis: "lb", Burst: "burst, the queue's size", GiveBack: true, Waits: true, Bucket: true},
