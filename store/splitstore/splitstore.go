@@ -49,9 +49,9 @@ func New(main, perSecond store.Store) *Store {
 	return &Store{main: main, perSecond: perSecond}
 }
 
-// PerSecond reports whether l is decided on the per-second store: a
+// perSecond reports whether l is decided on the per-second store: a
 // period of exactly one second, as the reference's unit: second.
-func PerSecond(l algorithms.Limit) bool { return l.Period == time.Second }
+func perSecond(l algorithms.Limit) bool { return l.Period == time.Second }
 
 // side is the requests of a call that go to one store, with their
 // indexes in the call.
@@ -135,7 +135,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	}
 	main, sec := side{st: s.main}, side{st: s.perSecond}
 	for i, r := range reqs {
-		if PerSecond(r.Limit) {
+		if perSecond(r.Limit) {
 			sec.Add(i, r)
 		} else {
 			main.Add(i, r)
@@ -219,7 +219,7 @@ func (s *Store) Close() error { return errors.Join(s.main.Close(), s.perSecond.C
 // when that store cannot settle.
 func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) (store.SettleResult, error) {
 	target := s.main
-	if PerSecond(st.Limit) {
+	if perSecond(st.Limit) {
 		target = s.perSecond
 	}
 	settler, ok := target.(store.Settler)
