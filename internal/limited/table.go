@@ -90,10 +90,10 @@ func newTable(info ruleInfo, cfg Config, now time.Time) *table {
 
 func (tb *table) lastSeen() int64 { return tb.seen.Load() }
 
-// observe counts one decision of key k (a cost of 0 or less is a look,
-// not counted).
+// observe counts one decision of key k in tb (nil: its rule found no
+// place; a cost of 0 or less is a look, not counted).
 func observe[K keySource](tb *table, now time.Time, k K, cost int64, allowed bool) {
-	if cost <= 0 {
+	if tb == nil || cost <= 0 {
 		return
 	}
 	ns := now.UnixNano()

@@ -130,9 +130,6 @@ func (t *Tracker) ObserveCheck(now time.Time, policy string, shadow bool, rate a
 		}
 		return ruleInfo{kind: KindInline, name: "inline " + rateText(rate), limit: rateText(rate)}
 	})
-	if tb == nil {
-		return
-	}
 	observe(tb, now, checkKey{seed: t.seed, key: key}, cost, allowed)
 }
 
@@ -155,9 +152,6 @@ func (t *Tracker) ObserveEnvoy(now time.Time, l *rules.Limit, entries []rules.En
 		}
 		return info
 	})
-	if tb == nil {
-		return
-	}
 	observe(tb, now, envoyKey{seed: t.seed, entries: entries}, cost, allowed)
 }
 
