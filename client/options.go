@@ -136,9 +136,6 @@ func isLoopback(target string) bool {
 	if err != nil {
 		host = target
 	}
-	if host == "localhost" {
-		return true
-	}
 	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
