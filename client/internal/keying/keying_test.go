@@ -48,3 +48,19 @@ func TestHash(t *testing.T) {
 		t.Fatalf("Hash of a long secret: %d characters, want 32", got)
 	}
 }
+
+func TestHostKey(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"10.0.0.7:443", "10.0.0.7"},
+		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::/64"},
+		{"[::ffff:10.0.0.7]:80", "10.0.0.7"},
+		{"gateway.internal:8080", "gateway.internal"}, // not an IP: its host, without the port
+		{"/run/app.sock", "/run/app.sock"},            // a unix socket's name, as it is
+		{"@", "@"},
+		{"", ""},
+	} {
+		if got := HostKey(tc.in, DefaultIPv6Prefix); got != tc.want {
+			t.Errorf("HostKey(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
