@@ -20,30 +20,26 @@ const (
 	Year       Calendar = 4
 )
 
-var calendarNames = map[Calendar]string{Day: "day", Week: "week", Month: "month", Year: "year"}
+// calendarNames are the calendar periods' names, by value ("" for
+// NoCalendar).
+var calendarNames = [...]string{Day: "day", Week: "week", Month: "month", Year: "year"}
 
 // String returns the calendar's name, e.g. "month"; "" for NoCalendar.
 func (c Calendar) String() string {
-	if c == NoCalendar {
-		return ""
-	}
-	if n, ok := calendarNames[c]; ok {
-		return n
+	if int(c) < len(calendarNames) {
+		return calendarNames[c]
 	}
 	return fmt.Sprintf("calendar(%d)", uint8(c))
 }
 
 // Valid reports whether c is one of the four calendar periods.
-func (c Calendar) Valid() bool {
-	_, ok := calendarNames[c]
-	return ok
-}
+func (c Calendar) Valid() bool { return c != NoCalendar && int(c) < len(calendarNames) }
 
 // ParseCalendar reads a calendar name: "day", "week", "month" or "year".
 func ParseCalendar(name string) (Calendar, error) {
 	for c, n := range calendarNames {
-		if n == name {
-			return c, nil
+		if n == name && n != "" {
+			return Calendar(c), nil
 		}
 	}
 	return NoCalendar, fmt.Errorf("unknown calendar period %q (want day, week, month or year)", name)
