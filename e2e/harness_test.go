@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,48 +24,8 @@ import (
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 )
 
-// binary is the floodgate binary built once for the package, with the
-// race detector.
+// binary is the floodgate binary built once for the package.
 var binary string
-
-// plainBinary and previousBinary give the binary built without the race
-// detector and the previous release's. When a test that needs one is
-// selected to run, TestMain starts building it once the race build is
-// done, so it compiles while the first tests run.
-var plainBinary, previousBinary func() (string, error)
-
-// building is what TestMain waits for before it removes the binaries'
-// folder: the builds started in the background.
-var building sync.WaitGroup
-
-// soon returns a function giving build's result, built once: on a
-// goroutine started now when test is selected by -run, else on first use.
-func soon(test string, build func() (string, error)) func() (string, error) {
-	if !selected(test) {
-		return sync.OnceValues(build)
-	}
-	var bin string
-	var err error
-	done := make(chan struct{})
-	building.Go(func() {
-		defer close(done)
-		bin, err = build()
-	})
-	return func() (string, error) {
-		<-done
-		return bin, err
-	}
-}
-
-// selected reports whether -run selects the top-level test name.
-func selected(name string) bool {
-	f := flag.Lookup("test.run")
-	if f == nil || f.Value.String() == "" {
-		return true
-	}
-	re, err := regexp.Compile(strings.Split(f.Value.String(), "/")[0])
-	return err == nil && re.MatchString(name)
-}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -87,16 +46,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building floodgate:", err)
 		os.Exit(1)
 	}
-	plainBinary = soon("TestTransportSilentStreams", func() (string, error) { return buildPlain(dir) })
-	cleanup := func() {}
-	previousBinary = soon("TestRollingUpgradeBesidePreviousRelease", func() (string, error) {
-		bin, c, err := buildRelease(dir, previousRelease)
-		cleanup = c
-		return bin, err
-	})
 	code := m.Run()
-	building.Wait()
-	cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

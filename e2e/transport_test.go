@@ -29,17 +29,18 @@ import (
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
 )
 
-// buildPlain builds floodgate without the race detector into dir: memory
+// plainBinary builds floodgate without the race detector, once: memory
 // figures must come from the binary as shipped (the race detector
 // multiplies every goroutine's and allocation's cost).
-func buildPlain(dir string) (string, error) {
-	bin := filepath.Join(dir, "floodgate-norace")
+// It lives beside the race build, in the folder TestMain removes.
+var plainBinary = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(filepath.Dir(binary), "floodgate-norace")
 	out, err := exec.Command("go", "build", "-o", bin, "../cmd/floodgate").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return bin, nil
-}
+})
 
 // procStatusKB reads a /proc/PID/status field in kB (VmRSS, VmHWM).
 func procStatusKB(t *testing.T, pid int, field string) int {

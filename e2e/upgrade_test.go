@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,48 +19,37 @@ import (
 // previousRelease is the commit CHANGELOG.md marks as v0.2.0.
 const previousRelease = "79ed681"
 
-// errNoHistory says the tree lacks the history a release is built from.
-var errNoHistory = errors.New("no history")
-
 // buildRelease builds the floodgate binary of commit rev from this
-// repository's history, in a detached git worktree under dir; the
-// returned cleanup removes the worktree. A tree without that history
-// gives an error wrapping errNoHistory.
-func buildRelease(dir, rev string) (bin string, cleanup func(), err error) {
-	cleanup = func() {}
+// repository's history (a detached git worktree, removed afterwards). A
+// tree without that history skips the test, but under CI=true, which
+// fails: CI runs on a full clone.
+func buildRelease(t *testing.T, rev string) string {
+	t.Helper()
+	need := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+	}
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
-		return "", cleanup, fmt.Errorf("%w: no git repository to build %s from: %v", errNoHistory, rev, err)
+		need("no git repository to build %s from: %v", rev, err)
 	}
 	root := strings.TrimSpace(string(top))
 	if err := exec.Command("git", "-C", root, "cat-file", "-e", rev+"^{commit}").Run(); err != nil {
-		return "", cleanup, fmt.Errorf("%w: commit %s is not in this clone's history: %v", errNoHistory, rev, err)
+		need("commit %s is not in this clone's history: %v", rev, err)
 	}
-	src := filepath.Join(dir, "src-"+rev)
-	if out, err := exec.Command("git", "-C", root, "worktree", "add", "--detach", src, rev).CombinedOutput(); err != nil {
-		return "", cleanup, fmt.Errorf("git worktree add %s: %v\n%s", rev, err, out)
+	dir := filepath.Join(t.TempDir(), "src")
+	if out, err := exec.Command("git", "-C", root, "worktree", "add", "--detach", dir, rev).CombinedOutput(); err != nil {
+		t.Fatalf("git worktree add %s: %v\n%s", rev, err, out)
 	}
-	cleanup = func() { _ = exec.Command("git", "-C", root, "worktree", "remove", "--force", src).Run() }
-	bin = filepath.Join(dir, "floodgate-"+rev)
+	t.Cleanup(func() { _ = exec.Command("git", "-C", root, "worktree", "remove", "--force", dir).Run() })
+	bin := filepath.Join(t.TempDir(), "floodgate-"+rev)
 	build := exec.Command("go", "build", "-o", bin, "./cmd/floodgate")
-	build.Dir = src
+	build.Dir = dir
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", cleanup, fmt.Errorf("building %s: %v\n%s", rev, err, out)
-	}
-	return bin, cleanup, nil
-}
-
-// releaseBinary waits for the previous release's binary, which TestMain
-// builds while the first tests run. A tree without its history skips the
-// test, but under CI=true, which fails: CI runs on a full clone.
-func releaseBinary(t *testing.T) string {
-	t.Helper()
-	bin, err := previousBinary()
-	switch {
-	case errors.Is(err, errNoHistory) && os.Getenv("CI") != "true":
-		t.Skip(err)
-	case err != nil:
-		t.Fatal(err)
+		t.Fatalf("building %s: %v\n%s", rev, err, out)
 	}
 	return bin
 }
@@ -79,7 +66,7 @@ func releaseBinary(t *testing.T) string {
 // together admit at most twice the limit. Once only this build decides,
 // every limit admits exactly its count.
 func TestRollingUpgradeBesidePreviousRelease(t *testing.T) {
-	old := releaseBinary(t)
+	old := buildRelease(t, previousRelease)
 	r := redistest.StartServer(t)
 	args := []string{"--redis-url", "redis://" + r.Addr(), "--failure-mode", "closed", "--redis-timeout", "5s"}
 	var clients []floodgatev1.RateLimiterClient
