@@ -30,10 +30,49 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 			return fmt.Errorf("memstore: decide: request %d: %w: %w", i, store.ErrInvalid, err)
 		}
 	}
-	if len(reqs) == 0 {
+	switch len(reqs) {
+	case 0:
 		return nil
+	case 1:
+		return s.decideOne(now.UnixMilli(), &reqs[0], &out[0])
 	}
 	return s.decide(now.UnixMilli(), reqs, out)
+}
+
+// decideOne is Decide for a single request, straight under its shard's
+// lock: the common call skips the batch's lock sorting, tentative states
+// and second pass.
+func (s *Store) decideOne(nowMs int64, r *store.Request, out *algorithms.Decision) error {
+	sh := &s.shards[s.shardIndex(r.Key)]
+	alg := r.Limit.Algorithm
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.observe(nowMs)
+	ek := entryKey(r.Key, r.Scope)
+	ref := sh.find(alg, ek, nowMs)
+	st := ref.state()
+	ar := algorithms.Request{NowMs: nowMs, Cost: r.Cost, Mode: r.Mode}
+	if r.DryRun {
+		*out = algorithms.Peek(r.Limit, st, ar)
+		out.Debt, out.Unrecorded = 0, 0 // Settle reports them
+		return nil
+	}
+	// A log's ring (algorithms.Facts.Log) is updated in place: only this
+	// entry holds it, and the shard is locked. A write refused for room
+	// never changed a ring in place: it is a new entry, or a ring that
+	// grew, which Apply builds as a copy.
+	*out = algorithms.Apply(r.Limit, &st, ar, nil)
+	out.Debt, out.Unrecorded = 0, 0 // Settle reports them
+	if out.Allowed && r.Cost != 0 {
+		u := update{alg: alg, key: ek, ref: ref, st: st, ttl: out.TTL}
+		entries, bytes := u.growth()
+		if err := s.full(sh.room(nowMs, entries, bytes)); err != nil {
+			*out = algorithms.Decision{}
+			return fmt.Errorf("memstore: decide: %w", err)
+		}
+		sh.write(&u, nowMs)
+	}
+	return nil
 }
 
 // pending is one (algorithm, key) of a batch: where its entry is and its
@@ -48,7 +87,7 @@ type pending struct {
 // smallBatch is the batch size handled without heap allocations.
 const smallBatch = 8
 
-// decide is Decide once the call is checked: lock every shard involved
+// decide is Decide for two or more requests: lock every shard involved
 // in ascending order, decide on tentative states, commit only if nothing
 // with a positive cost was denied.
 func (s *Store) decide(nowMs int64, reqs []store.Request, out []algorithms.Decision) error {
@@ -79,14 +118,8 @@ func (s *Store) decide(nowMs int64, reqs []store.Request, out []algorithms.Decis
 	}
 	denied := false
 	// Logs are charged in place; undo takes the charges back if the
-	// batch is denied or refused. A single request needs none: its deny
-	// writes nothing, and a write refused for room never changed a ring
-	// in place (it is a new entry, or a ring that grew, built as a copy).
+	// batch is denied or refused.
 	var undo algorithms.Undo
-	u := &undo
-	if len(reqs) == 1 {
-		u = nil
-	}
 	for i := range reqs {
 		r := &reqs[i]
 		alg := r.Limit.Algorithm
@@ -120,7 +153,7 @@ func (s *Store) decide(nowMs int64, reqs []store.Request, out []algorithms.Decis
 		} else {
 			// A log's ring (algorithms.Facts.Log) is updated in place:
 			// only this entry holds it, and the shard is locked.
-			d = algorithms.Apply(r.Limit, &pe.st, ar, u)
+			d = algorithms.Apply(r.Limit, &pe.st, ar, &undo)
 		}
 		d.Debt, d.Unrecorded = 0, 0 // Settle reports them
 		out[i] = d
