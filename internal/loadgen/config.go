@@ -96,15 +96,10 @@ type Config struct {
 	Domain string
 	// Target names the server in reports.
 	Target string
-	// Seed seeds the key choice; 0 means a seed from the clock.
-	Seed uint64
 	// Progress, when not nil, is called from Run's goroutine every
 	// ProgressInterval (0 means 250ms) while the run lasts.
 	Progress         func(Progress)
 	ProgressInterval time.Duration
-	// GracePeriod is how long in-flight requests may take after the run
-	// ended before they are cancelled. 0 means 5s.
-	GracePeriod time.Duration
 	// MeasureHook, when not nil, is called from Run's goroutine with true
 	// as the measurement begins (after the warmup) and with false as it
 	// ends, next to where Run reads its own CPU time: a caller reads other

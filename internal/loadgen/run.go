@@ -51,8 +51,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	cfg.ProgressInterval = cmp.Or(max(cfg.ProgressInterval, 0), 250*time.Millisecond)
-	cfg.GracePeriod = cmp.Or(max(cfg.GracePeriod, 0), 5*time.Second)
-	cfg.Seed = cmp.Or(cfg.Seed, uint64(time.Now().UnixNano()))
+	seed := uint64(time.Now().UnixNano())
 	newCaller := builder(&cfg)
 
 	// Calls outlive ctx by the grace period, so that a cancelled run stops
@@ -98,7 +97,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for i := range workers {
 		w := &workers[i]
 		call := newCaller(cfg.Conns[i%len(cfg.Conns)])
-		pick := keyPicker(cfg, uint64(i))
+		pick := keyPicker(cfg, seed, uint64(i))
 		wg.Go(func() { w.run(callCtx, call, pick, control{phase: &phase, budget: budget, begun: begun}) })
 	}
 	allDone := make(chan struct{})
@@ -159,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if res.Interrupted {
 		cancelCalls()
 	}
-	grace := time.NewTimer(cfg.GracePeriod)
+	grace := time.NewTimer(5 * time.Second) // for the calls in flight, then cancelled
 	select {
 	case <-allDone:
 		grace.Stop()
@@ -242,8 +241,8 @@ func (w *worker) run(ctx context.Context, call caller, pick func() int, ctl cont
 }
 
 // keyPicker returns a worker's key chooser, seeded per worker.
-func keyPicker(cfg Config, worker uint64) func() int {
-	r := rand.New(rand.NewPCG(cfg.Seed, worker))
+func keyPicker(cfg Config, seed, worker uint64) func() int {
+	r := rand.New(rand.NewPCG(seed, worker))
 	n := max(cfg.Keys, 1)
 	if cfg.Zipf > 1 && n > 1 {
 		z := rand.NewZipf(r, cfg.Zipf, 1, uint64(n-1))

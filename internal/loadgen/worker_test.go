@@ -24,7 +24,7 @@ func BenchmarkWorkerLoop(b *testing.B) {
 				seen[key] = true
 				return key%2 == 0, true, nil
 			}
-			pick := keyPicker(Config{Keys: len(seen), Zipf: tc.zipf, Seed: 1}, 0)
+			pick := keyPicker(Config{Keys: len(seen), Zipf: tc.zipf}, 1, 0)
 			w := new(worker)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -53,7 +53,7 @@ func TestWorkerLoopDoesNotAllocate(t *testing.T) {
 	phase.Store(phaseMeasure)
 	var budget atomic.Int64
 	call := func(context.Context, int) (bool, bool, error) { return true, true, nil }
-	pick := keyPicker(Config{Keys: 1000, Zipf: 1.5, Seed: 1}, 0)
+	pick := keyPicker(Config{Keys: 1000, Zipf: 1.5}, 1, 0)
 	w := new(worker)
 	allocs := testing.AllocsPerRun(10, func() {
 		budget.Store(1000)
