@@ -37,8 +37,8 @@ func runConfig(_ context.Context, args []string, getenv func(string) string, std
 // runConfigValidate runs `floodgate config validate PATH`.
 func runConfigValidate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("config validate PATH", "Checks a config file or a folder of them offline; exits 1 and prints file:line:column on error.", stdout)
-	var load ruleFlags
-	load.register(fs)
+	var load rules.Options
+	registerRuleFlags(fs, &load)
 	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func runConfigValidate(args []string, getenv func(string) string, stdout, stderr
 		fmt.Fprintln(stderr, "Usage: floodgate config validate PATH")
 		return exitCode(2)
 	}
-	cfg, err := rules.LoadOptions(fs.Arg(0), load.options())
+	cfg, err := rules.LoadOptions(fs.Arg(0), load)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(1)
@@ -55,20 +55,11 @@ func runConfigValidate(args []string, getenv func(string) string, stdout, stderr
 	return nil
 }
 
-// ruleFlags are the flags that say how rules are loaded from files. Every
-// command that reads rules (serve, config validate, config explain)
-// registers them, so each reads a folder the same way.
-type ruleFlags struct {
-	mergeDomains bool
-	allFiles     bool
-}
-
-func (f *ruleFlags) register(fs *pflag.FlagSet) {
-	fs.BoolVar(&f.mergeDomains, "merge-domains", false, "config files: several files may define one domain, each adding its top-level descriptors (one defined twice is refused), as the reference's MERGE_DOMAIN_CONFIG")
-	fs.BoolVar(&f.allFiles, "config-all-files", false, "a config folder: read every file in it and in its sub-folders, whatever its extension (names starting with '.' skipped), and serve an empty folder with no rules, as the reference reads its runtime folder (the reference environment sets it); off, only the folder's own *.yaml and *.yml files, at least one")
-}
-
-// options are the loader's options for f.
-func (f ruleFlags) options() rules.Options {
-	return rules.Options{MergeDomains: f.mergeDomains, AnyFile: f.allFiles}
+// registerRuleFlags registers the flags that say how rules are loaded
+// from files into o. Every command that reads rules (serve, config
+// validate, config explain) registers them, so each reads a folder the
+// same way.
+func registerRuleFlags(fs *pflag.FlagSet, o *rules.Options) {
+	fs.BoolVar(&o.MergeDomains, "merge-domains", false, "config files: several files may define one domain, each adding its top-level descriptors (one defined twice is refused), as the reference's MERGE_DOMAIN_CONFIG")
+	fs.BoolVar(&o.AnyFile, "config-all-files", false, "a config folder: read every file in it and in its sub-folders, whatever its extension (names starting with '.' skipped), and serve an empty folder with no rules, as the reference reads its runtime folder (the reference environment sets it); off, only the folder's own *.yaml and *.yml files, at least one")
 }

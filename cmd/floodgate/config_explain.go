@@ -42,7 +42,7 @@ type explainFlags struct {
 	buckets     []string
 	json        bool
 	redisPrefix string
-	load        ruleFlags
+	load        rules.Options
 }
 
 func (f *explainFlags) register(fs *pflag.FlagSet) {
@@ -52,7 +52,7 @@ func (f *explainFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.buckets, "bucket", nil, "an RLQS bucket id as KEY=VALUE[,KEY=VALUE...], matched against quota_buckets; repeatable")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "the server's --redis-prefix, for the Redis key names")
-	f.load.register(fs)
+	registerRuleFlags(fs, &f.load)
 }
 
 // runConfigExplain runs `floodgate config explain`.
@@ -96,7 +96,7 @@ func runConfigExplain(args []string, getenv func(string) string, stdout, stderr 
 		}
 		buckets = append(buckets, id)
 	}
-	cfg, err := rules.LoadOptions(f.config, f.load.options())
+	cfg, err := rules.LoadOptions(f.config, f.load)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(1)
@@ -241,7 +241,7 @@ func newDescriptorReport(d rules.DescriptorExplanation, prefix string) descripto
 		dr.Rules = append(dr.Rules, mr)
 	}
 	for _, c := range d.Candidates {
-		cr := candidateReport{Path: rules.FormatPath(c.Path), Source: configview.NewSourceView(c.Source), Reasons: c.Reasons}
+		cr := candidateReport{Path: rules.FormatPath(c.Path), Source: c.Source, Reasons: c.Reasons}
 		for _, l := range c.Limits {
 			cr.Rules = append(cr.Rules, l.Name)
 		}

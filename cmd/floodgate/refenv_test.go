@@ -239,9 +239,9 @@ func TestReferenceVariables(t *testing.T) {
 		{"per-second redis, memory backend", map[string]string{"BACKEND_TYPE": "memory", "REDIS_PERSECOND": "true"},
 			func(c refConfig, f serveFlags) bool { return f.redisPerSecond.URL == "" }},
 		{"merge domains", map[string]string{"MERGE_DOMAIN_CONFIG": "true"},
-			func(c refConfig, f serveFlags) bool { return f.ruleLoad.mergeDomains }},
+			func(c refConfig, f serveFlags) bool { return f.ruleLoad.MergeDomains }},
 		{"domains unmerged", map[string]string{"MERGE_DOMAIN_CONFIG": "false"},
-			func(c refConfig, f serveFlags) bool { return !f.ruleLoad.mergeDomains && f.configPath != "" }},
+			func(c refConfig, f serveFlags) bool { return !f.ruleLoad.MergeDomains && f.configPath != "" }},
 		{"xds", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"},
 			func(c refConfig, f serveFlags) bool {
 				return f.configPath == "" && f.xds.opts.Server == "localhost:18000" && f.xds.opts.NodeID == "default" &&

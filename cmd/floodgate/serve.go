@@ -40,7 +40,7 @@ type serveFlags struct {
 	grpcAddr     string
 	httpAddr     string
 	configPath   string
-	ruleLoad     ruleFlags       // how --config is loaded
+	ruleLoad     rules.Options   // how --config is loaded
 	memory       memstore.Config // the embedded store; MaxKeys and MaxBytes bound failure_mode local's memory, SettleWindow Redis' too
 	maxKeyBytes  int
 	failureMode  string
@@ -88,7 +88,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.httpCORSOrigins, "http-cors-origins", "", "HTTP/JSON API: comma-separated origins browsers may call it from (\"*\": any); empty: CORS off")
 	fs.StringVar(&f.httpAllowedHosts, "http-allowed-hosts", "", "HTTP port: comma-separated host names (\"*\": any) its Host header may carry, besides localhost and IP addresses, for everything but probes, /metrics and decisions (Reset, Settle, /debug/, the admin page): a guard against DNS rebinding")
 	fs.StringVar(&f.configPath, "config", "", "YAML config file or folder (envoyproxy/ratelimit format plus policies); hot-reloaded")
-	f.ruleLoad.register(fs)
+	registerRuleFlags(fs, &f.ruleLoad)
 	fs.IntVar(&f.memory.MaxKeys, "memory-max-keys", 1_000_000, "embedded store, and failure_mode local's memory on Redis: most keys kept at once (a live key is never evicted: when full, a new key is refused and its failure mode answers)")
 	byteSizeVar(fs, &f.memory.MaxBytes, "memory-max-bytes", memstore.DefaultMaxBytes, "embedded store (and failure_mode local's memory): most memory its keys take, by its own accounting (refuses like --memory-max-keys; at least 1MiB; a size in bytes, such as 256MiB, 1GiB or 64MB)")
 	fs.DurationVar(&f.memory.SettleWindow, "settle-window", store.DefaultSettleWindow, "Settle: how long a settlement's idempotency_key is remembered, so a retry within it charges nothing again (a record per settlement: in Redis a key with this TTL; in the embedded store an entry capped apart from the counters, at --memory-max-keys/--memory-max-bytes of its own)")

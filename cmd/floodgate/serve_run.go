@@ -48,7 +48,7 @@ func (e serveEnv) loadRules(ctx context.Context, live *xdsrules.Live) ([]reloada
 	if path == "" {
 		return nil, nil
 	}
-	w, err := rules.Watch(ctx, path, f.ruleLoad.options(),
+	w, err := rules.Watch(ctx, path, f.ruleLoad,
 		func(c *rules.Set) {
 			retried, err := live.SetFile(c)
 			if err != nil {
@@ -66,8 +66,7 @@ func (e serveEnv) loadRules(ctx context.Context, live *xdsrules.Live) ([]reloada
 			}
 		},
 		func(err error) {
-			var we *filewatch.WatchError
-			if errors.As(err, &we) {
+			if _, ok := errors.AsType[*filewatch.WatchError](err); ok {
 				log.Warn("config: file events unavailable", "err", err)
 				return
 			}

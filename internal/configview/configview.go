@@ -18,9 +18,6 @@ import (
 // resource and its version (rules.Source, whose JSON names these are).
 type SourceView = rules.Source
 
-// NewSourceView is the view of s.
-func NewSourceView(s rules.Source) SourceView { return s }
-
 // RateView is how a limit counts. Period is a Go duration ("1m0s"), or a
 // calendar period as the config writes it ("calendar_month") with its
 // TimeZone.
@@ -58,7 +55,7 @@ type RuleView struct {
 // NewRuleView is the view of l.
 func NewRuleView(l *rules.Limit) RuleView {
 	v := RuleView{
-		Name: l.Name, ID: l.ID, Path: rules.FormatPath(l.Path()), Source: NewSourceView(l.Source()),
+		Name: l.Name, ID: l.ID, Path: rules.FormatPath(l.Path()), Source: l.Source(),
 		Unlimited: l.Unlimited, DenyAll: l.DenyAll,
 		FailureMode: l.FailureMode.String(), ShadowMode: l.ShadowMode, DetailedMetric: l.DetailedMetric,
 		Replaces: l.Replaces,
@@ -91,7 +88,7 @@ type QuotaBucketView struct {
 
 // NewQuotaBucketView is the view of q.
 func NewQuotaBucketView(q *rules.QuotaBucket) QuotaBucketView {
-	v := QuotaBucketView{Name: q.Name, ID: q.ID, BucketID: q.Keys(), Action: q.Action.String(), Source: NewSourceView(q.Source)}
+	v := QuotaBucketView{Name: q.Name, ID: q.ID, BucketID: q.Keys(), Action: q.Action.String(), Source: q.Source}
 	if q.Limit != nil {
 		r := newRateView(q.Limit.Rate)
 		v.Rate = &r
@@ -158,7 +155,7 @@ func New(c *rules.Set) ConfigView {
 			Name:        p.Name,
 			RateView:    newRateView(p.Rate),
 			FailureMode: p.FailureMode.String(), ShadowMode: p.ShadowMode,
-			Source: NewSourceView(c.PolicySource(p.Name)),
+			Source: c.PolicySource(p.Name),
 		}
 		pv.WarnAt, pv.WarnAtUnits = p.Warn.String(), p.Warn.At(p.Rate.Capacity())
 		v.Policies = append(v.Policies, pv)
