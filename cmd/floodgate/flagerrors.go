@@ -15,17 +15,13 @@ import (
 // nearest known one; each ends with a pointer to the command's --help.
 func explainParseError(fs *pflag.FlagSet, err error) error {
 	help := fmt.Sprintf("(floodgate %s --help lists every flag)", commandName(fs))
-	var (
-		unknown *pflag.NotExistError
-		noValue *pflag.ValueRequiredError
-		invalid *pflag.InvalidValueError
-	)
-	switch {
-	case errors.As(err, &invalid):
+	if invalid, ok := errors.AsType[*pflag.InvalidValueError](err); ok {
 		return fmt.Errorf("--%s %q: %s %s", invalid.GetFlag().Name, invalid.GetValue(), wantedForm(invalid.GetFlag(), invalid.GetValue(), invalid.Unwrap()), help)
-	case errors.As(err, &noValue):
+	}
+	if noValue, ok := errors.AsType[*pflag.ValueRequiredError](err); ok {
 		return fmt.Errorf("--%s needs a value %s", noValue.GetFlag().Name, help)
-	case errors.As(err, &unknown) && unknown.GetSpecifiedName() != "":
+	}
+	if unknown, ok := errors.AsType[*pflag.NotExistError](err); ok && unknown.GetSpecifiedName() != "" {
 		name := unknown.GetSpecifiedName()
 		if near := nearestFlag(fs, name); near != "" {
 			return fmt.Errorf("unknown flag --%s; did you mean --%s? %s", name, near, help)

@@ -27,8 +27,7 @@ func main() {
 	err := run(ctx, invocationArgs(os.Args), os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		var ec exitCode
-		if errors.As(err, &ec) {
+		if ec, ok := errors.AsType[exitCode](err); ok {
 			os.Exit(int(ec))
 		}
 		fmt.Fprintln(os.Stderr, "floodgate:", err)

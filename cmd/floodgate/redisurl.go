@@ -65,8 +65,7 @@ func redisURLOf(s string) (string, error) {
 func parseRedisURL(s, mode string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // url.Error repeats the URL, password included
 		}
 		return err

@@ -48,8 +48,7 @@ func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
 // naming its flag, "--redis-timeout must be positive"), 1 for anything
 // else. nil and an exitCode (already reported) pass through.
 func logFatal(log *slog.Logger, err error) error {
-	var ec exitCode
-	if err == nil || errors.As(err, &ec) {
+	if _, ok := errors.AsType[exitCode](err); err == nil || ok {
 		return err
 	}
 	if strings.HasPrefix(err.Error(), "--") {

@@ -26,7 +26,7 @@ const quotaRedisTimeout = time.Second
 // returned closer releases the Redis client.
 func openQuota(f serveFlags, cfg rlqs.RuleSource, reg prometheus.Registerer, log *slog.Logger) (*rlqs.Service, io.Closer, error) {
 	var demand store.DemandStore = memstore.NewDemand()
-	var closer io.Closer = nopCloser{}
+	var closer io.Closer = io.NopCloser(nil)
 	if f.redisConn.URL != "" {
 		c := f.redisConn
 		c.PoolSize, c.ReadTimeout, c.WriteTimeout = min(max(c.PoolSize, 0), 4), quotaRedisTimeout, quotaRedisTimeout
@@ -44,7 +44,3 @@ func openQuota(f serveFlags, cfg rlqs.RuleSource, reg prometheus.Registerer, log
 	s.Rules, s.Demand, s.MaxKeyBytes, s.Logger, s.Metrics = cfg, demand, f.maxKeyBytes, log, rlqs.NewMetrics(reg)
 	return rlqs.New(s), closer, nil
 }
-
-type nopCloser struct{}
-
-func (nopCloser) Close() error { return nil }

@@ -44,7 +44,7 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 	if err != nil {
 		return nil, "", err
 	}
-	var beat io.Closer = nopCloser{}
+	var beat io.Closer = io.NopCloser(nil)
 	if local != nil {
 		beat = local.startHeartbeat(client, f, log)
 		onBreaker = local.onBreaker(onBreaker, log)
@@ -66,7 +66,7 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		h := &sidesHealth{report: onBreaker}
 		main = splitstore.New(
 			breaker.New(observability.InstrumentStore(main, m, "redis"), breaker.Config{OnChange: h.side(0, "the main Redis (--redis-url)")}),
-			breaker.New(observability.InstrumentStore(redisCloser{rs2, client2, nopCloser{}}, m, "redis-persecond"), breaker.Config{OnChange: h.side(1, "the per-second Redis (--redis-persecond-url)")}))
+			breaker.New(observability.InstrumentStore(redisCloser{rs2, client2, io.NopCloser(nil)}, m, "redis-persecond"), breaker.Config{OnChange: h.side(1, "the per-second Redis (--redis-persecond-url)")}))
 		log.Info("per-second limits on their own Redis", "redis", redactURL(f.redisPerSecond.URL), "mode", f.redisPerSecond.Mode)
 	}
 	st := main

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -123,11 +122,7 @@ func (f *settleFlags) validate(actualGiven bool) error {
 		return fmt.Errorf("--idempotency-key: %d bytes exceed 128", len(f.idempotencyKey))
 	}
 	if f.idempotencyKey == "" {
-		var b [12]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return fmt.Errorf("--idempotency-key: %w", err)
-		}
-		f.idempotencyKey = "cli-" + hex.EncodeToString(b[:])
+		f.idempotencyKey = "cli-" + rand.Text()
 	}
 	return nil
 }
