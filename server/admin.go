@@ -16,7 +16,6 @@ import (
 	"github.com/floodgate/floodgate/internal/configview"
 	"github.com/floodgate/floodgate/internal/limited"
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/internal/rules"
 	"github.com/floodgate/floodgate/server/adminui"
 )
 
@@ -200,11 +199,7 @@ func adminOnly(authz AdminAuthorizer, h http.Handler) http.Handler {
 // when they were loaded, as `floodgate config explain --json` shows them.
 func debugConfig(src RuleSource) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var c *rules.Set
-		if src != nil {
-			c = src.Current()
-		}
-		WriteJSON(w, configview.New(c))
+		WriteJSON(w, configview.New(currentRules(src)))
 	}
 }
 

@@ -102,11 +102,7 @@ func (e *Envoy) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 	if err != nil {
 		return nil, toStatus(ctx, e.log, err)
 	}
-	var cfg *rules.Set
-	if e.cfg != nil {
-		cfg = e.cfg.Current()
-	}
-	checks := e.matchTraced(ctx, req, cfg, entries, w)
+	checks := e.matchTraced(ctx, req, currentRules(e.cfg), entries, w)
 	*planned = checks
 	w.descs = len(entries)
 	if err := e.decide(ctx, checks, w); err != nil {

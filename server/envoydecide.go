@@ -90,10 +90,7 @@ func (e *Envoy) decide(ctx context.Context, checks []envoyCheck, w *envoyWork) e
 func (e *Envoy) decideAll(ctx context.Context, checks []envoyCheck, b *envoyBatch) error {
 	dry := false
 	for i := range checks {
-		c := &checks[i]
-		if c.fixed && !c.shadow && !c.decision.Allowed {
-			dry = true
-		}
+		dry = dry || checks[i].fixed && !checks[i].shadow && !checks[i].decision.Allowed
 	}
 	for i := range checks {
 		if c := &checks[i]; c.enforced() {

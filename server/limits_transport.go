@@ -105,9 +105,6 @@ func NewGate(l TransportLimits) *Gate {
 	return &Gate{limits: l, perClient: map[netip.Addr]int{}, connsPer: map[netip.Addr]int{}}
 }
 
-// Limits returns the limits in force, defaults filled in.
-func (g *Gate) Limits() TransportLimits { return g.limits }
-
 // ServerOptions are the gRPC server options of the gate: the header-list
 // limit and the tap handle.
 func (g *Gate) ServerOptions() []grpc.ServerOption {

@@ -31,6 +31,14 @@ type RuleSource interface {
 	Current() *rules.Set
 }
 
+// currentRules is src's configuration, nil (no rules) when src is nil.
+func currentRules(src RuleSource) *rules.Set {
+	if src == nil {
+		return nil
+	}
+	return src.Current()
+}
+
 // RateLimiter serves floodgate.v1.RateLimiter.
 type RateLimiter struct {
 	floodgatev1.UnimplementedRateLimiterServer
@@ -111,9 +119,7 @@ func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatc
 	resp := &floodgatev1.CheckBatchResponse{Allowed: true, Results: make([]*floodgatev1.CheckResponse, n)}
 	for i, c := range checks {
 		resp.Results[i] = checkResponse(c, out[i], degraded)
-		if !resp.Results[i].Allowed {
-			resp.Allowed = false
-		}
+		resp.Allowed = resp.Allowed && resp.Results[i].Allowed
 	}
 	if !resp.Allowed {
 		// Nothing was charged: no check of a denied batch warns.

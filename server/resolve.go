@@ -130,14 +130,8 @@ func (r *RateLimiter) validateKey(key string) error {
 }
 
 func (r *RateLimiter) policy(name string) (rules.Policy, error) {
-	var cfg *rules.Set
-	if r.cfg != nil {
-		cfg = r.cfg.Current()
-	}
-	if cfg != nil {
-		if p, ok := cfg.Policy(name); ok {
-			return p, nil
-		}
+	if p, ok := currentRules(r.cfg).Policy(name); ok {
+		return p, nil
 	}
 	return rules.Policy{}, &fieldError{field: "policy", msg: "unknown policy " + strconv.Quote(name), kind: errNotFound}
 }
@@ -183,8 +177,8 @@ func inlineLimit(alg algorithms.Algorithm, pl *floodgatev1.Limit, tz *zones.Cach
 // limitError is a Limit.Validate error as the API says it: the field
 // under limit, the algorithms named as the proto enum names them.
 func limitError(err error) error {
-	var le *algorithms.LimitError
-	if !errors.As(err, &le) {
+	le, ok := errors.AsType[*algorithms.LimitError](err)
+	if !ok {
 		return invalidf("limit", "%v", err)
 	}
 	field := "limit"

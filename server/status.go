@@ -37,8 +37,7 @@ func (e *fieldError) Unwrap() error { return e.kind }
 
 // within prefixes a field error with its parent, e.g. "checks[2].".
 func within(prefix string, err error) error {
-	var fe *fieldError
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*fieldError](err); ok {
 		return &fieldError{field: prefix + "." + fe.field, msg: fe.msg, kind: fe.kind}
 	}
 	return err

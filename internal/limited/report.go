@@ -182,11 +182,7 @@ func round(x float64) float64 { return math.Round(x*10) / 10 }
 // finish fills in the shares, keeps each rule's k heaviest keys by q and
 // orders the rules, busiest first.
 func finish(r *Report, q Query, maxK int) {
-	k := q.K
-	if k == 0 {
-		k = DefaultK
-	}
-	k = min(k, maxK)
+	k := min(cmp.Or(q.K, DefaultK), maxK)
 	rank := ranking(q)
 	for i := range r.Rules {
 		rr := &r.Rules[i]

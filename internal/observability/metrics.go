@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -256,12 +255,7 @@ func (m *Metrics) newSeries(k Labels) *decisionSeries {
 // labelValue is v as a Prometheus label value, which must be UTF-8 (the
 // client library panics otherwise): a rule's or domain's name can hold a
 // request's bytes.
-func labelValue(v string) string {
-	if utf8.ValidString(v) {
-		return v
-	}
-	return strings.ToValidUTF8(v, "\uFFFD")
-}
+func labelValue(v string) string { return strings.ToValidUTF8(v, "\uFFFD") }
 
 // RuleSeries caches one rule's decisions series, one per result, so that
 // counting a decision costs no map lookup (Metrics.ObserveRule). The zero

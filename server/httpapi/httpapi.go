@@ -268,8 +268,7 @@ func (h *Handler) open(ctx context.Context, r *http.Request, rep reply, method s
 	ctx = giveback.WithRefusal(ctx, h.noReset)
 	body, err = io.ReadAll(http.MaxBytesReader(rep.w, r.Body, h.maxBody))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		if tooBig, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			rep.fail(http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds the limit of "+itoa(tooBig.Limit)+" bytes")
 			return ctx, nil, 0, false
 		}

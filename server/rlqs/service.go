@@ -170,10 +170,7 @@ func moved(a, b store.DemandTotal) bool {
 
 // far reports whether y is 5% or more away from x.
 func far(x, y int64) bool {
-	d := x - y
-	if d < 0 {
-		d = -d
-	}
+	d := max(x-y, y-x)
 	return d > 0 && d*20 >= max(x, 1)
 }
 
