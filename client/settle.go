@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -99,11 +98,7 @@ func (c *Client) Reserve(ctx context.Context, key string, limit Limit, estimate 
 	if err != nil {
 		return nil, err
 	}
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("floodgate reserve: idempotency key: %w", err)
-	}
-	r := &Reservation{Decision: d, c: c, key: key, limit: limit, id: "rsv-" + hex.EncodeToString(b[:])}
+	r := &Reservation{Decision: d, c: c, key: key, limit: limit, id: "rsv-" + rand.Text()}
 	if d.Allowed && !d.Degraded {
 		r.reserved = max(estimate, 1)
 	}

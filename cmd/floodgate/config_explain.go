@@ -216,10 +216,8 @@ type bucketCandidateReport struct {
 
 func newExplainReport(cfg *rules.Set, f explainFlags, descs [][]rules.Entry, buckets []map[string]string) explainReport {
 	r := explainReport{Config: f.config, Domain: f.domain, RedisPrefix: f.redisPrefix, Descriptors: []descriptorReport{}}
-	if len(descs) > 0 {
-		for _, d := range cfg.Explain(f.domain, descs).Descriptors {
-			r.Descriptors = append(r.Descriptors, newDescriptorReport(d, f.redisPrefix))
-		}
+	for _, d := range cfg.Explain(f.domain, descs).Descriptors {
+		r.Descriptors = append(r.Descriptors, newDescriptorReport(d, f.redisPrefix))
 	}
 	for _, id := range buckets {
 		r.Buckets = append(r.Buckets, newBucketReport(cfg.ExplainQuota(f.domain, id)))
@@ -322,9 +320,8 @@ func (r explainReport) writeText(w io.Writer) {
 		}
 	}
 	for _, b := range r.Buckets {
-		ks := slices.Sorted(maps.Keys(b.BucketID))
 		var parts []string
-		for _, k := range ks {
+		for _, k := range slices.Sorted(maps.Keys(b.BucketID)) {
 			parts = append(parts, k+"="+strconv.Quote(b.BucketID[k]))
 		}
 		fmt.Fprintf(w, "\nbucket %s\n", strings.Join(parts, ", "))

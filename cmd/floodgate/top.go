@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -193,10 +194,7 @@ func getLimited(ctx context.Context, c *http.Client, u, token string) (limited.R
 
 // writeTop prints r as a table per rule.
 func writeTop(w io.Writer, r limited.Report, q limited.Query, errs []error) {
-	window := q.Window
-	if window == "" {
-		window = "1m"
-	}
+	window := cmp.Or(q.Window, "1m")
 	by := "denied requests"
 	if q.By == "cost" {
 		by = "denied cost"

@@ -75,7 +75,6 @@ func (p *parser) descriptors(parent *node, list *yaml.Node, path []level, prefix
 // network, share_threshold goes with a wildcard or cidr value. It returns
 // the descriptor's node, without limits or children yet.
 func (p *parser) level(parent *node, dd *descriptorDoc) (*node, level, bool) {
-	var key, value string
 	switch {
 	case !dd.key.given():
 		p.errorf(dd.at, "descriptor has no key")
@@ -86,7 +85,7 @@ func (p *parser) level(parent *node, dd *descriptorDoc) (*node, level, bool) {
 		p.errorf(dd.key.at, "descriptor has an empty key")
 		return nil, level{}, false
 	}
-	key, value = dd.key.v, dd.value.v
+	key, value := dd.key.v, dd.value.v
 	lv := level{key: key, value: value, wildcard: isWildcard(value), valueToMetric: isTrue(dd.valueToMetric)}
 	if dd.match.given() {
 		if !dd.match.ok {
