@@ -93,9 +93,6 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fail("unexpected argument %q", fs.Arg(0))
-	}
 	cfg, err := f.loadConfig()
 	if err != nil {
 		return fail("%v", err)

@@ -59,12 +59,9 @@ func (f *callFlags) registerConn(fs *pflag.FlagSet, timeoutUsage, tokenUsage str
 
 // resolve checks the flags and turns them into a limit and dial options;
 // more, when not nil, checks the command's own flags, after --key.
-func (f *callFlags) resolve(fs *pflag.FlagSet, more func() error) (client.Limit, []client.DialOption, error) {
+func (f *callFlags) resolve(more func() error) (client.Limit, []client.DialOption, error) {
 	var l client.Limit
-	switch {
-	case fs.NArg() > 0:
-		return l, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case f.key == "":
+	if f.key == "" {
 		return l, nil, errors.New("--key is required")
 	}
 	if more != nil {

@@ -113,7 +113,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return runCheckEnvoy(ctx, &f, req, stdout, stderr)
 	}
-	limit, opts, err := f.resolve(fs, f.attempts)
+	limit, opts, err := f.resolve(f.attempts)
 	if err != nil {
 		return failed(stderr, "check", checkExitUsage, err)
 	}

@@ -45,8 +45,6 @@ func (f *checkFlags) envoyRequest(fs *pflag.FlagSet) (*rlsv3.RateLimitRequest, e
 		}
 	}
 	switch {
-	case fs.NArg() > 0:
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case len(f.envoy.descriptors) == 0:
 		return nil, errors.New("--domain needs at least one --descriptor KEY=VALUE[,KEY=VALUE...]")
 	case f.envoy.hits == 0:

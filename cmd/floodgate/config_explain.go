@@ -68,8 +68,6 @@ func runConfigExplain(args []string, getenv func(string) string, stdout, stderr 
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	case f.config == "":
 		return usageErr("--config is required")
 	case f.domain == "":

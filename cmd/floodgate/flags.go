@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -32,10 +33,17 @@ func newFlagSet(name, synopsis string, stdout io.Writer) *pflag.FlagSet {
 }
 
 // parseCommand is parseFlags for a command: -h and --help return
-// pflag.ErrHelp; any other error is printed to stderr as "floodgate
+// pflag.ErrHelp; any other error, or an argument given to a command that
+// takes only flags ("serve [flags]"), is printed to stderr as "floodgate
 // check: err" (commandName) and ends the command with status 2.
 func parseCommand(fs *pflag.FlagSet, args []string, getenv func(string) string, stderr io.Writer) error {
 	err := parseFlags(fs, args, getenv)
+	if err == nil && fs.NArg() > 0 && strings.HasSuffix(fs.Name(), " [flags]") {
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		if _, serr := os.Stat(fs.Arg(0)); serr == nil && commandName(fs) == "serve" {
+			err = fmt.Errorf("unexpected argument %q (rules go after --config: floodgate serve --config %s)", fs.Arg(0), fs.Arg(0))
+		}
+	}
 	if err == nil || errors.Is(err, pflag.ErrHelp) {
 		return err
 	}

@@ -300,13 +300,6 @@ func parseServeFlags(args []string, getenv func(string) string, stdout, stderr i
 	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return f, err
 	}
-	if fs.NArg() > 0 {
-		hint := ""
-		if _, err := os.Stat(fs.Arg(0)); err == nil {
-			hint = fmt.Sprintf(" (rules go after --config: floodgate serve --config %s)", fs.Arg(0))
-		}
-		return f, failed(stderr, "serve", 2, fmt.Errorf("unexpected argument %q%s", fs.Arg(0), hint))
-	}
 	if err := f.resolveRedisURL(fs, getenv); err != nil { // redisurl.go
 		return f, failed(stderr, "serve", 2, err)
 	}

@@ -68,7 +68,7 @@ func runSettle(ctx context.Context, args []string, getenv func(string) string, s
 	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
-	limit, opts, err := f.resolve(fs, nil)
+	limit, opts, err := f.resolve(nil)
 	if err == nil {
 		err = f.validate(fs.Changed("actual") || getenv(envName("actual")) != "")
 	}

@@ -84,9 +84,6 @@ func runSimulate(_ context.Context, args []string, getenv func(string) string, s
 	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return failed(stderr, "simulate", simulateExitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	}
 	res, title, err := f.run()
 	if err != nil {
 		return failed(stderr, "simulate", simulateExitUsage, err)

@@ -73,8 +73,6 @@ func runTop(ctx context.Context, args []string, getenv func(string) string, stdo
 	switch {
 	case err != nil:
 		err = errors.New("--" + err.Error())
-	case fs.NArg() > 0:
-		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case len(f.addrs) == 0:
 		err = errors.New("--addr: give at least one")
 	case f.interval <= 0 || f.timeout <= 0:

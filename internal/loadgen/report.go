@@ -232,10 +232,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		var cum uint64
 		for _, bin := range rep.Histogram {
 			cum += bin.Count
-			bar := 0
-			if most > 0 {
-				bar = int((bin.Count*width + most - 1) / most)
-			}
+			bar := int((bin.Count*width + most - 1) / most) // most > 0: the bars hold every latency
 			fmt.Fprintf(&b, "  %8s - %-8s %10d  %6.2f%%  %s\n",
 				fmtDur(time.Duration(bin.FromUs*1e3)), fmtDur(time.Duration(bin.ToUs*1e3)),
 				bin.Count, 100*float64(cum)/float64(h.Count()), strings.Repeat("#", bar))
