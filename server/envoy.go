@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"sync/atomic"
 	"time"
@@ -16,11 +15,13 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// Bounds on the counts of an Envoy request that Envoy's route config
-// controls, beyond which it is InvalidArgument (see EnvoySettings.MaxDescriptors).
+// Bounds on the counts of an Envoy request, beyond which it is
+// InvalidArgument: the descriptors of a request and the entries of each.
+// Both counts come from Envoy's own route config, never from a downstream
+// client, and are far below these in Envoy configs.
 const (
-	DefaultMaxDescriptors = 64
-	DefaultMaxEntries     = 32
+	MaxDescriptors = 64
+	MaxEntries     = 32
 )
 
 // Envoy serves envoy.service.ratelimit.v3.RateLimitService, so Envoy's
@@ -32,7 +33,7 @@ type Envoy struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	decider
 
-	opts   EnvoySettings              // its own knobs, defaults filled; the shared ones are the decider's
+	opts   EnvoySettings              // its own knobs; the shared ones are the decider's
 	limits atomic.Pointer[limitCache] // of the config last served
 	panics *observability.LogLimiter  // logs of caught panics
 }
@@ -41,8 +42,6 @@ var _ rlsv3.RateLimitServiceServer = (*Envoy)(nil)
 
 // NewEnvoy returns the Envoy rate-limit service deciding with st.
 func NewEnvoy(st store.Store, s EnvoySettings) *Envoy {
-	s.MaxDescriptors = cmp.Or(max(s.MaxDescriptors, 0), DefaultMaxDescriptors)
-	s.MaxEntries = cmp.Or(max(s.MaxEntries, 0), DefaultMaxEntries)
 	e := &Envoy{decider: newDecider(st, s.Settings, observability.APIEnvoy), panics: new(observability.LogLimiter)}
 	s.Settings, e.opts = Settings{}, s
 	return e
@@ -132,8 +131,8 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents
 		return nil, invalidf("domain", "%d bytes exceed the limit of %d", len(req.GetDomain()), e.maxKey)
 	case len(req.GetDescriptors()) == 0:
 		return nil, invalidf("descriptors", "must hold at least one descriptor")
-	case len(req.GetDescriptors()) > e.opts.MaxDescriptors:
-		return nil, invalidf("descriptors", "%d descriptors exceed the limit of %d", len(req.GetDescriptors()), e.opts.MaxDescriptors)
+	case len(req.GetDescriptors()) > MaxDescriptors:
+		return nil, invalidf("descriptors", "%d descriptors exceed the limit of %d", len(req.GetDescriptors()), MaxDescriptors)
 	}
 	descs := req.GetDescriptors()
 	out := fit(rows, len(descs))
@@ -141,14 +140,14 @@ func (e *Envoy) validate(req *rlsv3.RateLimitRequest, rows [][]rules.Entry, ents
 	for _, d := range descs {
 		total += len(d.GetEntries())
 	}
-	backing := fit(ents, min(total, e.opts.MaxDescriptors*e.opts.MaxEntries))[:0]
+	backing := fit(ents, min(total, MaxDescriptors*MaxEntries))[:0]
 	// Field names are built only on the error paths: they allocate.
 	for i, d := range descs {
 		switch n := len(d.GetEntries()); {
 		case n == 0:
 			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "must hold at least one entry")
-		case n > e.opts.MaxEntries:
-			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "%d entries exceed the limit of %d", n, e.opts.MaxEntries)
+		case n > MaxEntries:
+			return nil, invalidf(fmtIndex("descriptors", i)+".entries", "%d entries exceed the limit of %d", n, MaxEntries)
 		}
 		if l := d.GetLimit(); l != nil {
 			if _, ok := unitPeriod(rlsv3.RateLimitResponse_RateLimit_Unit(l.GetUnit())); !ok {

@@ -38,7 +38,7 @@ func flood(t *testing.T, h *envoyHarness, key string, n, valueBytes int) {
 	t.Helper()
 	for sent := 0; sent < n; {
 		var descs []*ratelimitv3.RateLimitDescriptor
-		for ; sent < n && len(descs) < server.DefaultMaxDescriptors; sent++ {
+		for ; sent < n && len(descs) < server.MaxDescriptors; sent++ {
 			v := fmt.Sprintf("secret-%08d-", sent)
 			descs = append(descs, testkit.Descriptor(key, v+strings.Repeat("x", max(valueBytes-len(v), 0))))
 		}

@@ -40,8 +40,6 @@ type GRPCSettings struct {
 	UnaryInterceptors []grpc.UnaryServerInterceptor
 	// StreamInterceptors run after recovery and logging, in order.
 	StreamInterceptors []grpc.StreamServerInterceptor
-	// NoReflection turns server reflection off (on by default, for grpcurl).
-	NoReflection bool
 	// Gate, when set, admits calls within its TransportLimits (and checks
 	// tokens before a call's message is read, when it has Auth). Serve on
 	// Gate.Listener to bound connections too. nil admits every call, with
@@ -123,9 +121,7 @@ func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServic
 	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
-	if !s.NoReflection {
-		reflection.Register(srv)
-	}
+	reflection.Register(srv) // for grpcurl
 	if s.Gate != nil {
 		s.Gate.setServer(srv)
 	}

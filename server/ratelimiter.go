@@ -20,7 +20,7 @@ import (
 // Defaults for Settings' zero values.
 const (
 	DefaultMaxKeyBytes = 4096
-	defaultMaxBatch    = 128
+	maxBatch           = 128 // the checks of one CheckBatch
 	// degradedRetryAfter is the Retry-After of a limit that failed closed:
 	// about when the store is probed again.
 	degradedRetryAfter = time.Second
@@ -44,18 +44,14 @@ type RateLimiter struct {
 	floodgatev1.UnimplementedRateLimiterServer
 
 	decider
-	maxBatch int
-	zones    zones.Cache // the time zones of inline calendar limits
+	zones zones.Cache // the time zones of inline calendar limits
 }
 
 var _ floodgatev1.RateLimiterServer = (*RateLimiter)(nil)
 
 // NewRateLimiter returns the Check API served from st.
 func NewRateLimiter(st store.Store, s CheckSettings) *RateLimiter {
-	return &RateLimiter{
-		decider:  newDecider(st, s.Settings, cmp.Or(s.API, observability.APICheck)),
-		maxBatch: cmp.Or(max(s.MaxBatch, 0), defaultMaxBatch),
-	}
+	return &RateLimiter{decider: newDecider(st, s.Settings, cmp.Or(s.API, observability.APICheck))}
 }
 
 // Check implements floodgate.v1.RateLimiter/Check.
@@ -99,8 +95,8 @@ func (r *RateLimiter) CheckBatch(ctx context.Context, req *floodgatev1.CheckBatc
 	switch {
 	case n == 0:
 		return nil, toStatus(ctx, r.log, invalidf("checks", "must hold at least one check"))
-	case n > r.maxBatch:
-		return nil, toStatus(ctx, r.log, invalidf("checks", "%d checks exceed the limit of %d per batch", n, r.maxBatch))
+	case n > maxBatch:
+		return nil, toStatus(ctx, r.log, invalidf("checks", "%d checks exceed the limit of %d per batch", n, maxBatch))
 	}
 	checks, err := r.resolveAllTraced(ctx, req)
 	if err != nil {

@@ -58,9 +58,6 @@ type Settings struct {
 // own. The zero value is usable.
 type CheckSettings struct {
 	Settings
-	// MaxBatch bounds the checks in one CheckBatch. 0 means
-	// defaultMaxBatch.
-	MaxBatch int
 	// API is the api label of its decisions in the metrics and its store
 	// failure logs: which front door asked. "" means
 	// observability.APICheck (gRPC); the HTTP/JSON API's RateLimiter has
@@ -72,12 +69,6 @@ type CheckSettings struct {
 // own. The zero value is usable.
 type EnvoySettings struct {
 	Settings
-	// MaxDescriptors bounds the descriptors of a request; 0 means
-	// DefaultMaxDescriptors. MaxEntries bounds each descriptor's entries; 0
-	// means DefaultMaxEntries. Both counts come from Envoy's own route
-	// config, never from a downstream client; the defaults are far above
-	// what Envoy configs produce.
-	MaxDescriptors, MaxEntries int
 	// ShadowMode, when set, puts every limit in shadow mode: decide and
 	// count, but always answer OK.
 	ShadowMode bool

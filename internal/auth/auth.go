@@ -33,8 +33,7 @@ var adminMethods = map[string]bool{
 }
 
 // openServices answer without a token: health is for probes, which cannot
-// carry one, and reflection only describes the public schema (turn it off
-// with GRPCSettings.NoReflection).
+// carry one, and reflection only describes the public schema.
 var openServices = map[string]bool{
 	healthpb.Health_ServiceDesc.ServiceName:                    true,
 	reflectionv1.ServerReflection_ServiceDesc.ServiceName:      true,

@@ -211,12 +211,7 @@ func (c *Cache) evict(s *shard, nowMs int64) {
 	dropped := false
 	n := 0
 	for k, es := range s.m {
-		live := es[:0]
-		for _, e := range es {
-			if nowMs < e.until {
-				live = append(live, e)
-			}
-		}
+		live := slices.DeleteFunc(es, func(e entry) bool { return nowMs >= e.until })
 		if len(live) == 0 {
 			delete(s.m, k)
 			dropped = true

@@ -89,12 +89,6 @@ func defaultID() string {
 	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(b[:])
 }
 
-// ID is this replica's member in the set.
-func (h *Heartbeat) ID() string { return h.cfg.ID }
-
-// Key is the sorted set's key.
-func (h *Heartbeat) Key() string { return h.key }
-
 // Replicas is the count of live replicas read by the last beat that
 // succeeded (this one included), or 0 before any did.
 func (h *Heartbeat) Replicas() int { return int(h.count.Load()) }

@@ -35,8 +35,8 @@ func TestCountsLiveReplicas(t *testing.T) {
 	if got := hs[0].Replicas(); got != 3 {
 		t.Fatalf("replicas = %d, want 3", got)
 	}
-	if hs[0].Key() != "t:replicas" {
-		t.Errorf("key %q, want t:replicas", hs[0].Key())
+	if hs[0].key != "t:replicas" {
+		t.Errorf("key %q, want t:replicas", hs[0].key)
 	}
 	if n, err := r.Client().ZCard(ctx, "t:replicas").Result(); err != nil || n != 3 {
 		t.Fatalf("ZCARD t:replicas = %d, %v; want 3", n, err)
@@ -128,11 +128,11 @@ func TestCloseWithoutStart(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := r.Client().ZCard(ctx, h.Key()).Result(); n != 0 {
+	if n, _ := r.Client().ZCard(ctx, h.key).Result(); n != 0 {
 		t.Errorf("ZCARD after Close = %d, want 0", n)
 	}
-	if h.ID() != "solo" {
-		t.Errorf("ID %q", h.ID())
+	if h.cfg.ID != "solo" {
+		t.Errorf("ID %q", h.cfg.ID)
 	}
 }
 

@@ -215,21 +215,17 @@ func (p *Policy) Append(dst []Field, s State) []Field {
 	// One allocation: `"name";r=R;t=T` then Retry-After's value; the
 	// X-RateLimit fields and Retry-After are slices of it.
 	var buf [96]byte
+	r, t := max(s.Remaining, 0), Seconds(s.ResetAfter)
+	if p.limit.DenyAll {
+		r, t = 0, NeverSeconds
+	}
 	b := append(buf[:0], p.head...)
 	rStart := len(b)
-	if p.limit.DenyAll {
-		b = append(b, '0')
-	} else {
-		b = strconv.AppendInt(b, max(s.Remaining, 0), 10)
-	}
+	b = strconv.AppendInt(b, r, 10)
 	rEnd := len(b)
 	b = append(b, ";t="...)
 	tStart := len(b)
-	if p.limit.DenyAll {
-		b = strconv.AppendInt(b, NeverSeconds, 10)
-	} else {
-		b = strconv.AppendInt(b, Seconds(s.ResetAfter), 10)
-	}
+	b = strconv.AppendInt(b, t, 10)
 	tEnd := len(b)
 	if s.Denied {
 		b = strconv.AppendInt(b, RetryAfterSeconds(p.limit, s.RetryAfter), 10)

@@ -52,10 +52,10 @@ func ended(t *testing.T, c *fakeClient) error {
 func TestBucketIDBytesBounded(t *testing.T) {
 	svc, _ := newTestService(t, testQuota, memstore.NewDemand())
 	a := openFake(t, svc)
-	atBound := map[string]string{"k": "x", "a": strings.Repeat("v", 4095), "b": strings.Repeat("v", DefaultMaxBucketIDBytes-4095-4)}
+	atBound := map[string]string{"k": "x", "a": strings.Repeat("v", 4095), "b": strings.Repeat("v", MaxBucketIDBytes-4095-4)}
 	a.in <- report("d", atBound, 1, time.Second)
 	a.next(t)
-	over := map[string]string{"k": "x", "a": strings.Repeat("v", 4095), "b": strings.Repeat("v", DefaultMaxBucketIDBytes-4095-3)}
+	over := map[string]string{"k": "x", "a": strings.Repeat("v", 4095), "b": strings.Repeat("v", MaxBucketIDBytes-4095-3)}
 	a.in <- report("", over, 1, time.Second)
 	err := ended(t, a)
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "bucket_quota_usages[0].bucket_id: 8193 bytes of keys and values, more than 8192") {
@@ -264,8 +264,8 @@ func TestHeldBytes(t *testing.T) {
 // TestNewDefaults: zero Settings take the documented bounds.
 func TestNewDefaults(t *testing.T) {
 	s := New(Settings{})
-	if s.keyBytes != DefaultMaxKeyBytes || s.idBytes != DefaultMaxBucketIDBytes || s.maxStream != DefaultMaxStreamBytes || s.maxTotal != DefaultMaxTotalBytes {
-		t.Errorf("bounds %d, %d, %d, %d", s.keyBytes, s.idBytes, s.maxStream, s.maxTotal)
+	if s.keyBytes != DefaultMaxKeyBytes || s.maxStream != DefaultMaxStreamBytes || s.maxTotal != DefaultMaxTotalBytes {
+		t.Errorf("bounds %d, %d, %d", s.keyBytes, s.maxStream, s.maxTotal)
 	}
 }
 

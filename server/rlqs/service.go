@@ -42,9 +42,6 @@ const (
 	DefaultAssignmentTTL = 10 * time.Second
 	// DefaultMaxKeyBytes bounds the domain and each bucket id key and value.
 	DefaultMaxKeyBytes = 4096
-	// DefaultMaxBucketIDBytes bounds the keys and values of one bucket id
-	// together; a report past it ends the stream (InvalidArgument).
-	DefaultMaxBucketIDBytes = 8192
 	// DefaultMaxStreamBytes bounds the bytes of the buckets one stream
 	// holds (heldBytes); a report past it ends the stream
 	// (ResourceExhausted).
@@ -57,6 +54,10 @@ const (
 	// store failures, dropped bucket ids); the next line counts those between.
 	logEvery = 10 * time.Second
 )
+
+// MaxBucketIDBytes bounds the keys and values of one bucket id together; a
+// report past it ends the stream (InvalidArgument).
+const MaxBucketIDBytes = 8192
 
 // RuleSource returns the config in force.
 type RuleSource interface {
@@ -73,8 +74,6 @@ type Settings struct {
 	MaxBucketsPerStream int
 	// MaxKeyBytes: see DefaultMaxKeyBytes.
 	MaxKeyBytes int
-	// MaxBucketIDBytes: see DefaultMaxBucketIDBytes.
-	MaxBucketIDBytes int
 	// MaxStreamBytes: see DefaultMaxStreamBytes.
 	MaxStreamBytes int64
 	// MaxTotalBytes: see DefaultMaxTotalBytes.
@@ -100,7 +99,6 @@ type Service struct {
 	demand     store.DemandStore
 	maxBuckets int
 	keyBytes   int   // the domain, each bucket id key and value
-	idBytes    int   // a bucket id's keys and values together
 	maxStream  int64 // bytes of bucket ids per stream
 	maxTotal   int64 // bytes of bucket ids in all
 	held       atomic.Int64
@@ -196,7 +194,6 @@ func New(s Settings) *Service {
 		demand:     s.Demand,
 		maxBuckets: cmp.Or(max(s.MaxBucketsPerStream, 0), DefaultMaxBucketsPerStream),
 		keyBytes:   cmp.Or(max(s.MaxKeyBytes, 0), DefaultMaxKeyBytes),
-		idBytes:    cmp.Or(max(s.MaxBucketIDBytes, 0), DefaultMaxBucketIDBytes),
 		maxStream:  cmp.Or(max(s.MaxStreamBytes, 0), DefaultMaxStreamBytes),
 		maxTotal:   cmp.Or(max(s.MaxTotalBytes, 0), DefaultMaxTotalBytes),
 		ttl:        cmp.Or(max(s.AssignmentTTL, 0), DefaultAssignmentTTL),

@@ -65,8 +65,8 @@ func (s *Service) checkUsage(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsa
 		}
 		n += len(k) + len(v)
 	}
-	if n > s.idBytes {
-		return 0, invalidf(f+".bucket_id", "%d bytes of keys and values, more than %d", n, s.idBytes)
+	if n > MaxBucketIDBytes {
+		return 0, invalidf(f+".bucket_id", "%d bytes of keys and values, more than %d", n, MaxBucketIDBytes)
 	}
 	te := u.GetTimeElapsed()
 	if te == nil {
