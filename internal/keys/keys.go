@@ -26,9 +26,9 @@ const (
 	unitNS = 'O'
 )
 
-// MaxLiteralField is the longest field written as its bytes; a longer one
+// maxLiteralField is the longest field written as its bytes; a longer one
 // is written as its SHA-256 (AppendField).
-const MaxLiteralField = 256
+const maxLiteralField = 256
 
 // Check is the store key of a Check API key.
 func Check(key string) string { return string(checkNS) + key }
@@ -51,10 +51,10 @@ func AppendEnvoy(dst []byte, limitID string) []byte {
 
 // AppendField appends s length-prefixed ('|', the length, ':', the
 // bytes), so fields never run together; when s is longer than
-// MaxLiteralField, '#' and its SHA-256 in base64url instead, so a store
+// maxLiteralField, '#' and its SHA-256 in base64url instead, so a store
 // key stays short whatever a client sends.
 func AppendField(dst []byte, s string) []byte {
-	if len(s) > MaxLiteralField {
+	if len(s) > maxLiteralField {
 		sum := sha256.Sum256([]byte(s))
 		dst = append(dst, '#')
 		return base64.RawURLEncoding.AppendEncode(dst, sum[:])

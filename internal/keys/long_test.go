@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// TestLongFields: a value above MaxLiteralField is written as its digest,
+// TestLongFields: a value above maxLiteralField is written as its digest,
 // so a key stays short whatever a client sends, and never meets a literal
 // field or another long value.
 func TestLongFields(t *testing.T) {
-	long := strings.Repeat("v", MaxLiteralField+1)
+	long := strings.Repeat("v", maxLiteralField+1)
 	sum := sha256.Sum256([]byte(long))
 	digest := "#" + base64.RawURLEncoding.EncodeToString(sum[:])
 	tests := []struct {
@@ -19,7 +19,7 @@ func TestLongFields(t *testing.T) {
 		value string
 		want  string
 	}{
-		{"at the bound: literal", strings.Repeat("a", MaxLiteralField), "|256:" + strings.Repeat("a", MaxLiteralField)},
+		{"at the bound: literal", strings.Repeat("a", maxLiteralField), "|256:" + strings.Repeat("a", maxLiteralField)},
 		{"one above: digest", long, digest},
 		{"a megabyte: still 44 bytes", strings.Repeat("x", 1<<20), "#" + b64sum(strings.Repeat("x", 1<<20))},
 	}

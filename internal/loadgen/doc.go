@@ -32,7 +32,7 @@
 // # Latency histogram
 //
 // Histogram is log-linear: exact below 256ns, then 128 buckets per power
-// of two up to MaxLatency, so a reported latency is within Precision of a
+// of two up to maxLatency, so a reported latency is within precision of a
 // recorded one. Record never allocates.
 //
 // # JSON report

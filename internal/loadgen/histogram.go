@@ -12,20 +12,20 @@ const (
 	subBits    = 8
 	subCount   = 1 << subBits // 256
 	subHalf    = subCount / 2 // 128 buckets per power of two
-	maxShift   = 28           // 2^(28+8) ns ≈ 68.7s covers MaxLatency
+	maxShift   = 28           // 2^(28+8) ns ≈ 68.7s covers maxLatency
 	numBuckets = (maxShift+1)*subHalf + subHalf
 
-	// MaxLatency is the largest latency the histogram resolves; larger
-	// ones are counted as MaxLatency (Max still reports them exactly).
-	MaxLatency = 60 * time.Second
+	// maxLatency is the largest latency the histogram resolves; larger
+	// ones are counted as maxLatency (Max still reports them exactly).
+	maxLatency = 60 * time.Second
 )
 
-// Precision is the histogram's worst relative error: a recorded value v is
-// reported as some value within v·(1 ± Precision).
-const Precision = 1.0 / subHalf
+// precision is the histogram's worst relative error: a recorded value v is
+// reported as some value within v·(1 ± precision).
+const precision = 1.0 / subHalf
 
 // Histogram counts latencies in log-linear buckets from 1ns to
-// MaxLatency. The zero value is empty; not safe for concurrent use.
+// maxLatency. The zero value is empty; not safe for concurrent use.
 type Histogram struct {
 	counts   [numBuckets]uint64
 	total    uint64
@@ -61,7 +61,7 @@ func (h *Histogram) Record(d time.Duration) {
 	h.max = max(h.max, v)
 	h.total++
 	h.sum += uint64(v)
-	h.counts[bucketOf(min(v, int64(MaxLatency)))]++
+	h.counts[bucketOf(min(v, int64(maxLatency)))]++
 }
 
 // Merge adds o's counts to h.
@@ -98,7 +98,7 @@ func (h *Histogram) Mean() time.Duration {
 }
 
 // Quantile is the latency at quantile q in [0, 1]: the smallest recorded
-// value v such that at least q of the values are <= v, within Precision.
+// value v such that at least q of the values are <= v, within precision.
 // Quantile(0) is Min and Quantile(1) is Max, exactly. 0 when empty.
 func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.total == 0 {
@@ -124,13 +124,13 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 }
 
 // countBelow is how many recorded values fall in buckets whose lower bound
-// is below ns nanoseconds: the values < ns, within Precision.
+// is below ns nanoseconds: the values < ns, within precision.
 func (h *Histogram) countBelow(ns int64) uint64 {
 	if ns <= 0 {
 		return 0
 	}
 	var n uint64
-	last := bucketOf(min(ns, int64(MaxLatency)))
+	last := bucketOf(min(ns, int64(maxLatency)))
 	for i := 0; i <= last; i++ {
 		if lo, _ := bucketBounds(i); lo >= ns {
 			break

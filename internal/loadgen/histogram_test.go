@@ -10,9 +10,9 @@ import (
 
 func TestBucketBoundsContainValue(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	values := []int64{0, 1, 255, 256, 257, 511, 512, 1000, 1 << 20, int64(MaxLatency)}
+	values := []int64{0, 1, 255, 256, 257, 511, 512, 1000, 1 << 20, int64(maxLatency)}
 	for range 100_000 {
-		values = append(values, int64(math.Exp(r.Float64()*math.Log(float64(MaxLatency)))))
+		values = append(values, int64(math.Exp(r.Float64()*math.Log(float64(maxLatency)))))
 	}
 	for _, v := range values {
 		i := bucketOf(v)
@@ -23,8 +23,8 @@ func TestBucketBoundsContainValue(t *testing.T) {
 		if v < lo || v > hi {
 			t.Fatalf("bucket %d of %d is [%d, %d], which does not hold it", i, v, lo, hi)
 		}
-		if width := float64(hi - lo + 1); width > 1 && width > float64(lo)*Precision {
-			t.Fatalf("bucket %d [%d, %d] is wider than %v of its values", i, lo, hi, Precision)
+		if width := float64(hi - lo + 1); width > 1 && width > float64(lo)*precision {
+			t.Fatalf("bucket %d [%d, %d] is wider than %v of its values", i, lo, hi, precision)
 		}
 	}
 	// Buckets tile the range: each starts right after the previous one.
@@ -68,8 +68,8 @@ func TestQuantileMatchesSortedReference(t *testing.T) {
 			slices.Sort(vals)
 			for _, q := range []float64{0, 0.001, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999, 1} {
 				got, want := h.Quantile(q), reference(vals, q)
-				if diff := math.Abs(float64(got - want)); diff > float64(want)*Precision {
-					t.Errorf("Quantile(%v) = %v, want %v within %.2f%%", q, got, want, 100*Precision)
+				if diff := math.Abs(float64(got - want)); diff > float64(want)*precision {
+					t.Errorf("Quantile(%v) = %v, want %v within %.2f%%", q, got, want, 100*precision)
 				}
 			}
 			if h.Min() != vals[0] || h.Max() != vals[len(vals)-1] {
@@ -122,9 +122,9 @@ func TestHistogramEdges(t *testing.T) {
 	if h.Min() != 0 || h.Max() != 2*time.Minute {
 		t.Fatalf("Min, Max = %v, %v, want 0, 2m", h.Min(), h.Max())
 	}
-	// Above MaxLatency the quantile is clamped to the exact Max.
-	if got := h.Quantile(0.99); got < MaxLatency-time.Duration(float64(MaxLatency)*Precision) || got > 2*time.Minute {
-		t.Fatalf("Quantile(0.99) = %v, want about %v", got, MaxLatency)
+	// Above maxLatency the quantile is clamped to the exact Max.
+	if got := h.Quantile(0.99); got < maxLatency-time.Duration(float64(maxLatency)*precision) || got > 2*time.Minute {
+		t.Fatalf("Quantile(0.99) = %v, want about %v", got, maxLatency)
 	}
 	if got := h.Quantile(0.5); got != 0 {
 		t.Fatalf("Quantile(0.5) = %v, want 0", got)

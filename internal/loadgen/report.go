@@ -64,7 +64,7 @@ type LatencySummary struct {
 }
 
 // Bin is one bar of the latency histogram: Count requests took at least
-// FromUs and less than ToUs microseconds (within Precision).
+// FromUs and less than ToUs microseconds (within precision).
 type Bin struct {
 	FromUs float64 `json:"from_us"`
 	ToUs   float64 `json:"to_us"`
@@ -271,13 +271,13 @@ func fmtDur(d time.Duration) string {
 // reads it, with the period in its largest whole unit:
 // FormatLimit(10, time.Minute) is "10/1m".
 func FormatLimit(requests int64, period time.Duration) string {
-	return strconv.FormatInt(requests, 10) + "/" + FormatPeriod(period)
+	return strconv.FormatInt(requests, 10) + "/" + formatPeriod(period)
 }
 
-// FormatPeriod writes a period in its largest whole unit (h, m, s or ms),
+// formatPeriod writes a period in its largest whole unit (h, m, s or ms),
 // e.g. "1m" or "1500ms"; a form both time.ParseDuration and the config's
 // `period` field read.
-func FormatPeriod(d time.Duration) string {
+func formatPeriod(d time.Duration) string {
 	for _, u := range []struct {
 		unit time.Duration
 		name string

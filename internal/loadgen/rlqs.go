@@ -16,10 +16,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// RLQSBucketKey is the bucket id key of --api rlqs: instance i reports the
+// rlqsBucketKey is the bucket id key of --api rlqs: instance i reports the
 // buckets {bench_bucket: "0"} to {bench_bucket: "B-1"}, the same ids on
 // every instance, so every bucket's budget is shared by all instances.
-const RLQSBucketKey = "bench_bucket"
+const rlqsBucketKey = "bench_bucket"
 
 // RLQSConfig is the config of an RLQS run: Streams simulated Envoy
 // instances, each reporting Buckets buckets every Interval (0: as soon as
@@ -54,7 +54,7 @@ type RLQSResult struct {
 // domain gets budget requests per second.
 func RLQSConfigYAML(domain string, budget int64) string {
 	return fmt.Sprintf("domain: %s\nquota_buckets:\n  - bucket_id: {%s: \"*\"}\n    rate_limit: {unit: second, requests_per_unit: %d}\n",
-		strconv.Quote(domain), RLQSBucketKey, budget)
+		strconv.Quote(domain), rlqsBucketKey, budget)
 }
 
 // RunRLQS runs cfg until its warmup and duration have passed or ctx ends.
@@ -122,7 +122,7 @@ func rlqsStream(ctx context.Context, cfg RLQSConfig, conn grpc.ClientConnInterfa
 	usages := make([]*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, cfg.Buckets)
 	for b := range usages {
 		usages[b] = &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
-			BucketId:           &rlqsv3.BucketId{Bucket: map[string]string{RLQSBucketKey: strconv.Itoa(b)}},
+			BucketId:           &rlqsv3.BucketId{Bucket: map[string]string{rlqsBucketKey: strconv.Itoa(b)}},
 			NumRequestsAllowed: 10, TimeElapsed: durationpb.New(max(cfg.Interval, time.Second)),
 		}
 	}
@@ -144,7 +144,7 @@ func rlqsStream(ctx context.Context, cfg RLQSConfig, conn grpc.ClientConnInterfa
 				return n, err
 			}
 			for _, a := range r.GetBucketAction() {
-				seen[a.GetBucketId().GetBucket()[RLQSBucketKey]] = true
+				seen[a.GetBucketId().GetBucket()[rlqsBucketKey]] = true
 			}
 		}
 		if measuring.Load() {

@@ -19,7 +19,7 @@ func RLSConfig(domain string, descriptors int, limit algorithms.Limit) string {
 	fmt.Fprintf(&b, "domain: %q\ndescriptors:\n", domain)
 	for j := range max(descriptors, 1) {
 		fmt.Fprintf(&b, "  - key: %s\n    rate_limit: {algorithm: %s, requests_per_unit: %d, period: %s}\n",
-			DescriptorKey(j), limit.Algorithm, limit.Requests, FormatPeriod(limit.Period))
+			DescriptorKey(j), limit.Algorithm, limit.Requests, formatPeriod(limit.Period))
 	}
 	return b.String()
 }

@@ -45,18 +45,18 @@ func (m FailureMode) String() string {
 // unknown values have no spelling and are an error.
 func (m FailureMode) MarshalText() ([]byte, error) {
 	if m <= FailureDefault || int(m) >= len(failureModes) {
-		return nil, fmt.Errorf("%w: %v has no spelling (want open, closed or local)", ErrFailureMode, m)
+		return nil, fmt.Errorf("%w: %v has no spelling (want open, closed or local)", errFailureMode, m)
 	}
 	return []byte(m.String()), nil
 }
 
-// ErrFailureMode is wrapped by the errors of FailureMode's UnmarshalText
+// errFailureMode is wrapped by the errors of FailureMode's UnmarshalText
 // and MarshalText.
-var ErrFailureMode = errors.New("invalid failure mode")
+var errFailureMode = errors.New("invalid failure mode")
 
 // UnmarshalText reads "open", "closed" or "local" in any case ("Closed", "OPEN"):
 // the one parser of the failure_mode of rules and of serve's
-// --failure-mode. Anything else is an error wrapping ErrFailureMode whose
+// --failure-mode. Anything else is an error wrapping errFailureMode whose
 // message continues the name of the setting it is read for, as in
 // fmt.Errorf("--failure-mode %w", err): `must be open, closed or local, got "x"`.
 func (m *FailureMode) UnmarshalText(text []byte) error {
@@ -77,7 +77,7 @@ func (e *failureModeError) Error() string {
 	return fmt.Sprintf("must be open, closed or local, got %q", e.got)
 }
 
-func (e *failureModeError) Unwrap() error { return ErrFailureMode }
+func (e *failureModeError) Unwrap() error { return errFailureMode }
 
 // Limit is one configured limit. Limits returned by Match and MatchRequest
 // are shared by every caller and must not be modified.

@@ -130,9 +130,9 @@ func walkDir(dir string) (files, folders []string, err error) {
 	return files, folders, err
 }
 
-// SubFolders are the folders under dir that AnyFile reads (none whose
+// subFolders are the folders under dir that AnyFile reads (none whose
 // name starts with '.'), for a watcher to watch them too.
-func SubFolders(dir string) []string {
+func subFolders(dir string) []string {
 	_, folders, _ := walkDir(dir)
 	return folders
 }

@@ -85,8 +85,8 @@ func TestFailureModeText(t *testing.T) {
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("UnmarshalText(%q) = %v", tc.in, err)
-		case tc.err != "" && (err == nil || err.Error() != tc.err || !errors.Is(err, ErrFailureMode)):
-			t.Errorf("UnmarshalText(%q) = %v, want %q wrapping ErrFailureMode", tc.in, err, tc.err)
+		case tc.err != "" && (err == nil || err.Error() != tc.err || !errors.Is(err, errFailureMode)):
+			t.Errorf("UnmarshalText(%q) = %v, want %q wrapping errFailureMode", tc.in, err, tc.err)
 		}
 		if m != tc.want {
 			t.Errorf("UnmarshalText(%q) gave %v, want %v", tc.in, m, tc.want)
@@ -100,8 +100,8 @@ func TestFailureModeText(t *testing.T) {
 		}
 	}
 	for _, m := range []FailureMode{FailureDefault, FailureMode(7)} {
-		if text, err := m.MarshalText(); !errors.Is(err, ErrFailureMode) {
-			t.Errorf("%v: MarshalText = %q, %v; want an error wrapping ErrFailureMode", m, text, err)
+		if text, err := m.MarshalText(); !errors.Is(err, errFailureMode) {
+			t.Errorf("%v: MarshalText = %q, %v; want an error wrapping errFailureMode", m, text, err)
 		}
 	}
 }

@@ -32,8 +32,8 @@ func mustJoin(t *testing.T, period time.Duration, segs ...func() (Segment, error
 
 // TestEdgeAttack: the window-edge attack (the limit just before a
 // window edge and again just after) gets twice the limit through within
-// EdgeGap on a fixed window, and only the limit on every other algorithm;
-// a leaky bucket queues them all and lets one start within EdgeGap, the
+// edgeGap on a fixed window, and only the limit on every other algorithm;
+// a leaky bucket queues them all and lets one start within edgeGap, the
 // rest a slot apart (its busiest period still holds the limit).
 func TestEdgeAttack(t *testing.T) {
 	for _, tc := range []struct {
@@ -43,7 +43,7 @@ func TestEdgeAttack(t *testing.T) {
 		{10, time.Minute},
 		{10, 2 * time.Second}, // twice the limit within a 2 s window
 		{5, 15 * time.Minute},
-		{1, 2 * time.Millisecond}, // the smallest window with an edge attack: EdgeGap is 1ms
+		{1, 2 * time.Millisecond}, // the smallest window with an edge attack: edgeGap is 1ms
 	} {
 		for _, a := range algorithms.All() {
 			l := limitOf(a, tc.requests, tc.period)
@@ -57,7 +57,7 @@ func TestEdgeAttack(t *testing.T) {
 			if a.Facts().Afresh { // two windows back to back across the edge
 				want *= 2
 			}
-			gap := EdgeGap(tc.period)
+			gap := edgeGap(tc.period)
 			near := want
 			if a.Facts().Waits { // starts spaced one slot apart
 				near = 1
@@ -220,8 +220,8 @@ func TestSegmentErrors(t *testing.T) {
 			return Edge(limitOf(algorithms.FixedWindow, 1, time.Millisecond), time.Millisecond)
 		}},
 	} {
-		if _, err := tc.f(); !errors.Is(err, ErrTraffic) {
-			t.Errorf("%s: got %v, want an error wrapping ErrTraffic", tc.name, err)
+		if _, err := tc.f(); !errors.Is(err, errTraffic) {
+			t.Errorf("%s: got %v, want an error wrapping errTraffic", tc.name, err)
 		}
 	}
 }
@@ -248,8 +248,8 @@ func TestJoin(t *testing.T) {
 		{"no period", 0, []Segment{a}},
 		{"too long", 400 * 24 * time.Hour, []Segment{a}},
 	} {
-		if _, err := Join(tc.period, tc.segs...); !errors.Is(err, ErrTraffic) {
-			t.Errorf("%s: got %v, want an error wrapping ErrTraffic", tc.name, err)
+		if _, err := Join(tc.period, tc.segs...); !errors.Is(err, errTraffic) {
+			t.Errorf("%s: got %v, want an error wrapping errTraffic", tc.name, err)
 		}
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TextColumns is how many columns, at most, the text timeline uses for
+// textColumns is how many columns, at most, the text timeline uses for
 // time.
-const TextColumns = 60
+const textColumns = 60
 
 // levels draws a count as a bar from an eighth to a full block.
 var levels = []rune(" ▁▂▃▄▅▆▇█")
@@ -30,7 +30,7 @@ var levels = []rune(" ▁▂▃▄▅▆▇█")
 //	A column is 2s; █ is 10 requests.
 func WriteText(w io.Writer, r Result, title string) error {
 	bw := bufio.NewWriter(w)
-	width, bins := r.Bins(TextColumns)
+	width, bins := r.Bins(textColumns)
 	most := 1
 	for _, b := range bins {
 		most = max(most, b.Admitted, b.Denied)

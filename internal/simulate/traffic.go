@@ -21,15 +21,15 @@ const MaxRequests = 100_000
 // MaxSpan bounds how long a simulation may run.
 const MaxSpan = 366 * 24 * time.Hour
 
-// ErrTraffic matches (errors.Is) every error about a traffic pattern.
-var ErrTraffic = errors.New("invalid traffic")
+// errTraffic matches (errors.Is) every error about a traffic pattern.
+var errTraffic = errors.New("invalid traffic")
 
-// trafficError is an error about a traffic pattern: it matches ErrTraffic
+// trafficError is an error about a traffic pattern: it matches errTraffic
 // without repeating its text, so that a caller's "--traffic: …" reads well.
 type trafficError struct{ msg string }
 
 func (e trafficError) Error() string        { return e.msg }
-func (e trafficError) Is(target error) bool { return target == ErrTraffic }
+func (e trafficError) Is(target error) bool { return target == errTraffic }
 
 // badTraffic formats a trafficError.
 func badTraffic(format string, args ...any) error {
@@ -96,15 +96,15 @@ func Burst(n int64, at time.Duration) (Segment, error) {
 	return Segment{Arrivals: slices.Repeat([]time.Duration{at}, int(n)), End: at + time.Millisecond}, nil
 }
 
-// EdgeGap is how long before a window edge the window-edge attack sends
+// edgeGap is how long before a window edge the window-edge attack sends
 // its first burst: a sixtieth of the period (1s for a 1m window), at least
 // 1ms.
-func EdgeGap(period time.Duration) time.Duration {
+func edgeGap(period time.Duration) time.Duration {
 	return max(time.Millisecond, (period / 60).Truncate(time.Millisecond))
 }
 
 // Edge is the window-edge attack: a client sends
-// the limit's full Requests EdgeGap(period) before the window edge at
+// the limit's full Requests edgeGap(period) before the window edge at
 // edge, and Requests again at the edge, hoping for twice the limit within
 // a moment. edge must be a positive multiple of l's period, and the
 // period at least 2ms (in a 1ms window, "just before the edge" is the
@@ -116,7 +116,7 @@ func Edge(l algorithms.Limit, edge time.Duration) (Segment, error) {
 	if edge <= 0 || edge%l.Period != 0 {
 		return Segment{}, badTraffic("the window-edge attack needs a window edge, a positive multiple of the period %v, got %v", l.Period, edge)
 	}
-	before, err := Burst(l.Requests, edge-EdgeGap(l.Period))
+	before, err := Burst(l.Requests, edge-edgeGap(l.Period))
 	if err != nil {
 		return Segment{}, err
 	}

@@ -107,7 +107,7 @@ func (c *Client) Run(ctx context.Context) {
 	// version last ACKed on any of them. No resource names: a wildcard
 	// subscription to every resource of the type.
 	cc := &watchedConn{cc: c.conn}
-	ads := sotw.NewADSClient(ctx, &corev3.Node{Id: c.opts.NodeID}, TypeURL)
+	ads := sotw.NewADSClient(ctx, &corev3.Node{Id: c.opts.NodeID}, typeURL)
 	wait := c.opts.BackoffMin
 	for {
 		got, err := c.stream(ctx, ads, cc)
@@ -181,7 +181,7 @@ func (c *Client) stream(ctx context.Context, ads sotw.ADSClient, cc *watchedConn
 // to ACK it; repeat reports a NACK of the version NACKed last time.
 func (c *Client) answer(resp *discoveryv3.DiscoveryResponse) (nack string, repeat bool) {
 	var err error
-	if resp.GetTypeUrl() != TypeURL {
+	if resp.GetTypeUrl() != typeURL {
 		err = fmt.Errorf("unrequested resource type %q", resp.GetTypeUrl())
 	} else {
 		var parts []*rules.Set

@@ -95,7 +95,7 @@ func TestClientAckNack(t *testing.T) {
 		t.Errorf("version 1: domains %v, want da, db", d)
 	}
 	first := m.Wait(t, 5*time.Second, "first request", func(*discoveryv3.DiscoveryRequest) bool { return true })
-	if first.GetNode().GetId() != testNode || first.GetTypeUrl() != TypeURL || len(first.GetResourceNames()) != 0 || first.GetVersionInfo() != "" {
+	if first.GetNode().GetId() != testNode || first.GetTypeUrl() != typeURL || len(first.GetResourceNames()) != 0 || first.GetVersionInfo() != "" {
 		t.Errorf("first request: %v", first)
 	}
 	m.Wait(t, 5*time.Second, "ACK of 1", func(r *discoveryv3.DiscoveryRequest) bool {
@@ -240,7 +240,7 @@ func TestNACKMessageIsRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &Client{opts: Options{Apply: func([]*rules.Set, string) error { return tt.err }, Log: slog.New(slog.DiscardHandler)}}
-			got, _ := c.answer(&discoveryv3.DiscoveryResponse{TypeUrl: TypeURL, VersionInfo: "1", Nonce: "n"})
+			got, _ := c.answer(&discoveryv3.DiscoveryResponse{TypeUrl: typeURL, VersionInfo: "1", Nonce: "n"})
 			if got != tt.want {
 				t.Errorf("NACK message %q, want %q", got, tt.want)
 			}
@@ -262,7 +262,7 @@ func TestNACKRepeatAfterAccept(t *testing.T) {
 		return nil
 	}}}
 	resp := func(v string) *discoveryv3.DiscoveryResponse {
-		return &discoveryv3.DiscoveryResponse{TypeUrl: TypeURL, VersionInfo: v}
+		return &discoveryv3.DiscoveryResponse{TypeUrl: typeURL, VersionInfo: v}
 	}
 	steps := []struct {
 		refuse     bool

@@ -17,17 +17,17 @@ import (
 	"github.com/floodgate/floodgate/internal/rules"
 )
 
-// TypeURL is the xDS resource type floodgate subscribes to, as
+// typeURL is the xDS resource type floodgate subscribes to, as
 // envoyproxy/ratelimit does.
-const TypeURL = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig"
+const typeURL = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig"
 
 // resourceWrapperURL is the type of a resource wrapped in a
 // discovery Resource, which some management servers send.
 const resourceWrapperURL = "type.googleapis.com/envoy.service.discovery.v3.Resource"
 
-// SourcePrefix starts the source name of every xDS resource in a Config's
+// sourcePrefix starts the source name of every xDS resource in a Config's
 // Files and in error messages: "xds:" and the resource's name.
-const SourcePrefix = "xds:"
+const sourcePrefix = "xds:"
 
 // Convert turns the resources of one xDS response (every domain the
 // management server serves) into validated Configs, one per resource, by
@@ -43,16 +43,16 @@ func Convert(resources []*anypb.Any, version, defaultAlgorithm string) ([]*rules
 	for i, a := range resources {
 		rc, err := unpack(a)
 		if err != nil {
-			errs = append(errs, &rules.Error{File: fmt.Sprintf("%sresources[%d]", SourcePrefix, i), Msg: err.Error()})
+			errs = append(errs, &rules.Error{File: fmt.Sprintf("%sresources[%d]", sourcePrefix, i), Msg: err.Error()})
 			continue
 		}
 		name := cmp.Or(rc.GetName(), "domain "+strconv.Quote(rc.GetDomain())) // the reference does not require a name
 		if seen[name] {
-			errs = append(errs, &rules.Error{File: SourcePrefix + name, Msg: "two resources have this name"})
+			errs = append(errs, &rules.Error{File: sourcePrefix + name, Msg: "two resources have this name"})
 			continue
 		}
 		seen[name] = true
-		cfg, err := ConvertOne(name, version, rc, defaultAlgorithm)
+		cfg, err := convertOne(name, version, rc, defaultAlgorithm)
 		if err != nil {
 			if l, ok := errors.AsType[rules.ErrorList](err); ok {
 				errs = append(errs, l...)
@@ -81,8 +81,8 @@ func unpack(a *anypb.Any) (*rlconfv3.RateLimitConfig, error) {
 		}
 		a = r.GetResource()
 	}
-	if a.GetTypeUrl() != TypeURL {
-		return nil, fmt.Errorf("resource of type %q, want %s", a.GetTypeUrl(), TypeURL)
+	if a.GetTypeUrl() != typeURL {
+		return nil, fmt.Errorf("resource of type %q, want %s", a.GetTypeUrl(), typeURL)
 	}
 	var rc rlconfv3.RateLimitConfig
 	if err := a.UnmarshalTo(&rc); err != nil {
@@ -99,9 +99,9 @@ const (
 	maxDocBytes = 16 << 20
 )
 
-// ConvertOne converts one resource, named name in errors, to a Config.
-func ConvertOne(name, version string, rc *rlconfv3.RateLimitConfig, defaultAlgorithm string) (*rules.Set, error) {
-	source := SourcePrefix + name
+// convertOne converts one resource, named name in errors, to a Config.
+func convertOne(name, version string, rc *rlconfv3.RateLimitConfig, defaultAlgorithm string) (*rules.Set, error) {
+	source := sourcePrefix + name
 	var d doc
 	d.put(0, false, nil, "domain", quoted(rc.GetDomain()))
 	if defaultAlgorithm != "" {

@@ -274,7 +274,7 @@ func TestConvertSizeBounded(t *testing.T) {
 		{Key: "k", Value: strings.Repeat("v", maxDocBytes), RateLimit: perHour(1)},
 		{Key: "after"},
 	}}
-	_, err := ConvertOne("big", "1", rc, "")
+	_, err := convertOne("big", "1", rc, "")
 	if err == nil || err.Error() != "xds:big: descriptors[0]: resource too large: its rules pass 16 MiB" {
 		t.Errorf("err %v", err)
 	}
@@ -286,7 +286,7 @@ func TestConvertSizeBounded(t *testing.T) {
 func TestConvertStopsAtBound(t *testing.T) {
 	deep, shallow := nested(4000), nested(40)
 	allocs := func(rc *rlconfv3.RateLimitConfig) float64 {
-		return testing.AllocsPerRun(5, func() { _, _ = ConvertOne("deep", "1", rc, "") })
+		return testing.AllocsPerRun(5, func() { _, _ = convertOne("deep", "1", rc, "") })
 	}
 	if a, b := allocs(deep), allocs(shallow); a > b+100 {
 		t.Errorf("4000 levels: %v allocations, 40 levels: %v; want about the same", a, b)

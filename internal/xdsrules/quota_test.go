@@ -27,7 +27,7 @@ func TestConvertQuotaModeAndMetadata(t *testing.T) {
 		{Key: "service", Value: "s1", QuotaMode: true, Metadata: meta, RateLimit: perHour(1)},
 		{Key: "plain", RateLimit: perHour(1), Metadata: &structpb.Struct{}},
 	}}
-	c, err := ConvertOne("rl", "1", rc, "")
+	c, err := convertOne("rl", "1", rc, "")
 	if err != nil {
 		t.Fatal(err)
 	}
