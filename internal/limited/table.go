@@ -88,8 +88,6 @@ func newTable(info ruleInfo, cfg Config, now time.Time) *table {
 	return tb
 }
 
-func (tb *table) lastSeen() int64 { return tb.seen.Load() }
-
 // observe counts one decision of key k in tb (nil: its rule found no
 // place; a cost of 0 or less is a look, not counted).
 func observe[K keySource](tb *table, now time.Time, k K, cost int64, allowed bool) {

@@ -184,7 +184,7 @@ func (t *Tracker) add(now time.Time, rh uint64, info func() ruleInfo) *table {
 		t.lastSweep.Store(now.UnixNano())
 		oldest := now.UnixNano() - int64(LongWindow)
 		for h, tb := range old {
-			if seen := tb.lastSeen(); seen < oldest {
+			if seen := tb.seen.Load(); seen < oldest {
 				stale, oldest = h, seen
 			}
 		}

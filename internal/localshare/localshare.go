@@ -55,18 +55,14 @@ func (s *Share) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	}
 	for i := range out {
 		if !out[i].Allowed && out[i].RetryAfter < 0 {
-			out[i].RetryAfter = overShareWait(scaled[i].Limit, out[i], now)
+			// A cost the share never admits but the whole limit does waits
+			// until the limit's period ends or the share is whole, in
+			// whole seconds, at least one.
+			left := max(PeriodLeft(scaled[i].Limit, now), out[i].ResetAfter, time.Second)
+			out[i].RetryAfter = (left + time.Second - 1).Truncate(time.Second)
 		}
 	}
 	return nil
-}
-
-// overShareWait is the retry_after of a cost the share never admits but
-// the whole limit does: until the limit's period ends (PeriodLeft) or the
-// share is whole, in whole seconds, at least one.
-func overShareWait(l algorithms.Limit, d algorithms.Decision, now time.Time) time.Duration {
-	left := max(PeriodLeft(l, now), d.ResetAfter, time.Second)
-	return (left + time.Second - 1).Truncate(time.Second)
 }
 
 // PeriodLeft is how long the period of l that now falls in has left: the

@@ -17,9 +17,8 @@ const storeFailureLogInterval = 10 * time.Second
 // at most one WARN summary per storeFailureLogInterval, and the first
 // success after failures at INFO. Safe for concurrent use.
 type FailureLog struct {
-	log   *slog.Logger
-	api   string
-	every time.Duration
+	log *slog.Logger
+	api string
 
 	failing atomic.Bool // a failure since the last success
 
@@ -34,7 +33,7 @@ type FailureLog struct {
 // NewFailureLog is a FailureLog for the decisions of api (a metrics API
 // label such as APICheck), logging to log.
 func NewFailureLog(log *slog.Logger, api string) *FailureLog {
-	return &FailureLog{log: log, api: api, every: storeFailureLogInterval}
+	return &FailureLog{log: log, api: api}
 }
 
 // Failed records a decision the store could not make at now.
@@ -46,14 +45,14 @@ func (f *FailureLog) Failed(ctx context.Context, now time.Time, err error) {
 	if !f.failing.Load() {
 		f.failing.Store(true)
 		f.since, f.total = now, 1
-		if _, ok := f.warn.Allow(now, f.every); ok {
+		if _, ok := f.warn.Allow(now, storeFailureLogInterval); ok {
 			f.log.WarnContext(ctx, "store could not decide; answering by failure modes until it does",
 				"api", f.api, "failed", f.unlogged, "err", err)
 			f.unlogged = 0
 		}
 		return
 	}
-	if _, ok := f.warn.Allow(now, f.every); ok {
+	if _, ok := f.warn.Allow(now, storeFailureLogInterval); ok {
 		f.log.WarnContext(ctx, "store still failing; answering by failure modes",
 			"api", f.api, "failed", f.unlogged, "since", f.since, "err", err)
 		f.unlogged = 0
@@ -71,7 +70,7 @@ func (f *FailureLog) OK(ctx context.Context, now time.Time) {
 		return
 	}
 	f.failing.Store(false)
-	if _, ok := f.info.Allow(now, f.every); ok {
+	if _, ok := f.info.Allow(now, storeFailureLogInterval); ok {
 		f.log.InfoContext(ctx, "store deciding again",
 			"api", f.api, "failed", f.total, "for", now.Sub(f.since))
 		f.unlogged = 0
