@@ -217,8 +217,10 @@ end
 -- write_counter writes a, b, c to key with a TTL of ttl + keep ms, or
 -- deletes it when ttl is 0; time_b as decode_counter's. rc and rh are
 -- the c and header byte read (0, 0 for none): a c written as read keeps
--- its length.
-local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh)
+-- its length. Given old, the string read, the key keeps its TTL: a value
+-- of old's length is written over it in place (SETRANGE), another with
+-- SET ... KEEPTTL.
+local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh, old)
   if ttl <= 0 then
     rcall('DEL', key)
     return
@@ -258,7 +260,14 @@ local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh)
     state_fmt(h, lb)
     f = PACK_FMT[i]
   end
-  rcall('SET', key, spack(f, h, a, c, b), 'PX', px_string(ttl + keep))
+  local v = spack(f, h, a, c, b)
+  if not old then
+    rcall('SET', key, v, 'PX', px_string(ttl + keep))
+  elseif #v == #old then
+    rcall('SETRANGE', key, 0, v)
+  else
+    rcall('SET', key, v, 'KEEPTTL')
+  end
 end
 
 -- Undo. A group of several requests is all or nothing: each request
