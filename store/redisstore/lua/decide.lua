@@ -76,7 +76,7 @@ local function decide(KEYS, ARGV)
         return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
       end
       if undo == nil and pos <= len then -- more requests in the group
-        undo = {}
+        undo = {nil, nil, nil, nil, nil, nil} -- room for two records, grown by none
       end
       local u = undo
       if pos > len and not failed and not probe then
