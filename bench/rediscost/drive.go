@@ -21,6 +21,10 @@ type subject struct {
 	ref    string // the reference library's function, or refIncr; "" for the store
 	// perCalls are the decisions a call it is measured at; nil: 8 and 1.
 	perCalls []int
+	// group, when above 1, makes each call one Decide of that many
+	// requests (an all-or-nothing group, as a request of several
+	// descriptors) from a lone caller; perCalls is then {group}.
+	group int
 }
 
 // refIncr is the subject of envoyproxy/ratelimit's pattern: per key an
@@ -40,6 +44,7 @@ func subjects() []subject {
 		{name: "reference GCRA (gcra.lua)", prefix: "r", ref: "fgref_gcra"},
 		{name: "reference pattern: INCRBY + EXPIRE a key, pipelined", prefix: "i", ref: refIncr, perCalls: []int{8, 3, 1}},
 		{name: "token bucket", prefix: "t", limit: lim(algorithms.TokenBucket, 1000)},
+		{name: "one Decide of 3 token-bucket limits", prefix: "t3", limit: lim(algorithms.TokenBucket, 1000), perCalls: []int{3}, group: 3},
 		{name: "sliding window", prefix: "s", limit: lim(algorithms.SlidingWindow, 1000)},
 		{name: "fixed window", prefix: "f", limit: lim(algorithms.FixedWindow, 1000)},
 		{name: "leaky bucket", prefix: "l", limit: lim(algorithms.LeakyBucket, 1000)},
@@ -68,7 +73,7 @@ func newDriver(srv *server, sub subject, keys, perCall int) (*driver, error) {
 		return d, nil
 	}
 	cfg := redisstore.Config{Timeout: time.Minute, BatchMaxSize: 1}
-	if perCall > 1 {
+	if perCall > 1 && sub.group <= 1 {
 		// The batcher sends once perCall calls are queued: each FCALL
 		// then holds perCall groups of one request, as under load.
 		cfg = redisstore.Config{Timeout: time.Minute, BatchMaxSize: perCall, BatchPipelines: 1, BatchMaxWait: time.Minute}
@@ -101,11 +106,14 @@ func (d *driver) run(ctx context.Context, n int) error {
 	if d.sub.ref != "" {
 		return d.runRef(ctx, base, n)
 	}
-	if d.perCall == 1 {
-		out := make([]algorithms.Decision, 1)
-		for i := range n {
-			req := []store.Request{{Key: d.key(base + i), Limit: d.sub.limit, Cost: 1}}
-			if err := d.st.Decide(ctx, time.Now(), req, out); err != nil {
+	if d.perCall == 1 || d.sub.group > 1 {
+		reqs := make([]store.Request, d.perCall)
+		out := make([]algorithms.Decision, d.perCall)
+		for i := 0; i < n; i += d.perCall {
+			for j := range reqs {
+				reqs[j] = store.Request{Key: d.key(base + i + j), Limit: d.sub.limit, Cost: 1}
+			}
+			if err := d.st.Decide(ctx, time.Now(), reqs, out); err != nil {
 				return fmt.Errorf("%s: %w", d.sub.name, err)
 			}
 		}

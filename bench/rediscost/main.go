@@ -144,6 +144,7 @@ func run(ctx context.Context, out io.Writer, keys, n, wall int, only, profile st
 // call: a few calls uncounted first (connections, the function library),
 // then n counted.
 func measure(ctx context.Context, srv *server, s subject, keys, perCall, n int) (*row, error) {
+	n = n / perCall * perCall
 	d, err := newDriver(srv, s, keys, perCall)
 	if err != nil {
 		return nil, err
@@ -194,9 +195,10 @@ func cpuRun(ctx context.Context, rows []*row, keys, wall int) error {
 			d.close()
 			return err
 		}
+		n := wall / r.perCall * r.perCall
 		before, err := srv.stats(ctx)
 		if err == nil {
-			err = d.run(ctx, wall)
+			err = d.run(ctx, n)
 		}
 		var after stats
 		if err == nil {
@@ -206,7 +208,7 @@ func cpuRun(ctx context.Context, rows []*row, keys, wall int) error {
 		if err != nil {
 			return err
 		}
-		r.cpuUs = (after.cpu - before.cpu) * 1e6 / float64(wall)
+		r.cpuUs = (after.cpu - before.cpu) * 1e6 / float64(n)
 	}
 	return nil
 }
