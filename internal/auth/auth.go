@@ -156,10 +156,8 @@ func parseTokens(name string, data []byte) (*tokenSet, error) {
 			}
 		}
 		tok := fields[0]
-		for i := 0; i < len(tok); i++ {
-			if c := tok[i]; c < 0x21 || c > 0x7e {
-				return nil, fmt.Errorf("%s:%d: a token may hold only printable ASCII without spaces", name, line)
-			}
+		if strings.ContainsFunc(tok, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+			return nil, fmt.Errorf("%s:%d: a token may hold only printable ASCII without spaces", name, line)
 		}
 		d := sha256.Sum256([]byte(tok))
 		if prev, ok := seen[d]; ok {
