@@ -86,7 +86,7 @@ func (c *Client) WaitN(ctx context.Context, key string, limit Limit, n int64) er
 		} else if wait <= 0 {
 			return nil
 		}
-		if tooLate(ctx, wait) {
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
 			return fmt.Errorf("floodgate wait: %s %v: %w", what, wait, ErrWaitTooLong)
 		}
 		if err := sleep(ctx, wait); err != nil {
@@ -96,12 +96,6 @@ func (c *Client) WaitN(ctx context.Context, key string, limit Limit, n int64) er
 			return nil
 		}
 	}
-}
-
-// tooLate reports whether d from now passes ctx's deadline.
-func tooLate(ctx context.Context, d time.Duration) bool {
-	deadline, ok := ctx.Deadline()
-	return ok && time.Until(deadline) < d
 }
 
 // sleep waits d, or until ctx ends (its error).

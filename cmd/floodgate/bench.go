@@ -117,7 +117,8 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	tty := isTerminal(stderr)
+	tf, tty := stderr.(*os.File) // a terminal, where a progress line rewritten with \r makes sense
+	tty = tty && term.IsTerminal(int(tf.Fd()))
 	if tty {
 		total := f.cfg.Duration
 		cfg.Progress = func(p loadgen.Progress) {
@@ -289,13 +290,6 @@ func waitReady(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration
 			return fmt.Errorf("not ready after %v (%s): %s", timeout, s, status.Convert(err).Message())
 		}
 	}
-}
-
-// isTerminal reports whether w is a terminal, where a progress line
-// rewritten with \r makes sense.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // runRLQS is `floodgate bench --api rlqs`: --concurrency simulated Envoy

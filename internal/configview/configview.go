@@ -140,7 +140,11 @@ func New(c *rules.Set) ConfigView {
 	}
 	for _, d := range c.Domains() {
 		ls := byDomain[d]
-		slices.SortStableFunc(ls, func(a, b *rules.Limit) int { return compareSource(a.Source(), b.Source()) })
+		slices.SortStableFunc(ls, func(a, b *rules.Limit) int { // by file, line and column, then xDS resource
+			x, y := a.Source(), b.Source()
+			return cmp.Or(strings.Compare(x.File, y.File), cmp.Compare(x.Line, y.Line), cmp.Compare(x.Column, y.Column),
+				strings.Compare(x.XDSResource, y.XDSResource))
+		})
 		dv := DomainView{Domain: d, Rules: make([]RuleView, 0, len(ls)), QuotaUnmatched: c.QuotaUnmatched(d).String()}
 		for _, l := range ls {
 			dv.Rules = append(dv.Rules, NewRuleView(l))
@@ -161,11 +165,4 @@ func New(c *rules.Set) ConfigView {
 		v.Policies = append(v.Policies, pv)
 	}
 	return v
-}
-
-// compareSource orders sources by file, line and column, then xDS
-// resource.
-func compareSource(a, b rules.Source) int {
-	return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column),
-		strings.Compare(a.XDSResource, b.XDSResource))
 }

@@ -55,8 +55,8 @@ func TestAnyFile(t *testing.T) {
 	if got, want := c.Domains(), []string{"a"}; !slices.Equal(got, want) {
 		t.Errorf("without AnyFile: domains %q, want %q", got, want)
 	}
-	if got, want := subFolders(dir), []string{filepath.Join(dir, "sub"), filepath.Join(dir, "sub", "deeper")}; !slices.Equal(got, want) {
-		t.Errorf("subFolders: %q, want %q", got, want)
+	if _, got, _ := walkDir(dir); !slices.Equal(got, []string{filepath.Join(dir, "sub"), filepath.Join(dir, "sub", "deeper")}) {
+		t.Errorf("walkDir's folders: %q, want sub and sub/deeper", got)
 	}
 
 	empty := t.TempDir()

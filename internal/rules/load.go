@@ -103,7 +103,9 @@ func listDir(dir string, o Options) ([]string, error) {
 // followed, symlinks to folders are not (as a walk of the runtime folder
 // reads them).
 func walkDir(dir string) (files, folders []string, err error) {
-	root := throughLink(dir)
+	// With a trailing separator, a walk starts in the folder a symlink dir
+	// points to rather than at the link.
+	root := strings.TrimSuffix(dir, string(filepath.Separator)) + string(filepath.Separator)
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
@@ -128,22 +130,6 @@ func walkDir(dir string) (files, folders []string, err error) {
 		return nil
 	})
 	return files, folders, err
-}
-
-// subFolders are the folders under dir that AnyFile reads (none whose
-// name starts with '.'), for a watcher to watch them too.
-func subFolders(dir string) []string {
-	_, folders, _ := walkDir(dir)
-	return folders
-}
-
-// throughLink is dir with a trailing separator, so that a walk starts in
-// the folder a symlink dir points to rather than at the link.
-func throughLink(dir string) string {
-	if strings.HasSuffix(dir, string(filepath.Separator)) {
-		return dir
-	}
-	return dir + string(filepath.Separator)
 }
 
 // isAnyFileName reports whether a folder's entry is read with AnyFile:

@@ -39,7 +39,8 @@ func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onErr
 	if o.AnyFile {
 		// The sub-folders there are now are watched too; one made later
 		// is read at the next reload (a change elsewhere, or SIGHUP).
-		paths, match = append(paths, subFolders(path)...), isAnyFileName
+		_, folders, _ := walkDir(path)
+		paths, match = append(paths, folders...), isAnyFileName
 	}
 	files, err := filewatch.Watch(ctx, filewatch.Options[Set]{
 		Paths:     paths,
