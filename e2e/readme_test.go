@@ -18,7 +18,7 @@ var grpcurl = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "grpcurl")
-	cmd := exec.Command("go", "build", "-modfile=tools/grpcurl/go.mod", "-o", bin, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
+	cmd := exec.Command("go", "build", "-modfile=tools/grpcurl/go.mod", "-trimpath", "-o", bin, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", &exec.Error{Name: "go build grpcurl", Err: errorString(string(out) + err.Error())}

@@ -35,7 +35,7 @@ import (
 // It lives beside the race build, in the folder TestMain removes.
 var plainBinary = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(filepath.Dir(binary), "floodgate-norace")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/floodgate").CombinedOutput()
+	out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/floodgate").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}

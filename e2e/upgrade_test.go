@@ -46,7 +46,7 @@ func buildRelease(t *testing.T, rev string) string {
 	}
 	t.Cleanup(func() { _ = exec.Command("git", "-C", root, "worktree", "remove", "--force", dir).Run() })
 	bin := filepath.Join(t.TempDir(), "floodgate-"+rev)
-	build := exec.Command("go", "build", "-o", bin, "./cmd/floodgate")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/floodgate")
 	build.Dir = dir
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", rev, err, out)

@@ -403,7 +403,10 @@ func TestLuaMatchesGo(t *testing.T) {
 
 // diffTrace runs one differential trace on 4 keys of algorithms algs.
 func diffTrace(t *testing.T, c *redis.Client, rng *rand.Rand, algs [4]algorithms.Algorithm, big bool) {
-	const steps = 5000
+	steps := 5000
+	if raceOn {
+		steps = 2000 // each step is a round trip, about five times slower under the race detector
+	}
 	ctx := context.Background()
 	// Keys 0-2 (and 3 unless big) switch limits now and then; key 3 keeps
 	// the big one if big.

@@ -1,0 +1,6 @@
+//go:build !race
+
+package redisstore
+
+// raceOn: the race detector is off.
+const raceOn = false
