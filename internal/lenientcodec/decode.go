@@ -43,9 +43,7 @@ func decodeMessage(b []byte, m protoreflect.Message, depth int) error {
 			return wireErr(n)
 		}
 		tagLen := n
-		fd := fields.ByNumber(num)
-		var err error
-		n, err = decodeField(b[tagLen:], m, fd, typ, depth)
+		n, err := decodeField(b[tagLen:], m, fields.ByNumber(num), typ, depth)
 		if err != nil {
 			return err
 		}

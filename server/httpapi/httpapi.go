@@ -259,7 +259,6 @@ func (h *Handler) open(ctx context.Context, r *http.Request, rep reply, method s
 		return ctx, nil, 0, false
 	}
 	if h.auth != nil {
-		var err error
 		if ctx, err = h.auth.Authorize(ctx, method, r.Header.Get("Authorization")); err != nil {
 			rep.status(err)
 			return ctx, nil, 0, false
