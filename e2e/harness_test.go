@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "floodgate")
-	build := exec.Command("go", "build", "-race", "-trimpath", "-o", binary, "../cmd/floodgate")
+	build := exec.Command("go", "build", "-race", "-o", binary, "../cmd/floodgate")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building floodgate:", err)
