@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -65,12 +66,8 @@ func (e serveEnv) buildAdmin(st store.Store, apis decisionAPIs, p grpcPipeline, 
 // else (Reset, Settle, /debug/, the admin page) needs a Host that names
 // the server without a rebindable name.
 func openToAnyHost(r *http.Request) bool {
-	switch r.URL.Path {
-	case "/healthz", "/readyz", "/healthcheck", "/metrics",
-		httpapi.PathCheck, httpapi.PathCheckBatch, httpapi.PathPeek, httpapi.PathEnvoyJSON:
-		return true
-	}
-	return false
+	return slices.Contains([]string{"/healthz", "/readyz", "/healthcheck", "/metrics",
+		httpapi.PathCheck, httpapi.PathCheckBatch, httpapi.PathPeek, httpapi.PathEnvoyJSON}, r.URL.Path)
 }
 
 // httpAPI is the HTTP/JSON API (nil with --http-api=false): a

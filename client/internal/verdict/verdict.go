@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
@@ -25,11 +26,7 @@ import (
 // every request unlimited until someone noticed, so the middleware and
 // interceptors never do: they answer "misconfigured" and log it.
 func IsConfigError(err error) bool {
-	switch status.Code(err) {
-	case codes.Unauthenticated, codes.PermissionDenied, codes.NotFound, codes.InvalidArgument, codes.Unimplemented:
-		return true
-	}
-	return false
+	return slices.Contains([]codes.Code{codes.Unauthenticated, codes.PermissionDenied, codes.NotFound, codes.InvalidArgument, codes.Unimplemented}, status.Code(err))
 }
 
 // MisconfigLog logs configuration errors once, not once per request: the
