@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -41,24 +40,11 @@ func (m FailureMode) String() string {
 	return fmt.Sprintf("failure_mode(%d)", int(m))
 }
 
-// MarshalText returns "open", "closed" or "local". FailureDefault and
-// unknown values have no spelling and are an error.
-func (m FailureMode) MarshalText() ([]byte, error) {
-	if m <= FailureDefault || int(m) >= len(failureModes) {
-		return nil, fmt.Errorf("%w: %v has no spelling (want open, closed or local)", errFailureMode, m)
-	}
-	return []byte(m.String()), nil
-}
-
-// errFailureMode is wrapped by the errors of FailureMode's UnmarshalText
-// and MarshalText.
-var errFailureMode = errors.New("invalid failure mode")
-
 // UnmarshalText reads "open", "closed" or "local" in any case ("Closed", "OPEN"):
 // the one parser of the failure_mode of rules and of serve's
-// --failure-mode. Anything else is an error wrapping errFailureMode whose
-// message continues the name of the setting it is read for, as in
-// fmt.Errorf("--failure-mode %w", err): `must be open, closed or local, got "x"`.
+// --failure-mode. Anything else is an error whose message continues the
+// name of the setting it is read for, as in fmt.Errorf("--failure-mode
+// %w", err): `must be open, closed or local, got "x"`.
 func (m *FailureMode) UnmarshalText(text []byte) error {
 	for i := FailureOpen; int(i) < len(failureModes); i++ {
 		if strings.EqualFold(string(text), failureModes[i]) {
@@ -67,17 +53,8 @@ func (m *FailureMode) UnmarshalText(text []byte) error {
 		}
 	}
 	*m = FailureDefault
-	return &failureModeError{string(text)}
+	return fmt.Errorf("must be open, closed or local, got %q", text)
 }
-
-// failureModeError is a value that is no failure mode.
-type failureModeError struct{ got string }
-
-func (e *failureModeError) Error() string {
-	return fmt.Sprintf("must be open, closed or local, got %q", e.got)
-}
-
-func (e *failureModeError) Unwrap() error { return errFailureMode }
 
 // Limit is one configured limit. Limits returned by Match and MatchRequest
 // are shared by every caller and must not be modified.

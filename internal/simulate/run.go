@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -46,7 +47,7 @@ func Run(l algorithms.Limit, t Traffic) (Result, error) {
 		return Result{}, err
 	}
 	if t.Span <= 0 || len(t.Arrivals) > 0 && t.Arrivals[len(t.Arrivals)-1] >= t.Span {
-		return Result{}, badTraffic("the span %v must be positive and end after the last arrival", t.Span)
+		return Result{}, fmt.Errorf("the span %v must be positive and end after the last arrival", t.Span)
 	}
 	p := l.Period.Milliseconds()
 	start := (epochMs + p - 1) / p * p // the first window edge at or after epoch
@@ -54,7 +55,7 @@ func Run(l algorithms.Limit, t Traffic) (Result, error) {
 	var state algorithms.State // a key never seen: a full limit
 	for i, at := range t.Arrivals {
 		if at < 0 || at%time.Millisecond != 0 || i > 0 && at < t.Arrivals[i-1] {
-			return Result{}, badTraffic("arrival %d at %v is not a whole, non-negative number of milliseconds in order", i, at)
+			return Result{}, fmt.Errorf("arrival %d at %v is not a whole, non-negative number of milliseconds in order", i, at)
 		}
 		// Apply: the simulation owns its state, so a state that is a log
 		// costs O(1) a request rather than a copy of its ring.

@@ -6,7 +6,6 @@
 package simulate
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -20,21 +19,6 @@ const MaxRequests = 100_000
 
 // MaxSpan bounds how long a simulation may run.
 const MaxSpan = 366 * 24 * time.Hour
-
-// errTraffic matches (errors.Is) every error about a traffic pattern.
-var errTraffic = errors.New("invalid traffic")
-
-// trafficError is an error about a traffic pattern: it matches errTraffic
-// without repeating its text, so that a caller's "--traffic: …" reads well.
-type trafficError struct{ msg string }
-
-func (e trafficError) Error() string        { return e.msg }
-func (e trafficError) Is(target error) bool { return target == errTraffic }
-
-// badTraffic formats a trafficError.
-func badTraffic(format string, args ...any) error {
-	return trafficError{fmt.Sprintf(format, args...)}
-}
 
 // Segment is one part of a traffic pattern: when its requests arrive and
 // when it ends. Make one with [Steady], [Burst] or [Edge].
@@ -53,11 +37,11 @@ type Segment struct {
 func Steady(requests int64, period, at, length time.Duration) (Segment, error) {
 	switch {
 	case requests <= 0:
-		return Segment{}, badTraffic("a steady rate needs a positive number of requests, got %d", requests)
+		return Segment{}, fmt.Errorf("a steady rate needs a positive number of requests, got %d", requests)
 	case period < time.Millisecond:
-		return Segment{}, badTraffic("a steady rate needs a period of at least 1ms, got %v", period)
+		return Segment{}, fmt.Errorf("a steady rate needs a period of at least 1ms, got %v", period)
 	case length <= 0:
-		return Segment{}, badTraffic("a steady rate needs a positive length, got %v", length)
+		return Segment{}, fmt.Errorf("a steady rate needs a positive length, got %v", length)
 	}
 	if err := checkTime("start", at); err != nil {
 		return Segment{}, err
@@ -68,7 +52,7 @@ func Steady(requests int64, period, at, length time.Duration) (Segment, error) {
 	p, lenMs := period.Milliseconds(), length.Milliseconds()
 	// ⌈length·requests/period⌉ arrivals, computed without overflow.
 	if requests > MaxRequests || lenMs/p > MaxRequests/requests {
-		return Segment{}, badTraffic("%d per %v for %v is more than %d requests", requests, period, length, MaxRequests)
+		return Segment{}, fmt.Errorf("%d per %v for %v is more than %d requests", requests, period, length, MaxRequests)
 	}
 	var s Segment
 	for i := int64(0); ; i++ {
@@ -79,7 +63,7 @@ func Steady(requests int64, period, at, length time.Duration) (Segment, error) {
 		s.Arrivals = append(s.Arrivals, at+time.Duration(off)*time.Millisecond)
 	}
 	if len(s.Arrivals) > MaxRequests {
-		return Segment{}, badTraffic("%d per %v for %v is more than %d requests", requests, period, length, MaxRequests)
+		return Segment{}, fmt.Errorf("%d per %v for %v is more than %d requests", requests, period, length, MaxRequests)
 	}
 	s.End = at + length
 	return s, nil
@@ -88,7 +72,7 @@ func Steady(requests int64, period, at, length time.Duration) (Segment, error) {
 // Burst sends n requests at the same instant, at.
 func Burst(n int64, at time.Duration) (Segment, error) {
 	if n <= 0 || n > MaxRequests {
-		return Segment{}, badTraffic("a burst needs between 1 and %d requests, got %d", MaxRequests, n)
+		return Segment{}, fmt.Errorf("a burst needs between 1 and %d requests, got %d", MaxRequests, n)
 	}
 	if err := checkTime("time", at); err != nil {
 		return Segment{}, err
@@ -111,10 +95,10 @@ func edgeGap(period time.Duration) time.Duration {
 // edge before).
 func Edge(l algorithms.Limit, edge time.Duration) (Segment, error) {
 	if l.Period < 2*time.Millisecond {
-		return Segment{}, badTraffic("the window-edge attack needs a period of at least 2ms, got %v", l.Period)
+		return Segment{}, fmt.Errorf("the window-edge attack needs a period of at least 2ms, got %v", l.Period)
 	}
 	if edge <= 0 || edge%l.Period != 0 {
-		return Segment{}, badTraffic("the window-edge attack needs a window edge, a positive multiple of the period %v, got %v", l.Period, edge)
+		return Segment{}, fmt.Errorf("the window-edge attack needs a window edge, a positive multiple of the period %v, got %v", l.Period, edge)
 	}
 	before, err := Burst(l.Requests, edge-edgeGap(l.Period))
 	if err != nil {
@@ -132,11 +116,11 @@ func Edge(l algorithms.Limit, edge time.Duration) (Segment, error) {
 func checkTime(what string, d time.Duration) error {
 	switch {
 	case d < 0:
-		return badTraffic("the %s must not be negative, got %v", what, d)
+		return fmt.Errorf("the %s must not be negative, got %v", what, d)
 	case d%time.Millisecond != 0:
-		return badTraffic("the %s must be a whole number of milliseconds, got %v", what, d)
+		return fmt.Errorf("the %s must be a whole number of milliseconds, got %v", what, d)
 	case d > MaxSpan:
-		return badTraffic("the %s must be at most %v, got %v", what, MaxSpan, d)
+		return fmt.Errorf("the %s must be at most %v, got %v", what, MaxSpan, d)
 	}
 	return nil
 }
@@ -156,24 +140,24 @@ type Traffic struct {
 // merged in time order.
 func Join(period time.Duration, segments ...Segment) (Traffic, error) {
 	if period < time.Millisecond {
-		return Traffic{}, badTraffic("the period must be at least 1ms, got %v", period)
+		return Traffic{}, fmt.Errorf("the period must be at least 1ms, got %v", period)
 	}
 	var t Traffic
 	var end time.Duration
 	for _, s := range segments {
 		if len(t.Arrivals)+len(s.Arrivals) > MaxRequests {
-			return Traffic{}, badTraffic("more than %d requests in all", MaxRequests)
+			return Traffic{}, fmt.Errorf("more than %d requests in all", MaxRequests)
 		}
 		t.Arrivals = append(t.Arrivals, s.Arrivals...)
 		end = max(end, s.End)
 	}
 	if len(t.Arrivals) == 0 {
-		return Traffic{}, badTraffic("no requests")
+		return Traffic{}, fmt.Errorf("no requests")
 	}
 	slices.Sort(t.Arrivals)
 	t.Span = (end + period - 1) / period * period
 	if t.Span > MaxSpan {
-		return Traffic{}, badTraffic("it runs for %v, longer than %v", t.Span, MaxSpan)
+		return Traffic{}, fmt.Errorf("it runs for %v, longer than %v", t.Span, MaxSpan)
 	}
 	return t, nil
 }
