@@ -21,7 +21,8 @@ import (
 // algorithm alone (its own script call) and all together (one call), on
 // the batched and the unbatched store, so every way a script writes a
 // key is covered: a whole write (SET ... PX), one keeping the TTL
-// (SETRANGE) and the log's update in place (SETRANGE then PEXPIRE). The TTLs are minutes long, so
+// (SET ... KEEPTTL) and the log's update in place (SETRANGE then
+// PEXPIRE). The TTLs are minutes long, so
 // a TTL set in seconds where milliseconds were meant (EXPIRE for
 // PEXPIRE), or the other way round, is off by a factor of 1000. The
 // simulated clock moves while Redis' barely does, so a kept TTL reads as

@@ -217,10 +217,8 @@ end
 -- write_counter writes a, b, c to key with a TTL of ttl + keep ms, or
 -- deletes it when ttl is 0; time_b as decode_counter's. rc and rh are
 -- the c and header byte read (0, 0 for none): a c written as read keeps
--- its length. Given old, the string read, the key keeps its TTL: a value
--- of old's length is written over it in place (SETRANGE), another with
--- SET ... KEEPTTL.
-local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh, old)
+-- its length. kept keeps the key's TTL instead (SET ... KEEPTTL).
+local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh, kept)
   if ttl <= 0 then
     rcall('DEL', key)
     return
@@ -260,13 +258,10 @@ local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh, old)
     state_fmt(h, lb)
     f = PACK_FMT[i]
   end
-  local v = spack(f, h, a, c, b)
-  if not old then
-    rcall('SET', key, v, 'PX', px_string(ttl + keep))
-  elseif #v == #old then
-    rcall('SETRANGE', key, 0, v)
+  if kept then
+    rcall('SET', key, spack(f, h, a, c, b), 'KEEPTTL')
   else
-    rcall('SET', key, v, 'KEEPTTL')
+    rcall('SET', key, spack(f, h, a, c, b), 'PX', px_string(ttl + keep))
   end
 end
 
