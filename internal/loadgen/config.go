@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -47,9 +46,6 @@ func ParseAPI(s string) (API, error) {
 	}
 	return 0, fmt.Errorf("unknown api %q (want check, rls, health or rlqs)", s)
 }
-
-// ErrInvalidConfig is wrapped by every error Config.Validate returns.
-var ErrInvalidConfig = errors.New("invalid load config")
 
 // DescriptorKey is the descriptor key of the i-th descriptor (from 0) of
 // every ShouldRateLimit request: "bench_key", "bench_key2", "bench_key3", ...
@@ -109,10 +105,10 @@ type Config struct {
 	MeasureHook func(begin bool)
 }
 
-// Validate reports what is wrong with c. The error wraps ErrInvalidConfig.
+// Validate reports what is wrong with c ("invalid load config: ...").
 func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+		return fmt.Errorf("invalid load config: "+format, args...)
 	}
 	switch {
 	case len(c.Conns) == 0:

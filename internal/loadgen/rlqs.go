@@ -61,13 +61,13 @@ func RLQSConfigYAML(domain string, budget int64) string {
 func RunRLQS(ctx context.Context, cfg RLQSConfig) (*RLQSResult, error) {
 	switch {
 	case len(cfg.Conns) == 0:
-		return nil, fmt.Errorf("%w: no connections", ErrInvalidConfig)
+		return nil, errors.New("invalid load config: no connections")
 	case cfg.Streams < 1 || cfg.Buckets < 1:
-		return nil, fmt.Errorf("%w: streams and buckets must be at least 1", ErrInvalidConfig)
+		return nil, errors.New("invalid load config: streams and buckets must be at least 1")
 	case cfg.Domain == "":
-		return nil, fmt.Errorf("%w: empty domain", ErrInvalidConfig)
+		return nil, errors.New("invalid load config: empty domain")
 	case cfg.Duration <= 0 || cfg.Warmup < 0 || cfg.Interval < 0:
-		return nil, fmt.Errorf("%w: duration must be positive, warmup and interval not negative", ErrInvalidConfig)
+		return nil, errors.New("invalid load config: duration must be positive, warmup and interval not negative")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

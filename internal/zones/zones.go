@@ -6,36 +6,32 @@
 package zones
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"sync"
 	"time"
 )
 
-// ErrUnknown is wrapped by every error Load returns.
-var ErrUnknown = errors.New("unknown time zone")
-
 // Load resolves an IANA time zone name such as "Asia/Jakarta"; "" and
 // "UTC" are UTC. It refuses "Local", names not spelled as IANA names
 // (hostDependent) and names the database does not hold, with an error
-// wrapping ErrUnknown.
+// saying "unknown time zone".
 func Load(name string) (*time.Location, error) {
 	if len(name) > MaxNameLen {
-		return nil, fmt.Errorf("%w: a name of %d bytes (IANA names are at most %d)", ErrUnknown, len(name), MaxNameLen)
+		return nil, fmt.Errorf("unknown time zone: a name of %d bytes (IANA names are at most %d)", len(name), MaxNameLen)
 	}
 	switch name {
 	case "", "UTC":
 		return time.UTC, nil
 	case "Local":
-		return nil, fmt.Errorf("%w %q: name an IANA zone such as \"Europe/Berlin\", not the server's local zone", ErrUnknown, name)
+		return nil, fmt.Errorf("unknown time zone %q: name an IANA zone such as \"Europe/Berlin\", not the server's local zone", name)
 	}
 	if hostDependent(name) {
-		return nil, fmt.Errorf("%w %q: not an IANA zone name but a file of this host's zone directory, whose meaning differs between hosts; name an IANA zone such as \"Europe/Berlin\"", ErrUnknown, name)
+		return nil, fmt.Errorf("unknown time zone %q: not an IANA zone name but a file of this host's zone directory, whose meaning differs between hosts; name an IANA zone such as \"Europe/Berlin\"", name)
 	}
 	loc, err := loadEmbedded(name) // never the host's database: see database
 	if err != nil {
-		return nil, fmt.Errorf("%w %q (want an IANA name such as \"Asia/Jakarta\" or \"America/New_York\")", ErrUnknown, name)
+		return nil, fmt.Errorf("unknown time zone %q (want an IANA name such as \"Asia/Jakarta\" or \"America/New_York\")", name)
 	}
 	return loc, nil
 }

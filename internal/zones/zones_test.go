@@ -1,7 +1,6 @@
 package zones
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,7 +9,7 @@ import (
 
 func TestLoad(t *testing.T) {
 	long := strings.Repeat("Asia/", 1<<18)
-	if _, err := Load(long); err == nil || !errors.Is(err, ErrUnknown) || len(err.Error()) > 200 {
+	if _, err := Load(long); err == nil || !strings.HasPrefix(err.Error(), "unknown time zone") || len(err.Error()) > 200 {
 		t.Errorf("Load(1 MiB name) = %.200v, want a short error", err)
 	}
 	for _, tc := range []struct {
@@ -28,7 +27,7 @@ func TestLoad(t *testing.T) {
 	} {
 		loc, err := Load(tc.name)
 		switch {
-		case tc.want == "" && (err == nil || !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.name))):
+		case tc.want == "" && (err == nil || !strings.HasPrefix(err.Error(), "unknown time zone") || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.name))):
 			t.Errorf("Load(%q) = %v, %v; want an error naming the zone", tc.name, loc, err)
 		case tc.want != "" && (err != nil || loc.String() != tc.want):
 			t.Errorf("Load(%q) = %v, %v; want %s", tc.name, loc, err, tc.want)
@@ -42,7 +41,7 @@ func TestLoad(t *testing.T) {
 func TestLoadRefusesHostFiles(t *testing.T) {
 	for _, name := range []string{"localtime", "posixrules", "./UTC", "Etc/../UTC", "Etc//UTC", "Etc/UTC/", "/UTC",
 		"posix/UTC", "right/UTC", "zone.tab", "Factory", "E.ST", "Etc/U.TC", "Asia/Ja.karta", "Asia/Jakarta ", "Etc/GMT*5", "Asia/Jakart\u00e4"} {
-		if _, err := Load(name); err == nil || !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "zone directory") {
+		if _, err := Load(name); err == nil || !strings.HasPrefix(err.Error(), "unknown time zone") || !strings.Contains(err.Error(), "zone directory") {
 			t.Errorf("Load(%q) = %v; want it refused as a host file", name, err)
 		}
 	}
