@@ -14,8 +14,11 @@ import (
 func TestDemandConformance(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
+	// A timeout far above the default: on a loaded machine the first call's
+	// library load must not turn a conformance check into a timeout.
+	const timeout = 5 * time.Second
 	storetest.RunDemand(t, func(t *testing.T) store.DemandStore {
-		d, err := redisstore.NewDemand(c, "", 0)
+		d, err := redisstore.NewDemand(c, "", timeout)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +29,7 @@ func TestDemandConformance(t *testing.T) {
 	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d, _ := redisstore.NewDemand(c, "t:", 0)
+	d, _ := redisstore.NewDemand(c, "t:", timeout)
 	out := make([]store.DemandTotal, 1)
 	err := d.ReportDemand(context.Background(), time.Now(), []store.DemandReport{{Key: "k", Reporter: "a", MilliRPS: 9, TTL: 3 * time.Second}}, out)
 	if err != nil || out[0] != (store.DemandTotal{Reporters: 1, MilliRPS: 9}) {
