@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -233,5 +234,42 @@ func TestGroupUndoEveryAlgorithm(t *testing.T) {
 				t.Errorf("batch %d, %v: after the denied group %q with PTTL %v, want %q with %v as before", batch, reqs[i].Limit.Algorithm, h.val, h.pttl, before[i].val, before[i].pttl)
 			}
 		}
+	}
+}
+
+// TestSlidingWindowKeyTTLTrace: along a random trace on Redis' clock (the
+// production default: no hour added, windows of a second, so a TTL kept
+// from a state whose end came earlier shows) of charges, refunds, debts
+// and looks under one limit, after every call the key lives at least as
+// long as a look at it says its state matters (the look's TTL: Lua's,
+// which TestLuaMatchesGo holds to Go's). Seeded by the clock: a failure
+// logs its seed.
+func TestSlidingWindowKeyTTLTrace(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	// The moments between the look and PTTL; a TTL kept too short is short
+	// by a window.
+	const slack = 250 * time.Millisecond
+	s := newStore(t, c, redisstore.Config{Timeout: 5 * time.Second})
+	defer s.Close()
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 1))
+	l := algorithms.Limit{Algorithm: algorithms.SlidingWindow, Requests: 6, Period: time.Second}
+	key := fmt.Sprintf("swtrace-%d", seed)
+	rk := redisKey(t, c, l.Algorithm, key)
+	for i := range 40 {
+		cost := rng.Int64N(10) - 3 // refunds, looks, charges; some above what fits
+		var mode algorithms.Mode
+		if rng.IntN(3) == 0 {
+			mode = algorithms.Debt
+		}
+		decide(t, s, time.Now(), store.Request{Key: key, Limit: l, Cost: cost, Mode: mode})
+		look := decide(t, s, time.Now(), store.Request{Key: key, Limit: l})[0]
+		pttl := c.PTTL(ctx, rk).Val()
+		if look.TTL > slack && pttl < look.TTL-slack {
+			t.Fatalf("seed %d, step %d (cost %d mode %d): PTTL %v, the state needs %v", seed, i, cost, mode, pttl, look.TTL)
+		}
+		time.Sleep(time.Duration(rng.IntN(250)) * time.Millisecond)
 	}
 }
