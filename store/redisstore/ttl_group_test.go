@@ -32,9 +32,9 @@ var monday = time.Date(2000, 5, 1, 0, 0, 0, 0, time.UTC)
 // or nothing. When its last request is denied, a sliding window's key the
 // group wrote first holds again exactly the state it held, and lives at
 // least as long as that state needs (Go's TTL at its last write, plus
-// ClientTime's hour); for a write that kept the key's TTL (a charge or a
-// refund in the same window, twice in one group) and for one that deleted
-// the key (a refund of its whole count), its PTTL is the one it had. The
+// ClientTime's hour), after a charge or a refund in the same window,
+// twice in one group, and after a write that deleted the key (a refund
+// of its whole count). The
 // key then decides as Go does on the state it held: no count lost or
 // doubled.
 func TestSlidingWindowGroupUndoKeepsKey(t *testing.T) {
@@ -109,13 +109,13 @@ func TestSlidingWindowGroupUndoKeepsKey(t *testing.T) {
 	}
 }
 
-// TestSlidingWindowKeptTTLSkewAndFlush: a key's TTL kept by a write
-// still covers its state's end as the write's own clock sees it when the
-// write that set it came from a replica whose clock ran half an hour
+// TestSlidingWindowKeyTTLSkewAndFlush: a key's TTL after a write still
+// covers its state's end as the write's own clock sees it when the
+// write before it came from a replica whose clock ran half an hour
 // ahead (Config.ClientTime keeps an hour for such clocks), from the
 // previous release (v0.2.0 kept no extra hour: its state's TTL as is),
 // or from before a FUNCTION FLUSH (the library reloaded between them).
-func TestSlidingWindowKeptTTLSkewAndFlush(t *testing.T) {
+func TestSlidingWindowKeyTTLSkewAndFlush(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -238,8 +238,8 @@ func TestGroupUndoEveryAlgorithm(t *testing.T) {
 }
 
 // TestSlidingWindowKeyTTLTrace: along a random trace on Redis' clock (the
-// production default: no hour added, windows of a second, so a TTL kept
-// from a state whose end came earlier shows) of charges, refunds, debts
+// production default: no hour added, windows of a second, so a TTL
+// short by a window shows) of charges, refunds, debts
 // and looks under one limit, after every call the key lives at least as
 // long as a look at it says its state matters (the look's TTL: Lua's,
 // which TestLuaMatchesGo holds to Go's). Seeded by the clock: a failure
@@ -248,8 +248,8 @@ func TestSlidingWindowKeyTTLTrace(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
 	ctx := context.Background()
-	// The moments between the look and PTTL; a TTL kept too short is short
-	// by a window.
+	// The moments between the look and PTTL; a TTL too short is short by
+	// a window.
 	const slack = 250 * time.Millisecond
 	s := newStore(t, c, redisstore.Config{Timeout: 5 * time.Second})
 	defer s.Close()

@@ -16,13 +16,11 @@ import (
 // Config.ClientTime keeps every key,
 // rounded up by at most 1/64, less the moments between the write and the
 // PTTL. A fixed window's window key keeps the TTL the write that created
-// it set (the window's end), and so does a sliding window's key while
-// its state's end stays (TestSlidingWindowKeyTTL). Each step runs every
+// it set (the window's end). Each step runs every
 // algorithm alone (its own script call) and all together (one call), on
 // the batched and the unbatched store, so every way a script writes a
-// key is covered: a whole write (SET ... PX), one keeping the TTL
-// (SET ... KEEPTTL) and the log's update in place (SETRANGE then
-// PEXPIRE). The TTLs are minutes long, so
+// key is covered: a whole write (SET ... PX, or KEEPTTL) and the log's
+// update in place (SETRANGE then PEXPIRE). The TTLs are minutes long, so
 // a TTL set in seconds where milliseconds were meant (EXPIRE for
 // PEXPIRE), or the other way round, is off by a factor of 1000. The
 // simulated clock moves while Redis' barely does, so a kept TTL reads as
@@ -85,8 +83,7 @@ func TestKeyTTL(t *testing.T) {
 						var d algorithms.Decision
 						k.state, d = algorithms.Decide(k.req.Limit, k.state, now, step.cost)
 						want := d.TTL + keep
-						alg := k.req.Limit.Algorithm
-						kept := (alg.Facts().Afresh || alg == algorithms.SlidingWindow) && !k.set.IsZero() && !k.set.Add(k.ttl).Before(now.Add(want))
+						kept := k.req.Limit.Algorithm.Facts().Afresh && !k.set.IsZero() && !k.set.Add(k.ttl).Before(now.Add(want))
 						if kept {
 							want = k.ttl
 						} else {

@@ -87,22 +87,7 @@ local function counter_alg(leaky)
       if undo then
         remember(undo, key, str, charge < 0 or ttl <= 0)
       end
-      -- A sliding window's state ends at its window's start plus two
-      -- windows, three in debt (a calendar period's: the end of the
-      -- period after; sliding_decide's reset), and its key lives at least
-      -- that long: a write of the same window and end keeps the key's TTL.
-      local kept, e
-      if str and not leaky and a2 == a and b > 0 then
-        if b0 == nil then
-          e = a + (b > x and 3 or 2) * y
-        elseif a == b1 then
-          e = b3
-        elseif a == b2 then
-          e = b4
-        end
-        kept = e == now + ttl
-      end
-      write_counter(key, leaky, a2, b2_, c2, ttl, keep, c, rh, kept)
+      write_counter(key, leaky, a2, b2_, c2, ttl, keep, c, rh)
     end
     return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
   end

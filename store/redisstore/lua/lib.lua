@@ -217,8 +217,8 @@ end
 -- write_counter writes a, b, c to key with a TTL of ttl + keep ms, or
 -- deletes it when ttl is 0; time_b as decode_counter's. rc and rh are
 -- the c and header byte read (0, 0 for none): a c written as read keeps
--- its length. kept keeps the key's TTL instead (SET ... KEEPTTL).
-local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh, kept)
+-- its length.
+local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh)
   if ttl <= 0 then
     rcall('DEL', key)
     return
@@ -258,11 +258,7 @@ local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh, kept)
     state_fmt(h, lb)
     f = PACK_FMT[i]
   end
-  if kept then
-    rcall('SET', key, spack(f, h, a, c, b), 'KEEPTTL')
-  else
-    rcall('SET', key, spack(f, h, a, c, b), 'PX', px_string(ttl + keep))
-  end
+  rcall('SET', key, spack(f, h, a, c, b), 'PX', px_string(ttl + keep))
 end
 
 -- Undo. A group of several requests is all or nothing: each request
