@@ -206,10 +206,11 @@ const skewRetryMs = 1000
 // that computed b, is decided at b[1], like a clock that went back), or
 // [b[2], b[3]) for a now past b[2] (a deciding clock just past the
 // boundary). A now at or past b[3] (the clocks disagree by more than a
-// period) is out of range (calendarSkew). The state's window start
-// (State.A) must equal a boundary to count, as the row's calendar
-// decision says; any other start, e.g. one written under a fixed period
-// or another time zone, counts as an empty window (the limit changed).
+// period) is out of range (calendarSkew). The state's window (State.A,
+// the fixed window's end, the sliding window's start) must equal a
+// boundary to count, as the row's calendar decision says; any other, e.g.
+// one written under a fixed period or another time zone, counts as an
+// empty window (the limit changed).
 //
 // In Debt mode (a.mode), a positive cost is charged even when it does not
 // fit, up to 2 × Requests in the period (see Debt), and the debt is not

@@ -97,8 +97,8 @@
 // [FixedWindow]: windows aligned to ⌊now/W⌋ each admit Requests; allowed iff
 // count + cost ≤ Requests; RetryAfter = until the window ends. Burst-prone:
 // Requests just before a window edge and Requests just after all pass,
-// twice the limit within milliseconds. State: A = window start (Unix ms),
-// B = count.
+// twice the limit within milliseconds. State: A = window end (Unix ms),
+// B = count: windows of two periods that end together share the count.
 //
 // [LeakyBucket]: a queue of Burst slots (0 means Requests) that starts one
 // request every W/Requests ms, exactly on average; an admitted cost takes
@@ -121,8 +121,8 @@
 // ResetAfter end at the local boundary; the sliding window weighs the
 // previous period by the fraction of the current one still to come, and
 // after the roll by the next one's length (slidingDecide). A state whose
-// window start is no boundary of the period decided counts as empty (the
-// limit or the zone changed).
+// window (the fixed window's end, the sliding window's start) is not the
+// period decided counts as empty (the limit or the zone changed).
 //
 // # Debt
 //

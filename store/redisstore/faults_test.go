@@ -44,7 +44,7 @@ func TestMalformedStateFailsAlone(t *testing.T) {
 			named := garbled // the key a malformed state's error names
 			if windowKeyed(alg) {
 				// Its count is in the key of the window of now.
-				garbled = windowKey(garbled, faultsT0.UnixMilli())
+				garbled = windowKey(garbled, faultsT0.Add(l.Period).UnixMilli())
 			}
 			if err := srv.Client().Set(ctx, garbled, "\xff\xff\xff", 0).Err(); err != nil {
 				t.Fatal(err)

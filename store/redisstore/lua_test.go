@@ -90,13 +90,13 @@ func modelKey(key string, l algorithms.Limit, nowMs int64, b algorithms.Bounds) 
 	if !windowKeyed(l.Algorithm) {
 		return key
 	}
-	if l.Calendar == algorithms.NoCalendar {
-		return windowKey(key, nowMs-nowMs%l.Period.Milliseconds())
+	if w := l.Period.Milliseconds(); l.Calendar == algorithms.NoCalendar {
+		return windowKey(key, nowMs-nowMs%w+w)
 	}
 	if nowMs >= b[2] {
-		return windowKey(key, b[2])
+		return windowKey(key, b[3])
 	}
-	return windowKey(key, b[1])
+	return windowKey(key, b[2])
 }
 
 // put records s2, the state after a write with TTL ttl, at mk: a fixed
@@ -841,7 +841,7 @@ func TestLuaErrors(t *testing.T) {
 	}
 	// A key holding something else is refused, not misread, alone or in
 	// a batch (a fixed window's: its window's key, at now 1 ms).
-	if err := c.Set(ctx, windowKey("e:corrupt", 0), "\xff", 0).Err(); err != nil {
+	if err := c.Set(ctx, windowKey("e:corrupt", l.Period.Milliseconds()), "\xff", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, reqs := range [][]luaReq{

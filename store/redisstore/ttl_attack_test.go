@@ -27,7 +27,9 @@ type ttlStep struct {
 // covers what Go says its state needs (the decision's TTL plus the hour
 // ClientTime keeps) and exceeds it by at most 1/64 of that. The steps lie
 // milliseconds apart on the simulated clock, so the key's end reads as
-// now plus its PTTL whichever write set it.
+// now plus its PTTL whichever write set it. A fixed window's key is that
+// of the window Go's state counts (State.A its end): the windows of an
+// earlier limit keep keys of their own.
 func runTTLSteps(t *testing.T, key string, steps []ttlStep) {
 	t.Helper()
 	srv := redistest.StartServer(t)
@@ -52,7 +54,11 @@ func runTTLSteps(t *testing.T, key string, steps []ttlStep) {
 		}
 		state = next
 		want := d.TTL + keep
-		got, err := c.PTTL(ctx, redisKey(t, c, st.l.Algorithm, key)).Result()
+		rk := redisstore.StateKey(st.l.Algorithm, key)
+		if st.l.Algorithm.Facts().Afresh {
+			rk = redisstore.WindowKey(st.l.Algorithm, key, next.A)
+		}
+		got, err := c.PTTL(ctx, rk).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,4 +187,30 @@ func TestSlidingWindowPeriodGrowsAdmitsNoMore(t *testing.T) {
 		return
 	}
 	t.Fatal("no attempt ran in time")
+}
+
+// TestFixedWindowKeyTTLLimitChange: a fixed window's count key lives until
+// the end of the window it counts under the limit it is decided with,
+// when the limit's period grew since the key was created and the stored
+// window's start is also a start of the new period's windows (the same
+// window key).
+func TestFixedWindowKeyTTLLimitChange(t *testing.T) {
+	fw := func(n int64, p time.Duration) algorithms.Limit {
+		return algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: n, Period: p}
+	}
+	cal := func(n int64, c algorithms.Calendar) algorithms.Limit {
+		return algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: n, Calendar: c}
+	}
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		steps []ttlStep
+	}{
+		{"period 1h to 2h", []ttlStep{{ms, fw(10, time.Hour), 5, 0}, {2 * ms, fw(10, 2*time.Hour), 1, 0}}},
+		{"calendar day to month", []ttlStep{{ms, cal(10, algorithms.Day), 5, 0}, {2 * ms, cal(10, algorithms.Month), 1, 0}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runTTLSteps(t, "fwlim-"+tc.name, tc.steps)
+		})
+	}
 }

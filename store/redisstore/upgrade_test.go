@@ -70,7 +70,7 @@ func TestRollingUpgradeState(t *testing.T) {
 		written  string // this version's key
 	}{
 		{algorithms.TokenBucket, "fg:tb:{apart}", "\x1a\x10\xa4\x00p\x17{\xe0i\xf9\x02", KeyName(DefaultPrefix, algorithms.TokenBucket, "apart")},
-		{algorithms.FixedWindow, "fg:fw:{apart}", "(\xc0Ci\xf9\x02\x03", windowKey(KeyName(DefaultPrefix, algorithms.FixedWindow, "apart"), now.UnixMilli()-now.UnixMilli()%60_000)},
+		{algorithms.FixedWindow, "fg:fw:{apart}", "(\xc0Ci\xf9\x02\x03", windowKey(KeyName(DefaultPrefix, algorithms.FixedWindow, "apart"), now.UnixMilli()-now.UnixMilli()%60_000+60_000)},
 	} {
 		t.Run(tc.alg.String()+" apart", func(t *testing.T) {
 			if err := c.Set(ctx, tc.key, tc.old, time.Hour).Err(); err != nil {

@@ -4,23 +4,26 @@
 -- decideCalendar; fixed_window is its ALG function (lib.lua).
 --
 -- Each window counts in a key of its own: the state key, '#' and the
--- window's start (ms - STATE_EPOCH_MS): one integer, which a charge adds
+-- window's end (ms - STATE_EPOCH_MS): one integer, which a charge adds
 -- to with INCRBY (taken back when it does not fit) and whose expiry, the
--- window's end plus keep, is set by the charge that creates it. A
+-- window's end plus keep, is set by the charge that creates it. As the
+-- name holds the end, the expiry is right whichever limit created the
+-- key: windows of two periods that end together share a count, and a
+-- period change that moves the end starts the count afresh. A
 -- calendar limit's window is [b1, b2) (decided at b1 for a now before
 -- it) or [b2, b3); a now at or past b3 is out of range: a charge is
 -- denied with retry 1000 ms (a debt: all unrecorded), nothing written.
 
--- WIN[start] is the key suffix of the window starting at start, made
--- once per window; forgotten 4,096 windows on.
+-- WIN[stop] is the key suffix of the window ending at stop, made once
+-- per window; forgotten 4,096 windows on.
 local WIN, WIN_N = {}, 0
 
-local function window_suffix(start)
+local function window_suffix(stop)
   if WIN_N >= 4096 then
     WIN, WIN_N = {}, 0
   end
-  local s = '#' .. (start - STATE_EPOCH_MS)
-  WIN[start], WIN_N = s, WIN_N + 1
+  local s = '#' .. (stop - STATE_EPOCH_MS)
+  WIN[stop], WIN_N = s, WIN_N + 1
   return s
 end
 
@@ -53,7 +56,7 @@ local function fixed_window(key, requests, w, _, cost, flags, now, keep, undo, b
     start = now - r
     stop = start + w
   end
-  local wkey = key .. (WIN[start] or window_suffix(start))
+  local wkey = key .. (WIN[stop] or window_suffix(stop))
   local allowed, retry, unrecorded, count = 1, 0, 0, 0
   local write = flags % 2 == 0
   if cost > 0 and not debt and write then
