@@ -26,9 +26,17 @@ build: ## build bin/floodgate (static, no cgo)
 
 test: ## run every test (installs and starts the Redis it needs), race detector on
 	bash scripts/ensure-test-deps.sh
-	$(MAKE) --no-print-directory lint check-generate
-	$(GO) test -race -count=1 -timeout 15m $(PKG)
-	@set -e; for m in $(SUBMODULES); do echo "cd $$m && go test ./..."; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
+	@# The lint and the submodules' tests run beside the product's tests,
+	@# whose last minutes (the e2e package's tests, one after another) leave
+	@# a core idle; their output follows the product's, and any failure fails
+	@# the target.
+	@tmp=$$(mktemp -d); \
+	( $(MAKE) --no-print-directory lint check-generate >$$tmp/lint.log 2>&1; echo $$? >$$tmp/lint.rc ) & \
+	for m in $(SUBMODULES); do ( cd $$m && $(GO) test -race -count=1 -timeout 15m ./... >$$tmp/$$m.log 2>&1; echo $$? >$$tmp/$$m.rc ) & done; \
+	echo "go test -race -count=1 -timeout 15m $(PKG)"; \
+	$(GO) test -race -count=1 -timeout 15m $(PKG); rc=$$?; wait; \
+	for j in lint $(SUBMODULES); do echo "== $$j"; cat $$tmp/$$j.log; [ "$$(cat $$tmp/$$j.rc)" = 0 ] || { echo "== $$j failed"; rc=1; }; done; \
+	rm -rf $$tmp; exit $$rc
 
 test-short: ## the inner loop: go test -short (pure and in-process tests; no Redis, no binaries built), under a minute
 	$(GO) test -short -count=1 $(PKG)
