@@ -328,7 +328,7 @@ func (r explainReport) writeText(w io.Writer) {
 		} else {
 			fmt.Fprintf(w, "  matches %s at %s: %s", b.Bucket.Name, b.Bucket.Source, b.Action)
 			if b.Bucket.Rate != nil {
-				fmt.Fprintf(w, ", %s", rateText(*b.Bucket.Rate))
+				fmt.Fprintf(w, ", %s", b.Bucket.Rate.Text())
 			}
 			fmt.Fprintln(w)
 		}
@@ -350,18 +350,7 @@ func limitText(v configview.RuleView) string {
 	}
 	if a, err := algorithms.ParseAlgorithm(v.Algorithm); err == nil && a.Facts().Waits {
 		// Envoy cannot hold a request: the no-wait mode (algorithms.NoWait).
-		return rateText(v.RateView) + " (through Envoy: admits only what may start now, no queue)"
+		return v.RateView.Text() + " (through Envoy: admits only what may start now, no queue)"
 	}
-	return rateText(v.RateView)
-}
-
-func rateText(r configview.RateView) string {
-	s := fmt.Sprintf("%d per %s, %s", r.Requests, r.Period, r.Algorithm)
-	if r.TimeZone != "" {
-		s = fmt.Sprintf("%d per %s in %s, %s", r.Requests, r.Period, r.TimeZone, r.Algorithm)
-	}
-	if r.Burst > 0 {
-		s += fmt.Sprintf(", burst %d", r.Burst)
-	}
-	return s
+	return v.RateView.Text()
 }

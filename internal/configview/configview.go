@@ -6,6 +6,7 @@ package configview
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -61,18 +62,33 @@ func NewRuleView(l *rules.Limit) RuleView {
 		Replaces: l.Replaces,
 	}
 	if !l.Unlimited {
-		v.RateView = newRateView(l.Rate)
+		v.RateView = NewRateView(l.Rate)
 		v.WarnAt, v.WarnAtUnits = l.Warn.String(), l.Warn.At(l.Rate.Capacity())
 	}
 	return v
 }
 
-func newRateView(r algorithms.Limit) RateView {
+// NewRateView is the view of r.
+func NewRateView(r algorithms.Limit) RateView {
 	v := RateView{Algorithm: r.Algorithm.String(), Requests: r.Requests, Period: r.Period.String(), Burst: r.Burst}
 	if r.Calendar != algorithms.NoCalendar {
 		v.Period, v.TimeZone = "calendar_"+r.Calendar.String(), r.Location.String() // a nil Location is UTC
 	}
 	return v
+}
+
+// Text is how the rate reads: "100 per 1m0s, token_bucket, burst 10", or
+// for a calendar period "10000 per calendar_month in Asia/Jakarta,
+// fixed_window".
+func (r RateView) Text() string {
+	s := fmt.Sprintf("%d per %s, %s", r.Requests, r.Period, r.Algorithm)
+	if r.TimeZone != "" {
+		s = fmt.Sprintf("%d per %s in %s, %s", r.Requests, r.Period, r.TimeZone, r.Algorithm)
+	}
+	if r.Burst > 0 {
+		s += fmt.Sprintf(", burst %d", r.Burst)
+	}
+	return s
 }
 
 // QuotaBucketView is one quota_buckets entry.
@@ -90,7 +106,7 @@ type QuotaBucketView struct {
 func NewQuotaBucketView(q *rules.QuotaBucket) QuotaBucketView {
 	v := QuotaBucketView{Name: q.Name, ID: q.ID, BucketID: q.Keys(), Action: q.Action.String(), Source: q.Source}
 	if q.Limit != nil {
-		r := newRateView(q.Limit.Rate)
+		r := NewRateView(q.Limit.Rate)
 		v.Rate = &r
 	}
 	return v
@@ -157,7 +173,7 @@ func New(c *rules.Set) ConfigView {
 	for _, p := range c.Policies() {
 		pv := PolicyView{
 			Name:        p.Name,
-			RateView:    newRateView(p.Rate),
+			RateView:    NewRateView(p.Rate),
 			FailureMode: p.FailureMode.String(), ShadowMode: p.ShadowMode,
 			Source: c.PolicySource(p.Name),
 		}

@@ -10,7 +10,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/floodgate/floodgate/algorithms"
 )
 
 // DefaultK is how many keys per rule a Query returns when it says none.
@@ -348,21 +347,4 @@ func Printable(b []byte, truncated bool) string {
 		sb.WriteString("…")
 	}
 	return sb.String()
-}
-
-// rateText is how a rule's rate reads: "100 per 1m0s, NAME, burst 10",
-// NAME the algorithm's.
-func rateText(r algorithms.Limit) string {
-	period := r.Period.String()
-	if r.Calendar != algorithms.NoCalendar {
-		period = "calendar " + r.Calendar.String()
-		if r.Location != nil {
-			period += " in " + r.Location.String()
-		}
-	}
-	s := fmt.Sprintf("%d per %s, %s", r.Requests, period, r.Algorithm)
-	if r.Burst > 0 {
-		s += fmt.Sprintf(", burst %d", r.Burst)
-	}
-	return s
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
+	"github.com/floodgate/floodgate/internal/configview"
 	"github.com/floodgate/floodgate/internal/rules"
 )
 
@@ -126,9 +127,9 @@ func (t *Tracker) ObserveCheck(now time.Time, policy string, shadow bool, rate a
 	}
 	tb := t.table(now, rh, func() ruleInfo {
 		if policy != "" {
-			return ruleInfo{kind: KindPolicy, name: policy, shadow: shadow, limit: rateText(rate)}
+			return ruleInfo{kind: KindPolicy, name: policy, shadow: shadow, limit: configview.NewRateView(rate).Text()}
 		}
-		return ruleInfo{kind: KindInline, name: "inline " + rateText(rate), limit: rateText(rate)}
+		return ruleInfo{kind: KindInline, name: "inline " + configview.NewRateView(rate).Text(), limit: configview.NewRateView(rate).Text()}
 	})
 	observe(tb, now, checkKey{seed: t.seed, key: key}, cost, allowed)
 }
@@ -148,7 +149,7 @@ func (t *Tracker) ObserveEnvoy(now time.Time, l *rules.Limit, entries []rules.En
 		case l.DenyAll:
 			info.limit = "0 (deny all)"
 		default:
-			info.limit = rateText(l.Rate)
+			info.limit = configview.NewRateView(l.Rate).Text()
 		}
 		return info
 	})
