@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
-
 )
 
 // DefaultK is how many keys per rule a Query returns when it says none.
