@@ -152,7 +152,7 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	if units := merge(calls); len(units) == 1 {
 		units[0].split(s.fcall(ctx, s.lib.decide, units[0].keys, units[0].args...))
 	} else {
-		cmds := s.lib.pipeline(ctx, s.client, s.lib.decide, len(units), func(i int) ([]string, []any) { return units[i].keys, units[i].args })
+		cmds := s.pipeline(ctx, s.lib.decide, len(units), func(i int) ([]string, []any) { return units[i].keys, units[i].args })
 		for i, cmd := range cmds {
 			reply, err := cmd.Result()
 			units[i].split(reply, fcallErr(err))

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,10 +24,7 @@ import (
 // TTL). Expiry uses the caller's clock: replicas' clocks must agree to
 // well under a report's TTL.
 type Demand struct {
-	client  redis.UniversalClient
-	prefix  string
-	timeout time.Duration
-	lib     library
+	s *Store // its client, prefix, timeout and library; it never batches
 }
 
 var _ store.DemandStore = (*Demand)(nil)
@@ -37,17 +33,11 @@ var _ store.DemandStore = (*Demand)(nil)
 // means DefaultPrefix) and per-call timeout (0 means DefaultTimeout). The
 // caller keeps ownership of client.
 func NewDemand(client redis.UniversalClient, prefix string, timeout time.Duration) (*Demand, error) {
-	if client == nil {
-		return nil, errors.New("redisstore: nil client")
-	}
-	prefix, err := checkPrefix(prefix)
+	s, err := New(client, Config{Prefix: prefix, Timeout: max(timeout, 0), BatchMaxSize: 1})
 	if err != nil {
 		return nil, err
 	}
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	return &Demand{client: client, prefix: prefix, timeout: timeout, lib: newLibrary()}, nil
+	return &Demand{s}, nil
 }
 
 // demandKey is the hash of one budget; key is its hash tag.
@@ -55,7 +45,7 @@ func (d *Demand) demandKey(key string) (string, error) {
 	if strings.ContainsAny(key, "{}") {
 		return "", fmt.Errorf("redisstore: demand key %q: %w: braces would move the hash tag", key, store.ErrInvalid)
 	}
-	return d.prefix + "qd:{" + key + "}", nil
+	return d.s.cfg.Prefix + "qd:{" + key + "}", nil
 }
 
 // ReportDemand implements store.DemandStore: one script call per report,
@@ -78,10 +68,10 @@ func (d *Demand) ReportDemand(ctx context.Context, now time.Time, reports []stor
 		}
 		keys[i] = k
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.s.cfg.Timeout)
 	defer cancel()
 	nowMs := now.UnixMilli()
-	cmds := d.lib.pipeline(ctx, d.client, d.lib.demand, len(reports), func(i int) ([]string, []any) {
+	cmds := d.s.pipeline(ctx, d.s.lib.demand, len(reports), func(i int) ([]string, []any) {
 		r := reports[i]
 		return keys[i : i+1], []any{r.Reporter, max(r.MilliRPS, 0), nowMs, max(r.TTL.Milliseconds(), 1)}
 	})
@@ -104,9 +94,9 @@ func (d *Demand) ForgetDemand(ctx context.Context, key, reporter string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.s.cfg.Timeout)
 	defer cancel()
-	if _, err := d.lib.fcall(ctx, d.client, d.lib.forget, []string{k}, reporter); err != nil {
+	if _, err := d.s.fcall(ctx, d.s.lib.forget, []string{k}, reporter); err != nil {
 		return fmt.Errorf("redisstore: forget demand: %w: %w", store.ErrUnavailable, err)
 	}
 	return nil

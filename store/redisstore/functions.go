@@ -9,6 +9,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,14 +31,10 @@ type library struct {
 // libraryFunctions are the drivers, Redis' <name>_<function>.
 var libraryFunctions = []string{"decide", "settle", "demand", "forget"}
 
-// newLibrary is the library of this tree's scripts.
-func newLibrary() library {
-	return buildLibrary(luaSource())
-}
-
-// buildLibrary is the library of the Lua src, which defines
-// libraryFunctions; its name hashes the source with the name left out.
-func buildLibrary(src string) library {
+// newLibrary is the library of the Lua src (luaSource in a Store), which
+// defines libraryFunctions; its name hashes the source with the name left
+// out.
+func newLibrary(src string) library {
 	sum := sha1.Sum([]byte(librarySource("", src)))
 	name := "floodgate_" + hex.EncodeToString(sum[:])[:12]
 	return library{name: name, src: librarySource(name, src),
@@ -74,13 +71,13 @@ func functionMissing(err error) bool {
 	return redis.HasErrorPrefix(err, "Function not found") // HasErrorPrefix drops "ERR "
 }
 
-// loadOn loads the library on client's Redis: on every master of a
+// loadLibrary loads s's library on its Redis: on every master of a
 // cluster (a call goes to its slot's master, which may be any of them).
 // The error is the load's own (READONLY from a replica, a timeout, a
 // Redis without functions), which says more than a missing function.
-func (l *library) loadOn(ctx context.Context, client redis.UniversalClient) error {
-	if err := onMasters(ctx, client, l.load); err != nil {
-		return fmt.Errorf("loading the function library %s: %w", l.name, fcallErr(err))
+func (s *Store) loadLibrary(ctx context.Context) error {
+	if err := onMasters(ctx, s.client, s.lib.load); err != nil {
+		return fmt.Errorf("loading the function library %s: %w", s.lib.name, fcallErr(err))
 	}
 	return nil
 }
@@ -94,17 +91,17 @@ func onMasters(ctx context.Context, client redis.UniversalClient, fn func(contex
 	return fn(ctx, client)
 }
 
-// fcall runs the library's function fn on client with keys and args,
-// loading the library first when Redis lacks it.
-func (l *library) fcall(ctx context.Context, client redis.UniversalClient, fn string, keys []string, args ...any) (any, error) {
-	reply, err := client.FCall(ctx, fn, keys, args...).Result()
+// fcall runs the function fn of s's library with keys and args, loading
+// the library first when Redis lacks it.
+func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any) (any, error) {
+	reply, err := s.client.FCall(ctx, fn, keys, args...).Result()
 	if !functionMissing(err) {
 		return reply, fcallErr(err)
 	}
-	if err := l.loadOn(ctx, client); err != nil {
+	if err := s.loadLibrary(ctx); err != nil {
 		return nil, err
 	}
-	reply, err = client.FCall(ctx, fn, keys, args...).Result()
+	reply, err = s.client.FCall(ctx, fn, keys, args...).Result()
 	return reply, fcallErr(err)
 }
 
@@ -117,44 +114,35 @@ func fcallErr(err error) error {
 	return err
 }
 
-// fcall runs the function fn of s's library with keys and args.
-func (s *Store) fcall(ctx context.Context, fn string, keys []string, args ...any) (any, error) {
-	return s.lib.fcall(ctx, s.client, fn, keys, args...)
-}
-
 // pipeline runs n calls of the function fn in one pipeline (go-redis
 // splits it per cluster node, nodes in parallel), call i's keys and args
 // from arg, and those Redis answered with a missing function again, once,
 // after loading the library. Errors are per command.
-func (l *library) pipeline(ctx context.Context, client redis.UniversalClient, fn string, n int, arg func(i int) ([]string, []any)) []*redis.Cmd {
+func (s *Store) pipeline(ctx context.Context, fn string, n int, arg func(i int) ([]string, []any)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, n)
-	send := func(idx []int) {
-		pipe := client.Pipeline()
-		for _, i := range idx {
-			keys, args := arg(i)
-			cmds[i] = pipe.FCall(ctx, fn, keys, args...)
+	missing := func(c *redis.Cmd) bool { return c == nil || functionMissing(c.Err()) }
+	send := func() { // the calls not sent yet or answered with a missing function
+		pipe := s.client.Pipeline()
+		for i, c := range cmds {
+			if missing(c) {
+				keys, args := arg(i)
+				cmds[i] = pipe.FCall(ctx, fn, keys, args...)
+			}
 		}
 		_, _ = pipe.Exec(ctx)
 	}
-	var all, missing []int
-	for i := range n {
-		all = append(all, i)
-	}
-	send(all)
-	for i, c := range cmds {
-		if functionMissing(c.Err()) {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) == 0 {
+	send()
+	if !slices.ContainsFunc(cmds, missing) {
 		return cmds
 	}
-	if err := l.loadOn(ctx, client); err != nil {
-		for _, i := range missing {
-			cmds[i].SetErr(err)
+	if err := s.loadLibrary(ctx); err != nil {
+		for _, c := range cmds {
+			if missing(c) {
+				c.SetErr(err)
+			}
 		}
 		return cmds
 	}
-	send(missing)
+	send()
 	return cmds
 }

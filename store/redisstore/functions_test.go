@@ -37,7 +37,7 @@ func (f luaScript) Run(ctx context.Context, c redis.Cmdable, keys []string, args
 }
 
 var (
-	testLib   = newLibrary()
+	testLib   = newLibrary(luaSource())
 	decideLua = luaScript{&testLib, testLib.decide}
 	settleLua = luaScript{&testLib, testLib.settle}
 )
@@ -156,7 +156,7 @@ func TestFunctionFlush(t *testing.T) {
 func TestLibraryVersions(t *testing.T) {
 	srv := redistest.StartServer(t)
 	admin := srv.Client()
-	other := buildLibrary(luaSource() + "\n-- another version\n")
+	other := newLibrary(luaSource() + "\n-- another version\n")
 	if other.name == testLib.name || !strings.HasPrefix(other.name, "floodgate_") || len(other.name) != len("floodgate_")+12 {
 		t.Fatalf("names %q and %q: want two floodgate_<12 hex>", testLib.name, other.name)
 	}

@@ -68,22 +68,18 @@ func plain(c byte) bool {
 	return c > ' ' && c < 0x7f && c != '{' && c != '}' && c != '%' && c != '#'
 }
 
-// redisStateKey is the Redis key holding key's state under alg, in the scope
-// "" (the Envoy API's keys).
-func redisStateKey(prefix string, alg algorithms.Algorithm, tag string) string {
-	return prefix + alg.Facts().Redis + ":{" + tag + "}"
-}
-
 // stateKey is the Redis key holding key's state under alg in scope:
-// redisStateKey, then, unless scope is "", ':' and the scope escaped like a
-// hash tag. The scope comes after the closing brace, so every scope of a
-// key is in the key's Slot, and a tag (which holds no braces) cannot run
-// into it: distinct (key, scope) pairs never share a Redis key.
+// <prefix><algorithm>:{<tag>}, then, unless scope is "", ':' and the scope
+// escaped like a hash tag. The scope comes after the closing brace, so
+// every scope of a key is in the key's Slot, and a tag (which holds no
+// braces) cannot run into it: distinct (key, scope) pairs never share a
+// Redis key.
 func stateKey(prefix string, alg algorithms.Algorithm, tag, scope string) string {
+	k := prefix + alg.Facts().Redis + ":{" + tag + "}"
 	if scope == "" {
-		return redisStateKey(prefix, alg, tag)
+		return k
 	}
-	return redisStateKey(prefix, alg, tag) + ":" + hashTag(scope)
+	return k + ":" + hashTag(scope)
 }
 
 // scopesPattern is the SCAN MATCH pattern of key's keys in every
@@ -93,7 +89,7 @@ func scopesPattern(prefix string, alg algorithms.Algorithm, tag string) string {
 	if alg == algorithms.Unspecified {
 		return globEscape(prefix) + "*:{" + globEscape(tag) + "}:*"
 	}
-	return globEscape(redisStateKey(prefix, alg, tag)) + ":*"
+	return globEscape(stateKey(prefix, alg, tag, "")) + ":*"
 }
 
 // globEscape escapes the characters Redis' glob patterns treat specially.

@@ -42,8 +42,8 @@ func TestHashTag(t *testing.T) {
 			t.Errorf("hashTag(%q) = %q, want %q", tc.key, got, tc.want)
 		}
 	}
-	if got := redisStateKey("fg:", algorithms.SlidingWindowLog, hashTag("{a}")); got != "fg:swl2:{%7Ba%7D}" {
-		t.Errorf("redisStateKey = %q", got)
+	if got := stateKey("fg:", algorithms.SlidingWindowLog, hashTag("{a}"), ""); got != "fg:swl2:{%7Ba%7D}" {
+		t.Errorf("stateKey = %q", got)
 	}
 }
 
@@ -79,7 +79,7 @@ func TestHashTagInjective(t *testing.T) {
 func BenchmarkHashTag(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = redisStateKey("fg:", algorithms.TokenBucket, hashTag("tenant-1/user:12345"))
+		_ = stateKey("fg:", algorithms.TokenBucket, hashTag("tenant-1/user:12345"), "")
 	}
 }
 

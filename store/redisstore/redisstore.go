@@ -132,10 +132,10 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	var err error
-	if cfg.Prefix, err = checkPrefix(cfg.Prefix); err != nil {
-		return nil, err
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}' (they would move the hash tag)", cfg.Prefix)
 	}
+	cfg.Prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	cfg.BatchMaxSize = cmp.Or(cfg.BatchMaxSize, DefaultBatchMaxSize)
 	cfg.BatchPipelines = cmp.Or(cfg.BatchPipelines, DefaultBatchPipelines)
@@ -147,7 +147,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		client:  client,
 		cluster: cluster,
 		cfg:     cfg,
-		lib:     newLibrary(),
+		lib:     newLibrary(luaSource()),
 	}
 	if cfg.ClientTime {
 		s.keepMs = clientTimeKeep.Milliseconds()
@@ -156,15 +156,6 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchPipelines, cfg.BatchMaxWait)
 	}
 	return s, nil
-}
-
-// checkPrefix is prefix, DefaultPrefix if "", or an error if it holds a
-// brace, which would move the hash tag.
-func checkPrefix(prefix string) (string, error) {
-	if strings.ContainsAny(prefix, "{}") {
-		return "", fmt.Errorf("redisstore: prefix %q must not contain '{' or '}' (they would move the hash tag)", prefix)
-	}
-	return cmp.Or(prefix, DefaultPrefix), nil
 }
 
 // header is the header of a call made at now: Redis' clock unless
