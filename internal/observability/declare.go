@@ -39,27 +39,3 @@ func (d Declarer) GaugeVec(name, help string, labels ...string) *prometheus.Gaug
 func (d Declarer) HistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	return d.f.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }
-
-// registerBoth registers on two registries: the caller's and, when it
-// cannot be gathered, a registry of the metrics' own for their handler.
-type registerBoth struct{ a, b prometheus.Registerer }
-
-func (r registerBoth) Register(c prometheus.Collector) error {
-	if err := r.a.Register(c); err != nil {
-		return err
-	}
-	return r.b.Register(c)
-}
-
-func (r registerBoth) MustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		if err := r.Register(c); err != nil {
-			panic(err)
-		}
-	}
-}
-
-func (r registerBoth) Unregister(c prometheus.Collector) bool {
-	a := r.a.Unregister(c)
-	return r.b.Unregister(c) && a
-}

@@ -92,66 +92,6 @@ func value(m *dto.Metric) float64 {
 	return -1
 }
 
-// TestRegisterBoth: a collector is registered on both registries; a
-// refusal by either is Register's error and MustRegister's panic;
-// Unregister removes it from both.
-func TestRegisterBoth(t *testing.T) {
-	a, b := prometheus.NewRegistry(), prometheus.NewRegistry()
-	r := registerBoth{a, b}
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "t_both", Help: "both"})
-	r.MustRegister(c)
-	for name, g := range map[string]prometheus.Gatherer{"first": a, "second": b} {
-		if fams, err := g.Gather(); err != nil || len(fams) != 1 || fams[0].GetName() != "t_both" {
-			t.Fatalf("%s registry: %v, %v; want t_both", name, fams, err)
-		}
-	}
-
-	dup := prometheus.NewCounter(prometheus.CounterOpts{Name: "t_both", Help: "both"})
-	if err := r.Register(dup); err == nil {
-		t.Error("Register of a duplicate: no error")
-	}
-	first := prometheus.NewCounter(prometheus.CounterOpts{Name: "t_first", Help: "first"})
-	if err := a.Register(first); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Register(prometheus.NewCounter(prometheus.CounterOpts{Name: "t_first", Help: "first"})); err == nil {
-		t.Error("Register refused by the first registry: no error")
-	}
-	if fams, _ := b.Gather(); len(fams) != 1 {
-		t.Errorf("the second registry holds %d families after the first refused one, want 1", len(fams))
-	}
-	other := prometheus.NewCounter(prometheus.CounterOpts{Name: "t_other", Help: "other"})
-	if err := b.Register(other); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Register(other); err == nil {
-		t.Error("Register refused by the second registry: no error")
-	}
-	func() {
-		defer func() {
-			if p := recover(); p == nil {
-				t.Error("MustRegister of a duplicate: no panic")
-			}
-		}()
-		r.MustRegister(dup)
-	}()
-
-	if !r.Unregister(c) {
-		t.Error("Unregister of a registered collector: false")
-	}
-	for name, g := range map[string]prometheus.Gatherer{"first": a, "second": b} {
-		fams, _ := g.Gather()
-		for _, f := range fams {
-			if f.GetName() == "t_both" {
-				t.Errorf("%s registry still holds t_both after Unregister", name)
-			}
-		}
-	}
-	if r.Unregister(c) {
-		t.Error("Unregister of a collector neither holds: true")
-	}
-}
-
 // TestMetricsDeclared: floodgate's own metrics (the gRPC middleware's
 // aside) are, names and labels, those the Metrics doc lists; its
 // histograms have their buckets.

@@ -155,19 +155,17 @@ type decisionSeries struct {
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: a fresh
-// registry). Handler serves reg when it is a prometheus.Gatherer, else
-// these metrics alone. It panics, as prometheus.MustRegister does, when
-// reg already holds them: call it once, at startup.
+// registry). Handler serves reg when it is a prometheus.Gatherer (a
+// *prometheus.Registry is), else nothing. It panics, as
+// prometheus.MustRegister does, when reg already holds them: call it
+// once, at startup.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{nDetails: map[ruleKey]int{}}
+	m := &Metrics{nDetails: map[ruleKey]int{}, gatherer: prometheus.Gatherers{}}
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
-	} else {
-		own := prometheus.NewRegistry()
-		reg, m.gatherer = registerBoth{reg, own}, own
 	}
 	d := DeclareOn(reg)
 	m.decisions = d.CounterVec("floodgate_decisions_total",

@@ -266,30 +266,6 @@ func TestInstrumentStore(t *testing.T) {
 	}
 }
 
-// TestMetricsNotGatherer: a Registerer that cannot be gathered still gets
-// a working Handler.
-func TestMetricsNotGatherer(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := observability.NewMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"replica": "a"}, reg))
-	m.ObserveDenyCacheHits(2)
-	if got, ok := sample(scrape(t, m.Handler()), "floodgate_deny_cache_hits_total", nil); !ok || got != 2 {
-		t.Fatalf("own handler: got %v (present %v), want 2", got, ok)
-	}
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, f := range fams {
-		if f.GetName() == "floodgate_deny_cache_hits_total" {
-			found = true
-		}
-	}
-	if !found {
-		t.Fatal("the wrapped registry lacks the metrics")
-	}
-}
-
 // TestDecisionSeriesNewRuleCountable: past a cap of
 // 10,000 label sets, new rules were counted as "_overflow" until restart.
 // Rule names come from the config, which bounds them: every rule keeps a
