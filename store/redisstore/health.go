@@ -25,21 +25,9 @@ type misconfigError struct{ msg string }
 func (e *misconfigError) Error() string { return e.msg }
 func (e *misconfigError) Unwrap() error { return store.ErrMisconfigured }
 
-// mode is how the client reaches Redis: ModeCluster for a cluster client,
-// else Config.Mode (standalone when empty).
-func (s *Store) mode() string {
-	switch {
-	case s.cluster:
-		return ModeCluster
-	case s.cfg.Mode == ModeSentinel:
-		return ModeSentinel
-	}
-	return ModeStandalone
-}
-
 // addr is the address of a standalone client's server, for messages.
 func (s *Store) addr() string {
-	if c, ok := s.client.(*redis.Client); ok && s.mode() == ModeStandalone {
+	if c, ok := s.client.(*redis.Client); ok && s.cfg.Mode == ModeStandalone {
 		return c.Options().Addr
 	}
 	return "the Redis server"
@@ -60,7 +48,8 @@ func (s *Store) CheckServer(ctx context.Context) error {
 	return nil
 }
 
-// checkServer is CheckServer; scripting false skips the scripting probe.
+// checkServer is CheckServer; scripting false skips the scripting probe
+// (a cluster client's masters are only pinged).
 func (s *Store) checkServer(ctx context.Context, scripting bool) error {
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
@@ -72,40 +61,28 @@ func (s *Store) checkServer(ctx context.Context, scripting bool) error {
 	clus := pipe.Info(ctx, "cluster")
 	if _, err := pipe.Exec(ctx); err != nil {
 		var rerr redis.Error
-		if !errors.As(err, &rerr) || (s.misconfigured(err) && !redis.HasErrorPrefix(err, "NOPERM")) {
+		if !errors.As(err, &rerr) || (s.misconfigured(err) != "" && !redis.HasErrorPrefix(err, "NOPERM")) {
 			return err
 		}
 		// INFO refused (ACL, renamed command): nothing to check but PING.
 		if err := s.client.Ping(ctx).Err(); err != nil {
 			return err
 		}
-		return s.checkScripting(ctx, scripting)
-	}
-	if err := s.checkScripting(ctx, scripting); err != nil {
-		return err
-	}
-	if infoField(clus.Val(), "cluster_enabled") == "1" {
-		return &misconfigError{fmt.Sprintf("%s is a Redis Cluster node (INFO: cluster_enabled:1), but --redis-mode is %s: run floodgate with --redis-mode cluster", s.addr(), s.mode())}
-	}
-	if s.mode() == ModeStandalone && infoField(repl.Val(), "role") == "slave" {
+	} else if infoField(clus.Val(), "cluster_enabled") == "1" {
+		return &misconfigError{fmt.Sprintf("%s is a Redis Cluster node (INFO: cluster_enabled:1), but --redis-mode is %s: run floodgate with --redis-mode cluster", s.addr(), s.cfg.Mode)}
+	} else if s.cfg.Mode == ModeStandalone && infoField(repl.Val(), "role") == "slave" {
 		master := net.JoinHostPort(infoField(repl.Val(), "master_host"), infoField(repl.Val(), "master_port"))
 		return &misconfigError{fmt.Sprintf("%s is a read-only replica of %s (INFO: role:slave): point --redis-url at the master (%s), or use --redis-mode sentinel", s.addr(), master, master)}
 	}
-	return nil
-}
-
-// checkScripting runs the library's probe, which touches no key and
-// answers "OK" (loading the library if Redis lacks it): NOPERM (an ACL
-// that forbids the functions) and a Redis without functions are
-// misconfigurations; the probe answers no error, so health checks leave
-// INFO errorstats alone. It checks nothing unless scripting.
-func (s *Store) checkScripting(ctx context.Context, scripting bool) error {
 	if !scripting {
 		return nil
 	}
+	// The scripting probe touches no key and answers "OK" (loading the
+	// library if Redis lacks it): NOPERM (an ACL that forbids the
+	// functions) and a Redis without functions are misconfigurations; the
+	// probe answers no error, so health checks leave INFO errorstats alone.
 	_, err := s.fcall(ctx, s.lib.probe, nil)
-	var me *misconfigError
-	if redis.HasErrorPrefix(err, "NOPERM") || errors.As(err, &me) {
+	if _, ok := errors.AsType[*misconfigError](err); ok || redis.HasErrorPrefix(err, "NOPERM") {
 		return err
 	}
 	return nil
@@ -140,22 +117,30 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// misconfigured reports whether err means Redis cannot decide in the
-// client's mode, whatever happens next: refused credentials or rights
-// (NOAUTH, WRONGPASS, NOPERM); cluster redirections and slot errors
-// reaching a standalone or sentinel client; READONLY reaching a
+// misconfigured is the fix for err when err means Redis cannot decide in
+// the client's mode, whatever happens next, and "" when it does not:
+// refused credentials or rights (NOAUTH, WRONGPASS, NOPERM); a cluster
+// client on a server without cluster support; READONLY reaching a
 // standalone client (under Sentinel a replica answers it for a moment
-// during a failover); a cluster client on a server without cluster
-// support.
-func (s *Store) misconfigured(err error) bool {
-	prefixes := []string{"NOAUTH", "WRONGPASS", "NOPERM"}
-	switch s.mode() {
-	case ModeCluster:
-		return hasPrefix(err, prefixes...) || strings.Contains(err.Error(), "cluster support disabled")
-	case ModeStandalone:
-		prefixes = append(prefixes, "READONLY")
+// during a failover); cluster redirections and slot errors reaching a
+// standalone or sentinel client.
+func (s *Store) misconfigured(err error) string {
+	cluster := s.cfg.Mode == ModeCluster
+	switch {
+	case redis.HasErrorPrefix(err, "NOAUTH"):
+		return s.addr() + " needs a password: put it in --redis-password-file (or in --redis-url, set by $FLOODGATE_REDIS_URL)"
+	case redis.HasErrorPrefix(err, "WRONGPASS"):
+		return s.addr() + " refused the user name or password: fix the password in --redis-password-file (or --redis-url) and the user in --redis-url"
+	case redis.HasErrorPrefix(err, "NOPERM"):
+		return s.addr() + " refused a command or key to floodgate's Redis user: grant it scripts and the keys under --redis-prefix (ACL SETUSER <user> +@scripting +ping +info ~<prefix>*)"
+	case cluster && strings.Contains(err.Error(), "cluster support disabled"):
+		return "Redis is not a Redis Cluster: run floodgate with --redis-mode standalone (or sentinel)"
+	case s.cfg.Mode == ModeStandalone && redis.HasErrorPrefix(err, "READONLY"):
+		return s.addr() + " is a read-only replica: point --redis-url at its master, or use --redis-mode sentinel"
+	case !cluster && hasPrefix(err, "MOVED", "ASK", "CROSSSLOT", "CLUSTERDOWN"):
+		return s.addr() + " is a Redis Cluster node: run floodgate with --redis-mode cluster"
 	}
-	return hasPrefix(err, append(prefixes, "MOVED", "ASK", "CROSSSLOT", "CLUSTERDOWN")...)
+	return ""
 }
 
 // hasPrefix reports whether err is a Redis answer starting with one of
@@ -169,23 +154,6 @@ func hasPrefix(err error, prefixes ...string) bool {
 	return false
 }
 
-// misconfiguredHint is the fix for an answer misconfigured accepted.
-func (s *Store) misconfiguredHint(err error) string {
-	switch {
-	case redis.HasErrorPrefix(err, "NOAUTH"):
-		return s.addr() + " needs a password: put it in --redis-password-file (or in --redis-url, set by $FLOODGATE_REDIS_URL)"
-	case redis.HasErrorPrefix(err, "WRONGPASS"):
-		return s.addr() + " refused the user name or password: fix the password in --redis-password-file (or --redis-url) and the user in --redis-url"
-	case redis.HasErrorPrefix(err, "NOPERM"):
-		return s.addr() + " refused a command or key to floodgate's Redis user: grant it scripts and the keys under --redis-prefix (ACL SETUSER <user> +@scripting +ping +info ~<prefix>*)"
-	case s.mode() == ModeCluster:
-		return "Redis is not a Redis Cluster: run floodgate with --redis-mode standalone (or sentinel)"
-	case redis.HasErrorPrefix(err, "READONLY"):
-		return s.addr() + " is a read-only replica: point --redis-url at its master, or use --redis-mode sentinel"
-	}
-	return s.addr() + " is a Redis Cluster node: run floodgate with --redis-mode cluster"
-}
-
 // wrap labels err from op. Answers that mean a misconfiguration wrap
 // store.ErrMisconfigured (with the fix), errors that mean Redis could not
 // be reached in time wrap store.ErrUnavailable. A cancelled parent context
@@ -194,13 +162,13 @@ func (s *Store) wrap(parent context.Context, op string, err error) error {
 	if perr := parent.Err(); perr != nil {
 		return fmt.Errorf("redisstore: %s: %w", op, perr)
 	}
-	var me *misconfigError
-	switch {
-	case errors.As(err, &me):
+	if _, ok := errors.AsType[*misconfigError](err); ok {
 		return fmt.Errorf("redisstore: %s: %w", op, err)
-	case s.misconfigured(err):
-		return fmt.Errorf("redisstore: %s: %w: %s (Redis answered %q)", op, store.ErrMisconfigured, s.misconfiguredHint(err), err.Error())
-	case unavailable(err):
+	}
+	if fix := s.misconfigured(err); fix != "" {
+		return fmt.Errorf("redisstore: %s: %w: %s (Redis answered %q)", op, store.ErrMisconfigured, fix, err.Error())
+	}
+	if unavailable(err) {
 		return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("redisstore: %s: %w", op, err)

@@ -111,13 +111,12 @@ type Config struct {
 
 // Store is a store.Store on Redis. Its methods may be called concurrently.
 type Store struct {
-	client  redis.UniversalClient
-	cluster bool
-	cfg     Config
-	lib     library // the scripts, as Redis functions
-	keepMs  int64
-	batch   *batcher   // nil when batching is disabled
-	clock   redisClock // Redis' clock against this host's (deadline.go)
+	client redis.UniversalClient
+	cfg    Config  // its zero fields set to their defaults; Mode ModeCluster for a cluster client
+	lib    library // the scripts, as Redis functions
+	keepMs int64
+	batch  *batcher   // nil when batching is disabled
+	clock  redisClock // Redis' clock against this host's (deadline.go)
 	// scripted is set by a Ping that ran the scripting probe and passed,
 	// and cleared by any Ping that fails: later Pings skip the probe, so a
 	// healthy Redis counts no script call for health checks.
@@ -142,13 +141,12 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if cfg.Timeout < 0 || cfg.BatchMaxSize < 0 || cfg.BatchPipelines < 0 {
 		return nil, errors.New("redisstore: Timeout, BatchMaxSize and BatchPipelines must not be negative")
 	}
-	_, cluster := client.(*redis.ClusterClient)
-	s := &Store{
-		client:  client,
-		cluster: cluster,
-		cfg:     cfg,
-		lib:     newLibrary(luaSource()),
+	if _, ok := client.(*redis.ClusterClient); ok {
+		cfg.Mode = ModeCluster
+	} else if cfg.Mode != ModeSentinel {
+		cfg.Mode = ModeStandalone
 	}
+	s := &Store{client: client, cfg: cfg, lib: newLibrary(luaSource())}
 	if cfg.ClientTime {
 		s.keepMs = clientTimeKeep.Milliseconds()
 	}
@@ -297,7 +295,7 @@ func (s *Store) plan(reqs []store.Request, h header, sign int64) []*call {
 	for i := range reqs {
 		r := &reqs[i]
 		tag, sl := hashTag(r.Key), 0
-		if s.cluster {
+		if s.cfg.Mode == ModeCluster {
 			sl = slot(tag)
 		}
 		var c *call
