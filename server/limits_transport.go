@@ -84,8 +84,7 @@ type Gate struct {
 	// UnaryTimeout, is read from it on the first call, when every service
 	// is registered (grpc-go refuses registrations once serving).
 	srv       atomic.Pointer[grpc.Server]
-	once      sync.Once
-	streaming map[string]bool
+	streaming func() map[string]bool
 
 	mu        sync.Mutex
 	streams   int
@@ -102,7 +101,9 @@ func NewGate(l TransportLimits) *Gate {
 	l.MaxStreamsPerClient = cmp.Or(max(l.MaxStreamsPerClient, 0), DefaultMaxStreamsPerClient)
 	l.MaxConnections = cmp.Or(max(l.MaxConnections, 0), DefaultMaxConnections)
 	l.MaxConnectionsPerClient = cmp.Or(max(l.MaxConnectionsPerClient, 0), DefaultMaxConnectionsPerClient)
-	return &Gate{limits: l, perClient: map[netip.Addr]int{}, connsPer: map[netip.Addr]int{}}
+	g := &Gate{limits: l, perClient: map[netip.Addr]int{}, connsPer: map[netip.Addr]int{}}
+	g.streaming = sync.OnceValue(g.streamingMethods)
+	return g
 }
 
 // ServerOptions are the gRPC server options of the gate: the header-list
@@ -117,24 +118,20 @@ func (g *Gate) ServerOptions() []grpc.ServerOption {
 // setServer records the server whose streaming methods get no deadline.
 func (g *Gate) setServer(srv *grpc.Server) { g.srv.Store(srv) }
 
-// isStreaming reports whether fullMethod is a streaming method of the
-// server.
-func (g *Gate) isStreaming(fullMethod string) bool {
-	g.once.Do(func() {
-		g.streaming = map[string]bool{}
-		srv := g.srv.Load()
-		if srv == nil {
-			return
-		}
+// streamingMethods are the streaming methods of the server, as
+// "/service/method".
+func (g *Gate) streamingMethods() map[string]bool {
+	out := map[string]bool{}
+	if srv := g.srv.Load(); srv != nil {
 		for svc, info := range srv.GetServiceInfo() {
 			for _, m := range info.Methods {
 				if m.IsClientStream || m.IsServerStream {
-					g.streaming["/"+svc+"/"+m.Name] = true
+					out["/"+svc+"/"+m.Name] = true
 				}
 			}
 		}
-	})
-	return g.streaming[fullMethod]
+	}
+	return out
 }
 
 // tap admits a call when its headers arrive. It authenticates (with Auth),
@@ -164,7 +161,7 @@ func (g *Gate) tap(ctx context.Context, info *tap.Info) (context.Context, error)
 	g.mu.Unlock()
 
 	cancel := context.CancelFunc(func() {})
-	if !g.isStreaming(info.FullMethodName) {
+	if !g.streaming()[info.FullMethodName] {
 		ctx, cancel = context.WithTimeout(ctx, g.limits.UnaryTimeout)
 	}
 	// The transport cancels the stream's context when the stream ends,

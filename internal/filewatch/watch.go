@@ -108,7 +108,6 @@ type Watcher[T any] struct {
 
 	stop context.CancelFunc
 	done chan struct{}
-	once sync.Once
 	err  error // of closing fsw
 }
 
@@ -192,10 +191,8 @@ func (w *Watcher[T]) Done() <-chan struct{} { return w.done }
 // Close stops watching and waits until the Watcher's goroutine has ended:
 // no callback runs after it returns. It is safe to call more than once.
 func (w *Watcher[T]) Close() error {
-	w.once.Do(func() {
-		w.stop()
-		<-w.done
-	})
+	w.stop()
+	<-w.done
 	return w.err
 }
 
