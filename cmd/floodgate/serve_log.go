@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/internal/observability"
-	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // newLogger returns serve's logger: level is debug (request logs on both
@@ -60,7 +59,10 @@ const redisLogEvery = time.Minute
 
 // quietRedisLog is go-redis' process-wide logger in serve. The breaker
 // logs an outage once; go-redis' line per failed dial is kept to one a
-// minute, each saying how many it held back.
+// minute, each saying how many it held back. A line is a WARN record with
+// msg "go-redis" and go-redis' text in "log", so that it follows the
+// server's format (--log-format json) instead of go-redis' plain
+// "redis: …" lines on stderr.
 type quietRedisLog struct {
 	log   *slog.Logger
 	now   func() time.Time
@@ -77,5 +79,5 @@ func (q *quietRedisLog) Printf(ctx context.Context, format string, v ...any) {
 	if heldBack > 0 {
 		log = log.With("held_back", heldBack)
 	}
-	redisstore.Logger{Log: log}.Printf(ctx, format, v...)
+	log.WarnContext(ctx, "go-redis", "log", strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -1,12 +1,10 @@
 package redisstore
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"regexp"
@@ -120,27 +118,18 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if cfg.SentinelMaster == "" {
 			return nil, bad("sentinel mode needs a sentinel master name")
 		}
-		q := u.Query()
-		addrs := append([]string{u.Host}, q["addr"]...)
-		q.Del("addr")
-		base := *u
-		base.RawQuery = q.Encode()
-		o, err := redis.ParseURL(base.String())
+		fo, err := redis.ParseFailoverURL(cfg.URL)
 		if err != nil {
 			return nil, bad("redis sentinel URL %s: %v", u.Redacted(), scrub(err, u))
 		}
-		fo := &redis.FailoverOptions{
-			MasterName:    cfg.SentinelMaster,
-			SentinelAddrs: addrs,
-			Username:      o.Username,
-			Password:      o.Password,
-			DB:            o.DB,
-			TLSConfig:     o.TLSConfig,
-			PoolSize:      o.PoolSize,
-			DialTimeout:   o.DialTimeout,
-			ReadTimeout:   o.ReadTimeout,
-			WriteTimeout:  o.WriteTimeout,
+		if fo.RouteByLatency || fo.RouteRandomly { // NewFailoverClient panics on them
+			return nil, bad("redis sentinel URL %s: route_by_latency and route_randomly need a failover cluster client", u.Redacted())
 		}
+		// The URL's user and password are the master's, as in the other
+		// modes; the sentinels are reached without.
+		fo.MasterName = cfg.SentinelMaster
+		fo.Username, fo.Password = fo.SentinelUsername, fo.SentinelPassword
+		fo.SentinelUsername, fo.SentinelPassword = "", ""
 		if err := (overrides{&fo.PoolSize, &fo.Password, fo.TLSConfig, &fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout}).apply(cfg); err != nil {
 			return nil, err
 		}
@@ -229,24 +218,4 @@ func scrub(err error, u *url.URL) string {
 		msg = strings.ReplaceAll(msg, p, "xxxxx")
 	}
 	return msg
-}
-
-// Logger writes go-redis' own log lines (a dial that failed, a sentinel
-// that switched masters) to a slog.Logger, at WARN with msg "go-redis",
-// so that they follow the server's format (--log-format json) instead of
-// go-redis' plain "redis: …" lines on stderr. Install it with
-// redis.SetLogger(redisstore.Logger{Log: log}); see that call for why it is
-// process-wide.
-type Logger struct {
-	// Log receives the lines; nil means slog.Default().
-	Log *slog.Logger
-}
-
-// Printf implements go-redis' logging interface.
-func (l Logger) Printf(ctx context.Context, format string, v ...any) {
-	log := l.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	log.WarnContext(ctx, "go-redis", "log", strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -29,6 +29,7 @@ func TestNewClientErrors(t *testing.T) {
 		{"unknown mode", redisstore.ClientConfig{URL: "redis://localhost:6379", Mode: "ring"}},
 		{"addr without cluster", redisstore.ClientConfig{URL: "redis://localhost:1?addr=localhost:2"}},
 		{"sentinel without master", redisstore.ClientConfig{URL: "redis://localhost:26379", Mode: "sentinel"}},
+		{"sentinel routed by latency", redisstore.ClientConfig{URL: "redis://u:" + secret + "@localhost:26379?route_by_latency=true", Mode: "sentinel", SentinelMaster: "m"}},
 		{"negative pool", redisstore.ClientConfig{URL: "redis://localhost:6379", PoolSize: -1}},
 		{"bad cluster option", redisstore.ClientConfig{URL: "redis://u:" + secret + "@localhost:1?bogus=1", Mode: "cluster"}},
 	}
@@ -83,8 +84,12 @@ func TestNewClientModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, ok := c.(*redis.Client); !ok {
+	fc, ok := c.(*redis.Client)
+	if !ok {
 		t.Fatalf("sentinel: %T, want a failover *redis.Client", c)
+	}
+	if o := fc.Options(); o.Password != secret || o.DB != 2 {
+		t.Errorf("sentinel: the master's password %q and db %d, want the URL's and 2", o.Password, o.DB)
 	}
 }
 

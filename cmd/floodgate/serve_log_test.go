@@ -1,4 +1,4 @@
-package redisstore_test
+package main
 
 import (
 	"bytes"
@@ -7,16 +7,15 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-
-	"github.com/floodgate/floodgate/store/redisstore"
+	"time"
 )
 
-// TestLoggerJSON: a go-redis line through Logger is one JSON record at
-// WARN, the text in "log".
-func TestLoggerJSON(t *testing.T) {
+// TestQuietRedisLogJSON: a go-redis line through quietRedisLog is one
+// JSON record at WARN, the text in "log".
+func TestQuietRedisLogJSON(t *testing.T) {
 	var buf bytes.Buffer
-	l := redisstore.Logger{Log: slog.New(slog.NewJSONHandler(&buf, nil))}
-	l.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v\n", 5, "dial tcp 127.0.0.1:1: connect: connection refused")
+	q := &quietRedisLog{log: slog.New(slog.NewJSONHandler(&buf, nil)), now: time.Now}
+	q.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v\n", 5, "dial tcp 127.0.0.1:1: connect: connection refused")
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 1 {
 		t.Fatalf("got %d lines: %q", len(lines), buf.String())
