@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,42 +76,59 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		}
 		return nil, bad("redis URL %s: %v", redact(cfg.URL), err)
 	}
+	shown := u.Redacted() // the URL as given, its password masked
 	switch {
 	case u.Scheme == "unix":
 		// A socket path (unix:///run/redis.sock), standalone only.
 		if u.Path == "" || (cfg.Mode != "" && cfg.Mode != ModeStandalone) {
-			return nil, bad("redis URL %s: a unix socket needs a path and mode standalone", u.Redacted())
+			return nil, bad("redis URL %s: a unix socket needs a path and mode standalone", shown)
 		}
 	case u.Scheme != "redis" && u.Scheme != "rediss":
-		return nil, bad("redis URL %s: scheme must be redis, rediss or unix, got %q", u.Redacted(), u.Scheme)
+		return nil, bad("redis URL %s: scheme must be redis, rediss or unix, got %q", shown, u.Scheme)
 	case u.Host == "":
-		return nil, bad("redis URL %s: no host", u.Redacted())
+		return nil, bad("redis URL %s: no host", shown)
 	}
 	if (cfg.TLSCAFile != "" || cfg.TLSCertFile != "" || cfg.TLSKeyFile != "") && u.Scheme != "rediss" {
-		return nil, bad("redis URL %s: TLS files need a rediss:// URL", u.Redacted())
+		return nil, bad("redis URL %s: TLS files need a rediss:// URL", shown)
 	}
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
 		return nil, bad("a Redis client certificate needs both its certificate and its key file")
 	}
+	// What cfg sets becomes the URL's own parameters (the password its
+	// user information), which each mode's go-redis parser reads.
+	q := u.Query()
+	if cfg.PoolSize > 0 {
+		q.Set("pool_size", strconv.Itoa(cfg.PoolSize))
+	}
+	for name, d := range map[string]time.Duration{"dial_timeout": cfg.DialTimeout, "read_timeout": cfg.ReadTimeout, "write_timeout": cfg.WriteTimeout} {
+		if d > 0 {
+			q.Set(name, d.String())
+		}
+	}
+	u.RawQuery = q.Encode()
+	if cfg.Password != "" {
+		u.User = url.UserPassword(u.User.Username(), cfg.Password)
+	}
+	raw := u.String()
 	switch mode := cfg.Mode; mode {
 	case "", ModeStandalone:
 		if u.Query().Has("addr") {
-			return nil, bad("redis URL %s: addr= parameters need mode cluster or sentinel", u.Redacted())
+			return nil, bad("redis URL %s: addr= parameters need mode cluster or sentinel", shown)
 		}
-		o, err := redis.ParseURL(cfg.URL)
+		o, err := redis.ParseURL(raw)
 		if err != nil {
-			return nil, bad("redis URL %s: %v", u.Redacted(), scrub(err, u))
+			return nil, bad("redis URL %s: %v", shown, scrub(err, u))
 		}
-		if err := (overrides{&o.PoolSize, &o.Password, o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout}).apply(cfg); err != nil {
+		if err := setTLS(o.TLSConfig, cfg); err != nil {
 			return nil, err
 		}
 		return redis.NewClient(o), nil
 	case ModeCluster:
-		o, err := redis.ParseClusterURL(cfg.URL)
+		o, err := redis.ParseClusterURL(raw)
 		if err != nil {
-			return nil, bad("redis cluster URL %s: %v", u.Redacted(), scrub(err, u))
+			return nil, bad("redis cluster URL %s: %v", shown, scrub(err, u))
 		}
-		if err := (overrides{&o.PoolSize, &o.Password, o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout}).apply(cfg); err != nil {
+		if err := setTLS(o.TLSConfig, cfg); err != nil {
 			return nil, err
 		}
 		return redis.NewClusterClient(o), nil
@@ -118,19 +136,19 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if cfg.SentinelMaster == "" {
 			return nil, bad("sentinel mode needs a sentinel master name")
 		}
-		fo, err := redis.ParseFailoverURL(cfg.URL)
+		fo, err := redis.ParseFailoverURL(raw)
 		if err != nil {
-			return nil, bad("redis sentinel URL %s: %v", u.Redacted(), scrub(err, u))
+			return nil, bad("redis sentinel URL %s: %v", shown, scrub(err, u))
 		}
 		if fo.RouteByLatency || fo.RouteRandomly { // NewFailoverClient panics on them
-			return nil, bad("redis sentinel URL %s: route_by_latency and route_randomly need a failover cluster client", u.Redacted())
+			return nil, bad("redis sentinel URL %s: route_by_latency and route_randomly need a failover cluster client", shown)
 		}
 		// The URL's user and password are the master's, as in the other
 		// modes; the sentinels are reached without.
 		fo.MasterName = cfg.SentinelMaster
 		fo.Username, fo.Password = fo.SentinelUsername, fo.SentinelPassword
 		fo.SentinelUsername, fo.SentinelPassword = "", ""
-		if err := (overrides{&fo.PoolSize, &fo.Password, fo.TLSConfig, &fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout}).apply(cfg); err != nil {
+		if err := setTLS(fo.TLSConfig, cfg); err != nil {
 			return nil, err
 		}
 		return redis.NewFailoverClient(fo), nil
@@ -169,38 +187,6 @@ func setTLS(tc *tls.Config, cfg ClientConfig) error {
 // bad is a NewClient error: it wraps ErrClientConfig.
 func bad(format string, args ...any) error {
 	return fmt.Errorf("redisstore: %w: %s", ErrClientConfig, fmt.Sprintf(format, args...))
-}
-
-// overrides points at the fields of a go-redis options value (a client,
-// cluster or failover one) that ClientConfig overrides when set.
-type overrides struct {
-	poolSize          *int
-	password          *string
-	tls               *tls.Config // nil without TLS (redis://)
-	dial, read, write *time.Duration
-}
-
-// apply sets o's fields from cfg where cfg sets them: the pool size, the
-// password in place of the URL's, the TLS files (setTLS), the timeouts.
-func (o overrides) apply(cfg ClientConfig) error {
-	if cfg.PoolSize > 0 {
-		*o.poolSize = cfg.PoolSize
-	}
-	if cfg.Password != "" {
-		*o.password = cfg.Password
-	}
-	if err := setTLS(o.tls, cfg); err != nil {
-		return err
-	}
-	for _, t := range []struct {
-		dst *time.Duration
-		v   time.Duration
-	}{{o.dial, cfg.DialTimeout}, {o.read, cfg.ReadTimeout}, {o.write, cfg.WriteTimeout}} {
-		if t.v > 0 {
-			*t.dst = t.v
-		}
-	}
-	return nil
 }
 
 // userinfo matches the credentials of a URL that url.Parse rejected.

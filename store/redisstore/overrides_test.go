@@ -1,37 +1,50 @@
-package redisstore
+package redisstore_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
-// TestOverridesApply: what ClientConfig sets replaces the URL's options
-// (a pool of 1 and each timeout on its own field), what it leaves unset
-// keeps them.
-func TestOverridesApply(t *testing.T) {
-	url := redis.Options{PoolSize: 10, Password: "from-url", DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}
-	tests := []struct {
-		name string
-		cfg  ClientConfig
-		want redis.Options
-	}{
-		{"nothing set", ClientConfig{}, url},
-		{"everything set", ClientConfig{PoolSize: 1, Password: "p", DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 4 * time.Second},
-			redis.Options{PoolSize: 1, Password: "p", DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 4 * time.Second}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			o := url
-			if err := (overrides{&o.PoolSize, &o.Password, o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout}).apply(tc.cfg); err != nil {
-				t.Fatal(err)
-			}
-			got := [5]any{o.PoolSize, o.Password, o.DialTimeout, o.ReadTimeout, o.WriteTimeout}
-			want := [5]any{tc.want.PoolSize, tc.want.Password, tc.want.DialTimeout, tc.want.ReadTimeout, tc.want.WriteTimeout}
-			if got != want {
-				t.Fatalf("pool, password, dial, read, write = %v, want %v", got, want)
-			}
-		})
+// TestNewClientOverrides: in every mode, what ClientConfig sets replaces
+// the URL's options (a pool of 1, the password, each timeout on its own
+// field), and what it leaves unset keeps them.
+func TestNewClientOverrides(t *testing.T) {
+	const url = "redis://u:from-url@h:1?pool_size=10&dial_timeout=1s&read_timeout=1s&write_timeout=1s"
+	everything := redisstore.ClientConfig{PoolSize: 1, Password: "p", DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 4 * time.Second}
+	for _, mode := range []string{redisstore.ModeStandalone, redisstore.ModeCluster, redisstore.ModeSentinel} {
+		for _, tc := range []struct {
+			name string
+			cfg  redisstore.ClientConfig
+			want [5]any // pool, password, dial, read, write
+		}{
+			{"nothing set", redisstore.ClientConfig{}, [5]any{10, "from-url", time.Second, time.Second, time.Second}},
+			{"everything set", everything, [5]any{1, "p", 2 * time.Second, 3 * time.Second, 4 * time.Second}},
+		} {
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				cfg := tc.cfg
+				cfg.URL, cfg.Mode, cfg.SentinelMaster = url, mode, "m"
+				c, err := redisstore.NewClient(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				var got [5]any
+				switch c := c.(type) {
+				case *redis.ClusterClient:
+					o := c.Options()
+					got = [5]any{o.PoolSize, o.Password, o.DialTimeout, o.ReadTimeout, o.WriteTimeout}
+				case *redis.Client:
+					o := c.Options()
+					got = [5]any{o.PoolSize, o.Password, o.DialTimeout, o.ReadTimeout, o.WriteTimeout}
+				}
+				if got != tc.want {
+					t.Fatalf("pool, password, dial, read, write = %v, want %v", got, tc.want)
+				}
+			})
+		}
 	}
 }
