@@ -68,7 +68,7 @@ type TransportLimits struct {
 	// connections in total and per client IP address (see Gate.Listener).
 	MaxConnections, MaxConnectionsPerClient int
 	// Auth, when set, checks bearer tokens as soon as a call's headers
-	// arrive, before its message is read (the interceptors only confirm).
+	// arrive, before its message is read.
 	Auth *auth.TokenAuth
 }
 

@@ -18,8 +18,8 @@ import (
 )
 
 // grpcPipeline is what every gRPC call passes through before a service:
-// TLS and transport options, the metrics and token interceptors, and the
-// Gate that admits connections and calls.
+// TLS and transport options, the metrics interceptors, and the Gate that
+// admits connections and calls (and checks their tokens).
 type grpcPipeline struct {
 	opts    []grpc.ServerOption
 	unary   []grpc.UnaryServerInterceptor
@@ -62,9 +62,7 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context) (p grpcPipeline, err er
 		}
 		p.files = append(p.files, reloadable{"tokens", tokens})
 		p.tokens = tokens
-		p.unary = append(p.unary, tokens.UnaryInterceptor())
-		p.stream = append(p.stream, tokens.StreamInterceptor())
-		limits.Auth = tokens
+		limits.Auth = tokens // the Gate checks every call's token when its headers arrive
 	}
 	if why := giveback.PortRefusal(f.grpcAddr, f.authTokenFile != "" || f.tls.ClientCA != ""); why != "" { // mTLS: every peer is known
 		p.unary = append(p.unary, refuseGiveBacks(why))

@@ -12,10 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -44,8 +41,8 @@ var openServices = map[string]bool{
 // reflection: a missing or unknown token is codes.Unauthenticated, a
 // token without the role a method needs codes.PermissionDenied. The token
 // file's format and roles are docs/security.md's. It runs when a call's
-// headers arrive when the server has a Gate with it (TransportLimits.Auth),
-// else in the interceptors.
+// headers arrive, in the server's Gate (TransportLimits.Auth, whose tap
+// calls Tap).
 //
 // The file is reloaded when it changes; one that does not parse, or lists
 // no token, is logged and ignored. Tokens are kept only as SHA-256
@@ -207,16 +204,6 @@ var errBadToken = status.Error(codes.Unauthenticated, "unknown bearer token: sen
 // errNoToken is what a call without a bearer token gets: what to send.
 var errNoToken = status.Error(codes.Unauthenticated, "no bearer token: this server needs the header authorization: Bearer TOKEN, with a token of its --auth-token-file")
 
-// authenticate is the grpcauth.AuthFunc: it runs for every call but health and
-// reflection. A call the Gate already authenticated passes.
-func (t *TokenAuth) authenticate(ctx context.Context) (context.Context, error) {
-	if _, ok := grantFrom(ctx); ok {
-		return ctx, nil
-	}
-	method, _ := grpc.Method(ctx)
-	return t.check(ctx, method)
-}
-
 // check authenticates a call to method from the metadata in ctx and
 // returns ctx carrying the call's grant.
 func (t *TokenAuth) check(ctx context.Context, method string) (context.Context, error) {
@@ -262,22 +249,6 @@ func serviceOf(fullMethod string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// needsToken is the selector: every service but the open ones.
-var needsToken = selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-	return !openServices[c.Service]
-})
-
-// UnaryInterceptor checks tokens on unary calls. Put it after the metrics
-// interceptor, so refused calls are counted.
-func (t *TokenAuth) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	return selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(t.authenticate), needsToken)
-}
-
-// StreamInterceptor checks tokens on streaming calls.
-func (t *TokenAuth) StreamInterceptor() grpc.StreamServerInterceptor {
-	return selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(t.authenticate), needsToken)
 }
 
 // Reload re-reads the token file now, whether or not it changed (for

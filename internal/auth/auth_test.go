@@ -56,31 +56,25 @@ var streamerDesc = grpc.ServiceDesc{
 }
 
 // serveAuth serves the RateLimiter, health, reflection and the test
-// streamer behind a's interceptors, through NewGRPCServer, on a loopback
-// TCP port.
+// streamer behind a Gate checking a's tokens, as serve wires it, through
+// NewGRPCServer, on a loopback TCP port.
 func serveAuth(t testing.TB, a *auth.TokenAuth) *grpc.ClientConn {
-	return serveAuthWith(t, a, false, nil)
+	return serveAuthWith(t, a, nil)
 }
 
-// serveAuthWith is serveAuth with, when gated, a Gate checking a's tokens
-// as serve wires it, and envoy, when not nil, served too.
-func serveAuthWith(t testing.TB, a *auth.TokenAuth, gated bool, envoy *server.Envoy) *grpc.ClientConn {
+// serveAuthWith is serveAuth with envoy, when not nil, served too.
+func serveAuthWith(t testing.TB, a *auth.TokenAuth, envoy *server.Envoy) *grpc.ClientConn {
 	t.Helper()
 	st := memstore.New(memstore.Config{})
 	t.Cleanup(func() { st.Close() })
-	var gate *server.Gate
-	if gated {
-		gate = server.NewGate(server.TransportLimits{Auth: a})
-	}
+	gate := server.NewGate(server.TransportLimits{Auth: a})
 	var rls rlsv3.RateLimitServiceServer // nil unless envoy is set
 	if envoy != nil {
 		rls = envoy
 	}
 	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{}), rls, server.GRPCSettings{
-		Logger:             slog.New(slog.DiscardHandler),
-		UnaryInterceptors:  []grpc.UnaryServerInterceptor{a.UnaryInterceptor()},
-		StreamInterceptors: []grpc.StreamServerInterceptor{a.StreamInterceptor()},
-		Gate:               gate,
+		Logger: slog.New(slog.DiscardHandler),
+		Gate:   gate,
 	})
 	srv.RegisterService(&streamerDesc, struct{}{})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -88,9 +82,7 @@ func serveAuthWith(t testing.TB, a *auth.TokenAuth, gated bool, envoy *server.En
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gate != nil {
-		lis = gate.Listener(lis)
-	}
+	lis = gate.Listener(lis)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -167,11 +159,7 @@ func TestTokenAuth(t *testing.T) {
 	if total, admins := a.Tokens(); total != 2 || admins != 1 {
 		t.Fatalf("Tokens: got %d, %d admin; want 2, 1", total, admins)
 	}
-	for _, gated := range []bool{false, true} {
-		t.Run(map[bool]string{false: "interceptors", true: "gate"}[gated], func(t *testing.T) {
-			testTokenAuth(t, serveAuthWith(t, a, gated, nil))
-		})
-	}
+	testTokenAuth(t, serveAuth(t, a))
 }
 
 // testTokenAuth checks who may make which call on conn.
@@ -350,14 +338,13 @@ func TestRefundPermission(t *testing.T) {
 	}
 	for _, mode := range []struct {
 		name      string
-		gated     bool
 		noRefunds bool
-	}{{"interceptors", false, false}, {"gate", true, false}, {"gate, refunds off", true, true}} {
+	}{{"refunds on", false}, {"refunds off", true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			st := memstore.New(memstore.Config{})
 			t.Cleanup(func() { st.Close() })
 			envoy := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: testkit.StaticRules(cfg), Clock: testkit.NewClock(testkit.T0).Now}, NoRefunds: mode.noRefunds})
-			rls := rlsv3.NewRateLimitServiceClient(serveAuthWith(t, a, mode.gated, envoy))
+			rls := rlsv3.NewRateLimitServiceClient(serveAuthWith(t, a, envoy))
 			call := func(token string, refund bool) (*rlsv3.RateLimitResponse, error) {
 				ctx, cancel := withAuth("Bearer " + token)
 				defer cancel()
