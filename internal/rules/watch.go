@@ -9,29 +9,28 @@ import (
 	"github.com/floodgate/floodgate/internal/filewatch"
 )
 
-// Watcher keeps the config at a path current, the way internal/filewatch
-// keeps every file-backed setting: it watches the config's folder (so
-// editors that save by renaming, and new files in a watched folder, are
-// seen) but reacts only to the config files themselves, to the files that
-// symlinked config files point to (in whatever folder they are), and to
-// the "..data" symlink of a Kubernetes ConfigMap mount, whose swap to a
-// new "..2026_xx" folder is how the kubelet updates it. Other files in the
-// folder (the server's own log, say) never cause a reload. A valid change
-// is live within about filewatch.DebounceQuiet (or, where the filesystem
-// sends no events, at the next filewatch.DefaultPoll); an invalid one is
-// reported through onError and the previous config keeps serving.
-type Watcher struct {
-	files *filewatch.Watcher[Set]
-}
-
 // Watch loads path (see LoadOptions) and then reloads it whenever its
-// files change, until ctx ends or Close is called. It fails when the first load
-// fails. onLoad is called with every config that becomes current, the first
-// one included (before Watch returns), and onError with every rejected
-// reload (and *filewatch.WatchError when file events are unavailable); both
-// may be nil, and are called from one goroutine at a time. A reload whose
-// files are byte-for-byte unchanged (Set.Digest) is not reported.
-func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onError func(error)) (*Watcher, error) {
+// files change, until ctx ends or the watcher is closed. It fails when the
+// first load fails. onLoad is called with every config that becomes
+// current, the first one included (before Watch returns), and onError with
+// every rejected reload (and *filewatch.WatchError when file events are
+// unavailable); both may be nil, and are called from one goroutine at a
+// time. A reload whose files are byte-for-byte unchanged (Set.Digest) is
+// not reported. The watcher's Reload loads the config now, whether or not
+// its files changed (for a SIGHUP): an invalid one is returned and
+// reported through onError, and the previous config keeps serving.
+//
+// It watches the config's folder, the way internal/filewatch keeps every
+// file-backed setting (so editors that save by renaming, and new files in
+// a watched folder, are seen), but reacts only to the config files
+// themselves, to the files that symlinked config files point to (in
+// whatever folder they are), and to the "..data" symlink of a Kubernetes
+// ConfigMap mount, whose swap to a new "..2026_xx" folder is how the
+// kubelet updates it. Other files in the folder (the server's own log,
+// say) never cause a reload. A valid change is live within about
+// filewatch.DebounceQuiet (or, where the filesystem sends no events, at
+// the next filewatch.DefaultPoll).
+func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onError func(error)) (*filewatch.Watcher[Set], error) {
 	if onError == nil {
 		onError = func(error) {}
 	}
@@ -42,7 +41,7 @@ func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onErr
 		_, folders, _ := walkDir(path)
 		paths, match = append(paths, folders...), isAnyFileName
 	}
-	files, err := filewatch.Watch(ctx, filewatch.Options[Set]{
+	return filewatch.Watch(ctx, filewatch.Options[Set]{
 		Paths:     paths,
 		Match:     match,
 		Load:      func() (*Set, error) { return LoadOptions(path, o) },
@@ -50,10 +49,6 @@ func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onErr
 		OnLoad:    onLoad,
 		OnError:   func(err error) { onError(reloadError(path, err)) },
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &Watcher{files: files}, nil
 }
 
 // reloadError says what a failed reload of path means for the server.
@@ -67,13 +62,3 @@ func reloadError(path string, err error) error {
 	}
 	return fmt.Errorf("reload of %s rejected, keeping the previous config: %w", path, err)
 }
-
-// Reload loads the config now, whether or not its files changed (for a
-// SIGHUP): a valid one becomes current through onLoad (unless its files
-// are byte-for-byte unchanged), an invalid one is returned and reported
-// through onError, and the previous config keeps serving.
-func (w *Watcher) Reload() error { return w.files.Reload() }
-
-// Close stops watching and waits for the watcher's goroutine to end. It is
-// safe to call more than once.
-func (w *Watcher) Close() error { return w.files.Close() }

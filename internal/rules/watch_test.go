@@ -218,7 +218,7 @@ func TestWatchStops(t *testing.T) {
 	}
 	<-ev.loads
 	cancel()
-	<-w.files.Done() // the goroutine ends with the context
+	<-w.Done() // the goroutine ends with the context
 	if err := w.Close(); err != nil {
 		t.Errorf("Close = %v", err)
 	}

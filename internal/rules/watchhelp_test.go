@@ -1,11 +1,15 @@
 package rules
 
-import "context"
+import (
+	"context"
+
+	"github.com/floodgate/floodgate/internal/filewatch"
+)
 
 // watch is Watch with the default Options.
-func watch(ctx context.Context, path string, onLoad func(*Set), onError func(error)) (*Watcher, error) {
+func watch(ctx context.Context, path string, onLoad func(*Set), onError func(error)) (*filewatch.Watcher[Set], error) {
 	return Watch(ctx, path, Options{}, onLoad, onError)
 }
 
 // current is the config w has in force.
-func current(w *Watcher) *Set { return w.files.Current() }
+func current(w *filewatch.Watcher[Set]) *Set { return w.Current() }
