@@ -131,6 +131,13 @@ func (s *Store) run(ctx context.Context, calls []*call) error {
 	} else if err := s.batch.submit(ctx, calls); err != nil {
 		return err
 	}
+	return wait(ctx, calls...)
+}
+
+// wait waits for the results of calls, or for ctx to end first (then a
+// call may still be under way, and must not be reused), and returns the
+// first call's error.
+func wait(ctx context.Context, calls ...*call) error {
 	for _, c := range calls {
 		select {
 		case <-c.done:

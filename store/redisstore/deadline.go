@@ -84,40 +84,30 @@ func (s *Store) measureClock() {
 	}()
 }
 
-// clockOffset is Redis' clock minus this host's and the round trip that
-// measured it, in ms: on a cluster the largest offset of its masters' and
-// the longest trip.
+// clockOffset is Redis' clock minus this host's, measured at the round
+// trip's midpoint, and the round trip rounded up, in ms: on a cluster the
+// largest offset of its masters' and the longest trip.
 func (s *Store) clockOffset(ctx context.Context) (offset, rtt int64, err error) {
 	var mu sync.Mutex
 	seen := false
 	err = onMasters(ctx, s.client, func(ctx context.Context, c redis.Cmdable) error {
-		o, r, err := timeOffset(ctx, c)
+		before := time.Now()
+		t, err := c.Time(ctx).Result()
 		if err != nil {
 			return err
 		}
+		trip := time.Since(before)
+		o := t.UnixMilli() - before.Add(trip/2).UnixMilli()
 		mu.Lock()
 		defer mu.Unlock()
 		if !seen || o > offset {
 			offset = o
 		}
-		rtt, seen = max(rtt, r), true
+		rtt, seen = max(rtt, (trip+time.Millisecond-1).Milliseconds()), true
 		return nil
 	})
 	if err == nil && !seen {
 		err = errors.New("redisstore: no cluster master answered TIME")
 	}
 	return offset, rtt, err
-}
-
-// timeOffset is c's TIME minus the midpoint of the round trip, and the
-// round trip rounded up, in ms.
-func timeOffset(ctx context.Context, c redis.Cmdable) (offset, rtt int64, err error) {
-	before := time.Now()
-	t, err := c.Time(ctx).Result()
-	if err != nil {
-		return 0, 0, err
-	}
-	trip := time.Since(before)
-	mid := before.Add(trip / 2)
-	return t.UnixMilli() - mid.UnixMilli(), (trip + time.Millisecond - 1).Milliseconds(), nil
 }

@@ -138,6 +138,9 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	cfg.BatchMaxSize = cmp.Or(cfg.BatchMaxSize, DefaultBatchMaxSize)
 	cfg.BatchPipelines = cmp.Or(cfg.BatchPipelines, DefaultBatchPipelines)
+	if cfg.SettleWindow <= 0 {
+		cfg.SettleWindow = store.DefaultSettleWindow
+	}
 	if cfg.Timeout < 0 || cfg.BatchMaxSize < 0 || cfg.BatchPipelines < 0 {
 		return nil, errors.New("redisstore: Timeout, BatchMaxSize and BatchPipelines must not be negative")
 	}

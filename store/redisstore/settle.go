@@ -33,39 +33,23 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	tag := hashTag(st.Key)
 	ks := []string{stateKey(s.cfg.Prefix, alg, tag, st.Scope), settleKey(s.cfg.Prefix, alg, tag, st.Scope, st.IdempotencyKey)}
 	arg := appendRequest(appendHeader(nil, h), st.Limit, st.Delta(), false, algorithms.Debt, h)
-	window := s.cfg.SettleWindow
-	if window <= 0 {
-		window = store.DefaultSettleWindow
-	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	// The call may outlive the timeout (go-redis reads until its own
 	// ReadTimeout): its answer is then dropped, and the charge, if Redis
 	// ran it, is found by the retry's record.
-	type answer struct {
-		reply any
-		err   error
-	}
-	done := make(chan answer, 1)
+	c := &call{done: make(chan *call, 1)}
 	go func() {
-		reply, err := s.fcall(tctx, s.lib.settle, ks, arg, st.Fingerprint(), strconv.FormatInt(window.Milliseconds()+s.keepMs, 10))
-		done <- answer{reply, err}
+		c.reply, c.err = s.fcall(tctx, s.lib.settle, ks, arg, st.Fingerprint(), strconv.FormatInt(s.cfg.SettleWindow.Milliseconds()+s.keepMs, 10))
+		c.done <- c
 	}()
-	var reply any
-	var err error
-	select {
-	case a := <-done:
-		reply, err = a.reply, a.err
-	case <-tctx.Done():
-		err = tctx.Err()
-	}
-	if err != nil {
+	if err := wait(tctx, c); err != nil {
 		if strings.Contains(err.Error(), "settle conflict") {
 			return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w", store.ErrSettleConflict)
 		}
 		return store.SettleResult{}, s.wrap(ctx, "settle", err)
 	}
-	return decodeSettleReply(reply, st.Limit.Capacity())
+	return decodeSettleReply(c.reply, st.Limit.Capacity())
 }
 
 // decodeSettleReply reads the settle script's reply, checking every
