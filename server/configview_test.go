@@ -66,7 +66,7 @@ func TestDebugConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watcher.Close()
-	tokens, err := auth.NewTokenAuth(t.Context(), tokPath)
+	tokens, err := auth.NewTokenAuth(t.Context(), tokPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

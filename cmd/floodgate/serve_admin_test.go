@@ -78,7 +78,7 @@ func testTokens(t *testing.T, lines string) *auth.TokenAuth {
 	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := auth.NewTokenAuth(t.Context(), path)
+	tokens, err := auth.NewTokenAuth(t.Context(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

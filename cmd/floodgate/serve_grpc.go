@@ -56,7 +56,7 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context) (p grpcPipeline, err er
 	p.unary = []grpc.UnaryServerInterceptor{metrics.GRPCUnaryInterceptor()}
 	p.stream = []grpc.StreamServerInterceptor{metrics.GRPCStreamInterceptor()}
 	if f.authTokenFile != "" {
-		tokens, err := auth.NewTokenAuth(ctx, f.authTokenFile, auth.WithAuthLogger(log))
+		tokens, err := auth.NewTokenAuth(ctx, f.authTokenFile, log)
 		if err != nil {
 			return p, err
 		}

@@ -98,7 +98,7 @@ func TestTopRefusalsAndFailures(t *testing.T) {
 	if err := os.WriteFile(tokPath, []byte("admintoken admin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := auth.NewTokenAuth(t.Context(), tokPath)
+	tokens, err := auth.NewTokenAuth(t.Context(), tokPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,28 +89,11 @@ func ResetAllowed(ctx context.Context) bool {
 	return !ok || g.admin
 }
 
-// TokenAuthOption is an optional knob of NewTokenAuth.
-type TokenAuthOption func(*tokenAuthOptions)
-
-type tokenAuthOptions struct {
-	log *slog.Logger
-}
-
-// WithAuthLogger sets where reloads and rejected token files are logged.
-// The default is slog.Default().
-func WithAuthLogger(log *slog.Logger) TokenAuthOption {
-	return func(o *tokenAuthOptions) { o.log = log }
-}
-
 // NewTokenAuth loads tokenFile (format on TokenAuth) and reloads it when
-// it changes, until ctx ends or Close is called. It fails when the file
+// it changes, until ctx ends or Close is called; log (nil: slog.Default())
+// receives reloads and rejected token files. It fails when the file
 // cannot be read, does not parse, or lists no token.
-func NewTokenAuth(ctx context.Context, tokenFile string, opts ...TokenAuthOption) (*TokenAuth, error) {
-	var o tokenAuthOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	o.log = cmp.Or(o.log, slog.Default())
+func NewTokenAuth(ctx context.Context, tokenFile string, log *slog.Logger) (*TokenAuth, error) {
 	files, err := fileSet[tokenSet]{
 		name:  "auth tokens",
 		paths: []string{tokenFile},
@@ -118,7 +101,7 @@ func NewTokenAuth(ctx context.Context, tokenFile string, opts ...TokenAuthOption
 		describe: func(ts *tokenSet) []any {
 			return []any{"file", tokenFile, "tokens", len(ts.digests), "admin_tokens", ts.admins}
 		},
-	}.watch(ctx, o.log)
+	}.watch(ctx, cmp.Or(log, slog.Default()))
 	if err != nil {
 		return nil, err
 	}

@@ -151,7 +151,7 @@ func callAs(conn *grpc.ClientConn, call, authorization string) error {
 func TestTokenAuth(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, "# floodgate tokens\n"+userToken+"\n\n  "+adminToken+"   admin  # ops\n")
-	a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
+	a, err := auth.NewTokenAuth(t.Context(), path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestTokenAuthReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, userToken+"\n"+adminToken+" admin\n")
 	logs := &lockedBuffer{}
-	a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	a, err := auth.NewTokenAuth(t.Context(), path, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestParseTokenFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tokens")
 			writeTokens(t, path, tc.content)
-			a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
+			a, err := auth.NewTokenAuth(t.Context(), path, slog.New(slog.DiscardHandler))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
@@ -309,7 +309,7 @@ func TestParseTokenFile(t *testing.T) {
 			}
 		})
 	}
-	if _, err := auth.NewTokenAuth(t.Context(), filepath.Join(t.TempDir(), "missing")); err == nil {
+	if _, err := auth.NewTokenAuth(t.Context(), filepath.Join(t.TempDir(), "missing"), nil); err == nil {
 		t.Fatal("missing file: got nil, want an error")
 	}
 }
@@ -322,7 +322,7 @@ func TestRefundPermission(t *testing.T) {
 	const refundToken = "refund-token-4e2b9c71d05a3f68"
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, userToken+"\n"+adminToken+" admin\n"+refundToken+" refund\n")
-	a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
+	a, err := auth.NewTokenAuth(t.Context(), path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +399,7 @@ func TestLeakyGiveBackPermission(t *testing.T) {
 	const refundToken = "refund-token-91d3c0b7e25f4a68"
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, userToken+"\n"+adminToken+" admin\n"+refundToken+" refund\n")
-	a, err := auth.NewTokenAuth(t.Context(), path, auth.WithAuthLogger(slog.New(slog.DiscardHandler)))
+	a, err := auth.NewTokenAuth(t.Context(), path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

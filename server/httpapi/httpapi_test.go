@@ -126,7 +126,7 @@ func TestAuthorize(t *testing.T) {
 	if err := os.WriteFile(path, []byte("admintok admin\nusertok\nrefundtok refund\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := auth.NewTokenAuth(t.Context(), path)
+	tokens, err := auth.NewTokenAuth(t.Context(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestSettleRefundNeedsRole(t *testing.T) {
 	if err := os.WriteFile(path, []byte("usertok\nrefundtok refund\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := auth.NewTokenAuth(t.Context(), path)
+	tokens, err := auth.NewTokenAuth(t.Context(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

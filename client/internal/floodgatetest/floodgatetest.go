@@ -120,12 +120,14 @@ func StartAuth(t testing.TB, token string) string {
 	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ta, err := auth.NewTokenAuth(t.Context(), file, auth.WithAuthLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ta, err := auth.NewTokenAuth(t.Context(), file, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ta.Close() })
-	addr, _ := Start(t, nil, grpc.ChainUnaryInterceptor(ta.UnaryInterceptor()))
+	// The tokens are checked as serve checks them: by a Gate, when a
+	// call's headers arrive.
+	addr, _ := Start(t, nil, server.NewGate(server.TransportLimits{Auth: ta}).ServerOptions()...)
 	return addr
 }
 
