@@ -56,10 +56,8 @@ func (s *Store) checkServer(ctx context.Context, scripting bool) error {
 			return c.Ping(ctx).Err()
 		})
 	}
-	pipe := s.client.Pipeline()
-	repl := pipe.Info(ctx, "replication")
-	clus := pipe.Info(ctx, "cluster")
-	if _, err := pipe.Exec(ctx); err != nil {
+	info := s.client.InfoMap(ctx, "replication", "cluster")
+	if err := info.Err(); err != nil {
 		var rerr redis.Error
 		if !errors.As(err, &rerr) || (s.misconfigured(err) != "" && !redis.HasErrorPrefix(err, "NOPERM")) {
 			return err
@@ -68,10 +66,10 @@ func (s *Store) checkServer(ctx context.Context, scripting bool) error {
 		if err := s.client.Ping(ctx).Err(); err != nil {
 			return err
 		}
-	} else if infoField(clus.Val(), "cluster_enabled") == "1" {
+	} else if info.Item("Cluster", "cluster_enabled") == "1" {
 		return &misconfigError{fmt.Sprintf("%s is a Redis Cluster node (INFO: cluster_enabled:1), but --redis-mode is %s: run floodgate with --redis-mode cluster", s.addr(), s.cfg.Mode)}
-	} else if s.cfg.Mode == ModeStandalone && infoField(repl.Val(), "role") == "slave" {
-		master := net.JoinHostPort(infoField(repl.Val(), "master_host"), infoField(repl.Val(), "master_port"))
+	} else if s.cfg.Mode == ModeStandalone && info.Item("Replication", "role") == "slave" {
+		master := net.JoinHostPort(info.Item("Replication", "master_host"), info.Item("Replication", "master_port"))
 		return &misconfigError{fmt.Sprintf("%s is a read-only replica of %s (INFO: role:slave): point --redis-url at the master (%s), or use --redis-mode sentinel", s.addr(), master, master)}
 	}
 	if !scripting {
@@ -86,16 +84,6 @@ func (s *Store) checkServer(ctx context.Context, scripting bool) error {
 		return err
 	}
 	return nil
-}
-
-// infoField is the value of field in an INFO reply, or "".
-func infoField(info, field string) string {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // Ping implements store.Store: CheckServer, within Config.Timeout. It
