@@ -13,6 +13,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -71,6 +72,36 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.
 	Close() error
+}
+
+// ValidateDecide reports what is wrong with a Decide call's arguments,
+// wrapping ErrInvalid: an out whose length is not reqs', or a request
+// whose limit is invalid (Limit.Validate), named by its index.
+func ValidateDecide(reqs []Request, out []algorithms.Decision) error {
+	if len(out) != len(reqs) {
+		return fmt.Errorf("%w: %d requests but %d decisions", ErrInvalid, len(reqs), len(out))
+	}
+	for i := range reqs {
+		if err := reqs[i].Limit.Validate(); err != nil {
+			return fmt.Errorf("request %d: %w: %w", i, ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// ValidateDemand reports what is wrong with a ReportDemand call's
+// arguments, wrapping ErrInvalid: an out whose length is not reports', or
+// a report whose TTL is not positive.
+func ValidateDemand(reports []DemandReport, out []DemandTotal) error {
+	if len(out) != len(reports) {
+		return fmt.Errorf("%w: %d reports but %d totals", ErrInvalid, len(reports), len(out))
+	}
+	for _, r := range reports {
+		if r.TTL <= 0 {
+			return fmt.Errorf("%w: TTL %v is not positive", ErrInvalid, r.TTL)
+		}
+	}
+	return nil
 }
 
 // ErrUnavailable is wrapped by errors that mean the backing service could

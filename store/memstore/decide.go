@@ -19,16 +19,11 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: decide: %w", err)
 	}
-	if len(out) != len(reqs) {
-		return fmt.Errorf("memstore: decide: %w: %d requests but %d decisions", store.ErrInvalid, len(reqs), len(out))
+	if err := store.ValidateDecide(reqs, out); err != nil {
+		return fmt.Errorf("memstore: decide: %w", err)
 	}
 	if s.closed.Load() {
 		return errClosed
-	}
-	for i := range reqs {
-		if err := reqs[i].Limit.Validate(); err != nil {
-			return fmt.Errorf("memstore: decide: request %d: %w: %w", i, store.ErrInvalid, err)
-		}
 	}
 	switch len(reqs) {
 	case 0:

@@ -70,15 +70,12 @@ func NewDemand() *Demand { return &Demand{keys: map[string]*demandKey{}} }
 
 // ReportDemand implements store.DemandStore.
 func (d *Demand) ReportDemand(_ context.Context, now time.Time, reports []store.DemandReport, out []store.DemandTotal) error {
-	if len(out) != len(reports) {
-		return fmt.Errorf("memstore: report demand: %w: %d reports but %d totals", store.ErrInvalid, len(reports), len(out))
+	if err := store.ValidateDemand(reports, out); err != nil {
+		return fmt.Errorf("memstore: report demand: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, r := range reports {
-		if r.TTL <= 0 {
-			return fmt.Errorf("memstore: report demand: %w: TTL %v is not positive", store.ErrInvalid, r.TTL)
-		}
 		k := d.keys[r.Key]
 		if k == nil {
 			k = &demandKey{reports: map[string]demandEntry{}}

@@ -51,17 +51,14 @@ func (d *Demand) demandKey(key string) (string, error) {
 // ReportDemand implements store.DemandStore: one script call per report,
 // pipelined.
 func (d *Demand) ReportDemand(ctx context.Context, now time.Time, reports []store.DemandReport, out []store.DemandTotal) error {
-	if len(out) != len(reports) {
-		return fmt.Errorf("redisstore: report demand: %w: %d reports but %d totals", store.ErrInvalid, len(reports), len(out))
+	if err := store.ValidateDemand(reports, out); err != nil {
+		return fmt.Errorf("redisstore: report demand: %w", err)
 	}
 	if len(reports) == 0 {
 		return nil
 	}
 	keys := make([]string, len(reports))
 	for i, r := range reports {
-		if r.TTL <= 0 {
-			return fmt.Errorf("redisstore: report demand: %w: TTL %v is not positive", store.ErrInvalid, r.TTL)
-		}
 		k, err := d.demandKey(r.Key)
 		if err != nil {
 			return err

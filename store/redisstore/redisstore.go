@@ -200,16 +200,11 @@ func release(calls []*call) {
 
 // Decide implements store.Store.
 func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
-	if len(out) != len(reqs) {
-		return fmt.Errorf("redisstore: decide: %w: %d requests but %d decisions", store.ErrInvalid, len(reqs), len(out))
-	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: decide: %w", err)
 	}
-	for i := range reqs {
-		if err := reqs[i].Limit.Validate(); err != nil {
-			return fmt.Errorf("redisstore: decide: request %d: %w: %w", i, store.ErrInvalid, err)
-		}
+	if err := store.ValidateDecide(reqs, out); err != nil {
+		return fmt.Errorf("redisstore: decide: %w", err)
 	}
 	if len(reqs) == 0 {
 		return nil
