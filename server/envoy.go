@@ -108,7 +108,9 @@ func (e *Envoy) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest
 		return nil, toStatus(ctx, e.log, err)
 	}
 	resp := e.answer(checks, len(entries), w)
-	markQuota(ctx, checks, len(entries))
+	if h := e.opts.ReferenceHeaders; h != nil {
+		resp.ResponseHeadersToAdd = h.headers(resp.Statuses, quotaMarks(checks, len(entries)), w.batch.now)
+	}
 	if e.opts.DynamicMetadata {
 		resp.DynamicMetadata = dynamicMetadata(req, checks, resp.Statuses)
 	}

@@ -1,14 +1,11 @@
 package server_test
 
 import (
-	"context"
-	"slices"
+	"strings"
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/floodgate/floodgate/internal/rules"
-	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store/memstore"
 )
@@ -56,36 +53,44 @@ func TestEnvoyQuotaPassers(t *testing.T) {
 	})
 }
 
-// TestEnvoyQuotaMarks: a call whose context carries QuotaMarks learns
-// which statuses are quota-mode descriptors' (own quota_mode or the
-// server's; never an unlimited or rule-less one).
-func TestEnvoyQuotaMarks(t *testing.T) {
-	cfg, err := rules.Parse("edge.yaml", []byte(referenceRules))
-	if err != nil {
-		t.Fatal(err)
+// TestEnvoyReferenceHeaders: with ReferenceHeaders, an answer carries
+// the reference's three headers in place of floodgate's, picked as the
+// reference picks them: an over-limit status takes precedence unless it is
+// a quota-mode descriptor's (own quota_mode or the server's; never a
+// rule-less one), which competes only by least remaining.
+func TestEnvoyReferenceHeaders(t *testing.T) {
+	names := &server.ReferenceHeaders{Limit: "L", Remaining: "R", Reset: "S"}
+	limitOf := func(r *rlsv3.RateLimitResponse) string {
+		var parts []string
+		for _, hv := range r.GetResponseHeadersToAdd() {
+			parts = append(parts, hv.GetKey()+"="+hv.GetValue())
+		}
+		if len(parts) != 3 || !strings.HasPrefix(parts[0], "L=") {
+			t.Fatalf("headers %q, want L, R and S alone", parts)
+		}
+		return parts[0]
 	}
 	for _, tc := range []struct {
-		global bool
-		want   []bool
+		global        bool
+		quotas, mixed string // the L of two over quotas (s1, s2), and of s2 and regular over
 	}{
-		{false, []bool{true, false, false, false, true}},
-		{true, []bool{true, true, false, false, true}},
+		{false, "L=1", "L=1"}, // regular, over and no quota, takes precedence
+		{true, "L=1", "L=2"},  // regular is a quota too: s2 comes first
 	} {
-		st := memstore.New(memstore.Config{})
-		t.Cleanup(func() { st.Close() })
-		clock := testkit.NewClock(testkit.T0)
-		e := server.NewEnvoy(st, server.EnvoySettings{Settings: server.Settings{Rules: testkit.StaticRules(cfg), Clock: clock.Now}, QuotaMode: tc.global})
-		ctx, marks := server.WithQuotaMarks(context.Background())
-		_, err := e.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: dl{
-			d("service", "s1", -1), d("regular", "r", -1), d("free", "x", -1), d("nosuch", "x", -1), d("ghost", "g", -1)}})
-		if err != nil {
-			t.Fatal(err)
+		h := startEnvoy(t, referenceRules, nil, server.EnvoySettings{ReferenceHeaders: names, QuotaMode: tc.global})
+		h.call(t, d("service", "s1", -1))
+		h.call(t, d("service", "s2", -1))
+		h.call(t, d("service", "s2", -1))
+		h.call(t, d("regular", "r", -1))
+		// Both over: the quota-mode s2 does not take precedence over s1.
+		if got := limitOf(h.call(t, d("service", "s1", -1), d("service", "s2", -1))); got != tc.quotas {
+			t.Errorf("global %v: two over quotas: %s, want %s", tc.global, got, tc.quotas)
 		}
-		if !slices.Equal(marks.Quota, tc.want) {
-			t.Errorf("global %v: marks %v, want %v", tc.global, marks.Quota, tc.want)
+		if got := limitOf(h.call(t, d("service", "s2", -1), d("regular", "r", -1))); got != tc.mixed {
+			t.Errorf("global %v: s2 and regular over: %s, want %s", tc.global, got, tc.mixed)
 		}
-		if _, err := e.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: dl{d("service", "s2", -1)}}); err != nil {
-			t.Fatalf("without marks: %v", err)
+		if r := h.call(t, d("nosuch", "x", -1)); len(r.GetResponseHeadersToAdd()) != 0 {
+			t.Errorf("global %v: no limit, headers %v, want none", tc.global, r.GetResponseHeadersToAdd())
 		}
 	}
 }

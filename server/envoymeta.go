@@ -2,7 +2,6 @@ package server
 
 import (
 	"cmp"
-	"context"
 	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -102,37 +101,6 @@ func mergeMetadata(dest, src *structpb.Struct) {
 				ds.Fields = map[string]*structpb.Value{}
 			}
 			mergeMetadata(ds, ss)
-		}
-	}
-}
-
-// QuotaMarks, put into a ShouldRateLimit call's context by
-// WithQuotaMarks, is filled by the call: Quota[i] tells whether the
-// answer's status i belongs to a quota-mode descriptor (one of its
-// enforced limits is in quota mode, its own or the server's). A layer
-// that rebuilds the answer's headers the way envoyproxy/ratelimit picks
-// them needs it: an over-limit quota-mode status does not take
-// precedence there.
-type QuotaMarks struct{ Quota []bool }
-
-type quotaMarksKey struct{}
-
-// WithQuotaMarks returns ctx carrying a new QuotaMarks, and it.
-func WithQuotaMarks(ctx context.Context) (context.Context, *QuotaMarks) {
-	m := &QuotaMarks{}
-	return context.WithValue(ctx, quotaMarksKey{}, m), m
-}
-
-// markQuota fills the QuotaMarks of ctx, if any, for n statuses.
-func markQuota(ctx context.Context, checks []envoyCheck, n int) {
-	m, _ := ctx.Value(quotaMarksKey{}).(*QuotaMarks)
-	if m == nil {
-		return
-	}
-	m.Quota = make([]bool, n)
-	for i := range checks {
-		if c := &checks[i]; c.quota && !c.limit.Unlimited && c.desc < n {
-			m.Quota[c.desc] = true
 		}
 	}
 }

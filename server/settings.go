@@ -93,6 +93,9 @@ type EnvoySettings struct {
 	ShareOverrideCounters bool
 	// NoHeaders turns off the rate-limit response headers.
 	NoHeaders bool
+	// ReferenceHeaders, when set, answers with envoyproxy/ratelimit's
+	// three response headers, under these names, in place of floodgate's.
+	ReferenceHeaders *ReferenceHeaders
 	// DetailedMetricSeries is how many request values per rule the rules
 	// with detailed_metric or value_to_metric may show in the rule label of
 	// the metrics (see Metrics.ObserveDetailedDecision). 0, the default,

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/floodgate/floodgate/server"
 )
 
 // The reference environment: envoyproxy/ratelimit is configured only by
@@ -67,16 +69,12 @@ func wantsReferenceEnv(args []string, getenv func(string) string) (bool, []strin
 
 // refConfig is the reference environment turned into floodgate's terms.
 type refConfig struct {
-	args    []string          // serve flags, before the command line's own
-	env     map[string]string // OTEL_* variables the tracing reads, when not set
-	notes   []string          // how a setting was read where it is not one flag
-	ignored []string          // reference variables set but not supported, with why
-	headers *refHeaderNames   // the reference's response headers; nil: off
+	args    []string                 // serve flags, before the command line's own
+	env     map[string]string        // OTEL_* variables the tracing reads, when not set
+	notes   []string                 // how a setting was read where it is not one flag
+	ignored []string                 // reference variables set but not supported, with why
+	headers *server.ReferenceHeaders // the reference's response headers; nil: off
 }
-
-// refHeaderNames are the three response headers the reference adds with
-// LIMIT_RESPONSE_HEADERS_ENABLED.
-type refHeaderNames struct{ limit, remaining, reset string }
 
 // envReader reads the reference's variables with its defaults and parsing
 // (strconv for booleans and numbers, time.ParseDuration for durations; a
@@ -176,10 +174,10 @@ func translateReference(getenv func(string) string) (refConfig, error) {
 	flag("share-override-counters", "true")
 	flag("response-headers", "false") // floodgate's own set; the reference's below
 	if r.boolean("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
-		c.headers = &refHeaderNames{
-			limit:     r.str("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
-			remaining: r.str("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
-			reset:     r.str("LIMIT_RESET_HEADER", "RateLimit-Reset"),
+		c.headers = &server.ReferenceHeaders{
+			Limit:     r.str("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
+			Remaining: r.str("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+			Reset:     r.str("LIMIT_RESET_HEADER", "RateLimit-Reset"),
 		}
 	}
 
@@ -334,4 +332,20 @@ func warnUnknownFloodgateVars(environ []string, log *slog.Logger) {
 	if names := unknownFloodgateVars(environ, fs); len(names) > 0 {
 		log.Warn("unknown environment variables, ignored (no floodgate flag reads them)", "variables", strings.Join(names, ", "))
 	}
+}
+
+// unknownFloodgateVars names the FLOODGATE_* variables of environ that no
+// flag of fs reads (a typo, or a flag of another command), sorted.
+func unknownFloodgateVars(environ []string, fs *pflag.FlagSet) []string {
+	known := map[string]bool{}
+	fs.VisitAll(func(f *pflag.Flag) { known[envName(f.Name)] = true })
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, envPrefix) && !known[name] && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -2,22 +2,17 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/spf13/pflag"
-	"google.golang.org/grpc"
 
 	"github.com/floodgate/floodgate/internal/auth"
+	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store/redisstore"
 )
 
@@ -209,10 +204,10 @@ func TestReferenceVariables(t *testing.T) {
 			}},
 		{"headers", map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true"},
 			func(c refConfig, f serveFlags) bool {
-				return !f.headers && *c.headers == refHeaderNames{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
+				return !f.headers && *c.headers == server.ReferenceHeaders{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
 			}},
 		{"header names", map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_LIMIT_HEADER": "L", "LIMIT_REMAINING_HEADER": "R", "LIMIT_RESET_HEADER": "S"},
-			func(c refConfig, f serveFlags) bool { return *c.headers == refHeaderNames{"L", "R", "S"} }},
+			func(c refConfig, f serveFlags) bool { return *c.headers == server.ReferenceHeaders{Limit: "L", Remaining: "R", Reset: "S"} }},
 		{"header names without enabling", map[string]string{"LIMIT_LIMIT_HEADER": "L"},
 			func(c refConfig, f serveFlags) bool { return c.headers == nil }},
 		{"grpc tls", map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k", "GRPC_CLIENT_TLS_CACERT": "/ca"},
@@ -358,61 +353,6 @@ func TestReferenceIgnoredNamed(t *testing.T) {
 	}
 }
 
-// TestRefHeaders: the reference's three headers, for the status it picks.
-func TestRefHeaders(t *testing.T) {
-	h := refHeaderNames{"L", "R", "S"}
-	st := func(code rlsv3.RateLimitResponse_Code, rpu uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, remaining uint32) *rlsv3.RateLimitResponse_DescriptorStatus {
-		s := &rlsv3.RateLimitResponse_DescriptorStatus{Code: code, LimitRemaining: remaining}
-		if rpu > 0 {
-			s.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: rpu, Unit: unit}
-		}
-		return s
-	}
-	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
-	const sec, min, hour = rlsv3.RateLimitResponse_RateLimit_SECOND, rlsv3.RateLimitResponse_RateLimit_MINUTE, rlsv3.RateLimitResponse_RateLimit_HOUR
-	now := time.Unix(277778*3600+17, 0) // 17 s past an hour (and a minute)
-	tests := []struct {
-		name     string
-		statuses []*rlsv3.RateLimitResponse_DescriptorStatus
-		want     string
-		quota    []bool // quota-mode descriptors
-	}{
-		{"none", nil, "", nil},
-		{"no limit", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 0, sec, 0)}, "", nil},
-		{"unlimited", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 0, sec, 4294967295)}, "", nil},
-		{"one", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 7)}, "L=10 R=7 S=43", nil},
-		{"least remaining", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 7), st(ok, 5, sec, 2), st(ok, 100, hour, 3)}, "L=5 R=2 S=1", nil},
-		{"first of equals", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 2), st(ok, 5, sec, 2)}, "L=10 R=2 S=43", nil},
-		{"over wins", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 0), st(over, 5, hour, 0)}, "L=5 R=0 S=3583", nil},
-		{"first over stays", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(ok, 5, sec, 0)}, "L=10 R=0 S=43", nil},
-		{"over takes precedence whatever it reports", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 7), st(ok, 5, sec, 2)}, "L=10 R=7 S=43", nil},
-		{"unknown code is not over", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 1), st(rlsv3.RateLimitResponse_UNKNOWN, 5, sec, 3)}, "L=10 R=1 S=43", nil},
-		{"last over wins", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(over, 5, sec, 0)}, "L=5 R=0 S=1", nil},
-		{"an over quota takes no precedence", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(over, 5, sec, 0)}, "L=10 R=0 S=43", []bool{true, true}},
-		{"an over quota is still least", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 3), st(over, 5, sec, 0)}, "L=5 R=0 S=1", []bool{false, true}},
-		{"a normal over beats a quota", []*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, min, 0), st(over, 5, sec, 7), st(over, 7, hour, 0)}, "L=5 R=7 S=1", []bool{false, false, true}},
-		{"marks shorter than the statuses", []*rlsv3.RateLimitResponse_DescriptorStatus{st(over, 10, min, 0), st(over, 5, sec, 0)}, "L=5 R=0 S=1", []bool{true}},
-	}
-	for _, tc := range tests {
-		var parts []string
-		for _, hv := range h.headers(tc.statuses, tc.quota, now) {
-			parts = append(parts, hv.Key+"="+hv.Value)
-		}
-		if got := strings.Join(parts, " "); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-		}
-	}
-	for u, want := range map[rlsv3.RateLimitResponse_RateLimit_Unit]int64{sec: 1, min: 60, hour: 3600, rlsv3.RateLimitResponse_RateLimit_DAY: 86400,
-		rlsv3.RateLimitResponse_RateLimit_WEEK: 604800, rlsv3.RateLimitResponse_RateLimit_MONTH: 2592000, rlsv3.RateLimitResponse_RateLimit_YEAR: 31536000,
-		rlsv3.RateLimitResponse_RateLimit_UNKNOWN: 1} {
-		// At the epoch, an edge of every unit: Reset is the unit's length.
-		hs := h.headers([]*rlsv3.RateLimitResponse_DescriptorStatus{st(ok, 10, u, 1)}, nil, time.Unix(0, 0))
-		if got := hs[2].Value; got != strconv.FormatInt(want, 10) {
-			t.Errorf("unit %v: reset %s, want %d", u, got, want)
-		}
-	}
-}
-
 // TestUnknownFloodgateVars: FLOODGATE_* variables no serve flag reads are
 // named (a typo would otherwise be silently ignored); those of the
 // commands that call a server are not.
@@ -434,42 +374,6 @@ func TestUnknownFloodgateVars(t *testing.T) {
 	warnUnknownFloodgateVars(nil, log)
 	if buf.Len() != 0 {
 		t.Errorf("known or no variables logged %q", buf.String())
-	}
-}
-
-// TestRefHeadersInterceptor: the headers replace floodgate's own on
-// ShouldRateLimit answers only; an error passes through.
-func TestRefHeadersInterceptor(t *testing.T) {
-	h := refHeaderNames{"L", "R", "S"}
-	ic := h.interceptor(func() time.Time { return time.Unix(60*1000+20, 0) })
-	answer := func() *rlsv3.RateLimitResponse {
-		return &rlsv3.RateLimitResponse{
-			Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: 4,
-				CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 9, Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE}}},
-			ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "X-Own", Value: "1"}},
-		}
-	}
-	call := func(method string, err error) (any, error) {
-		return ic(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) { return answer(), err })
-	}
-	got, err := call(rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var parts []string
-	for _, hv := range got.(*rlsv3.RateLimitResponse).GetResponseHeadersToAdd() {
-		parts = append(parts, hv.Key+"="+hv.Value)
-	}
-	if s := strings.Join(parts, " "); s != "L=9 R=4 S=40" {
-		t.Errorf("ShouldRateLimit headers %q, want L=9 R=4 S=40 in place of floodgate's", s)
-	}
-	got, _ = call("/other.Service/Call", nil)
-	if hs := got.(*rlsv3.RateLimitResponse).GetResponseHeadersToAdd(); len(hs) != 1 || hs[0].Key != "X-Own" {
-		t.Errorf("another method's answer was changed: %v", hs)
-	}
-	want := errors.New("boom")
-	if _, err := call(rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, want); err != want {
-		t.Errorf("error %v, want %v", err, want)
 	}
 }
 

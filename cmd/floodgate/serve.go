@@ -178,6 +178,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer func() { err = logFatal(log, err) }()
 	if ref != nil {
 		ref.log(log)
+		f.envoy.ReferenceHeaders = ref.headers
 	}
 	warnUnknownFloodgateVars(os.Environ(), log)
 	// go-redis logs through one process-wide logger, by default as plain
@@ -237,9 +238,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer pipe.close()
-	if ref != nil && ref.headers != nil {
-		pipe.unary = append(pipe.unary, ref.headers.interceptor(time.Now))
-	}
 	pipe.tracing = tr
 	var health *grpchealth.Server // set once the gRPC server is built
 	local := newLocalFailure(f)
