@@ -207,7 +207,9 @@ func TestReferenceVariables(t *testing.T) {
 				return !f.headers && *c.headers == server.ReferenceHeaders{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
 			}},
 		{"header names", map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_LIMIT_HEADER": "L", "LIMIT_REMAINING_HEADER": "R", "LIMIT_RESET_HEADER": "S"},
-			func(c refConfig, f serveFlags) bool { return *c.headers == server.ReferenceHeaders{Limit: "L", Remaining: "R", Reset: "S"} }},
+			func(c refConfig, f serveFlags) bool {
+				return *c.headers == server.ReferenceHeaders{Limit: "L", Remaining: "R", Reset: "S"}
+			}},
 		{"header names without enabling", map[string]string{"LIMIT_LIMIT_HEADER": "L"},
 			func(c refConfig, f serveFlags) bool { return c.headers == nil }},
 		{"grpc tls", map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k", "GRPC_CLIENT_TLS_CACERT": "/ca"},
