@@ -17,10 +17,8 @@ import (
 // also share one script call (see exec). The senders live as long as the
 // Store, so their stacks stay grown.
 type batcher struct {
-	s       *Store
-	maxSize int
-	maxWait time.Duration
-	in      chan *call
+	s  *Store
+	in chan *call
 
 	mu      sync.RWMutex // guards closed against submit
 	closed  bool
@@ -28,15 +26,9 @@ type batcher struct {
 	senders sync.WaitGroup
 }
 
-func newBatcher(s *Store, maxSize, pipelines int, maxWait time.Duration) *batcher {
-	b := &batcher{
-		s:       s,
-		maxSize: maxSize,
-		maxWait: maxWait,
-		in:      make(chan *call, 4*maxSize),
-		quit:    make(chan struct{}),
-	}
-	for range pipelines {
+func newBatcher(s *Store) *batcher {
+	b := &batcher{s: s, in: make(chan *call, 4*s.cfg.BatchMaxSize), quit: make(chan struct{})}
+	for range s.cfg.BatchPipelines {
 		b.senders.Add(1)
 		go b.sender()
 	}
@@ -63,7 +55,7 @@ func (b *batcher) submit(ctx context.Context, calls []*call) error {
 // sender sends pipelines until the batcher closes, then what is queued.
 func (b *batcher) sender() {
 	defer b.senders.Done()
-	batch := make([]*call, 0, b.maxSize)
+	batch := make([]*call, 0, b.s.cfg.BatchMaxSize)
 	for {
 		select {
 		case c := <-b.in:
@@ -74,10 +66,10 @@ func (b *batcher) sender() {
 			}
 			return
 		}
-		if b.maxWait > 0 {
-			timeout := time.After(b.maxWait)
+		if b.s.cfg.BatchMaxWait > 0 {
+			timeout := time.After(b.s.cfg.BatchMaxWait)
 		collect:
-			for len(batch) < b.maxSize {
+			for len(batch) < b.s.cfg.BatchMaxSize {
 				select {
 				case c := <-b.in:
 					batch = append(batch, c)
@@ -90,9 +82,10 @@ func (b *batcher) sender() {
 	}
 }
 
-// gather adds the calls already queued to batch, up to maxSize.
+// gather adds the calls already queued to batch, up to
+// Config.BatchMaxSize.
 func (b *batcher) gather(batch []*call) []*call {
-	for len(batch) < b.maxSize {
+	for len(batch) < b.s.cfg.BatchMaxSize {
 		select {
 		case c := <-b.in:
 			batch = append(batch, c)

@@ -70,8 +70,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // url.Error repeats the URL, password included
 		}
 		return nil, bad("redis URL %s: %v", redact(cfg.URL), err)

@@ -58,8 +58,7 @@ func (s *Store) checkServer(ctx context.Context, scripting bool) error {
 	}
 	info := s.client.InfoMap(ctx, "replication", "cluster")
 	if err := info.Err(); err != nil {
-		var rerr redis.Error
-		if !errors.As(err, &rerr) || (s.misconfigured(err) != "" && !redis.HasErrorPrefix(err, "NOPERM")) {
+		if _, ok := errors.AsType[redis.Error](err); !ok || (s.misconfigured(err) != "" && !redis.HasErrorPrefix(err, "NOPERM")) {
 			return err
 		}
 		// INFO refused (ACL, renamed command): nothing to check but PING.

@@ -112,9 +112,8 @@ type Config struct {
 // Store is a store.Store on Redis. Its methods may be called concurrently.
 type Store struct {
 	client redis.UniversalClient
-	cfg    Config  // its zero fields set to their defaults; Mode ModeCluster for a cluster client
-	lib    library // the scripts, as Redis functions
-	keepMs int64
+	cfg    Config     // its zero fields set to their defaults; Mode ModeCluster for a cluster client
+	lib    library    // the scripts, as Redis functions
 	batch  *batcher   // nil when batching is disabled
 	clock  redisClock // Redis' clock against this host's (deadline.go)
 	// scripted is set by a Ping that ran the scripting probe and passed,
@@ -150,11 +149,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		cfg.Mode = ModeStandalone
 	}
 	s := &Store{client: client, cfg: cfg, lib: newLibrary(luaSource())}
-	if cfg.ClientTime {
-		s.keepMs = clientTimeKeep.Milliseconds()
-	}
 	if cfg.BatchMaxSize > 1 {
-		s.batch = newBatcher(s, cfg.BatchMaxSize, cfg.BatchPipelines, cfg.BatchMaxWait)
+		s.batch = newBatcher(s)
 	}
 	return s, nil
 }
@@ -162,9 +158,10 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 // header is the header of a call made at now: Redis' clock unless
 // Config.ClientTime.
 func (s *Store) header(now time.Time) header {
-	h := header{nowMs: -1, keepMs: s.keepMs, calMs: now.UnixMilli()}
+	h := header{nowMs: -1, calMs: now.UnixMilli()}
 	if s.cfg.ClientTime {
 		h.nowMs = max(h.calMs, 0)
+		h.keepMs = clientTimeKeep.Milliseconds()
 	}
 	return h
 }
@@ -327,8 +324,7 @@ func decodeCall(c *call, reqs []store.Request, out []algorithms.Decision) error 
 		got = make([]algorithms.Decision, len(c.idx))
 	}
 	err := decodeReply(c.reply, got, caps)
-	var se *stateError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*stateError](err); ok {
 		se.key = c.keys[se.index]
 	}
 	if err == nil && !inPlace {

@@ -40,7 +40,7 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	// ran it, is found by the retry's record.
 	c := &call{done: make(chan *call, 1)}
 	go func() {
-		c.reply, c.err = s.fcall(tctx, s.lib.settle, ks, arg, st.Fingerprint(), strconv.FormatInt(s.cfg.SettleWindow.Milliseconds()+s.keepMs, 10))
+		c.reply, c.err = s.fcall(tctx, s.lib.settle, ks, arg, st.Fingerprint(), strconv.FormatInt(s.cfg.SettleWindow.Milliseconds()+h.keepMs, 10))
 		c.done <- c
 	}()
 	if err := wait(tctx, c); err != nil {
