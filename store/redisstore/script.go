@@ -5,15 +5,16 @@ package redisstore
 // Go sends and the reply it decodes. Each decision is computed once, by
 // the script. State layout, one key per (algorithm, key):
 //
-//	token_bucket        '<i5I3': the arrival time's ms - epoch and its ticks ('<i8i8' when out of range)
+//	token_bucket        '<i5I3i4': the arrival time's ms - epoch, its ticks and the key's expiry less it ('<i8i8' when out of range)
 //	sliding_window      pack(A = window start, B = its count, C = the previous window's)
 //	fixed_window        an integer count per window key (keys.go's windowKey)
 //	leaky_bucket        pack(A = queue end's fraction of a ms × C, B = queue end, C = perMs)
 //	sliding_window_log  a header and a ring of unit times, 6 bytes a unit
 //
 // pack is lua/lib.lua's three-integer codec; bench/RESULTS.md has the
-// MEMORY USAGE of each. Every write sets a TTL; a state whose TTL is 0
-// equals no state and is deleted instead.
+// MEMORY USAGE of each. Every write sets a TTL (a token bucket's write
+// keeps the one its state records when it covers the state); a state
+// whose TTL is 0 equals no state and is deleted instead.
 
 import (
 	"crypto/sha256"

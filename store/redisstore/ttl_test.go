@@ -13,8 +13,9 @@ import (
 // TestKeyTTL pins the TTL every algorithm's key is left with in Redis
 // after a spend on a new key, a spend on an existing one and a refund:
 // the decision's TTL (algorithms.Decide's, in ms) plus the hour
-// Config.ClientTime keeps every key,
-// rounded up by at most 1/64, less the moments between the write and the
+// Config.ClientTime keeps every key
+// (a token bucket's padded as lua/token_bucket.lua says), rounded up by
+// at most 1/64, less the moments between the write and the
 // PTTL. A fixed window's window key keeps the TTL the write that created
 // it set (the window's end). Each step runs every
 // algorithm alone (its own script call) and all together (one call), on
@@ -92,8 +93,14 @@ func TestKeyTTL(t *testing.T) {
 						k.redis = redisKey(t, c, k.req.Limit.Algorithm, k.req.Key)
 						got, err := c.PTTL(ctx, k.redis).Result()
 						// A counter's PX is rounded up by at most 1/64
-						// (lua/lib.lua's px_string).
-						if err != nil || got > want+want/64 || got <= want-slack {
+						// (lua/lib.lua's px_string); a token bucket's
+						// is padded by a quarter of its TTL or a token's
+						// time (lua/token_bucket.lua).
+						hi := want
+						if k.req.Limit.Algorithm == algorithms.TokenBucket {
+							hi += max(d.TTL/4, k.req.Limit.Period/time.Duration(k.req.Limit.Requests))
+						}
+						if err != nil || got > hi+hi/64 || got <= want-slack {
 							t.Errorf("%v, cost %d at t0+%v: PTTL %s = %v, %v; want %v (the decision's TTL %v plus ClientTime's %v, rounded up by at most 1/64; kept from an earlier write: %v)",
 								k.req.Limit.Algorithm, step.cost, step.at, k.redis, got, err, want, d.TTL, keep, kept)
 						}

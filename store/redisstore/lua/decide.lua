@@ -22,11 +22,9 @@ local function decide(KEYS, ARGV)
   if now == nil or keep < 0 or write < 0 or write > 1 then
     return redis.error_reply('ERR floodgate: bad header')
   end
+  clock_ms = false
   if now < 0 or deadline > 0 then
-    -- Lua turns TIME's strings into numbers in the arithmetic itself.
-    local t = rcall('TIME')
-    local us = t[2]
-    local clock = t[1] * 1000 + (us - us % 1000) / 1000
+    local clock = redis_clock()
     if deadline > 0 and clock >= deadline then
       return LATE
     end

@@ -75,6 +75,20 @@ local REQ_FMT, CAL_FMT = '<Bi8i8i8i8', '<i8i8i8i8i8'
 -- string.byte as upvalues (cheaper than globals), bound on first call.
 local rcall, rpcall, rtype, spack, sunpack, sbyte
 
+-- clock_ms is Redis' clock (TIME, Unix ms, truncated) at the start of
+-- the running call, false until read: every driver sets it before
+-- anything is decided (false, or the TIME it read), so no value outlives
+-- its call; redis_clock reads it when a decision needs it.
+local clock_ms = false
+
+local function redis_clock()
+  -- Lua turns TIME's strings into numbers in the arithmetic itself.
+  local t = rcall('TIME')
+  local us = t[2]
+  clock_ms = t[1] * 1000 + (us - us % 1000) / 1000
+  return clock_ms
+end
+
 -- read_header decodes the header at the start of str: now_ms, keep_ms,
 -- write, deadline_ms; nil if it is malformed.
 local function read_header(str)

@@ -33,10 +33,9 @@ local function settle(KEYS, ARGV)
   if f == nil or #KEYS ~= 2 or #ARGV ~= 3 or keep < 0 or write ~= 1 or record_ms == nil or record_ms < 1 or h - h % 8 ~= (b0 and 80 or 16) or x < 1 or y < 1 or z < 0 or (b0 and not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4)) then
     return redis.error_reply('ERR floodgate: bad settle arguments')
   end
+  clock_ms = false
   if now < 0 then
-    local t = rcall('TIME')
-    local us = t[2]
-    now = t[1] * 1000 + (us - us % 1000) / 1000
+    now = redis_clock()
   end
 
   local dup = 0

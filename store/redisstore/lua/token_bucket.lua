@@ -3,25 +3,41 @@
 -- algorithms/tokenbucket.go line by line; token_bucket is its ALG
 -- function (lib.lua), x, y, z its per_ms, scale and capacity.
 --
--- The state: struct TB_FMT (8 bytes), the arrival time's whole ms less
--- STATE_EPOCH_MS and its ticks (1/per_ms ms), or TB_WIDE (16 bytes) when
--- they do not fit; no key is a full bucket.
+-- The state: struct TB_FMT (12 bytes), the arrival time's whole ms less
+-- STATE_EPOCH_MS, its ticks (1/per_ms ms) and the key's expiry (Unix ms
+-- by Redis' clock) less the arrival time; TB_WIDE (16 bytes, no expiry)
+-- when they do not fit; no key is a full bucket. TB_BARE (8 bytes, no
+-- expiry) is read, no longer written.
+--
+-- The expiry recorded is never later than the key's: a write that sets
+-- the TTL records Redis' clock at the call's start plus the PX it sends
+-- (ttl + keep + a pad: a quarter of ttl, at least a token's time). A
+-- write keeps the TTL, its bytes written in place (SETRANGE: the value
+-- stays a raw string), when the expiry recorded covers ttl + keep and
+-- exceeds it by at most the pad, so a charge moving the arrival time
+-- by a token after one that set it keeps it, and a key outlives its state
+-- by at most the pad and px_string's 1/64.
 --
 -- lead is how far the arrival time stands ahead of now, in ticks (the
 -- tokens lacking, scaled). Beyond 2 × the capacity's ticks it is 2 ×
 -- that + 1, which decides alike, while the waits, taken from d (whole ms
 -- ahead) and the ticks, stay exact and every product below 2^53.
 
-local TB_FMT, TB_WIDE = '<i5I3', '<i8i8'
+local TB_FMT, TB_BARE, TB_WIDE = '<i5I3i4', '<i5I3', '<i8i8'
 
 local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep, undo)
   local full = capacity * scale
   local str = rcall('GET', key)
   local at, tk, d, lead = now, 0, 0, 0 -- the time it stands at: at ms and tk ticks
+  local exp = false -- the key's expiry recorded, Unix ms by Redis' clock
   if str then
     local n = #str
-    if n == 8 then
-      at, tk = sunpack(TB_FMT, str)
+    if n == 12 then
+      local rel
+      at, tk, rel = sunpack(TB_FMT, str)
+      exp = at + rel + STATE_EPOCH_MS
+    elseif n == 8 then
+      at, tk = sunpack(TB_BARE, str)
     elseif n == 16 then
       at, tk = sunpack(TB_WIDE, str)
     else
@@ -108,22 +124,41 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     ttl = d + 1
   end
   if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
-    if undo then
-      remember(undo, key, str, move < 0)
-    end
     if lead == 0 then
+      if undo then
+        remember(undo, key, str, move < 0)
+      end
       if str then
         rcall('DEL', key)
       end
+      return allowed, remaining, retry, ttl, ttl, 0, unrecorded, owed
+    end
+    local need = (clock_ms or redis_clock()) + ttl + keep -- the expiry the state needs
+    local pad = (ttl - ttl % 4) / 4
+    if pad * per_ms < scale then -- at least a token's time
+      pad = (scale - scale % per_ms) / per_ms + 1
+    end
+    local kept, set = exp and exp >= need and exp <= need + pad, need + pad
+    local ms, rel = at - STATE_EPOCH_MS, set - at
+    if kept then
+      rel = exp - at
+    end
+    local v
+    if ms >= -549755813888 and ms < 549755813888 and tk < 16777216 and rel >= -2147483648 and rel < 2147483648 then -- 2^39, 2^24, 2^31
+      v = spack(TB_FMT, ms, tk, rel)
     else
-      local ms = at - STATE_EPOCH_MS
-      local v
-      if ms >= -549755813888 and ms < 549755813888 and tk < 16777216 then -- 2^39, 2^24
-        v = spack(TB_FMT, ms, tk)
-      else
-        v = spack(TB_WIDE, ms, tk)
-      end
-      rcall('SET', key, v, 'PX', px_string(ttl + keep))
+      kept, v = false, spack(TB_WIDE, ms, tk)
+    end
+    if undo then -- a TTL shorter than the one recorded is put back as it was
+      remember(undo, key, str, move < 0 or (not kept and exp and exp > set))
+    end
+    if kept then
+      rcall('SETRANGE', key, '0', v)
+    elseif str and #str ~= #v then
+      rcall('SET', key, v, 'PX', px_string(ttl + keep + pad))
+    else -- SETRANGE makes and keeps the value a raw string, which it writes in place
+      rcall('SETRANGE', key, '0', v)
+      rcall('PEXPIRE', key, px_string(ttl + keep + pad))
     end
   end
   return allowed, remaining, retry, ttl, ttl, 0, unrecorded, owed
