@@ -168,7 +168,7 @@ func enumName(ed protoreflect.EnumDescriptor, s string) (string, bool) {
 // protojson's seconds ("60s", "5400s", "0.250s"). A string protojson
 // takes as it is, or that is no Go duration, is left alone.
 func durationJSON(s string) (string, bool) {
-	if protojsonDuration(s) {
+	if protojson.Unmarshal([]byte(strconv.Quote(s)), new(durationpb.Duration)) == nil {
 		return "", false
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(s))
@@ -177,17 +177,4 @@ func durationJSON(s string) (string, bool) {
 	}
 	b, _ := protojson.Marshal(durationpb.New(d)) // every time.Duration is in its range
 	return strings.Trim(string(b), `"`), true
-}
-
-// protojsonDuration reports whether s has protojson's Duration form: an
-// optional minus, digits, an optional fraction, and "s".
-func protojsonDuration(s string) bool {
-	num, ok := strings.CutSuffix(s, "s")
-	if !ok {
-		return false
-	}
-	num = strings.TrimPrefix(num, "-")
-	whole, frac, _ := strings.Cut(num, ".")
-	const digits = "0123456789"
-	return whole != "" && strings.Trim(whole, digits) == "" && strings.Trim(frac, digits) == ""
 }
