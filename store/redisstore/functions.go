@@ -54,14 +54,10 @@ func librarySource(name, src string) string {
 	return b.String()
 }
 
-// load loads the library on c; one of that name already there is the
-// same source.
+// load loads the library on c, replacing one of that name, which is the
+// same source (the name hashes it).
 func (l *library) load(ctx context.Context, c redis.Cmdable) error {
-	err := c.FunctionLoad(ctx, l.src).Err()
-	if err != nil && strings.Contains(err.Error(), "already exists") {
-		return nil
-	}
-	return err
+	return c.FunctionLoadReplace(ctx, l.src).Err()
 }
 
 // functionMissing reports whether err is FCALL's answer for a function

@@ -39,7 +39,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -372,17 +371,16 @@ func unavailable(err error) bool {
 	var ne net.Error
 	var cv *tls.CertificateVerificationError
 	var rh tls.RecordHeaderError
-	var ua x509.UnknownAuthorityError
-	var hn x509.HostnameError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, redis.ErrClosed), errors.Is(err, errClosed),
 		errors.Is(err, redis.ErrPoolTimeout), // no free connection within PoolTimeout
 		errors.As(err, &ne),
-		// A TLS handshake that fails (an untrusted or wrong certificate, a
+		// A TLS handshake that fails (an untrusted or wrong certificate,
+		// which the client reports as a CertificateVerificationError, or a
 		// plaintext port) leaves Redis as unreachable as a refused dial.
-		errors.As(err, &cv), errors.As(err, &rh), errors.As(err, &ua), errors.As(err, &hn):
+		errors.As(err, &cv), errors.As(err, &rh):
 		return true
 	}
 	return hasPrefix(err, "LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "BUSY", "NOREPLICAS", "MOVED", "ASK")
