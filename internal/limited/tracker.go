@@ -126,10 +126,11 @@ func (t *Tracker) ObserveCheck(now time.Time, policy string, shadow bool, rate a
 		rh = mix(uint64(KindInline), inlineHash(rate))
 	}
 	tb := t.table(now, rh, func() ruleInfo {
+		text := configview.NewRateView(rate).Text()
 		if policy != "" {
-			return ruleInfo{kind: KindPolicy, name: policy, shadow: shadow, limit: configview.NewRateView(rate).Text()}
+			return ruleInfo{kind: KindPolicy, name: policy, shadow: shadow, limit: text}
 		}
-		return ruleInfo{kind: KindInline, name: "inline " + configview.NewRateView(rate).Text(), limit: configview.NewRateView(rate).Text()}
+		return ruleInfo{kind: KindInline, name: "inline " + text, limit: text}
 	})
 	observe(tb, now, checkKey{seed: t.seed, key: key}, cost, allowed)
 }
