@@ -29,8 +29,7 @@ type batcher struct {
 func newBatcher(s *Store) *batcher {
 	b := &batcher{s: s, in: make(chan *call, 4*s.cfg.BatchMaxSize), quit: make(chan struct{})}
 	for range s.cfg.BatchPipelines {
-		b.senders.Add(1)
-		go b.sender()
+		b.senders.Go(b.sender)
 	}
 	return b
 }
@@ -54,7 +53,6 @@ func (b *batcher) submit(ctx context.Context, calls []*call) error {
 
 // sender sends pipelines until the batcher closes, then what is queued.
 func (b *batcher) sender() {
-	defer b.senders.Done()
 	batch := make([]*call, 0, b.s.cfg.BatchMaxSize)
 	for {
 		select {
