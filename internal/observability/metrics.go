@@ -360,8 +360,9 @@ func (m *Metrics) SetBuildInfo(version string) {
 	m.buildInfo.WithLabelValues(version).Set(1)
 }
 
-// GRPCUnaryInterceptor records grpc_server_* metrics for unary calls. Put
-// it before the auth interceptor, so refused calls are counted too.
+// GRPCUnaryInterceptor records grpc_server_* metrics for unary calls.
+// Calls the server's Gate refuses (a token, the stream caps) never reach
+// it.
 func (m *Metrics) GRPCUnaryInterceptor() grpc.UnaryServerInterceptor {
 	return m.grpc.UnaryServerInterceptor()
 }
