@@ -93,16 +93,7 @@ func scopesPattern(prefix string, alg algorithms.Algorithm, tag string) string {
 }
 
 // globEscape escapes the characters Redis' glob patterns treat specially.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range []byte(s) {
-		if strings.IndexByte(`*?[]\^-`, c) >= 0 {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
+var globEscape = strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`, `\`, `\\`, `^`, `\^`, `-`, `\-`).Replace
 
 // slot is the Redis Cluster hash Slot of a key whose hash tag is tag
 // (non-empty, without braces): CRC16-XMODEM(tag) mod 16384.

@@ -120,3 +120,17 @@ func hashTagOf(t *testing.T, key string) string {
 	}
 	return key[i+1 : i+1+j]
 }
+
+// TestGlobEscape: the bytes Redis' glob patterns treat specially, and
+// only those, are escaped with a backslash.
+func TestGlobEscape(t *testing.T) {
+	for c := range 256 {
+		s, want := string([]byte{byte(c)}), string([]byte{byte(c)})
+		if strings.IndexByte(`*?[]\^-`, byte(c)) >= 0 {
+			want = `\` + s
+		}
+		if got := globEscape(s); got != want {
+			t.Errorf("globEscape(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
