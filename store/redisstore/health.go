@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -133,12 +134,7 @@ func (s *Store) misconfigured(err error) string {
 // hasPrefix reports whether err is a Redis answer starting with one of
 // prefixes.
 func hasPrefix(err error, prefixes ...string) bool {
-	for _, p := range prefixes {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(prefixes, func(p string) bool { return redis.HasErrorPrefix(err, p) })
 }
 
 // wrap labels err from op. Answers that mean a misconfiguration wrap

@@ -241,20 +241,15 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request,
 }
 
 // hasRefund reports whether a request gives units back, charges debt
-// (whose unrecorded part a refund on deny would over-refund) or takes
+// (whose unrecorded part a refund on deny would over-refund, and whose
+// charge beyond its bound cannot be taken back exactly either) or takes
 // slots of an algorithm that waits (algorithms.Facts.Waits; no refund
-// frees a slot): a batch across slots
-// holding one is probed before it is charged.
+// frees a slot): a batch across slots holding one is probed before it is
+// charged.
 func hasRefund(reqs []store.Request) bool {
-	for i := range reqs {
-		if reqs[i].Cost < 0 || reqs[i].Mode&algorithms.Debt != 0 {
-			return true // a debt charge beyond its bound cannot be taken back exactly either
-		}
-		if reqs[i].Cost > 0 && reqs[i].Limit.Algorithm.Facts().Waits {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(reqs, func(r store.Request) bool {
+		return r.Cost < 0 || r.Mode&algorithms.Debt != 0 || r.Cost > 0 && r.Limit.Algorithm.Facts().Waits
+	})
 }
 
 // decodeAll reads every call's reply into out. It reports whether a
