@@ -42,10 +42,9 @@ var errLate = fmt.Errorf("redisstore: Redis ran the decision after its caller's 
 
 // redisClock is the measured offset of Redis' clock from this host's.
 type redisClock struct {
-	offsetMs atomic.Int64 // Redis' TIME minus this host's clock
-	guardMs  atomic.Int64 // the deadline's guard: 2 + the measurement's round trip
-	atMs     atomic.Int64 // when offsetMs was measured, Unix ms here; 0: never
-	busy     atomic.Bool  // a measurement is under way
+	shiftMs atomic.Int64 // Redis' TIME minus this host's clock, less the guard: 2 + the measurement's round trip
+	atMs    atomic.Int64 // when shiftMs was measured, Unix ms here; 0: never
+	busy    atomic.Bool  // a measurement is under way
 }
 
 // deadlineMs is when ctx ends, in Unix ms by Redis' clock; 0 when ctx has
@@ -63,7 +62,7 @@ func (s *Store) deadlineMs(ctx context.Context) int64 {
 	if at == 0 {
 		return 0
 	}
-	return dl.UnixMilli() + s.clock.offsetMs.Load() - s.clock.guardMs.Load()
+	return dl.UnixMilli() + s.clock.shiftMs.Load()
 }
 
 // measureClock measures the offset in the background, unless a
@@ -77,8 +76,7 @@ func (s *Store) measureClock() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.Timeout, time.Second))
 		defer cancel()
 		if off, rtt, err := s.clockOffset(ctx); err == nil {
-			s.clock.offsetMs.Store(off)
-			s.clock.guardMs.Store(2 + rtt)
+			s.clock.shiftMs.Store(off - 2 - rtt)
 			s.clock.atMs.Store(time.Now().UnixMilli())
 		}
 	}()
