@@ -24,16 +24,16 @@ func TestDemandConformance(t *testing.T) {
 		}
 		return d
 	})
-	// The script is loaded on first use (NOSCRIPT, then EVAL), and the
-	// budget's hash expires with its last report.
-	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+	// The library is loaded again when Redis lost it (FUNCTION FLUSH), and
+	// the budget's hash expires with its last report.
+	if err := c.FunctionFlush(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := redisstore.NewDemand(c, "t:", timeout)
 	out := make([]store.DemandTotal, 1)
 	err := d.ReportDemand(context.Background(), time.Now(), []store.DemandReport{{Key: "k", Reporter: "a", MilliRPS: 9, TTL: 3 * time.Second}}, out)
 	if err != nil || out[0] != (store.DemandTotal{Reporters: 1, MilliRPS: 9}) {
-		t.Fatalf("after SCRIPT FLUSH: %+v, %v", out[0], err)
+		t.Fatalf("after FUNCTION FLUSH: %+v, %v", out[0], err)
 	}
 	ttl, err := c.PTTL(context.Background(), "t:qd:{k}").Result()
 	if err != nil || ttl <= 0 || ttl > 3*time.Second {

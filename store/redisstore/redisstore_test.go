@@ -93,11 +93,11 @@ func limit(alg algorithms.Algorithm, requests int64) algorithms.Limit {
 	return algorithms.Limit{Algorithm: alg, Requests: requests, Period: time.Minute}
 }
 
-// TestRestartAndScriptFlush: after SCRIPT FLUSH or a Redis restart, the
+// TestRestartAndFunctionFlush: after FUNCTION FLUSH or a Redis restart, the
 // next Decide succeeds (a restarted Redis without persistence has lost
 // the function library, which the store loads again), alone, batched and
 // concurrent.
-func TestRestartAndScriptFlush(t *testing.T) {
+func TestRestartAndFunctionFlush(t *testing.T) {
 	srv := redistest.StartServer(t)
 	ctx := context.Background()
 	for _, batchSize := range []int{1, 0} {
@@ -138,10 +138,10 @@ func TestRestartAndScriptFlush(t *testing.T) {
 				}
 			}
 			concurrent("first", 99)
-			if err := admin.ScriptFlush(ctx).Err(); err != nil {
+			if err := admin.FunctionFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			concurrent("after SCRIPT FLUSH", 98)
+			concurrent("after FUNCTION FLUSH", 98)
 			srv.Restart()
 			// The restarted Redis is empty: buckets are full again.
 			concurrent("after restart", 99)

@@ -89,22 +89,22 @@ func TestSettleRecordExpires(t *testing.T) {
 	}
 }
 
-// TestSettleAfterScriptFlush: a Redis that lost its scripts (SCRIPT
-// FLUSH, a restart) answers NOSCRIPT once; Settle loads the script again
-// and charges, once.
-func TestSettleAfterScriptFlush(t *testing.T) {
+// TestSettleAfterLibraryLost: a Redis that lost the function library
+// (FUNCTION FLUSH, a restart) answers "Function not found" once; Settle
+// loads the library again and charges, once.
+func TestSettleAfterLibraryLost(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
 	ctx := context.Background()
 	s := newStore(t, c, testConfig())
 	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Period: time.Minute}
 	for i, id := range []string{"a", "b"} {
-		if err := c.ScriptFlush(ctx).Err(); err != nil {
+		if err := c.FunctionFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
 		r, err := s.Settle(ctx, t0, store.Settlement{Key: "k", Limit: l, Actual: 4, IdempotencyKey: id})
 		if err != nil || r.Duplicate || r.Decision.Remaining != int64(6-4*i) {
-			t.Fatalf("settle %d after SCRIPT FLUSH: %+v, %v", i, r, err)
+			t.Fatalf("settle %d after FUNCTION FLUSH: %+v, %v", i, r, err)
 		}
 	}
 	// The log is full after 8 of 10 and 4 more: 2 recorded, 2 not.
