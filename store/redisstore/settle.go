@@ -28,19 +28,18 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	if err := store.ValidateSettlement(st); err != nil {
 		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w", err)
 	}
+	// The settle function takes what a decide call of the delta, charged
+	// as debt, takes (plan), and the record's key after the state's.
 	h := s.header(now)
-	alg := st.Limit.Algorithm
-	tag := hashTag(st.Key)
-	ks := []string{stateKey(s.cfg.Prefix, alg, tag, st.Scope), settleKey(s.cfg.Prefix, alg, tag, st.Scope, st.IdempotencyKey)}
-	arg := appendRequest(appendHeader(nil, h), st.Limit, st.Delta(), false, algorithms.Debt, h)
+	c := s.plan([]store.Request{{Key: st.Key, Scope: st.Scope, Limit: st.Limit, Cost: st.Delta(), Mode: algorithms.Debt}}, h, 1)[0]
+	c.keys = append(c.keys, settleKey(s.cfg.Prefix, st.Limit.Algorithm, hashTag(st.Key), st.Scope, st.IdempotencyKey))
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	// The call may outlive the timeout (go-redis reads until its own
 	// ReadTimeout): its answer is then dropped, and the charge, if Redis
 	// ran it, is found by the retry's record.
-	c := &call{done: make(chan *call, 1)}
 	go func() {
-		c.reply, c.err = s.fcall(tctx, s.lib.settle, ks, arg, st.Fingerprint(), strconv.FormatInt(s.cfg.SettleWindow.Milliseconds()+h.keepMs, 10))
+		c.reply, c.err = s.fcall(tctx, s.lib.settle, c.keys, c.buf, st.Fingerprint(), strconv.FormatInt(s.cfg.SettleWindow.Milliseconds()+h.keepMs, 10))
 		c.done <- c
 	}()
 	if err := wait(tctx, c); err != nil {
