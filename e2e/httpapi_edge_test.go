@@ -163,8 +163,9 @@ func TestHTTPAPIOff(t *testing.T) {
 }
 
 // TestEdgeWorkerExample type-checks and compiles examples/edge-worker
-// (TypeScript, with the tsc that its package-lock.json pins: `npm ci` when
-// node_modules is missing or older than the lockfile, then `npx tsc -p .`; a type error fails the
+// (TypeScript, with the tsc that its package-lock.json pins: `npm ci`
+// unless node_modules or the user's cache holds the install of the same
+// lockfile (npmCI), then `npx tsc -p .`; a type error fails the
 // test) and runs its tests (`node --test dist/worker.test.js`) against this
 // floodgate binary. Without Node.js 18 or later and npm it is skipped,
 // unless CI is set: CI must run it (scripts/ensure-test-deps.sh installs nodejs

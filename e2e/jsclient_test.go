@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,8 @@ import (
 // Bun and Deno), the Express middleware in a real Express app, Check over
 // @grpc/grpc-js with the minimum protobufjs and @grpc/proto-loader, and
 // `npm pack` installed in a fresh project. Its devDependencies come from the npm registry (`npm
-// ci`, when node_modules is missing or older than package-lock.json).
+// ci`, unless node_modules or the user's cache holds the install of the
+// same lockfile: npmCI).
 // Without Node.js 18 or later and npm it is skipped, unless CI is set:
 // then it fails.
 func TestJSClient(t *testing.T) {
@@ -55,20 +57,50 @@ func TestJSClient(t *testing.T) {
 	}
 }
 
-// npmCI installs dir's package-lock.json with `npm ci` unless
-// node_modules already holds that very lockfile's install (a stamp with
-// its SHA-256, written after a successful install).
+// npmCI installs dir's package.json and package-lock.json with `npm ci`,
+// unless node_modules already holds that very install (a stamp with the
+// two files' SHA-256, written after a successful install) or the user's
+// cache does: then the cached install is copied in. A successful install
+// is copied to the cache (os.UserCacheDir()/floodgate-e2e/npm, one install
+// per folder name, keyed by the stamp), so that a clean clone does not
+// install the same lockfile again. Copies keep symbolic links as they are:
+// a relative link to a file: dependency points into the clone it is in.
 func npmCI(ctx context.Context, t *testing.T, npm, dir string) {
 	t.Helper()
-	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
+	h := sha256.New()
+	for _, name := range []string{"package.json", "package-lock.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(b))
+		h.Write(b)
 	}
-	sum := sha256.Sum256(lock)
-	want := hex.EncodeToString(sum[:])
-	stamp := filepath.Join(dir, "node_modules", ".floodgate-lock-sha256")
-	if got, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(got)) == want {
+	want := hex.EncodeToString(h.Sum(nil))
+	const stampName = ".floodgate-lock-sha256"
+	stamped := func(modules string) bool {
+		got, err := os.ReadFile(filepath.Join(modules, stampName))
+		return err == nil && strings.TrimSpace(string(got)) == want
+	}
+	modules := filepath.Join(dir, "node_modules")
+	if stamped(modules) {
 		return
+	}
+	var cached string // the cache's folder for this install; "" without a cache
+	if base, err := os.UserCacheDir(); err == nil {
+		cached = filepath.Join(base, "floodgate-e2e", "npm", filepath.Base(dir)+"-"+want[:16])
+	}
+	if cached != "" && stamped(filepath.Join(cached, "node_modules")) {
+		if err := os.RemoveAll(modules); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(cached, "node_modules"), modules).CombinedOutput()
+		if err == nil && stamped(modules) {
+			t.Logf("npm ci in %s: copied the install of the same package.json and package-lock.json from %s", dir, cached)
+			return
+		}
+		// A copy cut short (the cache pruned meanwhile): npm ci starts afresh.
+		t.Logf("copying the cached install %s to %s: %v\n%s", cached, dir, err, out)
 	}
 	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--prefer-offline")
 	cmd.Dir = dir
@@ -77,7 +109,44 @@ func npmCI(ctx context.Context, t *testing.T, npm, dir string) {
 	if err != nil {
 		t.Fatalf("npm ci in %s: %v", dir, err)
 	}
-	if err := os.WriteFile(stamp, []byte(want+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(modules, stampName), []byte(want+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if cached != "" {
+		if err := saveInstall(ctx, modules, cached); err != nil {
+			t.Logf("npm ci in %s: not cached: %v", dir, err)
+		}
+	}
+}
+
+// saveInstall copies modules to cached/node_modules through a temporary
+// folder renamed into place (a reader never sees half a copy), and removes
+// the cache's other installs of the same folder name.
+func saveInstall(ctx context.Context, modules, cached string) error {
+	parent, name := filepath.Dir(cached), filepath.Base(cached)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, ".tmp-"+name+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := exec.CommandContext(ctx, "cp", "-a", modules, filepath.Join(tmp, "node_modules")).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp: %v\n%s", err, out)
+	}
+	if err := os.Rename(tmp, cached); err != nil && !os.IsExist(err) {
+		return err
+	}
+	prefix := name[:strings.LastIndex(name, "-")+1]
+	others, err := filepath.Glob(filepath.Join(parent, prefix+"*"))
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if o != cached {
+			os.RemoveAll(o)
+		}
+	}
+	return nil
 }
