@@ -5,6 +5,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -193,4 +195,50 @@ func runCLI(t testing.TB, args ...string) (stdout, stderr string, code int) {
 		t.Fatal(err)
 	}
 	return out.String(), errb.String(), 0
+}
+
+// cachedBinary returns the file that build writes for the inputs named by
+// key, keeping it in the user's cache (os.UserCacheDir()/floodgate-e2e/bin)
+// across runs: a binary built from pinned inputs (a tool's go.sum, a
+// release's commit) is the same every run, so it is built once a machine
+// and Go version. The cache keeps the newest build of each name. Without a
+// user cache dir, build writes into dir.
+func cachedBinary(name, key, dir string, build func(out string) error) (string, error) {
+	gover, err := exec.Command("go", "env", "GOVERSION", "GOOS", "GOARCH").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env: %w", err)
+	}
+	sum := sha256.Sum256([]byte(key + "\n" + string(gover)))
+	base, err := os.UserCacheDir()
+	if err != nil {
+		out := filepath.Join(dir, name)
+		return out, build(out)
+	}
+	cacheDir := filepath.Join(base, "floodgate-e2e", "bin")
+	out := filepath.Join(cacheDir, name+"-"+hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(cacheDir, ".tmp-"+name+"-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := build(filepath.Join(tmp, name)); err != nil {
+		return "", err
+	}
+	// A rename: a concurrent run finds the whole binary or none.
+	if err := os.Rename(filepath.Join(tmp, name), out); err != nil {
+		return "", err
+	}
+	others, _ := filepath.Glob(filepath.Join(cacheDir, name+"-*"))
+	for _, o := range others {
+		if o != out {
+			os.Remove(o)
+		}
+	}
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,19 +12,25 @@ import (
 	"github.com/floodgate/floodgate/e2e/docblocks"
 )
 
-// grpcurl builds the pinned grpcurl (tools/grpcurl/go.mod) once.
+// grpcurl builds the pinned grpcurl (tools/grpcurl/go.mod), once a
+// machine and Go version (cachedBinary, keyed by that go.mod and go.sum).
 var grpcurl = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "floodgate-grpcurl-")
-	if err != nil {
-		return "", err
+	var key strings.Builder
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join("..", "tools", "grpcurl", f))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&key, "%s %d\n%s", f, len(b), b)
 	}
-	bin := filepath.Join(dir, "grpcurl")
-	cmd := exec.Command("go", "build", "-modfile=tools/grpcurl/go.mod", "-trimpath", "-o", bin, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &exec.Error{Name: "go build grpcurl", Err: errorString(string(out) + err.Error())}
-	}
-	return bin, nil
+	return cachedBinary("grpcurl", key.String(), filepath.Dir(binary), func(out string) error {
+		cmd := exec.Command("go", "build", "-modfile=tools/grpcurl/go.mod", "-trimpath", "-o", out, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
+		cmd.Dir = ".."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return &exec.Error{Name: "go build grpcurl", Err: errorString(string(b) + err.Error())}
+		}
+		return nil
+	})
 })
 
 type errorString string

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,8 @@ import (
 const previousRelease = "79ed681"
 
 // buildRelease builds the floodgate binary of commit rev from this
-// repository's history (a detached git worktree, removed afterwards). A
+// repository's history (a detached git worktree, removed afterwards),
+// once a machine and Go version (cachedBinary, keyed by the commit). A
 // tree without that history skips the test, but under CI=true, which
 // fails: CI runs on a full clone.
 func buildRelease(t *testing.T, rev string) string {
@@ -37,19 +39,26 @@ func buildRelease(t *testing.T, rev string) string {
 		need("no git repository to build %s from: %v", rev, err)
 	}
 	root := strings.TrimSpace(string(top))
-	if err := exec.Command("git", "-C", root, "cat-file", "-e", rev+"^{commit}").Run(); err != nil {
+	full, err := exec.Command("git", "-C", root, "rev-parse", "--verify", "--quiet", rev+"^{commit}").Output()
+	if err != nil {
 		need("commit %s is not in this clone's history: %v", rev, err)
 	}
-	dir := filepath.Join(t.TempDir(), "src")
-	if out, err := exec.Command("git", "-C", root, "worktree", "add", "--detach", dir, rev).CombinedOutput(); err != nil {
-		t.Fatalf("git worktree add %s: %v\n%s", rev, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("git", "-C", root, "worktree", "remove", "--force", dir).Run() })
-	bin := filepath.Join(t.TempDir(), "floodgate-"+rev)
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/floodgate")
-	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", rev, err, out)
+	commit := strings.TrimSpace(string(full))
+	bin, err := cachedBinary("floodgate-"+rev, "commit "+commit+": go build -trimpath ./cmd/floodgate", t.TempDir(), func(out string) error {
+		dir := filepath.Join(t.TempDir(), "src")
+		if out, err := exec.Command("git", "-C", root, "worktree", "add", "--detach", dir, commit).CombinedOutput(); err != nil {
+			return fmt.Errorf("git worktree add %s: %v\n%s", rev, err, out)
+		}
+		defer exec.Command("git", "-C", root, "worktree", "remove", "--force", dir).Run()
+		build := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/floodgate")
+		build.Dir = dir
+		if b, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v\n%s", rev, err, b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
