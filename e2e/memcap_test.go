@@ -104,10 +104,11 @@ func flood[R proto.Message](t *testing.T, d door, rpc string, n int, req func(i 
 	return out
 }
 
-// TestMemoryCapKeepsSpentCounter: with --memory-max-keys 2048, a spent
-// fixed_window 10/1h key stays denied after 6,000 free settlements
-// (reserved 0, actual 0, a fresh idempotency key each, on other keys) and
-// after 6,000 inline checks with a 100-year period on fresh keys, through
+// TestMemoryCapKeepsSpentCounter: with --memory-max-keys 512 (2 keys in
+// each of the store's 256 shards), a spent fixed_window 10/1h key stays
+// denied after 1,500 free settlements (reserved 0, actual 0, a fresh
+// idempotency key each, on other keys) and after 1,500 inline checks with
+// a 100-year period on fresh keys (each nearly 3 times the cap), through
 // both front doors with a plain (non-admin) token. What the new keys get is
 // the documented full-store answer: settlements are recorded apart from the
 // counters (never refused, never degraded); checks on new keys are decided
@@ -115,7 +116,7 @@ func flood[R proto.Message](t *testing.T, d door, rpc string, n int, req func(i 
 // failure mode (here the default, open: allowed and degraded), while the
 // spent key keeps deciding exactly.
 func TestMemoryCapKeepsSpentCounter(t *testing.T) {
-	const maxKeys = 2048
+	const maxKeys, n = 512, 1500
 	fw := floodgatev1.Algorithm_ALGORITHM_FIXED_WINDOW
 	hour := &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: 10, Period: durationpb.New(time.Hour)}}
 	century := &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: 10, Period: durationpb.New(100 * 365 * 24 * time.Hour)}}
@@ -152,7 +153,7 @@ func TestMemoryCapKeepsSpentCounter(t *testing.T) {
 			}
 			spent("10 checks")
 
-			settles := flood(t, d, "Settle", 6000, func(i int) proto.Message {
+			settles := flood(t, d, "Settle", n, func(i int) proto.Message {
 				return &floodgatev1.SettleRequest{Key: fmt.Sprintf("settler-%d", i), Algorithm: fw, IdempotencyKey: fmt.Sprintf("idem-%d", i),
 					Source: &floodgatev1.SettleRequest_Limit{Limit: hour.Limit}}
 			}, func() *floodgatev1.SettleResponse { return &floodgatev1.SettleResponse{} })
@@ -161,12 +162,12 @@ func TestMemoryCapKeepsSpentCounter(t *testing.T) {
 					t.Fatalf("settle %d: %v; want recorded (not degraded, not a duplicate, nothing owed)", i, r)
 				}
 			}
-			spent("6,000 settlements")
+			spent("1,500 settlements")
 
-			checks := flood(t, d, "Check", 6000, func(i int) proto.Message {
+			checks := flood(t, d, "Check", n, func(i int) proto.Message {
 				return &floodgatev1.CheckRequest{Key: fmt.Sprintf("century-%d", i), Algorithm: fw, Cost: 1, Source: century}
 			}, func() *floodgatev1.CheckResponse { return &floodgatev1.CheckResponse{} })
-			spent("6,000 inline 100-year checks")
+			spent("1,500 inline 100-year checks")
 			var decided, open int
 			for i, r := range checks {
 				switch {
@@ -178,8 +179,8 @@ func TestMemoryCapKeepsSpentCounter(t *testing.T) {
 					decided++
 				}
 			}
-			t.Logf("6,000 new 100-year keys: %d decided by the store, %d answered by the failure mode (store full)", decided, open)
-			if decided >= maxKeys || open < 6000-maxKeys {
+			t.Logf("%d new 100-year keys: %d decided by the store, %d answered by the failure mode (store full)", n, decided, open)
+			if decided >= maxKeys || open < n-maxKeys {
 				t.Fatalf("%d new keys decided, %d by the failure mode; want fewer than %d decided (the spent key holds one entry)", decided, open, maxKeys)
 			}
 		})
