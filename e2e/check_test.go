@@ -24,6 +24,7 @@ import (
 // binary: three allowed, then denied with retry_after about 20s; the
 // listing shows the service, health and reflection; SIGTERM stops cleanly.
 func TestServeEmbeddedWalkthrough(t *testing.T) {
+	t.Parallel() // its stop waits out --drain-timeout (the reflection stream is still open); other tests run meanwhile
 	p := startServe(t)
 	c := p.Client(t)
 	ctx := context.Background()

@@ -462,6 +462,7 @@ func TestAdminPprofOff(t *testing.T) {
 // keep-alive connection, and one whose request body stops half-way, within
 // its timeouts (10s; the test allows 20s).
 func TestAdminTimeouts(t *testing.T) {
+	t.Parallel() // it waits for the server's timeouts; other tests run meanwhile
 	p := startServe(t)
 	idle, err := net.Dial("tcp", p.HTTPAddr)
 	if err != nil {
