@@ -49,6 +49,9 @@ func subjects() []subject {
 		{name: "leaky bucket", prefix: "l", limit: lim(algorithms.LeakyBucket, 1000)},
 		{name: "calendar quota (fixed window, a UTC day)", prefix: "c", limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1000, Calendar: algorithms.Day}},
 		{name: "sliding window log", prefix: "g", limit: lim(algorithms.SlidingWindowLog, 100)},
+		// A state over within a ms: every decision finds no key (a key
+		// seen once, a limit far above its traffic).
+		{name: "token bucket, each key new (1,000,000 a second)", prefix: "tn", limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1_000_000, Period: time.Second}},
 		{name: "`return 1` (the fixed cost of a call)", prefix: "n", ref: "fgref_noop"},
 		// Last, so its keys leave the rows above the keyspace they had
 		// without it (a dict that grows rehashes during the rows after).

@@ -235,8 +235,8 @@ func printTable(out io.Writer, rows []*row, keys, n, wall int) {
 			x.gcra = r.instr
 		case r.sub.ref == refIncr:
 			x.incr = r.instr
-		case r.sub.ref == "" && r.sub.limit.Algorithm == algorithms.TokenBucket:
-			x.tb = r.instr
+		case r.sub.ref == "" && r.sub.limit.Algorithm == algorithms.TokenBucket && x.tb == 0:
+			x.tb = r.instr // the first token-bucket row: the others' base
 		}
 		b[r.perCall] = x
 	}
