@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -165,8 +167,9 @@ func TestHTTPAPIOff(t *testing.T) {
 // TestEdgeWorkerExample type-checks and compiles examples/edge-worker
 // (TypeScript, with the tsc that its package-lock.json pins: `npm ci`
 // unless node_modules or the user's cache holds the install of the same
-// lockfile (npmCI), then `npx tsc -p .`; a type error fails the
-// test) and runs its tests (`node --test dist/worker.test.js`) against this
+// lockfile (npmCI), then `npx tsc -p .` unless the user's cache holds
+// the output of a compile of the very same inputs (tscInputs); a type
+// error fails the test) and runs its tests (`node --test dist/worker.test.js`) against this
 // floodgate binary. Without Node.js 18 or later and npm it is skipped,
 // unless CI is set: CI must run it (scripts/ensure-test-deps.sh installs nodejs
 // and npm). A failed install fails it either way.
@@ -201,11 +204,35 @@ func TestEdgeWorkerExample(t *testing.T) {
 	// registry, and @floodgate/client from clients/js.
 	npmCI(ctx, t, npm, dir)
 	// A stale dist/ must not stand in for a failed compile.
-	if err := os.RemoveAll(filepath.Join(dir, "dist")); err != nil {
+	dist := filepath.Join(dir, "dist")
+	if err := os.RemoveAll(dist); err != nil {
 		t.Fatal(err)
 	}
-	// --no: never fetch a "tsc" from the registry; the lockfile's only.
-	run(npx, nil, "--no", "--", "tsc", "-p", ".")
+	var cached string // the cache's folder for this compile; "" without a cache
+	if base, err := os.UserCacheDir(); err == nil {
+		cached = filepath.Join(base, "floodgate-e2e", "tsc", filepath.Base(dir)+"-"+tscInputs(t, dir)[:16])
+	}
+	hit := false
+	if cached != "" {
+		out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(cached, "dist"), dist).CombinedOutput()
+		if hit = err == nil; hit {
+			t.Logf("tsc -p .: copied the output of the same inputs' compile from %s", cached)
+		} else {
+			t.Logf("tsc -p .: no cached compile of these inputs (%v: %s)", err, bytes.TrimSpace(out))
+		}
+	}
+	if !hit {
+		if err := os.RemoveAll(dist); err != nil {
+			t.Fatal(err)
+		}
+		// --no: never fetch a "tsc" from the registry; the lockfile's only.
+		run(npx, nil, "--no", "--", "tsc", "-p", ".")
+		if cached != "" {
+			if err := saveCopy(ctx, dist, cached); err != nil {
+				t.Logf("tsc -p .: output not cached: %v", err)
+			}
+		}
+	}
 
 	args := []string{"--test"}
 	if major == 18 {
@@ -217,6 +244,50 @@ func TestEdgeWorkerExample(t *testing.T) {
 	if !bytes.Contains(out, []byte("# pass ")) || bytes.Contains(out, []byte("# pass 0\n")) {
 		t.Fatalf("node --test passed no test")
 	}
+}
+
+// tscInputs is the SHA-256 (hex) of everything `tsc -p .` in dir reads
+// but the standard library: the files directly in dir (the sources,
+// tsconfig.json, and package.json and package-lock.json, which pin the
+// compiler and @types/node), and clients/js's package.json and src/ (the
+// types of @floodgate/client, linked from ../../clients/js).
+func tscInputs(t *testing.T, dir string) string {
+	t.Helper()
+	var files []string
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	client := filepath.Join(dir, "..", "..", "clients", "js")
+	files = append(files, filepath.Join(client, "package.json"))
+	err = filepath.WalkDir(filepath.Join(client, "src"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, err := filepath.Rel(dir, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", rel, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // findNode finds node, npm and npx on PATH and node's major version; an

@@ -113,16 +113,17 @@ func npmCI(ctx context.Context, t *testing.T, npm, dir string) {
 		t.Fatal(err)
 	}
 	if cached != "" {
-		if err := saveInstall(ctx, modules, cached); err != nil {
+		if err := saveCopy(ctx, modules, cached); err != nil {
 			t.Logf("npm ci in %s: not cached: %v", dir, err)
 		}
 	}
 }
 
-// saveInstall copies modules to cached/node_modules through a temporary
-// folder renamed into place (a reader never sees half a copy), and removes
-// the cache's other installs of the same folder name.
-func saveInstall(ctx context.Context, modules, cached string) error {
+// saveCopy copies the folder src to cached/<src's name> through a
+// temporary folder renamed into place (a reader never sees half a copy),
+// and removes the cache's other entries of the same name (cached less its
+// last "-" part).
+func saveCopy(ctx context.Context, src, cached string) error {
 	parent, name := filepath.Dir(cached), filepath.Base(cached)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return err
@@ -132,7 +133,7 @@ func saveInstall(ctx context.Context, modules, cached string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if out, err := exec.CommandContext(ctx, "cp", "-a", modules, filepath.Join(tmp, "node_modules")).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "cp", "-a", src, filepath.Join(tmp, filepath.Base(src))).CombinedOutput(); err != nil {
 		return fmt.Errorf("cp: %v\n%s", err, out)
 	}
 	if err := os.Rename(tmp, cached); err != nil && !os.IsExist(err) {
