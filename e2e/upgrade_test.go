@@ -44,13 +44,13 @@ func buildRelease(t *testing.T, rev string) string {
 		need("commit %s is not in this clone's history: %v", rev, err)
 	}
 	commit := strings.TrimSpace(string(full))
-	bin, err := cachedBinary("floodgate-"+rev, "commit "+commit+": go build -trimpath ./cmd/floodgate", t.TempDir(), func(out string) error {
+	bin, err := cachedBinary("floodgate-"+rev, "commit "+commit+": go build -trimpath ./cmd/floodgate", t.TempDir(), func(dst string) error {
 		dir := filepath.Join(t.TempDir(), "src")
 		if out, err := exec.Command("git", "-C", root, "worktree", "add", "--detach", dir, commit).CombinedOutput(); err != nil {
 			return fmt.Errorf("git worktree add %s: %v\n%s", rev, err, out)
 		}
 		defer exec.Command("git", "-C", root, "worktree", "remove", "--force", dir).Run()
-		build := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/floodgate")
+		build := exec.Command("go", "build", "-trimpath", "-o", dst, "./cmd/floodgate")
 		build.Dir = dir
 		if b, err := build.CombinedOutput(); err != nil {
 			return fmt.Errorf("building %s: %v\n%s", rev, err, b)
