@@ -34,6 +34,8 @@ func TestRedisURLForms(t *testing.T) {
 		{"127.0.0.1:7000", "cluster", "redis://127.0.0.1:7000", ""},
 		{"redis://a:1?addr=b:2&addr=c:3", "cluster", "redis://a:1?addr=b:2&addr=c:3", ""},
 		{"redis://s1:26379?addr=s2:26379", "sentinel", "redis://s1:26379?addr=s2:26379", ""},
+		{"redis://s1:26379?addr=s2:26379&replica_only=true", "sentinel", "redis://s1:26379?addr=s2:26379&replica_only=true", ""},
+		{"unix:///run/redis.sock", "cluster", "", `--redis-url: ` + "redisstore: bad redis client config: redis URL unix:///run/redis.sock: a unix socket needs a path and mode standalone"},
 		{"localhost", "", "", `--redis-url "localhost": not a URL, nor a host:port; want redis://`},
 		{"127.0.0.1:", "", "", `--redis-url "127.0.0.1:": `},
 		{":6379", "", "", `--redis-url ":6379": `},
@@ -45,21 +47,21 @@ func TestRedisURLForms(t *testing.T) {
 		{"s3cret@127.0.0.1:6379", "", "", `--redis-url "xxxxx@127.0.0.1:6379": `},
 		{"run/redis:6379", "", "", `--redis-url "run/redis:6379": `},
 		// What the Redis client's own parser refuses.
-		{"redis://u:s3cret@127.0.0.1:6379/abc", "", "", `--redis-url "redis://u:xxxxx@127.0.0.1:6379/abc": redis: invalid database number: "abc"; want redis://`},
-		{"redis://127.0.0.1:6379/0/1", "", "", `--redis-url "redis://127.0.0.1:6379/0/1": redis: invalid URL path`},
-		{"http://127.0.0.1:6379", "", "", `--redis-url "http://127.0.0.1:6379": redis: invalid URL scheme: http; want`},
-		{"redis://127.0.0.1:6379?dial_timeout=soon", "", "", `--redis-url "redis://127.0.0.1:6379?dial_timeout=soon": redis: invalid dial_timeout duration`},
-		{"redis://127.0.0.1:6379?colour=blue", "", "", `"redis://127.0.0.1:6379?colour=blue": redis: unexpected option: colour`},
-		{"redis://127.0.0.1:6379?colour=blue", "cluster", "", `"redis://127.0.0.1:6379?colour=blue": redis: unexpected option: colour`},
-		{"redis://127.0.0.1:6379?addr=b:2&colour=blue", "sentinel", "", "redis: unexpected option: colour"},
-		{"redis://:s3cret@[::1", "", "", `--redis-url "redis://:xxxxx@[::1": missing ']' in host; want`},
-		{"redis://u:s3cret@h:port", "", "", `--redis-url "redis://u:xxxxx@h:port": invalid port ":port" after host; want`},
-		{"redis:///0", "", "", `--redis-url "redis:///0": no host; want`},
+		{"redis://u:s3cret@127.0.0.1:6379/abc", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis://u:xxxxx@127.0.0.1:6379/abc: redis: invalid database number: "abc"; want redis://`},
+		{"redis://127.0.0.1:6379/0/1", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis://127.0.0.1:6379/0/1: redis: invalid URL path`},
+		{"http://127.0.0.1:6379", "", "", `--redis-url: redisstore: bad redis client config: redis URL http://127.0.0.1:6379: scheme must be redis, rediss or unix, got "http"; want`},
+		{"redis://127.0.0.1:6379?dial_timeout=soon", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis://127.0.0.1:6379?dial_timeout=soon: redis: invalid dial_timeout duration`},
+		{"redis://127.0.0.1:6379?colour=blue", "", "", `redis URL redis://127.0.0.1:6379?colour=blue: redis: unexpected option: colour`},
+		{"redis://127.0.0.1:6379?colour=blue", "cluster", "", `redis cluster URL redis://127.0.0.1:6379?colour=blue: redis: unexpected option: colour`},
+		{"redis://127.0.0.1:6379?addr=b:2&colour=blue", "sentinel", "", "redis sentinel URL redis://127.0.0.1:6379?addr=b:2&colour=blue: redis: unexpected option: colour"},
+		{"redis://:s3cret@[::1", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis://:xxxxx@[::1: missing ']' in host; want`},
+		{"redis://u:s3cret@h:port", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis://u:xxxxx@h:port: invalid port ":port" after host; want`},
+		{"redis:///0", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis:///0: no host; want`},
 		// A password that the parser's message repeats, or that holds an @.
-		{"redis://u:s3cret@h:6379/s3cret", "", "", `--redis-url "redis://u:xxxxx@h:6379/xxxxx": redis: invalid database number: "xxxxx"`},
-		{"redis://s3cret@h:6379/s3cret", "", "", `--redis-url "redis://xxxxx@h:6379/xxxxx": redis: invalid database number: "xxxxx"`},
-		{"redis://u:pa@s3cret@h:port", "", "", `--redis-url "redis://u:xxxxx@h:port": invalid port`},
-		{"redis://u:s3cret@/0", "", "", `--redis-url "redis://u:xxxxx@/0": no host`},
+		{"redis://u:s3cret@h:6379/s3cret", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis://u:xxxxx@h:6379/xxxxx: redis: invalid database number: "xxxxx"`},
+		{"redis://s3cret@h:6379/s3cret", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis://xxxxx@h:6379/xxxxx: redis: invalid database number: "xxxxx"`},
+		{"redis://u:pa@s3cret@h:port", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis://u:xxxxx@h:port: invalid port`},
+		{"redis://u:s3cret@/0", "", "", `--redis-url: redisstore: bad redis client config: redis URL redis://u:xxxxx@/0: no host`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in+" "+tc.mode, func(t *testing.T) {
@@ -71,7 +73,7 @@ func TestRedisURLForms(t *testing.T) {
 			f, err := parseServeFlags(args, func(string) string { return "" }, io.Discard, &stderr)
 			if tc.wantErr != "" {
 				msg := stderr.String()
-				if err == nil || !strings.HasPrefix(msg, "floodgate serve: --redis-url ") || !strings.Contains(msg, tc.wantErr) || strings.Contains(msg, "s3cret") {
+				if err == nil || !strings.HasPrefix(msg, "floodgate serve: --redis-url") || !strings.Contains(msg, tc.wantErr) || strings.Contains(msg, "s3cret") {
 					t.Fatalf("parseServeFlags(%q) = %q, %v, printing %q; want an error starting with --redis-url, containing %q and no password", args, f.redisConn.URL, err, msg, tc.wantErr)
 				}
 				return
@@ -99,7 +101,7 @@ func TestRedisURLFromEnvironment(t *testing.T) {
 		args      []string
 		env, want string
 	}{
-		{nil, "redis://u:s3cret@h:6379/x", `floodgate serve: $FLOODGATE_REDIS_URL="redis://u:xxxxx@h:6379/x": redis: invalid database number: "x"; want redis://`},
+		{nil, "redis://u:s3cret@h:6379/x", `floodgate serve: $FLOODGATE_REDIS_URL: redisstore: bad redis client config: redis URL redis://u:xxxxx@h:6379/x: redis: invalid database number: "x"; want redis://`},
 		{nil, "s3cret@h:6379", `floodgate serve: $FLOODGATE_REDIS_URL="xxxxx@h:6379": not a URL, nor a host:port; want`},
 		{[]string{"--redis-url", "h:port"}, "redis://h:6379", `floodgate serve: --redis-url "h:port": `},
 	} {

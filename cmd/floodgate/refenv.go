@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // The reference environment: envoyproxy/ratelimit is configured only by
@@ -284,13 +285,13 @@ func (c refConfig) log(log *slog.Logger) {
 }
 
 // redactedArgs are args (--name=value) as they may be shown: every URL
-// flag's password masked (redactURL). REDIS_AUTH, REDIS_PERSECOND_AUTH
+// flag's password masked (redisstore.Redact). REDIS_AUTH, REDIS_PERSECOND_AUTH
 // and a REDIS_URL with a password end up in such URLs.
 func redactedArgs(args []string) []string {
 	out := slices.Clone(args)
 	for i, a := range out {
 		if name, value, ok := strings.Cut(a, "="); ok && strings.HasSuffix(name, "-url") {
-			out[i] = name + "=" + redactURL(value)
+			out[i] = name + "=" + redisstore.Redact(value, value)
 		}
 	}
 	return out

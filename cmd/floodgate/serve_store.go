@@ -67,7 +67,7 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		main = splitstore.New(
 			breaker.New(observability.InstrumentStore(main, m, "redis"), breaker.Config{OnChange: h.side(0, "the main Redis (--redis-url)")}),
 			breaker.New(observability.InstrumentStore(redisCloser{rs2, client2, io.NopCloser(nil)}, m, "redis-persecond"), breaker.Config{OnChange: h.side(1, "the per-second Redis (--redis-persecond-url)")}))
-		log.Info("per-second limits on their own Redis", "redis", redactURL(f.redisPerSecond.URL), "mode", f.redisPerSecond.Mode)
+		log.Info("per-second limits on their own Redis", "redis", redisstore.Redact(f.redisPerSecond.URL, f.redisPerSecond.URL), "mode", f.redisPerSecond.Mode)
 	}
 	st := main
 	if f.denyCacheSize > 0 {
@@ -83,7 +83,7 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 func openRedis(ctx context.Context, f serveFlags, c redisstore.ClientConfig, flag string, log *slog.Logger) (*redisstore.Store, redis.UniversalClient, error) {
 	u, err := redisURLOf(c.URL) // parseServeFlags did it for --redis-url only
 	if err != nil {
-		return nil, nil, fmt.Errorf("--%s %q: %w; %s", flag, redactURL(c.URL), err, redisURLForms)
+		return nil, nil, fmt.Errorf("--%s %q: %w; %s", flag, redisstore.Redact(c.URL, c.URL), err, redisURLForms)
 	}
 	c.URL, c.ReadTimeout, c.WriteTimeout = u, f.redis.Timeout, f.redis.Timeout
 	client, err := redisstore.NewClient(c)
@@ -106,7 +106,7 @@ func openRedis(ctx context.Context, f serveFlags, c redisstore.ClientConfig, fla
 		client.Close()
 		return nil, nil, err
 	case err != nil:
-		log.Warn("Redis does not answer yet: answering by failure modes until it does", "redis", redactURL(c.URL), "err", err)
+		log.Warn("Redis does not answer yet: answering by failure modes until it does", "redis", redisstore.Redact(c.URL, c.URL), "err", err)
 	}
 	return rs, client, nil
 }

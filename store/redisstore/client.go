@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +72,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // url.Error repeats the URL, password included
 		}
-		return nil, bad("redis URL %s: %v", redact(cfg.URL), err)
+		return nil, bad("%s", Redact(fmt.Sprintf("redis URL %s: %v", cfg.URL, err), cfg.URL))
 	}
 	shown := u.Redacted() // the URL as given, its password masked
 	switch {
@@ -188,12 +187,27 @@ func bad(format string, args ...any) error {
 	return fmt.Errorf("redisstore: %w: %s", ErrClientConfig, fmt.Sprintf(format, args...))
 }
 
-// userinfo matches the credentials of a URL that url.Parse rejected.
-var userinfo = regexp.MustCompile(`//[^/@]*@`)
-
-// redact hides the credentials of a URL that may not parse.
-func redact(raw string) string {
-	return userinfo.ReplaceAllString(raw, "//xxxxx@")
+// Redact returns text with the password of raw, a Redis URL or host:port
+// that need not parse, replaced by xxxxx wherever it occurs. The password
+// is what follows the user's name and ":" in raw's user information
+// (before its last "@"), or all of it when there is no ":" (a password
+// alone, as Redis' AUTH takes it, is the usual mistake).
+func Redact(text, raw string) string {
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		return text
+	}
+	info := raw[:at]
+	if i := strings.Index(info, "://"); i >= 0 {
+		info = info[i+len("://"):]
+	}
+	if _, p, found := strings.Cut(info, ":"); found {
+		info = p
+	}
+	if info == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, info, "xxxxx")
 }
 
 // scrub removes u's password from err's text, should go-redis quote it.

@@ -23,6 +23,7 @@ func TestNewClientErrors(t *testing.T) {
 		{"empty URL", redisstore.ClientConfig{}},
 		{"bad scheme", redisstore.ClientConfig{URL: "http://u:" + secret + "@localhost:6379"}},
 		{"unparsable", redisstore.ClientConfig{URL: "redis://u:" + secret + "@local host:port"}},
+		{"unparsable, an @ in the password", redisstore.ClientConfig{URL: "redis://u:pa@" + secret + "@local host:port"}},
 		{"bad port", redisstore.ClientConfig{URL: "redis://u:" + secret + "@localhost:notaport"}},
 		{"no host", redisstore.ClientConfig{URL: "redis://"}},
 		{"bad db", redisstore.ClientConfig{URL: "redis://u:" + secret + "@localhost:6379/x"}},
