@@ -2,12 +2,15 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store"
 )
 
 // TestSettleLuaErrors: the settle script refuses malformed calls with an
@@ -51,5 +54,47 @@ func TestSettleLuaErrors(t *testing.T) {
 	}
 	if err := settleLua.Run(ctx, c, ks, good, "other", "1000").Err(); err == nil || !strings.Contains(err.Error(), "settle conflict") {
 		t.Fatalf("conflict: %v", err)
+	}
+}
+
+// TestDecodeSettleReply: a settle reply is a decide record, then debt,
+// unrecorded and duplicate; every other shape is an error wrapping
+// errReply, never a panic.
+func TestDecodeSettleReply(t *testing.T) {
+	reply := func(allowed, dup byte, f ...int64) string { // remaining, retry, reset, ttl, wait, debt, unrecorded
+		b := binary.LittleEndian.AppendUint64(nil, uint64(4*f[0]+int64(allowed)))
+		for _, v := range f[1:] {
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		}
+		return string(append(b, dup))
+	}
+	ok := reply(1, 1, 2, 1500, 3000, 4000, 0, 3, 7)
+	got, err := decodeSettleReply(ok, 5)
+	want := store.SettleResult{
+		Decision: algorithms.Decision{
+			Allowed: true, Limit: 5, Remaining: 2, RetryAfter: 1500 * time.Millisecond,
+			ResetAfter: 3 * time.Second, TTL: 4 * time.Second, Debt: 3, Unrecorded: 7,
+		},
+		Duplicate: true,
+	}
+	if err != nil || got != want {
+		t.Fatalf("got %+v, %v; want %+v", got, err, want)
+	}
+	for name, r := range map[string]any{
+		"not a string":        int64(1),
+		"nil":                 nil,
+		"empty":               "",
+		"no tail":             ok[:40],
+		"short":               ok[:len(ok)-1],
+		"long":                ok + "x",
+		"denied":              reply(0, 0, 2, 1500, 3000, 4000, 0, 3, 7),
+		"negative debt":       reply(1, 0, 2, 1500, 3000, 4000, 0, -1, 7),
+		"negative unrecorded": reply(1, 0, 2, 1500, 3000, 4000, 0, 3, -1),
+		"duplicate 2":         reply(1, 2, 2, 1500, 3000, 4000, 0, 3, 7),
+		"negative reset":      reply(1, 0, 2, 1500, -1, 4000, 0, 3, 7),
+	} {
+		if _, err := decodeSettleReply(r, 5); !errors.Is(err, errReply) {
+			t.Errorf("%s: error %v, want errReply", name, err)
+		}
 	}
 }

@@ -11,10 +11,6 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// settleReplyLen is the settle script's reply: allowed, remaining,
-// retry_after_ms, reset_after_ms, ttl_ms, debt, unrecorded, duplicate.
-const settleReplyLen = 1 + 6*8 + 1
-
 var _ store.Settler = (*Store)(nil)
 
 // Settle implements store.Settler: one call of the library's settle
@@ -51,26 +47,23 @@ func (s *Store) Settle(ctx context.Context, now time.Time, st store.Settlement) 
 	return decodeSettleReply(c.reply, st.Limit.Capacity())
 }
 
-// decodeSettleReply reads the settle script's reply, checking every
-// field; limit is the settlement's capacity.
+// decodeSettleReply reads the settle function's reply, a decide record
+// (decodeReply) followed by debt and unrecorded (int64s) and duplicate (a
+// byte), checking every field; limit is the settlement's capacity.
 func decodeSettleReply(reply any, limit int64) (store.SettleResult, error) {
 	str, ok := reply.(string)
-	if !ok || len(str) != settleReplyLen {
+	n := len(str) - 17
+	if !ok || n < 0 {
 		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w: %T of %d bytes", errReply, reply, len(str))
 	}
-	remaining, retryMs, resetMs, ttlMs := le64(str[1:]), le64(str[9:]), le64(str[17:]), le64(str[25:])
-	debt, unrecorded := le64(str[33:]), le64(str[41:])
-	dup := str[49]
-	if str[0] != 1 || remaining < 0 || retryMs < 0 || resetMs < 0 || ttlMs < 0 || debt < 0 || unrecorded < 0 || dup > 1 {
+	var d [1]algorithms.Decision
+	if err := decodeReply(str[:n], d[:], func(int) int64 { return limit }); err != nil {
+		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w", err)
+	}
+	debt, unrecorded, dup := le64(str[n:]), le64(str[n+8:]), str[n+16]
+	if !d[0].Allowed || debt < 0 || unrecorded < 0 || dup > 1 {
 		return store.SettleResult{}, fmt.Errorf("redisstore: settle: %w: fields out of range", errReply)
 	}
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-	return store.SettleResult{
-		Decision: algorithms.Decision{
-			Allowed: true, Limit: limit, Remaining: remaining,
-			RetryAfter: ms(retryMs), ResetAfter: ms(resetMs), TTL: ms(ttlMs),
-			Debt: debt, Unrecorded: unrecorded,
-		},
-		Duplicate: dup == 1,
-	}, nil
+	d[0].Debt, d[0].Unrecorded = debt, unrecorded
+	return store.SettleResult{Decision: d[0], Duplicate: dup == 1}, nil
 }

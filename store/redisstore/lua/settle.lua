@@ -13,9 +13,9 @@
 -- conflict'. Otherwise the delta is charged and the record set in the
 -- same call, so a retry after a lost reply finds it.
 --
--- Reply: struct '<Bi8i8i8i8i8i8B': allowed (1), remaining, retry_ms
--- (until a check of cost 1 passes), reset_ms, ttl_ms, debt, unrecorded,
--- duplicate.
+-- Reply: a decide record in REPLY_FMT (lib.lua: allowed, retry_ms
+-- until a check of cost 1 passes, no wait), then debt, unrecorded and
+-- duplicate, struct '<i8i8B'.
 
 local function settle(KEYS, ARGV)
   local arg = ARGV[1] or ''
@@ -57,5 +57,5 @@ local function settle(KEYS, ARGV)
   if dup == 0 then
     redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
   end
-  return struct.pack('<Bi8i8i8i8i8i8B', 1, remaining, retry, reset, ttl, owed, unrecorded, dup)
+  return spack(REPLY_FMT .. 'i8i8B', 4 * remaining + 1, retry, reset, ttl, 0, owed, unrecorded, dup)
 end
