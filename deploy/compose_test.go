@@ -218,7 +218,7 @@ func TestCompose(t *testing.T) {
 	if cfgSrc == "" {
 		t.Fatalf("floodgate's --config %q is not a mount", cfgPath)
 	}
-	if _, err := rules.Load(cfgSrc); err != nil {
+	if _, err := rules.Load(cfgSrc, rules.Options{}); err != nil {
 		t.Errorf("config.Load(%s): %v", cfgSrc, err)
 	}
 	validate(t, cfgSrc)

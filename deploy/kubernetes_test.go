@@ -390,7 +390,7 @@ func loadRules(t *testing.T, data map[string]string) string {
 	if err := os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := rules.Load(dir)
+	cfg, err := rules.Load(dir, rules.Options{})
 	if err != nil {
 		t.Fatalf("config.Load of the ConfigMap: %v", err)
 	}
@@ -434,7 +434,7 @@ func TestKubernetesPodServes(t *testing.T) {
 			env["FLOODGATE_AUTH_TOKEN_FILE"] = file
 		}
 	}
-	cfg, err := rules.Load(env["FLOODGATE_CONFIG"])
+	cfg, err := rules.Load(env["FLOODGATE_CONFIG"], rules.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

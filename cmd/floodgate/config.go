@@ -46,7 +46,7 @@ func runConfigValidate(args []string, getenv func(string) string, stdout, stderr
 		fmt.Fprintln(stderr, "Usage: floodgate config validate PATH")
 		return exitCode(2)
 	}
-	cfg, err := rules.LoadOptions(fs.Arg(0), load)
+	cfg, err := rules.Load(fs.Arg(0), load)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(1)

@@ -94,7 +94,7 @@ func runConfigExplain(args []string, getenv func(string) string, stdout, stderr 
 		}
 		buckets = append(buckets, id)
 	}
-	cfg, err := rules.LoadOptions(f.config, f.load)
+	cfg, err := rules.Load(f.config, f.load)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(1)

@@ -59,7 +59,7 @@ func runExplain(t *testing.T, args ...string) (string, string, error) {
 // the server does, from the config itself.
 func storeKey(t *testing.T, path string, entries ...rules.Entry) (string, *rules.Limit) {
 	t.Helper()
-	cfg, err := rules.Load(path)
+	cfg, err := rules.Load(path, rules.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

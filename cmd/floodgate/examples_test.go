@@ -18,7 +18,7 @@ var examplePolicy = regexp.MustCompile(`Policy\("([a-z_]+)"\)|--policy ([a-z_]+)
 // make run serves, so each example runs as written against it.
 func TestExamplesHoldEveryPolicy(t *testing.T) {
 	root := filepath.Join("..", "..")
-	cfg, err := rules.Load(filepath.Join(root, "examples", "rules"))
+	cfg, err := rules.Load(filepath.Join(root, "examples", "rules"), rules.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

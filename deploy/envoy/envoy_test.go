@@ -209,7 +209,7 @@ var samples = map[string][]string{
 // does not know fails it, so new actions get checked too.
 func TestRatelimitYAMLMatchesActions(t *testing.T) {
 	ex := parseExample(t)
-	cfg, err := rules.Load("ratelimit.yaml")
+	cfg, err := rules.Load("ratelimit.yaml", rules.Options{})
 	if err != nil {
 		t.Fatalf("config.Load(ratelimit.yaml): %v", err)
 	}

@@ -102,7 +102,7 @@ func TestEnvoyRLQSBootstrapValid(t *testing.T) {
 		}
 	}
 
-	cfg, err := rules.Load("quota.yaml")
+	cfg, err := rules.Load("quota.yaml", rules.Options{})
 	if err != nil {
 		t.Fatalf("quota.yaml: %v", err)
 	}

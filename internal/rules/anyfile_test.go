@@ -40,7 +40,7 @@ func TestAnyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{dir, link} {
-		c, err := LoadOptions(path, Options{AnyFile: true})
+		c, err := Load(path, Options{AnyFile: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestAnyFile(t *testing.T) {
 			t.Errorf("AnyFile %s: domains %q, want %q", path, got, want)
 		}
 	}
-	c, err := LoadOptions(dir, Options{})
+	c, err := Load(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +60,11 @@ func TestAnyFile(t *testing.T) {
 	}
 
 	empty := t.TempDir()
-	c, err = LoadOptions(empty, Options{AnyFile: true})
+	c, err = Load(empty, Options{AnyFile: true})
 	if err != nil || !c.Empty() || len(c.Files()) != 0 {
 		t.Errorf("AnyFile, an empty folder: %v, %v; want an empty config", c, err)
 	}
-	if _, err := LoadOptions(empty, Options{}); !errors.Is(err, ErrInvalid) {
+	if _, err := Load(empty, Options{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("without AnyFile, an empty folder: %v, want ErrInvalid", err)
 	}
 }

@@ -113,7 +113,7 @@ func BenchmarkAppendKey(b *testing.B) {
 func BenchmarkLoad(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
-		if _, err := Load("testdata/envoy"); err != nil {
+		if _, err := Load("testdata/envoy", Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -136,7 +136,7 @@ func BenchmarkLoadBanList(b *testing.B) {
 	for range b.N {
 		c = nil
 		var err error
-		if c, err = Load(path); err != nil {
+		if c, err = Load(path, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -53,7 +53,7 @@ func TestLoadLargeBanList(t *testing.T) {
 	if err := os.WriteFile(path, banList(n, refs), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := Load(path, Options{})
 	if err != nil {
 		msg := err.Error()
 		if len(msg) > 300 {

@@ -13,17 +13,8 @@ import (
 	"time"
 )
 
-// Load reads a YAML file, or every *.yaml and *.yml file directly inside a
-// folder (not its subfolders; names starting with '.' are skipped, which
-// covers editors' swap files and Kubernetes ConfigMap mounts, whose files
-// are symlinks into a hidden "..data" folder). Symlinks are followed.
-//
-// An invalid configuration yields an ErrorList (wrapping ErrInvalid) whose
-// lines read "file:line:column: message"; an unreadable path yields the
-// os error.
-func Load(path string) (*Set, error) { return LoadOptions(path, Options{}) }
-
-// Options change how config files are read. The zero value is Load's.
+// Options change how Load reads config files; the zero value changes
+// nothing.
 type Options struct {
 	// MergeDomains lets several files define one domain, as
 	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does: each later file
@@ -43,8 +34,15 @@ type Options struct {
 	AnyFile bool
 }
 
-// LoadOptions is Load with options.
-func LoadOptions(path string, o Options) (*Set, error) {
+// Load reads a YAML file, or every *.yaml and *.yml file directly inside a
+// folder (not its subfolders; names starting with '.' are skipped, which
+// covers editors' swap files and Kubernetes ConfigMap mounts, whose files
+// are symlinks into a hidden "..data" folder). Symlinks are followed.
+//
+// An invalid configuration yields an ErrorList (wrapping ErrInvalid) whose
+// lines read "file:line:column: message"; an unreadable path yields the
+// os error.
+func Load(path string, o Options) (*Set, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err

@@ -86,7 +86,7 @@ func TestMergeDomainsVerdicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeFolder(t, tc.files)
-			_, err := LoadOptions(dir, Options{MergeDomains: true})
+			_, err := Load(dir, Options{MergeDomains: true})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -96,7 +96,7 @@ func TestMergeDomainsVerdicts(t *testing.T) {
 			// Without merging, a domain in two files is refused (the
 			// reference: "duplicate domain 'd' in config file"), unless
 			// the later file is refused on its own first.
-			_, err = Load(dir)
+			_, err = Load(dir, Options{})
 			twoFiles := strings.Count(strings.Join(mapValues(tc.files), ""), "domain: d\n") > 1
 			msg := fmt.Sprint(err)
 			if twoFiles && tc.want == "" && !strings.Contains(msg, `duplicate domain "d"`) && !strings.Contains(msg, "replaces names") {
@@ -129,7 +129,7 @@ func TestMergeDomainsDecides(t *testing.T) {
 			"  - key: ip\n    match: cidr\n    value: 10.1.0.0/16\n    rate_limit: {unit: second, requests_per_unit: 6}\n" +
 			"  - key: k1\n    value: x\n    descriptors:\n      - key: n\n        rate_limit: {unit: hour, requests_per_unit: 7}\n",
 	})
-	c, err := LoadOptions(dir, Options{MergeDomains: true})
+	c, err := Load(dir, Options{MergeDomains: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestMergeDomainsUnresolvedReplaces(t *testing.T) {
 		"b.yaml": "domain: d\ndescriptors:\n  - key: k2\n    rate_limit: {unit: minute, requests_per_unit: 2, replaces: [{name: nobody}]}\n",
 		"c.yaml": "domain: e\ndescriptors:\n  - key: k2\n    rate_limit: {unit: minute, requests_per_unit: 2, name: nobody}\n",
 	})
-	_, err := LoadOptions(dir, Options{MergeDomains: true})
+	_, err := Load(dir, Options{MergeDomains: true})
 	if err == nil || !strings.Contains(err.Error(), `b.yaml:4:`) || !strings.Contains(err.Error(), `replaces names "nobody", but no limit in domain "d" has that name`) {
 		t.Fatalf("got %v", err)
 	}
@@ -187,7 +187,7 @@ func TestMergeDomainsUnresolvedReplaces(t *testing.T) {
 // from any one of its files.
 func TestMergeDomainsQuotaFromLaterFile(t *testing.T) {
 	dir := writeFolder(t, map[string]string{"a.yaml": mdK1, "b.yaml": mdK2 + "quota_unmatched: deny_all\n"})
-	c, err := LoadOptions(dir, Options{MergeDomains: true})
+	c, err := Load(dir, Options{MergeDomains: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestMergeDomainsQuotaFromLaterFile(t *testing.T) {
 	}
 	// And from the first file, a later one having none.
 	dir = writeFolder(t, map[string]string{"a.yaml": mdK1 + "quota_unmatched: deny_all\n", "b.yaml": mdK2})
-	if c, err = LoadOptions(dir, Options{MergeDomains: true}); err != nil {
+	if c, err = Load(dir, Options{MergeDomains: true}); err != nil {
 		t.Fatal(err)
 	}
 	if a := c.QuotaUnmatched("d"); a != QuotaDenyAll {

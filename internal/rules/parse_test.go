@@ -16,7 +16,7 @@ import (
 
 func mustLoad(t testing.TB, path string) *Set {
 	t.Helper()
-	c, err := Load(path)
+	c, err := Load(path, Options{})
 	if err != nil {
 		t.Fatalf("Load(%s): %v", path, err)
 	}
@@ -337,13 +337,13 @@ func TestLoadFolderErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeFiles(t, dir, tt.files)
-			_, err := Load(dir)
+			_, err := Load(dir, Options{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrInvalid) {
 				t.Errorf("Load = %v, want an ErrInvalid containing %q", err, tt.want)
 			}
 		})
 	}
-	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), Options{}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load(missing) = %v, want ErrNotExist", err)
 	}
 }

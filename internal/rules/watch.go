@@ -9,7 +9,7 @@ import (
 	"github.com/floodgate/floodgate/internal/filewatch"
 )
 
-// Watch loads path (see LoadOptions) and then reloads it whenever its
+// Watch loads path (see Load) and then reloads it whenever its
 // files change, until ctx ends or the watcher is closed. It fails when the
 // first load fails. onLoad is called with every config that becomes
 // current, the first one included (before Watch returns), and onError with
@@ -44,7 +44,7 @@ func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onErr
 	return filewatch.Watch(ctx, filewatch.Options[Set]{
 		Paths:     paths,
 		Match:     match,
-		Load:      func() (*Set, error) { return LoadOptions(path, o) },
+		Load:      func() (*Set, error) { return Load(path, o) },
 		Unchanged: func(cur, next *Set) bool { return cur.Digest() == next.Digest() },
 		OnLoad:    onLoad,
 		OnError:   func(err error) { onError(reloadError(path, err)) },
