@@ -100,10 +100,6 @@ func (s *Share) Discard() {
 	}
 }
 
-// Active reports whether there are local counts (a local decision was
-// made since the last Discard).
-func (s *Share) Active() bool { return s.mem.Load() != nil }
-
 // Scale is one of replicas' share of l: requests and burst divided,
 // rounded down (the shares sum to at most the limit) but at least 1.
 func Scale(l algorithms.Limit, replicas int) algorithms.Limit {

@@ -92,7 +92,7 @@ func TestShareDecidesAThird(t *testing.T) {
 	}
 
 	// The circuit's changes keep the counts; Discard forgets them.
-	if !s.Active() {
+	if s.mem.Load() == nil {
 		t.Fatal("not active after local decisions")
 	}
 	s.StoreChanged(true, errors.New("down")) // an opening circuit keeps the counts
@@ -100,7 +100,7 @@ func TestShareDecidesAThird(t *testing.T) {
 		t.Errorf("admitted %d after the circuit opened again, want 0 (counts kept)", got)
 	}
 	s.StoreChanged(false, nil) // a closing one too, until they expire
-	if !s.Active() {
+	if s.mem.Load() == nil {
 		t.Fatal("counts dropped when the store came back")
 	}
 	count = 2
@@ -108,7 +108,7 @@ func TestShareDecidesAThird(t *testing.T) {
 		t.Errorf("admitted %d with 2 replicas after 10 of a share of 15, want 5", got)
 	}
 	s.Discard()
-	if s.Active() {
+	if s.mem.Load() != nil {
 		t.Fatal("active after Discard")
 	}
 	if got := admitted(t, s, now, "k", l); got != 15 {
@@ -128,7 +128,7 @@ func TestShareFreedWhenEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.StoreChanged(false, nil)
-	if !s.Active() {
+	if s.mem.Load() == nil {
 		t.Fatal("a live count was dropped")
 	}
 	// A look after the window's end finds the count expired and removes it.
@@ -136,11 +136,11 @@ func TestShareFreedWhenEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.StoreChanged(true, errors.New("down"))
-	if !s.Active() {
+	if s.mem.Load() == nil {
 		t.Fatal("an opening circuit freed the memory")
 	}
 	s.StoreChanged(false, nil)
-	if s.Active() {
+	if s.mem.Load() != nil {
 		t.Fatal("the memory was kept with no count left")
 	}
 }
