@@ -130,8 +130,8 @@ func partial(failed *side, err error) error {
 
 // Decide decides reqs as the package comment says.
 func (s *Store) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
-	if len(out) != len(reqs) {
-		return fmt.Errorf("%w: %d decisions for %d requests", store.ErrInvalid, len(out), len(reqs))
+	if err := store.ValidateDecide(reqs, out); err != nil {
+		return err // before either store charges, and not as one side's failure
 	}
 	main, sec := side{st: s.main}, side{st: s.perSecond}
 	for i, r := range reqs {

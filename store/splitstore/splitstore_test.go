@@ -207,6 +207,11 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%d decisions for 2 requests: %v", n, err)
 		}
 	}
+	// A bad limit makes the call invalid, not the failure of its side.
+	bad := []store.Request{{Key: "k", Limit: perSec, Cost: 1}, {Key: "k", Limit: algorithms.Limit{Algorithm: perMin.Algorithm, Period: time.Minute}, Cost: 1}}
+	if err := s.Decide(context.Background(), testkit.T0, bad, make([]algorithms.Decision, 2)); !errors.Is(err, store.ErrInvalid) || errors.As(err, new(*store.PartialError)) {
+		t.Errorf("a limit of 0 requests: %v, want ErrInvalid for the whole call", err)
+	}
 }
 
 // failAfterLook looks like a store but fails every charge.
