@@ -16,6 +16,16 @@
 -- undoes every group's writes. The requests come from the store's Go,
 -- which validated every limit; a bad shape is an error reply (a bug).
 
+-- HEAD is ALG by a request's first byte for every flag set without the
+-- calendar bit: one lookup finds the function and refuses an unknown
+-- algorithm or flag. A calendar request or a bad byte finds nil.
+local HEAD = {}
+for alg = 0, 7 do
+  for flags = 0, 7 do
+    HEAD[8 * flags + alg] = ALG[alg]
+  end
+end
+
 local function decide(KEYS, ARGV)
   local n = #KEYS
   local now, keep, write, deadline = read_header(ARGV[1] or '')
@@ -35,54 +45,59 @@ local function decide(KEYS, ARGV)
   local probe = write == 0 -- every group's writes are undone
   local reply = {}
   local r = 0
+  local pos = HDR_LEN + 1 -- where the group's next request starts
   for g = 1, #ARGV do
-    local blob, pos = ARGV[g], 1
-    if g == 1 then
-      pos = HDR_LEN + 1
-    end
+    local blob = ARGV[g]
     local len = #blob
+    local stop = len - REQ_LEN + 1 -- the last place a whole request starts
     local undo, failed = nil, false
-    if pos > len then
-      return redis.error_reply('ERR floodgate: an empty group')
-    end
     if probe then
       undo = {}
     end
-    while pos <= len do
+    repeat
       r = r + 1
-      if r > n or pos + REQ_LEN - 1 > len then
+      if r > n or pos > stop then
         undo_all(undo)
+        if pos > len then
+          return redis.error_reply('ERR floodgate: an empty group')
+        end
         return redis.error_reply('ERR floodgate: ' .. r .. ' requests for ' .. n .. ' keys, or a short request')
       end
       local h, x, y, z, cost = sunpack(REQ_FMT, blob, pos)
       pos = pos + REQ_LEN
-      local alg = h % 8
-      local flags = (h - alg) / 8
+      local f = HEAD[h]
+      local flags = (h - h % 8) / 8
       local b0, b1, b2, b3, b4
-      if flags >= 8 and flags < 16 then -- a calendar limit: its boundaries follow
+      if f == nil and flags >= 8 and flags < 16 then -- a calendar limit: its boundaries follow
         if pos + CAL_LEN - 1 > len then
           undo_all(undo)
           return redis.error_reply('ERR floodgate: a short calendar request')
         end
-        flags = flags - 8
+        f, flags = ALG[h % 8], flags - 8
         b0, b1, b2, b3, b4 = sunpack(CAL_FMT, blob, pos)
         pos = pos + CAL_LEN
+        if not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4) then
+          f = nil
+        end
       end
-      local f = ALG[alg]
-      if f == nil or flags > 7 or x < 1 or y < 1 or z < 0 or (b0 and not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4)) then
+      if f == nil or x < 1 or y < 1 or z < 0 then
         undo_all(undo)
         return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
       end
-      if undo == nil and pos <= len then -- more requests in the group
-        undo = {nil, nil, nil, nil, nil, nil} -- room for two records, grown by none
-      end
       local u = undo
-      if pos > len and not failed and not probe then
+      if pos <= len then -- more requests in the group
+        if u == nil then
+          u = {nil, nil, nil, nil, nil, nil} -- room for two records, grown by none
+          undo = u
+        end
+      elseif u and not failed and not probe then
         u = nil -- the group's last request: nothing after it can undo its write
       end
       local allowed, remaining, retry, reset, ttl, wait = f(KEYS[r], x, y, z, cost, flags, now, keep, u, b0, b1, b2, b3, b4)
       local out
-      if allowed == nil then
+      if allowed == 1 and retry == 0 and reset == ttl and wait == 0 then
+        out = spack(SHORT_FMT, 4 * remaining + 1, -2 - 2 * reset)
+      elseif allowed == nil then
         failed, out = true, BAD_REPLY
       else
         if allowed == 0 and cost > 0 then
@@ -100,10 +115,11 @@ local function decide(KEYS, ARGV)
         return out
       end
       reply[r] = out
-    end
+    until pos > len
     if undo and (failed or probe) then
       undo_all(undo)
     end
+    pos = 1
   end
   if r ~= n then
     return redis.error_reply('ERR floodgate: ' .. r .. ' requests for ' .. n .. ' keys')

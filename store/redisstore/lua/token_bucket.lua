@@ -29,21 +29,24 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
   local full = capacity * scale
   local str = rcall('GET', key)
   local at, tk, d, lead = now, 0, 0, 0 -- the time it stands at: at ms and tk ticks
-  local exp = false -- the key's expiry recorded, Unix ms by Redis' clock
+  -- The key's expiry recorded, Unix ms by Redis' clock; far in the past
+  -- when none is.
+  local exp = -9007199254740992 -- -2^53
   if str then
     local n = #str
     if n == 12 then
-      local rel
-      at, tk, rel = sunpack(TB_FMT, str)
-      exp = at + rel + STATE_EPOCH_MS
+      at, tk, exp = sunpack(TB_FMT, str)
+      at = at + STATE_EPOCH_MS
+      exp = at + exp
     elseif n == 8 then
       at, tk = sunpack(TB_BARE, str)
+      at = at + STATE_EPOCH_MS
     elseif n == 16 then
       at, tk = sunpack(TB_WIDE, str)
+      at = at + STATE_EPOCH_MS
     else
       return nil
     end
-    at = at + STATE_EPOCH_MS
     if tk >= per_ms then -- another rate's fraction: the next whole ms
       at, tk = at + 1, 0
     end
@@ -62,7 +65,9 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
   local allowed, retry, unrecorded, move = 1, 0, 0, 0
   if cost > 0 then
     local need = cost * scale
-    if flags % 4 >= 2 then -- debt
+    if lead + need <= full then -- fits, in a debt too
+      move = need
+    elseif flags % 4 >= 2 then -- debt
       local room = 2 * full - lead
       local k = (room - room % scale) / scale
       if k > cost then
@@ -73,12 +78,10 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
       move, unrecorded = k * scale, cost - k
     elseif need > full then -- never fits
       allowed, retry = 0, -1
-    elseif lead + need > full then
+    else
       allowed = 0
       local x = tk + need - full + per_ms - 1
       retry = d + (x - x % per_ms) / per_ms
-    else
-      move = need
     end
   elseif cost < 0 then
     move = cost * scale
@@ -138,11 +141,12 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     if pad * per_ms < scale then -- at least a token's time
       pad = (scale - scale % per_ms) / per_ms + 1
     end
-    local kept, set = exp and exp >= need and exp <= need + pad, need + pad
-    local ms, rel = at - STATE_EPOCH_MS, set - at
-    if kept then
-      rel = exp - at
+    local over = exp - need -- how far the expiry recorded passes the one needed
+    local kept = over >= 0 and over <= pad
+    if not kept then
+      exp = need + pad
     end
+    local ms, rel = at - STATE_EPOCH_MS, exp - at
     local v
     if ms >= -549755813888 and ms < 549755813888 and tk < 16777216 and rel >= -2147483648 and rel < 2147483648 then -- 2^39, 2^24, 2^31
       v = spack(TB_FMT, ms, tk, rel)
@@ -150,7 +154,7 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
       kept, v = false, spack(TB_WIDE, ms, tk)
     end
     if undo then -- a TTL shorter than the one recorded is put back as it was
-      remember(undo, key, str, move < 0 or (not kept and exp and exp > set))
+      remember(undo, key, str, move < 0 or over > pad)
     end
     if kept then
       rcall('SETRANGE', key, '0', v)
