@@ -18,11 +18,10 @@ import (
 //	                     "#n", "#sum", "#min", "#max" = running totals
 //
 // updated by one atomic script (lua/demand.lua, a function of the store's
-// library) per report, and expiring with
-// its last live report. A report costs O(1) but for one scan of the
-// budget's reporters when the earliest report expires (about once per
-// TTL). Expiry uses the caller's clock: replicas' clocks must agree to
-// well under a report's TTL.
+// library) per report, and expiring with its last live report. A report
+// costs O(1) but for one scan of the budget's reporters when the earliest
+// report expires (about once per TTL). Expiry uses the caller's clock:
+// replicas' clocks must agree to well under a report's TTL.
 type Demand struct {
 	s *Store // its client, prefix, timeout and library; it never batches
 }

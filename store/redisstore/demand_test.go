@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,5 +45,48 @@ func TestDemandConformance(t *testing.T) {
 	}
 	if err := d.ForgetDemand(context.Background(), "k{", "a"); err == nil {
 		t.Error("a key with a brace was accepted")
+	}
+}
+
+// TestDemandRescan: once a report expires, the next report rescans the
+// budget: it drops the expired reports and those that do not parse, and
+// counts a reporter's report once however often it reported.
+func TestDemandRescan(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.StartServer(t).Client()
+	d, err := redisstore.NewDemand(c, "t:", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_780_000_000_000)
+	report := func(at time.Time, reporter string, milliRPS int64, ttl time.Duration) store.DemandTotal {
+		t.Helper()
+		out := make([]store.DemandTotal, 1)
+		if err := d.ReportDemand(ctx, at, []store.DemandReport{{Key: "k", Reporter: reporter, MilliRPS: milliRPS, TTL: ttl}}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	report(now, "a", 100, time.Second)
+	report(now, "b", 20, time.Minute)
+	if got := report(now, "b", 30, time.Minute); got != (store.DemandTotal{Reporters: 2, MilliRPS: 130}) {
+		t.Fatalf("a and b (b twice): %+v, want 2 reporters, 130", got)
+	}
+	for _, v := range []string{"x:1", "5", "5:", ":9999999999999", "1:2:3"} {
+		if err := c.HSet(ctx, "t:qd:{k}", "r:bad "+v, v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a has expired: the rescan counts b and c, and deletes a and the bad fields.
+	if got := report(now.Add(2*time.Second), "c", 4, time.Minute); got != (store.DemandTotal{Reporters: 2, MilliRPS: 34}) {
+		t.Fatalf("after a expired: %+v, want 2 reporters, 34", got)
+	}
+	fields, err := c.HKeys(ctx, "t:qd:{k}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(fields)
+	if want := []string{"#max", "#min", "#n", "#sum", "r:b", "r:c"}; !slices.Equal(fields, want) {
+		t.Fatalf("fields %q, want %q", fields, want)
 	}
 }

@@ -12,6 +12,14 @@
 -- count every report, exact while now < "#min", so a report is O(1);
 -- once now reaches "#min" the hash is scanned, expired reports deleted
 -- and the totals recomputed. The key expires with its last report.
+
+-- demand_report reads a report, "milliRPS:expiresAtMs" (false: none):
+-- its two numbers, nil for one that does not parse.
+local function demand_report(v)
+  local r, e = string.match(v or '', '^([^:]*):(.*)$')
+  return tonumber(r), tonumber(e)
+end
+
 local function demand(KEYS, ARGV)
   local key = KEYS[1]
   local field = 'r:' .. ARGV[1]
@@ -19,20 +27,12 @@ local function demand(KEYS, ARGV)
   local now = tonumber(ARGV[3])
   local exp = now + tonumber(ARGV[4])
 
-  local function parse(v)
-    if not v then return nil end
-    local sep = string.find(v, ':', 1, true)
-    if not sep then return nil end
-    return tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
-  end
-
-  local meta = redis.call('HMGET', key, '#n', '#sum', '#min', '#max')
+  local meta = redis.call('HMGET', key, '#n', '#sum', '#min', '#max', field)
   local n = tonumber(meta[1]) or 0
   local sum = tonumber(meta[2]) or 0
   local mn = tonumber(meta[3]) or exp
   local mx = tonumber(meta[4]) or exp
-
-  local r, e = parse(redis.call('HGET', key, field))
+  local r = demand_report(meta[5])
   if r then
     n = n - 1
     sum = sum - r
@@ -49,7 +49,7 @@ local function demand(KEYS, ARGV)
     for i = 1, #all, 2 do
       local f = all[i]
       if string.sub(f, 1, 2) == 'r:' then
-        local fr, fe = parse(all[i + 1])
+        local fr, fe = demand_report(all[i + 1])
         if not fr or not fe or fe <= now then
           redis.call('HDEL', key, f)
         else
