@@ -52,8 +52,7 @@ local function fixed_window(key, requests, w, _, cost, flags, now, keep, undo, b
       start, stop = b1, b2
     end
   else
-    local r = now % w
-    start = now - r
+    start = now - now % w
     stop = start + w
   end
   local wkey = key .. (WIN[stop] or window_suffix(stop))

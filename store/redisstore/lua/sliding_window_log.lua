@@ -123,11 +123,10 @@ local function log_alg(key, requests, w, _, cost, flags, now, keep, undo)
   local n, head, low, floor = 0, 0, 0, 0
   local at, cut, top, big = now, LOG_EMPTY, LOG_EMPTY, nil
   if str ~= '' then
-    local format
-    if #str >= LOG_HDR then
+    local format, len = nil, #str
+    if len >= LOG_HDR then
       format, n, head, low, floor = sunpack(LOG_HDR_FMT, str)
     end
-    local len = #str
     if n > LOG_WHOLE and len == LOG_HDR + LOG_WHOLE * LOG_SLOT then
       big, str, len = key, {}, rcall('STRLEN', key)
     end
