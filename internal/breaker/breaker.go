@@ -99,9 +99,6 @@ func New(next store.Store, cfg Config) *Breaker {
 	return b
 }
 
-// Open reports whether the circuit is open (the store is known down).
-func (b *Breaker) Open() bool { return b.open.Load() }
-
 // Decide implements store.Store.
 func (b *Breaker) Decide(ctx context.Context, now time.Time, reqs []store.Request, out []algorithms.Decision) error {
 	if b.open.Load() {
