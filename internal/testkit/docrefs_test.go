@@ -1,6 +1,8 @@
 package testkit
 
 import (
+	"cmp"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,16 +21,34 @@ var (
 	linkTo   = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	// goName is the .Name (or .Type.Method) after a package's path.
 	goName = regexp.MustCompile(`\.[A-Z]\w*(\.\w+)?$`)
+	// goRef is pkg.Name or pkg.Type.Member, pkg perhaps after its path.
+	goRef = regexp.MustCompile(`^(?:[\w/]+/)?([a-z][a-z0-9]*)\.([A-Z]\w*)(?:\.(\w+))?$`)
 )
 
 // TestDocsNameWhatExists: every path of the repository that the docs
 // write as code (`internal/keys`, `store/redisstore/lua/demand.lua`, a
 // package's `internal/keys.Check`) and every relative link of theirs
-// leads to a file or folder that exists, so that a move or a removal
-// cannot leave the docs pointing at nothing. (The CHANGELOG tells of what
-// was, and is not checked.)
+// leads to a file or folder that exists, and every Go name they write as
+// code with one of the module's packages (`rules.Load`, `keys.Check`,
+// `server.Envoy.ShouldRateLimit`) is declared in it, so that a move, a
+// rename or a removal cannot leave the docs pointing at nothing. (The
+// CHANGELOG tells of what was, and is not checked.)
 func TestDocsNameWhatExists(t *testing.T) {
 	root := "../.."
+	decls := map[string]map[string]bool{} // as TestCommentsNameWhatExists'
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "testdata" || d.Name() == "gen") {
+			return cmp.Or(err, filepath.SkipDir)
+		}
+		if strings.HasSuffix(path, ".go") {
+			declare(t, path, decls, map[string]bool{})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(decls, "main")
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +91,16 @@ func TestDocsNameWhatExists(t *testing.T) {
 			}
 			if p := strings.TrimSuffix(goName.ReplaceAllString(span, ""), "/"); !exists(p) {
 				t.Errorf("%s: `%s` names %s, which does not exist", doc, span, p)
+			}
+		}
+		for _, m := range codeSpan.FindAllStringSubmatch(text, -1) {
+			r := goRef.FindStringSubmatch(m[1])
+			if r == nil || decls[r[1]] == nil {
+				continue // not a Go name, or not of one of the module's packages
+			}
+			names := decls[r[1]]
+			if !names[r[2]] || r[3] != "" && names["type "+r[2]] && !names["embeds "+r[2]] && !names[r[2]+"."+r[3]] {
+				t.Errorf("%s: `%s` names a Go name that does not exist", doc, m[1])
 			}
 		}
 		for _, m := range linkTo.FindAllStringSubmatch(text, -1) {
