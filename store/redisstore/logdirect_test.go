@@ -15,13 +15,13 @@ import (
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
-// TestLuaLogDirectRing: the log's direct path (calls of single sliding
-// window log requests, write byte 3) decides and writes as Go does
-// where its ring arithmetic is tight: small limits whose rings fill,
-// wrap and resize often, costs of up to 4 units against rings of 7 to 10
-// slots (a run of slots that wraps past the ring's end), rings kept from
-// a larger limit, dry runs, and calls of several groups, a key repeated
-// among them. Every decision and, after each call, every ring (slot for
+// TestLuaLogDirectRing: the sliding window log's function
+// (lua/sliding_window_log.lua) decides and writes as Go does where its
+// ring arithmetic is tight: small limits whose rings fill, wrap and
+// resize often, costs of up to 4 units against rings of 7 to 10 slots (a
+// run of slots that wraps past the ring's end), rings kept from a larger
+// limit, dry runs, and calls of several groups, a key repeated among
+// them. Every decision and, after each call, every ring (slot for
 // slot, head and floor included) must be Go's; the trace must take the
 // wrapping and resizing branches often.
 func TestLuaLogDirectRing(t *testing.T) {
@@ -108,9 +108,9 @@ func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
 	return calls
 }
 
-// TestLuaLogDirectCommands: a decision on a ring that log_load reads
-// whole, up to its largest (64 slots), costs Redis one GETRANGE and one
-// SET; a larger ring is read and written by the slot.
+// TestLuaLogDirectCommands: a decision on a ring that the first GETRANGE
+// reads whole, up to its largest (LOG_WHOLE, 64 slots), costs Redis one
+// GETRANGE and one SET; a larger ring is read and written by the slot.
 func TestLuaLogDirectCommands(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
@@ -146,7 +146,7 @@ func TestLuaLogDirectCommands(t *testing.T) {
 	}
 }
 
-// TestLuaLogDirectTTL: the log's direct path writes each ring with its
+// TestLuaLogDirectTTL: the sliding window log writes each ring with its
 // own TTL (the decision's ttl plus keep, which px_string rounds up by at
 // most 1/64) though the PX strings are kept: of two rings written in one
 // call, periods a minute apart, the second expires about a minute after
