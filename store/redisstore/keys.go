@@ -3,7 +3,7 @@ package redisstore
 // The Redis keys of the store, its one owner:
 //
 //	state       <prefix><algorithm>:{<tag>}[:<scope>]   (stateKey)
-//	window      <state>#<end>                          (windowKey: a window's count, windowKeyed)
+//	window      <state>#<end>                          (a window's count, windowKeyed)
 //	settlement  <prefix>settle:{<tag>}/<hash>           (settleKey)
 //
 // where tag is hashTag(store key), so every key of one store key (all its
@@ -14,7 +14,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"strconv"
 	"strings"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -138,22 +137,13 @@ func KeyName(prefix string, alg algorithms.Algorithm, key string) string {
 
 // windowKeyed reports whether alg keeps each window's count in a key of
 // its own: the state key, then '#' and the window's end in ms after
-// windowEpochMs (lua/fixed_window.lua), in the state key's slot. An
+// lua/lib.lua's STATE_EPOCH_MS (lua/fixed_window.lua), in the state key's
+// slot. An
 // algorithm whose count starts afresh at each window's boundary
 // (algorithms.Facts.Afresh) does: nothing of a window outlives it. The
 // end, not the start, names the key, so its expiry (the end plus keep)
 // follows from its name whichever limit created it.
 func windowKeyed(alg algorithms.Algorithm) bool { return alg.Facts().Afresh }
-
-// windowEpochMs is lua/lib.lua's STATE_EPOCH_MS, 2026-01-01T00:00:00Z:
-// window keys name their window's end in ms after it.
-const windowEpochMs = 1767225600000
-
-// windowKey is the key of the window ending at endMs (Unix ms) of the
-// state key base.
-func windowKey(base string, endMs int64) string {
-	return base + "#" + strconv.FormatInt(endMs-windowEpochMs, 10)
-}
 
 // windowsPattern is the SCAN MATCH pattern of every window key of the
 // state key base.

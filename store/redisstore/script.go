@@ -7,7 +7,7 @@ package redisstore
 //
 //	token_bucket        '<i5I3i4': the arrival time's ms - epoch, its ticks and the key's expiry less it ('<i8i8' when out of range)
 //	sliding_window      pack(A = window start, B = its count, C = the previous window's)
-//	fixed_window        an integer count per window key (keys.go's windowKey)
+//	fixed_window        an integer count per window key (keys.go's windowKeyed)
 //	leaky_bucket        pack(A = queue end's fraction of a ms × C, B = queue end, C = perMs)
 //	sliding_window_log  a header and a ring of unit times, 6 bytes a unit
 //
