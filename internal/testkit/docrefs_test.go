@@ -21,6 +21,8 @@ var (
 	linkTo   = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	// goName is the .Name (or .Type.Method) after a package's path.
 	goName = regexp.MustCompile(`\.[A-Z]\w*(\.\w+)?$`)
+	// testName is a Go test's name.
+	testName = regexp.MustCompile(`\bTest[A-Z]\w*`)
 	// goRef is pkg.Name or pkg.Type.Member, pkg perhaps after its path.
 	goRef = regexp.MustCompile(`^(?:[\w/]+/)?([a-z][a-z0-9]*)\.([A-Z]\w*)(?:\.(\w+))?$`)
 )
@@ -30,9 +32,10 @@ var (
 // package's `internal/keys.Check`) and every relative link of theirs
 // leads to a file or folder that exists, and every Go name they write as
 // code with one of the module's packages (`rules.Load`, `keys.Check`,
-// `server.Envoy.ShouldRateLimit`) is declared in it, so that a move, a
-// rename or a removal cannot leave the docs pointing at nothing. (The
-// CHANGELOG tells of what was, and is not checked.)
+// `server.Envoy.ShouldRateLimit`) is declared in it, and every test they
+// name (TestDocShellBlocks) is one, so that a move, a rename or a removal
+// cannot leave the docs pointing at nothing. (The CHANGELOG tells of what
+// was, and is not checked.)
 func TestDocsNameWhatExists(t *testing.T) {
 	root := "../.."
 	decls := map[string]map[string]bool{} // as TestCommentsNameWhatExists'
@@ -47,6 +50,12 @@ func TestDocsNameWhatExists(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	tests := map[string]bool{}
+	for _, names := range decls {
+		for n := range names {
+			tests[n] = strings.HasPrefix(n, "Test")
+		}
 	}
 	delete(decls, "main")
 	entries, err := os.ReadDir(root)
@@ -91,6 +100,11 @@ func TestDocsNameWhatExists(t *testing.T) {
 			}
 			if p := strings.TrimSuffix(goName.ReplaceAllString(span, ""), "/"); !exists(p) {
 				t.Errorf("%s: `%s` names %s, which does not exist", doc, span, p)
+			}
+		}
+		for _, name := range testName.FindAllString(string(b), -1) {
+			if !tests[name] {
+				t.Errorf("%s: names %s, which is no test", doc, name)
 			}
 		}
 		for _, m := range codeSpan.FindAllStringSubmatch(text, -1) {
