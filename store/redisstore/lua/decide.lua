@@ -26,11 +26,18 @@ for alg = 0, 7 do
   end
 end
 
+-- refuse undoes what undo holds and answers the error msg: a call the
+-- store's Go never makes.
+local function refuse(undo, msg)
+  undo_all(undo)
+  return redis.error_reply('ERR floodgate: ' .. msg)
+end
+
 local function decide(KEYS, ARGV)
   local n = #KEYS
   local now, keep, write, deadline = read_header(ARGV[1] or '')
   if now == nil or keep < 0 or write < 0 or write > 1 then
-    return redis.error_reply('ERR floodgate: bad header')
+    return refuse(nil, 'bad header')
   end
   clock_ms = false
   if now < 0 or deadline > 0 then
@@ -57,32 +64,30 @@ local function decide(KEYS, ARGV)
     repeat
       r = r + 1
       if r > n or pos > stop then
-        undo_all(undo)
         if pos > len then
-          return redis.error_reply('ERR floodgate: an empty group')
+          return refuse(undo, 'an empty group')
         end
-        return redis.error_reply('ERR floodgate: ' .. r .. ' requests for ' .. n .. ' keys, or a short request')
+        return refuse(undo, r .. ' requests for ' .. n .. ' keys, or a short request')
       end
       local h, x, y, z, cost = sunpack(REQ_FMT, blob, pos)
       pos = pos + REQ_LEN
       local f = HEAD[h]
       local flags = (h - h % 8) / 8
       local b0, b1, b2, b3, b4
-      if f == nil and flags >= 8 and flags < 16 then -- a calendar limit: its boundaries follow
-        if pos + CAL_LEN - 1 > len then
-          undo_all(undo)
-          return redis.error_reply('ERR floodgate: a short calendar request')
-        end
-        f, flags = ALG[h % 8], flags - 8
-        b0, b1, b2, b3, b4 = sunpack(CAL_FMT, blob, pos)
-        pos = pos + CAL_LEN
-        if not (b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4) then
-          f = nil
+      if f == nil then -- a calendar limit, its boundaries following, or a bad byte
+        if flags >= 8 and flags < 16 then
+          if pos + CAL_LEN - 1 > len then
+            return refuse(undo, 'a short calendar request')
+          end
+          b0, b1, b2, b3, b4 = sunpack(CAL_FMT, blob, pos)
+          pos = pos + CAL_LEN
+          if b0 < b1 and b1 < b2 and b2 < b3 and b3 < b4 then
+            f, flags = ALG[h % 8], flags - 8
+          end
         end
       end
       if f == nil or x < 1 or y < 1 or z < 0 then
-        undo_all(undo)
-        return redis.error_reply('ERR floodgate: bad arguments for request ' .. r)
+        return refuse(undo, 'bad arguments for request ' .. r)
       end
       local u = undo
       if pos <= len then -- more requests in the group
@@ -122,7 +127,7 @@ local function decide(KEYS, ARGV)
     pos = 1
   end
   if r ~= n then
-    return redis.error_reply('ERR floodgate: ' .. r .. ' requests for ' .. n .. ' keys')
+    return refuse(nil, r .. ' requests for ' .. n .. ' keys')
   end
   return table.concat(reply)
 end

@@ -25,25 +25,33 @@
 
 local TB_FMT, TB_BARE, TB_WIDE = '<i5I3i4', '<i5I3', '<i8i8'
 
+-- tb_pad is the pad of a write that sets the TTL of a state of ttl ms:
+-- a quarter of ttl or a token's time and a ms, whichever is longer.
+local function tb_pad(ttl, per_ms, scale)
+  local pad = (ttl - ttl % 4) / 4
+  if pad * per_ms <= scale then
+    pad = (scale - scale % per_ms) / per_ms + 1
+  end
+  return pad
+end
+
 local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep, undo)
   local full = capacity * scale
   local str = rcall('GET', key)
-  local at, tk, d, lead = now, 0, 0, 0 -- the time it stands at: at ms and tk ticks
-  -- The key's expiry recorded, Unix ms by Redis' clock; far in the past
-  -- when none is.
-  local exp = -9007199254740992 -- -2^53
+  -- The time it stands at (at ms and tk ticks), the key's expiry
+  -- recorded (Unix ms by Redis' clock; far in the past when none is),
+  -- and d and lead, tokenLead's.
+  local at, tk, exp, d, lead
   if str then
     local n = #str
     if n == 12 then
-      at, tk, exp = sunpack(TB_FMT, str)
-      at = at + STATE_EPOCH_MS
-      exp = at + exp
-    elseif n == 8 then
-      at, tk = sunpack(TB_BARE, str)
-      at = at + STATE_EPOCH_MS
-    elseif n == 16 then
-      at, tk = sunpack(TB_WIDE, str)
-      at = at + STATE_EPOCH_MS
+      local ms, ticks, rel = sunpack(TB_FMT, str)
+      at = ms + STATE_EPOCH_MS
+      tk = ticks
+      exp = at + rel
+    elseif n == 8 or n == 16 then
+      local ms, ticks = sunpack(n == 8 and TB_BARE or TB_WIDE, str)
+      at, tk, exp = ms + STATE_EPOCH_MS, ticks, -9007199254740992 -- -2^53
     else
       return nil
     end
@@ -52,7 +60,7 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     end
     d = at - now
     if d < 0 then
-      at, tk, d = now, 0, 0
+      at, tk, d, lead = now, 0, 0, 0
     else
       lead = d * per_ms
       if lead > 2 * full then
@@ -61,54 +69,61 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
         lead = lead + tk
       end
     end
+  else
+    at, tk, exp, d, lead = now, 0, -9007199254740992, 0, 0
   end
-  local allowed, retry, unrecorded, move = 1, 0, 0, 0
-  if cost > 0 then
-    local need = cost * scale
-    if lead + need <= full then -- fits, in a debt too
+  local allowed, retry, unrecorded, move = 1, 0, 0, 0 -- move: ticks the time moves
+  local need = cost * scale
+  if cost > 0 and lead + need <= full then -- a charge that fits, in a debt too
+    lead = lead + need
+    tk = lead % per_ms
+    d = (lead - tk) / per_ms
+    at = now + d
+  else
+    if cost > 0 then
+      if flags % 4 >= 2 then -- debt
+        local room = 2 * full - lead
+        local k = (room - room % scale) / scale
+        if k > cost then
+          k = cost
+        elseif k < 0 then
+          k = 0
+        end
+        move, unrecorded = k * scale, cost - k
+      elseif need > full then -- never fits
+        allowed, retry = 0, -1
+      else
+        allowed = 0
+        local x = tk + need - full + per_ms - 1
+        retry = d + (x - x % per_ms) / per_ms
+      end
+    elseif cost < 0 then
       move = need
-    elseif flags % 4 >= 2 then -- debt
-      local room = 2 * full - lead
-      local k = (room - room % scale) / scale
-      if k > cost then
-        k = cost
-      elseif k < 0 then
-        k = 0
+      if move < -full then
+        move = -full
       end
-      move, unrecorded = k * scale, cost - k
-    elseif need > full then -- never fits
-      allowed, retry = 0, -1
-    else
-      allowed = 0
-      local x = tk + need - full + per_ms - 1
-      retry = d + (x - x % per_ms) / per_ms
-    end
-  elseif cost < 0 then
-    move = cost * scale
-    if move < -full then
-      move = -full
-    end
-    if move < -lead then
-      move = -lead
-    end
-  end
-  if move ~= 0 then
-    if lead > 2 * full then -- beyond a debt's depth: the time moves
-      local x = tk + move
-      local r = x % per_ms
-      at, tk = at + (x - r) / per_ms, r
-      d = at - now
-      lead = d * per_ms
-      if lead > 2 * full then
-        lead = 2 * full + 1
-      else
-        lead = lead + tk
+      if move < -lead then
+        move = -lead
       end
-    else
-      lead = lead + move
-      tk = lead % per_ms
-      d = (lead - tk) / per_ms
-      at = now + d
+    end
+    if move ~= 0 then
+      if lead > 2 * full then -- beyond a debt's depth: the time moves
+        local x = tk + move
+        local r = x % per_ms
+        at, tk = at + (x - r) / per_ms, r
+        d = at - now
+        lead = d * per_ms
+        if lead > 2 * full then
+          lead = 2 * full + 1
+        else
+          lead = lead + tk
+        end
+      else -- as a charge that fits
+        lead = lead + move
+        tk = lead % per_ms
+        d = (lead - tk) / per_ms
+        at = now + d
+      end
     end
   end
   local remaining, owed = 0, 0
@@ -137,28 +152,32 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
       return allowed, remaining, retry, ttl, ttl, 0, unrecorded, owed
     end
     local need = (clock_ms or redis_clock()) + ttl + keep -- the expiry the state needs
-    local pad = (ttl - ttl % 4) / 4
-    if pad * per_ms < scale then -- at least a token's time
-      pad = (scale - scale % per_ms) / per_ms + 1
-    end
-    local over = exp - need -- how far the expiry recorded passes the one needed
-    local kept = over >= 0 and over <= pad
+    -- Kept when the expiry recorded passes the one needed by at most
+    -- tb_pad's pad, tested without computing it: over <= floor(ttl / 4)
+    -- when 4 × over <= ttl, over <= floor(scale / per_ms) + 1 when
+    -- (over - 1) × per_ms <= scale.
+    local over = exp - need
+    local kept = over >= 0 and (4 * over <= ttl or (over - 1) * per_ms <= scale)
+    local pad
     if not kept then
+      pad = tb_pad(ttl, per_ms, scale)
       exp = need + pad
     end
     local ms, rel = at - STATE_EPOCH_MS, exp - at
-    local v
-    if ms >= -549755813888 and ms < 549755813888 and tk < 16777216 and rel >= -2147483648 and rel < 2147483648 then -- 2^39, 2^24, 2^31
-      v = spack(TB_FMT, ms, tk, rel)
-    else
-      kept, v = false, spack(TB_WIDE, ms, tk)
+    if ms < -549755813888 or ms >= 549755813888 or tk >= 16777216 or rel < -2147483648 or rel >= 2147483648 then -- 2^39, 2^24, 2^31
+      if undo then
+        remember(undo, key, str, true)
+      end
+      rcall('SET', key, spack(TB_WIDE, ms, tk), 'PX', px_string(ttl + keep + (pad or tb_pad(ttl, per_ms, scale))))
+      return allowed, remaining, retry, ttl, ttl, 0, unrecorded, owed
     end
+    local v = spack(TB_FMT, ms, tk, rel)
     if undo then -- a TTL shorter than the one recorded is put back as it was
-      remember(undo, key, str, move < 0 or over > pad)
+      remember(undo, key, str, move < 0 or (pad and over > pad))
     end
     if kept then
       rcall('SETRANGE', key, '0', v)
-    elseif str and #str ~= #v then
+    elseif str and #str ~= 12 then
       rcall('SET', key, v, 'PX', px_string(ttl + keep + pad))
     else -- SETRANGE makes and keeps the value a raw string, which it writes in place
       rcall('SETRANGE', key, '0', v)
