@@ -12,34 +12,41 @@ import (
 	"github.com/floodgate/floodgate/store/redisstore"
 )
 
-// redisURLForms is what --redis-url's errors say it takes.
+// redisURLForms is what the Redis URL flags' errors say they take.
 const redisURLForms = "want redis://[user:pass@]host:port[/db], rediss:// (TLS), unix:///path/to/redis.sock, or a bare host:port such as 127.0.0.1:6379"
 
-// resolveRedisURL makes f.redisConn.URL the URL every Redis client of serve
-// takes (redisURLOf: a bare host:port becomes redis://host:port) and
-// checks it as the Redis client will read it for --redis-mode
-// (checkRedisURL), so that a bad value stops serve before anything
-// starts. Its errors start with where the value came from: --redis-url,
-// or $FLOODGATE_REDIS_URL when the environment gave it.
-func (f *serveFlags) resolveRedisURL(fs *pflag.FlagSet, getenv func(string) string) error {
-	v := f.redisConn.URL
-	u, err := redisURLOf(v)
-	if err == nil && u != "" {
-		err = checkRedisURL(u, f.redisConn.Mode)
+// resolveRedisURLs makes the URL of --redis-url and of
+// --redis-persecond-url the URL every Redis client of serve takes
+// (redisURLOf: a bare host:port becomes redis://host:port) and checks it
+// as the Redis client will read it for its mode (checkRedisURL), so that
+// a bad value stops serve before anything starts. Its errors start with
+// where the value came from: the flag, or its variable
+// ($FLOODGATE_REDIS_URL) when the environment gave it.
+func (f *serveFlags) resolveRedisURLs(fs *pflag.FlagSet, getenv func(string) string) error {
+	for _, r := range []struct {
+		flag string
+		c    *redisstore.ClientConfig
+	}{{"redis-url", &f.redisConn}, {"redis-persecond-url", &f.redisPerSecond}} {
+		v := r.c.URL
+		u, err := redisURLOf(v)
+		if err == nil && u != "" {
+			err = checkRedisURL(u, r.c.Mode)
+		}
+		if err == nil {
+			r.c.URL = u
+			continue
+		}
+		name, sep := "--"+r.flag, " "
+		if !fs.Changed(r.flag) && getenv(envName(r.flag)) != "" {
+			name, sep = "$"+envName(r.flag), "=" // as parseFlags names variables
+		}
+		msg := fmt.Sprintf("%s: %s; %s", name, err, redisURLForms)
+		if !errors.Is(err, redisstore.ErrClientConfig) { // the client's errors show the URL, its password masked
+			msg = fmt.Sprintf("%s%s%q: %s; %s", name, sep, redisstore.Redact(v, v), err, redisURLForms)
+		}
+		return errors.New(redisstore.Redact(msg, v)) // wherever else the value or the parser repeats it
 	}
-	if err == nil {
-		f.redisConn.URL = u
-		return nil
-	}
-	name, sep := "--redis-url", " "
-	if !fs.Changed("redis-url") && getenv(envName("redis-url")) != "" {
-		name, sep = "$"+envName("redis-url"), "=" // as parseFlags names variables
-	}
-	msg := fmt.Sprintf("%s: %s; %s", name, err, redisURLForms)
-	if !errors.Is(err, redisstore.ErrClientConfig) { // the client's errors show the URL, its password masked
-		msg = fmt.Sprintf("%s%s%q: %s; %s", name, sep, redisstore.Redact(v, v), err, redisURLForms)
-	}
-	return errors.New(redisstore.Redact(msg, v)) // wherever else the value or the parser repeats it
+	return nil
 }
 
 // redisURLOf is the URL --redis-url's value s stands for: a URL as it is

@@ -117,40 +117,50 @@ func TestRedisURLFromEnvironment(t *testing.T) {
 	}
 }
 
+// TestRedisPerSecondURL: --redis-persecond-url, or its variable, is read
+// and checked as --redis-url is, and its errors name it.
+func TestRedisPerSecondURL(t *testing.T) {
+	none := func(string) string { return "" }
+	env := func(k string) string {
+		if k == "FLOODGATE_REDIS_PERSECOND_URL" {
+			return "u:s3cret@h"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		args   []string
+		getenv func(string) string
+		want   string
+	}{
+		{[]string{"--redis-persecond-url", "localhost"}, none, `floodgate serve: --redis-persecond-url "localhost": not a URL, nor a host:port; want redis://`},
+		{[]string{"--redis-persecond-url", "redis://h:2?colour=blue"}, none, "floodgate serve: --redis-persecond-url: redisstore: bad redis client config: redis URL redis://h:2?colour=blue: redis: unexpected option: colour; want redis://"},
+		{nil, env, `floodgate serve: $FLOODGATE_REDIS_PERSECOND_URL="u:xxxxx@h": not a URL, nor a host:port; want`},
+	} {
+		var stderr strings.Builder
+		f, err := parseServeFlags(append([]string{"--redis-url", "h:1"}, tc.args...), tc.getenv, io.Discard, &stderr)
+		if err == nil || !strings.HasPrefix(stderr.String(), tc.want) || strings.Contains(stderr.String(), "s3cret") {
+			t.Errorf("%q: %q, %v, printing %q; want it to start %q, no password", tc.args, f.redisPerSecond.URL, err, stderr.String(), tc.want)
+		}
+	}
+	f, err := parseServeFlags([]string{"--redis-url", "h:1", "--redis-persecond-url", "h:2"}, none, io.Discard, io.Discard)
+	if err != nil || f.redisPerSecond.URL != "redis://h:2" {
+		t.Errorf("--redis-persecond-url h:2: %q, %v; want redis://h:2", f.redisPerSecond.URL, err)
+	}
+}
+
 // TestServeRedisURLReal: serve's --redis-url reaches a real Redis given as
-// a bare host:port and as unix:///path over a unix socket; a bad one fails
-// buildStore naming the flag.
+// a bare host:port and as unix:///path over a unix socket.
 func TestServeRedisURLReal(t *testing.T) {
 	redistest.Require(t)
 	sock := filepath.Join(t.TempDir(), "redis.sock")
 	srv := redistest.StartServer(t, "--unixsocket", sock, "--unixsocketperm", "700")
-	for _, tc := range []struct {
-		url     string
-		wantErr string
-	}{
-		{srv.Addr(), ""},
-		{"unix://" + sock, ""},
-		{"localhost", "--redis-url"}, // serveFlags not from parseServeFlags
-	} {
-		t.Run(tc.url, func(t *testing.T) {
-			args := []string{"--redis-timeout", "2s"}
-			if tc.wantErr == "" {
-				args = append(args, "--redis-url", tc.url)
-			}
-			f, err := parseServeFlags(args, func(string) string { return "" }, io.Discard, io.Discard)
+	for _, url := range []string{srv.Addr(), "unix://" + sock} {
+		t.Run(url, func(t *testing.T) {
+			f, err := parseServeFlags([]string{"--redis-timeout", "2s", "--redis-url", url}, func(string) string { return "" }, io.Discard, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.wantErr != "" {
-				f.redisConn.URL = tc.url
-			}
 			st, _, err := serveEnv{f: &f, log: slog.New(slog.NewTextHandler(io.Discard, nil))}.buildStore(context.Background(), nil, nil)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("buildStore: %v, want an error containing %q", err, tc.wantErr)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatalf("buildStore: %v", err)
 			}
@@ -158,7 +168,7 @@ func TestServeRedisURLReal(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			if err := st.Ping(ctx); err != nil {
-				t.Fatalf("ping over %s: %v", tc.url, err)
+				t.Fatalf("ping over %s: %v", url, err)
 			}
 			// The quota service's own client takes the same URL.
 			_, quotaClient, err := openQuota(f, nil, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -298,7 +298,7 @@ func parseServeFlags(args []string, getenv func(string) string, stdout, stderr i
 	if err := parseCommand(fs, args, getenv, stderr); err != nil {
 		return f, err
 	}
-	if err := f.resolveRedisURL(fs, getenv); err != nil { // redisurl.go
+	if err := f.resolveRedisURLs(fs, getenv); err != nil { // redisurl.go
 		return f, failed(stderr, "serve", 2, err)
 	}
 	if f.httpDenyStatus != 200 && f.httpDenyStatus != 429 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +39,7 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 		}
 		return observability.InstrumentStore(memstore.New(f.memory), m, "memory"), "memory", nil
 	}
-	rs, client, err := openRedis(ctx, f, f.redisConn, "redis-url", log)
+	rs, client, err := openRedis(ctx, f, f.redisConn, log)
 	if err != nil {
 		return nil, "", err
 	}
@@ -55,13 +54,10 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 	} else {
 		c, ps := f.redisConn, f.redisPerSecond
 		ps.TLSCAFile, ps.TLSCertFile, ps.TLSKeyFile, ps.DialTimeout = c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile, c.DialTimeout
-		rs2, client2, err := openRedis(ctx, f, ps, "redis-persecond-url", log)
+		rs2, client2, err := openRedis(ctx, f, ps, log)
 		if err != nil {
 			main.Close()
-			if !strings.HasPrefix(err.Error(), "--redis-persecond-url") {
-				err = fmt.Errorf("--redis-persecond-url: %w", err)
-			}
-			return nil, "", err
+			return nil, "", fmt.Errorf("--redis-persecond-url: %w", err)
 		}
 		h := &sidesHealth{report: onBreaker}
 		main = splitstore.New(
@@ -76,16 +72,11 @@ func (e serveEnv) buildStore(ctx context.Context, onBreaker func(open bool, caus
 	return st, "redis-" + f.redisConn.Mode, nil
 }
 
-// openRedis opens the Redis store of client c (its URL given by flag)
-// with the other --redis-* flags of f and checks it: one that answers but
-// cannot decide in its mode is an error; one that does not answer yet is
-// logged.
-func openRedis(ctx context.Context, f serveFlags, c redisstore.ClientConfig, flag string, log *slog.Logger) (*redisstore.Store, redis.UniversalClient, error) {
-	u, err := redisURLOf(c.URL) // parseServeFlags did it for --redis-url only
-	if err != nil {
-		return nil, nil, fmt.Errorf("--%s %q: %w; %s", flag, redisstore.Redact(c.URL, c.URL), err, redisURLForms)
-	}
-	c.URL, c.ReadTimeout, c.WriteTimeout = u, f.redis.Timeout, f.redis.Timeout
+// openRedis opens the Redis store of client c with the other --redis-*
+// flags of f and checks it: one that answers but cannot decide in its
+// mode is an error; one that does not answer yet is logged.
+func openRedis(ctx context.Context, f serveFlags, c redisstore.ClientConfig, log *slog.Logger) (*redisstore.Store, redis.UniversalClient, error) {
+	c.ReadTimeout, c.WriteTimeout = f.redis.Timeout, f.redis.Timeout
 	client, err := redisstore.NewClient(c)
 	if err != nil {
 		return nil, nil, err
