@@ -953,3 +953,49 @@ func TestDecodeReply(t *testing.T) {
 		}
 	}
 }
+
+// TestLuaLongReply: a call of more requests than the script packs at
+// once answers each as a call of its own would: its reply, packed in
+// parts, holds every record (short and long) in order.
+func TestLuaLongReply(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.StartServer(t).Client()
+	tb := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 5, Period: time.Second}
+	lb := algorithms.Limit{Algorithm: algorithms.LeakyBucket, Requests: 5, Period: time.Second}
+	var batch, alone []luaReq
+	for i := range 150 {
+		l := tb
+		if i%3 == 0 {
+			l = lb
+		}
+		r := luaReq{key: fmt.Sprintf("long:a%d", i), l: l, cost: int64(i % 8), group: true}
+		batch = append(batch, r)
+		r.key = fmt.Sprintf("long:b%d", i)
+		alone = append(alone, r)
+	}
+	keys, args := scriptArgs(header{nowMs: 1_000_000, keepMs: keepMs}, batch)
+	reply, err := decideLua.Run(ctx, c, keys, args...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]algorithms.Decision, len(batch))
+	if err := decodeReply(reply, got, func(i int) int64 { return batch[i].l.Capacity() }); err != nil {
+		t.Fatal(err)
+	}
+	lens := map[int]int{}
+	for s := reply.(string); s != ""; s = s[recordLen(s):] {
+		lens[recordLen(s)]++
+	}
+	if lens[replyShort] == 0 || lens[replyLen] == 0 {
+		t.Fatalf("records by length %v: want short and long records", lens)
+	}
+	for i, r := range alone {
+		want, err := runScript(ctx, c, 1_000_000, []luaReq{r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[i] != want[0] {
+			t.Fatalf("request %d of 150 in one call: %+v, alone %+v", i, got[i], want[0])
+		}
+	}
+}

@@ -23,7 +23,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -79,11 +78,10 @@ const (
 )
 
 // luaWire is the Lua that defines the wire sizes lua/lib.lua uses, and
-// BAD_REPLY, a failed request's part of the reply (replyBad as its
-// first field, then zeros).
+// BAD_REPLY, the first field of a failed request's record (replyBad,
+// then zeros).
 func luaWire() string {
-	return fmt.Sprintf("local HDR_LEN, REQ_LEN, CAL_LEN = %d, %d, %d\nlocal BAD_REPLY = '\\%d%s'\n",
-		hdrLen, reqLen, calLen, replyBad, strings.Repeat("\\0", replyLen-1))
+	return fmt.Sprintf("local HDR_LEN, REQ_LEN, CAL_LEN = %d, %d, %d\nlocal BAD_REPLY = %d\n", hdrLen, reqLen, calLen, replyBad)
 }
 
 // replyBad is the allowed byte of a request whose key holds a malformed

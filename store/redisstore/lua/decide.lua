@@ -26,6 +26,20 @@ for alg = 0, 7 do
   end
 end
 
+-- I8_FMT[k] is the struct format of k int64s, built on first use and
+-- kept for the library's life (k <= 204: decide packs at 200).
+local I8_FMT = {}
+
+-- pack_i8 packs vals[1..k], int64s.
+local function pack_i8(vals, k)
+  local f = I8_FMT[k]
+  if f == nil then
+    f = '<' .. string.rep('i8', k)
+    I8_FMT[k] = f
+  end
+  return spack(f, unpack(vals, 1, k))
+end
+
 -- refuse undoes what undo holds and answers the error msg: a call the
 -- store's Go never makes.
 local function refuse(undo, msg)
@@ -50,7 +64,9 @@ local function decide(KEYS, ARGV)
     end
   end
   local probe = write == 0 -- every group's writes are undone
-  local reply = {}
+  -- The reply's integers, every record's field an int64 (lib.lua): vals
+  -- holds k of them not yet packed, parts the strings packed before.
+  local vals, k, parts = {}, 0, nil
   local r = 0
   local pos = HDR_LEN + 1 -- where the group's next request starts
   for g = 1, #ARGV do
@@ -99,27 +115,37 @@ local function decide(KEYS, ARGV)
         u = nil -- the group's last request: nothing after it can undo its write
       end
       local allowed, remaining, retry, reset, ttl, wait = f(KEYS[r], x, y, z, cost, flags, now, keep, u, b0, b1, b2, b3, b4)
-      local out
       if allowed == 1 and retry == 0 and reset == ttl and wait == 0 then
-        out = spack(SHORT_FMT, 4 * remaining + 1, -2 - 2 * reset)
+        if n == 1 and pos > len and g == #ARGV and not probe then
+          return spack(SHORT_FMT, 4 * remaining + 1, -2 - 2 * reset)
+        end
+        vals[k + 1], vals[k + 2] = 4 * remaining + 1, -2 - 2 * reset
+        k = k + 2
       elseif allowed == nil then
-        failed, out = true, BAD_REPLY
+        failed = true
+        vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4], vals[k + 5] = BAD_REPLY, 0, 0, 0, 0
+        k = k + 5
       else
         if allowed == 0 and cost > 0 then
           failed = true
         end
+        local first = 4 * remaining + allowed
         if retry ~= 0 or reset ~= ttl then
-          out = spack(REPLY_FMT, 4 * remaining + allowed, retry, reset, ttl, wait)
+          vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4], vals[k + 5] = first, retry, reset, ttl, wait
+          k = k + 5
         elseif wait == 0 then
-          out = spack(SHORT_FMT, 4 * remaining + allowed, -2 - 2 * reset)
+          vals[k + 1], vals[k + 2] = first, -2 - 2 * reset
+          k = k + 2
         else
-          out = spack(WAIT_FMT, 4 * remaining + allowed, -3 - 2 * reset, wait)
+          vals[k + 1], vals[k + 2], vals[k + 3] = first, -3 - 2 * reset, wait
+          k = k + 3
         end
       end
-      if n == 1 and pos > len and g == #ARGV and not probe then
-        return out
+      if k >= 200 then -- packed in parts: unpack's results are bounded
+        parts = parts or {}
+        parts[#parts + 1] = pack_i8(vals, k)
+        k = 0
       end
-      reply[r] = out
     until pos > len
     if undo and (failed or probe) then
       undo_all(undo)
@@ -129,5 +155,9 @@ local function decide(KEYS, ARGV)
   if r ~= n then
     return refuse(nil, r .. ' requests for ' .. n .. ' keys')
   end
-  return table.concat(reply)
+  if parts then
+    parts[#parts + 1] = pack_i8(vals, k)
+    return table.concat(parts)
+  end
+  return pack_i8(vals, k)
 end
