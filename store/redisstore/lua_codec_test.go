@@ -13,13 +13,15 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// codecRoundTrip writes a, b, c as a sliding window state (whose a is
-// stored minus STATE_EPOCH_MS) with write_counter and reads it back with
-// load_counter, answering the stored string and the three values read.
+// codecRoundTrip packs a, b, c as a sliding window state (whose a is
+// stored minus STATE_EPOCH_MS) with pack_counter, in the first form (the
+// expiry passed is the time field: nothing to record), stores it and
+// reads it back with decode_counter, answering the stored string and the
+// three values read.
 const codecRoundTrip = `
 read_header('') -- binds redis.call and struct's functions
 local epoch = STATE_EPOCH_MS
-write_counter(KEYS[1], false, epoch + tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), 60000, 0, 0, 0)
+redis.call("SET", KEYS[1], (pack_counter(false, epoch + tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), 0, 0, epoch + tonumber(ARGV[1]))))
 local a, b, c = decode_counter(redis.call('GET', KEYS[1]), false)
 return {redis.call('GET', KEYS[1]), string.format('%d', a - epoch), string.format('%d', b), string.format('%d', c)}
 `
@@ -128,14 +130,23 @@ return out
 
 // TestStateStaysMinimal: every write packs each field in the fewest
 // bytes it needs, also when it rewrites a state whose c it keeps (whose
-// length write_counter takes from the header read rather than from
+// length pack_counter takes from the header read rather than from
 // int_len) or changes (a limit of another rate, a window that rolled),
 // for each way a counter is written: a lone Decide, a Decide of two
-// requests of one key, and a settlement.
+// requests of one key, and a settlement; months from Redis' clock, where
+// the key's expiry does not fit the second form, and near it, where it
+// does (e in 3 bytes when it fits, else 4, the value 12 bytes at most).
 func TestStateStaysMinimal(t *testing.T) {
 	c, s := clientTimeStore(t)
+	stateStaysMinimal(t, c, s, time.UnixMilli(1_780_000_000_000), false)
+	stateStaysMinimal(t, c, s, time.Now().Truncate(time.Hour), true)
+}
+
+// stateStaysMinimal runs TestStateStaysMinimal's steps from t0; near says
+// t0 is near Redis' clock, where every state of 7 bytes or fewer must
+// record the key's expiry.
+func stateStaysMinimal(t *testing.T, c *redis.Client, s *Store, t0 time.Time, near bool) {
 	ctx := context.Background()
-	t0 := time.UnixMilli(1_780_000_000_000)
 	type step struct {
 		at    time.Duration // after t0
 		limit algorithms.Limit
@@ -159,8 +170,8 @@ func TestStateStaysMinimal(t *testing.T) {
 		}},
 	} {
 		for _, path := range []string{"lone", "general", "settle"} {
-			t.Run(tc.name+"/"+path, func(t *testing.T) {
-				key := "min:" + tc.name + ":" + path
+			t.Run(tc.name+"/"+path+"/"+t0.Format(time.DateOnly), func(t *testing.T) {
+				key := "min:" + tc.name + ":" + path + t0.String()
 				for i, st := range tc.steps {
 					now := t0.Add(st.at)
 					switch path {
@@ -183,15 +194,28 @@ func TestStateStaysMinimal(t *testing.T) {
 					if err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}
-					la, lc := int(v[0]>>3), int(v[0]&7)
-					lb := len(v) - 1 - la - lc
+					h, body, le := int(v[0]), v[1:], 0
+					if h >= 64 {
+						h, body, le = h-64, v[2:], int(v[1])
+						if len(v) > 12 {
+							t.Errorf("step %d: state %q: %d bytes in the second form, want 12 at most", i, v, len(v))
+						}
+					}
+					la, lc := h>>3, h&7
+					lb := len(body) - la - lc - le
 					if la > 7 || lb < 0 || lb > 8 {
 						t.Fatalf("step %d: state %q: bad lengths", i, v)
 					}
-					a, cv, b := leInt(v[1:1+la]), leInt(v[1+la:1+la+lc]), leInt(v[1+la+lc:])
+					a, cv, b := leInt(body[:la]), leInt(body[la:la+lc]), leInt(body[la+lc+le:])
 					if la != minLen(a) || lc != minLen(cv) || lb != minLen(b) {
 						t.Errorf("step %d: state %q packs a=%d, c=%d, b=%d in %d, %d, %d bytes; want %d, %d, %d",
 							i, v, a, cv, b, la, lc, lb, minLen(a), minLen(cv), minLen(b))
+					}
+					if e := leInt(body[la+lc : la+lc+le]); le != 0 && le != max(3, minLen(e)) {
+						t.Errorf("step %d: state %q packs e=%d in %d bytes, want %d", i, v, e, le, max(3, minLen(e)))
+					}
+					if near && le == 0 && len(v)+5 <= 12 {
+						t.Errorf("step %d: state %q near Redis' clock records no expiry", i, v)
 					}
 				}
 			})

@@ -384,25 +384,34 @@ func TestLuaMatchesGo(t *testing.T) {
 		name string
 		algs [4]algorithms.Algorithm
 		big  bool // key 3 keeps its algorithm's big limit
+		near bool // its clock starts within a week of Redis' (else in 2023)
 	}
 	var traces []trace
 	for _, alg := range algorithms.All() {
-		traces = append(traces, trace{alg.String(), [4]algorithms.Algorithm{alg, alg, alg, alg}, true})
+		traces = append(traces, trace{alg.String(), [4]algorithms.Algorithm{alg, alg, alg, alg}, true, false})
 	}
 	tb, sw, swl, fw, lb := algorithms.TokenBucket, algorithms.SlidingWindow, algorithms.SlidingWindowLog, algorithms.FixedWindow, algorithms.LeakyBucket
-	traces = append(traces, trace{"mixed", [4]algorithms.Algorithm{tb, sw, swl, fw}, false})
-	traces = append(traces, trace{"mixed/leaky", [4]algorithms.Algorithm{lb, tb, swl, lb}, false})
+	traces = append(traces, trace{"mixed", [4]algorithms.Algorithm{tb, sw, swl, fw}, false, false})
+	traces = append(traces, trace{"mixed/leaky", [4]algorithms.Algorithm{lb, tb, swl, lb}, false, false})
+	// Near Redis' clock the counters' states record their keys' expiry
+	// (the codec's second form) and writes keep TTLs.
+	traces = append(traces, trace{"mixed/near", [4]algorithms.Algorithm{sw, lb, lb, sw}, false, true})
 	for ti, tr := range traces {
 		stream := uint64(ti) // keys of their own: they hold a random number
+		start := int64(1_700_000_000_000)
+		if tr.near {
+			start = time.Now().UnixMilli() - 500_000_000
+		}
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel() // each trace its own keys and model
-			diffTrace(t, c, rand.New(rand.NewPCG(seed, stream)), tr.algs, tr.big)
+			diffTrace(t, c, rand.New(rand.NewPCG(seed, stream)), tr.algs, tr.big, start)
 		})
 	}
 }
 
-// diffTrace runs one differential trace on 4 keys of algorithms algs.
-func diffTrace(t *testing.T, c *redis.Client, rng *rand.Rand, algs [4]algorithms.Algorithm, big bool) {
+// diffTrace runs one differential trace on 4 keys of algorithms algs,
+// its clock starting up to 10^9 ms after start.
+func diffTrace(t *testing.T, c *redis.Client, rng *rand.Rand, algs [4]algorithms.Algorithm, big bool, start int64) {
 	steps := 5000
 	if raceOn {
 		steps = 2000 // each step is a round trip, about five times slower under the race detector
@@ -428,7 +437,7 @@ func diffTrace(t *testing.T, c *redis.Client, rng *rand.Rand, algs [4]algorithms
 		}
 	}
 	m := &luaModel{states: map[string]algorithms.State{}}
-	now := int64(1_700_000_000_000) + rng.Int64N(1_000_000_000)
+	now := start + rng.Int64N(1_000_000_000)
 	batches, denials := 0, 0
 	for step := range steps {
 		now = max(0, now+randStep(rng, stepMs(limitOf[rng.IntN(4)])))
@@ -573,31 +582,24 @@ func decodeArrival(t *testing.T, v string) algorithms.State {
 	return algorithms.State{}
 }
 
-// decodeCounterState decodes pack_state's string (lua/lib.lua) into the
-// State the Go code holds, times made absolute.
+// decodeCounterState decodes a three-integer state (lua/lib.lua's codec,
+// either form) into the State the Go code holds, times made absolute.
 func decodeCounterState(t *testing.T, alg algorithms.Algorithm, v string) algorithms.State {
 	t.Helper()
 	const epochMs = 1767225600000
 	if len(v) < 1 {
 		t.Fatalf("empty counter state")
 	}
-	la, lc := int(v[0]>>3), int(v[0]&7)
-	lb := len(v) - 1 - la - lc
-	if la > 7 || lb < 0 || lb > 8 {
+	h, body, le := int(v[0]), v[1:], 0
+	if h >= 64 && h < 128 && len(v) >= 2 {
+		h, body, le = h-64, v[2:], int(v[1])
+	}
+	la, lc := h>>3, h&7
+	lb := len(body) - la - lc - le
+	if la > 7 || le > 7 || lb < 0 || lb > 8 {
 		t.Fatalf("counter state %q: bad lengths", v)
 	}
-	le := func(b string) int64 { // two's complement, little-endian
-		if len(b) == 0 {
-			return 0
-		}
-		var x uint64
-		for i := len(b) - 1; i >= 0; i-- {
-			x = x<<8 | uint64(b[i])
-		}
-		shift := 64 - 8*len(b)
-		return int64(x<<shift) >> shift
-	}
-	s := algorithms.State{A: le(v[1 : 1+la]), C: le(v[1+la : 1+la+lc]), B: le(v[1+la+lc:])}
+	s := algorithms.State{A: leInt(body[:la]), C: leInt(body[la : la+lc]), B: leInt(body[la+lc+le:])}
 	if alg == algorithms.LeakyBucket {
 		s.B += epochMs
 	} else {

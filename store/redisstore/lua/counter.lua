@@ -51,11 +51,21 @@ local function calendar(requests, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
 end
 
 -- counter_alg is the ALG function of a three-integer state: GET,
--- decode_counter, the decision, write_counter unless dry or denied.
+-- decode_counter, the decision, and unless dry or denied the write.
+--
+-- The key records its expiry (lib.lua's second form, when it fits): a
+-- write that sets the TTL records Redis' clock at the call's start plus
+-- the PX it sends (ttl + keep + a pad: none for a sliding window, whose
+-- state's end holds for a window; for a leaky bucket a quarter of ttl, at
+-- least a unit's time, as the token bucket's), never later than the key's
+-- real expiry. A write keeps the TTL when the expiry recorded covers ttl +
+-- keep and exceeds ttl + keep + pad by at most 1/64 (a key then outlives
+-- its state by no more than after a write that sets it): a value of the
+-- length read is written in place (SETRANGE), another with KEEPTTL.
 local function counter_alg(leaky)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
     local str = rcall('GET', key)
-    local a, b, c, _, rh = decode_counter(str, leaky)
+    local a, b, c, rh, exp = decode_counter(str, leaky)
     if a == nil then
       return nil
     end
@@ -83,11 +93,54 @@ local function counter_alg(leaky)
     if never then
       return 0, remaining, -1, reset, ttl, 0, unrecorded, owed
     end
-    if allowed == 1 and charge ~= 0 and flags % 2 == 0 then
+    if allowed == 0 or charge == 0 or flags % 2 == 1 then
+      return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
+    end
+    if ttl <= 0 then
       if undo then
-        remember(undo, key, str, charge < 0 or ttl <= 0)
+        remember(undo, key, str, true)
       end
-      write_counter(key, leaky, a2, b2_, c2, ttl, keep, c, rh)
+      rcall('DEL', key)
+      return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
+    end
+    local clock, pad = clock_ms or redis_clock(), 0
+    if leaky then -- x per_ms, y scale: a unit takes y / x ms
+      pad = (ttl - ttl % 4) / 4
+      if pad * x < y then
+        pad = (y - y % x) / x + 1
+      end
+    end
+    local need, m = clock + ttl + keep, ttl + keep + pad
+    local px, v, second
+    if exp and exp >= need and exp <= clock + m + (m - m % 64) / 64 then
+      v, second = pack_counter(leaky, a2, b2_, c2, c, rh, exp)
+      if second then -- kept: put back with KEEPTTL
+        if undo then
+          remember(undo, key, str, false)
+        end
+        if #v == #str then
+          rcall('SETRANGE', key, '0', v)
+        else
+          rcall('SET', key, v, 'KEEPTTL')
+        end
+        return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
+      end
+    else
+      px = px_string(m)
+      v, second = pack_counter(leaky, a2, b2_, c2, c, rh, clock + (PX_NUM[px] or m))
+    end
+    if undo then -- a TTL shorter than the one recorded is put back as it was
+      remember(undo, key, str, charge < 0 or (exp and exp > need))
+    end
+    if not second then -- the first form records nothing: no pad
+      rcall('SET', key, v, 'PX', px_string(ttl + keep))
+    elseif str == false or #str == #v then
+      -- SETRANGE makes and keeps the value a raw string, which a kept
+      -- write then writes in place.
+      rcall('SETRANGE', key, '0', v)
+      rcall('PEXPIRE', key, px)
+    else
+      rcall('SET', key, v, 'PX', px)
     end
     return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
   end

@@ -116,38 +116,59 @@ local LATE = '!'
 local REPLY_FMT, SHORT_FMT = '<i8i8i8i8i8', '<i8i8'
 
 -- The three-integer states (sliding window, leaky bucket): a, b, c (Go's
--- State.A, B, C) packed as a header byte len(a) * 8 + len(c), then a,
--- c and b, little-endian two's complement in the fewest bytes each
--- needs (0..7, 0..7, 0..8; absent if 0). The time field (a window's a,
--- a leaky bucket's b) is stored minus STATE_EPOCH_MS (5 bytes until
--- 2043), so a state fits in Redis' object header's allocation.
+-- State.A, B, C), little-endian two's complement in the fewest bytes each
+-- needs, in one of two forms:
+--
+--   first    byte len(a) * 8 + len(c) (0..7 each), then a, c and b (the
+--            remaining 0..8 bytes; a value of 0 takes none)
+--   second   byte 64 + len(a) * 8 + len(c), byte len(e), then a, c, e
+--            and b: e is the key's expiry (Unix ms by Redis' clock) less
+--            the time field, the key living at least until then (0: not
+--            known)
+--
+-- The time field (a window's a, a leaky bucket's b) is stored minus
+-- STATE_EPOCH_MS (5 bytes until 2043). A write takes the second form
+-- when it fits in 12 bytes (e in 3 bytes, or 4), so a state stays in
+-- Redis' object header's allocation, else the first. v0.2.0 reads both
+-- forms (its decisions ignore e) and writes the first, which records no
+-- expiry.
 local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 
 -- INT_FMT[n] is the struct item of an n-byte integer ('i0' reads and
 -- writes nothing, the value 0).
 local INT_FMT = {[0] = 'i0', 'i1', 'i2', 'i3', 'i4', 'i5', 'i6', 'i7', 'i8'}
 
--- STATE_FMT[h * 9 + lb] reads a state of header byte h whose b takes
--- lb bytes; PACK_FMT[h * 9 + lb] writes it, header byte first. Built on
+-- STATE_FMT[h * 9 + lb] reads a first-form state of header byte h whose b
+-- takes lb bytes; PACK_FMT[h * 9 + lb] writes it, header byte first.
+-- SECOND_FMT[(h * 8 + le) * 9 + lb] reads a second-form state from its
+-- third byte (h its header byte less 64, le the length of e);
+-- PACK2_FMT[(h * 8 + le) * 9 + lb] writes it, both bytes first. Built on
 -- first use and kept for the library's life.
-local STATE_FMT, PACK_FMT = {}, {}
+local STATE_FMT, PACK_FMT, SECOND_FMT, PACK2_FMT = {}, {}, {}, {}
 
--- state_fmt builds and keeps the formats of h and lb; it returns the
--- reading one.
-local function state_fmt(h, lb)
-  local i = h * 9 + lb
+-- state_fmt builds and keeps the formats of h and lb (first form), or of
+-- h, le and lb (second form, le not nil); it returns the reading one.
+local function state_fmt(h, lb, le)
   local lc = h % 8
-  local items = INT_FMT[(h - lc) / 8] .. INT_FMT[lc] .. INT_FMT[lb]
-  STATE_FMT[i], PACK_FMT[i] = '<' .. items, '<B' .. items
-  return STATE_FMT[i]
+  local ac = INT_FMT[(h - lc) / 8] .. INT_FMT[lc]
+  if le == nil then
+    local i = h * 9 + lb
+    STATE_FMT[i], PACK_FMT[i] = '<' .. ac .. INT_FMT[lb], '<B' .. ac .. INT_FMT[lb]
+    return STATE_FMT[i]
+  end
+  local i = (h * 8 + le) * 9 + lb
+  local items = ac .. INT_FMT[le] .. INT_FMT[lb]
+  SECOND_FMT[i], PACK2_FMT[i] = '<' .. items, '<BB' .. items
+  return SECOND_FMT[i]
 end
 
 -- decode_counter reads str (GET's answer, false for no key), its time
--- field made absolute (b when time_b, else a): a, b, c, the string and
--- its header byte (0, 0, 0, '', 0 for no key); nil if malformed.
+-- field made absolute (b when time_b, else a): a, b, c, its header byte
+-- and the key's expiry it records (Unix ms; false for none); 0, 0, 0, 0,
+-- false for no key; nil if malformed.
 local function decode_counter(str, time_b)
   if str == false then
-    return 0, 0, 0, '', 0
+    return 0, 0, 0, 0, false
   end
   local len = #str
   if len < 1 then
@@ -155,16 +176,35 @@ local function decode_counter(str, time_b)
   end
   local h = sbyte(str, 1)
   local lc = h % 8
-  local la = (h - lc) / 8
-  local lb = len - 1 - la - lc
-  if la > 7 or lb < 0 or lb > 8 then
-    return nil
+  local a, c, b, e
+  if h < 64 then
+    local lb = len - 1 - (h - lc) / 8 - lc
+    if lb < 0 or lb > 8 then
+      return nil
+    end
+    a, c, b = sunpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
+  else
+    if h >= 128 or len < 2 then
+      return nil
+    end
+    h = h - 64
+    local le = sbyte(str, 2)
+    local lb = len - 2 - (h - lc) / 8 - lc - le
+    if le > 7 or lb < 0 or lb > 8 then
+      return nil
+    end
+    local i = (h * 8 + le) * 9 + lb
+    a, c, e, b = sunpack(SECOND_FMT[i] or state_fmt(h, lb, le), str, 3)
+    if e == 0 then
+      e = nil
+    end
   end
-  local a, c, b = sunpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
   if time_b then
-    return a, b + STATE_EPOCH_MS, c, str, h
+    b = b + STATE_EPOCH_MS
+    return a, b, c, h, e and b + e or false
   end
-  return a + STATE_EPOCH_MS, b, c, str, h
+  a = a + STATE_EPOCH_MS
+  return a, b, c, h, e and a + e or false
 end
 
 -- int_len is the fewest bytes two's complement v needs (0 for 0); 9
@@ -187,8 +227,9 @@ end
 -- then 16, 256, ... below 2^14, 2^18, ...), so a key outlives its state
 -- by at most 1/64 (past its TTL a state decides like none) and the
 -- strings, kept in PX_STR for the library's life, are few. Beyond 2^38
--- ms it formats px as it is.
-local PX_STR = {}
+-- ms it formats px as it is. PX_NUM[s] is the number of a string s it
+-- kept (nil beyond 2^38 ms, where s is px).
+local PX_STR, PX_NUM = {}, {}
 
 local function px_string(px)
   local step
@@ -224,23 +265,21 @@ local function px_string(px)
   local s = PX_STR[px]
   if s == nil then
     s = px .. ''
-    PX_STR[px] = s
+    PX_STR[px], PX_NUM[s] = s, px
   end
   return s
 end
 
--- write_counter writes a, b, c to key with a TTL of ttl + keep ms, or
--- deletes it when ttl is 0; time_b as decode_counter's. rc and rh are
--- the c and header byte read (0, 0 for none): a c written as read keeps
--- its length.
-local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh)
-  if ttl <= 0 then
-    rcall('DEL', key)
-    return
-  end
+-- pack_counter is the value of the state a, b, c, time_b as
+-- decode_counter's, recording the key's expiry exp (Unix ms by Redis'
+-- clock): the second form, and true, when it fits in 12 bytes, else the
+-- first (also when exp is the time field). rc and rh are the c and header
+-- byte read (0, 0 for none): a c written as read keeps its length.
+local function pack_counter(time_b, a, b, c, rc, rh, exp)
   -- The time field takes 5 bytes from 2026-01-26 to 2043.
-  local la, lb
+  local la, lb, e
   if time_b then
+    e = exp - b
     b = b - STATE_EPOCH_MS
     la = int_len(a)
     if b >= 2147483648 and b < 549755813888 then
@@ -249,6 +288,7 @@ local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh)
       lb = int_len(b)
     end
   else
+    e = exp - a
     a = a - STATE_EPOCH_MS
     if a >= 2147483648 and a < 549755813888 then
       la = 5
@@ -267,13 +307,30 @@ local function write_counter(key, time_b, a, b, c, ttl, keep, rc, rh)
     error('floodgate: state value out of range')
   end
   local h = la * 8 + lc
-  local i = h * 9 + lb
-  local f = PACK_FMT[i]
-  if f == nil then
-    state_fmt(h, lb)
-    f = PACK_FMT[i]
+  local n, le = la + lc + lb, 0
+  if e == 0 then
+    -- nothing to record
+  elseif n < 8 and e >= -8388608 and e < 8388608 then -- 2^23
+    le = 3
+  elseif n < 7 and e >= -2147483648 and e < 2147483648 then -- 2^31
+    le = 4
   end
-  rcall('SET', key, spack(f, h, a, c, b), 'PX', px_string(ttl + keep))
+  if le == 0 then
+    local i = h * 9 + lb
+    local f = PACK_FMT[i]
+    if f == nil then
+      state_fmt(h, lb)
+      f = PACK_FMT[i]
+    end
+    return spack(f, h, a, c, b), false
+  end
+  local i = (h * 8 + le) * 9 + lb
+  local f = PACK2_FMT[i]
+  if f == nil then
+    state_fmt(h, lb, le)
+    f = PACK2_FMT[i]
+  end
+  return spack(f, 64 + h, le, a, c, e, b), true
 end
 
 -- Undo. A group of several requests is all or nothing: each request
