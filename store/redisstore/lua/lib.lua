@@ -43,16 +43,6 @@ local function quo(a, b)
   return (a - r) / b
 end
 
--- window_of is the start of the window of w ms that holds now (now >=
--- 0), and a % w, which is 0 exactly when a is a window start.
-local function window_of(now, a, w)
-  local r = now % w
-  if r < 0 then
-    r = r + w
-  end
-  return now - r, a % w
-end
-
 -- ARGV[1] starts with the call's header, HDR_LEN bytes: 'b', then
 -- now_ms (Unix ms; negative: Redis' TIME), keep_ms (added to every TTL
 -- written, >= 0), deadline_ms (Unix ms by Redis' TIME; a decide call
@@ -138,28 +128,43 @@ local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 -- writes nothing, the value 0).
 local INT_FMT = {[0] = 'i0', 'i1', 'i2', 'i3', 'i4', 'i5', 'i6', 'i7', 'i8'}
 
--- STATE_FMT[h * 9 + lb] reads a first-form state of header byte h whose b
--- takes lb bytes; PACK_FMT[h * 9 + lb] writes it, header byte first.
--- SECOND_FMT[(h * 8 + le) * 9 + lb] reads a second-form state from its
--- third byte (h its header byte less 64, le the length of e);
--- PACK2_FMT[(h * 8 + le) * 9 + lb] writes it, both bytes first. Built on
--- first use and kept for the library's life.
-local STATE_FMT, PACK_FMT, SECOND_FMT, PACK2_FMT = {}, {}, {}, {}
+-- READ_FMT[(h * 8 + le) * 32 + len] reads a, c, e and b from a whole
+-- state of header byte h, len bytes and le bytes of e (0 in the first
+-- form, whose e reads as 'i0': 0); PACK_FMT[(h * 8 + le) * 9 + lb]
+-- writes h, le, a, c, e and b (le and e as 'i0' in the first form).
+-- Built on first use (read_fmt, pack_fmt) and kept for the library's
+-- life.
+local READ_FMT, PACK_FMT = {}, {}
 
--- state_fmt builds and keeps the formats of h and lb (first form), or of
--- h, le and lb (second form, le not nil); it returns the reading one.
-local function state_fmt(h, lb, le)
-  local lc = h % 8
-  local ac = INT_FMT[(h - lc) / 8] .. INT_FMT[lc]
-  if le == nil then
-    local i = h * 9 + lb
-    STATE_FMT[i], PACK_FMT[i] = '<' .. ac .. INT_FMT[lb], '<B' .. ac .. INT_FMT[lb]
-    return STATE_FMT[i]
+-- read_fmt builds and keeps the reading format of h, le (0 for the first
+-- form) and len, and returns it; nil when they make no state.
+local function read_fmt(h, le, len)
+  local lc, skip = h % 8, 'x'
+  local la = (h - lc) / 8
+  if h >= 64 then
+    la, skip = la - 8, 'xx'
   end
-  local i = (h * 8 + le) * 9 + lb
-  local items = ac .. INT_FMT[le] .. INT_FMT[lb]
-  SECOND_FMT[i], PACK2_FMT[i] = '<' .. items, '<BB' .. items
-  return SECOND_FMT[i]
+  local lb = len - #skip - la - lc - le
+  if la > 7 or lb < 0 or lb > 8 then
+    return nil
+  end
+  local f = '<' .. skip .. INT_FMT[la] .. INT_FMT[lc] .. INT_FMT[le] .. INT_FMT[lb]
+  READ_FMT[(h * 8 + le) * 32 + len] = f
+  return f
+end
+
+-- pack_fmt builds and keeps the writing format of h, le and lb, and
+-- returns it.
+local function pack_fmt(h, le, lb)
+  local lc = h % 8
+  local la = (h - lc) / 8
+  local sec = 'i0'
+  if h >= 64 then
+    la, sec = la - 8, 'B'
+  end
+  local f = '<B' .. sec .. INT_FMT[la] .. INT_FMT[lc] .. INT_FMT[le] .. INT_FMT[lb]
+  PACK_FMT[(h * 8 + le) * 9 + lb] = f
+  return f
 end
 
 -- decode_counter reads str (GET's answer, false for no key), its time
@@ -171,40 +176,31 @@ local function decode_counter(str, time_b)
     return 0, 0, 0, 0, false
   end
   local len = #str
-  if len < 1 then
+  local h, le = sbyte(str, 1, 2)
+  if h == nil or len > 31 then
+    return nil
+  elseif h < 64 then
+    le = 0
+  elseif h >= 128 or le == nil or le > 7 then
     return nil
   end
-  local h = sbyte(str, 1)
-  local lc = h % 8
-  local a, c, b, e
-  if h < 64 then
-    local lb = len - 1 - (h - lc) / 8 - lc
-    if lb < 0 or lb > 8 then
-      return nil
-    end
-    a, c, b = sunpack(STATE_FMT[h * 9 + lb] or state_fmt(h, lb), str, 2)
-  else
-    if h >= 128 or len < 2 then
-      return nil
-    end
-    h = h - 64
-    local le = sbyte(str, 2)
-    local lb = len - 2 - (h - lc) / 8 - lc - le
-    if le > 7 or lb < 0 or lb > 8 then
-      return nil
-    end
-    local i = (h * 8 + le) * 9 + lb
-    a, c, e, b = sunpack(SECOND_FMT[i] or state_fmt(h, lb, le), str, 3)
-    if e == 0 then
-      e = nil
-    end
+  local f = READ_FMT[(h * 8 + le) * 32 + len] or read_fmt(h, le, len)
+  if f == nil then
+    return nil
   end
+  local a, c, e, b = sunpack(f, str)
   if time_b then
     b = b + STATE_EPOCH_MS
-    return a, b, c, h, e and b + e or false
+    if e == 0 then
+      return a, b, c, h, false
+    end
+    return a, b, c, h, b + e
   end
   a = a + STATE_EPOCH_MS
-  return a, b, c, h, e and a + e or false
+  if e == 0 then
+    return a, b, c, h, false
+  end
+  return a, b, c, h, a + e
 end
 
 -- int_len is the fewest bytes two's complement v needs (0 for 0); 9
@@ -276,12 +272,17 @@ end
 -- first (also when exp is the time field). rc and rh are the c and header
 -- byte read (0, 0 for none): a c written as read keeps its length.
 local function pack_counter(time_b, a, b, c, rc, rh, exp)
-  -- The time field takes 5 bytes from 2026-01-26 to 2043.
+  -- The time field takes 5 bytes from 2026-01-26 to 2043; a count, a
+  -- fraction, 0 or 1 mostly.
   local la, lb, e
   if time_b then
     e = exp - b
     b = b - STATE_EPOCH_MS
-    la = int_len(a)
+    if a == 0 then
+      la = 0
+    else
+      la = int_len(a)
+    end
     if b >= 2147483648 and b < 549755813888 then
       lb = 5
     else
@@ -295,7 +296,11 @@ local function pack_counter(time_b, a, b, c, rc, rh, exp)
     else
       la = int_len(a)
     end
-    lb = int_len(b)
+    if b > 0 and b < 128 then
+      lb = 1
+    else
+      lb = int_len(b)
+    end
   end
   local lc
   if c == rc then
@@ -306,31 +311,16 @@ local function pack_counter(time_b, a, b, c, rc, rh, exp)
   if la > 7 or lc > 7 or lb > 8 then
     error('floodgate: state value out of range')
   end
-  local h = la * 8 + lc
-  local n, le = la + lc + lb, 0
-  if e == 0 then
-    -- nothing to record
-  elseif n < 8 and e >= -8388608 and e < 8388608 then -- 2^23
-    le = 3
-  elseif n < 7 and e >= -2147483648 and e < 2147483648 then -- 2^31
-    le = 4
-  end
-  if le == 0 then
-    local i = h * 9 + lb
-    local f = PACK_FMT[i]
-    if f == nil then
-      state_fmt(h, lb)
-      f = PACK_FMT[i]
+  local h, n, le = la * 8 + lc, la + lc + lb, 0
+  if e >= 8388608 or e < -8388608 then -- 2^23
+    if n < 7 and e >= -2147483648 and e < 2147483648 then -- 2^31
+      h, le = h + 64, 4
     end
-    return spack(f, h, a, c, b), false
+  elseif n < 8 and e ~= 0 then
+    h, le = h + 64, 3
   end
-  local i = (h * 8 + le) * 9 + lb
-  local f = PACK2_FMT[i]
-  if f == nil then
-    state_fmt(h, lb, le)
-    f = PACK2_FMT[i]
-  end
-  return spack(f, 64 + h, le, a, c, e, b), true
+  local f = PACK_FMT[(h * 8 + le) * 9 + lb] or pack_fmt(h, le, lb)
+  return spack(f, h, le, a, c, e, b), le > 0
 end
 
 -- Undo. A group of several requests is all or nothing: each request

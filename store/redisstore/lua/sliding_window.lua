@@ -101,9 +101,14 @@ local function sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev
     end
     weighted = curr * w + prev * (w - e)
   end
-  local remaining = 0 -- max(0, quo(limit - weighted, w))
+  local remaining = 0 -- max(0, quo(limit - weighted, w)), quo's steps
   if limit > weighted then
-    remaining = quo(limit - weighted, w)
+    local x = limit - weighted
+    local r = x % w
+    if r < 0 then
+      r = r + w
+    end
+    remaining = (x - r) / w
   end
   if curr > requests and carry then -- in debt: empty a window later
     reset = at - now + 3 * w - e
@@ -133,9 +138,12 @@ end
 
 local function sliding_window(requests, period_ms, a, b, c, now, cost, debt)
   local w = period_ms
-  local start, ra = window_of(now, a, w)
-  local curr, prev = 0, 0
-  if ra ~= 0 then
+  local r = now % w -- the window's start, quo's steps
+  if r < 0 then
+    r = r + w
+  end
+  local start, curr, prev = now - r, 0, 0
+  if a % w ~= 0 then
     -- a window of another period: the limit changed
   elseif a == start then
     curr, prev = b, c
