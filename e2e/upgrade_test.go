@@ -73,7 +73,10 @@ func buildRelease(t *testing.T, rev string) string {
 // other's left off; the token bucket and the fixed window count in keys
 // of their own in this build, so each version counts apart and the two
 // together admit at most twice the limit. Once only this build decides,
-// every limit admits exactly its count.
+// every limit admits exactly its count. A sliding window's and a leaky
+// bucket's key is charged first by this build, whose state records the
+// key's expiry (the codec's second form): the previous release decides
+// on it.
 func TestRollingUpgradeBesidePreviousRelease(t *testing.T) {
 	old := buildRelease(t, previousRelease)
 	r := redistest.StartServer(t)
@@ -93,14 +96,34 @@ func TestRollingUpgradeBesidePreviousRelease(t *testing.T) {
 				Key: "upgrade:" + alg.String(), Algorithm: alg,
 				Source: &floodgatev1.CheckRequest_Limit{Limit: &floodgatev1.Limit{Requests: 100, Period: durationpb.New(24 * time.Hour)}},
 			}
-			work := make(chan int, 300)
-			for i := range 300 {
+			shared := alg == floodgatev1.Algorithm_ALGORITHM_SLIDING_WINDOW || alg == floodgatev1.Algorithm_ALGORITHM_LEAKY_BUCKET
+			checks, first := 300, 0
+			if shared {
+				// This build charges first: its state records the key's
+				// expiry (the codec's second form, first byte 64 to
+				// 127), which the previous release reads on.
+				resp, err := clients[1].Check(context.Background(), req)
+				if err != nil || !resp.Allowed || resp.Degraded {
+					t.Fatalf("this build's first check: %v, %v", resp, err)
+				}
+				keys, err := r.Client().Keys(context.Background(), "*"+req.Key+"*").Result()
+				if err != nil || len(keys) != 1 {
+					t.Fatalf("the key of %s: %v, %v", req.Key, keys, err)
+				}
+				v, err := r.Client().Get(context.Background(), keys[0]).Result()
+				if err != nil || len(v) < 2 || v[0] < 64 || v[0] >= 128 {
+					t.Fatalf("this build wrote %q (%v), want a state in the second form", v, err)
+				}
+				checks, first = 299, 1
+			}
+			work := make(chan int, checks)
+			for i := range checks {
 				work <- i
 			}
 			close(work)
 			var mu sync.Mutex
-			allowed, degraded := 0, 0
-			byVersion := [2]int{}
+			allowed, degraded := first, 0
+			byVersion := [2]int{0, first}
 			var wg sync.WaitGroup
 			for w := range 32 {
 				wg.Go(func() {
