@@ -12,9 +12,10 @@ package redisstore
 //	sliding_window_log  a header and a ring of unit times, 6 bytes a unit
 //
 // pack is lua/lib.lua's three-integer codec; bench/RESULTS.md has the
-// MEMORY USAGE of each. Every write sets a TTL (a token bucket's write
-// keeps the one its state records when it covers the state); a state
-// whose TTL is 0 equals no state and is deleted instead.
+// MEMORY USAGE of each. Every write sets a TTL (a token bucket's, a
+// sliding window's and a leaky bucket's write keeps the one its state
+// records when it covers the state); a state whose TTL is 0 equals no
+// state and is deleted instead.
 
 import (
 	"crypto/sha256"
