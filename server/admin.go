@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/configview"
 	"github.com/floodgate/floodgate/internal/limited"
 	"github.com/floodgate/floodgate/internal/observability"
@@ -47,7 +48,7 @@ type AdminSettings struct {
 	// admin token, and answer 401 without a known token, 403 with a token
 	// that is not an admin one. /healthz, /readyz and /metrics stay open
 	// (probes and scrapers carry no token); /v1/ has its own token check.
-	AdminAuth AdminAuthorizer
+	AdminAuth *auth.TokenAuth
 	// Limited serves GET /debug/limited, the heaviest denied keys of each
 	// rule (admin-only like /debug/config); nil answers 404 there.
 	Limited *limited.Tracker
@@ -157,20 +158,13 @@ func NewAdminServer(h http.Handler) *http.Server {
 	}
 }
 
-// AdminAuthorizer checks the Authorization header of an admin-only
-// endpoint. *auth.TokenAuth is one: its errors carry
-// codes.Unauthenticated (answered 401) or codes.PermissionDenied (403).
-type AdminAuthorizer interface {
-	AuthorizeAdmin(ctx context.Context, authorization string) error
-}
-
 // adminOnly serves h behind authz when it is set: a request then needs
 // "Authorization: Bearer <token>" with an admin token (or HTTP Basic auth
 // with the token as the password, any user name, which is how a browser
 // opening the page at / sends it), else it answers 401 (no known token,
 // with WWW-Authenticate challenges for both) or 403 (a token that is not
 // an admin one) and h never runs.
-func adminOnly(authz AdminAuthorizer, h http.Handler) http.Handler {
+func adminOnly(authz *auth.TokenAuth, h http.Handler) http.Handler {
 	if authz == nil {
 		return h
 	}

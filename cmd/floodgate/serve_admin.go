@@ -44,16 +44,14 @@ func (e serveEnv) buildAdmin(st store.Store, apis decisionAPIs, p grpcPipeline, 
 	// --max-connections-per-client of them, all clients --max-connections.
 	lis = server.NewGate(server.TransportLimits{MaxConnections: f.limits.MaxConnections, MaxConnectionsPerClient: f.limits.MaxConnectionsPerClient}).Listener(lis)
 	as := server.AdminSettings{
-		Ready:   readiness(st, draining),
-		Metrics: e.metrics.Handler(),
-		Pprof:   f.pprof,
-		API:     e.httpAPI(st, apis, p),
-		Rules:   s.Rules, // nil without --config: /debug/config says so
-		Limited: s.Limited,
-		Explain: explainHandler(s.Rules, f.redis.Prefix),
-	}
-	if tokens != nil {
-		as.AdminAuth = tokens // the page, /debug/config, /debug/limited, /debug/explain and /debug/pprof/ need an admin token
+		Ready:     readiness(st, draining),
+		Metrics:   e.metrics.Handler(),
+		Pprof:     f.pprof,
+		API:       e.httpAPI(st, apis, p),
+		Rules:     s.Rules, // nil without --config: /debug/config says so
+		Limited:   s.Limited,
+		Explain:   explainHandler(s.Rules, f.redis.Prefix),
+		AdminAuth: tokens, // nil without --auth-token-file
 	}
 	h := hostcheck.Guard(server.NewAdminHandler(as), strings.Split(f.httpAllowedHosts, ","), openToAnyHost, "--http-allowed-hosts")
 	srv := server.NewAdminServer(server.LogHTTP(cmp.Or(s.Logger, e.log, slog.Default()), time.Now, h))
@@ -89,9 +87,7 @@ func (e serveEnv) httpAPI(st store.Store, apis decisionAPIs, p grpcPipeline) htt
 		Logger:         s.Logger,
 		Envoy:          apis.envoy,
 		DenyStatus:     f.httpDenyStatus,
-	}
-	if tokens != nil {
-		hs.Auth = tokens
+		Auth:           tokens,
 	}
 	if hs.ResetRefused = giveback.PortRefusal(f.httpAddr, tokens != nil); hs.ResetRefused != "" {
 		s.Logger.Warn("Reset is refused on the HTTP/JSON API, and so are refunds: its port is bound beyond loopback without --auth-token-file", "http_addr", f.httpAddr)

@@ -20,7 +20,7 @@ import (
 
 // topReplica is an admin server whose tracker has seen denials of the
 // given keys (value: count) under shop's per_ip rule.
-func topReplica(t *testing.T, now time.Time, keys map[string]int, authz server.AdminAuthorizer) string {
+func topReplica(t *testing.T, now time.Time, keys map[string]int, authz *auth.TokenAuth) string {
 	t.Helper()
 	tr := limited.New(limited.Config{})
 	l := &rules.Limit{Name: "per_ip", ID: "shop|ip|0", Domain: "shop"}
@@ -29,10 +29,7 @@ func topReplica(t *testing.T, now time.Time, keys map[string]int, authz server.A
 			tr.ObserveEnvoy(now, l, []rules.Entry{{Key: "ip", Value: k}}, 1, false)
 		}
 	}
-	s := server.AdminSettings{Limited: tr, Clock: func() time.Time { return now }}
-	if authz != nil {
-		s.AdminAuth = authz
-	}
+	s := server.AdminSettings{Limited: tr, Clock: func() time.Time { return now }, AdminAuth: authz}
 	srv := httptest.NewServer(server.NewAdminHandler(s))
 	t.Cleanup(srv.Close)
 	return srv.URL

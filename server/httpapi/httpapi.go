@@ -33,6 +33,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/auth"
 	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/server"
 )
@@ -61,23 +62,12 @@ const (
 	PathEnvoyJSON = "/json"
 )
 
-// Authorizer authenticates a call to a gRPC method from its HTTP
-// Authorization header. *auth.TokenAuth is one.
-type Authorizer interface {
-	Authorize(ctx context.Context, fullMethod, authorization string) (context.Context, error)
-}
-
-// EnvoyService decides Envoy's rate-limit requests; *server.Envoy is one.
-type EnvoyService interface {
-	ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
-}
-
 // Settings are the API's optional knobs. The zero value is usable: no
 // auth, no CORS, default limits, no metrics.
 type Settings struct {
 	// Auth checks bearer tokens; nil lets every request in (as the gRPC
 	// server without --auth-token-file).
-	Auth Authorizer
+	Auth *auth.TokenAuth
 	// Rules gives the named policies, for the quota the headers of a
 	// policy's decision describe; nil means no config file.
 	Rules server.RuleSource
@@ -97,7 +87,7 @@ type Settings struct {
 	Logger *slog.Logger
 	// Envoy, when set, serves POST /json: Envoy's rate-limit API as JSON
 	// (PathEnvoyJSON).
-	Envoy EnvoyService
+	Envoy *server.Envoy
 	// DenyStatus is the HTTP status of a denied check or batch: 200 (the
 	// answer's "allowed": false says it) or 429 (Too Many Requests). A
 	// request chooses its own with ?deny_status=. 0 means 200.
@@ -110,7 +100,7 @@ type Settings struct {
 // Handler serves the API. Build one with New.
 type Handler struct {
 	rl      floodgatev1.RateLimiterServer
-	auth    Authorizer
+	auth    *auth.TokenAuth
 	cfg     server.RuleSource
 	maxBody int64
 	timeout time.Duration
