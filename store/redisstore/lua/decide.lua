@@ -66,14 +66,20 @@ local function decide(KEYS, ARGV)
   local probe = write == 0 -- every group's writes are undone
   -- The reply's integers, every record's field an int64 (lib.lua): vals
   -- holds k of them not yet packed, parts the strings packed before.
-  local vals, k, parts = {}, 0, nil
+  local vals
+  if n == 1 then -- a lone request's record is mostly returned at once
+    vals = {}
+  else -- room for 8 short records, grown by none
+    vals = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+  end
+  local k, parts = 0, nil
   local r = 0
   local pos = HDR_LEN + 1 -- where the group's next request starts
   for g = 1, #ARGV do
     local blob = ARGV[g]
     local len = #blob
     local stop = len - REQ_LEN + 1 -- the last place a whole request starts
-    local undo, failed = nil, false
+    local undo, failed -- failed: nil until a request fails
     if probe then
       undo = {}
     end
@@ -119,8 +125,9 @@ local function decide(KEYS, ARGV)
         if n == 1 and pos > len and g == #ARGV and not probe then
           return spack(SHORT_FMT, 4 * remaining + 1, -2 - 2 * reset)
         end
-        vals[k + 1], vals[k + 2] = 4 * remaining + 1, -2 - 2 * reset
         k = k + 2
+        vals[k - 1] = 4 * remaining + 1
+        vals[k] = -2 - 2 * reset
       elseif allowed == nil then
         failed = true
         vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4], vals[k + 5] = BAD_REPLY, 0, 0, 0, 0

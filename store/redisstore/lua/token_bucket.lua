@@ -152,14 +152,13 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
       return allowed, remaining, retry, ttl, ttl, 0, unrecorded, owed
     end
     local need = (clock_ms or redis_clock()) + ttl + keep -- the expiry the state needs
-    -- Kept when the expiry recorded passes the one needed by at most
-    -- tb_pad's pad, tested without computing it: over <= floor(ttl / 4)
-    -- when 4 × over <= ttl, over <= floor(scale / per_ms) + 1 when
-    -- (over - 1) × per_ms <= scale.
+    -- The TTL is kept when the expiry recorded passes the one needed by
+    -- at most tb_pad's pad, tested without computing it: over <=
+    -- floor(ttl / 4) when 4 × over <= ttl, over <= floor(scale / per_ms)
+    -- + 1 when (over - 1) × per_ms <= scale.
     local over = exp - need
-    local kept = over >= 0 and (4 * over <= ttl or (over - 1) * per_ms <= scale)
-    local pad
-    if not kept then
+    local pad -- nil while the TTL is kept
+    if over < 0 or (4 * over > ttl and (over - 1) * per_ms > scale) then
       pad = tb_pad(ttl, per_ms, scale)
       exp = need + pad
     end
@@ -175,7 +174,7 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     if undo then -- a TTL shorter than the one recorded is put back as it was
       remember(undo, key, str, move < 0 or (pad and over > pad))
     end
-    if kept then
+    if pad == nil then -- kept
       rcall('SETRANGE', key, '0', v)
     elseif str and #str ~= 12 then
       rcall('SET', key, v, 'PX', px_string(ttl + keep + pad))
