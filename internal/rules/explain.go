@@ -20,8 +20,6 @@ type PathLevel struct {
 	// Key and Value are the descriptor's; Value is "" for a key-only
 	// descriptor (any value) and may hold '*' wildcards.
 	Key, Value string
-	// ShareThreshold: every value matching the wildcard shares one counter.
-	ShareThreshold bool
 }
 
 // Path returns the descriptors from the domain down to l, as configured.
@@ -30,7 +28,7 @@ func (l *Limit) Path() []PathLevel { return pathLevels(l.path) }
 func pathLevels(path []level) []PathLevel {
 	out := make([]PathLevel, len(path))
 	for i, lv := range path {
-		out[i] = PathLevel{Key: lv.key, Value: lv.value, ShareThreshold: lv.shared}
+		out[i] = PathLevel{Key: lv.key, Value: lv.value}
 	}
 	return out
 }
@@ -54,9 +52,8 @@ func FormatPath(path []PathLevel) string {
 
 // Explanation is what Explain found for one request of a domain.
 type Explanation struct {
-	// Domain is the request's domain; KnownDomain is false when the config
-	// has no such domain (the Envoy API then answers OK to everything).
-	Domain      string
+	// KnownDomain is false when the config has no such domain (the Envoy
+	// API then answers OK to everything).
 	KnownDomain bool
 	// Descriptors has one entry per descriptor of the request, in order.
 	Descriptors []DescriptorExplanation
@@ -109,7 +106,7 @@ type Candidate struct {
 // descriptor that matches nothing, the nearest rules and why each did not
 // match.
 func (c *Set) Explain(domain string, descriptors [][]Entry) Explanation {
-	ex := Explanation{Domain: domain, KnownDomain: c.HasDomain(domain)}
+	ex := Explanation{KnownDomain: c.HasDomain(domain)}
 	matched := c.MatchRequest(domain, descriptors)
 	replacer := map[string]string{} // replaced name -> replacing limit's name
 	for _, d := range descriptors {
@@ -276,9 +273,6 @@ func plural(n int, one, many string) string {
 
 // QuotaExplanation is what ExplainQuota found for one reported bucket id.
 type QuotaExplanation struct {
-	// Domain is the domain; KnownDomain is false when it has no config.
-	Domain      string
-	KnownDomain bool
 	// BucketID is the reported id.
 	BucketID map[string]string
 	// Bucket is the entry that governs the id (MatchQuota), or nil.
@@ -305,7 +299,7 @@ type QuotaCandidate struct {
 // reported bucket id (as MatchQuota decides), what the id gets, and why
 // each other entry does not govern it.
 func (c *Set) ExplainQuota(domain string, id map[string]string) QuotaExplanation {
-	ex := QuotaExplanation{Domain: domain, KnownDomain: c.HasDomain(domain), BucketID: id}
+	ex := QuotaExplanation{BucketID: id}
 	ex.Bucket = c.MatchQuota(domain, id)
 	ex.Action = c.QuotaUnmatched(domain)
 	if ex.Bucket != nil {

@@ -56,8 +56,6 @@ type QuotaBucket struct {
 	// sorted. Reloading an entry with a new rate keeps its ID (so the
 	// demand already reported carries over).
 	ID string
-	// Domain is the domain the entry belongs to.
-	Domain string
 	// Action is what the entry assigns.
 	Action QuotaAction
 	// Limit is the rate_limit, for QuotaRateLimit; nil otherwise.

@@ -63,7 +63,7 @@ func (p *parser) quotaBucket(n *yaml.Node, domain string) (q *QuotaBucket, at *y
 	case idAt == nil:
 		return nil, nil // not a mapping: reported
 	}
-	q = &QuotaBucket{Domain: domain, Source: p.sourceAt(posOf(at))}
+	q = &QuotaBucket{Source: p.sourceAt(posOf(at))}
 	for _, e := range ids {
 		k, v := p.str(e.key), p.str(e.value)
 		switch {
