@@ -99,7 +99,6 @@ type Settings struct {
 
 // Handler serves the API. Build one with New.
 type Handler struct {
-	rl      floodgatev1.RateLimiterServer
 	auth    *auth.TokenAuth
 	cfg     server.RuleSource
 	maxBody int64
@@ -116,7 +115,6 @@ type Handler struct {
 // gRPC server serves, built with CheckSettings.API = observability.APIHTTP.
 func New(rl floodgatev1.RateLimiterServer, s Settings) *Handler {
 	h := &Handler{
-		rl:      rl,
 		auth:    s.Auth,
 		cfg:     s.Rules,
 		maxBody: cmp.Or(max(s.MaxBodyBytes, 0), DefaultMaxBodyBytes),
