@@ -43,8 +43,6 @@ func decodeMessage(req proto.Message, err error) string {
 	return "invalid JSON for " + string(req.ProtoReflect().Descriptor().FullName()) + ": " + msg
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
 // quoteOrNone is s quoted, or "none" when empty.
 func quoteOrNone(s string) string {
 	if s == "" {

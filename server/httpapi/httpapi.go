@@ -22,6 +22,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -256,7 +257,7 @@ func (h *Handler) open(ctx context.Context, r *http.Request, rep reply, method s
 	body, err = io.ReadAll(http.MaxBytesReader(rep.w, r.Body, h.maxBody))
 	if err != nil {
 		if tooBig, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			rep.fail(http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds the limit of "+itoa(tooBig.Limit)+" bytes")
+			rep.fail(http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds the limit of "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
 			return ctx, nil, 0, false
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
