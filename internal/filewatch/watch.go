@@ -184,10 +184,6 @@ func (w *Watcher[T]) Reload() error {
 	return w.load(true)
 }
 
-// Done is closed when the Watcher has stopped: its context ended, or Close
-// was called.
-func (w *Watcher[T]) Done() <-chan struct{} { return w.done }
-
 // Close stops watching and waits until the Watcher's goroutine has ended:
 // no callback runs after it returns. It is safe to call more than once.
 func (w *Watcher[T]) Close() error {

@@ -507,9 +507,9 @@ func TestClose(t *testing.T) {
 		t.Fatalf("Close = %v", err)
 	}
 	select {
-	case <-w.Done():
+	case <-w.done:
 	default:
-		t.Fatal("Done not closed after Close")
+		t.Fatal("the Watcher's goroutine runs after Close")
 	}
 	if err := w.Close(); err != nil {
 		t.Fatalf("second Close = %v", err)
@@ -539,7 +539,7 @@ func TestContextEnds(t *testing.T) {
 	<-p.values
 	cancel()
 	select {
-	case <-w.Done():
+	case <-w.done:
 	case <-time.After(waitTimeout):
 		t.Fatal("the Watcher did not stop with its context")
 	}

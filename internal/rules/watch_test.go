@@ -218,7 +218,6 @@ func TestWatchStops(t *testing.T) {
 	}
 	<-ev.loads
 	cancel()
-	<-w.Done() // the goroutine ends with the context
 	if err := w.Close(); err != nil {
 		t.Errorf("Close = %v", err)
 	}
