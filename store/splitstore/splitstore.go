@@ -37,8 +37,8 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// Store routes each request to PerSecond when its limit's period is one
-// second, else to Main.
+// Store routes each request to the per-second store when its limit's
+// period is one second, else to the main store.
 type Store struct {
 	main, perSecond store.Store
 }
