@@ -24,13 +24,17 @@ var externalFiles = map[string]string{
 // off this list.
 var pending = map[string]bool{}
 
-// notGo are lowerCamel words comments use that are not Go names of ours:
-// spellings of names and JSON field names of other projects.
+// notGo are camel-case words comments use that are not Go names of ours:
+// spellings of names, and names of other projects.
 var notGo = map[string]bool{
 	"gRPC": true, "xDS": true, "macOS": true, "camelCase": true, "lowerCamel": true,
-	"hitsAddend":   true, // Envoy's RateLimitRequest in JSON
-	"waitForReady": true, // gRPC's service config in JSON
-	"xNN":          true, // an escape's notation
+	"hitsAddend":    true, // Envoy's RateLimitRequest in JSON
+	"waitForReady":  true, // gRPC's service config in JSON
+	"xNN":           true, // an escape's notation
+	"OpenTelemetry": true, "JavaScript": true,
+	"AbandonActions":   true, // RLQS' abandon_action
+	"DescriptorStatus": true, // Envoy's RateLimitResponse.DescriptorStatus
+	"RecursionLimit":   true, // protobuf-go's proto.UnmarshalOptions
 }
 
 // product reports whether the file at rel (from the module's root) is
@@ -50,18 +54,19 @@ func product(rel string) bool {
 var (
 	fileRef = regexp.MustCompile(`\b([A-Za-z0-9][A-Za-z0-9_]*\.(?:go|lua))\b`)
 	nameRef = regexp.MustCompile(`\b([a-z][a-z0-9]*)\.([A-Z][A-Za-z0-9_]*)(?:\.([A-Z][A-Za-z0-9_]*))?\b`)
-	// camelRef is a lowerCamel word not part of a selector, path or file
-	// name: in a Go comment, one of the module's Go names.
+	// camelRef is a camel-case word (lowerCamel, or UpperCamel with a
+	// second capital) not part of a selector, path or file name: in a Go
+	// comment, one of the module's Go names.
 	// memberRef is Type.Member, unqualified: a type of the comment's own
 	// package and one of its fields or methods.
 	memberRef = regexp.MustCompile(`(?:^|[^\w.])([A-Z][A-Za-z0-9]*)\.([A-Za-z][A-Za-z0-9_]*)\b`)
-	camelRef  = regexp.MustCompile(`(?:^|[^\w./-])([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*)(?:$|[^\w.]|\.(?:\s|$))`)
+	camelRef  = regexp.MustCompile(`(?:^|[^\w./-])([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][a-z][A-Za-z0-9]*)(?:$|[^\w.]|\.(?:\s|$))`)
 )
 
 // TestCommentsNameWhatExists: every Go or Lua file name that a comment of
 // the module's Go or Lua names is a file of the repository, every
 // pkg.Name (or pkg.Type.Method) whose pkg is one of the module's packages
-// is declared in that package, and every lowerCamel name a Go comment
+// is declared in that package, and every camel-case name a Go comment
 // uses (outside the code blocks of doc comments) is a name somewhere in
 // the module's Go, so that a rename or a removal cannot leave comments
 // pointing at nothing. An unqualified Type.Member whose Type is a type of
