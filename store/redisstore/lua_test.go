@@ -970,7 +970,11 @@ func TestLuaLongReply(t *testing.T) {
 		if i%3 == 0 {
 			l = lb
 		}
-		r := luaReq{key: fmt.Sprintf("long:a%d", i), l: l, cost: int64(i % 8), group: true}
+		cost := int64(i % 8) // short records, and long ones (a cost above 5 never fits)
+		if i < 120 {
+			l, cost = tb, 1 // short records only: more integers than one pack holds
+		}
+		r := luaReq{key: fmt.Sprintf("long:a%d", i), l: l, cost: cost, group: true}
 		batch = append(batch, r)
 		r.key = fmt.Sprintf("long:b%d", i)
 		alone = append(alone, r)

@@ -99,11 +99,11 @@ local LATE = '!'
 -- in request order: REPLY_FMT (4 × remaining + allowed, retry_ms (-1:
 -- never), reset_ms, ttl_ms, wait_ms); when there is no retry and the
 -- TTL is the reset, SHORT_FMT (4 × remaining + allowed, -2 - 2 ×
--- reset_ms) or, with a wait, three (4 × remaining + allowed, -3 - 2 ×
+-- reset_ms) or, with a wait, WAIT_FMT (4 × remaining + allowed, -3 - 2 ×
 -- reset_ms, wait_ms). A request whose key holds a malformed state gets
--- REPLY_FMT's five with BAD_REPLY first (script.go) and 0s, and its group
+-- REPLY_FMT with BAD_REPLY first (script.go) and 0s, and its group
 -- decides and writes nothing. Decoded by decodeReply.
-local REPLY_FMT, SHORT_FMT = '<i8i8i8i8i8', '<i8i8'
+local REPLY_FMT, SHORT_FMT, WAIT_FMT = '<i8i8i8i8i8', '<i8i8', '<i8i8i8'
 
 -- The three-integer states (sliding window, leaky bucket): a, b, c (Go's
 -- State.A, B, C), little-endian two's complement in the fewest bytes each
