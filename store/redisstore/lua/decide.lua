@@ -26,10 +26,9 @@ for alg = 0, 7 do
   end
 end
 
--- I8_FMT[k] is the struct format of k int64s (lib.lua's reply formats
--- for 2, 3 and 5), built on first use and kept for the library's life
--- (k < 205: decide packs from 200).
-local I8_FMT = {[2] = SHORT_FMT, [3] = WAIT_FMT, [5] = REPLY_FMT}
+-- I8_FMT[k] is the struct format of k int64s, built on first use and
+-- kept for the library's life (k < 205: decide packs from 200).
+local I8_FMT = {}
 
 -- pack_i8 packs vals[1..k], int64s.
 local function pack_i8(vals, k)
@@ -129,28 +128,40 @@ local function decide(KEYS, ARGV)
         k = k + 2
         vals[k - 1] = 4 * remaining + 1
         vals[k] = -2 - 2 * reset
-      else -- another record: its m fields a..e
-        local a, b, c, d, e, m
+      else -- another record, a lone request's packed at once
+        local lone = n == 1 and pos > len and g == #ARGV and not probe
         if allowed == nil then
-          failed, a, b, c, d, e, m = true, BAD_REPLY, 0, 0, 0, 0, 5
+          failed = true
+          if lone then
+            return spack(REPLY_FMT, BAD_REPLY, 0, 0, 0, 0)
+          end
+          vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4], vals[k + 5] = BAD_REPLY, 0, 0, 0, 0
+          k = k + 5
         else
-          a = 4 * remaining + allowed
           if allowed == 0 and cost > 0 then
             failed = true
           end
+          local a = 4 * remaining + allowed
           if retry ~= 0 or reset ~= ttl then
-            b, c, d, e, m = retry, reset, ttl, wait, 5
+            if lone then
+              return spack(REPLY_FMT, a, retry, reset, ttl, wait)
+            end
+            vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4], vals[k + 5] = a, retry, reset, ttl, wait
+            k = k + 5
           elseif wait == 0 then
-            b, m = -2 - 2 * reset, 2
+            if lone then
+              return spack(SHORT_FMT, a, -2 - 2 * reset)
+            end
+            vals[k + 1], vals[k + 2] = a, -2 - 2 * reset
+            k = k + 2
           else
-            b, c, m = -3 - 2 * reset, wait, 3
+            if lone then
+              return spack(WAIT_FMT, a, -3 - 2 * reset, wait)
+            end
+            vals[k + 1], vals[k + 2], vals[k + 3] = a, -3 - 2 * reset, wait
+            k = k + 3
           end
         end
-        if n == 1 and pos > len and g == #ARGV and not probe then
-          return spack(I8_FMT[m], a, b, c, d, e)
-        end
-        vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4], vals[k + 5] = a, b, c, d, e
-        k = k + m
       end
       if k >= 200 then -- packed in parts: unpack's results are bounded
         parts = parts or {}
