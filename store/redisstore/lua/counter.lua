@@ -47,7 +47,7 @@ local function calendar(requests, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
     start, stop, nxt = stop, nxt, after
     curr, last = b, c
   end
-  return sliding_decide(requests, a, b, c, start, stop - start, nxt - stop, false, curr, last, now, cost, debt)
+  return sliding_window(requests, a, b, c, start, stop - start, nxt - stop, curr, last, now, cost, debt)
 end
 
 -- counter_alg is the ALG function of a three-integer state: GET,
@@ -88,7 +88,7 @@ local function counter_alg(leaky)
     elseif leaky then -- no-wait is flag bit 2
       allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = leaky_bucket(x, y, z, a, b, c, now, charge, flags % 8 >= 4, debt)
     else
-      allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = sliding_window(x, y, a, b, c, now, charge, debt)
+      allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = sliding_window(x, a, b, c, nil, y, nil, nil, nil, now, charge, debt)
     end
     if never then
       return 0, remaining, -1, reset, ttl, 0, unrecorded, owed

@@ -2,17 +2,56 @@
 -- slidingWindow, slidingCounts, slidingDecide, slidingWait and
 -- slidingCarryWait in algorithms/slidingwindow.go line by line.
 --
--- sliding_window(requests, period_ms, a, b, c, now_ms, cost, debt): a,
--- b, c the state (window start, its count, the previous window's count;
--- 0, 0, 0 for none); results as counter.lua's.
---
--- sliding_decide decides in the window starting at start, w ms long and
--- followed by one of w2 ms, with counts curr and prev: the part a fixed
--- period (w == w2, carry: a debt carries into later windows) and a
--- calendar period (carry false) share. The estimate is curr + prev * (w
--- - e) / w, e ms into the window; sums are kept multiplied by w.
+-- sliding_window(requests, a, b, c, start, w, w2, curr, prev, now_ms,
+-- cost, debt): a, b, c the state (window start, its count, the previous
+-- window's count; 0, 0, 0 for none); results as counter.lua's. A fixed
+-- period of w ms passes start nil: the window holding now and its counts
+-- come from the state (slidingWindow, slidingCounts), and a debt carries
+-- into later windows. A calendar period (counter.lua's calendar) passes
+-- its window's start, its length w, the next one's w2 and the counts
+-- curr and prev (slidingDecide), and a debt does not carry. The estimate
+-- is curr + prev * (w - e) / w, e ms into the window; sums are kept
+-- multiplied by w.
 
-local function sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev, now, cost, debt)
+local function sliding_window(requests, a, b, c, start, w, w2, curr, prev, now, cost, debt)
+  local carry = start == nil
+  if carry then
+    w2 = w
+    local r = now % w -- the window's start, quo's steps
+    if r < 0 then
+      r = r + w
+    end
+    start, curr, prev = now - r, 0, 0
+    if a % w ~= 0 then
+      -- a window of another period: the limit changed
+    elseif a == start then
+      curr, prev = b, c
+    elseif a > start then -- the clock went back: stay at the stored window's start
+      start, curr, prev = a, b, c
+    elseif b <= requests then -- no debt: the count weighs on the next window only
+      if a == start - w then
+        prev = b
+      end
+    else -- a debt, carried: requests repaid each window since (slidingCounts)
+      local j = quo(start - a, w)
+      local n = quo(b + requests - 1, requests) -- windows the count lasts
+      if j < n then
+        curr = b - j * requests
+      end
+      if j - 1 < n then
+        prev = b - (j - 1) * requests
+        if prev > requests then
+          prev = requests
+        end
+      end
+    end
+    if curr > 2 * requests then -- a debt of one capacity at most
+      curr = 2 * requests
+    end
+    if prev > 2 * requests then
+      prev = 2 * requests
+    end
+  end
   local at = now -- the moment decided, >= now
   if start > now then
     at = start
@@ -134,43 +173,4 @@ local function sliding_decide(requests, a, b, c, start, w, w2, carry, curr, prev
     return allowed, remaining, retry, reset, ttl, a, b, c, unrecorded, owed
   end
   return allowed, remaining, retry, reset, ttl, start, curr, prev, unrecorded, owed
-end
-
-local function sliding_window(requests, period_ms, a, b, c, now, cost, debt)
-  local w = period_ms
-  local r = now % w -- the window's start, quo's steps
-  if r < 0 then
-    r = r + w
-  end
-  local start, curr, prev = now - r, 0, 0
-  if a % w ~= 0 then
-    -- a window of another period: the limit changed
-  elseif a == start then
-    curr, prev = b, c
-  elseif a > start then -- the clock went back: stay at the stored window's start
-    start, curr, prev = a, b, c
-  elseif b <= requests then -- no debt: the count weighs on the next window only
-    if a == start - w then
-      prev = b
-    end
-  else -- a debt, carried: requests repaid each window since (slidingCounts)
-    local j = quo(start - a, w)
-    local n = quo(b + requests - 1, requests) -- windows the count lasts
-    if j < n then
-      curr = b - j * requests
-    end
-    if j - 1 < n then
-      prev = b - (j - 1) * requests
-      if prev > requests then
-        prev = requests
-      end
-    end
-  end
-  if curr > 2 * requests then -- a debt of one capacity at most
-    curr = 2 * requests
-  end
-  if prev > 2 * requests then
-    prev = 2 * requests
-  end
-  return sliding_decide(requests, a, b, c, start, w, w, true, curr, prev, now, cost, debt)
 end
