@@ -13,17 +13,22 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// codecRoundTrip packs a, b, c as a sliding window state (whose a is
-// stored minus STATE_EPOCH_MS) with pack_counter, in the first form (the
-// expiry passed is the time field: nothing to record), stores it and
-// reads it back with decode_counter, answering the stored string and the
-// three values read.
+// codecRoundTrip packs a, c, e and b (ARGV[1..4]) as lib.lua's codec
+// does, each in int_len's bytes but e in ARGV[5] bytes (0: the first
+// form), with pack_fmt's format, and reads the value back with
+// read_fmt's, answering the value and the four integers read.
 const codecRoundTrip = `
 read_header('') -- binds redis.call and struct's functions
-local epoch = STATE_EPOCH_MS
-redis.call("SET", KEYS[1], (pack_counter(false, epoch + tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), 0, 0, epoch + tonumber(ARGV[1]))))
-local a, b, c = decode_counter(redis.call('GET', KEYS[1]), false)
-return {redis.call('GET', KEYS[1]), string.format('%d', a - epoch), string.format('%d', b), string.format('%d', c)}
+local a, c, e, b, le = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local la, lc, lb = int_len(a), int_len(c), int_len(b)
+local h = la * 8 + lc
+if le > 0 then
+  h = h + 64
+end
+local v = struct.pack(PACK_FMT[(h * 8 + le) * 9 + lb] or pack_fmt(h, le, lb), h, le, a, c, e, b)
+local f = READ_FMT[(h * 8 + le) * 32 + #v] or read_fmt(h, le, #v)
+local ra, rc, re, rb = struct.unpack(f, v)
+return {v, string.format('%d', ra), string.format('%d', rc), string.format('%d', re), string.format('%d', rb)}
 `
 
 // minLen is the fewest bytes of two's complement v needs, 0 for 0: what
@@ -37,7 +42,8 @@ func minLen(v int64) int {
 }
 
 // TestStateCodecLengths packs values at every byte-length boundary (the
-// comparisons of lib.lua's int_len) and checks each takes the fewest
+// comparisons of lib.lua's int_len) in each field of both forms (the
+// second with an e of 3 and of 4 bytes) and checks each takes the fewest
 // bytes and reads back unchanged.
 func TestStateCodecLengths(t *testing.T) {
 	c := redistest.StartServer(t).Client()
@@ -50,24 +56,27 @@ func TestStateCodecLengths(t *testing.T) {
 		vals = append(vals, top-1, top, -top, -top-1)
 	}
 	vals = append(vals, 1, -1, 1<<53-1, -(1 << 53))
-	for _, v := range vals {
-		// v in each field in turn, small values in the others.
-		for field, abc := range [][3]int64{{v, 5, -3}, {-3, v, 5}, {5, -3, v}} {
-			if field == 0 && (v > 1<<52 || v < -(1<<52)) {
-				continue // a is read as epoch + a: keep that below 2^53
-			}
-			res, err := script.Run(ctx, c, []string{"fg:sw:{codec}"}, abc[0], abc[1], abc[2]).Slice()
-			if err != nil {
-				t.Fatalf("%v: %v", abc, err)
-			}
-			stored := res[0].(string)
-			la, lb, lc := minLen(abc[0]), minLen(abc[1]), minLen(abc[2])
-			if len(stored) != 1+la+lb+lc || int(stored[0]) != la*8+lc {
-				t.Errorf("%v: stored %d bytes, header %d; want %d bytes, header %d", abc, len(stored), stored[0], 1+la+lb+lc, la*8+lc)
-			}
-			for i, want := range abc {
-				if got := res[1+i].(string); got != strconv.FormatInt(want, 10) {
-					t.Errorf("%v: field %d read back as %s", abc, i, got)
+	for _, form := range []struct{ e, le int64 }{{0, 0}, {-1 << 23, 3}, {1<<31 - 1, 4}} {
+		for _, v := range vals {
+			// v in each field in turn (a, c, b), small values in the others.
+			for _, acb := range [][3]int64{{v, 5, -3}, {-3, v, 5}, {5, -3, v}} {
+				res, err := script.Run(ctx, c, []string{}, acb[0], acb[1], form.e, acb[2], form.le).Slice()
+				if err != nil {
+					t.Fatalf("%v, e %d: %v", acb, form.e, err)
+				}
+				stored := res[0].(string)
+				la, lc, lb := minLen(acb[0]), minLen(acb[1]), minLen(acb[2])
+				want, head, second := 1+la+lb+lc, la*8+lc, ""
+				if form.le > 0 {
+					want, head, second = 2+la+lb+lc+int(form.le), 64+head, string([]byte{byte(form.le)})
+				}
+				if len(stored) != want || int(stored[0]) != head || (second != "" && stored[1:2] != second) {
+					t.Errorf("%v, e %d: stored %q, %d bytes; want %d bytes, header %d", acb, form.e, stored, len(stored), want, head)
+				}
+				for i, want := range []int64{acb[0], acb[1], form.e, acb[2]} {
+					if got := res[1+i].(string); got != strconv.FormatInt(want, 10) {
+						t.Errorf("%v, e %d: field %d read back as %s", acb, form.e, i, got)
+					}
 				}
 			}
 		}

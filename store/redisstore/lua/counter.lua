@@ -50,10 +50,11 @@ local function calendar(requests, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
   return sliding_window(requests, a, b, c, start, stop - start, nxt - stop, curr, last, now, cost, debt)
 end
 
--- counter_alg is the ALG function of a three-integer state: GET,
--- decode_counter, the decision, and unless dry or denied the write.
+-- counter_alg is the ALG function of a three-integer state: GET, the
+-- state decoded (lib.lua's codec), the decision, and unless dry or denied
+-- the write.
 --
--- The key records its expiry (lib.lua's second form, when it fits): a
+-- The key records its expiry (the codec's second form, when it fits): a
 -- write that sets the TTL records Redis' clock at the call's start plus
 -- the PX it sends (ttl + keep + a pad: none for a sliding window, whose
 -- state's end holds for a window; for a leaky bucket a quarter of ttl, at
@@ -65,9 +66,34 @@ end
 local function counter_alg(leaky)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
     local str = rcall('GET', key)
-    local a, b, c, rh, exp = decode_counter(str, leaky)
-    if a == nil then
-      return nil
+    local a, b, c, rh, exp = 0, 0, 0, 0, false -- rh: the header byte read
+    if str then
+      local len = #str
+      local le, e
+      rh, le = sbyte(str, 1, 2)
+      if rh == nil or len > 31 then
+        return nil
+      elseif rh < 64 then
+        le = 0
+      elseif rh >= 128 or le == nil or le > 7 then
+        return nil
+      end
+      local f = READ_FMT[(rh * 8 + le) * 32 + len] or read_fmt(rh, le, len)
+      if f == nil then
+        return nil
+      end
+      a, c, e, b = sunpack(f, str)
+      if leaky then
+        b = b + STATE_EPOCH_MS
+        if e ~= 0 then
+          exp = b + e
+        end
+      else
+        a = a + STATE_EPOCH_MS
+        if e ~= 0 then
+          exp = a + e
+        end
+      end
     end
     local cap, debt, never, charge = x, 0, false, cost -- Limit.Capacity
     if leaky then
@@ -111,36 +137,85 @@ local function counter_alg(leaky)
       end
     end
     local need, m = clock + ttl + keep, ttl + keep + pad
-    local px, v, second
-    if exp and exp >= need and exp <= clock + m + (m - m % 64) / 64 then
-      v, second = pack_counter(leaky, a2, b2_, c2, c, rh, exp)
-      if second then -- kept: put back with KEEPTTL
-        if undo then
-          remember(undo, key, str, false)
-        end
-        if #v == #str then
-          rcall('SETRANGE', key, '0', v)
-        else
-          rcall('SET', key, v, 'KEEPTTL')
-        end
-        return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
-      end
+    local kept, px, rec = exp and exp >= need and exp <= clock + m + (m - m % 64) / 64
+    if kept then
+      rec = exp
     else
       px = px_string(m)
-      v, second = pack_counter(leaky, a2, b2_, c2, c, rh, clock + (PX_NUM[px] or m))
+      rec = clock + (PX_NUM[px] or m) -- the expiry a write that sets the TTL gives, at least
     end
-    if undo then -- a TTL shorter than the one recorded is put back as it was
-      remember(undo, key, str, charge < 0 or (exp and exp > need))
-    end
-    if not second then -- the first form records nothing: no pad
-      rcall('SET', key, v, 'PX', px_string(ttl + keep))
-    elseif str == false or #str == #v then
-      -- SETRANGE makes and keeps the value a raw string, which a kept
-      -- write then writes in place.
-      rcall('SETRANGE', key, '0', v)
-      rcall('PEXPIRE', key, px)
+    -- The value (lib.lua's codec) recording rec: the time field takes 5
+    -- bytes from 2026-01-26 to 2043; a count, a fraction, 0 or 1 mostly;
+    -- a c written as read its length read.
+    local e, la, lb, lc
+    if leaky then
+      e, b2_ = rec - b2_, b2_ - STATE_EPOCH_MS
+      if a2 == 0 then
+        la = 0
+      else
+        la = int_len(a2)
+      end
+      if b2_ >= 2147483648 and b2_ < 549755813888 then -- 2^31, 2^39
+        lb = 5
+      else
+        lb = int_len(b2_)
+      end
     else
-      rcall('SET', key, v, 'PX', px)
+      e, a2 = rec - a2, a2 - STATE_EPOCH_MS
+      if a2 >= 2147483648 and a2 < 549755813888 then
+        la = 5
+      else
+        la = int_len(a2)
+      end
+      if b2_ > 0 and b2_ < 128 then
+        lb = 1
+      else
+        lb = int_len(b2_)
+      end
+    end
+    if c2 == c then
+      lc = rh % 8
+    else
+      lc = int_len(c2)
+    end
+    if la > 7 or lc > 7 or lb > 8 then
+      error('floodgate: state value out of range')
+    end
+    local h, n, le = la * 8 + lc, la + lc + lb, 0
+    if e >= 8388608 or e < -8388608 then -- 2^23
+      if n < 7 and e >= -2147483648 and e < 2147483648 then -- 2^31: 12 bytes at most
+        h, le = h + 64, 4
+      end
+    elseif n < 8 and e ~= 0 then
+      h, le = h + 64, 3
+    end
+    local v = spack(PACK_FMT[(h * 8 + le) * 9 + lb] or pack_fmt(h, le, lb), h, le, a2, c2, e, b2_)
+    if le == 0 then -- the first form records nothing: no pad
+      if undo then
+        remember(undo, key, str, charge < 0 or (exp and exp > need))
+      end
+      rcall('SET', key, v, 'PX', px_string(ttl + keep))
+    elseif kept then
+      if undo then -- put back with KEEPTTL
+        remember(undo, key, str, false)
+      end
+      if #v == #str then
+        rcall('SETRANGE', key, '0', v)
+      else
+        rcall('SET', key, v, 'KEEPTTL')
+      end
+    else
+      if undo then -- a TTL shorter than the one recorded is put back as it was
+        remember(undo, key, str, charge < 0 or (exp and exp > need))
+      end
+      if str == false or #str == #v then
+        -- SETRANGE makes and keeps the value a raw string, which a kept
+        -- write then writes in place.
+        rcall('SETRANGE', key, '0', v)
+        rcall('PEXPIRE', key, px)
+      else
+        rcall('SET', key, v, 'PX', px)
+      end
     end
     return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
   end

@@ -121,7 +121,8 @@ local REPLY_FMT, SHORT_FMT, WAIT_FMT = '<i8i8i8i8i8', '<i8i8', '<i8i8i8'
 -- when it fits in 12 bytes (e in 3 bytes, or 4), so a state stays in
 -- Redis' object header's allocation, else the first. v0.2.0 reads both
 -- forms (its decisions ignore e) and writes the first, which records no
--- expiry.
+-- expiry. counter.lua reads and writes them (counter_alg) with the
+-- formats below.
 local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 
 -- INT_FMT[n] is the struct item of an n-byte integer ('i0' reads and
@@ -165,42 +166,6 @@ local function pack_fmt(h, le, lb)
   local f = '<B' .. sec .. INT_FMT[la] .. INT_FMT[lc] .. INT_FMT[le] .. INT_FMT[lb]
   PACK_FMT[(h * 8 + le) * 9 + lb] = f
   return f
-end
-
--- decode_counter reads str (GET's answer, false for no key), its time
--- field made absolute (b when time_b, else a): a, b, c, its header byte
--- and the key's expiry it records (Unix ms; false for none); 0, 0, 0, 0,
--- false for no key; nil if malformed.
-local function decode_counter(str, time_b)
-  if str == false then
-    return 0, 0, 0, 0, false
-  end
-  local len = #str
-  local h, le = sbyte(str, 1, 2)
-  if h == nil or len > 31 then
-    return nil
-  elseif h < 64 then
-    le = 0
-  elseif h >= 128 or le == nil or le > 7 then
-    return nil
-  end
-  local f = READ_FMT[(h * 8 + le) * 32 + len] or read_fmt(h, le, len)
-  if f == nil then
-    return nil
-  end
-  local a, c, e, b = sunpack(f, str)
-  if time_b then
-    b = b + STATE_EPOCH_MS
-    if e == 0 then
-      return a, b, c, h, false
-    end
-    return a, b, c, h, b + e
-  end
-  a = a + STATE_EPOCH_MS
-  if e == 0 then
-    return a, b, c, h, false
-  end
-  return a, b, c, h, a + e
 end
 
 -- int_len is the fewest bytes two's complement v needs (0 for 0); 9
@@ -264,63 +229,6 @@ local function px_string(px)
     PX_STR[px], PX_NUM[s] = s, px
   end
   return s
-end
-
--- pack_counter is the value of the state a, b, c, time_b as
--- decode_counter's, recording the key's expiry exp (Unix ms by Redis'
--- clock): the second form, and true, when it fits in 12 bytes, else the
--- first (also when exp is the time field). rc and rh are the c and header
--- byte read (0, 0 for none): a c written as read keeps its length.
-local function pack_counter(time_b, a, b, c, rc, rh, exp)
-  -- The time field takes 5 bytes from 2026-01-26 to 2043; a count, a
-  -- fraction, 0 or 1 mostly.
-  local la, lb, e
-  if time_b then
-    e = exp - b
-    b = b - STATE_EPOCH_MS
-    if a == 0 then
-      la = 0
-    else
-      la = int_len(a)
-    end
-    if b >= 2147483648 and b < 549755813888 then
-      lb = 5
-    else
-      lb = int_len(b)
-    end
-  else
-    e = exp - a
-    a = a - STATE_EPOCH_MS
-    if a >= 2147483648 and a < 549755813888 then
-      la = 5
-    else
-      la = int_len(a)
-    end
-    if b > 0 and b < 128 then
-      lb = 1
-    else
-      lb = int_len(b)
-    end
-  end
-  local lc
-  if c == rc then
-    lc = rh % 8
-  else
-    lc = int_len(c)
-  end
-  if la > 7 or lc > 7 or lb > 8 then
-    error('floodgate: state value out of range')
-  end
-  local h, n, le = la * 8 + lc, la + lc + lb, 0
-  if e >= 8388608 or e < -8388608 then -- 2^23
-    if n < 7 and e >= -2147483648 and e < 2147483648 then -- 2^31
-      h, le = h + 64, 4
-    end
-  elseif n < 8 and e ~= 0 then
-    h, le = h + 64, 3
-  end
-  local f = PACK_FMT[(h * 8 + le) * 9 + lb] or pack_fmt(h, le, lb)
-  return spack(f, h, le, a, c, e, b), le > 0
 end
 
 -- Undo. A group of several requests is all or nothing: each request
