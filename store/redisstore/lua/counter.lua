@@ -1,54 +1,17 @@
 -- counter.lua: counter_alg makes the ALG functions (lib.lua) of the
 -- algorithms whose state is three integers (sliding window, leaky
--- bucket), mirroring decideMode in algorithms/mode.go and, for a
--- calendar limit, decideCalendar in algorithms/calendar.go. Each
--- algorithm's decide returns
+-- bucket), mirroring decideMode in algorithms/mode.go. Each algorithm's
+-- decide takes
 --
---   allowed, remaining, retry, reset, ttl, a2, b2, c2, [wait,] unrecorded, owed
+--   x, y, z, a, b, c, now, cost, flags, debt, b0, b1, b2, b3, b4
 --
--- (wait for the leaky bucket only). A cost above the capacity is decided
--- as a look and denied with retry -1 (never), unless a debt; a refund
--- beyond it is clamped.
-
--- calendar is the sliding window's part of decideCalendar on the
--- boundaries b0 < .. < b4 floodgate computed ([b1, b2) held its now).
--- The period is [b1, b2) for a now before b2 (decided at b1 if before
--- it), else [b2, b3); a now at or past b3, or a state starting at b3
--- while deciding [b2, b3), is out of range: a charge is denied with
--- retry 1000 ms, nothing changed (a debt: allowed, all unrecorded). A
--- state start that is no boundary of the period counts as empty. A debt
--- is not carried past the period's end.
-local function calendar(requests, b0, b1, b2, b3, b4, a, b, c, now, cost, debt)
-  local prev, start, stop, nxt, after = b0, b1, b2, b3, b4
-  local roll = now >= b2
-  if roll then
-    prev, start, stop, nxt, after = b1, b2, b3, b4, 0
-  end
-  if now >= b3 or (roll and a == b3) then
-    local allowed, retry, unrecorded = 1, 0, 0
-    if debt == 1 and cost > 0 then
-      unrecorded = cost
-    elseif cost > 0 then
-      allowed, retry = 0, 1000
-    end
-    return allowed, 0, retry, 1000, b4 - b1, a, b, c, unrecorded, 0
-  end
-  local curr, last = 0, 0
-  if a == start then
-    curr, last = b, c
-  elseif a == prev then
-    -- The previous period weighs with at most its quota: a debt does
-    -- not roll over.
-    last = b
-    if last > requests then
-      last = requests
-    end
-  elseif a == stop then -- the clock went back across the boundary
-    start, stop, nxt = stop, nxt, after
-    curr, last = b, c
-  end
-  return sliding_window(requests, a, b, c, start, stop - start, nxt - stop, curr, last, now, cost, debt)
-end
+-- (the request's x, y, z and flags, the state read, the cost clamped,
+-- debt 1 or 0, a calendar limit's boundaries or nil) and returns
+--
+--   allowed, remaining, retry, reset, ttl, a2, b2, c2, wait, unrecorded, owed
+--
+-- A cost above the capacity is decided as a look and denied with retry
+-- -1 (never), unless a debt; a refund beyond it is clamped.
 
 -- counter_alg is the ALG function of a three-integer state: GET, the
 -- state decoded (lib.lua's codec), the decision, and unless dry or denied
@@ -63,7 +26,7 @@ end
 -- keep and exceeds ttl + keep + pad by at most 1/64 (a key then outlives
 -- its state by no more than after a write that sets it): a value of the
 -- length read is written in place (SETRANGE), another with KEEPTTL.
-local function counter_alg(leaky)
+local function counter_alg(leaky, decide)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
     local str = rcall('GET', key)
     local a, b, c, rh, exp = 0, 0, 0, 0, false -- rh: the header byte read
@@ -107,15 +70,7 @@ local function counter_alg(leaky)
     elseif cost < -cap then
       charge = -cap
     end
-    local allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed
-    local wait = 0
-    if b0 ~= nil then
-      allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = calendar(x, b0, b1, b2, b3, b4, a, b, c, now, charge, debt)
-    elseif leaky then -- no-wait is flag bit 2
-      allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = leaky_bucket(x, y, z, a, b, c, now, charge, flags % 8 >= 4, debt)
-    else
-      allowed, remaining, retry, reset, ttl, a2, b2_, c2, unrecorded, owed = sliding_window(x, a, b, c, nil, y, nil, nil, nil, now, charge, debt)
-    end
+    local allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = decide(x, y, z, a, b, c, now, charge, flags, debt, b0, b1, b2, b3, b4)
     if never then
       return 0, remaining, -1, reset, ttl, 0, unrecorded, owed
     end
@@ -221,5 +176,5 @@ local function counter_alg(leaky)
   end
 end
 
-ALG[ALG_SLIDING_WINDOW] = counter_alg(false)
-ALG[ALG_LEAKY_BUCKET] = counter_alg(true)
+ALG[ALG_SLIDING_WINDOW] = counter_alg(false, sliding_window)
+ALG[ALG_LEAKY_BUCKET] = counter_alg(true, leaky_bucket)

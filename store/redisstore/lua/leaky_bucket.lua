@@ -2,15 +2,16 @@
 -- refusing), mirroring decideLeakyBucket in algorithms/leakybucket.go
 -- line by line.
 --
--- leaky_bucket(per_ms, scale, capacity, a, b, c, now_ms, cost, nowait,
+-- leaky_bucket(per_ms, scale, capacity, a, b, c, now_ms, cost, flags,
 -- debt): the limit's rate in lowest terms and queue size; the state, the
 -- queue's end as b whole ms plus a units of 1/c ms (c = per_ms; 0, 0, 0
--- for none); cost already clamped (a give-back frees nothing); nowait
--- admits only what may start now (algorithms.NoWait). Results as
--- counter.lua's, with wait; the new state is 0, 0, 0 when the queue is
--- empty, the old one on a deny or a cost of 0 or less.
+-- for none); cost already clamped (a give-back frees nothing); flag bit
+-- 2, no-wait, admits only what may start now (algorithms.NoWait). As
+-- counter.lua's decide (no calendar); the new state is 0, 0, 0 when the
+-- queue is empty, the old one on a deny or a cost of 0 or less.
 
-local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, nowait, debt)
+local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, flags, debt)
+  local nowait = flags % 8 >= 4 -- flag bit 2
   local full = capacity * scale
   -- full / perMs and 2 * full / perMs in Go (quo's steps: both >= 0).
   local full_ms = (full - full % per_ms) / per_ms

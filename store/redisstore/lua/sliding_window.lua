@@ -1,22 +1,29 @@
 -- sliding_window.lua: the sliding-window counter, mirroring
 -- slidingWindow, slidingCounts, slidingDecide, slidingWait and
--- slidingCarryWait in algorithms/slidingwindow.go line by line.
+-- slidingCarryWait in algorithms/slidingwindow.go line by line, and for
+-- a calendar limit the sliding window's part of decideCalendar in
+-- algorithms/calendar.go.
 --
--- sliding_window(requests, a, b, c, start, w, w2, curr, prev, now_ms,
--- cost, debt): a, b, c the state (window start, its count, the previous
--- window's count; 0, 0, 0 for none); results as counter.lua's. A fixed
--- period of w ms passes start nil: the window holding now and its counts
--- come from the state (slidingWindow, slidingCounts), and a debt carries
--- into later windows. A calendar period (counter.lua's calendar) passes
--- its window's start, its length w, the next one's w2 and the counts
--- curr and prev (slidingDecide), and a debt does not carry. The estimate
--- is curr + prev * (w - e) / w, e ms into the window; sums are kept
--- multiplied by w.
+-- sliding_window(requests, period_ms, burst, a, b, c, now_ms, cost,
+-- flags, debt, b0, b1, b2, b3, b4): a, b, c the state (window start, its
+-- count, the previous window's count; 0, 0, 0 for none); a calendar
+-- limit's boundaries b0 < .. < b4 (b0 nil for a fixed period); results
+-- as counter.lua's (wait 0). A fixed period: the window holding now and
+-- its counts come from the state (slidingWindow, slidingCounts), and a
+-- debt carries into later windows. A calendar period is [b1, b2) for a
+-- now before b2 (decided at b1 if before it), else [b2, b3); a now at or
+-- past b3, or a state starting at b3 while deciding [b2, b3), is out of
+-- range: a charge is denied with retry 1000 ms, nothing changed (a debt:
+-- allowed, all unrecorded). A state start that is no boundary of the
+-- period counts as empty, and a debt is not carried past the period's
+-- end. Then the decision in the window (slidingDecide): the estimate is
+-- curr + prev * (w - e) / w, e ms into the window of w ms followed by
+-- one of w2; sums are kept multiplied by w.
 
-local function sliding_window(requests, a, b, c, start, w, w2, curr, prev, now, cost, debt)
-  local carry = start == nil
-  if carry then
-    w2 = w
+local function sliding_window(requests, period_ms, _, a, b, c, now, cost, flags, debt, b0, b1, b2, b3, b4)
+  local start, w, w2, carry, curr, prev
+  if b0 == nil then -- a fixed period: the window holding now
+    w, w2, carry = period_ms, period_ms, true
     local r = now % w -- the window's start, quo's steps
     if r < 0 then
       r = r + w
@@ -51,6 +58,37 @@ local function sliding_window(requests, a, b, c, start, w, w2, curr, prev, now, 
     if prev > 2 * requests then
       prev = 2 * requests
     end
+  else -- a calendar period (decideCalendar's part)
+    local before, stop, nxt, after = b0, b2, b3, b4
+    start = b1
+    local roll = now >= b2
+    if roll then
+      before, start, stop, nxt, after = b1, b2, b3, b4, 0
+    end
+    if now >= b3 or (roll and a == b3) then
+      local allowed, retry, unrecorded = 1, 0, 0
+      if debt == 1 and cost > 0 then
+        unrecorded = cost
+      elseif cost > 0 then
+        allowed, retry = 0, 1000
+      end
+      return allowed, 0, retry, 1000, b4 - b1, a, b, c, 0, unrecorded, 0
+    end
+    curr, prev = 0, 0
+    if a == start then
+      curr, prev = b, c
+    elseif a == before then
+      -- The previous period weighs with at most its quota: a debt does
+      -- not roll over.
+      prev = b
+      if prev > requests then
+        prev = requests
+      end
+    elseif a == stop then -- the clock went back across the boundary
+      start, stop, nxt = stop, nxt, after
+      curr, prev = b, c
+    end
+    w, w2, carry = stop - start, nxt - stop, false
   end
   local at = now -- the moment decided, >= now
   if start > now then
@@ -170,7 +208,7 @@ local function sliding_window(requests, a, b, c, start, w, w2, curr, prev, now, 
     end
   end
   if allowed == 0 or cost == 0 then
-    return allowed, remaining, retry, reset, ttl, a, b, c, unrecorded, owed
+    return allowed, remaining, retry, reset, ttl, a, b, c, 0, unrecorded, owed
   end
-  return allowed, remaining, retry, reset, ttl, start, curr, prev, unrecorded, owed
+  return allowed, remaining, retry, reset, ttl, start, curr, prev, 0, unrecorded, owed
 end
