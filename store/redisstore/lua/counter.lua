@@ -133,9 +133,6 @@ local function counter_alg(leaky, decide)
     else
       lc = int_len(c2)
     end
-    if la > 7 or lc > 7 or lb > 8 then
-      error('floodgate: state value out of range')
-    end
     local h, n, le = la * 8 + lc, la + lc + lb, 0
     if e >= 8388608 or e < -8388608 then -- 2^23
       if n < 7 and e >= -2147483648 and e < 2147483648 then -- 2^31: 12 bytes at most

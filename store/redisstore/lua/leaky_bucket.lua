@@ -13,10 +13,10 @@
 local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, flags, debt)
   local nowait = flags % 8 >= 4 -- flag bit 2
   local full = capacity * scale
-  -- full / perMs and 2 * full / perMs in Go (quo's steps: both >= 0).
-  local full_ms = (full - full % per_ms) / per_ms
-  local deep_ms = (2 * full - (2 * full) % per_ms) / per_ms
-
+  -- Go's lead > full / perMs (a floor) is lead * per_ms > full here,
+  -- and so with 2 * full: for lead >= 0 the same, and exact (a product
+  -- at or below 2 * full < 2^53 is exact, one beyond 2^53 reads beyond
+  -- it).
   local end_ms, end_u = b, a
   if c ~= 0 and c ~= per_ms and end_u > 0 then
     -- The rate changed: round the end up to a whole ms.
@@ -30,8 +30,8 @@ local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, flags, 
   if end_u > 0 then
     wait = wait + 1
   end
-  -- Up to twice the queue's length in debt (2 * full / per_ms in Go).
-  local over = lead > deep_ms
+  -- Up to twice the queue's length in debt.
+  local over = lead * per_ms > 2 * full
   local queued = 0
   if not over then
     queued = lead * per_ms + end_u
@@ -80,14 +80,14 @@ local function leaky_bucket(per_ms, scale, capacity, a, b, c, now, cost, flags, 
   local remaining = 0
   if empty then
     remaining = capacity
-  elseif not nowait and lead <= full_ms then
+  elseif not nowait and lead * per_ms <= full then
     local x = full - lead * per_ms - end_u -- quo, then at least 0
     if x > 0 then
       remaining = (x - x % scale) / scale
     end
   end
   local owed = 0
-  if debt == 1 and lead > 0 and lead <= deep_ms + 1 then
+  if debt == 1 and lead > 0 and (lead - 1) * per_ms <= 2 * full then
     -- Slots taken past the queue's size.
     local q = lead * per_ms + end_u
     if q > full then

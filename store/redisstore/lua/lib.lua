@@ -155,13 +155,17 @@ local function read_fmt(h, le, len)
 end
 
 -- pack_fmt builds and keeps the writing format of h, le and lb, and
--- returns it.
+-- returns it. Every value written is below 2^53 (7 bytes at most); a
+-- longer a or b, which no decision makes, fails here.
 local function pack_fmt(h, le, lb)
   local lc = h % 8
   local la = (h - lc) / 8
   local sec = 'i0'
-  if h >= 64 then
+  if le > 0 then
     la, sec = la - 8, 'B'
+  end
+  if la > 7 or lb > 7 then
+    error('floodgate: state value out of range')
   end
   local f = '<B' .. sec .. INT_FMT[la] .. INT_FMT[lc] .. INT_FMT[le] .. INT_FMT[lb]
   PACK_FMT[(h * 8 + le) * 9 + lb] = f
