@@ -40,6 +40,11 @@ local function pack_i8(vals, k)
   return spack(f, unpack(vals, 1, k))
 end
 
+-- VALS holds a decide call's reply integers not yet packed, from 1 to
+-- the call's count (what lies past it is an earlier call's): one table
+-- for the library's life, so a call allocates none.
+local VALS = {}
+
 -- refuse undoes what undo holds and answers the error msg: a call the
 -- store's Go never makes.
 local function refuse(undo, msg)
@@ -66,13 +71,7 @@ local function decide(KEYS, ARGV)
   local probe = write == 0 -- every group's writes are undone
   -- The reply's integers, every record's field an int64 (lib.lua): vals
   -- holds k of them not yet packed, parts the strings packed before.
-  local vals
-  if n == 1 then -- a lone request's record is mostly returned at once
-    vals = {}
-  else -- room for 8 short records, grown by none
-    vals = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
-  end
-  local k, parts = 0, nil
+  local vals, k, parts = VALS, 0, nil
   local r = 0
   local pos = HDR_LEN + 1 -- where the group's next request starts
   for g = 1, #ARGV do

@@ -85,10 +85,13 @@ local function read_header(str)
   if sunpack == nil then
     rcall, rpcall, rtype, spack, sunpack, sbyte = redis.call, redis.pcall, type, struct.pack, struct.unpack, string.byte
   end
-  if #str < HDR_LEN or string.byte(str, 1) ~= 98 then -- 'b'
+  if #str < HDR_LEN then
     return nil
   end
-  local now, keep, deadline, write = sunpack('<i8i8i8B', str, 2)
+  local form, now, keep, deadline, write = sunpack('<Bi8i8i8B', str)
+  if form ~= 98 then -- 'b'
+    return nil
+  end
   return now, keep, write, deadline
 end
 

@@ -25,16 +25,6 @@
 
 local TB_FMT, TB_BARE, TB_WIDE = '<i5I3i4', '<i5I3', '<i8i8'
 
--- tb_pad is the pad of a write that sets the TTL of a state of ttl ms:
--- a quarter of ttl or a token's time and a ms, whichever is longer.
-local function tb_pad(ttl, per_ms, scale)
-  local pad = (ttl - ttl % 4) / 4
-  if pad * per_ms <= scale then
-    pad = (scale - scale % per_ms) / per_ms + 1
-  end
-  return pad
-end
-
 local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep, undo)
   local full = capacity * scale
   local str = rcall('GET', key)
@@ -153,13 +143,17 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     end
     local need = (clock_ms or redis_clock()) + ttl + keep -- the expiry the state needs
     -- The TTL is kept when the expiry recorded passes the one needed by
-    -- at most tb_pad's pad, tested without computing it: over <=
+    -- at most the pad, tested without computing it: over <=
     -- floor(ttl / 4) when 4 × over <= ttl, over <= floor(scale / per_ms)
     -- + 1 when (over - 1) × per_ms <= scale.
     local over = exp - need
     local pad -- nil while the TTL is kept
     if over < 0 or (4 * over > ttl and (over - 1) * per_ms > scale) then
-      pad = tb_pad(ttl, per_ms, scale)
+      -- A quarter of ttl or a token's time and a ms, whichever is longer.
+      pad = (ttl - ttl % 4) / 4
+      if pad * per_ms <= scale then
+        pad = (scale - scale % per_ms) / per_ms + 1
+      end
       exp = need + pad
     end
     local ms, rel = at - STATE_EPOCH_MS, exp - at
@@ -167,7 +161,8 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
       if undo then
         remember(undo, key, str, true)
       end
-      rcall('SET', key, spack(TB_WIDE, ms, tk), 'PX', px_string(ttl + keep + (pad or tb_pad(ttl, per_ms, scale))))
+      -- A TTL kept (pad nil) is set again to the expiry recorded, over past need.
+      rcall('SET', key, spack(TB_WIDE, ms, tk), 'PX', px_string(ttl + keep + (pad or over)))
       return allowed, remaining, retry, ttl, ttl, 0, unrecorded, owed
     end
     local v = spack(TB_FMT, ms, tk, rel)
