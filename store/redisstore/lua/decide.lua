@@ -7,8 +7,9 @@
 --          KEYS order; ARGV[1] starts with the HDR_LEN-byte header. The
 --          store puts concurrent Decide calls of one slot in one call.
 --
--- Reply: REPLY_FMT (lib.lua) per request, in request order; LATE alone
--- when Redis started the call at or after the header's deadline.
+-- Reply: a record (lib.lua: REPLY_FMT or a shorter one) per request, in
+-- request order; LATE alone when Redis started the call at or after the
+-- header's deadline.
 --
 -- A group is all or nothing: when a request with a positive cost is
 -- denied or its key holds a malformed state (BAD_REPLY), the group's
