@@ -465,3 +465,33 @@ func TestCounterKeptTTLTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestCounterKeptTTLMemory: a sliding window's and a leaky bucket's key
+// whose writes record its expiry (the second form, 12 bytes at most) and
+// keep its TTL still holds an embedded string (Redis' object header and
+// the value in one allocation, as a first-form state's SET made it), so
+// a key takes no more memory than before: SETRANGE would leave a raw
+// string, a second allocation.
+func TestCounterKeptTTLMemory(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	s := newStore(t, c, redisstore.Config{Timeout: 5 * time.Second})
+	defer s.Close()
+	for _, l := range []algorithms.Limit{swl(100, time.Hour), lbl(100, time.Hour)} {
+		key := fmt.Sprint("ctrmem", l.Algorithm)
+		rk := redisstore.StateKey(l.Algorithm, key)
+		for i := range 3 {
+			if d := decide(t, s, time.Now(), store.Request{Key: key, Limit: l, Cost: 1})[0]; !d.Allowed {
+				t.Fatalf("%v, charge %d: %+v", l.Algorithm, i, d)
+			}
+			v := c.Get(ctx, rk).Val()
+			if _, ok := counterExpiry(l.Algorithm, v); !ok || len(v) > 12 {
+				t.Fatalf("%v, charge %d: the value %q (%d bytes) records no expiry, or takes more than 12 bytes", l.Algorithm, i, v, len(v))
+			}
+			if enc := c.ObjectEncoding(ctx, rk).Val(); enc != "embstr" {
+				t.Errorf("%v, charge %d: OBJECT ENCODING %s, want embstr", l.Algorithm, i, enc)
+			}
+		}
+	}
+}

@@ -22,10 +22,12 @@
 -- the PX it sends (ttl + keep + a pad: none for a sliding window, whose
 -- state's end holds for a window; for a leaky bucket a quarter of ttl, at
 -- least a unit's time, as the token bucket's), never later than the key's
--- real expiry. A write keeps the TTL when the expiry recorded covers ttl +
--- keep and exceeds ttl + keep + pad by at most 1/64 (a key then outlives
--- its state by no more than after a write that sets it): a value of the
--- length read is written in place (SETRANGE), another with KEEPTTL.
+-- real expiry. A write keeps the TTL (SET ... KEEPTTL) when the expiry
+-- recorded covers ttl + keep and exceeds ttl + keep + pad by at most 1/64
+-- (a key then outlives its state by no more than after a write that sets
+-- it). Every write is a SET, so the value stays an embedded string, in
+-- the allocation of Redis' object header (SETRANGE would make it a raw
+-- string, a second allocation).
 local function counter_alg(leaky, decide)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
     local str = rcall('GET', key)
@@ -142,33 +144,20 @@ local function counter_alg(leaky, decide)
       h, le = h + 64, 3
     end
     local v = spack(PACK_FMT[(h * 8 + le) * 9 + lb] or pack_fmt(h, le, lb), h, le, a2, c2, e, b2_)
-    if le == 0 then -- the first form records nothing: no pad
-      if undo then
-        remember(undo, key, str, charge < 0 or (exp and exp > need))
-      end
-      rcall('SET', key, v, 'PX', px_string(ttl + keep))
-    elseif kept then
+    if kept and le > 0 then
       if undo then -- put back with KEEPTTL
         remember(undo, key, str, false)
       end
-      if #v == #str then
-        rcall('SETRANGE', key, '0', v)
-      else
-        rcall('SET', key, v, 'KEEPTTL')
-      end
-    else
-      if undo then -- a TTL shorter than the one recorded is put back as it was
-        remember(undo, key, str, charge < 0 or (exp and exp > need))
-      end
-      if str == false or #str == #v then
-        -- SETRANGE makes and keeps the value a raw string, which a kept
-        -- write then writes in place.
-        rcall('SETRANGE', key, '0', v)
-        rcall('PEXPIRE', key, px)
-      else
-        rcall('SET', key, v, 'PX', px)
-      end
+      rcall('SET', key, v, 'KEEPTTL')
+      return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
     end
+    if undo then -- a TTL shorter than the one recorded is put back as it was
+      remember(undo, key, str, charge < 0 or (exp and exp > need))
+    end
+    if le == 0 then -- the first form records nothing: no pad
+      px = px_string(ttl + keep)
+    end
+    rcall('SET', key, v, 'PX', px)
     return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
   end
 end
