@@ -31,19 +31,21 @@
 local function counter_alg(leaky, decide)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
     local str = rcall('GET', key)
-    local a, b, c, rh, exp = 0, 0, 0, 0, false -- rh: the header byte read
+    -- rh, rle, rk: the header byte read, its e's length, its READ_FMT key
+    local a, b, c, rh, rle, rk, exp = 0, 0, 0, 0, 0, 0, false
     if str then
       local len = #str
-      local le, e
-      rh, le = sbyte(str, 1, 2)
+      local e
+      rh, rle = sbyte(str, 1, 2)
       if rh == nil or len > 31 then
         return nil
       elseif rh < 64 then
-        le = 0
-      elseif rh >= 128 or le == nil or le > 7 then
+        rle = 0
+      elseif rh >= 128 or rle == nil or rle > 7 then
         return nil
       end
-      local f = READ_FMT[(rh * 8 + le) * 32 + len] or read_fmt(rh, le, len)
+      rk = (rh * 8 + rle) * 32 + len
+      local f = READ_FMT[rk] or read_fmt(rh, rle, len)
       if f == nil then
         return nil
       end
@@ -100,6 +102,15 @@ local function counter_alg(leaky, decide)
     else
       px = px_string(m)
       rec = clock + (PX_NUM[px] or m) -- the expiry a write that sets the TTL gives, at least
+    end
+    if kept and not leaky and a2 == a and c2 == c and b > 0 and b < 128 and b2_ > 0 and b2_ < 128 then
+      -- A charge in the window read: only its count moves, within its
+      -- byte; the value takes the shape read.
+      if undo then -- put back with KEEPTTL
+        remember(undo, key, str, false)
+      end
+      rcall('SET', key, spack(SAME_FMT[rk], rh, rle, a2 - STATE_EPOCH_MS, c2, exp - a2, b2_), 'KEEPTTL')
+      return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
     end
     -- The value (lib.lua's codec) recording rec: the time field takes 5
     -- bytes from 2026-01-26 to 2043; a count, a fraction, 0 or 1 mostly;

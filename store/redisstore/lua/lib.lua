@@ -136,9 +136,10 @@ local INT_FMT = {[0] = 'i0', 'i1', 'i2', 'i3', 'i4', 'i5', 'i6', 'i7', 'i8'}
 -- state of header byte h, len bytes and le bytes of e (0 in the first
 -- form, whose e reads as 'i0': 0); PACK_FMT[(h * 8 + le) * 9 + lb]
 -- writes h, le, a, c, e and b (le and e as 'i0' in the first form).
--- Built on first use (read_fmt, pack_fmt) and kept for the library's
--- life.
-local READ_FMT, PACK_FMT = {}, {}
+-- SAME_FMT[k] writes a state of the shape READ_FMT[k] reads (its h, le,
+-- a, c, e and b). Built on first use (read_fmt, pack_fmt) and kept for
+-- the library's life.
+local READ_FMT, PACK_FMT, SAME_FMT = {}, {}, {}
 
 -- read_fmt builds and keeps the reading format of h, le (0 for the first
 -- form) and len, and returns it; nil when they make no state.
@@ -152,8 +153,12 @@ local function read_fmt(h, le, len)
   if la > 7 or lb < 0 or lb > 8 then
     return nil
   end
-  local f = '<' .. skip .. INT_FMT[la] .. INT_FMT[lc] .. INT_FMT[le] .. INT_FMT[lb]
-  READ_FMT[(h * 8 + le) * 32 + len] = f
+  local items = INT_FMT[la] .. INT_FMT[lc] .. INT_FMT[le] .. INT_FMT[lb]
+  local k, f, second = (h * 8 + le) * 32 + len, '<' .. skip .. items, 'i0'
+  if le > 0 then
+    second = 'B'
+  end
+  READ_FMT[k], SAME_FMT[k] = f, '<B' .. second .. items
   return f
 end
 
