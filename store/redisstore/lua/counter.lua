@@ -31,11 +31,14 @@
 local function counter_alg(leaky, decide)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
     local str = rcall('GET', key)
-    -- rh, rle, rk: the header byte read, its e's length, its READ_FMT key
-    local a, b, c, rh, rle, rk, exp = 0, 0, 0, 0, 0, 0, false
-    if str then
+    -- rh, rle, rk: the header byte read, its e's length, its READ_FMT
+    -- key; ra, e: a and e as stored; exp: the key's expiry recorded (nil
+    -- for none)
+    local a, b, c, rh, rle, rk, ra, e, exp
+    if str == false then
+      a, b, c, rh = 0, 0, 0, 0
+    else
       local len = #str
-      local e
       rh, rle = sbyte(str, 1, 2)
       if rh == nil or len > 31 then
         return nil
@@ -49,30 +52,33 @@ local function counter_alg(leaky, decide)
       if f == nil then
         return nil
       end
-      a, c, e, b = sunpack(f, str)
+      ra, c, e, b = sunpack(f, str)
       if leaky then
-        b = b + STATE_EPOCH_MS
+        a, b = ra, b + STATE_EPOCH_MS
         if e ~= 0 then
           exp = b + e
         end
       else
-        a = a + STATE_EPOCH_MS
+        a = ra + STATE_EPOCH_MS
         if e ~= 0 then
           exp = a + e
         end
       end
     end
-    local cap, debt, never, charge = x, 0, false, cost -- Limit.Capacity
-    if leaky then
-      cap = z
-    end
+    local debt, never, charge = 0, false, cost
     if flags % 4 >= 2 then
       debt = 1
     end
-    if cost > cap and debt ~= 1 then
-      charge, never = 0, true
-    elseif cost < -cap then
-      charge = -cap
+    if cost > 1 or cost < -1 then -- a capacity (Limit.Capacity) is 1 at least
+      local cap = x
+      if leaky then
+        cap = z
+      end
+      if cost > cap and debt ~= 1 then
+        charge, never = 0, true
+      elseif cost < -cap then
+        charge = -cap
+      end
     end
     local allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = decide(x, y, z, a, b, c, now, charge, flags, debt, b0, b1, b2, b3, b4)
     if never then
@@ -96,26 +102,25 @@ local function counter_alg(leaky, decide)
       end
     end
     local need, m = clock + ttl + keep, ttl + keep + pad
-    local kept, px, rec = exp and exp >= need and exp <= clock + m + (m - m % 64) / 64
-    if kept then
-      rec = exp
-    else
-      px = px_string(m)
-      rec = clock + (PX_NUM[px] or m) -- the expiry a write that sets the TTL gives, at least
-    end
+    local kept = exp and exp >= need and exp <= clock + m + m / 64 -- exp is whole: m / 64 needs no floor
     if kept and not leaky and a2 == a and c2 == c and b > 0 and b < 128 and b2_ > 0 and b2_ < 128 then
       -- A charge in the window read: only its count moves, within its
       -- byte; the value takes the shape read.
       if undo then -- put back with KEEPTTL
         remember(undo, key, str, false)
       end
-      rcall('SET', key, spack(SAME_FMT[rk], rh, rle, a2 - STATE_EPOCH_MS, c2, exp - a2, b2_), 'KEEPTTL')
+      rcall('SET', key, spack(SAME_FMT[rk], rh, rle, ra, c2, e, b2_), 'KEEPTTL')
       return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
+    end
+    local px, rec = nil, exp
+    if not kept then
+      px = px_string(m)
+      rec = clock + (PX_NUM[px] or m) -- the expiry a write that sets the TTL gives, at least
     end
     -- The value (lib.lua's codec) recording rec: the time field takes 5
     -- bytes from 2026-01-26 to 2043; a count, a fraction, 0 or 1 mostly;
     -- a c written as read its length read.
-    local e, la, lb, lc
+    local la, lb, lc
     if leaky then
       e, b2_ = rec - b2_, b2_ - STATE_EPOCH_MS
       if a2 == 0 then
