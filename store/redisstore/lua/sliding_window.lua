@@ -21,14 +21,13 @@
 -- one of w2; sums are kept multiplied by w.
 
 local function sliding_window(requests, period_ms, _, a, b, c, now, cost, flags, debt, b0, b1, b2, b3, b4)
-  local start, w, w2, carry, curr, prev
+  local start, w, w2, carry, curr, prev = 0, period_ms, period_ms, true, 0, 0
   if b0 == nil then -- a fixed period: the window holding now
-    w, w2, carry = period_ms, period_ms, true
     local r = now % w -- the window's start, quo's steps
     if r < 0 then
       r = r + w
     end
-    start, curr, prev = now - r, 0, 0
+    start = now - r
     if a % w ~= 0 then
       -- a window of another period: the limit changed
     elseif a == start then
@@ -74,7 +73,6 @@ local function sliding_window(requests, period_ms, _, a, b, c, now, cost, flags,
       end
       return allowed, 0, retry, 1000, b4 - b1, a, b, c, 0, unrecorded, 0
     end
-    curr, prev = 0, 0
     if a == start then
       curr, prev = b, c
     elseif a == before then
