@@ -200,6 +200,9 @@ func TestCounterKeptTTLLimitChange(t *testing.T) {
 		// 5 in one window of ten minutes weigh on the next: a refund of
 		// the next window's 2 leaves the state's end a window earlier.
 		{"window, a refund of the count", ten, []ttlStep{{ms, swl(10, ten), 5, 0}, {ten + ms, swl(10, ten), 2, 0}, {ten + 2*ms, swl(10, ten), 1, 0}, {ten + 3*ms, swl(10, ten), -3, 0}, {ten + 4*ms, swl(10, ten), 1, 0}}, []int{0, 1, 2, 3, 4}},
+		// A kept charge whose count outgrows its byte takes the first
+		// form (13 bytes would not fit), its count in two bytes.
+		{"window, a count past one byte", h, []ttlStep{{ms, swl(1000, h), 120, 0}, {2 * ms, swl(1000, h), 10, 0}, {3 * ms, swl(1000, h), 1, 0}}, []int{0}},
 		{"calendar day to week", day, []ttlStep{{ms, swCal(10, algorithms.Day), 5, 0}, {2 * ms, swCal(10, algorithms.Day), 1, 0}, {3 * ms, swCal(10, algorithms.Week), 1, 0}, {4 * ms, swCal(10, algorithms.Week), 1, 0}}, []int{0, 1}},
 		{"calendar day to month", day, []ttlStep{{ms, swCal(10, algorithms.Day), 5, 0}, {2 * ms, swCal(10, algorithms.Month), 1, 0}}, []int{0}},
 		{"calendar month to day", day, []ttlStep{{ms, swCal(10, algorithms.Month), 5, 0}, {2 * ms, swCal(10, algorithms.Day), 1, 0}, {3 * ms, swCal(10, algorithms.Day), 1, 0}}, []int{1, 2}},
