@@ -118,8 +118,8 @@ local function counter_alg(leaky, decide)
       rec = clock + (PX_NUM[px] or m) -- the expiry a write that sets the TTL gives, at least
     end
     -- The value (lib.lua's codec) recording rec: the time field takes 5
-    -- bytes from 2026-01-26 to 2043; a count, a fraction, 0 or 1 mostly;
-    -- a c written as read its length read.
+    -- bytes from 2026-01-26 to 2043, a count or a fraction mostly 0 or 1
+    -- byte, and a c written as read the length it was read in.
     local la, lb, lc
     if leaky then
       e, b2_ = rec - b2_, b2_ - STATE_EPOCH_MS

@@ -7,8 +7,9 @@
 -- sliding_window(requests, period_ms, burst, a, b, c, now_ms, cost,
 -- flags, debt, b0, b1, b2, b3, b4): a, b, c the state (window start, its
 -- count, the previous window's count; 0, 0, 0 for none); a calendar
--- limit's boundaries b0 < .. < b4 (b0 nil for a fixed period); results
--- as counter.lua's (wait 0). A fixed period: the window holding now and
+-- limit's boundaries b0 < .. < b4 (b0 nil for a fixed period); burst
+-- and flags unused (counter.lua's one signature); results as
+-- counter.lua's (wait 0). A fixed period: the window holding now and
 -- its counts come from the state (slidingWindow, slidingCounts), and a
 -- debt carries into later windows. A calendar period is [b1, b2) for a
 -- now before b2 (decided at b1 if before it), else [b2, b3); a now at or
@@ -20,7 +21,7 @@
 -- curr + prev * (w - e) / w, e ms into the window of w ms followed by
 -- one of w2; sums are kept multiplied by w.
 
-local function sliding_window(requests, period_ms, _, a, b, c, now, cost, flags, debt, b0, b1, b2, b3, b4)
+local function sliding_window(requests, period_ms, _, a, b, c, now, cost, _, debt, b0, b1, b2, b3, b4)
   local start, w, w2, carry, curr, prev = 0, period_ms, period_ms, true, 0, 0
   if b0 == nil then -- a fixed period: the window holding now
     local r = now % w -- the window's start, quo's steps
