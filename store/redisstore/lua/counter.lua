@@ -94,15 +94,20 @@ local function counter_alg(leaky, decide)
       rcall('DEL', key)
       return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
     end
-    local clock, pad = clock_ms or redis_clock(), 0
-    if leaky then -- x per_ms, y scale: a unit takes y / x ms
-      pad = (ttl - ttl % 4) / 4
+    -- kept: exp covers need and exceeds it by at most the pad and 1/64
+    -- of ttl + keep + pad (exp is whole: m / 64 needs no floor); within
+    -- 1/64 of ttl + keep it is kept whatever the pad.
+    local clock = clock_ms or redis_clock()
+    local need, m = clock + ttl + keep, ttl + keep
+    local kept = exp and exp >= need and exp <= need + m / 64
+    if leaky and not kept then -- x per_ms, y scale: a unit takes y / x ms
+      local pad = (ttl - ttl % 4) / 4
       if pad * x < y then
         pad = (y - y % x) / x + 1
       end
+      m = m + pad
+      kept = exp and exp >= need and exp <= clock + m + m / 64
     end
-    local need, m = clock + ttl + keep, ttl + keep + pad
-    local kept = exp and exp >= need and exp <= clock + m + m / 64 -- exp is whole: m / 64 needs no floor
     if kept and not leaky and a2 == a and c2 == c and b > 0 and b < 128 and b2_ > 0 and b2_ < 128 then
       -- A charge in the window read: only its count moves, within its
       -- byte; the value takes the shape read.
