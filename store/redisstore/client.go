@@ -59,7 +59,7 @@ var ErrClientConfig = errors.New("bad redis client config")
 // NewClient builds a go-redis client from cfg: a *redis.Client
 // (standalone), *redis.ClusterClient (cluster) or failover *redis.Client
 // (sentinel). It does not connect; the first command does. Errors never
-// contain the URL's password.
+// contain the URL's password, nor a part of it.
 func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	if cfg.URL == "" {
 		return nil, bad("empty redis URL")
@@ -68,6 +68,9 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		return nil, bad("pool size and timeouts must not be negative")
 	}
 	u, err := url.Parse(cfg.URL)
+	if misread(cfg.URL, u) {
+		return nil, bad("redis URL %s: an @ after a /, ? or # (write a password's /, ? and # as %%2F, %%3F and %%23, another @ as %%40)", Redact(cfg.URL, cfg.URL))
+	}
 	if err != nil {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // url.Error repeats the URL, password included
@@ -208,6 +211,17 @@ func Redact(text, raw string) string {
 		return text
 	}
 	return strings.ReplaceAll(text, info, "xxxxx")
+}
+
+// misread reports whether raw holds an @ that the URL parser, which gave
+// u (nil when it failed), did not take as its user information's end:
+// a password's /, ? or # written as it is ends the user information
+// early, and the parser reads the password's rest as the port, path,
+// query or fragment, which its errors and go-redis' would quote.
+func misread(raw string, u *url.URL) bool {
+	_, rest, ok := strings.Cut(raw, "://")
+	at := strings.LastIndex(rest, "@")
+	return ok && at > 0 && (u == nil || u.User == nil) && !strings.HasPrefix(rest, "/") && strings.ContainsAny(rest[:at], "/?#")
 }
 
 // scrub removes u's password from err's text, should go-redis quote it.
