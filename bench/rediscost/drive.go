@@ -21,9 +21,10 @@ type subject struct {
 	ref    string // the reference library's function, or refIncr; "" for the store
 	// perCalls are the decisions a call it is measured at; nil: 8 and 1.
 	perCalls []int
-	// group, when above 1, makes each call one Decide of that many
-	// requests (an all-or-nothing group, as a request of several
-	// descriptors) from a lone caller; perCalls is then {group}.
+	// group, when above 1, makes each Decide one of that many requests
+	// (an all-or-nothing group, as a request of several descriptors):
+	// from a lone caller at perCall == group, else from perCall / group
+	// callers whose Decide calls the batcher joins into one FCALL.
 	group int
 }
 
@@ -56,6 +57,10 @@ func subjects() []subject {
 		// Last, so its keys leave the rows above the keyspace they had
 		// without it (a dict that grows rehashes during the rows after).
 		{name: "one Decide of 3 token-bucket limits", prefix: "t3", limit: lim(algorithms.TokenBucket, 1000), perCalls: []int{3}, group: 3},
+		// The side-by-side's load of 3 descriptors: Decide calls of 3
+		// requests from 8 callers, each key new, or a fixed window's.
+		{name: "Decides of 3 token-bucket limits, each key new, 8 callers", prefix: "t3n", limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1_000_000, Period: time.Second}, perCalls: []int{24}, group: 3},
+		{name: "Decides of 3 fixed-window limits, each window new, 8 callers", prefix: "f3n", limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Period: time.Second}, perCalls: []int{24}, group: 3},
 	}
 }
 
@@ -78,10 +83,10 @@ func newDriver(srv *server, sub subject, keys, perCall int) (*driver, error) {
 		return d, nil
 	}
 	cfg := redisstore.Config{Timeout: time.Minute, BatchMaxSize: 1}
-	if perCall > 1 && sub.group <= 1 {
-		// The batcher sends once perCall calls are queued: each FCALL
-		// then holds perCall groups of one request, as under load.
-		cfg = redisstore.Config{Timeout: time.Minute, BatchMaxSize: perCall, BatchPipelines: 1, BatchMaxWait: time.Minute}
+	if callers := perCall / max(sub.group, 1); callers > 1 {
+		// The batcher sends once a call of each caller is queued: each
+		// FCALL then holds that many groups, as under load.
+		cfg = redisstore.Config{Timeout: time.Minute, BatchMaxSize: callers, BatchPipelines: 1, BatchMaxWait: time.Minute}
 	}
 	st, err := redisstore.New(d.srv.client, cfg)
 	if err != nil {
@@ -111,7 +116,9 @@ func (d *driver) run(ctx context.Context, n int) error {
 	if d.sub.ref != "" {
 		return d.runRef(ctx, base, n)
 	}
-	if d.perCall == 1 || d.sub.group > 1 {
+	size := max(d.sub.group, 1) // requests a Decide
+	callers := d.perCall / size
+	if callers == 1 {
 		reqs := make([]store.Request, d.perCall)
 		out := make([]algorithms.Decision, d.perCall)
 		for i := 0; i < n; i += d.perCall {
@@ -125,13 +132,16 @@ func (d *driver) run(ctx context.Context, n int) error {
 		return nil
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, d.perCall)
-	for g := range d.perCall {
+	errs := make([]error, callers)
+	for g := range callers {
 		wg.Go(func() {
-			out := make([]algorithms.Decision, 1)
-			for i := g; i < n; i += d.perCall {
-				req := []store.Request{{Key: d.key(base + i), Limit: d.sub.limit, Cost: 1}}
-				if err := d.st.Decide(ctx, time.Now(), req, out); err != nil {
+			reqs := make([]store.Request, size)
+			out := make([]algorithms.Decision, size)
+			for i := g * size; i < n; i += d.perCall {
+				for j := range reqs {
+					reqs[j] = store.Request{Key: d.key(base + i + j), Limit: d.sub.limit, Cost: 1}
+				}
+				if err := d.st.Decide(ctx, time.Now(), reqs, out); err != nil {
 					errs[g] = fmt.Errorf("%s: %w", d.sub.name, err)
 					return
 				}

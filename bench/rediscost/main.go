@@ -51,13 +51,13 @@ func main() {
 	keys := flag.Int("keys", 10_000, "live keys per algorithm")
 	n := flag.Int("n", 2_000, "decisions per measured phase under callgrind (a multiple of 8)")
 	wall := flag.Int("wall", 20_000, "decisions per phase of the wall-clock run; 0 skips it")
-	only := flag.String("only", "", "measure only the subjects whose name contains this (or one of these, separated by '|')")
+	only := flag.String("only", "", "measure only the subjects (or with -primitives the pieces) whose name contains this (or one of these, separated by '|')")
 	profile := flag.String("profile", "", "keep callgrind's dumps (one a phase, for callgrind_annotate) in this directory")
 	prims := flag.Bool("primitives", false, "measure the pieces a script is made of (Redis commands from Lua, struct, string functions, a Lua call) instead of the decisions")
 	flag.Parse()
 	var err error
 	if *prims {
-		err = runPrimitives(context.Background(), os.Stdout)
+		err = runPrimitives(context.Background(), os.Stdout, *only)
 	} else {
 		err = run(context.Background(), os.Stdout, *keys, *n/8*8, *wall/8*8, *only, *profile)
 	}
@@ -90,11 +90,8 @@ func run(ctx context.Context, out io.Writer, keys, n, wall int, only, profile st
 	}
 	var subs []subject
 	for _, s := range subjects() {
-		for _, o := range strings.Split(only, "|") {
-			if strings.Contains(s.name, o) {
-				subs = append(subs, s)
-				break
-			}
+		if matches(s.name, only) {
+			subs = append(subs, s)
 		}
 	}
 	perCalls := []int{8, 1}
@@ -283,6 +280,17 @@ func targetOf(r *row, b bases) (string, string) {
 		return of(targetSlidingLg, b.tb, "token bucket")
 	}
 	return of(targetOthers, b.tb, "token bucket")
+}
+
+// matches reports whether name contains only or one of its parts
+// separated by '|' ("" matches every name).
+func matches(name, only string) bool {
+	for _, o := range strings.Split(only, "|") {
+		if strings.Contains(name, o) {
+			return true
+		}
+	}
+	return false
 }
 
 func cpuModel() string {

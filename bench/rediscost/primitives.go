@@ -63,18 +63,29 @@ func primitives() []primitive {
 		{name: "a loop of 8 empty steps (to subtract from the two above)", body: "for j = 1, 8 do end"},
 		{name: "struct.unpack, a byte and 2 int64s", setup: "local s = string.rep('a', 33) local su = struct.unpack", body: "local h, a, b = su('<Bi8i8', s, 1)"},
 		{name: "struct.pack, 2 int64s (a short reply)", setup: "local sp = struct.pack", body: "local v = sp('<i8i8', 3997, -172800002)"},
+		{name: "redis.call MGET of 8 keys (one key 8 times)", setup: "local k = KEYS[1]", body: "local v = redis.call('MGET', k, k, k, k, k, k, k, k)", keys: true},
+		{name: "8 redis.call GETs", setup: "local k = KEYS[1]", body: "for j = 1, 8 do local v = redis.call('GET', k) end", keys: true},
+		{name: "redis.call PEXPIREAT key ms", body: "redis.call('PEXPIREAT', KEYS[1], '4102444800000')", keys: true},
+		{name: "redis.call DEL, the key then made by SETRANGE and PEXPIRE", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('DEL', KEYS[1]) redis.call('SETRANGE', KEYS[1], '0', v) redis.call('PEXPIRE', KEYS[1], '86528000')", keys: true},
+		{name: "redis.call DEL, the key then made by SETRANGE and PEXPIREAT", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('DEL', KEYS[1]) redis.call('SETRANGE', KEYS[1], '0', v) redis.call('PEXPIREAT', KEYS[1], '4102444800000')", keys: true},
+		{name: "redis.call DEL, the key then made by SET PX", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('DEL', KEYS[1]) redis.call('SET', KEYS[1], v, 'PX', '86528000')", keys: true},
+		{name: "redis.call DEL, the key then made by SET PXAT", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('DEL', KEYS[1]) redis.call('SET', KEYS[1], v, 'PXAT', '4102444800000')", keys: true},
+		{name: "redis.call DEL, the key then made by SETRANGE", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('DEL', KEYS[1]) redis.call('SETRANGE', KEYS[1], '0', v)", keys: true},
 		{name: "a table of 8 strings joined (table.concat)", setup: "local t = {} for j = 1, 8 do t[j] = string.rep('x', 41) end local tc = table.concat", body: "local v = tc(t)"},
 	}
 }
 
 // measurePrimitives prints each primitive's instructions an iteration,
 // on a server under callgrind.
-func measurePrimitives(ctx context.Context, out io.Writer, srv *server) error {
+func measurePrimitives(ctx context.Context, out io.Writer, srv *server, only string) error {
 	const key = "prim:{x}"
 	const loops = 2000
 	fmt.Fprintln(out, "| piece | instructions |")
 	fmt.Fprintln(out, "|---|---:|")
 	for _, p := range primitives() {
+		if !matches(p.name, only) {
+			continue
+		}
 		src := "local n = tonumber(ARGV[1]) " + p.setup + " for i = 1, n do " + p.body + " end return " + cmp.Or(p.ret, "1")
 		var keys []string
 		if p.keys {
@@ -107,7 +118,7 @@ func measurePrimitives(ctx context.Context, out io.Writer, srv *server) error {
 
 // runPrimitives starts a server under callgrind and measures the
 // primitives on it.
-func runPrimitives(ctx context.Context, out io.Writer) error {
+func runPrimitives(ctx context.Context, out io.Writer, only string) error {
 	dir, err := os.MkdirTemp("", "rediscost")
 	if err != nil {
 		return err
@@ -118,5 +129,5 @@ func runPrimitives(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer srv.stop()
-	return measurePrimitives(ctx, out, srv)
+	return measurePrimitives(ctx, out, srv, only)
 }
