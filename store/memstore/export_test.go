@@ -1,5 +1,13 @@
 package memstore
 
-// Bytes exposes bytes, the memory of the stored entries as the store
-// accounts it, to the external tests.
+// bytes is the memory of the stored entries, states and settlement
+// records, as the store accounts it (entryBytes), including expired
+// entries not yet removed.
+func (s *Store) bytes() int64 {
+	var total int64
+	s.eachShard(func(sh *shard) { total += sh.bytes + sh.recBytes })
+	return total
+}
+
+// Bytes exposes bytes to the external tests.
 func (s *Store) Bytes() int64 { return s.bytes() }

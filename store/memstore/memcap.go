@@ -38,15 +38,6 @@ func allocBytes(n int64) int64 {
 	return (n + step - 1) / step * step
 }
 
-// bytes is the memory of the stored entries, states and settlement
-// records, as the store accounts it (entryBytes), including expired
-// entries not yet removed.
-func (s *Store) bytes() int64 {
-	var total int64
-	s.eachShard(func(sh *shard) { total += sh.bytes + sh.recBytes })
-	return total
-}
-
 // MaxBytes is the store's memory cap (Config.MaxBytes once defaulted and
 // raised to MinMaxBytes).
 func (s *Store) MaxBytes() int64 {
