@@ -123,10 +123,3 @@ func (d *Demand) ForgetDemand(_ context.Context, key, reporter string) error {
 	}
 	return nil
 }
-
-// Len returns the keys held (for tests and metrics).
-func (d *Demand) Len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.keys)
-}

@@ -11,3 +11,10 @@ func (s *Store) bytes() int64 {
 
 // Bytes exposes bytes to the external tests.
 func (s *Store) Bytes() int64 { return s.bytes() }
+
+// Len returns the keys d holds.
+func (d *Demand) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.keys)
+}
