@@ -37,8 +37,8 @@ const identityPolicies = `policies:
 `
 
 // TestLimitsOnOneKeyNeverShareACount: two limits
-// checked on one key used to overwrite each other's state, so alternating
-// them admitted far more than either allows. Every interleaving below
+// checked on one key must not overwrite each other's state, or alternating
+// them admits far more than either allows. Every interleaving below
 // must admit exactly what each limit allows on its own, on both stores,
 // through Check and CheckBatch, for inline limits and for policies.
 func TestLimitsOnOneKeyNeverShareACount(t *testing.T) {

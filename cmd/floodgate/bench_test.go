@@ -361,8 +361,8 @@ func TestBenchBadFlags(t *testing.T) {
 }
 
 // TestBenchRLSWithoutRules: --api rls against a server without the bench
-// rules answers every request OK with no limit; bench says so (it used to
-// report "100% allowed" as if it had measured decisions), and --strict
+// rules answers every request OK with no limit; bench says so (rather
+// than report "100% allowed" as if it had measured decisions), and --strict
 // makes that exit 1. With the rules, or on --api check, no warning.
 func TestBenchRLSWithoutRules(t *testing.T) {
 	rulesOut, _, err := runBenchCmd(t, noEnv, "bench", "--print-config", "--limit", "1000000000/1s")
