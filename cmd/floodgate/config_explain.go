@@ -214,7 +214,7 @@ type bucketCandidateReport struct {
 
 func newExplainReport(cfg *rules.Set, f explainFlags, descs [][]rules.Entry, buckets []map[string]string) explainReport {
 	r := explainReport{Config: f.config, Domain: f.domain, RedisPrefix: f.redisPrefix, Descriptors: []descriptorReport{}}
-	for _, d := range cfg.Explain(f.domain, descs).Descriptors {
+	for _, d := range cfg.Explain(f.domain, descs) {
 		r.Descriptors = append(r.Descriptors, newDescriptorReport(d, f.redisPrefix))
 	}
 	for _, id := range buckets {

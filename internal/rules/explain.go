@@ -50,15 +50,6 @@ func FormatPath(path []PathLevel) string {
 	return b.String()
 }
 
-// Explanation is what Explain found for one request of a domain.
-type Explanation struct {
-	// KnownDomain is false when the config has no such domain (the Envoy
-	// API then answers OK to everything).
-	KnownDomain bool
-	// Descriptors has one entry per descriptor of the request, in order.
-	Descriptors []DescriptorExplanation
-}
-
 // DescriptorExplanation is what one descriptor matches.
 type DescriptorExplanation struct {
 	// Entries is the descriptor.
@@ -100,13 +91,13 @@ type Candidate struct {
 	matched, keys, depthGap int // for ranking: levels matched, keys matched, |depth difference|
 }
 
-// Explain says, for every descriptor of one request of domain, which
-// limits apply, the store key each counts under, and which are dropped by
-// another matched limit's replaces (as MatchRequest does); for a
-// descriptor that matches nothing, the nearest rules and why each did not
-// match.
-func (c *Set) Explain(domain string, descriptors [][]Entry) Explanation {
-	ex := Explanation{KnownDomain: c.HasDomain(domain)}
+// Explain says, for every descriptor of one request of domain, in order,
+// which limits apply, the store key each counts under, and which are
+// dropped by another matched limit's replaces (as MatchRequest does); for
+// a descriptor that matches nothing in a domain the config has, the
+// nearest rules and why each did not match.
+func (c *Set) Explain(domain string, descriptors [][]Entry) []DescriptorExplanation {
+	var out []DescriptorExplanation
 	matched := c.MatchRequest(domain, descriptors)
 	replacer := map[string]string{} // replaced name -> replacing limit's name
 	for _, d := range descriptors {
@@ -130,12 +121,12 @@ func (c *Set) Explain(domain string, descriptors [][]Entry) Explanation {
 			}
 			de.Matches = append(de.Matches, m)
 		}
-		if len(de.Matches) == 0 && ex.KnownDomain {
+		if len(de.Matches) == 0 && c.HasDomain(domain) {
 			de.Candidates = c.candidates(domain, d)
 		}
-		ex.Descriptors = append(ex.Descriptors, de)
+		out = append(out, de)
 	}
-	return ex
+	return out
 }
 
 // candidates ranks the domain's rules (nodes with limits) that share at

@@ -79,10 +79,10 @@ func TestExplain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ex := c.Explain("shop", [][]Entry{tc.entries})
-			if !ex.KnownDomain || len(ex.Descriptors) != 1 {
+			if len(ex) != 1 {
 				t.Fatalf("Explain = %+v", ex)
 			}
-			d := ex.Descriptors[0]
+			d := ex[0]
 			if tc.wantName == "" {
 				if len(d.Matches) != 0 {
 					t.Fatalf("matches %v, want none", d.Matches[0].Limit.Name)
@@ -132,7 +132,7 @@ func TestExplain(t *testing.T) {
 // wildcard rule is a candidate whose reason names the sibling.
 func TestExplainPrecedence(t *testing.T) {
 	c := mustParse(t, explainYAML)
-	d := c.Explain("shop", [][]Entry{{{"path", "/api/health"}}}).Descriptors[0]
+	d := c.Explain("shop", [][]Entry{{{"path", "/api/health"}}})[0]
 	i := slices.IndexFunc(d.Candidates, func(cd Candidate) bool { return FormatPath(cd.Path) == "path=/api/*" })
 	want := `entry 1: path="/api/health" goes to key "path" with value "/api/health" (at test.yaml:14:5), which takes precedence over key "path" with value "/api/*"`
 	if i < 0 || len(d.Candidates[i].Reasons) != 1 || d.Candidates[i].Reasons[0] != want {
@@ -144,16 +144,16 @@ func TestExplainStoreKeyLayout(t *testing.T) {
 	c := mustParse(t, explainYAML)
 	// A plain wildcard counts every value apart.
 	p := c.Explain("shop", [][]Entry{{{"file", "a.pdf"}}, {{"file", "b.pdf"}}})
-	if ka, kb := p.Descriptors[0].Matches[0].StoreKey, p.Descriptors[1].Matches[0].StoreKey; ka == kb || !strings.HasSuffix(ka, "|5:a.pdf") {
+	if ka, kb := p[0].Matches[0].StoreKey, p[1].Matches[0].StoreKey; ka == kb || !strings.HasSuffix(ka, "|5:a.pdf") {
 		t.Errorf("wildcard keys %q and %q, want one per value", ka, kb)
 	}
 	// share_threshold leaves the value out: two paths share one key.
-	a := c.Explain("shop", [][]Entry{{{"path", "/api/a"}}}).Descriptors[0].Matches[0]
-	b := c.Explain("shop", [][]Entry{{{"path", "/api/b"}}}).Descriptors[0].Matches[0]
+	a := c.Explain("shop", [][]Entry{{{"path", "/api/a"}}})[0].Matches[0]
+	b := c.Explain("shop", [][]Entry{{{"path", "/api/b"}}})[0].Matches[0]
 	if a.StoreKey != b.StoreKey || !strings.HasSuffix(a.StoreKey, "|*") {
 		t.Errorf("share_threshold keys %q and %q, want one shared key ending |*", a.StoreKey, b.StoreKey)
 	}
-	m := c.Explain("shop", [][]Entry{{{"remote_address", "10.0.0.1"}}}).Descriptors[0].Matches[0]
+	m := c.Explain("shop", [][]Entry{{{"remote_address", "10.0.0.1"}}})[0].Matches[0]
 	want := "e" + keys.LimitID(m.Limit.ID) + "|8:10.0.0.1"
 	if m.StoreKey != want {
 		t.Errorf("store key %q, want %q", m.StoreKey, want)
@@ -163,15 +163,15 @@ func TestExplainStoreKeyLayout(t *testing.T) {
 func TestExplainReplaces(t *testing.T) {
 	c := mustParse(t, explainYAML)
 	ex := c.Explain("shop", [][]Entry{{{"tier", "free"}}, {{"plan", "gold"}}})
-	prem := ex.Descriptors[1].Matches[0]
+	prem := ex[1].Matches[0]
 	if prem.Limit.Name != "premium" || prem.ReplacedBy != "shop.tier_free" {
 		t.Errorf("premium replaced by %q, want shop.tier_free", prem.ReplacedBy)
 	}
-	if ex.Descriptors[0].Matches[0].ReplacedBy != "" {
+	if ex[0].Matches[0].ReplacedBy != "" {
 		t.Errorf("the replacing limit is itself replaced")
 	}
 	// Alone, premium applies.
-	if r := c.Explain("shop", [][]Entry{{{"plan", "gold"}}}).Descriptors[0].Matches[0].ReplacedBy; r != "" {
+	if r := c.Explain("shop", [][]Entry{{{"plan", "gold"}}})[0].Matches[0].ReplacedBy; r != "" {
 		t.Errorf("premium alone replaced by %q", r)
 	}
 }
@@ -179,7 +179,7 @@ func TestExplainReplaces(t *testing.T) {
 func TestExplainUnknownDomain(t *testing.T) {
 	c := mustParse(t, explainYAML)
 	ex := c.Explain("nope", [][]Entry{{{"remote_address", "1"}}})
-	if ex.KnownDomain || len(ex.Descriptors[0].Matches) != 0 || len(ex.Descriptors[0].Candidates) != 0 {
+	if len(ex) != 1 || len(ex[0].Matches) != 0 || len(ex[0].Candidates) != 0 {
 		t.Errorf("Explain(unknown domain) = %+v", ex)
 	}
 }
