@@ -269,12 +269,15 @@ func (c *Client) Close() error {
 	return c.conn.Close()
 }
 
-// withTimeout bounds ctx by d when d > 0.
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if d <= 0 {
-		return ctx, func() {}
+// call runs rpc on req with c's call options, bounded by c's timeout
+// when it is positive.
+func call[Req, Resp any](ctx context.Context, c *Client, rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
 	}
-	return context.WithTimeout(ctx, d)
+	return rpc(ctx, req, c.callOpts...)
 }
 
 // Check spends r.Cost (default 1) against r.Key's limit, if the whole
@@ -287,9 +290,7 @@ func (c *Client) Check(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, fmt.Errorf("floodgate check: %w", err)
 	}
-	ctx, cancel := withTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := c.rl.Check(ctx, req, c.callOpts...)
+	resp, err := call(ctx, c, c.rl.Check, req)
 	if err != nil {
 		return Decision{}, fmt.Errorf("floodgate check: %w", err)
 	}
@@ -308,9 +309,7 @@ func (c *Client) CheckBatch(ctx context.Context, reqs ...Request) (BatchDecision
 		}
 		in.Checks[i] = cr
 	}
-	ctx, cancel := withTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := c.rl.CheckBatch(ctx, in, c.callOpts...)
+	resp, err := call(ctx, c, c.rl.CheckBatch, in)
 	if err != nil {
 		return BatchDecision{}, fmt.Errorf("floodgate check batch: %w", err)
 	}
@@ -334,9 +333,7 @@ func (c *Client) Peek(ctx context.Context, r Request) (Decision, error) {
 	if inline != nil {
 		req.Source = &floodgatev1.PeekRequest_Limit{Limit: inline}
 	}
-	ctx, cancel := withTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := c.rl.Peek(ctx, req, c.callOpts...)
+	resp, err := call(ctx, c, c.rl.Peek, req)
 	if err != nil {
 		return Decision{}, fmt.Errorf("floodgate peek: %w", err)
 	}
@@ -346,9 +343,7 @@ func (c *Client) Peek(ctx context.Context, r Request) (Decision, error) {
 // Reset forgets key under alg (algorithms.Unspecified: under every algorithm), every
 // limit's count of it, so its next check starts from a full limit.
 func (c *Client) Reset(ctx context.Context, key string, alg algorithms.Algorithm) error {
-	ctx, cancel := withTimeout(ctx, c.timeout)
-	defer cancel()
-	if _, err := c.rl.Reset(ctx, &floodgatev1.ResetRequest{Key: key, Algorithm: floodgatev1.Algorithm(alg)}, c.callOpts...); err != nil {
+	if _, err := call(ctx, c, c.rl.Reset, &floodgatev1.ResetRequest{Key: key, Algorithm: floodgatev1.Algorithm(alg)}); err != nil {
 		return fmt.Errorf("floodgate reset: %w", err)
 	}
 	return nil
@@ -367,9 +362,7 @@ func (c *Client) ResetLimit(ctx context.Context, key string, limit Limit) error 
 	if inline != nil {
 		req.Source = &floodgatev1.ResetRequest_Limit{Limit: inline}
 	}
-	ctx, cancel := withTimeout(ctx, c.timeout)
-	defer cancel()
-	if _, err := c.rl.Reset(ctx, req, c.callOpts...); err != nil {
+	if _, err := call(ctx, c, c.rl.Reset, req); err != nil {
 		return fmt.Errorf("floodgate reset: %w", err)
 	}
 	return nil

@@ -53,9 +53,7 @@ func (c *Client) Settle(ctx context.Context, key string, limit Limit, reserved, 
 	if inline != nil {
 		req.Source = &floodgatev1.SettleRequest_Limit{Limit: inline}
 	}
-	ctx, cancel := withTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := c.rl.Settle(ctx, req, c.callOpts...)
+	resp, err := call(ctx, c, c.rl.Settle, req)
 	if err != nil {
 		return Settlement{}, fmt.Errorf("floodgate settle: %w", err)
 	}
