@@ -154,7 +154,7 @@ type serveEnv struct {
 	f           *serveFlags
 	failureMode rules.FailureMode
 	log         *slog.Logger
-	reg         prometheus.Registerer
+	reg         *prometheus.Registry
 	metrics     *observability.Metrics
 	limited     *limited.Tracker // nil: tracking off
 }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/floodgate/floodgate/internal/giveback"
 	"github.com/floodgate/floodgate/internal/hostcheck"
 	"github.com/floodgate/floodgate/internal/observability"
@@ -45,7 +47,7 @@ func (e serveEnv) buildAdmin(st store.Store, apis decisionAPIs, p grpcPipeline, 
 	lis = server.NewGate(server.TransportLimits{MaxConnections: f.limits.MaxConnections, MaxConnectionsPerClient: f.limits.MaxConnectionsPerClient}).Listener(lis)
 	as := server.AdminSettings{
 		Ready:     readiness(st, draining),
-		Metrics:   e.metrics.Handler(),
+		Metrics:   promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}),
 		Pprof:     f.pprof,
 		API:       e.httpAPI(st, apis, p),
 		Rules:     s.Rules, // nil without --config: /debug/config says so

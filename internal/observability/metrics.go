@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
 	"github.com/floodgate/floodgate/algorithms"
@@ -128,8 +126,7 @@ type Metrics struct {
 	refused       *prometheus.CounterVec // guards.go
 	panics        *prometheus.CounterVec
 
-	grpc     *grpcprom.ServerMetrics
-	gatherer prometheus.Gatherer
+	grpc *grpcprom.ServerMetrics
 }
 
 // Labels are the labels of one decision's series: the front door (API,
@@ -155,17 +152,12 @@ type decisionSeries struct {
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: a fresh
-// registry). Handler serves reg when it is a prometheus.Gatherer (a
-// *prometheus.Registry is), else nothing. It panics, as
-// prometheus.MustRegister does, when reg already holds them: call it
-// once, at startup.
+// registry, which nothing serves). It panics, as prometheus.MustRegister
+// does, when reg already holds them: call it once, at startup.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{nDetails: map[ruleKey]int{}, gatherer: prometheus.Gatherers{}}
+	m := &Metrics{nDetails: map[ruleKey]int{}}
 	if reg == nil {
 		reg = prometheus.NewRegistry()
-	}
-	if g, ok := reg.(prometheus.Gatherer); ok {
-		m.gatherer = g
 	}
 	d := DeclareOn(reg)
 	m.decisions = d.CounterVec("floodgate_decisions_total",
@@ -376,11 +368,6 @@ func (m *Metrics) GRPCStreamInterceptor() grpc.StreamServerInterceptor {
 // registered on srv with zero values, so they exist before the first call.
 // Call it after every service is registered.
 func (m *Metrics) InitializeGRPC(srv *grpc.Server) { m.grpc.InitializeMetrics(srv) }
-
-// Handler serves the metrics in the Prometheus text format (for /metrics).
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-}
 
 // InstrumentStore wraps s so every call is timed and counted under
 // backend, a fixed name ("memory", "redis"). Wrap the store that talks to

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -31,10 +32,11 @@ import (
 	"github.com/floodgate/floodgate/store/memstore"
 )
 
-// scrape GETs h like Prometheus would and parses the text format.
-func scrape(t testing.TB, h http.Handler) map[string]*dto.MetricFamily {
+// scrape GETs reg's metrics like Prometheus would, served as serve's
+// /metrics serves them, and parses the text format.
+func scrape(t testing.TB, reg prometheus.Gatherer) map[string]*dto.MetricFamily {
 	t.Helper()
-	ts := httptest.NewServer(h)
+	ts := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	defer ts.Close()
 	resp, err := http.Get(ts.URL + "/metrics")
 	if err != nil {
@@ -145,7 +147,7 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fams := scrape(t, m.Handler())
+	fams := scrape(t, reg)
 	want := []struct {
 		name   string
 		labels map[string]string
@@ -187,7 +189,7 @@ func TestMetricsScrape(t *testing.T) {
 	}
 
 	m.SetBreakerOpen(false)
-	if got, _ := sample(scrape(t, m.Handler()), "floodgate_breaker_state", nil); got != 0 {
+	if got, _ := sample(scrape(t, reg), "floodgate_breaker_state", nil); got != 0 {
 		t.Errorf("breaker closed: got %v, want 0", got)
 	}
 }
@@ -201,7 +203,8 @@ func (failingStore) Decide(context.Context, time.Time, []store.Request, []algori
 }
 
 func TestInstrumentStore(t *testing.T) {
-	m := observability.NewMetrics(nil)
+	reg := prometheus.NewRegistry()
+	m := observability.NewMetrics(reg)
 	mem := memstore.New(memstore.Config{})
 	t.Cleanup(func() { mem.Close() })
 	st := observability.InstrumentStore(mem, m, "memory")
@@ -235,7 +238,7 @@ func TestInstrumentStore(t *testing.T) {
 		t.Fatalf("failing store: got %v, want ErrUnavailable", err)
 	}
 
-	fams := scrape(t, m.Handler())
+	fams := scrape(t, reg)
 	want := []struct {
 		name   string
 		labels map[string]string
@@ -278,7 +281,7 @@ func TestDecisionSeriesNewRuleCountable(t *testing.T) {
 		m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: fmt.Sprintf("rule%d", i), Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, false)
 	}
 	m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: "rule0", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, false)
-	fm := scrape(t, m.Handler())
+	fm := scrape(t, reg)
 	if got := len(fm["floodgate_decisions_total"].GetMetric()); got != n {
 		t.Fatalf("got %d series, want %d", got, n)
 	}
@@ -296,7 +299,8 @@ func TestDecisionSeriesNewRuleCountable(t *testing.T) {
 // across rules (MaxDetailedSeries); past the bounds they count under the
 // rule, and a plain rule is still counted under its own name.
 func TestDetailedSeriesBounded(t *testing.T) {
-	m := observability.NewMetrics(nil)
+	reg := prometheus.NewRegistry()
+	m := observability.NewMetrics(reg)
 	const perRule = 3
 	rules := observability.MaxDetailedSeries/perRule + 10
 	for r := range rules {
@@ -308,7 +312,7 @@ func TestDetailedSeriesBounded(t *testing.T) {
 	m.ObserveDetailedDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: "r0", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, "r0_v0", perRule, false) // admitted before
 	m.ObserveDetailedDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: "r1", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, "r1_"+strings.Repeat("x", observability.MaxDetailBytes), 100, false)
 	m.ObserveDecision(observability.Labels{API: observability.APIEnvoy, Domain: "d", Rule: "plain", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}, false)
-	fm := scrape(t, m.Handler())
+	fm := scrape(t, reg)
 	details, total := 0, 0.0
 	for _, s := range fm["floodgate_decisions_total"].GetMetric() {
 		total += s.GetCounter().GetValue()
@@ -413,14 +417,15 @@ func BenchmarkObserveDecision(b *testing.B) {
 // TestObserveRuleByResult: a RuleSeries counts each result under its own
 // series, and a label that is not a Result constant counts as "other".
 func TestObserveRuleByResult(t *testing.T) {
-	m := observability.NewMetrics(nil)
+	reg := prometheus.NewRegistry()
+	m := observability.NewMetrics(reg)
 	var rs observability.RuleSeries
 	l := observability.Labels{API: observability.APIEnvoy, Domain: "edge", Rule: "r", Algorithm: algorithms.FixedWindow}
 	for _, res := range []string{observability.ResultAllowed, observability.ResultDenied, observability.ResultDenied, observability.ResultLocal, "bogus"} {
 		l.Result = res
 		m.ObserveRule(&rs, l, false)
 	}
-	fm := scrape(t, m.Handler())
+	fm := scrape(t, reg)
 	for res, want := range map[string]float64{"allowed": 1, "denied": 2, "local": 1, "other": 1} {
 		if got, ok := sample(fm, "floodgate_decisions_total", labels("rule", "r", "result", res)); !ok || got != want {
 			t.Errorf("result %s: got %v (present %v), want %v", res, got, ok, want)
@@ -431,12 +436,13 @@ func TestObserveRuleByResult(t *testing.T) {
 // TestDetailedSeriesPerDomain: the per-rule bound on detailed labels
 // counts a rule of each domain apart.
 func TestDetailedSeriesPerDomain(t *testing.T) {
-	m := observability.NewMetrics(nil)
+	reg := prometheus.NewRegistry()
+	m := observability.NewMetrics(reg)
 	for _, domain := range []string{"a", "b"} {
 		l := observability.Labels{API: observability.APIEnvoy, Domain: domain, Rule: "r", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}
 		m.ObserveDetailedDecision(l, "r_"+domain, 1, false)
 	}
-	fm := scrape(t, m.Handler())
+	fm := scrape(t, reg)
 	for _, domain := range []string{"a", "b"} {
 		if got, ok := sample(fm, "floodgate_decisions_total", labels("domain", domain, "rule", "r_"+domain)); !ok || got != 1 {
 			t.Errorf("domain %s: detailed label counted %v (present %v), want 1", domain, got, ok)
@@ -449,7 +455,8 @@ func TestDetailedSeriesPerDomain(t *testing.T) {
 // bad run replaced by U+FFFD, never a panic, and values that differ only
 // in their bad bytes share one detailed label.
 func TestLabelsNotUTF8(t *testing.T) {
-	m := observability.NewMetrics(nil)
+	reg := prometheus.NewRegistry()
+	m := observability.NewMetrics(reg)
 	l := observability.Labels{API: observability.APIEnvoy, Domain: "d\xfe", Rule: "r\xff", Algorithm: algorithms.FixedWindow, Result: observability.ResultAllowed}
 	m.ObserveDecision(l, true)
 	m.ObserveDecision(l, false)
@@ -458,7 +465,7 @@ func TestLabelsNotUTF8(t *testing.T) {
 		m.ObserveDetailedDecision(l, detail, 2, false)
 	}
 	m.ObserveDetailedDecision(l, "r_ok2", 2, false) // no room: under the rule
-	fm := scrape(t, m.Handler())
+	fm := scrape(t, reg)
 	for _, c := range []struct {
 		domain, rule string
 		want         float64
