@@ -60,7 +60,8 @@ local function fixed_window(key, requests, w, _, cost, flags, now, keep, undo, b
   local write = flags % 2 == 0
   if cost > 0 and not debt and write then
     -- The common charge: added first, taken back when it does not fit.
-    local v = rpcall('INCRBY', wkey, cost)
+    local cs = NUM_STR[cost] or num_string(cost)
+    local v = rpcall('INCRBY', wkey, cs)
     if rtype(v) ~= 'number' then
       return nil
     end
@@ -69,7 +70,7 @@ local function fixed_window(key, requests, w, _, cost, flags, now, keep, undo, b
       if v == cost then
         rcall('DEL', wkey)
       else
-        rcall('DECRBY', wkey, cost)
+        rcall('DECRBY', wkey, cs)
       end
       if count > 2 * requests then
         count = 2 * requests
@@ -129,7 +130,7 @@ local function fixed_window(key, requests, w, _, cost, flags, now, keep, undo, b
         if undo then
           remember(undo, wkey, str and add or false, false)
         end
-        if rcall('INCRBY', wkey, add) == add then
+        if rcall('INCRBY', wkey, NUM_STR[add] or num_string(add)) == add then
           rcall('PEXPIRE', wkey, px_string(stop - now + keep))
         end
       end

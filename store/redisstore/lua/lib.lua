@@ -243,6 +243,23 @@ local function px_string(px)
   return s
 end
 
+-- num_string is the argument string of an integer v (a cost, a count
+-- added): Redis turns a Lua number argument into a string with
+-- '%.17g', which costs more than the command it is for, so a script
+-- sends strings, each made once and kept in NUM_STR (emptied at 4,096,
+-- so a stream of distinct costs cannot grow it without bound). Callers
+-- look NUM_STR[v] up first.
+local NUM_STR, NUM_N = {}, 0
+
+local function num_string(v)
+  if NUM_N >= 4096 then
+    NUM_STR, NUM_N = {}, 0
+  end
+  local s = string.format('%d', v)
+  NUM_STR[v], NUM_N = s, NUM_N + 1
+  return s
+end
+
 -- Undo. A group of several requests is all or nothing: each request
 -- writes at once, and when one is denied undo_all puts back what the
 -- group wrote, newest first, in the same call. Before a write, an
@@ -272,7 +289,7 @@ local function undo_all(undo)
     if old == false then
       redis.call('DEL', key)
     elseif type(old) == 'number' then
-      redis.call('DECRBY', key, old)
+      redis.call('DECRBY', key, NUM_STR[old] or num_string(old))
     elseif pttl then
       redis.call('SET', key, old, 'PX', pttl)
     else
