@@ -1,7 +1,6 @@
--- counter.lua: counter_alg makes the ALG functions (lib.lua) of the
--- algorithms whose state is three integers (sliding window, leaky
--- bucket), mirroring decideMode in algorithms/mode.go. Each algorithm's
--- decide takes
+-- counter.lua: counter_alg makes the sliding window's ALG function
+-- (lib.lua) from its decision (sliding_window.lua), mirroring decideMode
+-- in algorithms/mode.go. The decision takes
 --
 --   x, y, z, a, b, c, now, cost, flags, debt, b0, b1, b2, b3, b4
 --
@@ -19,16 +18,14 @@
 --
 -- The key records its expiry (the codec's second form, when it fits): a
 -- write that sets the TTL records Redis' clock at the call's start plus
--- the PX it sends (ttl + keep + a pad: none for a sliding window, whose
--- state's end holds for a window; for a leaky bucket a quarter of ttl, at
--- least a unit's time, as the token bucket's), never later than the key's
--- real expiry. A write keeps the TTL (SET ... KEEPTTL) when the expiry
--- recorded covers ttl + keep and exceeds ttl + keep + pad by at most 1/64
--- (a key then outlives its state by no more than after a write that sets
--- it). Every write is a SET, so the value stays an embedded string, in
--- the allocation of Redis' object header (SETRANGE would make it a raw
--- string, a second allocation).
-local function counter_alg(leaky, decide)
+-- the PX it sends (ttl + keep: the state's end holds for a window),
+-- never later than the key's real expiry. A write keeps the TTL (SET ...
+-- KEEPTTL) when the expiry recorded covers ttl + keep and exceeds it by
+-- at most 1/64 (a key then outlives its state by no more than after a
+-- write that sets it). Every write is a SET, so the value stays an
+-- embedded string, in the allocation of Redis' object header (SETRANGE
+-- would make it a raw string, a second allocation).
+local function counter_alg(decide)
   return function(key, x, y, z, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
     local str = rcall('GET', key)
     -- rh, rle, rk: the header byte read, its e's length, its READ_FMT
@@ -53,31 +50,20 @@ local function counter_alg(leaky, decide)
         return nil
       end
       ra, c, e, b = sunpack(f, str)
-      if leaky then
-        a, b = ra, b + STATE_EPOCH_MS
-        if e ~= 0 then
-          exp = b + e
-        end
-      else
-        a = ra + STATE_EPOCH_MS
-        if e ~= 0 then
-          exp = a + e
-        end
+      a = ra + STATE_EPOCH_MS
+      if e ~= 0 then
+        exp = a + e
       end
     end
     local debt, never, charge = 0, false, cost
     if flags % 4 >= 2 then
       debt = 1
     end
-    if cost > 1 or cost < -1 then -- a capacity (Limit.Capacity) is 1 at least
-      local cap = x
-      if leaky then
-        cap = z
-      end
-      if cost > cap and debt ~= 1 then
+    if cost > 1 or cost < -1 then -- a capacity (Limit.Capacity, x) is 1 at least
+      if cost > x and debt ~= 1 then
         charge, never = 0, true
-      elseif cost < -cap then
-        charge = -cap
+      elseif cost < -x then
+        charge = -x
       end
     end
     local allowed, remaining, retry, reset, ttl, a2, b2_, c2, wait, unrecorded, owed = decide(x, y, z, a, b, c, now, charge, flags, debt, b0, b1, b2, b3, b4)
@@ -94,21 +80,12 @@ local function counter_alg(leaky, decide)
       rcall('DEL', key)
       return allowed, remaining, retry, reset, ttl, wait, unrecorded, owed
     end
-    -- kept: exp covers need and exceeds it by at most the pad and 1/64
-    -- of ttl + keep + pad (exp is whole: m / 64 needs no floor); within
-    -- 1/64 of ttl + keep it is kept whatever the pad.
+    -- kept: exp covers need and exceeds it by at most 1/64 of ttl + keep
+    -- (exp is whole: m / 64 needs no floor).
     local clock = clock_ms or redis_clock()
     local need, m = clock + ttl + keep, ttl + keep
     local kept = exp and exp >= need and exp <= need + m / 64
-    if leaky and not kept then -- x per_ms, y scale: a unit takes y / x ms
-      local pad = (ttl - ttl % 4) / 4
-      if pad * x < y then
-        pad = (y - y % x) / x + 1
-      end
-      m = m + pad
-      kept = exp and exp >= need and exp <= clock + m + m / 64
-    end
-    if kept and not leaky and a2 == a and c2 == c and b > 0 and b < 128 and b2_ > 0 and b2_ < 128 then
+    if kept and a2 == a and c2 == c and b > 0 and b < 128 and b2_ > 0 and b2_ < 128 then
       -- A charge in the window read: only its count moves, within its
       -- byte; the value takes the shape read.
       if undo then -- put back with KEEPTTL
@@ -122,50 +99,12 @@ local function counter_alg(leaky, decide)
       px = px_string(m)
       rec = clock + (PX_NUM[px] or m) -- the expiry a write that sets the TTL gives, at least
     end
-    -- The value (lib.lua's codec) recording rec: the time field takes 5
-    -- bytes from 2026-01-26 to 2043, a count or a fraction mostly 0 or 1
-    -- byte, and a c written as read the length it was read in.
-    local la, lb, lc
-    if leaky then
-      e, b2_ = rec - b2_, b2_ - STATE_EPOCH_MS
-      if a2 == 0 then
-        la = 0
-      else
-        la = int_len(a2)
-      end
-      if b2_ >= 2147483648 and b2_ < 549755813888 then -- 2^31, 2^39
-        lb = 5
-      else
-        lb = int_len(b2_)
-      end
-    else
-      e, a2 = rec - a2, a2 - STATE_EPOCH_MS
-      if a2 >= 2147483648 and a2 < 549755813888 then
-        la = 5
-      else
-        la = int_len(a2)
-      end
-      if b2_ > 0 and b2_ < 128 then
-        lb = 1
-      else
-        lb = int_len(b2_)
-      end
-    end
+    local lc -- a c written as read the length it was read in
     if c2 == c then
       lc = rh % 8
-    else
-      lc = int_len(c2)
     end
-    local h, n, le = la * 8 + lc, la + lc + lb, 0
-    if e >= 8388608 or e < -8388608 then -- 2^23
-      if n < 7 and e >= -2147483648 and e < 2147483648 then -- 2^31: 12 bytes at most
-        h, le = h + 64, 4
-      end
-    elseif n < 8 and e ~= 0 then
-      h, le = h + 64, 3
-    end
-    local v = spack(PACK_FMT[(h * 8 + le) * 9 + lb] or pack_fmt(h, le, lb), h, le, a2, c2, e, b2_)
-    if kept and le > 0 then
+    local v, second = state_value(a2 - STATE_EPOCH_MS, c2, b2_, rec - a2, lc)
+    if kept and second then
       if undo then -- put back with KEEPTTL
         remember(undo, key, str, false)
       end
@@ -175,7 +114,7 @@ local function counter_alg(leaky, decide)
     if undo then -- a TTL shorter than the one recorded is put back as it was
       remember(undo, key, str, charge < 0 or (exp and exp > need))
     end
-    if le == 0 then -- the first form records nothing: no pad
+    if not second then
       px = px_string(ttl + keep)
     end
     rcall('SET', key, v, 'PX', px)
@@ -183,5 +122,4 @@ local function counter_alg(leaky, decide)
   end
 end
 
-ALG[ALG_SLIDING_WINDOW] = counter_alg(false, sliding_window)
-ALG[ALG_LEAKY_BUCKET] = counter_alg(true, leaky_bucket)
+ALG[ALG_SLIDING_WINDOW] = counter_alg(sliding_window)

@@ -124,8 +124,8 @@ local REPLY_FMT, SHORT_FMT, WAIT_FMT = '<i8i8i8i8i8', '<i8i8', '<i8i8i8'
 -- when it fits in 12 bytes (e in 3 bytes, or 4), so a state stays in
 -- Redis' object header's allocation, else the first. v0.2.0 reads both
 -- forms (its decisions ignore e) and writes the first, which records no
--- expiry. counter.lua reads and writes them (counter_alg) with the
--- formats below.
+-- expiry. The two algorithms' ALG functions read them with READ_FMT,
+-- write them with state_value, or in the shape read with SAME_FMT.
 local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 
 -- INT_FMT[n] is the struct item of an n-byte integer ('i0' reads and
@@ -183,16 +183,53 @@ end
 -- int_len is the fewest bytes two's complement v needs (0 for 0); 9
 -- when out of range.
 local function int_len(v)
-  if v == 0 then
-    return 0
-  elseif v < 0 then
+  if v < 0 then
     v = -v - 1 -- the same length as v
+  elseif v == 0 then
+    return 0
   end
-  local n, lim = 1, 128 -- n bytes hold below 2^(8n - 1)
-  while v >= lim and n < 9 do
-    n, lim = n + 1, lim * 256
+  -- n bytes hold below 2^(8n - 1)
+  if v < 32768 then
+    if v < 128 then
+      return 1
+    end
+    return 2
+  elseif v < 2147483648 then
+    if v < 8388608 then
+      return 3
+    end
+    return 4
+  elseif v < 549755813888 then
+    return 5
+  elseif v < 140737488355328 then
+    return 6
+  elseif v < 36028797018963968 then
+    return 7
+  elseif v < 9223372036854775808 then
+    return 8
   end
-  return n
+  return 9
+end
+
+-- state_value is the value of the state a, c, b (the time field less
+-- STATE_EPOCH_MS) recording e (the key's expiry less the time field; 0:
+-- none), c in lc bytes (nil: the fewest), and whether it took the second
+-- form (which records e). Each integer takes the fewest bytes; the time
+-- field 5 from 2026-01-26 to 2043, a count mostly 0 or 1.
+local function state_value(a, c, b, e, lc)
+  local la, lb = int_len(a), int_len(b)
+  if lc == nil then
+    lc = int_len(c)
+  end
+  local h, n, le = la * 8 + lc, la + lc + lb, 0
+  if e >= 8388608 or e < -8388608 then -- 2^23
+    if n < 7 and e >= -2147483648 and e < 2147483648 then -- 2^31: 12 bytes at most
+      h, le = h + 64, 4
+    end
+  elseif n < 8 and e ~= 0 then
+    h, le = h + 64, 3
+  end
+  return spack(PACK_FMT[(h * 8 + le) * 9 + lb] or pack_fmt(h, le, lb), h, le, a, c, e, b), le > 0
 end
 
 -- px_string is the PX string of a write whose state must live px ms (>
