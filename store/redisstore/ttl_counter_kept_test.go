@@ -55,6 +55,32 @@ func counterExpiry(alg algorithms.Algorithm, v string) (int64, bool) {
 	return a + tbEpochMs + e, true
 }
 
+// counterState is the state a three-integer value of alg holds (either
+// form), and whether it is whole.
+func counterState(alg algorithms.Algorithm, v string) (algorithms.State, bool) {
+	if len(v) < 1 || v[0] >= 128 {
+		return algorithms.State{}, false
+	}
+	h, at, le := int(v[0]), 1, 0
+	if h >= 64 {
+		if len(v) < 2 {
+			return algorithms.State{}, false
+		}
+		h, at, le = h-64, 2, int(v[1])
+	}
+	la, lc := h>>3, h&7
+	if at+la+lc+le > len(v) {
+		return algorithms.State{}, false
+	}
+	a := leInt(v[at : at+la])
+	c := leInt(v[at+la : at+la+lc])
+	b := leInt(v[at+la+lc+le:])
+	if alg == algorithms.LeakyBucket {
+		return algorithms.State{A: a, B: b + tbEpochMs, C: c}, true
+	}
+	return algorithms.State{A: a + tbEpochMs, B: b, C: c}, true
+}
+
 // leInt reads a little-endian two's complement integer of len(s) bytes
 // (0 for none).
 func leInt(s string) int64 {
@@ -132,7 +158,11 @@ func runCounterSteps(t *testing.T, s store.Store, c redis.UniversalClient, key s
 		}
 		state = next
 		t.Logf("step %d (cost %d under %v): TTL %v", i, st.cost, st.l, d.TTL)
-		ok := checkCounterKey(t, c, st.l, redisstore.StateKey(st.l.Algorithm, key), d.TTL, d.TTL+keep, true)
+		rk := redisstore.StateKey(st.l.Algorithm, key)
+		if got, ok := counterState(st.l.Algorithm, c.Get(context.Background(), rk).Val()); !ok || got.A != next.A || got.B != next.B || got.C != next.C {
+			t.Errorf("step %d: the key holds %+v (whole: %v), want Go's %+v", i, got, ok, next)
+		}
+		ok := checkCounterKey(t, c, st.l, rk, d.TTL, d.TTL+keep, true)
 		for _, r := range recorded {
 			if r == i && !ok {
 				t.Errorf("step %d: the value records no expiry", i)
@@ -208,6 +238,14 @@ func TestCounterKeptTTLLimitChange(t *testing.T) {
 		{"leaky, rate faster", h, []ttlStep{{ms, lbl(100, h), 40, 0}, {2 * ms, lbl(100, h), 1, 0}, {3 * ms, lbl(100, 30*time.Minute), 1, 0}, {4 * ms, lbl(100, 30*time.Minute), 1, 0}}, []int{0, 1, 2, 3}},
 		{"leaky, a debt", h, []ttlStep{{ms, lbl(10, h), 8, 0}, {2 * ms, lbl(10, h), 1, 0}, {3 * ms, lbl(10, h), 10, algorithms.Debt}}, []int{0, 1, 2}},
 		{"leaky, a give-back", h, []ttlStep{{ms, lbl(100, h), 40, 0}, {2 * ms, lbl(100, h), -20, 0}, {3 * ms, lbl(100, h), 1, 0}}, []int{0, 1, 2}},
+		// 3 units a ms (30 in 10 s): a kept charge leaves the end a third
+		// of a ms past a whole ms where the state read had none, so the
+		// fraction takes a byte the value read had not.
+		// From 1 unit a ms (10 in 10 s) to 3 (30 in 20 s): a kept charge
+		// of 3, whose end falls on a whole ms as the state read's, still
+		// writes the new rate's unit.
+		{"leaky, another unit", h, []ttlStep{{ms, lbl(10, 10*time.Second), 2, 0}, {2 * ms, lbl(30, 20*time.Second), 3, 0}, {3 * ms, lbl(30, 20*time.Second), 1, 0}}, []int{0, 1, 2}},
+		{"leaky, a fraction of a ms", h, []ttlStep{{ms, lbl(30, 10*time.Second), 3, 0}, {2 * ms, lbl(30, 10*time.Second), 1, 0}, {3 * ms, lbl(30, 10*time.Second), 1, 0}, {4 * ms, lbl(30, 10*time.Second), 1, 0}}, []int{0, 1, 2, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runCounterSteps(t, s, c, "ctrkept-"+tc.name, redisNow(t, c, tc.trunc), keep, tc.steps, tc.recorded...)
@@ -307,6 +345,42 @@ func TestCounterKeptTTLClocks(t *testing.T) {
 			}
 			checkCounterKey(t, c, l, redisstore.StateKey(l.Algorithm, key), d.TTL, d.TTL+keep, true)
 		})
+	}
+}
+
+// TestCounterKeptTTLExpiryWidth: a replica running 12,300 s ahead of
+// Redis (ClientTime, an hour kept) charges a leaky bucket of 200 a day (a
+// unit of 432 s) twice. The first write records an expiry just within
+// 3 bytes of its state's end (-2^23 + 178,592 ms); the second keeps the
+// TTL and moves the end by a unit, so the expiry recorded lies 2^23 ms
+// and more before it: the value must take 4 bytes for it, and never
+// record an expiry later than the key's.
+func TestCounterKeptTTLExpiryWidth(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	s := newStore(t, c, testConfig())
+	defer s.Close()
+	const keep = time.Hour
+	l := lbl(200, 24*time.Hour)
+	key := "ctrwidth"
+	rk := redisstore.StateKey(l.Algorithm, key)
+	now := nearRedis().Add(12300 * time.Second)
+	var state algorithms.State
+	for i := range 2 {
+		var d algorithms.Decision
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		state, d = goDecide(l, state, at, 1, 0)
+		if got := decide(t, s, at, store.Request{Key: key, Limit: l, Cost: 1})[0]; got != d || !d.Allowed {
+			t.Fatalf("charge %d: %+v, want Go's %+v, allowed", i, got, d)
+		}
+		if !checkCounterKey(t, c, l, rk, d.TTL, d.TTL+keep, true) {
+			t.Errorf("charge %d: the value records no expiry", i)
+		}
+		v := c.Get(ctx, rk).Val()
+		if want := 3 + i; len(v) < 2 || int(v[1]) != want {
+			t.Errorf("charge %d: the value %q records its expiry in %d bytes, want %d", i, v, v[1], want)
+		}
 	}
 }
 
