@@ -32,9 +32,8 @@ type GRPCSettings struct {
 	// enabled at debug level.
 	// nil means slog.Default().
 	Logger *slog.Logger
-	// MaxRecvMsgBytes bounds a request. 0 means DefaultMaxRecvMsgBytes.
-	MaxRecvMsgBytes int
-	// ServerOptions are appended (TLS credentials, keepalive, limits).
+	// ServerOptions are appended (TLS credentials, keepalive, limits;
+	// GRPCLimitOptions' MaxRecvMsgSize overrides DefaultMaxRecvMsgBytes).
 	ServerOptions []grpc.ServerOption
 	// UnaryInterceptors run after recovery and logging, in order.
 	UnaryInterceptors []grpc.UnaryServerInterceptor
@@ -62,7 +61,6 @@ type GRPCSettings struct {
 // share one port.
 func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServiceServer, s GRPCSettings) (*grpc.Server, *health.Server) {
 	log := cmp.Or(s.Logger, slog.Default())
-	maxRecv := cmp.Or(max(s.MaxRecvMsgBytes, 0), DefaultMaxRecvMsgBytes)
 	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
@@ -104,7 +102,7 @@ func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServic
 		// are not UTF-8 is decided like any other instead of failing in
 		// the codec, unseen (see lenientcodec).
 		grpc.ForceServerCodecV2(lenientcodec.Codec{}),
-		grpc.MaxRecvMsgSize(maxRecv),
+		grpc.MaxRecvMsgSize(DefaultMaxRecvMsgBytes),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}, s.ServerOptions...)

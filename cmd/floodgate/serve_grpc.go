@@ -110,7 +110,6 @@ func (e serveEnv) buildGRPC(p grpcPipeline, apis decisionAPIs, quota *rlqs.Servi
 	traceUnary, traceStream := p.tracing.ServerInterceptors()
 	return server.NewGRPCServer(apis.rateLimiter, apis.envoy, server.GRPCSettings{
 		Logger:             e.log,
-		MaxRecvMsgBytes:    e.f.maxRecvMsgBytes,
 		ServerOptions:      p.opts,
 		UnaryInterceptors:  p.unary,
 		StreamInterceptors: p.stream,
