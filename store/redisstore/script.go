@@ -47,11 +47,10 @@ func luaFile(name string) string {
 }
 
 // luaSource is the Lua of the function library: lib.lua, the algorithms
-// (each adds its function to lib.lua's ALG; counter.lua after the two
-// it wraps), then the drivers.
+// (each adds its function to lib.lua's ALG), then the drivers.
 func luaSource() string {
 	src := luaLib
-	for _, f := range []string{"token_bucket", "sliding_window", "fixed_window", "leaky_bucket", "counter", "sliding_window_log", "decide", "settle", "demand", "forget"} {
+	for _, f := range []string{"token_bucket", "sliding_window", "fixed_window", "leaky_bucket", "sliding_window_log", "decide", "settle", "demand", "forget"} {
 		src += luaFile(f)
 	}
 	return src
