@@ -257,7 +257,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	quotaSvc.Store(quota)
 	grpcSrv, hs := env.buildGRPC(pipe, apis, quota)
 	health = hs
-	metrics.InitializeGRPC(grpcSrv)
+	metrics.GRPC.InitializeMetrics(grpcSrv)
 
 	lis, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {

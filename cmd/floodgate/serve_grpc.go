@@ -53,8 +53,8 @@ func (e serveEnv) buildGRPCPipeline(ctx context.Context) (p grpcPipeline, err er
 		p.opts = append(p.opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	p.opts = append(p.opts, server.GRPCLimitOptions(uint32(min(f.maxConcurrentStreams, 1<<32-1)), f.maxRecvMsgBytes)...)
-	p.unary = []grpc.UnaryServerInterceptor{metrics.GRPCUnaryInterceptor()}
-	p.stream = []grpc.StreamServerInterceptor{metrics.GRPCStreamInterceptor()}
+	p.unary = []grpc.UnaryServerInterceptor{metrics.GRPC.UnaryServerInterceptor()}
+	p.stream = []grpc.StreamServerInterceptor{metrics.GRPC.StreamServerInterceptor()}
 	if f.authTokenFile != "" {
 		tokens, err := auth.NewTokenAuth(ctx, f.authTokenFile, log)
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/softlimit"
@@ -126,7 +125,12 @@ type Metrics struct {
 	refused       *prometheus.CounterVec // guards.go
 	panics        *prometheus.CounterVec
 
-	grpc *grpcprom.ServerMetrics
+	// GRPC records go-grpc-middleware's grpc_server_* metrics, registered
+	// with the others: the server installs its interceptors (calls the
+	// Gate refuses, a token or the stream caps, never reach them) and,
+	// once every service is registered, calls its InitializeMetrics, so
+	// each method's series exist before its first call.
+	GRPC *grpcprom.ServerMetrics
 }
 
 // Labels are the labels of one decision's series: the front door (API,
@@ -197,10 +201,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.panics = d.CounterVec("floodgate_handler_panics_total",
 		"Panics caught under a decision handler, by front door (api); on the Envoy API each is answered by the limits' failure modes.",
 		"api")
-	m.grpc = grpcprom.NewServerMetrics(
+	m.GRPC = grpcprom.NewServerMetrics(
 		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(RequestDurationBuckets())),
 	)
-	reg.MustRegister(m.grpc)
+	reg.MustRegister(m.GRPC)
 	// Both results exist from the start, so an alert on errors has a zero
 	// to compare against.
 	m.configReloads.WithLabelValues("success")
@@ -351,23 +355,6 @@ func (m *Metrics) SetBuildInfo(version string) {
 	m.buildInfo.Reset()
 	m.buildInfo.WithLabelValues(version).Set(1)
 }
-
-// GRPCUnaryInterceptor records grpc_server_* metrics for unary calls.
-// Calls the server's Gate refuses (a token, the stream caps) never reach
-// it.
-func (m *Metrics) GRPCUnaryInterceptor() grpc.UnaryServerInterceptor {
-	return m.grpc.UnaryServerInterceptor()
-}
-
-// GRPCStreamInterceptor records grpc_server_* metrics for streaming calls.
-func (m *Metrics) GRPCStreamInterceptor() grpc.StreamServerInterceptor {
-	return m.grpc.StreamServerInterceptor()
-}
-
-// InitializeGRPC creates the grpc_server_* series of every method
-// registered on srv with zero values, so they exist before the first call.
-// Call it after every service is registered.
-func (m *Metrics) InitializeGRPC(srv *grpc.Server) { m.grpc.InitializeMetrics(srv) }
 
 // InstrumentStore wraps s so every call is timed and counted under
 // backend, a fixed name ("memory", "redis"). Wrap the store that talks to

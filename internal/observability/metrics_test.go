@@ -117,10 +117,10 @@ func TestMetricsScrape(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	srv, hs := server.NewGRPCServer(server.NewRateLimiter(st, server.CheckSettings{}), nil, server.GRPCSettings{
 		Logger:             slog.New(slog.DiscardHandler),
-		UnaryInterceptors:  []grpc.UnaryServerInterceptor{m.GRPCUnaryInterceptor()},
-		StreamInterceptors: []grpc.StreamServerInterceptor{m.GRPCStreamInterceptor()},
+		UnaryInterceptors:  []grpc.UnaryServerInterceptor{m.GRPC.UnaryServerInterceptor()},
+		StreamInterceptors: []grpc.StreamServerInterceptor{m.GRPC.StreamServerInterceptor()},
 	})
-	m.InitializeGRPC(srv)
+	m.GRPC.InitializeMetrics(srv)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -167,7 +167,7 @@ func TestMetricsScrape(t *testing.T) {
 		{"grpc_server_handled_total", labels("grpc_service", "floodgate.v1.RateLimiter", "grpc_method", "Check", "grpc_code", "OK"), 2},
 		{"grpc_server_handled_total", labels("grpc_service", "floodgate.v1.RateLimiter", "grpc_method", "Check", "grpc_code", "InvalidArgument"), 1},
 		{"grpc_server_handled_total", labels("grpc_service", "grpc.health.v1.Health", "grpc_method", "Check", "grpc_code", "OK"), 1},
-		// Initialized by InitializeGRPC, never called.
+		// Initialized by GRPC.InitializeMetrics, never called.
 		{"grpc_server_handled_total", labels("grpc_service", "floodgate.v1.RateLimiter", "grpc_method", "Reset", "grpc_code", "OK"), 0},
 		{"grpc_server_handling_seconds", labels("grpc_service", "floodgate.v1.RateLimiter", "grpc_method", "Check"), 3},
 	}
