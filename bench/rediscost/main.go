@@ -112,8 +112,10 @@ func run(ctx context.Context, out io.Writer, keys, n, wall int, only, profile st
 	}
 	var rows []*row
 	for _, s := range subs {
-		if err := warm(ctx, cg, s, keys); err != nil {
-			return err
+		if !s.cold {
+			if err := warm(ctx, cg, s, keys); err != nil {
+				return err
+			}
 		}
 		pcs := perCalls
 		if s.perCalls != nil {
@@ -178,7 +180,7 @@ func cpuRun(ctx context.Context, rows []*row, keys, wall int) error {
 	}
 	warmed := map[string]bool{}
 	for _, r := range rows {
-		if !warmed[r.sub.name] {
+		if !warmed[r.sub.name] && !r.sub.cold {
 			if err := warm(ctx, srv, r.sub, keys); err != nil {
 				return err
 			}
