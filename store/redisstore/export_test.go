@@ -5,3 +5,7 @@ var (
 	HashTag = hashTag
 	Slot    = slot
 )
+
+// TBPadMin exposes the least pad of a token bucket's TTL to the
+// external tests.
+const TBPadMin = tbPadMin

@@ -77,12 +77,20 @@ const (
 	flagCalendar = 8 // a calendar limit: calLen bytes of boundaries follow
 )
 
-// luaWire is the Lua that defines the wire sizes lua/lib.lua uses, and
+// luaWire is the Lua that defines the wire sizes lua/lib.lua uses,
 // BAD_REPLY, the first field of a failed request's record (replyBad,
-// then zeros).
+// then zeros), and TB_PAD_MIN (tbPadMin in ms).
 func luaWire() string {
-	return fmt.Sprintf("local HDR_LEN, REQ_LEN, CAL_LEN = %d, %d, %d\nlocal BAD_REPLY = %d\n", hdrLen, reqLen, calLen, replyBad)
+	return fmt.Sprintf("local HDR_LEN, REQ_LEN, CAL_LEN = %d, %d, %d\nlocal BAD_REPLY = %d\nlocal TB_PAD_MIN = %d\n", hdrLen, reqLen, calLen, replyBad, tbPadMin.Milliseconds())
 }
+
+// tbPadMin is the least a token bucket's key is kept beyond what its
+// state needs when a write sets its TTL (lua/token_bucket.lua's pad): a
+// key charged again within it is found live and its TTL kept (GET and
+// SETRANGE), not expired and made again (SETRANGE and PEXPIRE, and
+// Redis' deletion of the expired key), for a second's memory a key seen
+// once.
+const tbPadMin = time.Second
 
 // replyBad is the allowed byte of a request whose key holds a malformed
 // state (lua/lib.lua's BAD_REPLY): it and its group decided nothing.

@@ -20,8 +20,8 @@ import (
 // a write keeps the key's TTL when the expiry recorded covers what the new
 // state needs. These tests attack that guard: after every write the key
 // must live as long as its state needs (Go's TTL, plus ClientTime's hour)
-// and at most the pad (a quarter of the TTL, or a token's time if
-// longer) and 1/64 longer, and the
+// and at most the pad (a quarter of the TTL, a token's time or
+// redisstore.TBPadMin, whichever is longest) and 1/64 longer, and the
 // expiry recorded must never be later than the key's real one, whoever
 // wrote the key before: a limit changed by a reload either way, a
 // replica whose clock runs ahead or behind, a build that recorded no
@@ -50,7 +50,7 @@ func keptExpiry(v string) (int64, bool) {
 // checkKeptKey checks the token bucket key rk after a write whose state
 // needs need (Go's TTL plus keep) and whose TTL is ttl, under a limit
 // whose token comes back in tok: its PTTL lies within [need, need + pad
-// + 1/64], the pad the larger of ttl/4 and tok, and the expiry its value records,
+// + 1/64], the pad the largest of ttl/4, tok and TBPadMin, and the expiry its value records,
 // when it records one (it must when recorded is true), is no later than
 // the key's real expiry (Redis' TIME plus its PTTL).
 func checkKeptKey(t *testing.T, c redis.UniversalClient, rk string, ttl, need, tok time.Duration, recorded bool) {
@@ -69,11 +69,11 @@ func checkKeptKey(t *testing.T, c redis.UniversalClient, rk string, ttl, need, t
 	if err != nil {
 		t.Fatalf("%s: %v", rk, err)
 	}
-	hi := need + max(ttl/4, tok)
+	hi := need + max(ttl/4, tok, redisstore.TBPadMin)
 	if pttl <= need-slack {
 		t.Errorf("PTTL %v, but the state needs %v: the key expires while its state still counts", pttl, need)
 	} else if pttl > hi+hi/64+slack {
-		t.Errorf("PTTL %v, the state needs %v: the key outlives its state by more than the pad, max(%v / 4, %v)", pttl, need, ttl, tok)
+		t.Errorf("PTTL %v, the state needs %v: the key outlives its state by more than the pad, max(%v / 4, %v, %v)", pttl, need, ttl, tok, redisstore.TBPadMin)
 	}
 	exp, ok := keptExpiry(v)
 	if recorded && !ok {
@@ -141,6 +141,63 @@ func TestTokenBucketKeptTTLLimitChange(t *testing.T) {
 			runKeptSteps(t, s, c, "tbkept-"+tc.name, nearRedis(), time.Hour, tc.steps)
 		})
 	}
+}
+
+// TestTokenBucketKeptTTLFastLimit: a limit far above its traffic (a
+// million a second) leaves a state its next token refills within a ms;
+// its key lives TBPadMin beyond that, and a charge within it finds the
+// key live and keeps its TTL, rather than finding it expired and making
+// it again. Instants are Redis' (TIME before the write, PEXPIRETIME), so
+// a pause only makes an attempt too late, and that attempt is tried
+// again on a new key.
+func TestTokenBucketKeptTTLFastLimit(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	s := newStore(t, c, redisstore.Config{Timeout: 5 * time.Second}) // Redis' clock
+	defer s.Close()
+	l := tb(1_000_000, time.Second)
+	redisMs := func() int64 {
+		t.Helper()
+		tm, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm.UnixMilli()
+	}
+	expiry := func(rk string) int64 {
+		t.Helper()
+		at, err := c.PExpireTime(ctx, rk).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at.Milliseconds()
+	}
+	for attempt := range 5 {
+		key := fmt.Sprintf("tbfast-%d", attempt)
+		rk := redisstore.StateKey(l.Algorithm, key)
+		before := redisMs()
+		if d := decide(t, s, time.Now(), store.Request{Key: key, Limit: l, Cost: 1})[0]; !d.Allowed || d.TTL > time.Millisecond {
+			t.Fatalf("1 of a million a second: %+v, want allowed with a TTL of a ms at most", d)
+		}
+		at := expiry(rk)
+		if at < before+redisstore.TBPadMin.Milliseconds() {
+			t.Fatalf("the key expires at %d, %d ms after the clock before the write: want TBPadMin (%v) at least", at, at-before, redisstore.TBPadMin)
+		}
+		if d := decide(t, s, time.Now(), store.Request{Key: key, Limit: l, Cost: 1})[0]; !d.Allowed {
+			t.Fatalf("the second charge: %+v, want allowed", d)
+		}
+		// The expiry recorded may be short of the key's by PX's rounding
+		// (1/64): a write more than that before it keeps the TTL.
+		if redisMs()+20 >= at {
+			continue
+		}
+		if got := expiry(rk); got != at {
+			t.Errorf("the second charge moved the key's expiry from %d to %d: want the TTL kept", at, got)
+		}
+		return
+	}
+	t.Fatal("no attempt ran in time")
 }
 
 // TestTokenBucketKeptTTLClocks: replicas deciding on their own clocks

@@ -8,6 +8,7 @@ import (
 	"github.com/floodgate/floodgate/algorithms"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // TestKeyTTL pins the TTL every algorithm's key is left with in Redis
@@ -94,11 +95,12 @@ func TestKeyTTL(t *testing.T) {
 						got, err := c.PTTL(ctx, k.redis).Result()
 						// A counter's PX is rounded up by at most 1/64
 						// (lua/lib.lua's px_string); a token bucket's
-						// is padded by a quarter of its TTL or a token's
-						// time (lua/token_bucket.lua).
+						// is padded by a quarter of its TTL, a token's
+						// time or TBPadMin, whichever is longest
+						// (lua/token_bucket.lua).
 						hi := want
 						if k.req.Limit.Algorithm == algorithms.TokenBucket {
-							hi += max(d.TTL/4, k.req.Limit.Period/time.Duration(k.req.Limit.Requests))
+							hi += max(d.TTL/4, k.req.Limit.Period/time.Duration(k.req.Limit.Requests), redisstore.TBPadMin)
 						}
 						if err != nil || got > hi+hi/64 || got <= want-slack {
 							t.Errorf("%v, cost %d at t0+%v: PTTL %s = %v, %v; want %v (the decision's TTL %v plus ClientTime's %v, rounded up by at most 1/64; kept from an earlier write: %v)",

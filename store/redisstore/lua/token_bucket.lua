@@ -11,12 +11,14 @@
 --
 -- The expiry recorded is never later than the key's: a write that sets
 -- the TTL records Redis' clock at the call's start plus the PX it sends
--- (ttl + keep + a pad: a quarter of ttl, at least a token's time). A
--- write keeps the TTL, its bytes written in place (SETRANGE: the value
--- stays a raw string), when the expiry recorded covers ttl + keep and
--- exceeds it by at most the pad, so a charge moving the arrival time
--- by a token after one that set it keeps it, and a key outlives its state
--- by at most the pad and px_string's 1/64.
+-- (ttl + keep + a pad: a quarter of ttl, at least a token's time and
+-- TB_PAD_MIN, script.go's tbPadMin). A write keeps the TTL, its bytes
+-- written in place (SETRANGE: the value stays a raw string), when the
+-- expiry recorded covers ttl + keep and exceeds it by at most the pad,
+-- so a charge moving the arrival time by a token after one that set it
+-- keeps it, as does a charge within TB_PAD_MIN of the write that set it
+-- on a bucket that refilled meanwhile, and a key outlives its state by
+-- at most the pad and px_string's 1/64.
 --
 -- lead is how far the arrival time stands ahead of now, in ticks (the
 -- tokens lacking, scaled). Beyond 2 × the capacity's ticks it is 2 ×
@@ -143,16 +145,20 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     end
     local need = (clock_ms or redis_clock()) + ttl + keep -- the expiry the state needs
     -- The TTL is kept when the expiry recorded passes the one needed by
-    -- at most the pad, tested without computing it: over <=
-    -- floor(ttl / 4) when 4 × over <= ttl, over <= floor(scale / per_ms)
-    -- + 1 when (over - 1) × per_ms <= scale.
+    -- at most the pad, tested without computing it: over <= TB_PAD_MIN,
+    -- over <= floor(ttl / 4) when 4 × over <= ttl, over <=
+    -- floor(scale / per_ms) + 1 when (over - 1) × per_ms <= scale.
     local over = exp - need
     local pad -- nil while the TTL is kept
-    if over < 0 or (4 * over > ttl and (over - 1) * per_ms > scale) then
-      -- A quarter of ttl or a token's time and a ms, whichever is longer.
+    if over < 0 or (over > TB_PAD_MIN and 4 * over > ttl and (over - 1) * per_ms > scale) then
+      -- A quarter of ttl or a token's time and a ms, whichever is
+      -- longer, and TB_PAD_MIN at least.
       pad = (ttl - ttl % 4) / 4
       if pad * per_ms <= scale then
         pad = (scale - scale % per_ms) / per_ms + 1
+      end
+      if pad < TB_PAD_MIN then
+        pad = TB_PAD_MIN
       end
       exp = need + pad
     end
