@@ -121,7 +121,7 @@ func NewGRPCServer(rl floodgatev1.RateLimiterServer, envoy rlsv3.RateLimitServic
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv) // for grpcurl
 	if s.Gate != nil {
-		s.Gate.setServer(srv)
+		s.Gate.srv.Store(srv) // its streaming methods get no unary deadline
 	}
 	return srv, hs
 }

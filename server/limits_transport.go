@@ -115,9 +115,6 @@ func (g *Gate) ServerOptions() []grpc.ServerOption {
 	}
 }
 
-// setServer records the server whose streaming methods get no deadline.
-func (g *Gate) setServer(srv *grpc.Server) { g.srv.Store(srv) }
-
 // streamingMethods are the streaming methods of the server, as
 // "/service/method".
 func (g *Gate) streamingMethods() map[string]bool {
