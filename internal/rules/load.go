@@ -130,10 +130,6 @@ func walkDir(dir string) (files, folders []string, err error) {
 	return files, folders, err
 }
 
-// isAnyFileName reports whether a folder's entry is read with AnyFile:
-// any name not starting with '.'.
-func isAnyFileName(name string) bool { return !strings.HasPrefix(name, ".") }
-
 // isConfigName reports whether a folder's entry is read as a config file:
 // a *.yaml or *.yml name not starting with '.'.
 func isConfigName(name string) bool {

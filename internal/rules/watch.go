@@ -39,7 +39,7 @@ func Watch(ctx context.Context, path string, o Options, onLoad func(*Set), onErr
 		// The sub-folders there are now are watched too; one made later
 		// is read at the next reload (a change elsewhere, or SIGHUP).
 		_, folders, _ := walkDir(path)
-		paths, match = append(paths, folders...), isAnyFileName
+		paths, match = append(paths, folders...), nil // filewatch's default: every name not starting with '.'
 	}
 	return filewatch.Watch(ctx, filewatch.Options[Set]{
 		Paths:     paths,
