@@ -193,6 +193,26 @@ func TestWatchFolderNewFile(t *testing.T) {
 	}
 }
 
+// TestWatchAnyFile: with AnyFile a watched folder reloads when a file of
+// any name in a sub-folder changes, and never reads a name starting with
+// '.' (a broken one there does not fail the reload).
+func TestWatchAnyFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"sub/rules": rules(1), ".swp": "not: [yaml"})
+	ev := newEvents()
+	w, err := Watch(t.Context(), dir, Options{AnyFile: true}, ev.onLoad, ev.onError)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	<-ev.loads
+	writeAtomic(t, filepath.Join(dir, "sub", "rules"), rules(2))
+	if got := requestsOf(t, ev.load(t)); got != 2 {
+		t.Fatalf("requests = %d, want 2", got)
+	}
+}
+
 func TestWatchInitialError(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
