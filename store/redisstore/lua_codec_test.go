@@ -16,7 +16,8 @@ import (
 // codecRoundTrip packs a, c, e and b (ARGV[1..4]) as lib.lua's codec
 // does, each in int_len's bytes but e in ARGV[5] bytes (0: the first
 // form), with pack_fmt's format, and reads the value back with
-// read_fmt's, answering the value and the four integers read.
+// read_fmt's (the header too), answering the value and the four
+// integers read.
 const codecRoundTrip = `
 read_header('') -- binds redis.call and struct's functions
 local a, c, e, b, le = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -27,7 +28,10 @@ if le > 0 then
 end
 local v = struct.pack(PACK_FMT[(h * 8 + le) * 9 + lb] or pack_fmt(h, le, lb), h, le, a, c, e, b)
 local f = READ_FMT[(h * 8 + le) * 32 + #v] or read_fmt(h, le, #v)
-local ra, rc, re, rb = struct.unpack(f, v)
+local rh, rle, ra, rc, re, rb = struct.unpack(f, v)
+if rh ~= h or rle ~= le then
+  return redis.error_reply("the header read back as " .. rh .. ", " .. rle)
+end
 return {v, string.format('%d', ra), string.format('%d', rc), string.format('%d', re), string.format('%d', rb)}
 `
 

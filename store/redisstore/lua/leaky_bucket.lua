@@ -20,30 +20,32 @@
 -- exceeds it by at most the pad and 1/64 (a key then outlives its state
 -- by no more than after a write that sets it).
 
+-- LB_SHAPE, LB_SHAPE_HL: the formats the leaky bucket's states are read
+-- with first, by length (lib.lua's state_fmt).
+local LB_SHAPE, LB_SHAPE_HL = {}, {}
+
 local function leaky_bucket(key, per_ms, scale, capacity, cost, flags, now, keep, undo)
   local str = rcall('GET', key)
   -- ra, c, e, rb: the state as stored (e the expiry less the time field
-  -- rb, 0 for none); rh, rle, rk: its header byte, e's length, its
-  -- READ_FMT key; exp: the key's expiry recorded (nil for none); end_ms
-  -- and end_u: the queue's end, now when it is empty.
-  local ra, c, e, rb, rh, rle, rk, exp = 0, 0, 0, 0, 0, 0
+  -- rb, 0 for none); rh, rle, f: its header byte, e's length, the
+  -- format read (lib.lua's READ_FMT); exp: the key's expiry recorded
+  -- (nil for none); end_ms and end_u: the queue's end, now when it is
+  -- empty.
+  local ra, c, e, rb, rh, rle, f, exp = 0, 0, 0, 0, 0, 0
   local end_ms, end_u = now, 0
   if str then
     local len = #str
-    rh, rle = sbyte(str, 1, 2)
-    if rh == nil or len > 31 then
-      return nil
-    elseif rh < 64 then
-      rle = 0
-    elseif rh >= 128 or rle == nil or rle > 7 then
-      return nil
+    f = LB_SHAPE[len]
+    if f then
+      rh, rle, ra, c, e, rb = sunpack(f, str)
     end
-    rk = (rh * 8 + rle) * 32 + len
-    local f = READ_FMT[rk] or read_fmt(rh, rle, len)
-    if f == nil then
-      return nil
+    if f == nil or rh * 256 + rle ~= LB_SHAPE_HL[len] then
+      f = state_fmt(str, len, LB_SHAPE, LB_SHAPE_HL)
+      if f == nil then
+        return nil
+      end
+      rh, rle, ra, c, e, rb = sunpack(f, str)
     end
-    ra, c, e, rb = sunpack(f, str)
     end_ms, end_u = rb + STATE_EPOCH_MS, ra
     if e ~= 0 then
       exp = end_ms + e
@@ -185,7 +187,7 @@ local function leaky_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
       if undo then -- put back with KEEPTTL
         remember(undo, key, str, false)
       end
-      rcall('SET', key, spack(SAME_FMT[rk], rh, rle, ra, c, e2, bt), 'KEEPTTL')
+      rcall('SET', key, spack(f, rh, rle, ra, c, e2, bt), 'KEEPTTL')
       return 1, remaining, 0, ttl, ttl, w, unrecorded, owed
     end
   else

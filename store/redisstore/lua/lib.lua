@@ -124,41 +124,57 @@ local REPLY_FMT, SHORT_FMT, WAIT_FMT = '<i8i8i8i8i8', '<i8i8', '<i8i8i8'
 -- when it fits in 12 bytes (e in 3 bytes, or 4), so a state stays in
 -- Redis' object header's allocation, else the first. v0.2.0 reads both
 -- forms (its decisions ignore e) and writes the first, which records no
--- expiry. The two algorithms' ALG functions read them with READ_FMT,
--- write them with state_value, or in the shape read with SAME_FMT.
+-- expiry. The two algorithms' ALG functions read them (state_fmt) and
+-- write them (state_value, or in the shape read with the format read).
 local STATE_EPOCH_MS = 1767225600000 -- 2026-01-01T00:00:00Z
 
 -- INT_FMT[n] is the struct item of an n-byte integer ('i0' reads and
 -- writes nothing, the value 0).
 local INT_FMT = {[0] = 'i0', 'i1', 'i2', 'i3', 'i4', 'i5', 'i6', 'i7', 'i8'}
 
--- READ_FMT[(h * 8 + le) * 32 + len] reads a, c, e and b from a whole
--- state of header byte h, len bytes and le bytes of e (0 in the first
--- form, whose e reads as 'i0': 0); PACK_FMT[(h * 8 + le) * 9 + lb]
--- writes h, le, a, c, e and b (le and e as 'i0' in the first form).
--- SAME_FMT[k] writes a state of the shape READ_FMT[k] reads (its h, le,
--- a, c, e and b). Built on first use (read_fmt, pack_fmt) and kept for
--- the library's life.
-local READ_FMT, PACK_FMT, SAME_FMT = {}, {}, {}
+-- READ_FMT[(h * 8 + le) * 32 + len] reads h, le, a, c, e and b from a
+-- whole state of header byte h, len bytes and le bytes of e (0 in the
+-- first form, whose le and e read as 'i0': 0), and writes a state of
+-- that shape; PACK_FMT[(h * 8 + le) * 9 + lb] writes h, le, a, c, e and
+-- b (le and e as 'i0' in the first form). Built on first use (read_fmt,
+-- pack_fmt) and kept for the library's life.
+local READ_FMT, PACK_FMT = {}, {}
 
 -- read_fmt builds and keeps the reading format of h, le (0 for the first
 -- form) and len, and returns it; nil when they make no state.
 local function read_fmt(h, le, len)
-  local lc, skip = h % 8, 'x'
-  local la = (h - lc) / 8
+  local lc, head = h % 8, 1
+  local la, second = (h - lc) / 8, 'i0'
   if h >= 64 then
-    la, skip = la - 8, 'xx'
+    la, head, second = la - 8, 2, 'B'
   end
-  local lb = len - #skip - la - lc - le
+  local lb = len - head - la - lc - le
   if la > 7 or lb < 0 or lb > 8 then
     return nil
   end
-  local items = INT_FMT[la] .. INT_FMT[lc] .. INT_FMT[le] .. INT_FMT[lb]
-  local k, f, second = (h * 8 + le) * 32 + len, '<' .. skip .. items, 'i0'
-  if le > 0 then
-    second = 'B'
+  local f = '<B' .. second .. INT_FMT[la] .. INT_FMT[lc] .. INT_FMT[le] .. INT_FMT[lb]
+  READ_FMT[(h * 8 + le) * 32 + len] = f
+  return f
+end
+
+-- state_fmt is the format (READ_FMT's) that reads str, a value of len
+-- bytes, nil when it holds no state. An algorithm reads its states with
+-- the format of the last one of their length first: state_fmt keeps it
+-- in shape[len], and its 256 * h + le (which the value read must show:
+-- both are bytes, or le the first form's 0) in shape_hl[len].
+local function state_fmt(str, len, shape, shape_hl)
+  local h, le = sbyte(str, 1, 2)
+  if h == nil or len > 31 then
+    return nil
+  elseif h < 64 then
+    le = 0
+  elseif h >= 128 or le == nil or le > 7 then
+    return nil
   end
-  READ_FMT[k], SAME_FMT[k] = f, '<B' .. second .. items
+  local f = READ_FMT[(h * 8 + le) * 32 + len] or read_fmt(h, le, len)
+  if f then
+    shape[len], shape_hl[len] = f, h * 256 + le
+  end
   return f
 end
 

@@ -36,30 +36,31 @@
 -- stays an embedded string, in the allocation of Redis' object header
 -- (SETRANGE would make it a raw string, a second allocation).
 
+-- SW_SHAPE, SW_SHAPE_HL: the formats the sliding window's states are
+-- read with first, by length (lib.lua's state_fmt).
+local SW_SHAPE, SW_SHAPE_HL = {}, {}
+
 local function sliding_window(key, requests, period_ms, _, cost, flags, now, keep, undo, b0, b1, b2, b3, b4)
   local str = rcall('GET', key)
-  -- rh, rle, rk: the header byte read, its e's length, its READ_FMT
-  -- key; ra, e: a and e as stored; exp: the key's expiry recorded (nil
-  -- for none)
-  local a, b, c, rh, rle, rk, ra, e, exp
+  -- rh, rle, f: the header byte read, its e's length, the format read
+  -- (lib.lua's READ_FMT); ra, e: a and e as stored; exp: the key's
+  -- expiry recorded (nil for none)
+  local a, b, c, rh, rle, f, ra, e, exp
   if str == false then
     a, b, c, rh = 0, 0, 0, 0
   else
     local len = #str
-    rh, rle = sbyte(str, 1, 2)
-    if rh == nil or len > 31 then
-      return nil
-    elseif rh < 64 then
-      rle = 0
-    elseif rh >= 128 or rle == nil or rle > 7 then
-      return nil
+    f = SW_SHAPE[len]
+    if f then
+      rh, rle, ra, c, e, b = sunpack(f, str)
     end
-    rk = (rh * 8 + rle) * 32 + len
-    local f = READ_FMT[rk] or read_fmt(rh, rle, len)
-    if f == nil then
-      return nil
+    if f == nil or rh * 256 + rle ~= SW_SHAPE_HL[len] then
+      f = state_fmt(str, len, SW_SHAPE, SW_SHAPE_HL)
+      if f == nil then
+        return nil
+      end
+      rh, rle, ra, c, e, b = sunpack(f, str)
     end
-    ra, c, e, b = sunpack(f, str)
     a = ra + STATE_EPOCH_MS
     if e ~= 0 then
       exp = a + e
@@ -286,7 +287,7 @@ local function sliding_window(key, requests, period_ms, _, cost, flags, now, kee
     if undo then -- put back with KEEPTTL
       remember(undo, key, str, false)
     end
-    rcall('SET', key, spack(SAME_FMT[rk], rh, rle, ra, prev, e, curr), 'KEEPTTL')
+    rcall('SET', key, spack(f, rh, rle, ra, prev, e, curr), 'KEEPTTL')
     return allowed, remaining, retry, reset, ttl, 0, unrecorded, owed
   end
   local px, rec = nil, exp
