@@ -46,18 +46,19 @@ end
 -- for the library's life, so a call allocates none.
 local VALS = {}
 
--- refuse undoes what undo holds and answers the error msg: a call the
--- store's Go never makes.
-local function refuse(undo, msg)
-  undo_all(undo)
+-- refuse undoes the running group's writes (lib.lua's undo_all) and
+-- answers the error msg: a call the store's Go never makes.
+local function refuse(msg)
+  undo_all()
   return redis.error_reply('ERR floodgate: ' .. msg)
 end
 
 local function decide(KEYS, ARGV)
   local n = #KEYS
+  UNDO_N = 0
   local now, keep, write, deadline = read_header(ARGV[1] or '')
   if now == nil or keep < 0 or write < 0 or write > 1 then
-    return refuse(nil, 'bad header')
+    return refuse('bad header')
   end
   clock_ms = false
   if now < 0 or deadline > 0 then
@@ -79,17 +80,15 @@ local function decide(KEYS, ARGV)
     local blob = ARGV[g]
     local len = #blob
     local stop = len - REQ_LEN + 1 -- the last place a whole request starts
-    local undo, failed -- failed: nil until a request fails
-    if probe then
-      undo = {}
-    end
+    local failed -- nil until a request fails
+    UNDO_N = 0
     repeat
       r = r + 1
       if r > n or pos > stop then
         if pos > len then
-          return refuse(undo, 'an empty group')
+          return refuse('an empty group')
         end
-        return refuse(undo, r .. ' requests for ' .. n .. ' keys, or a short request')
+        return refuse(r .. ' requests for ' .. n .. ' keys, or a short request')
       end
       local h, x, y, z, cost = sunpack(REQ_FMT, blob, pos)
       pos = pos + REQ_LEN
@@ -99,7 +98,7 @@ local function decide(KEYS, ARGV)
       if f == nil then -- a calendar limit, its boundaries following, or a bad byte
         if flags >= 8 and flags < 16 then
           if pos + CAL_LEN - 1 > len then
-            return refuse(undo, 'a short calendar request')
+            return refuse('a short calendar request')
           end
           b0, b1, b2, b3, b4 = sunpack(CAL_FMT, blob, pos)
           pos = pos + CAL_LEN
@@ -109,15 +108,10 @@ local function decide(KEYS, ARGV)
         end
       end
       if f == nil or x < 1 or y < 1 or z < 0 then
-        return refuse(undo, 'bad arguments for request ' .. r)
+        return refuse('bad arguments for request ' .. r)
       end
-      local u = undo
-      if pos <= len then -- more requests in the group
-        if u == nil then
-          u = {nil, nil, nil, nil, nil, nil} -- room for two records, grown by none
-          undo = u
-        end
-      elseif u and not failed and not probe then
+      local u = UNDO
+      if pos > len and not failed and not probe then
         u = nil -- the group's last request: nothing after it can undo its write
       end
       local allowed, remaining, retry, reset, ttl, wait = f(KEYS[r], x, y, z, cost, flags, now, keep, u, b0, b1, b2, b3, b4)
@@ -169,13 +163,14 @@ local function decide(KEYS, ARGV)
         k = 0
       end
     until pos > len
-    if undo and (failed or probe) then
-      undo_all(undo)
+    if failed or probe then
+      undo_all()
     end
     pos = 1
   end
   if r ~= n then
-    return refuse(nil, r .. ' requests for ' .. n .. ' keys')
+    UNDO_N = 0 -- every group decided: nothing to undo
+    return refuse(r .. ' requests for ' .. n .. ' keys')
   end
   if parts then
     parts[#parts + 1] = pack_i8(vals, k)

@@ -316,14 +316,23 @@ end
 -- Undo. A group of several requests is all or nothing: each request
 -- writes at once, and when one is denied undo_all puts back what the
 -- group wrote, newest first, in the same call. Before a write, an
--- algorithm given an undo list (nil for a group's last request, which a
--- deny leaves unwritten) remembers the key, what it held (the string,
--- false for no key, or a number INCRBY added, taken back by DECRBY) and,
--- for a write that may shorten the TTL (short: a refund, a delete), the
--- key's PTTL (false otherwise: put back with KEEPTTL).
+-- algorithm given the undo list (UNDO; nil for a group's last request,
+-- which a deny leaves unwritten) remembers the key, what it held (the
+-- string, false for no key, or a number INCRBY added, taken back by
+-- DECRBY) and, for a write that may shorten the TTL (short: a refund, a
+-- delete), the key's PTTL (false otherwise: put back with KEEPTTL).
+--
+-- UNDO holds the running group's records in its first UNDO_N fields,
+-- three a record (what lies past them is an earlier group's): one table
+-- for the library's life, so a group allocates none. Every driver that
+-- hands it out sets UNDO_N to 0 when a group starts, so no record
+-- outlives its group, not even one of a call that failed.
+local UNDO, UNDO_N = {}, 0
+
 local function remember(undo, key, old, short)
-  local n = #undo
+  local n = UNDO_N
   undo[n + 1], undo[n + 2], undo[n + 3] = key, old, false
+  UNDO_N = n + 3
   if short and old then
     local pttl = redis.call('PTTL', key)
     if pttl > 0 then
@@ -332,13 +341,11 @@ local function remember(undo, key, old, short)
   end
 end
 
--- undo_all undoes the writes undo lists (nil: none), newest first.
-local function undo_all(undo)
-  if undo == nil then
-    return
-  end
-  for i = #undo - 2, 1, -3 do
-    local key, old, pttl = undo[i], undo[i + 1], undo[i + 2]
+-- undo_all undoes the running group's writes, newest first, and empties
+-- its records.
+local function undo_all()
+  for i = UNDO_N - 2, 1, -3 do
+    local key, old, pttl = UNDO[i], UNDO[i + 1], UNDO[i + 2]
     if old == false then
       redis.call('DEL', key)
     elseif type(old) == 'number' then
@@ -349,4 +356,5 @@ local function undo_all(undo)
       redis.call('SET', key, old, 'KEEPTTL')
     end
   end
+  UNDO_N = 0
 end
