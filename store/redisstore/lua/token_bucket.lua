@@ -135,8 +135,8 @@ local function token_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
   end
   if allowed == 1 and cost ~= 0 and flags % 2 == 0 then
     if lead == 0 then
-      if undo then
-        remember(undo, key, str, move < 0)
+      if undo then -- a delete: put back with the TTL it had
+        remember(undo, key, str, true)
       end
       if str then
         rcall('DEL', key)
