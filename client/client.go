@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate/floodgate/algorithms"
 	floodgatev1 "github.com/floodgate/floodgate/gen/floodgate/v1"
+	"github.com/floodgate/floodgate/internal/hostcheck"
 )
 
 // DefaultTimeout bounds each call when no WithTimeout option is given. A
@@ -215,7 +216,7 @@ func Dial(addr string, opts ...DialOption) (*Client, error) {
 		grpc.WithDisableRetry(),
 	}
 	if o.token != "" {
-		if o.tls == nil && !isLoopback(addr) {
+		if o.tls == nil && !hostcheck.LoopbackTarget(addr) {
 			return nil, fmt.Errorf("floodgate client: a bearer token needs WithTLS unless %q is a loopback address", addr)
 		}
 		dopts = append(dopts, grpc.WithPerRPCCredentials(bearer{token: o.token, secure: o.tls != nil}))
@@ -242,7 +243,7 @@ func New(conn grpc.ClientConnInterface, opts ...Option) (*Client, error) {
 	if o.token != "" {
 		secure := true
 		if t, ok := conn.(interface{ Target() string }); ok {
-			secure = !isLoopback(t.Target())
+			secure = !hostcheck.LoopbackTarget(t.Target())
 		}
 		c.callOpts = []grpc.CallOption{grpc.PerRPCCredentials(bearer{token: o.token, secure: secure})}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"net"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -122,20 +120,3 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (b bearer) RequireTransportSecurity() bool { return b.secure }
-
-// isLoopback reports whether a gRPC target names a loopback host or a
-// unix socket.
-func isLoopback(target string) bool {
-	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
-		return true
-	}
-	if i := strings.Index(target, ":///"); i >= 0 {
-		target = target[i+4:]
-	}
-	host, _, err := net.SplitHostPort(target)
-	if err != nil {
-		host = target
-	}
-	ip := net.ParseIP(host)
-	return host == "localhost" || ip != nil && ip.IsLoopback()
-}

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/floodgate/floodgate/internal/giveback"
+	"github.com/floodgate/floodgate/internal/hostcheck"
 	"github.com/floodgate/floodgate/internal/simulate"
 )
 
@@ -80,7 +80,7 @@ func (f *checkFlags) dialEnvoy() (*grpc.ClientConn, error) {
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	if f.token != "" && !tlsOn && !giveback.Loopback(f.addr) {
+	if f.token != "" && !tlsOn && !hostcheck.LoopbackTarget(f.addr) {
 		return nil, fmt.Errorf("--token needs --tls unless --addr %q is a loopback address", f.addr)
 	}
 	return grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))

@@ -85,3 +85,34 @@ func TestCheckEnvoyUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckEnvoyTokenTargets: a token without --tls is refused for the
+// Envoy form exactly where the Check form's client refuses it: allowed
+// for loopback hosts and unix sockets, refused for any other target.
+func TestCheckEnvoyTokenTargets(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"localhost:8081", true},
+		{"127.0.0.1:8081", true},
+		{"[::1]:8081", true},
+		{"passthrough:///127.0.0.1:8081", true},
+		{"unix:///run/floodgate.sock", true},
+		{"unix-abstract:floodgate", true},
+		{"floodgate.internal:8081", false},
+		{"dns:///floodgate:8081", false},
+		{"10.0.0.7:8081", false},
+	} {
+		f := &checkFlags{callFlags: callFlags{addr: tc.addr, token: "t"}}
+		conn, err := f.dialEnvoy()
+		if tc.ok != (err == nil) {
+			t.Errorf("--addr %s --token t: err %v, want allowed %v", tc.addr, err, tc.ok)
+		}
+		if err == nil {
+			conn.Close()
+		} else if !strings.Contains(err.Error(), "--token needs --tls") {
+			t.Errorf("--addr %s: %v, want the --token needs --tls refusal", tc.addr, err)
+		}
+	}
+}

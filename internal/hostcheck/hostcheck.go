@@ -1,9 +1,11 @@
-// Package hostcheck guards an HTTP port against DNS rebinding: a browser
-// page on a name its attacker controls, rebound to 127.0.0.1 (or to any
-// address of the server), is same-origin with the server and may call it
-// as if it were local. Such a request carries the attacker's name in its
-// Host header; a request that names the server by a loopback name, by an
-// IP address or by a name the operator allows does not.
+// Package hostcheck answers whether a host is safe to trust as local. It
+// guards an HTTP port against DNS rebinding: a browser page on a name its
+// attacker controls, rebound to 127.0.0.1 (or to any address of the
+// server), is same-origin with the server and may call it as if it were
+// local. Such a request carries the attacker's name in its Host header; a
+// request that names the server by a loopback name, by an IP address or by
+// a name the operator allows does not. And it says whether a gRPC target
+// stays on this machine, where a bearer token may travel without TLS.
 package hostcheck
 
 import (
@@ -49,4 +51,22 @@ func Guard(next http.Handler, names []string, open func(*http.Request) bool, fla
 		w.WriteHeader(http.StatusForbidden)
 		fmt.Fprintf(w, "Host %q is not allowed here: name the server by localhost or an IP address, or allow the name with %s\n", r.Host, flag)
 	})
+}
+
+// LoopbackTarget reports whether a gRPC target ("host:port", or with a
+// scheme such as "passthrough:///127.0.0.1:8081") names a loopback host
+// or localhost, or is a unix socket.
+func LoopbackTarget(target string) bool {
+	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
+		return true
+	}
+	if i := strings.Index(target, ":///"); i >= 0 {
+		target = target[i+4:]
+	}
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		host = target
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
