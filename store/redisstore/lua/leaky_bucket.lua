@@ -31,9 +31,11 @@ local function leaky_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
   -- format read (lib.lua's READ_FMT); exp: the key's expiry recorded
   -- (nil for none); end_ms and end_u: the queue's end, now when it is
   -- empty.
-  local ra, c, e, rb, rh, rle, f, exp = 0, 0, 0, 0, 0, 0
+  local ra, c, e, rb, rh, rle, f, exp
   local end_ms, end_u = now, 0
-  if str then
+  if str == false then
+    ra, c, rb, rh = 0, 0, 0, 0
+  else
     local len = #str
     f = LB_SHAPE[len]
     if f then
@@ -46,7 +48,8 @@ local function leaky_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
       end
       rh, rle, ra, c, e, rb = sunpack(f, str)
     end
-    end_ms, end_u = rb + STATE_EPOCH_MS, ra
+    end_ms = rb + STATE_EPOCH_MS
+    end_u = ra
     if e ~= 0 then
       exp = end_ms + e
     end
@@ -74,7 +77,8 @@ local function leaky_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
     -- moves to now + q units.
     local r = q % per_ms
     ttl = (q - r) / per_ms
-    end_ms, end_u = now + ttl, r
+    end_ms = now + ttl
+    end_u = r
     if r > 0 then
       ttl = ttl + 1
     end

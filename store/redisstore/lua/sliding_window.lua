@@ -74,7 +74,7 @@ local function sliding_window(key, requests, period_ms, _, cost, flags, now, kee
       cost = -requests
     end
   end
-  local start, w, w2, carry, curr, prev, out = 0, period_ms, period_ms, true, 0, 0, false
+  local w, w2, carry, curr, prev, start, out = period_ms, period_ms, true, 0, 0 -- start: set below; out: false until out of range
   if b0 == nil then -- a fixed period: the window holding now
     local r = now % w -- the window's start, quo's steps
     if r < 0 then
@@ -84,7 +84,8 @@ local function sliding_window(key, requests, period_ms, _, cost, flags, now, kee
     if a % w ~= 0 then
       -- a window of another period: the limit changed
     elseif a == start then
-      curr, prev = b, c
+      curr = b
+      prev = c
     elseif a > start then -- the clock went back: stay at the stored window's start
       start, curr, prev = a, b, c
     elseif b <= requests then -- no debt: the count weighs on the next window only
@@ -134,9 +135,9 @@ local function sliding_window(key, requests, period_ms, _, cost, flags, now, kee
     end
     w, w2, carry = stop - start, nxt - stop, false
   end
-  local allowed, remaining, retry, reset, ttl, unrecorded, owed
+  local allowed, remaining, retry, reset, ttl, unrecorded, owed = 1, 0, 0, 0, 0, 0, 0
   if out then -- nothing changed
-    allowed, remaining, retry, reset, ttl, unrecorded, owed = 1, 0, 0, 1000, b4 - b1, 0, 0
+    reset, ttl = 1000, b4 - b1
     if debt and cost > 0 then
       unrecorded = cost
     elseif cost > 0 then
@@ -152,7 +153,6 @@ local function sliding_window(key, requests, period_ms, _, cost, flags, now, kee
     local limit = requests * w
     local weighted = curr * w + prev * (w - e)
 
-    allowed, retry, reset, unrecorded = 1, 0, 0, 0
     if debt and cost > 0 then
       local k = quo(2 * limit - weighted, w)
       if k > cost then
@@ -232,7 +232,7 @@ local function sliding_window(key, requests, period_ms, _, cost, flags, now, kee
       end
       weighted = curr * w + prev * (w - e)
     end
-    remaining = 0 -- max(0, quo(limit - weighted, w)), quo's steps
+    -- remaining: max(0, quo(limit - weighted, w)), quo's steps
     if limit > weighted then
       local x = limit - weighted
       local r = x % w
@@ -254,7 +254,7 @@ local function sliding_window(key, requests, period_ms, _, cost, flags, now, kee
       -- differently from no state until the clock reaches it.
       ttl = at - now
     end
-    owed = 0 -- min(ceil((weighted - limit) / w), requests)
+    -- owed: min(ceil((weighted - limit) / w), requests)
     if weighted > limit then
       owed = quo(weighted - limit + w - 1, w)
       if owed > requests then
