@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/floodgate/floodgate/store/redisstore"
 )
 
 // refDenyCacheEntryBytes is about what one denied key takes in the deny
@@ -87,11 +90,22 @@ func refRedis(r *envReader, flag func(name, value string), t refRedisTarget) boo
 //	CLUSTER   host:port,host:port,...
 //	SENTINEL  master,sentinel:port,sentinel:port,...
 //
-// AUTH is "password" or "user:password".
+// AUTH is "password" or "user:password". A SINGLE URL may be a redis://
+// or rediss:// URL, which takes AUTH (unless it holds a password) and
+// TLS as the others do.
 func refRedisURL(r *envReader, t refRedisTarget) (u, mode, master string, err error) {
 	env := func(name string) string { return t.env + "_" + name }
 	socketType, redisType := r.str(env("SOCKET_TYPE"), "unix"), r.str(env("TYPE"), "SINGLE")
 	addr, auth := r.str(env("URL"), t.socket), r.getenv(env("AUTH"))
+	defer func() {
+		if err != nil { // the errors quote URL: a host given as user:password@host:port shows no password
+			msg := err.Error()
+			for _, h := range strings.Split(addr, ",") {
+				msg = redisstore.Redact(msg, h)
+			}
+			err = errors.New(msg)
+		}
+	}()
 	scheme := "redis"
 	if r.boolean(env("TLS"), false) {
 		scheme = "rediss"
@@ -124,6 +138,17 @@ func refRedisURL(r *envReader, t refRedisTarget) (u, mode, master string, err er
 	switch strings.ToLower(redisType) {
 	case "single":
 		if strings.HasPrefix(addr, "redis://") || strings.HasPrefix(addr, "rediss://") {
+			// AUTH and TLS apply to it, as the reference's client applies
+			// them whatever the address; a password in the URL stays.
+			if v, perr := url.Parse(addr); perr == nil { // else --redis-url's check says what is wrong
+				if _, has := v.User.Password(); user != nil && !has {
+					v.User = user
+				}
+				if scheme == "rediss" {
+					v.Scheme = scheme
+				}
+				addr = v.String()
+			}
 			return addr, "standalone", "", nil
 		}
 		switch strings.ToLower(socketType) {
