@@ -8,8 +8,9 @@
 -- ms plus a units of 1/c ms), c the unit's per_ms; no key, or c = 0, is
 -- an empty queue, and a state emptied is deleted. Flag bit 2, no-wait,
 -- admits only what may start now (algorithms.NoWait); a give-back (cost
--- < 0) frees nothing and changes nothing; a cost above the capacity is
--- decided as a look and denied with retry -1 (never), unless a debt.
+-- < 0) frees nothing (the state is written back as read, its TTL set
+-- anew); a cost above the capacity is decided as a look and denied with
+-- retry -1 (never), unless a debt.
 --
 -- The key records its expiry (the codec's second form, when it fits): a
 -- write that sets the TTL records Redis' clock at the call's start plus
