@@ -58,8 +58,9 @@ var ErrClientConfig = errors.New("bad redis client config")
 
 // NewClient builds a go-redis client from cfg: a *redis.Client
 // (standalone), *redis.ClusterClient (cluster) or failover *redis.Client
-// (sentinel). It does not connect; the first command does. Errors never
-// contain the URL's password, nor a part of it.
+// (sentinel), which sends no command again after a failure unless the
+// URL's max_retries says so. It does not connect; the first command
+// does. Errors never contain the URL's password, nor a part of it.
 func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	if cfg.URL == "" {
 		return nil, bad("empty redis URL")
@@ -105,6 +106,12 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		if d > 0 {
 			q.Set(name, d.String())
 		}
+	}
+	if !q.Has("max_retries") {
+		// No command is sent again after its reply timed out: Redis may
+		// still run the first, and a decision run twice charges (or
+		// refunds) twice.
+		q.Set("max_retries", "-1")
 	}
 	u.RawQuery = q.Encode()
 	if cfg.Password != "" {
