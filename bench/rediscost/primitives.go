@@ -71,6 +71,7 @@ func primitives() []primitive {
 		{name: "redis.call DEL, the key then made by SET PX", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('DEL', KEYS[1]) redis.call('SET', KEYS[1], v, 'PX', '86528000')", keys: true},
 		{name: "redis.call DEL, the key then made by SET PXAT", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('DEL', KEYS[1]) redis.call('SET', KEYS[1], v, 'PXAT', '4102444800000')", keys: true},
 		{name: "redis.call DEL, the key then made by SETRANGE", setup: "local v = redis.call('GET', KEYS[1])", body: "redis.call('DEL', KEYS[1]) redis.call('SETRANGE', KEYS[1], '0', v)", keys: true},
+		{name: "redis.call TIME, made Unix ms", body: "local t = redis.call('TIME') local us = t[2] local ms = t[1] * 1000 + (us - us % 1000) / 1000"},
 		{name: "a table of 8 strings joined (table.concat)", setup: "local t = {} for j = 1, 8 do t[j] = string.rep('x', 41) end local tc = table.concat", body: "local v = tc(t)"},
 	}
 }
