@@ -186,13 +186,14 @@ local function leaky_bucket(key, per_ms, scale, capacity, cost, flags, now, keep
   local kept = exp and exp >= need and exp <= need + m / 64 -- exp is whole: m / 64 needs no floor
   if kept then
     local e2 = exp - end_ms
-    if end_u == ra and unit == c and rb >= 2147483648 and bt < 549755813888 and rle > 2 and e2 < 8388608 and e2 >= -8388608 then
-      -- Each field fits where it was read (b in its 5 bytes or more, e
-      -- in its 3 or more): the value takes the shape read.
+    if (end_u == ra or (end_u > 0 and end_u < 128 and ra > 0 and ra < 128)) and unit == c and rb >= 2147483648 and bt < 549755813888 and rle > 2 and e2 < 8388608 and e2 >= -8388608 then
+      -- Each field fits where it was read, in as many bytes as it needs
+      -- (the fraction as read or in its one byte, b in its 5 bytes or
+      -- more, e in its 3 or more): the value takes the shape read.
       if undo then -- put back with KEEPTTL
         remember(undo, key, str, false)
       end
-      rcall('SET', key, spack(f, rh, rle, ra, c, e2, bt), 'KEEPTTL')
+      rcall('SET', key, spack(f, rh, rle, end_u, c, e2, bt), 'KEEPTTL')
       return 1, remaining, 0, ttl, ttl, w, unrecorded, owed
     end
   else
