@@ -56,7 +56,8 @@ func counterExpiry(alg algorithms.Algorithm, v string) (int64, bool) {
 }
 
 // counterState is the state a three-integer value of alg holds (either
-// form), and whether it is whole.
+// form), and whether it is whole with a, c and b each in the fewest
+// bytes it needs.
 func counterState(alg algorithms.Algorithm, v string) (algorithms.State, bool) {
 	if len(v) < 1 || v[0] >= 128 {
 		return algorithms.State{}, false
@@ -75,10 +76,11 @@ func counterState(alg algorithms.Algorithm, v string) (algorithms.State, bool) {
 	a := leInt(v[at : at+la])
 	c := leInt(v[at+la : at+la+lc])
 	b := leInt(v[at+la+lc+le:])
+	minimal := la == minBytes(a) && lc == minBytes(c) && len(v)-at-la-lc-le == minBytes(b)
 	if alg == algorithms.LeakyBucket {
-		return algorithms.State{A: a, B: b + tbEpochMs, C: c}, true
+		return algorithms.State{A: a, B: b + tbEpochMs, C: c}, minimal
 	}
-	return algorithms.State{A: a + tbEpochMs, B: b, C: c}, true
+	return algorithms.State{A: a + tbEpochMs, B: b, C: c}, minimal
 }
 
 // leInt reads a little-endian two's complement integer of len(s) bytes
@@ -160,7 +162,7 @@ func runCounterSteps(t *testing.T, s store.Store, c redis.UniversalClient, key s
 		t.Logf("step %d (cost %d under %v): TTL %v", i, st.cost, st.l, d.TTL)
 		rk := redisstore.StateKey(st.l.Algorithm, key)
 		if got, ok := counterState(st.l.Algorithm, c.Get(context.Background(), rk).Val()); !ok || got.A != next.A || got.B != next.B || got.C != next.C {
-			t.Errorf("step %d: the key holds %+v (whole: %v), want Go's %+v", i, got, ok, next)
+			t.Errorf("step %d: the key holds %+v (whole, each field in its fewest bytes: %v), want Go's %+v", i, got, ok, next)
 		}
 		ok := checkCounterKey(t, c, st.l, rk, d.TTL, d.TTL+keep, true)
 		for _, r := range recorded {
