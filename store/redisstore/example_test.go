@@ -23,7 +23,8 @@ import (
 // Redis' clock. (The output is checked against a real Redis by
 // TestExampleOutput.)
 func Example() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	// MaxRetries -1: a decision is never sent twice (see New).
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: -1})
 	defer client.Close()
 	if err := exampleLogins(context.Background(), client, os.Stdout); err != nil {
 		fmt.Println(err)

@@ -125,6 +125,9 @@ var _ store.Store = (*Store)(nil)
 
 // New returns a Store deciding on client. The caller keeps ownership of
 // client: Close stops the Store's batcher but does not close the client.
+// client should send no command again after a failure (go-redis'
+// MaxRetries -1, as NewClient's client): Redis may have run the first,
+// and a decision run twice charges, or refunds, twice.
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
