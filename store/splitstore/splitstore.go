@@ -8,11 +8,14 @@
 //  1. the main store's requests are looked at (a dry run); when one is
 //     denied, the per-second ones are looked at too and nothing is charged;
 //  2. the per-second requests are charged, all or nothing, their refunds
-//     only looked at; when one is denied, nothing is charged anywhere;
+//     and debts (algorithms.Debt) only looked at; when one is denied,
+//     nothing is charged anywhere;
 //  3. the main store's requests are charged, refunds included; when one is
 //     now denied (another call took the room since step 1), the per-second
 //     charges are given back by refunds of their costs;
-//  4. the call passed: the per-second refunds are made.
+//  4. the call passed: the per-second refunds and debts are made (a debt
+//     is always allowed; charged in step 2, its give-back would refund
+//     the part it did not record too).
 //
 // So a denied call charges nothing on either store, except when the main
 // store changed between steps 1 and 3 and the give-back cannot restore the
@@ -61,14 +64,14 @@ type side struct {
 }
 
 // decide decides the side's requests, as dry runs when dry; with
-// holdRefunds, its refunds (a negative cost) are dry runs too. It reports
+// holdRefunds, its refunds and debts (held) are dry runs too. It reports
 // whether one with a positive cost was denied.
 func (s *side) decide(ctx context.Context, now time.Time, dry, holdRefunds bool) (denied bool, err error) {
 	reqs := s.Reqs
-	if dry || holdRefunds && s.refunds() {
+	if dry || holdRefunds && slices.ContainsFunc(s.Reqs, held) {
 		reqs = make([]store.Request, len(s.Reqs))
 		for i, r := range s.Reqs {
-			r.DryRun = r.DryRun || dry || r.Cost < 0
+			r.DryRun = r.DryRun || dry || holdRefunds && held(r)
 			reqs[i] = r
 		}
 	}
@@ -84,16 +87,17 @@ func (s *side) decide(ctx context.Context, now time.Time, dry, holdRefunds bool)
 	return false, nil
 }
 
-// refunds reports whether the side has a refund to make.
-func (s *side) refunds() bool {
-	return slices.ContainsFunc(s.Reqs, func(r store.Request) bool { return r.Cost < 0 && !r.DryRun })
+// held reports whether r is made only once the call passed: a refund, or
+// a debt, which is always allowed.
+func held(r store.Request) bool {
+	return !r.DryRun && (r.Cost < 0 || r.Cost > 0 && r.Mode&algorithms.Debt != 0)
 }
 
 // giveBack refunds what the side's last decide charged.
 func (s *side) giveBack(ctx context.Context, now time.Time) error {
 	var back []store.Request
 	for i, r := range s.Reqs {
-		if r.Cost > 0 && !r.DryRun && s.Out[i].Allowed {
+		if r.Cost > 0 && !r.DryRun && !held(r) && s.Out[i].Allowed {
 			back = append(back, store.Request{Key: r.Key, Scope: r.Scope, Limit: r.Limit, Cost: -r.Cost})
 		}
 	}
@@ -103,13 +107,13 @@ func (s *side) giveBack(ctx context.Context, now time.Time) error {
 	return s.st.Decide(ctx, now, back, make([]algorithms.Decision, len(back)))
 }
 
-// refund makes the side's refunds that its last decide held back, and
-// answers them with their decisions. When the store fails, the refunds
-// are not made and keep the decisions of their look.
+// refund makes the side's refunds and debts that its last decide held
+// back, and answers them with their decisions. When the store fails,
+// they are not made and keep the decisions of their look.
 func (s *side) refund(ctx context.Context, now time.Time) {
 	var b store.Batch
 	for k, r := range s.Reqs {
-		if r.Cost < 0 && !r.DryRun {
+		if held(r) {
 			b.Add(k, r)
 		}
 	}
