@@ -21,7 +21,9 @@
 // store changed between steps 1 and 3 and the give-back cannot restore the
 // count (an algorithm that waits frees no slot, algorithms.Facts.Waits) or
 // fails. A per-second refund comes after the call's charges, so it may
-// deny a charge a single store would admit, never the other way.
+// deny a charge a single store would admit; a debt too, so a charge of
+// the same key after it in the call, which a single store would decide
+// on the debt, is decided before it.
 //
 // Failure is judged per store: when one store cannot decide, Decide
 // returns a *store.PartialError naming its requests, with the other
