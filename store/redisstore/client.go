@@ -69,7 +69,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		return nil, bad("pool size and timeouts must not be negative")
 	}
 	u, err := url.Parse(cfg.URL)
-	if misread(cfg.URL, u) {
+	if misread(cfg.URL) {
 		return nil, bad("redis URL %s: an @ after a /, ? or # (write a password's /, ? and # as %%2F, %%3F and %%23, another @ as %%40)", Redact(cfg.URL, cfg.URL))
 	}
 	if err != nil {
@@ -220,15 +220,15 @@ func Redact(text, raw string) string {
 	return strings.ReplaceAll(text, info, "xxxxx")
 }
 
-// misread reports whether raw holds an @ that the URL parser, which gave
-// u (nil when it failed), did not take as its user information's end:
-// a password's /, ? or # written as it is ends the user information
-// early, and the parser reads the password's rest as the port, path,
-// query or fragment, which its errors and go-redis' would quote.
-func misread(raw string, u *url.URL) bool {
+// misread reports whether raw holds an @ after a /, ? or # (past its
+// scheme, unless a socket path follows the scheme): a password's /, ? or #
+// written as it is ends the user information early, and the URL parser
+// reads the password's rest as the port, path, query or fragment, which
+// its errors and go-redis' would quote.
+func misread(raw string) bool {
 	_, rest, ok := strings.Cut(raw, "://")
 	at := strings.LastIndex(rest, "@")
-	return ok && at > 0 && (u == nil || u.User == nil) && !strings.HasPrefix(rest, "/") && strings.ContainsAny(rest[:at], "/?#")
+	return ok && at > 0 && !strings.HasPrefix(rest, "/") && strings.ContainsAny(rest[:at], "/?#")
 }
 
 // scrub removes u's password from err's text, should go-redis quote it.

@@ -16,7 +16,7 @@ import (
 func TestNewClientPasswordNeedsEscape(t *testing.T) {
 	const head, tail = "s3cr3tpa55", "t4ilpa55"
 	for _, sep := range []string{"/", "?", "#"} {
-		for _, pw := range []string{head + sep + tail, "6380" + sep + tail} {
+		for _, pw := range []string{head + sep + tail, "6380" + sep + tail, head + "@x" + sep + tail} {
 			for _, mode := range []string{"", redisstore.ModeCluster, redisstore.ModeSentinel} {
 				for _, raw := range []string{"redis://u:" + pw + "@localhost:6379", "redis://:" + pw + "@localhost:6379/0"} {
 					c, err := redisstore.NewClient(redisstore.ClientConfig{URL: raw, Mode: mode, SentinelMaster: "m"})
